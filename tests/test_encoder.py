@@ -1,0 +1,122 @@
+"""MemoryEncoder: same vectors as sentence-transformers, save/load round trips, input checks."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from memnets.nn.encoder import DEFAULT_BACKBONE, MemoryEncoder
+
+TEXTS = [
+    "Caroline: I went to a LGBTQ support group yesterday and it was so powerful.",
+    "Melanie: That's great! What did you learn there?",
+    "short",
+    "When did Caroline go to the support group?",
+]
+
+
+def _sentence_transformer(model_dir, max_length):
+    """A sentence-transformers model built from its own modules (the reference implementation)."""
+    from sentence_transformers import SentenceTransformer, models
+
+    transformer = models.Transformer(str(model_dir), max_seq_length=max_length)
+    pooling = models.Pooling(transformer.get_embedding_dimension(), pooling_mode="mean")
+    return SentenceTransformer(modules=[transformer, pooling, models.Normalize()], device="cpu")
+
+
+def test_encode_matches_sentence_transformers_on_tiny_model(tiny_model_dir):
+    encoder = MemoryEncoder.from_pretrained(tiny_model_dir, max_length=32)
+    reference = _sentence_transformer(tiny_model_dir, 32).encode(TEXTS, convert_to_tensor=True)
+    ours = encoder.encode(TEXTS, batch_size=3)
+    assert ours.shape == (len(TEXTS), encoder.dim) == (4, 32)
+    assert ours.dtype == torch.float32 and ours.device.type == "cpu"
+    torch.testing.assert_close(ours, reference.cpu(), atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(ours.norm(dim=1), torch.ones(4))
+
+
+def test_encode_keeps_input_order_and_batch_size_does_not_matter(tiny_model_dir):
+    encoder = MemoryEncoder.from_pretrained(tiny_model_dir)
+    one_by_one = torch.cat([encoder.encode([t]) for t in TEXTS])
+    torch.testing.assert_close(encoder.encode(TEXTS, batch_size=2), one_by_one, atol=1e-5, rtol=1e-4)
+
+
+def test_forward_has_gradients_and_encode_restores_mode(tiny_model_dir):
+    encoder = MemoryEncoder.from_pretrained(tiny_model_dir)
+    encoder.train()
+    out = encoder(**encoder.tokenize(TEXTS[:2]))
+    out.sum().backward()
+    assert out.requires_grad and any(p.grad is not None for p in encoder.parameters())
+    encoder.encode(TEXTS[:1])
+    assert encoder.training
+
+
+def test_prefixes_change_queries_only(tiny_model_dir):
+    encoder = MemoryEncoder.from_pretrained(tiny_model_dir, query_prefix="query: ")
+    plain = MemoryEncoder.from_pretrained(tiny_model_dir)
+    torch.testing.assert_close(encoder.encode(TEXTS, kind="memory"), plain.encode(TEXTS, kind="memory"))
+    assert not torch.allclose(encoder.encode(TEXTS, kind="query"), plain.encode(TEXTS, kind="query"))
+    torch.testing.assert_close(encoder.encode(TEXTS, kind="query"), plain.encode(["query: " + t for t in TEXTS]))
+
+
+def test_max_length_truncates(tiny_model_dir):
+    encoder = MemoryEncoder.from_pretrained(tiny_model_dir, max_length=8)
+    assert encoder.tokenize([TEXTS[0]])["input_ids"].shape == (1, 8)
+
+
+def test_save_load_round_trip_with_projection_and_prefixes(tiny_model_dir, tmp_path):
+    from sentence_transformers import SentenceTransformer
+
+    torch.manual_seed(1)
+    encoder = MemoryEncoder.from_pretrained(
+        tiny_model_dir, max_length=24, projection_dim=16, query_prefix="query: ", memory_prefix="memory: "
+    )
+    encoder.save_pretrained(tmp_path / "enc")
+    again = MemoryEncoder.from_pretrained(tmp_path / "enc")
+    assert (again.dim, again.max_length, again.query_prefix, again.memory_prefix) == (16, 24, "query: ", "memory: ")
+    for kind in ("memory", "query"):
+        torch.testing.assert_close(again.encode(TEXTS, kind=kind), encoder.encode(TEXTS, kind=kind))
+
+    st = SentenceTransformer(str(tmp_path / "enc"), device="cpu")
+    torch.testing.assert_close(
+        st.encode_query(TEXTS, convert_to_tensor=True).cpu(), encoder.encode(TEXTS, kind="query"), atol=1e-5, rtol=1e-4
+    )
+    torch.testing.assert_close(
+        st.encode_document(TEXTS, convert_to_tensor=True).cpu(),
+        encoder.encode(TEXTS, kind="memory"),
+        atol=1e-5,
+        rtol=1e-4,
+    )
+    manifest = json.loads((tmp_path / "enc" / "memnets_encoder.json").read_text())
+    assert manifest["projection_dim"] == 16 and manifest["dim"] == 16
+
+
+def test_save_without_projection_loads_in_transformers(tiny_model_dir, tmp_path):
+    from transformers import AutoModel
+
+    MemoryEncoder.from_pretrained(tiny_model_dir).save_pretrained(tmp_path / "enc")
+    assert AutoModel.from_pretrained(tmp_path / "enc").config.hidden_size == 32
+
+
+def test_bad_inputs_are_named(tiny_model_dir, tmp_path):
+    encoder = MemoryEncoder.from_pretrained(tiny_model_dir)
+    with pytest.raises(ValueError, match="kind"):
+        encoder.tokenize(["a"], kind="document")
+    with pytest.raises(TypeError, match="sequence of strings"):
+        encoder.encode("one string")
+    with pytest.raises(FileNotFoundError, match="encoder path"):
+        MemoryEncoder.from_pretrained(tmp_path / "missing")
+    assert encoder.encode([]).shape == (0, 32)
+
+
+@pytest.mark.slow
+def test_real_backbone_matches_sentence_transformers():
+    from sentence_transformers import SentenceTransformer
+
+    reference = SentenceTransformer(DEFAULT_BACKBONE, device="cpu").encode(TEXTS, convert_to_tensor=True).cpu()
+    ours = MemoryEncoder.from_pretrained().encode(TEXTS)
+    assert ours.shape == (4, 384)
+    cosine = (ours * reference).sum(dim=1)
+    assert cosine.min() > 0.99999
+    torch.testing.assert_close(ours, reference, atol=1e-5, rtol=1e-4)
