@@ -1,0 +1,256 @@
+"""Reader for LoCoMo (Maharana et al., ACL 2024; CC BY-NC 4.0, see data/locomo/README.md).
+
+Turns a LoCoMo JSON file into typed conversations: sessions with their dates parsed, turns with
+their image captions, QA items with normalised evidence ids, and observation facts. Evidence ids
+that cannot be resolved to a turn are dropped and kept on the item (`dropped_evidence`), so that
+nothing is lost silently; a malformed file raises `LocomoFormatError` naming the file, the sample
+and the field.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from functools import cached_property
+from pathlib import Path
+
+DEFAULT_LOCOMO_PATH = Path(__file__).resolve().parents[2] / "data" / "locomo" / "locomo8.json"
+DATE_FORMAT = "%I:%M %p on %d %B, %Y"  # "1:56 pm on 8 May, 2023"
+_SESSION_KEY = re.compile(r"session_(\d+)")
+_DIA_ID = re.compile(r"D:?(\d+):(\d+)")
+
+
+class LocomoFormatError(ValueError):
+    """A LoCoMo file that does not follow the schema; the message names file, sample and field."""
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One dialogue turn: the unit of memory."""
+
+    dia_id: str
+    speaker: str
+    text: str
+    session: int
+    t: datetime
+    image_caption: str | None = None
+
+    @property
+    def content(self) -> str:
+        """The memory text: "{speaker}: {text}", plus the photo's caption for image turns."""
+        photo = f" [shares a photo of {self.image_caption}]" if self.image_caption else ""
+        return f"{self.speaker}: {self.text}{photo}"
+
+
+@dataclass(frozen=True)
+class Session:
+    number: int
+    t: datetime
+    turns: tuple[Turn, ...]
+
+
+@dataclass(frozen=True)
+class QAItem:
+    """A question with its evidence turns (normalised dia_ids) and the ids that did not resolve."""
+
+    index: int
+    question: str
+    answer: str
+    category: int
+    evidence: tuple[str, ...]
+    dropped_evidence: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ObservationFact:
+    """A generated fact about a speaker, tagged with the turn it came from."""
+
+    speaker: str
+    text: str
+    dia_id: str
+    session: int
+
+
+@dataclass(frozen=True)
+class Conversation:
+    sample_id: str
+    speaker_a: str
+    speaker_b: str
+    sessions: tuple[Session, ...]
+    qa: tuple[QAItem, ...]
+    observations: tuple[ObservationFact, ...] = field(default=())
+    dropped_observation_sources: tuple[str, ...] = field(default=())
+
+    @cached_property
+    def turns(self) -> tuple[Turn, ...]:
+        """All turns in chronological order."""
+        return tuple(turn for session in self.sessions for turn in session.turns)
+
+    @cached_property
+    def turn_index(self) -> dict[str, int]:
+        """dia_id -> position in `turns`."""
+        return {turn.dia_id: i for i, turn in enumerate(self.turns)}
+
+    def turn(self, dia_id: str) -> Turn:
+        return self.turns[self.turn_index[dia_id]]
+
+    @property
+    def dropped_evidence_count(self) -> int:
+        return sum(len(item.dropped_evidence) for item in self.qa)
+
+
+def memory_id(sample_id: str, dia_id: str) -> str:
+    """The archive id of a LoCoMo turn, unique across conversations."""
+    return f"{sample_id}/{dia_id}"
+
+
+def split_evidence(raw: str) -> list[str]:
+    """Normalise one evidence string into dia_ids.
+
+    Splits on ';', ',' and whitespace, and rewrites the variants seen in LoCoMo: "D:11:26" -> "D11:26",
+    "D30:05" -> "D30:5". Strings that are not dia_ids at all (e.g. "D") are returned unchanged so
+    that the caller can count them as unresolvable.
+    """
+    ids = []
+    for token in re.split(r"[;,\s]+", raw.strip()):
+        if not token:
+            continue
+        match = _DIA_ID.fullmatch(token)
+        ids.append(f"D{int(match[1])}:{int(match[2])}" if match else token)
+    return ids
+
+
+def _require(mapping: dict, key: str, kind: type, where: str):
+    if not isinstance(mapping, dict) or key not in mapping:
+        raise LocomoFormatError(f"{where}: missing field {key!r}")
+    value = mapping[key]
+    if not isinstance(value, kind):
+        raise LocomoFormatError(f"{where}: field {key!r} should be {kind.__name__}, got {type(value).__name__}")
+    return value
+
+
+def _parse_date(value: str, where: str) -> datetime:
+    try:
+        return datetime.strptime(value.strip(), DATE_FORMAT)
+    except ValueError as error:
+        raise LocomoFormatError(f"{where}: cannot parse date {value!r} (expected like '1:56 pm on 8 May, 2023')") from error
+
+
+def _parse_sessions(conversation: dict, where: str) -> tuple[Session, ...]:
+    numbers = sorted(int(m[1]) for key in conversation if (m := _SESSION_KEY.fullmatch(key)))
+    sessions = []
+    for number in numbers:
+        field_name = f"session_{number}"
+        turns_raw = _require(conversation, field_name, list, where)
+        t = _parse_date(_require(conversation, f"{field_name}_date_time", str, where), f"{where}, field {field_name}_date_time")
+        turns = []
+        for k, raw in enumerate(turns_raw):
+            turn_where = f"{where}, field {field_name}[{k}]"
+            caption = raw.get("blip_caption") if isinstance(raw, dict) else None
+            turns.append(
+                Turn(
+                    dia_id=_require(raw, "dia_id", str, turn_where),
+                    speaker=_require(raw, "speaker", str, turn_where),
+                    text=_require(raw, "text", str, turn_where),
+                    session=number,
+                    t=t,
+                    image_caption=caption or None,
+                )
+            )
+        sessions.append(Session(number=number, t=t, turns=tuple(turns)))
+    if not sessions:
+        raise LocomoFormatError(f"{where}: field 'conversation' has no session_<n> lists")
+    return tuple(sessions)
+
+
+def _parse_qa(items: list, known_ids: set[str], where: str) -> tuple[QAItem, ...]:
+    parsed = []
+    for index, raw in enumerate(items):
+        item_where = f"{where}, field qa[{index}]"
+        evidence_raw = _require(raw, "evidence", list, item_where)
+        resolved, dropped = [], []
+        for entry in evidence_raw:
+            if not isinstance(entry, str):
+                raise LocomoFormatError(f"{item_where}: evidence entries should be str, got {type(entry).__name__}")
+            for dia_id in split_evidence(entry):
+                target = resolved if dia_id in known_ids else dropped
+                if dia_id not in target:
+                    target.append(dia_id)
+        answer = raw.get("answer", raw.get("adversarial_answer", ""))
+        parsed.append(
+            QAItem(
+                index=index,
+                question=_require(raw, "question", str, item_where),
+                answer=str(answer),
+                category=_require(raw, "category", int, item_where),
+                evidence=tuple(resolved),
+                dropped_evidence=tuple(dropped),
+            )
+        )
+    return tuple(parsed)
+
+
+def _parse_observations(raw: dict, known_ids: set[str], where: str) -> tuple[tuple[ObservationFact, ...], tuple[str, ...]]:
+    """The observation facts, one per resolvable source turn, and the source ids that did not resolve."""
+    facts, dropped = [], []
+    for key, by_speaker in raw.items():
+        match = re.fullmatch(r"session_(\d+)_observation", key)
+        if match is None or not isinstance(by_speaker, dict):
+            raise LocomoFormatError(f"{where}, field observation.{key}: expected session_<n>_observation -> {{speaker: [[fact, dia_id], ...]}}")
+        for speaker, entries in by_speaker.items():
+            for k, entry in enumerate(entries):
+                if not (isinstance(entry, list) and len(entry) == 2):
+                    raise LocomoFormatError(f"{where}, field observation.{key}.{speaker}[{k}]: expected [fact, dia_id]")
+                text, sources = entry
+                # A few facts cite several turns (a list, or "D4:17, D4:19"): one fact per source.
+                for source in sources if isinstance(sources, list) else [sources]:
+                    for dia_id in split_evidence(str(source)):
+                        if dia_id in known_ids:
+                            facts.append(ObservationFact(speaker=speaker, text=str(text), dia_id=dia_id, session=int(match[1])))
+                        else:
+                            dropped.append(dia_id)
+    return tuple(facts), tuple(dropped)
+
+
+def parse_sample(sample: dict, where: str) -> Conversation:
+    """One LoCoMo sample (dict) -> Conversation; `where` names the file for error messages."""
+    sample_id = _require(sample, "sample_id", str, where)
+    where = f"{where}, sample {sample_id}"
+    conversation = _require(sample, "conversation", dict, where)
+    sessions = _parse_sessions(conversation, where)
+    known_ids = {turn.dia_id for session in sessions for turn in session.turns}
+    observations, dropped_sources = _parse_observations(sample.get("observation") or {}, known_ids, where)
+    return Conversation(
+        sample_id=sample_id,
+        speaker_a=_require(conversation, "speaker_a", str, where),
+        speaker_b=_require(conversation, "speaker_b", str, where),
+        sessions=sessions,
+        qa=_parse_qa(_require(sample, "qa", list, where), known_ids, where),
+        observations=observations,
+        dropped_observation_sources=dropped_sources,
+    )
+
+
+def load_locomo(path: str | Path = DEFAULT_LOCOMO_PATH, sample_ids: list[str] | tuple[str, ...] | None = None) -> list[Conversation]:
+    """Read a LoCoMo JSON file; optionally keep only `sample_ids` (in the file's order).
+
+    Raises FileNotFoundError for a missing file and LocomoFormatError for bad JSON or schema.
+    """
+    path = Path(path)
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as error:
+        raise LocomoFormatError(f"{path}: not valid JSON ({error})") from error
+    if not isinstance(raw, list):
+        raise LocomoFormatError(f"{path}: expected a JSON list of samples, got {type(raw).__name__}")
+    conversations = [parse_sample(sample, f"{path}, item {i}") for i, sample in enumerate(raw)]
+    if sample_ids is not None:
+        by_id = {c.sample_id: c for c in conversations}
+        missing = [s for s in sample_ids if s not in by_id]
+        if missing:
+            raise LocomoFormatError(f"{path}: no sample(s) {missing}; the file has {sorted(by_id)}")
+        wanted = set(sample_ids)
+        conversations = [c for c in conversations if c.sample_id in wanted]
+    return conversations
