@@ -1,0 +1,46 @@
+"""`memnets data prepare`: build (or load from cache) the datasets of the three tasks and print
+their sizes and class balance per split."""
+
+from __future__ import annotations
+
+import argparse
+
+from rich.table import Table
+
+from memnets.console import print_table
+from memnets.data.builders import prepare_datasets
+from memnets.data.config import SPLIT_NAMES, load_data_config
+from memnets.data.locomo import load_locomo
+
+
+def balance_table(datasets: dict) -> Table:
+    table = Table(title="memnets datasets (LoCoMo, split by conversation)")
+    for column in ("task", "split", "conversations", "examples", "positives", "positive rate"):
+        table.add_column(column, justify="left" if column in {"task", "split"} else "right")
+    for task, by_split in datasets.items():
+        for split in SPLIT_NAMES:
+            ds = by_split[split]
+            conversations = len(set(ds["conv_id"]))
+            if "label" in ds.column_names:
+                positives = int(sum(ds["label"]))
+                rate = f"{positives / len(ds):.1%}" if len(ds) else "-"
+            else:  # retrieval pairs are all positives; show how many come from questions
+                positives, rate = len(ds), f"{sum(k == 'question' for k in ds['query_kind'])} from questions"
+            table.add_row(task, split, str(conversations), str(len(ds)), str(positives), rate)
+    return table
+
+
+def prepare_main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="memnets data prepare", description=__doc__)
+    parser.add_argument("-c", "--config", default=None, help="data config YAML (default configs/data/locomo.yaml)")
+    parser.add_argument("--force", action="store_true", help="rebuild even when the cache is fresh")
+    args = parser.parse_args(argv)
+    config = load_data_config(args.config)
+    datasets = prepare_datasets(config, force=args.force)
+    print_table(balance_table(datasets))
+    for conv in load_locomo(config.path):
+        dropped = [(item.index, item.dropped_evidence) for item in conv.qa if item.dropped_evidence]
+        if dropped:
+            print(f"{conv.sample_id}: dropped unresolvable evidence ids (qa index, ids): {dropped}")
+    print(f"cached under {config.cache_dir}")
+    return 0

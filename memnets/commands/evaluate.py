@@ -1,0 +1,104 @@
+"""`memnets eval retrieval`: recall@k (LoCoMo rule), MRR@10 and nDCG@10 of one or more
+retrievers on a split, side by side, as a table and as JSON.
+
+Retrievers are given as specs `[NAME=]KIND[:PATH]`, for example
+`bm25`, `dense` (the bundled all-MiniLM-L6-v2), `trained=dense:checkpoints/encoder/best`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from rich.table import Table
+
+from memnets.console import print_table
+from memnets.data.config import load_data_config
+from memnets.data.locomo import load_locomo
+from memnets.evaluate import CATEGORY_NAMES, DEFAULT_KS, RetrievalReport, evaluate_retriever
+
+
+def _bm25(path: str | None):
+    from memnets.retrieval.bm25 import BM25Ranker
+
+    if path:
+        raise ValueError("bm25 takes no path")
+    return BM25Ranker()
+
+
+def _dense(path: str | None):
+    from memnets.nn.encoder import DEFAULT_BACKBONE, MemoryEncoder
+    from memnets.retrieval.dense import DenseRanker
+
+    return DenseRanker(MemoryEncoder.from_pretrained(path or DEFAULT_BACKBONE))
+
+
+# KIND -> factory(path or None) -> ranker; other components register their kinds here.
+RANKERS: dict[str, Callable[[str | None], object]] = {"bm25": _bm25, "dense": _dense}
+
+
+def parse_spec(spec: str) -> tuple[str, str, str | None]:
+    """`[NAME=]KIND[:PATH]` -> (name, kind, path)."""
+    name, _, rest = spec.rpartition("=") if "=" in spec else ("", "", spec)
+    kind, _, path = rest.partition(":")
+    if kind not in RANKERS:
+        raise ValueError(f"retriever spec {spec!r}: unknown kind {kind!r}; expected one of {sorted(RANKERS)}")
+    if path and not Path(path).exists():
+        raise ValueError(f"retriever spec {spec!r}: path {path!r} does not exist")
+    return name or (f"{kind}:{path}" if path else kind), kind, path or None
+
+
+def comparison_table(reports: Sequence[RetrievalReport], split: str, ks: Sequence[int]) -> Table:
+    questions = reports[0].counts["questions"] if reports else 0
+    table = Table(title=f"retrieval on the {split} split ({questions} questions)")
+    table.add_column("retriever")
+    metrics = [f"recall@{k}" for k in ks] + ["mrr@10", "ndcg@10"]
+    for metric in metrics:
+        table.add_column(metric.replace("recall", "R"), justify="right")
+    for report in reports:
+        table.add_row(report.name, *(f"{100 * report.overall[m]:.1f}" for m in metrics))
+    return table
+
+
+def category_table(reports: Sequence[RetrievalReport], k: int = 10) -> Table:
+    categories = sorted({c for report in reports for c in report.by_category})
+    table = Table(title=f"recall@{k} per category (questions)")
+    table.add_column("retriever")
+    for c in categories:
+        table.add_column(f"{c} {CATEGORY_NAMES.get(c, '')} ({reports[0].counts.get(f'category_{c}', 0)})", justify="right")
+    for report in reports:
+        table.add_row(report.name, *(f"{100 * report.by_category[c][f'recall@{k}']:.1f}" for c in categories))
+    return table
+
+
+def retrieval_main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="memnets eval retrieval", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("retrievers", nargs="*", default=["bm25", "dense"], help="specs [NAME=]KIND[:PATH] (default: bm25 dense)")
+    parser.add_argument("--split", default="test", choices=["train", "validation", "test"])
+    parser.add_argument("--categories", default="1,2,3,4", help="QA categories to score (default 1,2,3,4)")
+    parser.add_argument("-c", "--config", default=None, help="data config YAML (default configs/data/locomo.yaml)")
+    parser.add_argument("--json", default=None, help="write the reports (with per-question values) here")
+    args = parser.parse_args(argv)
+
+    try:
+        specs = [parse_spec(spec) for spec in args.retrievers]
+        categories = tuple(int(c) for c in args.categories.split(","))
+    except ValueError as error:
+        parser.error(str(error))
+    config = load_data_config(args.config)
+    conversations = load_locomo(config.path, config.splits[args.split])
+    reports = []
+    for name, kind, path in specs:
+        ranker = RANKERS[kind](path)
+        reports.append(evaluate_retriever(ranker, conversations, categories=categories, ks=DEFAULT_KS, name=name))
+    print_table(comparison_table(reports, args.split, DEFAULT_KS))
+    print_table(category_table(reports))
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        payload = {"split": args.split, "conversations": list(config.splits[args.split]), "categories": list(categories),
+                   "reports": [report.to_dict(with_questions=True) for report in reports]}
+        Path(args.json).write_text(json.dumps(payload, indent=2))
+        print(f"wrote {args.json}")
+    return 0
