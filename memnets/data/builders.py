@@ -19,6 +19,7 @@ import random
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+import datasets
 from datasets import Dataset, DatasetDict, load_from_disk
 from tqdm.auto import tqdm
 
@@ -184,7 +185,12 @@ def prepare_datasets(config: DataConfig, force: bool = False, progress: bool = T
     built: dict[str, dict[str, Dataset]] = {task: {} for task in TASKS}
     for task, split in tqdm(steps, desc="building datasets", disable=not progress):
         built[task][split] = build_task(task, [conversations[s] for s in config.splits[split]], config)
-    for task in TASKS:
-        result[task] = DatasetDict(built[task])
-        result[task].save_to_disk(str(cache / task))
+    datasets.disable_progress_bars()  # one bar above is enough; saving takes milliseconds
+    try:
+        for task in TASKS:
+            result[task] = DatasetDict(built[task])
+            # One shard per split: an empty split saved with zero shards cannot be loaded back.
+            result[task].save_to_disk(str(cache / task), num_shards={split: 1 for split in SPLIT_NAMES})
+    finally:
+        datasets.enable_progress_bars()
     return result
