@@ -536,9 +536,9 @@ class Archive:
     # ------------------------------------------------------------------ encoding
     def _encode(self, memory: Memory, vector: np.ndarray) -> dict:
         """The SQL row of a memory (validated; content sealed when a key is set)."""
-        what = f"memory {memory.id!r}"
+        what = f"Archive.add: memory {memory.id!r}"
         if not isinstance(memory.content, str) or not memory.content.strip():
-            raise InvalidMemoryError(f"Archive.add: {what} has empty or whitespace-only content {memory.content!r:.40}; "
+            raise InvalidMemoryError(f"{what} has empty or whitespace-only content {memory.content!r:.40}; "
                                      "an empty memory cannot be retrieved meaningfully")
         for name in ("id", "owner", "content", "kind", "agent", "action", "location"):
             _check_unicode(getattr(memory, name), f"{what}: {name}")
@@ -547,14 +547,14 @@ class Archive:
                 _check_unicode(value, f"{what}: {name}")
         last_access = memory.last_access or memory.t
         if not isinstance(last_access, datetime):
-            raise InvalidMemoryError(f"Archive.add: {what}: last_access must be a datetime, got {type(last_access).__name__}")
+            raise InvalidMemoryError(f"{what}: last_access must be a datetime, got {type(last_access).__name__}")
         payload = {"content": memory.content, "links": list(memory.links), "agent": memory.agent,
                    "action": memory.action, "objects": list(memory.objects), "location": memory.location,
                    "metadata": memory.metadata}
         try:
             plaintext = json.dumps(payload, ensure_ascii=False).encode("utf-8")
         except (TypeError, ValueError, UnicodeEncodeError) as error:
-            raise InvalidMemoryError(f"Archive.add: {what}: metadata must be JSON-serialisable valid Unicode ({error})") from None
+            raise InvalidMemoryError(f"{what}: metadata must be JSON-serialisable valid Unicode ({error})") from None
         row = {"owner": memory.owner, "id": memory.id, "t": memory.t.isoformat(), "t_epoch": _epoch(memory.t),
                "last_access": last_access.isoformat(), "importance": float(memory.importance), "kind": memory.kind,
                "vector": vector.astype("<f4").tobytes()}

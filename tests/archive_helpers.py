@@ -1,0 +1,44 @@
+"""Shared by the archive tests: deterministic memories and vectors, and a child-process runner.
+
+Content and vector of a memory are pure functions of its id, so a parent can check what a killed
+or concurrent child wrote without talking to it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+from datetime import datetime, timedelta
+
+import numpy as np
+
+from memnets.records import Memory
+
+DIM = 16
+EPOCH = datetime(2024, 1, 1)
+
+
+def vector_for(memory_id: str, dim: int = DIM) -> np.ndarray:
+    """A unit float32 vector determined by the id (distinct ids give distinct vectors)."""
+    seed = int.from_bytes(hashlib.sha256(memory_id.encode("utf-8", "surrogatepass")).digest()[:8], "little")
+    vector = np.random.default_rng(seed).normal(size=dim).astype(np.float32)
+    return vector / np.linalg.norm(vector)
+
+
+def memory_for(memory_id: str, owner: str, minutes: int = 0, **fields) -> Memory:
+    """A memory whose content names its id and owner (so a leak is visible in the text)."""
+    fields.setdefault("content", f"[{owner}] memory {memory_id}: the user said something worth keeping")
+    return Memory(id=memory_id, owner=owner, t=EPOCH + timedelta(minutes=minutes), **fields)
+
+
+def vectors_for(memories) -> np.ndarray:
+    return np.stack([vector_for(m.id) for m in memories]) if memories else np.zeros((0, DIM), np.float32)
+
+
+def start_child(code: str, *args: str) -> subprocess.Popen:
+    """Run ``code`` in a fresh Python (argv[1:] = args), stdout line-buffered back to the test."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.dirname(__file__), os.environ.get("PYTHONPATH", "")]))
+    return subprocess.Popen([sys.executable, "-c", code, *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, bufsize=1, env=env)
