@@ -1,0 +1,290 @@
+"""Memory packs: the trained components bundled into one verifiable folder.
+
+Layout (format version 1)::
+
+    pack/
+      manifest.json         format, format_version, embedding_dim, components, sha256 of every
+                            other file, training data and split, metrics, thresholds
+      encoder/              the MemoryEncoder in Hugging Face format (model.safetensors) with the
+                            sentence-transformers files, loadable by transformers and by
+                            SentenceTransformer(pack/"encoder")
+      importance/           ImportanceScorer.save(dir): safetensors + JSON config   (optional)
+      gate/                 RecallGate.save(dir): safetensors + JSON config          (optional)
+      scorer_weights.json   the LearnedScorer's fitted weights                      (optional)
+      thresholds.json       decision thresholds of the heads ({"importance": p, "gate": p})
+
+Loading verifies everything before it builds anything: the format and its version, that every
+listed file is present with its checksum and no unlisted file is there, that no file is in a
+pickle-based format (weights are read only from safetensors, configs only from JSON), and that the
+encoder and both heads agree on the embedding dimension. Every failure raises a :class:`PackError`
+subclass whose message names the file and what is wrong with it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from memnets.scoring import ScorerWeights
+
+PACK_FORMAT = "memnets-pack"
+FORMAT_VERSION = 1
+MANIFEST = "manifest.json"
+ENCODER_DIR, IMPORTANCE_DIR, GATE_DIR = "encoder", "importance", "gate"
+SCORER_WEIGHTS, THRESHOLDS = "scorer_weights.json", "thresholds.json"
+HEADS = {"importance": (IMPORTANCE_DIR, "ImportanceScorer"), "gate": (GATE_DIR, "RecallGate")}
+# suffixes of formats that unpickle (or may) on load; a pack never holds them
+PICKLE_SUFFIXES = {".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt", ".joblib", ".npy", ".npz"}
+
+
+class PackError(ValueError):
+    """A pack that cannot be used; the message names the pack file and the problem."""
+
+
+class PackFileMissing(PackError):
+    """A file the manifest lists (or the format requires) is not in the pack."""
+
+
+class PackChecksumError(PackError):
+    """A file's sha256 differs from the manifest's: it was altered or truncated."""
+
+
+class PackUnexpectedFile(PackError):
+    """A file is in the pack but not in its manifest."""
+
+
+class PackUnsafeFile(PackError):
+    """A file in a pickle-based format (.bin, .pt, .pkl, ...): packs never unpickle."""
+
+
+class PackVersionError(PackError):
+    """The manifest's format or format version is not one this code reads."""
+
+
+class PackDimError(PackError):
+    """A component's embedding dimension disagrees with the manifest's."""
+
+
+class PackFormatError(PackError):
+    """A JSON file that does not parse or lacks a required field."""
+
+
+@dataclass
+class Pack:
+    """A loaded, verified pack."""
+
+    path: Path
+    manifest: dict
+    encoder: object  # MemoryEncoder
+    importance: object | None = None  # ImportanceScorer
+    gate: object | None = None  # RecallGate
+    scorer_weights: ScorerWeights | None = None
+    thresholds: dict = field(default_factory=dict)
+
+    @property
+    def dim(self) -> int:
+        return int(self.manifest["embedding_dim"])
+
+
+def sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _files(root: Path) -> list[str]:
+    """Every file under root except the manifest, as sorted POSIX paths relative to root."""
+    return sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file() and p.relative_to(root).as_posix() != MANIFEST)
+
+
+def _refuse_pickles(root: Path, where: str) -> None:
+    for name in _files(root):
+        if Path(name).suffix.lower() in PICKLE_SUFFIXES:
+            raise PackUnsafeFile(f"{where}: {root / name} is in a pickle-based format ({Path(name).suffix}); "
+                                 "packs hold weights only as safetensors and configs only as JSON")
+
+
+def _read_json(path: Path, what: str) -> object:
+    if not path.is_file():
+        raise PackFileMissing(f"{path}: missing ({what})")
+    try:
+        return json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise PackFormatError(f"{path}: not valid JSON ({what}): {error}") from None
+
+
+def _heads_module():
+    """memnets.nn.heads (the importance scorer and recall gate), imported only when a pack has heads."""
+    try:
+        from memnets.nn import heads
+    except ImportError as error:
+        raise PackError(f"this pack holds trained heads but memnets.nn.heads cannot be imported: {error}") from None
+    return heads
+
+
+def _head_dim(head) -> int | None:
+    """The embedding dimension a head expects, from its attributes or config."""
+    for holder in (head, getattr(head, "config", None)):
+        if holder is None:
+            continue
+        for name in ("dim", "embedding_dim", "input_dim"):
+            value = holder.get(name) if isinstance(holder, dict) else getattr(holder, name, None)
+            if isinstance(value, int):
+                return value
+    return None
+
+
+# ---------------------------------------------------------------------------------------------- export
+def export_pack(
+    out: str | Path,
+    encoder,
+    *,
+    importance=None,
+    gate=None,
+    scorer_weights: ScorerWeights | str | Path | None = None,
+    thresholds: dict | None = None,
+    training: dict | None = None,
+    metrics: dict | None = None,
+    overwrite: bool = False,
+) -> Path:
+    """Write a pack folder and verify it by loading it back.
+
+    Args:
+        out: the pack folder to create (refused if it exists, unless ``overwrite``).
+        encoder: a MemoryEncoder, or a folder written by ``MemoryEncoder.save_pretrained``.
+        importance, gate: an ImportanceScorer / RecallGate, or a folder written by its ``save``;
+            either may be None (a pack may hold only an encoder).
+        scorer_weights: ScorerWeights or a JSON file of them; None = no fitted weights.
+        thresholds: decision thresholds; defaults to the heads' ``threshold`` attributes.
+        training: what the components were trained on (data, split, configs), stored in the manifest.
+        metrics: evaluation results, stored in the manifest.
+    """
+    from memnets.nn.encoder import MemoryEncoder
+
+    out = Path(out)
+    if out.exists() and not overwrite:
+        raise FileExistsError(f"export_pack: {out} already exists (pass overwrite=True to replace it)")
+    if isinstance(encoder, (str, Path)):
+        _refuse_pickles(Path(encoder), "export_pack encoder")
+        encoder = MemoryEncoder.from_pretrained(encoder)
+    heads = {}
+    for name, head in (("importance", importance), ("gate", gate)):
+        if isinstance(head, (str, Path)):
+            _refuse_pickles(Path(head), f"export_pack {name}")
+            head = getattr(_heads_module(), HEADS[name][1]).load(head)
+        if head is not None:
+            heads[name] = head
+    if isinstance(scorer_weights, (str, Path)):
+        scorer_weights = ScorerWeights.load(scorer_weights)
+    if thresholds is None:
+        thresholds = {name: float(head.threshold) for name, head in heads.items() if getattr(head, "threshold", None) is not None}
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
+    try:
+        encoder.save_pretrained(staging / ENCODER_DIR)
+        for name, head in heads.items():
+            head.save(staging / HEADS[name][0])
+        if scorer_weights is not None:
+            scorer_weights.save(staging / SCORER_WEIGHTS)
+        (staging / THRESHOLDS).write_text(json.dumps(thresholds, indent=2))
+        _refuse_pickles(staging, "export_pack")
+        manifest = {
+            "format": PACK_FORMAT,
+            "format_version": FORMAT_VERSION,
+            "embedding_dim": int(encoder.dim),
+            "components": {"encoder": ENCODER_DIR, **{name: HEADS[name][0] for name in heads},
+                           **({"scorer_weights": SCORER_WEIGHTS} if scorer_weights is not None else {})},
+            "thresholds": thresholds,
+            "training": training or {},
+            "metrics": metrics or {},
+            "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "files": {name: sha256(staging / name) for name in _files(staging)},
+        }
+        (staging / MANIFEST).write_text(json.dumps(manifest, indent=2))
+        load_pack(staging)  # never hand out a pack that does not load
+        if out.exists():
+            shutil.rmtree(out)
+        staging.rename(out)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- load
+def verify_pack(path: str | Path) -> dict:
+    """Check format, version, files and checksums without loading any weights; returns the manifest."""
+    root = Path(path)
+    if not root.is_dir():
+        raise PackFileMissing(f"{root}: not a pack folder")
+    manifest = _read_json(root / MANIFEST, "the pack manifest")
+    where = root / MANIFEST
+    if not isinstance(manifest, dict):
+        raise PackFormatError(f"{where}: expected a JSON object")
+    if manifest.get("format") != PACK_FORMAT:
+        raise PackVersionError(f"{where}: format is {manifest.get('format')!r}, expected {PACK_FORMAT!r}")
+    if manifest.get("format_version") != FORMAT_VERSION:
+        raise PackVersionError(f"{where}: unknown format_version {manifest.get('format_version')!r}; "
+                               f"this memnets reads version {FORMAT_VERSION}")
+    for key, kind in (("embedding_dim", int), ("files", dict), ("components", dict)):
+        if not isinstance(manifest.get(key), kind) or isinstance(manifest.get(key), bool):
+            raise PackFormatError(f"{where}: field {key!r} must be a {kind.__name__}, got {manifest.get(key)!r}")
+    _refuse_pickles(root, "load_pack")
+    listed, present = manifest["files"], set(_files(root))
+    for name, digest in sorted(listed.items()):
+        if name not in present:
+            raise PackFileMissing(f"{root / name}: missing (listed in {where})")
+        if sha256(root / name) != digest:
+            raise PackChecksumError(f"{root / name}: sha256 differs from {where}; the file was altered or truncated")
+    unexpected = sorted(present - set(listed))
+    if unexpected:
+        raise PackUnexpectedFile(f"{root / unexpected[0]}: not listed in {where}" + (f" (and {len(unexpected) - 1} more)" if len(unexpected) > 1 else ""))
+    if manifest["components"].get("encoder") != ENCODER_DIR or f"{ENCODER_DIR}/model.safetensors" not in listed:
+        raise PackFileMissing(f"{root / ENCODER_DIR / 'model.safetensors'}: a pack needs the encoder's safetensors weights")
+    return manifest
+
+
+def load_pack(path: str | Path) -> Pack:
+    """Verify a pack (see :func:`verify_pack`), then load its components and check their dims."""
+    from memnets.nn.encoder import MemoryEncoder
+
+    root = Path(path)
+    manifest = verify_pack(root)
+    dim = manifest["embedding_dim"]
+    encoder_config = _read_json(root / ENCODER_DIR / "memnets_encoder.json", "the encoder's memnets config")
+    if isinstance(encoder_config, dict) and encoder_config.get("dim") not in (None, dim):
+        raise PackDimError(f"{root / ENCODER_DIR / 'memnets_encoder.json'}: dim {encoder_config.get('dim')} but the "
+                           f"manifest's embedding_dim is {dim}")
+    encoder = MemoryEncoder.from_pretrained(root / ENCODER_DIR)
+    if encoder.dim != dim:
+        raise PackDimError(f"{root / ENCODER_DIR}: the encoder gives {encoder.dim}-d vectors but the manifest's "
+                           f"embedding_dim is {dim}")
+    heads = {}
+    for name, (folder, class_name) in HEADS.items():
+        if name not in manifest["components"]:
+            continue
+        head = getattr(_heads_module(), class_name).load(root / folder)
+        head_dim = _head_dim(head)
+        if head_dim is not None and head_dim != dim:
+            raise PackDimError(f"{root / folder}: the {name} head takes {head_dim}-d embeddings but the manifest's "
+                               f"embedding_dim is {dim}")
+        heads[name] = head
+    weights = None
+    if "scorer_weights" in manifest["components"]:
+        try:
+            weights = ScorerWeights.load(root / SCORER_WEIGHTS)
+        except ValueError as error:
+            raise PackFormatError(str(error)) from None
+    thresholds = _read_json(root / THRESHOLDS, "the heads' thresholds")
+    if not isinstance(thresholds, dict) or not all(isinstance(v, (int, float)) and 0 <= v <= 1 for v in thresholds.values()):
+        raise PackFormatError(f"{root / THRESHOLDS}: expected an object of probabilities in [0, 1], got {thresholds!r}")
+    return Pack(path=root, manifest=manifest, encoder=encoder, importance=heads.get("importance"),
+                gate=heads.get("gate"), scorer_weights=weights, thresholds=thresholds)
