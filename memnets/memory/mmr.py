@@ -1,0 +1,64 @@
+"""Maximal marginal relevance (Carbonell & Goldstein, 1998): relevant *and* diverse selections.
+
+Greedy: at each step pick the candidate i maximising
+    lambda * relevance[i] - (1 - lambda) * max_{j already picked} cos(v_i, v_j),
+so a near-duplicate of something already chosen loses to a slightly less relevant new fact.
+With lambda = 1 this is plain top-k by relevance.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def mmr(
+    vectors: np.ndarray,
+    relevance: np.ndarray,
+    k: int,
+    *,
+    lambda_: float = 0.7,
+) -> list[int]:
+    """Indices of up to ``k`` candidates in MMR order.
+
+    Args:
+        vectors: ``[N, d]`` candidate vectors, L2-normalised (cosine = dot product).
+        relevance: ``[N]`` relevance of each candidate to the query, on any scale comparable to
+            cosine similarity (callers pass cosine, or scores min-max normalised to [0, 1]).
+        k: how many to pick (fewer when there are fewer candidates).
+        lambda_: weight of relevance against redundancy, in [0, 1].
+    """
+    vectors = np.asarray(vectors, dtype=np.float64)
+    relevance = np.asarray(relevance, dtype=np.float64)
+    if vectors.ndim != 2 or relevance.shape != (vectors.shape[0],):
+        raise ValueError(
+            f"mmr: vectors must be [N, d] and relevance [N]; got {vectors.shape} and {relevance.shape}"
+        )
+    if not 0.0 <= lambda_ <= 1.0:
+        raise ValueError(f"mmr: lambda_ must lie in [0, 1], got {lambda_}")
+    if k < 0:
+        raise ValueError(f"mmr: k must be non-negative, got {k}")
+    n = vectors.shape[0]
+    similarity = vectors @ vectors.T
+    chosen: list[int] = []
+    redundancy = np.full(n, -np.inf)  # max similarity to anything chosen so far
+    available = np.ones(n, dtype=bool)
+    for _ in range(min(k, n)):
+        penalty = np.where(np.isfinite(redundancy), redundancy, 0.0)
+        objective = lambda_ * relevance - (1.0 - lambda_) * penalty
+        objective[~available] = -np.inf
+        best = int(np.argmax(objective))
+        chosen.append(best)
+        available[best] = False
+        redundancy = np.maximum(redundancy, similarity[best])
+    return chosen
+
+
+def normalise(scores: np.ndarray) -> np.ndarray:
+    """Min-max scaling to [0, 1] (all ones when the scores are all equal), for use as MMR relevance."""
+    scores = np.asarray(scores, dtype=np.float64)
+    if scores.size == 0:
+        return scores
+    low, high = scores.min(), scores.max()
+    if high - low < 1e-12:
+        return np.ones_like(scores)
+    return (scores - low) / (high - low)
