@@ -37,9 +37,10 @@ import os
 import shutil
 import sqlite3
 import threading
+import time
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -62,6 +63,7 @@ DB_FILE = "archive.sqlite3"
 INDEX_DIR = "index"
 INDEX_MARKER = "archive_generation.json"
 CHANGELOG_KEEP = 100_000  # change-log rows kept for other processes to catch up; older ones force a rebuild
+_LEFTOVER_AGE_S = 3600  # staging copies of the index older than this belong to no live save
 _REBUILD_PROGRESS_FROM = 50_000  # show a progress bar when rebuilding at least this many vectors
 
 _SCHEMA = """
@@ -237,6 +239,10 @@ class Archive:
             generation = self._db_generation(conn)
             count = conn.execute("SELECT count(*) FROM memories").fetchone()[0]
         folder = self.directory / INDEX_DIR
+        for leftover in self.directory.glob(f".{INDEX_DIR}.*"):  # from a save killed midway, long ago
+            with suppress(OSError):
+                if time.time() - leftover.stat().st_mtime > _LEFTOVER_AGE_S:
+                    shutil.rmtree(leftover, ignore_errors=True)
         try:
             marker = json.loads((folder / INDEX_MARKER).read_text())
             if marker == {"generation": generation, "count": count, "dim": self.dim, "index": self.index_kind}:
@@ -323,24 +329,25 @@ class Archive:
                     return  # another process wrote meanwhile; the next open rebuilds or a later save wins
             folder = self.directory / INDEX_DIR
             staging = self.directory / f".{INDEX_DIR}.{uuid.uuid4().hex}"
-            self._retriever.save(staging)
+            old = self.directory / f".{INDEX_DIR}.{uuid.uuid4().hex}"
             marker = {"generation": self._generation, "count": count, "dim": self.dim, "index": self.index_kind}
-            (staging / INDEX_MARKER).write_text(json.dumps(marker))
-            old = self.directory / f".{INDEX_DIR}.old.{uuid.uuid4().hex}"
             try:
+                self._retriever.save(staging)
+                (staging / INDEX_MARKER).write_text(json.dumps(marker))
                 if folder.exists():
                     folder.rename(old)
                 staging.rename(folder)
             except OSError:
-                shutil.rmtree(staging, ignore_errors=True)  # another process saved at the same moment
-                return
+                return  # another process saved or deleted at the same moment; the next open decides
             finally:
+                shutil.rmtree(staging, ignore_errors=True)
                 shutil.rmtree(old, ignore_errors=True)
             self._saved_generation = self._generation
 
     def _drop_saved_index(self) -> None:
         """Delete the index files on disk (they hold vectors of deleted memories); the next open rebuilds."""
-        shutil.rmtree(self.directory / INDEX_DIR, ignore_errors=True)
+        for folder in [self.directory / INDEX_DIR, *self.directory.glob(f".{INDEX_DIR}.*")]:
+            shutil.rmtree(folder, ignore_errors=True)  # also copies left by a save that was killed
         self._saved_generation = -1
 
     # ------------------------------------------------------------------ writes
