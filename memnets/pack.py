@@ -120,13 +120,13 @@ def _read_json(path: Path, what: str) -> object:
         raise PackFormatError(f"{path}: not valid JSON ({what}): {error}") from None
 
 
-def _heads_module():
-    """memnets.nn.heads (the importance scorer and recall gate), imported only when a pack has heads."""
+def load_head(name: str, folder: str | Path):
+    """Load the trained head `name` ("importance" or "gate") from a folder written by its ``save``."""
     try:
         from memnets.nn import heads
     except ImportError as error:
-        raise PackError(f"this pack holds trained heads but memnets.nn.heads cannot be imported: {error}") from None
-    return heads
+        raise PackError(f"{folder}: loading the {name} head needs memnets.nn.heads, which cannot be imported: {error}") from None
+    return getattr(heads, HEADS[name][1]).load(folder)
 
 
 def _head_dim(head) -> int | None:
@@ -178,7 +178,7 @@ def export_pack(
     for name, head in (("importance", importance), ("gate", gate)):
         if isinstance(head, (str, Path)):
             _refuse_pickles(Path(head), f"export_pack {name}")
-            head = getattr(_heads_module(), HEADS[name][1]).load(head)
+            head = load_head(name, head)
         if head is not None:
             heads[name] = head
     if isinstance(scorer_weights, (str, Path)):
@@ -268,10 +268,10 @@ def load_pack(path: str | Path) -> Pack:
         raise PackDimError(f"{root / ENCODER_DIR}: the encoder gives {encoder.dim}-d vectors but the manifest's "
                            f"embedding_dim is {dim}")
     heads = {}
-    for name, (folder, class_name) in HEADS.items():
+    for name, (folder, _) in HEADS.items():
         if name not in manifest["components"]:
             continue
-        head = getattr(_heads_module(), class_name).load(root / folder)
+        head = load_head(name, root / folder)
         head_dim = _head_dim(head)
         if head_dim is not None and head_dim != dim:
             raise PackDimError(f"{root / folder}: the {name} head takes {head_dim}-d embeddings but the manifest's "

@@ -157,3 +157,23 @@ def test_pack_with_heads_round_trip(encoder, tmp_path):
     wrong = heads.ImportanceScorer(dim=encoder.dim + 1)
     with pytest.raises(packs.PackError):
         export_pack(tmp_path / "bad", encoder, importance=wrong)
+
+
+def test_export_command_fits_weights_and_writes_a_loadable_pack(tiny_model_dir, tiny_locomo_path, tmp_path):
+    from memnets.cli import main
+
+    config = tmp_path / "data.yaml"
+    config.write_text(f"path: {tiny_locomo_path}\ncache_dir: {tmp_path / 'cache'}\n"
+                      "splits:\n  train: []\n  validation: [tiny-1]\n  test: [tiny-2]\n")
+    (tmp_path / "metrics.json").write_text(json.dumps({"test": {"recall@10": 0.9}}))
+    out = tmp_path / "pack"
+    argv = ["export", "--encoder", str(tiny_model_dir), "--out", str(out), "--metrics", str(tmp_path / "metrics.json"), "-c", str(config)]
+    assert main(argv) == 0
+    pack = load_pack(out)
+    assert pack.scorer_weights.info["split"] == "validation" and pack.scorer_weights.info["queries"] == 4
+    assert pack.manifest["metrics"] == {"test": {"recall@10": 0.9}}
+    assert pack.manifest["training"]["splits"]["validation"] == ["tiny-1"]
+    with pytest.raises(SystemExit):  # the pack exists now: refused without --overwrite
+        main(argv)
+    assert main([*argv, "--overwrite", "--fit-split", "none"]) == 0
+    assert load_pack(out).scorer_weights is None
