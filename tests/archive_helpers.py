@@ -10,8 +10,10 @@ import hashlib
 import os
 import subprocess
 import sys
+from contextlib import contextmanager
 from datetime import datetime, timedelta
 
+import faiss
 import numpy as np
 
 from memnets.records import Memory
@@ -37,8 +39,20 @@ def vectors_for(memories) -> np.ndarray:
     return np.stack([vector_for(m.id) for m in memories]) if memories else np.zeros((0, DIM), np.float32)
 
 
+@contextmanager
+def single_threaded_faiss():
+    """Run FAISS on one OpenMP thread: on a loaded 2-core machine its thread pool turns a
+    microsecond search of a tiny index into ~15 ms of waiting, which is all these tests would measure."""
+    before = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(1)
+    try:
+        yield
+    finally:
+        faiss.omp_set_num_threads(before)
+
+
 def start_child(code: str, *args: str) -> subprocess.Popen:
     """Run ``code`` in a fresh Python (argv[1:] = args), stdout line-buffered back to the test."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.dirname(__file__), os.environ.get("PYTHONPATH", "")]))
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=os.pathsep.join([os.path.dirname(__file__), os.environ.get("PYTHONPATH", "")]))
     return subprocess.Popen([sys.executable, "-c", code, *args], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, bufsize=1, env=env)

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from archive_helpers import DIM, EPOCH, memory_for, vector_for, vectors_for
+from archive_helpers import DIM, EPOCH, memory_for, vector_for, vectors_for, single_threaded_faiss
 from memnets.memory.archive import DB_FILE, FORMAT_VERSION, INDEX_DIR, INDEX_MARKER, Archive
 from memnets.memory.crypto import generate_key
 from memnets.memory.errors import (
@@ -22,6 +22,12 @@ from memnets.memory.errors import (
     InvalidMemoryError,
 )
 from memnets.records import Memory
+
+
+@pytest.fixture(autouse=True)
+def _one_faiss_thread():
+    with single_threaded_faiss():
+        yield
 
 
 @pytest.fixture

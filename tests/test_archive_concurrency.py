@@ -14,8 +14,15 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from archive_helpers import DIM, memory_for, start_child, vector_for
+from archive_helpers import DIM, memory_for, start_child, vector_for, single_threaded_faiss
 from memnets.memory.archive import Archive
+
+
+@pytest.fixture(autouse=True)
+def _one_faiss_thread():
+    with single_threaded_faiss():
+        yield
+
 
 N_PER_WRITER = 40
 
