@@ -271,7 +271,12 @@ def load_pack(path: str | Path) -> Pack:
     for name, (folder, _) in HEADS.items():
         if name not in manifest["components"]:
             continue
-        head = load_head(name, root / folder)
+        try:
+            head = load_head(name, root / folder)
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            if isinstance(error, PackError):
+                raise
+            raise PackFormatError(f"{root / folder}: the {name} head does not load: {error}") from None
         head_dim = _head_dim(head)
         if head_dim is not None and head_dim != dim:
             raise PackDimError(f"{root / folder}: the {name} head takes {head_dim}-d embeddings but the manifest's "

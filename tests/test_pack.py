@@ -153,7 +153,11 @@ def test_pack_with_heads_round_trip(encoder, tmp_path):
     pack = load_pack(out)
     embeddings = encoder.encode(["a", "b", "c"]).numpy()
     np.testing.assert_allclose(pack.importance.predict_proba(embeddings), importance.predict_proba(embeddings), atol=1e-6)
-    assert set(pack.thresholds) == {"importance", "gate"}
+    assert set(pack.thresholds) == {"importance", "gate"} and pack.thresholds["gate"] == gate.threshold
+    assert pack.gate.dim == encoder.dim and LearnedScorer.from_pack(pack).importance_head is pack.importance
+    # heads given as folders written by their save() export the same way
+    from_folders = export_pack(tmp_path / "pack2", encoder, importance=importance.save(tmp_path / "imp"), gate=gate.save(tmp_path / "gate"))
+    assert load_pack(from_folders).manifest["files"]["importance/model.safetensors"] == pack.manifest["files"]["importance/model.safetensors"]
     wrong = heads.ImportanceScorer(dim=encoder.dim + 1)
     with pytest.raises(packs.PackError):
         export_pack(tmp_path / "bad", encoder, importance=wrong)

@@ -2,7 +2,8 @@
 retrievers on a split, side by side, as a table and as JSON.
 
 Retrievers are given as specs `[NAME=]KIND[:PATH]`, for example
-`bm25`, `dense` (the bundled all-MiniLM-L6-v2), `trained=dense:checkpoints/encoder/best`.
+`bm25`, `dense` (the bundled all-MiniLM-L6-v2), `trained=dense:checkpoints/encoder/best`,
+`heuristic` (Generative Agents' score on the backbone), `learned:checkpoints/pack` (a pack's LearnedScorer).
 """
 
 from __future__ import annotations
@@ -35,8 +36,28 @@ def _dense(path: str | None):
     return DenseRanker(MemoryEncoder.from_pretrained(path or DEFAULT_BACKBONE))
 
 
+def _heuristic(path: str | None):
+    """Generative Agents' score (recency + relevance + importance, weights 1) with an encoder folder
+    (default: the untrained backbone); importance is a constant for LoCoMo turns."""
+    from memnets.nn.encoder import DEFAULT_BACKBONE, MemoryEncoder
+    from memnets.retrieval.scored import ScorerRanker
+    from memnets.scoring import HeuristicScorer
+
+    return ScorerRanker(HeuristicScorer(MemoryEncoder.from_pretrained(path or DEFAULT_BACKBONE)), name="heuristic")
+
+
+def _learned(path: str | None):
+    """The LearnedScorer of a memory pack (trained encoder, importance head, fitted weights)."""
+    from memnets.retrieval.scored import ScorerRanker
+    from memnets.scoring import LearnedScorer
+
+    if not path:
+        raise ValueError("learned needs a pack folder: learned:checkpoints/pack")
+    return ScorerRanker(LearnedScorer.from_pack(path), name="learned")
+
+
 # KIND -> factory(path or None) -> ranker; other components register their kinds here.
-RANKERS: dict[str, Callable[[str | None], object]] = {"bm25": _bm25, "dense": _dense}
+RANKERS: dict[str, Callable[[str | None], object]] = {"bm25": _bm25, "dense": _dense, "heuristic": _heuristic, "learned": _learned}
 
 
 def parse_spec(spec: str) -> tuple[str, str, str | None]:
@@ -80,7 +101,10 @@ def retrieval_main(argv: list[str]) -> int:
     parser.add_argument("--categories", default="1,2,3,4", help="QA categories to score (default 1,2,3,4)")
     parser.add_argument("-c", "--config", default=None, help="data config YAML (default configs/data/locomo.yaml)")
     parser.add_argument("--json", default=None, help="write the reports (with per-question values) here")
+    parser.add_argument("--pack", default=None, help="also evaluate a memory pack: its encoder (dense) and its LearnedScorer")
     args = parser.parse_args(argv)
+    if args.pack:
+        args.retrievers += [f"pack-encoder=dense:{Path(args.pack) / 'encoder'}", f"pack-learned=learned:{args.pack}"]
 
     try:
         specs = [parse_spec(spec) for spec in args.retrievers]
