@@ -193,25 +193,16 @@ class MemoryManager:
         """The trained manager: encoder, importance head, recall gate and scorer weights of a pack.
 
         Parts the pack lacks fall back to the heuristics; keyword arguments override the rest
-        (e.g. ``gate=FixedGate(True)``). A pack threshold named ``"importance"`` becomes the
-        write-through threshold unless one is given.
+        (e.g. ``gate=FixedGate(True)``). See :func:`pack_components`.
         """
         from memnets.memory.archive import Archive
         from memnets.pack import load_pack
-        from memnets.scoring import LearnedScorer
 
-        pack = load_pack(pack_dir)
-        thresholds = dict(getattr(pack, "thresholds", None) or {})
-        if pack.importance is not None:
-            kwargs.setdefault("importance", HeadImportance(pack.importance))
-            if "importance" in thresholds:
-                kwargs.setdefault("write_through_threshold", float(thresholds["importance"]))
-        if pack.gate is not None:
-            kwargs.setdefault("gate", HeadGate(pack.gate, thresholds.get("gate")))
-        if getattr(pack, "scorer_weights", None):
-            kwargs.setdefault("scorer", LearnedScorer.from_pack(pack))
-        archive = Archive(archive_dir, pack.encoder.dim, key=key)
-        return cls(pack.encoder, archive, owns_archive=True, **kwargs)
+        components = pack_components(load_pack(pack_dir))
+        components.update(kwargs)
+        encoder = components.pop("encoder")
+        archive = Archive(archive_dir, encoder.dim, key=key)
+        return cls(encoder, archive, owns_archive=True, **components)
 
     # ------------------------------------------------------------------ helpers
     def _embed(self, texts: Sequence[str], kind: str = "memory") -> np.ndarray:
@@ -495,3 +486,26 @@ class MemoryManager:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def pack_components(pack) -> dict:
+    """The manager arguments a loaded :class:`~memnets.pack.Pack` supplies.
+
+    ``encoder`` always; ``importance`` (:class:`HeadImportance`) and, from a pack threshold named
+    ``"importance"``, ``write_through_threshold``, when the pack has the importance head;
+    ``gate`` (:class:`HeadGate`, threshold ``"gate"`` of the pack or the head's own) when it has the
+    recall gate; ``scorer`` (``LearnedScorer``) when it has fitted scorer weights.
+    """
+    from memnets.scoring import LearnedScorer
+
+    thresholds = dict(getattr(pack, "thresholds", None) or {})
+    components: dict = {"encoder": pack.encoder}
+    if pack.importance is not None:
+        components["importance"] = HeadImportance(pack.importance)
+        if "importance" in thresholds:
+            components["write_through_threshold"] = float(thresholds["importance"])
+    if pack.gate is not None:
+        components["gate"] = HeadGate(pack.gate, thresholds.get("gate"))
+    if getattr(pack, "scorer_weights", None) is not None:
+        components["scorer"] = LearnedScorer.from_pack(pack)
+    return components

@@ -1,0 +1,270 @@
+"""`memnets replay`: stream a LoCoMo conversation through the memory manager, then ask its questions.
+
+Every turn of the conversation enters the manager in order (observe: context overflow RETAINs into
+working memory, working overflow BURYs into the archive). Then each question (categories 1-4 by
+default) is put to ``MemoryManager.context_for``: the recall gate decides whether to search the
+archive, and the best memories of working memory join the context. Measured per question: which
+share of its evidence turns is in what the LLM would see (context messages + memories brought to
+it), and whether an archive search was made.
+
+Rows: the heuristic manager (untrained backbone, heuristic importance, gate and scorer), and with
+``--pack`` the trained one; ``--reference`` adds, for each, the two fixed gates (always / never
+search) that bound the searches-versus-recall trade-off. The settings (context budget in tokens,
+far below the conversation's length; working capacity; k) are printed and saved with the results.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+
+import numpy as np
+from rich.table import Table
+from tqdm.auto import tqdm
+
+from memnets.console import print_table
+from memnets.data.locomo import DEFAULT_LOCOMO_PATH, Conversation, LocomoFormatError, load_locomo, memory_id
+from memnets.memory.events import Move
+from memnets.memory.signals import FixedGate, HeuristicGate
+
+DEFAULT_OUTPUT_DIR = Path("checkpoints") / "replay"
+
+
+class CachedEncoder:
+    """An encoder that remembers what it embedded, so several replays of one conversation encode it once.
+
+    Exposes what the manager uses (``dim``, ``tokenizer``, ``encode``); results equal the wrapped
+    encoder's, looked up by (kind, text).
+    """
+
+    def __init__(self, encoder):
+        self.encoder = encoder
+        self.dim = encoder.dim
+        self.tokenizer = encoder.tokenizer
+        self.cache: dict[tuple[str, str], np.ndarray] = {}
+
+    def encode(self, texts, kind: str = "memory", **kwargs):
+        import torch
+
+        missing = list(dict.fromkeys(t for t in texts if (kind, t) not in self.cache))
+        if missing:
+            for text, vector in zip(missing, self.encoder.encode(missing, kind=kind, **kwargs).numpy()):
+                self.cache[(kind, text)] = vector
+        return torch.from_numpy(np.stack([self.cache[(kind, t)] for t in texts])) if texts else torch.empty(0, self.dim)
+
+    def prefill(self, texts, kind: str) -> None:
+        """Embed many texts in large batches up front (far faster than one by one during the stream)."""
+        self.encode(list(texts), kind=kind, progress=True)
+
+
+@dataclass
+class Setup:
+    """One row: a name, the manager's components, and which gate it uses."""
+
+    name: str
+    components: dict
+    gate_name: str
+
+
+def replay_conversation(conversation: Conversation, setup: Setup, settings: dict, categories: set[int]) -> dict:
+    """Stream the conversation through a fresh manager (temporary archive) and score its questions."""
+    from memnets.memory.archive import Archive
+    from memnets.memory.manager import MemoryManager
+
+    components = dict(setup.components)
+    encoder = components.pop("encoder")
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="memnets-replay-") as folder:
+        archive = Archive(folder, encoder.dim)
+        manager = MemoryManager(
+            encoder,
+            archive,
+            owner=conversation.sample_id,
+            context_budget=settings["context_budget"],
+            working_capacity=settings["working_capacity"],
+            k=settings["k"],
+            batch_size=settings["batch_size"],
+            resume=False,
+            state_path=Path(folder) / "state.json",
+            owns_archive=True,
+            **components,
+        )
+        for turn in tqdm(conversation.turns, desc=f"{setup.name}: turns", unit="turn", leave=False):
+            manager.observe(turn.content, t=turn.t, id=memory_id(conversation.sample_id, turn.dia_id), speaker=turn.speaker)
+        manager.flush()
+        now = conversation.turns[-1].t + timedelta(hours=1)
+        stream_seconds = time.perf_counter() - started
+        questions = []
+        items = [q for q in conversation.qa if q.category in categories and q.evidence]
+        for item in tqdm(items, desc=f"{setup.name}: questions", unit="q", leave=False):
+            evidence = {memory_id(conversation.sample_id, d) for d in item.evidence}
+            in_context_before = evidence & set(manager.context.ids())
+            in_working_before = evidence & set(manager.working.ids())
+            view = manager.context_for(item.question, now=now)
+            seen = evidence & set(view.ids())
+            questions.append(
+                {
+                    "index": item.index,
+                    "category": item.category,
+                    "evidence": sorted(evidence),
+                    "searched": view.recalled,
+                    "gate_score": view.gate_score,
+                    "needed": len(in_context_before) < len(evidence),
+                    "in_context_before": len(in_context_before),
+                    "in_working_before": len(in_working_before),
+                    "in_view": sorted(seen),
+                    "recall": len(seen) / len(evidence),
+                }
+            )
+        moves = {move.value: manager.events.count(move) for move in (Move.RETAIN, Move.BURY, Move.RECALL, Move.SEARCH, Move.WRITE)}
+        archive_size = manager.archive.count(conversation.sample_id)
+        manager.close()
+    return {
+        "name": setup.name,
+        "gate": setup.gate_name,
+        **summarise(questions),
+        "by_category": {str(c): summarise([q for q in questions if q["category"] == c]) for c in sorted(categories)},
+        "moves": moves,
+        "archive_size": archive_size,
+        "seconds": {"stream": round(stream_seconds, 2), "total": round(time.perf_counter() - started, 2)},
+        "per_question": questions,
+    }
+
+
+def summarise(questions: list[dict]) -> dict:
+    """Mean evidence recall in view, share with all evidence in view, searches made, gate agreement."""
+    n = len(questions)
+    if not n:
+        return {"questions": 0}
+    searched = [q["searched"] for q in questions]
+    needed = [q["needed"] for q in questions]
+    return {
+        "questions": n,
+        "evidence_recall": float(np.mean([q["recall"] for q in questions])),
+        "all_evidence": float(np.mean([q["recall"] == 1.0 for q in questions])),
+        "searches": int(sum(searched)),
+        "search_rate": float(np.mean(searched)),
+        "needed": int(sum(needed)),
+        "gate_agreement": float(np.mean([s == d for s, d in zip(searched, needed)])),
+        "recall_without_search": float(np.mean([q["recall"] for q in questions if not q["searched"]]))
+        if not all(searched)
+        else None,
+    }
+
+
+def conversation_tokens(conversation: Conversation, tokenizer) -> int:
+    return sum(len(tokenizer(turn.content, add_special_tokens=False)["input_ids"]) for turn in conversation.turns)
+
+
+def results_table(rows: list[dict], settings: dict) -> Table:
+    table = Table(
+        title=(
+            f"replay of {settings['conversation']} ({settings['questions']} questions, {settings['turns']} turns, "
+            f"{settings['conversation_tokens']} tokens): context {settings['context_budget']} tokens, "
+            f"working {settings['working_capacity']} memories, k={settings['k']}"
+        )
+    )
+    for column in ("manager", "gate", "evidence recall", "all evidence", "searches", "gate agrees", "recall w/o search", "seconds"):
+        table.add_column(column, justify="left" if column in ("manager", "gate") else "right")
+    for row in rows:
+        no_search = row.get("recall_without_search")
+        table.add_row(
+            row["name"],
+            row["gate"],
+            f"{100 * row['evidence_recall']:.1f}%",
+            f"{100 * row['all_evidence']:.1f}%",
+            f"{row['searches']}/{row['questions']} ({100 * row['search_rate']:.0f}%)",
+            f"{100 * row['gate_agreement']:.1f}%",
+            "-" if no_search is None else f"{100 * no_search:.1f}%",
+            f"{row['seconds']['total']:.0f}",
+        )
+    return table
+
+
+def build_setups(args) -> list[Setup]:
+    """The heuristic manager, the pack's (if any), and with --reference their always/never variants."""
+    from memnets.memory.manager import pack_components
+    from memnets.memory.signals import HeuristicImportance
+    from memnets.nn.encoder import DEFAULT_BACKBONE, MemoryEncoder
+    from memnets.scoring import HeuristicScorer
+
+    heuristic = {
+        "encoder": CachedEncoder(MemoryEncoder.from_pretrained(args.encoder or DEFAULT_BACKBONE)),
+        "importance": HeuristicImportance(),
+        "gate": HeuristicGate(args.gate_threshold),
+        "scorer": HeuristicScorer(),
+    }
+    bases = [("heuristic", heuristic)]
+    if args.pack:
+        from memnets.pack import load_pack
+
+        trained = {"importance": HeuristicImportance(), "gate": HeuristicGate(args.gate_threshold), "scorer": HeuristicScorer()}
+        trained.update(pack_components(load_pack(args.pack)))
+        trained["encoder"] = CachedEncoder(trained["encoder"])
+        bases.append((f"pack:{Path(args.pack).name}", trained))
+    setups = []
+    for name, components in bases:
+        setups.append(Setup(name, components, components["gate"].name))
+        if args.reference:
+            for recall in (True, False):
+                gate = FixedGate(recall)
+                setups.append(Setup(name, {**components, "gate": gate}, gate.name))
+    return setups
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="memnets replay", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--conversation", default="conv-50", help="sample id (default conv-50, the test split)")
+    parser.add_argument("--data", type=Path, default=DEFAULT_LOCOMO_PATH, help="LoCoMo JSON file")
+    parser.add_argument("--pack", type=Path, default=None, help="a memory pack folder to compare with the heuristic manager")
+    parser.add_argument("--encoder", default=None, help="encoder folder of the heuristic manager (default: the untrained backbone)")
+    parser.add_argument("--context-budget", type=int, default=512, help="context budget in tokens (default 512)")
+    parser.add_argument("--working-capacity", type=int, default=50, help="working-memory capacity in memories (default 50)")
+    parser.add_argument("-k", "--k", type=int, default=5, help="memories recalled per search and shown per question (default 5)")
+    parser.add_argument("--batch-size", type=int, default=32, help="archive write batch for unimportant observations")
+    parser.add_argument("--gate-threshold", type=float, default=0.5, help="cosine below which the heuristic gate recalls (default 0.5)")
+    parser.add_argument("--categories", default="1,2,3,4", help="QA categories to ask (default 1,2,3,4)")
+    parser.add_argument("--reference", action="store_true", help="also run always-search and never-search gates")
+    parser.add_argument("--output", type=Path, default=None, help="JSON results (default checkpoints/replay/replay-<conv>.json)")
+    args = parser.parse_args(argv)
+    if args.pack is not None and not args.pack.is_dir():
+        parser.error(f"--pack {args.pack}: not a folder")
+    try:
+        categories = {int(c) for c in args.categories.split(",") if c.strip()}
+    except ValueError:
+        parser.error(f"--categories must be comma-separated integers, got {args.categories!r}")
+    try:
+        conversation = load_locomo(args.data, sample_ids=[args.conversation])[0]
+    except (FileNotFoundError, LocomoFormatError) as error:
+        parser.error(f"--conversation {args.conversation} / --data {args.data}: {error}")
+    setups = build_setups(args)
+    settings = {
+        "conversation": conversation.sample_id,
+        "data": str(args.data),
+        "turns": len(conversation.turns),
+        "questions": sum(1 for q in conversation.qa if q.category in categories and q.evidence),
+        "categories": sorted(categories),
+        "conversation_tokens": conversation_tokens(conversation, setups[0].components["encoder"].tokenizer),
+        "context_budget": args.context_budget,
+        "working_capacity": args.working_capacity,
+        "k": args.k,
+        "batch_size": args.batch_size,
+        "heuristic_gate_threshold": args.gate_threshold,
+        "pack": str(args.pack) if args.pack else None,
+        "encoder": args.encoder or "untrained backbone (all-MiniLM-L6-v2)",
+    }
+    for encoder in {id(s.components["encoder"]): s.components["encoder"] for s in setups}.values():
+        encoder.prefill([turn.content for turn in conversation.turns], "memory")
+        encoder.prefill([q.question for q in conversation.qa if q.category in categories], "query")
+    rows = [replay_conversation(conversation, setup, settings, categories) for setup in setups]
+    print_table(results_table(rows, settings))
+    output = args.output or DEFAULT_OUTPUT_DIR / f"replay-{conversation.sample_id}.json"
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(json.dumps({"settings": settings, "rows": rows}, indent=2) + "\n")
+    print(f"wrote {output}")
+    return 0

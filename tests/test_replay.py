@@ -1,0 +1,85 @@
+"""`memnets replay` end to end on the tiny LoCoMo fixture with the tiny encoder, figures checked by hand."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from memnets.cli import main as cli_main
+from memnets.commands.replay import CachedEncoder, summarise
+
+
+def run(tmp_path, tiny_locomo_path, tiny_model_dir, *extra):
+    out = tmp_path / "replay.json"
+    argv = ["replay", "--data", str(tiny_locomo_path), "--conversation", "tiny-1", "--encoder", str(tiny_model_dir),
+            "--output", str(out), *extra]
+    assert cli_main(argv) == 0
+    return json.loads(out.read_text())
+
+
+def test_replay_with_a_context_that_holds_everything(tmp_path, tiny_locomo_path, tiny_model_dir):
+    # 8 short turns fit a 1000-token context: all evidence is in view and the gate never needs the archive
+    result = run(tmp_path, tiny_locomo_path, tiny_model_dir, "--context-budget", "1000", "--reference")
+    settings = result["settings"]
+    assert settings["turns"] == 8 and settings["questions"] == 4  # the category-5 item has no evidence
+    assert settings["conversation_tokens"] < 1000
+    names = [(row["name"], row["gate"]) for row in result["rows"]]
+    assert names == [("heuristic", "heuristic"), ("heuristic", "always"), ("heuristic", "never")]
+    for row in result["rows"]:
+        assert row["evidence_recall"] == 1.0 and row["all_evidence"] == 1.0 and row["needed"] == 0
+        assert row["archive_size"] == 8 and row["moves"]["RETAIN"] == 0
+    always, never = result["rows"][1], result["rows"][2]
+    assert always["searches"] == 4 and always["moves"]["SEARCH"] == 4
+    assert never["searches"] == 0 and never["moves"]["SEARCH"] == 0
+
+
+def test_replay_with_a_tiny_context_needs_the_archive(tmp_path, tiny_locomo_path, tiny_model_dir):
+    # context 12 tokens (the last turn or so), working memory 1, k 1: most evidence is elsewhere
+    result = run(tmp_path, tiny_locomo_path, tiny_model_dir, "--context-budget", "12", "--working-capacity", "1",
+                 "-k", "1", "--reference")
+    heuristic, always, never = result["rows"]
+    for row in result["rows"]:
+        assert row["moves"]["RETAIN"] >= 6 and row["moves"]["BURY"] >= 5
+        assert row["needed"] >= 3  # only the last turn (D2:4) is surely in context; no question cites it
+    # never searching can show at most the context and the one working memory
+    assert never["evidence_recall"] <= always["evidence_recall"]
+    assert heuristic["searches"] == sum(q["searched"] for q in heuristic["per_question"])
+    per_category = heuristic["by_category"]
+    assert set(per_category) == {"1", "2", "3", "4"} and per_category["3"] == {"questions": 0}
+
+
+def test_summary_figures_by_hand():
+    questions = [
+        {"recall": 1.0, "searched": True, "needed": True},
+        {"recall": 0.5, "searched": False, "needed": True},
+        {"recall": 0.0, "searched": False, "needed": False},
+    ]
+    summary = summarise(questions)
+    assert summary["evidence_recall"] == pytest.approx(0.5)
+    assert summary["all_evidence"] == pytest.approx(1 / 3)
+    assert summary["searches"] == 1 and summary["needed"] == 2
+    assert summary["gate_agreement"] == pytest.approx(2 / 3)
+    assert summary["recall_without_search"] == pytest.approx(0.25)
+
+
+def test_cached_encoder_equals_the_encoder(tiny_model_dir):
+    import torch
+
+    from memnets.nn.encoder import MemoryEncoder
+
+    encoder = MemoryEncoder.from_pretrained(tiny_model_dir)
+    cached = CachedEncoder(encoder)
+    texts = ["a dog", "a cat", "a dog"]
+    torch.testing.assert_close(cached.encode(texts), encoder.encode(texts))
+    assert len(cached.cache) == 2
+    torch.testing.assert_close(cached.encode(["a cat"], kind="query"), encoder.encode(["a cat"], kind="query"))
+
+
+def test_bad_arguments_are_named(tmp_path, tiny_locomo_path, capsys):
+    with pytest.raises(SystemExit):
+        cli_main(["replay", "--data", str(tiny_locomo_path), "--conversation", "nope"])
+    assert "nope" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        cli_main(["replay", "--pack", str(tmp_path / "missing")])
+    assert "not a folder" in capsys.readouterr().err
