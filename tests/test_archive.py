@@ -352,3 +352,18 @@ def test_closed_archive_refuses_calls(tmp_path):
     archive.close()  # twice is fine
     with pytest.raises(ArchiveError, match="closed"):
         archive.count("alice")
+
+
+def test_a_reader_far_behind_the_pruned_change_log_rebuilds_and_agrees(tmp_path, monkeypatch):
+    import memnets.memory.archive as archive_module
+
+    monkeypatch.setattr(archive_module, "CHANGELOG_KEEP", 4)
+    with Archive(tmp_path, DIM) as reader, Archive(tmp_path, DIM) as writer:
+        reader.add([memory_for("first", "a")], vector_for("first")[None])
+        for i in range(20):
+            writer.add([memory_for(f"m{i}", "a")], vector_for(f"m{i}")[None])
+        writer.delete(["m3"], "a")
+        assert writer._require_open().execute("SELECT count(*) FROM changes").fetchone()[0] <= 7  # pruned
+        hits = reader.search(vector_for("m7"), 30, "a")  # its log position was pruned away: full rebuild
+        assert hits[0][0].id == "m7" and len(hits) == 20 and "m3" not in {m.id for m, _ in hits}
+        assert reader.index_size() == writer.index_size() == 20

@@ -314,6 +314,7 @@ class Archive:
         """Rebuild the FAISS index from the SQLite table and save it; returns how many vectors it holds."""
         with self._lock:
             self._rebuild()
+            self._saved_generation = -1
             self.save_index()
             return len(self._retriever)
 
@@ -337,11 +338,17 @@ class Archive:
                 if folder.exists():
                     folder.rename(old)
                 staging.rename(folder)
-            except OSError:
+            except (OSError, RuntimeError):  # FAISS reports a vanished folder as RuntimeError
                 return  # another process saved or deleted at the same moment; the next open decides
             finally:
                 shutil.rmtree(staging, ignore_errors=True)
                 shutil.rmtree(old, ignore_errors=True)
+            with self._read() as conn:
+                if self._db_generation(conn) != self._generation:
+                    # another process wrote (maybe deleted) while we saved: these files are already
+                    # stale and might hold a deleted vector, so do not leave them on disk
+                    self._drop_saved_index()
+                    return
             self._saved_generation = self._generation
 
     def _drop_saved_index(self) -> None:
@@ -400,13 +407,13 @@ class Archive:
         """Delete the owner's memories with these ids (others' are untouched); returns how many."""
         ids = self._check_ids(ids, "delete")
         self._check_owner(owner, "delete")
-        return sum(self._delete_where(f"owner = ? AND id IN ({','.join('?' * len(chunk))})", [owner, *chunk])
-                   for chunk in _chunks(ids, 500))
+        return self._delete_where([(f"owner = ? AND id IN ({','.join('?' * len(chunk))})", [owner, *chunk])
+                                   for chunk in _chunks(ids, 500)])
 
     def delete_owner(self, owner: str) -> int:
         """Delete every memory of an owner; returns how many."""
         self._check_owner(owner, "delete_owner")
-        return self._delete_where("owner = ?", [owner])
+        return self._delete_where([("owner = ?", [owner])])
 
     def purge_older_than(self, cutoff: datetime, owner: str | None = None) -> int:
         """Delete memories created (``t``) before ``cutoff``, of one owner or of all; returns how many.
@@ -416,15 +423,18 @@ class Archive:
         if not isinstance(cutoff, datetime):
             raise TypeError(f"Archive.purge_older_than: cutoff must be a datetime, got {type(cutoff).__name__}")
         if owner is None:
-            return self._delete_where("t_epoch < ?", [_epoch(cutoff)])
+            return self._delete_where([("t_epoch < ?", [_epoch(cutoff)])])
         self._check_owner(owner, "purge_older_than")
-        return self._delete_where("owner = ? AND t_epoch < ?", [owner, _epoch(cutoff)])
+        return self._delete_where([("owner = ? AND t_epoch < ?", [owner, _epoch(cutoff)])])
 
-    def _delete_where(self, where: str, params: Sequence) -> int:
+    def _delete_where(self, clauses: Sequence[tuple[str, Sequence]]) -> int:
+        """Delete the rows matching any (where, params) clause, in one transaction, then scrub the disk."""
         with self._lock:
+            deleted = 0
             with self._write() as conn:
-                self._log_changes(conn, where, params)
-                deleted = conn.execute(f"DELETE FROM memories WHERE {where}", params).rowcount
+                for where, params in clauses:
+                    self._log_changes(conn, where, params)
+                    deleted += conn.execute(f"DELETE FROM memories WHERE {where}", params).rowcount
             if deleted:
                 self._drop_saved_index()
                 self.compact()
