@@ -290,9 +290,14 @@ def fit_scorer_weights(
     X, y = np.concatenate(rows), np.concatenate(labels)
     if y.all() or not y.any():
         raise ValueError(f"fit_scorer_weights: labels must hold both classes, got {int(y.sum())} positives of {y.size}")
-    model = LogisticRegression(C=C, max_iter=1000).fit(X, y)
-    coefficients = dict(zip(FEATURES, model.coef_[0].tolist()))
+    # a feature that never varies (e.g. importance without a head) cannot be weighed: its weight is 0
+    varying = X.std(axis=0) > 1e-12
+    if not varying.any():
+        raise ValueError("fit_scorer_weights: every feature is constant over the examples")
+    model = LogisticRegression(C=C, max_iter=1000).fit(X[:, varying], y)
+    coefficients = dict.fromkeys(FEATURES, 0.0) | dict(zip(np.array(FEATURES)[varying].tolist(), model.coef_[0].tolist()))
     counts = {"queries": len(rows), "pairs": int(y.size), "positives": int(y.sum()),
-              "train_accuracy": float(model.score(X, y))}
+              "constant_features": [name for name, v in zip(FEATURES, varying) if not v],
+              "train_accuracy": float(model.score(X[:, varying], y))}
     return ScorerWeights(**coefficients, bias=float(model.intercept_[0]), decay=scorer.weights.decay,
                          normalize=scorer.weights.normalize, info={"source": "logistic regression", **(info or {}), **counts})

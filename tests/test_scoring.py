@@ -136,3 +136,5 @@ def test_scorer_ranker_on_tiny_locomo(tiny_locomo_path, tiny_model_dir):
     assert 0.0 <= report.overall["recall@5"] <= 1.0 and report.counts["questions"] == 5
     weights = fit_scorer_weights(ranker.fit_examples(conversations), ranker.scorer)
     assert weights.info["queries"] == 5 and weights.info["positives"] == 7
+    # constant importance (no head) cannot be weighed: weight 0, not a share of the bias
+    assert weights.importance == 0.0 and weights.info["constant_features"] == ["importance"]
