@@ -40,7 +40,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import AbstractContextManager, contextmanager, suppress
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -202,26 +202,24 @@ class Archive:
 
     # ------------------------------------------------------------------ transactions
     @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
-        """One write transaction, taken at once (IMMEDIATE) so concurrent writers queue, never deadlock."""
+    def _transaction(self, begin: str) -> Iterator[sqlite3.Connection]:
         conn = self._require_open()
-        conn.execute("BEGIN IMMEDIATE")
+        conn.execute(begin)
         try:
             yield conn
         except BaseException:
-            conn.execute("ROLLBACK")
+            if conn.in_transaction:  # SQLite may have rolled back already (disk full, I/O error)
+                conn.execute("ROLLBACK")
             raise
         conn.execute("COMMIT")
 
-    @contextmanager
-    def _read(self) -> Iterator[sqlite3.Connection]:
+    def _write(self) -> AbstractContextManager[sqlite3.Connection]:
+        """One write transaction, taken at once (IMMEDIATE) so concurrent writers queue, never deadlock."""
+        return self._transaction("BEGIN IMMEDIATE")
+
+    def _read(self) -> AbstractContextManager[sqlite3.Connection]:
         """One read transaction: every statement inside sees the same snapshot."""
-        conn = self._require_open()
-        conn.execute("BEGIN")
-        try:
-            yield conn
-        finally:
-            conn.execute("COMMIT")
+        return self._transaction("BEGIN")
 
     def _require_open(self) -> sqlite3.Connection:
         if self._conn is None:
