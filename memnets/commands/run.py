@@ -1,0 +1,85 @@
+"""`memnets run -c configs/pipeline/cpu.yaml`: the whole pipeline from one config.
+
+A pipeline config is data: a list of named steps, each the argv of one `memnets` command
+(prepare data, fit the encoder and both heads, export the pack, evaluate). Each step runs as its
+own process (`python -m memnets ...`), so that a DDP step can launch its ranks as it would from a
+shell, and a failure stops the run with the step's name and exit code. The GPU pipeline is the same
+command with another config.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+from rich.table import Table
+
+from memnets.console import print_table
+
+
+def load_steps(path: str | Path) -> list[tuple[str, list[str]]]:
+    """[(name, argv)] from a pipeline YAML `steps: [{name: ..., run: [memnets argv ...]}, ...]`."""
+    raw = yaml.safe_load(Path(path).read_text()) or {}
+    steps = raw.get("steps")
+    if not isinstance(steps, list) or not steps:
+        raise ValueError(f"{path}: expected a non-empty list under 'steps'")
+    parsed = []
+    for i, step in enumerate(steps):
+        if not (isinstance(step, dict) and isinstance(step.get("name"), str) and isinstance(step.get("run"), list)):
+            raise ValueError(f"{path}: steps[{i}] should be {{name: str, run: [argv, ...]}}, got {step!r}")
+        parsed.append((step["name"], [str(arg) for arg in step["run"]]))
+    names = [name for name, _ in parsed]
+    if len(set(names)) != len(names):
+        raise ValueError(f"{path}: step names must be unique, got {names}")
+    return parsed
+
+
+def select(steps: list[tuple[str, list[str]]], start: str | None, only: list[str] | None, path: str) -> list[tuple[str, list[str]]]:
+    names = [name for name, _ in steps]
+    for name in ([start] if start else []) + (only or []):
+        if name not in names:
+            raise ValueError(f"{path}: no step {name!r}; steps are {names}")
+    if start:
+        steps = steps[names.index(start):]
+    if only:
+        steps = [step for step in steps if step[0] in only]
+    return steps
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="memnets run", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("-c", "--config", default="configs/pipeline/cpu.yaml", help="pipeline YAML (default configs/pipeline/cpu.yaml)")
+    parser.add_argument("--from", dest="start", default=None, help="start at this step (resume)")
+    parser.add_argument("--only", nargs="+", default=None, help="run only these steps")
+    parser.add_argument("--dry-run", action="store_true", help="print the steps without running them")
+    args = parser.parse_args(argv)
+    try:
+        steps = select(load_steps(args.config), args.start, args.only, args.config)
+    except (OSError, ValueError) as error:
+        parser.error(str(error))
+
+    timings = []
+    for name, step_argv in steps:
+        command = [sys.executable, "-m", "memnets", *step_argv]
+        print(f"\n=== step {name}: memnets {' '.join(step_argv)}", flush=True)
+        if args.dry_run:
+            continue
+        started = time.perf_counter()
+        code = subprocess.call(command)
+        timings.append((name, time.perf_counter() - started, code))
+        if code != 0:
+            print(f"memnets run: step {name!r} failed with exit code {code}; resume with --from {name}", file=sys.stderr)
+            break
+    if timings:
+        table = Table(title=f"pipeline {args.config}")
+        for column in ("step", "seconds", "status"):
+            table.add_column(column, justify="right" if column == "seconds" else "left")
+        for name, seconds, code in timings:
+            table.add_row(name, f"{seconds:.0f}", "ok" if code == 0 else f"failed ({code})")
+        table.add_row("total", f"{sum(t for _, t, _ in timings):.0f}", "")
+        print_table(table)
+    return next((code for _, _, code in timings if code != 0), 0)

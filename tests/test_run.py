@@ -1,0 +1,46 @@
+"""`memnets run`: steps from a pipeline config, each a real `memnets` process."""
+
+import pytest
+import yaml
+
+from memnets.cli import main
+from memnets.commands.run import load_steps
+
+
+def _pipeline(tmp_path, tiny_locomo_path, steps):
+    data = tmp_path / "data.yaml"
+    data.write_text(yaml.safe_dump({"path": str(tiny_locomo_path), "cache_dir": str(tmp_path / "cache"),
+                                    "splits": {"train": ["tiny-1"], "validation": [], "test": ["tiny-2"]}}))
+    path = tmp_path / "pipeline.yaml"
+    path.write_text(yaml.safe_dump({"steps": [{"name": n, "run": [a.replace("DATA", str(data)) for a in argv]} for n, argv in steps]}))
+    return path
+
+
+def test_run_executes_steps_in_order_and_stops_at_a_failure(tmp_path, tiny_locomo_path, capfd):
+    config = _pipeline(tmp_path, tiny_locomo_path, [
+        ("data", ["data", "prepare", "-c", "DATA"]),
+        ("broken", ["eval", "retrieval", "colbert", "-c", "DATA"]),
+        ("never", ["data", "prepare", "-c", "DATA"]),
+    ])
+    assert main(["run", "-c", str(config)]) == 2
+    out, err = capfd.readouterr()
+    assert "=== step data" in out and "=== step never" not in out
+    assert "step 'broken' failed with exit code 2; resume with --from broken" in err
+    assert any(p.name.startswith("locomo-") for p in (tmp_path / "cache").iterdir())
+
+
+def test_run_resumes_from_a_step(tmp_path, tiny_locomo_path, capfd):
+    config = _pipeline(tmp_path, tiny_locomo_path, [("a", ["data", "prepare", "-c", "DATA"]), ("b", ["data", "prepare", "-c", "DATA"])])
+    assert main(["run", "-c", str(config), "--from", "b", "--dry-run"]) == 0
+    out = capfd.readouterr().out
+    assert "=== step b" in out and "=== step a" not in out
+
+
+def test_bad_pipeline_configs_are_named(tmp_path):
+    path = tmp_path / "p.yaml"
+    path.write_text(yaml.safe_dump({"steps": [{"name": "x", "run": "data prepare"}]}))
+    with pytest.raises(ValueError, match=r"p\.yaml: steps\[0\]"):
+        load_steps(path)
+    path.write_text(yaml.safe_dump({"steps": [{"name": "x", "run": []}, {"name": "x", "run": []}]}))
+    with pytest.raises(ValueError, match="unique"):
+        load_steps(path)
