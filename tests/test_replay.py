@@ -83,3 +83,28 @@ def test_bad_arguments_are_named(tmp_path, tiny_locomo_path, capsys):
     with pytest.raises(SystemExit):
         cli_main(["replay", "--pack", str(tmp_path / "missing")])
     assert "not a folder" in capsys.readouterr().err
+
+
+def test_question_schedule_by_hand(tiny_locomo_path):
+    from memnets.commands.replay import question_schedule
+    from memnets.data.locomo import load_locomo
+
+    conversation = load_locomo(tiny_locomo_path, sample_ids=["tiny-1"])[0]
+    items = [q for q in conversation.qa if q.evidence]
+    # last evidence turns: D1:3 -> 2, D2:1 -> 4, D2:2 -> 5, D2:3 -> 6 (turn positions 0..7)
+    schedule = question_schedule(conversation, items, "after-evidence", 1)
+    assert {position: [q.index for q in qs] for position, qs in schedule.items()} == {3: [0], 5: [1], 6: [2], 7: [3]}
+    assert list(question_schedule(conversation, items, "after-evidence", 5)) == [7]  # clipped to the last turn
+    assert question_schedule(conversation, items, "end", 0) == {None: items}
+    with pytest.raises(ValueError, match="ask mode"):
+        question_schedule(conversation, items, "sometimes", 0)
+
+
+def test_replay_interleaved_questions(tmp_path, tiny_locomo_path, tiny_model_dir):
+    # a roomy context and questions asked right after their evidence: everything is in view, no search needed
+    result = run(tmp_path, tiny_locomo_path, tiny_model_dir, "--ask", "after-evidence", "--delay", "0",
+                 "--context-budget", "1000")
+    row = result["rows"][0]
+    assert result["settings"]["ask"] == "after-evidence"
+    assert row["evidence_recall"] == 1.0 and row["needed"] == 0
+    assert sorted(q["index"] for q in row["per_question"]) == [0, 1, 2, 3]

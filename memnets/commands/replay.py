@@ -94,33 +94,18 @@ def replay_conversation(conversation: Conversation, setup: Setup, settings: dict
             owns_archive=True,
             **components,
         )
-        for turn in tqdm(conversation.turns, desc=f"{setup.name}: turns", unit="turn", leave=False):
-            manager.observe(turn.content, t=turn.t, id=memory_id(conversation.sample_id, turn.dia_id), speaker=turn.speaker)
-        manager.flush()
-        now = conversation.turns[-1].t + timedelta(hours=1)
-        stream_seconds = time.perf_counter() - started
-        questions = []
         items = [q for q in conversation.qa if q.category in categories and q.evidence]
-        for item in tqdm(items, desc=f"{setup.name}: questions", unit="q", leave=False):
-            evidence = {memory_id(conversation.sample_id, d) for d in item.evidence}
-            in_context_before = evidence & set(manager.context.ids())
-            in_working_before = evidence & set(manager.working.ids())
-            view = manager.context_for(item.question, now=now)
-            seen = evidence & set(view.ids())
-            questions.append(
-                {
-                    "index": item.index,
-                    "category": item.category,
-                    "evidence": sorted(evidence),
-                    "searched": view.recalled,
-                    "gate_score": view.gate_score,
-                    "needed": len(in_context_before) < len(evidence),
-                    "in_context_before": len(in_context_before),
-                    "in_working_before": len(in_working_before),
-                    "in_view": sorted(seen),
-                    "recall": len(seen) / len(evidence),
-                }
-            )
+        schedule = question_schedule(conversation, items, settings["ask"], settings["delay"])
+        questions = []
+        for position, turn in enumerate(tqdm(conversation.turns, desc=f"{setup.name}: turns", unit="turn", leave=False)):
+            manager.observe(turn.content, t=turn.t, id=memory_id(conversation.sample_id, turn.dia_id), speaker=turn.speaker)
+            for item in schedule.get(position, []):
+                questions.append(ask(manager, conversation, item, turn.t + timedelta(minutes=1)))
+        manager.flush()
+        stream_seconds = time.perf_counter() - started
+        now = conversation.turns[-1].t + timedelta(hours=1)
+        for item in tqdm(schedule.get(None, []), desc=f"{setup.name}: questions", unit="q", leave=False):
+            questions.append(ask(manager, conversation, item, now))
         moves = {move.value: manager.events.count(move) for move in (Move.RETAIN, Move.BURY, Move.RECALL, Move.SEARCH, Move.WRITE)}
         archive_size = manager.archive.count(conversation.sample_id)
         manager.close()
@@ -133,6 +118,45 @@ def replay_conversation(conversation: Conversation, setup: Setup, settings: dict
         "archive_size": archive_size,
         "seconds": {"stream": round(stream_seconds, 2), "total": round(time.perf_counter() - started, 2)},
         "per_question": questions,
+    }
+
+
+def question_schedule(conversation: Conversation, items, mode: str, delay: int) -> dict:
+    """When each question is asked: key None = after the whole conversation ("end"), else the turn
+    position after which it is asked ("after-evidence": ``delay`` turns after its last evidence turn,
+    at the latest after the last turn)."""
+    if mode == "end":
+        return {None: list(items)}
+    if mode != "after-evidence":
+        raise ValueError(f"ask mode must be 'end' or 'after-evidence', got {mode!r}")
+    if delay < 0:
+        raise ValueError(f"delay must be a non-negative number of turns, got {delay}")
+    schedule: dict = {}
+    last = len(conversation.turns) - 1
+    for item in items:
+        position = min(max(conversation.turn_index[d] for d in item.evidence) + delay, last)
+        schedule.setdefault(position, []).append(item)
+    return schedule
+
+
+def ask(manager, conversation: Conversation, item, now) -> dict:
+    """Put one question to the manager and record where its evidence was and what came into view."""
+    evidence = {memory_id(conversation.sample_id, d) for d in item.evidence}
+    in_context_before = evidence & set(manager.context.ids())
+    in_working_before = evidence & set(manager.working.ids())
+    view = manager.context_for(item.question, now=now)
+    seen = evidence & set(view.ids())
+    return {
+        "index": item.index,
+        "category": item.category,
+        "evidence": sorted(evidence),
+        "searched": view.recalled,
+        "gate_score": view.gate_score,
+        "needed": len(in_context_before) < len(evidence),
+        "in_context_before": len(in_context_before),
+        "in_working_before": len(in_working_before),
+        "in_view": sorted(seen),
+        "recall": len(seen) / len(evidence),
     }
 
 
@@ -166,7 +190,8 @@ def results_table(rows: list[dict], settings: dict) -> Table:
         title=(
             f"replay of {settings['conversation']} ({settings['questions']} questions, {settings['turns']} turns, "
             f"{settings['conversation_tokens']} tokens): context {settings['context_budget']} tokens, "
-            f"working {settings['working_capacity']} memories, k={settings['k']}"
+            f"working {settings['working_capacity']} memories, k={settings['k']}, asked "
+            + ("at the end" if settings["ask"] == "end" else f"{settings['delay']} turns after the evidence")
         )
     )
     for column in ("manager", "gate", "evidence recall", "all evidence", "searches", "gate agrees", "recall w/o search", "seconds"):
@@ -229,6 +254,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--batch-size", type=int, default=32, help="archive write batch for unimportant observations")
     parser.add_argument("--gate-threshold", type=float, default=0.5, help="cosine below which the heuristic gate recalls (default 0.5)")
     parser.add_argument("--categories", default="1,2,3,4", help="QA categories to ask (default 1,2,3,4)")
+    parser.add_argument("--ask", default="end", choices=["end", "after-evidence"],
+                        help="when questions are asked: after the whole conversation (default), or DELAY turns after their last evidence turn")
+    parser.add_argument("--delay", type=int, default=20, help="turns between a question's last evidence turn and the question (--ask after-evidence)")
     parser.add_argument("--reference", action="store_true", help="also run always-search and never-search gates")
     parser.add_argument("--output", type=Path, default=None, help="JSON results (default checkpoints/replay/replay-<conv>.json)")
     args = parser.parse_args(argv)
@@ -253,6 +281,8 @@ def main(argv: list[str]) -> int:
         "context_budget": args.context_budget,
         "working_capacity": args.working_capacity,
         "k": args.k,
+        "ask": args.ask,
+        "delay": args.delay,
         "batch_size": args.batch_size,
         "heuristic_gate_threshold": args.gate_threshold,
         "pack": str(args.pack) if args.pack else None,
