@@ -136,7 +136,7 @@ def test_threads_sharing_and_not_sharing_an_instance(tmp_path):
 
 
 def test_two_processes_writing_and_reading(tmp_path):
-    Archive(tmp_path, DIM).close()
+    # both children race to create the archive, too
     children = [start_child(CHILD, str(tmp_path), "pA", "pB"), start_child(CHILD, str(tmp_path), "pB", "pA")]
     outputs = []
     for child in children:
