@@ -367,3 +367,12 @@ def test_a_reader_far_behind_the_pruned_change_log_rebuilds_and_agrees(tmp_path,
         hits = reader.search(vector_for("m7"), 30, "a")  # its log position was pruned away: full rebuild
         assert hits[0][0].id == "m7" and len(hits) == 20 and "m3" not in {m.id for m, _ in hits}
         assert reader.index_size() == writer.index_size() == 20
+
+
+def test_search_and_delete_beyond_sqlite_parameter_limits(archive):
+    memories = [memory_for(f"m{i}", "alice") for i in range(1200)]
+    archive.add(memories, np.tile(vector_for("same"), (1200, 1)))
+    assert len(archive.search(vector_for("same"), 5000, "alice")) == 1200
+    assert len(archive.get([m.id for m in memories], "alice")) == 1200
+    assert archive.delete([m.id for m in memories[:1100]], "alice") == 1100
+    assert archive.count("alice") == archive.index_size() == 100

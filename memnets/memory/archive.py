@@ -491,10 +491,12 @@ class Archive:
             rows = [int(i) for i in ids[0]]
             if not rows:
                 return []
+            records = {}
             with self._read() as conn:
-                marks = ",".join("?" * len(rows))
-                records = {r[0]: r for r in conn.execute(
-                    f"SELECT {_COLUMNS} FROM memories WHERE owner = ? AND row IN ({marks})", [owner, *rows])}
+                for chunk in _chunks(rows, 500):
+                    records.update((r[0], r) for r in conn.execute(
+                        f"SELECT {_COLUMNS} FROM memories WHERE owner = ? AND row IN ({','.join('?' * len(chunk))})",
+                        [owner, *chunk]))
             return [(self._decode(records[row]), float(score)) for row, score in zip(rows, scores[0]) if row in records]
 
     def list(self, owner: str, *, limit: int | None = None) -> list[Memory]:
@@ -656,7 +658,7 @@ def _unpack_vector(blob: bytes, dim: int, memory_id) -> np.ndarray:
     return np.frombuffer(blob, dtype="<f4")
 
 
-def _group_by_owner(rows: Iterable[tuple], dim: int) -> Iterator[tuple[str, builtins.list[str], np.ndarray]]:
+def _group_by_owner(rows: Iterable[tuple], dim: int) -> Iterator[tuple[str, list[str], np.ndarray]]:
     """(owner, [row ids as str], vectors) for rows (row, owner, vector) sorted by owner."""
     owner, ids, vectors = None, [], []
     for row, row_owner, blob in rows:
