@@ -51,9 +51,9 @@ def test_replay_with_a_tiny_context_needs_the_archive(tmp_path, tiny_locomo_path
 
 def test_summary_figures_by_hand():
     questions = [
-        {"recall": 1.0, "searched": True, "needed": True},
-        {"recall": 0.5, "searched": False, "needed": True},
-        {"recall": 0.0, "searched": False, "needed": False},
+        {"recall": 1.0, "searched": True, "needed": True, "archive_only": 2, "evidence": ["a", "b"]},
+        {"recall": 0.5, "searched": False, "needed": True, "archive_only": 1, "evidence": ["c", "d"]},
+        {"recall": 0.0, "searched": False, "needed": False, "archive_only": 0, "evidence": ["e"]},
     ]
     summary = summarise(questions)
     assert summary["evidence_recall"] == pytest.approx(0.5)
@@ -61,6 +61,7 @@ def test_summary_figures_by_hand():
     assert summary["searches"] == 1 and summary["needed"] == 2
     assert summary["gate_agreement"] == pytest.approx(2 / 3)
     assert summary["recall_without_search"] == pytest.approx(0.25)
+    assert summary["evidence_archive_only"] == pytest.approx(0.5)
 
 
 def test_cached_encoder_equals_the_encoder(tiny_model_dir):

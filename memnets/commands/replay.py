@@ -153,6 +153,7 @@ def ask(manager, conversation: Conversation, item, now) -> dict:
         "searched": view.recalled,
         "gate_score": view.gate_score,
         "needed": len(in_context_before) < len(evidence),
+        "archive_only": len(evidence - in_context_before - in_working_before),
         "in_context_before": len(in_context_before),
         "in_working_before": len(in_working_before),
         "in_view": sorted(seen),
@@ -161,7 +162,9 @@ def ask(manager, conversation: Conversation, item, now) -> dict:
 
 
 def summarise(questions: list[dict]) -> dict:
-    """Mean evidence recall in view, share with all evidence in view, searches made, gate agreement."""
+    """Mean evidence recall in view, share with all evidence in view, searches made, and the gate's
+    agreement with its label ("needed": some evidence is not in the context, as the gate was trained);
+    ``evidence_archive_only``: the mean share of evidence that was in neither context nor working memory."""
     n = len(questions)
     if not n:
         return {"questions": 0}
@@ -174,6 +177,7 @@ def summarise(questions: list[dict]) -> dict:
         "searches": int(sum(searched)),
         "search_rate": float(np.mean(searched)),
         "needed": int(sum(needed)),
+        "evidence_archive_only": float(np.mean([q["archive_only"] / len(q["evidence"]) for q in questions])),
         "gate_agreement": float(np.mean([s == d for s, d in zip(searched, needed)])),
         "recall_without_search": float(np.mean([q["recall"] for q in questions if not q["searched"]]))
         if not all(searched)
@@ -194,7 +198,9 @@ def results_table(rows: list[dict], settings: dict) -> Table:
             + ("at the end" if settings["ask"] == "end" else f"{settings['delay']} turns after the evidence")
         )
     )
-    for column in ("manager", "gate", "evidence recall", "all evidence", "searches", "gate agrees", "recall w/o search", "seconds"):
+    columns = ("manager", "gate", "evidence recall", "all evidence", "searches", "gate agrees", "recall w/o search",
+               "evidence only in archive", "seconds")
+    for column in columns:
         table.add_column(column, justify="left" if column in ("manager", "gate") else "right")
     for row in rows:
         no_search = row.get("recall_without_search")
@@ -206,6 +212,7 @@ def results_table(rows: list[dict], settings: dict) -> Table:
             f"{row['searches']}/{row['questions']} ({100 * row['search_rate']:.0f}%)",
             f"{100 * row['gate_agreement']:.1f}%",
             "-" if no_search is None else f"{100 * no_search:.1f}%",
+            f"{100 * row['evidence_archive_only']:.1f}%",
             f"{row['seconds']['total']:.0f}",
         )
     return table
