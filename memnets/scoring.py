@@ -118,14 +118,14 @@ class ScorerWeights:
         return cls.from_dict(data, where=str(path))
 
 
-def min_max(values: np.ndarray) -> np.ndarray:
-    """Scale to [0, 1] over the candidates; all-equal values become 0.5 (Generative Agents' choice)."""
+def min_max(values: np.ndarray, fill: float = 0.5) -> np.ndarray:
+    """Scale to [0, 1] over the candidates; all-equal values become ``fill`` (0.5: Generative Agents' choice)."""
     values = np.asarray(values, dtype=np.float64)
     if values.size == 0:
         return values
     low, high = values.min(), values.max()
     if high - low < 1e-12:
-        return np.full_like(values, 0.5)
+        return np.full_like(values, fill)
     return (values - low) / (high - low)
 
 

@@ -49,6 +49,8 @@ def test_recency_uses_last_access_and_never_exceeds_one():
     mems[2] = mems[2].replace(last_access=NOW + timedelta(hours=3))  # accessed "after" now counts as now
     np.testing.assert_allclose(recency(mems, NOW, 0.5), [0.5**5, 1.0, 1.0])
     np.testing.assert_allclose(min_max(np.array([3.0, 3.0])), [0.5, 0.5])
+    np.testing.assert_allclose(min_max(np.array([3.0, 3.0]), fill=1.0), [1.0, 1.0])
+    np.testing.assert_allclose(min_max(np.array([1.0, 3.0, 2.0])), [0.0, 1.0, 0.5])
 
 
 def test_scorer_weights_round_trip_and_validation(tmp_path):
