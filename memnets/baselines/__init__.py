@@ -1,0 +1,1 @@
+"""Baselines the trained components are compared against."""

@@ -1,0 +1,123 @@
+"""Baseline: a plain sentence-transformers MultipleNegativesRankingLoss fine-tune on the same pairs.
+
+This is the recipe a user would otherwise pick, the bar the trained memory encoder has to clear:
+``SentenceTransformer(backbone)``, (query, positive) pairs of the train split from
+``build_retrieval_pairs``, sentence-transformers' ``NoDuplicatesBatchSampler`` over the shuffled
+pairs, ``MultipleNegativesRankingLoss`` (scale 20 = temperature 0.05, in-batch negatives only),
+AdamW with linear warm-up and decay, as sentence-transformers' trainer does (its trainer needs the
+``accelerate`` package, which this project does not depend on, so the loop is written out).
+
+The result is a sentence-transformers folder, which ``memnets eval retrieval name=dense:DIR``
+loads (MemoryEncoder reads the same files). Run::
+
+    python -m memnets.baselines.st_mnrl --output checkpoints/baselines/st_mnrl --epochs 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import torch
+from tqdm.auto import tqdm
+
+from memnets.data.builders import build_retrieval_pairs
+from memnets.data.config import load_data_config
+from memnets.data.locomo import load_locomo
+from memnets.nn.encoder import DEFAULT_BACKBONE
+
+
+def train_st_mnrl(
+    output: str | Path,
+    *,
+    backbone: str = DEFAULT_BACKBONE,
+    data_config: str | None = None,
+    include_observations: bool = True,
+    epochs: int = 3,
+    batch_size: int = 32,
+    lr: float = 2e-5,
+    warmup_ratio: float = 0.1,
+    max_seq_length: int | None = None,
+    seed: int = 0,
+) -> dict:
+    """Fine-tune, save to ``output`` and return the training record (time, pairs/s, settings)."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.base.sampler import NoDuplicatesBatchSampler
+    from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
+
+    torch.manual_seed(seed)
+    config = load_data_config(data_config)
+    pairs = build_retrieval_pairs(load_locomo(config.path, config.splits["train"]), include_observations=include_observations)
+    dataset = pairs.select_columns(["query", "positive"])
+    model = SentenceTransformer(backbone, device="cpu" if not torch.cuda.is_available() else "cuda")
+    if max_seq_length:
+        model.max_seq_length = max_seq_length
+    loss_fn = MultipleNegativesRankingLoss(model)
+    sampler = NoDuplicatesBatchSampler(dataset, batch_size=batch_size, drop_last=False, seed=seed)
+    steps = epochs * len(sampler)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
+    warmup = int(warmup_ratio * steps)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda s: (s + 1) / (warmup + 1) if s < warmup else max(0.0, (steps - s) / max(1, steps - warmup))
+    )
+    model.train()
+    start, seen = time.perf_counter(), 0
+    with tqdm(total=steps, desc="st-mnrl fine-tune", unit="step") as bar:
+        for epoch in range(epochs):
+            sampler.set_epoch(epoch)
+            for indices in sampler:
+                rows = dataset[indices]
+                features = [
+                    {k: v.to(model.device) for k, v in model.tokenize(rows[column]).items()}
+                    for column in ("query", "positive")
+                ]
+                loss = loss_fn(features, labels=None)
+                loss.backward()
+                optimizer.step()
+                scheduler.step()
+                optimizer.zero_grad()
+                seen += len(indices)
+                bar.update(1)
+                bar.set_postfix(epoch=epoch, loss=f"{loss.item():.3f}")
+    seconds = time.perf_counter() - start
+    model.save(str(output))
+    record = {
+        "recipe": "sentence-transformers MultipleNegativesRankingLoss (scale 20), NoDuplicatesBatchSampler",
+        "backbone": str(backbone), "pairs": len(dataset), "epochs": epochs, "batch_size": batch_size, "lr": lr,
+        "warmup_ratio": warmup_ratio, "max_seq_length": model.max_seq_length, "seed": seed,
+        "include_observations": include_observations, "train_seconds": round(seconds, 1),
+        "pairs_per_second": round(seen / seconds, 1),
+    }
+    (Path(output) / "training.json").write_text(json.dumps(record, indent=2) + "\n")
+    return record
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m memnets.baselines.st_mnrl", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--output", default="checkpoints/baselines/st_mnrl", help="folder for the fine-tuned model")
+    parser.add_argument("--backbone", default=DEFAULT_BACKBONE)
+    parser.add_argument("-c", "--config", default=None, help="data config YAML (default configs/data/locomo.yaml)")
+    parser.add_argument("--no-observations", action="store_true", help="question pairs only")
+    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--lr", type=float, default=2e-5)
+    parser.add_argument("--warmup-ratio", type=float, default=0.1)
+    parser.add_argument("--max-seq-length", type=int, default=None, help="default: the backbone's (256)")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    if args.epochs < 1 or args.batch_size < 2:
+        parser.error("need --epochs >= 1 and --batch-size >= 2")
+    record = train_st_mnrl(
+        args.output, backbone=args.backbone, data_config=args.config, include_observations=not args.no_observations,
+        epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, warmup_ratio=args.warmup_ratio,
+        max_seq_length=args.max_seq_length, seed=args.seed,
+    )
+    print(json.dumps(record, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

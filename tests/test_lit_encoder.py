@@ -1,0 +1,128 @@
+"""Encoder training end to end on the tiny model and tiny LoCoMo: the `memnets fit encoder` code path."""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections import defaultdict
+
+import pytest
+import torch
+import yaml
+
+from memnets.lit.cli import COMPONENTS, build_cli, main
+from memnets.lit.data import NoDuplicatesBatchSampler, RetrievalDataModule
+from memnets.nn.encoder import MemoryEncoder
+
+
+@pytest.fixture
+def data_config(tmp_path, tiny_locomo_path):
+    path = tmp_path / "data.yaml"
+    path.write_text(yaml.safe_dump({"path": str(tiny_locomo_path), "cache_dir": str(tmp_path / "cache"),
+                                    "splits": {"train": ["tiny-1"], "validation": ["tiny-2"], "test": []}}))
+    return path
+
+
+def _fit_config(tmp_path, tiny_model_dir, data_config, epochs=4):
+    config = {
+        "seed_everything": 0,
+        "trainer": {
+            "accelerator": "cpu", "devices": 1, "max_epochs": epochs, "log_every_n_steps": 1,
+            "num_sanity_val_steps": 0, "enable_model_summary": False, "enable_progress_bar": False,
+            "logger": {"class_path": "lightning.pytorch.loggers.CSVLogger",
+                       "init_args": {"save_dir": str(tmp_path / "runs"), "name": "encoder"}},
+            "callbacks": [
+                {"class_path": "lightning.pytorch.callbacks.ModelCheckpoint",
+                 "init_args": {"monitor": "val/recall@10", "mode": "max", "save_top_k": 1}},
+                {"class_path": "memnets.lit.encoder.ExportEncoder",
+                 "init_args": {"export_dir": str(tmp_path / "best")}},
+            ],
+        },
+        "model": {"backbone": str(tiny_model_dir), "max_length": 32, "lr": 1e-3, "warmup_ratio": 0.0,
+                  "learnable_temperature": True, "temperature": 0.1, "temperature_lr": 0.01,
+                  "query_prefix": "query: "},
+        "data": {"data_config": str(data_config), "batch_size": 4, "hard_negatives": 1, "miner": "encoder",
+                 "miner_model": str(tiny_model_dir), "mining_top_k": 3},
+    }
+    path = tmp_path / "fit.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def test_fit_lowers_the_loss_logs_recall_and_exports_a_loadable_encoder(tmp_path, tiny_model_dir, data_config):
+    from sentence_transformers import SentenceTransformer
+
+    assert main(["encoder", "-c", str(_fit_config(tmp_path, tiny_model_dir, data_config))]) == 0
+    run = tmp_path / "runs" / "encoder" / "version_0"
+    rows = list(csv.DictReader((run / "metrics.csv").open()))
+    losses = defaultdict(list)
+    for row in rows:
+        if row.get("train/loss"):
+            losses[int(row["epoch"])].append(float(row["train/loss"]))
+    first, last = min(losses), max(losses)
+    assert last == 3 and sum(losses[last]) / len(losses[last]) < sum(losses[first]) / len(losses[first])
+    recalls = [float(row["val/recall@10"]) for row in rows if row.get("val/recall@10")]
+    assert len(recalls) == 4 and all(0.0 <= r <= 1.0 for r in recalls)
+
+    best = tmp_path / "best"
+    info = json.loads((best / "training.json").read_text())
+    assert info["best_score"] == pytest.approx(max(recalls)) and info["best_checkpoint"].endswith(".ckpt")
+    trained = MemoryEncoder.from_pretrained(best)
+    assert trained.query_prefix == "query: " and trained.max_length == 32
+    untrained = MemoryEncoder.from_pretrained(tiny_model_dir)
+    texts = ["Alice: I adopted a cat.", "what pet did Alice get?"]
+    assert not torch.allclose(trained.encode(texts), untrained.encode(texts))
+    st = SentenceTransformer(str(best), device="cpu")
+    torch.testing.assert_close(st.encode_query(texts, convert_to_tensor=True).cpu(), trained.encode(texts, kind="query"),
+                               atol=1e-5, rtol=1e-4)
+    assert (run / "encoder" / "memnets_encoder.json").is_file()
+
+
+def test_cli_builds_without_fitting_and_rejects_unknown_components(tmp_path, tiny_model_dir, data_config, capsys):
+    cli = build_cli("encoder", ["-c", str(_fit_config(tmp_path, tiny_model_dir, data_config))], run=False)
+    assert cli.model.encoder.dim == 32 and cli.datamodule.hparams.batch_size == 4
+    assert main(["nonsense"]) == 2 and "unknown component" in capsys.readouterr().err
+    assert set(COMPONENTS) >= {"encoder"}
+
+
+def test_batches_are_duplicate_free_and_grouped_by_conversation():
+    # 3 conversations; query "q0" of conv a has two positives; positive 7 is shared by two queries
+    queries = ["a:q0", "a:q0", "a:q1", "a:q2", "a:q3", "b:q0", "b:q1", "b:q2", "c:q0", "c:q1", "a:q4"]
+    positives = [1, 2, 7, 3, 4, 5, 6, 8, 9, 10, 7]
+    groups = [q[0] for q in queries]
+    sampler = NoDuplicatesBatchSampler(queries, positives, groups, batch_size=2, seed=3, num_replicas=1, rank=0)
+    batches = list(sampler)
+    assert sorted(i for b in batches for i in b) == list(range(len(queries)))  # every pair once (no drop_last)
+    for batch in batches:
+        assert len({queries[i] for i in batch}) == len(batch) and len({positives[i] for i in batch}) == len(batch)
+    grouped = [b for b in batches if len(b) == 2]
+    assert sum(len({groups[i] for i in b}) == 1 for b in grouped) >= len(grouped) - 1
+    sampler.set_epoch(1)
+    assert list(sampler) != batches and len(sampler) == len(list(sampler))
+
+
+def test_ddp_ranks_get_disjoint_slices_of_one_global_batch():
+    queries = [f"q{i}" for i in range(24)]
+    positives = list(range(24))
+    groups = ["a"] * 12 + ["b"] * 12  # two global batches of 6 per conversation
+    ranks = [list(NoDuplicatesBatchSampler(queries, positives, groups, 3, seed=0, num_replicas=2, rank=r)) for r in (0, 1)]
+    assert len(ranks[0]) == len(ranks[1]) == 4
+    for left, right in zip(*ranks):
+        assert len(left) == len(right) == 3 and not set(left) & set(right)
+        assert len({groups[i] for i in left + right}) == 1
+
+
+def test_collated_keys_mark_every_positive_of_a_query(tiny_model_dir, data_config):
+    data = RetrievalDataModule(data_config=str(data_config), batch_size=4, hard_negatives=2, miner="bm25",
+                               mining_top_k=3)
+    data.setup("fit")
+    # the question with two evidence turns yields two pairs; both carry both keys
+    rows = [row for row in data.train_pairs if row["qa_index"] == 2]
+    assert len(rows) == 2
+    batch = data.collator(rows)
+    assert batch["query_positive_keys"].shape == (2, 2)
+    assert set(batch["query_positive_keys"][0].tolist()) == set(batch["positive_keys"].tolist())
+    assert batch["hard_negative_keys"].shape == (2, 2) and len(batch["hard_negatives"]) == 4
+    assert not set(batch["hard_negative_keys"].flatten().tolist()) & set(batch["positive_keys"].tolist())
+    with pytest.raises(ValueError, match="batch_size"):
+        NoDuplicatesBatchSampler(["a"], [1], ["g"], batch_size=1)
