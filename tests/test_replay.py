@@ -104,8 +104,12 @@ def test_question_schedule_by_hand(tiny_locomo_path):
 def test_replay_interleaved_questions(tmp_path, tiny_locomo_path, tiny_model_dir):
     # a roomy context and questions asked right after their evidence: everything is in view, no search needed
     result = run(tmp_path, tiny_locomo_path, tiny_model_dir, "--ask", "after-evidence", "--delay", "0",
-                 "--context-budget", "1000")
+                 "--context-budget", "1000", "--events", str(tmp_path / "events"))
     row = result["rows"][0]
+    from memnets.memory.events import EventLog, Move
+
+    events = EventLog.read(tmp_path / "events" / "events-tiny-1-heuristic-heuristic.jsonl")
+    assert sum(e.move == Move.OBSERVE for e in events) == 8 and sum(e.move == Move.GATE for e in events) == 4
     assert result["settings"]["ask"] == "after-evidence"
     assert row["evidence_recall"] == 1.0 and row["needed"] == 0
     assert sorted(q["index"] for q in row["per_question"]) == [0, 1, 2, 3]

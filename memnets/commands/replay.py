@@ -91,6 +91,7 @@ def replay_conversation(conversation: Conversation, setup: Setup, settings: dict
             batch_size=settings["batch_size"],
             resume=False,
             state_path=Path(folder) / "state.json",
+            events=events_path(settings, setup),
             owns_archive=True,
             **components,
         )
@@ -119,6 +120,16 @@ def replay_conversation(conversation: Conversation, setup: Setup, settings: dict
         "seconds": {"stream": round(stream_seconds, 2), "total": round(time.perf_counter() - started, 2)},
         "per_question": questions,
     }
+
+
+def events_path(settings: dict, setup: Setup) -> Path | None:
+    """Where a row's event log goes (``--events DIR``), or None to keep it in memory only."""
+    if not settings.get("events"):
+        return None
+    name = "".join(c if c.isalnum() or c in "-_." else "_" for c in f"{setup.name}-{setup.gate_name}")
+    path = Path(settings["events"]) / f"events-{settings['conversation']}-{name}.jsonl"
+    path.unlink(missing_ok=True)
+    return path
 
 
 def question_schedule(conversation: Conversation, items, mode: str, delay: int) -> dict:
@@ -265,6 +276,7 @@ def main(argv: list[str]) -> int:
                         help="when questions are asked: after the whole conversation (default), or DELAY turns after their last evidence turn")
     parser.add_argument("--delay", type=int, default=20, help="turns between a question's last evidence turn and the question (--ask after-evidence)")
     parser.add_argument("--reference", action="store_true", help="also run always-search and never-search gates")
+    parser.add_argument("--events", type=Path, default=None, help="folder for each row's event log (JSONL)")
     parser.add_argument("--output", type=Path, default=None, help="JSON results (default checkpoints/replay/replay-<conv>.json)")
     args = parser.parse_args(argv)
     if args.pack is not None and not args.pack.is_dir():
@@ -293,6 +305,7 @@ def main(argv: list[str]) -> int:
         "batch_size": args.batch_size,
         "heuristic_gate_threshold": args.gate_threshold,
         "pack": str(args.pack) if args.pack else None,
+        "events": str(args.events) if args.events else None,
         "encoder": args.encoder or "untrained backbone (all-MiniLM-L6-v2)",
     }
     for encoder in {id(s.components["encoder"]): s.components["encoder"] for s in setups}.values():
