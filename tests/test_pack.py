@@ -177,6 +177,11 @@ def test_export_command_fits_weights_and_writes_a_loadable_pack(tiny_model_dir, 
     assert pack.scorer_weights.info["split"] == "validation" and pack.scorer_weights.info["queries"] == 4
     assert pack.manifest["metrics"] == {"test": {"recall@10": 0.9}}
     assert pack.manifest["training"]["splits"]["validation"] == ["tiny-1"]
+    report = tmp_path / "eval.json"
+    assert main(["eval", "retrieval", "heuristic:" + str(tiny_model_dir), "--pack", str(out), "--split", "validation",
+                 "-c", str(config), "--json", str(report)]) == 0
+    names = [r["name"] for r in json.loads(report.read_text())["reports"]]
+    assert names == [f"heuristic:{tiny_model_dir}", "pack-encoder", "pack-learned"]
     with pytest.raises(SystemExit):  # the pack exists now: refused without --overwrite
         main(argv)
     assert main([*argv, "--overwrite", "--fit-split", "none"]) == 0
