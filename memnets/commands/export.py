@@ -85,8 +85,12 @@ def main(argv: list[str]) -> int:
         weights = fit_weights(encoder, importance, config, args.fit_split)
         print(f"fitted scorer weights on {args.fit_split}: " + ", ".join(
             f"{name}={getattr(weights, name):+.3f}" for name in ("recency", "relevance", "importance", "bias")))
+    runs = {name: _read_json_object(str(Path(folder) / "training.json"), f"--{name}")
+            for name, folder in (("encoder", args.encoder), ("importance", args.importance), ("gate", args.gate))
+            if folder is not None and (Path(folder) / "training.json").is_file()}
     training = {
         "data": str(config.path),
+        "runs": runs,  # what the trainers wrote next to each component (training.json)
         "splits": {name: list(config.splits[name]) for name in SPLIT_NAMES},
         "sources": {"encoder": args.encoder, "importance": args.importance, "gate": args.gate,
                     "scorer_weights": args.scorer_weights or (f"fitted on {args.fit_split}" if weights else None)},
