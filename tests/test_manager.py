@@ -164,7 +164,7 @@ def test_gate_decides_whether_the_archive_is_searched(make):
     view = manager.context_for(TEXTS[0], now=at(11))  # only the archive holds it
     assert view.recalled and manager.events.count(Move.SEARCH) == 1
     assert "m1" in view.ids() and [m.id for m in view.messages] == ["m3"]
-    assert view.render().startswith("Relevant memories:\n- red green blue")
+    assert view.render() == "Relevant memories:\n- red green blue\n\nConversation:\n- cat dog bird"
     never = make(context_budget=3, gate=FixedGate(False))
     never.context_for(TEXTS[0], now=at(12))
     assert never.events.count(Move.SEARCH) == 0

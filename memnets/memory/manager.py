@@ -69,12 +69,12 @@ class ContextView:
         return [m.id for m in self.messages] + [m.id for m in self.memories]
 
     def render(self) -> str:
-        """The prompt text: memories as bullets, then the conversation."""
+        """The prompt text: the memories, then the conversation, each line a bullet (see memnets.llm)."""
         parts = []
         if self.memories:
             parts.append("Relevant memories:\n" + "\n".join(f"- {m.content}" for m in self.memories))
         if self.messages:
-            parts.append("Conversation:\n" + "\n".join(m.content for m in self.messages))
+            parts.append("Conversation:\n" + "\n".join(f"- {m.content}" for m in self.messages))
         return "\n\n".join(parts)
 
 
