@@ -20,7 +20,7 @@ import hashlib
 import json
 import random
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -105,21 +105,33 @@ def mine_hard_negatives(
     return result
 
 
-def cached_hard_negatives(cache_dir: str | Path, pairs: Sequence[Mapping], conversations, **settings) -> list[list[str]]:
+def cached_hard_negatives(
+    cache_dir: str | Path,
+    pairs: Sequence[Mapping],
+    conversations: Mapping[str, Conversation],
+    *,
+    encoder_loader: Callable[[], object] | None = None,
+    encoder_name: str | None = None,
+    **settings,
+) -> list[list[str]]:
     """:func:`mine_hard_negatives`, memoised as JSON under ``cache_dir/hard_negatives/``.
 
-    The key covers the pairs, the settings and (for the encoder miner) the encoder's folder and
-    prefixes, passed as ``encoder_name``.
+    The key covers the pairs, the settings and ``encoder_name`` (the miner encoder's identity: its
+    folder and prefixes). ``encoder_loader`` builds the miner encoder only on a cache miss.
     """
-    encoder_name = settings.pop("encoder_name", None)
     digest = hashlib.sha256()
     for row in pairs:
         digest.update(f"{row['conv_id']}\0{row['query']}\0{row['positive_id']}\n".encode())
-    digest.update(json.dumps({k: v for k, v in settings.items() if k not in {"encoder", "progress"}} | {"encoder": encoder_name}, sort_keys=True, default=str).encode())
+    key_settings = {k: v for k, v in settings.items() if k not in {"encoder", "progress"}} | {"encoder": encoder_name}
+    digest.update(json.dumps(key_settings, sort_keys=True, default=str).encode())
     path = Path(cache_dir) / "hard_negatives" / f"{digest.hexdigest()[:16]}.json"
     if path.is_file():
         return json.loads(path.read_text())
+    if encoder_loader is not None:
+        settings["encoder"] = encoder_loader()
     result = mine_hard_negatives(pairs, conversations, **settings)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(result))
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(result))
+    tmp.replace(path)  # atomic: a concurrent reader never sees half a file
     return result

@@ -203,39 +203,50 @@ class RetrievalDataModule(L.LightningDataModule):
         self.train_pairs: list[dict] | None = None
         self.validation_conversations: list[Conversation] = []
 
+    def _load(self):
+        hp = self.hparams
+        config = load_data_config(hp.data_config)
+        conversations = {c.sample_id: c for c in load_locomo(config.path, config.splits["train"])}
+        pairs = build_retrieval_pairs(conversations.values(), include_observations=hp.include_observations).to_list()
+        for i, row in enumerate(pairs):
+            row["index"] = i
+        return config, conversations, pairs
+
+    def prepare_data(self) -> None:
+        """Mine hard negatives once (local rank 0) into the cache that every rank's ``setup`` reads."""
+        if self.hparams.hard_negatives:
+            config, conversations, pairs = self._load()
+            self._mine(pairs, conversations, config.cache_dir)
+
     def setup(self, stage: str | None = None) -> None:
         if self.train_pairs is not None:
             return
         hp = self.hparams
-        config = load_data_config(hp.data_config)
-        conversations = {c.sample_id: c for c in load_locomo(config.path, config.splits["train"])}
+        config, conversations, pairs = self._load()
         self.validation_conversations = load_locomo(config.path, config.splits["validation"])
-        pairs = build_retrieval_pairs(conversations.values(), include_observations=hp.include_observations).to_list()
-        for i, row in enumerate(pairs):
-            row["index"] = i
         self.train_pairs = pairs
         key_of, contents = {}, {}
         for conv in conversations.values():
             for turn in conv.turns:
                 key_of[(conv.sample_id, turn.dia_id)] = len(key_of)
                 contents[(conv.sample_id, turn.dia_id)] = turn.content
-        negatives = None
-        if hp.hard_negatives:
-            negatives = self._mine(pairs, conversations, config.cache_dir)
+        negatives = self._mine(pairs, conversations, config.cache_dir) if hp.hard_negatives else None
         self.collator = PairCollator(key_of, contents, query_positives(pairs), negatives, hp.hard_negatives, hp.seed)
         self.pair_keys = [key_of[(row["conv_id"], row["positive_id"])] for row in pairs]
 
     def _mine(self, pairs, conversations, cache_dir) -> list[list[str]]:
         hp = self.hparams
-        encoder = None
-        if hp.miner == "encoder":
+
+        def load_encoder():
             from memnets.nn.encoder import MemoryEncoder
 
-            encoder = MemoryEncoder.from_pretrained(hp.miner_model, max_length=128)
+            return MemoryEncoder.from_pretrained(hp.miner_model, max_length=128)
+
         return cached_hard_negatives(
-            cache_dir, pairs, conversations, miner=hp.miner, encoder=encoder, top_k=hp.mining_top_k,
+            cache_dir, pairs, conversations, miner=hp.miner, top_k=hp.mining_top_k,
             relative_margin=hp.relative_margin, seed=hp.seed,
-            encoder_name=f"{hp.miner_model}||" if encoder else None,
+            encoder_loader=load_encoder if hp.miner == "encoder" else None,
+            encoder_name=f"{hp.miner_model}||" if hp.miner == "encoder" else None,
         )
 
     def train_dataloader(self) -> DataLoader:

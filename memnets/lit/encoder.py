@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from pathlib import Path
 
 import lightning as L
@@ -149,13 +150,26 @@ class ExportEncoder(L.Callback):
 
     Writes ``<log_dir>/encoder/`` (next to that run's metrics and config) and a stable copy at
     ``export_dir`` (default ``checkpoints/encoder/best``), each with ``training.json``: the run's
-    folder, the best checkpoint, its monitored score and the epochs trained. Without a
+    folder, the best checkpoint, its monitored score, the epochs trained, the wall time of the fit
+    and the throughput of the training steps (pairs/s of this rank, step time only). Without a
     ModelCheckpoint (or before any checkpoint) the last weights are exported. After this the module
     holds the exported (best) weights.
     """
 
     def __init__(self, export_dir: str | None = "checkpoints/encoder/best"):
         self.export_dir = export_dir
+        self.fit_started = self.batch_started = 0.0
+        self.train_seconds, self.pairs_seen = 0.0, 0
+
+    def on_fit_start(self, trainer, pl_module) -> None:
+        self.fit_started = time.perf_counter()
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        self.batch_started = time.perf_counter()
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        self.train_seconds += time.perf_counter() - self.batch_started
+        self.pairs_seen += len(batch["queries"])
 
     def on_fit_end(self, trainer: L.Trainer, pl_module: EncoderModule) -> None:
         callback = trainer.checkpoint_callback
@@ -173,6 +187,10 @@ class ExportEncoder(L.Callback):
             "best_score": float(callback.best_model_score) if best and callback.best_model_score is not None else None,
             "epochs_trained": trainer.current_epoch,
             "temperature": float(pl_module.loss_fn.temperature().detach()),
+            "fit_seconds": round(time.perf_counter() - self.fit_started, 1),
+            "train_step_seconds": round(self.train_seconds, 1),
+            "pairs_seen": self.pairs_seen,
+            "pairs_per_second": round(self.pairs_seen / max(self.train_seconds, 1e-9), 1),
         }
         targets = [run_dir / "encoder"] + ([Path(self.export_dir)] if self.export_dir else [])
         for target in targets:
