@@ -164,6 +164,9 @@ def test_gate_decides_whether_the_archive_is_searched(make):
     view = manager.context_for(TEXTS[0], now=at(11))  # only the archive holds it
     assert view.recalled and manager.events.count(Move.SEARCH) == 1
     assert "m1" in view.ids() and [m.id for m in view.messages] == ["m3"]
+    # what was shown is stamped as accessed, after it was ranked, in working memory and the archive
+    assert manager.working.get("m1").memory.last_access == at(11)
+    assert manager.archive.get(["m1"], "ann")[0].last_access == at(11)
     assert view.render() == "Relevant memories:\n- red green blue\n\nConversation:\n- cat dog bird"
     never = make(context_budget=3, gate=FixedGate(False))
     never.context_for(TEXTS[0], now=at(12))

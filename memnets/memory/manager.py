@@ -275,12 +275,22 @@ class MemoryManager:
         self.events.log(Move.EMIT, ids, t)
         return [e.memory for e in entries]
 
-    def recall(self, query: str, *, now: datetime, k: int | None = None, query_vector: np.ndarray | None = None) -> list[Memory]:
+    def recall(
+        self,
+        query: str,
+        *,
+        now: datetime,
+        k: int | None = None,
+        query_vector: np.ndarray | None = None,
+        stamp: bool = True,
+    ) -> list[Memory]:
         """RECALL: search the archive for the query and bring the best ``k`` new memories into working memory.
 
         Fetches ``fetch_factor * k`` nearest memories (skipping those already in context or working
-        memory), re-scores them with the scorer, picks ``k`` with MMR, marks them accessed now and
-        adds them to working memory; overflow then buries others, never the ones just recalled.
+        memory), re-scores them with the scorer, picks ``k`` with MMR and adds them to working
+        memory; overflow then buries others, never the ones just recalled. With ``stamp`` they are
+        marked accessed now (``context_for`` stamps later, after it has ranked them for the query,
+        so that the access this very query causes does not change its own ranking).
         """
         k = self.k if k is None else int(k)
         self.flush(now)
@@ -295,13 +305,21 @@ class MemoryManager:
         entries = [self._entry(m, v) for m, v in zip(fresh, vectors)]
         chosen = self._pick(entries, query, query_vector, now, k)
         for entry in chosen:
-            entry.memory = entry.memory.replace(last_access=now)
             self.working.add(entry)
         ids = [e.id for e in chosen]
-        self.archive.touch(ids, self.owner, now)
+        if stamp:
+            self._stamp(chosen, now)
         self.events.log(Move.RECALL, ids, now, query=query)
         self._settle_working(now, protected=ids)
         return [e.memory for e in chosen]
+
+    def _stamp(self, entries: list[Entry], now: datetime) -> None:
+        """Mark working-memory entries accessed now, here and (for those already written) in the archive."""
+        if not entries:
+            return
+        for entry in entries:
+            entry.memory = entry.memory.replace(last_access=now)
+        self.archive.touch([e.id for e in entries if e.id not in self.pending], self.owner, now)
 
     def _settle_working(self, t: datetime | None, protected: Iterable[str] = ()) -> None:
         """Working-memory overflow: bury what the policy picks until it fits."""
@@ -374,11 +392,10 @@ class MemoryManager:
         context_vectors = np.stack([e.vector for e in self.context.entries]) if len(self.context) else np.empty((0, len(query_vector)))
         verdict = self.gate(query_vector, context_vectors)
         self.events.log(Move.GATE, [], now, query=query, recall=verdict.recall, score=verdict.score, gate=self.gate.name)
-        if verdict.recall:
-            self.recall(query, now=now, k=k, query_vector=query_vector)
+        recalled = self.recall(query, now=now, k=k, query_vector=query_vector, stamp=False) if verdict.recall else []
         chosen = self._pick(list(self.working.entries.values()), query, query_vector, now, k)
-        for entry in chosen:
-            entry.memory = entry.memory.replace(last_access=now)
+        stamped = {e.id for e in chosen} | {m.id for m in recalled}
+        self._stamp([e for e in self.working.entries.values() if e.id in stamped], now)
         return ContextView(
             messages=tuple(e.memory for e in self.context.entries),
             memories=tuple(e.memory for e in chosen),

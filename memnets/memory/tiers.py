@@ -23,7 +23,7 @@ import numpy as np
 from memnets.records import Memory
 
 
-@dataclass
+@dataclass(eq=False)
 class Entry:
     """A memory held in a tier, with its vector (unit length) and its length in tokens."""
 
