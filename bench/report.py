@@ -1,0 +1,283 @@
+"""The benchmark report: Markdown tables, PNG plots (matplotlib, Agg) and one combined JSON.
+
+``write_report(results, out)`` takes the payloads the scripts wrote (``{name: payload}``, any of
+quality, encoding, search, manager, training; missing ones are reported as not run) and writes
+``out/report.md``, ``out/results.json`` and ``out/img/bench_*.png``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from datetime import datetime, timezone
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
+
+SECTIONS = ("quality", "encoding", "search", "manager", "training")
+IMG_DIR = "img"
+SEARCH_P50_TARGET_MS = 5.0
+SEARCH_RECALL_TARGET = 0.95
+TARGET_N = 1_000_000
+
+
+def table(header: list[str], rows: list[list]) -> str:
+    """A Markdown table (right-aligned numbers)."""
+    align = ["---:" if rows and all(_numeric(r[i]) for r in rows) else "---" for i in range(len(header))]
+    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join(align) + " |"]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _numeric(value) -> bool:
+    return isinstance(value, str) and value.replace(".", "", 1).replace(",", "").replace("-", "", 1).replace("x", "").strip().isdigit()
+
+
+def fmt(value, digits: int = 1) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
+        return "-"
+    if isinstance(value, int) or (isinstance(value, float) and value >= 1000):
+        return f"{value:,.0f}"
+    return f"{value:.{digits}f}"
+
+
+def size(n: int) -> str:
+    return f"{n // 1_000_000}M" if n >= 1_000_000 and n % 1_000_000 == 0 else f"{n // 1000}k" if n % 1000 == 0 else str(n)
+
+
+def save_plot(fig, out: Path, name: str) -> str:
+    """Save a figure under out/img/ and return its relative path for the Markdown."""
+    (out / IMG_DIR).mkdir(parents=True, exist_ok=True)
+    path = out / IMG_DIR / f"bench_{name}.png"
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return f"{IMG_DIR}/{path.name}"
+
+
+def header_lines(payloads: dict, quick: bool) -> list[str]:
+    first = next(iter(payloads.values()))
+    m, v = first["machine"], first["versions"]
+    lines = [
+        "# memnets benchmarks", "",
+        f"Written by `memnets bench{' --quick' if quick else ''}` on "
+        f"{datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}. Every number below comes from that run; "
+        "rerun the command to reproduce it. Raw results: `results.json` next to this report.", "",
+        "## Machine and versions", "",
+        table(["item", "value"], [
+            ["CPU", m["cpu"]], ["cores", m["cores"]], ["RAM (GB)", m["ram_gb"]], ["GPU", m["gpu"] or "none"],
+            ["OS", m["os"]], ["Python", m["python"]], ["torch threads", m["torch_threads"]],
+            *[[name, version or "-"] for name, version in v.items()],
+        ]), "",
+        "Load average (1, 5, 15 min) when each benchmark finished — the machine is shared, so timings "
+        "taken under load are slower and noisier than on an idle machine:", "",
+        table(["benchmark", "finished (UTC)", "load average"],
+              [[name, p["finished_at"], " / ".join(str(x) for x in p["machine"]["loadavg"])] for name, p in payloads.items()]),
+        "",
+    ]
+    return lines
+
+
+def quality_section(payload: dict, out: Path, targets: list) -> list[str]:
+    r = payload["results"]
+    reports = r["reports"]
+    lines = [f"Split `{r['split']}` ({', '.join(r['conversations'])}), QA categories 1-4, LoCoMo rule: per question, "
+             "recall@k is the share of its evidence turns in the top k of its own conversation's turns.", ""]
+    if not reports:
+        return lines + ["No retriever was evaluated."]
+    first = next(iter(reports.values()))
+    ks = [m for m in first["overall"] if m.startswith("recall@")]
+    metrics = ks + ["mrr@10", "ndcg@10"]
+    lines.append(f"Questions: {first['counts']['questions']}. Values in %.")
+    lines.append("")
+    lines.append(table(["retriever", *[m.replace("recall", "R") for m in metrics], "seconds"],
+                       [[name, *[fmt(100 * rep["overall"][m]) for m in metrics], fmt(rep["seconds"])]
+                        for name, rep in reports.items()]))
+    categories = sorted({c for rep in reports.values() for c in rep["by_category"]}, key=int)
+    names = {"1": "multi-hop", "2": "temporal", "3": "open-domain", "4": "single-hop"}
+    lines += ["", "Recall@10 per category (questions):", "",
+              table(["retriever", *[f"{c} {names.get(c, '')} ({first['counts'].get('category_' + c, '')})" for c in categories]],
+                    [[name, *[fmt(100 * rep["by_category"][c]["recall@10"]) if c in rep["by_category"] else "-"
+                              for c in categories]] for name, rep in reports.items()])]
+    fig, ax = plt.subplots(figsize=(6.5, 4))
+    k_values = [int(m.split("@")[1]) for m in ks]
+    for name, rep in reports.items():
+        ax.plot(k_values, [100 * rep["overall"][m] for m in ks], marker="o", label=name)
+    ax.set_xscale("log")
+    ax.set_xticks(k_values, [str(k) for k in k_values])
+    ax.set_xlabel("k")
+    ax.set_ylabel("recall@k (%)")
+    ax.set_title(f"LoCoMo {r['split']} split, categories 1-4")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    lines += ["", f"![recall@k curves]({save_plot(fig, out, 'quality_recall')})"]
+    return lines
+
+
+def encoding_section(payload: dict, out: Path, targets: list) -> list[str]:
+    s = payload["settings"]
+    lines = [f"Model: {s['model']}; texts: the first {s['texts']} LoCoMo turns; batch size {s['batch_size']}; "
+             f"{s['repeats']} interleaved repetitions per side (order alternating), median reported.", ""]
+    rows = []
+    for run in payload["results"]["runs"]:
+        mps = run["memories_per_s"]
+        rows.append([run["device"], fmt(mps["memnets"]), fmt(mps["sentence-transformers"]),
+                     f"{run['ratio_memnets_over_st']:.2f}",
+                     " / ".join(f"{x:.2f}" for x in run["seconds"]["memnets"]),
+                     " / ".join(f"{x:.2f}" for x in run["seconds"]["sentence-transformers"]),
+                     f"{run['max_abs_diff']:.1e}"])
+        targets.append([f"encoding on {run['device']}: memnets / sentence-transformers >= 1.0",
+                        f"{run['ratio_memnets_over_st']:.2f}", "met" if run["ratio_memnets_over_st"] >= 1.0 else "missed"])
+    lines.append(table(["device", "memnets (mem/s)", "sentence-transformers (mem/s)", "ratio", "memnets s per rep",
+                        "ST s per rep", "max abs diff"], rows))
+    return lines
+
+
+def search_section(payload: dict, out: Path, targets: list) -> list[str]:
+    r = payload["results"]
+    rows = r["rows"]
+    main = [row for row in rows if row.get("chosen", True)]
+    sweeps = [row for row in rows if "chosen" in row]
+    lines = [f"k = {r['k']}. Latency: batch 1 (one query per call), p50 / p99. Throughput: one batch of "
+             f"{payload['settings']['batch']} queries. Recall@10 against exact search (FaissRetriever flat). "
+             f"Approximate indexes are shown at the smallest nprobe / efSearch reaching recall@10 >= "
+             f"{r['recall_target']} (full sweep below).", ""]
+    table_rows = []
+    for row in main:
+        setting = f"nprobe={row['nprobe']}" if "nprobe" in row else f"efSearch={row['efSearch']}" if "efSearch" in row else ""
+        table_rows.append([size(row["n"]), row["method"], setting, fmt(row["build_s"]), fmt(row["memory_mb"], 0),
+                           fmt(row["latency"]["p50_ms"], 3), fmt(row["latency"]["p99_ms"], 3), row["latency"]["calls"],
+                           fmt(row["throughput"]["qps"]), f"{row['recall@10']:.3f}"])
+    lines.append(table(["n", "method", "setting", "build s", "memory MB", "p50 ms", "p99 ms", "calls", "q/s @1024",
+                        "recall@10"], table_rows))
+    if sweeps:
+        lines += ["", "Sweep of the approximate indexes:", "",
+                  table(["n", "method", "setting", "p50 ms", "p99 ms", "q/s @1024", "recall@10"],
+                        [[size(row["n"]), row["method"], f"{'nprobe' if 'nprobe' in row else 'efSearch'}="
+                          f"{row.get('nprobe', row.get('efSearch'))}", fmt(row["latency"]["p50_ms"], 3),
+                          fmt(row["latency"]["p99_ms"], 3), fmt(row["throughput"]["qps"]), f"{row['recall@10']:.3f}"]
+                         for row in sweeps])]
+    fig, ax = plt.subplots(figsize=(6.5, 4))
+    for method in dict.fromkeys(row["method"].split(" (")[0].split("IVF")[0] for row in main):
+        points = sorted((row["n"], row["latency"]["p50_ms"]) for row in main
+                        if row["method"].split(" (")[0].split("IVF")[0] == method)
+        ax.plot([p[0] for p in points], [p[1] for p in points], marker="o",
+                label=method + (" IVF" if method.endswith("FaissRetriever ") else ""))
+    ax.axhline(SEARCH_P50_TARGET_MS, color="grey", linestyle="--", linewidth=0.8, label="5 ms target")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("memories")
+    ax.set_ylabel("p50 latency, batch 1 (ms)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    lines += ["", f"![search latency]({save_plot(fig, out, 'search_latency')})"]
+    if sweeps:
+        fig, ax = plt.subplots(figsize=(6.5, 4))
+        for key in dict.fromkeys((row["method"], row["n"]) for row in sweeps):
+            points = [row for row in sweeps if (row["method"], row["n"]) == key]
+            ax.plot([p["latency"]["p50_ms"] for p in points], [p["recall@10"] for p in points], marker="o",
+                    label=f"{key[0].replace('FaissRetriever ', '')} n={size(key[1])}")
+        ax.axhline(SEARCH_RECALL_TARGET, color="grey", linestyle="--", linewidth=0.8)
+        ax.set_xscale("log")
+        ax.set_xlabel("p50 latency, batch 1 (ms)")
+        ax.set_ylabel("recall@10 vs exact")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=6)
+        lines += ["", f"![recall against latency]({save_plot(fig, out, 'search_sweep')})"]
+    approx = [row for row in main if row["n"] == TARGET_N and "chosen" in row]
+    if approx:
+        best = min(approx, key=lambda row: (row["recall@10"] < SEARCH_RECALL_TARGET, row["latency"]["p50_ms"]))
+        met = best["latency"]["p50_ms"] < SEARCH_P50_TARGET_MS and best["recall@10"] >= SEARCH_RECALL_TARGET
+        targets.append(["search at 1M: p50 < 5 ms at batch 1 with recall@10 >= 0.95",
+                        f"{best['method']} {'nprobe' if 'nprobe' in best else 'efSearch'}="
+                        f"{best.get('nprobe', best.get('efSearch'))}: p50 {best['latency']['p50_ms']:.2f} ms, "
+                        f"recall@10 {best['recall@10']:.3f}", "met" if met else "missed"])
+    else:
+        targets.append(["search at 1M: p50 < 5 ms at batch 1 with recall@10 >= 0.95", "1M not run", "not measured"])
+    return lines
+
+
+def manager_section(payload: dict, out: Path, targets: list) -> list[str]:
+    r = payload["results"]
+    rows = r["rows"]
+    lines = [table(["archived", "index", "ingest s", "ingest mem/s", "observe p50 ms", "observe p99 ms",
+                    "query p50 ms", "query p99 ms", "archive search p50 ms", "RSS delta MB"],
+                   [[size(row["n"]), row["index"], fmt(row["ingest_s"]),
+                     fmt(row["ingested"] / row["ingest_s"]) if row["ingest_s"] > 0 else "-",
+                     fmt(row["observe"]["p50_ms"]), fmt(row["observe"]["p99_ms"]), fmt(row["query"]["p50_ms"]),
+                     fmt(row["query"]["p99_ms"]), fmt(row["archive_search"]["p50_ms"], 2), fmt(row["rss_delta_mb"], 0)]
+                    for row in rows])]
+    if r["growth"]:
+        lines += ["", "Growth between sizes (a ratio below the size ratio is sublinear):", "",
+                  table(["from", "to", "size x", "query p50 x", "archive search p50 x"],
+                        [[size(g["from"]), size(g["to"]), fmt(g["size_x"]), f"{g['query_p50_x']:.2f}",
+                          f"{g['search_p50_x']:.2f}"] for g in r["growth"]])]
+    fig, ax = plt.subplots(figsize=(6.5, 4))
+    ns = [row["n"] for row in rows]
+    for key, label in (("observe", "observe"), ("query", "query (recall)"), ("archive_search", "archive search")):
+        ax.plot(ns, [row[key]["p50_ms"] for row in rows], marker="o", label=label)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("archived memories")
+    ax.set_ylabel("p50 ms per call")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    lines += ["", f"![manager cost]({save_plot(fig, out, 'manager')})"]
+    by_n = {row["n"]: row for row in rows}
+    if 10_000 in by_n and TARGET_N in by_n:
+        ratio = by_n[TARGET_N]["query"]["p50_ms"] / by_n[10_000]["query"]["p50_ms"]
+        targets.append(["manager: query time grows sublinearly from 10k to 1M (ratio < 100)",
+                        f"query p50 x{ratio:.2f} for 100x memories", "met" if ratio < 100 else "missed"])
+    else:
+        targets.append(["manager: query time grows sublinearly from 10k to 1M", "10k and 1M not both run", "not measured"])
+    return lines
+
+
+def training_section(payload: dict, out: Path, targets: list) -> list[str]:
+    r = payload["results"]
+    return [table(["config", "batch", "hard negatives", "max length", "steps timed", "median step s", "pairs/s",
+                   "texts/s", "train pairs", "epoch min (est.)"],
+                  [[r["config"], r["batch_size"], r["hard_negatives"], r["max_length"], r["steps"] - 1,
+                    fmt(r["median_step_s"], 2), fmt(r["pairs_per_s"]), fmt(r["texts_per_s"]), r["train_pairs"],
+                    fmt(r["epoch_minutes_estimate"])]])]
+
+
+TITLES = {"quality": "Retrieval quality", "encoding": "Encoding speed", "search": "Vector search at scale",
+          "manager": "Memory manager as the archive grows", "training": "Encoder training speed"}
+WRITERS: dict[str, Callable[[dict, Path, list], list[str]]] = {
+    "quality": quality_section, "encoding": encoding_section, "search": search_section,
+    "manager": manager_section, "training": training_section}
+
+
+def write_report(payloads: dict[str, dict], out: Path, *, quick: bool = False, failures: dict[str, str] | None = None) -> Path:
+    """Write report.md, results.json and the plots for the given payloads; returns the report path."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    failures = failures or {}
+    if not payloads:
+        raise ValueError("write_report: no benchmark results to report")
+    unknown = set(payloads) - set(SECTIONS)
+    if unknown:
+        raise ValueError(f"write_report: unknown benchmark results {sorted(unknown)}; expected some of {SECTIONS}")
+    targets: list[list[str]] = []
+    body: list[str] = []
+    for name in SECTIONS:
+        body += [f"## {TITLES[name]}", ""]
+        if name not in payloads:
+            body += [f"Not run{': ' + failures[name] if name in failures else ''}.", ""]
+            continue
+        payload = payloads[name]
+        body += WRITERS[name](payload, out, targets)
+        body += [""] + [f"- {note}" for note in payload.get("notes", [])] + [""]
+    lines = header_lines(payloads, quick)
+    lines += ["## Targets", "", table(["target", "measured", "verdict"], targets) if targets else "No target measured.", ""]
+    report = out / "report.md"
+    report.write_text("\n".join(lines + body).rstrip() + "\n")
+    (out / "results.json").write_text(json.dumps({"quick": quick, "failures": failures, "benchmarks": payloads}, indent=1) + "\n")
+    return report

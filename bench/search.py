@@ -1,0 +1,233 @@
+"""Vector search at scale: FaissRetriever exact and approximate (IVF, HNSW) against numpy and torch
+brute force, on real MiniLM embeddings of LoCoMo scaled up with noise (see bench.embeddings).
+
+Per size and method: build time, memory (RSS delta of the process while building), latency at
+batch 1 (p50, p99 over real question vectors), throughput at batch 1024 (queries per second) and
+recall@10 against exact search. The approximate indexes are swept over nprobe / efSearch and the
+smallest setting with recall@10 >= the target is reported as the main row.
+"""
+
+from __future__ import annotations
+
+import gc
+import math
+import sys
+import time
+import numpy as np
+
+from bench.common import CACHE_DIR, latency_summary, parser, rss_mb, single_thread, write_result
+from bench.embeddings import DEFAULT_NOISE, real_embeddings, scaled
+
+OWNER = "bench"
+K = 10
+RECALL_TARGET = 0.95
+NPROBES = (4, 8, 16, 32, 64, 128)
+EF_SEARCHES = (16, 32, 64, 128, 256)
+QUICK_NPROBES = (8, 16, 32)
+QUICK_EF_SEARCHES = (16, 32, 64)
+FULL_SIZES = (10_000, 100_000, 1_000_000)
+QUICK_SIZES = (10_000,)
+
+
+def ivf_lists(n: int) -> int:
+    """IVF list count: the power of two nearest to sqrt(n) (k-means on 2 cores stays affordable)."""
+    return max(8, 2 ** round(math.log2(math.sqrt(n))))
+
+
+def brute_numpy(data: np.ndarray, queries: np.ndarray, k: int = K, chunk: int = 64) -> np.ndarray:
+    """Exact top-k row indices [B, k] by inner product with numpy (argpartition, then sort)."""
+    out = np.empty((len(queries), k), dtype=np.int64)
+    for start in range(0, len(queries), chunk):
+        scores = queries[start:start + chunk] @ data.T
+        top = np.argpartition(-scores, k - 1, axis=1)[:, :k]
+        order = np.argsort(-np.take_along_axis(scores, top, axis=1), axis=1)
+        out[start:start + chunk] = np.take_along_axis(top, order, axis=1)
+    return out
+
+
+def brute_torch(data, queries, k: int = K, chunk: int = 64) -> np.ndarray:
+    """Exact top-k row indices [B, k] by inner product with torch.topk (data: a torch tensor)."""
+    import torch
+
+    queries = torch.from_numpy(queries)
+    with torch.inference_mode():
+        parts = [torch.topk(queries[start:start + chunk] @ data.T, k, dim=1).indices
+                 for start in range(0, len(queries), chunk)]
+    return torch.cat(parts).numpy()
+
+
+def recall_against(found: list[list[str]] | np.ndarray, exact: list[list[str]] | np.ndarray, k: int = K) -> float:
+    """Mean share of the exact top-k found in the approximate top-k."""
+    return float(np.mean([len(set(list(a)[:k]) & set(list(b)[:k])) / k for a, b in zip(found, exact)]))
+
+
+def time_calls(search, queries: np.ndarray, calls: int) -> dict:
+    """Latency of ``calls`` batch-1 searches on one thread (after one warm-up call)."""
+    seconds = []
+    with single_thread():
+        search(queries[:1])
+        for i in range(calls):
+            q = queries[i % len(queries)][None, :]
+            start = time.perf_counter()
+            search(q)
+            seconds.append(time.perf_counter() - start)
+    return latency_summary(seconds)
+
+
+def time_batch(search, batch: np.ndarray, repeats: int) -> tuple[dict, object]:
+    """Queries per second of a whole-batch search (best of ``repeats``) and the last result."""
+    best, result = math.inf, None
+    for _ in range(repeats):
+        start = time.perf_counter()
+        result = search(batch)
+        best = min(best, time.perf_counter() - start)
+    return {"batch": len(batch), "seconds": best, "qps": len(batch) / best}, result
+
+
+def set_nprobe(retriever, nprobe: int) -> None:
+    """Set nprobe on the retriever's built IVF index (FaissRetriever applies its nprobe only when
+    building, unlike ef_search, so the sweep reaches into the built index)."""
+    import faiss
+
+    ivf = faiss.extract_index_ivf(retriever._owners[OWNER].search_index)
+    ivf.nprobe = int(nprobe)
+
+
+def bench_size(data: np.ndarray, queries: np.ndarray, batch: np.ndarray, *, latency_calls: int,
+               exact_calls: int, build_hnsw: bool, repeats: int, nprobes=NPROBES,
+               ef_searches=EF_SEARCHES) -> tuple[list[dict], list[str]]:
+    """All methods at one size: rows of results and notes."""
+    import torch
+
+    from memnets.retrieval.faiss_retriever import FaissRetriever
+
+    n = len(data)
+    ids = [f"m{i}" for i in range(n)]
+    rows, notes = [], []
+
+    def build(index: str, **kwargs):
+        gc.collect()
+        before = rss_mb()
+        start = time.perf_counter()
+        retriever = FaissRetriever(data.shape[1], index=index, use_gpu=False, **kwargs)
+        retriever.add(ids, data, OWNER)
+        retriever.search(batch[:1], K, OWNER)  # the approximate index is built lazily at the first search
+        return retriever, time.perf_counter() - start, rss_mb() - before
+
+    def search_with(retriever):
+        return lambda q: retriever.search(q, K, OWNER)[0]
+
+    # exact FAISS: the ground truth for recall
+    exact, seconds, memory = build("flat")
+    row = {"method": "FaissRetriever flat (exact)", "n": n, "build_s": seconds, "memory_mb": memory,
+           "latency": time_calls(search_with(exact), queries, exact_calls)}
+    row["throughput"], truth = time_batch(search_with(exact), batch, 1 if n >= 500_000 else repeats)
+    row["recall@10"] = 1.0
+    rows.append(row)
+    del exact
+    print(f"[search] n={n} flat done", file=sys.stderr)
+
+    # brute force over the same array (no build, no copy: memory is the array itself)
+    tensor = torch.from_numpy(data)
+    for name, function in (("numpy brute force", lambda q: brute_numpy(data, q)),
+                           ("torch brute force", lambda q: brute_torch(tensor, q))):
+        row = {"method": name, "n": n, "build_s": 0.0, "memory_mb": data.nbytes / 2**20,
+               "latency": time_calls(function, queries, exact_calls)}
+        row["throughput"], found = time_batch(function, batch, 1 if n >= 500_000 else repeats)
+        row["recall@10"] = recall_against([[f"m{i}" for i in r] for r in found], truth)
+        rows.append(row)
+    print(f"[search] n={n} brute force done", file=sys.stderr)
+
+    # IVF, swept over nprobe
+    nlist = ivf_lists(n)
+    retriever, seconds, memory = build(f"IVF{nlist},Flat", exact_below=0)
+    rows.extend(sweep(f"FaissRetriever IVF{nlist},Flat", "nprobe", [p for p in nprobes if p <= nlist],
+                      lambda p: set_nprobe(retriever, p), search_with(retriever), n, seconds, memory,
+                      queries, batch, truth, latency_calls, repeats))
+    del retriever
+    print(f"[search] n={n} ivf done", file=sys.stderr)
+
+    # HNSW, swept over efSearch (skipped above hnsw_max: its build is the cost on few cores)
+    if build_hnsw:
+        retriever, seconds, memory = build("hnsw", exact_below=0)
+        rows.extend(sweep("FaissRetriever hnsw (M=32, efConstruction=200)", "efSearch", ef_searches,
+                          lambda e: setattr(retriever, "ef_search", e), search_with(retriever), n, seconds,
+                          memory, queries, batch, truth, latency_calls, repeats))
+        del retriever
+        print(f"[search] n={n} hnsw done", file=sys.stderr)
+    gc.collect()
+    return rows, notes
+
+
+def sweep(method, knob, values, set_knob, search, n, build_s, memory_mb, queries, batch, truth,
+          latency_calls, repeats) -> list[dict]:
+    """One row per knob value; the smallest value meeting RECALL_TARGET is marked chosen."""
+    rows = []
+    for value in values:
+        set_knob(value)
+        throughput, found = time_batch(search, batch, repeats)
+        rows.append({"method": method, "n": n, knob: value, "build_s": build_s, "memory_mb": memory_mb,
+                     "latency": time_calls(search, queries, latency_calls), "throughput": throughput,
+                     "recall@10": recall_against(found, truth), "chosen": False})
+    good = [row for row in rows if row["recall@10"] >= RECALL_TARGET]
+    (good[0] if good else rows[-1])["chosen"] = True
+    return rows
+
+
+def run(base: np.ndarray, queries: np.ndarray, sizes, *, noise: float = DEFAULT_NOISE, latency_calls: int = 300,
+        exact_calls: int = 100, exact_budget_s: float = 20.0, hnsw_budget_s: float = 240.0, repeats: int = 2,
+        batch_size: int = 1024, nprobes=NPROBES, ef_searches=EF_SEARCHES) -> tuple[dict, list[str]]:
+    """Benchmark every size; exact methods get fewer batch-1 calls at large n (about exact_budget_s each);
+    HNSW is skipped at a size where its build, extrapolated from the previous size, would pass hnsw_budget_s."""
+    batch = queries[np.arange(batch_size) % len(queries)]
+    rows, notes, last_hnsw = [], [], None
+    for n in sizes:
+        data = scaled(base, n, noise=noise)
+        # an exact search reads every vector (~n*d*4 bytes at ~2 GB/s); keep its batch-1 calls within the budget
+        calls = int(min(exact_calls, max(20, exact_budget_s / max(n * data.shape[1] * 4 / 2e9, 1e-6))))
+        predicted = None if last_hnsw is None else last_hnsw["build_s"] * (n / last_hnsw["n"]) * 1.2
+        build_hnsw = predicted is None or predicted <= hnsw_budget_s
+        if not build_hnsw:
+            notes.append(f"HNSW skipped at n={n:,}: its build, extrapolated from {last_hnsw['build_s']:.0f} s at "
+                         f"n={last_hnsw['n']:,}, would take about {predicted / 60:.0f} min on this machine "
+                         f"(budget {hnsw_budget_s:.0f} s)")
+        size_rows, size_notes = bench_size(data, queries, batch, latency_calls=latency_calls, exact_calls=calls,
+                                           build_hnsw=build_hnsw, repeats=repeats, nprobes=nprobes,
+                                           ef_searches=ef_searches)
+        last_hnsw = next((r for r in size_rows if r["method"].startswith("FaissRetriever hnsw")), last_hnsw)
+        rows += size_rows
+        notes += size_notes
+        del data
+        gc.collect()
+    return {"k": K, "recall_target": RECALL_TARGET, "rows": rows}, notes
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = parser("search", __doc__)
+    p.add_argument("--sizes", type=lambda s: tuple(int(x) for x in s.split(",")), default=None,
+                   help="comma-separated memory counts (default 10k,100k,1M; --quick: 10k)")
+    p.add_argument("--hnsw-budget", type=float, default=240.0,
+                   help="skip HNSW where its extrapolated build time passes this many seconds (default 240)")
+    args = p.parse_args(argv)
+    sizes = args.sizes or (QUICK_SIZES if args.quick else FULL_SIZES)
+    nprobes, ef_searches = (QUICK_NPROBES, QUICK_EF_SEARCHES) if args.quick else (NPROBES, EF_SEARCHES)
+    base, queries = real_embeddings(CACHE_DIR)
+    settings = {"sizes": list(sizes), "k": K, "noise_std": DEFAULT_NOISE, "real_memories": len(base),
+                "query_vectors": len(queries), "batch": 1024, "hnsw_budget_s": args.hnsw_budget,
+                "ivf_lists": {n: ivf_lists(n) for n in sizes}, "nprobes": list(nprobes),
+                "ef_searches": list(ef_searches), "latency_threads": 1,
+                "throughput_threads": __import__("faiss").omp_get_max_threads()}
+    results, notes = run(base, queries, sizes, hnsw_budget_s=args.hnsw_budget, latency_calls=100 if args.quick else 300,
+                         nprobes=nprobes, ef_searches=ef_searches)
+    notes.insert(0, "batch-1 latency is measured on one thread (torch, BLAS, FAISS OpenMP), throughput at batch "
+                    "1024 on all cores; memory is the RSS growth while building (FaissRetriever keeps an exact "
+                    "master copy next to an approximate index)")
+    notes.insert(0, f"memories: {len(base):,} real MiniLM vectors (LoCoMo turns + observation facts); larger sizes "
+                    f"repeat them with Gaussian noise (std {DEFAULT_NOISE} per dimension) and renormalise, so each real "
+                    f"memory has near-duplicates. Queries: the {len(queries):,} LoCoMo questions.")
+    write_result(args.out, "search", settings, results, notes)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,99 @@
+"""`memnets bench`: run the benchmark scripts in bench/ and write the report.
+
+Each benchmark runs as its own process (``python -m bench.NAME --out OUT [--quick]``), so memory
+held by one (a million vectors, an index) is gone before the next starts and RSS deltas are its
+own. The scripts write ``OUT/NAME.json``; this command then writes ``OUT/report.md`` (tables and
+PNG plots in ``OUT/img/``) and ``OUT/results.json`` (all raw results, machine, versions,
+settings). A failing benchmark is reported as such and does not stop the others.
+
+The bench/ scripts live in the source tree next to the package (an editable install or a
+checkout), not in the installed wheel.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+BENCHMARKS = ("quality", "encoding", "search", "manager", "training")
+
+
+def bench_package():
+    """Import the bench/ package from the source tree (it is not part of the installed package)."""
+    if not (REPO_ROOT / "bench" / "__init__.py").is_file():
+        raise FileNotFoundError(f"memnets bench: no bench/ folder in {REPO_ROOT}; run from a source checkout "
+                                "(pip install -e .)")
+    if str(REPO_ROOT) not in sys.path:
+        sys.path.insert(0, str(REPO_ROOT))
+    return importlib.import_module("bench")
+
+
+def parse_only(value: str) -> tuple[str, ...]:
+    names = tuple(name.strip() for name in value.split(",") if name.strip())
+    unknown = [name for name in names if name not in BENCHMARKS]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"unknown benchmark(s) {unknown or value!r}; choose from {', '.join(BENCHMARKS)}")
+    return names
+
+
+def run_benchmark(name: str, out: Path, quick: bool, extra: list[str]) -> tuple[bool, float, str]:
+    """Run one script in a child process; (succeeded, seconds, last lines of its stderr if it failed)."""
+    command = [sys.executable, "-m", f"bench.{name}", "--out", str(out), *(["--quick"] if quick else []), *extra]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])))
+    start = time.perf_counter()
+    print(f"memnets bench: {name} ...", file=sys.stderr, flush=True)
+    process = subprocess.run(command, cwd=REPO_ROOT, env=env, stderr=subprocess.PIPE, text=True)
+    seconds = time.perf_counter() - start
+    tail = "\n".join(line for line in process.stderr.splitlines()[-15:])
+    if process.returncode != 0:
+        print(f"memnets bench: {name} FAILED after {seconds:.0f} s:\n{tail}", file=sys.stderr)
+        return False, seconds, process.stderr.strip().splitlines()[-1] if process.stderr.strip() else f"exit {process.returncode}"
+    print(f"memnets bench: {name} done in {seconds:.0f} s", file=sys.stderr)
+    return True, seconds, ""
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="memnets bench", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="small sizes: a few minutes in all")
+    parser.add_argument("--out", type=Path, default=REPO_ROOT / "bench" / "results",
+                        help="folder for the report and raw JSON (default bench/results)")
+    parser.add_argument("--only", type=parse_only, default=BENCHMARKS,
+                        help=f"comma-separated subset of {','.join(BENCHMARKS)}")
+    parser.add_argument("--report-only", action="store_true",
+                        help="do not run anything; rewrite the report from the JSON files already in --out")
+    args = parser.parse_args(argv)
+    try:
+        bench_package()
+    except FileNotFoundError as error:
+        parser.error(str(error))
+    from bench.report import write_report
+
+    out = args.out.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    failures, timings = {}, {}
+    if not args.report_only:
+        for name in args.only:
+            (out / f"{name}.json").unlink(missing_ok=True)  # never report a stale result as this run's
+            ok, seconds, error = run_benchmark(name, out, args.quick, [])
+            timings[name] = seconds
+            if not ok:
+                failures[name] = error
+    payloads = {}
+    for name in args.only:
+        path = out / f"{name}.json"
+        if path.is_file():
+            payloads[name] = json.loads(path.read_text()) | {"wall_s": timings.get(name)}
+    if not payloads:
+        print(f"memnets bench: no results in {out}", file=sys.stderr)
+        return 1
+    report = write_report(payloads, out, quick=args.quick, failures=failures)
+    print(f"memnets bench: wrote {report} and {out / 'results.json'}", file=sys.stderr)
+    return 1 if failures else 0

@@ -1,0 +1,124 @@
+"""Smoke tests of the benchmark scripts and the report writer on tiny sizes.
+
+Real runs, no mocks: FaissRetriever on a few hundred random unit vectors, the Archive and
+MemoryManager with the tiny encoder, sentence-transformers against MemoryEncoder on the tiny
+model. The numbers are meaningless; what is checked is that the pieces run and the report holds
+them (tables, plots, raw JSON).
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from memnets.commands.bench import bench_package, main
+
+bench_package()  # bench/ lives in the source tree, next to the package
+
+from bench import common, manager, report, search  # noqa: E402
+from bench.embeddings import scaled  # noqa: E402
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def unit(rows: int, dim: int, seed: int) -> np.ndarray:
+    x = np.random.default_rng(seed).normal(size=(rows, dim)).astype(np.float32)
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+@pytest.fixture(scope="module")
+def search_results(tmp_path_factory):
+    base, queries = unit(300, 16, 0), unit(40, 16, 1)
+    results, notes = search.run(base, queries, (300, 600), latency_calls=5, exact_calls=5, repeats=1, batch_size=64,
+                                nprobes=(1, 16), ef_searches=(16,))
+    out = tmp_path_factory.mktemp("bench")
+    common.write_result(out, "search", {"batch": 64, "sizes": [300, 600]}, results, notes)
+    return out, results
+
+
+def test_scaled_keeps_the_real_vectors_and_adds_unit_noisy_copies():
+    base = unit(10, 8, 0)
+    out = scaled(base, 35, noise=0.01)
+    assert out.shape == (35, 8) and out.dtype == np.float32
+    np.testing.assert_array_equal(out[:10], base)
+    np.testing.assert_allclose(np.linalg.norm(out, axis=1), 1.0, rtol=1e-5)
+    assert not np.array_equal(out[10], base[0]) and float(out[10] @ base[0]) > 0.99
+    with pytest.raises(ValueError, match="n must be positive"):
+        scaled(base, 0)
+
+
+def test_brute_force_agrees_with_exact_faiss(search_results):
+    _, results = search_results
+    rows = {(r["method"], r["n"]): r for r in results["rows"] if "chosen" not in r}
+    for n in (300, 600):
+        assert rows[("FaissRetriever flat (exact)", n)]["recall@10"] == 1.0
+        assert rows[("numpy brute force", n)]["recall@10"] == pytest.approx(1.0)
+        assert rows[("torch brute force", n)]["recall@10"] == pytest.approx(1.0)
+    swept = [r for r in results["rows"] if "chosen" in r]
+    assert {r["method"].split(",")[0] for r in swept} >= {"FaissRetriever IVF16", "FaissRetriever hnsw (M=32"}
+    for key in {(r["method"], r["n"]) for r in swept}:  # exactly one chosen setting per index and size
+        assert sum(r["chosen"] for r in swept if (r["method"], r["n"]) == key) == 1
+    ivf = [r for r in swept if "IVF" in r["method"] and r["n"] == 600]
+    assert ivf[-1]["recall@10"] >= ivf[0]["recall@10"]  # visiting every list is at least as good as one
+
+
+def test_report_has_tables_plots_and_raw_json(search_results, tmp_path):
+    out, _ = search_results
+    payload = json.loads((out / "search.json").read_text())
+    assert payload["machine"]["cores"] >= 1 and payload["versions"]["faiss"]
+    path = report.write_report({"search": payload}, tmp_path, quick=True)
+    text = path.read_text()
+    assert "## Vector search at scale" in text and "| n | method | setting |" in text
+    assert "| 300 | FaissRetriever flat (exact) |" in text and "numpy brute force" in text
+    assert "Not run." in text.split("## Retrieval quality")[1]  # the sections without results say so
+    assert "1M not run" in text  # a target that was not measured is not claimed
+    for image in ("bench_search_latency.png", "bench_search_sweep.png"):
+        assert f"(img/{image})" in text
+        assert (tmp_path / "img" / image).read_bytes()[:8] == PNG_MAGIC
+    raw = json.loads((tmp_path / "results.json").read_text())
+    assert raw["quick"] is True and raw["benchmarks"]["search"]["results"]["rows"]
+
+
+def test_report_rejects_unknown_or_empty_results(tmp_path):
+    with pytest.raises(ValueError, match="no benchmark results"):
+        report.write_report({}, tmp_path)
+    with pytest.raises(ValueError, match="unknown benchmark results"):
+        report.write_report({"speed": {}}, tmp_path)
+
+
+def test_manager_benchmark_grows_a_real_archive(tiny_model_dir, tmp_path):
+    from memnets.nn.encoder import MemoryEncoder
+
+    encoder = MemoryEncoder.from_pretrained(tiny_model_dir)
+    vectors = unit(120, encoder.dim, 2)
+    texts = [f"memory number {i} about topic {i % 7}" for i in range(30)]
+    rows = manager.run(vectors, texts, ["what about topic 3?", "topic 5?"], unit(4, encoder.dim, 3), (40, 120),
+                       tmp_path / "archive", calls=2, encoder=encoder)
+    assert [r["n"] for r in rows] == [40, 120]
+    assert rows[0]["archive_count"] >= 40 and rows[1]["archive_count"] >= 120  # bulk plus observed memories
+    assert all(r["query"]["calls"] == 2 and r["observe"]["p50_ms"] > 0 for r in rows)
+    payload = {"machine": common.machine(), "versions": common.versions(), "finished_at": "now", "notes": [],
+               "results": {"rows": rows, "growth": []}}
+    text = report.write_report({"manager": payload}, tmp_path / "report").read_text()
+    assert "| 40 | flat |" in text and "10k and 1M not both run" in text
+
+
+def test_encoding_benchmark_compares_the_same_vectors(tiny_model_dir):
+    from bench import encoding
+
+    result = encoding.run(["a short memory", "a somewhat longer memory about the weekend trip"] * 4,
+                          str(tiny_model_dir), batch_size=4, repeats=2)
+    assert result["max_abs_diff"] < 1e-4  # both sides compute the same embeddings
+    assert len(result["seconds"]["memnets"]) == 2 and result["ratio_memnets_over_st"] > 0
+
+
+def test_command_rejects_unknown_benchmarks_and_reports_from_existing_json(search_results, tmp_path, capsys):
+    with pytest.raises(SystemExit) as error:
+        main(["--only", "search,speed"])
+    assert error.value.code == 2 and "speed" in capsys.readouterr().err
+    out, _ = search_results
+    assert main(["--only", "search", "--out", str(out), "--report-only"]) == 0
+    assert "FaissRetriever flat (exact)" in (out / "report.md").read_text()
+    assert main(["--only", "quality", "--out", str(tmp_path), "--report-only"]) == 1  # nothing to report
