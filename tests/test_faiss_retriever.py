@@ -147,6 +147,8 @@ def test_input_validation():
         retriever.add(["a"], good[0], "o")
     with pytest.raises(ValueError, match="owner"):
         retriever.add(["a", "b"], good, "")
+    with pytest.raises(TypeError, match="not one string"):
+        retriever.add("ab", good, "o")
     retriever.add(["a", "b"], good, "o")
     with pytest.raises(ValueError, match="already in the retriever"):
         retriever.add(["b"], good[:1], "other-owner")

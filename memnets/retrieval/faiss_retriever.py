@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -167,6 +168,8 @@ class FaissRetriever:
         """
         if not isinstance(owner, str) or not owner:
             raise ValueError(f"FaissRetriever.add: owner must be a non-empty string, got {owner!r}")
+        if isinstance(ids, str):
+            raise TypeError("FaissRetriever.add: ids must be a sequence of strings, not one string")
         ids = list(ids)
         vectors = self._check_vectors(vectors, "add")
         if len(ids) != vectors.shape[0]:
@@ -174,13 +177,9 @@ class FaissRetriever:
         bad = [i for i in ids if not isinstance(i, str) or not i]
         if bad:
             raise ValueError(f"FaissRetriever.add: ids must be non-empty strings, got {bad[:5]!r}")
-        if len(set(ids)) != len(ids):
-            seen, repeated = set(), []
-            for i in ids:
-                if i in seen:
-                    repeated.append(i)
-                seen.add(i)
-            raise ValueError(f"FaissRetriever.add: duplicate ids in the batch: {sorted(set(repeated))[:5]!r}")
+        repeated = sorted(i for i, count in Counter(ids).items() if count > 1)
+        if repeated:
+            raise ValueError(f"FaissRetriever.add: duplicate ids in the batch: {repeated[:5]!r}")
         present = [i for i in ids if i in self._int_of]
         if present:
             raise ValueError(f"FaissRetriever.add: ids already in the retriever (remove them first): {present[:5]!r}")
@@ -203,6 +202,8 @@ class FaissRetriever:
 
         Raises KeyError naming the unknown ids unless ``missing_ok``.
         """
+        if isinstance(ids, str):
+            raise TypeError("FaissRetriever.remove: ids must be a sequence of strings, not one string")
         ids = list(dict.fromkeys(ids))
         missing = [i for i in ids if i not in self._int_of]
         if missing and not missing_ok:
