@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from memnets.retrieval.faiss_retriever import FaissRetriever, gpu_available
 
@@ -193,3 +195,35 @@ def test_gpu_gives_the_cpu_results(tmp_path, index):
     reloaded = FaissRetriever.load(tmp_path, use_gpu=False)  # a GPU-saved retriever loads on CPU
     assert len(reloaded) == len(gpu)
     np.testing.assert_allclose(reloaded.search(queries, 5, "owner1")[1], gpu.search(queries, 5, "owner1")[1], rtol=1e-4, atol=1e-4)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["add", "remove"]), st.integers(0, 4), st.integers(1, 12)), min_size=1, max_size=12),
+       st.integers(1, 30), st.sampled_from(["flat", "hnsw"]))
+def test_random_adds_and_removes_match_a_brute_force_model(operations, k, index):
+    """After any sequence of adds and removes over 5 owners, every owner's search equals numpy on
+    exactly that owner's live vectors: nothing foreign, nothing removed, min(k, n) results."""
+    retriever = FaissRetriever(DIM, index, use_gpu=False, exact_below=0)
+    live: dict[str, dict[str, np.ndarray]] = {f"o{i}": {} for i in range(5)}
+    counter = 0
+    for op, owner_number, size in operations:
+        owner = f"o{owner_number}"
+        if op == "add":
+            ids = [f"m{counter + i}" for i in range(size)]
+            vectors = unit_vectors(size, seed=counter)
+            counter += size
+            retriever.add(ids, vectors, owner)
+            live[owner].update(zip(ids, vectors))
+        else:
+            doomed = list(live[owner])[:size]
+            retriever.remove(doomed)
+            for memory_id in doomed:
+                del live[owner][memory_id]
+    queries = unit_vectors(3, seed=10_000)
+    for owner, memories in live.items():
+        got, scores = retriever.search(queries, k, owner)
+        assert retriever.count(owner) == len(memories)
+        assert all(len(row) == min(k, len(memories)) and set(row) <= set(memories) for row in got)
+        if memories and index == "flat":
+            want, want_scores = brute_force(queries, np.stack(list(memories.values())), list(memories), k)
+            np.testing.assert_allclose(scores, want_scores, atol=1e-5)
