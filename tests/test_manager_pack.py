@@ -72,3 +72,5 @@ def test_replay_with_a_pack(encoder, tmp_path, tiny_locomo_path, tiny_model_dir)
     assert [(row["name"], row["gate"]) for row in rows] == [("heuristic", "heuristic"), ("pack:pack", "learned")]
     assert rows[1]["searches"] == rows[1]["questions"] == 4  # gate threshold 0: always searches
     assert all(np.isfinite(row["evidence_recall"]) for row in rows)
+    assert main(argv + ["--no-heuristic"]) == 0
+    assert [row["name"] for row in json.loads(out.read_text())["rows"]] == ["pack:pack"]

@@ -84,6 +84,9 @@ def test_bad_arguments_are_named(tmp_path, tiny_locomo_path, capsys):
     with pytest.raises(SystemExit):
         cli_main(["replay", "--pack", str(tmp_path / "missing")])
     assert "not a folder" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        cli_main(["replay", "--no-heuristic"])
+    assert "--no-heuristic" in capsys.readouterr().err
 
 
 def test_question_schedule_by_hand(tiny_locomo_path):

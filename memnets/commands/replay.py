@@ -236,13 +236,15 @@ def build_setups(args) -> list[Setup]:
     from memnets.nn.encoder import DEFAULT_BACKBONE, MemoryEncoder
     from memnets.scoring import HeuristicScorer
 
-    heuristic = {
-        "encoder": CachedEncoder(MemoryEncoder.from_pretrained(args.encoder or DEFAULT_BACKBONE)),
-        "importance": HeuristicImportance(),
-        "gate": HeuristicGate(args.gate_threshold),
-        "scorer": HeuristicScorer(),
-    }
-    bases = [("heuristic", heuristic)]
+    bases = []
+    if not args.no_heuristic:
+        heuristic = {
+            "encoder": CachedEncoder(MemoryEncoder.from_pretrained(args.encoder or DEFAULT_BACKBONE)),
+            "importance": HeuristicImportance(),
+            "gate": HeuristicGate(args.gate_threshold),
+            "scorer": HeuristicScorer(),
+        }
+        bases.append(("heuristic", heuristic))
     if args.pack:
         from memnets.pack import load_pack
 
@@ -275,12 +277,15 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--ask", default="end", choices=["end", "after-evidence"],
                         help="when questions are asked: after the whole conversation (default), or DELAY turns after their last evidence turn")
     parser.add_argument("--delay", type=int, default=20, help="turns between a question's last evidence turn and the question (--ask after-evidence)")
+    parser.add_argument("--no-heuristic", action="store_true", help="run only the pack's rows (with --pack)")
     parser.add_argument("--reference", action="store_true", help="also run always-search and never-search gates")
     parser.add_argument("--events", type=Path, default=None, help="folder for each row's event log (JSONL)")
     parser.add_argument("--output", type=Path, default=None, help="JSON results (default checkpoints/replay/replay-<conv>.json)")
     args = parser.parse_args(argv)
     if args.pack is not None and not args.pack.is_dir():
         parser.error(f"--pack {args.pack}: not a folder")
+    if args.no_heuristic and args.pack is None:
+        parser.error("--no-heuristic leaves nothing to run without --pack")
     try:
         categories = {int(c) for c in args.categories.split(",") if c.strip()}
     except ValueError:
