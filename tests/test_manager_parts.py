@@ -10,7 +10,7 @@ import pytest
 
 from memnets.memory.compression import select
 from memnets.memory.events import EventLog, Move
-from memnets.memory.mmr import mmr, normalise
+from memnets.memory.mmr import mmr
 from memnets.memory.planning import parse_steps
 from memnets.memory.signals import FixedGate, HeuristicGate, HeuristicImportance
 from memnets.memory.tiers import ContextWindow, Entry, WorkingMemory
@@ -43,11 +43,6 @@ def test_mmr_rejects_bad_input():
         mmr(np.ones((3, 2)), np.ones(2), 1)
     with pytest.raises(ValueError, match="lambda_"):
         mmr(np.ones((3, 2)), np.ones(3), 1, lambda_=1.5)
-
-
-def test_normalise_scales_to_unit_interval():
-    np.testing.assert_allclose(normalise(np.array([2.0, 4.0, 3.0])), [0.0, 1.0, 0.5])
-    np.testing.assert_allclose(normalise(np.array([7.0, 7.0])), [1.0, 1.0])
 
 
 def test_heuristic_importance_by_hand():

@@ -89,6 +89,7 @@ def replay_conversation(conversation: Conversation, setup: Setup, settings: dict
             working_capacity=settings["working_capacity"],
             k=settings["k"],
             batch_size=settings["batch_size"],
+            mmr_lambda=settings["mmr_lambda"],
             resume=False,
             state_path=Path(folder) / "state.json",
             events=events_path(settings, setup),
@@ -272,6 +273,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--working-capacity", type=int, default=50, help="working-memory capacity in memories (default 50)")
     parser.add_argument("-k", "--k", type=int, default=5, help="memories recalled per search and shown per question (default 5)")
     parser.add_argument("--batch-size", type=int, default=32, help="archive write batch for unimportant observations")
+    parser.add_argument("--mmr-lambda", type=float, default=0.7, help="relevance vs diversity when picking memories (1 = plain top-k)")
     parser.add_argument("--gate-threshold", type=float, default=0.5, help="cosine below which the heuristic gate recalls (default 0.5)")
     parser.add_argument("--categories", default="1,2,3,4", help="QA categories to ask (default 1,2,3,4)")
     parser.add_argument("--ask", default="end", choices=["end", "after-evidence"],
@@ -308,6 +310,7 @@ def main(argv: list[str]) -> int:
         "ask": args.ask,
         "delay": args.delay,
         "batch_size": args.batch_size,
+        "mmr_lambda": args.mmr_lambda,
         "heuristic_gate_threshold": args.gate_threshold,
         "pack": str(args.pack) if args.pack else None,
         "events": str(args.events) if args.events else None,

@@ -45,12 +45,13 @@ import numpy as np
 from memnets.llm import LLM, ExtractiveLLM
 from memnets.memory import compression
 from memnets.memory.events import EventLog, Move
-from memnets.memory.mmr import mmr, normalise
+from memnets.memory.mmr import mmr
 from memnets.memory.planning import Goal, Plan, Planner
 from memnets.memory.reflection import Reflector
 from memnets.memory.signals import Gate, HeadGate, HeadImportance, HeuristicGate, HeuristicImportance, Importance
 from memnets.memory.tiers import ContextWindow, Entry, WorkingMemory
 from memnets.records import Memory
+from memnets.scoring import HeuristicScorer, min_max
 
 STATE_VERSION = 1
 
@@ -147,11 +148,7 @@ class MemoryManager:
         self.k = int(k)
         self.importance = importance if importance is not None else HeuristicImportance()
         self.gate = gate if gate is not None else HeuristicGate()
-        if scorer is None:
-            from memnets.scoring import HeuristicScorer
-
-            scorer = HeuristicScorer()
-        self.scorer = scorer
+        self.scorer = scorer if scorer is not None else HeuristicScorer()
         self.llm = llm if llm is not None else ExtractiveLLM()
         self.keep_threshold = float(keep_threshold)
         self.write_through_threshold = float(write_through_threshold)
@@ -232,7 +229,7 @@ class MemoryManager:
         """The best ``k`` entries for the query: scorer scores, min-max scaled, diversified by MMR."""
         if not entries:
             return []
-        relevance = normalise(self._score(entries, query, query_vector, now))
+        relevance = min_max(self._score(entries, query, query_vector, now))
         order = mmr(np.stack([e.vector for e in entries]), relevance, k, lambda_=self.mmr_lambda)
         return [entries[i] for i in order]
 

@@ -52,13 +52,3 @@ def mmr(
         redundancy = np.maximum(redundancy, similarity[best])
     return chosen
 
-
-def normalise(scores: np.ndarray) -> np.ndarray:
-    """Min-max scaling to [0, 1] (all ones when the scores are all equal), for use as MMR relevance."""
-    scores = np.asarray(scores, dtype=np.float64)
-    if scores.size == 0:
-        return scores
-    low, high = scores.min(), scores.max()
-    if high - low < 1e-12:
-        return np.ones_like(scores)
-    return (scores - low) / (high - low)
