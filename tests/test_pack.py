@@ -186,3 +186,23 @@ def test_export_command_fits_weights_and_writes_a_loadable_pack(tiny_model_dir, 
         main(argv)
     assert main([*argv, "--overwrite", "--fit-split", "none"]) == 0
     assert load_pack(out).scorer_weights is None
+
+
+def test_export_command_with_head_folders(tiny_model_dir, tiny_locomo_path, tmp_path):
+    heads = pytest.importorskip("memnets.nn.heads", reason="the heads module has not landed yet")
+    from memnets.cli import main
+
+    torch.manual_seed(0)
+    importance = heads.ImportanceScorer(dim=32, threshold=0.3).save(tmp_path / "importance")
+    (tmp_path / "importance" / "training.json").write_text(json.dumps({"best_epoch": 2}))
+    gate = heads.RecallGate(dim=32, threshold=0.6).save(tmp_path / "gate")
+    config = tmp_path / "data.yaml"
+    config.write_text(f"path: {tiny_locomo_path}\nsplits:\n  train: []\n  validation: [tiny-1]\n  test: [tiny-2]\n")
+    out = tmp_path / "pack"
+    assert main(["export", "--encoder", str(tiny_model_dir), "--importance", str(tmp_path / "importance"),
+                 "--gate", str(tmp_path / "gate"), "--out", str(out), "-c", str(config)]) == 0
+    pack = load_pack(out)
+    assert pack.thresholds == {"importance": 0.3, "gate": 0.6}
+    assert pack.manifest["training"]["runs"] == {"importance": {"best_epoch": 2}}
+    # the head's probabilities vary over turns, so the importance feature got a fitted weight
+    assert pack.scorer_weights.info["constant_features"] == [] and pack.scorer_weights.importance != 0.0
