@@ -34,6 +34,8 @@ def table(header: list[str], rows: list[list]) -> str:
 
 
 def _numeric(value) -> bool:
+    if isinstance(value, (int, float)):
+        return True
     return isinstance(value, str) and value.replace(".", "", 1).replace(",", "").replace("-", "", 1).replace("x", "").strip().isdigit()
 
 
@@ -153,7 +155,7 @@ def search_section(payload: dict, out: Path, targets: list) -> list[str]:
         setting = f"nprobe={row['nprobe']}" if "nprobe" in row else f"efSearch={row['efSearch']}" if "efSearch" in row else ""
         table_rows.append([size(row["n"]), row["method"], setting, fmt(row["build_s"]), fmt(row["memory_mb"], 0),
                            fmt(row["latency"]["p50_ms"], 3), fmt(row["latency"]["p99_ms"], 3), row["latency"]["calls"],
-                           fmt(row["throughput"]["qps"]), f"{row['recall@10']:.3f}"])
+                           fmt(row["throughput"]["qps"], 0), f"{row['recall@10']:.3f}"])
     lines.append(table(["n", "method", "setting", "build s", "memory MB", "p50 ms", "p99 ms", "calls", "q/s @1024",
                         "recall@10"], table_rows))
     if sweeps:
@@ -161,7 +163,7 @@ def search_section(payload: dict, out: Path, targets: list) -> list[str]:
                   table(["n", "method", "setting", "p50 ms", "p99 ms", "q/s @1024", "recall@10"],
                         [[size(row["n"]), row["method"], f"{'nprobe' if 'nprobe' in row else 'efSearch'}="
                           f"{row.get('nprobe', row.get('efSearch'))}", fmt(row["latency"]["p50_ms"], 3),
-                          fmt(row["latency"]["p99_ms"], 3), fmt(row["throughput"]["qps"]), f"{row['recall@10']:.3f}"]
+                          fmt(row["latency"]["p99_ms"], 3), fmt(row["throughput"]["qps"], 0), f"{row['recall@10']:.3f}"]
                          for row in sweeps])]
     fig, ax = plt.subplots(figsize=(6.5, 4))
     for method in dict.fromkeys(row["method"].split(" (")[0].split("IVF")[0] for row in main):
@@ -207,20 +209,23 @@ def manager_section(payload: dict, out: Path, targets: list) -> list[str]:
     r = payload["results"]
     rows = r["rows"]
     lines = [table(["archived", "index", "ingest s", "ingest mem/s", "observe p50 ms", "observe p99 ms",
-                    "query p50 ms", "query p99 ms", "archive search p50 ms", "RSS delta MB"],
+                    "query p50 ms", "query p99 ms", "recall pre-encoded p50 ms", "archive search p50 ms",
+                    "RSS delta MB"],
                    [[size(row["n"]), row["index"], fmt(row["ingest_s"]),
                      fmt(row["ingested"] / row["ingest_s"]) if row["ingest_s"] > 0 else "-",
                      fmt(row["observe"]["p50_ms"]), fmt(row["observe"]["p99_ms"]), fmt(row["query"]["p50_ms"]),
-                     fmt(row["query"]["p99_ms"]), fmt(row["archive_search"]["p50_ms"], 2), fmt(row["rss_delta_mb"], 0)]
+                     fmt(row["query"]["p99_ms"]), fmt(row["recall_pre_encoded"]["p50_ms"], 2),
+                     fmt(row["archive_search"]["p50_ms"], 2), fmt(row["rss_delta_mb"], 0)]
                     for row in rows])]
     if r["growth"]:
         lines += ["", "Growth between sizes (a ratio below the size ratio is sublinear):", "",
-                  table(["from", "to", "size x", "query p50 x", "archive search p50 x"],
+                  table(["from", "to", "size x", "query p50 x", "recall pre-encoded p50 x", "archive search p50 x"],
                         [[size(g["from"]), size(g["to"]), fmt(g["size_x"]), f"{g['query_p50_x']:.2f}",
-                          f"{g['search_p50_x']:.2f}"] for g in r["growth"]])]
+                          f"{g['recall_pre_encoded_p50_x']:.2f}", f"{g['search_p50_x']:.2f}"] for g in r["growth"]])]
     fig, ax = plt.subplots(figsize=(6.5, 4))
     ns = [row["n"] for row in rows]
-    for key, label in (("observe", "observe"), ("query", "query (recall)"), ("archive_search", "archive search")):
+    for key, label in (("observe", "observe"), ("query", "query (recall)"),
+                       ("recall_pre_encoded", "recall, pre-encoded query"), ("archive_search", "archive search")):
         ax.plot(ns, [row[key]["p50_ms"] for row in rows], marker="o", label=label)
     ax.set_xscale("log")
     ax.set_yscale("log")
@@ -232,8 +237,10 @@ def manager_section(payload: dict, out: Path, targets: list) -> list[str]:
     by_n = {row["n"]: row for row in rows}
     if 10_000 in by_n and TARGET_N in by_n:
         ratio = by_n[TARGET_N]["query"]["p50_ms"] / by_n[10_000]["query"]["p50_ms"]
+        bare = by_n[TARGET_N]["recall_pre_encoded"]["p50_ms"] / by_n[10_000]["recall_pre_encoded"]["p50_ms"]
         targets.append(["manager: query time grows sublinearly from 10k to 1M (ratio < 100)",
-                        f"query p50 x{ratio:.2f} for 100x memories", "met" if ratio < 100 else "missed"])
+                        f"query p50 x{ratio:.2f}, pre-encoded recall p50 x{bare:.2f} for 100x memories",
+                        "met" if ratio < 100 and bare < 100 else "missed"])
     else:
         targets.append(["manager: query time grows sublinearly from 10k to 1M", "10k and 1M not both run", "not measured"])
     return lines
@@ -241,11 +248,18 @@ def manager_section(payload: dict, out: Path, targets: list) -> list[str]:
 
 def training_section(payload: dict, out: Path, targets: list) -> list[str]:
     r = payload["results"]
-    return [table(["config", "batch", "hard negatives", "max length", "steps timed", "median step s", "pairs/s",
+    log = r.get("from_training_log")
+    logged = (["", f"The last real fit's own log (`{log['path']}`): {fmt(log['pairs_per_second'])} pairs/s over "
+               f"{log['pairs_seen']} pairs in {fmt(log['train_step_seconds'])} s of training steps "
+               f"({log['epochs_trained']} epochs, fit {fmt(log['fit_seconds'])} s)."] if log else
+              ["", "No training log at checkpoints/encoder/best/training.json: only the timed run above."])
+    return ["Timed run of the real training step (EncoderModule + RetrievalDataModule from the config, "
+            "Lightning Trainer, no validation or checkpoints); the first step is warm-up and not counted.", "",
+            table(["config", "batch", "hard negatives", "max length", "steps timed", "median step s", "pairs/s",
                    "texts/s", "train pairs", "epoch min (est.)"],
                   [[r["config"], r["batch_size"], r["hard_negatives"], r["max_length"], r["steps"] - 1,
                     fmt(r["median_step_s"], 2), fmt(r["pairs_per_s"]), fmt(r["texts_per_s"]), r["train_pairs"],
-                    fmt(r["epoch_minutes_estimate"])]])]
+                    fmt(r["epoch_minutes_estimate"])]])] + logged
 
 
 TITLES = {"quality": "Retrieval quality", "encoding": "Encoding speed", "search": "Vector search at scale",
