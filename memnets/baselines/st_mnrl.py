@@ -37,9 +37,10 @@ def train_st_mnrl(
     include_observations: bool = True,
     epochs: int = 3,
     batch_size: int = 32,
-    lr: float = 2e-5,
+    lr: float = 5e-5,
     warmup_ratio: float = 0.1,
     max_seq_length: int | None = None,
+    max_steps: int | None = None,
     seed: int = 0,
 ) -> dict:
     """Fine-tune, save to ``output`` and return the training record (time, pairs/s, settings)."""
@@ -56,7 +57,7 @@ def train_st_mnrl(
         model.max_seq_length = max_seq_length
     loss_fn = MultipleNegativesRankingLoss(model)
     sampler = NoDuplicatesBatchSampler(dataset, batch_size=batch_size, drop_last=False, seed=seed)
-    steps = epochs * len(sampler)
+    steps = epochs * len(sampler) if max_steps is None else min(max_steps, epochs * len(sampler))
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
     warmup = int(warmup_ratio * steps)
     scheduler = torch.optim.lr_scheduler.LambdaLR(
@@ -68,6 +69,8 @@ def train_st_mnrl(
         for epoch in range(epochs):
             sampler.set_epoch(epoch)
             for indices in sampler:
+                if bar.n >= steps:
+                    break
                 rows = dataset[indices]
                 features = [
                     {k: v.to(model.device) for k, v in model.tokenize(rows[column]).items()}
@@ -86,7 +89,7 @@ def train_st_mnrl(
     record = {
         "recipe": "sentence-transformers MultipleNegativesRankingLoss (scale 20), NoDuplicatesBatchSampler",
         "backbone": str(backbone), "pairs": len(dataset), "epochs": epochs, "batch_size": batch_size, "lr": lr,
-        "warmup_ratio": warmup_ratio, "max_seq_length": model.max_seq_length, "seed": seed,
+        "warmup_ratio": warmup_ratio, "max_seq_length": model.max_seq_length, "steps": steps, "seed": seed,
         "include_observations": include_observations, "train_seconds": round(seconds, 1),
         "pairs_per_second": round(seen / seconds, 1),
     }
@@ -103,9 +106,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-observations", action="store_true", help="question pairs only")
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--lr", type=float, default=2e-5)
+    parser.add_argument("--lr", type=float, default=5e-5, help="default: the sentence-transformers trainer's")
     parser.add_argument("--warmup-ratio", type=float, default=0.1)
     parser.add_argument("--max-seq-length", type=int, default=None, help="default: the backbone's (256)")
+    parser.add_argument("--max-steps", type=int, default=None, help="stop after this many steps (a CPU budget)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     if args.epochs < 1 or args.batch_size < 2:
@@ -113,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     record = train_st_mnrl(
         args.output, backbone=args.backbone, data_config=args.config, include_observations=not args.no_observations,
         epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, warmup_ratio=args.warmup_ratio,
-        max_seq_length=args.max_seq_length, seed=args.seed,
+        max_seq_length=args.max_seq_length, max_steps=args.max_steps, seed=args.seed,
     )
     print(json.dumps(record, indent=2))
     return 0
