@@ -119,37 +119,97 @@ class Head(nn.Module):
         return self.predict_proba(*args, **kwargs) >= self.threshold
 
 
+TEXT_FEATURES = ("log_chars", "log_words", "photo", "digit", "capitalised_share", "question", "sentences")
+
+
+def text_features(texts: Sequence[str]) -> torch.Tensor:
+    """Cheap surface features of memory texts, ``[N, len(TEXT_FEATURES)]`` (float32).
+
+    Of the text after the "{speaker}: " prefix: log(1 + characters), log(1 + words), whether a photo
+    is shared, whether a digit occurs, the share of capitalised words after the first (names,
+    places), whether it asks a question, and log(1 + sentence marks). Long, specific, factual turns
+    are the ones later questions cite; the embedding alone does not carry their length.
+    """
+    if isinstance(texts, str):
+        raise TypeError("texts must be a sequence of strings, not one string")
+    rows = []
+    for text in texts:
+        body = text.split(": ", 1)[1] if ": " in text else text
+        words = body.split()
+        capitalised = sum(word[:1].isupper() for word in words[1:]) / max(len(words) - 1, 1)
+        rows.append(
+            [
+                math.log1p(len(body)) / 5.0,
+                math.log1p(len(words)) / 4.0,
+                float("[shares a photo of" in body),
+                float(any(ch.isdigit() for ch in body)),
+                capitalised,
+                float("?" in body),
+                math.log1p(body.count(".") + body.count("!") + body.count("?")),
+            ]
+        )
+    return torch.tensor(rows, dtype=torch.float32).reshape(len(rows), len(TEXT_FEATURES))
+
+
 class ImportanceScorer(Head):
-    """MLP on a turn's embedding -> logit of long-term value."""
+    """MLP on a turn's embedding (and, with ``use_text_features``, :func:`text_features`) -> logit of long-term value."""
 
     kind = "importance"
 
-    def __init__(self, dim: int, hidden_dims: Sequence[int] = (256,), dropout: float = 0.1, **kwargs):
+    def __init__(
+        self,
+        dim: int,
+        hidden_dims: Sequence[int] = (256,),
+        dropout: float = 0.1,
+        use_text_features: bool = False,
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         if dim < 1:
             raise ValueError(f"dim must be positive, got {dim}")
         self.dim = int(dim)
         self.hidden_dims = [int(h) for h in hidden_dims]
         self.dropout = float(dropout)
-        self.net = mlp(self.dim, self.hidden_dims, self.dropout)
+        self.use_text_features = bool(use_text_features)
+        self.net = mlp(self.dim + (len(TEXT_FEATURES) if self.use_text_features else 0), self.hidden_dims, self.dropout)
 
     def architecture(self) -> dict[str, Any]:
-        return {"dim": self.dim, "hidden_dims": self.hidden_dims, "dropout": self.dropout}
+        return {
+            "dim": self.dim,
+            "hidden_dims": self.hidden_dims,
+            "dropout": self.dropout,
+            "use_text_features": self.use_text_features,
+        }
 
-    def forward(self, embeddings: torch.Tensor) -> torch.Tensor:
-        """Logits ``[N]`` of embeddings ``[N, dim]`` (before ``logit_offset``)."""
+    def forward(self, embeddings: torch.Tensor, features: torch.Tensor | None = None) -> torch.Tensor:
+        """Logits ``[N]`` of embeddings ``[N, dim]`` (+ text features ``[N, F]``), before ``logit_offset``."""
+        if self.use_text_features:
+            if features is None:
+                raise ValueError("this ImportanceScorer was trained with text features: pass the texts")
+            embeddings = torch.cat([embeddings, features], dim=1)
         return self.net(embeddings).squeeze(-1)
 
     @torch.no_grad()
-    def predict_proba(self, embeddings) -> np.ndarray:
-        """Calibrated probabilities ``[N]`` that each embedded turn is worth keeping long term."""
+    def predict_proba(self, embeddings, texts: Sequence[str] | None = None) -> np.ndarray:
+        """Calibrated probabilities ``[N]`` that each turn is worth keeping long term.
+
+        ``embeddings [N, dim]`` from the encoder the head was trained on; ``texts`` (the memory
+        contents, "{speaker}: {text}") are needed when the head uses text features and ignored otherwise.
+        """
         x = _as_tensor("embeddings", embeddings, 2)
         if x.shape[1] != self.dim:
             raise ValueError(f"embeddings have dim {x.shape[1]}, this ImportanceScorer expects {self.dim}")
+        features = None
+        if self.use_text_features:
+            if texts is None:
+                raise ValueError("this ImportanceScorer uses text features: call predict_proba(embeddings, texts=...)")
+            if len(texts) != x.shape[0]:
+                raise ValueError(f"{len(texts)} texts for {x.shape[0]} embeddings")
+            features = text_features(texts)
         was_training = self.training
         self.eval()
         try:
-            return self._proba(self(x))
+            return self._proba(self(x, features))
         finally:
             self.train(was_training)
 

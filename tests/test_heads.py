@@ -1,0 +1,193 @@
+"""Importance scorer and recall gate: labels from the fixture reach the heads, real Lightning fits
+separate the classes, save/load round trips, thresholds follow their rules, masking is exact.
+
+Embeddings come from the tiny random encoder (``tiny_model_dir``), never the real backbone.
+"""
+
+from __future__ import annotations
+
+import json
+
+import lightning as L
+import numpy as np
+import pytest
+import torch
+from sklearn.metrics import roc_auc_score
+
+from memnets.lit.heads import GateDataModule, GateModule, ImportanceDataModule, ImportanceModule, gate_probabilities
+from memnets.nn.embedding_cache import embed_texts
+from memnets.nn.encoder import MemoryEncoder
+from memnets.nn.heads import ImportanceScorer, RecallGate, threshold_at_recall, threshold_max_f1
+
+# conv tiny-1, in turn order: cited by some QA item = D1:1, D1:3, D1:4, D2:1, D2:2, D2:3; not: D1:2, D2:4
+TINY1_IDS = ["D1:1", "D1:2", "D1:3", "D1:4", "D2:1", "D2:2", "D2:3", "D2:4"]
+TINY1_LABELS = [1, 0, 1, 1, 1, 1, 1, 0]
+
+
+@pytest.fixture(scope="module")
+def data_config(tiny_locomo_path, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("heads_data")
+    path = folder / "data.yaml"
+    path.write_text(
+        f"path: {tiny_locomo_path}\ncache_dir: {folder / 'cache'}\n"
+        "splits:\n  train: [tiny-1]\n  validation: [tiny-2]\n  test: []\n"
+        "gate:\n  windows: [1, 2, 3]\n  seed: 0\n"
+    )
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def importance_data(tiny_model_dir, data_config):
+    datamodule = ImportanceDataModule(encoder_path=str(tiny_model_dir), data_config=data_config, batch_size=4, progress=False)
+    datamodule.setup("fit")
+    return datamodule
+
+
+@pytest.fixture(scope="module")
+def gate_data(tiny_model_dir, data_config):
+    datamodule = GateDataModule(encoder_path=str(tiny_model_dir), data_config=data_config, batch_size=8, progress=False)
+    datamodule.setup("fit")
+    return datamodule
+
+
+def fit(module, datamodule, epochs: int):
+    L.seed_everything(0, verbose=False)
+    trainer = L.Trainer(
+        max_epochs=epochs, accelerator="cpu", logger=False, enable_checkpointing=False,
+        enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
+    )
+    trainer.fit(module, datamodule)
+    return module.head
+
+
+# ------------------------------------------------------------------------------ labels flow through
+def test_hand_checked_importance_labels_reach_the_tensors(importance_data, tiny_model_dir):
+    train = importance_data.splits["train"]
+    assert train["labels"].tolist() == TINY1_LABELS
+    assert importance_data.splits["validation"]["labels"].tolist() == [1, 0, 0]  # tiny-2: only D1:1 cited
+    encoder = MemoryEncoder.from_pretrained(tiny_model_dir)
+    contents = ["Ann: I adopted a puppy named Rex yesterday.", "Bob: Congrats! What breed is he?"]
+    np.testing.assert_allclose(train["embeddings"][:2].numpy(), encoder.encode(contents).numpy(), atol=1e-5)
+    assert importance_data.pos_weight == pytest.approx(2 / 6)
+
+
+def test_gate_labels_and_contexts_reach_the_tensors(gate_data, tiny_model_dir):
+    from memnets.data.builders import prepare_datasets
+    from memnets.data.config import load_data_config
+
+    rows = prepare_datasets(load_data_config(gate_data.data_config), progress=False)["gate"]["train"]
+    train = gate_data.splits["train"]
+    assert train["labels"].tolist() == [float(x) for x in rows["label"]]
+    assert {0.0, 1.0} <= set(train["labels"].tolist())
+    # "What breed is Ann's dog?" (evidence D1:3) asked right after D1:3 with W=1: context [D1:3], no recall
+    first = rows[0]
+    assert (first["query"], first["window"], first["context_ids"], first["label"]) == ("What breed is Ann's dog?", 1, ["D1:3"], 0)
+    encoder = MemoryEncoder.from_pretrained(tiny_model_dir)
+    np.testing.assert_allclose(gate_data.context("train")[0, 0].numpy(), encoder.encode(["Ann: He is a beagle. [shares a photo of a small dog on a couch]"])[0].numpy(), atol=1e-5)
+    np.testing.assert_allclose(train["query"][0].numpy(), encoder.encode([first["query"]], kind="query")[0].numpy(), atol=1e-5)
+    assert train["mask"][0].tolist() == [True, False, False]
+    for i, context in enumerate(rows["context_ids"]):
+        assert int(train["mask"][i].sum()) == len(context)
+
+
+def test_embedding_cache_is_reused_and_keyed_by_texts(tiny_model_dir, tmp_path):
+    first = embed_texts(["b", "a", "b"], "memory", tiny_model_dir, cache_dir=tmp_path, progress=False)
+    assert first.texts == ["a", "b"] and len(list(tmp_path.iterdir())) == 1
+    again = embed_texts(["a", "b"], "memory", tiny_model_dir, cache_dir=tmp_path, progress=False)
+    assert torch.equal(first.vectors, again.vectors) and len(list(tmp_path.iterdir())) == 1
+    embed_texts(["a", "b"], "query", tiny_model_dir, cache_dir=tmp_path, progress=False)
+    assert len(list(tmp_path.iterdir())) == 2
+    with pytest.raises(KeyError, match="'c'"):
+        first.rows(["c"])
+
+
+# --------------------------------------------------------------------------------- real fits
+def test_importance_fit_separates_classes_and_chooses_threshold_by_max_f1(importance_data, tmp_path):
+    module = ImportanceModule(hidden_dims=[32], dropout=0.0, lr=1e-2, weight_decay=0.0, output_dir=str(tmp_path / "imp"))
+    head = fit(module, importance_data, epochs=60)
+    train = importance_data.splits["train"]
+    assert head.use_text_features
+    p = head.predict_proba(train["embeddings"], texts=importance_data.texts["train"])
+    assert roc_auc_score(train["labels"].numpy(), p) == 1.0
+    validation = importance_data.splits["validation"]
+    p_val = head.predict_proba(validation["embeddings"], texts=importance_data.texts["validation"])
+    assert head.threshold == pytest.approx(threshold_max_f1(validation["labels"].numpy(), p_val))
+    assert head.logit_offset == pytest.approx(-np.log(2 / 6))
+    saved = json.loads((tmp_path / "imp" / "config.json").read_text())
+    assert saved["metadata"]["encoder"]["checksum"] == importance_data.encoder_checksum
+    assert saved["threshold"] == pytest.approx(head.threshold)
+    loaded = ImportanceScorer.load(tmp_path / "imp")
+    np.testing.assert_array_equal(loaded.predict_proba(train["embeddings"], texts=importance_data.texts["train"]), p)
+
+
+def test_gate_fit_separates_classes_and_keeps_95_percent_recall_on_validation(gate_data, tmp_path):
+    module = GateModule(hidden_dims=[32], dropout=0.0, attention_dim=8, lr=1e-2, weight_decay=0.0, output_dir=str(tmp_path / "gate"))
+    head = fit(module, gate_data, epochs=40)
+    labels = gate_data.splits["train"]["labels"].numpy()
+    p = gate_probabilities(head, gate_data, "train")
+    assert roc_auc_score(labels, p) > 0.95
+    val_labels = gate_data.splits["validation"]["labels"].numpy()
+    p_val = gate_probabilities(head, gate_data, "validation")
+    assert head.threshold == pytest.approx(threshold_at_recall(val_labels, p_val, 0.95))
+    assert (p_val[val_labels == 1] >= head.threshold).mean() >= 0.95
+    loaded = RecallGate.load(tmp_path / "gate")
+    np.testing.assert_array_equal(gate_probabilities(loaded, gate_data, "train"), p)
+
+
+# --------------------------------------------------------------------------------- the nn parts
+def test_save_load_round_trip_is_exact_and_never_pickles(tmp_path):
+    torch.manual_seed(0)
+    gate = RecallGate(16, hidden_dims=(8,), attention_dim=4, threshold=0.3, logit_offset=-0.5, metadata={"encoder": {"checksum": "x"}})
+    q, c = torch.nn.functional.normalize(torch.randn(5, 16), dim=-1), torch.nn.functional.normalize(torch.randn(5, 7, 16), dim=-1)
+    mask = torch.rand(5, 7) > 0.3
+    gate.save(tmp_path / "g")
+    loaded = RecallGate.load(tmp_path / "g")
+    np.testing.assert_array_equal(loaded.predict_proba(q, c, mask), gate.predict_proba(q, c, mask))
+    assert (loaded.threshold, loaded.logit_offset, loaded.metadata) == (0.3, -0.5, {"encoder": {"checksum": "x"}})
+    assert sorted(p.name for p in (tmp_path / "g").iterdir()) == ["config.json", "model.safetensors"]
+    with pytest.raises(ValueError, match="'gate' head, not a 'importance' head"):
+        ImportanceScorer.load(tmp_path / "g")
+    with pytest.raises(ValueError, match="dim 3"):
+        ImportanceScorer(16).predict_proba(np.zeros((2, 3)))
+
+
+def test_gate_ignores_padded_slots_and_matches_a_plain_similarity_summary():
+    torch.manual_seed(1)
+    gate = RecallGate(16, hidden_dims=(8,), attention_dim=4, top_k=3, temperatures=(0.1,)).eval()
+    q = torch.nn.functional.normalize(torch.randn(1, 16), dim=-1)
+    turns = torch.nn.functional.normalize(torch.randn(1, 4, 16), dim=-1)
+    padded = torch.cat([turns, torch.randn(1, 6, 16)], dim=1)
+    mask = torch.tensor([[True] * 4 + [False] * 6])
+    np.testing.assert_allclose(gate.predict_proba(q, padded, mask), gate.predict_proba(q, turns), rtol=1e-6)
+    sims = (turns[0] @ q[0]).tolist()
+    top = sorted(sims, reverse=True)[:3]
+    soft = 0.1 * np.log(np.mean(np.exp(np.array(sims) / 0.1)))
+    expected = top + [np.mean(sims), soft, np.log1p(4)]
+    features = gate.similarity_features(torch.tensor([sims + [9.0] * 6]), mask)[0]
+    np.testing.assert_allclose(features.numpy(), expected, rtol=1e-5)
+    empty = gate.predict_proba(q, padded, torch.zeros_like(mask))  # no context at all: still a probability
+    assert np.isfinite(empty).all()
+
+
+def test_threshold_rules_on_hand_examples():
+    # max F1: threshold 0.7 predicts {0.9, 0.8, 0.7} -> tp 2 of 3 predicted, 2 positives: F1 = 0.8 (best)
+    assert threshold_max_f1([1, 0, 1, 0], [0.9, 0.8, 0.7, 0.1]) == 0.7
+    # 20 positives at 0.05 .. 1.0: keeping 95% (19) allows the 19th highest, 0.10, as the threshold
+    positives = [round(0.05 * i, 2) for i in range(1, 21)]
+    assert threshold_at_recall([1] * 20 + [0, 0], positives + [0.5, 0.01], 0.95) == 0.10
+    assert threshold_at_recall([1, 1, 0], [0.2, 0.9, 0.5], 1.0) == 0.2
+    with pytest.raises(ValueError, match="no positive"):
+        threshold_at_recall([0, 0], [0.1, 0.2])
+
+
+def test_text_features_are_part_of_the_importance_api():
+    from memnets.nn.heads import TEXT_FEATURES, text_features
+
+    features = text_features(["Ann: I moved to Lisbon in 2023. It is lovely!", "Bob: Why?"])
+    assert features.shape == (2, len(TEXT_FEATURES))
+    assert features[0, TEXT_FEATURES.index("digit")] == 1 and features[1, TEXT_FEATURES.index("question")] == 1
+    assert features[0, 0] > features[1, 0]  # longer text
+    scorer = ImportanceScorer(8, hidden_dims=(4,), use_text_features=True)
+    with pytest.raises(ValueError, match="texts="):
+        scorer.predict_proba(np.zeros((2, 8)))
+    assert scorer.predict_proba(np.zeros((2, 8)), texts=["Ann: a", "Bob: b"]).shape == (2,)
