@@ -15,6 +15,8 @@ import warnings
 
 COMPONENTS: dict[str, tuple[str, str]] = {
     "encoder": ("memnets.lit.encoder:EncoderModule", "memnets.lit.data:RetrievalDataModule"),
+    "importance": ("memnets.lit.heads:ImportanceModule", "memnets.lit.heads:ImportanceDataModule"),
+    "gate": ("memnets.lit.heads:GateModule", "memnets.lit.heads:GateDataModule"),
 }
 
 
