@@ -13,7 +13,6 @@ import sys
 COMMANDS: dict[tuple[str, ...], tuple[str, str]] = {
     ("data", "prepare"): ("memnets.commands.data:prepare_main", "build the cached datasets of the three tasks"),
     ("eval", "retrieval"): ("memnets.commands.evaluate:retrieval_main", "recall@k / MRR / nDCG of a retriever on a split"),
-    ("eval", "heads"): ("memnets.evaluate_heads:main", "importance scorer and recall gate against baselines on a split"),
     ("eval", "heads"): ("memnets.evaluate_heads:main", "importance scorer and recall gate against their baselines on a split"),
     ("fit",): ("memnets.lit.cli:main", "train a component with LightningCLI: fit {encoder,importance,gate} -c CONFIG"),
     ("export",): ("memnets.commands.export:main", "bundle trained components into a memory pack"),
