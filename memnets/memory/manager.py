@@ -236,9 +236,9 @@ class MemoryManager:
     # ------------------------------------------------------------------ the moves
     def retain(self, ids: Iterable[str], t: datetime | None = None) -> list[Memory]:
         """RETAIN: move context messages into working memory (unkept ones are dropped instead)."""
-        ids = list(ids)
-        leaving = [e for e in self.context.entries if e.id in set(ids)]
-        self.context.remove(ids)
+        wanted = set(ids)
+        leaving = [e for e in self.context.entries if e.id in wanted]
+        self.context.remove(wanted)
         kept = [e for e in leaving if e.id not in self.unkept]
         dropped = [e.id for e in leaving if e.id in self.unkept]
         if dropped:
