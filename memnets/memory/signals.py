@@ -67,7 +67,8 @@ class HeadImportance:
     def __call__(self, texts: Sequence[str], vectors: np.ndarray) -> np.ndarray:
         import torch
 
-        probabilities = self.head.predict_proba(torch.as_tensor(np.asarray(vectors, dtype=np.float32)))
+        vectors = torch.as_tensor(np.asarray(vectors, dtype=np.float32))
+        probabilities = self.head.predict_proba(vectors, texts=list(texts))  # texts: heads with text features
         return np.clip(np.asarray(probabilities, dtype=np.float64).reshape(-1), 0.0, 1.0)
 
 
