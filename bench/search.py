@@ -22,11 +22,13 @@ OWNER = "bench"
 K = 10
 RECALL_TARGET = 0.95
 NPROBES = (4, 8, 16, 32, 64, 128)
+SWEEP_STOP = 0.99  # a sweep stops at the first setting with this recall: larger ones only cost time
 EF_SEARCHES = (16, 32, 64, 128, 256)
 QUICK_NPROBES = (8, 16, 32)
 QUICK_EF_SEARCHES = (16, 32, 64)
 FULL_SIZES = (10_000, 100_000, 1_000_000)
 QUICK_SIZES = (10_000,)
+HNSW_UNMEASURED_MAX = 100_000
 
 
 def ivf_lists(n: int) -> int:
@@ -87,6 +89,14 @@ def time_batch(search, batch: np.ndarray, repeats: int) -> tuple[dict, object]:
     return {"batch": len(batch), "seconds": best, "qps": len(batch) / best}, result
 
 
+def log(row: dict) -> None:
+    """One line per measured row on stderr, so a log shows results even of an interrupted run."""
+    setting = next((f" {k}={row[k]}" for k in ("nprobe", "efSearch") if k in row), "")
+    print(f"[search] n={row['n']:,} {row['method']}{setting}: build {row['build_s']:.1f}s, p50 "
+          f"{row['latency']['p50_ms']:.3f} ms, p99 {row['latency']['p99_ms']:.3f} ms, "
+          f"{row['throughput']['qps']:.0f} q/s, recall@10 {row['recall@10']:.3f}", file=sys.stderr, flush=True)
+
+
 def set_nprobe(retriever, nprobe: int) -> None:
     """Set nprobe on the retriever's built IVF index (FaissRetriever applies its nprobe only when
     building, unlike ef_search, so the sweep reaches into the built index)."""
@@ -127,18 +137,22 @@ def bench_size(data: np.ndarray, queries: np.ndarray, batch: np.ndarray, *, late
     row["throughput"], truth = time_batch(search_with(exact), batch, 1 if n >= 500_000 else repeats)
     row["recall@10"] = 1.0
     rows.append(row)
+    log(row)
     del exact
     print(f"[search] n={n} flat done", file=sys.stderr)
 
-    # brute force over the same array (no build, no copy: memory is the array itself)
+    # brute force over the same array (no build, no copy: memory is the array itself); at large n on a
+    # quarter of the batch, which gives the same queries per second in a quarter of the time
     tensor = torch.from_numpy(data)
+    brute_batch = batch if n < 500_000 else batch[: len(batch) // 4]
     for name, function in (("numpy brute force", lambda q: brute_numpy(data, q)),
                            ("torch brute force", lambda q: brute_torch(tensor, q))):
         row = {"method": name, "n": n, "build_s": 0.0, "memory_mb": data.nbytes / 2**20,
                "latency": time_calls(function, queries, exact_calls)}
-        row["throughput"], found = time_batch(function, batch, 1 if n >= 500_000 else repeats)
-        row["recall@10"] = recall_against([[f"m{i}" for i in r] for r in found], truth)
+        row["throughput"], found = time_batch(function, brute_batch, 1 if n >= 500_000 else repeats)
+        row["recall@10"] = recall_against([[f"m{i}" for i in r] for r in found], truth[: len(brute_batch)])
         rows.append(row)
+        log(row)
     print(f"[search] n={n} brute force done", file=sys.stderr)
 
     # IVF, swept over nprobe
@@ -164,14 +178,18 @@ def bench_size(data: np.ndarray, queries: np.ndarray, batch: np.ndarray, *, late
 
 def sweep(method, knob, values, set_knob, search, n, build_s, memory_mb, queries, batch, truth,
           latency_calls, repeats) -> list[dict]:
-    """One row per knob value; the smallest value meeting RECALL_TARGET is marked chosen."""
+    """One row per knob value (until recall reaches SWEEP_STOP); the smallest value meeting
+    RECALL_TARGET is marked chosen."""
     rows = []
     for value in values:
+        if rows and rows[-1]["recall@10"] >= SWEEP_STOP:
+            break
         set_knob(value)
         throughput, found = time_batch(search, batch, repeats)
         rows.append({"method": method, "n": n, knob: value, "build_s": build_s, "memory_mb": memory_mb,
                      "latency": time_calls(search, queries, latency_calls), "throughput": throughput,
                      "recall@10": recall_against(found, truth), "chosen": False})
+        log(rows[-1])
     good = [row for row in rows if row["recall@10"] >= RECALL_TARGET]
     (good[0] if good else rows[-1])["chosen"] = True
     return rows
@@ -188,12 +206,18 @@ def run(base: np.ndarray, queries: np.ndarray, sizes, *, noise: float = DEFAULT_
         data = scaled(base, n, noise=noise)
         # an exact search reads every vector (~n*d*4 bytes at ~2 GB/s); keep its batch-1 calls within the budget
         calls = int(min(exact_calls, max(20, exact_budget_s / max(n * data.shape[1] * 4 / 2e9, 1e-6))))
-        predicted = None if last_hnsw is None else last_hnsw["build_s"] * (n / last_hnsw["n"]) * 1.2
-        build_hnsw = predicted is None or predicted <= hnsw_budget_s
-        if not build_hnsw:
-            notes.append(f"HNSW skipped at n={n:,}: its build, extrapolated from {last_hnsw['build_s']:.0f} s at "
-                         f"n={last_hnsw['n']:,}, would take about {predicted / 60:.0f} min on this machine "
-                         f"(budget {hnsw_budget_s:.0f} s)")
+        if last_hnsw is None:  # nothing to extrapolate from: build only where it is surely affordable
+            build_hnsw = n <= HNSW_UNMEASURED_MAX
+            if not build_hnsw:
+                notes.append(f"HNSW skipped at n={n:,}: no smaller size measured its build time "
+                             f"(built without one only up to {HNSW_UNMEASURED_MAX:,})")
+        else:
+            predicted = last_hnsw["build_s"] * (n / last_hnsw["n"]) * 1.2
+            build_hnsw = predicted <= hnsw_budget_s
+            if not build_hnsw:
+                notes.append(f"HNSW skipped at n={n:,}: its build, extrapolated from {last_hnsw['build_s']:.0f} s at "
+                             f"n={last_hnsw['n']:,}, would take about {predicted / 60:.0f} min on this machine "
+                             f"(budget {hnsw_budget_s:.0f} s)")
         size_rows, size_notes = bench_size(data, queries, batch, latency_calls=latency_calls, exact_calls=calls,
                                            build_hnsw=build_hnsw, repeats=repeats, nprobes=nprobes,
                                            ef_searches=ef_searches)
@@ -220,7 +244,7 @@ def main(argv: list[str] | None = None) -> int:
                 "ivf_lists": {n: ivf_lists(n) for n in sizes}, "nprobes": list(nprobes),
                 "ef_searches": list(ef_searches), "latency_threads": 1,
                 "throughput_threads": __import__("faiss").omp_get_max_threads()}
-    results, notes = run(base, queries, sizes, hnsw_budget_s=args.hnsw_budget, latency_calls=100 if args.quick else 300,
+    results, notes = run(base, queries, sizes, hnsw_budget_s=args.hnsw_budget, latency_calls=100 if args.quick else 200,
                          nprobes=nprobes, ef_searches=ef_searches)
     notes.insert(0, "batch-1 latency is measured on one thread (torch, BLAS, FAISS OpenMP), throughput at batch "
                     "1024 on all cores; memory is the RSS growth while building (FaissRetriever keeps an exact "

@@ -92,9 +92,9 @@ def run(config_path: Path = CONFIG, steps: int = 10) -> dict:
 def main(argv: list[str] | None = None) -> int:
     p = parser("training", __doc__)
     p.add_argument("--config", type=Path, default=CONFIG)
-    p.add_argument("--steps", type=int, default=None, help="training steps to time, the first is warm-up (default 6; --quick 2)")
+    p.add_argument("--steps", type=int, default=None, help="training steps to time, the first is warm-up (default 5; --quick 2)")
     args = p.parse_args(argv)
-    steps = args.steps or (2 if args.quick else 6)
+    steps = args.steps or (2 if args.quick else 5)
     results = run(args.config, steps)
     results["from_training_log"] = logged_throughput()
     write_result(args.out, "training", {"config": results["config"], "steps": steps, "device": "cpu",

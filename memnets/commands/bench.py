@@ -2,7 +2,7 @@
 
 Each benchmark runs as its own process (``python -m bench.NAME --out OUT [--quick]``), so memory
 held by one (a million vectors, an index) is gone before the next starts and RSS deltas are its
-own. The scripts write ``OUT/NAME.json``; this command then writes ``OUT/report.md`` (tables and
+own. The scripts write ``OUT/NAME.json`` (their progress goes to ``OUT/logs/NAME.log``); this command then writes ``OUT/report.md`` (tables and
 PNG plots in ``OUT/img/``) and ``OUT/results.json`` (all raw results, machine, versions,
 settings). A failing benchmark is reported as such and does not stop the others.
 
@@ -43,18 +43,23 @@ def parse_only(value: str) -> tuple[str, ...]:
     return names
 
 
-def run_benchmark(name: str, out: Path, quick: bool, extra: list[str]) -> tuple[bool, float, str]:
-    """Run one script in a child process; (succeeded, seconds, last lines of its stderr if it failed)."""
-    command = [sys.executable, "-m", f"bench.{name}", "--out", str(out), *(["--quick"] if quick else []), *extra]
+def run_benchmark(name: str, out: Path, quick: bool) -> tuple[bool, float, str]:
+    """Run one script in a child process, its stderr (progress, errors) logged to OUT/logs/NAME.log;
+    (succeeded, seconds, the last line of the log if it failed)."""
+    command = [sys.executable, "-m", f"bench.{name}", "--out", str(out), *(["--quick"] if quick else [])]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])))
+    log = out / "logs" / f"{name}.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    print(f"memnets bench: {name} ... (log: {log})", file=sys.stderr, flush=True)
     start = time.perf_counter()
-    print(f"memnets bench: {name} ...", file=sys.stderr, flush=True)
-    process = subprocess.run(command, cwd=REPO_ROOT, env=env, stderr=subprocess.PIPE, text=True)
+    with log.open("w") as stream:
+        code = subprocess.run(command, cwd=REPO_ROOT, env=env, stderr=stream).returncode
     seconds = time.perf_counter() - start
-    tail = "\n".join(line for line in process.stderr.splitlines()[-15:])
-    if process.returncode != 0:
-        print(f"memnets bench: {name} FAILED after {seconds:.0f} s:\n{tail}", file=sys.stderr)
-        return False, seconds, process.stderr.strip().splitlines()[-1] if process.stderr.strip() else f"exit {process.returncode}"
+    if code != 0:
+        lines = [line for line in log.read_text(errors="replace").splitlines() if line.strip()]
+        print(f"memnets bench: {name} FAILED (exit {code}) after {seconds:.0f} s:\n" + "\n".join(lines[-15:]),
+              file=sys.stderr)
+        return False, seconds, lines[-1] if lines else f"exit {code}"
     print(f"memnets bench: {name} done in {seconds:.0f} s", file=sys.stderr)
     return True, seconds, ""
 
@@ -82,7 +87,7 @@ def main(argv: list[str]) -> int:
     if not args.report_only:
         for name in args.only:
             (out / f"{name}.json").unlink(missing_ok=True)  # never report a stale result as this run's
-            ok, seconds, error = run_benchmark(name, out, args.quick, [])
+            ok, seconds, error = run_benchmark(name, out, args.quick)
             timings[name] = seconds
             if not ok:
                 failures[name] = error
