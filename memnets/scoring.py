@@ -218,7 +218,8 @@ class WeightedScorer:
         query_vector, memory_vectors = self.vectors(memories, query, query_vector, memory_vectors)
         importance = None
         if self.importance_head is not None:
-            importance = np.asarray(self.importance_head.predict_proba(memory_vectors.astype(np.float32)), dtype=np.float64).reshape(-1)
+            texts = {"texts": [m.content for m in memories]} if getattr(self.importance_head, "use_text_features", False) else {}
+            importance = np.asarray(self.importance_head.predict_proba(memory_vectors.astype(np.float32), **texts), dtype=np.float64).reshape(-1)
         return score_features(memories, now, query_vector, memory_vectors, importance=importance,
                               decay=self.weights.decay, normalize=self.weights.normalize)
 
