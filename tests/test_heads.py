@@ -162,7 +162,9 @@ def test_gate_ignores_padded_slots_and_matches_a_plain_similarity_summary():
     sims = (turns[0] @ q[0]).tolist()
     top = sorted(sims, reverse=True)[:3]
     soft = 0.1 * np.log(np.mean(np.exp(np.array(sims) / 0.1)))
-    expected = top + [np.mean(sims), soft, np.log1p(4)]
+    weights = np.exp(np.array(sims) / 0.1) / np.exp(np.array(sims) / 0.1).sum()
+    ages = np.array([3, 2, 1, 0]) / 4  # turn 0 is the oldest of 4
+    expected = top + [np.mean(sims), soft, np.log1p(4), ages[int(np.argmax(sims))], float(weights @ ages)]
     features = gate.similarity_features(torch.tensor([sims + [9.0] * 6]), mask)[0]
     np.testing.assert_allclose(features.numpy(), expected, rtol=1e-5)
     empty = gate.predict_proba(q, padded, torch.zeros_like(mask))  # no context at all: still a probability

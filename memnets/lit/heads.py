@@ -69,19 +69,24 @@ class HeadDataModule(L.LightningDataModule):
             return
         config = load_data_config(self.data_config)
         self.data_key = cache_key(config)
-        datasets = prepare_datasets(config, progress=self.progress)[self.task]
+        datasets = prepare_datasets(config, progress=self.progress)
         cache = self.embedding_cache or str(Path(config.cache_dir) / "embeddings")
         self.splits = self.tensorize(datasets, cache)
         if self.splits["train"]["labels"].numel() == 0:
             raise ValueError(f"{config.source}: the train split has no {self.task} examples")
 
-    def tensorize(self, datasets, cache: str) -> dict[str, dict[str, torch.Tensor]]:
+    def tensorize(self, datasets: dict, cache: str) -> dict[str, dict[str, torch.Tensor]]:
+        """Per-split tensors of this task from ``{task: DatasetDict}``."""
         raise NotImplementedError
 
     def embed(self, texts, kind: str, cache: str) -> EmbeddingTable:
         table = embed_texts(texts, kind, self.encoder_path, cache_dir=cache, progress=self.progress)
         self.encoder_checksum = table.encoder_checksum
         return table
+
+    def turn_table(self, datasets: dict, cache: str) -> EmbeddingTable:
+        """Every turn of every split's conversations (kind "memory"): one cache entry shared by both heads."""
+        return self.embed([text for split in SPLIT_NAMES for text in datasets["importance"][split]["text"]], "memory", cache)
 
     @property
     def pos_weight(self) -> float:
@@ -120,9 +125,10 @@ class ImportanceDataModule(HeadDataModule):
 
     task = "importance"
 
-    def tensorize(self, datasets, cache: str) -> dict[str, dict[str, torch.Tensor]]:
-        table = self.embed([text for split in SPLIT_NAMES for text in datasets[split]["text"]], "memory", cache)
+    def tensorize(self, datasets: dict, cache: str) -> dict[str, dict[str, torch.Tensor]]:
+        table = self.turn_table(datasets, cache)
         self.dim = table.dim
+        datasets = datasets[self.task]
         self.texts = {split: list(datasets[split]["text"]) for split in SPLIT_NAMES}
         out = {}
         for split in SPLIT_NAMES:
@@ -163,14 +169,16 @@ class GateDataModule(HeadDataModule):
 
     task = "gate"
 
-    def tensorize(self, datasets, cache: str) -> dict[str, dict[str, torch.Tensor]]:
-        turns = self.embed([t for split in SPLIT_NAMES for ctx in datasets[split]["context"] for t in ctx], "memory", cache)
+    def tensorize(self, datasets: dict, cache: str) -> dict[str, dict[str, torch.Tensor]]:
+        turns = self.turn_table(datasets, cache)
+        datasets = datasets[self.task]
         queries = self.embed([q for split in SPLIT_NAMES for q in datasets[split]["query"]], "query", cache)
         self.turns, self.dim = turns.vectors, turns.dim
-        width = max([len(ctx) for split in SPLIT_NAMES for ctx in datasets[split]["context"]] + [1])
+        contexts_of = {split: datasets[split]["context"] for split in SPLIT_NAMES}
+        width = max([len(ctx) for split in SPLIT_NAMES for ctx in contexts_of[split]] + [1])
         out = {}
         for split in SPLIT_NAMES:
-            contexts = datasets[split]["context"]
+            contexts = contexts_of[split]
             rows = torch.zeros(len(contexts), width, dtype=torch.long)
             mask = torch.zeros(len(contexts), width, dtype=torch.bool)
             for i, ctx in enumerate(contexts):

@@ -222,7 +222,7 @@ class RecallGate(Head):
     - the similarity profile of the query against each context turn: the ``top_k`` largest cosines
       (sorted), their mean over the context, and soft maxima ``t * log(mean(exp(s / t)))`` at each
       temperature in ``temperatures`` (the untrained max-cosine rule is one of these inputs);
-    - ``log(1 + number of context turns)``;
+    - ``log(1 + number of context turns)`` and how far back the best matches lie (their age in the window);
     - a learned, query-conditioned attention pooling ``c`` of the context turns (bilinear scores
       plus a learned multiple of the cosine) and ``[q, c, q * c, |q - c|, q . c]``.
 
@@ -257,7 +257,7 @@ class RecallGate(Head):
         self.query_proj = nn.Linear(self.dim, self.attention_dim, bias=False)
         self.key_proj = nn.Linear(self.dim, self.attention_dim, bias=False)
         self.cosine_scale = nn.Parameter(torch.tensor(10.0))
-        n_scalar = self.top_k + 1 + len(self.temperatures) + 1
+        n_scalar = self.top_k + 2 + 2 * len(self.temperatures) + 1
         n_vector = 4 * self.dim + 1 if self.use_vectors else 0
         self.net = mlp(n_scalar + n_vector, self.hidden_dims, self.dropout)
 
@@ -273,7 +273,11 @@ class RecallGate(Head):
         }
 
     def similarity_features(self, sims: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """``[B, top_k + 1 + len(temperatures) + 1]`` summary of masked cosines ``sims [B, W]``."""
+        """``[B, top_k + 2 + 2 * len(temperatures) + 1]`` summary of masked cosines ``sims [B, W]`` (oldest turn first).
+
+        Columns: the top_k cosines, their mean, the soft maxima, log(1 + turns), the age of the best
+        match and the soft-max-weighted age at each temperature.
+        """
         count = mask.sum(dim=1)
         present = (count > 0).unsqueeze(1)
         floor = sims.new_tensor(-1.0)
@@ -289,7 +293,16 @@ class RecallGate(Head):
             lse = torch.logsumexp(logits, dim=1, keepdim=True) - torch.log(count.clamp(min=1).unsqueeze(1).to(sims.dtype))
             soft.append(torch.where(present, t * lse, floor))
         size = torch.log1p(count.to(sims.dtype)).unsqueeze(1)
-        return torch.cat([top, torch.where(present, mean, floor), *soft, size], dim=1)
+        # how far back the matches lie: 0 = the newest context turn, towards 1 = the oldest. A best
+        # match at the old edge of the window suggests that more evidence lies beyond it.
+        slots = torch.arange(width, device=sims.device, dtype=sims.dtype).unsqueeze(0)
+        n = count.to(sims.dtype).unsqueeze(1)
+        age = ((n - 1 - slots) / n.clamp(min=1)).clamp(min=0)
+        ages = [age.gather(1, masked.argmax(dim=1, keepdim=True)) if width else sims.new_zeros(sims.shape[0], 1)]
+        for t in self.temperatures:
+            weights = torch.softmax(torch.where(mask, sims / t, torch.full_like(sims, -torch.inf)), dim=1).nan_to_num(0.0)
+            ages.append((weights * age).sum(dim=1, keepdim=True))
+        return torch.cat([top, torch.where(present, mean, floor), *soft, size, *ages], dim=1)
 
     def pool(self, query: torch.Tensor, context: torch.Tensor, mask: torch.Tensor, sims: torch.Tensor) -> torch.Tensor:
         """Query-conditioned attention pooling of the context turns: ``[B, dim]``."""
@@ -315,7 +328,8 @@ class RecallGate(Head):
         """Calibrated probabilities ``[B]`` that the archive must be searched for each query.
 
         ``query_emb [B, d]``, ``context_embs [B, W, d]`` (unit vectors from the same encoder),
-        ``mask [B, W]`` true where a context slot holds a turn (all true when omitted).
+        ``mask [B, W]`` true where a context slot holds a turn (all true when omitted); turns come
+        oldest first and padding after them.
         """
         query = _as_tensor("query_emb", query_emb, 2)
         context = _as_tensor("context_embs", context_embs, 3)
