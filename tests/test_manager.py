@@ -257,3 +257,11 @@ def test_bad_settings_are_named(make):
         make(working_policy="random")
     with pytest.raises(ValueError, match="content"):
         make().observe("  ", t=T0)
+
+
+def test_open_builds_encoder_and_archive_from_paths(tiny_model_dir, tmp_path):
+    with MemoryManager.open(tmp_path / "store", encoder=tiny_model_dir, owner="ann", context_budget=3) as manager:
+        observe_all(manager, [0.9, 0.9])
+        assert manager.owns_archive and manager.encoder.dim == manager.archive.dim
+    with MemoryManager.open(tmp_path / "store", encoder=str(tiny_model_dir), owner="ann", context_budget=3) as again:
+        assert again.context.ids() == ["m2"] and again.working.ids() == ["m1"]
