@@ -2,7 +2,8 @@
 
 Every turn of the conversation enters the manager in order (observe: context overflow RETAINs into
 working memory, working overflow BURYs into the archive). Then each question (categories 1-4 by
-default) is put to ``MemoryManager.context_for``: the recall gate decides whether to search the
+default; after the whole conversation, or with ``--ask after-evidence`` DELAY turns after its last
+evidence turn) is put to ``MemoryManager.context_for``: the recall gate decides whether to search the
 archive, and the best memories of working memory join the context. Measured per question: which
 share of its evidence turns is in what the LLM would see (context messages + memories brought to
 it), and whether an archive search was made.
