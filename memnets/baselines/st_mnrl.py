@@ -73,7 +73,8 @@ def train_st_mnrl(
                     break
                 rows = dataset[indices]
                 features = [
-                    {k: v.to(model.device) for k, v in model.tokenize(rows[column]).items()}
+                    {k: v.to(model.device) if isinstance(v, torch.Tensor) else v
+                     for k, v in model.preprocess(rows[column]).items()}
                     for column in ("query", "positive")
                 ]
                 loss = loss_fn(features, labels=None)
