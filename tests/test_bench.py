@@ -122,3 +122,27 @@ def test_command_rejects_unknown_benchmarks_and_reports_from_existing_json(searc
     assert main(["--only", "search", "--out", str(out), "--report-only"]) == 0
     assert "FaissRetriever flat (exact)" in (out / "report.md").read_text()
     assert main(["--only", "quality", "--out", str(tmp_path), "--report-only"]) == 1  # nothing to report
+
+
+def test_archive_search_looks_hits_up_by_primary_key(tmp_path):
+    """Found by the manager benchmark: Archive.search fetched its k hits with a plan that scanned
+    every row of the owner (linear in the archive: 0.4 s per search at 1M memories)."""
+    from datetime import datetime, timezone
+
+    from memnets.memory.archive import Archive
+    from memnets.records import Memory
+
+    vectors = unit(200, 8, 4)
+    now = datetime(2024, 1, 1, tzinfo=timezone.utc)
+    with Archive(tmp_path / "archive", 8) as archive:
+        archive.add([Memory(id=f"m{i}", owner="a", t=now, content=f"memory {i}", importance=0.5, kind="observation")
+                     for i in range(200)], vectors)
+        statements = []
+        archive._conn.set_trace_callback(statements.append)
+        hits = archive.search(vectors[3], 15, "a")
+        archive._conn.set_trace_callback(None)
+        assert hits[0][0].id == "m3" and len(hits) == 15
+        fetch = [sql for sql in statements if "row IN" in sql]
+        assert fetch, statements
+        plan = " ".join(str(step) for step in archive._conn.execute("EXPLAIN QUERY PLAN " + fetch[0]).fetchall())
+        assert "PRIMARY KEY" in plan and "memories_owner" not in plan, plan

@@ -495,7 +495,9 @@ class Archive:
             with self._read() as conn:
                 for chunk in _chunks(rows, 500):
                     records.update((r[0], r) for r in conn.execute(
-                        f"SELECT {_COLUMNS} FROM memories WHERE owner = ? AND row IN ({','.join('?' * len(chunk))})",
+                        # "+owner": filter by owner but look rows up by primary key; with a plain
+                        # "owner = ?" SQLite picks the owner index and scans all the owner's rows
+                        f"SELECT {_COLUMNS} FROM memories WHERE +owner = ? AND row IN ({','.join('?' * len(chunk))})",
                         [owner, *chunk]))
             return [(self._decode(records[row]), float(score)) for row, score in zip(rows, scores[0]) if row in records]
 
