@@ -38,14 +38,14 @@ def data_config(tiny_locomo_path, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def importance_data(tiny_model_dir, data_config):
-    datamodule = ImportanceDataModule(encoder_path=str(tiny_model_dir), data_config=data_config, batch_size=4, progress=False)
+    datamodule = ImportanceDataModule(encoder_path=str(tiny_model_dir), data_config=data_config, batch_size=8, progress=False)
     datamodule.setup("fit")
     return datamodule
 
 
 @pytest.fixture(scope="module")
 def gate_data(tiny_model_dir, data_config):
-    datamodule = GateDataModule(encoder_path=str(tiny_model_dir), data_config=data_config, batch_size=8, progress=False)
+    datamodule = GateDataModule(encoder_path=str(tiny_model_dir), data_config=data_config, batch_size=32, progress=False)
     datamodule.setup("fit")
     return datamodule
 
@@ -104,7 +104,7 @@ def test_embedding_cache_is_reused_and_keyed_by_texts(tiny_model_dir, tmp_path):
 # --------------------------------------------------------------------------------- real fits
 def test_importance_fit_separates_classes_and_chooses_threshold_by_max_f1(importance_data, tmp_path):
     module = ImportanceModule(hidden_dims=[32], dropout=0.0, lr=1e-2, weight_decay=0.0, output_dir=str(tmp_path / "imp"))
-    head = fit(module, importance_data, epochs=60)
+    head = fit(module, importance_data, epochs=40)
     train = importance_data.splits["train"]
     assert head.use_text_features
     p = head.predict_proba(train["embeddings"], texts=importance_data.texts["train"])
@@ -122,7 +122,7 @@ def test_importance_fit_separates_classes_and_chooses_threshold_by_max_f1(import
 
 def test_gate_fit_separates_classes_and_keeps_95_percent_recall_on_validation(gate_data, tmp_path):
     module = GateModule(hidden_dims=[32], dropout=0.0, attention_dim=8, lr=1e-2, weight_decay=0.0, output_dir=str(tmp_path / "gate"))
-    head = fit(module, gate_data, epochs=40)
+    head = fit(module, gate_data, epochs=30)
     labels = gate_data.splits["train"]["labels"].numpy()
     p = gate_probabilities(head, gate_data, "train")
     assert roc_auc_score(labels, p) > 0.95
