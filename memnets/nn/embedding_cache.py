@@ -104,6 +104,8 @@ def embed_texts(
     from memnets.nn.encoder import MemoryEncoder  # loaded only when something must be embedded
 
     encoder = MemoryEncoder.from_pretrained(encoder_path)
+    if torch.cuda.is_available():  # embedding is the only heavy step of the heads: use a GPU when there is one
+        encoder.cuda()
     vectors = encoder.encode(unique, kind=kind, batch_size=batch_size, progress=progress).contiguous()
     file.parent.mkdir(parents=True, exist_ok=True)
     metadata = {
