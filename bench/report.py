@@ -163,7 +163,7 @@ def search_section(payload: dict, out: Path, targets: list) -> list[str]:
                         "batch", "recall@10"], table_rows))
     if sweeps:
         lines += ["", "Sweep of the approximate indexes:", "",
-                  table(["n", "method", "setting", "p50 ms", "p99 ms", "q/s @1024", "recall@10"],
+                  table(["n", "method", "setting", "p50 ms", "p99 ms", "q/s", "recall@10"],
                         [[size(row["n"]), row["method"], f"{'nprobe' if 'nprobe' in row else 'efSearch'}="
                           f"{row.get('nprobe', row.get('efSearch'))}", fmt(row["latency"]["p50_ms"], 3),
                           fmt(row["latency"]["p99_ms"], 3), fmt(row["throughput"]["qps"], 0), f"{row['recall@10']:.3f}"]
