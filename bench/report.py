@@ -69,8 +69,9 @@ def header_lines(payloads: dict, quick: bool) -> list[str]:
     lines = [
         "# memnets benchmarks", "",
         f"Written by `memnets bench{' --quick' if quick else ''}` on "
-        f"{datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}. Every number below comes from that run; "
-        "rerun the command to reproduce it. Raw results: `results.json` next to this report.", "",
+        f"{datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')} from the benchmark results in its output "
+        "folder (each benchmark's finish time is listed below). Every number comes from those runs; rerun the "
+        "command to reproduce them. Raw results: `results.json` next to this report.", "",
         "## Machine and versions", "",
         table(["item", "value"], [
             ["CPU", m["cpu"]], ["cores", m["cores"]], ["RAM (GB)", m["ram_gb"]], ["GPU", m["gpu"] or "none"],
