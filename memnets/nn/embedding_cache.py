@@ -121,10 +121,4 @@ def embed_texts(
     return EmbeddingTable(unique, vectors, checksum)
 
 
-def encoder_identity(encoder_path: str | Path | None) -> dict:
-    """What a head records about the encoder it was trained on: path and checksum."""
-    path = Path(encoder_path if encoder_path is not None else DEFAULT_BACKBONE)
-    return {"path": str(path), "checksum": encoder_checksum(path)}
-
-
-__all__ = ["EmbeddingTable", "embed_texts", "encoder_checksum", "encoder_identity", "texts_digest"]
+__all__ = ["EmbeddingTable", "embed_texts", "encoder_checksum", "texts_digest"]
