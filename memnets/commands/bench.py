@@ -2,9 +2,10 @@
 
 Each benchmark runs as its own process (``python -m bench.NAME --out OUT [--quick]``), so memory
 held by one (a million vectors, an index) is gone before the next starts and RSS deltas are its
-own. The scripts write ``OUT/NAME.json`` (their progress goes to ``OUT/logs/NAME.log``); this command then writes ``OUT/report.md`` (tables and
-PNG plots in ``OUT/img/``) and ``OUT/results.json`` (all raw results, machine, versions,
-settings). A failing benchmark is reported as such and does not stop the others.
+own. The scripts write ``OUT/NAME.json`` (their progress goes to ``OUT/logs/NAME.log``); this
+command then writes ``OUT/report.md`` (tables and PNG plots in ``OUT/img/``) and
+``OUT/results.json`` (all raw results, machine, versions, settings). A failing benchmark is
+reported as such and does not stop the others.
 
 The bench/ scripts live in the source tree next to the package (an editable install or a
 checkout), not in the installed wheel.
