@@ -7,12 +7,11 @@ kind ``"summary"`` with the selected ids as ``links``, so the originals stay rea
 
 from __future__ import annotations
 
-import uuid
 from datetime import datetime
 from typing import Iterable
 
 from memnets.llm import LLM
-from memnets.memory.reflection import memory_lines
+from memnets.memory.reflection import derived_memory, memory_lines
 from memnets.records import Memory
 
 SUMMARY_PROMPT = "Summarise the statements below in a few sentences, keeping names, dates and facts."
@@ -41,13 +40,5 @@ def summarise(memories: list[Memory], llm: LLM, *, owner: str, now: datetime, ma
     if not memories:
         raise ValueError("summarise: nothing to summarise (no memory passed the window and importance filter)")
     content = llm.complete(f"{SUMMARY_PROMPT}\n{memory_lines(memories)}", max_new_tokens=max_new_tokens)
-    return Memory(
-        id=f"{owner}/summary-{uuid.uuid4().hex[:12]}",
-        owner=owner,
-        t=now,
-        content=content,
-        importance=max(m.importance for m in memories),
-        kind="summary",
-        links=tuple(m.id for m in memories),
-        metadata={"llm": llm.name, "start": memories[0].t.isoformat(), "end": memories[-1].t.isoformat()},
-    )
+    return derived_memory(owner, "summary", content, memories, now,
+                          {"llm": llm.name, "start": memories[0].t.isoformat(), "end": memories[-1].t.isoformat()})

@@ -23,6 +23,21 @@ def memory_lines(memories: list[Memory]) -> str:
     return "\n".join(f"- {memory.content}" for memory in memories)
 
 
+def derived_memory(owner: str, kind: str, content: str, evidence: list[Memory], now, metadata: dict) -> Memory:
+    """A memory written from others (a reflection, a summary): as important as the most important
+    of its evidence, and linked to all of it."""
+    return Memory(
+        id=f"{owner}/{kind}-{uuid.uuid4().hex[:12]}",
+        owner=owner,
+        t=now,
+        content=content,
+        importance=max(m.importance for m in evidence),
+        kind=kind,
+        links=tuple(m.id for m in evidence),
+        metadata=metadata,
+    )
+
+
 class Reflector:
     """Tracks accumulated importance and writes reflections through an :class:`~memnets.llm.LLM`."""
 
@@ -51,16 +66,8 @@ class Reflector:
         ranked = sorted(self.pending, key=lambda m: -m.importance)[: self.max_evidence]
         evidence = sorted(ranked, key=lambda m: m.t)
         content = self.llm.complete(f"{REFLECTION_PROMPT}\n{memory_lines(evidence)}", max_new_tokens=self.max_new_tokens)
-        reflection = Memory(
-            id=f"{owner}/reflection-{uuid.uuid4().hex[:12]}",
-            owner=owner,
-            t=now,
-            content=content,
-            importance=max(m.importance for m in evidence),
-            kind="reflection",
-            links=tuple(m.id for m in evidence),
-            metadata={"llm": self.llm.name, "accumulated_importance": self.accumulated},
-        )
+        reflection = derived_memory(owner, "reflection", content, evidence, now,
+                                    {"llm": self.llm.name, "accumulated_importance": self.accumulated})
         self.accumulated = 0.0
         self.pending = []
         return reflection
