@@ -53,6 +53,17 @@ def size(n: int) -> str:
     return f"{n // 1_000_000}M" if n >= 1_000_000 and n % 1_000_000 == 0 else f"{n // 1000}k" if n % 1000 == 0 else str(n)
 
 
+def style_axes(ax, xlabel: str, ylabel: str, *, log_y: bool = False, legend_size: int = 7) -> None:
+    """The look every plot shares: log x axis (sizes, k, latency), labels, light grid, small legend."""
+    ax.set_xscale("log")
+    if log_y:
+        ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=legend_size)
+
+
 def save_plot(fig, out: Path, name: str) -> str:
     """Save a figure under out/img/ and return its relative path for the Markdown."""
     (out / IMG_DIR).mkdir(parents=True, exist_ok=True)
@@ -112,13 +123,9 @@ def quality_section(payload: dict, out: Path, targets: list) -> list[str]:
     k_values = [int(m.split("@")[1]) for m in ks]
     for name, rep in reports.items():
         ax.plot(k_values, [100 * rep["overall"][m] for m in ks], marker="o", label=name)
-    ax.set_xscale("log")
+    style_axes(ax, "k", "recall@k (%)")
     ax.set_xticks(k_values, [str(k) for k in k_values])
-    ax.set_xlabel("k")
-    ax.set_ylabel("recall@k (%)")
     ax.set_title(f"LoCoMo {r['split']} split, categories 1-4")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
     lines += ["", f"![recall@k curves]({save_plot(fig, out, 'quality_recall')})"]
     return lines
 
@@ -176,12 +183,7 @@ def search_section(payload: dict, out: Path, targets: list) -> list[str]:
         ax.plot([p[0] for p in points], [p[1] for p in points], marker="o",
                 label=method + (" IVF" if method.endswith("FaissRetriever ") else ""))
     ax.axhline(SEARCH_P50_TARGET_MS, color="grey", linestyle="--", linewidth=0.8, label="5 ms target")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("memories")
-    ax.set_ylabel("p50 latency, batch 1 (ms)")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
+    style_axes(ax, "memories", "p50 latency, batch 1 (ms)", log_y=True)
     lines += ["", f"![search latency]({save_plot(fig, out, 'search_latency')})"]
     if sweeps:
         fig, ax = plt.subplots(figsize=(6.5, 4))
@@ -190,11 +192,7 @@ def search_section(payload: dict, out: Path, targets: list) -> list[str]:
             ax.plot([p["latency"]["p50_ms"] for p in points], [p["recall@10"] for p in points], marker="o",
                     label=f"{key[0].replace('FaissRetriever ', '')} n={size(key[1])}")
         ax.axhline(SEARCH_RECALL_TARGET, color="grey", linestyle="--", linewidth=0.8)
-        ax.set_xscale("log")
-        ax.set_xlabel("p50 latency, batch 1 (ms)")
-        ax.set_ylabel("recall@10 vs exact")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=6)
+        style_axes(ax, "p50 latency, batch 1 (ms)", "recall@10 vs exact", legend_size=6)
         lines += ["", f"![recall against latency]({save_plot(fig, out, 'search_sweep')})"]
     approx = [row for row in main if row["n"] == TARGET_N and "chosen" in row]
     if approx:
@@ -231,12 +229,7 @@ def manager_section(payload: dict, out: Path, targets: list) -> list[str]:
     for key, label in (("observe", "observe"), ("query", "query (recall)"),
                        ("recall_pre_encoded", "recall, pre-encoded query"), ("archive_search", "archive search")):
         ax.plot(ns, [row[key]["p50_ms"] for row in rows], marker="o", label=label)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("archived memories")
-    ax.set_ylabel("p50 ms per call")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
+    style_axes(ax, "archived memories", "p50 ms per call", log_y=True)
     lines += ["", f"![manager cost]({save_plot(fig, out, 'manager')})"]
     by_n = {row["n"]: row for row in rows}
     if 10_000 in by_n and TARGET_N in by_n:

@@ -33,7 +33,7 @@ class Ranker(Protocol):
         """For each query, the conversation's dia_ids ordered best first."""
 
 
-def _check(ranked: Sequence[str], relevant: set[str], k: int) -> None:
+def _check(relevant: set[str], k: int) -> None:
     if k < 1:
         raise ValueError(f"k must be >= 1, got {k}")
     if not relevant:
@@ -42,13 +42,13 @@ def _check(ranked: Sequence[str], relevant: set[str], k: int) -> None:
 
 def recall_at_k(ranked: Sequence[str], relevant: Iterable[str], k: int) -> float:
     relevant = set(relevant)
-    _check(ranked, relevant, k)
+    _check(relevant, k)
     return len(relevant.intersection(ranked[:k])) / len(relevant)
 
 
 def mrr_at_k(ranked: Sequence[str], relevant: Iterable[str], k: int = 10) -> float:
     relevant = set(relevant)
-    _check(ranked, relevant, k)
+    _check(relevant, k)
     for rank, item in enumerate(ranked[:k], start=1):
         if item in relevant:
             return 1.0 / rank
@@ -57,7 +57,7 @@ def mrr_at_k(ranked: Sequence[str], relevant: Iterable[str], k: int = 10) -> flo
 
 def ndcg_at_k(ranked: Sequence[str], relevant: Iterable[str], k: int = 10) -> float:
     relevant = set(relevant)
-    _check(ranked, relevant, k)
+    _check(relevant, k)
     dcg = sum(1.0 / math.log2(rank + 1) for rank, item in enumerate(ranked[:k], start=1) if item in relevant)
     ideal = sum(1.0 / math.log2(rank + 1) for rank in range(1, min(len(relevant), k) + 1))
     return dcg / ideal
