@@ -1,0 +1,31 @@
+"""Memory stores behind one contract: SQLite + FAISS embedded, PostgreSQL + pgvector for many machines."""
+
+from __future__ import annotations
+
+import os
+
+from memnets.store.filters import MemoryFilter
+from memnets.store.protocol import MemoryStore
+
+__all__ = ["MemoryFilter", "MemoryStore", "open_store"]
+
+_POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+
+
+def open_store(location: str | os.PathLike, dim: int | None, *, key: bytes | str | None = None, **options) -> MemoryStore:
+    """Open (or create) the store at ``location``.
+
+    A ``postgresql://`` or ``postgres://`` URL opens a :class:`~memnets.store.postgres.PgVectorStore`
+    (needs the ``pgvector`` extra); anything else is a folder holding an embedded
+    :class:`~memnets.memory.archive.Archive`. ``dim`` may be None to open an existing store with the
+    dim it was created with; ``key`` turns on row encryption; ``options`` go to the store's constructor.
+    """
+    if isinstance(location, str) and location.startswith(_POSTGRES_SCHEMES):
+        from memnets.store.postgres import PgVectorStore  # psycopg is an optional dependency
+
+        return PgVectorStore(location, dim, key=key, **options)
+    if not isinstance(location, (str, os.PathLike)) or not str(location):
+        raise TypeError(f"open_store: location must be a folder path or a postgresql:// URL, got {location!r}")
+    from memnets.memory.archive import Archive  # imported here: the archive imports memnets.store.filters
+
+    return Archive(location, dim, key=key, **options)

@@ -1,0 +1,76 @@
+"""The store contract: what every memory store (embedded SQLite + FAISS, PostgreSQL + pgvector) guarantees.
+
+The manager, :func:`memnets.open` and the framework adapters speak only to this Protocol, and one
+test suite (tests/test_store_contract.py) runs it against every store. The guarantees:
+
+- Owner-scoped: every read and write names an owner; nothing of another owner is ever returned,
+  counted or changed. Ids are unique per owner, not globally.
+- Filtered before ranking: ``search`` ranks only the memories that pass the filter (and are not
+  superseded), so it returns ``min(k, matching)`` results; never fewer because of the filter.
+- Deletion is final: a deleted memory (and every older version of it) is gone for every
+  connection and process once ``delete`` returns; no index or cache brings it back.
+- Crash-safe: when ``upsert`` returns, the write survives a killed process.
+- Versions: a row whose ``superseded_by`` is set is an older version of the memory with that id;
+  ``get``/``vectors`` return it by its own id, ``history`` lists them, and ``search``,
+  ``list_memories`` and ``count`` skip it.
+- Bad input raises ValueError/TypeError (InvalidMemoryError for records and vectors) naming the
+  argument, and writes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from memnets.records import Memory
+from memnets.store.filters import MemoryFilter
+
+
+@runtime_checkable
+class MemoryStore(Protocol):
+    """A persistent, owner-scoped store of memories and their unit vectors (inner-product search)."""
+
+    dim: int
+
+    def upsert(self, memories: Sequence[Memory], vectors) -> None:
+        """Store memories with their vectors [N, dim] in one transaction; an existing (owner, id) is replaced."""
+
+    def search(self, vector, k: int, owner: str, *, filters: MemoryFilter | None = None) -> list[tuple[Memory, float]]:
+        """The owner's k best current memories passing ``filters`` by inner product, best first."""
+
+    def get(self, ids: Iterable[str], owner: str) -> list[Memory]:
+        """The owner's memories with exactly these ids (superseded ones included), in the order asked."""
+
+    def vectors(self, ids: Iterable[str], owner: str) -> np.ndarray:
+        """The stored vectors [N, dim] of these ids (all must exist: KeyError otherwise)."""
+
+    def list_memories(self, owner: str, *, limit: int | None = None, offset: int = 0,
+                      filters: MemoryFilter | None = None) -> list[Memory]:
+        """The owner's current memories passing ``filters``, ordered by (t, id), paged by offset/limit."""
+
+    def count(self, owner: str) -> int:
+        """How many current (not superseded) memories the owner has."""
+
+    def touch(self, ids: Iterable[str], owner: str, when: datetime) -> int:
+        """Set last_access of these memories; returns how many were updated."""
+
+    def delete(self, ids: Iterable[str], owner: str) -> int:
+        """Delete these memories and every row superseded by them; returns how many rows went."""
+
+    def delete_owner(self, owner: str) -> int:
+        """Delete everything of an owner; returns how many rows went."""
+
+    def purge_older_than(self, cutoff: datetime, owner: str | None = None) -> int:
+        """Delete memories with t < cutoff (of one owner or all) with their older versions; returns how many."""
+
+    def owners(self) -> list[str]:
+        """Every owner that has at least one memory, sorted."""
+
+    def history(self, id: str, owner: str) -> list[Memory]:
+        """The older versions of memory ``id`` (rows with superseded_by == id), oldest first."""
+
+    def close(self) -> None:
+        """Release connections and files; safe to call twice."""
