@@ -2,7 +2,7 @@
 Agents' heuristic scorer), the trained encoder and the pack's learned scorer.
 
 Rankers come from `memnets eval retrieval`'s registry (memnets.commands.evaluate.RANKERS), metrics
-from memnets.evaluate.evaluate_retriever (LoCoMo rule, categories 1-4). A row whose artefact
+from memnets.evaluation.retrieval.evaluate_retriever (LoCoMo rule, categories 1-4). A row whose artefact
 (checkpoint folder, pack) does not exist is skipped with a note, not failed.
 """
 
@@ -30,7 +30,7 @@ def run(split: str = "test", rows=ROWS, root: Path = REPO_ROOT) -> tuple[dict, l
     from memnets.commands.evaluate import RANKERS
     from memnets.data.config import load_data_config
     from memnets.data.locomo import load_locomo
-    from memnets.evaluate import evaluate_retriever
+    from memnets.evaluation.retrieval import evaluate_retriever
 
     config = load_data_config()
     conversations = load_locomo(config.path, config.splits[split])

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from memnets.cli import main as cli_main
-from memnets.commands.replay import CachedEncoder, summarise
+from memnets.evaluation.replay import CachedEncoder, summarise
 
 
 def run(tmp_path, tiny_locomo_path, tiny_model_dir, *extra):
@@ -90,7 +90,7 @@ def test_bad_arguments_are_named(tmp_path, tiny_locomo_path, capsys):
 
 
 def test_question_schedule_by_hand(tiny_locomo_path):
-    from memnets.commands.replay import question_schedule
+    from memnets.evaluation.replay import question_schedule
     from memnets.data.locomo import load_locomo
 
     conversation = load_locomo(tiny_locomo_path, sample_ids=["tiny-1"])[0]

@@ -1,9 +1,14 @@
-"""`memnets eval retrieval`: recall@k (LoCoMo rule), MRR@10 and nDCG@10 of one or more
+"""`memnets eval retrieval` and `memnets eval heads`.
+
+`memnets eval retrieval`: recall@k (LoCoMo rule), MRR@10 and nDCG@10 of one or more
 retrievers on a split, side by side, as a table and as JSON.
 
 Retrievers are given as specs `[NAME=]KIND[:PATH]`, for example
 `bm25`, `dense` (the bundled all-MiniLM-L6-v2), `trained=dense:checkpoints/encoder/best`,
 `heuristic` (Generative Agents' score on the backbone), `learned:checkpoints/pack` (a pack's LearnedScorer).
+
+`memnets eval heads`: the importance and recall-gate heads against their baselines on a split
+(:mod:`memnets.evaluation.heads`), as Markdown tables and as JSON.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from rich.table import Table
 from memnets.console import print_table
 from memnets.data.config import load_data_config
 from memnets.data.locomo import load_locomo
-from memnets.evaluate import CATEGORY_NAMES, DEFAULT_KS, RetrievalReport, evaluate_retriever
+from memnets.evaluation.retrieval import CATEGORY_NAMES, DEFAULT_KS, RetrievalReport, evaluate_retriever
 
 
 def _bm25(path: str | None):
@@ -124,5 +129,36 @@ def retrieval_main(argv: list[str]) -> int:
         payload = {"split": args.split, "conversations": list(config.splits[args.split]), "categories": list(categories),
                    "reports": [report.to_dict(with_questions=True) for report in reports]}
         Path(args.json).write_text(json.dumps(payload, indent=2))
+        print(f"wrote {args.json}")
+    return 0
+
+
+HEAD_COLUMNS = {
+    "importance": ["auroc", "ap", "f1", "ece", "threshold"],
+    "gate": ["auroc", "ap", "f1", "recall", "searches_saved", "threshold"],
+}
+
+
+def heads_main(argv: list[str]) -> int:
+    from memnets.evaluation.heads import evaluate_heads, format_table
+
+    parser = argparse.ArgumentParser(prog="memnets eval heads", description="importance and recall-gate heads against their baselines on a split")
+    parser.add_argument("--encoder", default=None, help="frozen encoder folder the heads were trained on (default: the untrained backbone)")
+    parser.add_argument("--importance", default=None, help="saved ImportanceHead folder")
+    parser.add_argument("--gate", default=None, help="saved RecallGateHead folder")
+    parser.add_argument("--split", default="test", choices=("validation", "test"))
+    parser.add_argument("--data-config", default=None, help="data YAML (default: the bundled LoCoMo config)")
+    parser.add_argument("--json", default=None, help="also write the results to this JSON file")
+    args = parser.parse_args(argv)
+    if args.importance is None and args.gate is None:
+        parser.error("give --importance and/or --gate")
+    result = evaluate_heads(args.encoder, args.importance, args.gate, args.split, args.data_config, progress=True)
+    for task, columns in HEAD_COLUMNS.items():
+        if task in result:
+            title = f"{task} on {args.split} (positives {result[f'{task}_positives']:.3f})"
+            print(format_table(title, result[task], columns) + "\n")
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(result, indent=2))
         print(f"wrote {args.json}")
     return 0

@@ -1,205 +1,26 @@
 """`memnets replay`: stream a LoCoMo conversation through the memory manager, then ask its questions.
 
-Every turn of the conversation enters the manager in order (observe: context overflow RETAINs into
-working memory, working overflow BURYs into the archive). Then each question (categories 1-4 by
-default; after the whole conversation, or with ``--ask after-evidence`` DELAY turns after its last
-evidence turn) is put to ``MemoryManager.context_for``: the recall gate decides whether to search the
-archive, and the best memories of working memory join the context. Measured per question: which
-share of its evidence turns is in what the LLM would see (context messages + memories brought to
-it), and whether an archive search was made.
-
-Rows: the heuristic manager (untrained backbone, heuristic importance, gate and scorer), and with
-``--pack`` the trained one; ``--reference`` adds, for each, the two fixed gates (always / never
-search) that bound the searches-versus-recall trade-off. The settings (context budget in tokens,
-far below the conversation's length; working capacity; k) are printed and saved with the results.
+Every turn enters the manager in order; then each question (categories 1-4 by default; after the
+whole conversation, or with ``--ask after-evidence`` DELAY turns after its last evidence turn) is put
+to ``MemoryManager.context_for``. Measured per question: which share of its evidence turns is in what
+the LLM would see, and whether an archive search was made. Rows: the heuristic manager, with
+``--pack`` the trained one; ``--reference`` adds the always/never-search gates. The experiment is
+:func:`memnets.evaluation.replay.replay`; this command parses, calls it, prints and writes its JSON.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import tempfile
-import time
-from dataclasses import dataclass
-from datetime import timedelta
 from pathlib import Path
 
-import numpy as np
 from rich.table import Table
-from tqdm.auto import tqdm
 
 from memnets.console import print_table
-from memnets.data.locomo import DEFAULT_LOCOMO_PATH, Conversation, LocomoFormatError, load_locomo, memory_id
-from memnets.memory.events import Move
-from memnets.memory.signals import FixedGate, HeuristicGate
+from memnets.data.locomo import DEFAULT_LOCOMO_PATH, LocomoFormatError, load_locomo
+from memnets.evaluation.replay import replay
 
 DEFAULT_OUTPUT_DIR = Path("checkpoints") / "replay"
-
-
-class CachedEncoder:
-    """An encoder that remembers what it embedded, so several replays of one conversation encode it once.
-
-    Exposes what the manager uses (``dim``, ``tokenizer``, ``encode``); results equal the wrapped
-    encoder's, looked up by (kind, text).
-    """
-
-    def __init__(self, encoder):
-        self.encoder = encoder
-        self.dim = encoder.dim
-        self.tokenizer = encoder.tokenizer
-        self.cache: dict[tuple[str, str], np.ndarray] = {}
-
-    def encode(self, texts, kind: str = "memory", **kwargs):
-        import torch
-
-        missing = list(dict.fromkeys(t for t in texts if (kind, t) not in self.cache))
-        if missing:
-            for text, vector in zip(missing, self.encoder.encode(missing, kind=kind, **kwargs).numpy()):
-                self.cache[(kind, text)] = vector
-        return torch.from_numpy(np.stack([self.cache[(kind, t)] for t in texts])) if texts else torch.empty(0, self.dim)
-
-    def prefill(self, texts, kind: str) -> None:
-        """Embed many texts in large batches up front (far faster than one by one during the stream)."""
-        self.encode(list(texts), kind=kind, progress=True)
-
-
-@dataclass
-class Setup:
-    """One row: a name, the manager's components, and which gate it uses."""
-
-    name: str
-    components: dict
-    gate_name: str
-
-
-def replay_conversation(conversation: Conversation, setup: Setup, settings: dict, categories: set[int]) -> dict:
-    """Stream the conversation through a fresh manager (temporary archive) and score its questions."""
-    from memnets.memory.archive import Archive
-    from memnets.memory.manager import MemoryManager
-
-    components = dict(setup.components)
-    encoder = components.pop("encoder")
-    started = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="memnets-replay-") as folder:
-        archive = Archive(folder, encoder.dim)
-        manager = MemoryManager(
-            encoder,
-            archive,
-            owner=conversation.sample_id,
-            context_budget=settings["context_budget"],
-            working_capacity=settings["working_capacity"],
-            k=settings["k"],
-            batch_size=settings["batch_size"],
-            mmr_lambda=settings["mmr_lambda"],
-            resume=False,
-            state_path=Path(folder) / "state.json",
-            events=events_path(settings, setup),
-            owns_archive=True,
-            **components,
-        )
-        items = [q for q in conversation.qa if q.category in categories and q.evidence]
-        schedule = question_schedule(conversation, items, settings["ask"], settings["delay"])
-        questions = []
-        for position, turn in enumerate(tqdm(conversation.turns, desc=f"{setup.name}: turns", unit="turn", leave=False)):
-            manager.observe(turn.content, t=turn.t, id=memory_id(conversation.sample_id, turn.dia_id), speaker=turn.speaker)
-            for item in schedule.get(position, []):
-                questions.append(ask(manager, conversation, item, turn.t + timedelta(minutes=1)))
-        manager.flush()
-        stream_seconds = time.perf_counter() - started
-        now = conversation.turns[-1].t + timedelta(hours=1)
-        for item in tqdm(schedule.get(None, []), desc=f"{setup.name}: questions", unit="q", leave=False):
-            questions.append(ask(manager, conversation, item, now))
-        moves = {move.value: manager.events.count(move) for move in (Move.RETAIN, Move.BURY, Move.RECALL, Move.SEARCH, Move.WRITE)}
-        archive_size = manager.archive.count(conversation.sample_id)
-        manager.close()
-    return {
-        "name": setup.name,
-        "gate": setup.gate_name,
-        **summarise(questions),
-        "by_category": {str(c): summarise([q for q in questions if q["category"] == c]) for c in sorted(categories)},
-        "moves": moves,
-        "archive_size": archive_size,
-        "seconds": {"stream": round(stream_seconds, 2), "total": round(time.perf_counter() - started, 2)},
-        "per_question": questions,
-    }
-
-
-def events_path(settings: dict, setup: Setup) -> Path | None:
-    """Where a row's event log goes (``--events DIR``), or None to keep it in memory only."""
-    if not settings.get("events"):
-        return None
-    name = "".join(c if c.isalnum() or c in "-_." else "_" for c in f"{setup.name}-{setup.gate_name}")
-    path = Path(settings["events"]) / f"events-{settings['conversation']}-{name}.jsonl"
-    path.unlink(missing_ok=True)
-    return path
-
-
-def question_schedule(conversation: Conversation, items, mode: str, delay: int) -> dict:
-    """When each question is asked: key None = after the whole conversation ("end"), else the turn
-    position after which it is asked ("after-evidence": ``delay`` turns after its last evidence turn,
-    at the latest after the last turn)."""
-    if mode == "end":
-        return {None: list(items)}
-    if mode != "after-evidence":
-        raise ValueError(f"ask mode must be 'end' or 'after-evidence', got {mode!r}")
-    if delay < 0:
-        raise ValueError(f"delay must be a non-negative number of turns, got {delay}")
-    schedule: dict = {}
-    last = len(conversation.turns) - 1
-    for item in items:
-        position = min(max(conversation.turn_index[d] for d in item.evidence) + delay, last)
-        schedule.setdefault(position, []).append(item)
-    return schedule
-
-
-def ask(manager, conversation: Conversation, item, now) -> dict:
-    """Put one question to the manager and record where its evidence was and what came into view."""
-    evidence = {memory_id(conversation.sample_id, d) for d in item.evidence}
-    in_context_before = evidence & set(manager.context.ids())
-    in_working_before = evidence & set(manager.working.ids())
-    view = manager.context_for(item.question, now=now)
-    seen = evidence & set(view.ids())
-    return {
-        "index": item.index,
-        "category": item.category,
-        "evidence": sorted(evidence),
-        "searched": view.recalled,
-        "gate_score": view.gate_score,
-        "needed": len(in_context_before) < len(evidence),
-        "archive_only": len(evidence - in_context_before - in_working_before),
-        "in_context_before": len(in_context_before),
-        "in_working_before": len(in_working_before),
-        "in_view": sorted(seen),
-        "recall": len(seen) / len(evidence),
-    }
-
-
-def summarise(questions: list[dict]) -> dict:
-    """Mean evidence recall in view, share with all evidence in view, searches made, and the gate's
-    agreement with its label ("needed": some evidence is not in the context, as the gate was trained);
-    ``evidence_archive_only``: the mean share of evidence that was in neither context nor working memory."""
-    n = len(questions)
-    if not n:
-        return {"questions": 0}
-    searched = [q["searched"] for q in questions]
-    needed = [q["needed"] for q in questions]
-    return {
-        "questions": n,
-        "evidence_recall": float(np.mean([q["recall"] for q in questions])),
-        "all_evidence": float(np.mean([q["recall"] == 1.0 for q in questions])),
-        "searches": int(sum(searched)),
-        "search_rate": float(np.mean(searched)),
-        "needed": int(sum(needed)),
-        "evidence_archive_only": float(np.mean([q["archive_only"] / len(q["evidence"]) for q in questions])),
-        "gate_agreement": float(np.mean([s == d for s, d in zip(searched, needed)])),
-        "recall_without_search": float(np.mean([q["recall"] for q in questions if not q["searched"]]))
-        if not all(searched)
-        else None,
-    }
-
-
-def conversation_tokens(conversation: Conversation, tokenizer) -> int:
-    return sum(len(tokenizer(turn.content, add_special_tokens=False)["input_ids"]) for turn in conversation.turns)
 
 
 def results_table(rows: list[dict], settings: dict) -> Table:
@@ -229,39 +50,6 @@ def results_table(rows: list[dict], settings: dict) -> Table:
             f"{row['seconds']['total']:.0f}",
         )
     return table
-
-
-def build_setups(args) -> list[Setup]:
-    """The heuristic manager, the pack's (if any), and with --reference their always/never variants."""
-    from memnets.memory.manager import pack_components
-    from memnets.memory.signals import HeuristicImportance
-    from memnets.nn.encoder import DEFAULT_BACKBONE, MemoryEncoder
-    from memnets.scoring import HeuristicScorer
-
-    bases = []
-    if not args.no_heuristic:
-        heuristic = {
-            "encoder": CachedEncoder(MemoryEncoder.from_pretrained(args.encoder or DEFAULT_BACKBONE)),
-            "importance": HeuristicImportance(),
-            "gate": HeuristicGate(args.gate_threshold),
-            "scorer": HeuristicScorer(),
-        }
-        bases.append(("heuristic", heuristic))
-    if args.pack:
-        from memnets.pack import load_pack
-
-        trained = {"importance": HeuristicImportance(), "gate": HeuristicGate(args.gate_threshold), "scorer": HeuristicScorer()}
-        trained.update(pack_components(load_pack(args.pack)))
-        trained["encoder"] = CachedEncoder(trained["encoder"])
-        bases.append((f"pack:{Path(args.pack).name}", trained))
-    setups = []
-    for name, components in bases:
-        setups.append(Setup(name, components, components["gate"].name))
-        if args.reference:
-            for recall in (True, False):
-                gate = FixedGate(recall)
-                setups.append(Setup(name, {**components, "gate": gate}, gate.name))
-    return setups
 
 
 def main(argv: list[str]) -> int:
@@ -299,33 +87,27 @@ def main(argv: list[str]) -> int:
         conversation = load_locomo(args.data, sample_ids=[args.conversation])[0]
     except (FileNotFoundError, LocomoFormatError) as error:
         parser.error(f"--conversation {args.conversation} / --data {args.data}: {error}")
-    setups = build_setups(args)
-    settings = {
-        "conversation": conversation.sample_id,
-        "data": str(args.data),
-        "turns": len(conversation.turns),
-        "questions": sum(1 for q in conversation.qa if q.category in categories and q.evidence),
-        "categories": sorted(categories),
-        "conversation_tokens": conversation_tokens(conversation, setups[0].components["encoder"].tokenizer),
-        "context_budget": args.context_budget,
-        "working_capacity": args.working_capacity,
-        "k": args.k,
-        "ask": args.ask,
-        "delay": args.delay,
-        "batch_size": args.batch_size,
-        "mmr_lambda": args.mmr_lambda,
-        "heuristic_gate_threshold": args.gate_threshold,
-        "pack": str(args.pack) if args.pack else None,
-        "events": str(args.events) if args.events else None,
-        "encoder": args.encoder or "untrained backbone (all-MiniLM-L6-v2)",
-    }
-    for encoder in {id(s.components["encoder"]): s.components["encoder"] for s in setups}.values():
-        encoder.prefill([turn.content for turn in conversation.turns], "memory")
-        encoder.prefill([q.question for q in conversation.qa if q.category in categories], "query")
-    rows = [replay_conversation(conversation, setup, settings, categories) for setup in setups]
-    print_table(results_table(rows, settings))
+    result = replay(
+        conversation,
+        encoder=args.encoder,
+        pack=args.pack,
+        heuristic=not args.no_heuristic,
+        reference=args.reference,
+        categories=categories,
+        context_budget=args.context_budget,
+        working_capacity=args.working_capacity,
+        k=args.k,
+        batch_size=args.batch_size,
+        mmr_lambda=args.mmr_lambda,
+        gate_threshold=args.gate_threshold,
+        ask=args.ask,
+        delay=args.delay,
+        events=args.events,
+        data=args.data,
+    )
+    print_table(results_table(result["rows"], result["settings"]))
     output = args.output or DEFAULT_OUTPUT_DIR / f"replay-{conversation.sample_id}.json"
     output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(json.dumps({"settings": settings, "rows": rows}, indent=2) + "\n")
+    output.write_text(json.dumps(result, indent=2) + "\n")
     print(f"wrote {output}")
     return 0

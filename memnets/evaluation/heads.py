@@ -11,13 +11,12 @@ only scored. Embeddings come from the same frozen encoder and the same on-disk c
   mean-pooled ``[q, c, q*c, |q-c|]``; AUROC, AP, F1, recall of needed recalls and the share of
   archive searches saved at the validation threshold that keeps >= 95% of needed recalls.
 
-Run ``memnets eval heads --encoder DIR --importance DIR --gate DIR [--split test]``.
+Run by ``memnets eval heads --encoder DIR --importance DIR --gate DIR [--split test]``.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
+import logging
 from collections.abc import Callable
 
 import numpy as np
@@ -29,6 +28,8 @@ from sklearn.preprocessing import StandardScaler
 
 from memnets.lit.heads import GateDataModule, ImportanceDataModule, gate_probabilities, importance_probabilities
 from memnets.nn.heads import ImportanceScorer, RecallGate, threshold_at_recall, threshold_max_f1
+
+logger = logging.getLogger(__name__)
 
 LOGREG_C_GRID = (0.01, 0.1, 1.0, 10.0)
 
@@ -164,18 +165,19 @@ def evaluate_heads(
     split: str = "test",
     data_config: str | None = None,
     progress: bool = False,
-    print_tables: bool = True,
 ) -> dict:
-    """Evaluate saved heads (either may be ``None`` to skip it) on ``split``: ``{"importance": rows, "gate": rows}``.
+    """Evaluate saved heads (either may be ``None`` to skip it) on ``split``.
 
-    The heads must have been trained on ``encoder_dir`` (checked against the checksum they store).
+    Returns ``{"split", "encoder", "importance": rows, "gate": rows}`` (a task only when its head was
+    given) and, per task, ``"<task>_positives"``: the share of positives on ``split``. The heads must
+    have been trained on ``encoder_dir`` (checked against the checksum they store).
     """
     result: dict = {"split": split, "encoder": encoder_dir or "default backbone"}
     jobs = [
-        ("importance", importance_dir, ImportanceScorer, ImportanceDataModule, importance_report, ["auroc", "ap", "f1", "ece", "threshold"]),
-        ("gate", gate_dir, RecallGate, GateDataModule, gate_report, ["auroc", "ap", "f1", "recall", "searches_saved", "threshold"]),
+        ("importance", importance_dir, ImportanceScorer, ImportanceDataModule, importance_report),
+        ("gate", gate_dir, RecallGate, GateDataModule, gate_report),
     ]
-    for task, directory, head_class, datamodule_class, report, columns in jobs:
+    for task, directory, head_class, datamodule_class, report in jobs:
         if directory is None:
             continue
         head = head_class.load(directory)
@@ -186,25 +188,6 @@ def evaluate_heads(
             raise ValueError(f"the {task} head in {directory} was trained on another encoder than {encoder_dir or 'the default backbone'}")
         rows = report(datamodule, head, split)
         result[task] = rows
-        if print_tables:
-            base = float(datamodule.splits[split]["labels"].mean())
-            print(format_table(f"{task} on {split} (positives {base:.3f})", rows, columns) + "\n")
+        result[f"{task}_positives"] = float(datamodule.splits[split]["labels"].mean())
+        logger.info("%s head on %s: %s", task, split, {name: round(row["auroc"], 3) for name, row in rows.items()})
     return result
-
-
-def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="memnets eval heads", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--encoder", default=None, help="frozen encoder folder the heads were trained on (default: the untrained backbone)")
-    parser.add_argument("--importance", default=None, help="saved ImportanceScorer folder")
-    parser.add_argument("--gate", default=None, help="saved RecallGate folder")
-    parser.add_argument("--split", default="test", choices=("validation", "test"))
-    parser.add_argument("--data-config", default=None, help="data YAML (default configs/data/locomo.yaml)")
-    parser.add_argument("--json", default=None, help="also write the results to this JSON file")
-    args = parser.parse_args(argv)
-    if args.importance is None and args.gate is None:
-        parser.error("give --importance and/or --gate")
-    result = evaluate_heads(args.encoder, args.importance, args.gate, args.split, args.data_config, progress=True)
-    if args.json:
-        with open(args.json, "w") as handle:
-            json.dump(result, handle, indent=2)
-    return 0
