@@ -1,0 +1,9 @@
+"""Evaluation of the trained parts, one module per question asked of them.
+
+- :mod:`memnets.evaluation.retrieval`: recall@k (LoCoMo rule), MRR@10 and nDCG@10 of a ranker;
+- :mod:`memnets.evaluation.heads`: the importance and recall-gate heads against their baselines;
+- :mod:`memnets.evaluation.replay`: a conversation streamed through the memory manager, its
+  questions asked at the end or after their evidence.
+
+Library code: results are returned (and logged), never printed; the commands print them.
+"""
