@@ -1,0 +1,30 @@
+"""One rule for time: every datetime inside memnets is timezone-aware UTC.
+
+A naive datetime (no ``tzinfo``) is read as UTC, on every path: records, stores, scorers, the
+manager and the API all pass what they are given through :func:`as_utc`. An aware datetime in
+another zone keeps its instant and is converted to UTC. Where a time may be omitted (``t=``,
+``now=``), it defaults to :func:`now`.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+
+def as_utc(moment: datetime, name: str = "time") -> datetime:
+    """``moment`` as an aware UTC datetime (naive ones are read as UTC); TypeError naming ``name`` otherwise."""
+    if not isinstance(moment, datetime):
+        raise TypeError(f"{name} must be a datetime, got {type(moment).__name__} {moment!r:.40}")
+    if moment.tzinfo is None:
+        return moment.replace(tzinfo=timezone.utc)
+    return moment.astimezone(timezone.utc)
+
+
+def now() -> datetime:
+    """The current time, aware UTC."""
+    return datetime.now(timezone.utc)
+
+
+def as_utc_or_now(moment: datetime | None, name: str = "time") -> datetime:
+    """:func:`as_utc` of ``moment``, or the current time when it is None."""
+    return now() if moment is None else as_utc(moment, name)
