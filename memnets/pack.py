@@ -8,8 +8,8 @@ Layout (format version 1)::
       encoder/              the MemoryEncoder in Hugging Face format (model.safetensors) with the
                             sentence-transformers files, loadable by transformers and by
                             SentenceTransformer(pack/"encoder")
-      importance/           ImportanceScorer.save(dir): safetensors + JSON config   (optional)
-      gate/                 RecallGate.save(dir): safetensors + JSON config          (optional)
+      importance/           ImportanceHead.save(dir): safetensors + JSON config   (optional)
+      gate/                 RecallGateHead.save(dir): safetensors + JSON config          (optional)
       scorer_weights.json   the LearnedScorer's fitted weights                      (optional)
       thresholds.json       decision thresholds of the heads ({"importance": p, "gate": p})
 
@@ -37,7 +37,7 @@ FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
 ENCODER_DIR, IMPORTANCE_DIR, GATE_DIR = "encoder", "importance", "gate"
 SCORER_WEIGHTS, THRESHOLDS = "scorer_weights.json", "thresholds.json"
-HEADS = {"importance": (IMPORTANCE_DIR, "ImportanceScorer"), "gate": (GATE_DIR, "RecallGate")}
+HEADS = {"importance": (IMPORTANCE_DIR, "ImportanceHead"), "gate": (GATE_DIR, "RecallGateHead")}
 # suffixes of formats that unpickle (or may) on load; a pack never holds them
 PICKLE_SUFFIXES = {".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt", ".joblib", ".npy", ".npz"}
 
@@ -81,8 +81,8 @@ class Pack:
     path: Path
     manifest: dict
     encoder: object  # MemoryEncoder
-    importance: object | None = None  # ImportanceScorer
-    gate: object | None = None  # RecallGate
+    importance: object | None = None  # ImportanceHead
+    gate: object | None = None  # RecallGateHead
     scorer_weights: ScorerWeights | None = None
     thresholds: dict = field(default_factory=dict)
 
@@ -159,7 +159,7 @@ def export_pack(
     Args:
         out: the pack folder to create (refused if it exists, unless ``overwrite``).
         encoder: a MemoryEncoder, or a folder written by ``MemoryEncoder.save_pretrained``.
-        importance, gate: an ImportanceScorer / RecallGate, or a folder written by its ``save``;
+        importance, gate: an ImportanceHead / RecallGateHead, or a folder written by its ``save``;
             either may be None (a pack may hold only an encoder).
         scorer_weights: ScorerWeights or a JSON file of them; None = no fitted weights.
         thresholds: decision thresholds; defaults to the heads' ``threshold`` attributes.

@@ -185,7 +185,7 @@ class WeightedScorer:
         encoder: anything with ``encode(texts, kind="query"|"memory")`` returning [N, d] vectors
             (a MemoryEncoder); needed unless every call passes query_vector and memory_vectors.
         weights: the feature weights, decay and normalisation.
-        importance_head: an ImportanceScorer (``predict_proba(embeddings) -> [N]``) that replaces
+        importance_head: an ImportanceHead (``predict_proba(embeddings) -> [N]``) that replaces
             the stored importance of the memories; None uses ``Memory.importance``.
     """
 

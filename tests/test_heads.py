@@ -1,4 +1,4 @@
-"""Importance scorer and recall gate: labels from the fixture reach the heads, real Lightning fits
+"""Importance and recall-gate heads: labels from the fixture reach the heads, real Lightning fits
 separate the classes, save/load round trips, thresholds follow their rules, masking is exact.
 
 Embeddings come from the tiny random encoder (``tiny_model_dir``), never the real backbone.
@@ -17,7 +17,7 @@ from sklearn.metrics import roc_auc_score
 from memnets.lit.heads import GateDataModule, GateModule, ImportanceDataModule, ImportanceModule, gate_probabilities
 from memnets.nn.embedding_cache import embed_texts
 from memnets.nn.encoder import MemoryEncoder
-from memnets.nn.heads import ImportanceScorer, RecallGate, threshold_at_recall, threshold_max_f1
+from memnets.nn.heads import ImportanceHead, RecallGateHead, threshold_at_recall, threshold_max_f1
 
 # conv tiny-1, in turn order: cited by some QA item = D1:1, D1:3, D1:4, D2:1, D2:2, D2:3; not: D1:2, D2:4
 TINY1_IDS = ["D1:1", "D1:2", "D1:3", "D1:4", "D2:1", "D2:2", "D2:3", "D2:4"]
@@ -116,7 +116,7 @@ def test_importance_fit_separates_classes_and_chooses_threshold_by_max_f1(import
     saved = json.loads((tmp_path / "imp" / "config.json").read_text())
     assert saved["metadata"]["encoder"]["checksum"] == importance_data.encoder_checksum
     assert saved["threshold"] == pytest.approx(head.threshold)
-    loaded = ImportanceScorer.load(tmp_path / "imp")
+    loaded = ImportanceHead.load(tmp_path / "imp")
     np.testing.assert_array_equal(loaded.predict_proba(train["embeddings"], texts=importance_data.texts["train"]), p)
 
 
@@ -130,30 +130,30 @@ def test_gate_fit_separates_classes_and_keeps_95_percent_recall_on_validation(ga
     p_val = gate_probabilities(head, gate_data, "validation")
     assert head.threshold == pytest.approx(threshold_at_recall(val_labels, p_val, 0.95))
     assert (p_val[val_labels == 1] >= head.threshold).mean() >= 0.95
-    loaded = RecallGate.load(tmp_path / "gate")
+    loaded = RecallGateHead.load(tmp_path / "gate")
     np.testing.assert_array_equal(gate_probabilities(loaded, gate_data, "train"), p)
 
 
 # --------------------------------------------------------------------------------- the nn parts
 def test_save_load_round_trip_is_exact_and_never_pickles(tmp_path):
     torch.manual_seed(0)
-    gate = RecallGate(16, hidden_dims=(8,), attention_dim=4, threshold=0.3, logit_offset=-0.5, metadata={"encoder": {"checksum": "x"}})
+    gate = RecallGateHead(16, hidden_dims=(8,), attention_dim=4, threshold=0.3, logit_offset=-0.5, metadata={"encoder": {"checksum": "x"}})
     q, c = torch.nn.functional.normalize(torch.randn(5, 16), dim=-1), torch.nn.functional.normalize(torch.randn(5, 7, 16), dim=-1)
     mask = torch.rand(5, 7) > 0.3
     gate.save(tmp_path / "g")
-    loaded = RecallGate.load(tmp_path / "g")
+    loaded = RecallGateHead.load(tmp_path / "g")
     np.testing.assert_array_equal(loaded.predict_proba(q, c, mask), gate.predict_proba(q, c, mask))
     assert (loaded.threshold, loaded.logit_offset, loaded.metadata) == (0.3, -0.5, {"encoder": {"checksum": "x"}})
     assert sorted(p.name for p in (tmp_path / "g").iterdir()) == ["config.json", "model.safetensors"]
     with pytest.raises(ValueError, match="'gate' head, not a 'importance' head"):
-        ImportanceScorer.load(tmp_path / "g")
+        ImportanceHead.load(tmp_path / "g")
     with pytest.raises(ValueError, match="dim 3"):
-        ImportanceScorer(16).predict_proba(np.zeros((2, 3)))
+        ImportanceHead(16).predict_proba(np.zeros((2, 3)))
 
 
 def test_gate_ignores_padded_slots_and_matches_a_plain_similarity_summary():
     torch.manual_seed(1)
-    gate = RecallGate(16, hidden_dims=(8,), attention_dim=4, top_k=3, temperatures=(0.1,)).eval()
+    gate = RecallGateHead(16, hidden_dims=(8,), attention_dim=4, top_k=3, temperatures=(0.1,)).eval()
     q = torch.nn.functional.normalize(torch.randn(1, 16), dim=-1)
     turns = torch.nn.functional.normalize(torch.randn(1, 4, 16), dim=-1)
     padded = torch.cat([turns, torch.randn(1, 6, 16)], dim=1)
@@ -189,7 +189,7 @@ def test_text_features_are_part_of_the_importance_api():
     assert features.shape == (2, len(TEXT_FEATURES))
     assert features[0, TEXT_FEATURES.index("digit")] == 1 and features[1, TEXT_FEATURES.index("question")] == 1
     assert features[0, 0] > features[1, 0]  # longer text
-    scorer = ImportanceScorer(8, hidden_dims=(4,), use_text_features=True)
+    head = ImportanceHead(8, hidden_dims=(4,), use_text_features=True)
     with pytest.raises(ValueError, match="texts="):
-        scorer.predict_proba(np.zeros((2, 8)))
-    assert scorer.predict_proba(np.zeros((2, 8)), texts=["Ann: a", "Bob: b"]).shape == (2,)
+        head.predict_proba(np.zeros((2, 8)))
+    assert head.predict_proba(np.zeros((2, 8)), texts=["Ann: a", "Bob: b"]).shape == (2,)

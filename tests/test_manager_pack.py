@@ -3,7 +3,7 @@ heuristics (tiny encoder and small random heads; thresholds set so decisions are
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 
 import numpy as np
 import pytest
@@ -13,7 +13,7 @@ from memnets.memory.manager import MemoryManager
 from memnets.memory.signals import FixedGate, HeadGate, HeadImportance
 from memnets.scoring import LearnedScorer, ScorerWeights
 
-T0 = datetime(2023, 5, 8, 13, 0)
+T0 = datetime(2023, 5, 8, 13, 0, tzinfo=timezone.utc)
 
 
 @pytest.fixture(scope="module")
@@ -26,12 +26,12 @@ def encoder(tiny_model_dir):
 def make_pack(encoder, folder, gate_threshold: float):
     import torch
 
-    from memnets.nn.heads import ImportanceScorer, RecallGate
+    from memnets.nn.heads import ImportanceHead, RecallGateHead
     from memnets.pack import export_pack
 
     torch.manual_seed(0)
-    importance = ImportanceScorer(encoder.dim, hidden_dims=(8,))
-    gate = RecallGate(encoder.dim, hidden_dims=(8,), attention_dim=4, threshold=gate_threshold)
+    importance = ImportanceHead(encoder.dim, hidden_dims=(8,))
+    gate = RecallGateHead(encoder.dim, hidden_dims=(8,), attention_dim=4, threshold=gate_threshold)
     weights = ScorerWeights(recency=0.1, relevance=2.0, importance=0.5)
     return export_pack(folder, encoder, importance=importance, gate=gate, scorer_weights=weights,
                        thresholds={"importance": 0.3, "gate": gate_threshold})

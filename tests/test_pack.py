@@ -147,8 +147,8 @@ def test_export_refuses_a_source_encoder_with_pickles(tiny_model_dir, tmp_path):
 
 def test_pack_with_heads_round_trip(encoder, tmp_path):
     heads = pytest.importorskip("memnets.nn.heads", reason="the heads module has not landed yet")
-    importance = heads.ImportanceScorer(dim=encoder.dim)
-    gate = heads.RecallGate(dim=encoder.dim)
+    importance = heads.ImportanceHead(dim=encoder.dim)
+    gate = heads.RecallGateHead(dim=encoder.dim)
     out = export_pack(tmp_path / "pack", encoder, importance=importance, gate=gate, scorer_weights=WEIGHTS)
     pack = load_pack(out)
     embeddings = encoder.encode(["a", "b", "c"]).numpy()
@@ -158,7 +158,7 @@ def test_pack_with_heads_round_trip(encoder, tmp_path):
     # heads given as folders written by their save() export the same way
     from_folders = export_pack(tmp_path / "pack2", encoder, importance=importance.save(tmp_path / "imp"), gate=gate.save(tmp_path / "gate"))
     assert load_pack(from_folders).manifest["files"]["importance/model.safetensors"] == pack.manifest["files"]["importance/model.safetensors"]
-    wrong = heads.ImportanceScorer(dim=encoder.dim + 1)
+    wrong = heads.ImportanceHead(dim=encoder.dim + 1)
     with pytest.raises(packs.PackError):
         export_pack(tmp_path / "bad", encoder, importance=wrong)
 
@@ -193,9 +193,9 @@ def test_export_command_with_head_folders(tiny_model_dir, tiny_locomo_path, tmp_
     from memnets.cli import main
 
     torch.manual_seed(0)
-    importance = heads.ImportanceScorer(dim=32, threshold=0.3).save(tmp_path / "importance")
+    importance = heads.ImportanceHead(dim=32, threshold=0.3).save(tmp_path / "importance")
     (tmp_path / "importance" / "training.json").write_text(json.dumps({"best_epoch": 2}))
-    gate = heads.RecallGate(dim=32, threshold=0.6).save(tmp_path / "gate")
+    gate = heads.RecallGateHead(dim=32, threshold=0.6).save(tmp_path / "gate")
     config = tmp_path / "data.yaml"
     config.write_text(f"path: {tiny_locomo_path}\nsplits:\n  train: []\n  validation: [tiny-1]\n  test: [tiny-2]\n")
     out = tmp_path / "pack"

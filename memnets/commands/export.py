@@ -1,4 +1,4 @@
-"""`memnets export`: bundle a trained encoder, importance scorer, recall gate and scorer weights
+"""`memnets export`: bundle a trained encoder, importance head, recall-gate head and scorer weights
 into one verified memory pack (see memnets/pack.py for the format).
 
 Without --scorer-weights, the LearnedScorer's weights are fitted here by logistic regression on
@@ -35,11 +35,11 @@ def fit_weights(encoder, importance, config, split: str, progress: bool = True):
     """Fit the LearnedScorer's weights on one split's QA items (label: the turn is evidence)."""
     from tqdm.auto import tqdm
 
-    from memnets.data.locomo import load_locomo
+    from memnets.data.formats import load_conversations
     from memnets.retrieval.scored import ScorerRanker
     from memnets.scoring import WeightedScorer, fit_scorer_weights
 
-    conversations = load_locomo(config.path, config.splits[split])
+    conversations = load_conversations(config.path, config.splits[split])
     ranker = ScorerRanker(WeightedScorer(encoder, importance_head=importance))
     examples = tqdm(ranker.fit_examples(conversations), desc=f"scorer features ({split})", disable=not progress)
     info = {"data": str(config.path), "split": split, "conversations": list(config.splits[split]), "categories": [1, 2, 3, 4]}
@@ -49,15 +49,15 @@ def fit_weights(encoder, importance, config, split: str, progress: bool = True):
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="memnets export", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--encoder", required=True, help="trained encoder folder (MemoryEncoder.save_pretrained)")
-    parser.add_argument("--importance", default=None, help="trained importance scorer folder (ImportanceScorer.save)")
-    parser.add_argument("--gate", default=None, help="trained recall gate folder (RecallGate.save)")
+    parser.add_argument("--importance", default=None, help="trained importance head folder (ImportanceHead.save)")
+    parser.add_argument("--gate", default=None, help="trained recall gate folder (RecallGateHead.save)")
     parser.add_argument("--scorer-weights", default=None, help="fitted scorer weights JSON (skips fitting)")
     parser.add_argument("--fit-split", default="validation", choices=[*SPLIT_NAMES, "none"],
                         help="split to fit the scorer weights on when --scorer-weights is not given (default validation)")
     parser.add_argument("--out", default="checkpoints/pack", help="pack folder to write (default checkpoints/pack)")
     parser.add_argument("--metrics", default=None, help="JSON of evaluation results to store in the manifest")
     parser.add_argument("--training", default=None, help="JSON describing the training runs, stored in the manifest")
-    parser.add_argument("-c", "--config", default=None, help="data config YAML (default configs/data/locomo.yaml)")
+    parser.add_argument("-c", "--config", default=None, help="data config: YAML file or packaged name (default data/locomo)")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing pack folder")
     args = parser.parse_args(argv)
 

@@ -1,4 +1,4 @@
-"""Evaluation of the importance scorer and the recall gate against baselines on one split.
+"""Evaluation of the importance head and the recall-gate head against baselines on one split.
 
 Every baseline is fitted on the train split, and every choice (regularisation, thresholds) is made
 on the validation split, exactly as for the heads; the split being reported (test by default) is
@@ -27,7 +27,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from memnets.lit.heads import GateDataModule, ImportanceDataModule, gate_probabilities, importance_probabilities
-from memnets.nn.heads import ImportanceScorer, RecallGate, threshold_at_recall, threshold_max_f1
+from memnets.nn.heads import ImportanceHead, RecallGateHead, threshold_at_recall, threshold_max_f1
 
 logger = logging.getLogger(__name__)
 
@@ -80,8 +80,8 @@ def _split_arrays(datamodule, splits, key: str) -> dict[str, np.ndarray]:
     return {split: datamodule.splits[split][key].numpy() for split in splits}
 
 
-def importance_report(datamodule: ImportanceDataModule, scorer: ImportanceScorer, split: str = "test") -> dict[str, dict]:
-    """Metrics of the scorer and its baselines on ``split`` (baselines: train fit, validation choices)."""
+def importance_report(datamodule: ImportanceDataModule, head: ImportanceHead, split: str = "test") -> dict[str, dict]:
+    """Metrics of the head and its baselines on ``split`` (baselines: train fit, validation choices)."""
     splits = ("train", "validation", split)
     labels = _split_arrays(datamodule, splits, "labels")
     base = float(labels["train"].mean())
@@ -96,8 +96,8 @@ def importance_report(datamodule: ImportanceDataModule, scorer: ImportanceScorer
     for name, probabilities in candidates.items():
         threshold = threshold_max_f1(labels["validation"], probabilities["validation"])
         rows[name] = _importance_row(labels[split], probabilities[split], threshold)
-    head = importance_probabilities(scorer, datamodule, split)
-    rows["ImportanceScorer (MLP)"] = _importance_row(labels[split], head, scorer.threshold)
+    probabilities = importance_probabilities(head, datamodule, split)
+    rows["ImportanceHead (MLP)"] = _importance_row(labels[split], probabilities, head.threshold)
     return rows
 
 
@@ -124,7 +124,7 @@ def mean_pooled_features(datamodule: GateDataModule, split: str) -> np.ndarray:
     return torch.cat([q, c, q * c, (q - c).abs()], dim=1).numpy()
 
 
-def gate_report(datamodule: GateDataModule, gate: RecallGate, split: str = "test", min_recall: float = 0.95) -> dict[str, dict]:
+def gate_report(datamodule: GateDataModule, gate: RecallGateHead, split: str = "test", min_recall: float = 0.95) -> dict[str, dict]:
     """Metrics of the gate and its baselines on ``split``; thresholds keep ``min_recall`` on validation."""
     splits = ("train", "validation", split)
     labels = _split_arrays(datamodule, splits, "labels")
@@ -139,7 +139,7 @@ def gate_report(datamodule: GateDataModule, gate: RecallGate, split: str = "test
     for name, scores in candidates.items():
         threshold = threshold_at_recall(labels["validation"], scores["validation"], min_recall)
         rows[name] = _gate_row(labels[split], scores[split], threshold)
-    rows["RecallGate"] = _gate_row(labels[split], gate_probabilities(gate, datamodule, split), gate.threshold)
+    rows["RecallGateHead"] = _gate_row(labels[split], gate_probabilities(gate, datamodule, split), gate.threshold)
     return rows
 
 
@@ -174,8 +174,8 @@ def evaluate_heads(
     """
     result: dict = {"split": split, "encoder": encoder_dir or "default backbone"}
     jobs = [
-        ("importance", importance_dir, ImportanceScorer, ImportanceDataModule, importance_report),
-        ("gate", gate_dir, RecallGate, GateDataModule, gate_report),
+        ("importance", importance_dir, ImportanceHead, ImportanceDataModule, importance_report),
+        ("gate", gate_dir, RecallGateHead, GateDataModule, gate_report),
     ]
     for task, directory, head_class, datamodule_class, report in jobs:
         if directory is None:

@@ -1,4 +1,4 @@
-"""LightningModules and DataModules that train the importance scorer and the recall gate.
+"""LightningModules and DataModules that train the importance head and the recall-gate head.
 
 Thin wiring: the DataModules turn the cached label datasets (``prepare_datasets``) into tensors of
 frozen-encoder embeddings (``embed_texts``, cached on disk, each unique text embedded once), and
@@ -27,7 +27,7 @@ from torch.utils.data import BatchSampler, DataLoader, Dataset, RandomSampler, S
 from memnets.data.builders import cache_key, prepare_datasets
 from memnets.data.config import SPLIT_NAMES, load_data_config
 from memnets.nn.embedding_cache import EmbeddingTable, embed_texts
-from memnets.nn.heads import Head, ImportanceScorer, RecallGate, text_features, threshold_at_recall, threshold_max_f1
+from memnets.nn.heads import Head, ImportanceHead, RecallGateHead, text_features, threshold_at_recall, threshold_max_f1
 
 
 # ---------------------------------------------------------------------------------------------- data
@@ -308,9 +308,9 @@ class HeadModule(L.LightningModule):
 
 
 class ImportanceModule(HeadModule):
-    """Fits an :class:`ImportanceScorer`; threshold = max F1 on validation; best epoch by validation AP."""
+    """Fits an :class:`ImportanceHead`; threshold = max F1 on validation; best epoch by validation AP."""
 
-    head_class = ImportanceScorer
+    head_class = ImportanceHead
 
     def __init__(
         self,
@@ -326,8 +326,8 @@ class ImportanceModule(HeadModule):
         super().__init__(lr, weight_decay, pos_weight, select_metric, output_dir)
         self.hidden_dims, self.dropout, self.use_text_features = list(hidden_dims), dropout, use_text_features
 
-    def build_head(self, dim: int) -> ImportanceScorer:
-        return ImportanceScorer(dim, self.hidden_dims, self.dropout, self.use_text_features)
+    def build_head(self, dim: int) -> ImportanceHead:
+        return ImportanceHead(dim, self.hidden_dims, self.dropout, self.use_text_features)
 
     def logits(self, batch) -> torch.Tensor:
         return self.head(batch[0], batch[1])
@@ -340,9 +340,9 @@ class ImportanceModule(HeadModule):
 
 
 class GateModule(HeadModule):
-    """Fits a :class:`RecallGate`; threshold = highest keeping 95% recall of needed recalls on validation."""
+    """Fits a :class:`RecallGateHead`; threshold = highest keeping 95% recall of needed recalls on validation."""
 
-    head_class = RecallGate
+    head_class = RecallGateHead
 
     def __init__(
         self,
@@ -370,8 +370,8 @@ class GateModule(HeadModule):
         )
         self.min_recall = min_recall
 
-    def build_head(self, dim: int) -> RecallGate:
-        return RecallGate(dim, **self.architecture)
+    def build_head(self, dim: int) -> RecallGateHead:
+        return RecallGateHead(dim, **self.architecture)
 
     def logits(self, batch) -> torch.Tensor:
         query, context, mask, _ = batch
@@ -384,12 +384,12 @@ class GateModule(HeadModule):
         return gate_probabilities(self.head, datamodule, split)
 
 
-def importance_probabilities(scorer: ImportanceScorer, datamodule: ImportanceDataModule, split: str) -> np.ndarray:
-    """``scorer.predict_proba`` over a whole split (with its text features when the scorer uses them)."""
-    return scorer.predict_proba(datamodule.splits[split]["embeddings"], texts=datamodule.texts[split])
+def importance_probabilities(head: ImportanceHead, datamodule: ImportanceDataModule, split: str) -> np.ndarray:
+    """``head.predict_proba`` over a whole split (with its text features when the head uses them)."""
+    return head.predict_proba(datamodule.splits[split]["embeddings"], texts=datamodule.texts[split])
 
 
-def gate_probabilities(gate: RecallGate, datamodule: GateDataModule, split: str, batch_size: int = 1024) -> np.ndarray:
+def gate_probabilities(gate: RecallGateHead, datamodule: GateDataModule, split: str, batch_size: int = 1024) -> np.ndarray:
     """``gate.predict_proba`` over a whole split, in batches (the context tensor is gathered per batch)."""
     data = datamodule.splits[split]
     out = []

@@ -58,7 +58,7 @@ class HeuristicImportance:
 
 
 class HeadImportance:
-    """The trained importance head (``ImportanceScorer.predict_proba`` on the memory embeddings)."""
+    """The trained importance head (``ImportanceHead.predict_proba`` on the memory embeddings)."""
 
     def __init__(self, head):
         self.head = head
@@ -121,7 +121,7 @@ class FixedGate:
 
 
 class HeadGate:
-    """The trained recall gate: ``RecallGate.predict_proba(q [1,d], ctx [1,W,d], mask [1,W])``.
+    """The trained recall gate: ``RecallGateHead.predict_proba(q [1,d], ctx [1,W,d], mask [1,W])``.
 
     Recall when the probability reaches ``threshold`` (default: the head's stored threshold).
     """

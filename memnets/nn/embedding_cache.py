@@ -1,6 +1,6 @@
 """Frozen encoder embeddings of a dataset's texts, computed once and cached on disk.
 
-The heads (importance scorer, recall gate) train on embeddings from a frozen encoder, so every
+The heads (importance head, recall-gate head) train on embeddings from a frozen encoder, so every
 unique text is embedded once per (encoder, text set, kind) and stored as a safetensors file under
 ``data/cache/embeddings/``. The file name is keyed by a checksum of the encoder folder (weights,
 tokenizer and prefixes all count) and a digest of the texts, so a retrained encoder or a changed

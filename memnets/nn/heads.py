@@ -1,8 +1,8 @@
 """The two small heads on top of the frozen memory encoder: importance and need-recall.
 
-- :class:`ImportanceScorer`: MLP(E(turn)) -> logit of "this turn has long-term value" (it is cited
+- :class:`ImportanceHead`: MLP(E(turn)) -> logit of "this turn has long-term value" (it is cited
   as evidence by some question of its conversation).
-- :class:`RecallGate`: MLP(features of E(query) and E(last W turns)) -> logit of "the evidence
+- :class:`RecallGateHead`: MLP(features of E(query) and E(last W turns)) -> logit of "the evidence
   of this query is not all in the context, so the archive must be searched". The context summary
   is learned: attention pooling over the context turns conditioned on the query, next to the
   similarity profile (max / top-k / soft-max cosine of the query against each turn), because a
@@ -151,7 +151,7 @@ def text_features(texts: Sequence[str]) -> torch.Tensor:
     return torch.tensor(rows, dtype=torch.float32).reshape(len(rows), len(TEXT_FEATURES))
 
 
-class ImportanceScorer(Head):
+class ImportanceHead(Head):
     """MLP on a turn's embedding (and, with ``use_text_features``, :func:`text_features`) -> logit of long-term value."""
 
     kind = "importance"
@@ -185,7 +185,7 @@ class ImportanceScorer(Head):
         """Logits ``[N]`` of embeddings ``[N, dim]`` (+ text features ``[N, F]``), before ``logit_offset``."""
         if self.use_text_features:
             if features is None:
-                raise ValueError("this ImportanceScorer was trained with text features: pass the texts")
+                raise ValueError("this ImportanceHead was trained with text features: pass the texts")
             embeddings = torch.cat([embeddings, features], dim=1)
         return self.net(embeddings).squeeze(-1)
 
@@ -198,11 +198,11 @@ class ImportanceScorer(Head):
         """
         x = _as_tensor("embeddings", embeddings, 2)
         if x.shape[1] != self.dim:
-            raise ValueError(f"embeddings have dim {x.shape[1]}, this ImportanceScorer expects {self.dim}")
+            raise ValueError(f"embeddings have dim {x.shape[1]}, this ImportanceHead expects {self.dim}")
         features = None
         if self.use_text_features:
             if texts is None:
-                raise ValueError("this ImportanceScorer uses text features: call predict_proba(embeddings, texts=...)")
+                raise ValueError("this ImportanceHead uses text features: call predict_proba(embeddings, texts=...)")
             if len(texts) != x.shape[0]:
                 raise ValueError(f"{len(texts)} texts for {x.shape[0]} embeddings")
             features = text_features(texts)
@@ -214,7 +214,7 @@ class ImportanceScorer(Head):
             self.train(was_training)
 
 
-class RecallGate(Head):
+class RecallGateHead(Head):
     """Query + context turns -> logit of "must recall from the archive".
 
     Features given to the MLP:
@@ -336,7 +336,7 @@ class RecallGate(Head):
         mask = torch.ones(context.shape[:2], dtype=torch.bool) if mask is None else _as_tensor("mask", mask, 2, torch.bool)
         if query.shape[1] != self.dim or context.shape[2] != self.dim:
             raise ValueError(
-                f"query_emb dim {query.shape[1]} / context_embs dim {context.shape[2]}; this RecallGate expects {self.dim}"
+                f"query_emb dim {query.shape[1]} / context_embs dim {context.shape[2]}; this RecallGateHead expects {self.dim}"
             )
         if context.shape[0] != query.shape[0] or tuple(mask.shape) != tuple(context.shape[:2]):
             raise ValueError(
