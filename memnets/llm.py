@@ -12,25 +12,28 @@ Adapters:
 - :class:`TransformersLLM`: a local causal language model folder (``AutoModelForCausalLM``),
   greedy decoding, chat template when the tokenizer has one.
 - :class:`OpenAIChatLLM`: any OpenAI-compatible HTTP server (``POST {base_url}/v1/chat/completions``)
-  via the standard library, e.g. vLLM, llama.cpp's server or Ollama.
+  via the standard library, e.g. vLLM, llama.cpp's server or Ollama. It sends the API key only to
+  the host it was given (see its docstring and docs/security.md).
 """
 
 from __future__ import annotations
 
+import http.client
+import ipaddress
 import json
 import os
 import re
 import urllib.error
 import urllib.request
+from contextlib import suppress
 from pathlib import Path
 from typing import Protocol, runtime_checkable
+from urllib.parse import urlsplit
 
 EXTRACTIVE_PREFIX = "[extractive]"
 _WORD = re.compile(r"[a-z0-9']+")
 _STOPWORDS = frozenset(
-    "a an and are as at be but by did do does for from had has have he her his i in is it its me my "
-    "of on or our she so that the their them they this to was we were what when where which who why "
-    "with you your".split()
+    ["a", "an", "and", "are", "as", "at", "be", "but", "by", "did", "do", "does", "for", "from", "had", "has", "have", "he", "her", "his", "i", "in", "is", "it", "its", "me", "my", "of", "on", "or", "our", "she", "so", "that", "the", "their", "them", "they", "this", "to", "was", "we", "were", "what", "when", "where", "which", "who", "why", "with", "you", "your"]
 )
 
 
@@ -143,12 +146,54 @@ class LLMError(RuntimeError):
     """An LLM endpoint failed or answered something that is not a chat completion."""
 
 
+def _origin(url: str) -> tuple[str, str, int]:
+    """(scheme, host, port) of an http(s) URL, the port filled in from the scheme when absent."""
+    parts = urlsplit(url)
+    return parts.scheme, (parts.hostname or ""), parts.port or {"http": 80, "https": 443}.get(parts.scheme, 0)
+
+
+def _is_loopback(host: str) -> bool:
+    """True for ``localhost`` and loopback addresses (127.0.0.0/8, ::1): traffic that never leaves the machine."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class _SameOriginRedirects(urllib.request.HTTPRedirectHandler):
+    """Follows a redirect only to the same scheme, host and port, keeping method, body and headers.
+
+    urllib's own handler turns a redirected POST into a GET and forwards every header, the
+    ``Authorization`` header included, to whatever host the ``Location`` names. A redirect to
+    another origin is refused here instead: neither the API key nor the prompt (which carries the
+    user's memories) goes to a host the caller did not name.
+    """
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        if _origin(newurl) != _origin(req.full_url):
+            fp.close()
+            raise LLMError(
+                f"{req.full_url} redirected (HTTP {code}) to {newurl}, another scheme, host or port; refused so that "
+                "the API key and the prompt are not sent there. Set base_url to the address you trust."
+            )
+        return urllib.request.Request(newurl, data=req.data, headers=dict(req.header_items()),
+                                      method=req.get_method())
+
+
 class OpenAIChatLLM:
     """An OpenAI-compatible chat endpoint: ``POST {base_url}/v1/chat/completions`` via urllib.
 
     ``base_url`` is the server root (``http://127.0.0.1:8000``); a trailing ``/v1`` is accepted too.
     The API key comes from ``api_key`` or the environment variable named by ``api_key_env``
-    (default ``OPENAI_API_KEY``); local servers usually need none.
+    (default ``OPENAI_API_KEY``; ``None`` reads no variable); local servers usually need none.
+
+    Credentials stay with the host given: a key over plain ``http://`` is refused unless the host
+    is loopback (``localhost``, 127.0.0.0/8, ``::1``), and redirects are followed only within the
+    same scheme, host and port. Every failure of the endpoint (unreachable, no answer within
+    ``timeout`` seconds, an HTTP error, a broken connection, an answer that is not a chat
+    completion) raises :class:`LLMError`.
     """
 
     def __init__(
@@ -157,19 +202,29 @@ class OpenAIChatLLM:
         model: str,
         *,
         api_key: str | None = None,
-        api_key_env: str = "OPENAI_API_KEY",
+        api_key_env: str | None = "OPENAI_API_KEY",
         timeout: float = 60.0,
         temperature: float = 0.0,
     ):
         if not base_url.startswith(("http://", "https://")):
             raise ValueError(f"OpenAIChatLLM: base_url must start with http:// or https://, got {base_url!r}")
+        if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or not timeout > 0:
+            raise ValueError(f"OpenAIChatLLM: timeout must be a positive number of seconds, got {timeout!r}")
         root = base_url.rstrip("/")
         self.url = (root if root.endswith("/v1") else root + "/v1") + "/chat/completions"
         self.model = model
         self.name = f"openai:{model}"
-        self.api_key = api_key if api_key is not None else os.environ.get(api_key_env)
-        self.timeout = timeout
+        self.api_key = api_key if api_key is not None else (os.environ.get(api_key_env) if api_key_env else None)
+        scheme, host, _ = _origin(self.url)
+        if self.api_key and scheme == "http" and not _is_loopback(host):
+            source = "api_key" if api_key is not None else f"${api_key_env}"
+            raise ValueError(
+                f"OpenAIChatLLM: base_url {base_url!r} is plain http:// to {host!r}, which is not loopback; refusing to "
+                f"send the API key (from {source}) unencrypted. Use https://, or send no key (api_key='' or api_key_env=None)."
+            )
+        self.timeout = float(timeout)
         self.temperature = temperature
+        self._opener = urllib.request.build_opener(_SameOriginRedirects)
 
     def complete(self, prompt: str, *, system: str | None = None, max_new_tokens: int = 128) -> str:
         messages = ([{"role": "system", "content": system}] if system else []) + [
@@ -188,14 +243,22 @@ class OpenAIChatLLM:
             headers["Authorization"] = f"Bearer {self.api_key}"
         request = urllib.request.Request(self.url, data=body, headers=headers, method="POST")
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                payload = json.loads(response.read().decode())
+            with self._opener.open(request, timeout=self.timeout) as response:
+                raw = response.read()
         except urllib.error.HTTPError as error:
-            detail = error.read().decode(errors="replace")[:500]
+            detail = ""
+            with suppress(OSError, http.client.HTTPException):
+                detail = error.read().decode(errors="replace")[:500]
             raise LLMError(f"{self.url} answered HTTP {error.code}: {detail}") from error
         except urllib.error.URLError as error:
             raise LLMError(f"cannot reach {self.url}: {error.reason}") from error
-        except json.JSONDecodeError as error:
+        except TimeoutError as error:
+            raise LLMError(f"{self.url} did not answer within {self.timeout:g} s") from error
+        except (OSError, http.client.HTTPException) as error:
+            raise LLMError(f"{self.url}: the connection failed before a full answer ({type(error).__name__}: {error})") from error
+        try:
+            payload = json.loads(raw.decode())
+        except (UnicodeDecodeError, json.JSONDecodeError) as error:
             raise LLMError(f"{self.url} answered something that is not JSON: {error}") from error
         try:
             return payload["choices"][0]["message"]["content"].strip()

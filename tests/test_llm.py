@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, HTTPServer
+from typing import ClassVar
 
 import pytest
 
@@ -89,9 +90,9 @@ def test_transformers_adapter_rejects_missing_folder(tmp_path):
 class _ChatHandler(BaseHTTPRequestHandler):
     """Answers /v1/chat/completions with the last user message reversed; 500 when it says 'fail'."""
 
-    requests: list = []
+    requests: ClassVar[list] = []
 
-    def do_POST(self):  # noqa: N802 (http.server's naming)
+    def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         type(self).requests.append({"path": self.path, "body": body, "auth": self.headers.get("Authorization")})
         text = body["messages"][-1]["content"]
@@ -157,3 +158,142 @@ def test_openai_adapter_reports_unreachable_server_and_bad_urls():
         OpenAIChatLLM("127.0.0.1:8000", "m")
     with pytest.raises(ValueError, match="openai:MODEL@"):
         load_llm("openai:nourl")
+
+
+# ------------------------------------------------------------------------------ security and failures
+class _RecordingHandler(BaseHTTPRequestHandler):
+    """Records every request (method, path, Authorization) and answers a chat completion to any method."""
+
+    def _record(self):
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.server.seen.append((self.command, self.path, self.headers.get("Authorization")))
+
+    def _answer(self):
+        self._record()
+        self._reply()
+
+    def _reply(self):
+        data = json.dumps({"choices": [{"message": {"content": "from the other host"}}]}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    do_GET = do_POST = _answer
+
+    def log_message(self, *args):
+        pass
+
+
+class _RedirectingHandler(_RecordingHandler):
+    """Answers every request with ``server.code`` and ``Location: server.target + path``."""
+
+    def do_POST(self):
+        self._record()
+        if self.path.startswith("/moved"):
+            return self._reply()
+        self.send_response(self.server.code)
+        self.send_header("Location", self.server.target + ("/moved" + self.path if self.server.same else self.path))
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    do_GET = do_POST
+
+
+def _serve(handler, host):
+    server = HTTPServer((host, 0), handler)
+    server.seen = []
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+@pytest.fixture()
+def servers():
+    started = []
+
+    def start(handler, host="127.0.0.1"):
+        started.append(_serve(handler, host))
+        return started[-1]
+
+    yield start
+    for server in started:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.parametrize("code", [301, 302, 303, 307, 308])
+@pytest.mark.parametrize("other_host", ["127.0.0.2", "127.0.0.1"])
+def test_a_redirect_to_another_host_or_port_is_refused_and_the_key_never_arrives(servers, code, other_host):
+    """A local endpoint redirects to a server on another address (or port): the key must not reach it."""
+    other = servers(_RecordingHandler, other_host)
+    endpoint = servers(_RedirectingHandler)
+    endpoint.code, endpoint.same = code, False
+    endpoint.target = f"http://{other_host}:{other.server_address[1]}"
+    llm = OpenAIChatLLM(f"http://127.0.0.1:{endpoint.server_address[1]}", "m", api_key="secret-key", timeout=5)
+    with pytest.raises(LLMError, match=rf"redirected \(HTTP {code}\) to http://{other_host}:\d+/v1/chat/completions.*refused"):
+        llm.complete("my private memories")
+    assert endpoint.seen == [("POST", "/v1/chat/completions", "Bearer secret-key")]
+    assert other.seen == []  # nothing at all reached the other server, least of all the key
+
+
+@pytest.mark.parametrize("code", [302, 307])
+def test_a_redirect_on_the_same_host_and_port_is_followed_with_body_and_key(servers, code):
+    endpoint = servers(_RedirectingHandler)
+    root = f"http://127.0.0.1:{endpoint.server_address[1]}"
+    endpoint.code, endpoint.same, endpoint.target = code, True, root
+    assert OpenAIChatLLM(root, "m", api_key="k", timeout=5).complete("hi") == "from the other host"
+    assert endpoint.seen == [("POST", "/v1/chat/completions", "Bearer k"),
+                             ("POST", "/moved/v1/chat/completions", "Bearer k")]
+
+
+def test_a_key_over_plain_http_is_refused_unless_the_host_is_loopback(monkeypatch):
+    with pytest.raises(ValueError, match=r"plain http:// to '10\.1\.2\.3'.*from api_key"):
+        OpenAIChatLLM("http://10.1.2.3:8000", "m", api_key="k")
+    monkeypatch.setenv("MY_KEY", "from-env")
+    with pytest.raises(ValueError, match=r"plain http:// to 'llm\.example\.com'.*from \$MY_KEY"):
+        OpenAIChatLLM("http://llm.example.com/v1", "m", api_key_env="MY_KEY")
+    # https anywhere, plain http on loopback, or no key at all are fine
+    assert OpenAIChatLLM("https://llm.example.com", "m", api_key_env="MY_KEY").api_key == "from-env"
+    for url in ("http://localhost:8000", "http://127.0.0.9:1", "http://[::1]:8000"):
+        assert OpenAIChatLLM(url, "m", api_key="k").api_key == "k"
+    assert OpenAIChatLLM("http://10.1.2.3:8000", "m", api_key_env=None).api_key is None
+    assert OpenAIChatLLM("http://10.1.2.3:8000", "m", api_key="", api_key_env="MY_KEY").api_key == ""
+
+
+def test_a_server_that_accepts_and_never_answers_raises_llm_error():
+    import socket
+
+    with socket.socket() as listener:  # the kernel completes the handshake; nobody ever answers
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+        llm = OpenAIChatLLM(f"http://127.0.0.1:{listener.getsockname()[1]}", "m", timeout=0.3)
+        with pytest.raises(LLMError, match=r"did not answer within 0\.3 s"):
+            llm.complete("hi")
+
+
+@pytest.mark.parametrize("reply", [b"", b"NOT HTTP AT ALL\r\n\r\n"])
+def test_a_server_that_hangs_up_or_speaks_garbage_raises_llm_error(reply):
+    import socket
+
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+
+        def answer_once():
+            conn, _ = listener.accept()
+            with conn:
+                conn.recv(65536)
+                conn.sendall(reply)
+
+        thread = threading.Thread(target=answer_once, daemon=True)
+        thread.start()
+        llm = OpenAIChatLLM(f"http://127.0.0.1:{listener.getsockname()[1]}", "m", timeout=5)
+        with pytest.raises(LLMError, match="connection failed before a full answer"):
+            llm.complete("hi")
+        thread.join(5)
+
+
+def test_bad_timeout_is_refused():
+    with pytest.raises(ValueError, match="timeout must be a positive number"):
+        OpenAIChatLLM("http://127.0.0.1:1", "m", timeout=0)
