@@ -12,7 +12,9 @@ from pathlib import Path
 
 import numpy as np
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+# The checkout the scripts run from: `memnets bench` runs them with it as the working folder, and
+# the artefacts they read (checkpoints/...) and write (bench/results) are relative to it.
+REPO_ROOT = Path.cwd()
 DEFAULT_OUT = REPO_ROOT / "bench" / "results"
 CACHE_DIR = DEFAULT_OUT / "cache"  # embeddings computed once, shared by every --out
 

@@ -17,8 +17,9 @@ from pathlib import Path
 import yaml
 
 from bench.common import REPO_ROOT, parser, write_result
+from memnets.configs import resolve_config
 
-CONFIG = REPO_ROOT / "configs" / "encoder" / "cpu.yaml"
+CONFIG = resolve_config("encoder/cpu")
 TRAINING_LOG = REPO_ROOT / "checkpoints" / "encoder" / "best" / "training.json"  # written by ExportEncoder
 
 

@@ -1,8 +1,9 @@
 """Encoder ablations on the validation conversation: one short `memnets fit encoder` run per variant.
 
-Every variant starts from configs/encoder/cpu.yaml, applies its overrides, trains with the same
+Every variant starts from the packaged encoder/cpu config, applies its overrides, trains with the same
 budget (``--epochs``, ``--limit-train-batches``) and reports the validation metrics of its last
-epoch. Runs land in checkpoints/ablation/<variant>/ and never touch checkpoints/encoder/best.
+epoch. Runs land in checkpoints/ablation/<variant>/ (under the working folder) and never touch
+checkpoints/encoder/best.
 Choices are made on validation (conv-49) only. Usage::
 
     python train/ablate_encoder.py --epochs 1 --limit-train-batches 30 --out docs/results/encoder_ablation.md
@@ -21,8 +22,10 @@ from pathlib import Path
 
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
-BASE = ROOT / "configs" / "encoder" / "cpu.yaml"
+from memnets.configs import load_config
+
+BASE = "encoder/cpu"
+RUNS = Path("checkpoints") / "ablation"
 
 # name -> (what changes, {"model"|"data": overrides})
 VARIANTS: dict[str, tuple[str, dict]] = {
@@ -38,14 +41,14 @@ VARIANTS: dict[str, tuple[str, dict]] = {
 
 
 def variant_config(name: str, epochs: int, limit: float | None) -> dict:
-    config = copy.deepcopy(yaml.safe_load(BASE.read_text()))
+    config = copy.deepcopy(load_config(BASE))
     for section, overrides in VARIANTS[name][1].items():
         config[section].update(overrides)
     trainer = config["trainer"]
     trainer["max_epochs"] = epochs
     if limit:
         trainer["limit_train_batches"] = limit
-    trainer["logger"]["init_args"] = {"save_dir": "checkpoints/ablation", "name": name}
+    trainer["logger"]["init_args"] = {"save_dir": str(RUNS), "name": name}
     for callback in trainer["callbacks"]:
         if callback["class_path"].endswith("ExportEncoder"):
             callback["init_args"] = {"export_dir": None}
@@ -78,15 +81,15 @@ def main(argv: list[str] | None = None) -> int:
         "|---|---|---|---|---|---|",
     ]
     for name in names:
-        config_path = ROOT / "checkpoints" / "ablation" / f"{name}.yaml"
+        config_path = RUNS / f"{name}.yaml"
         config_path.parent.mkdir(parents=True, exist_ok=True)
         config_path.write_text(yaml.safe_dump(variant_config(name, args.epochs, limit)))
         started = time.perf_counter()
         command = [sys.executable, "-m", "memnets", "fit", "encoder", "-c", str(config_path)]
         print("$", " ".join(command), flush=True)
-        subprocess.run(command, cwd=ROOT, check=True)
+        subprocess.run(command, check=True)
         seconds = time.perf_counter() - started
-        versions = sorted((ROOT / "checkpoints" / "ablation" / name).glob("version_*"), key=lambda p: int(p.name.split("_")[1]))
+        versions = sorted((RUNS / name).glob("version_*"), key=lambda p: int(p.name.split("_")[1]))
         metrics = last_validation(versions[-1])
         lines.append(
             f"| {name} | {VARIANTS[name][0]} | {100 * metrics['val/recall@5']:.1f} | {100 * metrics['val/recall@10']:.1f}"

@@ -11,5 +11,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export MASTER_ADDR="${MASTER_ADDR:-127.0.0.1}" MASTER_PORT="${MASTER_PORT:-29500}" NODE_RANK="${NODE_RANK:-0}"
 PYTHON="${PYTHON:-python}"
-exec "$PYTHON" train/fit.py encoder -c configs/encoder/ddp.yaml \
+exec "$PYTHON" train/fit.py encoder -c encoder/ddp \
   --trainer.num_nodes "${NUM_NODES:-1}" --trainer.devices "${GPUS_PER_NODE:--1}" "$@"

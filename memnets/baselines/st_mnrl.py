@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--output", default="checkpoints/baselines/st_mnrl", help="folder for the fine-tuned model")
     parser.add_argument("--backbone", default=DEFAULT_BACKBONE)
-    parser.add_argument("-c", "--config", default=None, help="data config YAML (default configs/data/locomo.yaml)")
+    parser.add_argument("-c", "--config", default=None, help="data config: YAML file or packaged name (default data/locomo)")
     parser.add_argument("--no-observations", action="store_true", help="question pairs only")
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--batch-size", type=int, default=32)

@@ -7,8 +7,8 @@ command then writes ``OUT/report.md`` (tables and PNG plots in ``OUT/img/``) and
 ``OUT/results.json`` (all raw results, machine, versions, settings). A failing benchmark is
 reported as such and does not stop the others.
 
-The bench/ scripts live in the source tree next to the package (an editable install or a
-checkout), not in the installed wheel.
+The bench/ scripts live in the source tree, not in the installed wheel: run the command from the
+root of a checkout (it looks for bench/ in the working folder and runs the scripts there).
 """
 
 from __future__ import annotations
@@ -22,17 +22,16 @@ import sys
 import time
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 BENCHMARKS = ("quality", "encoding", "search", "manager", "training")
 
 
 def bench_package():
-    """Import the bench/ package from the source tree (it is not part of the installed package)."""
-    if not (REPO_ROOT / "bench" / "__init__.py").is_file():
-        raise FileNotFoundError(f"memnets bench: no bench/ folder in {REPO_ROOT}; run from a source checkout "
-                                "(pip install -e .)")
-    if str(REPO_ROOT) not in sys.path:
-        sys.path.insert(0, str(REPO_ROOT))
+    """Import the bench/ package of the checkout in the working folder (it is not in the installed package)."""
+    root = Path.cwd()
+    if not (root / "bench" / "__init__.py").is_file():
+        raise FileNotFoundError(f"memnets bench: no bench/ folder in {root}; run from the root of a source checkout")
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))
     return importlib.import_module("bench")
 
 
@@ -48,13 +47,14 @@ def run_benchmark(name: str, out: Path, quick: bool) -> tuple[bool, float, str]:
     """Run one script in a child process, its stderr (progress, errors) logged to OUT/logs/NAME.log;
     (succeeded, seconds, the last line of the log if it failed)."""
     command = [sys.executable, "-m", f"bench.{name}", "--out", str(out), *(["--quick"] if quick else [])]
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])))
+    root = Path.cwd()
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")])))
     log = out / "logs" / f"{name}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     print(f"memnets bench: {name} ... (log: {log})", file=sys.stderr, flush=True)
     start = time.perf_counter()
     with log.open("w") as stream:
-        code = subprocess.run(command, cwd=REPO_ROOT, env=env, stderr=stream).returncode
+        code = subprocess.run(command, cwd=root, env=env, stderr=stream).returncode
     seconds = time.perf_counter() - start
     if code != 0:
         lines = [line for line in log.read_text(errors="replace").splitlines() if line.strip()]
@@ -69,7 +69,7 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="memnets bench", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="small sizes: a few minutes in all")
-    parser.add_argument("--out", type=Path, default=REPO_ROOT / "bench" / "results",
+    parser.add_argument("--out", type=Path, default=Path("bench/results"),
                         help="folder for the report and raw JSON (default bench/results)")
     parser.add_argument("--only", type=parse_only, default=BENCHMARKS,
                         help=f"comma-separated subset of {','.join(BENCHMARKS)}")

@@ -32,7 +32,7 @@ def balance_table(datasets: dict) -> Table:
 
 def prepare_main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="memnets data prepare", description=__doc__)
-    parser.add_argument("-c", "--config", default=None, help="data config YAML (default configs/data/locomo.yaml)")
+    parser.add_argument("-c", "--config", default=None, help="data config: YAML file or packaged name (default data/locomo)")
     parser.add_argument("--force", action="store_true", help="rebuild even when the cache is fresh")
     args = parser.parse_args(argv)
     config = load_data_config(args.config)

@@ -1,10 +1,10 @@
-"""`memnets run -c configs/pipeline/cpu.yaml`: the whole pipeline from one config.
+"""`memnets run -c pipeline/cpu`: the whole pipeline from one config.
 
 A pipeline config is data: a list of named steps, each the argv of one `memnets` command
 (prepare data, fit the encoder and both heads, export the pack, evaluate). Each step runs as its
 own process (`python -m memnets ...`), so that a DDP step can launch its ranks as it would from a
 shell, and a failure stops the run with the step's name and exit code. The GPU pipeline is the same
-command with another config.
+command with another config. The config is a file or a packaged config name (see memnets.configs).
 """
 
 from __future__ import annotations
@@ -18,12 +18,13 @@ from pathlib import Path
 import yaml
 from rich.table import Table
 
+from memnets.configs import resolve_config
 from memnets.console import print_table
 
 
 def load_steps(path: str | Path) -> list[tuple[str, list[str]]]:
     """[(name, argv)] from a pipeline YAML `steps: [{name: ..., run: [memnets argv ...]}, ...]`."""
-    raw = yaml.safe_load(Path(path).read_text()) or {}
+    raw = yaml.safe_load(resolve_config(path).read_text()) or {}
     steps = raw.get("steps")
     if not isinstance(steps, list) or not steps:
         raise ValueError(f"{path}: expected a non-empty list under 'steps'")
@@ -52,7 +53,8 @@ def select(steps: list[tuple[str, list[str]]], start: str | None, only: list[str
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="memnets run", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("-c", "--config", default="configs/pipeline/cpu.yaml", help="pipeline YAML (default configs/pipeline/cpu.yaml)")
+    parser.add_argument("-c", "--config", default="pipeline/cpu",
+                        help="pipeline YAML file or packaged config name (default pipeline/cpu)")
     parser.add_argument("--from", dest="start", default=None, help="start at this step (resume)")
     parser.add_argument("--only", nargs="+", default=None, help="run only these steps")
     parser.add_argument("--dry-run", action="store_true", help="print the steps without running them")

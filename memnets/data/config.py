@@ -1,4 +1,9 @@
-"""The data config (configs/data/locomo.yaml): file, cache, split by conversation, label settings."""
+"""The data config (packaged `data/locomo`): file, cache, split by conversation, label settings.
+
+`path` is the LoCoMo JSON file; when it is absent or null, the LoCoMo subset bundled with the package.
+Relative paths (`path`, `cache_dir`) are taken from the working directory, so caches land in the
+folder a command runs from, never inside the installation.
+"""
 
 from __future__ import annotations
 
@@ -7,8 +12,10 @@ from pathlib import Path
 
 import yaml
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
-DEFAULT_DATA_CONFIG = PROJECT_ROOT / "configs" / "data" / "locomo.yaml"
+from memnets.configs import resolve_config
+from memnets.datasets import locomo_path
+
+DEFAULT_DATA_CONFIG = "data/locomo"
 SPLIT_NAMES = ("train", "validation", "test")
 
 
@@ -45,17 +52,9 @@ class DataConfig:
     source: Path | None = field(default=None, compare=False)
 
 
-def resolve_path(value: str | Path) -> Path:
-    """A relative path is taken from the working directory if it exists there, else from the project root."""
-    path = Path(value)
-    if path.is_absolute() or path.exists():
-        return path
-    return PROJECT_ROOT / path
-
-
 def load_data_config(path: str | Path | None = None) -> DataConfig:
-    """Read a data config YAML; errors name the file and the field."""
-    path = Path(path) if path is not None else DEFAULT_DATA_CONFIG
+    """Read a data config (a YAML file or a packaged config name); errors name the file and the field."""
+    path = resolve_config(path if path is not None else DEFAULT_DATA_CONFIG)
     raw = yaml.safe_load(path.read_text()) or {}
     try:
         splits = Splits(**{name: tuple(raw["splits"][name]) for name in SPLIT_NAMES})
@@ -64,8 +63,8 @@ def load_data_config(path: str | Path | None = None) -> DataConfig:
         if not windows or min(windows) < 1:
             raise ValueError(f"gate.windows must be positive integers, got {windows}")
         return DataConfig(
-            path=resolve_path(raw["path"]),
-            cache_dir=resolve_path(raw.get("cache_dir", "data/cache")),
+            path=Path(raw["path"]) if raw.get("path") is not None else locomo_path(),
+            cache_dir=Path(raw.get("cache_dir") or "data/cache"),
             splits=splits,
             include_observations=bool(raw.get("retrieval", {}).get("include_observations", True)),
             gate_windows=windows,

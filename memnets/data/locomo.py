@@ -1,4 +1,4 @@
-"""Reader for LoCoMo (Maharana et al., ACL 2024; CC BY-NC 4.0, see data/locomo/README.md).
+"""Reader for LoCoMo (Maharana et al., ACL 2024; CC BY-NC 4.0, see memnets/datasets/locomo/README.md).
 
 Turns a LoCoMo JSON file into typed conversations: sessions with their dates parsed, turns with
 their image captions, QA items with normalised evidence ids, and observation facts. Evidence ids
@@ -16,7 +16,9 @@ from datetime import datetime
 from functools import cached_property
 from pathlib import Path
 
-DEFAULT_LOCOMO_PATH = Path(__file__).resolve().parents[2] / "data" / "locomo" / "locomo8.json"
+from memnets.datasets import locomo_path
+
+DEFAULT_LOCOMO_PATH = locomo_path()
 DATE_FORMAT = "%I:%M %p on %d %B, %Y"  # "1:56 pm on 8 May, 2023"
 _SESSION_KEY = re.compile(r"session_(\d+)")
 _DIA_ID = re.compile(r"D:?(\d+):(\d+)")

@@ -3,7 +3,8 @@
 Each trainable component is one registry entry, COMPONENT -> (LightningModule, LightningDataModule)
 as import strings, so that `memnets fit encoder` imports only the encoder's code. Adding a component
 is one line in ``COMPONENTS``. Everything after the component name goes to LightningCLI's ``fit``
-subcommand unchanged: ``-c configs/encoder/cpu.yaml --trainer.max_epochs 2 --model.lr 3e-5`` ...
+subcommand, except that each config (``-c``/``--config``) may be a packaged config name as well as a
+file (see :mod:`memnets.configs`): ``-c encoder/cpu --trainer.max_epochs 2 --model.lr 3e-5`` ...
 ``memnets fit encoder --help`` lists every option.
 """
 
@@ -30,6 +31,20 @@ def usage() -> str:
     return f"usage: memnets fit {{{names}}} -c CONFIG [LightningCLI fit options]  (memnets fit COMPONENT --help)"
 
 
+def resolve_config_args(args: list[str]) -> list[str]:
+    """``args`` with the value of every ``-c``/``--config`` replaced by what jsonargparse reads: the
+    config's file path, or the merged YAML of a config with a ``base:`` (see :mod:`memnets.configs`)."""
+    from memnets.configs import config_argument
+
+    resolved = list(args)
+    for i, arg in enumerate(args):
+        if arg in {"-c", "--config"} and i + 1 < len(args):
+            resolved[i + 1] = config_argument(args[i + 1])
+        elif arg.startswith("--config="):
+            resolved[i] = f"--config={config_argument(arg.partition('=')[2])}"
+    return resolved
+
+
 def build_cli(component: str, args: list[str], run: bool = True):
     """The LightningCLI of ``component`` parsed from ``args`` (``fit`` options, without the word ``fit``).
 
@@ -47,7 +62,7 @@ def build_cli(component: str, args: list[str], run: bool = True):
     return LightningCLI(
         _load(module_target),
         _load(data_target),
-        args=["fit", *args] if run else args,
+        args=["fit", *resolve_config_args(args)] if run else resolve_config_args(args),
         run=run,
         save_config_kwargs={"overwrite": True},
         parser_kwargs={"prog": f"memnets fit {component}"},
@@ -63,5 +78,11 @@ def main(argv: list[str] | None = None) -> int:
     if component not in COMPONENTS:
         print(f"memnets fit: unknown component {component!r}\n{usage()}", file=sys.stderr)
         return 2
-    build_cli(component, rest)
+    from memnets.configs import ConfigNotFoundError
+
+    try:
+        build_cli(component, rest)
+    except ConfigNotFoundError as error:
+        print(f"memnets fit: {error}", file=sys.stderr)
+        return 2
     return 0
