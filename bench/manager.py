@@ -64,7 +64,7 @@ def run(vectors: np.ndarray, texts: list[str], queries: list[str], query_vectors
         start = time.perf_counter()
         for first in range(have, n, INGEST_BATCH):
             last = min(n, first + INGEST_BATCH)
-            archive.add(bulk_memories(first, last, texts), vectors[first:last])
+            archive.upsert(bulk_memories(first, last, texts), vectors[first:last])
         ingest_s = time.perf_counter() - start
         archive.search(query_vectors[0], 10, OWNER)  # builds the index if it was not built yet
         have = n

@@ -48,19 +48,19 @@ def test_round_trip_of_every_field_survives_reopen(tmp_path):
                   agent="Alice", action="adopt", objects=("cat",), location="Zürich", metadata={"n": [1, 2], "x": None})
     plain = memory_for("m2", "alice", minutes=5)
     with Archive(tmp_path, DIM) as archive:
-        archive.add([rich, plain], vectors_for([rich, plain]))
+        archive.upsert([rich, plain], vectors_for([rich, plain]))
         assert archive.get(["conv-26/D1:3", "m2"], "alice") == [rich, plain]
     with Archive(tmp_path, None) as archive:  # dim=None reads the stored dim
         assert archive.dim == DIM and archive.index_source == "loaded"
         assert archive.get(["m2", "missing", "conv-26/D1:3"], "alice") == [plain, rich]  # order asked, missing skipped
-        assert archive.list("alice") == [plain, rich] if plain.t.replace(tzinfo=timezone.utc) < aware else [rich, plain]
-        assert archive.export("alice") == archive.list("alice")
+        assert archive.list_memories("alice") == [plain, rich] if plain.t.replace(tzinfo=timezone.utc) < aware else [rich, plain]
+        assert archive.export("alice") == archive.list_memories("alice")
         np.testing.assert_array_equal(archive.vectors(["m2"], "alice")[0], vector_for("m2"))
 
 
 def test_search_ranks_by_inner_product_and_caps_k(archive):
     memories = [memory_for(f"m{i}", "alice", minutes=i) for i in range(20)]
-    archive.add(memories, vectors_for(memories))
+    archive.upsert(memories, vectors_for(memories))
     query = vector_for("m7")
     hits = archive.search(query, 5, "alice")
     assert hits[0][0].id == "m7" and hits[0][1] == pytest.approx(1.0, abs=1e-5)
@@ -71,17 +71,19 @@ def test_search_ranks_by_inner_product_and_caps_k(archive):
     assert archive.search(query, 3, "nobody") == []
 
 
-def test_list_limit_keeps_the_newest_oldest_first(archive):
+def test_list_memories_pages_oldest_first(archive):
     memories = [memory_for(f"m{i}", "alice", minutes=i) for i in range(6)]
-    archive.add(memories[::-1], vectors_for(memories[::-1]))
-    assert [m.id for m in archive.list("alice")] == [f"m{i}" for i in range(6)]
-    assert [m.id for m in archive.list("alice", limit=2)] == ["m4", "m5"]
+    archive.upsert(memories[::-1], vectors_for(memories[::-1]))
+    assert [m.id for m in archive.list_memories("alice")] == [f"m{i}" for i in range(6)]
+    assert [m.id for m in archive.list_memories("alice", limit=2)] == ["m0", "m1"]
+    assert [m.id for m in archive.list_memories("alice", limit=2, offset=3)] == ["m3", "m4"]
+    assert [m.id for m in archive.list_memories("alice", offset=5)] == ["m5"]
 
 
 def test_add_replaces_same_owner_and_id(archive):
     first = memory_for("m", "alice", content="old text")
-    archive.add([first], vector_for("old")[None])
-    archive.add([first.replace(content="new text")], vector_for("new")[None])
+    archive.upsert([first], vector_for("old")[None])
+    archive.upsert([first.replace(content="new text")], vector_for("new")[None])
     assert archive.count("alice") == 1 and archive.index_size() == 1
     assert [m.content for m in archive.get(["m"], "alice")] == ["new text"]
     assert archive.search(vector_for("old"), 5, "alice")[0][1] == pytest.approx(float(vector_for("old") @ vector_for("new")), abs=1e-5)
@@ -90,17 +92,17 @@ def test_add_replaces_same_owner_and_id(archive):
 def test_touch_updates_last_access_only_for_the_owner(tmp_path):
     when = EPOCH + timedelta(days=3)
     with Archive(tmp_path, DIM) as archive:
-        archive.add([memory_for("m", "alice"), memory_for("m", "bob")], vectors_for([memory_for("m", "a")] * 2))
+        archive.upsert([memory_for("m", "alice"), memory_for("m", "bob")], vectors_for([memory_for("m", "a")] * 2))
         assert archive.touch(["m", "nope"], "alice", when) == 1
     with Archive(tmp_path, DIM) as archive:
-        assert archive.get(["m"], "alice")[0].last_access == when
-        assert archive.get(["m"], "bob")[0].last_access == EPOCH
+        assert archive.get(["m"], "alice")[0].last_access == when.replace(tzinfo=timezone.utc)
+        assert archive.get(["m"], "bob")[0].last_access == EPOCH.replace(tzinfo=timezone.utc)
 
 
 def test_saved_index_is_rebuilt_when_missing_corrupt_stale_or_of_another_kind(tmp_path):
     memories = [memory_for(f"m{i}", f"o{i % 3}") for i in range(30)]
     with Archive(tmp_path, DIM) as archive:
-        archive.add(memories, vectors_for(memories))
+        archive.upsert(memories, vectors_for(memories))
         expected = [[m.id for m, _ in archive.search(vector_for(f"m{i}"), 4, f"o{i % 3}")] for i in range(30)]
 
     def results(archive):
@@ -133,7 +135,7 @@ def test_deleted_memories_never_come_back_and_leave_no_bytes(tmp_path):
     memories = [memory_for(f"m{i}", owners[i % 3], minutes=i,
                            content=f"SECRET-{owners[i % 3]}-{i:03d} " + "detail " * 40) for i in range(60)]
     with Archive(tmp_path, DIM) as archive:
-        archive.add(memories, vectors_for(memories))
+        archive.upsert(memories, vectors_for(memories))
         archive.save_index()
         assert archive.delete(["m0", "m3", "m1"], "alice") == 2  # m1 is bob's: untouched
         assert archive.delete_owner("bob") == 20
@@ -146,7 +148,7 @@ def test_deleted_memories_never_come_back_and_leave_no_bytes(tmp_path):
 
         def check(archive):
             for owner in owners:
-                ids = {m.id for m in archive.list(owner)}
+                ids = {m.id for m in archive.list_memories(owner)}
                 assert ids == {m.id for m in kept if m.owner == owner}
                 for m in memories:
                     hits = {h.id for h, _ in archive.search(vector_for(m.id), 100, owner)}
@@ -169,9 +171,9 @@ def test_deleted_memories_never_come_back_and_leave_no_bytes(tmp_path):
 def test_purge_reads_naive_times_as_utc(archive):
     aware = memory_for("aware", "a").replace(t=datetime(2024, 1, 1, 12, tzinfo=timezone(timedelta(hours=5))))  # 07:00Z
     naive = memory_for("naive", "a").replace(t=datetime(2024, 1, 1, 9))  # 09:00Z
-    archive.add([aware, naive], vectors_for([aware, naive]))
+    archive.upsert([aware, naive], vectors_for([aware, naive]))
     assert archive.purge_older_than(datetime(2024, 1, 1, 8)) == 1
-    assert [m.id for m in archive.list("a")] == ["naive"]
+    assert [m.id for m in archive.list_memories("a")] == ["naive"]
     assert archive.purge_older_than(datetime(2024, 1, 1, 10, tzinfo=timezone.utc), owner="a") == 1
 
 
@@ -181,8 +183,8 @@ def test_encrypted_content_is_not_on_disk_and_round_trips(tmp_path):
     memories = [memory_for(f"m{i}", "alice", content=f"PLAINTEXT-{i} my bank pin is 4711", location="HOMEADDR")
                 for i in range(10)]
     with Archive(tmp_path, DIM, key=key) as archive:
-        archive.add(memories, vectors_for(memories))
-        archive.add([memories[0]], vectors_for(memories[:1]))  # rewrite: a fresh nonce
+        archive.upsert(memories, vectors_for(memories))
+        archive.upsert([memories[0]], vectors_for(memories[:1]))  # rewrite: a fresh nonce
         raw = disk_bytes(tmp_path)
         assert b"PLAINTEXT" not in raw and b"4711" not in raw and b"HOMEADDR" not in raw
     with Archive(tmp_path, DIM, key=key) as archive:
@@ -195,7 +197,7 @@ def test_encrypted_content_is_not_on_disk_and_round_trips(tmp_path):
 
 def test_passphrase_keys_and_key_errors(tmp_path):
     with Archive(tmp_path / "p", DIM, key="correct horse battery staple") as archive:
-        archive.add([memory_for("m", "a")], vectors_for([memory_for("m", "a")]))
+        archive.upsert([memory_for("m", "a")], vectors_for([memory_for("m", "a")]))
     with Archive(tmp_path / "p", DIM, key="correct horse battery staple") as archive:
         assert archive.count("a") == 1
     with pytest.raises(ArchiveKeyError, match="wrong encryption key"):
@@ -218,7 +220,7 @@ def test_tampered_rows_give_a_clear_error_never_garbage(tmp_path, attack):
     key = generate_key()
     memories = [memory_for("m1", "alice", content="first secret"), memory_for("m2", "alice", content="second secret")]
     with Archive(tmp_path, DIM, key=key) as archive:
-        archive.add(memories, vectors_for(memories))
+        archive.upsert(memories, vectors_for(memories))
     db = sqlite3.connect(tmp_path / DB_FILE)
     (p1,), (p2,) = db.execute("SELECT payload FROM memories ORDER BY id").fetchall()
     if attack == "flip_byte":
@@ -270,13 +272,13 @@ BAD_ADDS = _bad_adds()
 
 @pytest.mark.parametrize("label,memories,vectors", BAD_ADDS, ids=[b[0] for b in BAD_ADDS])
 def test_bad_adds_are_refused_whole_with_a_clear_error(archive, label, memories, vectors):
-    archive.add([memory_for("existing", "alice")], vector_for("existing")[None])
+    archive.upsert([memory_for("existing", "alice")], vector_for("existing")[None])
     if vectors is None:
         vectors = np.stack([vector_for(str(i)) for i in range(len(memories))])
     with pytest.raises(InvalidMemoryError) as error:
-        archive.add(memories, vectors)
-    assert "Archive.add" in str(error.value)
-    assert [m.id for m in archive.list("alice")] == ["existing"]  # nothing of the batch, nothing lost
+        archive.upsert(memories, vectors)
+    assert "Archive.upsert" in str(error.value)
+    assert [m.id for m in archive.list_memories("alice")] == ["existing"]  # nothing of the batch, nothing lost
     assert archive.index_size() == 1
 
 
@@ -297,29 +299,29 @@ BAD_CALLS = [
     ("delete_owner empty", lambda a: a.delete_owner(""), ValueError),
     ("purge with a string", lambda a: a.purge_older_than("2024-01-01"), TypeError),
     ("touch with a string", lambda a: a.touch(["existing"], "alice", "now"), TypeError),
-    ("list negative limit", lambda a: a.list("alice", limit=-1), ValueError),
+    ("list negative limit", lambda a: a.list_memories("alice", limit=-1), ValueError),
     ("vectors of a missing id", lambda a: a.vectors(["nope"], "alice"), KeyError),
 ]
 
 
 @pytest.mark.parametrize("label,call,error", BAD_CALLS, ids=[b[0] for b in BAD_CALLS])
 def test_bad_calls_raise_and_change_nothing(archive, label, call, error):
-    archive.add([memory_for("existing", "alice")], vector_for("existing")[None])
+    archive.upsert([memory_for("existing", "alice")], vector_for("existing")[None])
     with pytest.raises(error):
         call(archive)
-    assert [m.id for m in archive.list("alice")] == ["existing"]
+    assert [m.id for m in archive.list_memories("alice")] == ["existing"]
 
 
 def test_text_far_beyond_the_encoder_length_is_stored_whole(archive):
     huge = "word " * 200_000 + "THE END"  # ~1 MB, thousands of times an encoder's 256 tokens
-    archive.add([memory_for("huge", "alice", content=huge)], vector_for("huge")[None])
+    archive.upsert([memory_for("huge", "alice", content=huge)], vector_for("huge")[None])
     assert archive.get(["huge"], "alice")[0].content == huge
     assert archive.search(vector_for("huge"), 1, "alice")[0][0].content.endswith("THE END")
 
 
 def test_newer_format_foreign_files_and_wrong_dim_are_refused(tmp_path):
     with Archive(tmp_path / "new", DIM) as archive:
-        archive.add([memory_for("m", "a")], vector_for("m")[None])
+        archive.upsert([memory_for("m", "a")], vector_for("m")[None])
     db = sqlite3.connect(tmp_path / "new" / DB_FILE)
     db.execute(f"PRAGMA user_version = {FORMAT_VERSION + 1}")
     db.close()
@@ -359,9 +361,9 @@ def test_a_reader_far_behind_the_pruned_change_log_rebuilds_and_agrees(tmp_path,
 
     monkeypatch.setattr(archive_module, "CHANGELOG_KEEP", 4)
     with Archive(tmp_path, DIM) as reader, Archive(tmp_path, DIM) as writer:
-        reader.add([memory_for("first", "a")], vector_for("first")[None])
+        reader.upsert([memory_for("first", "a")], vector_for("first")[None])
         for i in range(20):
-            writer.add([memory_for(f"m{i}", "a")], vector_for(f"m{i}")[None])
+            writer.upsert([memory_for(f"m{i}", "a")], vector_for(f"m{i}")[None])
         writer.delete(["m3"], "a")
         assert writer._require_open().execute("SELECT count(*) FROM changes").fetchone()[0] <= 7  # pruned
         hits = reader.search(vector_for("m7"), 30, "a")  # its log position was pruned away: full rebuild
@@ -371,7 +373,7 @@ def test_a_reader_far_behind_the_pruned_change_log_rebuilds_and_agrees(tmp_path,
 
 def test_search_and_delete_beyond_sqlite_parameter_limits(archive):
     memories = [memory_for(f"m{i}", "alice") for i in range(1200)]
-    archive.add(memories, np.tile(vector_for("same"), (1200, 1)))
+    archive.upsert(memories, np.tile(vector_for("same"), (1200, 1)))
     assert len(archive.search(vector_for("same"), 5000, "alice")) == 1200
     assert len(archive.get([m.id for m in memories], "alice")) == 1200
     assert archive.delete([m.id for m in memories[:1100]], "alice") == 1100

@@ -37,7 +37,7 @@ def write(archive: Archive, tag: str, ops: Counter, n: int = N_PER_WRITER) -> No
     """One writer's work; asserts read-your-writes after every add."""
     for i in range(n):
         memory_id = f"{tag}-{i}"
-        archive.add([memory_for(memory_id, "shared"), memory_for(memory_id, tag)],
+        archive.upsert([memory_for(memory_id, "shared"), memory_for(memory_id, tag)],
                     np.stack([vector_for(memory_id)] * 2))
         ops["add"] += 2
         hit, score = archive.search(vector_for(memory_id), 1, "shared")[0]
@@ -65,7 +65,7 @@ with Archive(directory, DIM) as archive:
     write(archive, tag, ops)
     expected = writer_ids(tag)[0] | writer_ids(other)[0]
     deadline = time.time() + 120
-    while {m.id for m in archive.list("shared")} != expected:  # wait for the other process to finish
+    while {m.id for m in archive.list_memories("shared")} != expected:  # wait for the other process to finish
         assert time.time() < deadline, "the other writer never finished"
         ops["list"] += 1
         time.sleep(0.05)
@@ -82,11 +82,11 @@ print("ok", sum(ops.values()), flush=True)
 def check_final(directory, tags) -> None:
     with Archive(directory, DIM) as archive:
         survivors = set().union(*(writer_ids(t)[0] for t in tags))
-        assert {m.id for m in archive.list("shared")} == survivors
+        assert {m.id for m in archive.list_memories("shared")} == survivors
         for tag in tags:
-            assert {m.id for m in archive.list(tag)} == writer_ids(tag)[0]
+            assert {m.id for m in archive.list_memories(tag)} == writer_ids(tag)[0]
         assert archive.index_size() == 2 * len(survivors)
-        assert all(m == memory_for(m.id, "shared") for m in archive.list("shared"))
+        assert all(m == memory_for(m.id, "shared") for m in archive.list_memories("shared"))
 
 
 def test_threads_sharing_and_not_sharing_an_instance(tmp_path):
@@ -107,7 +107,7 @@ def test_threads_sharing_and_not_sharing_an_instance(tmp_path):
     def read(archive: Archive) -> None:
         seen = 0
         while not done.is_set():
-            memories = archive.list("shared")
+            memories = archive.list_memories("shared")
             assert all(m == memory_for(m.id, "shared") for m in memories)  # never a torn row
             for memory, _ in archive.search(vector_for("t0-0"), 5, "shared"):
                 assert memory == memory_for(memory.id, "shared")

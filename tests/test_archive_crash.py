@@ -52,7 +52,7 @@ while True:
     ids = [f"c{j}" for j in range(step, step + batch)]
     memories = [memory_for(i, owners[int(i[1:]) % 3]) for i in ids]
     print("begin-add", *ids, flush=True)
-    archive.add(memories, np.stack([vector_for(i) for i in ids]))
+    archive.upsert(memories, np.stack([vector_for(i) for i in ids]))
     print("ack-add", *ids, flush=True)
     acked += ids
     step += batch
@@ -111,7 +111,7 @@ def run_trials(directory, trials: int, seed: int) -> dict:
 
         with Archive(directory, DIM, key=key or None) as archive:
             stats["reopen_" + archive.index_source] += 1
-            present = {m.id for owner in OWNERS for m in archive.list(owner)}
+            present = {m.id for owner in OWNERS for m in archive.list_memories(owner)}
             maybe_gone = maybe_new = set()
             if in_flight is None:
                 stats["killed_between_writes"] += 1
@@ -126,7 +126,7 @@ def run_trials(directory, trials: int, seed: int) -> dict:
             assert not (alive - maybe_gone) - present, f"trial {trial}: lost acknowledged {(alive - maybe_gone) - present}"
             assert not present - alive - maybe_new, f"trial {trial}: unexpected {present - alive - maybe_new}"
             for owner in OWNERS:  # what is there is byte-exact, and the index agrees with the table
-                mine = archive.list(owner)
+                mine = archive.list_memories(owner)
                 assert all(m == memory_for(m.id, owner) for m in mine)
                 if mine:
                     np.testing.assert_array_equal(archive.vectors([m.id for m in mine], owner),

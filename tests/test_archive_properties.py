@@ -67,13 +67,13 @@ class ArchiveMachine(RuleBasedStateMachine):
         keys = [(m.owner, m.id) for m, _ in batch]
         vectors = POOL[[v for _, v in batch]] if batch else np.zeros((0, DIM), np.float32)
         if all(storable(m) for m, _ in batch) and len(set(keys)) == len(keys):
-            self.archive.add([m for m, _ in batch], vectors)
+            self.archive.upsert([m for m, _ in batch], vectors)
             self.model.update({(m.owner, m.id): (m, POOL[v]) for m, v in batch})
             event("add stored")
         else:
             event("add refused (blank, bad Unicode or repeated key)")
             with pytest.raises(InvalidMemoryError):
-                self.archive.add([m for m, _ in batch], vectors)
+                self.archive.upsert([m for m, _ in batch], vectors)
 
     @rule(owner=st.sampled_from(OWNERS), ids=st.lists(st.sampled_from(IDS + ("nope", "m0' OR 1=1")), max_size=3))
     def delete(self, owner, ids) -> None:
@@ -127,7 +127,7 @@ class ArchiveMachine(RuleBasedStateMachine):
         for owner in OWNERS:
             mine = {i: m for (o, i), (m, _) in self.model.items() if o == owner}
             assert self.archive.count(owner) == len(mine)
-            assert {m.id: m for m in self.archive.list(owner)} == mine
+            assert {m.id: m for m in self.archive.list_memories(owner)} == mine
             assert self.archive.get(list(IDS), owner) == [mine[i] for i in IDS if i in mine]
         assert self.archive.index_size() == len(self.model)
 

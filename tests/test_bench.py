@@ -135,7 +135,7 @@ def test_archive_search_looks_hits_up_by_primary_key(tmp_path):
     vectors = unit(200, 8, 4)
     now = datetime(2024, 1, 1, tzinfo=timezone.utc)
     with Archive(tmp_path / "archive", 8) as archive:
-        archive.add([Memory(id=f"m{i}", owner="a", t=now, content=f"memory {i}", importance=0.5, kind="observation")
+        archive.upsert([Memory(id=f"m{i}", owner="a", t=now, content=f"memory {i}", importance=0.5, kind="observation")
                      for i in range(200)], vectors)
         statements = []
         archive._conn.set_trace_callback(statements.append)

@@ -21,8 +21,15 @@ How the pieces stay consistent (see docs/security.md for the reasoning):
   (incremental vacuum), truncate the WAL (checkpoint) and drop the saved index files, so deleted
   text is gone from disk, not just hidden.
 - With a key, the memory's text and its structured fields are sealed with AES-GCM; owner, id,
-  times, kind, importance and the vector stay in clear but are bound into the associated data,
-  so editing them or swapping ciphertexts between rows is detected.
+  times, kind, importance, superseded_by and the vector stay in clear but are bound into the
+  associated data, so editing them or swapping ciphertexts between rows is detected (the row
+  format is shared with the PostgreSQL store: :mod:`memnets.store.rows`).
+- Older versions of a memory (rows with ``superseded_by`` set) stay in the table for ``history``
+  but are kept out of the FAISS index, the listings and the counts.
+- Filtered searches rank exactly: SQL selects the owner's current rows that pass the clear-column
+  conditions (kind, time range), their vectors are scored with one matrix product, and rows are
+  decoded best first, metadata conditions checked on the decoded (decrypted) record, until k
+  match. So a filter never shortens the result below k when k memories match.
 
 One connection per ``Archive``, shared by its threads under a re-entrant lock that also guards
 the index; several processes may open the same directory (SQLite's locks plus ``busy_timeout``).
@@ -30,8 +37,6 @@ the index; several processes may open the same directory (SQLite's locks plus ``
 
 from __future__ import annotations
 
-import builtins
-import hashlib
 import json
 import os
 import shutil
@@ -41,24 +46,25 @@ import time
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, suppress
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 
 import numpy as np
 from tqdm import tqdm
 
-from memnets.memory.crypto import RowCipher, derive_key, new_salt
+from memnets.memory.crypto import RowCipher
 from memnets.memory.errors import (
     ArchiveError,
     ArchiveFormatError,
     ArchiveIntegrityError,
-    ArchiveKeyError,
-    InvalidMemoryError,
 )
 from memnets.records import Memory
 from memnets.retrieval.faiss_retriever import FaissRetriever
+from memnets.store import rows as rowcodec
+from memnets.store.filters import MemoryFilter
+from memnets.timeutil import as_utc
 
-FORMAT_VERSION = 1  # stored in PRAGMA user_version; bump with a migration when the schema changes
+FORMAT_VERSION = 2  # stored in PRAGMA user_version; bump with a migration (_MIGRATIONS) when the schema changes
 DB_FILE = "archive.sqlite3"
 INDEX_DIR = "index"
 INDEX_MARKER = "archive_generation.json"
@@ -79,13 +85,21 @@ CREATE TABLE memories (
     kind TEXT NOT NULL,
     payload BLOB NOT NULL,                  -- JSON of content and structured fields, sealed with a key
     vector BLOB NOT NULL,                   -- little-endian float32 [dim]
+    superseded_by TEXT,                     -- id of the newer version (NULL: a current memory)
     UNIQUE (owner, id)
 );
 CREATE INDEX memories_owner_t ON memories (owner, t_epoch);
 CREATE INDEX memories_t ON memories (t_epoch);
+CREATE INDEX memories_owner_superseded ON memories (owner, superseded_by);
 CREATE TABLE changes (seq INTEGER PRIMARY KEY AUTOINCREMENT, row INTEGER NOT NULL);
 """
-_COLUMNS = "row, owner, id, t, last_access, importance, kind, payload, vector"
+# format N -> N + 1, run in the open's write transaction (the first open by a newer memnets upgrades)
+_MIGRATIONS = {
+    1: ["ALTER TABLE memories ADD COLUMN superseded_by TEXT",
+        "CREATE INDEX memories_owner_superseded ON memories (owner, superseded_by)"],
+}
+_COLUMNS = "row, owner, id, t, last_access, importance, kind, payload, vector, superseded_by"
+_CURRENT = "superseded_by IS NULL"  # rows that search, listings, counts and the FAISS index see
 
 
 class Archive:
@@ -100,8 +114,9 @@ class Archive:
         index: the FaissRetriever kind ("flat", "hnsw", "ivf", "auto" or a FAISS factory string).
         busy_timeout: seconds a write waits for another process's write lock before failing.
 
-    Adding a memory whose (owner, id) already exists replaces it (content, vector and all).
-    Memory ids are scoped to their owner: two owners may use the same id without seeing each other.
+    Implements :class:`memnets.store.MemoryStore`. Upserting a memory whose (owner, id) already
+    exists replaces it (content, vector and all). Memory ids are scoped to their owner: two owners
+    may use the same id without seeing each other.
     """
 
     def __init__(
@@ -113,8 +128,7 @@ class Archive:
         index: str = "flat",
         busy_timeout: float = 30.0,
     ) -> None:
-        if dim is not None and (not isinstance(dim, (int, np.integer)) or isinstance(dim, bool) or dim < 1):
-            raise ValueError(f"Archive: dim must be a positive int or None, got {dim!r}")
+        dim = rowcodec.check_dim(dim, "Archive")
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
         self.index_kind = index
@@ -122,7 +136,7 @@ class Archive:
         self._conn: sqlite3.Connection | None = None
         self._conn = self._connect(busy_timeout)
         try:
-            self.dim, self._cipher = self._init_schema(None if dim is None else int(dim), key)
+            self.dim, self._cipher = self._init_schema(dim, key)
             self._retriever: FaissRetriever
             self._generation = 0  # the change-log position the in-memory index reflects
             self._saved_generation = -1  # the generation of the index files on disk (-1: none/unknown)
@@ -170,18 +184,15 @@ class Archive:
             if version < 1 or not {"meta", "memories", "changes"} <= tables:
                 raise ArchiveFormatError(f"{path} is an SQLite file but not a memnets archive (user_version {version}, tables {sorted(tables)})")
             meta = dict(self._conn.execute("SELECT key, value FROM meta"))
-        stored_dim = int(meta["dim"])
-        if dim is not None and dim != stored_dim:
-            raise ArchiveFormatError(f"{path} holds vectors of dim {stored_dim}, but Archive was opened with dim={dim}")
-        if "key_check" not in meta:
-            if key is not None:
-                raise ArchiveKeyError(f"{path} was created without encryption; open it without a key "
-                                      "(memories cannot be encrypted after the fact)")
-            return stored_dim, None
-        if key is None:
-            raise ArchiveKeyError(f"{path} is encrypted; pass the key it was created with (key=...)")
-        cipher = RowCipher(derive_key(key, bytes(meta["kdf_salt"])))
-        cipher.verify_key_check(bytes(meta["key_check"]))
+            stored_dim = int(meta["dim"])
+            if dim is not None and dim != stored_dim:
+                raise ArchiveFormatError(f"{path} holds vectors of dim {stored_dim}, but Archive was opened with dim={dim}")
+            cipher = rowcodec.existing_cipher(key, meta, str(path))
+            for step in range(version, FORMAT_VERSION):
+                for statement in _MIGRATIONS[step]:
+                    self._conn.execute(statement)
+            if version != FORMAT_VERSION:
+                self._conn.execute(f"PRAGMA user_version = {FORMAT_VERSION}")
         return stored_dim, cipher
 
     def _create(self, dim: int | None, key: bytes | str | None) -> tuple[int, RowCipher | None]:
@@ -190,12 +201,8 @@ class Archive:
         for statement in _SCHEMA.split(";"):
             if statement.strip():
                 self._conn.execute(statement)
-        meta = {"dim": dim, "created_with": "memnets archive format %d" % FORMAT_VERSION}
-        cipher = None
-        if key is not None:
-            salt = new_salt()
-            cipher = RowCipher(derive_key(key, salt))
-            meta.update(kdf_salt=salt, key_check=cipher.key_check())
+        cipher, key_meta = rowcodec.new_cipher(key)
+        meta = {"dim": dim, "created_with": f"memnets archive format {FORMAT_VERSION}", **key_meta}
         self._conn.executemany("INSERT INTO meta (key, value) VALUES (?, ?)", meta.items())
         self._conn.execute(f"PRAGMA user_version = {FORMAT_VERSION}")
         return dim, cipher
@@ -235,7 +242,7 @@ class Archive:
         """Load the saved index when it reflects the current generation, else rebuild it from SQLite."""
         with self._read() as conn:
             generation = self._db_generation(conn)
-            count = conn.execute("SELECT count(*) FROM memories").fetchone()[0]
+            count = conn.execute(f"SELECT count(*) FROM memories WHERE {_CURRENT}").fetchone()[0]
         folder = self.directory / INDEX_DIR
         for leftover in self.directory.glob(f".{INDEX_DIR}.*"):  # from a save killed midway, long ago
             with suppress(OSError):
@@ -260,8 +267,8 @@ class Archive:
         retriever = FaissRetriever(self.dim, index=self.index_kind)
         with self._read() as conn:
             generation = self._db_generation(conn)
-            total = conn.execute("SELECT count(*) FROM memories").fetchone()[0]
-            rows = conn.execute("SELECT row, owner, vector FROM memories ORDER BY owner, row")
+            total = conn.execute(f"SELECT count(*) FROM memories WHERE {_CURRENT}").fetchone()[0]
+            rows = conn.execute(f"SELECT row, owner, vector FROM memories WHERE {_CURRENT} ORDER BY owner, row")
             with tqdm(total=total, desc="rebuilding memory index", unit="mem",
                       disable=total < _REBUILD_PROGRESS_FROM) as progress:
                 for owner, ids, vectors in _group_by_owner(rows, self.dim):
@@ -282,7 +289,7 @@ class Archive:
                 changed = [r[0] for r in conn.execute(
                     "SELECT DISTINCT row FROM changes WHERE seq > ? AND seq <= ?", (self._generation, generation))]
                 present = conn.execute(
-                    "SELECT row, owner, vector FROM memories WHERE row IN "
+                    f"SELECT row, owner, vector FROM memories WHERE {_CURRENT} AND row IN "
                     "(SELECT row FROM changes WHERE seq > ? AND seq <= ?) ORDER BY owner, row",
                     (self._generation, generation),
                 ).fetchall()
@@ -323,7 +330,7 @@ class Archive:
             if self._saved_generation == self._generation:
                 return
             with self._read() as conn:
-                count = conn.execute("SELECT count(*) FROM memories").fetchone()[0]
+                count = conn.execute(f"SELECT count(*) FROM memories WHERE {_CURRENT}").fetchone()[0]
                 if self._db_generation(conn) != self._generation or count != len(self._retriever):
                     return  # another process wrote meanwhile; the next open rebuilds or a later save wins
             folder = self.directory / INDEX_DIR
@@ -356,7 +363,7 @@ class Archive:
         self._saved_generation = -1
 
     # ------------------------------------------------------------------ writes
-    def add(self, memories: Sequence[Memory], vectors) -> None:
+    def upsert(self, memories: Sequence[Memory], vectors) -> None:
         """Store memories with their vectors [N, dim] in one transaction (all or nothing).
 
         A memory whose (owner, id) exists already is replaced. Raises InvalidMemoryError, naming
@@ -364,75 +371,75 @@ class Archive:
         NaN/inf or of the wrong dim, a repeated (owner, id) in the batch, or unserialisable metadata.
         Content of any length is stored whole (the encoder, not the archive, truncates).
         """
-        memories = list(memories)
-        array = self._check_vectors(vectors, len(memories))
-        keys = set()
-        rows = []
-        for memory, vector in zip(memories, array):
-            if not isinstance(memory, Memory):
-                raise InvalidMemoryError(f"Archive.add: expected Memory records, got {type(memory).__name__}")
-            if (memory.owner, memory.id) in keys:
-                raise InvalidMemoryError(f"Archive.add: memory {memory.id!r} of owner {memory.owner!r} appears twice in the batch")
-            keys.add((memory.owner, memory.id))
-            rows.append(self._encode(memory, vector))
+        memories, array = rowcodec.check_batch(memories, vectors, self.dim, "Archive.upsert")
+        rows = [rowcodec.encode_row(memory, vector, self._cipher, "Archive.upsert") for memory, vector in zip(memories, array)]
         if not rows:
             return
         with self._lock:
             with self._write() as conn:
                 for row in rows:
                     conn.execute(
-                        "INSERT INTO memories (owner, id, t, t_epoch, last_access, importance, kind, payload, vector) "
-                        "VALUES (:owner, :id, :t, :t_epoch, :last_access, :importance, :kind, :payload, :vector) "
+                        "INSERT INTO memories (owner, id, t, t_epoch, last_access, importance, kind, payload, vector, "
+                        "superseded_by) VALUES (:owner, :id, :t, :t_epoch, :last_access, :importance, :kind, :payload, "
+                        ":vector, :superseded_by) "
                         "ON CONFLICT (owner, id) DO UPDATE SET t = excluded.t, t_epoch = excluded.t_epoch, "
                         "last_access = excluded.last_access, importance = excluded.importance, kind = excluded.kind, "
-                        "payload = excluded.payload, vector = excluded.vector",
-                        row,
+                        "payload = excluded.payload, vector = excluded.vector, superseded_by = excluded.superseded_by",
+                        vars(row),
                     )  # an update keeps the row number, so logging the row afterwards covers both cases
-                    self._log_changes(conn, "owner = ? AND id = ?", (row["owner"], row["id"]))
+                    self._log_changes(conn, "owner = ? AND id = ?", (row.owner, row.id))
             self._sync()
 
     def touch(self, ids: Iterable[str], owner: str, when: datetime) -> int:
         """Set last_access of the owner's memories with these ids; returns how many were updated."""
-        ids = self._check_ids(ids, "touch")
-        self._check_owner(owner, "touch")
-        if not isinstance(when, datetime):
-            raise TypeError(f"Archive.touch: when must be a datetime, got {type(when).__name__}")
+        ids = rowcodec.check_ids(ids, "Archive.touch")
+        rowcodec.check_owner(owner, "Archive.touch")
+        when = as_utc(when, "Archive.touch: when")
         with self._lock, self._write() as conn:
             return sum(conn.execute("UPDATE memories SET last_access = ? WHERE owner = ? AND id = ?",
                                     (when.isoformat(), owner, i)).rowcount for i in ids)
 
     def delete(self, ids: Iterable[str], owner: str) -> int:
-        """Delete the owner's memories with these ids (others' are untouched); returns how many."""
-        ids = self._check_ids(ids, "delete")
-        self._check_owner(owner, "delete")
+        """Delete the owner's memories with these ids and their older versions (others' are untouched); returns how many rows."""
+        ids = rowcodec.check_ids(ids, "Archive.delete")
+        rowcodec.check_owner(owner, "Archive.delete")
         return self._delete_where([(f"owner = ? AND id IN ({','.join('?' * len(chunk))})", [owner, *chunk])
-                                   for chunk in _chunks(ids, 500)])
+                                   for chunk in _chunks(ids, 500)], tombstones=[(owner, i, None) for i in ids])
 
     def delete_owner(self, owner: str) -> int:
         """Delete every memory of an owner; returns how many."""
-        self._check_owner(owner, "delete_owner")
-        return self._delete_where([("owner = ?", [owner])])
+        rowcodec.check_owner(owner, "Archive.delete_owner")
+        return self._delete_where([("owner = ?", [owner])], tombstones=[(owner, None, None)])
 
     def purge_older_than(self, cutoff: datetime, owner: str | None = None) -> int:
-        """Delete memories created (``t``) before ``cutoff``, of one owner or of all; returns how many.
+        """Delete memories created (``t``) before ``cutoff`` with their older versions, of one owner or of all; returns how many.
 
         Naive datetimes, stored or given, are read as UTC.
         """
-        if not isinstance(cutoff, datetime):
-            raise TypeError(f"Archive.purge_older_than: cutoff must be a datetime, got {type(cutoff).__name__}")
+        cutoff_epoch = as_utc(cutoff, "Archive.purge_older_than: cutoff").timestamp()
         if owner is None:
-            return self._delete_where([("t_epoch < ?", [_epoch(cutoff)])])
-        self._check_owner(owner, "purge_older_than")
-        return self._delete_where([("owner = ? AND t_epoch < ?", [owner, _epoch(cutoff)])])
+            return self._delete_where([("t_epoch < ?", [cutoff_epoch])], tombstones=[(None, None, cutoff_epoch)])
+        rowcodec.check_owner(owner, "Archive.purge_older_than")
+        return self._delete_where([("owner = ? AND t_epoch < ?", [owner, cutoff_epoch])],
+                                  tombstones=[(owner, None, cutoff_epoch)])
 
-    def _delete_where(self, clauses: Sequence[tuple[str, Sequence]]) -> int:
-        """Delete the rows matching any (where, params) clause, in one transaction, then scrub the disk."""
+    def _delete_where(self, clauses: Sequence[tuple[str, Sequence]], tombstones: Sequence[tuple] = ()) -> int:
+        """Delete the rows matching any (where, params) clause and the older versions of the current ones
+        among them, in one transaction (with the deletion's ``tombstones``, see :meth:`deleted_since`),
+        then scrub the disk."""
         with self._lock:
             deleted = 0
             with self._write() as conn:
+                _record_tombstones(conn, tombstones)
                 for where, params in clauses:
+                    replaced = conn.execute(f"SELECT owner, id FROM memories WHERE {where} AND {_CURRENT}", params).fetchall()
                     self._log_changes(conn, where, params)
                     deleted += conn.execute(f"DELETE FROM memories WHERE {where}", params).rowcount
+                    for owner, ids in _group_pairs(replaced):
+                        for chunk in _chunks(ids, 500):
+                            versions = f"owner = ? AND superseded_by IN ({','.join('?' * len(chunk))})"
+                            self._log_changes(conn, versions, [owner, *chunk])
+                            deleted += conn.execute(f"DELETE FROM memories WHERE {versions}", [owner, *chunk]).rowcount
             if deleted:
                 self._drop_saved_index()
                 self.compact()
@@ -454,9 +461,9 @@ class Archive:
 
     # ------------------------------------------------------------------ reads (all owner-scoped)
     def get(self, ids: Iterable[str], owner: str) -> list[Memory]:
-        """The owner's memories with these ids, in the order asked; ids not found (or another owner's) are skipped."""
-        ids = self._check_ids(ids, "get")
-        self._check_owner(owner, "get")
+        """The owner's memories with these ids (older versions included), in the order asked; ids not found (or another owner's) are skipped."""
+        ids = rowcodec.check_ids(ids, "Archive.get")
+        rowcodec.check_owner(owner, "Archive.get")
         found: dict[str, Memory] = {}
         with self._lock, self._read() as conn:
             for chunk in _chunks(ids, 500):
@@ -468,8 +475,8 @@ class Archive:
 
     def vectors(self, ids: Iterable[str], owner: str) -> np.ndarray:
         """The stored vectors [N, dim] of the owner's memories with these ids (in order; all must exist)."""
-        ids = self._check_ids(ids, "vectors")
-        self._check_owner(owner, "vectors")
+        ids = rowcodec.check_ids(ids, "Archive.vectors")
+        rowcodec.check_owner(owner, "Archive.vectors")
         out = np.zeros((len(ids), self.dim), dtype=np.float32)
         with self._lock, self._read() as conn:
             for n, memory_id in enumerate(ids):
@@ -479,56 +486,151 @@ class Archive:
                 out[n] = _unpack_vector(record[0], self.dim, memory_id)
         return out
 
-    def search(self, vector, k: int, owner: str) -> list[tuple[Memory, float]]:
-        """The owner's k memories of highest inner product with ``vector`` [dim], best first."""
-        self._check_owner(owner, "search")
-        if not isinstance(k, (int, np.integer)) or isinstance(k, bool) or k < 1:
-            raise ValueError(f"Archive.search: k must be an int >= 1, got {k!r}")
-        query = self._check_vectors(vector, 1, single=True)
+    def search(self, vector, k: int, owner: str, *, filters: MemoryFilter | None = None) -> list[tuple[Memory, float]]:
+        """The owner's k current memories passing ``filters`` of highest inner product with ``vector`` [dim], best first.
+
+        Without filters the FAISS index ranks; with filters the matching rows are ranked exactly
+        (see the module docstring), so k results come back whenever k memories match.
+        """
+        rowcodec.check_owner(owner, "Archive.search")
+        k = rowcodec.check_k(k, "Archive.search")
+        query = rowcodec.check_vectors(vector, 1, self.dim, "Archive.search", single=True)
+        filters = MemoryFilter.parse(filters)
         with self._lock:
+            if filters is not None:
+                return self._search_filtered(query[0], k, owner, filters)
             self._sync()
-            ids, scores = self._retriever.search(query, int(k), owner)
+            ids, scores = self._retriever.search(query, k, owner)
             rows = [int(i) for i in ids[0]]
-            if not rows:
-                return []
-            records = {}
-            with self._read() as conn:
-                for chunk in _chunks(rows, 500):
-                    records.update((r[0], r) for r in conn.execute(
-                        # "+owner": filter by owner but look rows up by primary key; with a plain
-                        # "owner = ?" SQLite picks the owner index and scans all the owner's rows
-                        f"SELECT {_COLUMNS} FROM memories WHERE +owner = ? AND row IN ({','.join('?' * len(chunk))})",
-                        [owner, *chunk]))
+            records = self._records_by_row(rows, owner)
             return [(self._decode(records[row]), float(score)) for row, score in zip(rows, scores[0]) if row in records]
 
-    def list(self, owner: str, *, limit: int | None = None) -> list[Memory]:
-        """The owner's memories, oldest first (by ``t``); at most ``limit`` of them (the newest) if given."""
-        self._check_owner(owner, "list")
-        if limit is not None and (not isinstance(limit, int) or limit < 0):
-            raise ValueError(f"Archive.list: limit must be a non-negative int or None, got {limit!r}")
-        query = f"SELECT {_COLUMNS} FROM memories WHERE owner = ? ORDER BY t_epoch DESC, row DESC"
-        params: list = [owner]
-        if limit is not None:
-            query += " LIMIT ?"
-            params.append(limit)
-        with self._lock, self._read() as conn:
-            return [self._decode(r) for r in reversed(conn.execute(query, params).fetchall())]
+    def _records_by_row(self, rows: Sequence[int], owner: str) -> dict[int, tuple]:
+        """The owner's current records with these row numbers, keyed by row."""
+        records = {}
+        with self._read() as conn:
+            for chunk in _chunks(rows, 500):
+                records.update((r[0], r) for r in conn.execute(
+                    # "+owner": filter by owner but look rows up by primary key; with a plain
+                    # "owner = ?" SQLite picks the owner index and scans all the owner's rows
+                    f"SELECT {_COLUMNS} FROM memories WHERE +owner = ? AND {_CURRENT} "
+                    f"AND row IN ({','.join('?' * len(chunk))})", [owner, *chunk]))
+        return records
 
-    def export(self, owner: str) -> builtins.list[Memory]:
-        """Every memory of the owner, decrypted, oldest first: the owner's right-of-access dump."""
-        return self.list(owner)
+    def _search_filtered(self, query: np.ndarray, k: int, owner: str, filters: MemoryFilter) -> list[tuple[Memory, float]]:
+        """Exact ranking of the owner's current rows that pass ``filters``: clear columns in SQL,
+        metadata on the decoded records, checked best first until k match."""
+        where, params = _clear_conditions(owner, filters)
+        with self._read() as conn:
+            candidates = conn.execute(f"SELECT row, vector FROM memories WHERE {where}", params).fetchall()
+        if not candidates:
+            return []
+        vectors = np.frombuffer(b"".join(bytes(v) for _, v in candidates), dtype="<f4").reshape(len(candidates), self.dim)
+        scores = vectors @ query
+        order = np.argsort(-scores, kind="stable")
+        found: list[tuple[Memory, float]] = []
+        batch = k if not filters.needs_payload else max(k, 256)
+        for start in range(0, len(order), batch):
+            positions = order[start:start + batch]
+            records = self._records_by_row([candidates[p][0] for p in positions], owner)
+            for p in positions:
+                record = records.get(candidates[p][0])
+                if record is None:  # deleted since the candidates were read
+                    continue
+                memory = self._decode(record)
+                if filters.matches(memory):
+                    found.append((memory, float(scores[p])))
+                    if len(found) == k:
+                        return found
+        return found
+
+    def list_memories(self, owner: str, *, limit: int | None = None, offset: int = 0,
+                      filters: MemoryFilter | None = None) -> list[Memory]:
+        """The owner's current memories passing ``filters``, ordered by (t, id); ``offset`` skipped, at most ``limit``."""
+        rowcodec.check_owner(owner, "Archive.list_memories")
+        rowcodec.check_page(limit, offset, "Archive.list_memories")
+        filters = MemoryFilter.parse(filters)
+        where, params = _clear_conditions(owner, filters)
+        query = f"SELECT {_COLUMNS} FROM memories WHERE {where} ORDER BY t_epoch, id"
+        with self._lock, self._read() as conn:
+            if filters is None or not filters.needs_payload:
+                return [self._decode(r) for r in conn.execute(f"{query} LIMIT ? OFFSET ?",
+                                                               [*params, -1 if limit is None else limit, offset])]
+            out: list[Memory] = []
+            skipped = 0
+            for record in conn.execute(query, params):
+                if limit is not None and len(out) >= limit:
+                    break
+                memory = self._decode(record)
+                if filters.matches(memory):
+                    if skipped < offset:
+                        skipped += 1
+                    else:
+                        out.append(memory)
+            return out
+
+    def export(self, owner: str) -> list[Memory]:
+        """Every stored row of the owner (older versions too), decrypted, by (t, id): the right-of-access dump."""
+        rowcodec.check_owner(owner, "Archive.export")
+        with self._lock, self._read() as conn:
+            return [self._decode(r) for r in conn.execute(
+                f"SELECT {_COLUMNS} FROM memories WHERE owner = ? ORDER BY t_epoch, id", (owner,))]
+
+    def history(self, id: str, owner: str) -> list[Memory]:
+        """The older versions of the owner's memory ``id`` (rows superseded by it), oldest (first written) first."""
+        rowcodec.check_ids([id], "Archive.history")
+        rowcodec.check_owner(owner, "Archive.history")
+        with self._lock, self._read() as conn:
+            return [self._decode(r) for r in conn.execute(
+                f"SELECT {_COLUMNS} FROM memories WHERE owner = ? AND superseded_by = ? ORDER BY row", (owner, id))]
 
     def count(self, owner: str) -> int:
-        """How many memories the owner has."""
-        self._check_owner(owner, "count")
+        """How many current (not superseded) memories the owner has."""
+        rowcodec.check_owner(owner, "Archive.count")
         with self._lock:
-            return self._require_open().execute("SELECT count(*) FROM memories WHERE owner = ?", (owner,)).fetchone()[0]
+            return self._require_open().execute(
+                f"SELECT count(*) FROM memories WHERE owner = ? AND {_CURRENT}", (owner,)).fetchone()[0]
+
+    def owners(self) -> list[str]:
+        """Every owner with at least one stored memory, sorted."""
+        with self._lock:
+            return [r[0] for r in self._require_open().execute("SELECT DISTINCT owner FROM memories ORDER BY owner")]
 
     def index_size(self) -> int:
         """How many vectors the in-memory FAISS index holds after catching up (equals the table's row count)."""
         with self._lock:
             self._sync()
             return len(self._retriever)
+
+    # ------------------------------------------------------------------ deletion ledger (API helper)
+    def deletion_mark(self) -> int:
+        """The newest tombstone's sequence number (0: nothing was ever deleted); see :meth:`deleted_since`."""
+        with self._lock, self._read() as conn:
+            return _tombstone_mark(conn)
+
+    def deleted_since(self, mark: int, owner: str, memories: Sequence[Memory]) -> tuple[int, set[str]]:
+        """Which of ``memories`` (the owner's, held in memory by a writer) were deleted after ``mark``.
+
+        Every delete, delete_owner and purge records a tombstone (owner or all, id or all, a
+        ``t`` cutoff) in its transaction, even for ids the table does not hold: a memory still in a
+        manager's write buffer. Before a writer writes or keeps what it holds, it asks here, so a
+        deletion from any connection or process is never undone by a later write. Returns the
+        newest mark and the ids to forget. Tombstones hold ids and times, never content.
+        """
+        rowcodec.check_owner(owner, "Archive.deleted_since")
+        with self._lock, self._read() as conn:
+            newest = _tombstone_mark(conn)
+            if newest <= mark or not memories:
+                return newest, set()
+            stones = conn.execute("SELECT id, before FROM deletions WHERE seq > ? AND (owner = ? OR owner IS NULL)",
+                                  (int(mark), owner)).fetchall()
+        forgotten = set()
+        for memory in memories:
+            for stone_id, before in stones:
+                if (stone_id is None or stone_id == memory.id) and (before is None or memory.t.timestamp() < before):
+                    forgotten.add(memory.id)
+                    break
+        return newest, forgotten
 
     # ------------------------------------------------------------------ lifecycle
     def close(self) -> None:
@@ -553,105 +655,51 @@ class Archive:
         return f"Archive({str(self.directory)!r}, dim={self.dim}, encrypted={self._cipher is not None}, {state})"
 
     # ------------------------------------------------------------------ encoding
-    def _encode(self, memory: Memory, vector: np.ndarray) -> dict:
-        """The SQL row of a memory (validated; content sealed when a key is set)."""
-        what = f"Archive.add: memory {memory.id!r}"
-        if not isinstance(memory.content, str) or not memory.content.strip():
-            raise InvalidMemoryError(f"{what} has empty or whitespace-only content {memory.content!r:.40}; "
-                                     "an empty memory cannot be retrieved meaningfully")
-        for name in ("id", "owner", "content", "kind", "agent", "action", "location"):
-            _check_unicode(getattr(memory, name), f"{what}: {name}")
-        for name in ("links", "objects"):
-            for value in getattr(memory, name):
-                _check_unicode(value, f"{what}: {name}")
-        last_access = memory.last_access or memory.t
-        if not isinstance(last_access, datetime):
-            raise InvalidMemoryError(f"{what}: last_access must be a datetime, got {type(last_access).__name__}")
-        payload = {"content": memory.content, "links": list(memory.links), "agent": memory.agent,
-                   "action": memory.action, "objects": list(memory.objects), "location": memory.location,
-                   "metadata": memory.metadata}
-        try:
-            plaintext = json.dumps(payload, ensure_ascii=False).encode("utf-8")
-        except (TypeError, ValueError, UnicodeEncodeError) as error:
-            raise InvalidMemoryError(f"{what}: metadata must be JSON-serialisable valid Unicode ({error})") from None
-        row = {"owner": memory.owner, "id": memory.id, "t": memory.t.isoformat(), "t_epoch": _epoch(memory.t),
-               "last_access": last_access.isoformat(), "importance": float(memory.importance), "kind": memory.kind,
-               "vector": vector.astype("<f4").tobytes()}
-        row["payload"] = plaintext if self._cipher is None else self._cipher.seal(plaintext, _aad(row))
-        return row
-
     def _decode(self, record: tuple) -> Memory:
-        _, owner, memory_id, t, last_access, importance, kind, payload, vector = record
-        if self._cipher is not None:
-            row = {"owner": owner, "id": memory_id, "t": t, "importance": importance, "kind": kind, "vector": vector}
-            payload = self._cipher.open(bytes(payload), _aad(row), what=f"memory {memory_id!r} of owner {owner!r}")
-        try:
-            fields = json.loads(bytes(payload).decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as error:
-            raise ArchiveIntegrityError(f"memory {memory_id!r} of owner {owner!r}: stored payload is corrupt ({error})") from None
-        return Memory(id=memory_id, owner=owner, t=datetime.fromisoformat(t), importance=importance, kind=kind,
-                      last_access=datetime.fromisoformat(last_access), content=fields["content"],
-                      links=tuple(fields["links"]), agent=fields["agent"], action=fields["action"],
-                      objects=tuple(fields["objects"]), location=fields["location"], metadata=fields["metadata"])
-
-    # ------------------------------------------------------------------ validation
-    def _check_vectors(self, vectors, n: int, *, single: bool = False) -> np.ndarray:
-        where = "Archive.search" if single else "Archive.add"
-        try:
-            array = np.asarray(vectors, dtype=np.float64)
-        except (TypeError, ValueError) as error:
-            raise InvalidMemoryError(f"{where}: vectors must be a numeric array ({error})") from None
-        if single and array.ndim == 1:
-            array = array[None, :]
-        if array.ndim != 2 or array.shape != (n, self.dim):
-            expected = f"[{self.dim}]" if single else f"[{n}, {self.dim}] (one row per memory)"
-            raise InvalidMemoryError(f"{where}: vectors must have shape {expected}, got {tuple(np.shape(vectors))}")
-        if not np.isfinite(array).all() or np.abs(array).max(initial=0.0) > np.finfo(np.float32).max:
-            bad = np.flatnonzero(~(np.isfinite(array) & (np.abs(array) <= np.finfo(np.float32).max)).all(axis=1))
-            raise InvalidMemoryError(f"{where}: vector rows {bad[:5].tolist()} contain NaN, inf or values beyond float32")
-        return array.astype(np.float32)
-
-    @staticmethod
-    def _check_owner(owner: str, where: str) -> None:
-        if not isinstance(owner, str) or not owner:
-            raise ValueError(f"Archive.{where}: owner must be a non-empty string, got {owner!r}")
-        _check_unicode(owner, f"Archive.{where}: owner")
-
-    @staticmethod
-    def _check_ids(ids: Iterable[str], where: str) -> builtins.list[str]:
-        if isinstance(ids, (str, bytes)):
-            raise TypeError(f"Archive.{where}: ids must be a list of ids, not a single {type(ids).__name__} ({ids!r:.40})")
-        ids = list(ids)
-        for memory_id in ids:
-            if not isinstance(memory_id, str):
-                raise TypeError(f"Archive.{where}: ids must be strings, got {type(memory_id).__name__} {memory_id!r:.40}")
-            _check_unicode(memory_id, f"Archive.{where}: id")
-        return ids
+        _, owner, memory_id, t, last_access, importance, kind, payload, vector, superseded_by = record
+        return rowcodec.decode_row(self._cipher, owner=owner, memory_id=memory_id, t=t, last_access=last_access,
+                                   importance=importance, kind=kind, superseded_by=superseded_by,
+                                   payload=payload, vector=vector)
 
 
-def _check_unicode(value: str | None, what: str) -> None:
-    """Reject strings that cannot be stored as UTF-8 (lone surrogates from bad decoding)."""
-    if value is None:
-        return
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError as error:
-        raise InvalidMemoryError(f"{what} is not valid Unicode: {error.reason} at position {error.start} "
-                                 f"({value[max(0, error.start - 10):error.start + 10]!r})") from None
+_TOMBSTONES = "CREATE TABLE IF NOT EXISTS deletions (seq INTEGER PRIMARY KEY AUTOINCREMENT, owner TEXT, id TEXT, before REAL)"
 
 
-def _epoch(moment: datetime) -> float:
-    """Seconds since 1970 for ordering; naive datetimes are read as UTC."""
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    return moment.timestamp()
+def _record_tombstones(conn: sqlite3.Connection, tombstones: Sequence[tuple]) -> None:
+    """Append (owner or None = all, id or None = all, t cutoff epoch or None) tombstones (the table is
+    created on first use, so archives of format 2 gain it without a migration)."""
+    if tombstones:
+        conn.execute(_TOMBSTONES)
+        conn.executemany("INSERT INTO deletions (owner, id, before) VALUES (?, ?, ?)", tombstones)
 
 
-def _aad(row: dict) -> bytes:
-    """Associated data of a sealed payload: what is stored in clear beside it, so it cannot be altered or swapped."""
-    fields = ["memnets-row-v1", row["owner"], row["id"], row["t"], row["kind"], repr(float(row["importance"])),
-              hashlib.sha256(bytes(row["vector"])).hexdigest()]
-    return json.dumps(fields, ensure_ascii=False).encode("utf-8")
+def _tombstone_mark(conn: sqlite3.Connection) -> int:
+    row = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'deletions'").fetchone()
+    return int(row[0]) if row else 0
+
+
+def _clear_conditions(owner: str, filters: MemoryFilter | None) -> tuple[str, list]:
+    """SQL conditions (and parameters) for the owner's current rows passing the clear-column part of ``filters``."""
+    where, params = [f"owner = ? AND {_CURRENT}"], [owner]
+    if filters is not None:
+        if filters.kinds is not None:
+            where.append(f"kind IN ({','.join('?' * len(filters.kinds))})")
+            params.extend(filters.kinds)
+        if filters.since is not None:
+            where.append("t_epoch >= ?")
+            params.append(filters.since.timestamp())
+        if filters.until is not None:
+            where.append("t_epoch < ?")
+            params.append(filters.until.timestamp())
+    return " AND ".join(where), params
+
+
+def _group_pairs(pairs: Iterable[tuple[str, str]]) -> Iterator[tuple[str, list[str]]]:
+    """(owner, [ids]) groups of (owner, id) pairs."""
+    grouped: dict[str, list[str]] = {}
+    for owner, memory_id in pairs:
+        grouped.setdefault(owner, []).append(memory_id)
+    yield from grouped.items()
 
 
 def _unpack_vector(blob: bytes, dim: int, memory_id) -> np.ndarray:

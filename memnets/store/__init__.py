@@ -21,11 +21,15 @@ def open_store(location: str | os.PathLike, dim: int | None, *, key: bytes | str
     dim it was created with; ``key`` turns on row encryption; ``options`` go to the store's constructor.
     """
     if isinstance(location, str) and location.startswith(_POSTGRES_SCHEMES):
-        from memnets.store.postgres import PgVectorStore  # psycopg is an optional dependency
+        from memnets.store.postgres import (
+            PgVectorStore,  # psycopg is an optional dependency
+        )
 
         return PgVectorStore(location, dim, key=key, **options)
     if not isinstance(location, (str, os.PathLike)) or not str(location):
         raise TypeError(f"open_store: location must be a folder path or a postgresql:// URL, got {location!r}")
-    from memnets.memory.archive import Archive  # imported here: the archive imports memnets.store.filters
+    from memnets.memory.archive import (
+        Archive,  # imported here: the archive imports memnets.store.filters
+    )
 
     return Archive(location, dim, key=key, **options)
