@@ -1,8 +1,8 @@
 """Retrieval quality on the test split: BM25, the untrained backbone (cosine, and Generative
 Agents' heuristic scorer), the trained encoder and the pack's learned scorer.
 
-Rankers come from `memnets eval retrieval`'s registry (memnets.commands.evaluate.RANKERS), metrics
-from memnets.evaluation.retrieval.evaluate_retriever (LoCoMo rule, categories 1-4). A row whose artefact
+Rankers come from `memnets eval retrieval`'s registry (memnets.retrieval.rankers.RANKERS), metrics
+from memnets.retrieval.metrics.evaluate_retriever (LoCoMo rule, categories 1-4). A row whose artefact
 (checkpoint folder, pack) does not exist is skipped with a note, not failed.
 """
 
@@ -27,10 +27,10 @@ QUICK_ROWS = ("BM25", "untrained backbone (cosine)")
 
 def run(split: str = "test", rows=ROWS, root: Path = REPO_ROOT) -> tuple[dict, list[str]]:
     """({row name: report dict with seconds}, notes about skipped rows)."""
-    from memnets.commands.evaluate import RANKERS
     from memnets.data.config import load_data_config
     from memnets.data.locomo import load_locomo
-    from memnets.evaluation.retrieval import evaluate_retriever
+    from memnets.retrieval.metrics import evaluate_retriever
+    from memnets.retrieval.rankers import build_ranker
 
     config = load_data_config()
     conversations = load_locomo(config.path, config.splits[split])
@@ -43,7 +43,7 @@ def run(split: str = "test", rows=ROWS, root: Path = REPO_ROOT) -> tuple[dict, l
                 notes.append(f"skipped '{name}': {artefact} does not exist (not trained/exported when this ran)")
                 continue
         start = time.perf_counter()
-        ranker = RANKERS[kind](str(path) if path else None)
+        ranker = build_ranker(kind, str(path) if path else None)
         report = evaluate_retriever(ranker, conversations, name=name)
         reports[name] = report.to_dict() | {"seconds": time.perf_counter() - start,
                                             "artefact": artefact}

@@ -248,11 +248,10 @@ class LearnedScorer(WeightedScorer):
 
     @classmethod
     def from_pack(cls, pack) -> "LearnedScorer":
-        """Build from a loaded :class:`memnets.pack.Pack` (or a pack folder)."""
+        """Build from a loaded :class:`memnets.pack.Pack` (``memnets.pack.load_pack(folder)``; the pack
+        layer sits above scoring, so a folder is loaded by the caller)."""
         if isinstance(pack, (str, Path)):
-            from memnets.pack import load_pack
-
-            pack = load_pack(pack)
+            raise TypeError(f"pack must be a loaded Pack (memnets.pack.load_pack({str(pack)!r})), not a path")
         weights = pack.scorer_weights
         if weights is None:
             warnings.warn("the pack holds no fitted scorer weights; using Generative Agents' (1, 1, 1)", stacklevel=2)

@@ -5,7 +5,7 @@ import math
 import pytest
 
 from memnets.data.locomo import load_locomo
-from memnets.evaluation.retrieval import evaluate_retriever, mrr_at_k, ndcg_at_k, recall_at_k
+from memnets.retrieval.metrics import evaluate_retriever, mrr_at_k, ndcg_at_k, recall_at_k
 
 RANKED = ["a", "b", "c", "d", "e", "f"]
 RELEVANT = {"b", "e", "z"}  # "z" is never retrieved

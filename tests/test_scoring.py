@@ -122,7 +122,7 @@ def test_fit_scorer_weights_learns_which_feature_predicts_evidence():
 
 def test_scorer_ranker_on_tiny_locomo(tiny_locomo_path, tiny_model_dir):
     from memnets.data.locomo import load_locomo
-    from memnets.evaluation.retrieval import evaluate_retriever
+    from memnets.retrieval.metrics import evaluate_retriever
     from memnets.nn.encoder import MemoryEncoder
     from memnets.retrieval.scored import ScorerRanker, conversation_now, length_importance, turn_memories
 

@@ -26,8 +26,18 @@ from sklearn.metrics import average_precision_score, roc_auc_score
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from memnets.lit.heads import GateDataModule, ImportanceDataModule, gate_probabilities, importance_probabilities
-from memnets.nn.heads import ImportanceHead, RecallGateHead, threshold_at_recall, threshold_max_f1
+from memnets.lit.heads import (
+    GateDataModule,
+    ImportanceDataModule,
+    gate_probabilities,
+    importance_probabilities,
+)
+from memnets.nn.heads import (
+    ImportanceHead,
+    RecallGateHead,
+    threshold_at_recall,
+    threshold_max_f1,
+)
 
 logger = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 
 Thin by design: the network is :class:`memnets.nn.encoder.MemoryEncoder`, the loss
 :class:`memnets.nn.losses.InfoNCELoss`, the data :class:`memnets.lit.data.RetrievalDataModule`, and
-the validation metric the LoCoMo evaluation of :mod:`memnets.evaluation.retrieval` with a
+the validation metric the LoCoMo evaluation of :mod:`memnets.retrieval.metrics` with a
 :class:`memnets.retrieval.dense.DenseRanker` around the encoder being trained. Validation logs
 ``val/recall@{1,5,10,25,50}``, ``val/mrr@10`` and ``val/ndcg@10`` every epoch; ``val/recall@10``
 drives ModelCheckpoint and EarlyStopping in the configs. :class:`ExportEncoder` writes the best
@@ -20,7 +20,7 @@ import lightning as L
 import torch
 
 from memnets.data.locomo import Conversation
-from memnets.evaluation.retrieval import DEFAULT_CATEGORIES, evaluate_retriever, summarize
+from memnets.retrieval.metrics import DEFAULT_CATEGORIES, evaluate_retriever, summarize
 from memnets.nn.encoder import DEFAULT_BACKBONE, MemoryEncoder
 from memnets.nn.losses import InfoNCELoss
 from memnets.retrieval.dense import DenseRanker

@@ -1,0 +1,101 @@
+"""The Ranker protocol and the one registry of rankers, by spec ``[NAME=]KIND[:PATH]``.
+
+A ranker orders a conversation's turns for each query; the LoCoMo retrieval evaluation
+(:func:`memnets.retrieval.metrics.evaluate_retriever`), the encoder's validation, ``memnets eval
+retrieval`` and the benchmarks all take rankers from here. Kinds built in:
+
+- ``bm25``: BM25 over the turns (takes no path);
+- ``dense[:ENCODER]``: cosine of a MemoryEncoder folder (default: the bundled untrained backbone);
+- ``heuristic[:ENCODER]``: Generative Agents' score (recency + relevance + importance, weights 1)
+  on an encoder folder (default: the backbone); importance is a constant for LoCoMo turns;
+- ``learned:PACK``: the LearnedScorer of a memory pack (trained encoder, importance head, fitted weights).
+
+Other components add kinds with :func:`register_ranker`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from memnets.data.locomo import Conversation
+
+
+class Ranker(Protocol):
+    """Anything with ``rank(conversation, queries)``: for each query, the conversation's dia_ids
+    ordered best first."""
+
+    def rank(self, conversation: Conversation, queries: Sequence[str]) -> list[list[str]]: ...
+
+
+RankerFactory = Callable[[str | None], Ranker]
+
+
+def _bm25(path: str | None) -> Ranker:
+    from memnets.retrieval.bm25 import BM25Ranker
+
+    if path:
+        raise ValueError("bm25 takes no path")
+    return BM25Ranker()
+
+
+def _encoder(path: str | None):
+    from memnets.nn.encoder import DEFAULT_BACKBONE, MemoryEncoder
+
+    return MemoryEncoder.from_pretrained(path or DEFAULT_BACKBONE)
+
+
+def _dense(path: str | None) -> Ranker:
+    from memnets.retrieval.dense import DenseRanker
+
+    return DenseRanker(_encoder(path))
+
+
+def _heuristic(path: str | None) -> Ranker:
+    from memnets.retrieval.scored import ScorerRanker
+    from memnets.scoring import HeuristicScorer
+
+    return ScorerRanker(HeuristicScorer(_encoder(path)), name="heuristic")
+
+
+def _learned(path: str | None) -> Ranker:
+    from memnets.pack import load_pack
+    from memnets.retrieval.scored import ScorerRanker
+    from memnets.scoring import LearnedScorer
+
+    if not path:
+        raise ValueError("learned needs a pack folder: learned:checkpoints/pack")
+    return ScorerRanker(LearnedScorer.from_pack(load_pack(path)), name="learned")
+
+
+# KIND -> factory(path or None) -> ranker
+RANKERS: dict[str, RankerFactory] = {"bm25": _bm25, "dense": _dense, "heuristic": _heuristic, "learned": _learned}
+
+
+def register_ranker(kind: str, factory: RankerFactory) -> None:
+    """Add a ranker kind; ``factory(path or None)`` builds it. A kind is registered once."""
+    if not kind or not kind.isidentifier():
+        raise ValueError(f"kind must be a non-empty identifier, got {kind!r}")
+    if kind in RANKERS:
+        raise ValueError(f"ranker kind {kind!r} is already registered")
+    RANKERS[kind] = factory
+
+
+def parse_spec(spec: str) -> tuple[str, str, str | None]:
+    """``[NAME=]KIND[:PATH]`` -> (name, kind, path); the name defaults to ``KIND[:PATH]``."""
+    name, _, rest = spec.rpartition("=") if "=" in spec else ("", "", spec)
+    kind, _, path = rest.partition(":")
+    if kind not in RANKERS:
+        raise ValueError(f"retriever spec {spec!r}: unknown kind {kind!r}; expected one of {sorted(RANKERS)}")
+    if path and not Path(path).exists():
+        raise ValueError(f"retriever spec {spec!r}: path {path!r} does not exist")
+    return name or (f"{kind}:{path}" if path else kind), kind, path or None
+
+
+def build_ranker(kind: str, path: str | None = None) -> Ranker:
+    """The ranker of a registered ``kind`` on ``path`` (a folder, or None for the kind's default)."""
+    if kind not in RANKERS:
+        raise ValueError(f"unknown ranker kind {kind!r}; expected one of {sorted(RANKERS)}")
+    return RANKERS[kind](path)
