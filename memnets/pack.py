@@ -13,18 +13,26 @@ Layout (format version 1)::
       scorer_weights.json   the LearnedScorer's fitted weights                      (optional)
       thresholds.json       decision thresholds of the heads ({"importance": p, "gate": p})
 
-Loading verifies everything before it builds anything: the format and its version, that every
-listed file is present with its checksum and no unlisted file is there, that no file is in a
-pickle-based format (weights are read only from safetensors, configs only from JSON), and that the
-encoder and both heads agree on the embedding dimension. Every failure raises a :class:`PackError`
-subclass whose message names the file and what is wrong with it.
+Loading verifies everything before it builds anything: the format and its version; that every
+file is a regular file (a symbolic link, a FIFO or a device anywhere in the pack is refused) whose
+name is one the format allows (:data:`ALLOWED_FILES`: safetensors weights, JSON configs and the
+tokenizer's text files; nothing pickle-based, no code); that every listed file is present with its
+checksum and no unlisted file is there; that the encoder and both heads agree on the embedding
+dimension. Each file is opened once, without following links, and copied into a private
+temporary folder while its sha256 is computed; the components are then built from that verified
+copy, so the bytes that are loaded are the bytes that were checked, even if someone rewrites the
+pack folder meanwhile. Every failure raises a :class:`PackError` subclass whose message names the
+file and what is wrong with it.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
+import os
 import shutil
+import stat
 import tempfile
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -38,7 +46,21 @@ MANIFEST = "manifest.json"
 ENCODER_DIR, IMPORTANCE_DIR, GATE_DIR = "encoder", "importance", "gate"
 SCORER_WEIGHTS, THRESHOLDS = "scorer_weights.json", "thresholds.json"
 HEADS = {"importance": (IMPORTANCE_DIR, "ImportanceHead"), "gate": (GATE_DIR, "RecallGateHead")}
-# suffixes of formats that unpickle (or may) on load; a pack never holds them
+# The files a pack may hold besides manifest.json, relative to the pack folder. Anything else is
+# refused on load, whatever its suffix: weights only as safetensors, configs as JSON, the tokenizer
+# as its JSON/text files (sentencepiece models are protobuf, parsed without code execution).
+ENCODER_FILES = (
+    "config.json", "model.safetensors",  # the Hugging Face backbone
+    "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json", "vocab.txt",
+    "vocab.json", "merges.txt", "spiece.model", "sentencepiece.bpe.model", "tokenizer.model",
+    "modules.json", "sentence_bert_config.json", "config_sentence_transformers.json",  # sentence-transformers
+    "1_Pooling/config.json", "2_Dense/config.json", "2_Dense/model.safetensors",
+    "memnets_encoder.json",
+)
+HEAD_FILES = ("config.json", "model.safetensors")
+ALLOWED_FILES = frozenset({THRESHOLDS, SCORER_WEIGHTS, *(f"{ENCODER_DIR}/{name}" for name in ENCODER_FILES),
+                           *(f"{folder}/{name}" for folder in (IMPORTANCE_DIR, GATE_DIR) for name in HEAD_FILES)})
+# suffixes of formats that unpickle (or may) on load; export refuses source folders holding them
 PICKLE_SUFFIXES = {".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt", ".joblib", ".npy", ".npz"}
 
 
@@ -59,7 +81,8 @@ class PackUnexpectedFile(PackError):
 
 
 class PackUnsafeFile(PackError):
-    """A file in a pickle-based format (.bin, .pt, .pkl, ...): packs never unpickle."""
+    """A file the format does not allow: a name outside :data:`ALLOWED_FILES` (pickle-based formats
+    such as .bin, .pt, .pkl among them: packs never unpickle), a symbolic link, or not a regular file."""
 
 
 class PackVersionError(PackError):
@@ -90,6 +113,30 @@ class Pack:
     def dim(self) -> int:
         return int(self.manifest["embedding_dim"])
 
+    def components(self) -> dict:
+        """What the pack supplies to a memory (``memnets.open``) or a ``MemoryManager``, by argument name.
+
+        ``encoder`` always; ``importance`` (:class:`~memnets.memory.signals.HeadImportance`) and,
+        from a threshold named ``"importance"``, ``write_through_threshold``, when the pack has the
+        importance head; ``gate`` (:class:`~memnets.memory.signals.HeadGate`, threshold ``"gate"`` of
+        the pack or the head's own) when it has the recall gate; ``scorer``
+        (:class:`~memnets.scoring.LearnedScorer`) when it has fitted scorer weights. Parts the pack
+        lacks are left out, so the caller's defaults (the heuristics) stay.
+        """
+        from memnets.memory.signals import HeadGate, HeadImportance
+        from memnets.scoring import LearnedScorer
+
+        components: dict = {"encoder": self.encoder}
+        if self.importance is not None:
+            components["importance"] = HeadImportance(self.importance)
+            if "importance" in self.thresholds:
+                components["write_through_threshold"] = float(self.thresholds["importance"])
+        if self.gate is not None:
+            components["gate"] = HeadGate(self.gate, self.thresholds.get("gate"))
+        if self.scorer_weights is not None:
+            components["scorer"] = LearnedScorer.from_pack(self)
+        return components
+
 
 def sha256(path: Path) -> str:
     digest = hashlib.sha256()
@@ -99,9 +146,30 @@ def sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _files(root: Path) -> list[str]:
-    """Every file under root except the manifest, as sorted POSIX paths relative to root."""
-    return sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file() and p.relative_to(root).as_posix() != MANIFEST)
+def _files(root: Path, *, refuse_links: bool = False) -> list[str]:
+    """Every file under root except the manifest, as sorted POSIX paths relative to root.
+
+    Links to folders are never entered. With ``refuse_links`` (a pack being loaded), a symbolic
+    link or anything that is neither a folder nor a regular file raises :class:`PackUnsafeFile`;
+    without (a source folder for export, e.g. a Hugging Face cache snapshot whose files are links),
+    links to files are listed.
+    """
+    found = []
+
+    def walk(folder: str, prefix: str) -> None:
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                name = prefix + entry.name
+                if entry.is_dir(follow_symlinks=False):
+                    walk(entry.path, name + "/")
+                elif refuse_links and (entry.is_symlink() or not entry.is_file(follow_symlinks=False)):
+                    kind = "a symbolic link" if entry.is_symlink() else "not a regular file"
+                    raise PackUnsafeFile(f"{root / name}: {kind}; a pack holds only regular files")
+                elif entry.is_file():
+                    found.append(name)
+
+    walk(str(root), "")
+    return sorted(name for name in found if name != MANIFEST)
 
 
 def _refuse_pickles(root: Path, where: str) -> None:
@@ -111,13 +179,67 @@ def _refuse_pickles(root: Path, where: str) -> None:
                                  "packs hold weights only as safetensors and configs only as JSON")
 
 
-def _read_json(path: Path, what: str) -> object:
-    if not path.is_file():
-        raise PackFileMissing(f"{path}: missing ({what})")
+def _open_in_pack(root: Path, name: str) -> int:
+    """A read-only descriptor of the regular file ``root/name``, opened without following any link.
+
+    Each folder on the way is opened relative to the one before with ``O_NOFOLLOW``, so a link
+    swapped in at any level is refused, not followed. ``O_NONBLOCK`` keeps a FIFO from blocking
+    the open; it is then refused as not a regular file.
+    """
+    path = root / name
+    flags = os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+    folders = [os.open(root, os.O_RDONLY | os.O_DIRECTORY)]
     try:
-        return json.loads(path.read_text())
+        for part in name.split("/")[:-1]:
+            folders.append(os.open(part, flags | os.O_DIRECTORY, dir_fd=folders[-1]))
+        fd = os.open(name.split("/")[-1], flags | os.O_NONBLOCK, dir_fd=folders[-1])
+    except FileNotFoundError:
+        raise PackFileMissing(f"{path}: missing") from None
+    except OSError as error:
+        if error.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK):
+            raise PackUnsafeFile(f"{path}: a symbolic link (or under one); a pack holds only regular files") from None
+        raise PackError(f"{path}: cannot be opened ({error.strerror})") from None
+    finally:
+        for folder in folders:
+            os.close(folder)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise PackUnsafeFile(f"{path}: not a regular file; a pack holds only regular files")
+    return fd
+
+
+def _read_verified(root: Path, name: str, digest: str, copy_to: Path | None) -> None:
+    """Read ``root/name`` once, check its sha256 against ``digest``, and copy those bytes under ``copy_to``."""
+    hasher = hashlib.sha256()
+    target = None
+    if copy_to is not None:
+        (copy_to / name).parent.mkdir(parents=True, exist_ok=True)
+        target = open(copy_to / name, "xb")  # noqa: SIM115 (closed below, on every path)
+    try:
+        with os.fdopen(_open_in_pack(root, name), "rb") as source:
+            for chunk in iter(lambda: source.read(1 << 20), b""):
+                hasher.update(chunk)
+                if target is not None:
+                    target.write(chunk)
+    finally:
+        if target is not None:
+            target.close()
+    if hasher.hexdigest() != digest:
+        raise PackChecksumError(f"{root / name}: sha256 differs from {root / MANIFEST}; the file was altered or truncated")
+
+
+def _parse_json(data: bytes, path: Path, what: str) -> object:
+    try:
+        return json.loads(data.decode("utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise PackFormatError(f"{path}: not valid JSON ({what}): {error}") from None
+
+
+def _read_json(copy: Path, root: Path, name: str, what: str) -> object:
+    """Parse ``name`` from the verified copy of the pack; messages name the pack's own file."""
+    if not (copy / name).is_file():
+        raise PackFileMissing(f"{root / name}: missing ({what})")
+    return _parse_json((copy / name).read_bytes(), root / name, what)
 
 
 def load_head(name: str, folder: str | Path):
@@ -195,7 +317,6 @@ def export_pack(
         if scorer_weights is not None:
             scorer_weights.save(staging / SCORER_WEIGHTS)
         (staging / THRESHOLDS).write_text(json.dumps(thresholds, indent=2))
-        _refuse_pickles(staging, "export_pack")
         manifest = {
             "format": PACK_FORMAT,
             "format_version": FORMAT_VERSION,
@@ -221,12 +342,17 @@ def export_pack(
 
 # ---------------------------------------------------------------------------------------------- load
 def verify_pack(path: str | Path) -> dict:
-    """Check format, version, files and checksums without loading any weights; returns the manifest."""
-    root = Path(path)
+    """Check format, version, file names and checksums without loading any weights; returns the manifest."""
+    return _verify(Path(path), copy_to=None)
+
+
+def _verify(root: Path, copy_to: Path | None) -> dict:
+    """Verify the pack at ``root``; with ``copy_to``, leave there a copy of exactly the bytes verified."""
     if not root.is_dir():
         raise PackFileMissing(f"{root}: not a pack folder")
-    manifest = _read_json(root / MANIFEST, "the pack manifest")
     where = root / MANIFEST
+    with os.fdopen(_open_in_pack(root, MANIFEST), "rb") as handle:
+        manifest = _parse_json(handle.read(), where, "the pack manifest")
     if not isinstance(manifest, dict):
         raise PackFormatError(f"{where}: expected a JSON object")
     if manifest.get("format") != PACK_FORMAT:
@@ -237,33 +363,47 @@ def verify_pack(path: str | Path) -> dict:
     for key, kind in (("embedding_dim", int), ("files", dict), ("components", dict)):
         if not isinstance(manifest.get(key), kind) or isinstance(manifest.get(key), bool):
             raise PackFormatError(f"{where}: field {key!r} must be a {kind.__name__}, got {manifest.get(key)!r}")
-    _refuse_pickles(root, "load_pack")
-    listed, present = manifest["files"], set(_files(root))
+    listed, present = manifest["files"], set(_files(root, refuse_links=True))
     for name, digest in sorted(listed.items()):
-        if name not in present:
-            raise PackFileMissing(f"{root / name}: missing (listed in {where})")
-        if sha256(root / name) != digest:
-            raise PackChecksumError(f"{root / name}: sha256 differs from {where}; the file was altered or truncated")
+        if name not in ALLOWED_FILES:
+            raise PackUnsafeFile(f"{root / name}: not a file the pack format allows (listed in {where}); packs hold "
+                                 "weights only as safetensors and configs only as JSON, never a pickle-based format "
+                                 "or code")
+        if not isinstance(digest, str):
+            raise PackFormatError(f"{where}: the sha256 of {name!r} must be a hex string, got {digest!r}")
     unexpected = sorted(present - set(listed))
     if unexpected:
         raise PackUnexpectedFile(f"{root / unexpected[0]}: not listed in {where}" + (f" (and {len(unexpected) - 1} more)" if len(unexpected) > 1 else ""))
     if manifest["components"].get("encoder") != ENCODER_DIR or f"{ENCODER_DIR}/model.safetensors" not in listed:
         raise PackFileMissing(f"{root / ENCODER_DIR / 'model.safetensors'}: a pack needs the encoder's safetensors weights")
+    for name, digest in sorted(listed.items()):
+        _read_verified(root, name, digest, copy_to)
     return manifest
 
 
 def load_pack(path: str | Path) -> Pack:
-    """Verify a pack (see :func:`verify_pack`), then load its components and check their dims."""
+    """Verify a pack (see :func:`verify_pack`), then build its components from the verified bytes and check their dims.
+
+    The bytes are copied into a private temporary folder as they are hashed (see the module
+    docstring); the components load from that copy, which is removed before this returns.
+    """
+    root = Path(path)
+    with tempfile.TemporaryDirectory(prefix="memnets-pack-") as private:
+        copy = Path(private)
+        manifest = _verify(root, copy_to=copy)
+        return _build(root, copy, manifest)
+
+
+def _build(root: Path, copy: Path, manifest: dict) -> Pack:
+    """The components of a verified pack, loaded from its verified ``copy``; messages name ``root``."""
     from memnets.nn.encoder import MemoryEncoder
 
-    root = Path(path)
-    manifest = verify_pack(root)
     dim = manifest["embedding_dim"]
-    encoder_config = _read_json(root / ENCODER_DIR / "memnets_encoder.json", "the encoder's memnets config")
+    encoder_config = _read_json(copy, root, f"{ENCODER_DIR}/memnets_encoder.json", "the encoder's memnets config")
     if isinstance(encoder_config, dict) and encoder_config.get("dim") not in (None, dim):
         raise PackDimError(f"{root / ENCODER_DIR / 'memnets_encoder.json'}: dim {encoder_config.get('dim')} but the "
                            f"manifest's embedding_dim is {dim}")
-    encoder = MemoryEncoder.from_pretrained(root / ENCODER_DIR)
+    encoder = MemoryEncoder.from_pretrained(copy / ENCODER_DIR)
     if encoder.dim != dim:
         raise PackDimError(f"{root / ENCODER_DIR}: the encoder gives {encoder.dim}-d vectors but the manifest's "
                            f"embedding_dim is {dim}")
@@ -272,7 +412,7 @@ def load_pack(path: str | Path) -> Pack:
         if name not in manifest["components"]:
             continue
         try:
-            head = load_head(name, root / folder)
+            head = load_head(name, copy / folder)
         except (OSError, ValueError, KeyError, TypeError) as error:
             if isinstance(error, PackError):
                 raise
@@ -284,11 +424,12 @@ def load_pack(path: str | Path) -> Pack:
         heads[name] = head
     weights = None
     if "scorer_weights" in manifest["components"]:
+        data = _read_json(copy, root, SCORER_WEIGHTS, "the scorer weights")
         try:
-            weights = ScorerWeights.load(root / SCORER_WEIGHTS)
+            weights = ScorerWeights.from_dict(data, where=str(root / SCORER_WEIGHTS))
         except ValueError as error:
             raise PackFormatError(str(error)) from None
-    thresholds = _read_json(root / THRESHOLDS, "the heads' thresholds")
+    thresholds = _read_json(copy, root, THRESHOLDS, "the heads' thresholds")
     if not isinstance(thresholds, dict) or not all(isinstance(v, (int, float)) and 0 <= v <= 1 for v in thresholds.values()):
         raise PackFormatError(f"{root / THRESHOLDS}: expected an object of probabilities in [0, 1], got {thresholds!r}")
     return Pack(path=root, manifest=manifest, encoder=encoder, importance=heads.get("importance"),
