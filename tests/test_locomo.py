@@ -59,7 +59,7 @@ def test_real_locomo_counts_match_its_readme():
 
 def test_sample_filter_keeps_file_order_and_rejects_unknown_ids(tiny_locomo_path):
     assert [c.sample_id for c in load_locomo(tiny_locomo_path, ["tiny-2"])] == ["tiny-2"]
-    with pytest.raises(LocomoFormatError, match="no sample"):
+    with pytest.raises(LocomoFormatError, match="no conversation"):
         load_locomo(tiny_locomo_path, ["conv-99"])
 
 

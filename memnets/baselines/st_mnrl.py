@@ -25,7 +25,7 @@ from tqdm.auto import tqdm
 
 from memnets.data.builders import build_retrieval_pairs
 from memnets.data.config import load_data_config
-from memnets.data.locomo import load_locomo
+from memnets.data.formats import load_conversations
 from memnets.nn.encoder import DEFAULT_BACKBONE
 
 
@@ -50,7 +50,7 @@ def train_st_mnrl(
 
     torch.manual_seed(seed)
     config = load_data_config(data_config)
-    pairs = build_retrieval_pairs(load_locomo(config.path, config.splits["train"]), include_observations=include_observations)
+    pairs = build_retrieval_pairs(load_conversations(config.path, config.splits["train"]), include_observations=include_observations)
     dataset = pairs.select_columns(["query", "positive"])
     model = SentenceTransformer(backbone, device="cpu" if not torch.cuda.is_available() else "cuda")
     if max_seq_length:

@@ -10,7 +10,7 @@ from rich.table import Table
 from memnets.console import print_table
 from memnets.data.builders import prepare_datasets
 from memnets.data.config import SPLIT_NAMES, load_data_config
-from memnets.data.locomo import load_locomo
+from memnets.data.formats import load_conversations
 
 
 def balance_table(datasets: dict) -> Table:
@@ -38,7 +38,7 @@ def prepare_main(argv: list[str]) -> int:
     config = load_data_config(args.config)
     datasets = prepare_datasets(config, force=args.force)
     print_table(balance_table(datasets))
-    for conv in load_locomo(config.path):
+    for conv in load_conversations(config.path):
         dropped = [(item.index, item.dropped_evidence) for item in conv.qa if item.dropped_evidence]
         if dropped:
             print(f"{conv.sample_id}: dropped unresolvable evidence ids (qa index, ids): {dropped}")

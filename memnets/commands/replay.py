@@ -17,7 +17,8 @@ from pathlib import Path
 from rich.table import Table
 
 from memnets.console import print_table
-from memnets.data.locomo import DEFAULT_LOCOMO_PATH, LocomoFormatError, load_locomo
+from memnets.data.formats import load_conversations
+from memnets.data.locomo import DEFAULT_LOCOMO_PATH, DataFormatError
 from memnets.evaluation.replay import replay
 
 DEFAULT_OUTPUT_DIR = Path("checkpoints") / "replay"
@@ -55,7 +56,7 @@ def results_table(rows: list[dict], settings: dict) -> Table:
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="memnets replay", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--conversation", default="conv-50", help="sample id (default conv-50, the test split)")
-    parser.add_argument("--data", type=Path, default=DEFAULT_LOCOMO_PATH, help="LoCoMo JSON file")
+    parser.add_argument("--data", type=Path, default=DEFAULT_LOCOMO_PATH, help="conversations: LoCoMo JSON or memnets JSONL (docs/data.md)")
     parser.add_argument("--pack", type=Path, default=None, help="a memory pack folder to compare with the heuristic manager")
     parser.add_argument("--encoder", default=None, help="encoder folder of the heuristic manager (default: the untrained backbone)")
     parser.add_argument("--context-budget", type=int, default=512, help="context budget in tokens (default 512)")
@@ -84,8 +85,8 @@ def main(argv: list[str]) -> int:
     except ValueError:
         parser.error(f"--categories must be comma-separated integers, got {args.categories!r}")
     try:
-        conversation = load_locomo(args.data, sample_ids=[args.conversation])[0]
-    except (FileNotFoundError, LocomoFormatError) as error:
+        conversation = load_conversations(args.data, sample_ids=[args.conversation])[0]
+    except (FileNotFoundError, DataFormatError) as error:
         parser.error(f"--conversation {args.conversation} / --data {args.data}: {error}")
     result = replay(
         conversation,

@@ -24,7 +24,8 @@ from datasets import Dataset, DatasetDict, load_from_disk
 from tqdm.auto import tqdm
 
 from memnets.data.config import SPLIT_NAMES, DataConfig
-from memnets.data.locomo import Conversation, QAItem, load_locomo
+from memnets.data.formats import load_conversations
+from memnets.data.locomo import Conversation, QAItem
 
 TASKS = ("retrieval", "importance", "gate")
 BUILDER_VERSION = 1  # bump when a label definition changes, to invalidate caches
@@ -176,7 +177,7 @@ def prepare_datasets(config: DataConfig, force: bool = False, progress: bool = T
     cache = Path(config.cache_dir) / f"locomo-{cache_key(config)}"
     if not force and all((cache / task / "dataset_dict.json").exists() for task in TASKS):
         return {task: load_from_disk(str(cache / task)) for task in TASKS}
-    conversations = {conv.sample_id: conv for conv in load_locomo(config.path)}
+    conversations = {conv.sample_id: conv for conv in load_conversations(config.path)}
     missing = [s for name in SPLIT_NAMES for s in config.splits[name] if s not in conversations]
     if missing:
         raise ValueError(f"{config.source or 'data config'}: split names conversation(s) {missing} not in {config.path}")

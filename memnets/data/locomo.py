@@ -24,8 +24,12 @@ _SESSION_KEY = re.compile(r"session_(\d+)")
 _DIA_ID = re.compile(r"D:?(\d+):(\d+)")
 
 
-class LocomoFormatError(ValueError):
-    """A LoCoMo file that does not follow the schema; the message names file, sample and field."""
+class DataFormatError(ValueError):
+    """A conversation file (LoCoMo JSON or memnets JSONL) that does not follow its format."""
+
+
+class LocomoFormatError(DataFormatError):
+    """A LoCoMo file that does not follow the schema; the message names file, line, sample and field."""
 
 
 @dataclass(frozen=True)
@@ -235,24 +239,65 @@ def parse_sample(sample: dict, where: str) -> Conversation:
     )
 
 
+def _samples_with_lines(text: str, path: Path) -> list[tuple[dict, int]]:
+    """The top-level list's items with the line each starts on (for error messages)."""
+    decoder = json.JSONDecoder()
+    position = len(text) - len(text.lstrip())
+    if text[position : position + 1] != "[":
+        try:  # not a list: say what it is, or why it is not JSON
+            kind = type(json.loads(text)).__name__
+        except json.JSONDecodeError as error:
+            raise LocomoFormatError(f"{path}: not valid JSON ({error})") from error
+        raise LocomoFormatError(f"{path}: expected a JSON list of samples, got {kind}")
+    items, position = [], position + 1
+    while True:
+        position = _skip_space(text, position)
+        if text.startswith("]", position):
+            if _skip_space(text, position + 1) != len(text):
+                raise LocomoFormatError(f"{path}: not valid JSON (extra data after the list, line {_line(text, position + 1)})")
+            return items
+        if items:
+            if not text.startswith(",", position):
+                raise LocomoFormatError(f"{path}: not valid JSON (expected ',' or ']' at line {_line(text, position)})")
+            position = _skip_space(text, position + 1)
+        try:
+            item, end = decoder.raw_decode(text, position)
+        except json.JSONDecodeError as error:
+            raise LocomoFormatError(f"{path}: not valid JSON ({error})") from error
+        items.append((item, _line(text, position)))
+        position = end
+
+
+def _skip_space(text: str, position: int) -> int:
+    while position < len(text) and text[position] in " \t\r\n":
+        position += 1
+    return position
+
+
+def _line(text: str, position: int) -> int:
+    return text.count("\n", 0, position) + 1
+
+
+def select_conversations(conversations: list[Conversation], sample_ids, path: Path,
+                         error: type[DataFormatError] = DataFormatError) -> list[Conversation]:
+    """Keep only ``sample_ids`` (None = all), in the file's order; an unknown id raises ``error`` naming the file."""
+    if sample_ids is None:
+        return conversations
+    by_id = {c.sample_id: c for c in conversations}
+    missing = [s for s in sample_ids if s not in by_id]
+    if missing:
+        raise error(f"{path}: no conversation(s) {missing}; the file has {sorted(by_id)}")
+    wanted = set(sample_ids)
+    return [c for c in conversations if c.sample_id in wanted]
+
+
 def load_locomo(path: str | Path = DEFAULT_LOCOMO_PATH, sample_ids: list[str] | tuple[str, ...] | None = None) -> list[Conversation]:
     """Read a LoCoMo JSON file; optionally keep only `sample_ids` (in the file's order).
 
-    Raises FileNotFoundError for a missing file and LocomoFormatError for bad JSON or schema.
+    Raises FileNotFoundError for a missing file and LocomoFormatError for bad JSON or schema; schema
+    errors name the line where the sample starts and the field.
     """
     path = Path(path)
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as error:
-        raise LocomoFormatError(f"{path}: not valid JSON ({error})") from error
-    if not isinstance(raw, list):
-        raise LocomoFormatError(f"{path}: expected a JSON list of samples, got {type(raw).__name__}")
-    conversations = [parse_sample(sample, f"{path}, item {i}") for i, sample in enumerate(raw)]
-    if sample_ids is not None:
-        by_id = {c.sample_id: c for c in conversations}
-        missing = [s for s in sample_ids if s not in by_id]
-        if missing:
-            raise LocomoFormatError(f"{path}: no sample(s) {missing}; the file has {sorted(by_id)}")
-        wanted = set(sample_ids)
-        conversations = [c for c in conversations if c.sample_id in wanted]
-    return conversations
+    samples = _samples_with_lines(path.read_text(encoding="utf-8"), path)
+    conversations = [parse_sample(sample, f"{path}, item {i} (line {line})") for i, (sample, line) in enumerate(samples)]
+    return select_conversations(conversations, sample_ids, path, LocomoFormatError)
