@@ -24,10 +24,10 @@ from torch.utils.data import DataLoader, Sampler
 
 from memnets.data.builders import build_retrieval_pairs
 from memnets.data.config import load_data_config
-from memnets.data.hard_negatives import cached_hard_negatives, query_positives
 from memnets.data.locomo import Conversation, load_locomo
 from memnets.nn import distributed
 from memnets.nn.encoder import DEFAULT_BACKBONE
+from memnets.retrieval.hard_negatives import cached_hard_negatives, query_positives
 
 
 class NoDuplicatesBatchSampler(Sampler[list[int]]):
