@@ -3,7 +3,7 @@
 `memnets eval retrieval`: recall@k (LoCoMo rule), MRR@10 and nDCG@10 of one or more
 retrievers on a split, side by side, as a table and as JSON.
 
-Retrievers are given as specs `[NAME=]KIND[:PATH]`, for example
+Retrievers are given as specs `[NAME=]KIND[:PATH]` (the registry of memnets.retrieval.rankers), for example
 `bm25`, `dense` (the bundled all-MiniLM-L6-v2), `trained=dense:checkpoints/encoder/best`,
 `heuristic` (Generative Agents' score on the backbone), `learned:checkpoints/pack` (a pack's LearnedScorer).
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 from rich.table import Table
@@ -23,57 +23,9 @@ from rich.table import Table
 from memnets.console import print_table
 from memnets.data.config import load_data_config
 from memnets.data.locomo import load_locomo
-from memnets.evaluation.retrieval import CATEGORY_NAMES, DEFAULT_KS, RetrievalReport, evaluate_retriever
-
-
-def _bm25(path: str | None):
-    from memnets.retrieval.bm25 import BM25Ranker
-
-    if path:
-        raise ValueError("bm25 takes no path")
-    return BM25Ranker()
-
-
-def _dense(path: str | None):
-    from memnets.nn.encoder import DEFAULT_BACKBONE, MemoryEncoder
-    from memnets.retrieval.dense import DenseRanker
-
-    return DenseRanker(MemoryEncoder.from_pretrained(path or DEFAULT_BACKBONE))
-
-
-def _heuristic(path: str | None):
-    """Generative Agents' score (recency + relevance + importance, weights 1) with an encoder folder
-    (default: the untrained backbone); importance is a constant for LoCoMo turns."""
-    from memnets.nn.encoder import DEFAULT_BACKBONE, MemoryEncoder
-    from memnets.retrieval.scored import ScorerRanker
-    from memnets.scoring import HeuristicScorer
-
-    return ScorerRanker(HeuristicScorer(MemoryEncoder.from_pretrained(path or DEFAULT_BACKBONE)), name="heuristic")
-
-
-def _learned(path: str | None):
-    """The LearnedScorer of a memory pack (trained encoder, importance head, fitted weights)."""
-    from memnets.retrieval.scored import ScorerRanker
-    from memnets.scoring import LearnedScorer
-
-    if not path:
-        raise ValueError("learned needs a pack folder: learned:checkpoints/pack")
-    return ScorerRanker(LearnedScorer.from_pack(path), name="learned")
-
-
-# KIND -> factory(path or None) -> ranker; other components register their kinds here.
-RANKERS: dict[str, Callable[[str | None], object]] = {"bm25": _bm25, "dense": _dense, "heuristic": _heuristic, "learned": _learned}
-
-
-def parse_spec(spec: str) -> tuple[str, str, str | None]:
-    """`[NAME=]KIND[:PATH]` -> (name, kind, path)."""
-    name, _, rest = spec.rpartition("=") if "=" in spec else ("", "", spec)
-    kind, _, path = rest.partition(":")
-    if kind not in RANKERS:
-        raise ValueError(f"retriever spec {spec!r}: unknown kind {kind!r}; expected one of {sorted(RANKERS)}")
-    if path and not Path(path).exists():
-        raise ValueError(f"retriever spec {spec!r}: path {path!r} does not exist")
-    return name or (f"{kind}:{path}" if path else kind), kind, path or None
+from memnets.evaluation.retrieval import compare_rankers
+from memnets.retrieval.metrics import CATEGORY_NAMES, DEFAULT_KS, RetrievalReport
+from memnets.retrieval.rankers import parse_spec
 
 
 def comparison_table(reports: Sequence[RetrievalReport], split: str, ks: Sequence[int]) -> Table:
@@ -112,16 +64,14 @@ def retrieval_main(argv: list[str]) -> int:
         args.retrievers += [f"pack-encoder=dense:{Path(args.pack) / 'encoder'}", f"pack-learned=learned:{args.pack}"]
 
     try:
-        specs = [parse_spec(spec) for spec in args.retrievers]
+        for spec in args.retrievers:
+            parse_spec(spec)
         categories = tuple(int(c) for c in args.categories.split(","))
     except ValueError as error:
         parser.error(str(error))
     config = load_data_config(args.config)
     conversations = load_locomo(config.path, config.splits[args.split])
-    reports = []
-    for name, kind, path in specs:
-        ranker = RANKERS[kind](path)
-        reports.append(evaluate_retriever(ranker, conversations, categories=categories, ks=DEFAULT_KS, name=name))
+    reports = compare_rankers(args.retrievers, conversations, categories=categories, ks=DEFAULT_KS)
     print_table(comparison_table(reports, args.split, DEFAULT_KS))
     print_table(category_table(reports))
     if args.json:
