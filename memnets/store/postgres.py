@@ -1,0 +1,453 @@
+"""The memory store on PostgreSQL + pgvector, for deployments that outgrow one machine.
+
+Picked by ``memnets.open("postgresql://...")`` / :func:`memnets.store.open_store`; needs the
+``pgvector`` extra (psycopg 3, psycopg-pool, pgvector) and a server with the ``vector``
+extension (pgvector >= 0.8 for iterative index scans).
+
+Layout (``{table}`` defaults to ``memnets``):
+
+- ``{table}_memories``: one row per memory *and* its vector, so a write and a delete are each one
+  transaction and nothing can be left half-deleted between a record store and a vector store.
+  Primary key (owner, id); clear columns owner, id, t, last_access, importance, kind,
+  superseded_by; ``payload`` is the JSON of content and structured fields, sealed with AES-GCM
+  when the store has a key, exactly as the embedded archive does it (:mod:`memnets.store.rows`);
+  ``embedding`` is ``vector(dim)``.
+- An HNSW index (``vector_ip_ops``: inner product on unit vectors) over current rows only
+  (``WHERE superseded_by IS NULL``), a btree on (owner, t, id) for listings and owner scans and one
+  on (owner, superseded_by) for history.
+- ``{table}_meta``: format version, dim, the key check and KDF salt. Opening checks the format:
+  an older one is migrated in the opening transaction, a newer one is refused with a clear error.
+
+Search, always owner-scoped and filtered before ranking:
+
+- No filter, or one on clear columns only (kind, time range): one SQL query ranks the matching
+  rows by ``embedding <#> query``. The planner either walks the HNSW index with
+  ``hnsw.iterative_scan = relaxed_order`` (the scan continues past ``ef_search`` candidates until
+  k rows pass the WHERE clause; results are re-sorted exactly) or, for a small owner or a selective
+  filter, reads the matching rows by the btree and sorts them exactly. If the index scan still
+  returns fewer than k rows (it stops after ``hnsw.max_scan_tuples``), the query is re-run as an
+  exact scan, so k results come back whenever k rows match.
+- A metadata filter: metadata lives in the (possibly encrypted) payload, so the server cannot
+  evaluate it. The rows passing the clear-column part are ranked exactly in SQL and streamed
+  best first through a server-side cursor; each is decrypted and checked with
+  :meth:`MemoryFilter.matches` until k match. The cost grows with the rows ranked ahead of the k-th
+  match, never with a shortened result.
+
+Deletion: a DELETE is final for every connection once it commits (MVCC: no reader after the commit
+sees the row, no index returns it). The bytes stay in dead tuples until (auto)vacuum reclaims them;
+:meth:`PgVectorStore.compact` runs VACUUM on the table at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Self
+
+import numpy as np
+
+from memnets.memory.crypto import RowCipher
+from memnets.memory.errors import ArchiveError, ArchiveFormatError
+from memnets.records import Memory
+from memnets.store import rows as rowcodec
+from memnets.store.filters import MemoryFilter
+from memnets.timeutil import as_utc
+
+try:
+    import psycopg
+    from pgvector.psycopg import register_vector
+    from psycopg import sql
+    from psycopg_pool import ConnectionPool
+except ImportError as error:  # pragma: no cover - depends on the installed extras
+    raise ImportError("the PostgreSQL store needs the pgvector extra: pip install 'memnets[pgvector]' "
+                      f"(missing: {error.name})") from None
+
+log = logging.getLogger(__name__)
+
+FORMAT_VERSION = 1  # in {table}_meta; bump with a migration in _MIGRATIONS when the schema changes
+_MIGRATIONS: dict[int, list[str]] = {}  # format N -> statements taking it to N + 1 (table names substituted as in _SCHEMA)
+_TABLE_NAME = re.compile(r"[a-z_][a-z0-9_]{0,40}")
+_COLUMNS = "owner, id, t, last_access, importance, kind, superseded_by, payload, embedding"
+_CURRENT = "superseded_by IS NULL"
+_STREAM_BATCH = 256  # rows fetched per round trip when metadata is checked client-side
+
+_SCHEMA = [
+    """CREATE TABLE {meta} (key text PRIMARY KEY, value bytea NOT NULL)""",
+    """CREATE TABLE {memories} (
+        seq bigint GENERATED ALWAYS AS IDENTITY,   -- write order: history lists versions by it
+        owner text NOT NULL,
+        id text NOT NULL,
+        t timestamptz NOT NULL,
+        last_access timestamptz NOT NULL,
+        importance double precision NOT NULL,
+        kind text NOT NULL,
+        superseded_by text,                        -- id of the newer version (NULL: current)
+        payload bytea NOT NULL,                    -- JSON of content and fields, AES-GCM sealed with a key
+        embedding vector({dim}) NOT NULL,
+        PRIMARY KEY (owner, id)
+    )""",
+    """CREATE INDEX {owner_t} ON {memories} (owner, t, id) WHERE superseded_by IS NULL""",
+    """CREATE INDEX {versions} ON {memories} (owner, superseded_by) WHERE superseded_by IS NOT NULL""",
+    """CREATE INDEX {hnsw} ON {memories} USING hnsw (embedding vector_ip_ops)
+        WITH (m = {m}, ef_construction = {ef_construction}) WHERE superseded_by IS NULL""",
+]
+
+
+class PgVectorStore:
+    """Memories and their vectors in one PostgreSQL table with a pgvector HNSW index (implements MemoryStore).
+
+    Args:
+        url: ``postgresql://user:password@host:port/dbname`` (any libpq connection string).
+        dim: vector dimension; None opens an existing store with the dim it was created with.
+        key: encryption key, as for :class:`~memnets.memory.archive.Archive` (16/24/32 raw bytes or
+            a passphrase); a store created with a key opens only with it.
+        table: name prefix of the store's tables (several stores may share a database).
+        pool_size: most connections the pool opens (one per concurrent call).
+        m, ef_construction: HNSW build parameters (used when the table is created).
+        ef_search: HNSW candidate list per search (raised to k when k is larger).
+        connect_timeout: seconds to wait for the server and for a pooled connection.
+    """
+
+    def __init__(self, url: str, dim: int | None, *, key: bytes | str | None = None, table: str = "memnets",
+                 pool_size: int = 4, m: int = 16, ef_construction: int = 64, ef_search: int = 40,
+                 connect_timeout: float = 30.0) -> None:
+        dim = rowcodec.check_dim(dim, "PgVectorStore")
+        if not isinstance(table, str) or not _TABLE_NAME.fullmatch(table):
+            raise ValueError(f"PgVectorStore: table must be a lower-case SQL name ([a-z_][a-z0-9_]*, <= 41 chars), got {table!r}")
+        for name, value, low in (("pool_size", pool_size, 1), ("m", m, 2), ("ef_construction", ef_construction, 4),
+                                 ("ef_search", ef_search, 1)):
+            if not isinstance(value, int) or isinstance(value, bool) or value < low:
+                raise ValueError(f"PgVectorStore: {name} must be an int >= {low}, got {value!r}")
+        self.url = url
+        self.table = table
+        self.ef_search = ef_search
+        self._names = {"memories": sql.Identifier(f"{table}_memories"), "meta": sql.Identifier(f"{table}_meta"),
+                       "owner_t": sql.Identifier(f"{table}_owner_t"), "versions": sql.Identifier(f"{table}_versions"),
+                       "hnsw": sql.Identifier(f"{table}_hnsw")}
+        self._pool: ConnectionPool | None = None
+        self.dim, self._cipher = self._init_schema(dim, key, m, ef_construction, connect_timeout)
+        self._pool = ConnectionPool(url, min_size=1, max_size=pool_size, timeout=connect_timeout, open=False,
+                                    kwargs={"connect_timeout": max(1, int(connect_timeout))},
+                                    configure=_configure, name=f"memnets-{table}")
+        try:
+            self._pool.open(wait=True, timeout=connect_timeout)
+        except psycopg.Error as error:
+            self._pool.close()
+            self._pool = None
+            raise ArchiveError(f"PgVectorStore: cannot connect to {self._where()}: {error}") from None
+
+    # ------------------------------------------------------------------ opening
+    def _where(self) -> str:
+        """The server and table for messages, without credentials."""
+        try:
+            info = psycopg.conninfo.conninfo_to_dict(self.url)
+        except psycopg.ProgrammingError:
+            return f"table {self.table}"
+        return f"{info.get('host', 'localhost')}:{info.get('port', 5432)}/{info.get('dbname', '')} table {self.table}"
+
+    def _sql(self, template: str, **extra) -> sql.Composed:
+        return sql.SQL(template).format(**self._names, **extra)
+
+    def _init_schema(self, dim: int | None, key, m: int, ef_construction: int,
+                     connect_timeout: float) -> tuple[int, RowCipher | None]:
+        """Create the tables in an empty database, or check format, dim and key of existing ones (migrating older formats)."""
+        try:
+            conn = psycopg.connect(self.url, connect_timeout=max(1, int(connect_timeout)), autocommit=True)
+        except psycopg.Error as error:
+            raise ArchiveError(f"PgVectorStore: cannot connect to {self._where()}: {error}") from None
+        with conn:
+            if conn.execute("SELECT 1 FROM pg_extension WHERE extname = 'vector'").fetchone() is None:
+                try:
+                    conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+                except psycopg.Error as error:
+                    raise ArchiveError(f"PgVectorStore: the pgvector extension is not installed in {self._where()} "
+                                       f"and could not be created ({error}); run CREATE EXTENSION vector as an owner") from None
+            version = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()[0]
+            if tuple(int(p) for p in re.findall(r"\d+", version)[:2]) < (0, 8):
+                log.warning("pgvector %s has no iterative index scans (0.8+); filtered searches fall back to exact scans", version)
+            with conn.transaction():
+                # one opener at a time creates or migrates (others wait here, then find it done)
+                conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"memnets-store-{self.table}",))
+                exists = conn.execute("SELECT to_regclass(%s)", (f"{self.table}_meta",)).fetchone()[0] is not None
+                if not exists:
+                    if dim is None:
+                        raise ValueError(f"PgVectorStore: {self._where()} holds no memnets store yet; give dim to create one")
+                    for statement in _SCHEMA:
+                        conn.execute(self._sql(statement, dim=sql.Literal(dim), m=sql.Literal(m),
+                                               ef_construction=sql.Literal(ef_construction)))
+                    cipher, key_meta = rowcodec.new_cipher(key)
+                    meta = {"format": str(FORMAT_VERSION).encode(), "dim": str(dim).encode(), **key_meta}
+                    with conn.cursor() as cursor:
+                        cursor.executemany(self._sql("INSERT INTO {meta} (key, value) VALUES (%s, %s)"), list(meta.items()))
+                    log.info("created memnets store %s (dim %d, encrypted %s)", self._where(), dim, cipher is not None)
+                    return dim, cipher
+                meta = {k: bytes(v) for k, v in conn.execute(self._sql("SELECT key, value FROM {meta}"))}
+                stored_format, stored_dim = int(meta["format"]), int(meta["dim"])
+                if stored_format > FORMAT_VERSION:
+                    raise ArchiveFormatError(
+                        f"{self._where()} was written by store format {stored_format}; this memnets reads format "
+                        f"{FORMAT_VERSION} and older. Upgrade memnets to open it (it was not modified).")
+                if dim is not None and dim != stored_dim:
+                    raise ArchiveFormatError(f"{self._where()} holds vectors of dim {stored_dim}, but was opened with dim={dim}")
+                cipher = rowcodec.existing_cipher(key, meta, self._where())
+                for step in range(stored_format, FORMAT_VERSION):
+                    for statement in _MIGRATIONS[step]:
+                        conn.execute(self._sql(statement))
+                if stored_format != FORMAT_VERSION:
+                    conn.execute(self._sql("UPDATE {meta} SET value = %s WHERE key = 'format'"), (str(FORMAT_VERSION).encode(),))
+                    log.info("migrated memnets store %s from format %d to %d", self._where(), stored_format, FORMAT_VERSION)
+                return stored_dim, cipher
+
+    @contextmanager
+    def _transaction(self) -> Iterator[psycopg.Connection]:
+        """A pooled connection inside one transaction (committed on success, rolled back on error)."""
+        if self._pool is None:
+            raise ArchiveError(f"PgVectorStore {self._where()} is closed")
+        with self._pool.connection() as conn, conn.transaction():
+            yield conn
+
+    # ------------------------------------------------------------------ writes
+    def upsert(self, memories: Sequence[Memory], vectors) -> None:
+        """Store memories with their vectors [N, dim] in one transaction; an existing (owner, id) is replaced."""
+        memories, array = rowcodec.check_batch(memories, vectors, self.dim, "PgVectorStore.upsert")
+        rows = [rowcodec.encode_row(memory, vector, self._cipher, "PgVectorStore.upsert")
+                for memory, vector in zip(memories, array)]
+        if not rows:
+            return
+        order = sorted(range(len(rows)), key=lambda i: (rows[i].owner, rows[i].id))  # one lock order: no deadlocks
+        params = [(rows[i].owner, rows[i].id, datetime.fromisoformat(rows[i].t), datetime.fromisoformat(rows[i].last_access),
+                   rows[i].importance, rows[i].kind, rows[i].superseded_by, rows[i].payload, array[i]) for i in order]
+        statement = self._sql(
+            "INSERT INTO {memories} (owner, id, t, last_access, importance, kind, superseded_by, payload, embedding) "
+            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (owner, id) DO UPDATE SET t = excluded.t, "
+            "last_access = excluded.last_access, importance = excluded.importance, kind = excluded.kind, "
+            "superseded_by = excluded.superseded_by, payload = excluded.payload, embedding = excluded.embedding")
+        with self._transaction() as conn, conn.cursor() as cursor:
+            cursor.executemany(statement, params)
+
+    def touch(self, ids: Iterable[str], owner: str, when: datetime) -> int:
+        """Set last_access of the owner's memories with these ids; returns how many were updated."""
+        ids = rowcodec.check_ids(ids, "PgVectorStore.touch")
+        rowcodec.check_owner(owner, "PgVectorStore.touch")
+        when = as_utc(when, "PgVectorStore.touch: when")
+        with self._transaction() as conn:
+            return conn.execute(self._sql("UPDATE {memories} SET last_access = %s WHERE owner = %s AND id = ANY(%s)"),
+                                (when, owner, list(dict.fromkeys(ids)))).rowcount
+
+    def delete(self, ids: Iterable[str], owner: str) -> int:
+        """Delete the owner's memories with these ids and their older versions; returns how many rows."""
+        ids = list(dict.fromkeys(rowcodec.check_ids(ids, "PgVectorStore.delete")))
+        rowcodec.check_owner(owner, "PgVectorStore.delete")
+        with self._transaction() as conn:
+            return conn.execute(self._sql("DELETE FROM {memories} WHERE owner = %s AND (id = ANY(%s) OR superseded_by = ANY(%s))"),
+                                (owner, ids, ids)).rowcount
+
+    def delete_owner(self, owner: str) -> int:
+        """Delete every memory of an owner; returns how many rows."""
+        rowcodec.check_owner(owner, "PgVectorStore.delete_owner")
+        with self._transaction() as conn:
+            return conn.execute(self._sql("DELETE FROM {memories} WHERE owner = %s"), (owner,)).rowcount
+
+    def purge_older_than(self, cutoff: datetime, owner: str | None = None) -> int:
+        """Delete memories with t < cutoff and their older versions, of one owner or of all; returns how many rows."""
+        cutoff = as_utc(cutoff, "PgVectorStore.purge_older_than: cutoff")
+        where, params = "t < %s", [cutoff]
+        if owner is not None:
+            rowcodec.check_owner(owner, "PgVectorStore.purge_older_than")
+            where, params = "owner = %s AND t < %s", [owner, cutoff]
+        with self._transaction() as conn:
+            gone = conn.execute(self._sql(f"DELETE FROM {{memories}} WHERE {where} AND {_CURRENT} RETURNING owner, id"),
+                                params).fetchall()
+            deleted = len(gone) + conn.execute(self._sql(f"DELETE FROM {{memories}} WHERE {where}"), params).rowcount
+            if gone:
+                deleted += conn.execute(self._sql(
+                    "DELETE FROM {memories} m USING unnest(%s::text[], %s::text[]) AS g(owner, id) "
+                    "WHERE m.owner = g.owner AND m.superseded_by = g.id"), ([o for o, _ in gone], [i for _, i in gone])).rowcount
+            return deleted
+
+    def compact(self) -> None:
+        """VACUUM the table now, so deleted rows' bytes leave the heap and the index (autovacuum does it later otherwise)."""
+        if self._pool is None:
+            raise ArchiveError(f"PgVectorStore {self._where()} is closed")
+        with self._pool.connection() as conn:
+            conn.autocommit = True  # VACUUM cannot run inside a transaction
+            try:
+                conn.execute(self._sql("VACUUM {memories}"))
+            finally:
+                conn.autocommit = False
+
+    def rebuild_index(self, maintenance_work_mem: str = "1GB") -> None:
+        """Rebuild the HNSW index from the table (after bulk loads, or to apply new m / ef_construction)."""
+        if not re.fullmatch(r"\d+\s*(kB|MB|GB)", maintenance_work_mem):
+            raise ValueError(f"PgVectorStore.rebuild_index: maintenance_work_mem must look like '512MB' or '2GB', got {maintenance_work_mem!r}")
+        with self._transaction() as conn:
+            conn.execute(f"SET LOCAL maintenance_work_mem = '{maintenance_work_mem}'")
+            conn.execute(self._sql("REINDEX INDEX {hnsw}"))
+
+    # ------------------------------------------------------------------ reads (all owner-scoped)
+    def get(self, ids: Iterable[str], owner: str) -> list[Memory]:
+        """The owner's memories with these ids (older versions included), in the order asked; unknown ids are skipped."""
+        ids = rowcodec.check_ids(ids, "PgVectorStore.get")
+        rowcodec.check_owner(owner, "PgVectorStore.get")
+        with self._transaction() as conn:
+            records = conn.execute(self._sql(f"SELECT {_COLUMNS} FROM {{memories}} WHERE owner = %s AND id = ANY(%s)"),
+                                   (owner, list(dict.fromkeys(ids)))).fetchall()
+        found = {record[1]: self._decode(record) for record in records}
+        return [found[i] for i in dict.fromkeys(ids) if i in found]
+
+    def vectors(self, ids: Iterable[str], owner: str) -> np.ndarray:
+        """The stored vectors [N, dim] of these ids, in order (KeyError naming the first missing one)."""
+        ids = rowcodec.check_ids(ids, "PgVectorStore.vectors")
+        rowcodec.check_owner(owner, "PgVectorStore.vectors")
+        with self._transaction() as conn:
+            found = dict(conn.execute(self._sql("SELECT id, embedding FROM {memories} WHERE owner = %s AND id = ANY(%s)"),
+                                      (owner, list(dict.fromkeys(ids)))).fetchall())
+        missing = [i for i in ids if i not in found]
+        if missing:
+            raise KeyError(f"PgVectorStore.vectors: owner {owner!r} has no memory {missing[0]!r}")
+        return np.stack([_array(found[i]) for i in ids]) if ids else np.zeros((0, self.dim), np.float32)
+
+    def search(self, vector, k: int, owner: str, *, filters: MemoryFilter | None = None) -> list[tuple[Memory, float]]:
+        """The owner's k current memories passing ``filters`` of highest inner product with ``vector``, best first.
+
+        k results whenever k match (see the module docstring for how each kind of filter runs).
+        """
+        rowcodec.check_owner(owner, "PgVectorStore.search")
+        k = rowcodec.check_k(k, "PgVectorStore.search")
+        query = rowcodec.check_vectors(vector, 1, self.dim, "PgVectorStore.search", single=True)[0]
+        filters = MemoryFilter.parse(filters)
+        where, params = _clear_conditions(owner, filters)
+        with self._transaction() as conn:
+            if filters is not None and filters.needs_payload:
+                return self._search_streaming(conn, query, k, where, params, filters)
+            conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+            conn.execute(sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(max(self.ef_search, k))))
+            records = conn.execute(self._sql(
+                f"WITH hits AS MATERIALIZED (SELECT {_COLUMNS}, embedding <#> %s AS distance FROM {{memories}} "
+                f"WHERE {where} ORDER BY distance LIMIT %s) SELECT * FROM hits ORDER BY distance"),
+                [query, *params, k]).fetchall()
+            if len(records) < k:  # the index scan gave up early (max_scan_tuples); rank the matching rows exactly
+                records = conn.execute(self._sql(
+                    f"SELECT {_COLUMNS}, embedding <#> %s AS distance FROM {{memories}} WHERE {where} "
+                    "ORDER BY (embedding <#> %s) + 0 LIMIT %s"), [query, *params, query, k]).fetchall()
+        return [(self._decode(record[:-1]), -float(record[-1])) for record in records]
+
+    def _search_streaming(self, conn, query: np.ndarray, k: int, where: str, params: list,
+                          filters: MemoryFilter) -> list[tuple[Memory, float]]:
+        """Exact ranking in SQL, metadata checked on the decoded rows best first until k match."""
+        found: list[tuple[Memory, float]] = []
+        with conn.cursor(name="memnets_ranked") as cursor:
+            cursor.itersize = _STREAM_BATCH
+            # "+ 0" keeps the planner off the HNSW index: the ranking must be exact to stream it
+            cursor.execute(self._sql(f"SELECT {_COLUMNS}, embedding <#> %s AS distance FROM {{memories}} "
+                                     f"WHERE {where} ORDER BY (embedding <#> %s) + 0"), [query, *params, query])
+            for record in cursor:
+                memory = self._decode(record[:-1])
+                if filters.matches(memory):
+                    found.append((memory, -float(record[-1])))
+                    if len(found) == k:
+                        break
+        return found
+
+    def list_memories(self, owner: str, *, limit: int | None = None, offset: int = 0,
+                      filters: MemoryFilter | None = None) -> list[Memory]:
+        """The owner's current memories passing ``filters``, ordered by (t, id); ``offset`` skipped, at most ``limit``."""
+        rowcodec.check_owner(owner, "PgVectorStore.list_memories")
+        rowcodec.check_page(limit, offset, "PgVectorStore.list_memories")
+        filters = MemoryFilter.parse(filters)
+        where, params = _clear_conditions(owner, filters)
+        query = f"SELECT {_COLUMNS} FROM {{memories}} WHERE {where} ORDER BY t, id"
+        with self._transaction() as conn:
+            if filters is None or not filters.needs_payload:
+                return [self._decode(r) for r in conn.execute(self._sql(f"{query} LIMIT %s OFFSET %s"),
+                                                               [*params, limit, offset])]
+            out: list[Memory] = []
+            skipped = 0
+            with conn.cursor(name="memnets_listing") as cursor:
+                cursor.itersize = _STREAM_BATCH
+                cursor.execute(self._sql(query), params)
+                for record in cursor:
+                    if limit is not None and len(out) >= limit:
+                        break
+                    memory = self._decode(record)
+                    if filters.matches(memory):
+                        if skipped < offset:
+                            skipped += 1
+                        else:
+                            out.append(memory)
+            return out
+
+    def history(self, id: str, owner: str) -> list[Memory]:
+        """The older versions of the owner's memory ``id`` (rows superseded by it), first written first."""
+        rowcodec.check_ids([id], "PgVectorStore.history")
+        rowcodec.check_owner(owner, "PgVectorStore.history")
+        with self._transaction() as conn:
+            return [self._decode(r) for r in conn.execute(self._sql(
+                f"SELECT {_COLUMNS} FROM {{memories}} WHERE owner = %s AND superseded_by = %s ORDER BY seq"), (owner, id))]
+
+    def count(self, owner: str) -> int:
+        """How many current (not superseded) memories the owner has."""
+        rowcodec.check_owner(owner, "PgVectorStore.count")
+        with self._transaction() as conn:
+            return conn.execute(self._sql(f"SELECT count(*) FROM {{memories}} WHERE owner = %s AND {_CURRENT}"),
+                                (owner,)).fetchone()[0]
+
+    def owners(self) -> list[str]:
+        """Every owner with at least one stored memory, sorted."""
+        with self._transaction() as conn:
+            return [r[0] for r in conn.execute(self._sql("SELECT DISTINCT owner FROM {memories} ORDER BY owner"))]
+
+    # ------------------------------------------------------------------ lifecycle
+    def close(self) -> None:
+        """Close the connection pool. Safe to call twice."""
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._pool is None else "open"
+        return f"PgVectorStore({self._where()!r}, dim={self.dim}, encrypted={self._cipher is not None}, {state})"
+
+    def _decode(self, record: Sequence) -> Memory:
+        owner, memory_id, t, last_access, importance, kind, superseded_by, payload, embedding = record
+        return rowcodec.decode_row(self._cipher, owner=owner, memory_id=memory_id, t=as_utc(t).isoformat(),
+                                   last_access=as_utc(last_access).isoformat(), importance=importance, kind=kind,
+                                   superseded_by=superseded_by, payload=payload,
+                                   vector=_array(embedding).astype("<f4").tobytes())
+
+
+def _array(embedding) -> np.ndarray:
+    """A pgvector value as float32 numpy (the text loader gives arrays, the binary one Vector objects)."""
+    return np.asarray(embedding.to_numpy() if hasattr(embedding, "to_numpy") else embedding, dtype=np.float32)
+
+
+def _configure(conn: psycopg.Connection) -> None:
+    """Set up a new pooled connection: pgvector's types, and back to idle (the pool requires it)."""
+    register_vector(conn)
+    conn.commit()
+
+
+def _clear_conditions(owner: str, filters: MemoryFilter | None) -> tuple[str, list]:
+    """SQL conditions (and parameters) for the owner's current rows passing the clear-column part of ``filters``."""
+    where, params = [f"owner = %s AND {_CURRENT}"], [owner]
+    if filters is not None:
+        if filters.kinds is not None:
+            where.append("kind = ANY(%s)")
+            params.append(list(filters.kinds))
+        if filters.since is not None:
+            where.append("t >= %s")
+            params.append(filters.since)
+        if filters.until is not None:
+            where.append("t < %s")
+            params.append(filters.until)
+    return " AND ".join(where), params
+
