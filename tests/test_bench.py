@@ -9,16 +9,20 @@ them (tables, plots, raw JSON).
 from __future__ import annotations
 
 import json
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from memnets.commands.bench import bench_package, main
+from memnets.cli import main as cli_main
 
-bench_package()  # bench/ lives in the source tree, next to the package
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # bench/ lives in the source tree, next to the package (not in the wheel)
 
-from bench import common, manager, report, search  # noqa: E402
-from bench.embeddings import scaled  # noqa: E402
+from bench import common, manager, report, search
+from bench.embeddings import scaled
+from bench.run import main
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -122,6 +126,15 @@ def test_command_rejects_unknown_benchmarks_and_reports_from_existing_json(searc
     assert main(["--only", "search", "--out", str(out), "--report-only"]) == 0
     assert "FaissRetriever flat (exact)" in (out / "report.md").read_text()
     assert main(["--only", "quality", "--out", str(tmp_path), "--report-only"]) == 1  # nothing to report
+
+
+def test_memnets_bench_runs_the_checkout_runner_in_a_child_process(tmp_path, monkeypatch, capsys):
+    """memnets never imports bench/: `memnets bench` starts `python -m bench` from the checkout root."""
+    monkeypatch.chdir(REPO)
+    assert cli_main(["bench", "--only", "quality", "--out", str(tmp_path), "--report-only"]) == 1  # nothing to report
+    monkeypatch.chdir(tmp_path)
+    assert cli_main(["bench", "--report-only"]) == 2
+    assert "no bench/ folder" in capsys.readouterr().err
 
 
 def test_archive_search_looks_hits_up_by_primary_key(tmp_path):
