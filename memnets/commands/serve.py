@@ -1,0 +1,59 @@
+"""`memnets serve mcp`: serve a memory to MCP hosts (Claude Desktop, IDEs, agent runtimes).
+
+Parses its arguments, opens the memory and hands it to :mod:`memnets.integrations.mcp_server`.
+Over stdio, stdout carries the protocol: this command prints nothing there, and logs go to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+
+
+def mcp_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="memnets serve mcp",
+        description="Run an MCP server (official mcp SDK, 1.x) with memory tools on a memnets memory: "
+        "add_memory, search_memory, list_memories, get_memory, update_memory, delete_memory, delete_all_memories.",
+    )
+    parser.add_argument("--memory", required=True, help="the memory: a folder (created if missing) or a postgresql:// URL")
+    parser.add_argument("--pack", default=None, help="a memory pack folder: its encoder and learned scorer")
+    parser.add_argument("--encoder", default=None,
+                        help="an encoder folder (Hugging Face format, e.g. written by MemoryEncoder.save_pretrained) "
+                        "used instead of the pack's or the default encoder")
+    parser.add_argument("--user", default=None, help="serve this user only; calls naming another user_id are refused")
+    parser.add_argument("--transport", choices=("stdio", "http"), default="stdio",
+                        help="stdio (the host starts this command) or streamable HTTP (default: stdio)")
+    parser.add_argument("--host", default="127.0.0.1", help="HTTP address to listen on (default: 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8000, help="HTTP port (default: 8000); the endpoint is /mcp")
+    parser.add_argument("--key-env", default=None, metavar="VAR",
+                        help="name of an environment variable holding the memory's encryption passphrase")
+    return parser
+
+
+def mcp_main(argv: list[str]) -> int:
+    args = mcp_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    if not 0 < args.port < 65536:
+        print(f"memnets serve mcp: --port must be in 1..65535, got {args.port}", file=sys.stderr)
+        return 2
+    key = None
+    if args.key_env is not None:
+        key = os.environ.get(args.key_env)
+        if not key:
+            print(f"memnets serve mcp: environment variable {args.key_env} (--key-env) is not set", file=sys.stderr)
+            return 2
+
+    import memnets
+    from memnets.integrations.mcp_server import serve
+
+    encoder = None
+    if args.encoder is not None:
+        from memnets.nn.encoder import MemoryEncoder
+
+        encoder = MemoryEncoder.from_pretrained(args.encoder)
+    with memnets.open(args.memory, pack=args.pack, key=key, encoder=encoder) as memory:
+        serve(memory, user=args.user, transport=args.transport, host=args.host, port=args.port)
+    return 0

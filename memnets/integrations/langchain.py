@@ -1,0 +1,229 @@
+"""LangChain adapters on a memnets memory: a retriever, a vector store and the encoder as ``Embeddings``.
+
+- :class:`MemnetsRetriever`: a ``BaseRetriever`` over one user's memories (``k`` results), ranked by
+  ``AgentMemory.search`` (the memory's encoder, its store and, with a pack, the learned scorer).
+- :class:`MemnetsVectorStore`: a ``VectorStore`` whose documents are one user's memories: a document's
+  id is the memory id, its ``page_content`` the memory's content, its metadata the memory's metadata.
+  Adding a document with an id that exists writes a new version of that memory (the old one stays
+  in its history); ``delete`` removes a memory with its history.
+- :class:`MemnetsEmbeddings`: a memnets encoder as LangChain ``Embeddings`` (documents are encoded as
+  memories, queries as queries, each with the encoder's own prefix).
+- :class:`EmbeddingsEncoder`: the other direction, any LangChain ``Embeddings`` as the encoder of a
+  memnets memory (``memnets.open(folder, encoder=EmbeddingsEncoder(embeddings))``), so a memory can run
+  on a hosted embedding model, or on the fake embeddings LangChain's standard tests prescribe.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from langchain_core.callbacks import CallbackManagerForRetrieverRun
+from langchain_core.documents import Document
+from langchain_core.embeddings import Embeddings
+from langchain_core.retrievers import BaseRetriever
+from langchain_core.vectorstores import VectorStore
+
+from memnets.store.filters import MemoryFilter
+
+logger = logging.getLogger(__name__)
+
+
+class MemnetsEmbeddings(Embeddings):
+    """A memnets text encoder (``memory.encoder``, a pack's or a trained ``MemoryEncoder``) as LangChain Embeddings."""
+
+    def __init__(self, encoder):
+        if not callable(getattr(encoder, "encode", None)):
+            raise TypeError(f"MemnetsEmbeddings: encoder must have .encode(texts, kind=...), got {type(encoder).__name__}")
+        self.encoder = encoder
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        """Unit vectors of ``texts`` encoded as memories."""
+        return self.encoder.encode(list(texts), kind="memory").tolist()
+
+    def embed_query(self, text: str) -> list[float]:
+        """Unit vector of ``text`` encoded as a query."""
+        return self.encoder.encode([text], kind="query")[0].tolist()
+
+
+class EmbeddingsEncoder:
+    """LangChain ``Embeddings`` as a memnets text encoder: ``encode(texts, kind) -> [n, dim]`` unit rows.
+
+    Memories go through ``embed_documents``, queries through ``embed_query``; rows are L2-normalised
+    because memnets stores rank by inner product. ``dim`` is measured once by embedding a probe text
+    when it is not given.
+    """
+
+    def __init__(self, embeddings: Embeddings, dim: int | None = None):
+        if not isinstance(embeddings, Embeddings):
+            raise TypeError(f"EmbeddingsEncoder: embeddings must be a LangChain Embeddings, got {type(embeddings).__name__}")
+        self.embeddings = embeddings
+        self.dim = int(dim) if dim is not None else len(embeddings.embed_query("dimension probe"))
+        if self.dim < 1:
+            raise ValueError(f"EmbeddingsEncoder: dim must be positive, got {self.dim}")
+
+    def encode(self, texts: Sequence[str], kind: str = "memory", **_: Any) -> torch.Tensor:
+        if isinstance(texts, str):
+            raise TypeError("texts must be a sequence of strings, not one string")
+        if kind == "memory":
+            rows = self.embeddings.embed_documents(list(texts)) if texts else []
+        elif kind == "query":
+            rows = [self.embeddings.embed_query(text) for text in texts]
+        else:
+            raise ValueError(f"kind must be 'memory' or 'query', got {kind!r}")
+        vectors = torch.tensor(rows, dtype=torch.float32).reshape(len(rows), self.dim)
+        return F.normalize(vectors, p=2, dim=-1)
+
+
+def as_embeddings(encoder) -> Embeddings:
+    """The LangChain view of a memory's encoder (the wrapped Embeddings of an EmbeddingsEncoder)."""
+    return encoder.embeddings if isinstance(encoder, EmbeddingsEncoder) else MemnetsEmbeddings(encoder)
+
+
+def as_encoder(embedding: Embeddings):
+    """The memnets encoder for LangChain Embeddings (the memnets encoder inside MemnetsEmbeddings)."""
+    return embedding.encoder if isinstance(embedding, MemnetsEmbeddings) else EmbeddingsEncoder(embedding)
+
+
+def _document(memory, **extra_metadata) -> Document:
+    metadata = dict(memory.metadata or {})
+    if extra_metadata:
+        metadata["memnets"] = extra_metadata
+    return Document(id=memory.id, page_content=memory.content, metadata=metadata)
+
+
+def _filters(filter: Mapping[str, Any] | MemoryFilter | None) -> MemoryFilter | None:
+    """A search filter: a MemoryFilter, or a dict of metadata field -> value or operators."""
+    if filter is None or isinstance(filter, MemoryFilter):
+        return filter
+    return MemoryFilter(metadata=filter)
+
+
+class MemnetsRetriever(BaseRetriever):
+    """The ``k`` memories of one user that best answer a query, as Documents.
+
+    Each Document has the memory's id, content and metadata, plus ``metadata["memnets"]`` with the
+    search ``score``, the memory's time ``t`` (ISO) and ``kind``. ``filter`` is a dict of metadata
+    field -> value or ``{"$eq"|"$ne"|"$gt"|"$gte"|"$lt"|"$lte"|"$in": value}``, or a MemoryFilter.
+    ``invoke(query, k=...)`` overrides ``k`` for one call.
+    """
+
+    memory: Any
+    user: str
+    k: int = 5
+    filter: Any = None
+
+    def _get_relevant_documents(
+        self, query: str, *, run_manager: CallbackManagerForRetrieverRun, k: int | None = None
+    ) -> list[Document]:
+        hits = self.memory.search(query, user=self.user, k=self.k if k is None else k, filters=_filters(self.filter))
+        return [
+            _document(hit.memory, score=float(hit.score), t=hit.memory.t.isoformat(), kind=hit.memory.kind)
+            for hit in hits
+        ]
+
+
+class MemnetsVectorStore(VectorStore):
+    """One user's memories as a LangChain VectorStore.
+
+    Args:
+        memory: the :class:`memnets.api.AgentMemory` (``memnets.open(...)``); its encoder embeds
+            texts and queries. To use other LangChain Embeddings, open the memory with
+            ``encoder=EmbeddingsEncoder(embeddings)`` or build the store with :meth:`from_texts`.
+        user: the memnets user (owner) whose memories this store holds.
+    """
+
+    def __init__(self, memory, user: str):
+        if not isinstance(user, str) or not user:
+            raise ValueError(f"MemnetsVectorStore: user must be a non-empty string, got {user!r}")
+        self.memory = memory
+        self.user = user
+
+    @property
+    def embeddings(self) -> Embeddings:
+        return as_embeddings(self.memory.encoder)
+
+    def add_texts(
+        self,
+        texts: Iterable[str],
+        metadatas: list[dict[str, Any]] | None = None,
+        *,
+        ids: list[str | None] | None = None,
+        **kwargs: Any,
+    ) -> list[str]:
+        """Add texts as memories; a given id that exists gets a new version (the old one stays in its history).
+
+        Texts without an id get a new uuid4 hex id here, so that every text becomes its own
+        document (``AgentMemory.add`` would merge a near-duplicate text without an id into the
+        memory it duplicates, which is not LangChain's contract).
+        """
+        texts = list(texts)
+        metadatas = list(metadatas) if metadatas is not None else [{} for _ in texts]
+        ids = list(ids) if ids is not None else [None] * len(texts)
+        if not (len(metadatas) == len(ids) == len(texts)):
+            raise ValueError(f"add_texts: got {len(texts)} texts, {len(metadatas)} metadatas and {len(ids)} ids")
+        ids = [id_ or uuid.uuid4().hex for id_ in ids]
+        for text, metadata, id_ in zip(texts, metadatas, ids):
+            self.memory.add(text, user=self.user, id=id_, metadata=dict(metadata or {}))
+        return ids
+
+    def delete(self, ids: list[str] | None = None, **kwargs: Any) -> bool:
+        """Delete the memories with these ids (missing ones are ignored); ``ids=None`` deletes all of the user's."""
+        if ids is None:
+            self.memory.delete_all(user=self.user)
+        else:
+            for id_ in ids:
+                self.memory.delete(id_, user=self.user)
+        return True
+
+    def get_by_ids(self, ids: Sequence[str], /) -> list[Document]:
+        """The documents with these ids, in the given order; missing ids are left out."""
+        return [_document(memory) for memory in self._get(ids)]
+
+    def similarity_search(
+        self, query: str, k: int = 4, filter: Mapping[str, Any] | MemoryFilter | None = None, **kwargs: Any
+    ) -> list[Document]:
+        return [doc for doc, _ in self.similarity_search_with_score(query, k=k, filter=filter)]
+
+    def similarity_search_with_score(
+        self, query: str, k: int = 4, filter: Mapping[str, Any] | MemoryFilter | None = None, **kwargs: Any
+    ) -> list[tuple[Document, float]]:
+        """Best first: cosine similarity, or the pack's learned score when the memory has a pack."""
+        hits = self.memory.search(query, user=self.user, k=k, filters=_filters(filter))
+        return [(_document(hit.memory), float(hit.score)) for hit in hits]
+
+    @classmethod
+    def from_texts(
+        cls,
+        texts: list[str],
+        embedding: Embeddings,
+        metadatas: list[dict] | None = None,
+        *,
+        ids: list[str] | None = None,
+        location: str | None = None,
+        user: str = "default",
+        **open_options: Any,
+    ) -> MemnetsVectorStore:
+        """Open the memory at ``location`` with ``embedding`` as its encoder and add ``texts`` for ``user``.
+
+        ``embedding`` may be :class:`MemnetsEmbeddings` (its memnets encoder is used as is) or any
+        LangChain Embeddings; ``open_options`` (``pack``, ``key``, ...) go to ``memnets.open``.
+        """
+        import memnets
+
+        if location is None:
+            raise ValueError("MemnetsVectorStore.from_texts: location (a folder or a postgresql:// URL) is required")
+        memory = memnets.open(location, encoder=as_encoder(embedding), **open_options)
+        store = cls(memory, user)
+        store.add_texts(texts, metadatas, ids=ids)
+        return store
+
+    # ------------------------------------------------------------------ helpers
+    def _get(self, ids: Iterable[str]) -> list:
+        """The current memories with these ids (older versions, stored as ``id~n``, are no documents)."""
+        found = (self.memory.get(id_, user=self.user) for id_ in ids)
+        return [memory for memory in found if memory is not None and memory.superseded_by is None]

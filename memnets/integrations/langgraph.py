@@ -1,0 +1,280 @@
+"""A LangGraph ``BaseStore`` on a memnets memory: ``MemnetsStore(memnets.open(...))``.
+
+How LangGraph's model maps onto memnets (see docs/integrations.md):
+
+- **Namespace -> owner.** A namespace tuple is one memnets user, its labels joined with ``"."``
+  (``("memories", "alice")`` is the user ``"memories.alice"``). LangGraph forbids periods in
+  labels, so the mapping is reversible, and a memnets user whose name holds no empty label reads
+  back as a namespace: the same memory can be served to LangGraph, LangChain and MCP at once.
+- **Key -> memory id** (ids are unique per owner). **Value -> metadata**: the value dict is kept
+  as the memory's metadata, so search filters on value fields run in the store, before ranking.
+- **Indexed text -> content.** The text that is embedded is taken from the value: the fields
+  named by ``put(..., index=[...])``, else the store's ``fields``, else the ``"content"`` field,
+  else the ``"text"`` field, else the whole value as JSON. Several fields are joined with newlines
+  into one text (memnets keeps one vector per memory).
+- ``put(..., index=False)`` (or a value without the indexed fields) stores the item with the
+  reserved metadata flag ``__memnets_unindexed``: a query search never ranks it, a search without a
+  query, a filter search and ``get`` still find it.
+- **Search with a query** goes through ``AgentMemory.search``: the memory's encoder, the store and,
+  when the memory was opened with a pack, its learned scorer (``SearchItem.score`` is that score).
+  Without a query, items come oldest first (by update time). Filters take LangGraph's
+  ``$eq $ne $gt $gte $lt $lte`` (and memnets' ``$in``) on top-level value fields with memnets'
+  semantics (:class:`memnets.store.filters.MemoryFilter`); a nested dict is compared for equality.
+- ``put`` is ``AgentMemory.add`` with ``id=key``: over an existing key it writes a new version
+  (the old value stays in the memory's history until the item is deleted; keys may not contain
+  ``"~"``, which memnets reserves for older versions). ``put(value=None)``/``delete`` is
+  ``AgentMemory.delete`` (the item and its history, for good).
+
+TTLs are not supported (``supports_ttl = False``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from langgraph.store.base import (
+    BaseStore,
+    GetOp,
+    InvalidNamespaceError,
+    Item,
+    ListNamespacesOp,
+    MatchCondition,
+    Op,
+    PutOp,
+    Result,
+    SearchItem,
+    SearchOp,
+    get_text_at_path,
+    tokenize_path,
+)
+
+from memnets.records import Memory
+from memnets.store.filters import MemoryFilter
+from memnets.timeutil import now
+
+logger = logging.getLogger(__name__)
+
+RESERVED_PREFIX = "__memnets_"
+CREATED_AT = RESERVED_PREFIX + "created_at"  # ISO time of the item's first put
+UNINDEXED = RESERVED_PREFIX + "unindexed"  # True on items stored with index=False
+DEFAULT_FIELDS = ("content", "text")  # the first of these present in a value is embedded
+
+
+def namespace_to_owner(namespace: Sequence[str]) -> str:
+    """The memnets user of a LangGraph namespace (labels joined with ``"."``); checks LangGraph's label rules."""
+    _check_labels(namespace, "namespace")
+    if not namespace:
+        raise InvalidNamespaceError("Namespace cannot be empty.")
+    return ".".join(namespace)
+
+
+def owner_to_namespace(owner: str) -> tuple[str, ...] | None:
+    """The namespace a memnets user reads as, or None when it is no valid namespace (an empty label)."""
+    labels = tuple(owner.split("."))
+    if any(not label or "\x00" in label for label in labels):
+        return None
+    return labels
+
+
+class MemnetsStore(BaseStore):
+    """LangGraph long-term memory store backed by one memnets memory (``memnets.open``).
+
+    Args:
+        memory: the :class:`memnets.api.AgentMemory` to read and write; the store does not close it.
+        fields: value fields (LangGraph JSON paths, e.g. ``["content", "tags[*]"]``) whose text is
+            embedded when a ``put`` names none; default: ``"content"``, else ``"text"``, else the whole value.
+    """
+
+    supports_ttl = False
+    __slots__ = ("fields", "memory")
+
+    def __init__(self, memory, *, fields: Sequence[str] | None = None):
+        if isinstance(fields, str) or (fields is not None and not all(isinstance(f, str) and f for f in fields)):
+            raise TypeError(f"MemnetsStore: fields must be a list of non-empty field paths or None, got {fields!r}")
+        self.memory = memory
+        self.fields = tuple(fields) if fields is not None else None
+
+    # ------------------------------------------------------------------ BaseStore
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        """Run the operations in order (a read after a write in the same batch sees the write)."""
+        results: list[Result] = []
+        for op in ops:
+            if isinstance(op, GetOp):
+                results.append(self._get(op))
+            elif isinstance(op, SearchOp):
+                results.append(self._search(op))
+            elif isinstance(op, PutOp):
+                self._put(op)
+                results.append(None)
+            elif isinstance(op, ListNamespacesOp):
+                results.append(self._list_namespaces(op))
+            else:
+                raise TypeError(f"MemnetsStore: unknown operation {type(op).__name__}")
+        return results
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        """``batch`` in a worker thread, so encoding and store I/O do not block the event loop."""
+        return await asyncio.to_thread(self.batch, list(ops))
+
+    # ------------------------------------------------------------------ operations
+    def _get(self, op: GetOp) -> Item | None:
+        _check_labels(op.namespace, "namespace")
+        memory = self.memory.get(str(op.key), user=namespace_to_owner(op.namespace))
+        if memory is None or memory.superseded_by is not None:  # an older version is no item
+            return None
+        return _item(memory, op.namespace)
+
+    def _put(self, op: PutOp) -> None:
+        owner = _writable_owner(op.namespace)
+        key = str(op.key)
+        if not key:
+            raise ValueError("MemnetsStore.put: key must be a non-empty string")
+        if op.ttl is not None:
+            raise NotImplementedError("MemnetsStore does not support TTLs; put with ttl=None")
+        if op.value is None:
+            self.memory.delete(key, user=owner)
+            return
+        value = _check_value(op.value)
+        text = self._indexed_text(value, op.index)
+        when = now()
+        existing = self.memory.get(key, user=owner)
+        created = existing.metadata.get(CREATED_AT) if existing is not None else None
+        metadata = {**value, CREATED_AT: created or when.isoformat()}
+        if text is None:
+            metadata[UNINDEXED] = True
+            text = json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+        # an add with an existing id writes a new version (the old value goes to the history)
+        self.memory.add(text, user=owner, id=key, metadata=metadata, t=when)
+
+    def _search(self, op: SearchOp) -> list[SearchItem]:
+        _check_labels(op.namespace_prefix, "namespace_prefix")
+        if op.limit < 0 or op.offset < 0:
+            raise ValueError(f"MemnetsStore.search: limit and offset must be >= 0, got {op.limit}, {op.offset}")
+        owners = self._owners_under(op.namespace_prefix)
+        if not owners or op.limit == 0:
+            return []
+        conditions = _metadata_conditions(op.filter)
+        wanted = op.offset + op.limit
+        if op.query:
+            filters = MemoryFilter(metadata={**conditions, UNINDEXED: {"$ne": True}})
+            hits = [(float(hit.score), namespace, hit.memory) for owner, namespace in owners
+                    for hit in self.memory.search(op.query, user=owner, k=wanted, filters=filters)]
+            hits.sort(key=lambda hit: -hit[0])
+            return [_item(memory, namespace, SearchItem, score=score) for score, namespace, memory in hits[op.offset:wanted]]
+        filters = MemoryFilter(metadata=conditions) if conditions else None
+        if len(owners) == 1:
+            owner, namespace = owners[0]
+            listed = self.memory.list_memories(user=owner, limit=op.limit, offset=op.offset, filters=filters)
+            return [_item(memory, namespace, SearchItem) for memory in listed]
+        rows = [(memory, namespace) for owner, namespace in owners
+                for memory in self.memory.list_memories(user=owner, limit=wanted, offset=0, filters=filters)]
+        rows.sort(key=lambda row: (row[0].t, row[0].owner, row[0].id))
+        return [_item(memory, namespace, SearchItem) for memory, namespace in rows[op.offset:wanted]]
+
+    def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
+        if op.limit < 0 or op.offset < 0:
+            raise ValueError(f"MemnetsStore.list_namespaces: limit and offset must be >= 0, got {op.limit}, {op.offset}")
+        if op.max_depth is not None and op.max_depth < 1:
+            raise ValueError(f"MemnetsStore.list_namespaces: max_depth must be >= 1 or None, got {op.max_depth}")
+        namespaces = [ns for ns in map(owner_to_namespace, self.memory.users()) if ns is not None]
+        for condition in op.match_conditions or ():
+            _check_labels(tuple(label for label in condition.path if label != "*"), "match path")
+            namespaces = [ns for ns in namespaces if _matches(condition, ns)]
+        if op.max_depth is not None:
+            namespaces = [ns[: op.max_depth] for ns in namespaces]
+        return sorted(set(namespaces))[op.offset : op.offset + op.limit]
+
+    # ------------------------------------------------------------------ helpers
+    def _owners_under(self, prefix: tuple[str, ...]) -> list[tuple[str, tuple[str, ...]]]:
+        """(owner, namespace) of every user whose namespace starts with ``prefix``, sorted."""
+        pairs = ((owner, owner_to_namespace(owner)) for owner in self.memory.users())
+        return sorted((owner, ns) for owner, ns in pairs if ns is not None and ns[: len(prefix)] == tuple(prefix))
+
+    def _indexed_text(self, value: dict, index) -> str | None:
+        """The text to embed for ``value`` under the put's ``index`` (None: store unindexed)."""
+        if index is False:
+            return None
+        if index is not None and (isinstance(index, str) or not isinstance(index, (list, tuple))):
+            raise TypeError(f"MemnetsStore.put: index must be False, None or a list of field paths, got {index!r}")
+        paths = index if index is not None else self.fields
+        if paths is None:
+            paths = [next((field for field in DEFAULT_FIELDS if value.get(field) is not None), "$")]
+        texts = [text for path in paths for text in get_text_at_path(value, path if path == "$" else tokenize_path(path))]
+        texts = [text for text in texts if text.strip()]
+        return "\n".join(texts) if texts else None
+
+
+def _item(memory: Memory, namespace: tuple[str, ...], kind: type[Item] = Item, **extra) -> Item:
+    """The LangGraph item (``kind`` Item or SearchItem) of a memory: its value without the reserved fields."""
+    metadata = memory.metadata or {}
+    value = {name: field for name, field in metadata.items() if not name.startswith(RESERVED_PREFIX)}
+    created = metadata.get(CREATED_AT)
+    return kind(
+        namespace=tuple(namespace),
+        key=memory.id,
+        value=value,
+        created_at=datetime.fromisoformat(created) if created else memory.t,
+        updated_at=memory.t,
+        **extra,
+    )
+
+
+def _check_labels(namespace, what: str) -> None:
+    """LangGraph's label rules: strings, not empty, no periods, no NUL bytes."""
+    if not isinstance(namespace, tuple):
+        raise InvalidNamespaceError(f"{what} must be a tuple of strings, got {type(namespace).__name__} {namespace!r}")
+    for label in namespace:
+        if not isinstance(label, str) or not label or "." in label or "\x00" in label:
+            raise InvalidNamespaceError(
+                f"Invalid {what} label {label!r} in {namespace}: labels are non-empty strings without periods or NUL bytes"
+            )
+
+
+def _writable_owner(namespace: tuple[str, ...]) -> str:
+    owner = namespace_to_owner(namespace)
+    if namespace[0] == "langgraph":
+        raise InvalidNamespaceError(f'Root label for namespace cannot be "langgraph". Got: {namespace}')
+    return owner
+
+
+def _check_value(value) -> dict:
+    if not isinstance(value, Mapping):
+        raise TypeError(f"MemnetsStore.put: value must be a dict or None, got {type(value).__name__}")
+    bad = [name for name in value if not isinstance(name, str) or name.startswith(RESERVED_PREFIX)]
+    if bad:
+        raise ValueError(f"MemnetsStore.put: value keys must be strings not starting with {RESERVED_PREFIX!r}, got {bad!r}")
+    return dict(value)
+
+
+def _metadata_conditions(filter: Mapping[str, Any] | None) -> dict[str, Any]:
+    """LangGraph's value filter as MemoryFilter metadata conditions (a nested dict means equality)."""
+    if not filter:
+        return {}
+    if not isinstance(filter, Mapping):
+        raise TypeError(f"MemnetsStore.search: filter must be a dict of field -> condition, got {type(filter).__name__}")
+    conditions = {}
+    for name, condition in filter.items():
+        if not isinstance(name, str) or name.startswith(RESERVED_PREFIX):
+            raise ValueError(f"MemnetsStore.search: filter field {name!r} is not a value field")
+        operators = isinstance(condition, Mapping) and condition and all(str(op).startswith("$") for op in condition)
+        conditions[name] = dict(condition) if operators else {"$eq": condition}
+    return conditions
+
+
+def _matches(condition: MatchCondition, namespace: tuple[str, ...]) -> bool:
+    """LangGraph's prefix/suffix match with ``"*"`` wildcards."""
+    path = tuple(condition.path)
+    if len(namespace) < len(path):
+        return False
+    if condition.match_type == "prefix":
+        part = namespace[: len(path)]
+    elif condition.match_type == "suffix":
+        part = namespace[len(namespace) - len(path):]
+    else:
+        raise ValueError(f"MemnetsStore.list_namespaces: unknown match_type {condition.match_type!r}")
+    return all(want == "*" or want == got for want, got in zip(path, part))

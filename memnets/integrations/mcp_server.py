@@ -1,0 +1,142 @@
+"""An MCP server on a memnets memory, built on the official ``mcp`` SDK (1.x, ``FastMCP``).
+
+``memnets serve mcp --memory DIR_OR_URI`` runs it over stdio (for hosts that start the server as a
+subprocess) or streamable HTTP. Its tools map one to one onto :class:`memnets.api.AgentMemory`:
+
+==================== =====================================================
+tool                 AgentMemory call
+==================== =====================================================
+add_memory           ``add(text, user=user_id, metadata=metadata)``
+search_memory        ``search(query, user=user_id, k=k)``
+list_memories        ``list_memories(user=user_id, limit=limit, offset=offset)``
+get_memory           ``get(memory_id, user=user_id)``
+update_memory        ``update(memory_id, text, user=user_id, metadata=metadata)``
+delete_memory        ``delete(memory_id, user=user_id)``
+delete_all_memories  ``delete_all(user=user_id)``
+==================== =====================================================
+
+With ``user`` set, the server serves that user only: a call naming another ``user_id`` fails with
+a tool error and touches nothing. Memory calls run in a worker thread, so a slow encode does not
+stall the server's event loop. Results are JSON objects (MCP structured content): a memory is
+``{"id", "content", "t", "kind", "importance", "metadata"}``, plus ``"score"`` in search results.
+"""
+
+from __future__ import annotations
+
+import logging
+from functools import partial
+from typing import Any, Literal
+
+import anyio
+from mcp.server.fastmcp import FastMCP
+from mcp.server.fastmcp.exceptions import ToolError
+
+logger = logging.getLogger(__name__)
+
+INSTRUCTIONS = (
+    "Long-term memory for users: add_memory stores a fact or event for a user, search_memory finds "
+    "the memories that best answer a query, list/get/update/delete manage them. Every call names the user_id."
+)
+
+
+def memory_json(memory, score: float | None = None) -> dict[str, Any]:
+    """The JSON object a tool returns for one memory."""
+    out = {
+        "id": memory.id,
+        "content": memory.content,
+        "t": memory.t.isoformat(),
+        "kind": memory.kind,
+        "importance": float(memory.importance),
+        "metadata": dict(memory.metadata or {}),
+    }
+    if score is not None:
+        out["score"] = float(score)
+    return out
+
+
+def build_server(
+    memory, *, user: str | None = None, name: str = "memnets", host: str = "127.0.0.1", port: int = 8000
+) -> FastMCP:
+    """A FastMCP server with the memory tools on ``memory`` (an AgentMemory; the caller closes it).
+
+    Args:
+        memory: what ``memnets.open`` returned.
+        user: serve this user only (others are refused), or None to serve every user.
+        name: the server name shown to MCP hosts.
+        host, port: where the streamable-HTTP transport listens (stdio ignores them).
+    """
+    if user is not None and (not isinstance(user, str) or not user):
+        raise ValueError(f"build_server: user must be a non-empty string or None, got {user!r}")
+    server = FastMCP(name, instructions=INSTRUCTIONS, host=host, port=port)
+
+    def scoped(user_id: str) -> str:
+        if not isinstance(user_id, str) or not user_id:
+            raise ToolError("user_id must be a non-empty string")
+        if user is not None and user_id != user:
+            raise ToolError(f"this server serves user {user!r} only; user_id {user_id!r} is refused")
+        return user_id
+
+    async def call(function, *args, **kwargs):
+        return await anyio.to_thread.run_sync(partial(function, *args, **kwargs))
+
+    @server.tool()
+    async def add_memory(text: str, user_id: str, metadata: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Store a new memory (a fact, preference or event) for the user; returns it with its id."""
+        added = await call(memory.add, text, user=scoped(user_id), metadata=metadata)
+        return memory_json(added)
+
+    @server.tool()
+    async def search_memory(query: str, user_id: str, k: int = 5) -> dict[str, Any]:
+        """The user's k memories that best answer the query, best first, each with its score."""
+        hits = await call(memory.search, query, user=scoped(user_id), k=k)
+        return {"results": [memory_json(hit.memory, hit.score) for hit in hits]}
+
+    @server.tool()
+    async def list_memories(user_id: str, limit: int = 100, offset: int = 0) -> dict[str, Any]:
+        """The user's memories, oldest first, one page (limit, offset)."""
+        listed = await call(memory.list_memories, user=scoped(user_id), limit=limit, offset=offset)
+        return {"memories": [memory_json(m) for m in listed]}
+
+    @server.tool()
+    async def get_memory(memory_id: str, user_id: str) -> dict[str, Any]:
+        """One memory of the user by id."""
+        found = await call(memory.get, memory_id, user=scoped(user_id))
+        if found is None:
+            raise ToolError(f"user {user_id!r} has no memory {memory_id!r}")
+        return memory_json(found)
+
+    @server.tool()
+    async def update_memory(
+        memory_id: str, text: str, user_id: str, metadata: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """Replace the text (and metadata, if given) of one memory; the old version is kept in its history."""
+        updated = await call(memory.update, memory_id, text, user=scoped(user_id), metadata=metadata)
+        return memory_json(updated)
+
+    @server.tool()
+    async def delete_memory(memory_id: str, user_id: str) -> dict[str, Any]:
+        """Delete one memory of the user (and its older versions) for good."""
+        return {"deleted": bool(await call(memory.delete, memory_id, user=scoped(user_id)))}
+
+    @server.tool()
+    async def delete_all_memories(user_id: str) -> dict[str, Any]:
+        """Delete every memory of the user for good; returns how many were deleted."""
+        return {"deleted": int(await call(memory.delete_all, user=scoped(user_id)))}
+
+    return server
+
+
+def serve(
+    memory,
+    *,
+    user: str | None = None,
+    transport: Literal["stdio", "http"] = "stdio",
+    host: str = "127.0.0.1",
+    port: int = 8000,
+) -> None:
+    """Run the MCP server on ``memory`` until the client disconnects (stdio) or the process is stopped (http)."""
+    if transport not in ("stdio", "http"):
+        raise ValueError(f"serve: transport must be 'stdio' or 'http', got {transport!r}")
+    server = build_server(memory, user=user, host=host, port=port)
+    logger.info("memnets MCP server over %s%s", transport, f" on http://{host}:{port}/mcp" if transport == "http" else "")
+    server.run("stdio" if transport == "stdio" else "streamable-http")

@@ -1,0 +1,174 @@
+"""LangChain adapters: the langchain-tests standard suites plus what memnets adds.
+
+VectorStoreIntegrationTests prescribes its own fake embeddings (``get_embeddings()``, deterministic
+6-d vectors) and asserts rankings under them, so its memory is opened with those embeddings as the
+encoder (``EmbeddingsEncoder``). The retriever suite and the other tests use the tiny random encoder.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("langchain_core")
+pytest.importorskip("langchain_tests")
+
+import torch
+from langchain_core.documents import Document
+from langchain_core.embeddings import DeterministicFakeEmbedding
+from langchain_tests.integration_tests import (
+    RetrieversIntegrationTests,
+    VectorStoreIntegrationTests,
+)
+
+import memnets
+from memnets.integrations.langchain import (
+    EmbeddingsEncoder,
+    MemnetsEmbeddings,
+    MemnetsRetriever,
+    MemnetsVectorStore,
+)
+
+# The suites' async tests are plain `async def` methods (LangChain runs them with asyncio_mode=auto);
+# the mark runs them here under pytest-asyncio without changing the mode for the whole test suite.
+pytestmark = [
+    pytest.mark.asyncio,
+    pytest.mark.filterwarnings("ignore:The test <Function .* is marked with '@pytest.mark.asyncio':pytest.PytestWarning"),
+]
+
+NOTES = [
+    ("n1", "Alice drinks green tea every morning", {"topic": "food", "year": 2021}),
+    ("n2", "Alice moved to Lisbon last spring", {"topic": "places", "year": 2023}),
+    ("n3", "Alice's sister Ana plays the cello", {"topic": "family", "year": 2022}),
+    ("n4", "Alice runs a half marathon in October", {"topic": "sport", "year": 2024}),
+    ("n5", "Alice is allergic to peanuts", {"topic": "food", "year": 2020}),
+]
+
+
+@pytest.fixture(scope="module")
+def tiny_encoder(tiny_model_dir):
+    from memnets.nn.encoder import MemoryEncoder
+
+    return MemoryEncoder.from_pretrained(tiny_model_dir)
+
+
+@pytest.fixture(scope="module")
+def notes_memory(tmp_path_factory, tiny_encoder):
+    """A memory where user "alice" holds NOTES (module-scoped: the suites only read it)."""
+    with memnets.open(tmp_path_factory.mktemp("notes") / "memory", encoder=tiny_encoder) as memory:
+        MemnetsVectorStore(memory, "alice").add_texts(
+            [text for _, text, _ in NOTES], [meta for *_, meta in NOTES], ids=[i for i, *_ in NOTES]
+        )
+        yield memory
+
+
+class TestMemnetsVectorStoreStandard(VectorStoreIntegrationTests):
+    @pytest.fixture()
+    def vectorstore(self, tmp_path):
+        memory = memnets.open(tmp_path / "memory", encoder=EmbeddingsEncoder(self.get_embeddings()))
+        try:
+            yield MemnetsVectorStore(memory, user="suite")
+        finally:
+            memory.close()
+
+
+class TestMemnetsRetrieverStandard(RetrieversIntegrationTests):
+    @pytest.fixture(autouse=True)
+    def _notes(self, notes_memory):
+        self.notes_memory = notes_memory
+
+    @property
+    def retriever_constructor(self) -> type[MemnetsRetriever]:
+        return MemnetsRetriever
+
+    @property
+    def retriever_constructor_params(self) -> dict:
+        return {"memory": self.notes_memory, "user": "alice"}
+
+    @property
+    def retriever_query_example(self) -> str:
+        return "What does Alice drink in the morning?"
+
+
+def test_embeddings_use_the_encoders_memory_and_query_sides(tiny_model_dir):
+    from memnets.nn.encoder import MemoryEncoder
+
+    encoder = MemoryEncoder.from_pretrained(tiny_model_dir, query_prefix="query: ", memory_prefix="memory: ")
+    embeddings = MemnetsEmbeddings(encoder)
+    docs = embeddings.embed_documents(["Alice likes tea", "Bob likes coffee"])
+    query = embeddings.embed_query("Alice likes tea")
+    assert torch.allclose(torch.tensor(docs), encoder.encode(["Alice likes tea", "Bob likes coffee"], kind="memory"))
+    assert torch.allclose(torch.tensor(query), encoder.encode(["Alice likes tea"], kind="query")[0])
+    assert not torch.allclose(torch.tensor(query), torch.tensor(docs[0]))  # the prefixes differ
+    with pytest.raises(TypeError, match="encode"):
+        MemnetsEmbeddings(42)
+
+
+def test_embeddings_encoder_normalises_and_checks():
+    fake = DeterministicFakeEmbedding(size=7)
+    encoder = EmbeddingsEncoder(fake)
+    assert encoder.dim == 7
+    rows = encoder.encode(["a", "b"], kind="memory")
+    assert rows.shape == (2, 7)
+    assert torch.allclose(rows.norm(dim=1), torch.ones(2))
+    raw = torch.tensor(fake.embed_query("a"), dtype=torch.float32)
+    assert torch.allclose(encoder.encode(["a"], kind="query")[0], raw / raw.norm())
+    assert encoder.encode([], kind="memory").shape == (0, 7)
+    with pytest.raises(ValueError, match="kind"):
+        encoder.encode(["a"], kind="document")
+    with pytest.raises(TypeError, match="one string"):
+        encoder.encode("a")
+
+
+def test_vector_store_on_the_trained_encoder_scopes_by_user(tmp_path, tiny_encoder):
+    store = MemnetsVectorStore.from_texts(
+        [text for _, text, _ in NOTES], MemnetsEmbeddings(tiny_encoder), [meta for *_, meta in NOTES],
+        ids=[i for i, *_ in NOTES], location=str(tmp_path / "memory"), user="alice",
+    )
+    try:
+        assert store.memory.encoder is tiny_encoder
+        assert isinstance(store.embeddings, MemnetsEmbeddings)
+        found = store.similarity_search_with_score("Alice moved to Lisbon last spring", k=5)
+        assert found[0][0] == Document(id="n2", page_content=NOTES[1][1], metadata=NOTES[1][2])
+        assert [s for _, s in found] == sorted((s for _, s in found), reverse=True)
+        assert found[0][1] == pytest.approx(1.0, abs=1e-4)  # cosine of a text with itself
+        food = store.similarity_search("Alice moved to Lisbon last spring", k=5, filter={"topic": "food"})
+        assert sorted(d.id for d in food) == ["n1", "n5"]
+        recent = store.similarity_search("tea", k=5, filter={"year": {"$gte": 2023}})
+        assert sorted(d.id for d in recent) == ["n2", "n4"]
+        bob = MemnetsVectorStore(store.memory, "bob")
+        assert bob.similarity_search("Alice moved to Lisbon last spring", k=5) == []
+        assert bob.get_by_ids(["n1"]) == []
+        assert [d.id for d in store.get_by_ids(["n3", "missing", "n1"])] == ["n3", "n1"]
+        new_ids = store.add_texts(["Alice adopted a cat"])
+        assert len(new_ids) == 1 and store.get_by_ids(new_ids)[0].page_content == "Alice adopted a cat"
+        store.delete()  # no ids: all of alice's documents
+        assert store.similarity_search("Alice", k=10) == []
+        assert store.memory.users() == []
+    finally:
+        store.memory.close()
+
+
+def test_vector_store_refuses_bad_input(tmp_path, tiny_encoder):
+    with memnets.open(tmp_path / "memory", encoder=tiny_encoder) as memory:
+        with pytest.raises(ValueError, match="user"):
+            MemnetsVectorStore(memory, "")
+        store = MemnetsVectorStore(memory, "alice")
+        with pytest.raises(ValueError, match="2 texts, 1 metadatas"):
+            store.add_texts(["a", "b"], [{}])
+        with pytest.raises(ValueError, match="location"):
+            MemnetsVectorStore.from_texts(["a"], MemnetsEmbeddings(tiny_encoder))
+        assert memory.users() == []
+
+
+def test_retriever_documents_carry_scores_and_filters(notes_memory):
+    retriever = MemnetsRetriever(memory=notes_memory, user="alice", k=3)
+    docs = retriever.invoke("Alice's sister Ana plays the cello")
+    hits = notes_memory.search("Alice's sister Ana plays the cello", user="alice", k=3)
+    assert [d.id for d in docs] == [h.memory.id for h in hits]
+    assert docs[0].id == "n3" and docs[0].page_content == NOTES[2][1]
+    assert docs[0].metadata["topic"] == "family"
+    assert [d.metadata["memnets"]["score"] for d in docs] == pytest.approx([h.score for h in hits])
+    assert docs[0].metadata["memnets"]["kind"] == "observation"
+    food = MemnetsRetriever(memory=notes_memory, user="alice", k=5, filter={"topic": "food"}).invoke("anything")
+    assert sorted(d.id for d in food) == ["n1", "n5"]
+    assert MemnetsRetriever(memory=notes_memory, user="nobody").invoke("tea") == []

@@ -1,0 +1,312 @@
+"""MemnetsStore, the LangGraph BaseStore on a memnets memory.
+
+Behaviour that LangGraph's own InMemoryStore defines (filters, namespace listing, paging) is checked
+against that store as the reference; what memnets adds (owners, scores from AgentMemory.search,
+index=False) is checked against the memory underneath. The encoder is the tiny random one, so
+rankings are only asserted where any encoder is exact: a query equal to a memory's text finds it first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import TypedDict
+
+import pytest
+
+pytest.importorskip("langgraph")
+
+from langgraph.graph import END, START, StateGraph
+from langgraph.store.base import BaseStore, InvalidNamespaceError, PutOp
+from langgraph.store.memory import InMemoryStore
+
+import memnets
+from memnets.integrations.langgraph import (
+    MemnetsStore,
+    namespace_to_owner,
+    owner_to_namespace,
+)
+
+
+@pytest.fixture(scope="module")
+def tiny_encoder(tiny_model_dir):
+    from memnets.nn.encoder import MemoryEncoder
+
+    return MemoryEncoder.from_pretrained(tiny_model_dir)
+
+
+@pytest.fixture
+def memory(tmp_path, tiny_encoder):
+    with memnets.open(tmp_path / "memory", encoder=tiny_encoder) as opened:
+        yield opened
+
+
+@pytest.fixture
+def store(memory):
+    return MemnetsStore(memory)
+
+
+FRUIT = [
+    ("a", {"content": "apples are red", "n": 1, "tag": "x", "nested": {"k": 1}}),
+    ("b", {"content": "bananas are yellow", "n": 2, "tag": "y"}),
+    ("c", {"content": "cherries are dark", "n": 3, "tag": "x", "nested": {"k": 2}}),
+    ("d", {"content": "dates are sweet", "n": 4.5}),
+    ("e", {"content": "elderberries are tart", "n": 5, "tag": "x"}),
+]
+
+
+def _fill(*stores, namespace=("fruit", "alice")):
+    for target in stores:
+        for key, value in FRUIT:
+            target.put(namespace, key, value)
+
+
+def test_namespace_owner_mapping_is_reversible():
+    assert namespace_to_owner(("memories", "alice")) == "memories.alice"
+    assert owner_to_namespace("memories.alice") == ("memories", "alice")
+    assert owner_to_namespace("alice") == ("alice",)
+    assert owner_to_namespace("a..b") is None  # an empty label: not a namespace
+    with pytest.raises(InvalidNamespaceError):
+        namespace_to_owner(())
+
+
+def test_put_get_round_trip_and_owner(store, memory):
+    store.put(("memories", "alice"), "k1", {"content": "Alice likes tea", "source": "chat", "n": 3})
+    item = store.get(("memories", "alice"), "k1")
+    assert item.key == "k1" and item.namespace == ("memories", "alice")
+    assert item.value == {"content": "Alice likes tea", "source": "chat", "n": 3}
+    assert item.created_at == item.updated_at
+    # the item is a memory of the user "memories.alice", with the indexed text as content
+    stored = memory.get("k1", user="memories.alice")
+    assert stored.content == "Alice likes tea"
+    assert stored.metadata["source"] == "chat"
+    assert store.get(("memories", "bob"), "k1") is None
+    assert store.get(("memories", "alice"), "missing") is None
+
+
+def test_overwrite_keeps_created_at_and_delete_is_final(store, memory):
+    ns = ("memories", "alice")
+    store.put(ns, "k1", {"content": "first"})
+    first = store.get(ns, "k1")
+    store.put(ns, "k1", {"content": "second", "extra": True})
+    second = store.get(ns, "k1")
+    assert second.value == {"content": "second", "extra": True}
+    assert second.created_at == first.created_at
+    assert second.updated_at >= first.updated_at
+    assert [hit.key for hit in store.search(ns)] == ["k1"]  # one item, not two versions
+    store.delete(ns, "k1")
+    assert store.get(ns, "k1") is None
+    assert store.search(ns) == [] and store.search(ns, query="second") == []
+    assert memory.get("k1", user="memories.alice") is None
+    store.put(ns, "k2", {"content": "x"})
+    store.put(ns, "k2", None)  # a put of None deletes too
+    assert store.get(ns, "k2") is None
+
+
+@pytest.mark.parametrize(
+    "namespace",
+    [("langgraph", "x"), ("a.b",), ("",), ("ok", ""), ()],
+)
+def test_namespace_rules_refuse_and_write_nothing(store, memory, namespace):
+    with pytest.raises(InvalidNamespaceError):
+        store.put(namespace, "k", {"content": "x"})
+    assert memory.users() == []
+
+
+def test_bad_values_and_filters_are_refused(store, memory):
+    with pytest.raises(ValueError, match="__memnets_"):
+        store.put(("ns",), "k", {"content": "x", "__memnets_created_at": "now"})
+    with pytest.raises(TypeError, match="value must be a dict"):
+        store.batch([PutOp(("ns",), "k", ["not", "a", "dict"])])
+    with pytest.raises(NotImplementedError):
+        store.put(("ns",), "k", {"content": "x"}, ttl=5)
+    assert memory.users() == []
+    store.put(("ns",), "k", {"content": "x", "n": 1})
+    with pytest.raises(ValueError, match="\\$regex"):
+        store.search(("ns",), filter={"n": {"$regex": "1"}})
+
+
+@pytest.mark.parametrize(
+    "filter",
+    [
+        {"tag": "x"},
+        {"tag": {"$eq": "x"}},
+        {"tag": {"$ne": "x"}},  # a missing field passes $ne, as in LangGraph
+        {"n": {"$gt": 2}},
+        {"n": {"$gte": 2}},
+        {"n": {"$lt": 3}},
+        {"n": {"$lte": 3}},
+        {"n": {"$gt": 1, "$lt": 4}},
+        {"tag": "x", "n": {"$lte": 3}},
+        {"nested": {"k": 2}},
+        {"missing": "x"},
+    ],
+)
+def test_filters_agree_with_langgraph_in_memory_store(store, filter):
+    reference = InMemoryStore()
+    _fill(store, reference)
+    want = sorted(item.key for item in reference.search(("fruit",), filter=filter, limit=100))
+    got = sorted(item.key for item in store.search(("fruit",), filter=filter, limit=100))
+    assert got == want
+    # with a query, filters still apply before ranking
+    ranked = store.search(("fruit",), query="apples are red", filter=filter, limit=100)
+    assert sorted(item.key for item in ranked) == want
+
+
+def test_query_search_goes_through_agent_memory_search(store, memory):
+    _fill(store)
+    results = store.search(("fruit", "alice"), query="cherries are dark", limit=3)
+    assert results[0].key == "c"  # the exact text is the nearest under any encoder
+    assert len(results) == 3
+    hits = memory.search("cherries are dark", user="fruit.alice", k=3)
+    assert [(r.key, r.score) for r in results] == [(h.memory.id, pytest.approx(h.score)) for h in hits]
+    assert results[0].value == dict(FRUIT[2][1])
+
+
+def test_prefix_search_spans_namespaces_and_pages(store):
+    _fill(store, namespace=("users", "alice", "fruit"))
+    store.put(("users", "bob", "notes"), "n1", {"content": "bob's note about plums"})
+    store.put(("other",), "o1", {"content": "bob's note about plums"})
+    everything = store.search(("users",), limit=100)
+    assert {(i.namespace, i.key) for i in everything} == {
+        *((("users", "alice", "fruit"), key) for key, _ in FRUIT),
+        (("users", "bob", "notes"), "n1"),
+    }
+    assert [i.key for i in store.search(("users", "bob"), limit=100)] == ["n1"]
+    ranked = store.search(("users",), query="bob's note about plums", limit=6)
+    assert (ranked[0].namespace, ranked[0].key) == (("users", "bob", "notes"), "n1")
+    assert [r.score for r in ranked] == sorted((r.score for r in ranked), reverse=True)
+    paged = [store.search(("users",), query="bob's note about plums", limit=2, offset=o) for o in (0, 2, 4)]
+    assert [(i.namespace, i.key) for page in paged for i in page] == [(i.namespace, i.key) for i in ranked]
+    listed = [i.key for o in range(0, 6, 2) for i in store.search(("users",), limit=2, offset=o)]
+    assert listed == [i.key for i in everything]
+    assert store.search(("nobody",)) == []
+
+
+def test_index_false_is_found_by_filters_but_never_ranked(store, memory):
+    ns = ("docs",)
+    store.put(ns, "hidden", {"content": "the secret plan", "kind": "draft"}, index=False)
+    store.put(ns, "shown", {"content": "the public plan", "kind": "final"})
+    assert [i.key for i in store.search(ns, query="the secret plan", limit=10)] == ["shown"]
+    assert [i.key for i in store.search(ns, filter={"kind": "draft"})] == ["hidden"]
+    assert store.get(ns, "hidden").value == {"content": "the secret plan", "kind": "draft"}
+    assert sorted(i.key for i in store.search(ns)) == ["hidden", "shown"]
+    # re-put with indexing: now it ranks
+    store.put(ns, "hidden", {"content": "the secret plan", "kind": "draft"})
+    assert store.search(ns, query="the secret plan", limit=1)[0].key == "hidden"
+
+
+def test_indexed_fields(memory):
+    store = MemnetsStore(memory, fields=["title", "tags[*]"])
+    store.put(("docs",), "d1", {"title": "Tea notes", "tags": ["green", "oolong"], "body": "ignored"})
+    assert memory.get("d1", user="docs").content == "Tea notes\ngreen\noolong"
+    store.put(("docs",), "d2", {"body": "only a body"}, index=["body"])
+    assert memory.get("d2", user="docs").content == "only a body"
+    store.put(("docs",), "d3", {"body": "no title"})  # no configured field present: unindexed
+    assert "d3" not in [i.key for i in store.search(("docs",), query="no title", limit=5)]
+    default = MemnetsStore(memory)
+    default.put(("docs",), "d4", {"text": "plain text field"})
+    default.put(("docs",), "d5", {"a": 1, "b": [2]})
+    assert memory.get("d4", user="docs").content == "plain text field"
+    assert json.loads(memory.get("d5", user="docs").content) == {"a": 1, "b": [2]}
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {},
+        {"prefix": ("users",)},
+        {"prefix": ("users", "*", "notes")},
+        {"suffix": ("notes",)},
+        {"prefix": ("users",), "suffix": ("fruit",)},
+        {"max_depth": 2},
+        {"prefix": ("users",), "max_depth": 2, "limit": 1, "offset": 1},
+        {"limit": 2, "offset": 1},
+    ],
+)
+def test_list_namespaces_agrees_with_langgraph(store, kwargs):
+    reference = InMemoryStore()
+    for target in (store, reference):
+        target.put(("users", "alice", "notes"), "1", {"content": "a"})
+        target.put(("users", "alice", "fruit"), "1", {"content": "a"})
+        target.put(("users", "bob", "notes"), "1", {"content": "b"})
+        target.put(("other", "notes"), "1", {"content": "c"})
+        target.put(("solo",), "1", {"content": "d"})
+    assert store.list_namespaces(**kwargs) == reference.list_namespaces(**kwargs)
+
+
+def test_async_methods(store):
+    async def run():
+        await store.aput(("a", "b"), "k", {"content": "async tea"})
+        item = await store.aget(("a", "b"), "k")
+        found = await store.asearch(("a",), query="async tea")
+        spaces = await store.alist_namespaces()
+        await store.adelete(("a", "b"), "k")
+        return item, found, spaces, await store.aget(("a", "b"), "k")
+
+    item, found, spaces, gone = asyncio.run(run())
+    assert item.value == {"content": "async tea"}
+    assert [i.key for i in found] == ["k"]
+    assert spaces == [("a", "b")]
+    assert gone is None
+
+
+def test_items_survive_reopening(tmp_path, tiny_encoder):
+    with memnets.open(tmp_path / "m", encoder=tiny_encoder) as memory:
+        MemnetsStore(memory).put(("p",), "k", {"content": "durable", "n": 1})
+    with memnets.open(tmp_path / "m", encoder=tiny_encoder) as memory:
+        assert MemnetsStore(memory).get(("p",), "k").value == {"content": "durable", "n": 1}
+
+
+class State(TypedDict, total=False):
+    user: str
+    note: str
+    query: str
+    found: list
+
+
+def build_graph(store: BaseStore):
+    """The docs' example graph: one node writes a note, the next searches the user's notes."""
+
+    def remember(state: State, *, store: BaseStore) -> State:
+        store.put(("notes", state["user"]), str(len(store.search(("notes", state["user"]), limit=1000))),
+                  {"content": state["note"]})
+        return {}
+
+    def recall(state: State, *, store: BaseStore) -> State:
+        hits = store.search(("notes", state["user"]), query=state["query"], limit=2)
+        return {"found": [hit.value["content"] for hit in hits]}
+
+    graph = StateGraph(State)
+    graph.add_node("remember", remember)
+    graph.add_node("recall", recall)
+    graph.add_edge(START, "remember")
+    graph.add_edge("remember", "recall")
+    graph.add_edge("recall", END)
+    return graph.compile(store=store)
+
+
+def test_state_graph_writes_and_searches(store, memory):
+    app = build_graph(store)
+    for note in ["I moved to Lisbon", "My sister is called Ana", "I play the cello"]:
+        out = app.invoke({"user": "alice", "note": note, "query": "My sister is called Ana"})
+    assert out["found"][0] == "My sister is called Ana"
+    app.invoke({"user": "bob", "note": "Bob's only note", "query": "anything"})
+    assert len(store.search(("notes", "alice"), limit=100)) == 3
+    assert memory.users() == ["notes.alice", "notes.bob"]
+
+
+def test_langmem_memory_tools(store):
+    langmem = pytest.importorskip("langmem")
+    manage = langmem.create_manage_memory_tool(namespace=("memories", "{langgraph_user_id}"), store=store)
+    search = langmem.create_search_memory_tool(namespace=("memories", "{langgraph_user_id}"), store=store)
+    config = {"configurable": {"langgraph_user_id": "alice"}}
+    created = manage.invoke({"content": "Alice prefers green tea", "action": "create"}, config=config)
+    manage.invoke({"content": "Alice works on Tuesdays", "action": "create"}, config=config)
+    key = created.split()[-1]
+    found = json.loads(search.invoke({"query": "Alice prefers green tea"}, config=config))
+    assert found[0]["key"] == key and found[0]["value"] == {"content": "Alice prefers green tea"}
+    manage.invoke({"content": "Alice prefers black tea", "action": "update", "id": key}, config=config)
+    assert store.get(("memories", "alice"), key).value == {"content": "Alice prefers black tea"}
+    manage.invoke({"action": "delete", "id": key}, config=config)
+    assert [i.value["content"] for i in store.search(("memories", "alice"))] == ["Alice works on Tuesdays"]

@@ -1,0 +1,161 @@
+"""`memnets serve mcp`: the real command in a subprocess, driven by the mcp SDK's own client.
+
+The server runs on the tiny random encoder (``--encoder``), so search is only checked where any
+encoder is exact: a query equal to a memory's text finds it first. What the server wrote is read
+back afterwards through ``memnets.open`` on the same folder.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from contextlib import asynccontextmanager
+
+import anyio
+import pytest
+
+pytest.importorskip("mcp")
+
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamablehttp_client
+
+import memnets
+
+TOOLS = {"add_memory", "search_memory", "list_memories", "get_memory", "update_memory", "delete_memory",
+         "delete_all_memories"}
+STARTUP_S = 180  # importing torch and transformers on a loaded 2-core machine is slow
+
+
+def server_args(folder, encoder_dir, *extra) -> list[str]:
+    return ["-m", "memnets", "serve", "mcp", "--memory", str(folder), "--encoder", str(encoder_dir), *extra]
+
+
+@asynccontextmanager
+async def stdio_session(folder, encoder_dir, *extra):
+    params = StdioServerParameters(command=sys.executable, args=server_args(folder, encoder_dir, *extra),
+                                   env=dict(os.environ))
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        with anyio.fail_after(STARTUP_S):
+            await session.initialize()
+        yield session
+
+
+async def call(session: ClientSession, tool: str, **arguments) -> dict:
+    """A tool's structured result; fails the test on a tool error."""
+    result = await session.call_tool(tool, arguments)
+    assert not result.isError, result.content
+    assert result.structuredContent == json.loads(result.content[0].text)
+    return result.structuredContent
+
+
+async def error_of(session: ClientSession, tool: str, **arguments) -> str:
+    result = await session.call_tool(tool, arguments)
+    assert result.isError
+    return result.content[0].text
+
+
+def test_stdio_round_trip(tmp_path, tiny_model_dir):
+    folder = tmp_path / "memory"
+
+    async def run():
+        async with stdio_session(folder, tiny_model_dir) as session:
+            assert {tool.name for tool in (await session.list_tools()).tools} == TOOLS
+            tea = await call(session, "add_memory", text="Alice drinks green tea", user_id="alice",
+                             metadata={"source": "chat"})
+            await call(session, "add_memory", text="Alice lives in Lisbon", user_id="alice")
+            await call(session, "add_memory", text="Bob plays chess", user_id="bob")
+            assert tea["content"] == "Alice drinks green tea" and tea["metadata"] == {"source": "chat"}
+            found = await call(session, "search_memory", query="Alice drinks green tea", user_id="alice", k=5)
+            assert found["results"][0]["id"] == tea["id"]
+            assert len(found["results"]) == 2  # only alice's memories
+            assert found["results"][0]["score"] >= found["results"][1]["score"]
+            listed = await call(session, "list_memories", user_id="alice", limit=1, offset=1)
+            assert [m["content"] for m in listed["memories"]] == ["Alice lives in Lisbon"]
+            got = await call(session, "get_memory", memory_id=tea["id"], user_id="alice")
+            assert got["content"] == "Alice drinks green tea"
+            assert "no memory" in await error_of(session, "get_memory", memory_id=tea["id"], user_id="bob")
+            updated = await call(session, "update_memory", memory_id=tea["id"], text="Alice drinks black tea",
+                                 user_id="alice")
+            assert updated["id"] == tea["id"] and updated["content"] == "Alice drinks black tea"
+            assert "no memory" in await error_of(session, "update_memory", memory_id="nope", text="x",
+                                                 user_id="alice")
+            assert await call(session, "delete_all_memories", user_id="bob") == {"deleted": 1}
+            lisbon = (await call(session, "search_memory", query="Alice lives in Lisbon", user_id="alice",
+                                 k=1))["results"][0]
+            assert await call(session, "delete_memory", memory_id=lisbon["id"], user_id="alice") == {"deleted": True}
+            assert await call(session, "delete_memory", memory_id=lisbon["id"], user_id="alice") == {"deleted": False}
+            return tea["id"]
+
+    tea_id = anyio.run(run)
+    # what the server wrote is in the memory folder
+    with memnets.open(folder) as memory:
+        assert memory.users() == ["alice"]
+        assert [m.content for m in memory.list_memories(user="alice")] == ["Alice drinks black tea"]
+        assert memory.get(tea_id, user="alice").metadata == {"source": "chat"}
+
+
+def test_single_user_server_refuses_other_users(tmp_path, tiny_model_dir):
+    folder = tmp_path / "memory"
+
+    async def run():
+        async with stdio_session(folder, tiny_model_dir, "--user", "alice") as session:
+            await call(session, "add_memory", text="Alice's secret", user_id="alice")
+            for tool, args in [
+                ("add_memory", {"text": "intrusion"}),
+                ("search_memory", {"query": "Alice's secret"}),
+                ("list_memories", {}),
+                ("get_memory", {"memory_id": "x"}),
+                ("update_memory", {"memory_id": "x", "text": "y"}),
+                ("delete_memory", {"memory_id": "x"}),
+                ("delete_all_memories", {}),
+            ]:
+                message = await error_of(session, tool, user_id="mallory", **args)
+                assert "serves user 'alice' only" in message and "'mallory'" in message
+
+    anyio.run(run)
+    with memnets.open(folder) as memory:
+        assert memory.users() == ["alice"]
+        assert [m.content for m in memory.list_memories(user="alice")] == ["Alice's secret"]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_streamable_http_round_trip(tmp_path, tiny_model_dir):
+    port = _free_port()
+    server = subprocess.Popen(
+        [sys.executable, *server_args(tmp_path / "memory", tiny_model_dir, "--transport", "http", "--port", str(port))],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        deadline = time.monotonic() + STARTUP_S
+        while True:
+            assert server.poll() is None, server.stderr.read()
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "the HTTP server did not start listening"
+                time.sleep(0.5)
+
+        async def run():
+            async with streamablehttp_client(f"http://127.0.0.1:{port}/mcp") as (read, write, _), \
+                    ClientSession(read, write) as session:
+                await session.initialize()
+                added = await call(session, "add_memory", text="Carol collects stamps", user_id="carol")
+                found = await call(session, "search_memory", query="Carol collects stamps", user_id="carol")
+                return added, found
+
+        added, found = anyio.run(run)
+        assert found["results"][0]["id"] == added["id"]
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
