@@ -27,17 +27,18 @@ file and what is wrong with it.
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import json
 import os
 import shutil
-import stat
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
+from memnets.safefiles import UnsafeFileError, copy_verified, read_regular
 from memnets.scoring import ScorerWeights
 
 PACK_FORMAT = "memnets-pack"
@@ -179,52 +180,24 @@ def _refuse_pickles(root: Path, where: str) -> None:
                                  "packs hold weights only as safetensors and configs only as JSON")
 
 
-def _open_in_pack(root: Path, name: str) -> int:
-    """A read-only descriptor of the regular file ``root/name``, opened without following any link.
-
-    Each folder on the way is opened relative to the one before with ``O_NOFOLLOW``, so a link
-    swapped in at any level is refused, not followed. ``O_NONBLOCK`` keeps a FIFO from blocking
-    the open; it is then refused as not a regular file.
-    """
-    path = root / name
-    flags = os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
-    folders = [os.open(root, os.O_RDONLY | os.O_DIRECTORY)]
+@contextmanager
+def _pack_file(path: Path) -> Iterator[None]:
+    """Turn the OSErrors of reading the pack file ``path`` (see :mod:`memnets.safefiles`) into PackErrors naming it."""
     try:
-        for part in name.split("/")[:-1]:
-            folders.append(os.open(part, flags | os.O_DIRECTORY, dir_fd=folders[-1]))
-        fd = os.open(name.split("/")[-1], flags | os.O_NONBLOCK, dir_fd=folders[-1])
+        yield
     except FileNotFoundError:
         raise PackFileMissing(f"{path}: missing") from None
+    except UnsafeFileError as error:
+        raise PackUnsafeFile(f"{path}: {error.strerror}; a pack holds only regular files") from None
     except OSError as error:
-        if error.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK):
-            raise PackUnsafeFile(f"{path}: a symbolic link (or under one); a pack holds only regular files") from None
-        raise PackError(f"{path}: cannot be opened ({error.strerror})") from None
-    finally:
-        for folder in folders:
-            os.close(folder)
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        raise PackUnsafeFile(f"{path}: not a regular file; a pack holds only regular files")
-    return fd
+        raise PackError(f"{path}: cannot be read ({error.strerror})") from None
 
 
 def _read_verified(root: Path, name: str, digest: str, copy_to: Path | None) -> None:
     """Read ``root/name`` once, check its sha256 against ``digest``, and copy those bytes under ``copy_to``."""
-    hasher = hashlib.sha256()
-    target = None
-    if copy_to is not None:
-        (copy_to / name).parent.mkdir(parents=True, exist_ok=True)
-        target = open(copy_to / name, "xb")  # noqa: SIM115 (closed below, on every path)
-    try:
-        with os.fdopen(_open_in_pack(root, name), "rb") as source:
-            for chunk in iter(lambda: source.read(1 << 20), b""):
-                hasher.update(chunk)
-                if target is not None:
-                    target.write(chunk)
-    finally:
-        if target is not None:
-            target.close()
-    if hasher.hexdigest() != digest:
+    with _pack_file(root / name):
+        actual = copy_verified(root, name, copy_to)
+    if actual != digest:
         raise PackChecksumError(f"{root / name}: sha256 differs from {root / MANIFEST}; the file was altered or truncated")
 
 
@@ -351,8 +324,8 @@ def _verify(root: Path, copy_to: Path | None) -> dict:
     if not root.is_dir():
         raise PackFileMissing(f"{root}: not a pack folder")
     where = root / MANIFEST
-    with os.fdopen(_open_in_pack(root, MANIFEST), "rb") as handle:
-        manifest = _parse_json(handle.read(), where, "the pack manifest")
+    with _pack_file(where):
+        manifest = _parse_json(read_regular(root, MANIFEST), where, "the pack manifest")
     if not isinstance(manifest, dict):
         raise PackFormatError(f"{where}: expected a JSON object")
     if manifest.get("format") != PACK_FORMAT:
