@@ -10,9 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
-
-from memnets.configs import resolve_config
+from memnets.configs import load_config, resolve_config
 from memnets.datasets import locomo_path
 
 DEFAULT_DATA_CONFIG = "data/locomo"
@@ -55,7 +53,7 @@ class DataConfig:
 def load_data_config(path: str | Path | None = None) -> DataConfig:
     """Read a data config (a YAML file or a packaged config name); errors name the file and the field."""
     path = resolve_config(path if path is not None else DEFAULT_DATA_CONFIG)
-    raw = yaml.safe_load(path.read_text()) or {}
+    raw = load_config(path)
     try:
         splits = Splits(**{name: tuple(raw["splits"][name]) for name in SPLIT_NAMES})
         gate = raw.get("gate", {})

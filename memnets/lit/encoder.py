@@ -15,6 +15,7 @@ import json
 import shutil
 import time
 from pathlib import Path
+from typing import Any
 
 import lightning as L
 import torch
@@ -33,6 +34,9 @@ class EncoderModule(L.LightningModule):
 
     Args:
         backbone: Hugging Face folder to start from (default: the bundled all-MiniLM-L6-v2).
+        backbone_config: architecture changes for a randomly initialised backbone of ``backbone``'s
+            kind with its tokenizer (``{hidden_size: 32, num_hidden_layers: 2, ...}``; smoke runs);
+            ``None`` fine-tunes the pretrained weights.
         max_length: token limit per text (LoCoMo turns are short; 64-128 is plenty and fast).
         projection_dim: optional linear projection after pooling.
         query_prefix, memory_prefix: text prepended to queries / memories (saved with the model).
@@ -62,12 +66,13 @@ class EncoderModule(L.LightningModule):
         weight_decay: float = 0.01,
         warmup_ratio: float = 0.1,
         eval_batch_size: int = 64,
+        backbone_config: dict[str, Any] | None = None,
     ):
         super().__init__()
         self.save_hyperparameters()
         self.encoder = MemoryEncoder.from_pretrained(
             backbone, max_length=max_length, projection_dim=projection_dim,
-            query_prefix=query_prefix, memory_prefix=memory_prefix,
+            query_prefix=query_prefix, memory_prefix=memory_prefix, backbone_config=backbone_config,
         )
         self.loss_fn = InfoNCELoss(temperature, learnable_temperature, symmetric,
                                    min_temperature=min_temperature, max_temperature=max_temperature)

