@@ -1,7 +1,12 @@
-"""FaissRetriever: exactness against numpy, owner isolation, removal, persistence, input checks, GPU parity."""
+"""FaissRetriever: exactness against numpy, owner isolation, removal without rebuild (IVF, HNSW
+tombstones, flat), compaction and retraining off the request path, persistence, options, GPU parity."""
 
 from __future__ import annotations
 
+import json
+import threading
+
+import faiss
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -25,6 +30,7 @@ def brute_force(queries: np.ndarray, vectors: np.ndarray, ids: list[str], k: int
 
 def filled(index: str = "flat", owners: int = 3, per_owner: int = 60, **kwargs):
     """A retriever with `owners` owners of `per_owner` vectors each; returns it and {owner: (ids, vectors)}."""
+    kwargs.setdefault("background", False)
     retriever = FaissRetriever(DIM, index, use_gpu=False, **kwargs)
     data = {}
     for o in range(owners):
@@ -126,8 +132,9 @@ def test_save_and_load_round_trip(tmp_path, index):
 def test_load_rejects_unknown_format_version(tmp_path):
     retriever, _ = filled(owners=1, per_owner=3)
     retriever.save(tmp_path)
-    manifest = (tmp_path / "retriever.json").read_text().replace('"format_version": 1', '"format_version": 99')
-    (tmp_path / "retriever.json").write_text(manifest)
+    manifest = json.loads((tmp_path / "retriever.json").read_text())
+    manifest["format_version"] = 99
+    (tmp_path / "retriever.json").write_text(json.dumps(manifest))
     with pytest.raises(ValueError, match="format_version 99"):
         FaissRetriever.load(tmp_path)
 
@@ -168,7 +175,13 @@ def test_auto_switches_to_approximate_above_threshold():
     retriever, data = filled("auto", owners=1, per_owner=30, exact_below=20)
     ids, vectors = data["owner0"]
     got, _ = retriever.search(vectors[:3], 1, "owner0")
-    assert got == [[i] for i in ids[:3]] and retriever._owners["owner0"].kind == "hnsw"
+    assert got == [[i] for i in ids[:3]] and retriever.kind("owner0") == "ivf"
+    grown = FaissRetriever(DIM, "auto", use_gpu=False, exact_below=50)  # background upkeep
+    grown.add([f"a{i}" for i in range(40)], unit_vectors(40, seed=1), "o")
+    assert grown.kind("o") == "flat"
+    grown.add([f"b{i}" for i in range(20)], unit_vectors(20, seed=2), "o")  # passes 50: moves to IVF off the request path
+    assert grown.wait(timeout=60) and grown.kind("o") == "ivf" and grown.count("o") == 60
+    assert grown.search(unit_vectors(20, seed=2)[:2], 1, "o")[0] == [["b0"], ["b1"]]
 
 
 @pytest.mark.gpu
@@ -199,11 +212,11 @@ def test_gpu_gives_the_cpu_results(tmp_path, index):
 
 @settings(max_examples=25, deadline=None)
 @given(st.lists(st.tuples(st.sampled_from(["add", "remove"]), st.integers(0, 4), st.integers(1, 12)), min_size=1, max_size=12),
-       st.integers(1, 30), st.sampled_from(["flat", "hnsw"]))
+       st.integers(1, 30), st.sampled_from(["flat", "hnsw", "ivf"]))
 def test_random_adds_and_removes_match_a_brute_force_model(operations, k, index):
     """After any sequence of adds and removes over 5 owners, every owner's search equals numpy on
     exactly that owner's live vectors: nothing foreign, nothing removed, min(k, n) results."""
-    retriever = FaissRetriever(DIM, index, use_gpu=False, exact_below=0)
+    retriever = FaissRetriever(DIM, index, use_gpu=False, exact_below=0, background=False)
     live: dict[str, dict[str, np.ndarray]] = {f"o{i}": {} for i in range(5)}
     counter = 0
     for op, owner_number, size in operations:
@@ -225,5 +238,179 @@ def test_random_adds_and_removes_match_a_brute_force_model(operations, k, index)
         assert retriever.count(owner) == len(memories)
         assert all(len(row) == min(k, len(memories)) and set(row) <= set(memories) for row in got)
         if memories and index == "flat":
-            want, want_scores = brute_force(queries, np.stack(list(memories.values())), list(memories), k)
+            _, want_scores = brute_force(queries, np.stack(list(memories.values())), list(memories), k)
             np.testing.assert_allclose(scores, want_scores, atol=1e-5)
+
+
+# ---------------------------------------------------------------------- deletion without a rebuild
+def recall(got: list[list[str]], want: list[list[str]]) -> float:
+    return float(np.mean([len(set(g) & set(w)) / len(w) for g, w in zip(got, want)]))
+
+
+@pytest.mark.parametrize("index", ["flat", "ivf", "ivf-sq8", "hnsw"])
+def test_deleted_memories_are_never_returned_and_k_is_filled_without_a_rebuild(index):
+    """Deleting the best matches of every query: the next search returns none of them, still k
+    results, from the same index object (no rebuild); HNSW holds them as tombstones."""
+    retriever, data = filled(index, owners=1, per_owner=2000, exact_below=0, compact_at=0.9)
+    ids, vectors = data["owner0"]
+    queries = unit_vectors(30, seed=77)
+    before, _ = retriever.search(queries, 10, "owner0", nprobe=1000)
+    doomed = sorted({i for row in before for i in row[:5]})
+    index_before = retriever._owners["owner0"].index
+    assert retriever.remove(doomed) == len(doomed)
+    got, _ = retriever.search(queries, 10, "owner0")
+    assert retriever._owners["owner0"].index is index_before
+    assert retriever.stats("owner0")["tombstones"] == (len(doomed) if index == "hnsw" else 0)
+    assert all(len(row) == 10 and not set(row) & set(doomed) for row in got)
+    keep = [n for n, i in enumerate(ids) if i not in set(doomed)]
+    want, _ = brute_force(queries, vectors[keep], [ids[n] for n in keep], 10)
+    if index == "flat":
+        assert got == want
+    else:
+        assert recall(got, want) >= 0.7  # uniform random vectors: the hardest case for IVF
+    # k larger than what a small beam or a few lists hold: rows are filled from an exhaustive scan
+    many, _ = retriever.search(queries[:3], 500, "owner0", nprobe=1, ef_search=16)
+    assert all(len(row) == 500 and len(set(row)) == 500 and not set(row) & set(doomed) for row in many)
+
+
+def test_hnsw_tombstones_zero_the_vector_and_compaction_drops_them():
+    retriever, data = filled("hnsw", owners=1, per_owner=400, exact_below=0, compact_at=0.25)
+    ids, vectors = data["owner0"]
+    retriever.remove(ids[:50])
+    state = retriever._owners["owner0"]
+    assert state.tombstones == 50 and not state.index.reconstruct(0).any()  # the vector is gone from memory
+    retriever.remove(ids[50:100])  # 100 of 400 = compact_at: compacted (synchronously with background=False)
+    assert retriever.stats("owner0") | {"bytes": 0} == {"kind": "hnsw", "live": 300, "tombstones": 0,
+                                                     "trained_size": 300, "bytes": 0}
+    got, _ = retriever.search(vectors[100:110], 1, "owner0")
+    assert got == [[i] for i in ids[100:110]]
+    assert retriever.ids("owner0") == ids[100:]
+
+
+class PausedBuild(FaissRetriever):
+    """A retriever whose rebuilds wait for ``go`` before building, so that a test can run adds and
+    removes from other threads while a compaction is certainly in flight."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.started, self.go = threading.Event(), threading.Event()
+
+    def _build(self, kind, vectors, labels):
+        if threading.current_thread().name.startswith("faiss-upkeep"):
+            self.started.set()
+            assert self.go.wait(60)
+        return super()._build(kind, vectors, labels)
+
+
+def test_compaction_swaps_atomically_with_concurrent_adds_and_removes():
+    retriever = PausedBuild(DIM, "hnsw", use_gpu=False, exact_below=0, compact_at=0.2, ef_search=64)
+    vectors = unit_vectors(1600, seed=3)
+    ids = [f"m{i}" for i in range(1600)]
+    retriever.add(ids[:1000], vectors[:1000], "o")
+    retriever.remove(ids[:200])  # 20% tombstones: a compaction starts in the background
+    assert retriever.started.wait(30)
+    live = set(ids[200:1000])
+
+    def writer(part: int) -> None:  # adds and removes while the compaction is paused
+        new = range(1000 + 150 * part, 1000 + 150 * (part + 1))
+        for start in range(new.start, new.stop, 50):
+            retriever.add(ids[start:start + 50], vectors[start:start + 50], "o")
+        retriever.remove([ids[i] for i in range(new.start, new.start + 30)])
+        retriever.remove([ids[i] for i in range(200 + 100 * part, 200 + 100 * part + 40)])
+
+    threads = [threading.Thread(target=writer, args=(part,)) for part in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for part in range(4):
+        live |= {ids[i] for i in range(1000 + 150 * part + 30, 1000 + 150 * (part + 1))}
+        live -= {ids[i] for i in range(200 + 100 * part, 200 + 100 * part + 40)}
+    old_index = retriever._owners["o"].index
+    got, _ = retriever.search(vectors[:1600], 1, "o")  # searches go on during the build
+    assert not {row[0] for row in got} - live
+    retriever.go.set()
+    assert retriever.wait(timeout=60)
+    state = retriever._owners["o"]
+    assert state.index is not old_index and state.journal is None
+    assert set(retriever.ids("o")) == live and retriever.count("o") == len(live) == state.live
+    assert state.index.ntotal - state.tombstones == len(live)  # the journal replayed: its removes are tombstones
+    assert retriever.compact("o") == 1 and retriever._owners["o"].tombstones == 0
+    assert retriever._owners["o"].index.ntotal == len(live)
+    state = retriever._owners["o"]
+    order = [i for i in range(1600) if ids[i] in live]
+    got, _ = retriever.search(vectors[order], 1, "o")
+    assert recall(got, [[ids[i]] for i in order]) >= 0.98  # each live vector finds itself
+    assert not {row[0] for row in got} - live
+
+
+def test_background_retrain_when_an_ivf_owner_outgrows_its_training():
+    retriever = FaissRetriever(DIM, "ivf", use_gpu=False, exact_below=0, retrain_growth=2.0)
+    vectors = unit_vectors(2000, seed=4)
+    ids = [f"m{i}" for i in range(2000)]
+    retriever.add(ids[:400], vectors[:400], "o")
+    assert retriever.stats("o")["trained_size"] == 400 and retriever.stats("o")["nlist"] == 10
+    retriever.add(ids[400:700], vectors[400:700], "o")  # 700 <= 2 x 400: appended, no retrain
+    assert retriever.wait(timeout=60) and retriever.stats("o")["trained_size"] == 400
+    retriever.add(ids[700:], vectors[700:], "o")
+    assert retriever.wait(timeout=60)
+    stats = retriever.stats("o")
+    assert stats["trained_size"] == 2000 and stats["nlist"] == 51 and stats["live"] == 2000
+    got, _ = retriever.search(vectors[::100], 1, "o")
+    assert got == [[ids[i]] for i in range(0, 2000, 100)]
+
+
+# ---------------------------------------------------------------------- options and persistence
+def test_nprobe_and_ef_search_per_call():
+    retriever, data = filled("ivf", owners=1, per_owner=2000, exact_below=0)
+    ids, vectors = data["owner0"]
+    queries = unit_vectors(40, seed=8)
+    want, want_scores = brute_force(queries, vectors, ids, 10)
+    nlist = retriever.stats("owner0")["nlist"]
+    every, scores = retriever.search(queries, 10, "owner0", nprobe=nlist)  # every list: exact for IVF-Flat
+    np.testing.assert_allclose(scores, want_scores, atol=1e-5)
+    one, _ = retriever.search(queries, 10, "owner0", nprobe=1)
+    assert recall(one, want) < recall(every, want) == 1.0
+    hnsw, data = filled("hnsw", owners=1, per_owner=2000, exact_below=0)
+    narrow, _ = hnsw.search(queries, 10, "owner0", ef_search=10)
+    wide, _ = hnsw.search(queries, 10, "owner0", ef_search=400)
+    assert recall(wide, want) >= max(0.99, recall(narrow, want))
+    for bad in (0, -3, 2.5, True):
+        with pytest.raises(ValueError, match="nprobe must be"):
+            retriever.search(queries, 10, "owner0", nprobe=bad)
+        with pytest.raises(ValueError, match="ef_search must be"):
+            hnsw.search(queries, 10, "owner0", ef_search=bad)
+
+
+def test_batch_one_search_leaves_the_openmp_setting_as_it_was():
+    retriever, data = filled("ivf", owners=1, per_owner=500, exact_below=0)
+    before = faiss.omp_get_max_threads()
+    retriever.search(data["owner0"][1][:1], 5, "owner0")
+    assert faiss.omp_get_max_threads() == before
+
+
+@pytest.mark.parametrize("index", ["ivf", "hnsw"])
+def test_saved_files_hold_no_deleted_vector_and_reload_the_tombstones(tmp_path, index):
+    retriever, data = filled(index, owners=1, per_owner=300, exact_below=0, compact_at=0.9)
+    ids, vectors = data["owner0"]
+    retriever.remove(ids[:20])
+    retriever.save(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["owner-0.faiss", "retriever.json"]
+    stored = (tmp_path / "owner-0.faiss").read_bytes()
+    assert not any(vector.tobytes() in stored for vector in vectors[:20])
+    assert sum(vector.tobytes() in stored for vector in vectors[20:]) == 280
+    loaded = FaissRetriever.load(tmp_path, use_gpu=False)
+    assert loaded.stats("owner0")["tombstones"] == (20 if index == "hnsw" else 0)
+    got, _ = loaded.search(vectors[:40], 10, "owner0")
+    assert all(len(row) == 10 and not set(row) & set(ids[:20]) for row in got)
+    assert [row[0] for row in got[20:]] == ids[20:40]
+    loaded.remove(ids[20:30])  # removal keeps working on a loaded index (IVF direct map restored)
+    assert loaded.count("owner0") == 270 and not set(loaded.search(vectors[:40], 10, "owner0")[0][25]) & set(ids[:30])
+
+
+def test_memory_per_memory_is_one_copy():
+    retriever, _ = filled("ivf", owners=1, per_owner=3000, exact_below=0)
+    per_memory = retriever.stats("owner0")["bytes"] / 3000
+    assert DIM * 4 + 8 <= per_memory <= DIM * 4 + 8 + 48  # float codes, id, direct map, centroids
+    small, _ = filled("ivf-sq8", owners=1, per_owner=3000, exact_below=0)
+    assert small.stats("owner0")["bytes"] / 3000 < per_memory - 2 * DIM
