@@ -1,9 +1,18 @@
-"""Gathering with gradients under real DDP (gloo, 2 CPU processes) equals one process on the whole batch."""
+"""Gathering with gradients under real DDP (gloo, 2 CPU processes) equals one process on the whole batch.
+
+The process group is set up and torn down so that no run depends on timing: rendezvous through a
+file in the test's tmp folder (no probed port another process could take), a timeout on every
+collective, a barrier before teardown so that no rank leaves while the other is still talking, and
+every DDP wrapper freed (with its reducer and hooks) before ``destroy_process_group``; a gloo
+worker that outlives its group aborts with "terminate called without an active exception".
+"""
 
 from __future__ import annotations
 
+import gc
 import os
-import socket
+import time
+from datetime import timedelta
 
 import pytest
 import torch
@@ -15,12 +24,8 @@ from memnets.nn.distributed import all_gather_no_grad, all_gather_with_grad, ran
 from memnets.nn.losses import InfoNCELoss
 
 WORLD = 2
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+TIMEOUT = timedelta(seconds=60)  # of each collective; the whole test gets SPAWN_DEADLINE_S
+SPAWN_DEADLINE_S = 180
 
 
 def _data(batch=6, hard=2, d_in=8):
@@ -62,17 +67,20 @@ def _reference_grads(symmetric, learnable):
 CASES = [(False, False), (True, True)]  # (symmetric, learnable temperature)
 
 
-def _worker(local_rank, port, references, result_dir):
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group("gloo", rank=local_rank, world_size=WORLD)
+def _worker(local_rank, rendezvous_file, references, result_dir):
+    dist.init_process_group("gloo", init_method=f"file://{rendezvous_file}", rank=local_rank, world_size=WORLD,
+                            timeout=TIMEOUT)
     try:
         for (symmetric, learnable), reference in zip(CASES, references):
             _check_case(local_rank, symmetric, learnable, reference)
         gathered = all_gather_with_grad(torch.full((local_rank + 1, 2), float(local_rank), requires_grad=True))
         ids = all_gather_no_grad(torch.tensor([local_rank] * (local_rank + 1)))
         assert gathered.shape == (3, 2) and ids.tolist() == [0, 1, 1] and world_size() == 2 and rank() == local_rank
+        del gathered, ids
         open(os.path.join(result_dir, f"ok{local_rank}"), "w").close()
     finally:
+        gc.collect()  # DDP wrappers and autograd graphs hold the group through reference cycles
+        dist.barrier()  # no rank tears down while the other still uses the group
         dist.destroy_process_group()
 
 
@@ -87,6 +95,7 @@ def _check_case(local_rank, symmetric, learnable, reference):
     # DDP averages gradients over ranks; weight each rank's mean so the average is the global mean
     (ddp(*local) * local[0].shape[0] * WORLD / 6).backward()
     grads = [p.grad for p in model.parameters()] + [p.grad for p in loss_fn.parameters()]
+    del ddp  # the reducer must not outlive this case (see the module docstring)
     for got, want in zip(grads, reference):
         torch.testing.assert_close(got, want, atol=1e-6, rtol=1e-5)
 
@@ -94,8 +103,17 @@ def _check_case(local_rank, symmetric, learnable, reference):
 def test_ddp_gradients_equal_single_process(tmp_path):
     """Plain and symmetric-with-learnable-temperature InfoNCE, uneven shares, false-negative keys."""
     references = [_reference_grads(symmetric, learnable) for symmetric, learnable in CASES]
-    mp.spawn(_worker, args=(_free_port(), references, str(tmp_path)), nprocs=WORLD, join=True)
-    assert sorted(os.listdir(tmp_path)) == ["ok0", "ok1"]
+    results = tmp_path / "results"
+    results.mkdir()
+    context = mp.spawn(_worker, args=(str(tmp_path / "rendezvous"), references, str(results)), nprocs=WORLD,
+                       join=False)
+    deadline = time.monotonic() + SPAWN_DEADLINE_S
+    while not context.join(timeout=1):  # raises ProcessRaisedException / ProcessExitedException on failure
+        if time.monotonic() > deadline:
+            for process in context.processes:
+                process.kill()
+            pytest.fail(f"DDP workers still running after {SPAWN_DEADLINE_S} s")
+    assert sorted(os.listdir(results)) == ["ok0", "ok1"]
 
 
 def test_single_process_functions_are_identity():
