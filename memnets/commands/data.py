@@ -4,6 +4,7 @@ their sizes and class balance per split."""
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from rich.table import Table
 
@@ -13,8 +14,8 @@ from memnets.data.config import SPLIT_NAMES, load_data_config
 from memnets.data.formats import load_conversations
 
 
-def balance_table(datasets: dict) -> Table:
-    table = Table(title="memnets datasets (LoCoMo, split by conversation)")
+def balance_table(datasets: dict, source: str = "LoCoMo") -> Table:
+    table = Table(title=f"memnets datasets ({source}, split by conversation)")
     for column in ("task", "split", "conversations", "examples", "positives", "positive rate"):
         table.add_column(column, justify="left" if column in {"task", "split"} else "right")
     for task, by_split in datasets.items():
@@ -37,7 +38,7 @@ def prepare_main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     config = load_data_config(args.config)
     datasets = prepare_datasets(config, force=args.force)
-    print_table(balance_table(datasets))
+    print_table(balance_table(datasets, Path(config.path).name))
     for conv in load_conversations(config.path):
         dropped = [(item.index, item.dropped_evidence) for item in conv.qa if item.dropped_evidence]
         if dropped:

@@ -22,15 +22,16 @@ from rich.table import Table
 
 from memnets.console import print_table
 from memnets.data.config import load_data_config
-from memnets.data.locomo import load_locomo
+from memnets.data.formats import load_conversations
 from memnets.evaluation.retrieval import compare_rankers
 from memnets.retrieval.metrics import CATEGORY_NAMES, DEFAULT_KS, RetrievalReport
 from memnets.retrieval.rankers import parse_spec
 
 
-def comparison_table(reports: Sequence[RetrievalReport], split: str, ks: Sequence[int]) -> Table:
+def comparison_table(reports: Sequence[RetrievalReport], scope: str, ks: Sequence[int]) -> Table:
+    """Overall metrics, one row per retriever; ``scope`` says what was evaluated ("the test split")."""
     questions = reports[0].counts["questions"] if reports else 0
-    table = Table(title=f"retrieval on the {split} split ({questions} questions)")
+    table = Table(title=f"retrieval on {scope} ({questions} questions)")
     table.add_column("retriever")
     metrics = [f"recall@{k}" for k in ks] + ["mrr@10", "ndcg@10"]
     for metric in metrics:
@@ -54,9 +55,12 @@ def category_table(reports: Sequence[RetrievalReport], k: int = 10) -> Table:
 def retrieval_main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="memnets eval retrieval", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("retrievers", nargs="*", default=["bm25", "dense"], help="specs [NAME=]KIND[:PATH] (default: bm25 dense)")
-    parser.add_argument("--split", default="test", choices=["train", "validation", "test"])
+    parser.add_argument("--split", default=None, choices=["train", "validation", "test"],
+                        help="the data config's split (default: test; with --data, every conversation of the file)")
     parser.add_argument("--categories", default="1,2,3,4", help="QA categories to score (default 1,2,3,4)")
-    parser.add_argument("-c", "--config", default=None, help="data config YAML (default configs/data/locomo.yaml)")
+    parser.add_argument("-c", "--config", default=None, help="data config YAML (default: the bundled LoCoMo config)")
+    parser.add_argument("--data", default=None, type=Path,
+                        help="conversations to evaluate on, LoCoMo JSON or memnets JSONL (docs/data.md); default: the config's file")
     parser.add_argument("--json", default=None, help="write the reports (with per-question values) here")
     parser.add_argument("--pack", default=None, help="also evaluate a memory pack: its encoder (dense) and its LearnedScorer")
     args = parser.parse_args(argv)
@@ -70,13 +74,19 @@ def retrieval_main(argv: list[str]) -> int:
     except ValueError as error:
         parser.error(str(error))
     config = load_data_config(args.config)
-    conversations = load_locomo(config.path, config.splits[args.split])
+    split = args.split or ("all" if args.data else "test")
+    try:
+        conversations = load_conversations(args.data or config.path, None if split == "all" else config.splits[split])
+    except (OSError, ValueError) as error:
+        parser.error(str(error))
     reports = compare_rankers(args.retrievers, conversations, categories=categories, ks=DEFAULT_KS)
-    print_table(comparison_table(reports, args.split, DEFAULT_KS))
+    scope = f"every conversation of {args.data}" if split == "all" else f"the {split} split"
+    print_table(comparison_table(reports, scope, DEFAULT_KS))
     print_table(category_table(reports))
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        payload = {"split": args.split, "conversations": list(config.splits[args.split]), "categories": list(categories),
+        payload = {"data": str(args.data or config.path), "split": split, "conversations": [c.sample_id for c in conversations],
+                   "categories": list(categories),
                    "reports": [report.to_dict(with_questions=True) for report in reports]}
         Path(args.json).write_text(json.dumps(payload, indent=2))
         print(f"wrote {args.json}")

@@ -24,7 +24,8 @@ from torch.utils.data import DataLoader, Sampler
 
 from memnets.data.builders import build_retrieval_pairs
 from memnets.data.config import load_data_config
-from memnets.data.locomo import Conversation, load_locomo
+from memnets.data.formats import load_conversations
+from memnets.data.locomo import Conversation
 from memnets.nn import distributed
 from memnets.nn.encoder import DEFAULT_BACKBONE
 from memnets.retrieval.hard_negatives import cached_hard_negatives, query_positives
@@ -206,7 +207,7 @@ class RetrievalDataModule(L.LightningDataModule):
     def _load(self):
         hp = self.hparams
         config = load_data_config(hp.data_config)
-        conversations = {c.sample_id: c for c in load_locomo(config.path, config.splits["train"])}
+        conversations = {c.sample_id: c for c in load_conversations(config.path, config.splits["train"])}
         pairs = build_retrieval_pairs(conversations.values(), include_observations=hp.include_observations).to_list()
         for i, row in enumerate(pairs):
             row["index"] = i
@@ -223,7 +224,7 @@ class RetrievalDataModule(L.LightningDataModule):
             return
         hp = self.hparams
         config, conversations, pairs = self._load()
-        self.validation_conversations = load_locomo(config.path, config.splits["validation"])
+        self.validation_conversations = load_conversations(config.path, config.splits["validation"])
         self.train_pairs = pairs
         key_of, contents = {}, {}
         for conv in conversations.values():
