@@ -28,12 +28,12 @@ QUICK_ROWS = ("BM25", "untrained backbone (cosine)")
 def run(split: str = "test", rows=ROWS, root: Path = REPO_ROOT) -> tuple[dict, list[str]]:
     """({row name: report dict with seconds}, notes about skipped rows)."""
     from memnets.data.config import load_data_config
-    from memnets.data.locomo import load_locomo
+    from memnets.data.formats import load_conversations
     from memnets.retrieval.metrics import evaluate_retriever
     from memnets.retrieval.rankers import build_ranker
 
     config = load_data_config()
-    conversations = load_locomo(config.path, config.splits[split])
+    conversations = load_conversations(config.path, config.splits[split])
     reports, notes = {}, []
     for name, kind, artefact in rows:
         path = None
