@@ -122,14 +122,17 @@ def test_fit_scorer_weights_learns_which_feature_predicts_evidence():
 
 def test_scorer_ranker_on_tiny_locomo(tiny_locomo_path, tiny_model_dir):
     from memnets.data.locomo import load_locomo
-    from memnets.retrieval.metrics import evaluate_retriever
+    from memnets.memory.signals import HeuristicImportance
     from memnets.nn.encoder import MemoryEncoder
-    from memnets.retrieval.scored import ScorerRanker, conversation_now, length_importance, turn_memories
+    from memnets.retrieval.metrics import evaluate_retriever
+    from memnets.retrieval.scored import ScorerRanker, conversation_now, turn_memories
 
     conversations = load_locomo(tiny_locomo_path)
     conv = conversations[0]
-    mems = turn_memories(conv, length_importance)
+    mems = turn_memories(conv, HeuristicImportance())
     assert [m.t for m in mems] == [turn.t for turn in conv.turns] and all(0 <= m.importance <= 1 for m in mems)
+    assert [m.importance for m in mems] == [HeuristicImportance().score_text(turn.content) for turn in conv.turns]
+    assert {m.importance for m in turn_memories(conv)} == {0.5}
     assert conversation_now(conv) == max(turn.t for turn in conv.turns)
     ranker = ScorerRanker(HeuristicScorer(MemoryEncoder.from_pretrained(tiny_model_dir)), name="heuristic")
     rankings = ranker.rank(conv, ["a question", "another"])

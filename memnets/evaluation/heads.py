@@ -35,6 +35,8 @@ from memnets.lit.heads import (
 from memnets.nn.heads import (
     ImportanceHead,
     RecallGateHead,
+    binary_metrics,
+    expected_calibration_error,
     threshold_at_recall,
     threshold_max_f1,
 )
@@ -42,36 +44,6 @@ from memnets.nn.heads import (
 logger = logging.getLogger(__name__)
 
 LOGREG_C_GRID = (0.01, 0.1, 1.0, 10.0)
-
-
-def expected_calibration_error(labels, probabilities, bins: int = 10) -> float:
-    """Expected calibration error over ``bins`` equal-width probability bins (weighted by bin size)."""
-    y = np.asarray(labels, dtype=float)
-    p = np.clip(np.asarray(probabilities, dtype=float), 0.0, 1.0)
-    which = np.minimum((p * bins).astype(int), bins - 1)
-    error = 0.0
-    for b in range(bins):
-        inside = which == b
-        if inside.any():
-            error += inside.mean() * abs(p[inside].mean() - y[inside].mean())
-    return float(error)
-
-
-def binary_metrics(labels, scores, threshold: float) -> dict[str, float]:
-    """AUROC, AP, F1, precision and recall at ``scores >= threshold``, and the share predicted negative."""
-    y = np.asarray(labels).astype(int)
-    s = np.asarray(scores, dtype=float)
-    predicted = s >= threshold
-    tp = float((predicted & (y == 1)).sum())
-    single_class = len(np.unique(y)) < 2
-    return {
-        "auroc": float("nan") if single_class else float(roc_auc_score(y, s)),
-        "ap": float(average_precision_score(y, s)) if y.sum() else float("nan"),
-        "f1": 2 * tp / max(float(predicted.sum() + y.sum()), 1.0),
-        "precision": tp / max(float(predicted.sum()), 1.0),
-        "recall": tp / max(float(y.sum()), 1.0),
-        "negative_share": float((~predicted).mean()),
-    }
 
 
 def _logreg(features: dict[str, np.ndarray], labels: dict[str, np.ndarray], select: Callable) -> dict[str, np.ndarray]:

@@ -22,12 +22,27 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from sklearn.metrics import average_precision_score, roc_auc_score
-from torch.utils.data import BatchSampler, DataLoader, Dataset, RandomSampler, SequentialSampler, TensorDataset
+from torch.utils.data import (
+    BatchSampler,
+    DataLoader,
+    Dataset,
+    RandomSampler,
+    SequentialSampler,
+    TensorDataset,
+)
 
 from memnets.data.builders import cache_key, prepare_datasets
 from memnets.data.config import SPLIT_NAMES, load_data_config
 from memnets.nn.embedding_cache import EmbeddingTable, embed_texts
-from memnets.nn.heads import Head, ImportanceHead, RecallGateHead, text_features, threshold_at_recall, threshold_max_f1
+from memnets.nn.heads import (
+    Head,
+    ImportanceHead,
+    RecallGateHead,
+    binary_metrics,
+    text_features,
+    threshold_at_recall,
+    threshold_max_f1,
+)
 
 
 # ---------------------------------------------------------------------------------------------- data
@@ -301,7 +316,7 @@ class HeadModule(L.LightningModule):
             "train_examples": int(datamodule.splits["train"]["labels"].numel()),
             "pos_weight": float(self.pos_weight),
             "best_epoch": int(self.best_epoch),
-            "validation": _binary_scores(labels, probabilities, head.threshold),
+            "validation": binary_metrics(labels, probabilities, head.threshold),
         }
         if self.output_dir:
             head.save(self.output_dir)
@@ -398,16 +413,3 @@ def gate_probabilities(gate: RecallGateHead, datamodule: GateDataModule, split: 
         context = datamodule.turns[data["context_rows"][window]]
         out.append(gate.predict_proba(data["query"][window], context, data["mask"][window]))
     return np.concatenate(out) if out else np.empty(0)
-
-
-def _binary_scores(labels: np.ndarray, probabilities: np.ndarray, threshold: float) -> dict[str, float]:
-    """AUROC, AP and F1 at the threshold (used for the metadata saved with a head)."""
-    predicted = probabilities >= threshold
-    tp = float((predicted & (labels == 1)).sum())
-    f1 = 2 * tp / max(float(predicted.sum() + labels.sum()), 1.0)
-    return {
-        "auroc": float(roc_auc_score(labels, probabilities)),
-        "ap": float(average_precision_score(labels, probabilities)),
-        "f1": f1,
-        "recall": tp / max(float(labels.sum()), 1.0),
-    }

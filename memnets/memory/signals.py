@@ -17,6 +17,8 @@ from typing import Protocol, Sequence
 
 import numpy as np
 
+from memnets.text import strip_speaker
+
 _WORD = re.compile(r"\w+")
 _FIRST_PERSON = re.compile(r"\b(i|i'm|i've|my|me|we|our|mine)\b", re.IGNORECASE)
 _SPECIFIC = re.compile(r"\d|(?<=[a-z,;] )[A-Z][a-z]+")  # a number, or a capitalised word mid-sentence
@@ -47,7 +49,7 @@ class HeuristicImportance:
         self.full_length = full_length
 
     def score_text(self, text: str) -> float:
-        body = text.split(": ", 1)[1] if ": " in text[:40] else text
+        body = strip_speaker(text)
         length = min(1.0, len(_WORD.findall(body)) / self.full_length)
         specific = 1.0 if _SPECIFIC.search(body) else 0.0
         personal = 1.0 if _FIRST_PERSON.search(body) else 0.0

@@ -29,6 +29,8 @@ import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 from torch import nn
 
+from memnets.text import strip_speaker
+
 WEIGHTS_NAME = "model.safetensors"
 CONFIG_NAME = "config.json"
 FORMAT_VERSION = 1
@@ -125,7 +127,7 @@ TEXT_FEATURES = ("log_chars", "log_words", "photo", "digit", "capitalised_share"
 def text_features(texts: Sequence[str]) -> torch.Tensor:
     """Cheap surface features of memory texts, ``[N, len(TEXT_FEATURES)]`` (float32).
 
-    Of the text after the "{speaker}: " prefix: log(1 + characters), log(1 + words), whether a photo
+    Of the text after the "{speaker}: " prefix (:func:`memnets.text.strip_speaker`): log(1 + characters), log(1 + words), whether a photo
     is shared, whether a digit occurs, the share of capitalised words after the first (names,
     places), whether it asks a question, and log(1 + sentence marks). Long, specific, factual turns
     are the ones later questions cite; the embedding alone does not carry their length.
@@ -134,7 +136,7 @@ def text_features(texts: Sequence[str]) -> torch.Tensor:
         raise TypeError("texts must be a sequence of strings, not one string")
     rows = []
     for text in texts:
-        body = text.split(": ", 1)[1] if ": " in text else text
+        body = strip_speaker(text)
         words = body.split()
         capitalised = sum(word[:1].isupper() for word in words[1:]) / max(len(words) - 1, 1)
         rows.append(
@@ -375,6 +377,45 @@ def threshold_at_recall(labels, probabilities, min_recall: float = 0.95) -> floa
     positives = np.sort(p[y == 1])[::-1]
     needed = math.ceil(min_recall * len(positives) - 1e-9)
     return float(positives[max(needed, 1) - 1])
+
+
+def expected_calibration_error(labels, probabilities, bins: int = 10) -> float:
+    """Expected calibration error over ``bins`` equal-width probability bins (weighted by bin size)."""
+    y = np.asarray(labels, dtype=float)
+    p = np.clip(np.asarray(probabilities, dtype=float), 0.0, 1.0)
+    which = np.minimum((p * bins).astype(int), bins - 1)
+    error = 0.0
+    for b in range(bins):
+        inside = which == b
+        if inside.any():
+            error += inside.mean() * abs(p[inside].mean() - y[inside].mean())
+    return float(error)
+
+
+def binary_metrics(labels, scores, threshold: float) -> dict[str, float]:
+    """AUROC, AP, F1, precision and recall at ``scores >= threshold``, and the share predicted negative.
+
+    The one set of decision metrics of a head: saved with it after training (validation) and
+    reported by the heads evaluation. AUROC is NaN when ``labels`` hold one class, AP when no positive.
+    """
+    from sklearn.metrics import (  # here: loading a head needs no sklearn
+        average_precision_score,
+        roc_auc_score,
+    )
+
+    y = np.asarray(labels).astype(int)
+    s = np.asarray(scores, dtype=float)
+    predicted = s >= threshold
+    tp = float((predicted & (y == 1)).sum())
+    single_class = len(np.unique(y)) < 2
+    return {
+        "auroc": float("nan") if single_class else float(roc_auc_score(y, s)),
+        "ap": float(average_precision_score(y, s)) if y.sum() else float("nan"),
+        "f1": 2 * tp / max(float(predicted.sum() + y.sum()), 1.0),
+        "precision": tp / max(float(predicted.sum()), 1.0),
+        "recall": tp / max(float(y.sum()), 1.0),
+        "negative_share": float((~predicted).mean()),
+    }
 
 
 def _check_scores(labels, probabilities) -> tuple[np.ndarray, np.ndarray]:

@@ -12,25 +12,25 @@ from datetime import datetime
 
 import numpy as np
 
-from memnets.data.locomo import Conversation, Turn, memory_id
+from memnets.data.locomo import Conversation, memory_id
 from memnets.records import Memory
 from memnets.retrieval.bm25 import rank_by_scores
 
 CONSTANT_IMPORTANCE = 0.5
 
 
-def length_importance(turn: Turn, full_at: int = 40) -> float:
-    """A content-free importance guess: longer turns carry more, saturating at ``full_at`` words."""
-    return min(1.0, len(turn.text.split()) / full_at)
+def turn_memories(conversation: Conversation, importance: Callable[[Sequence[str]], np.ndarray] | None = None) -> list[Memory]:
+    """The conversation's turns as memories owned by the conversation, in chronological order.
 
-
-def turn_memories(conversation: Conversation, importance: Callable[[Turn], float] | None = None) -> list[Memory]:
-    """The conversation's turns as memories owned by the conversation, in chronological order."""
+    ``importance`` scores the memory texts (an ``Importance`` of :mod:`memnets.memory.signals`, such
+    as ``HeuristicImportance()``); None = a constant.
+    """
+    texts = [turn.content for turn in conversation.turns]
+    scores = [CONSTANT_IMPORTANCE] * len(texts) if importance is None else [float(v) for v in importance(texts)]
     return [
         Memory(id=memory_id(conversation.sample_id, turn.dia_id), owner=conversation.sample_id, t=turn.t,
-               content=turn.content, importance=CONSTANT_IMPORTANCE if importance is None else importance(turn),
-               kind="message", metadata={"dia_id": turn.dia_id, "session": turn.session})
-        for turn in conversation.turns
+               content=text, importance=score, kind="message", metadata={"dia_id": turn.dia_id, "session": turn.session})
+        for turn, text, score in zip(conversation.turns, texts, scores)
     ]
 
 
@@ -44,11 +44,12 @@ class ScorerRanker:
 
     Args:
         scorer: a Scorer with an ``encoder`` (HeuristicScorer(encoder) or LearnedScorer).
-        importance: per-turn importance stored on the memories (a LearnedScorer replaces it with its
-            head's probability); None = a constant, ``length_importance`` = by length.
+        importance: scores the turns' texts into the importance stored on the memories (a LearnedScorer
+            replaces it with its head's probability); None = a constant.
     """
 
-    def __init__(self, scorer, name: str = "scored", importance: Callable[[Turn], float] | None = None, batch_size: int = 64) -> None:
+    def __init__(self, scorer, name: str = "scored", importance: Callable[[Sequence[str]], np.ndarray] | None = None,
+                 batch_size: int = 64) -> None:
         if getattr(scorer, "encoder", None) is None:
             raise ValueError("ScorerRanker needs a scorer with an encoder (to embed turns and queries once)")
         self.scorer, self.name, self.importance, self.batch_size = scorer, name, importance, batch_size

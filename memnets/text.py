@@ -1,0 +1,18 @@
+"""The text convention of a conversation turn stored as a memory, in one place.
+
+A turn's memory text is ``"{speaker}: {text}"`` (:attr:`memnets.data.locomo.Turn.content`). Features
+and heuristics that judge what was said (the importance heuristic, the importance head's text
+features) look at the body only: :func:`strip_speaker` removes the prefix, and only a prefix that
+ends within the first :data:`SPEAKER_PREFIX_MAX` characters (speaker names are short), so a
+": " further into a plain text is left alone.
+"""
+
+from __future__ import annotations
+
+SPEAKER_PREFIX_MAX = 40
+SEPARATOR = ": "
+
+
+def strip_speaker(text: str) -> str:
+    """The body of a memory text: what follows a ``"{speaker}: "`` prefix, or the whole text."""
+    return text.split(SEPARATOR, 1)[1] if SEPARATOR in text[:SPEAKER_PREFIX_MAX] else text
