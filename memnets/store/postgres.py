@@ -74,6 +74,8 @@ _COLUMNS = "owner, id, t, last_access, importance, kind, superseded_by, payload,
 _CURRENT = "superseded_by IS NULL"
 _STREAM_BATCH = 256  # rows fetched per round trip when metadata is checked client-side
 
+_HNSW = """CREATE INDEX {hnsw} ON {memories} USING hnsw (embedding vector_ip_ops)
+    WITH (m = {m}, ef_construction = {ef_construction}) WHERE superseded_by IS NULL"""
 _SCHEMA = [
     """CREATE TABLE {meta} (key text PRIMARY KEY, value bytea NOT NULL)""",
     """CREATE TABLE {memories} (
@@ -90,9 +92,9 @@ _SCHEMA = [
         PRIMARY KEY (owner, id)
     )""",
     """CREATE INDEX {owner_t} ON {memories} (owner, t, id) WHERE superseded_by IS NULL""",
+    """CREATE INDEX {owner_kind} ON {memories} (owner, kind) WHERE superseded_by IS NULL""",
     """CREATE INDEX {versions} ON {memories} (owner, superseded_by) WHERE superseded_by IS NOT NULL""",
-    """CREATE INDEX {hnsw} ON {memories} USING hnsw (embedding vector_ip_ops)
-        WITH (m = {m}, ef_construction = {ef_construction}) WHERE superseded_by IS NULL""",
+    _HNSW,
 ]
 
 
@@ -124,11 +126,12 @@ class PgVectorStore:
         self.url = url
         self.table = table
         self.ef_search = ef_search
+        self.m, self.ef_construction = m, ef_construction
         self._names = {"memories": sql.Identifier(f"{table}_memories"), "meta": sql.Identifier(f"{table}_meta"),
-                       "owner_t": sql.Identifier(f"{table}_owner_t"), "versions": sql.Identifier(f"{table}_versions"),
+                       "owner_t": sql.Identifier(f"{table}_owner_t"), "owner_kind": sql.Identifier(f"{table}_owner_kind"), "versions": sql.Identifier(f"{table}_versions"),
                        "hnsw": sql.Identifier(f"{table}_hnsw")}
         self._pool: ConnectionPool | None = None
-        self.dim, self._cipher = self._init_schema(dim, key, m, ef_construction, connect_timeout)
+        self.dim, self._cipher = self._init_schema(dim, key, connect_timeout)
         self._pool = ConnectionPool(url, min_size=1, max_size=pool_size, timeout=connect_timeout, open=False,
                                     kwargs={"connect_timeout": max(1, int(connect_timeout))},
                                     configure=_configure, name=f"memnets-{table}")
@@ -151,8 +154,7 @@ class PgVectorStore:
     def _sql(self, template: str, **extra) -> sql.Composed:
         return sql.SQL(template).format(**self._names, **extra)
 
-    def _init_schema(self, dim: int | None, key, m: int, ef_construction: int,
-                     connect_timeout: float) -> tuple[int, RowCipher | None]:
+    def _init_schema(self, dim: int | None, key, connect_timeout: float) -> tuple[int, RowCipher | None]:
         """Create the tables in an empty database, or check format, dim and key of existing ones (migrating older formats)."""
         try:
             conn = psycopg.connect(self.url, connect_timeout=max(1, int(connect_timeout)), autocommit=True)
@@ -176,8 +178,8 @@ class PgVectorStore:
                     if dim is None:
                         raise ValueError(f"PgVectorStore: {self._where()} holds no memnets store yet; give dim to create one")
                     for statement in _SCHEMA:
-                        conn.execute(self._sql(statement, dim=sql.Literal(dim), m=sql.Literal(m),
-                                               ef_construction=sql.Literal(ef_construction)))
+                        conn.execute(self._sql(statement, dim=sql.Literal(dim), m=sql.Literal(self.m),
+                                               ef_construction=sql.Literal(self.ef_construction)))
                     cipher, key_meta = rowcodec.new_cipher(key)
                     meta = {"format": str(FORMAT_VERSION).encode(), "dim": str(dim).encode(), **key_meta}
                     with conn.cursor() as cursor:
@@ -280,12 +282,18 @@ class PgVectorStore:
                 conn.autocommit = False
 
     def rebuild_index(self, maintenance_work_mem: str = "1GB") -> None:
-        """Rebuild the HNSW index from the table (after bulk loads, or to apply new m / ef_construction)."""
-        if not re.fullmatch(r"\d+\s*(kB|MB|GB)", maintenance_work_mem):
+        """(Re)build the HNSW index from the table with this store's m and ef_construction.
+
+        Inserting into a live HNSW index costs far more than building it once (docs/scaling.md has
+        the figures), so a bulk import drops the index (``DROP INDEX {table}_hnsw``), loads, and
+        calls this. Searches keep working meanwhile, as exact scans.
+        """
+        if not re.fullmatch(r"\d+(kB|MB|GB)", maintenance_work_mem):
             raise ValueError(f"PgVectorStore.rebuild_index: maintenance_work_mem must look like '512MB' or '2GB', got {maintenance_work_mem!r}")
         with self._transaction() as conn:
             conn.execute(f"SET LOCAL maintenance_work_mem = '{maintenance_work_mem}'")
-            conn.execute(self._sql("REINDEX INDEX {hnsw}"))
+            conn.execute(self._sql("DROP INDEX IF EXISTS {hnsw}"))
+            conn.execute(self._sql(_HNSW, m=sql.Literal(self.m), ef_construction=sql.Literal(self.ef_construction)))
 
     # ------------------------------------------------------------------ reads (all owner-scoped)
     def get(self, ids: Iterable[str], owner: str) -> list[Memory]:
