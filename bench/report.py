@@ -18,7 +18,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
 
-SECTIONS = ("quality", "encoding", "search", "manager", "training")
+SECTIONS = ("quality", "encoding", "search", "manager", "store", "training")
 IMG_DIR = "img"
 SEARCH_P50_TARGET_MS = 5.0
 SEARCH_RECALL_TARGET = 0.95
@@ -243,6 +243,25 @@ def manager_section(payload: dict, out: Path, targets: list) -> list[str]:
     return lines
 
 
+def store_section(payload: dict, out: Path, targets: list) -> list[str]:
+    rows = payload["results"]["rows"]
+    lines = ["Both stores through the store contract, in one run: bulk load (upsert in batches of 1,000) and one "
+             "index build, batch-1 `search` (k=10) with and without a selective filter (kind, 1 memory in 100), "
+             "recall@10 against exact search over the same vectors, then live upserts into the built index.", "",
+             table(["store", "n", "load s", "index build s", "bulk ingest /s", "live upsert /s", "search p50 ms",
+                    "search p99 ms", "recall@10", "filtered p50 ms", "filtered recall@10", "filtered filled",
+                    "bytes / vector"],
+                   [[row["store"], size(row["n"]), fmt(row["load_s"]), fmt(row["index_build_s"]),
+                     fmt(row["bulk_ingest_per_s"], 0), fmt(row["live_upsert_per_s"], 0), fmt(row["search"]["p50_ms"], 2),
+                     fmt(row["search"]["p99_ms"], 2), fmt(row["search"]["recall_at_10"], 3),
+                     fmt(row["filtered"]["p50_ms"], 2), fmt(row["filtered"]["recall_at_10"], 3),
+                     fmt(row["filtered"]["filled"], 2), fmt(row.get("bytes_per_vector"), 0)] for row in rows])]
+    filled = min(row["filtered"]["filled"] for row in rows)
+    targets.append(["store contract: a selective filter still returns k results (both stores)",
+                    f"filled {filled:.2f} of k", "met" if filled == 1.0 else "missed"])
+    return lines
+
+
 def training_section(payload: dict, out: Path, targets: list) -> list[str]:
     r = payload["results"]
     log = r.get("from_training_log")
@@ -260,10 +279,11 @@ def training_section(payload: dict, out: Path, targets: list) -> list[str]:
 
 
 TITLES = {"quality": "Retrieval quality", "encoding": "Encoding speed", "search": "Vector search at scale",
-          "manager": "Memory manager as the archive grows", "training": "Encoder training speed"}
+          "manager": "Memory manager as the archive grows", "store": "Stores: embedded and PostgreSQL",
+          "training": "Encoder training speed"}
 WRITERS: dict[str, Callable[[dict, Path, list], list[str]]] = {
     "quality": quality_section, "encoding": encoding_section, "search": search_section,
-    "manager": manager_section, "training": training_section}
+    "manager": manager_section, "store": store_section, "training": training_section}
 
 
 def write_report(payloads: dict[str, dict], out: Path, *, quick: bool = False, failures: dict[str, str] | None = None) -> Path:
