@@ -1,22 +1,35 @@
 """Vector search at scale: FaissRetriever exact and approximate (IVF, HNSW) against numpy and torch
 brute force, on real MiniLM embeddings of LoCoMo scaled up with noise (see bench.embeddings).
 
-Per size and method: build time, memory (RSS delta of the process while building), latency at
-batch 1 (p50, p99 over real question vectors), throughput at batch 1024 (queries per second) and
-recall@10 against exact search. The approximate indexes are swept over nprobe / efSearch and the
-smallest setting with recall@10 >= the target is reported as the main row.
+Per size and method: build time (add, which builds a new owner's index, and the first search),
+memory (RSS delta of the process while building, and the bytes the index stores per memory), latency
+at batch 1 (p50, p99 over real question vectors), throughput at batch 1024 (queries per second) and
+recall@10 against exact search. The approximate kinds (IVF, IVF-SQ8, HNSW) are built with the
+retriever's defaults for the size and swept over nprobe / efSearch through the per-search options;
+the default setting is the main row. Then, on the same index, 1,000 memories (the queries' exact
+best matches) are deleted and the first search after it is timed, with a check that none comes back.
 """
 
 from __future__ import annotations
 
 import gc
 import math
+import os
 import sys
 import time
+
 import numpy as np
 
-from bench.common import CACHE_DIR, latency_summary, parser, rss_mb, single_thread, write_result
+from bench.common import (
+    CACHE_DIR,
+    latency_summary,
+    parser,
+    rss_mb,
+    single_thread,
+    write_result,
+)
 from bench.embeddings import DEFAULT_NOISE, real_embeddings, scaled
+from memnets.retrieval.faiss_retriever import ivf_lists
 
 OWNER = "bench"
 K = 10
@@ -29,14 +42,8 @@ QUICK_EF_SEARCHES = (16, 32, 64)
 FULL_SIZES = (10_000, 100_000, 1_000_000)
 QUICK_SIZES = (10_000,)
 HNSW_UNMEASURED_MAX = 100_000
-
-
-def ivf_lists(n: int) -> int:
-    """IVF list count: the largest power of two <= sqrt(n) (64 at 10k, 256 at 100k, 512 at 1M).
-
-    Fewer lists than FaissRetriever's own "ivf" rule (4*sqrt(n)): k-means over n/nlist * nlist^2
-    grows with nlist^2 and is the build cost on a few cores."""
-    return max(8, 2 ** int(math.floor(math.log2(math.sqrt(n)))))
+KINDS = ("ivf", "ivf-sq8", "hnsw")  # "ivf" is what index="auto" picks from 50,000 memories per owner
+DELETES = 1_000
 
 
 def brute_numpy(data: np.ndarray, queries: np.ndarray, k: int = K, chunk: int = 64) -> np.ndarray:
@@ -97,18 +104,44 @@ def log(row: dict) -> None:
           f"{row['throughput']['qps']:.0f} q/s, recall@10 {row['recall@10']:.3f}", file=sys.stderr, flush=True)
 
 
-def set_nprobe(retriever, nprobe: int) -> None:
-    """Set nprobe on the retriever's built IVF index (FaissRetriever applies its nprobe only when
-    building, unlike ef_search, so the sweep reaches into the built index)."""
-    import faiss
+def deleted_ids(truth: list[list[str]], count: int) -> list[str]:
+    """The ``count`` memories whose deletion hurts most: the exact best matches of the queries,
+    first the top-1 of every query, then the top-2, and so on."""
+    doomed: dict[str, None] = {}
+    for rank in range(K):
+        for row in truth:
+            if len(doomed) < count:
+                doomed.setdefault(row[rank])
+    return list(doomed)
 
-    ivf = faiss.extract_index_ivf(retriever._owners[OWNER].search_index)
-    ivf.nprobe = int(nprobe)
+
+def delete_figures(retriever, doomed: list[str], queries: np.ndarray, batch: np.ndarray, latency_calls: int) -> dict:
+    """Delete ``doomed`` in one call, then time the first batch-1 search after it (nothing rebuilt
+    in between), batch-1 latency after it, and check that no deleted memory comes back and every
+    row still has k results."""
+    start = time.perf_counter()
+    removed = retriever.remove(doomed)
+    remove_s = time.perf_counter() - start
+    with single_thread():
+        start = time.perf_counter()
+        retriever.search(queries[:1], K, OWNER)
+        first_ms = (time.perf_counter() - start) * 1000
+    latency = time_calls(lambda q: retriever.search(q, K, OWNER)[0], queries, latency_calls)
+    found, _ = retriever.search(batch, K, OWNER)
+    gone = set(doomed)
+    out = {"deleted": removed, "remove_ms": remove_s * 1000, "first_search_ms": first_ms, "latency_after": latency,
+           "deleted_returned": sum(len(gone.intersection(row)) for row in found),
+           "short_rows": sum(len(row) < K for row in found), "tombstones": retriever.stats(OWNER)["tombstones"]}
+    if out["tombstones"]:  # HNSW: the compaction that would run in the background, timed here on its own
+        start = time.perf_counter()
+        retriever.compact(OWNER)
+        out["compact_s"] = time.perf_counter() - start
+    return out
 
 
 def bench_size(data: np.ndarray, queries: np.ndarray, batch: np.ndarray, *, latency_calls: int,
                exact_calls: int, build_hnsw: bool, repeats: int, nprobes=NPROBES,
-               ef_searches=EF_SEARCHES) -> tuple[list[dict], list[str]]:
+               ef_searches=EF_SEARCHES, kinds=KINDS, deletes: int = DELETES) -> tuple[list[dict], list[str]]:
     """All methods at one size: rows of results and notes."""
     import torch
 
@@ -123,16 +156,18 @@ def bench_size(data: np.ndarray, queries: np.ndarray, batch: np.ndarray, *, late
         before = rss_mb()
         start = time.perf_counter()
         retriever = FaissRetriever(data.shape[1], index=index, use_gpu=False, **kwargs)
-        retriever.add(ids, data, OWNER)
-        retriever.search(batch[:1], K, OWNER)  # the approximate index is built lazily at the first search
-        return retriever, time.perf_counter() - start, rss_mb() - before
+        retriever.add(ids, data, OWNER)  # a new owner's first batch builds (and trains) its index
+        retriever.search(batch[:1], K, OWNER)
+        seconds = time.perf_counter() - start
+        return retriever, seconds, rss_mb() - before
 
-    def search_with(retriever):
-        return lambda q: retriever.search(q, K, OWNER)[0]
+    def search_with(retriever, **options):
+        return lambda q: retriever.search(q, K, OWNER, **options)[0]
 
     # exact FAISS: the ground truth for recall
     exact, seconds, memory = build("flat")
     row = {"method": "FaissRetriever flat (exact)", "n": n, "build_s": seconds, "memory_mb": memory,
+           "index_bytes_per_memory": exact.stats(OWNER)["bytes"] / n,
            "latency": time_calls(search_with(exact), queries, exact_calls)}
     row["throughput"], truth = time_batch(search_with(exact), batch, 1 if n >= 500_000 else repeats)
     row["recall@10"] = 1.0
@@ -154,41 +189,51 @@ def bench_size(data: np.ndarray, queries: np.ndarray, batch: np.ndarray, *, late
         rows.append(row)
         log(row)
     print(f"[search] n={n} brute force done", file=sys.stderr)
+    doomed = deleted_ids(truth, min(deletes, n // 10))
 
-    # IVF, swept over nprobe
-    nlist = ivf_lists(n)
-    retriever, seconds, memory = build(f"IVF{nlist},Flat", exact_below=0)
-    rows.extend(sweep(f"FaissRetriever IVF{nlist},Flat", "nprobe", [p for p in nprobes if p <= nlist],
-                      lambda p: set_nprobe(retriever, p), search_with(retriever), n, seconds, memory,
-                      queries, batch, truth, latency_calls, repeats))
-    del retriever
-    print(f"[search] n={n} ivf done", file=sys.stderr)
-
-    # HNSW, swept over efSearch (skipped above hnsw_max: its build is the cost on few cores)
-    if build_hnsw:
-        retriever, seconds, memory = build("hnsw", exact_below=0)
-        rows.extend(sweep("FaissRetriever hnsw (M=32, efConstruction=200)", "efSearch", ef_searches,
-                          lambda e: setattr(retriever, "ef_search", e), search_with(retriever), n, seconds,
-                          memory, queries, batch, truth, latency_calls, repeats))
+    # the approximate kinds with their defaults for this size, each swept over nprobe / efSearch, then
+    # the same index after deleting the queries' best matches (HNSW skipped above its build budget)
+    for kind in kinds:
+        if kind == "hnsw" and not build_hnsw:
+            continue
+        retriever, seconds, memory = build(kind, exact_below=0)
+        stats = retriever.stats(OWNER)
+        if "nlist" in stats:
+            method, knob, option = f"FaissRetriever {kind} (IVF{stats['nlist']})", "nprobe", "nprobe"
+            values = sorted({p for p in nprobes if p <= stats["nlist"]} | {stats["nprobe"]})
+            default = stats["nprobe"]
+        else:
+            method = f"FaissRetriever {kind} (M={retriever.hnsw_m}, efConstruction={retriever.ef_construction})"
+            knob, option = "efSearch", "ef_search"
+            values, default = sorted(set(ef_searches) | {retriever.ef_search}), retriever.ef_search
+        swept = sweep(method, knob, values, lambda value, r=retriever, o=option: search_with(r, **{o: value}), n,
+                      seconds, memory, queries, batch, truth, latency_calls, repeats, default)
+        for row in swept:
+            row["index_bytes_per_memory"] = stats["bytes"] / n
+        default_row = next(row for row in swept if row["default"])
+        default_row["delete"] = delete_figures(retriever, doomed, queries, batch, latency_calls)
+        print(f"[search] n={n:,} {method} after deleting {len(doomed):,}: {default_row['delete']}", file=sys.stderr,
+              flush=True)
+        rows.extend(swept)
         del retriever
-        print(f"[search] n={n} hnsw done", file=sys.stderr)
-    gc.collect()
+        gc.collect()
+        print(f"[search] n={n} {kind} done", file=sys.stderr)
     return rows, notes
 
 
-def sweep(method, knob, values, set_knob, search, n, build_s, memory_mb, queries, batch, truth,
-          latency_calls, repeats) -> list[dict]:
-    """One row per knob value (until recall reaches SWEEP_STOP); the smallest value meeting
-    RECALL_TARGET is marked chosen."""
+def sweep(method, knob, values, searcher, n, build_s, memory_mb, queries, batch, truth,
+          latency_calls, repeats, default) -> list[dict]:
+    """One row per knob value (until recall reaches SWEEP_STOP; the default is always measured); the
+    smallest value meeting RECALL_TARGET is marked chosen, the retriever's default marked default."""
     rows = []
     for value in values:
-        if rows and rows[-1]["recall@10"] >= SWEEP_STOP:
+        if rows and rows[-1]["recall@10"] >= SWEEP_STOP and value > default:
             break
-        set_knob(value)
+        search = searcher(value)
         throughput, found = time_batch(search, batch, repeats)
         rows.append({"method": method, "n": n, knob: value, "build_s": build_s, "memory_mb": memory_mb,
                      "latency": time_calls(search, queries, latency_calls), "throughput": throughput,
-                     "recall@10": recall_against(found, truth), "chosen": False})
+                     "recall@10": recall_against(found, truth), "chosen": False, "default": value == default})
         log(rows[-1])
     good = [row for row in rows if row["recall@10"] >= RECALL_TARGET]
     (good[0] if good else rows[-1])["chosen"] = True
@@ -197,7 +242,8 @@ def sweep(method, knob, values, set_knob, search, n, build_s, memory_mb, queries
 
 def run(base: np.ndarray, queries: np.ndarray, sizes, *, noise: float = DEFAULT_NOISE, latency_calls: int = 300,
         exact_calls: int = 100, exact_budget_s: float = 20.0, hnsw_budget_s: float = 120.0, repeats: int = 2,
-        batch_size: int = 1024, nprobes=NPROBES, ef_searches=EF_SEARCHES) -> tuple[dict, list[str]]:
+        batch_size: int = 1024, nprobes=NPROBES, ef_searches=EF_SEARCHES, kinds=KINDS,
+        deletes: int = DELETES) -> tuple[dict, list[str]]:
     """Benchmark every size; exact methods get fewer batch-1 calls at large n (about exact_budget_s each);
     HNSW is skipped at a size where its build, extrapolated from the previous size, would pass hnsw_budget_s."""
     batch = queries[np.arange(batch_size) % len(queries)]
@@ -220,8 +266,9 @@ def run(base: np.ndarray, queries: np.ndarray, sizes, *, noise: float = DEFAULT_
                              f"(budget {hnsw_budget_s:.0f} s)")
         size_rows, size_notes = bench_size(data, queries, batch, latency_calls=latency_calls, exact_calls=calls,
                                            build_hnsw=build_hnsw, repeats=repeats, nprobes=nprobes,
-                                           ef_searches=ef_searches)
+                                           ef_searches=ef_searches, kinds=kinds, deletes=deletes)
         last_hnsw = next((r for r in size_rows if r["method"].startswith("FaissRetriever hnsw")), last_hnsw)
+        notes.append(f"load at n={n:,}: {' / '.join(f'{x:.2f}' for x in os.getloadavg())} (1 / 5 / 15 min)")
         rows += size_rows
         notes += size_notes
         del data
@@ -235,20 +282,29 @@ def main(argv: list[str] | None = None) -> int:
                    help="comma-separated memory counts (default 10k,100k,1M; --quick: 10k)")
     p.add_argument("--hnsw-budget", type=float, default=120.0,
                    help="skip HNSW where its extrapolated build time passes this many seconds (default 120)")
+    p.add_argument("--kinds", type=lambda s: tuple(s.split(",")), default=KINDS,
+                   help=f"approximate FaissRetriever kinds to measure (default {','.join(KINDS)})")
+    p.add_argument("--deletes", type=int, default=DELETES,
+                   help=f"memories deleted before the after-delete figures (default {DELETES:,}; at most n/10)")
     args = p.parse_args(argv)
     sizes = args.sizes or (QUICK_SIZES if args.quick else FULL_SIZES)
     nprobes, ef_searches = (QUICK_NPROBES, QUICK_EF_SEARCHES) if args.quick else (NPROBES, EF_SEARCHES)
     base, queries = real_embeddings(CACHE_DIR)
     settings = {"sizes": list(sizes), "k": K, "noise_std": DEFAULT_NOISE, "real_memories": len(base),
                 "query_vectors": len(queries), "batch": 1024, "hnsw_budget_s": args.hnsw_budget,
-                "ivf_lists": {n: ivf_lists(n) for n in sizes}, "nprobes": list(nprobes),
+                "ivf_lists": {n: ivf_lists(n) for n in sizes}, "nprobes": list(nprobes), "kinds": list(args.kinds),
+                "deletes": args.deletes,
                 "ef_searches": list(ef_searches), "latency_threads": 1,
                 "throughput_threads": __import__("faiss").omp_get_max_threads()}
     results, notes = run(base, queries, sizes, hnsw_budget_s=args.hnsw_budget, latency_calls=100 if args.quick else 200,
-                         nprobes=nprobes, ef_searches=ef_searches)
+                         nprobes=nprobes, ef_searches=ef_searches, kinds=args.kinds, deletes=args.deletes)
     notes.insert(0, "batch-1 latency is measured on one thread (torch, BLAS, FAISS OpenMP), throughput at batch "
-                    "1024 on all cores; memory is the RSS growth while building (FaissRetriever keeps an exact "
-                    "master copy next to an approximate index)")
+                    "1024 on all cores; memory MB is the RSS growth while building, index B/memory what the "
+                    "index stores per memory (FaissRetriever keeps one copy: the index itself)")
+    notes.insert(1, f"after delete: {args.deletes:,} memories (at most n/10), the exact best matches of the queries, "
+                    "removed in one call; then the first batch-1 search (nothing rebuilt in between), batch-1 p50, "
+                    "and a batch search checked for deleted ids and rows short of k. HNSW keeps tombstones; its "
+                    "compaction (a background rebuild in use) is timed on its own")
     notes.insert(0, f"memories: {len(base):,} real MiniLM vectors (LoCoMo turns + observation facts); larger sizes "
                     f"repeat them with Gaussian noise (std {DEFAULT_NOISE} per dimension) and renormalise, so each real "
                     f"memory has near-duplicates. Queries: the {len(queries):,} LoCoMo questions.")

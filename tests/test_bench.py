@@ -61,11 +61,15 @@ def test_brute_force_agrees_with_exact_faiss(search_results):
         assert rows[("numpy brute force", n)]["recall@10"] == pytest.approx(1.0)
         assert rows[("torch brute force", n)]["recall@10"] == pytest.approx(1.0)
     swept = [r for r in results["rows"] if "chosen" in r]
-    assert {r["method"].split(",")[0] for r in swept} >= {"FaissRetriever IVF16", "FaissRetriever hnsw (M=32"}
-    for key in {(r["method"], r["n"]) for r in swept}:  # exactly one chosen setting per index and size
+    assert {r["method"].split(" (")[0] for r in swept} == {"FaissRetriever ivf", "FaissRetriever ivf-sq8",
+                                                          "FaissRetriever hnsw"}
+    for key in {(r["method"], r["n"]) for r in swept}:  # exactly one chosen and one default setting per index and size
         assert sum(r["chosen"] for r in swept if (r["method"], r["n"]) == key) == 1
-    ivf = [r for r in swept if "IVF" in r["method"] and r["n"] == 600]
-    assert ivf[-1]["recall@10"] >= ivf[0]["recall@10"]  # visiting every list is at least as good as one
+        default = [r for r in swept if (r["method"], r["n"]) == key and r["default"]]
+        assert len(default) == 1 and default[0]["delete"]["deleted"] == key[1] // 10
+        assert default[0]["delete"]["deleted_returned"] == 0 and default[0]["delete"]["short_rows"] == 0
+    ivf = [r for r in swept if r["method"].startswith("FaissRetriever ivf (") and r["n"] == 600]
+    assert ivf[-1]["recall@10"] >= ivf[0]["recall@10"]  # visiting more lists is at least as good as one
 
 
 def test_report_has_tables_plots_and_raw_json(search_results, tmp_path):
