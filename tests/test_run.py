@@ -44,3 +44,28 @@ def test_bad_pipeline_configs_are_named(tmp_path):
     path.write_text(yaml.safe_dump({"steps": [{"name": "x", "run": []}, {"name": "x", "run": []}]}))
     with pytest.raises(ValueError, match="unique"):
         load_steps(path)
+
+
+def test_steps_create_the_folders_they_write(tmp_path, tiny_locomo_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # a fresh working folder: nothing exists under it yet
+    config = _pipeline(tmp_path, tiny_locomo_path, [
+        ("data", ["data", "prepare", "-c", "DATA"]),
+        ("evaluate", ["eval", "retrieval", "bm25", "-c", "DATA", "--split", "test", "--json", "runs/eval/new/bm25.json"]),
+    ])
+    assert main(["run", "-c", str(config)]) == 0
+    assert "recall@10" in (tmp_path / "runs" / "eval" / "new" / "bm25.json").read_text()
+
+
+def test_packaged_pipelines_are_named_from_any_folder(tmp_path, monkeypatch, capfd):
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", "-c", "pipeline/smoke", "--dry-run"]) == 0
+    out = capfd.readouterr().out
+    names = ["data", "encoder", "importance", "gate", "evaluate-heads", "export", "evaluate-retrieval"]
+    positions = [out.index(f"=== step {name}:") for name in names]
+    assert positions == sorted(positions)
+    assert main(["run", "-c", "configs/pipeline/cpu.yaml", "--dry-run"]) == 0  # the older spelling
+    assert "memnets fit encoder -c encoder/cpu" in capfd.readouterr().out
+    with pytest.raises(SystemExit) as exit_info:
+        main(["run", "-c", "pipeline/tpu"])
+    assert exit_info.value.code == 2
+    assert "'pipeline/tpu' is neither a file nor a packaged config" in capfd.readouterr().err
