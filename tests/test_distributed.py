@@ -41,7 +41,9 @@ def _data(batch=6, hard=2, d_in=8):
 
 
 def _loss(model, loss_fn, q, p, n, keys, query_keys, hard_keys):
-    embed = lambda x: F.normalize(model(x), dim=-1)
+    def embed(x):
+        return F.normalize(model(x), dim=-1)
+
     return loss_fn(
         embed(q), embed(p), embed(n),
         positive_keys=keys, query_positive_keys=query_keys, hard_negative_keys=hard_keys,
