@@ -93,34 +93,42 @@ def test_stdio_round_trip(tmp_path, tiny_model_dir):
 
     tea_id = anyio.run(run)
     # what the server wrote is in the memory folder
-    with memnets.open(folder) as memory:
+    with memnets.open(folder, encoder=tiny_model_dir) as memory:
         assert memory.users() == ["alice"]
         assert [m.content for m in memory.list_memories(user="alice")] == ["Alice drinks black tea"]
         assert memory.get(tea_id, user="alice").metadata == {"source": "chat"}
 
 
 def test_single_user_server_refuses_other_users(tmp_path, tiny_model_dir):
-    folder = tmp_path / "memory"
+    """``--user``: the server object in this process, reached by the SDK's client over its in-memory transport."""
+    from mcp.shared.memory import create_connected_server_and_client_session
 
-    async def run():
-        async with stdio_session(folder, tiny_model_dir, "--user", "alice") as session:
-            await call(session, "add_memory", text="Alice's secret", user_id="alice")
-            for tool, args in [
-                ("add_memory", {"text": "intrusion"}),
-                ("search_memory", {"query": "Alice's secret"}),
-                ("list_memories", {}),
-                ("get_memory", {"memory_id": "x"}),
-                ("update_memory", {"memory_id": "x", "text": "y"}),
-                ("delete_memory", {"memory_id": "x"}),
-                ("delete_all_memories", {}),
-            ]:
-                message = await error_of(session, tool, user_id="mallory", **args)
-                assert "serves user 'alice' only" in message and "'mallory'" in message
+    from memnets.integrations.mcp_server import build_server
 
-    anyio.run(run)
-    with memnets.open(folder) as memory:
+    with memnets.open(tmp_path / "memory", encoder=tiny_model_dir) as memory:
+        server = build_server(memory, user="alice")
+
+        async def run():
+            async with create_connected_server_and_client_session(server) as session:
+                secret = await call(session, "add_memory", text="Alice's secret", user_id="alice")
+                for tool, args in [
+                    ("add_memory", {"text": "intrusion"}),
+                    ("search_memory", {"query": "Alice's secret"}),
+                    ("list_memories", {}),
+                    ("get_memory", {"memory_id": secret["id"]}),
+                    ("update_memory", {"memory_id": secret["id"], "text": "overwritten"}),
+                    ("delete_memory", {"memory_id": secret["id"]}),
+                    ("delete_all_memories", {}),
+                ]:
+                    message = await error_of(session, tool, user_id="mallory", **args)
+                    assert "serves user 'alice' only" in message and "'mallory'" in message
+                assert "user_id must be a non-empty string" in await error_of(session, "list_memories", user_id="")
+
+        anyio.run(run)
         assert memory.users() == ["alice"]
         assert [m.content for m in memory.list_memories(user="alice")] == ["Alice's secret"]
+        with pytest.raises(ValueError, match="user"):
+            build_server(memory, user="")
 
 
 def _free_port() -> int:
