@@ -26,7 +26,7 @@ def test_an_existing_file_wins_over_the_packaged_config(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     edited = tmp_path / "configs" / "pipeline" / "cpu.yaml"
     edited.parent.mkdir(parents=True)
-    edited.write_text("steps: [{name: only, run: [data, prepare]}]\n")
+    edited.write_text("steps: {only: [data, prepare]}\n")
     assert resolve_config("configs/pipeline/cpu.yaml") == Path("configs/pipeline/cpu.yaml")
     assert load_steps("configs/pipeline/cpu.yaml") == [("only", ["data", "prepare"])]
 

@@ -12,7 +12,8 @@ def _pipeline(tmp_path, tiny_locomo_path, steps):
     data.write_text(yaml.safe_dump({"path": str(tiny_locomo_path), "cache_dir": str(tmp_path / "cache"),
                                     "splits": {"train": ["tiny-1"], "validation": [], "test": ["tiny-2"]}}))
     path = tmp_path / "pipeline.yaml"
-    path.write_text(yaml.safe_dump({"steps": [{"name": n, "run": [a.replace("DATA", str(data)) for a in argv]} for n, argv in steps]}))
+    path.write_text(yaml.safe_dump({"steps": {n: [a.replace("DATA", str(data)) for a in argv] for n, argv in steps}},
+                                   sort_keys=False))
     return path
 
 
@@ -38,12 +39,19 @@ def test_run_resumes_from_a_step(tmp_path, tiny_locomo_path, capfd):
 
 def test_bad_pipeline_configs_are_named(tmp_path):
     path = tmp_path / "p.yaml"
-    path.write_text(yaml.safe_dump({"steps": [{"name": "x", "run": "data prepare"}]}))
-    with pytest.raises(ValueError, match=r"p\.yaml: steps\[0\]"):
+    path.write_text(yaml.safe_dump({"steps": {"x": "data prepare"}}))
+    with pytest.raises(ValueError, match=r"p\.yaml: step 'x' should be a non-empty list"):
         load_steps(path)
-    path.write_text(yaml.safe_dump({"steps": [{"name": "x", "run": []}, {"name": "x", "run": []}]}))
-    with pytest.raises(ValueError, match="unique"):
+    path.write_text(yaml.safe_dump({"steps": [{"name": "x", "run": ["data", "prepare"]}]}))
+    with pytest.raises(ValueError, match="mapping under 'steps'"):
         load_steps(path)
+
+
+def test_a_pipeline_on_a_base_replaces_only_its_steps(tmp_path):
+    gpu = load_steps("pipeline/gpu")
+    cpu = load_steps("pipeline/cpu")
+    assert [name for name, _ in gpu] == [name for name, _ in cpu]
+    assert [(n, a) for (n, a), (_, b) in zip(gpu, cpu) if a != b] == [("encoder", ["fit", "encoder", "-c", "encoder/gpu"])]
 
 
 def test_steps_create_the_folders_they_write(tmp_path, tiny_locomo_path, monkeypatch):
@@ -64,7 +72,7 @@ def test_packaged_pipelines_are_named_from_any_folder(tmp_path, monkeypatch, cap
     positions = [out.index(f"=== step {name}:") for name in names]
     assert positions == sorted(positions)
     assert main(["run", "-c", "configs/pipeline/cpu.yaml", "--dry-run"]) == 0  # the older spelling
-    assert "memnets fit encoder -c encoder/cpu" in capfd.readouterr().out
+    assert "memnets fit encoder -c encoder/cpu\n" in capfd.readouterr().out
     with pytest.raises(SystemExit) as exit_info:
         main(["run", "-c", "pipeline/tpu"])
     assert exit_info.value.code == 2

@@ -1,6 +1,6 @@
 """`memnets run -c pipeline/cpu`: the whole pipeline from one config.
 
-A pipeline config is data: a list of named steps, each the argv of one `memnets` command
+A pipeline config is data: named steps in order, each the argv of one `memnets` command
 (prepare data, fit the encoder and both heads, export the pack, evaluate). Each step runs as its
 own process (`python -m memnets ...`), so that a DDP step can launch its ranks as it would from a
 shell, and a failure stops the run with the step's name and exit code. The GPU pipeline is the same
@@ -15,27 +15,27 @@ import sys
 import time
 from pathlib import Path
 
-import yaml
 from rich.table import Table
 
-from memnets.configs import resolve_config
+from memnets.configs import load_config
 from memnets.console import print_table
 
 
 def load_steps(path: str | Path) -> list[tuple[str, list[str]]]:
-    """[(name, argv)] from a pipeline YAML `steps: [{name: ..., run: [memnets argv ...]}, ...]`."""
-    raw = yaml.safe_load(resolve_config(path).read_text()) or {}
-    steps = raw.get("steps")
-    if not isinstance(steps, list) or not steps:
-        raise ValueError(f"{path}: expected a non-empty list under 'steps'")
+    """[(name, argv)] from a pipeline YAML `steps: {name: [memnets argv ...], ...}`, in file order.
+
+    Steps are a mapping so that a pipeline can start from another with `base:` and replace only the
+    steps that differ (pipeline/gpu is pipeline/cpu with the GPU encoder config).
+    """
+    config = load_config(path)
+    steps = config.get("steps")
+    if not isinstance(steps, dict) or not steps:
+        raise ValueError(f"{path}: expected a non-empty mapping under 'steps' (step name: [memnets argv ...])")
     parsed = []
-    for i, step in enumerate(steps):
-        if not (isinstance(step, dict) and isinstance(step.get("name"), str) and isinstance(step.get("run"), list)):
-            raise ValueError(f"{path}: steps[{i}] should be {{name: str, run: [argv, ...]}}, got {step!r}")
-        parsed.append((step["name"], [str(arg) for arg in step["run"]]))
-    names = [name for name, _ in parsed]
-    if len(set(names)) != len(names):
-        raise ValueError(f"{path}: step names must be unique, got {names}")
+    for name, argv in steps.items():
+        if not (isinstance(argv, list) and argv):
+            raise ValueError(f"{path}: step {name!r} should be a non-empty list of memnets arguments, got {argv!r}")
+        parsed.append((str(name), [str(arg) for arg in argv]))
     return parsed
 
 
