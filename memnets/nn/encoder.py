@@ -14,8 +14,9 @@ tokenisation and are saved with the model (also as sentence-transformers prompts
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal, Mapping, Sequence
+from typing import Any, Literal
 
 import torch
 import torch.nn.functional as F
@@ -73,7 +74,7 @@ class MemoryEncoder(torch.nn.Module):
         query_prefix: str | None = None,
         memory_prefix: str | None = None,
         backbone_config: Mapping[str, Any] | None = None,
-    ) -> "MemoryEncoder":
+    ) -> MemoryEncoder:
         """Load a backbone (any HF encoder folder) or a folder written by :meth:`save_pretrained`.
 
         Arguments left as ``None`` take the value saved in the folder's ``memnets_encoder.json``
@@ -273,6 +274,19 @@ class MemoryEncoder(torch.nn.Module):
         finally:
             self.train(was_training)
         return out
+
+
+def encoder_dim(path: str | Path | None = None) -> int:
+    """The size of the vectors of the encoder saved in ``path`` (None: the bundled backbone), read from
+    its config files without loading any weights: what a head built for that encoder must take."""
+    path = Path(path or DEFAULT_BACKBONE)
+    if not path.is_dir():
+        raise FileNotFoundError(f"encoder path {str(path)!r} is not a folder with a Hugging Face model")
+    if (path / CONFIG_NAME).is_file():
+        saved = json.loads((path / CONFIG_NAME).read_text())
+        if isinstance(saved.get("dim"), int):
+            return saved["dim"]
+    return int(AutoConfig.from_pretrained(path).hidden_size)
 
 
 def _write_json(path: Path, payload) -> None:
