@@ -50,13 +50,20 @@ def gate_data(tiny_model_dir, data_config):
     return datamodule
 
 
-def fit(module, datamodule, epochs: int):
+def build(module_class, datamodule, **kwargs):
+    """The module for ``datamodule``'s embedding size, its head initialised from seed 0."""
     L.seed_everything(0, verbose=False)
+    return module_class(dim=datamodule.dim, **kwargs)
+
+
+def fit(module, datamodule, epochs: int, checkpoint=None):
     trainer = L.Trainer(
         max_epochs=epochs, accelerator="cpu", logger=False, enable_checkpointing=False,
         enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
     )
     trainer.fit(module, datamodule)
+    if checkpoint is not None:
+        trainer.save_checkpoint(checkpoint)
     return module.head
 
 
@@ -103,8 +110,9 @@ def test_embedding_cache_is_reused_and_keyed_by_texts(tiny_model_dir, tmp_path):
 
 # --------------------------------------------------------------------------------- real fits
 def test_importance_fit_separates_classes_and_chooses_threshold_by_max_f1(importance_data, tmp_path):
-    module = ImportanceModule(hidden_dims=[32], dropout=0.0, lr=1e-2, weight_decay=0.0, output_dir=str(tmp_path / "imp"))
-    head = fit(module, importance_data, epochs=40)
+    module = build(ImportanceModule, importance_data, hidden_dims=[32], dropout=0.0, lr=1e-2, weight_decay=0.0,
+                   output_dir=str(tmp_path / "imp"))
+    head = fit(module, importance_data, epochs=40, checkpoint=tmp_path / "imp.ckpt")
     train = importance_data.splits["train"]
     assert head.use_text_features
     p = head.predict_proba(train["embeddings"], texts=importance_data.texts["train"])
@@ -118,11 +126,18 @@ def test_importance_fit_separates_classes_and_chooses_threshold_by_max_f1(import
     assert saved["threshold"] == pytest.approx(head.threshold)
     loaded = ImportanceHead.load(tmp_path / "imp")
     np.testing.assert_array_equal(loaded.predict_proba(train["embeddings"], texts=importance_data.texts["train"]), p)
+    # the Lightning checkpoint rebuilds the module from its hyperparameters, with the fitted head
+    restored = ImportanceModule.load_from_checkpoint(tmp_path / "imp.ckpt")
+    assert restored.hparams.dim == importance_data.dim and restored.hparams.hidden_dims == [32]
+    assert restored.head.threshold == head.threshold and restored.head.logit_offset == head.logit_offset
+    assert restored.head.metadata == head.metadata
+    np.testing.assert_array_equal(restored.head.predict_proba(train["embeddings"], texts=importance_data.texts["train"]), p)
 
 
 def test_gate_fit_separates_classes_and_keeps_95_percent_recall_on_validation(gate_data, tmp_path):
-    module = GateModule(hidden_dims=[32], dropout=0.0, attention_dim=8, lr=1e-2, weight_decay=0.0, output_dir=str(tmp_path / "gate"))
-    head = fit(module, gate_data, epochs=30)
+    module = build(GateModule, gate_data, hidden_dims=[32], dropout=0.0, attention_dim=8, lr=1e-2, weight_decay=0.0,
+                   output_dir=str(tmp_path / "gate"))
+    head = fit(module, gate_data, epochs=30, checkpoint=tmp_path / "gate.ckpt")
     labels = gate_data.splits["train"]["labels"].numpy()
     p = gate_probabilities(head, gate_data, "train")
     assert roc_auc_score(labels, p) > 0.95
@@ -132,6 +147,20 @@ def test_gate_fit_separates_classes_and_keeps_95_percent_recall_on_validation(ga
     assert (p_val[val_labels == 1] >= head.threshold).mean() >= 0.95
     loaded = RecallGateHead.load(tmp_path / "gate")
     np.testing.assert_array_equal(gate_probabilities(loaded, gate_data, "train"), p)
+    restored = GateModule.load_from_checkpoint(tmp_path / "gate.ckpt")
+    assert restored.hparams.attention_dim == 8 and restored.head.threshold == head.threshold
+    np.testing.assert_array_equal(gate_probabilities(restored.head, gate_data, "train"), p)
+
+
+def test_fit_builds_the_head_for_the_datamodule_encoder(tiny_model_dir, data_config, importance_data):
+    from memnets.lit.cli import build_cli
+
+    cli = build_cli("importance", ["--data.encoder_path", str(tiny_model_dir), "--data.data_config", data_config,
+                                   "--data.progress", "false", "--trainer.logger", "false"], run=False)
+    assert cli.model.head.dim == cli.datamodule.dim == importance_data.dim  # linked, not configured twice
+    other = importance_data.dim + 1
+    with pytest.raises(ValueError, match=f"a head for {other}-d embeddings"):
+        fit(ImportanceModule(dim=other), importance_data, epochs=1)
 
 
 # --------------------------------------------------------------------------------- the nn parts

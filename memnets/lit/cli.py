@@ -20,6 +20,13 @@ COMPONENTS: dict[str, tuple[str, str]] = {
     "gate": ("memnets.lit.heads:GateModule", "memnets.lit.heads:GateDataModule"),
 }
 
+# COMPONENT -> (source, target) arguments linked once the DataModule exists: a head is built in its
+# module's __init__ for the embedding size of the DataModule's encoder.
+LINKS: dict[str, tuple[tuple[str, str], ...]] = {
+    "importance": (("data.dim", "model.dim"),),
+    "gate": (("data.dim", "model.dim"),),
+}
+
 
 def _load(target: str):
     module_name, _, attribute = target.partition(":")
@@ -59,7 +66,14 @@ def build_cli(component: str, args: list[str], run: bool = True):
     if component not in COMPONENTS:
         raise ValueError(f"unknown component {component!r}; expected one of {sorted(COMPONENTS)}")
     module_target, data_target = COMPONENTS[component]
-    return LightningCLI(
+    links = LINKS.get(component, ())
+
+    class LinkedCLI(LightningCLI):
+        def add_arguments_to_parser(self, parser) -> None:
+            for source, target in links:
+                parser.link_arguments(source, target, apply_on="instantiate")
+
+    return LinkedCLI(
         _load(module_target),
         _load(data_target),
         args=["fit", *resolve_config_args(args)] if run else resolve_config_args(args),

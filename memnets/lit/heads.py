@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import math
+from collections.abc import Sequence
 from pathlib import Path
 
 import lightning as L
@@ -34,6 +35,7 @@ from torch.utils.data import (
 from memnets.data.builders import cache_key, prepare_datasets
 from memnets.data.config import SPLIT_NAMES, load_data_config
 from memnets.nn.embedding_cache import EmbeddingTable, embed_texts
+from memnets.nn.encoder import encoder_dim
 from memnets.nn.heads import (
     Head,
     ImportanceHead,
@@ -75,6 +77,7 @@ class HeadDataModule(L.LightningDataModule):
         self.batch_size = batch_size
         self.embedding_cache = embedding_cache
         self.progress = progress
+        self.dim = encoder_dim(encoder_path)  # known before setup, so the head can be built with the module
         self.splits: dict[str, dict[str, torch.Tensor]] = {}
         self.encoder_checksum = ""
         self.data_key = ""
@@ -96,6 +99,8 @@ class HeadDataModule(L.LightningDataModule):
 
     def embed(self, texts, kind: str, cache: str) -> EmbeddingTable:
         table = embed_texts(texts, kind, self.encoder_path, cache_dir=cache, progress=self.progress)
+        if table.dim != self.dim:
+            raise ValueError(f"the encoder {self.encoder_path or 'default backbone'} gave {table.dim}-d vectors, its config says {self.dim}")
         self.encoder_checksum = table.encoder_checksum
         return table
 
@@ -142,7 +147,6 @@ class ImportanceDataModule(HeadDataModule):
 
     def tensorize(self, datasets: dict, cache: str) -> dict[str, dict[str, torch.Tensor]]:
         table = self.turn_table(datasets, cache)
-        self.dim = table.dim
         datasets = datasets[self.task]
         self.texts = {split: list(datasets[split]["text"]) for split in SPLIT_NAMES}
         out = {}
@@ -188,7 +192,7 @@ class GateDataModule(HeadDataModule):
         turns = self.turn_table(datasets, cache)
         datasets = datasets[self.task]
         queries = self.embed([q for split in SPLIT_NAMES for q in datasets[split]["query"]], "query", cache)
-        self.turns, self.dim = turns.vectors, turns.dim
+        self.turns = turns.vectors
         contexts_of = {split: datasets[split]["context"] for split in SPLIT_NAMES}
         width = max([len(ctx) for split in SPLIT_NAMES for ctx in contexts_of[split]] + [1])
         out = {}
@@ -219,16 +223,21 @@ class GateDataModule(HeadDataModule):
 class HeadModule(L.LightningModule):
     """Shared training logic: weighted BCE, validation AUROC/AP, best-epoch restore, threshold, save.
 
+    The subclasses build their head in ``__init__`` from their arguments (the embedding size ``dim``
+    among them; ``memnets fit`` links it from the DataModule) and save those arguments as
+    hyperparameters, so ``load_from_checkpoint`` rebuilds the module; the head's threshold, logit
+    offset and metadata travel in the checkpoint too.
+
     Args:
+        head: the network to fit.
         lr, weight_decay: AdamW settings.
         pos_weight: BCE weight of positives; ``None`` = negatives / positives of the train split.
         select_metric: "ap" or "auroc" on validation; the best epoch by it is kept.
         output_dir: where the fitted head is saved at the end of fit (``None`` = not saved).
     """
 
-    head_class: type[Head] = Head
-
-    def __init__(self, lr: float, weight_decay: float, pos_weight: float | None, select_metric: str, output_dir: str | None):
+    def __init__(self, head: Head, lr: float, weight_decay: float, pos_weight: float | None, select_metric: str,
+                 output_dir: str | None):
         super().__init__()
         if select_metric not in ("ap", "auroc"):
             raise ValueError(f"select_metric must be 'ap' or 'auroc', got {select_metric!r}")
@@ -236,16 +245,13 @@ class HeadModule(L.LightningModule):
         self.pos_weight = pos_weight
         self.select_metric = select_metric
         self.output_dir = output_dir
-        self.head: Head | None = None
+        self.head = head
         self.best_score = -math.inf
         self.best_state: dict | None = None
         self.best_epoch = -1
         self._outputs: list[tuple[torch.Tensor, torch.Tensor]] = []
 
     # hooks the subclasses fill in
-    def build_head(self, dim: int) -> Head:
-        raise NotImplementedError
-
     def logits(self, batch) -> torch.Tensor:
         raise NotImplementedError
 
@@ -260,9 +266,9 @@ class HeadModule(L.LightningModule):
         datamodule = self.trainer.datamodule
         if datamodule is None:
             raise ValueError(f"{type(self).__name__} needs its DataModule (it sets the embedding size and class balance)")
+        if datamodule.dim != self.head.dim:
+            raise ValueError(f"{type(self).__name__} has a head for {self.head.dim}-d embeddings, the DataModule's encoder gives {datamodule.dim}-d")
         datamodule.setup(stage)
-        if self.head is None:
-            self.head = self.build_head(datamodule.dim)
         if self.pos_weight is None:
             self.pos_weight = datamodule.pos_weight
 
@@ -321,15 +327,24 @@ class HeadModule(L.LightningModule):
         if self.output_dir:
             head.save(self.output_dir)
 
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        checkpoint["head"] = {"threshold": self.head.threshold, "logit_offset": self.head.logit_offset,
+                              "metadata": self.head.metadata}
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        saved = checkpoint.get("head", {})
+        self.head.threshold = float(saved.get("threshold", self.head.threshold))
+        self.head.logit_offset = float(saved.get("logit_offset", self.head.logit_offset))
+        self.head.metadata = dict(saved.get("metadata", self.head.metadata))
+
 
 class ImportanceModule(HeadModule):
     """Fits an :class:`ImportanceHead`; threshold = max F1 on validation; best epoch by validation AP."""
 
-    head_class = ImportanceHead
-
     def __init__(
         self,
-        hidden_dims: list[int] = [64],
+        dim: int,
+        hidden_dims: Sequence[int] = (64,),
         dropout: float = 0.3,
         use_text_features: bool = True,
         lr: float = 1e-3,
@@ -338,11 +353,9 @@ class ImportanceModule(HeadModule):
         select_metric: str = "ap",
         output_dir: str | None = "checkpoints/importance",
     ):
-        super().__init__(lr, weight_decay, pos_weight, select_metric, output_dir)
-        self.hidden_dims, self.dropout, self.use_text_features = list(hidden_dims), dropout, use_text_features
-
-    def build_head(self, dim: int) -> ImportanceHead:
-        return ImportanceHead(dim, self.hidden_dims, self.dropout, self.use_text_features)
+        super().__init__(ImportanceHead(dim, list(hidden_dims), dropout, use_text_features), lr, weight_decay, pos_weight,
+                         select_metric, output_dir)
+        self.save_hyperparameters()
 
     def logits(self, batch) -> torch.Tensor:
         return self.head(batch[0], batch[1])
@@ -357,15 +370,14 @@ class ImportanceModule(HeadModule):
 class GateModule(HeadModule):
     """Fits a :class:`RecallGateHead`; threshold = highest keeping 95% recall of needed recalls on validation."""
 
-    head_class = RecallGateHead
-
     def __init__(
         self,
-        hidden_dims: list[int] = [256],
+        dim: int,
+        hidden_dims: Sequence[int] = (256,),
         dropout: float = 0.1,
         attention_dim: int = 64,
         top_k: int = 3,
-        temperatures: list[float] = [0.05, 0.1],
+        temperatures: Sequence[float] = (0.05, 0.1),
         use_vectors: bool = True,
         min_recall: float = 0.95,
         lr: float = 1e-3,
@@ -374,19 +386,11 @@ class GateModule(HeadModule):
         select_metric: str = "auroc",
         output_dir: str | None = "checkpoints/gate",
     ):
-        super().__init__(lr, weight_decay, pos_weight, select_metric, output_dir)
-        self.architecture = dict(
-            hidden_dims=list(hidden_dims),
-            dropout=dropout,
-            attention_dim=attention_dim,
-            top_k=top_k,
-            temperatures=list(temperatures),
-            use_vectors=use_vectors,
-        )
+        head = RecallGateHead(dim, hidden_dims=list(hidden_dims), dropout=dropout, attention_dim=attention_dim, top_k=top_k,
+                              temperatures=list(temperatures), use_vectors=use_vectors)
+        super().__init__(head, lr, weight_decay, pos_weight, select_metric, output_dir)
         self.min_recall = min_recall
-
-    def build_head(self, dim: int) -> RecallGateHead:
-        return RecallGateHead(dim, **self.architecture)
+        self.save_hyperparameters()
 
     def logits(self, batch) -> torch.Tensor:
         query, context, mask, _ = batch
