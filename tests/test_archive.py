@@ -115,9 +115,9 @@ def test_saved_index_is_rebuilt_when_missing_corrupt_stale_or_of_another_kind(tm
     with Archive(tmp_path, DIM) as archive:
         assert archive.index_source == "rebuilt" and results(archive) == expected
     for faiss_file in (tmp_path / INDEX_DIR).glob("*.faiss"):
-        faiss_file.write_bytes(b"garbage")  # corrupt, marker still current
+        faiss_file.write_bytes(b"garbage")  # corrupt, marker still current: caught by the checksum, never parsed
     with Archive(tmp_path, DIM) as archive:
-        assert archive.index_source == "rebuilt" and results(archive) == expected
+        assert archive.index_source == "rebuilt:untrusted" and results(archive) == expected
     shutil.rmtree(tmp_path / INDEX_DIR)
     with Archive(tmp_path, DIM) as archive:
         assert archive.index_source == "rebuilt" and results(archive) == expected

@@ -21,9 +21,23 @@ How the pieces stay consistent (see docs/security.md for the reasoning):
   (incremental vacuum), truncate the WAL (checkpoint) and drop the saved index files, so deleted
   text is gone from disk, not just hidden.
 - With a key, the memory's text and its structured fields are sealed with AES-GCM; owner, id,
-  times, kind, importance, superseded_by and the vector stay in clear but are bound into the
-  associated data, so editing them or swapping ciphertexts between rows is detected (the row
-  format is shared with the PostgreSQL store: :mod:`memnets.store.rows`).
+  t, kind, importance, superseded_by and the vector stay in clear but are bound into the
+  associated data together with the archive's random id and the row's version (incremented on
+  every write of the row), so editing them, swapping ciphertexts between rows, copying a row
+  into another archive, or putting back an older ciphertext of a rewritten row is detected and
+  names the row (the row format is shared with the PostgreSQL store: :mod:`memnets.store.rows`).
+  ``last_access`` is not bound (``touch`` does not re-seal).
+- A replace (upsert of an existing id) scrubs like a delete: the old text and vector leave the
+  SQLite file (secure_delete + checkpoint) and the saved index files are dropped.
+- The saved index files are authenticated before FAISS parses any of them: ``index/index_auth.json``
+  lists each file's sha256 under an HMAC-SHA256 keyed from the archive key (HKDF), or, without a
+  key, under a plain checksum that catches corruption but not a writer of the folder. A file that
+  fails, an unlisted file, or a file name that is not a plain name inside the folder make the
+  open rebuild the index from SQLite and say so (a warning, and ``index_source ==
+  "rebuilt:untrusted"``). The verified bytes are copied into a private temporary folder and
+  FAISS reads that copy, so what is parsed is what was checked.
+- :func:`rotate_key` re-encrypts every row under a new key (and the current KDF parameters) in
+  one SQLite transaction: a crash leaves the archive under exactly one of the two keys.
 - Older versions of a memory (rows with ``superseded_by`` set) stay in the table for ``history``
   but are kept out of the FAISS index, the listings and the counts.
 - Filtered searches rank exactly: SQL selects the owner's current rows that pass the clear-column
@@ -37,14 +51,19 @@ the index; several processes may open the same directory (SQLite's locks plus ``
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
+import logging
 import os
+import re
 import shutil
 import sqlite3
+import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, suppress
 from datetime import datetime
 from pathlib import Path
@@ -52,22 +71,28 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from memnets.memory.crypto import RowCipher
+from memnets.memory.crypto import DEFAULT_KDF, RowCipher
 from memnets.memory.errors import (
     ArchiveError,
     ArchiveFormatError,
     ArchiveIntegrityError,
+    ArchiveKeyError,
 )
 from memnets.records import Memory
+from memnets.retrieval.faiss_retriever import MANIFEST as RETRIEVER_MANIFEST
 from memnets.retrieval.faiss_retriever import FaissRetriever
+from memnets.safefiles import UnsafeFileError, copy_verified, read_regular
 from memnets.store import rows as rowcodec
 from memnets.store.filters import MemoryFilter
 from memnets.timeutil import as_utc
 
-FORMAT_VERSION = 2  # stored in PRAGMA user_version; bump with a migration (_MIGRATIONS) when the schema changes
+FORMAT_VERSION = 3  # stored in PRAGMA user_version; bump with a migration (_MIGRATIONS) when the schema changes
 DB_FILE = "archive.sqlite3"
 INDEX_DIR = "index"
 INDEX_MARKER = "archive_generation.json"
+INDEX_AUTH = "index_auth.json"  # sha256 of every other index file, under an HMAC (key) or a checksum (no key)
+_INDEX_MAC_PURPOSE = b"memnets/index-mac/v1"
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")  # a file directly inside the index folder
 CHANGELOG_KEEP = 100_000  # change-log rows kept for other processes to catch up; older ones force a rebuild
 _LEFTOVER_AGE_S = 3600  # staging copies of the index older than this belong to no live save
 _REBUILD_PROGRESS_FROM = 50_000  # show a progress bar when rebuilding at least this many vectors
@@ -86,19 +111,24 @@ CREATE TABLE memories (
     payload BLOB NOT NULL,                  -- JSON of content and structured fields, sealed with a key
     vector BLOB NOT NULL,                   -- little-endian float32 [dim]
     superseded_by TEXT,                     -- id of the newer version (NULL: a current memory)
+    version INTEGER NOT NULL DEFAULT 1,     -- +1 on every write of the row, bound into the seal
     UNIQUE (owner, id)
 );
 CREATE INDEX memories_owner_t ON memories (owner, t_epoch);
 CREATE INDEX memories_t ON memories (t_epoch);
 CREATE INDEX memories_owner_superseded ON memories (owner, superseded_by);
+CREATE INDEX memories_owner_kind ON memories (owner, kind);  -- kind filters read only matching rows
 CREATE TABLE changes (seq INTEGER PRIMARY KEY AUTOINCREMENT, row INTEGER NOT NULL);
 """
 # format N -> N + 1, run in the open's write transaction (the first open by a newer memnets upgrades)
 _MIGRATIONS = {
     1: ["ALTER TABLE memories ADD COLUMN superseded_by TEXT",
         "CREATE INDEX memories_owner_superseded ON memories (owner, superseded_by)"],
+    2: ["ALTER TABLE memories ADD COLUMN version INTEGER NOT NULL DEFAULT 1",  # + _bind_rows (archive id)
+        "CREATE INDEX IF NOT EXISTS memories_owner_kind ON memories (owner, kind)"],
 }
-_COLUMNS = "row, owner, id, t, last_access, importance, kind, payload, vector, superseded_by"
+log = logging.getLogger(__name__)
+_COLUMNS = "row, owner, id, t, last_access, importance, kind, payload, vector, superseded_by, version"
 _CURRENT = "superseded_by IS NULL"  # rows that search, listings, counts and the FAISS index see
 
 
@@ -136,7 +166,7 @@ class Archive:
         self._conn: sqlite3.Connection | None = None
         self._conn = self._connect(busy_timeout)
         try:
-            self.dim, self._cipher = self._init_schema(dim, key)
+            self.dim, self._cipher, self.archive_id = self._init_schema(dim, key)
             self._retriever: FaissRetriever
             self._generation = 0  # the change-log position the in-memory index reflects
             self._saved_generation = -1  # the generation of the index files on disk (-1: none/unknown)
@@ -165,8 +195,8 @@ class Archive:
         conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
         return conn
 
-    def _init_schema(self, dim: int | None, key: bytes | str | None) -> tuple[int, RowCipher | None]:
-        """Create the schema in a new archive, or check format, dim and key of an existing one."""
+    def _init_schema(self, dim: int | None, key: bytes | str | None) -> tuple[int, RowCipher | None, str]:
+        """Create the schema in a new archive, or check format, dim and key of an existing one (and upgrade it)."""
         path = self.directory / DB_FILE
         with self._write():
             try:
@@ -191,21 +221,67 @@ class Archive:
             for step in range(version, FORMAT_VERSION):
                 for statement in _MIGRATIONS[step]:
                     self._conn.execute(statement)
+            if "archive_id" not in meta:  # format < 3: give the archive its id and bind every row to it
+                meta["archive_id"] = self._bind_rows(cipher)
             if version != FORMAT_VERSION:
                 self._conn.execute(f"PRAGMA user_version = {FORMAT_VERSION}")
-        return stored_dim, cipher
+        return stored_dim, cipher, _text(meta["archive_id"])
 
-    def _create(self, dim: int | None, key: bytes | str | None) -> tuple[int, RowCipher | None]:
+    def _bind_rows(self, cipher: RowCipher | None) -> str:
+        """Upgrade to format 3 inside the open's transaction: a new archive id, and with a key every row
+        re-sealed from the old associated data (no archive id, no version) to the new one."""
+        archive_id = rowcodec.new_store_id()
+        self._conn.execute("INSERT INTO meta (key, value) VALUES ('archive_id', ?)", (archive_id,))
+        if cipher is not None:
+            count = self._reseal(self._conn, cipher, None, cipher, archive_id)
+            log.info("%s: upgraded to archive format 3; %d rows bound to archive id %s", self.directory, count, archive_id)
+        return archive_id
+
+    def _reseal(self, conn: sqlite3.Connection, opener: RowCipher, old_id: str | None, sealer: RowCipher, new_id: str,
+                progress: Callable[[int, int], None] | None = None) -> int:
+        """Inside the caller's write transaction: open every row's payload with ``opener`` (associated data
+        of store id ``old_id``) and seal it again with ``sealer`` (of ``new_id``); returns how many rows."""
+        rows = [r[0] for r in conn.execute("SELECT row FROM memories ORDER BY row")]
+        for done, chunk in enumerate(_chunks(rows, 500), start=1):
+            marks = ",".join("?" * len(chunk))
+            for record in conn.execute(f"SELECT {_COLUMNS} FROM memories WHERE row IN ({marks})", chunk).fetchall():
+                plaintext = opener.open(bytes(record[7]), _record_aad(record, old_id),
+                                        what=f"memory {record[2]!r} of owner {record[1]!r}")
+                conn.execute("UPDATE memories SET payload = ? WHERE row = ?",
+                             (sealer.seal(plaintext, _record_aad(record, new_id)), record[0]))
+            if progress is not None:
+                progress(min(done * 500, len(rows)), len(rows))
+        return len(rows)
+
+    def _rotate(self, key: bytes | str, kdf: dict, progress: Callable[[int, int], None] | None) -> int:
+        """Re-seal every row under ``key`` in one transaction; see :func:`rotate_key`."""
+        if self._cipher is None:
+            raise ArchiveKeyError(f"{self.directory} is not encrypted; there is no key to rotate")
+        cipher, key_meta = rowcodec.new_cipher(key, kdf)
+        with self._lock:
+            # the saved index is authenticated under the old key: drop it first, so that whichever key the
+            # archive ends under, the next open rebuilds it quietly (close() saves it under the new key)
+            self._drop_saved_index()
+            with self._write() as conn:
+                count = self._reseal(conn, self._cipher, self.archive_id, cipher, self.archive_id, progress)
+                conn.executemany("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", key_meta.items())
+            self._cipher = cipher
+            self.compact()  # the old ciphertexts leave the WAL and the free pages
+        return count
+
+    def _create(self, dim: int | None, key: bytes | str | None) -> tuple[int, RowCipher | None, str]:
         if dim is None:
             raise ValueError(f"Archive: {self.directory} holds no archive yet; give dim to create one")
         for statement in _SCHEMA.split(";"):
             if statement.strip():
                 self._conn.execute(statement)
         cipher, key_meta = rowcodec.new_cipher(key)
-        meta = {"dim": dim, "created_with": f"memnets archive format {FORMAT_VERSION}", **key_meta}
+        archive_id = rowcodec.new_store_id()
+        meta = {"dim": dim, "created_with": f"memnets archive format {FORMAT_VERSION}", "archive_id": archive_id,
+                **key_meta}
         self._conn.executemany("INSERT INTO meta (key, value) VALUES (?, ?)", meta.items())
         self._conn.execute(f"PRAGMA user_version = {FORMAT_VERSION}")
-        return dim, cipher
+        return dim, cipher, archive_id
 
     # ------------------------------------------------------------------ transactions
     @contextmanager
@@ -248,19 +324,78 @@ class Archive:
             with suppress(OSError):
                 if time.time() - leftover.stat().st_mtime > _LEFTOVER_AGE_S:
                     shutil.rmtree(leftover, ignore_errors=True)
+        expected = {"generation": generation, "count": count, "dim": self.dim, "index": self.index_kind}
         try:
-            marker = json.loads((folder / INDEX_MARKER).read_text())
-            if marker == {"generation": generation, "count": count, "dim": self.dim, "index": self.index_kind}:
-                retriever = FaissRetriever.load(folder)
-                if len(retriever) == count and retriever.dim == self.dim:
-                    self._retriever, self._generation = retriever, generation
-                    self._saved_generation = generation
-                    self._sync()
-                    return "loaded"
+            # a cheap look first (JSON only): a stale index is rebuilt without hashing it
+            if json.loads(read_regular(folder, INDEX_MARKER)) == expected:
+                with tempfile.TemporaryDirectory(prefix="memnets-index-") as private:
+                    self._copy_verified_index(folder, Path(private))
+                    if json.loads((Path(private) / INDEX_MARKER).read_bytes()) == expected:
+                        retriever = FaissRetriever.load(private)
+                        if len(retriever) == count and retriever.dim == self.dim:
+                            self._retriever, self._generation = retriever, generation
+                            self._saved_generation = generation
+                            self._sync()
+                            return "loaded"
+        except _UntrustedIndex as error:
+            log.warning("%s: the saved index files failed their check (%s); rebuilding the index from SQLite",
+                        folder, error)
+            self._rebuild()
+            return "rebuilt:untrusted"
         except (OSError, ValueError, KeyError, TypeError, RuntimeError):
             pass  # missing, stale, partial or foreign index files: the table is the truth
         self._rebuild()
         return "rebuilt"
+
+    def _index_seal(self, files: dict[str, str]) -> dict[str, str]:
+        """The authentication of index files (name -> sha256) of this archive: an HMAC-SHA256 under a key
+        derived from the archive key, or without a key a plain checksum (catches corruption, not a forger)."""
+        body = json.dumps({"archive_id": self.archive_id, "files": files}, sort_keys=True).encode()
+        if self._cipher is None:
+            return {"checksum_sha256": hashlib.sha256(body).hexdigest()}
+        return {"hmac_sha256": hmac.new(self._cipher.subkey(_INDEX_MAC_PURPOSE), body, "sha256").hexdigest()}
+
+    def _write_index_auth(self, folder: Path) -> None:
+        """Write ``INDEX_AUTH`` into a freshly saved index folder: every file's sha256 and their seal."""
+        files = {name: copy_verified(folder, name, None) for name in sorted(os.listdir(folder))}
+        (folder / INDEX_AUTH).write_text(json.dumps({"files": files, **self._index_seal(files)}, indent=1))
+
+    def _copy_verified_index(self, folder: Path, private: Path) -> None:
+        """Copy the saved index files into ``private`` once they pass their check, before FAISS parses any.
+
+        FileNotFoundError when there is no authentication record (no saved index, or one written by
+        an older memnets): the caller rebuilds. :class:`_UntrustedIndex` when a file is a link, is not
+        listed, is not a plain name, differs from its digest, or the record's seal does not verify.
+        """
+        try:
+            record = json.loads(read_regular(folder, INDEX_AUTH))
+            files = record["files"] if isinstance(record, dict) else None
+            if not isinstance(files, dict) or not all(isinstance(v, str) for v in files.values()):
+                raise _UntrustedIndex(f"{INDEX_AUTH} is not a record of file digests")
+            odd = sorted(name for name in files if not _PLAIN_NAME.fullmatch(name) or name == INDEX_AUTH)
+            if odd:
+                raise _UntrustedIndex(f"{INDEX_AUTH} lists {odd[0]!r}, not a plain file name inside the folder")
+            present = set(os.listdir(folder)) - {INDEX_AUTH}
+            if present != set(files):
+                extra, missing = sorted(present - set(files)), sorted(set(files) - present)
+                raise _UntrustedIndex(f"files not listed: {extra[:3]}, listed but missing: {missing[:3]}")
+            seal = self._index_seal(files)
+            name, value = next(iter(seal.items()))
+            if not isinstance(record.get(name), str) or not hmac.compare_digest(record[name], value):
+                raise _UntrustedIndex(f"the {name} of {INDEX_AUTH} does not verify" +
+                                      (" under this archive's key" if self._cipher is not None else ""))
+            for name, digest in sorted(files.items()):
+                if copy_verified(folder, name, private) != digest:
+                    raise _UntrustedIndex(f"{name}: sha256 differs from {INDEX_AUTH}")
+        except UnsafeFileError as error:
+            raise _UntrustedIndex(f"{error.filename}: {error.strerror}") from None
+        except json.JSONDecodeError as error:
+            raise _UntrustedIndex(f"{INDEX_AUTH} is not valid JSON ({error})") from None
+        manifest = json.loads((private / RETRIEVER_MANIFEST).read_bytes())
+        for entry in manifest.get("owners", []):
+            for name in (entry.get("master"), entry.get("search")):
+                if name is not None and name not in files:
+                    raise _UntrustedIndex(f"{RETRIEVER_MANIFEST} names {name!r}, not a verified file of the folder")
 
     def _rebuild(self) -> None:
         """A fresh index of every vector in the table, at one consistent snapshot."""
@@ -340,6 +475,7 @@ class Archive:
             try:
                 self._retriever.save(staging)
                 (staging / INDEX_MARKER).write_text(json.dumps(marker))
+                self._write_index_auth(staging)
                 if folder.exists():
                     folder.rename(old)
                 staging.rename(folder)
@@ -372,22 +508,31 @@ class Archive:
         Content of any length is stored whole (the encoder, not the archive, truncates).
         """
         memories, array = rowcodec.check_batch(memories, vectors, self.dim, "Archive.upsert")
-        rows = [rowcodec.encode_row(memory, vector, self._cipher, "Archive.upsert") for memory, vector in zip(memories, array)]
+        rows = [rowcodec.encode_row(memory, vector, "Archive.upsert") for memory, vector in zip(memories, array)]
         if not rows:
             return
         with self._lock:
+            replaced = 0
             with self._write() as conn:
                 for row in rows:
+                    stored = conn.execute("SELECT version FROM memories WHERE owner = ? AND id = ?",
+                                          (row.owner, row.id)).fetchone()
+                    replaced += stored is not None
+                    row = rowcodec.seal_row(row, self._cipher, self.archive_id, 1 if stored is None else stored[0] + 1)
                     conn.execute(
                         "INSERT INTO memories (owner, id, t, t_epoch, last_access, importance, kind, payload, vector, "
-                        "superseded_by) VALUES (:owner, :id, :t, :t_epoch, :last_access, :importance, :kind, :payload, "
-                        ":vector, :superseded_by) "
+                        "superseded_by, version) VALUES (:owner, :id, :t, :t_epoch, :last_access, :importance, :kind, "
+                        ":payload, :vector, :superseded_by, :version) "
                         "ON CONFLICT (owner, id) DO UPDATE SET t = excluded.t, t_epoch = excluded.t_epoch, "
                         "last_access = excluded.last_access, importance = excluded.importance, kind = excluded.kind, "
-                        "payload = excluded.payload, vector = excluded.vector, superseded_by = excluded.superseded_by",
+                        "payload = excluded.payload, vector = excluded.vector, superseded_by = excluded.superseded_by, "
+                        "version = excluded.version",
                         vars(row),
                     )  # an update keeps the row number, so logging the row afterwards covers both cases
                     self._log_changes(conn, "owner = ? AND id = ?", (row.owner, row.id))
+            if replaced:  # the old text and vector must leave the disk as after a delete
+                self._drop_saved_index()
+                self.compact()
             self._sync()
 
     def touch(self, ids: Iterable[str], owner: str, when: datetime) -> int:
@@ -656,10 +801,51 @@ class Archive:
 
     # ------------------------------------------------------------------ encoding
     def _decode(self, record: tuple) -> Memory:
-        _, owner, memory_id, t, last_access, importance, kind, payload, vector, superseded_by = record
-        return rowcodec.decode_row(self._cipher, owner=owner, memory_id=memory_id, t=t, last_access=last_access,
+        _, owner, memory_id, t, last_access, importance, kind, payload, vector, superseded_by, version = record
+        return rowcodec.decode_row(self._cipher, store_id=self.archive_id, version=version, owner=owner, memory_id=memory_id, t=t, last_access=last_access,
                                    importance=importance, kind=kind, superseded_by=superseded_by,
                                    payload=payload, vector=vector)
+
+
+def rotate_key(directory: str | os.PathLike, old_key: bytes | str, new_key: bytes | str, *, kdf: dict = DEFAULT_KDF,
+               progress: Callable[[int, int], None] | None = None) -> int:
+    """Re-encrypt the archive at ``directory`` in place from ``old_key`` to ``new_key``; returns how many rows.
+
+    Every row's payload is opened with the old key and sealed again with the new one, and the
+    archive's salt, KDF parameters (``kdf``, default: :data:`memnets.memory.crypto.DEFAULT_KDF`)
+    and key check are replaced, all in one SQLite transaction: a crash or a kill at any point
+    leaves the archive readable with exactly one of the two keys (the old one until the commit,
+    the new one after). Afterwards the old ciphertexts are scrubbed from the file (checkpoint,
+    secure_delete) and the index files are saved again, authenticated under the new key.
+    Rotating to the same passphrase re-derives its key with a new salt and ``kdf``: the way to
+    raise the KDF cost of an existing archive. Copies of the folder taken before (backups) stay
+    readable with the old key. ``progress(done, total)`` is called as rows are re-sealed.
+    Other processes may keep the archive open; their writes wait (busy_timeout) for the
+    transaction, but they hold the old key and must reopen with the new one.
+    """
+    if old_key is None or new_key is None:
+        raise ValueError("rotate_key: old_key and new_key are both required (an archive without a key has none to rotate)")
+    with Archive(directory, None, key=old_key) as archive:
+        count = archive._rotate(new_key, kdf, progress)
+    log.info("%s: %d rows re-encrypted under the new key", directory, count)
+    return count
+
+
+class _UntrustedIndex(Exception):
+    """The saved index files failed their check (see Archive._copy_verified_index); the open rebuilds."""
+
+
+def _text(value: str | bytes) -> str:
+    """A meta value as text (stored as TEXT or, by older writers, as a BLOB)."""
+    return value.decode() if isinstance(value, (bytes, bytearray)) else str(value)
+
+
+def _record_aad(record: tuple, store_id: str | None) -> bytes:
+    """The associated data of a stored record (columns as in ``_COLUMNS``) in a store with this id
+    (``None``: the layout from before archive ids, see :func:`memnets.store.rows.row_aad`)."""
+    _, owner, memory_id, t, _, importance, kind, _, vector, superseded_by, version = record
+    return rowcodec.row_aad(owner, memory_id, t, kind, importance, bytes(vector), superseded_by,
+                            store_id=store_id, version=version)
 
 
 _TOMBSTONES = "CREATE TABLE IF NOT EXISTS deletions (seq INTEGER PRIMARY KEY AUTOINCREMENT, owner TEXT, id TEXT, before REAL)"

@@ -9,13 +9,14 @@ Layout (``{table}`` defaults to ``memnets``):
 - ``{table}_memories``: one row per memory *and* its vector, so a write and a delete are each one
   transaction and nothing can be left half-deleted between a record store and a vector store.
   Primary key (owner, id); clear columns owner, id, t, last_access, importance, kind,
-  superseded_by; ``payload`` is the JSON of content and structured fields, sealed with AES-GCM
-  when the store has a key, exactly as the embedded archive does it (:mod:`memnets.store.rows`);
-  ``embedding`` is ``vector(dim)``.
+  superseded_by, version (+1 on every write of the row); ``payload`` is the JSON of content and
+  structured fields, sealed with AES-GCM when the store has a key, exactly as the embedded archive
+  does it (:mod:`memnets.store.rows`: the seal binds the clear fields, the store's random id and
+  the row's version); ``embedding`` is ``vector(dim)``.
 - An HNSW index (``vector_ip_ops``: inner product on unit vectors) over current rows only
   (``WHERE superseded_by IS NULL``), a btree on (owner, t, id) for listings and owner scans and one
   on (owner, superseded_by) for history.
-- ``{table}_meta``: format version, dim, the key check and KDF salt. Opening checks the format:
+- ``{table}_meta``: format version, dim, the store's random id, the key check, KDF salt and parameters. Opening checks the format:
   an older one is migrated in the opening transaction, a newer one is refused with a clear error.
 
 Search, always owner-scoped and filtered before ranking:
@@ -67,10 +68,13 @@ except ImportError as error:  # pragma: no cover - depends on the installed extr
 
 log = logging.getLogger(__name__)
 
-FORMAT_VERSION = 1  # in {table}_meta; bump with a migration in _MIGRATIONS when the schema changes
-_MIGRATIONS: dict[int, list[str]] = {}  # format N -> statements taking it to N + 1 (table names substituted as in _SCHEMA)
+FORMAT_VERSION = 2  # in {table}_meta; bump with a migration in _MIGRATIONS when the schema changes
+# format N -> statements taking it to N + 1 (table names substituted as in _SCHEMA)
+_MIGRATIONS: dict[int, list[str]] = {
+    1: ["ALTER TABLE {memories} ADD COLUMN version integer NOT NULL DEFAULT 1"],  # + _bind_rows (store id)
+}
 _TABLE_NAME = re.compile(r"[a-z_][a-z0-9_]{0,40}")
-_COLUMNS = "owner, id, t, last_access, importance, kind, superseded_by, payload, embedding"
+_COLUMNS = "owner, id, t, last_access, importance, kind, superseded_by, payload, embedding, version"
 _CURRENT = "superseded_by IS NULL"
 _STREAM_BATCH = 256  # rows fetched per round trip when metadata is checked client-side
 
@@ -87,6 +91,7 @@ _SCHEMA = [
         importance double precision NOT NULL,
         kind text NOT NULL,
         superseded_by text,                        -- id of the newer version (NULL: current)
+        version integer NOT NULL DEFAULT 1,        -- +1 on every write of the row, bound into the seal
         payload bytea NOT NULL,                    -- JSON of content and fields, AES-GCM sealed with a key
         embedding vector({dim}) NOT NULL,
         PRIMARY KEY (owner, id)
@@ -131,7 +136,7 @@ class PgVectorStore:
                        "owner_t": sql.Identifier(f"{table}_owner_t"), "owner_kind": sql.Identifier(f"{table}_owner_kind"), "versions": sql.Identifier(f"{table}_versions"),
                        "hnsw": sql.Identifier(f"{table}_hnsw")}
         self._pool: ConnectionPool | None = None
-        self.dim, self._cipher = self._init_schema(dim, key, connect_timeout)
+        self.dim, self._cipher, self.archive_id = self._init_schema(dim, key, connect_timeout)
         self._pool = ConnectionPool(url, min_size=1, max_size=pool_size, timeout=connect_timeout, open=False,
                                     kwargs={"connect_timeout": max(1, int(connect_timeout))},
                                     configure=_configure, name=f"memnets-{table}")
@@ -154,7 +159,7 @@ class PgVectorStore:
     def _sql(self, template: str, **extra) -> sql.Composed:
         return sql.SQL(template).format(**self._names, **extra)
 
-    def _init_schema(self, dim: int | None, key, connect_timeout: float) -> tuple[int, RowCipher | None]:
+    def _init_schema(self, dim: int | None, key, connect_timeout: float) -> tuple[int, RowCipher | None, str]:
         """Create the tables in an empty database, or check format, dim and key of existing ones (migrating older formats)."""
         try:
             conn = psycopg.connect(self.url, connect_timeout=max(1, int(connect_timeout)), autocommit=True)
@@ -181,11 +186,13 @@ class PgVectorStore:
                         conn.execute(self._sql(statement, dim=sql.Literal(dim), m=sql.Literal(self.m),
                                                ef_construction=sql.Literal(self.ef_construction)))
                     cipher, key_meta = rowcodec.new_cipher(key)
-                    meta = {"format": str(FORMAT_VERSION).encode(), "dim": str(dim).encode(), **key_meta}
+                    archive_id = rowcodec.new_store_id()
+                    meta = {"format": str(FORMAT_VERSION).encode(), "dim": str(dim).encode(),
+                            "archive_id": archive_id.encode(), **key_meta}
                     with conn.cursor() as cursor:
                         cursor.executemany(self._sql("INSERT INTO {meta} (key, value) VALUES (%s, %s)"), list(meta.items()))
                     log.info("created memnets store %s (dim %d, encrypted %s)", self._where(), dim, cipher is not None)
-                    return dim, cipher
+                    return dim, cipher, archive_id
                 meta = {k: bytes(v) for k, v in conn.execute(self._sql("SELECT key, value FROM {meta}"))}
                 stored_format, stored_dim = int(meta["format"]), int(meta["dim"])
                 if stored_format > FORMAT_VERSION:
@@ -198,10 +205,30 @@ class PgVectorStore:
                 for step in range(stored_format, FORMAT_VERSION):
                     for statement in _MIGRATIONS[step]:
                         conn.execute(self._sql(statement))
+                if "archive_id" not in meta:  # format 1: give the store its id and bind every row to it
+                    meta["archive_id"] = self._bind_rows(conn, cipher)
                 if stored_format != FORMAT_VERSION:
                     conn.execute(self._sql("UPDATE {meta} SET value = %s WHERE key = 'format'"), (str(FORMAT_VERSION).encode(),))
                     log.info("migrated memnets store %s from format %d to %d", self._where(), stored_format, FORMAT_VERSION)
-                return stored_dim, cipher
+                return stored_dim, cipher, meta["archive_id"].decode()
+
+    def _bind_rows(self, conn: psycopg.Connection, cipher: RowCipher | None) -> bytes:
+        """Upgrade to format 2 inside the open's transaction: a new store id, and with a key every row
+        re-sealed from the old associated data (no store id, no version) to the new one."""
+        archive_id = rowcodec.new_store_id().encode()
+        conn.execute(self._sql("INSERT INTO {meta} (key, value) VALUES ('archive_id', %s)"), (archive_id,))
+        if cipher is not None:
+            register_vector(conn)
+            records = conn.execute(self._sql(f"SELECT {_COLUMNS} FROM {{memories}}")).fetchall()
+            for owner, memory_id, t, _, importance, kind, superseded_by, payload, embedding, version in records:
+                fields = (owner, memory_id, as_utc(t).isoformat(), kind, importance,
+                          _array(embedding).astype("<f4").tobytes(), superseded_by)
+                plaintext = cipher.open(bytes(payload), rowcodec.row_aad(*fields, store_id=None, version=None),
+                                        what=f"memory {memory_id!r} of owner {owner!r}")
+                sealed = cipher.seal(plaintext, rowcodec.row_aad(*fields, store_id=archive_id.decode(), version=version))
+                conn.execute(self._sql("UPDATE {memories} SET payload = %s WHERE owner = %s AND id = %s"),
+                             (sealed, owner, memory_id))
+        return archive_id
 
     @contextmanager
     def _transaction(self) -> Iterator[psycopg.Connection]:
@@ -215,19 +242,28 @@ class PgVectorStore:
     def upsert(self, memories: Sequence[Memory], vectors) -> None:
         """Store memories with their vectors [N, dim] in one transaction; an existing (owner, id) is replaced."""
         memories, array = rowcodec.check_batch(memories, vectors, self.dim, "PgVectorStore.upsert")
-        rows = [rowcodec.encode_row(memory, vector, self._cipher, "PgVectorStore.upsert")
-                for memory, vector in zip(memories, array)]
+        rows = [rowcodec.encode_row(memory, vector, "PgVectorStore.upsert") for memory, vector in zip(memories, array)]
         if not rows:
             return
         order = sorted(range(len(rows)), key=lambda i: (rows[i].owner, rows[i].id))  # one lock order: no deadlocks
-        params = [(rows[i].owner, rows[i].id, datetime.fromisoformat(rows[i].t), datetime.fromisoformat(rows[i].last_access),
-                   rows[i].importance, rows[i].kind, rows[i].superseded_by, rows[i].payload, array[i]) for i in order]
         statement = self._sql(
-            "INSERT INTO {memories} (owner, id, t, last_access, importance, kind, superseded_by, payload, embedding) "
-            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (owner, id) DO UPDATE SET t = excluded.t, "
-            "last_access = excluded.last_access, importance = excluded.importance, kind = excluded.kind, "
-            "superseded_by = excluded.superseded_by, payload = excluded.payload, embedding = excluded.embedding")
+            "INSERT INTO {memories} (owner, id, t, last_access, importance, kind, superseded_by, payload, embedding, "
+            "version) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (owner, id) DO UPDATE SET "
+            "t = excluded.t, last_access = excluded.last_access, importance = excluded.importance, kind = excluded.kind, "
+            "superseded_by = excluded.superseded_by, payload = excluded.payload, embedding = excluded.embedding, "
+            "version = excluded.version")
         with self._transaction() as conn, conn.cursor() as cursor:
+            stored: dict[tuple[str, str], int] = {}
+            for owner in sorted({row.owner for row in rows}):  # lock the rows to rewrite, in the same order
+                ids = sorted(row.id for row in rows if row.owner == owner)
+                stored.update(((owner, memory_id), version) for memory_id, version in conn.execute(self._sql(
+                    "SELECT id, version FROM {memories} WHERE owner = %s AND id = ANY(%s) ORDER BY id FOR UPDATE"),
+                    (owner, ids)))
+            params = []
+            for i in order:
+                row = rowcodec.seal_row(rows[i], self._cipher, self.archive_id, stored.get((rows[i].owner, rows[i].id), 0) + 1)
+                params.append((row.owner, row.id, datetime.fromisoformat(row.t), datetime.fromisoformat(row.last_access),
+                               row.importance, row.kind, row.superseded_by, row.payload, array[i], row.version))
             cursor.executemany(statement, params)
 
     def touch(self, ids: Iterable[str], owner: str, when: datetime) -> int:
@@ -426,8 +462,8 @@ class PgVectorStore:
         return f"PgVectorStore({self._where()!r}, dim={self.dim}, encrypted={self._cipher is not None}, {state})"
 
     def _decode(self, record: Sequence) -> Memory:
-        owner, memory_id, t, last_access, importance, kind, superseded_by, payload, embedding = record
-        return rowcodec.decode_row(self._cipher, owner=owner, memory_id=memory_id, t=as_utc(t).isoformat(),
+        owner, memory_id, t, last_access, importance, kind, superseded_by, payload, embedding, version = record
+        return rowcodec.decode_row(self._cipher, store_id=self.archive_id, version=version, owner=owner, memory_id=memory_id, t=as_utc(t).isoformat(),
                                    last_access=as_utc(last_access).isoformat(), importance=importance, kind=kind,
                                    superseded_by=superseded_by, payload=payload,
                                    vector=_array(embedding).astype("<f4").tobytes())

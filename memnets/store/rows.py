@@ -3,26 +3,41 @@
 A row keeps in clear what stores must query or order by: owner, id, t, last_access, importance,
 kind, superseded_by, and the vector. Everything else (content, links, the structured fields,
 metadata) is one JSON payload, sealed with AES-GCM when the store has a key. The associated data
-of the seal binds the clear fields (see :func:`row_aad`), so editing one of them or swapping
-ciphertexts between rows fails authentication. ``last_access`` is left out on purpose: ``touch``
-updates it without re-sealing.
+of the seal binds the clear fields, the store's random id and the row's version (see
+:func:`row_aad`), so editing a clear field, swapping ciphertexts between rows, copying a row into
+another store under the same key, or putting back an older ciphertext of a row after it was
+rewritten (its version moved on) fails authentication. ``last_access`` is left out on purpose:
+``touch`` updates it without re-sealing, so it is not authenticated (docs/security.md).
+
+A store writes a row in two steps: :func:`encode_row` validates the memory and builds the
+plaintext row before any transaction; :func:`seal_row`, inside the write transaction, gives it
+its version (the stored one plus one) and seals it.
 
 Also here: the key setup of a store (:func:`new_cipher`, :func:`existing_cipher`, over the
-``meta`` key/value pairs each store keeps) and the argument checks every store method runs, so
-the embedded and the PostgreSQL store raise the same errors for the same bad input.
+``meta`` key/value pairs each store keeps, the KDF parameters among them) and the argument
+checks every store method runs, so the embedded and the PostgreSQL store raise the same errors
+for the same bad input.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import uuid
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 import numpy as np
 
-from memnets.memory.crypto import RowCipher, derive_key, new_salt
+from memnets.memory.crypto import (
+    DEFAULT_KDF,
+    RowCipher,
+    derive_key,
+    kdf_record,
+    new_salt,
+    parse_kdf_record,
+)
 from memnets.memory.errors import (
     ArchiveIntegrityError,
     ArchiveKeyError,
@@ -44,21 +59,48 @@ class Row:
     importance: float
     kind: str
     superseded_by: str | None
-    payload: bytes
+    payload: bytes  # plaintext JSON from encode_row; sealed by seal_row when the store has a key
     vector: bytes  # little-endian float32 [dim]
+    version: int = 0  # 1 on the first write of (owner, id), +1 on each rewrite; 0 until seal_row
+
+
+def new_store_id() -> str:
+    """A random id for a new store, kept in its meta and bound into every row's seal."""
+    return uuid.uuid4().hex
 
 
 def row_aad(owner: str, memory_id: str, t: str, kind: str, importance: float, vector: bytes,
-            superseded_by: str | None) -> bytes:
-    """Associated data of a sealed payload: the clear fields beside it, so they cannot be altered or swapped."""
-    fields = ["memnets-row-v1", owner, memory_id, t, kind, repr(float(importance)), hashlib.sha256(vector).hexdigest()]
-    if superseded_by is not None:  # rows written before versions existed have none and keep their seal
-        fields.append(superseded_by)
+            superseded_by: str | None, *, store_id: str | None, version: int | None) -> bytes:
+    """Associated data of a sealed payload: the clear fields beside it, the store's id and the row's version.
+
+    So a clear field cannot be altered, a ciphertext cannot be moved to another row or another
+    store, and an older ciphertext of the row cannot be put back once the version moved on.
+    ``store_id=None`` gives the layout of rows sealed before stores bound their id and a version
+    ("memnets-row-v1"); it is read only to re-seal such rows when a store is upgraded.
+    """
+    vector_digest = hashlib.sha256(vector).hexdigest()
+    if store_id is None:
+        fields = ["memnets-row-v1", owner, memory_id, t, kind, repr(float(importance)), vector_digest]
+        if superseded_by is not None:  # rows written before versions existed have none and keep their seal
+            fields.append(superseded_by)
+    else:
+        fields = ["memnets-row-v2", store_id, int(version), owner, memory_id, t, kind, repr(float(importance)),
+                  vector_digest, superseded_by]
     return json.dumps(fields, ensure_ascii=False).encode("utf-8")
 
 
-def encode_row(memory: Memory, vector: np.ndarray, cipher: RowCipher | None, where: str) -> Row:
-    """The row of a validated memory (InvalidMemoryError naming it otherwise); payload sealed when ``cipher``."""
+def seal_row(row: Row, cipher: RowCipher | None, store_id: str, version: int) -> Row:
+    """``row`` at ``version`` (call inside the write transaction: the stored version + 1, or 1 for a new row),
+    its payload sealed to the store and the version when ``cipher``."""
+    payload = row.payload
+    if cipher is not None:
+        payload = cipher.seal(payload, row_aad(row.owner, row.id, row.t, row.kind, row.importance, row.vector,
+                                               row.superseded_by, store_id=store_id, version=version))
+    return replace(row, payload=payload, version=int(version))
+
+
+def encode_row(memory: Memory, vector: np.ndarray, where: str) -> Row:
+    """The plaintext row of a validated memory (InvalidMemoryError naming it otherwise); see :func:`seal_row`."""
     if not isinstance(memory, Memory):
         raise InvalidMemoryError(f"{where}: expected Memory records, got {type(memory).__name__}")
     what = f"{where}: memory {memory.id!r}"
@@ -86,21 +128,20 @@ def encode_row(memory: Memory, vector: np.ndarray, cipher: RowCipher | None, whe
         raise InvalidMemoryError(f"{what}: metadata must be JSON-serialisable valid Unicode ({error})") from None
     vector_bytes = np.asarray(vector, dtype="<f4").tobytes()
     t_text = t.isoformat()
-    if cipher is not None:
-        plaintext = cipher.seal(plaintext, row_aad(memory.owner, memory.id, t_text, memory.kind,
-                                                   memory.importance, vector_bytes, memory.superseded_by))
     return Row(owner=memory.owner, id=memory.id, t=t_text, t_epoch=t.timestamp(), last_access=last_access.isoformat(),
                importance=float(memory.importance), kind=memory.kind, superseded_by=memory.superseded_by,
                payload=plaintext, vector=vector_bytes)
 
 
-def decode_row(cipher: RowCipher | None, *, owner: str, memory_id: str, t: str, last_access: str, importance: float,
-               kind: str, superseded_by: str | None, payload: bytes, vector: bytes) -> Memory:
-    """The Memory of a stored row; ArchiveIntegrityError when its seal or payload does not check out."""
+def decode_row(cipher: RowCipher | None, *, store_id: str, version: int, owner: str, memory_id: str, t: str,
+               last_access: str, importance: float, kind: str, superseded_by: str | None, payload: bytes,
+               vector: bytes) -> Memory:
+    """The Memory of a stored row; ArchiveIntegrityError, naming the row, when its seal or payload does not check out."""
     payload = bytes(payload)
     if cipher is not None:
-        payload = cipher.open(payload, row_aad(owner, memory_id, t, kind, importance, bytes(vector), superseded_by),
-                              what=f"memory {memory_id!r} of owner {owner!r}")
+        aad = row_aad(owner, memory_id, t, kind, importance, bytes(vector), superseded_by,
+                      store_id=store_id, version=version)
+        payload = cipher.open(payload, aad, what=f"memory {memory_id!r} of owner {owner!r} (row version {version})")
     try:
         fields = json.loads(payload.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
@@ -113,13 +154,14 @@ def decode_row(cipher: RowCipher | None, *, owner: str, memory_id: str, t: str, 
 
 
 # ---------------------------------------------------------------------- keys
-def new_cipher(key: bytes | str | None) -> tuple[RowCipher | None, dict[str, bytes]]:
-    """For a new store: the cipher of ``key`` (None without one) and the meta entries to keep beside the rows."""
+def new_cipher(key: bytes | str | None, kdf: dict = DEFAULT_KDF) -> tuple[RowCipher | None, dict[str, bytes]]:
+    """For a new store (or a new key): the cipher of ``key`` (None without one) and the meta entries to keep
+    beside the rows: a fresh salt, the KDF parameters a passphrase is stretched with, and the key check."""
     if key is None:
         return None, {}
     salt = new_salt()
-    cipher = RowCipher(derive_key(key, salt))
-    return cipher, {"kdf_salt": salt, "key_check": cipher.key_check()}
+    cipher = RowCipher(derive_key(key, salt, kdf))
+    return cipher, {"kdf_salt": salt, "kdf": kdf_record(kdf), "key_check": cipher.key_check()}
 
 
 def existing_cipher(key: bytes | str | None, meta: dict, where: str) -> RowCipher | None:
@@ -131,7 +173,7 @@ def existing_cipher(key: bytes | str | None, meta: dict, where: str) -> RowCiphe
         return None
     if key is None:
         raise ArchiveKeyError(f"{where} is encrypted; pass the key it was created with (key=...)")
-    cipher = RowCipher(derive_key(key, bytes(meta["kdf_salt"])))
+    cipher = RowCipher(derive_key(key, bytes(meta["kdf_salt"]), parse_kdf_record(meta.get("kdf"), where)))
     cipher.verify_key_check(bytes(meta["key_check"]))
     return cipher
 
