@@ -167,3 +167,33 @@ def test_streamable_http_round_trip(tmp_path, tiny_model_dir):
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--pack", "p", "--encoder", "e"], "not both"),
+        (["--user", " "], "--user must be a non-empty"),
+        (["--port", "0"], "--port must be in 1..65535"),
+        (["--key-env", "MEMNETS_TEST_UNSET_KEY"], "MEMNETS_TEST_UNSET_KEY is not set"),
+        (["--transport", "sse"], "invalid choice"),
+    ],
+)
+def test_serve_command_refuses_bad_arguments(tmp_path, capsys, monkeypatch, extra, message):
+    from memnets.cli import main
+
+    monkeypatch.delenv("MEMNETS_TEST_UNSET_KEY", raising=False)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["serve", "mcp", "--memory", str(tmp_path / "memory"), *extra])
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "memory").exists()  # nothing opened or created
+
+
+def test_serve_command_reports_an_unopenable_memory(tmp_path, tiny_model_dir, capsys):
+    from memnets.cli import main
+
+    with memnets.open(tmp_path / "memory", encoder=tiny_model_dir):
+        pass  # a 32-d memory
+    assert main(["serve", "mcp", "--memory", str(tmp_path / "memory"), "--encoder", str(tmp_path / "missing")]) == 2
+    assert "cannot open the memory" in capsys.readouterr().err

@@ -34,26 +34,30 @@ def mcp_parser() -> argparse.ArgumentParser:
 
 
 def mcp_main(argv: list[str]) -> int:
-    args = mcp_parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    parser = mcp_parser()
+    args = parser.parse_args(argv)
+    if args.pack is not None and args.encoder is not None:
+        parser.error("give --pack or --encoder, not both (a pack's scorer was fitted to its own encoder)")
+    if args.user is not None and not args.user.strip():
+        parser.error("--user must be a non-empty user id")
     if not 0 < args.port < 65536:
-        print(f"memnets serve mcp: --port must be in 1..65535, got {args.port}", file=sys.stderr)
-        return 2
+        parser.error(f"--port must be in 1..65535, got {args.port}")
     key = None
     if args.key_env is not None:
         key = os.environ.get(args.key_env)
         if not key:
-            print(f"memnets serve mcp: environment variable {args.key_env} (--key-env) is not set", file=sys.stderr)
-            return 2
+            parser.error(f"--key-env: the environment variable {args.key_env} is not set")
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s %(levelname)s %(message)s")
 
     import memnets
     from memnets.integrations.mcp_server import serve
+    from memnets.memory.errors import ArchiveError
 
-    encoder = None
-    if args.encoder is not None:
-        from memnets.nn.encoder import MemoryEncoder
-
-        encoder = MemoryEncoder.from_pretrained(args.encoder)
-    with memnets.open(args.memory, pack=args.pack, key=key, encoder=encoder) as memory:
+    try:
+        memory = memnets.open(args.memory, pack=args.pack, key=key, encoder=args.encoder)
+    except (OSError, ValueError, TypeError, ArchiveError) as error:  # a bad pack or encoder folder, a wrong key or dim
+        print(f"memnets serve mcp: cannot open the memory: {error}", file=sys.stderr)
+        return 2
+    with memory:
         serve(memory, user=args.user, transport=args.transport, host=args.host, port=args.port)
     return 0
