@@ -330,6 +330,7 @@ class PgVectorStore:
             conn.execute(f"SET LOCAL maintenance_work_mem = '{maintenance_work_mem}'")
             conn.execute(self._sql("DROP INDEX IF EXISTS {hnsw}"))
             conn.execute(self._sql(_HNSW, m=sql.Literal(self.m), ef_construction=sql.Literal(self.ef_construction)))
+            conn.execute(self._sql("ANALYZE {memories}"))  # fresh statistics, or the planner may not pick the index
 
     # ------------------------------------------------------------------ reads (all owner-scoped)
     def get(self, ids: Iterable[str], owner: str) -> list[Memory]:
