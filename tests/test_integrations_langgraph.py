@@ -310,3 +310,25 @@ def test_langmem_memory_tools(store):
     assert store.get(("memories", "alice"), key).value == {"content": "Alice prefers black tea"}
     manage.invoke({"action": "delete", "id": key}, config=config)
     assert [i.value["content"] for i in store.search(("memories", "alice"))] == ["Alice works on Tuesdays"]
+
+
+def test_query_scores_come_from_the_packs_learned_scorer(tmp_path, tiny_encoder):
+    from memnets.pack import export_pack
+    from memnets.scoring import LearnedScorer, ScorerWeights
+
+    # importance dominates: the ranking is the scorer's, not the cosine of the store
+    pack = export_pack(tmp_path / "pack", tiny_encoder,
+                       scorer_weights=ScorerWeights(recency=0.0, relevance=1.0, importance=50.0))
+    with memnets.open(tmp_path / "memory", pack=pack) as memory:
+        assert isinstance(memory.scorer, LearnedScorer)
+        store = MemnetsStore(memory)
+        _fill(store)
+        # make "e" the most important memory of the user, whatever the query
+        memory.add("elderberries are tart", user="fruit.alice", id="e", importance=1.0,
+                   metadata=memory.get("e", user="fruit.alice").metadata)
+        results = store.search(("fruit", "alice"), query="apples are red", limit=5)
+        hits = memory.search("apples are red", user="fruit.alice", k=5)
+        assert [(r.key, r.score) for r in results] == [(h.memory.id, pytest.approx(h.score)) for h in hits]
+        assert results[0].key == "e"  # cosine alone would put "a" first
+        vector = tiny_encoder.encode(["apples are red"], kind="query")[0].numpy()
+        assert memory.store.search(vector, 1, "fruit.alice")[0][0].id == "a"
