@@ -15,7 +15,6 @@
 
 from __future__ import annotations
 
-import logging
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -29,8 +28,6 @@ from langchain_core.retrievers import BaseRetriever
 from langchain_core.vectorstores import VectorStore
 
 from memnets.store.filters import MemoryFilter
-
-logger = logging.getLogger(__name__)
 
 
 class MemnetsEmbeddings(Embeddings):

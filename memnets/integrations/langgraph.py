@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -56,8 +55,6 @@ from langgraph.store.base import (
 from memnets.records import Memory
 from memnets.store.filters import MemoryFilter
 from memnets.timeutil import now
-
-logger = logging.getLogger(__name__)
 
 RESERVED_PREFIX = "__memnets_"
 CREATED_AT = RESERVED_PREFIX + "created_at"  # ISO time of the item's first put
