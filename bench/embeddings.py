@@ -9,7 +9,6 @@ has many near-duplicates, which the report states.
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 import numpy as np
@@ -30,23 +29,14 @@ def locomo_texts() -> tuple[list[str], list[str]]:
 
 
 def real_embeddings(cache_dir: Path, batch_size: int = 64) -> tuple[np.ndarray, np.ndarray]:
-    """(memory vectors [M, 384], query vectors [Q, 384]) float32, unit norm; cached in cache_dir."""
-    from memnets.nn.encoder import DEFAULT_BACKBONE
+    """(memory vectors [M, 384], query vectors [Q, 384]) float32, unit norm, in the order of
+    :func:`locomo_texts`; embedded once through memnets' embedding cache (``embed_texts``) in cache_dir."""
+    from memnets.nn.embedding_cache import embed_texts
 
     memories, queries = locomo_texts()
-    key = hashlib.sha256("\n".join([DEFAULT_BACKBONE, *memories, "\x00", *queries]).encode()).hexdigest()[:12]
-    path = Path(cache_dir) / f"locomo-minilm-{key}.npz"
-    if path.is_file():
-        cached = np.load(path)
-        return cached["memories"], cached["queries"]
-    from memnets.nn.encoder import MemoryEncoder
-
-    encoder = MemoryEncoder.from_pretrained()
-    memory_vectors = encoder.encode(memories, kind="memory", batch_size=batch_size, progress=True).numpy()
-    query_vectors = encoder.encode(queries, kind="query", batch_size=batch_size, progress=True).numpy()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    np.savez(path, memories=memory_vectors, queries=query_vectors)
-    return memory_vectors, query_vectors
+    tables = {kind: embed_texts(texts, kind, cache_dir=cache_dir, batch_size=batch_size)
+              for kind, texts in (("memory", memories), ("query", queries))}
+    return tables["memory"].lookup(memories).numpy(), tables["query"].lookup(queries).numpy()
 
 
 def scaled(base: np.ndarray, n: int, noise: float = DEFAULT_NOISE, seed: int = 1234, chunk: int = 100_000) -> np.ndarray:

@@ -7,7 +7,8 @@ import json
 import pytest
 
 from memnets.cli import main as cli_main
-from memnets.evaluation.replay import CachedEncoder, summarise
+from memnets.evaluation.replay import summarise
+from memnets.nn.embedding_cache import CachedEncoder
 
 
 def run(tmp_path, tiny_locomo_path, tiny_model_dir, *extra):
@@ -25,8 +26,9 @@ def test_replay_with_a_context_that_holds_everything(tmp_path, tiny_locomo_path,
     assert settings["turns"] == 8 and settings["questions"] == 4  # the category-5 item has no evidence
     assert settings["conversation_tokens"] < 1000
     names = [(row["name"], row["gate"]) for row in result["rows"]]
-    assert names == [("heuristic", "heuristic"), ("heuristic", "always"), ("heuristic", "never")]
-    for row in result["rows"]:
+    assert names == [("heuristic", "heuristic"), ("heuristic", "always"), ("heuristic", "never"),
+                     ("plain vector memory", "none")]
+    for row in result["rows"][:3]:
         assert row["evidence_recall"] == 1.0 and row["all_evidence"] == 1.0 and row["needed"] == 0
         assert row["archive_size"] == 8 and row["moves"]["RETAIN"] == 0
     always, never = result["rows"][1], result["rows"][2]
@@ -38,8 +40,8 @@ def test_replay_with_a_tiny_context_needs_the_archive(tmp_path, tiny_locomo_path
     # context 12 tokens (the last turn or so), working memory 1, k 1: most evidence is elsewhere
     result = run(tmp_path, tiny_locomo_path, tiny_model_dir, "--context-budget", "12", "--working-capacity", "1",
                  "-k", "1", "--reference")
-    heuristic, always, never = result["rows"]
-    for row in result["rows"]:
+    heuristic, always, never, _ = result["rows"]
+    for row in result["rows"][:3]:
         assert row["moves"]["RETAIN"] >= 6 and row["moves"]["BURY"] >= 5
         assert row["needed"] >= 3  # only the last turn (D2:4) is surely in context; no question cites it
     # never searching can show at most the context and the one working memory
@@ -90,8 +92,8 @@ def test_bad_arguments_are_named(tmp_path, tiny_locomo_path, capsys):
 
 
 def test_question_schedule_by_hand(tiny_locomo_path):
-    from memnets.evaluation.replay import question_schedule
     from memnets.data.locomo import load_locomo
+    from memnets.evaluation.replay import question_schedule
 
     conversation = load_locomo(tiny_locomo_path, sample_ids=["tiny-1"])[0]
     items = [q for q in conversation.qa if q.evidence]
@@ -116,3 +118,25 @@ def test_replay_interleaved_questions(tmp_path, tiny_locomo_path, tiny_model_dir
     assert result["settings"]["ask"] == "after-evidence"
     assert row["evidence_recall"] == 1.0 and row["needed"] == 0
     assert sorted(q["index"] for q in row["per_question"]) == [0, 1, 2, 3]
+
+
+def test_plain_vector_memory_is_the_cosine_top_k_of_all_turns(tmp_path, tiny_locomo_path, tiny_model_dir):
+    # the row users run today: every turn stored, each question answered by the cosine top-k, nothing else
+    import numpy as np
+
+    from memnets.data.locomo import load_locomo, memory_id
+    from memnets.nn.encoder import MemoryEncoder
+
+    result = run(tmp_path, tiny_locomo_path, tiny_model_dir, "-k", "2")
+    plain = next(row for row in result["rows"] if row["name"] == "plain vector memory")
+    conversation = load_locomo(tiny_locomo_path, sample_ids=["tiny-1"])[0]
+    encoder = MemoryEncoder.from_pretrained(tiny_model_dir)
+    turns = encoder.encode([turn.content for turn in conversation.turns]).numpy()
+    ids = [memory_id("tiny-1", turn.dia_id) for turn in conversation.turns]
+    for question in plain["per_question"]:
+        item = conversation.qa[question["index"]]
+        scores = turns @ encoder.encode([item.question], kind="query").numpy()[0]
+        top = {ids[i] for i in np.argsort(-scores)[:2]}
+        assert question["in_view"] == sorted(set(question["evidence"]) & top)
+    assert plain["searches"] == plain["questions"] == 4 and plain["archive_size"] == 8
+

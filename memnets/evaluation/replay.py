@@ -30,35 +30,9 @@ from tqdm.auto import tqdm
 from memnets.data.locomo import Conversation, memory_id
 from memnets.memory.events import Move
 from memnets.memory.signals import FixedGate, HeuristicGate
+from memnets.nn.embedding_cache import CachedEncoder
 
 logger = logging.getLogger(__name__)
-
-
-class CachedEncoder:
-    """An encoder that remembers what it embedded, so several replays of one conversation encode it once.
-
-    Exposes what the manager uses (``dim``, ``tokenizer``, ``encode``); results equal the wrapped
-    encoder's, looked up by (kind, text).
-    """
-
-    def __init__(self, encoder):
-        self.encoder = encoder
-        self.dim = encoder.dim
-        self.tokenizer = encoder.tokenizer
-        self.cache: dict[tuple[str, str], np.ndarray] = {}
-
-    def encode(self, texts, kind: str = "memory", **kwargs):
-        import torch
-
-        missing = list(dict.fromkeys(t for t in texts if (kind, t) not in self.cache))
-        if missing:
-            for text, vector in zip(missing, self.encoder.encode(missing, kind=kind, **kwargs).numpy()):
-                self.cache[(kind, text)] = vector
-        return torch.from_numpy(np.stack([self.cache[(kind, t)] for t in texts])) if texts else torch.empty(0, self.dim)
-
-    def prefill(self, texts, kind: str) -> None:
-        """Embed many texts in large batches up front (far faster than one by one during the stream)."""
-        self.encode(list(texts), kind=kind, progress=True)
 
 
 @dataclass

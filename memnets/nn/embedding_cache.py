@@ -1,4 +1,9 @@
-"""Frozen encoder embeddings of a dataset's texts, computed once and cached on disk.
+"""Embeddings computed once: the one embedding cache of memnets, on disk and in memory.
+
+On disk (:func:`embed_texts` -> :class:`EmbeddingTable`): frozen encoder embeddings of a dataset's
+texts, for the heads' training and evaluation and for the benchmarks. In memory
+(:class:`CachedEncoder`): an encoder that remembers what it embedded, for a process that encodes
+the same texts again and again (the replay of one conversation through several managers).
 
 The heads (importance head, recall-gate head) train on embeddings from a frozen encoder, so every
 unique text is embedded once per (encoder, text set, kind) and stored as a safetensors file under
@@ -14,6 +19,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
@@ -121,4 +127,30 @@ def embed_texts(
     return EmbeddingTable(unique, vectors, checksum)
 
 
-__all__ = ["EmbeddingTable", "embed_texts", "encoder_checksum", "texts_digest"]
+class CachedEncoder:
+    """An encoder that remembers what it embedded, looked up by (kind, text).
+
+    Wraps any :class:`~memnets.protocols.TextEncoder` and is one itself (``dim``, ``tokenizer``,
+    ``encode``); its vectors equal the wrapped encoder's. Several replays of one conversation then
+    encode it once.
+    """
+
+    def __init__(self, encoder):
+        self.encoder = encoder
+        self.dim = encoder.dim
+        self.tokenizer = encoder.tokenizer
+        self.cache: dict[tuple[str, str], np.ndarray] = {}
+
+    def encode(self, texts, kind: Kind = "memory", **kwargs) -> torch.Tensor:
+        missing = list(dict.fromkeys(t for t in texts if (kind, t) not in self.cache))
+        if missing:
+            for text, vector in zip(missing, self.encoder.encode(missing, kind=kind, **kwargs).numpy()):
+                self.cache[(kind, text)] = vector
+        return torch.from_numpy(np.stack([self.cache[(kind, t)] for t in texts])) if texts else torch.empty(0, self.dim)
+
+    def prefill(self, texts, kind: Kind) -> None:
+        """Embed many texts in large batches up front (far faster than one by one later)."""
+        self.encode(list(texts), kind=kind, progress=True)
+
+
+__all__ = ["CachedEncoder", "EmbeddingTable", "embed_texts", "encoder_checksum", "texts_digest"]
