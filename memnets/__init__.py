@@ -6,3 +6,13 @@ hand-set scores of Generative Agents and MemGPT.
 """
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str):
+    """``memnets.open``, ``memnets.AgentMemory`` and ``memnets.SearchHit``, imported on first use
+    (so ``import memnets`` stays light and the submodules import without cycles)."""
+    if name in ("open", "AgentMemory", "SearchHit"):
+        from memnets import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'memnets' has no attribute {name!r}")

@@ -6,6 +6,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from memnets.timeutil import as_utc
+
 MEMORY_KINDS = ("observation", "reflection", "plan", "summary", "message")
 
 
@@ -16,13 +18,18 @@ class Memory:
     Attributes:
         id: unique id within the archive (for LoCoMo turns, "<sample_id>/<dia_id>").
         owner: the agent or user the memory belongs to; every read path is scoped to it.
-        t: when the memory was created (for LoCoMo, its session's date).
+        t: when the memory was created (for LoCoMo, its session's date); stored as aware UTC, a
+            naive datetime is read as UTC (see :mod:`memnets.timeutil`), likewise ``last_access``.
         content: the text that is embedded and shown to the LLM.
         importance: long-term value in [0, 1] (heuristic, or the trained scorer's probability).
         kind: one of MEMORY_KINDS.
         last_access: when it was last retrieved; recency decays from here (defaults to t).
         links: ids of the memories this one was derived from (a reflection's evidence).
         agent, action, objects, location: the seed's structured view of an observation, optional.
+        metadata: free JSON-serialisable fields (searchable with filters).
+        superseded_by: set on an older version of a memory that a newer one replaced (the newer
+            one's id); stores keep such rows for ``history`` but never return them from search or
+            listings.
     """
 
     id: str
@@ -38,23 +45,24 @@ class Memory:
     objects: tuple[str, ...] = ()
     location: str | None = None
     metadata: dict = field(default_factory=dict)
+    superseded_by: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.id, str) or not self.id:
             raise ValueError(f"Memory.id must be a non-empty string, got {self.id!r}")
         if not isinstance(self.owner, str) or not self.owner:
             raise ValueError(f"Memory {self.id!r}: owner must be a non-empty string, got {self.owner!r}")
-        if not isinstance(self.t, datetime):
-            raise TypeError(f"Memory {self.id!r}: t must be a datetime, got {type(self.t).__name__}")
+        self.t = as_utc(self.t, f"Memory {self.id!r}: t")
         if self.kind not in MEMORY_KINDS:
             raise ValueError(f"Memory {self.id!r}: kind must be one of {MEMORY_KINDS}, got {self.kind!r}")
         if not 0.0 <= float(self.importance) <= 1.0:
             raise ValueError(f"Memory {self.id!r}: importance must lie in [0, 1], got {self.importance!r}")
         self.links = tuple(self.links)
         self.objects = tuple(self.objects)
-        if self.last_access is None:
-            self.last_access = self.t
+        self.last_access = self.t if self.last_access is None else as_utc(self.last_access, f"Memory {self.id!r}: last_access")
+        if self.superseded_by is not None and (not isinstance(self.superseded_by, str) or not self.superseded_by):
+            raise ValueError(f"Memory {self.id!r}: superseded_by must be None or a memory id, got {self.superseded_by!r}")
 
-    def replace(self, **changes) -> "Memory":
+    def replace(self, **changes) -> Memory:
         """A copy with some fields changed (records are passed between tiers by value)."""
         return dataclasses.replace(self, **changes)

@@ -34,6 +34,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from memnets.records import Memory
+from memnets.timeutil import as_utc
 
 FEATURES = ("recency", "relevance", "importance")
 DEFAULT_DECAY = 0.995  # per hour, as in Generative Agents
@@ -130,11 +131,12 @@ def min_max(values: np.ndarray, fill: float = 0.5) -> np.ndarray:
 
 
 def recency(memories: Sequence[Memory], now: datetime, decay: float = DEFAULT_DECAY) -> np.ndarray:
-    """decay ** hours since each memory's last access (a memory accessed in the future counts as now)."""
-    try:
-        hours = np.array([(now - (m.last_access or m.t)).total_seconds() / 3600.0 for m in memories], dtype=np.float64)
-    except TypeError as error:  # naive vs aware datetimes
-        raise TypeError(f"recency: now={now!r} cannot be compared with the memories' times ({error})") from None
+    """decay ** hours since each memory's last access (a memory accessed in the future counts as now).
+
+    A naive ``now`` is read as UTC, as the memories' times are (:mod:`memnets.timeutil`).
+    """
+    now = as_utc(now, "recency: now")
+    hours = np.array([(now - (m.last_access or m.t)).total_seconds() / 3600.0 for m in memories], dtype=np.float64)
     return np.power(decay, np.clip(hours, 0.0, None))
 
 

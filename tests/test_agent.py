@@ -23,7 +23,7 @@ def agent(tiny_model_dir, tmp_path):
 
     encoder = MemoryEncoder.from_pretrained(tiny_model_dir)
     manager = MemoryManager(encoder, Archive(tmp_path / "archive", encoder.dim), owner="ann", context_budget=8,
-                            working_capacity=2, k=1, gate=FixedGate(True), owns_archive=True)
+                            working_capacity=2, k=1, gate=FixedGate(True), owns_store=True)
     yield Agent(manager, name="ann")
     manager.close()
 

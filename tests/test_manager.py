@@ -4,7 +4,7 @@ compression, planning and persistence, on small hand-checked fixtures with the t
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 
 import numpy as np
 import pytest
@@ -16,7 +16,7 @@ from memnets.memory.manager import MemoryManager
 from memnets.memory.planning import Goal
 from memnets.memory.signals import FixedGate, HeuristicGate
 
-T0 = datetime(2023, 5, 8, 13, 0)
+T0 = datetime(2023, 5, 8, 13, 0, tzinfo=timezone.utc)
 # each of these is exactly three word-piece tokens for the MiniLM tokenizer (checked below)
 TEXTS = ["red green blue", "one two three", "cat dog bird", "north south east", "sun moon star", "left right up"]
 
@@ -40,7 +40,7 @@ def make(encoder, tmp_path):
     def build(**kwargs):
         archive = Archive(tmp_path / "archive", encoder.dim)
         kwargs.setdefault("gate", FixedGate(False))
-        manager = MemoryManager(encoder, archive, owner="ann", owns_archive=True, **kwargs)
+        manager = MemoryManager(encoder, archive, owner="ann", owns_store=True, **kwargs)
         opened.append(manager)
         return manager
 
@@ -251,7 +251,7 @@ def test_events_are_written_to_jsonl(make, tmp_path):
 def test_bad_settings_are_named(make):
     with pytest.raises(ValueError, match="write_through_threshold"):
         make(write_through_threshold=1.5)
-    with pytest.raises(ValueError, match="context budget"):
+    with pytest.raises(ValueError, match="context_budget"):
         make(context_budget=0)
     with pytest.raises(ValueError, match="overflow policy"):
         make(working_policy="random")
@@ -262,6 +262,6 @@ def test_bad_settings_are_named(make):
 def test_open_builds_encoder_and_archive_from_paths(tiny_model_dir, tmp_path):
     with MemoryManager.open(tmp_path / "store", encoder=tiny_model_dir, owner="ann", context_budget=3) as manager:
         observe_all(manager, [0.9, 0.9])
-        assert manager.owns_archive and manager.encoder.dim == manager.archive.dim
+        assert manager.owns_store and manager.encoder.dim == manager.archive.dim
     with MemoryManager.open(tmp_path / "store", encoder=str(tiny_model_dir), owner="ann", context_budget=3) as again:
         assert again.context.ids() == ["m2"] and again.working.ids() == ["m1"]

@@ -43,7 +43,7 @@ def test_from_pretrained_uses_the_pack_heads(encoder, tmp_path, gate_threshold):
     with MemoryManager.from_pretrained(pack, tmp_path / "archive", owner="ann", context_budget=3, k=1) as manager:
         assert isinstance(manager.importance, HeadImportance) and isinstance(manager.gate, HeadGate)
         assert isinstance(manager.scorer, LearnedScorer) and manager.scorer.weights.relevance == 2.0
-        assert manager.write_through_threshold == pytest.approx(0.3)
+        assert manager.config.write_through_threshold == pytest.approx(0.3)
         memory = manager.observe("red green blue", t=T0, id="m1")
         vector = encoder.encode(["red green blue"]).numpy()
         assert memory.importance == pytest.approx(float(manager.importance.head.predict_proba(vector)[0]), abs=1e-6)
@@ -69,8 +69,9 @@ def test_replay_with_a_pack(encoder, tmp_path, tiny_locomo_path, tiny_model_dir)
             "--pack", str(pack), "--context-budget", "12", "-k", "1", "--output", str(out)]
     assert main(argv) == 0
     rows = json.loads(out.read_text())["rows"]
-    assert [(row["name"], row["gate"]) for row in rows] == [("heuristic", "heuristic"), ("pack:pack", "learned")]
-    assert rows[1]["searches"] == rows[1]["questions"] == 4  # gate threshold 0: always searches
+    assert [(row["name"], row["gate"]) for row in rows] == [("heuristic", "heuristic"), ("plain vector memory", "none"),
+                                                           ("pack:pack", "learned")]
+    assert rows[2]["searches"] == rows[2]["questions"] == 4  # gate threshold 0: always searches
     assert all(np.isfinite(row["evidence_recall"]) for row in rows)
     assert main(argv + ["--no-heuristic"]) == 0
     assert [row["name"] for row in json.loads(out.read_text())["rows"]] == ["pack:pack"]

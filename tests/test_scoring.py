@@ -18,6 +18,7 @@ from memnets.scoring import (
     min_max,
     recency,
 )
+from memnets.timeutil import as_utc
 
 NOW = datetime(2024, 1, 10, 12, 0)
 
@@ -37,7 +38,7 @@ def test_heuristic_matches_generative_agents_formula_by_hand():
     rec = 0.995 ** np.array([0, 10, 100])
     rel = np.array([0.0, 1 / np.sqrt(2), 1.0])
     imp = np.array([0.2, 0.9, 0.5])
-    norm = lambda v: (v - v.min()) / (v.max() - v.min())  # noqa: E731
+    norm = lambda v: (v - v.min()) / (v.max() - v.min())
     np.testing.assert_allclose(scores, norm(rec) + norm(rel) + norm(imp), atol=1e-6)
     weighted = HeuristicScorer(a=(0.0, 2.0, 0.0)).score(mems, "q", NOW, query_vector=QUERY, memory_vectors=VECTORS)
     np.testing.assert_allclose(weighted, 2 * norm(rel), atol=1e-6)
@@ -130,7 +131,7 @@ def test_scorer_ranker_on_tiny_locomo(tiny_locomo_path, tiny_model_dir):
     conversations = load_locomo(tiny_locomo_path)
     conv = conversations[0]
     mems = turn_memories(conv, HeuristicImportance())
-    assert [m.t for m in mems] == [turn.t for turn in conv.turns] and all(0 <= m.importance <= 1 for m in mems)
+    assert [m.t for m in mems] == [as_utc(turn.t) for turn in conv.turns] and all(0 <= m.importance <= 1 for m in mems)
     assert [m.importance for m in mems] == [HeuristicImportance().score_text(turn.content) for turn in conv.turns]
     assert {m.importance for m in turn_memories(conv)} == {0.5}
     assert conversation_now(conv) == max(turn.t for turn in conv.turns)

@@ -10,8 +10,13 @@ memories brought to it), and whether an archive search was made.
 
 Rows: the heuristic manager (untrained backbone, heuristic importance, gate and scorer), and with a
 pack the trained one; ``reference`` adds, for each, the two fixed gates (always / never search) that
-bound the searches-versus-recall trade-off. The settings (context budget in tokens, far below the
-conversation's length; working capacity; k) are returned with the results. ``memnets replay`` runs it.
+bound the searches-versus-recall trade-off. Beside them, "plain vector memory": what users run
+today (mem0, a LangGraph store with an embedding function): the untrained backbone, every turn
+added as it comes (``AgentMemory.add``), and per question the cosine top-k over everything said
+(``AgentMemory.search``), with no tiers, no gate and no context window in view. The settings
+(context budget in tokens, far below the conversation's length; working capacity; k) are returned
+with the results. Every row runs through ``memnets.open``'s :class:`~memnets.api.AgentMemory` on a
+temporary folder. ``memnets replay`` runs it.
 """
 
 from __future__ import annotations
@@ -35,45 +40,51 @@ from memnets.nn.embedding_cache import CachedEncoder
 logger = logging.getLogger(__name__)
 
 
+PLAIN = "plain vector memory"
+
+
 @dataclass
 class Setup:
-    """One row: a name, the manager's components, and which gate it uses."""
+    """One row: a name, the manager's components, and which gate it uses (``"none"``: the plain vector memory)."""
 
     name: str
     components: dict
     gate_name: str
 
 
-def replay_conversation(conversation: Conversation, setup: Setup, settings: dict, categories: set[int]) -> dict:
-    """Stream the conversation through a fresh manager (temporary archive) and score its questions."""
-    from memnets.memory.archive import Archive
-    from memnets.memory.manager import MemoryManager
+def open_memory(folder: str | Path, components: dict, settings: dict):
+    """An :class:`~memnets.api.AgentMemory` on a fresh folder with a row's components and the replay's settings.
 
-    components = dict(setup.components)
+    Turns come with their ids, so no near-duplicate merging happens (an explicit id is the identity).
+    """
+    from memnets.api import AgentMemory
+    from memnets.memory.manager import ManagerConfig
+    from memnets.store import open_store
+
+    components = dict(components)
     encoder = components.pop("encoder")
+    chosen = {name: components.pop(name) for name in list(components) if name in ManagerConfig.__dataclass_fields__}
+    config = ManagerConfig(context_budget=settings["context_budget"], working_capacity=settings["working_capacity"],
+                           k=settings["k"], batch_size=settings["batch_size"], mmr_lambda=settings["mmr_lambda"],
+                           **chosen)  # e.g. the pack's write-through threshold
+    return AgentMemory(open_store(folder, encoder.dim), encoder, config=config, owns_store=True, **components)
+
+
+def replay_conversation(conversation: Conversation, setup: Setup, settings: dict, categories: set[int]) -> dict:
+    """Stream the conversation through a fresh memory (temporary folder) and score its questions."""
+    if setup.gate_name == "none":
+        return replay_plain(conversation, setup, settings, categories)
     started = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="memnets-replay-") as folder:
-        archive = Archive(folder, encoder.dim)
-        manager = MemoryManager(
-            encoder,
-            archive,
-            owner=conversation.sample_id,
-            context_budget=settings["context_budget"],
-            working_capacity=settings["working_capacity"],
-            k=settings["k"],
-            batch_size=settings["batch_size"],
-            mmr_lambda=settings["mmr_lambda"],
-            resume=False,
-            state_path=Path(folder) / "state.json",
-            events=events_path(settings, setup),
-            owns_archive=True,
-            **components,
-        )
+    with tempfile.TemporaryDirectory(prefix="memnets-replay-") as folder, \
+            open_memory(folder, setup.components, settings) as memory:
+        user = conversation.sample_id
+        manager = memory.manager(user, resume=False, state_path=Path(folder) / "state.json",
+                                 events=events_path(settings, setup))
         items = [q for q in conversation.qa if q.category in categories and q.evidence]
         schedule = question_schedule(conversation, items, settings["ask"], settings["delay"])
         questions = []
         for position, turn in enumerate(tqdm(conversation.turns, desc=f"{setup.name}: turns", unit="turn", leave=False)):
-            manager.observe(turn.content, t=turn.t, id=memory_id(conversation.sample_id, turn.dia_id), speaker=turn.speaker)
+            manager.observe(turn.content, t=turn.t, id=memory_id(user, turn.dia_id), speaker=turn.speaker)
             for item in schedule.get(position, []):
                 questions.append(ask(manager, conversation, item, turn.t + timedelta(minutes=1)))
         manager.flush()
@@ -82,8 +93,32 @@ def replay_conversation(conversation: Conversation, setup: Setup, settings: dict
         for item in tqdm(schedule.get(None, []), desc=f"{setup.name}: questions", unit="q", leave=False):
             questions.append(ask(manager, conversation, item, now))
         moves = {move.value: manager.events.count(move) for move in (Move.RETAIN, Move.BURY, Move.RECALL, Move.SEARCH, Move.WRITE)}
-        archive_size = manager.archive.count(conversation.sample_id)
-        manager.close()
+        archive_size = memory.store.count(user)
+    return row(setup, questions, categories, moves, archive_size, stream_seconds, started)
+
+
+def replay_plain(conversation: Conversation, setup: Setup, settings: dict, categories: set[int]) -> dict:
+    """The plain vector memory: add every turn, answer each question with the cosine top-k of all turns so far."""
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="memnets-replay-") as folder, \
+            open_memory(folder, setup.components, settings) as memory:
+        user = conversation.sample_id
+        items = [q for q in conversation.qa if q.category in categories and q.evidence]
+        schedule = question_schedule(conversation, items, settings["ask"], settings["delay"])
+        questions = []
+        for position, turn in enumerate(tqdm(conversation.turns, desc=f"{setup.name}: turns", unit="turn", leave=False)):
+            memory.add(turn.content, user=user, t=turn.t, id=memory_id(user, turn.dia_id), agent=turn.speaker)
+            questions.extend(ask_plain(memory, conversation, item, settings["k"]) for item in schedule.get(position, []))
+        stream_seconds = time.perf_counter() - started
+        questions.extend(ask_plain(memory, conversation, item, settings["k"]) for item in schedule.get(None, []))
+        archive_size = memory.store.count(user)
+    moves = {"SEARCH": len(questions), "WRITE": len(conversation.turns)}
+    return row(setup, questions, categories, moves, archive_size, stream_seconds, started)
+
+
+def row(setup: Setup, questions: list[dict], categories: set[int], moves: dict, archive_size: int,
+        stream_seconds: float, started: float) -> dict:
+    """One result row: the summary overall and per category, moves, sizes, timings and every question."""
     return {
         "name": setup.name,
         "gate": setup.gate_name,
@@ -146,6 +181,26 @@ def ask(manager, conversation: Conversation, item, now) -> dict:
     }
 
 
+def ask_plain(memory, conversation: Conversation, item, k: int) -> dict:
+    """Put one question to the plain vector memory: what is in view is its top-k, nothing else."""
+    evidence = {memory_id(conversation.sample_id, d) for d in item.evidence}
+    hits = memory.search(item.question, user=conversation.sample_id, k=k)
+    seen = evidence & {hit.memory.id for hit in hits}
+    return {
+        "index": item.index,
+        "category": item.category,
+        "evidence": sorted(evidence),
+        "searched": True,
+        "gate_score": 1.0,
+        "needed": True,
+        "archive_only": len(evidence),
+        "in_context_before": 0,
+        "in_working_before": 0,
+        "in_view": sorted(seen),
+        "recall": len(seen) / len(evidence),
+    }
+
+
 def summarise(questions: list[dict]) -> dict:
     """Mean evidence recall in view, share with all evidence in view, searches made, and the gate's
     agreement with its label ("needed": some evidence is not in the context, as the gate was trained);
@@ -181,9 +236,9 @@ def build_setups(
     reference: bool = False,
     gate_threshold: float = 0.5,
 ) -> list[Setup]:
-    """The heuristic manager (on ``encoder``, default the untrained backbone), the pack's (if any), and
-    with ``reference`` their always/never-search variants."""
-    from memnets.memory.manager import pack_components
+    """The heuristic manager and the plain vector memory (both on ``encoder``, default the untrained
+    backbone), the pack's manager (if any), and with ``reference`` the managers' always/never-search
+    variants."""
     from memnets.memory.signals import HeuristicImportance
     from memnets.nn.encoder import DEFAULT_BACKBONE, MemoryEncoder
     from memnets.scoring import HeuristicScorer
@@ -197,17 +252,21 @@ def build_setups(
             "scorer": HeuristicScorer(),
         }
         bases.append(("heuristic", components))
+        bases.append((PLAIN, {"encoder": components["encoder"]}))
     if pack:
         from memnets.pack import load_pack
 
         trained = {"importance": HeuristicImportance(), "gate": HeuristicGate(gate_threshold), "scorer": HeuristicScorer()}
-        trained.update(pack_components(load_pack(pack)))
+        trained.update(load_pack(pack).components())
         trained["encoder"] = CachedEncoder(trained["encoder"])
         bases.append((f"pack:{Path(pack).name}", trained))
     if not bases:
         raise ValueError("nothing to replay: heuristic=False needs a pack")
     setups = []
     for name, components in bases:
+        if name == PLAIN:
+            setups.append(Setup(name, components, "none"))
+            continue
         setups.append(Setup(name, components, components["gate"].name))
         if reference:
             for recall in (True, False):

@@ -10,11 +10,11 @@ grows (one JSON object per line, flushed per event).
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from enum import Enum
 from pathlib import Path
-from typing import Iterator
 
 
 class Move(str, Enum):
@@ -33,6 +33,7 @@ class Move(str, Enum):
     COMPRESS = "COMPRESS"  # a summary replaced / condensed memories
     PLAN = "PLAN"  # a plan was made for a goal
     REPLAN = "REPLAN"  # a goal's step failed and the plan was remade
+    FORGET = "FORGET"  # memories deleted (here or in the store) left every tier and the write buffer
 
 
 @dataclass(frozen=True)
@@ -53,7 +54,7 @@ class Event:
         return record
 
     @classmethod
-    def from_json(cls, record: dict) -> "Event":
+    def from_json(cls, record: dict) -> Event:
         t = record.get("t")
         return cls(
             step=int(record["step"]),

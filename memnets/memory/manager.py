@@ -35,10 +35,10 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, fields, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Iterable, Sequence
 
 import numpy as np
 
@@ -48,12 +48,21 @@ from memnets.memory.events import EventLog, Move
 from memnets.memory.mmr import mmr
 from memnets.memory.planning import Goal, Plan, Planner
 from memnets.memory.reflection import Reflector
-from memnets.memory.signals import Gate, HeadGate, HeadImportance, HeuristicGate, HeuristicImportance, Importance
-from memnets.memory.tiers import ContextWindow, Entry, WorkingMemory
+from memnets.memory.signals import Gate, HeuristicGate, HeuristicImportance, Importance
+from memnets.memory.tiers import ContextWindow, Entry, WorkingMemory, policy
 from memnets.records import Memory
 from memnets.scoring import HeuristicScorer, min_max
+from memnets.store.filters import MemoryFilter
+from memnets.timeutil import as_utc_or_now
 
 STATE_VERSION = 1
+# near-duplicate cosine for the bundled all-MiniLM-L6-v2; measured on LoCoMo (bench/duplicates.py, docs/memory.md)
+DUPLICATE_THRESHOLD = 0.95
+
+
+def default_state_path(directory: str | Path, owner: str) -> Path:
+    """Where a manager of ``owner`` saves its tiers in a store folder: ``manager-<owner>.json``."""
+    return Path(directory) / f"manager-{re.sub(r'[^A-Za-z0-9_.-]', '_', owner)}.json"
 
 
 @dataclass(frozen=True)
@@ -79,18 +88,14 @@ class ContextView:
         return "\n\n".join(parts)
 
 
-class MemoryManager:
-    """Context, working memory and archive for one owner, with the four moves and their policies.
+@dataclass(frozen=True)
+class ManagerConfig:
+    """The manager's settings (the pluggable decisions are passed beside it, not in it).
 
-    Args:
-        encoder: a :class:`~memnets.nn.encoder.MemoryEncoder` (embeds texts; its tokenizer counts tokens).
-        archive: an open :class:`~memnets.memory.archive.Archive` of the encoder's dim.
-        owner: whose memories these are; every archive read and write is scoped to it.
+    Attributes:
         context_budget: tokens the context's messages may take.
         working_capacity: memories working memory may hold.
         k: memories recalled per archive search, and memories added to the context per query.
-        importance, gate, scorer: the pluggable decisions (defaults: the heuristics).
-        llm: writes reflections, summaries and plans (default: :class:`~memnets.llm.ExtractiveLLM`).
         keep_threshold: observations with importance below it are not kept (0 keeps all).
         write_through_threshold: observations at or above it are written to the archive at once.
         batch_size: the other kept observations are written when this many are waiting.
@@ -98,108 +103,152 @@ class MemoryManager:
         mmr_lambda: relevance against diversity when picking memories (1 = plain top-k).
         fetch_factor: an archive search fetches ``fetch_factor * k`` candidates for re-scoring and MMR.
         context_policy, working_policy: overflow policies (see :mod:`memnets.memory.tiers`).
+        duplicate_threshold: an observation (or ``AgentMemory.add``) without an explicit id whose
+            cosine with one of the owner's memories of the same kind reaches it refreshes that memory
+            instead of storing a second copy (None: never); chosen on LoCoMo, see docs/memory.md.
+    """
+
+    context_budget: int = 512
+    working_capacity: int = 50
+    k: int = 5
+    keep_threshold: float = 0.0
+    write_through_threshold: float = 0.5
+    batch_size: int = 32
+    reflection_threshold: float | None = None
+    mmr_lambda: float = 0.7
+    fetch_factor: int = 3
+    context_policy: str = "least_recent"
+    working_policy: str = "least_important"
+    duplicate_threshold: float | None = DUPLICATE_THRESHOLD
+
+    def __post_init__(self) -> None:
+        for name in ("context_budget", "working_capacity", "k", "batch_size", "fetch_factor"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"ManagerConfig.{name} must be an int >= 1, got {value!r}")
+        for name in ("keep_threshold", "write_through_threshold", "mmr_lambda"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
+                raise ValueError(f"ManagerConfig.{name} must be a number in [0, 1], got {value!r}")
+        if self.reflection_threshold is not None and not (
+                isinstance(self.reflection_threshold, (int, float)) and self.reflection_threshold > 0):
+            raise ValueError(f"ManagerConfig.reflection_threshold must be None or a positive number, got {self.reflection_threshold!r}")
+        if self.duplicate_threshold is not None and not (
+                isinstance(self.duplicate_threshold, (int, float)) and -1.0 <= self.duplicate_threshold <= 1.0):
+            raise ValueError(f"ManagerConfig.duplicate_threshold is a cosine: None or a number in [-1, 1], got {self.duplicate_threshold!r}")
+        policy(self.working_policy)  # an unknown name raises ValueError naming the choices
+        if self.context_policy != "least_recent":
+            raise ValueError(f"the context spills in arrival order; context_policy must be 'least_recent', got {self.context_policy!r}")
+
+    @classmethod
+    def build(cls, config: ManagerConfig | None = None, **settings) -> ManagerConfig:
+        """``config`` (default: the defaults) with some settings changed; an unknown name is a TypeError naming it."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(settings) - known)
+        if unknown:
+            raise TypeError(f"unknown manager setting(s) {unknown}; ManagerConfig has {sorted(known)}")
+        return replace(config or cls(), **settings)
+
+
+class MemoryManager:
+    """Context, working memory and archive for one owner, with the four moves and their policies.
+
+    Args:
+        encoder: a :class:`~memnets.nn.encoder.MemoryEncoder` (embeds texts; its tokenizer counts tokens).
+        store: an open :class:`~memnets.store.MemoryStore` of the encoder's dim (the archive tier).
+        owner: whose memories these are; every archive read and write is scoped to it.
+        config: a :class:`ManagerConfig`; ``**settings`` change single fields of it (or of the defaults).
+        importance, gate, scorer: the pluggable decisions (defaults: the heuristics).
+        llm: writes reflections, summaries and plans (default: :class:`~memnets.llm.ExtractiveLLM`).
         events: an :class:`EventLog`, or a path for a JSONL event file, or None (in memory only).
         state_path: where :meth:`close` saves the tiers and :meth:`__init__` restores them from
             (default: ``manager-<owner>.json`` in the archive's directory; None with ``resume=False``).
         resume: restore the tiers saved at the last :meth:`close`, if any.
-        owns_archive: close the archive in :meth:`close` (set by the constructors that open it).
+        owns_store: close the store in :meth:`close` (set by the constructors that open it).
+
+    Several managers (one per user) may share one encoder and one store: :meth:`memnets.open`
+    builds them with ``AgentMemory.manager(user)``.
     """
 
     def __init__(
         self,
         encoder,
-        archive,
+        store,
         *,
         owner: str = "agent",
-        context_budget: int = 512,
-        working_capacity: int = 50,
-        k: int = 5,
+        config: ManagerConfig | None = None,
         importance: Importance | None = None,
         gate: Gate | None = None,
         scorer=None,
         llm: LLM | None = None,
-        keep_threshold: float = 0.0,
-        write_through_threshold: float = 0.5,
-        batch_size: int = 32,
-        reflection_threshold: float | None = None,
-        mmr_lambda: float = 0.7,
-        fetch_factor: int = 3,
-        context_policy: str = "least_recent",
-        working_policy: str = "least_important",
         events: EventLog | str | Path | None = None,
         state_path: str | Path | None = None,
         resume: bool = True,
-        owns_archive: bool = False,
+        owns_store: bool = False,
+        **settings,
     ):
-        if getattr(archive, "dim", encoder.dim) != encoder.dim:
-            raise ValueError(f"archive dim {archive.dim} does not match the encoder's dim {encoder.dim}")
-        if k < 1:
-            raise ValueError(f"k must be at least 1, got {k}")
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be at least 1, got {batch_size}")
-        if fetch_factor < 1:
-            raise ValueError(f"fetch_factor must be at least 1, got {fetch_factor}")
-        for name, value in (("keep_threshold", keep_threshold), ("write_through_threshold", write_through_threshold)):
-            if not 0.0 <= value <= 1.0:
-                raise ValueError(f"{name} is an importance and must lie in [0, 1], got {value}")
+        if getattr(store, "dim", encoder.dim) != encoder.dim:
+            raise ValueError(f"store dim {store.dim} does not match the encoder's dim {encoder.dim}")
+        if not isinstance(owner, str) or not owner:
+            raise ValueError(f"owner must be a non-empty string, got {owner!r}")
+        self.config = ManagerConfig.build(config, **settings)
         self.encoder = encoder
-        self.archive = archive
+        self.store = store
         self.owner = owner
-        self.k = int(k)
         self.importance = importance if importance is not None else HeuristicImportance()
         self.gate = gate if gate is not None else HeuristicGate()
         self.scorer = scorer if scorer is not None else HeuristicScorer()
         self.llm = llm if llm is not None else ExtractiveLLM()
-        self.keep_threshold = float(keep_threshold)
-        self.write_through_threshold = float(write_through_threshold)
-        self.batch_size = int(batch_size)
-        self.mmr_lambda = float(mmr_lambda)
-        self.fetch_factor = int(fetch_factor)
-        self.context = ContextWindow(context_budget)
-        self.context_policy = context_policy
-        if context_policy != "least_recent":
-            raise ValueError(f"the context spills in arrival order; context_policy must be 'least_recent', got {context_policy!r}")
-        self.working = WorkingMemory(working_capacity, working_policy)
+        self.context = ContextWindow(self.config.context_budget)
+        self.working = WorkingMemory(self.config.working_capacity, self.config.working_policy)
         self.events = events if isinstance(events, EventLog) else EventLog(events)
-        self.reflector = Reflector(self.llm, threshold=reflection_threshold) if reflection_threshold else None
+        threshold = self.config.reflection_threshold
+        self.reflector = Reflector(self.llm, threshold=threshold) if threshold else None
         self.planner = Planner(self.llm)
         self.pending: dict[str, Entry] = {}  # kept, not yet in the archive
         self.unkept: set[str] = set()  # in the context only; dropped when they leave it
-        self.owns_archive = owns_archive
-        if state_path is None and getattr(archive, "directory", None) is not None:
-            safe_owner = re.sub(r"[^A-Za-z0-9_.-]", "_", owner)
-            state_path = Path(archive.directory) / f"manager-{safe_owner}.json"
+        self.owns_store = owns_store
+        self.closed = False
+        # the store's deletion ledger position this manager has caught up with (see _forget_deleted)
+        self._deletion_mark = store.deletion_mark() if hasattr(store, "deletion_mark") else 0
+        if state_path is None and getattr(store, "directory", None) is not None:
+            state_path = default_state_path(store.directory, owner)
         self.state_path = Path(state_path) if state_path is not None else None
         if resume and self.state_path is not None and self.state_path.is_file():
             self._restore()
 
+    @property
+    def archive(self):
+        """The archive tier: the store this manager reads and writes (MemGPT's name for it)."""
+        return self.store
+
     # ------------------------------------------------------------------ constructors
     @classmethod
-    def open(cls, archive_dir: str | Path, *, encoder=None, key=None, **kwargs) -> "MemoryManager":
+    def open(cls, archive_dir: str | Path, *, encoder=None, key=None, **kwargs) -> MemoryManager:
         """The heuristic manager: an encoder (default: the untrained backbone) and an archive folder."""
-        from memnets.memory.archive import Archive
         from memnets.nn.encoder import MemoryEncoder
+        from memnets.store import open_store
 
         if encoder is None or isinstance(encoder, (str, Path)):
             encoder = MemoryEncoder.from_pretrained(*([encoder] if encoder is not None else []))
-        archive = Archive(archive_dir, encoder.dim, key=key)
-        return cls(encoder, archive, owns_archive=True, **kwargs)
+        store = open_store(archive_dir, encoder.dim, key=key)
+        return cls(encoder, store, owns_store=True, **kwargs)
 
     @classmethod
-    def from_pretrained(cls, pack_dir: str | Path, archive_dir: str | Path, *, key=None, **kwargs) -> "MemoryManager":
+    def from_pretrained(cls, pack_dir: str | Path, archive_dir: str | Path, *, key=None, **kwargs) -> MemoryManager:
         """The trained manager: encoder, importance head, recall gate and scorer weights of a pack.
 
         Parts the pack lacks fall back to the heuristics; keyword arguments override the rest
-        (e.g. ``gate=FixedGate(True)``). See :func:`pack_components`.
+        (e.g. ``gate=FixedGate(True)``). See :meth:`memnets.pack.Pack.components`.
         """
-        from memnets.memory.archive import Archive
         from memnets.pack import load_pack
+        from memnets.store import open_store
 
-        components = pack_components(load_pack(pack_dir))
+        components = load_pack(pack_dir).components()
         components.update(kwargs)
         encoder = components.pop("encoder")
-        archive = Archive(archive_dir, encoder.dim, key=key)
-        return cls(encoder, archive, owns_archive=True, **components)
+        store = open_store(archive_dir, encoder.dim, key=key)
+        return cls(encoder, store, owns_store=True, **components)
 
     # ------------------------------------------------------------------ helpers
     def _embed(self, texts: Sequence[str], kind: str = "memory") -> np.ndarray:
@@ -211,13 +260,75 @@ class MemoryManager:
     def _entry(self, memory: Memory, vector: np.ndarray) -> Entry:
         return Entry(memory, np.asarray(vector, dtype=np.float32), self._tokens(memory.content))
 
-    def _write(self, entries: list[Entry], mode: str, t: datetime | None) -> None:
+    def _persist(self, entries: list[Entry], t: datetime | None) -> list[Entry]:
+        """Upsert entries into the store, except those deleted since we took them (checked right
+        before the write, against the store's deletion ledger); returns the entries written."""
         if not entries:
-            return
-        self.archive.add([e.memory for e in entries], np.stack([e.vector for e in entries]))
+            return []
+        gone = self._forget_deleted(t)
+        entries = [e for e in entries if e.id not in gone]
+        if entries:
+            self.store.upsert([e.memory for e in entries], np.stack([e.vector for e in entries]))
         for entry in entries:
             self.pending.pop(entry.id, None)
-        self.events.log(Move.WRITE, [e.id for e in entries], t, mode=mode)
+        return entries
+
+    def _write(self, entries: list[Entry], mode: str, t: datetime | None) -> None:
+        written = self._persist(entries, t)
+        if written:
+            self.events.log(Move.WRITE, [e.id for e in written], t, mode=mode)
+
+    def _held(self) -> dict[str, Memory]:
+        """Every memory this manager holds in process: context, working memory, write buffer, reflection queue."""
+        held = {e.id: e.memory for e in self.context.entries}
+        held.update((e.id, e.memory) for e in self.working.entries.values())
+        held.update((e.id, e.memory) for e in self.pending.values())
+        if self.reflector is not None:
+            held.update((m.id, m) for m in self.reflector.pending)
+        return held
+
+    def _forget_deleted(self, t: datetime | None = None) -> set[str]:
+        """Catch up with the store's deletion ledger: forget what any connection or process deleted.
+
+        Called before every write, every query and at close, so a memory deleted elsewhere (even
+        one still in our write buffer, which the store never saw) is never written back, shown or
+        restored. Stores without a ledger (``deleted_since``) only get in-process deletions, through
+        :meth:`forget`.
+        """
+        if not hasattr(self.store, "deleted_since"):
+            return set()
+        self._deletion_mark, gone = self.store.deleted_since(self._deletion_mark, self.owner, list(self._held().values()))
+        if gone:
+            self.forget(gone, t, reason="deleted in the store")
+        return gone
+
+    def forget(self, ids: Iterable[str], t: datetime | None = None, *, reason: str = "deleted") -> list[str]:
+        """Drop memories from every tier and from the write buffer (they are never written); returns those held.
+
+        ``AgentMemory.delete`` calls this on every live manager of the user; deletions made
+        elsewhere reach it through the store's ledger (:meth:`_forget_deleted`).
+        """
+        ids = set(ids)
+        held = [i for i in self._held() if i in ids]
+        self.context.remove(ids)
+        self.working.remove([i for i in ids if i in self.working])
+        for memory_id in ids:
+            self.pending.pop(memory_id, None)
+        self.unkept.difference_update(ids)
+        if self.reflector is not None:
+            self.reflector.pending = [m for m in self.reflector.pending if m.id not in ids]
+        if held:
+            self.events.log(Move.FORGET, held, t, reason=reason)
+        return held
+
+    def refresh(self, memory: Memory, vector: np.ndarray) -> bool:
+        """A newer version of a memory (``AgentMemory.update``) replaces the one held, in place; True if held."""
+        entry = self.working.get(memory.id) or next((e for e in self.context.entries if e.id == memory.id), None)
+        if entry is None:
+            return False
+        entry.memory, entry.vector, entry.tokens = memory, np.asarray(vector, dtype=np.float32), self._tokens(memory.content)
+        self.pending.pop(memory.id, None)  # the store holds the new version already
+        return True
 
     def _score(self, entries: list[Entry], query: str, query_vector: np.ndarray, now: datetime) -> np.ndarray:
         memories = [e.memory for e in entries]
@@ -230,7 +341,7 @@ class MemoryManager:
         if not entries:
             return []
         relevance = min_max(self._score(entries, query, query_vector, now))
-        order = mmr(np.stack([e.vector for e in entries]), relevance, k, lambda_=self.mmr_lambda)
+        order = mmr(np.stack([e.vector for e in entries]), relevance, k, lambda_=self.config.mmr_lambda)
         return [entries[i] for i in order]
 
     # ------------------------------------------------------------------ the moves
@@ -265,18 +376,15 @@ class MemoryManager:
         missing = [i for i in ids if i not in self.working]
         if missing:
             raise KeyError(f"emit: not in working memory: {missing}")
-        entries = [self.working.get(i) for i in ids]
-        self.archive.add([e.memory for e in entries], np.stack([e.vector for e in entries]))
-        for entry in entries:
-            self.pending.pop(entry.id, None)
-        self.events.log(Move.EMIT, ids, t)
-        return [e.memory for e in entries]
+        written = self._persist([self.working.get(i) for i in ids], t)
+        self.events.log(Move.EMIT, [e.id for e in written], t)
+        return [e.memory for e in written]
 
     def recall(
         self,
         query: str,
         *,
-        now: datetime,
+        now: datetime | None = None,
         k: int | None = None,
         query_vector: np.ndarray | None = None,
         stamp: bool = True,
@@ -287,18 +395,20 @@ class MemoryManager:
         memory), re-scores them with the scorer, picks ``k`` with MMR and adds them to working
         memory; overflow then buries others, never the ones just recalled. With ``stamp`` they are
         marked accessed now (``context_for`` stamps later, after it has ranked them for the query,
-        so that the access this very query causes does not change its own ranking).
+        so that the access this very query causes does not change its own ranking). ``now``
+        defaults to the current time.
         """
-        k = self.k if k is None else int(k)
+        now = as_utc_or_now(now, "recall: now")
+        k = self.config.k if k is None else int(k)
         self.flush(now)
         if query_vector is None:
             query_vector = self._embed([query], "query")[0]
-        found = self.archive.search(query_vector, self.fetch_factor * k, self.owner)
+        found = self.store.search(query_vector, self.config.fetch_factor * k, self.owner)
         self.events.log(Move.SEARCH, [m.id for m, _ in found], now, query=query, fetched=len(found))
         fresh = [m for m, _ in found if m.id not in self.working and m.id not in self.context]
         if not fresh:
             return []
-        vectors = self.archive.vectors([m.id for m in fresh], self.owner)
+        vectors = self.store.vectors([m.id for m in fresh], self.owner)
         entries = [self._entry(m, v) for m, v in zip(fresh, vectors)]
         chosen = self._pick(entries, query, query_vector, now, k)
         for entry in chosen:
@@ -316,7 +426,7 @@ class MemoryManager:
             return
         for entry in entries:
             entry.memory = entry.memory.replace(last_access=now)
-        self.archive.touch([e.id for e in entries if e.id not in self.pending], self.owner, now)
+        self.store.touch([e.id for e in entries if e.id not in self.pending], self.owner, now)
 
     def _settle_working(self, t: datetime | None, protected: Iterable[str] = ()) -> None:
         """Working-memory overflow: bury what the policy picks until it fits."""
@@ -333,58 +443,119 @@ class MemoryManager:
         self,
         content: str,
         *,
-        t: datetime,
+        t: datetime | None = None,
         id: str | None = None,
         kind: str = "observation",
         speaker: str | None = None,
         importance: float | None = None,
         metadata: dict | None = None,
+        action: str | None = None,
+        objects: Sequence[str] = (),
+        location: str | None = None,
     ) -> Memory:
         """A new message enters the context; the management loop runs.
 
         The message is embedded and scored for importance (unless given), kept (importance >=
         ``keep_threshold``) or not, written through or buffered, counted towards reflection; then
         context overflow RETAINs the least recent messages into working memory and working-memory
-        overflow BURYs the least important.
+        overflow BURYs the least important. ``t`` defaults to now; ``speaker``, ``action``,
+        ``objects`` and ``location`` fill the record's structured fields (the seed's observation).
+
+        Identity: observing an id again replaces the earlier entry (one context entry per id). An
+        observation without an id whose text is a near-duplicate (cosine >= ``duplicate_threshold``)
+        of a memory of the same kind held here or stored refreshes that memory (accessed at ``t``,
+        back at the end of the context) and returns it: the same fact is not stored twice.
         """
         if not isinstance(content, str) or not content.strip():
-            raise ValueError(f"observe: content must be non-empty text, got {content!r}")
-        vector = self._embed([content])[0]
-        if importance is None:
-            importance = float(self.importance([content], vector[None, :])[0])
+            raise ValueError(f"observe: content must be non-empty text, got {content!r:.60}")
+        if isinstance(objects, str) or not all(isinstance(o, str) for o in objects or ()):
+            raise TypeError(f"observe: objects must be a list of strings, got {objects!r:.60}")
+        if metadata is not None and not isinstance(metadata, dict):
+            raise TypeError(f"observe: metadata must be a dict, got {type(metadata).__name__}")
+        t = as_utc_or_now(t, "observe: t")
         memory = Memory(
-            id=id or f"{self.owner}/{uuid.uuid4().hex[:12]}",
+            id=id if id is not None else f"{self.owner}/{uuid.uuid4().hex[:12]}",
             owner=self.owner,
             t=t,
             content=content,
-            importance=importance,
+            importance=0.0 if importance is None else importance,
             kind=kind,
             agent=speaker,
+            action=action,
+            objects=tuple(objects or ()),
+            location=location,
             metadata=dict(metadata or {}),
-        )
+        )  # validates every field before anything changes
+        self._forget_deleted(t)
+        vector = self._embed([content])[0]
+        if id is None:
+            duplicate = self._duplicate(vector, kind)
+            if duplicate is not None:
+                return self._refresh_duplicate(duplicate, t)
+        elif id in self._held():
+            self.forget([id], t, reason="observed again")  # the new version replaces the held one
+        if importance is None:
+            memory = memory.replace(importance=float(self.importance([content], vector[None, :])[0]))
+        importance = memory.importance
         entry = self._entry(memory, vector)
         self.context.add(entry)
-        kept = importance >= self.keep_threshold
+        kept = importance >= self.config.keep_threshold
         self.events.log(Move.OBSERVE, [memory.id], t, importance=importance, tokens=entry.tokens, kept=kept)
         if kept:
-            if importance >= self.write_through_threshold:
+            if importance >= self.config.write_through_threshold:
                 self._write([entry], "through", t)
             else:
                 self.pending[memory.id] = entry
-                if len(self.pending) >= self.batch_size:
+                if len(self.pending) >= self.config.batch_size:
                     self.flush(t)
             if self.reflector is not None and self.reflector.add(memory):
                 self.reflect(now=t)
         else:
             self.unkept.add(memory.id)
+        self._settle_context(t)
+        return memory
+
+    def _settle_context(self, t: datetime) -> None:
+        """Context overflow: RETAIN the least recent messages until the rest fits."""
         overflow = self.context.overflow()
         if overflow:
             self.retain([e.id for e in overflow], t)
-        return memory
 
-    def context_for(self, query: str, *, now: datetime, k: int | None = None) -> ContextView:
-        """What the LLM should see for ``query``: gate, maybe RECALL, then the best of working memory."""
-        k = self.k if k is None else int(k)
+    def _duplicate(self, vector: np.ndarray, kind: str) -> Entry | None:
+        """The held or stored memory of this kind most similar to ``vector``, if at or above the duplicate threshold."""
+        threshold = self.config.duplicate_threshold
+        if threshold is None:
+            return None
+        held = [e for e in (*self.context.entries, *self.working.entries.values()) if e.memory.kind == kind]
+        best, best_score = None, -np.inf
+        if held:
+            scores = np.stack([e.vector for e in held]) @ vector
+            best, best_score = held[int(np.argmax(scores))], float(np.max(scores))
+        found = self.store.search(vector, 1, self.owner, filters=MemoryFilter(kinds=(kind,)))
+        if found and found[0][1] > best_score and found[0][0].id not in self._held():
+            memory, best_score = found[0]
+            best = self._entry(memory, self.store.vectors([memory.id], self.owner)[0])
+        return best if best is not None and best_score >= threshold else None
+
+    def _refresh_duplicate(self, entry: Entry, t: datetime) -> Memory:
+        """The same fact observed again: the held (or stored) memory is accessed now and moves to the context's end."""
+        entry.memory = entry.memory.replace(last_access=max(t, entry.memory.last_access))
+        self.context.remove([entry.id])
+        self.working.remove([entry.id])
+        self.context.add(entry)
+        if entry.id not in self.pending:
+            self.store.touch([entry.id], self.owner, entry.memory.last_access)
+        self.events.log(Move.OBSERVE, [entry.id], t, duplicate=True, tokens=entry.tokens)
+        self._settle_context(t)
+        return entry.memory
+
+    def context_for(self, query: str, *, now: datetime | None = None, k: int | None = None) -> ContextView:
+        """What the LLM should see for ``query``: gate, maybe RECALL, then the best of working memory (``now``: default now)."""
+        if not isinstance(query, str) or not query.strip():
+            raise ValueError(f"context_for: query must be non-empty text, got {query!r:.60}")
+        now = as_utc_or_now(now, "context_for: now")
+        k = self.config.k if k is None else int(k)
+        self._forget_deleted(now)
         query_vector = self._embed([query], "query")[0]
         context_vectors = np.stack([e.vector for e in self.context.entries]) if len(self.context) else np.empty((0, len(query_vector)))
         verdict = self.gate(query_vector, context_vectors)
@@ -408,8 +579,9 @@ class MemoryManager:
         self.working.add(entry)
         return entry
 
-    def reflect(self, *, now: datetime) -> Memory:
+    def reflect(self, *, now: datetime | None = None) -> Memory:
         """Write a reflection over the memories since the last one (it links to its evidence)."""
+        now = as_utc_or_now(now, "reflect: now")
         if self.reflector is None:
             raise RuntimeError("reflect: this manager has no reflection_threshold, so it does not reflect")
         reflection = self.reflector.reflect(self.owner, now)
@@ -421,7 +593,7 @@ class MemoryManager:
     def compress(
         self,
         *,
-        now: datetime,
+        now: datetime | None = None,
         start: datetime | None = None,
         end: datetime | None = None,
         min_importance: float = 0.0,
@@ -432,6 +604,7 @@ class MemoryManager:
         The summary links to its sources; with ``bury_sources`` they leave working memory for the
         archive (the summary stands in for them), freeing room.
         """
+        now = as_utc_or_now(now, "compress: now")
         candidates = [e.memory for e in self.working.entries.values() if e.memory.kind != "summary"]
         sources = compression.select(candidates, min_importance=min_importance, start=start, end=end)
         summary = compression.summarise(sources, self.llm, owner=self.owner, now=now)
@@ -442,8 +615,9 @@ class MemoryManager:
         self._settle_working(now, protected=[entry.id])
         return summary
 
-    def plan(self, goal: Goal, *, now: datetime, previous: Plan | None = None) -> Plan:
+    def plan(self, goal: Goal, *, now: datetime | None = None, previous: Plan | None = None) -> Plan:
         """A plan for ``goal`` from the memories relevant to it (remade when ``previous`` failed)."""
+        now = as_utc_or_now(now, "plan: now")
         view = self.context_for(goal.description, now=now)
         plan = self.planner.plan(goal, list(view.memories), owner=self.owner, now=now, previous=previous)
         self._store(plan.memory, now)
@@ -452,7 +626,7 @@ class MemoryManager:
         self._settle_working(now, protected=[plan.memory.id])
         return plan
 
-    def replan(self, plan: Plan, failed_step: str, reason: str, *, now: datetime) -> Plan:
+    def replan(self, plan: Plan, failed_step: str, reason: str, *, now: datetime | None = None) -> Plan:
         """Record that a step failed and make a new plan that knows it."""
         plan.goal.failures.append(f"step '{failed_step}' failed: {reason}")
         return self.plan(plan.goal, now=now, previous=plan)
@@ -476,50 +650,33 @@ class MemoryManager:
                 f"{state.get('owner')!r}; expected version {STATE_VERSION} and owner {self.owner!r}"
             )
         for tier, ids in (("context", state["context"]), ("working", state["working"])):
-            memories = self.archive.get(ids, self.owner) if ids else []
+            memories = self.store.get(ids, self.owner) if ids else []
             if not memories:
                 continue
-            vectors = self.archive.vectors([m.id for m in memories], self.owner)
+            vectors = self.store.vectors([m.id for m in memories], self.owner)
             for memory, vector in zip(memories, vectors):
                 (self.context if tier == "context" else self.working).add(self._entry(memory, vector))
         if self.reflector is not None and state.get("reflection"):
             reflection = state["reflection"]
             self.reflector.accumulated = float(reflection["accumulated"])
-            self.reflector.pending = self.archive.get(reflection["pending"], self.owner) if reflection["pending"] else []
+            self.reflector.pending = self.store.get(reflection["pending"], self.owner) if reflection["pending"] else []
 
     def close(self) -> None:
-        """Flush the buffer, save the tiers' state next to the archive, and close what we opened."""
+        """Forget what was deleted elsewhere, flush the buffer, save the tiers' state next to the
+        archive, and close what we opened. Safe to call twice."""
+        if self.closed:
+            return
+        self._forget_deleted()
         self.flush()
         if self.state_path is not None:
             self.state_path.write_text(json.dumps(self.state(), indent=2) + "\n")
-        if self.owns_archive:
-            self.archive.close()
+        self.closed = True
+        if self.owns_store:
+            self.store.close()
 
-    def __enter__(self) -> "MemoryManager":
+    def __enter__(self) -> MemoryManager:
         return self
 
     def __exit__(self, *exc) -> None:
         self.close()
 
-
-def pack_components(pack) -> dict:
-    """The manager arguments a loaded :class:`~memnets.pack.Pack` supplies.
-
-    ``encoder`` always; ``importance`` (:class:`HeadImportance`) and, from a pack threshold named
-    ``"importance"``, ``write_through_threshold``, when the pack has the importance head;
-    ``gate`` (:class:`HeadGate`, threshold ``"gate"`` of the pack or the head's own) when it has the
-    recall gate; ``scorer`` (``LearnedScorer``) when it has fitted scorer weights.
-    """
-    from memnets.scoring import LearnedScorer
-
-    thresholds = dict(getattr(pack, "thresholds", None) or {})
-    components: dict = {"encoder": pack.encoder}
-    if pack.importance is not None:
-        components["importance"] = HeadImportance(pack.importance)
-        if "importance" in thresholds:
-            components["write_through_threshold"] = float(thresholds["importance"])
-    if pack.gate is not None:
-        components["gate"] = HeadGate(pack.gate, thresholds.get("gate"))
-    if getattr(pack, "scorer_weights", None) is not None:
-        components["scorer"] = LearnedScorer.from_pack(pack)
-    return components

@@ -1,0 +1,332 @@
+"""memnets.open / AgentMemory on the embedded store with the tiny encoder: scoping, durability,
+near-duplicates, versions, filters, bad input, and deletion that is final everywhere (store, every
+live manager's tiers and write buffer, other processes, restarts)."""
+
+from __future__ import annotations
+
+import multiprocessing
+from datetime import datetime, timedelta, timezone
+
+import numpy as np
+import pytest
+
+import memnets
+from memnets.api import AgentMemory, SearchHit
+from memnets.memory.events import Move
+from memnets.memory.manager import ManagerConfig
+from memnets.records import Memory
+from memnets.store import MemoryFilter, open_store
+
+T0 = datetime(2024, 3, 1, 12, 0, tzinfo=timezone.utc)
+TEXTS = ["red green blue", "one two three", "cat dog bird", "north south east", "sun moon star", "left right up"]
+EXACT = 0.9999  # the tiny random encoder puts every text near every other: merge identical texts only
+
+
+@pytest.fixture(scope="module")
+def encoder(tiny_model_dir):
+    from memnets.nn.encoder import MemoryEncoder
+
+    return MemoryEncoder.from_pretrained(tiny_model_dir)
+
+
+@pytest.fixture()
+def memory(encoder, tmp_path):
+    with memnets.open(tmp_path / "memory", encoder=encoder, duplicate_threshold=EXACT) as opened:
+        yield opened
+
+
+class RecordingStore:
+    """The real store, with the upsert batches it received recorded (a spy, not a mock)."""
+
+    def __init__(self, store):
+        self.store, self.batches = store, []
+
+    def upsert(self, memories, vectors):
+        self.batches.append([m.id for m in memories])
+        return self.store.upsert(memories, vectors)
+
+    def __getattr__(self, name):
+        return getattr(self.store, name)
+
+
+def test_add_search_get_are_scoped_to_the_user_and_durable(encoder, tmp_path):
+    with memnets.open(tmp_path / "m", encoder=encoder, duplicate_threshold=EXACT) as memory:
+        added = [memory.add(text, user="ann", t=T0 + timedelta(minutes=i)) for i, text in enumerate(TEXTS[:3])]
+        bob = memory.add(TEXTS[0], user="bob", t=T0)
+        hits = memory.search(TEXTS[1], user="ann", k=5)
+        assert all(isinstance(hit, SearchHit) for hit in hits) and len(hits) == 3
+        assert hits[0].memory.id == added[1].id and hits[0].score == pytest.approx(1.0, abs=1e-5)
+        assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+        assert bob.id not in {h.memory.id for h in hits}
+        assert memory.get(bob.id, user="ann") is None and memory.get(bob.id, user="bob").content == TEXTS[0]
+        assert memory.users() == ["ann", "bob"]
+        assert len(added[0].id) == 32 and int(added[0].id, 16) >= 0  # uuid4 hex
+    with memnets.open(tmp_path / "m", encoder=encoder) as again:  # durable when add returned
+        assert [m.content for m in again.list_memories(user="ann")] == TEXTS[:3]
+
+
+def test_one_rule_for_time(memory):
+    naive = memory.add("naive time", user="ann", t=datetime(2024, 1, 1, 9, 0))
+    assert naive.t == datetime(2024, 1, 1, 9, 0, tzinfo=timezone.utc)
+    other = memory.add("aware time", user="ann", t=datetime(2024, 1, 1, 9, 0, tzinfo=timezone(timedelta(hours=2))))
+    assert other.t == datetime(2024, 1, 1, 7, 0, tzinfo=timezone.utc) and other.t.tzinfo == timezone.utc
+    before = datetime.now(timezone.utc)
+    default = memory.add("no time given", user="ann")
+    assert before <= default.t <= datetime.now(timezone.utc)
+    stored = memory.get(naive.id, user="ann")
+    assert stored.t == naive.t and stored.t.tzinfo is not None
+    in_range = memory.list_memories(user="ann", filters={"since": datetime(2024, 1, 1, 8, 0), "until": datetime(2024, 1, 2)})
+    assert [m.id for m in in_range] == [naive.id]  # naive bounds read as UTC: 07:00Z is before 08:00
+
+
+def test_add_many_encodes_once_and_writes_important_memories_first(encoder, tmp_path):
+    calls = []
+
+    class CountingEncoder:
+        dim, tokenizer = encoder.dim, encoder.tokenizer
+
+        def encode(self, texts, kind="memory"):
+            calls.append(len(texts))
+            return encoder.encode(texts, kind=kind)
+
+    store = RecordingStore(open_store(tmp_path / "m", encoder.dim))
+    memory = AgentMemory(store, CountingEncoder(), owns_store=True,
+                         config=ManagerConfig(write_through_threshold=0.5, batch_size=2, duplicate_threshold=EXACT))
+    records = [Memory(id=f"r{i}", owner="ann", t=T0, content=TEXTS[i], importance=imp)
+               for i, imp in enumerate([0.9, 0.1, 0.8, 0.2, 0.3])]
+    out = memory.add_many(records, user="ann")
+    assert [m.id for m in out] == ["r0", "r1", "r2", "r3", "r4"] and calls == [5]
+    assert store.batches == [["r0", "r2"], ["r1", "r3"], ["r4"]]
+    texts = memory.add_many(["alpha beta", "gamma delta"], user="ann", kind="message", metadata={"src": "chat"})
+    assert calls == [5, 2] and all(m.kind == "message" and m.metadata == {"src": "chat"} for m in texts)
+    memory.close()
+
+
+def test_near_duplicates_refresh_the_existing_memory(memory):
+    first = memory.add(TEXTS[0], user="ann", t=T0)
+    again = memory.add(TEXTS[0], user="ann", t=T0 + timedelta(days=1))
+    assert again.id == first.id and memory.store.count("ann") == 1
+    assert memory.get(first.id, user="ann").last_access == T0 + timedelta(days=1)  # refreshed
+    assert memory.add(TEXTS[0], user="ann", kind="reflection").id != first.id  # another kind is another memory
+    assert memory.add(TEXTS[0], user="bob").id != first.id  # another user too
+    batch = memory.add_many([TEXTS[1], TEXTS[1], TEXTS[0]], user="ann")
+    assert batch[0].id == batch[1].id and batch[2].id == first.id
+    assert memory.store.count("ann") == 3
+
+
+def test_update_keeps_history_and_search_skips_old_versions(memory):
+    original = memory.add(TEXTS[0], user="ann", t=T0, metadata={"v": 1})
+    updated = memory.update(original.id, TEXTS[1], user="ann", t=T0 + timedelta(hours=1))
+    assert updated.id == original.id and updated.content == TEXTS[1] and updated.metadata == {"v": 1}
+    memory.update(original.id, user="ann", metadata={"v": 3}, t=T0 + timedelta(hours=2))
+    history = memory.history(original.id, user="ann")
+    assert [m.id for m in history] == [f"{original.id}~1", f"{original.id}~2", original.id]
+    assert [m.content for m in history] == [TEXTS[0], TEXTS[1], TEXTS[1]]
+    assert [m.superseded_by for m in history] == [original.id, original.id, None]
+    hits = memory.search(TEXTS[0], user="ann", k=5)
+    assert [h.memory.id for h in hits] == [original.id]  # old versions are never returned
+    assert [m.id for m in memory.list_memories(user="ann")] == [original.id] and memory.store.count("ann") == 1
+    with pytest.raises(KeyError, match="no memory"):
+        memory.update("missing", "text", user="ann")
+    with pytest.raises(ValueError, match="older version"):
+        memory.update(f"{original.id}~1", "text", user="ann")
+    # adding with the id of an existing memory is an update too
+    memory.add(TEXTS[2], user="ann", id=original.id)
+    assert [m.content for m in memory.history(original.id, user="ann")][-1] == TEXTS[2]
+    assert memory.delete(original.id, user="ann") is True
+    assert memory.get(f"{original.id}~1", user="ann") is None and memory.history(original.id, user="ann") == []
+
+
+def test_replaces_supersedes_an_older_memory(memory):
+    old = memory.add("I live in Paris", user="ann", t=T0)
+    new = memory.add("I moved to Lisbon", user="ann", t=T0 + timedelta(days=30), replaces=old.id)
+    assert new.id != old.id and memory.get(old.id, user="ann").superseded_by == new.id
+    assert [h.memory.id for h in memory.search("I live in Paris", user="ann", k=5)] == [new.id]
+    assert [m.id for m in memory.history(new.id, user="ann")] == [old.id, new.id]
+    memory.delete(new.id, user="ann")
+    assert memory.get(old.id, user="ann") is None  # the replaced memory goes with it
+    with pytest.raises(KeyError, match="replaces"):
+        memory.add("text", user="ann", replaces="missing")
+
+
+def test_filters_apply_before_ranking(memory):
+    for i in range(12):
+        memory.add(f"note {i} {TEXTS[i % 6]}", user="ann", t=T0 + timedelta(days=i),
+                   metadata={"topic": "pets" if i % 4 == 0 else "work", "n": i}, kind="plan" if i == 5 else "observation")
+    pets = memory.search(TEXTS[1], user="ann", k=3, filters={"metadata": {"topic": "pets"}})
+    assert sorted(h.memory.metadata["n"] for h in pets) == [0, 4, 8]  # k results whenever k match
+    ranged = memory.search(TEXTS[1], user="ann", k=10, filters={"since": T0 + timedelta(days=3), "until": T0 + timedelta(days=6)})
+    assert sorted(h.memory.metadata["n"] for h in ranged) == [3, 4, 5]
+    plans = memory.search(TEXTS[1], user="ann", k=10, filters=MemoryFilter(kinds=("plan",)))
+    assert [h.memory.metadata["n"] for h in plans] == [5]
+    big = memory.list_memories(user="ann", limit=2, offset=1, filters={"metadata": {"n": {"$gte": 6}}})
+    assert [m.metadata["n"] for m in big] == [7, 8]
+    with pytest.raises(ValueError, match="colour"):
+        memory.search("x", user="ann", filters={"colour": "red"})
+
+
+@pytest.mark.parametrize(("call", "error", "named"), [
+    (lambda m: m.add("text", user=""), ValueError, "user"),
+    (lambda m: m.add("text", user=7), TypeError, "user"),
+    (lambda m: m.add("   ", user="ann"), ValueError, "text"),
+    (lambda m: m.add(42, user="ann"), TypeError, "text"),
+    (lambda m: m.add("text", user="ann", metadata=["a"]), TypeError, "metadata"),
+    (lambda m: m.add("text", user="ann", objects="ball"), TypeError, "objects"),
+    (lambda m: m.add("text", user="ann", importance=2.0), ValueError, "importance"),
+    (lambda m: m.add("text", user="ann", kind="dream"), ValueError, "kind"),
+    (lambda m: m.add("text", user="ann", t="yesterday"), TypeError, "t"),
+    (lambda m: m.add("text", user="ann", id="a~1"), ValueError, "id"),
+    (lambda m: m.add_many(["ok", ""], user="ann"), ValueError, "text"),
+    (lambda m: m.add_many("one text", user="ann"), TypeError, "items"),
+    (lambda m: m.search("q", user="ann", k=0), ValueError, "k"),
+    (lambda m: m.search("q", user="ann", k="3"), TypeError, "k"),
+    (lambda m: m.search("", user="ann"), ValueError, "query"),
+    (lambda m: m.search("q", user="ann", filters={"kind": "dream"}), ValueError, "kind"),
+    (lambda m: m.list_memories(user="ann", limit=-1), ValueError, "limit"),
+    (lambda m: m.update("x", user="ann"), ValueError, "text"),
+    (lambda m: m.manager("ann", k=0), ValueError, "k"),
+    (lambda m: m.manager("ann", colour=1), TypeError, "colour"),
+])
+def test_bad_input_is_named_and_writes_nothing(memory, call, error, named):
+    memory.add("already here", user="ann")
+    with pytest.raises(error, match=named):
+        call(memory)
+    assert memory.store.count("ann") == 1 and memory.users() == ["ann"]
+
+
+def test_delete_and_delete_all(memory):
+    a = memory.add(TEXTS[0], user="ann")
+    memory.add(TEXTS[1], user="ann")
+    memory.add(TEXTS[0], user="bob")
+    assert memory.delete(a.id, user="ann") is True and memory.delete(a.id, user="ann") is False
+    assert memory.get(a.id, user="ann") is None and [h.memory.content for h in memory.search(TEXTS[0], user="ann")] == [TEXTS[1]]
+    assert memory.delete_all(user="ann") == 1 and memory.users() == ["bob"]
+    assert memory.store.count("bob") == 1
+
+
+def test_users_share_one_encoder_loaded_once(tiny_model_dir, tmp_path, monkeypatch):
+    from memnets.nn.encoder import MemoryEncoder
+
+    loads = []
+    real = MemoryEncoder.from_pretrained.__func__
+
+    def counting(cls, *args, **kwargs):
+        loads.append(args)
+        return real(cls, *args, **kwargs)
+
+    monkeypatch.setattr(MemoryEncoder, "from_pretrained", classmethod(counting))
+    with memnets.open(tmp_path / "m", encoder=str(tiny_model_dir)) as memory:
+        ann, bob = memory.manager("ann"), memory.manager("bob")
+        assert ann.encoder is bob.encoder is memory.encoder and ann.store is bob.store is memory.store
+        assert ann.importance is bob.importance and ann.gate is bob.gate
+        ann.observe(TEXTS[0], id="a1", importance=0.9)
+        bob.observe(TEXTS[1], id="b1", importance=0.9)
+        assert [m.id for m in memory.list_memories(user="ann")] == ["a1"]
+    assert len(loads) == 1
+
+
+def test_manager_observe_fields_identity_and_defaults(memory):
+    manager = memory.manager("ann", context_budget=100, write_through_threshold=0.0)
+    before = datetime.now(timezone.utc)
+    seen = manager.observe("I kicked the ball in the park", speaker="Ann", action="kick", objects=["ball"], location="park")
+    assert (seen.agent, seen.action, seen.objects, seen.location) == ("Ann", "kick", ("ball",), "park")
+    assert seen.t >= before
+    stored = memory.get(seen.id, user="ann")
+    assert (stored.action, stored.objects, stored.location) == ("kick", ("ball",), "park")
+    # the same fact again is not stored twice: the memory is refreshed and moves to the context's end
+    manager.observe(TEXTS[0], id="m2")
+    again = manager.observe("I kicked the ball in the park")
+    assert again.id == seen.id and memory.store.count("ann") == 2
+    assert manager.context.ids() == ["m2", seen.id]
+    # re-observing an id replaces its entry: one context entry per id
+    manager.observe(TEXTS[1], id="m2")
+    assert manager.context.ids().count("m2") == 1 and memory.get("m2", user="ann").content == TEXTS[1]
+    view = manager.context_for(TEXTS[1])  # now defaults to the current time
+    assert "m2" in view.ids()
+
+
+def test_delete_reaches_live_managers_tiers_and_buffer(memory):
+    manager = memory.manager("ann", context_budget=3, working_capacity=10, write_through_threshold=1.0, batch_size=100)
+    for i in range(3):
+        manager.observe(TEXTS[i], id=f"m{i}", importance=0.3)
+    assert manager.context.ids() == ["m2"] and manager.working.ids() == ["m0", "m1"] and len(manager.pending) == 3
+    other = memory.manager("bob", write_through_threshold=1.0, batch_size=100)
+    other.observe(TEXTS[0], id="m0", importance=0.3)
+    assert memory.delete("m0", user="ann") is True  # only in a buffer: the store never had it
+    assert memory.delete("m2", user="ann") is True
+    assert manager.working.ids() == ["m1"] and manager.context.ids() == [] and list(manager.pending) == ["m1"]
+    assert manager.events.of(Move.FORGET)[0].ids == ("m0",)
+    assert "m0" in other.pending  # another user's memory with the same id is untouched
+    memory.close()
+    assert [m.id for m in open_store(memory.store.directory, None).list_memories("ann")] == ["m1"]
+
+
+def test_delete_through_the_store_while_buffered_then_close_and_reopen(encoder, tmp_path):
+    # the bug of issue 12: delete through the archive while the manager buffers it; close wrote it back
+    with memnets.open(tmp_path / "m", encoder=encoder) as memory:
+        manager = memory.manager("ann", write_through_threshold=1.0, batch_size=100)
+        manager.observe(TEXTS[0], id="m1", importance=0.3)
+        manager.observe(TEXTS[1], id="m2", importance=0.3)
+        assert memory.store.count("ann") == 0 and sorted(manager.pending) == ["m1", "m2"]
+        assert manager.archive.delete(["m1"], "ann") == 0  # nothing stored yet, but the deletion is recorded
+        manager.close()
+    with memnets.open(tmp_path / "m", encoder=encoder) as memory:
+        assert memory.get("m1", user="ann") is None and memory.get("m2", user="ann") is not None
+        again = memory.manager("ann")
+        assert "m1" not in again.context.ids() + again.working.ids()
+        again.observe(TEXTS[2], id="m1", importance=0.9)  # a new memory under the deleted id is kept
+        assert memory.get("m1", user="ann").content == TEXTS[2]
+
+
+def _delete_in_another_process(folder: str, ids: list[str], owner: str) -> None:
+    store = open_store(folder, None)
+    store.delete(ids, owner)
+    store.close()
+
+
+def test_delete_from_another_process_while_a_manager_holds_the_memory(encoder, tmp_path):
+    folder = tmp_path / "m"
+    with memnets.open(folder, encoder=encoder, duplicate_threshold=None) as memory:
+        manager = memory.manager("ann", context_budget=3, working_capacity=10, write_through_threshold=0.5,
+                                 batch_size=100)
+        manager.observe(TEXTS[0], id="kept", importance=0.9)  # written through, then RETAINed to working memory
+        manager.observe(TEXTS[1], id="buffered", importance=0.1)  # waits in the write buffer
+        manager.observe(TEXTS[2], id="last", importance=0.9)
+        assert "kept" in manager.working and "buffered" in manager.pending
+        process = multiprocessing.get_context("spawn").Process(
+            target=_delete_in_another_process, args=(str(folder), ["kept", "buffered"], "ann"))
+        process.start()
+        process.join(120)
+        assert process.exitcode == 0
+        view = manager.context_for(TEXTS[0])
+        assert "kept" not in view.ids() and "kept" not in manager.working and "buffered" not in manager.pending
+        manager.flush()
+        assert memory.get("buffered", user="ann") is None
+    with memnets.open(folder, encoder=encoder) as memory:
+        assert [m.id for m in memory.list_memories(user="ann")] == ["last"]
+        restored = memory.manager("ann")
+        assert set(restored.context.ids() + restored.working.ids()) <= {"last"}
+
+
+def test_close_closes_managers_and_is_idempotent(encoder, tmp_path):
+    memory = memnets.open(tmp_path / "m", encoder=encoder)
+    manager = memory.manager("ann", write_through_threshold=1.0)
+    manager.observe(TEXTS[0], id="m1", importance=0.2)
+    memory.close()
+    memory.close()
+    assert manager.closed
+    with pytest.raises(RuntimeError, match="closed"):
+        memory.add("text", user="ann")
+    with memnets.open(tmp_path / "m", encoder=encoder) as again:
+        assert again.get("m1", user="ann") is not None  # the buffer was flushed on close
+
+
+def test_pack_and_encoder_are_exclusive(encoder, tmp_path):
+    with pytest.raises(ValueError, match="pack or encoder"):
+        memnets.open(tmp_path / "m", pack=tmp_path / "pack", encoder=encoder)
+
+
+def test_vectors_are_unit_rows(memory):
+    memory.add(TEXTS[0], user="ann", id="v")
+    vector = memory.store.vectors(["v"], "ann")[0]
+    assert np.linalg.norm(vector) == pytest.approx(1.0, abs=1e-5)
