@@ -33,6 +33,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from memnets.protocols import TextEncoder
 from memnets.records import Memory
 from memnets.timeutil import as_utc
 
@@ -191,7 +192,7 @@ class WeightedScorer:
             the stored importance of the memories; None uses ``Memory.importance``.
     """
 
-    def __init__(self, encoder=None, weights: ScorerWeights | None = None, importance_head=None) -> None:
+    def __init__(self, encoder: TextEncoder | None = None, weights: ScorerWeights | None = None, importance_head=None) -> None:
         self.encoder = encoder
         self.weights = weights or ScorerWeights()
         self.importance_head = importance_head
@@ -233,7 +234,7 @@ class WeightedScorer:
 class HeuristicScorer(WeightedScorer):
     """Generative Agents' hand-set score: a = (a_recency, a_relevance, a_importance), default (1, 1, 1)."""
 
-    def __init__(self, encoder=None, a: Sequence[float] = (1.0, 1.0, 1.0), decay: float = DEFAULT_DECAY) -> None:
+    def __init__(self, encoder: TextEncoder | None = None, a: Sequence[float] = (1.0, 1.0, 1.0), decay: float = DEFAULT_DECAY) -> None:
         if len(a) != len(FEATURES):
             raise ValueError(f"HeuristicScorer: a must hold {len(FEATURES)} weights {FEATURES}, got {a!r}")
         super().__init__(encoder, ScorerWeights(*a, decay=decay, info={"source": "heuristic"}))
@@ -243,7 +244,7 @@ class LearnedScorer(WeightedScorer):
     """The trained encoder's relevance, the importance head's probability and recency, with weights
     fitted on validation data (:func:`fit_scorer_weights`)."""
 
-    def __init__(self, encoder, weights: ScorerWeights, importance_head=None) -> None:
+    def __init__(self, encoder: TextEncoder, weights: ScorerWeights, importance_head=None) -> None:
         if encoder is None:
             raise ValueError("LearnedScorer needs the trained encoder")
         super().__init__(encoder, weights, importance_head)

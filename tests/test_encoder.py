@@ -120,3 +120,19 @@ def test_real_backbone_matches_sentence_transformers():
     cosine = (ours * reference).sum(dim=1)
     assert cosine.min() > 0.99999
     torch.testing.assert_close(ours, reference, atol=1e-5, rtol=1e-4)
+
+
+def test_encoders_satisfy_the_text_encoder_protocol_and_the_cache_returns_the_same_vectors(tiny_model_dir):
+    from memnets.nn.embedding_cache import CachedEncoder
+    from memnets.nn.encoder import encoder_dim
+    from memnets.protocols import TextEncoder
+
+    encoder = MemoryEncoder.from_pretrained(tiny_model_dir)
+    cached = CachedEncoder(encoder)
+    assert isinstance(encoder, TextEncoder) and isinstance(cached, TextEncoder)
+    assert not isinstance(object(), TextEncoder)
+    assert encoder_dim(tiny_model_dir) == encoder.dim == cached.dim
+    texts = ["Ann: a dog", "Bob: a cat", "Ann: a dog"]
+    torch.testing.assert_close(cached.encode(texts, kind="query"), encoder.encode(texts, kind="query"))
+    assert set(cached.cache) == {("query", "Ann: a dog"), ("query", "Bob: a cat")}
+    assert cached.encode([], kind="memory").shape == (0, encoder.dim)

@@ -24,7 +24,8 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
-from memnets.nn.encoder import DEFAULT_BACKBONE, Kind
+from memnets.nn.encoder import DEFAULT_BACKBONE
+from memnets.protocols import Kind, TextEncoder
 
 CACHE_VERSION = 1
 
@@ -135,7 +136,7 @@ class CachedEncoder:
     encode it once.
     """
 
-    def __init__(self, encoder):
+    def __init__(self, encoder: TextEncoder):
         self.encoder = encoder
         self.dim = encoder.dim
         self.tokenizer = encoder.tokenizer

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -25,12 +25,12 @@ from safetensors.torch import load_file, save_file
 from tqdm.auto import tqdm
 from transformers import AutoConfig, AutoModel, AutoTokenizer
 
+from memnets.protocols import Kind
+
 DEFAULT_BACKBONE = str(get_model_path())  # a str: sentence-transformers does not take Path
 CONFIG_NAME = "memnets_encoder.json"
 PROJECTION_DIR = "2_Dense"
 FORMAT_VERSION = 1
-
-Kind = Literal["memory", "query"]
 
 
 class MemoryEncoder(torch.nn.Module):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from memnets.data.locomo import Conversation
+from memnets.protocols import TextEncoder
 from memnets.retrieval.bm25 import rank_by_scores
 
 
@@ -12,7 +13,7 @@ class DenseRanker:
     """Ranks turns by the inner product of L2-normalised embeddings from any encoder with
     `encode(texts, kind=...)` (a MemoryEncoder, or an adapter around another model)."""
 
-    def __init__(self, encoder, name: str = "dense", batch_size: int = 64) -> None:
+    def __init__(self, encoder: TextEncoder, name: str = "dense", batch_size: int = 64) -> None:
         self.encoder, self.name, self.batch_size = encoder, name, batch_size
 
     def rank(self, conversation: Conversation, queries: Sequence[str]) -> list[list[str]]:

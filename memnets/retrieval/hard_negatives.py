@@ -27,6 +27,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from memnets.data.locomo import Conversation
+from memnets.protocols import TextEncoder
 
 MINERS = ("bm25", "encoder")
 
@@ -39,7 +40,7 @@ def query_positives(pairs: Sequence[Mapping]) -> dict[tuple[str, str], set[str]]
     return positives
 
 
-def _scores(miner: str, conversation: Conversation, queries: list[str], encoder) -> np.ndarray:
+def _scores(miner: str, conversation: Conversation, queries: list[str], encoder: TextEncoder | None) -> np.ndarray:
     documents = [turn.content for turn in conversation.turns]
     if miner == "bm25":
         from memnets.retrieval.bm25 import BM25Ranker
@@ -54,7 +55,7 @@ def mine_hard_negatives(
     conversations: Mapping[str, Conversation],
     *,
     miner: str = "encoder",
-    encoder=None,
+    encoder: TextEncoder | None = None,
     top_k: int = 20,
     relative_margin: float = 0.05,
     seed: int = 0,
