@@ -1,18 +1,65 @@
 """memnets: trainable memory components for LLM agents.
 
-A contrastively trained memory encoder, an importance scorer and a recall gate, exported into
+A contrastively trained memory encoder, an importance head and a recall-gate head, exported into
 one pack that a FAISS retriever and a hierarchical memory manager load in place of the
 hand-set scores of Generative Agents and MemGPT.
+
+The public API is importable from here (``memnets.open``, ``memnets.Memory``, ...). Each name is
+imported from its module on first use, so ``import memnets`` stays light (no torch) and the
+submodules import without cycles. A new public name is one line in ``_EXPORTS``.
 """
+
+from __future__ import annotations
+
+import importlib
 
 __version__ = "0.1.0"
 
+# public name -> the module that defines it
+_EXPORTS: dict[str, str] = {
+    # one memory for many users
+    "open": "memnets.api",
+    "AgentMemory": "memnets.api",
+    "SearchHit": "memnets.api",
+    "Memory": "memnets.records",
+    # trained components and their pack
+    "TextEncoder": "memnets.protocols",
+    "MemoryEncoder": "memnets.nn.encoder",
+    "ImportanceHead": "memnets.nn.heads",
+    "RecallGateHead": "memnets.nn.heads",
+    "Pack": "memnets.pack",
+    "load_pack": "memnets.pack",
+    "export_pack": "memnets.pack",
+    # scoring and retrieval
+    "Scorer": "memnets.scoring",
+    "ScorerWeights": "memnets.scoring",
+    "HeuristicScorer": "memnets.scoring",
+    "LearnedScorer": "memnets.scoring",
+    "FaissRetriever": "memnets.retrieval.faiss_retriever",
+    # stores and the memory manager
+    "MemoryStore": "memnets.store",
+    "MemoryFilter": "memnets.store",
+    "open_store": "memnets.store",
+    "Archive": "memnets.memory.archive",
+    "MemoryManager": "memnets.memory.manager",
+    "ManagerConfig": "memnets.memory.manager",
+    # the agent loop
+    "Agent": "memnets.agent",
+    "LLM": "memnets.llm",
+    "LLMError": "memnets.llm",
+}
+
+__all__ = ["__version__", *_EXPORTS]
+
 
 def __getattr__(name: str):
-    """``memnets.open``, ``memnets.AgentMemory`` and ``memnets.SearchHit``, imported on first use
-    (so ``import memnets`` stays light and the submodules import without cycles)."""
-    if name in ("open", "AgentMemory", "SearchHit"):
-        from memnets import api
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'memnets' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip __getattr__
+    return value
 
-        return getattr(api, name)
-    raise AttributeError(f"module 'memnets' has no attribute {name!r}")
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))
