@@ -42,7 +42,7 @@ QUICK_EF_SEARCHES = (16, 32, 64)
 FULL_SIZES = (10_000, 100_000, 1_000_000)
 QUICK_SIZES = (10_000,)
 HNSW_UNMEASURED_MAX = 100_000
-KINDS = ("ivf", "ivf-sq8", "hnsw")  # "ivf" is what index="auto" picks from 50,000 memories per owner
+KINDS = ("ivf-sq8", "ivf", "hnsw")  # "ivf-sq8" is what index="auto" picks from 50,000 memories per owner
 DELETES = 1_000
 
 
@@ -208,8 +208,10 @@ def bench_size(data: np.ndarray, queries: np.ndarray, batch: np.ndarray, *, late
             values, default = sorted(set(ef_searches) | {retriever.ef_search}), retriever.ef_search
         swept = sweep(method, knob, values, lambda value, r=retriever, o=option: search_with(r, **{o: value}), n,
                       seconds, memory, queries, batch, truth, latency_calls, repeats, default)
+        auto = FaissRetriever(data.shape[1], "auto", use_gpu=False)._wanted_kind(n)
         for row in swept:
             row["index_bytes_per_memory"] = stats["bytes"] / n
+            row["auto_default"] = row["default"] and kind == auto  # what index="auto" does at this size
         default_row = next(row for row in swept if row["default"])
         default_row["delete"] = delete_figures(retriever, doomed, queries, batch, latency_calls)
         print(f"[search] n={n:,} {method} after deleting {len(doomed):,}: {default_row['delete']}", file=sys.stderr,

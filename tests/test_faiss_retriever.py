@@ -175,12 +175,12 @@ def test_auto_switches_to_approximate_above_threshold():
     retriever, data = filled("auto", owners=1, per_owner=30, exact_below=20)
     ids, vectors = data["owner0"]
     got, _ = retriever.search(vectors[:3], 1, "owner0")
-    assert got == [[i] for i in ids[:3]] and retriever.kind("owner0") == "ivf"
+    assert got == [[i] for i in ids[:3]] and retriever.kind("owner0") == "ivf-sq8"
     grown = FaissRetriever(DIM, "auto", use_gpu=False, exact_below=50)  # background upkeep
     grown.add([f"a{i}" for i in range(40)], unit_vectors(40, seed=1), "o")
     assert grown.kind("o") == "flat"
     grown.add([f"b{i}" for i in range(20)], unit_vectors(20, seed=2), "o")  # passes 50: moves to IVF off the request path
-    assert grown.wait(timeout=60) and grown.kind("o") == "ivf" and grown.count("o") == 60
+    assert grown.wait(timeout=60) and grown.kind("o") == "ivf-sq8" and grown.count("o") == 60
     assert grown.search(unit_vectors(20, seed=2)[:2], 1, "o")[0] == [["b0"], ["b1"]]
 
 
@@ -414,3 +414,22 @@ def test_memory_per_memory_is_one_copy():
     assert DIM * 4 + 8 <= per_memory <= DIM * 4 + 8 + 48  # float codes, id, direct map, centroids
     small, _ = filled("ivf-sq8", owners=1, per_owner=3000, exact_below=0)
     assert small.stats("owner0")["bytes"] / 3000 < per_memory - 2 * DIM
+
+
+def test_ivf_with_an_hnsw_quantizer_is_exact_when_every_list_is_visited(monkeypatch):
+    """Large owners (>= 1,024 lists) assign vectors with an HNSW graph over the centroids; lowered
+    here so a small owner gets one. Visiting every list must still give the exact top-k."""
+    import memnets.retrieval.faiss_retriever as module
+
+    monkeypatch.setattr(module, "IVF_HNSW_QUANTIZER_FROM", 8)
+    retriever, data = filled("ivf", owners=1, per_owner=2000, exact_below=0)
+    ivf = faiss.extract_index_ivf(retriever._owners["owner0"].index)
+    assert isinstance(faiss.downcast_index(ivf.quantizer), faiss.IndexHNSWFlat) and ivf.nlist == 51
+    ids, vectors = data["owner0"]
+    queries = unit_vectors(20, seed=12)
+    _, want_scores = brute_force(queries, vectors, ids, 10)
+    _, scores = retriever.search(queries, 10, "owner0", nprobe=51)
+    np.testing.assert_allclose(scores, want_scores, atol=1e-5)
+    retriever.remove(ids[:100])
+    got, _ = retriever.search(vectors[:150], 1, "owner0", nprobe=51)
+    assert [row[0] for row in got[100:]] == ids[100:150] and not {row[0] for row in got} & set(ids[:100])

@@ -7,11 +7,14 @@ Each owner holds ONE CPU index, and it is the only copy of the vectors (they can
 it, exactly for the flat, IVF-Flat and HNSW kinds); which kind follows the owner's size:
 
 - ``flat`` (exact, ``IndexFlatIP``) below ``exact_below`` memories; a deletion removes the vector.
-- ``ivf`` (``IndexIVFFlat`` with about 4*sqrt(n) lists, k-means on a sample of at most
-  ``IVF_TRAIN_SAMPLE`` vectors) above it: the default for 100k to 10M memories on CPU and GPU.
-  A deletion removes the ids from their inverted lists directly (a hash-table direct map makes that
-  O(deleted)). ``ivf-sq8`` stores 8-bit scalar-quantised codes instead of floats: a quarter of the
-  memory, reconstruction (and so a retrain) is lossy.
+- ``ivf-sq8`` above it (what ``index="auto"`` picks, for 50k to 10M memories on CPU and GPU): an
+  inverted file of about 2*sqrt(n) lists (spherical k-means on a sample of 64k vectors, an HNSW
+  graph over the centroids from 1,024 lists) holding 8-bit scalar-quantised codes: a quarter of
+  the memory of floats and a quarter of the bytes a search scans, which is what batch-1 latency
+  depends on. Scores are approximate (errors ~1e-3); reconstruction, and so a retrain, is lossy:
+  the exact vectors live in the store (the Archive's SQLite table). ``ivf`` keeps float codes
+  (exact scores and vectors, 4x the memory and scan). A deletion removes the ids from their
+  inverted lists directly (a hash-table direct map makes that O(deleted)).
 - ``hnsw`` (``IndexHNSWFlat``): fast searches but a slow build, so chosen explicitly where its
   build time is acceptable (tens of thousands of memories on a few cores). HNSW cannot remove a
   node, so a deletion zeroes the vector and marks a tombstone; searches skip tombstones through
@@ -55,28 +58,33 @@ FORMAT_VERSION = 2
 NAMED_KINDS = ("flat", "hnsw", "ivf", "ivf-sq8")
 INDEX_KINDS = (*NAMED_KINDS, "auto")
 MANIFEST = "retriever.json"
-# index="auto": owners below this size are searched exactly (flat), larger ones with IVF.
+# index="auto": owners below this size are searched exactly (flat), larger ones with IVF-SQ8.
 AUTO_EXACT_BELOW = 50_000
 # a named approximate index ("hnsw", "ivf", a factory string) still searches tiny owners exactly.
 APPROX_EXACT_BELOW = 1_000
-IVF_TRAIN_SAMPLE = 131_072  # k-means of the IVF lists runs on at most this many vectors
+IVF_TRAIN_SAMPLE = 65_536  # k-means of the IVF lists runs on a sample of max(this, 32 per list) vectors
 IVF_TRAIN_ITERATIONS = 10  # k-means iterations (FAISS's default 25 costs 2.5x the build for ~no recall)
-IVF_MIN_POINTS_PER_LIST = 39  # FAISS warns below this many training points per list
+IVF_MIN_POINTS_PER_LIST = 39  # FAISS's advice: at least this many vectors per list
+IVF_HNSW_QUANTIZER_FROM = 1024  # from this many lists, an HNSW graph over the centroids assigns vectors
+HNSW_QUANTIZER_EF = 64  # its beam width when adding (searches use max(this, 2 * nprobe))
 GPU_MAX_K = 2048  # FAISS GPU kernels select at most this many neighbours
 SINGLE_THREAD_MAX_BATCH = 1  # batches up to this size are searched on one OpenMP thread
 
 
 def ivf_lists(n: int) -> int:
-    """IVF list count for n vectors: about 4*sqrt(n) (4,000 at 1M), with >= 39 vectors per list."""
-    return max(1, min(int(4 * math.sqrt(n)), n // IVF_MIN_POINTS_PER_LIST))
+    """IVF list count for n vectors: about 2*sqrt(n) (2,000 at 1M), with >= 39 vectors per list.
+
+    k-means costs sample x lists per iteration and is most of the build on a few cores; 2*sqrt(n)
+    lists keep a 1M build near a minute while 16 probes still scan under 1% of the vectors."""
+    return max(1, min(int(2 * math.sqrt(n)), n // IVF_MIN_POINTS_PER_LIST))
 
 
 def default_nprobe(nlist: int) -> int:
-    """Lists visited per query when no nprobe is given: nlist/128, at least 8 (32 at 4,096 lists).
+    """Lists visited per query when no nprobe is given: 16, or nlist/128 for more than 2,048 lists.
 
-    Chosen on realistic MiniLM vectors (bench/search.py): recall@10 >= 0.95 against exact search
-    from 10k to 1M memories."""
-    return min(nlist, max(8, nlist // 128))
+    Chosen on realistic MiniLM vectors (bench/search.py): recall@10 about 0.97 against exact search
+    at 200k memories (1,788 lists); fewer, larger lists at other sizes visit a larger share."""
+    return min(nlist, max(16, nlist // 128))
 
 
 def gpu_available() -> bool:
@@ -145,7 +153,7 @@ class FaissRetriever:
     Args:
         dim: vector dimension.
         index: "flat" (exact), "ivf", "ivf-sq8", "hnsw", "auto" (exact below ``AUTO_EXACT_BELOW``
-            vectors per owner, IVF above), or a FAISS factory string such as "HNSW32,Flat" or
+            vectors per owner, IVF-SQ8 above), or a FAISS factory string such as "HNSW32,Flat" or
             "IVF256,PQ32" (inner-product metric; trained on the owner's vectors).
         use_gpu: "auto" (GPU when FAISS has one), True (require one), or False.
         exact_below: owners with fewer vectors are searched exactly; default 50,000 for "auto",
@@ -378,13 +386,16 @@ class FaissRetriever:
     def _search_state(self, state: _Owner, vectors: np.ndarray, k: int, nprobe: int | None,
                       ef_search: int | None) -> tuple[np.ndarray, np.ndarray]:
         """(scores, labels) [B, k]; every row full (an approximate index's short rows answered exactly)."""
-        if self.use_gpu and k <= GPU_MAX_K and state.kind != "hnsw" and _find_hnsw(state.index) is None:
+        if self.use_gpu and k <= GPU_MAX_K and _find_hnsw(state.index) is None:
             return self._search_gpu(state, vectors, k, nprobe)
         index, params = state.index, None
         ivf = faiss.try_extract_index_ivf(index)
         hnsw = _find_hnsw(index)
         if ivf is not None:
             params = faiss.SearchParametersIVF(nprobe=min(int(nprobe or self.nprobe or default_nprobe(ivf.nlist)), ivf.nlist))
+            if _find_hnsw(ivf.quantizer) is not None:  # the centroid graph must offer nprobe lists
+                quantizer_params = faiss.SearchParametersHNSW(efSearch=max(HNSW_QUANTIZER_EF, 2 * params.nprobe))
+                params.quantizer_params = quantizer_params
         elif hnsw is not None:
             # with tombstones, a wider beam keeps k live results within reach
             ef = max(int(ef_search or self.ef_search), k * (2 if state.tombstones else 1))
@@ -412,11 +423,11 @@ class FaissRetriever:
 
     def _search_gpu(self, state: _Owner, vectors: np.ndarray, k: int, nprobe: int | None):
         """Search the owner's GPU copy (made from the CPU index when missing or stale)."""
-        if state.gpu is None or state.gpu_stale:
-            labels, data = _live_contents(state)
+        if state.gpu is None or state.gpu_stale:  # a copy of the CPU index, nothing retrained
             if faiss.try_extract_index_ivf(state.index) is not None:
                 state.gpu, state.extra["gpu_labels"] = faiss.index_cpu_to_gpu(_gpu_resources(), 0, state.index), None
             else:
+                labels, data = _live_contents(state)
                 state.gpu = faiss.GpuIndexFlatIP(_gpu_resources(), self.dim)
                 state.gpu.add(data)
                 state.extra["gpu_labels"] = labels
@@ -452,7 +463,7 @@ class FaissRetriever:
         if self.index == "flat" or n < self.exact_below:
             return "flat"
         if self.index == "auto":
-            return "ivf"
+            return "ivf-sq8"
         return self.index
 
     def _build(self, kind: str, vectors: np.ndarray, labels: np.ndarray) -> _Owner:
@@ -465,22 +476,21 @@ class FaissRetriever:
             index.hnsw.efConstruction = self.ef_construction
         elif kind in ("ivf", "ivf-sq8"):
             nlist = ivf_lists(n)
-            if kind == "ivf":
-                index = faiss.IndexIVFFlat(faiss.IndexFlatIP(self.dim), self.dim, nlist, metric)
-            else:
-                index = faiss.IndexIVFScalarQuantizer(faiss.IndexFlatIP(self.dim), self.dim, nlist,
-                                                      faiss.ScalarQuantizer.QT_8bit, metric)
-            index.cp.niter = IVF_TRAIN_ITERATIONS
+            quantizer = "_HNSW32" if nlist >= IVF_HNSW_QUANTIZER_FROM else ""
+            index = faiss.index_factory(self.dim, f"IVF{nlist}{quantizer},{'Flat' if kind == 'ivf' else 'SQ8'}", metric)
+            # spherical k-means: unit centroids, so that the L2 assignment used while training an HNSW
+            # quantizer agrees with the inner product used to search it
+            index.cp.niter, index.cp.spherical, index.cp.min_points_per_centroid = IVF_TRAIN_ITERATIONS, True, 1
         else:
             index = faiss.index_factory(self.dim, kind, metric)
             hnsw = _find_hnsw(index)
             if hnsw is not None:
                 hnsw.hnsw.efConstruction = self.ef_construction
         if not index.is_trained:
-            sample = vectors
-            if n > IVF_TRAIN_SAMPLE:
-                rows = np.sort(np.random.default_rng(n).choice(n, IVF_TRAIN_SAMPLE, replace=False))
-                sample = vectors[rows]
+            sample, ivf = vectors, faiss.try_extract_index_ivf(index)
+            size = max(IVF_TRAIN_SAMPLE, 32 * ivf.nlist) if ivf is not None else IVF_TRAIN_SAMPLE
+            if n > size:
+                sample = vectors[np.sort(np.random.default_rng(n).choice(n, size, replace=False))]
             try:
                 index.train(sample)
             except RuntimeError as error:
@@ -489,6 +499,8 @@ class FaissRetriever:
         ivf = faiss.try_extract_index_ivf(index)
         if ivf is not None:
             ivf.set_direct_map_type(faiss.DirectMap.Hashtable)  # O(1) removal and reconstruction by id
+            if _find_hnsw(ivf.quantizer) is not None:
+                _find_hnsw(ivf.quantizer).hnsw.efSearch = HNSW_QUANTIZER_EF
             state = _Owner(kind=kind, index=index)
         elif _find_hnsw(index) is not None:
             state = _Owner(kind=kind, index=index, labels=np.zeros(0, "int64"), alive=np.zeros(0, bool))
