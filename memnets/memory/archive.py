@@ -67,6 +67,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, suppress
 from datetime import datetime
 from pathlib import Path
+from typing import Self
 
 import numpy as np
 from tqdm import tqdm
@@ -789,7 +790,7 @@ class Archive:
                 self._conn.close()
                 self._conn = None
 
-    def __enter__(self) -> "Archive":
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc) -> None:
