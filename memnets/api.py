@@ -50,7 +50,7 @@ from typing import NamedTuple
 import numpy as np
 
 from memnets.memory.manager import ManagerConfig, MemoryManager, default_state_path
-from memnets.memory.signals import HeuristicGate, HeuristicImportance
+from memnets.memory.signals import HeuristicGate, HeuristicImportance, pack_components
 from memnets.records import MEMORY_KINDS, Memory
 from memnets.scoring import HeuristicScorer
 from memnets.store import MemoryFilter, open_store
@@ -100,7 +100,7 @@ def open(
             from memnets.pack import load_pack
 
             pack = load_pack(pack)
-        components = pack.components()
+        components = pack_components(pack)
         encoder = components.pop("encoder")
     elif encoder is None or isinstance(encoder, (str, os.PathLike)):
         from memnets.nn.encoder import MemoryEncoder

@@ -114,30 +114,6 @@ class Pack:
     def dim(self) -> int:
         return int(self.manifest["embedding_dim"])
 
-    def components(self) -> dict:
-        """What the pack supplies to a memory (``memnets.open``) or a ``MemoryManager``, by argument name.
-
-        ``encoder`` always; ``importance`` (:class:`~memnets.memory.signals.HeadImportance`) and,
-        from a threshold named ``"importance"``, ``write_through_threshold``, when the pack has the
-        importance head; ``gate`` (:class:`~memnets.memory.signals.HeadGate`, threshold ``"gate"`` of
-        the pack or the head's own) when it has the recall gate; ``scorer``
-        (:class:`~memnets.scoring.LearnedScorer`) when it has fitted scorer weights. Parts the pack
-        lacks are left out, so the caller's defaults (the heuristics) stay.
-        """
-        from memnets.memory.signals import HeadGate, HeadImportance
-        from memnets.scoring import LearnedScorer
-
-        components: dict = {"encoder": self.encoder}
-        if self.importance is not None:
-            components["importance"] = HeadImportance(self.importance)
-            if "importance" in self.thresholds:
-                components["write_through_threshold"] = float(self.thresholds["importance"])
-        if self.gate is not None:
-            components["gate"] = HeadGate(self.gate, self.thresholds.get("gate"))
-        if self.scorer_weights is not None:
-            components["scorer"] = LearnedScorer.from_pack(self)
-        return components
-
 
 def sha256(path: Path) -> str:
     digest = hashlib.sha256()

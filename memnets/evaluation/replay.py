@@ -34,7 +34,7 @@ from tqdm.auto import tqdm
 
 from memnets.data.locomo import Conversation, memory_id
 from memnets.memory.events import Move
-from memnets.memory.signals import FixedGate, HeuristicGate
+from memnets.memory.signals import FixedGate, HeuristicGate, pack_components
 from memnets.nn.embedding_cache import CachedEncoder
 
 logger = logging.getLogger(__name__)
@@ -257,7 +257,7 @@ def build_setups(
         from memnets.pack import load_pack
 
         trained = {"importance": HeuristicImportance(), "gate": HeuristicGate(gate_threshold), "scorer": HeuristicScorer()}
-        trained.update(load_pack(pack).components())
+        trained.update(pack_components(load_pack(pack)))
         trained["encoder"] = CachedEncoder(trained["encoder"])
         bases.append((f"pack:{Path(pack).name}", trained))
     if not bases:

@@ -48,7 +48,7 @@ from memnets.memory.events import EventLog, Move
 from memnets.memory.mmr import mmr
 from memnets.memory.planning import Goal, Plan, Planner
 from memnets.memory.reflection import Reflector
-from memnets.memory.signals import Gate, HeuristicGate, HeuristicImportance, Importance
+from memnets.memory.signals import Gate, HeuristicGate, HeuristicImportance, Importance, pack_components
 from memnets.memory.tiers import ContextWindow, Entry, WorkingMemory, policy
 from memnets.records import Memory
 from memnets.scoring import HeuristicScorer, min_max
@@ -239,12 +239,12 @@ class MemoryManager:
         """The trained manager: encoder, importance head, recall gate and scorer weights of a pack.
 
         Parts the pack lacks fall back to the heuristics; keyword arguments override the rest
-        (e.g. ``gate=FixedGate(True)``). See :meth:`memnets.pack.Pack.components`.
+        (e.g. ``gate=FixedGate(True)``). See :func:`memnets.memory.signals.pack_components`.
         """
         from memnets.pack import load_pack
         from memnets.store import open_store
 
-        components = load_pack(pack_dir).components()
+        components = pack_components(load_pack(pack_dir))
         components.update(kwargs)
         encoder = components.pop("encoder")
         store = open_store(archive_dir, encoder.dim, key=key)

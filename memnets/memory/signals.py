@@ -146,3 +146,28 @@ class HeadGate:
             mask = torch.ones(1, context.shape[1], dtype=torch.bool)
         probability = float(np.asarray(self.head.predict_proba(query, context, mask)).reshape(-1)[0])
         return GateVerdict(probability >= self.threshold, probability)
+
+
+def pack_components(pack) -> dict:
+    """What a loaded :class:`~memnets.pack.Pack` supplies to a memory (``memnets.open``) or a
+    ``MemoryManager``, by argument name.
+
+    ``encoder`` always; ``importance`` (:class:`HeadImportance`) and, from a threshold named
+    ``"importance"``, ``write_through_threshold``, when the pack has the importance head; ``gate``
+    (:class:`HeadGate`, threshold ``"gate"`` of the pack or the head's own) when it has the recall
+    gate; ``scorer`` (:class:`~memnets.scoring.LearnedScorer`) when it has fitted scorer weights.
+    Parts the pack lacks are left out, so the caller's defaults (the heuristics) stay. It lives here,
+    not on the Pack, because the memory layer sits above the pack format.
+    """
+    from memnets.scoring import LearnedScorer
+
+    components: dict = {"encoder": pack.encoder}
+    if pack.importance is not None:
+        components["importance"] = HeadImportance(pack.importance)
+        if "importance" in pack.thresholds:
+            components["write_through_threshold"] = float(pack.thresholds["importance"])
+    if pack.gate is not None:
+        components["gate"] = HeadGate(pack.gate, pack.thresholds.get("gate"))
+    if pack.scorer_weights is not None:
+        components["scorer"] = LearnedScorer.from_pack(pack)
+    return components
