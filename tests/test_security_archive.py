@@ -93,7 +93,7 @@ def test_with_a_key_a_recomputed_checksum_does_not_help_the_forger(tmp_path):
         assert archive.index_source == "rebuilt:untrusted"
 
 
-@pytest.mark.parametrize("attack", ["symlink", "unlisted", "bad-name", "retriever-name"])
+@pytest.mark.parametrize("attack", ["symlink", "symlinked-marker", "unlisted", "bad-name", "retriever-name"])
 def test_index_files_must_be_plain_listed_files_inside_the_folder(tmp_path, attack):
     """Without a key a writer can recompute checksums, so the names are checked on their own."""
     _archive(tmp_path, None)
@@ -103,6 +103,10 @@ def test_index_files_must_be_plain_listed_files_inside_the_folder(tmp_path, atta
         faiss_file = next(folder.glob("*.faiss"))
         shutil.move(faiss_file, tmp_path / "outside.faiss")
         faiss_file.symlink_to(tmp_path / "outside.faiss")
+    elif attack == "symlinked-marker":
+        marker = folder / "archive_generation.json"
+        shutil.move(marker, tmp_path / "marker.json")
+        marker.symlink_to(tmp_path / "marker.json")
     elif attack == "unlisted":
         (folder / "extra.faiss").write_bytes(b"x")
     else:

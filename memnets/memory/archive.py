@@ -338,7 +338,7 @@ class Archive:
                             self._saved_generation = generation
                             self._sync()
                             return "loaded"
-        except _UntrustedIndex as error:
+        except (_UntrustedIndex, UnsafeFileError) as error:  # UnsafeFileError: a link or a FIFO as the marker
             log.warning("%s: the saved index files failed their check (%s); rebuilding the index from SQLite",
                         folder, error)
             self._rebuild()
