@@ -19,6 +19,7 @@ COMMANDS: dict[tuple[str, ...], tuple[str, str]] = {
     ("run",): ("memnets.commands.run:main", "the whole pipeline from one config: data, fit, export, evaluate"),
     ("replay",): ("memnets.commands.replay:main", "stream a LoCoMo conversation through the memory manager"),
     ("bench",): ("memnets.commands.bench:main", "benchmarks of quality, speed and scale, with a report"),
+    ("baseline", "st-mnrl"): ("memnets.commands.baseline:st_mnrl_main", "the sentence-transformers MNRL fine-tune to beat"),
     ("serve", "mcp"): ("memnets.commands.serve:mcp_main", "serve a memory to MCP hosts over stdio or HTTP"),
     ("archive", "rotate-key"): ("memnets.commands.archive:rotate_key_main", "re-encrypt an archive folder under a new key"),
 }

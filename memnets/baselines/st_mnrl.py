@@ -10,13 +10,13 @@ AdamW with linear warm-up and decay, as sentence-transformers' trainer does (its
 The result is a sentence-transformers folder, which ``memnets eval retrieval name=dense:DIR``
 loads (MemoryEncoder reads the same files). Run::
 
-    python -m memnets.baselines.st_mnrl --output checkpoints/baselines/st_mnrl --epochs 3
+    memnets baseline st-mnrl --output checkpoints/baselines/st_mnrl --epochs 3
 """
 
 from __future__ import annotations
 
-import argparse
 import json
+import logging
 import time
 from pathlib import Path
 
@@ -27,6 +27,8 @@ from memnets.data.builders import build_retrieval_pairs
 from memnets.data.config import load_data_config
 from memnets.data.formats import load_conversations
 from memnets.nn.encoder import DEFAULT_BACKBONE
+
+logger = logging.getLogger(__name__)
 
 
 def train_st_mnrl(
@@ -95,34 +97,5 @@ def train_st_mnrl(
         "pairs_per_second": round(seen / seconds, 1),
     }
     (Path(output) / "training.json").write_text(json.dumps(record, indent=2) + "\n")
+    logger.info("st-mnrl baseline: %s steps, %s pairs/s, saved in %s", record.get("steps"), record.get("pairs_per_second"), output)
     return record
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m memnets.baselines.st_mnrl", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--output", default="checkpoints/baselines/st_mnrl", help="folder for the fine-tuned model")
-    parser.add_argument("--backbone", default=DEFAULT_BACKBONE)
-    parser.add_argument("-c", "--config", default=None, help="data config: YAML file or packaged name (default data/locomo)")
-    parser.add_argument("--no-observations", action="store_true", help="question pairs only")
-    parser.add_argument("--epochs", type=int, default=3)
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--lr", type=float, default=5e-5, help="default: the sentence-transformers trainer's")
-    parser.add_argument("--warmup-ratio", type=float, default=0.1)
-    parser.add_argument("--max-seq-length", type=int, default=None, help="default: the backbone's (256)")
-    parser.add_argument("--max-steps", type=int, default=None, help="stop after this many steps (a CPU budget)")
-    parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args(argv)
-    if args.epochs < 1 or args.batch_size < 2:
-        parser.error("need --epochs >= 1 and --batch-size >= 2")
-    record = train_st_mnrl(
-        args.output, backbone=args.backbone, data_config=args.config, include_observations=not args.no_observations,
-        epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, warmup_ratio=args.warmup_ratio,
-        max_seq_length=args.max_seq_length, max_steps=args.max_steps, seed=args.seed,
-    )
-    print(json.dumps(record, indent=2))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -1,0 +1,39 @@
+"""`memnets baseline st-mnrl`: the sentence-transformers MNRL fine-tune the trained encoder must beat.
+
+Parses, calls :func:`memnets.baselines.st_mnrl.train_st_mnrl` and prints its run record (also saved
+as ``OUTPUT/training.json``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+
+def st_mnrl_main(argv: list[str]) -> int:
+    from memnets.baselines import st_mnrl
+    from memnets.nn.encoder import DEFAULT_BACKBONE
+
+    parser = argparse.ArgumentParser(prog="memnets baseline st-mnrl", description=st_mnrl.__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--output", default="checkpoints/baselines/st_mnrl", help="folder for the fine-tuned model")
+    parser.add_argument("--backbone", default=DEFAULT_BACKBONE)
+    parser.add_argument("-c", "--config", default=None, help="data config: YAML file or packaged name (default data/locomo)")
+    parser.add_argument("--no-observations", action="store_true", help="question pairs only")
+    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--lr", type=float, default=5e-5, help="default: the sentence-transformers trainer's")
+    parser.add_argument("--warmup-ratio", type=float, default=0.1)
+    parser.add_argument("--max-seq-length", type=int, default=None, help="default: the backbone's (256)")
+    parser.add_argument("--max-steps", type=int, default=None, help="stop after this many steps (a CPU budget)")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    if args.epochs < 1 or args.batch_size < 2:
+        parser.error("need --epochs >= 1 and --batch-size >= 2")
+    record = st_mnrl.train_st_mnrl(
+        args.output, backbone=args.backbone, data_config=args.config, include_observations=not args.no_observations,
+        epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, warmup_ratio=args.warmup_ratio,
+        max_seq_length=args.max_seq_length, max_steps=args.max_steps, seed=args.seed,
+    )
+    print(json.dumps(record, indent=2))
+    return 0
