@@ -433,3 +433,6 @@ def test_ivf_with_an_hnsw_quantizer_is_exact_when_every_list_is_visited(monkeypa
     retriever.remove(ids[:100])
     got, _ = retriever.search(vectors[:150], 1, "owner0", nprobe=51)
     assert [row[0] for row in got[100:]] == ids[100:150] and not {row[0] for row in got} & set(ids[:100])
+    # an exhaustive fallback (rows short of k) must reach every list through the centroid graph
+    many, _ = retriever.search(vectors[:2], 1500, "owner0", nprobe=1)
+    assert all(len(row) == 1500 and len(set(row)) == 1500 and not set(row) & set(ids[:100]) for row in many)

@@ -392,10 +392,7 @@ class FaissRetriever:
         ivf = faiss.try_extract_index_ivf(index)
         hnsw = _find_hnsw(index)
         if ivf is not None:
-            params = faiss.SearchParametersIVF(nprobe=min(int(nprobe or self.nprobe or default_nprobe(ivf.nlist)), ivf.nlist))
-            if _find_hnsw(ivf.quantizer) is not None:  # the centroid graph must offer nprobe lists
-                quantizer_params = faiss.SearchParametersHNSW(efSearch=max(HNSW_QUANTIZER_EF, 2 * params.nprobe))
-                params.quantizer_params = quantizer_params
+            params = _ivf_params(ivf, nprobe or self.nprobe or default_nprobe(ivf.nlist))
         elif hnsw is not None:
             # with tombstones, a wider beam keeps k live results within reach
             ef = max(int(ef_search or self.ef_search), k * (2 if state.tombstones else 1))
@@ -416,7 +413,7 @@ class FaissRetriever:
         """Search every live vector of the owner (exact for flat codes): the fallback for short rows."""
         ivf = faiss.try_extract_index_ivf(state.index)
         if ivf is not None:
-            return state.index.search(vectors, k, params=faiss.SearchParametersIVF(nprobe=ivf.nlist))
+            return state.index.search(vectors, k, params=_ivf_params(ivf, ivf.nlist))
         storage = faiss.downcast_index(_find_hnsw(state.index).storage) if _find_hnsw(state.index) else state.index
         params = faiss.SearchParameters(sel=_selector(state)) if state.tombstones else None
         return storage.search(vectors, k, params=params)
@@ -698,6 +695,16 @@ def _find_hnsw(index):
     """The HNSW index inside an index, if any (to set efSearch and read its storage), else None."""
     index = faiss.downcast_index(index)
     return index if isinstance(index, faiss.IndexHNSW) else None
+
+
+def _ivf_params(ivf, nprobe: int):
+    """SearchParametersIVF visiting nprobe lists; with an HNSW quantizer, a beam wide enough to find them."""
+    params = faiss.SearchParametersIVF(nprobe=min(int(nprobe), ivf.nlist))
+    if _find_hnsw(ivf.quantizer) is not None:
+        quantizer_params = faiss.SearchParametersHNSW(efSearch=max(HNSW_QUANTIZER_EF, 2 * params.nprobe))
+        params.quantizer_params = quantizer_params
+        params.referenced_objects = [quantizer_params]  # Python owns them: alive as long as params
+    return params
 
 
 def _append(state: _Owner, vectors: np.ndarray, labels: np.ndarray) -> None:
