@@ -14,7 +14,7 @@ COMMANDS: dict[tuple[str, ...], tuple[str, str]] = {
     ("data", "prepare"): ("memnets.commands.data:prepare_main", "build the cached datasets of the three tasks"),
     ("eval", "retrieval"): ("memnets.commands.evaluate:retrieval_main", "recall@k / MRR / nDCG of a retriever on a split"),
     ("eval", "heads"): ("memnets.commands.evaluate:heads_main", "importance and recall-gate heads against their baselines on a split"),
-    ("fit",): ("memnets.lit.cli:main", "train a component with LightningCLI: fit {encoder,importance,gate} -c CONFIG"),
+    ("fit",): ("memnets.commands.fit:main", "train a component with LightningCLI: fit {encoder,importance,gate} -c CONFIG"),
     ("export",): ("memnets.commands.export:main", "bundle trained components into a memory pack"),
     ("run",): ("memnets.commands.run:main", "the whole pipeline from one config: data, fit, export, evaluate"),
     ("replay",): ("memnets.commands.replay:main", "stream a LoCoMo conversation through the memory manager"),

@@ -10,7 +10,8 @@ import pytest
 import torch
 import yaml
 
-from memnets.lit.cli import COMPONENTS, build_cli, main
+from memnets.commands.fit import main
+from memnets.lit.cli import COMPONENTS, build_cli
 from memnets.lit.data import NoDuplicatesBatchSampler, RetrievalDataModule
 from memnets.nn.encoder import MemoryEncoder
 

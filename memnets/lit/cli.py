@@ -1,4 +1,4 @@
-"""`memnets fit COMPONENT -c CONFIG [LightningCLI options]`: train one component with LightningCLI.
+"""LightningCLI for `memnets fit COMPONENT -c CONFIG [LightningCLI options]` (memnets.commands.fit).
 
 Each trainable component is one registry entry, COMPONENT -> (LightningModule, LightningDataModule)
 as import strings, so that `memnets fit encoder` imports only the encoder's code. Adding a component
@@ -11,7 +11,6 @@ file (see :mod:`memnets.configs`): ``-c encoder/cpu --trainer.max_epochs 2 --mod
 from __future__ import annotations
 
 import importlib
-import sys
 import warnings
 
 COMPONENTS: dict[str, tuple[str, str]] = {
@@ -31,11 +30,6 @@ LINKS: dict[str, tuple[tuple[str, str], ...]] = {
 def _load(target: str):
     module_name, _, attribute = target.partition(":")
     return getattr(importlib.import_module(module_name), attribute)
-
-
-def usage() -> str:
-    names = ", ".join(sorted(COMPONENTS))
-    return f"usage: memnets fit {{{names}}} -c CONFIG [LightningCLI fit options]  (memnets fit COMPONENT --help)"
 
 
 def resolve_config_args(args: list[str]) -> list[str]:
@@ -81,22 +75,3 @@ def build_cli(component: str, args: list[str], run: bool = True):
         save_config_kwargs={"overwrite": True},
         parser_kwargs={"prog": f"memnets fit {component}"},
     )
-
-
-def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0] in {"-h", "--help"}:
-        print(usage())
-        return 0
-    component, rest = argv[0], argv[1:]
-    if component not in COMPONENTS:
-        print(f"memnets fit: unknown component {component!r}\n{usage()}", file=sys.stderr)
-        return 2
-    from memnets.configs import ConfigNotFoundError
-
-    try:
-        build_cli(component, rest)
-    except ConfigNotFoundError as error:
-        print(f"memnets fit: {error}", file=sys.stderr)
-        return 2
-    return 0
