@@ -1,0 +1,202 @@
+"""The layering of docs/architecture.md, checked on the source: who may import whom, and no circles.
+
+Every import statement counts, at module level or inside a function (a lazy import is still a
+dependency), except those under ``if TYPE_CHECKING:`` (type hints only, never run). A "unit" is a
+top-level module or subpackage of memnets (``memnets.memory``, ``memnets.scoring``, ...), or the
+bench/ and train/ folders.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# Bottom to top; a unit may import the units of lower layers only (docs/architecture.md).
+LAYERS: list[tuple[str, set[str]]] = [
+    ("foundation", {"memnets.timeutil", "memnets.text", "memnets.protocols", "memnets.safefiles", "memnets.datasets"}),
+    ("records and settings", {"memnets.records", "memnets.configs", "memnets.llm"}),
+    ("data and networks", {"memnets.data", "memnets.nn"}),
+    ("scoring", {"memnets.scoring"}),
+    ("pack", {"memnets.pack"}),
+    ("retrieval", {"memnets.retrieval"}),
+    ("store", {"memnets.store"}),
+    ("memory", {"memnets.memory"}),
+    ("training and the memory API", {"memnets.lit", "memnets.api"}),
+    ("evaluation, agent, baselines, public names", {"memnets.evaluation", "memnets.agent", "memnets.baselines", "memnets"}),
+    ("framework adapters", {"memnets.integrations"}),
+    ("terminal output", {"memnets.console"}),
+    ("commands", {"memnets.commands"}),
+    ("the memnets command", {"memnets.cli"}),
+    ("python -m memnets", {"memnets.__main__"}),
+]
+# outside the package, memnets never imports them: bench/ uses the library (no commands); train/ holds
+# launcher scripts, which may call a command's main as the `memnets` command does
+APPS = {"bench": "memnets.console", "train": "memnets.cli"}  # app -> the lowest unit it may not import
+
+# Imports that break the table today, each with the move that removes it. The test fails when one
+# of them is gone (delete it here) and for any import not listed.
+KNOWN_VIOLATIONS: dict[tuple[str, str], str] = {
+    # the embedded store's files still live in memory/: move memory/archive.py, crypto.py, errors.py to store/
+    ("memnets.store", "memnets.memory"): "store/__init__.py, store/rows.py and store/postgres.py import memory.archive/crypto/errors",
+}
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for top in ("memnets", "bench", "train"):
+        for path in sorted((ROOT / top).rglob("*.py")):
+            parts = list(path.relative_to(ROOT).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            found[".".join(parts)] = path
+    return found
+
+
+MODULES = _modules()
+
+
+def _type_checking_only(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def imports_of(name: str, path: Path) -> set[str]:
+    """The modules of this project that ``name`` imports anywhere (TYPE_CHECKING blocks excepted)."""
+    package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+    found: set[str] = set()
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.If) and _type_checking_only(node):
+            for child in node.orelse:
+                visit(child)
+            return
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else []
+            module = ".".join([*base, *(node.module.split(".") if node.module else [])])
+            found.add(module)
+            found.update(f"{module}.{alias.name}" for alias in node.names)
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(ast.parse(path.read_text(), filename=str(path)))
+    return {module for module in found if module in MODULES and module != name}
+
+
+def unit(module: str) -> str:
+    parts = module.split(".")
+    if parts[0] in APPS:
+        return parts[0]
+    return ".".join(parts[:2])
+
+
+GRAPH = {name: imports_of(name, path) for name, path in MODULES.items()}
+LAYER_OF = {u: i for i, (_, units) in enumerate(LAYERS) for u in units}
+
+
+def unit_edges() -> dict[tuple[str, str], list[str]]:
+    """(importing unit, imported unit) -> the module imports behind it."""
+    edges: dict[tuple[str, str], list[str]] = {}
+    for name, targets in GRAPH.items():
+        for target in targets:
+            if unit(name) != unit(target):
+                edges.setdefault((unit(name), unit(target)), []).append(f"{name} -> {target}")
+    return edges
+
+
+def test_every_unit_of_memnets_has_a_layer():
+    units = {unit(name) for name in MODULES if unit(name) not in APPS}
+    assert units - set(LAYER_OF) == set(), "add the new unit to LAYERS here and to docs/architecture.md"
+    assert set(LAYER_OF) - units == set(), "a unit of LAYERS no longer exists"
+
+
+def test_imports_follow_the_layers():
+    wrong = {}
+    for (source, target), where in unit_edges().items():
+        if source in APPS:
+            allowed = target not in APPS and LAYER_OF[target] < LAYER_OF[APPS[source]]
+        elif target in APPS:
+            allowed = False  # nothing in memnets imports bench/ or train/
+        else:
+            allowed = LAYER_OF[target] < LAYER_OF[source]
+        if not allowed and (source, target) not in KNOWN_VIOLATIONS:
+            wrong[(source, target)] = where
+    assert wrong == {}, "imports against docs/architecture.md: " + "; ".join(f"{s} -> {t} ({w[0]})" for (s, t), w in wrong.items())
+
+
+def test_known_violations_are_still_real():
+    edges = unit_edges()
+    gone = [pair for pair in KNOWN_VIOLATIONS if pair not in edges]
+    assert gone == [], f"fixed: remove {gone} from KNOWN_VIOLATIONS"
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one node (Tarjan)."""
+    index, low, stack, on_stack, result = {}, {}, [], set(), []
+
+    def connect(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                connect(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                result.append(sorted(component))
+
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10_000))
+    for v in graph:
+        if v not in index:
+            connect(v)
+    return result
+
+
+def test_no_import_circles_between_units():
+    graph: dict[str, set[str]] = {}
+    for (source, target) in unit_edges():
+        if (source, target) not in KNOWN_VIOLATIONS:
+            graph.setdefault(source, set()).add(target)
+    assert _cycles(graph) == []
+
+
+def test_the_checker_sees_circles_and_lazy_imports():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    # a function-level import counts; a TYPE_CHECKING one does not
+    assert "memnets.pack" in GRAPH["memnets.retrieval.rankers"]
+    assert "memnets.data.locomo" not in GRAPH["memnets.retrieval.rankers"]
+
+
+@pytest.mark.parametrize("module", ["memnets", "memnets.records", "memnets.protocols", "memnets.scoring", "memnets.store"])
+def test_light_modules_do_not_import_torch(module):
+    code = f"import sys, {module}; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert out.stdout.strip() == "False"
+
+
+def test_public_names_resolve():
+    import memnets
+
+    missing = [name for name in memnets.__all__ if getattr(memnets, name, None) is None]
+    assert missing == []
+    with pytest.raises(AttributeError, match="no attribute 'nothing'"):
+        memnets.nothing  # noqa: B018
