@@ -51,6 +51,7 @@ import numpy as np
 
 from memnets.memory.manager import ManagerConfig, MemoryManager, default_state_path
 from memnets.memory.signals import HeuristicGate, HeuristicImportance, pack_components
+from memnets.protocols import TextEncoder
 from memnets.records import MEMORY_KINDS, Memory
 from memnets.scoring import HeuristicScorer
 from memnets.store import MemoryFilter, open_store
@@ -72,7 +73,7 @@ def open(
     *,
     pack=None,
     key: bytes | str | None = None,
-    encoder=None,
+    encoder: TextEncoder | str | os.PathLike | None = None,
     **options,
 ) -> AgentMemory:
     """Open (or create) a memory at ``location`` for any number of users.
@@ -132,7 +133,7 @@ class AgentMemory:
         owns_store: close the store in :meth:`close`.
     """
 
-    def __init__(self, store, encoder, *, config: ManagerConfig | None = None, importance=None, gate=None,
+    def __init__(self, store, encoder: TextEncoder, *, config: ManagerConfig | None = None, importance=None, gate=None,
                  scorer=None, llm=None, owns_store: bool = False):
         if store.dim != encoder.dim:
             raise ValueError(f"AgentMemory: the store holds {store.dim}-d vectors but the encoder gives {encoder.dim}-d ones")

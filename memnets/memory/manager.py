@@ -50,6 +50,7 @@ from memnets.memory.planning import Goal, Plan, Planner
 from memnets.memory.reflection import Reflector
 from memnets.memory.signals import Gate, HeuristicGate, HeuristicImportance, Importance, pack_components
 from memnets.memory.tiers import ContextWindow, Entry, WorkingMemory, policy
+from memnets.protocols import TextEncoder
 from memnets.records import Memory
 from memnets.scoring import HeuristicScorer, min_max
 from memnets.store.filters import MemoryFilter
@@ -154,7 +155,7 @@ class MemoryManager:
     """Context, working memory and archive for one owner, with the four moves and their policies.
 
     Args:
-        encoder: a :class:`~memnets.nn.encoder.MemoryEncoder` (embeds texts; its tokenizer counts tokens).
+        encoder: a :class:`~memnets.protocols.TextEncoder`, e.g. a MemoryEncoder (embeds texts; its tokenizer counts tokens).
         store: an open :class:`~memnets.store.MemoryStore` of the encoder's dim (the archive tier).
         owner: whose memories these are; every archive read and write is scoped to it.
         config: a :class:`ManagerConfig`; ``**settings`` change single fields of it (or of the defaults).
@@ -172,7 +173,7 @@ class MemoryManager:
 
     def __init__(
         self,
-        encoder,
+        encoder: TextEncoder,
         store,
         *,
         owner: str = "agent",
