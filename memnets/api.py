@@ -49,7 +49,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from memnets.memory.manager import ManagerConfig, MemoryManager, default_state_path
+from memnets.memory.manager import ManagerConfig, MemoryManager, default_state_path, nearest_of_kind
 from memnets.memory.signals import HeuristicGate, HeuristicImportance, pack_components
 from memnets.protocols import TextEncoder
 from memnets.records import MEMORY_KINDS, Memory
@@ -107,9 +107,8 @@ def open(
         from memnets.nn.encoder import MemoryEncoder
 
         encoder = MemoryEncoder.from_pretrained(*([encoder] if encoder is not None else []))
-    for name in ("write_through_threshold",):  # thresholds the pack chose, unless given
-        if name in components:
-            settings.setdefault(name, components.pop(name))
+    for name in names & set(components):  # thresholds the pack chose (write-through, duplicate), unless given
+        settings.setdefault(name, components.pop(name))
     config = ManagerConfig.build(**settings)
     store = open_store(location, encoder.dim, key=key, **options)
     return AgentMemory(store, encoder, config=config, owns_store=True, **components)
@@ -268,9 +267,9 @@ class AgentMemory:
             scores = vectors[same] @ vector
             if scores.max() >= threshold:
                 return same[int(np.argmax(scores))]
-        found = self.store.search(vector, 1, user, filters=MemoryFilter(kinds=(kind,)))
-        if found and found[0][1] >= threshold:
-            existing = found[0][0]
+        found = nearest_of_kind(self.store, vector, user, kind)
+        if found is not None and found[1] >= threshold:
+            existing = found[0]
             when = max(memory.t, existing.last_access)
             self.store.touch([existing.id], user, when)
             return existing.replace(last_access=when)

@@ -53,12 +53,28 @@ from memnets.memory.tiers import ContextWindow, Entry, WorkingMemory, policy
 from memnets.protocols import TextEncoder
 from memnets.records import Memory
 from memnets.scoring import HeuristicScorer, min_max
-from memnets.store.filters import MemoryFilter
 from memnets.timeutil import as_utc_or_now
 
 STATE_VERSION = 1
 # near-duplicate cosine for the bundled all-MiniLM-L6-v2; measured on LoCoMo (bench/duplicates.py, docs/memory.md)
-DUPLICATE_THRESHOLD = 0.95
+DUPLICATE_THRESHOLD = 0.98
+
+
+DUPLICATE_CANDIDATES = 5  # nearest memories (any kind) looked at for a near-duplicate of the same kind
+
+
+def nearest_of_kind(store, vector: np.ndarray, owner: str, kind: str) -> tuple[Memory, float] | None:
+    """The owner's stored memory of ``kind`` nearest to ``vector`` among its ``DUPLICATE_CANDIDATES``
+    nearest of any kind, with its cosine (None if none is of that kind).
+
+    An unfiltered search runs on the index; a kind-filtered one is exact over the owner's rows of that
+    kind. A near-duplicate (cosine >= ``DUPLICATE_THRESHOLD``) is missed only if five memories of
+    other kinds are nearer still, i.e. are near-duplicates themselves.
+    """
+    for memory, score in store.search(vector, DUPLICATE_CANDIDATES, owner):
+        if memory.kind == kind:
+            return memory, float(score)
+    return None
 
 
 def default_state_path(directory: str | Path, owner: str) -> Path:
@@ -532,9 +548,9 @@ class MemoryManager:
         if held:
             scores = np.stack([e.vector for e in held]) @ vector
             best, best_score = held[int(np.argmax(scores))], float(np.max(scores))
-        found = self.store.search(vector, 1, self.owner, filters=MemoryFilter(kinds=(kind,)))
-        if found and found[0][1] > best_score and found[0][0].id not in self._held():
-            memory, best_score = found[0]
+        found = nearest_of_kind(self.store, vector, self.owner, kind)
+        if found is not None and found[1] > best_score and found[0].id not in self._held():
+            memory, best_score = found
             best = self._entry(memory, self.store.vectors([memory.id], self.owner)[0])
         return best if best is not None and best_score >= threshold else None
 

@@ -155,7 +155,9 @@ def pack_components(pack) -> dict:
     ``encoder`` always; ``importance`` (:class:`HeadImportance`) and, from a threshold named
     ``"importance"``, ``write_through_threshold``, when the pack has the importance head; ``gate``
     (:class:`HeadGate`, threshold ``"gate"`` of the pack or the head's own) when it has the recall
-    gate; ``scorer`` (:class:`~memnets.scoring.LearnedScorer`) when it has fitted scorer weights.
+    gate; ``scorer`` (:class:`~memnets.scoring.LearnedScorer`) when it has fitted scorer weights;
+    ``duplicate_threshold`` from a threshold named ``"duplicate"`` (``memnets.open``'s near-duplicate
+    cosine, which depends on the encoder).
     Parts the pack lacks are left out, so the caller's defaults (the heuristics) stay. It lives here,
     not on the Pack, because the memory layer sits above the pack format.
     """
@@ -170,4 +172,6 @@ def pack_components(pack) -> dict:
         components["gate"] = HeadGate(pack.gate, pack.thresholds.get("gate"))
     if pack.scorer_weights is not None:
         components["scorer"] = LearnedScorer.from_pack(pack)
+    if "duplicate" in pack.thresholds:  # the near-duplicate cosine measured for this pack's encoder
+        components["duplicate_threshold"] = float(pack.thresholds["duplicate"])
     return components
