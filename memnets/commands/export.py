@@ -31,21 +31,6 @@ def _read_json_object(path: str | None, option: str) -> dict:
     return data
 
 
-def fit_weights(encoder, importance, config, split: str, progress: bool = True):
-    """Fit the LearnedScorer's weights on one split's QA items (label: the turn is evidence)."""
-    from tqdm.auto import tqdm
-
-    from memnets.data.formats import load_conversations
-    from memnets.retrieval.scored import ScorerRanker
-    from memnets.scoring import WeightedScorer, fit_scorer_weights
-
-    conversations = load_conversations(config.path, config.splits[split])
-    ranker = ScorerRanker(WeightedScorer(encoder, importance_head=importance))
-    examples = tqdm(ranker.fit_examples(conversations), desc=f"scorer features ({split})", disable=not progress)
-    info = {"data": str(config.path), "split": split, "conversations": list(config.splits[split]), "categories": [1, 2, 3, 4]}
-    return fit_scorer_weights(examples, ranker.scorer, info=info)
-
-
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="memnets export", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--encoder", required=True, help="trained encoder folder (MemoryEncoder.save_pretrained)")
@@ -63,6 +48,7 @@ def main(argv: list[str]) -> int:
 
     from memnets.nn.encoder import MemoryEncoder
     from memnets.pack import export_pack, load_head
+    from memnets.retrieval.scored import fit_split_weights
     from memnets.scoring import ScorerWeights
 
     try:
@@ -82,7 +68,7 @@ def main(argv: list[str]) -> int:
     encoder = MemoryEncoder.from_pretrained(args.encoder)
     importance = load_head("importance", args.importance) if args.importance else None
     if weights is None and args.fit_split != "none":
-        weights = fit_weights(encoder, importance, config, args.fit_split)
+        weights = fit_split_weights(encoder, importance, config, args.fit_split)
         print(f"fitted scorer weights on {args.fit_split}: " + ", ".join(
             f"{name}={getattr(weights, name):+.3f}" for name in ("recency", "relevance", "importance", "bias")))
     runs = {name: _read_json_object(str(Path(folder) / "training.json"), f"--{name}")

@@ -3,18 +3,24 @@
 Each turn becomes a Memory whose time and last access are its session's date; "now" is the date
 of the conversation's last session, so recency favours later sessions as it would for an agent
 that lived through the conversation. Turn and query vectors are encoded once per conversation.
+:func:`fit_split_weights` fits the LearnedScorer's weights on a split with the same ranker.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
 
 import numpy as np
 
 from memnets.data.locomo import Conversation, memory_id
+from memnets.protocols import TextEncoder
 from memnets.records import Memory
 from memnets.retrieval.bm25 import rank_by_scores
+from memnets.scoring import ScorerWeights, WeightedScorer, fit_scorer_weights
+
+logger = logging.getLogger(__name__)
 
 CONSTANT_IMPORTANCE = 0.5
 
@@ -86,3 +92,23 @@ class ScorerRanker:
                 evidence = set(item.evidence)
                 labels = [m.metadata["dia_id"] in evidence for m in memories]
                 yield memories, item.question, now, labels, vector, memory_vectors
+
+
+def fit_split_weights(encoder: TextEncoder, importance_head, config, split: str, progress: bool = True) -> ScorerWeights:
+    """The LearnedScorer's weights fitted on one split of a data config (``memnets export``).
+
+    Every QA item of the split's conversations (categories 1-4, with evidence) against its own
+    conversation's turns, label: the turn is evidence; features from ``encoder`` and
+    ``importance_head`` (the ones the pack will hold). See :func:`memnets.scoring.fit_scorer_weights`.
+    """
+    from tqdm.auto import tqdm
+
+    from memnets.data.formats import load_conversations
+
+    conversations = load_conversations(config.path, config.splits[split])
+    ranker = ScorerRanker(WeightedScorer(encoder, importance_head=importance_head))
+    examples = tqdm(ranker.fit_examples(conversations), desc=f"scorer features ({split})", disable=not progress)
+    info = {"data": str(config.path), "split": split, "conversations": list(config.splits[split]), "categories": [1, 2, 3, 4]}
+    weights = fit_scorer_weights(examples, ranker.scorer, info=info)
+    logger.info("scorer weights fitted on %s: %s", split, weights)
+    return weights
