@@ -8,7 +8,7 @@ it, exactly for the flat, IVF-Flat and HNSW kinds); which kind follows the owner
 
 - ``flat`` (exact, ``IndexFlatIP``) below ``exact_below`` memories; a deletion removes the vector.
 - ``ivf-sq8`` above it (what ``index="auto"`` picks, for 50k to 10M memories on CPU and GPU): an
-  inverted file of about 2*sqrt(n) lists (spherical k-means on a sample of 64k vectors, an HNSW
+  inverted file of about 2*sqrt(n) lists (spherical k-means on 32 vectors per list, an HNSW
   graph over the centroids from 1,024 lists) holding 8-bit scalar-quantised codes: a quarter of
   the memory of floats and a quarter of the bytes a search scans, which is what batch-1 latency
   depends on. Scores are approximate (errors ~1e-3); reconstruction, and so a retrain, is lossy:
@@ -62,7 +62,8 @@ MANIFEST = "retriever.json"
 AUTO_EXACT_BELOW = 50_000
 # a named approximate index ("hnsw", "ivf", a factory string) still searches tiny owners exactly.
 APPROX_EXACT_BELOW = 1_000
-IVF_TRAIN_SAMPLE = 65_536  # k-means of the IVF lists runs on a sample of max(this, 32 per list) vectors
+IVF_TRAIN_PER_LIST = 32  # k-means of the IVF lists runs on a sample of this many vectors per list
+IVF_TRAIN_SAMPLE = 65_536  # sample size for factory-string indexes (PQ codebooks and the like)
 IVF_TRAIN_ITERATIONS = 10  # k-means iterations (FAISS's default 25 costs 2.5x the build for ~no recall)
 IVF_MIN_POINTS_PER_LIST = 39  # FAISS's advice: at least this many vectors per list
 IVF_HNSW_QUANTIZER_FROM = 1024  # from this many lists, an HNSW graph over the centroids assigns vectors
@@ -308,7 +309,7 @@ class FaissRetriever:
             else:
                 _append(state, vectors, labels)
                 if state.journal is not None:
-                    state.journal.append(("add", labels, vectors))
+                    state.journal.append(("add", labels, vectors.copy()))  # the caller may reuse its array
                 self._extend_gpu(state, vectors, labels)
             self._next_label += len(ids)
             for memory_id, label in zip(ids, labels.tolist()):
@@ -485,7 +486,7 @@ class FaissRetriever:
                 hnsw.hnsw.efConstruction = self.ef_construction
         if not index.is_trained:
             sample, ivf = vectors, faiss.try_extract_index_ivf(index)
-            size = max(IVF_TRAIN_SAMPLE, 32 * ivf.nlist) if ivf is not None else IVF_TRAIN_SAMPLE
+            size = IVF_TRAIN_PER_LIST * ivf.nlist if ivf is not None and kind in NAMED_KINDS else IVF_TRAIN_SAMPLE
             if n > size:
                 sample = vectors[np.sort(np.random.default_rng(n).choice(n, size, replace=False))]
             try:
