@@ -128,8 +128,8 @@ def main(argv: list[str] | None = None) -> int:
                                        "(heuristic importance/gate/scorer, k=5, fetch_factor=3)",
                                        "noise_std": DEFAULT_NOISE, "archive_key": None},
                  {"rows": rows, "growth": growth, "query_p50_ratio_last_over_first": ratio},
-                 ["bulk memories are inserted with Archive.add in batches of %d with pre-computed vectors "
-                  "(real LoCoMo MiniLM vectors, repeated with Gaussian noise beyond the real set)" % INGEST_BATCH,
+                 [f"bulk memories are inserted with Archive.add in batches of {INGEST_BATCH} with pre-computed vectors "
+                  "(real LoCoMo MiniLM vectors, repeated with Gaussian noise beyond the real set)",
                   "query = MemoryManager.recall(question) (encode + archive search + rescoring + MMR + touch); "
                   "recall pre-encoded = the same with the question's vector given (no encoder); "
                   "observe = MemoryManager.observe(text) (encode + importance + write); archive search = "

@@ -8,9 +8,9 @@ all of that is the manager's; the LLM only writes text (:mod:`memnets.llm`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Callable
 
 from memnets.llm import LLM
 from memnets.memory.manager import ContextView, MemoryManager

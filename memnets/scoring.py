@@ -93,7 +93,7 @@ class ScorerWeights:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict, where: str = "scorer weights") -> "ScorerWeights":
+    def from_dict(cls, data: dict, where: str = "scorer weights") -> ScorerWeights:
         if not isinstance(data, dict):
             raise ValueError(f"{where}: expected a JSON object, got {type(data).__name__}")
         unknown = set(data) - {f.name for f in cls.__dataclass_fields__.values()}
@@ -111,7 +111,7 @@ class ScorerWeights:
         return path
 
     @classmethod
-    def load(cls, path: str | Path) -> "ScorerWeights":
+    def load(cls, path: str | Path) -> ScorerWeights:
         path = Path(path)
         try:
             data = json.loads(path.read_text())
@@ -250,7 +250,7 @@ class LearnedScorer(WeightedScorer):
         super().__init__(encoder, weights, importance_head)
 
     @classmethod
-    def from_pack(cls, pack) -> "LearnedScorer":
+    def from_pack(cls, pack) -> LearnedScorer:
         """Build from a loaded :class:`memnets.pack.Pack` (``memnets.pack.load_pack(folder)``; the pack
         layer sits above scoring, so a folder is loaded by the caller)."""
         if isinstance(pack, (str, Path)):

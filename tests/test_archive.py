@@ -10,8 +10,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from archive_helpers import DIM, EPOCH, memory_for, single_threaded_faiss, vector_for, vectors_for
 
-from archive_helpers import DIM, EPOCH, memory_for, vector_for, vectors_for, single_threaded_faiss
 from memnets.memory.archive import DB_FILE, FORMAT_VERSION, INDEX_DIR, INDEX_MARKER, Archive
 from memnets.memory.crypto import generate_key
 from memnets.memory.errors import (

@@ -12,8 +12,8 @@ import unicodedata
 
 import numpy as np
 import pytest
+from archive_helpers import DIM, EPOCH, memory_for, single_threaded_faiss, vector_for
 
-from archive_helpers import DIM, EPOCH, memory_for, vector_for, single_threaded_faiss
 from memnets.memory.archive import Archive
 from memnets.memory.crypto import generate_key
 

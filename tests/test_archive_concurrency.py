@@ -13,8 +13,8 @@ from collections import Counter
 
 import numpy as np
 import pytest
+from archive_helpers import DIM, memory_for, single_threaded_faiss, start_child, vector_for
 
-from archive_helpers import DIM, memory_for, start_child, vector_for, single_threaded_faiss
 from memnets.memory.archive import Archive
 
 

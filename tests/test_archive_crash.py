@@ -18,8 +18,8 @@ import time
 
 import numpy as np
 import pytest
+from archive_helpers import DIM, memory_for, single_threaded_faiss, start_child, vector_for
 
-from archive_helpers import DIM, memory_for, start_child, vector_for, single_threaded_faiss
 from memnets.memory.archive import DB_FILE, Archive
 
 
@@ -88,9 +88,9 @@ def run_trials(directory, trials: int, seed: int) -> dict:
             acks += 1
             stats["acked_writes"] += 1
             if word == "ack-add":
-                alive.update(ids)
+                alive.update(ids)  # noqa: B023 (read runs within the iteration that binds alive)
             else:
-                alive.discard(ids[0])
+                alive.discard(ids[0])  # noqa: B023
 
         try:
             assert child.stdout.readline().startswith("open"), child.stderr.read()

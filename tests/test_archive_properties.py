@@ -14,11 +14,11 @@ from datetime import timedelta
 
 import numpy as np
 import pytest
+from archive_helpers import EPOCH, single_threaded_faiss
 from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-from archive_helpers import EPOCH, single_threaded_faiss
 from memnets.memory.archive import Archive
 from memnets.memory.crypto import generate_key
 from memnets.memory.errors import InvalidMemoryError

@@ -20,9 +20,9 @@ from memnets.cli import main as cli_main
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # bench/ lives in the source tree, next to the package (not in the wheel)
 
-from bench import common, manager, report, search
-from bench.embeddings import scaled
-from bench.run import main
+from bench import common, manager, report, search  # noqa: E402 (bench/ is on sys.path from here)
+from bench.embeddings import scaled  # noqa: E402
+from bench.run import main  # noqa: E402
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

@@ -107,7 +107,7 @@ def test_learnable_temperature_is_clamped_and_trains():
     assert temperature().item() == pytest.approx(0.02)
 
     loss_fn = InfoNCELoss(temperature=0.2, learnable_temperature=True)
-    q, p = _unit(4, 8, seed=8), _unit(4, 8, seed=9)
+    q = _unit(4, 8, seed=8)
     loss_fn(q, q.clone()).backward()  # perfect positives: sharper softmax lowers the loss
     assert loss_fn.temperature.log_scale.grad.item() < 0  # gradient descent raises log(1/tau)
     assert not InfoNCELoss().temperature.learnable

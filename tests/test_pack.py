@@ -193,9 +193,9 @@ def test_export_command_with_head_folders(tiny_model_dir, tiny_locomo_path, tmp_
     from memnets.cli import main
 
     torch.manual_seed(0)
-    importance = heads.ImportanceHead(dim=32, threshold=0.3).save(tmp_path / "importance")
+    heads.ImportanceHead(dim=32, threshold=0.3).save(tmp_path / "importance")
     (tmp_path / "importance" / "training.json").write_text(json.dumps({"best_epoch": 2}))
-    gate = heads.RecallGateHead(dim=32, threshold=0.6).save(tmp_path / "gate")
+    heads.RecallGateHead(dim=32, threshold=0.6).save(tmp_path / "gate")
     config = tmp_path / "data.yaml"
     config.write_text(f"path: {tiny_locomo_path}\nsplits:\n  train: []\n  validation: [tiny-1]\n  test: [tiny-2]\n")
     out = tmp_path / "pack"

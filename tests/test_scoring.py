@@ -38,7 +38,9 @@ def test_heuristic_matches_generative_agents_formula_by_hand():
     rec = 0.995 ** np.array([0, 10, 100])
     rel = np.array([0.0, 1 / np.sqrt(2), 1.0])
     imp = np.array([0.2, 0.9, 0.5])
-    norm = lambda v: (v - v.min()) / (v.max() - v.min())
+    def norm(v):
+        return (v - v.min()) / (v.max() - v.min())
+
     np.testing.assert_allclose(scores, norm(rec) + norm(rel) + norm(imp), atol=1e-6)
     weighted = HeuristicScorer(a=(0.0, 2.0, 0.0)).score(mems, "q", NOW, query_vector=QUERY, memory_vectors=VECTORS)
     np.testing.assert_allclose(weighted, 2 * norm(rel), atol=1e-6)

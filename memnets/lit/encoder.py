@@ -21,10 +21,10 @@ import lightning as L
 import torch
 
 from memnets.data.locomo import Conversation
-from memnets.retrieval.metrics import DEFAULT_CATEGORIES, evaluate_retriever, summarize
 from memnets.nn.encoder import DEFAULT_BACKBONE, MemoryEncoder
 from memnets.nn.losses import InfoNCELoss
 from memnets.retrieval.dense import DenseRanker
+from memnets.retrieval.metrics import DEFAULT_CATEGORIES, evaluate_retriever, summarize
 
 METRICS = ("recall@1", "recall@5", "recall@10", "recall@25", "recall@50", "mrr@10", "ndcg@10")
 
@@ -128,7 +128,7 @@ class EncoderModule(L.LightningModule):
     def configure_optimizers(self):
         hp = self.hparams
         decay, no_decay = [], []
-        for name, parameter in self.encoder.named_parameters():
+        for parameter in self.encoder.parameters():
             (no_decay if parameter.ndim < 2 else decay).append(parameter)
         groups = [
             {"params": decay, "weight_decay": hp.weight_decay, "lr": hp.lr},

@@ -7,8 +7,8 @@ kind ``"summary"`` with the selected ids as ``links``, so the originals stay rea
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
-from typing import Iterable
 
 from memnets.llm import LLM
 from memnets.memory.reflection import derived_memory, memory_lines
