@@ -265,3 +265,33 @@ def test_open_builds_encoder_and_archive_from_paths(tiny_model_dir, tmp_path):
         assert manager.owns_store and manager.encoder.dim == manager.archive.dim
     with MemoryManager.open(tmp_path / "store", encoder=str(tiny_model_dir), owner="ann", context_budget=3) as again:
         assert again.context.ids() == ["m2"] and again.working.ids() == ["m1"]
+
+
+def test_deletions_in_the_store_reach_what_the_manager_holds(make):
+    # a manager on the store directly (no AgentMemory): every kind of deletion is seen through the ledger
+    manager = make(context_budget=3, working_capacity=10, write_through_threshold=0.5, batch_size=100)
+    observe_all(manager, [0.9, 0.2, 0.2, 0.9])  # m1, m4 written; m2, m3 buffered; context [m4]
+    assert sorted(manager.pending) == ["m2", "m3"] and manager.working.ids() == ["m1", "m2", "m3"]
+    assert manager.archive.purge_older_than(at(2), owner="ann") == 1  # m1 stored; m2 (t = 1 min) only buffered
+    manager.flush()
+    assert manager.working.ids() == ["m3"] and manager.archive.get(["m2"], "ann") == []
+    assert [e.ids for e in manager.events.of(Move.FORGET)] == [("m1", "m2")]
+    manager.archive.delete_owner("ann")
+    view = manager.context_for(TEXTS[0], now=at(10))
+    assert view.ids() == [] and not manager.pending and manager.working.ids() == []
+    assert manager.archive.count("ann") == 0
+    manager.close()
+    assert manager.state()["context"] == [] and manager.state()["working"] == []
+
+
+def test_manager_config_is_one_dataclass(make):
+    from memnets.memory.manager import ManagerConfig
+
+    config = ManagerConfig(k=2, context_budget=64)
+    manager = make(config=config, working_capacity=7)  # a field given beside config changes just that one
+    assert manager.config == ManagerConfig(k=2, context_budget=64, working_capacity=7)
+    assert manager.context.budget == 64 and manager.working.capacity == 7
+    with pytest.raises(TypeError, match="colour"):
+        make(colour="red")
+    with pytest.raises(ValueError, match="duplicate_threshold"):
+        ManagerConfig(duplicate_threshold=2.0)
