@@ -222,3 +222,33 @@ def test_text_features_are_part_of_the_importance_api():
     with pytest.raises(ValueError, match="texts="):
         head.predict_proba(np.zeros((2, 8)))
     assert head.predict_proba(np.zeros((2, 8)), texts=["Ann: a", "Bob: b"]).shape == (2,)
+
+
+# --------------------------------------------------------------------------------- evaluation
+def test_eval_heads_command_reports_heads_and_baselines(tiny_model_dir, tiny_locomo_path, tmp_path, capsys):
+    from memnets.cli import main as cli_main
+    from memnets.nn.encoder import encoder_dim
+
+    config = tmp_path / "data.yaml"
+    config.write_text(
+        f"path: {tiny_locomo_path}\ncache_dir: {tmp_path / 'cache'}\n"
+        "splits:\n  train: [tiny-1]\n  validation: [tiny-2]\n  test: []\n"
+        "gate:\n  windows: [1, 2, 3]\n  seed: 0\n"
+    )
+    torch.manual_seed(0)
+    dim = encoder_dim(tiny_model_dir)
+    ImportanceHead(dim, hidden_dims=(8,), threshold=0.4).save(tmp_path / "imp")
+    RecallGateHead(dim, hidden_dims=(8,), attention_dim=4, threshold=0.6).save(tmp_path / "gate")
+    out = tmp_path / "eval" / "heads.json"  # the folder does not exist yet: the command creates it
+    assert cli_main(["eval", "heads", "--encoder", str(tiny_model_dir), "--importance", str(tmp_path / "imp"),
+                     "--gate", str(tmp_path / "gate"), "--data-config", str(config), "--split", "validation",
+                     "--json", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert result["split"] == "validation"
+    assert list(result["importance"]) == ["base rate", "length (logreg on log chars)", "logreg on embeddings", "ImportanceHead (MLP)"]
+    assert list(result["gate"])[-1] == "RecallGateHead" and result["gate"]["always recall"]["recall"] == 1.0
+    assert result["importance"]["ImportanceHead (MLP)"]["threshold"] == pytest.approx(0.4)  # the head's own
+    assert result["gate"]["RecallGateHead"]["threshold"] == pytest.approx(0.6)
+    assert 0 < result["importance_positives"] < 1 and 0 < result["gate_positives"] < 1
+    printed = capsys.readouterr().out
+    assert "### importance on validation" in printed and "| RecallGateHead |" in printed
