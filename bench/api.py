@@ -5,7 +5,7 @@ bulk-loaded through the store (``upsert`` in batches) with pre-computed vectors:
 of LoCoMo, scaled up with noise (bench.embeddings). The timed calls then go through the public API,
 ``AgentMemory.add`` and ``AgentMemory.search``, with an encoder that looks those pre-computed vectors
 up, so they measure everything but the encoder: argument checks, importance, the near-duplicate
-check (a k=1 search of the user's memories), the write (one SQLite transaction with fsync) and the
+check (a k=5 search of the user's memories), the write (one SQLite transaction with fsync) and the
 index update for add; the owner-scoped search and decoding for search (also with a kind filter and
 with a metadata filter, which the store applies before ranking). The encoder's own cost, one text
 per call as ``add`` and ``search`` pay it, is measured separately with the untrained backbone.
@@ -138,7 +138,7 @@ def main(argv=None) -> None:
         shutil.rmtree(directory, ignore_errors=True)
     notes = ["add and search exclude the encoder (pre-computed vectors); encode_* is the untrained backbone on one "
              "text, one thread: add costs add + encode_memory, search costs search + encode_query",
-             "add includes the near-duplicate check (a k=1 search) and an fsync'ed SQLite transaction",
+             "add includes the near-duplicate check (a k=5 search) and an fsync'ed SQLite transaction",
              "search_metadata filters on a metadata field (1 memory in 10 matches), search_kind on kind (1 in 50)"]
     path = write_result(args.out, "api", {**sizes, "index": "flat", "noise": DEFAULT_NOISE}, result, notes)
     print(f"wrote {path}")
