@@ -118,7 +118,8 @@ def test_index_files_must_be_plain_listed_files_inside_the_folder(tmp_path, atta
             auth["files"]["../archive.sqlite3"] = auth["files"].pop(MANIFEST)
         else:
             manifest = json.loads((folder / MANIFEST).read_text())
-            manifest["owners"][0]["master"] = "../../outside.faiss"
+            entry = manifest["owners"][0]
+            entry["file" if "file" in entry else "master"] = "../../outside.faiss"
             (folder / MANIFEST).write_text(json.dumps(manifest))
             auth["files"][MANIFEST] = hashlib.sha256((folder / MANIFEST).read_bytes()).hexdigest()
         body = json.dumps({"archive_id": _archive_id(tmp_path), "files": auth["files"]}, sort_keys=True).encode()

@@ -93,6 +93,7 @@ INDEX_DIR = "index"
 INDEX_MARKER = "archive_generation.json"
 INDEX_AUTH = "index_auth.json"  # sha256 of every other index file, under an HMAC (key) or a checksum (no key)
 _INDEX_MAC_PURPOSE = b"memnets/index-mac/v1"
+_INDEX_FILE_FIELDS = ("file", "master", "search")  # fields of retriever.json's owner entries that name index files
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")  # a file directly inside the index folder
 CHANGELOG_KEEP = 100_000  # change-log rows kept for other processes to catch up; older ones force a rebuild
 _LEFTOVER_AGE_S = 3600  # staging copies of the index older than this belong to no live save
@@ -394,9 +395,13 @@ class Archive:
             raise _UntrustedIndex(f"{INDEX_AUTH} is not valid JSON ({error})") from None
         manifest = json.loads((private / RETRIEVER_MANIFEST).read_bytes())
         for entry in manifest.get("owners", []):
-            for name in (entry.get("master"), entry.get("search")):
-                if name is not None and name not in files:
-                    raise _UntrustedIndex(f"{RETRIEVER_MANIFEST} names {name!r}, not a verified file of the folder")
+            for field, value in entry.items():
+                if field == "owner" or not isinstance(value, str):
+                    continue  # the owner name is data, and may hold any character
+                looks_like_path = "/" in value or "\\" in value or value.startswith(".")
+                if (field in _INDEX_FILE_FIELDS and value not in files) or looks_like_path:
+                    raise _UntrustedIndex(f"{RETRIEVER_MANIFEST} names {value!r} ({field}), not a verified file "
+                                          "of the folder")
 
     def _rebuild(self) -> None:
         """A fresh index of every vector in the table, at one consistent snapshot."""
