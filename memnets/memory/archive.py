@@ -141,8 +141,10 @@ class Archive:
         directory: folder of the archive (created if missing); holds ``archive.sqlite3`` and ``index/``.
         dim: vector dimension. ``None`` opens an existing archive with the dim it was created with.
         key: encryption key for memory content: 16/24/32 raw bytes (AES-GCM) or a passphrase ``str``
-            (scrypt). An archive created with a key can only be opened with that key, and one created
-            without a key cannot be opened with one.
+            (scrypt at :data:`~memnets.memory.crypto.DEFAULT_KDF`, its parameters stored in the archive;
+            each open pays one derivation, ~0.3-3 s; raw keys pay none). An archive created with a key
+            can only be opened with that key (or the one it was rotated to, :func:`rotate_key`), and one
+            created without a key cannot be opened with one.
         index: the FaissRetriever kind ("flat", "hnsw", "ivf", "auto" or a FAISS factory string).
         busy_timeout: seconds a write waits for another process's write lock before failing.
 
