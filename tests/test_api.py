@@ -330,3 +330,15 @@ def test_vectors_are_unit_rows(memory):
     memory.add(TEXTS[0], user="ann", id="v")
     vector = memory.store.vectors(["v"], "ann")[0]
     assert np.linalg.norm(vector) == pytest.approx(1.0, abs=1e-5)
+
+
+def test_update_and_replaces_reach_live_managers(memory):
+    manager = memory.manager("ann", context_budget=100)
+    held = manager.observe(TEXTS[0], id="m1", importance=0.9)  # written through, in the context
+    old = manager.observe(TEXTS[1], id="m2", importance=0.9)
+    memory.update(held.id, TEXTS[2], user="ann")
+    entry = next(e for e in manager.context.entries if e.id == "m1")
+    assert entry.memory.content == TEXTS[2]
+    np.testing.assert_allclose(entry.vector, memory.store.vectors(["m1"], "ann")[0], atol=1e-6)
+    memory.add(TEXTS[3], user="ann", id="m3", replaces=old.id)
+    assert "m2" not in manager.context.ids() and manager.events.of(Move.FORGET)[-1].detail["reason"] == "superseded"
