@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 from typing import TypedDict
 
 import pytest
@@ -44,6 +45,20 @@ def memory(tmp_path, tiny_encoder):
 @pytest.fixture
 def store(memory):
     return MemnetsStore(memory)
+
+
+@pytest.fixture(params=["folder", "postgres"])
+def any_store(request, tmp_path, tiny_encoder):
+    """MemnetsStore on each memnets store: a folder (SQLite + FAISS) and PostgreSQL + pgvector.
+
+    The tests that use it are the ones whose answers depend on the store's filtering and listing.
+    """
+    if request.param == "folder":
+        location, options = tmp_path / "memory", {}
+    else:
+        location, options = request.getfixturevalue("pg_url"), {"table": f"lg_{uuid.uuid4().hex[:12]}"}
+    with memnets.open(location, encoder=tiny_encoder, **options) as opened:
+        yield MemnetsStore(opened)
 
 
 FRUIT = [
@@ -142,14 +157,14 @@ def test_bad_values_and_filters_are_refused(store, memory):
         {"missing": "x"},
     ],
 )
-def test_filters_agree_with_langgraph_in_memory_store(store, filter):
+def test_filters_agree_with_langgraph_in_memory_store(any_store, filter):
     reference = InMemoryStore()
-    _fill(store, reference)
+    _fill(any_store, reference)
     want = sorted(item.key for item in reference.search(("fruit",), filter=filter, limit=100))
-    got = sorted(item.key for item in store.search(("fruit",), filter=filter, limit=100))
+    got = sorted(item.key for item in any_store.search(("fruit",), filter=filter, limit=100))
     assert got == want
     # with a query, filters still apply before ranking
-    ranked = store.search(("fruit",), query="apples are red", filter=filter, limit=100)
+    ranked = any_store.search(("fruit",), query="apples are red", filter=filter, limit=100)
     assert sorted(item.key for item in ranked) == want
 
 
@@ -163,24 +178,24 @@ def test_query_search_goes_through_agent_memory_search(store, memory):
     assert results[0].value == dict(FRUIT[2][1])
 
 
-def test_prefix_search_spans_namespaces_and_pages(store):
-    _fill(store, namespace=("users", "alice", "fruit"))
-    store.put(("users", "bob", "notes"), "n1", {"content": "bob's note about plums"})
-    store.put(("other",), "o1", {"content": "bob's note about plums"})
-    everything = store.search(("users",), limit=100)
+def test_prefix_search_spans_namespaces_and_pages(any_store):
+    _fill(any_store, namespace=("users", "alice", "fruit"))
+    any_store.put(("users", "bob", "notes"), "n1", {"content": "bob's note about plums"})
+    any_store.put(("other",), "o1", {"content": "bob's note about plums"})
+    everything = any_store.search(("users",), limit=100)
     assert {(i.namespace, i.key) for i in everything} == {
         *((("users", "alice", "fruit"), key) for key, _ in FRUIT),
         (("users", "bob", "notes"), "n1"),
     }
-    assert [i.key for i in store.search(("users", "bob"), limit=100)] == ["n1"]
-    ranked = store.search(("users",), query="bob's note about plums", limit=6)
+    assert [i.key for i in any_store.search(("users", "bob"), limit=100)] == ["n1"]
+    ranked = any_store.search(("users",), query="bob's note about plums", limit=6)
     assert (ranked[0].namespace, ranked[0].key) == (("users", "bob", "notes"), "n1")
     assert [r.score for r in ranked] == sorted((r.score for r in ranked), reverse=True)
-    paged = [store.search(("users",), query="bob's note about plums", limit=2, offset=o) for o in (0, 2, 4)]
+    paged = [any_store.search(("users",), query="bob's note about plums", limit=2, offset=o) for o in (0, 2, 4)]
     assert [(i.namespace, i.key) for page in paged for i in page] == [(i.namespace, i.key) for i in ranked]
-    listed = [i.key for o in range(0, 6, 2) for i in store.search(("users",), limit=2, offset=o)]
+    listed = [i.key for o in range(0, 6, 2) for i in any_store.search(("users",), limit=2, offset=o)]
     assert listed == [i.key for i in everything]
-    assert store.search(("nobody",)) == []
+    assert any_store.search(("nobody",)) == []
 
 
 def test_index_false_is_found_by_filters_but_never_ranked(store, memory):
@@ -224,15 +239,15 @@ def test_indexed_fields(memory):
         {"limit": 2, "offset": 1},
     ],
 )
-def test_list_namespaces_agrees_with_langgraph(store, kwargs):
+def test_list_namespaces_agrees_with_langgraph(any_store, kwargs):
     reference = InMemoryStore()
-    for target in (store, reference):
+    for target in (any_store, reference):
         target.put(("users", "alice", "notes"), "1", {"content": "a"})
         target.put(("users", "alice", "fruit"), "1", {"content": "a"})
         target.put(("users", "bob", "notes"), "1", {"content": "b"})
         target.put(("other", "notes"), "1", {"content": "c"})
         target.put(("solo",), "1", {"content": "d"})
-    assert store.list_namespaces(**kwargs) == reference.list_namespaces(**kwargs)
+    assert any_store.list_namespaces(**kwargs) == reference.list_namespaces(**kwargs)
 
 
 def test_async_methods(store):
