@@ -33,6 +33,7 @@ the trained encoder, heads and scorer weights of a pack.
 from __future__ import annotations
 
 import json
+import logging
 import re
 import uuid
 from collections.abc import Iterable, Sequence
@@ -55,6 +56,7 @@ from memnets.records import Memory
 from memnets.scoring import HeuristicScorer, min_max
 from memnets.timeutil import as_utc_or_now
 
+logger = logging.getLogger(__name__)
 STATE_VERSION = 1
 # near-duplicate cosine for the bundled all-MiniLM-L6-v2; measured on LoCoMo (bench/duplicates.py, docs/memory.md)
 DUPLICATE_THRESHOLD = 0.98
@@ -228,6 +230,9 @@ class MemoryManager:
         self.closed = False
         # the store's deletion ledger position this manager has caught up with (see _forget_deleted)
         self._deletion_mark = store.deletion_mark() if hasattr(store, "deletion_mark") else 0
+        if not hasattr(store, "deleted_since"):
+            logger.warning("%s has no deletion ledger (deletion_mark/deleted_since): the manager of %r forgets "
+                           "deletions made through AgentMemory in this process only", type(store).__name__, owner)
         if state_path is None and getattr(store, "directory", None) is not None:
             state_path = default_state_path(store.directory, owner)
         self.state_path = Path(state_path) if state_path is not None else None
