@@ -137,16 +137,26 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def test_streamable_http_round_trip(tmp_path, tiny_model_dir):
+def test_streamable_http_round_trip_with_a_pack(tmp_path, tiny_model_dir):
+    """Streamable HTTP on 127.0.0.1, the memory opened with ``--pack`` (its encoder and learned scorer)."""
+    from memnets.nn.encoder import MemoryEncoder
+    from memnets.pack import export_pack
+    from memnets.scoring import ScorerWeights
+
+    pack = export_pack(tmp_path / "pack", MemoryEncoder.from_pretrained(tiny_model_dir),
+                       scorer_weights=ScorerWeights(recency=0.0, relevance=1.0, importance=0.0, bias=5.0))
     port = _free_port()
-    server = subprocess.Popen(
-        [sys.executable, *server_args(tmp_path / "memory", tiny_model_dir, "--transport", "http", "--port", str(port))],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-    )
+    log = tmp_path / "server.log"
+    with log.open("w") as stderr:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "memnets", "serve", "mcp", "--memory", str(tmp_path / "memory"), "--pack", str(pack),
+             "--transport", "http", "--port", str(port)],
+            stdout=subprocess.DEVNULL, stderr=stderr,
+        )
     try:
         deadline = time.monotonic() + STARTUP_S
         while True:
-            assert server.poll() is None, server.stderr.read()
+            assert server.poll() is None, log.read_text()
             try:
                 socket.create_connection(("127.0.0.1", port), timeout=1).close()
                 break
@@ -167,6 +177,11 @@ def test_streamable_http_round_trip(tmp_path, tiny_model_dir):
     finally:
         server.terminate()
         server.wait(timeout=30)
+    # the score is the pack's learned score (its bias of 5 puts it above any cosine)
+    with memnets.open(tmp_path / "memory", pack=pack) as memory:
+        expected = memory.search("Carol collects stamps", user="carol", k=1)[0].score
+    assert found["results"][0]["score"] == pytest.approx(expected)
+    assert found["results"][0]["score"] > 4.0
 
 
 @pytest.mark.parametrize(
