@@ -779,7 +779,7 @@ def _index_bytes(state: _Owner) -> int:
         stored = ivf.invlists.compute_ntotal()
         total += stored * (ivf.code_size + 8)  # codes and ids in the inverted lists
         total += ivf.nlist * ivf.d * 4  # centroids
-        total += stored * 32  # hash-table direct map: ~32 bytes per entry (key, value, bucket)
+        total += stored * 32  # hash-table direct map: ~32 bytes per entry (an estimate: key, value, link, bucket)
         return total
     hnsw = _find_hnsw(index)
     if hnsw is not None:
