@@ -1,7 +1,7 @@
 """How a memory becomes a stored row, shared by every store so they seal, check and read rows alike.
 
 A row keeps in clear what stores must query or order by: owner, id, t, last_access, importance,
-kind, superseded_by, and the vector. Everything else (content, links, the structured fields,
+kind, superseded_by, the row version, and the vector. Everything else (content, links, the structured fields,
 metadata) is one JSON payload, sealed with AES-GCM when the store has a key. The associated data
 of the seal binds the clear fields, the store's random id and the row's version (see
 :func:`row_aad`), so editing a clear field, swapping ciphertexts between rows, copying a row into
