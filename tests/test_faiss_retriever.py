@@ -108,7 +108,7 @@ def test_removing_all_of_an_owner_forgets_the_owner():
     assert retriever.search(unit_vectors(1), 3, "owner1")[0] == [[]]
 
 
-@pytest.mark.parametrize("index", ["flat", "hnsw", "ivf", "HNSW16,Flat"])
+@pytest.mark.parametrize("index", ["flat", "hnsw", "ivf", "ivf-sq8", "HNSW16,Flat", "IVF4,Flat"])
 def test_save_and_load_round_trip(tmp_path, index):
     retriever, data = filled(index, owners=3, per_owner=50, exact_below=0)
     retriever.remove(["owner1/m3", "owner2/m0"])
