@@ -64,9 +64,10 @@ def exact_truth(data: np.ndarray, queries: np.ndarray) -> tuple[np.ndarray, np.n
 
 
 def measure(store, data: np.ndarray, queries: np.ndarray, truth: np.ndarray, truth_filtered: np.ndarray,
-            build) -> dict:
+            build, ef_sweep: tuple[int, ...] = ()) -> dict:
     """Bulk-load ``data`` into ``store``, build its index (``build(store)``), time searches with and
-    without the filter, then time live upserts into the built index."""
+    without the filter (and at each ``store.ef_search`` of ``ef_sweep``), then time live upserts into
+    the built index (last: their vectors repeat loaded ones and would change the exact answers)."""
     from memnets.store import MemoryFilter
 
     start = time.perf_counter()
@@ -84,6 +85,14 @@ def measure(store, data: np.ndarray, queries: np.ndarray, truth: np.ndarray, tru
     for label in ("search", "filtered"):
         log.info("%s n=%d %s: p50 %.2f ms, recall@10 %.3f", type(store).__name__, len(data), label,
                  row[label]["p50_ms"], row[label]["recall_at_10"])
+    default_ef = getattr(store, "ef_search", None)
+    for ef_search in ef_sweep:  # the query-time knob: recall against latency
+        store.ef_search = ef_search
+        row[f"search_ef{ef_search}"] = time_searches(store, queries, truth)
+        log.info("%s n=%d ef_search=%d: p50 %.2f ms, recall@10 %.3f", type(store).__name__, len(data), ef_search,
+                 row[f"search_ef{ef_search}"]["p50_ms"], row[f"search_ef{ef_search}"]["recall_at_10"])
+    if ef_sweep:
+        store.ef_search = default_ef
     n = len(data)
     start = time.perf_counter()
     for first in range(0, LIVE_WRITES, LIVE_BATCH):  # new ids, existing vectors: the index grows live
@@ -171,13 +180,8 @@ def run(base: np.ndarray, queries: np.ndarray, sizes, pg_url: str | None, work: 
             with PgVectorStore(pg_url, data.shape[1], table=table) as pg:
                 drop_hnsw(pg)
                 row = {"store": "PgVectorStore (PostgreSQL + pgvector HNSW)",
-                       **measure(pg, data, queries, truth, truth_filtered, build_postgres)}
+                       **measure(pg, data, queries, truth, truth_filtered, build_postgres, PG_EF_SWEEP)}
                 row.update(postgres_sizes(pg))
-                for ef_search in PG_EF_SWEEP:  # the query-time knob: recall against latency
-                    pg.ef_search = ef_search
-                    row[f"search_ef{ef_search}"] = time_searches(pg, queries, truth)
-                    log.info("PgVectorStore n=%d ef_search=%d: p50 %.2f ms, recall@10 %.3f", n, ef_search,
-                             row[f"search_ef{ef_search}"]["p50_ms"], row[f"search_ef{ef_search}"]["recall_at_10"])
                 row["bytes_per_vector"] = (row["table_bytes"] + row["hnsw_bytes"]) / (n + LIVE_WRITES)
                 rows.append(row)
             del data
