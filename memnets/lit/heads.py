@@ -6,8 +6,9 @@ the LightningModules fit the heads of :mod:`memnets.nn.heads` with positive-weig
 is built in the module's ``__init__`` for the embedding size ``dim`` (which ``memnets fit`` links
 from the DataModule: its encoder's size, read without loading weights); the class balance comes
 from the DataModule in ``setup``. At the end of fit the module restores the epoch with the best
-validation score, moves the logits back to calibrated probabilities (``logit_offset = -log(pos_weight)``), chooses the decision threshold on
-the validation split by the head's rule and saves the head to ``output_dir``.
+validation score, moves the logits back to calibrated probabilities
+(``logit_offset = -log(pos_weight)``), chooses the decision threshold on the validation split by
+the head's rule and saves the head to ``output_dir``.
 
 Both pairs plug into ``memnets fit importance|gate -c configs/{importance,gate}/cpu.yaml``.
 """
