@@ -13,6 +13,7 @@ from datetime import datetime
 from memnets.llm import LLM
 from memnets.memory.reflection import derived_memory, memory_lines
 from memnets.records import Memory
+from memnets.timeutil import as_utc
 
 SUMMARY_PROMPT = "Summarise the statements below in a few sentences, keeping names, dates and facts."
 
@@ -24,7 +25,9 @@ def select(
     start: datetime | None = None,
     end: datetime | None = None,
 ) -> list[Memory]:
-    """Memories with ``start <= t < end`` and importance >= ``min_importance``, in time order."""
+    """Memories with ``start <= t < end`` and importance >= ``min_importance``, in time order (naive bounds read as UTC)."""
+    start = None if start is None else as_utc(start, "start")
+    end = None if end is None else as_utc(end, "end")
     if start is not None and end is not None and end <= start:
         raise ValueError(f"compression window is empty: end {end} is not after start {start}")
     chosen = [
