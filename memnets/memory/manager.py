@@ -4,7 +4,9 @@ Tiers (MemGPT's hierarchy, with Generative Agents' scoring):
 
 - context: the messages the LLM sees, bounded by a token budget counted with the encoder's tokenizer;
 - working memory: memories at hand, bounded by a capacity in memory units;
-- archive: :class:`~memnets.memory.archive.Archive`, persistent (SQLite + FAISS) and unbounded.
+- archive: a :class:`~memnets.store.MemoryStore` (the embedded SQLite + FAISS
+  :class:`~memnets.memory.archive.Archive`, or PostgreSQL), persistent and unbounded; several
+  managers (one per user, from ``memnets.open(...).manager(user)``) share one store and encoder.
 
 Moves, each logged as an :class:`~memnets.memory.events.Event`:
 
@@ -24,6 +26,13 @@ context; if it says so, the archive is searched and the best memories (scored by
 :class:`~memnets.scoring.Scorer`, diversified with MMR) are recalled into working memory; then the
 top ``k`` of working memory, by the same scoring, join the context's messages in a
 :class:`ContextView` - what the LLM is shown.
+
+Forgetting is final: a memory deleted through ``AgentMemory`` leaves every live manager of its user
+at once (:meth:`MemoryManager.forget`); one deleted any other way (the store directly, another
+process) is found in the store's deletion ledger before the manager's next write, query or close,
+so it is never written back, shown or restored (:meth:`MemoryManager._forget_deleted`).
+
+Settings are one :class:`ManagerConfig`; times are aware UTC, ``t``/``now`` default to now.
 
 Without a pack, everything runs on heuristics (:class:`~memnets.memory.signals.HeuristicImportance`,
 :class:`~memnets.memory.signals.HeuristicGate`, ``HeuristicScorer``); ``from_pretrained`` swaps in
