@@ -67,7 +67,9 @@ IVF_TRAIN_SAMPLE = 65_536  # sample size for factory-string indexes (PQ codebook
 IVF_TRAIN_ITERATIONS = 10  # k-means iterations (FAISS's default 25 costs 2.5x the build for ~no recall)
 IVF_MIN_POINTS_PER_LIST = 39  # FAISS's advice: at least this many vectors per list
 IVF_HNSW_QUANTIZER_FROM = 1024  # from this many lists, an HNSW graph over the centroids assigns vectors
-HNSW_QUANTIZER_EF = 64  # its beam width when adding (searches use max(this, 2 * nprobe))
+HNSW_QUANTIZER_ADD_EF = 32  # its beam when adding: 2.2x faster than ef 64 (and than BLAS over 2,000
+# centroids), the same list for 99.9% of vectors (measured on bench vectors, 2,000 centroids)
+HNSW_QUANTIZER_EF = 64  # its beam when searching: max(this, 2 * nprobe)
 GPU_MAX_K = 2048  # FAISS GPU kernels select at most this many neighbours
 SINGLE_THREAD_MAX_BATCH = 1  # batches up to this size are searched on one OpenMP thread
 
@@ -498,7 +500,7 @@ class FaissRetriever:
         if ivf is not None:
             ivf.set_direct_map_type(faiss.DirectMap.Hashtable)  # O(1) removal and reconstruction by id
             if _find_hnsw(ivf.quantizer) is not None:
-                _find_hnsw(ivf.quantizer).hnsw.efSearch = HNSW_QUANTIZER_EF
+                _find_hnsw(ivf.quantizer).hnsw.efSearch = HNSW_QUANTIZER_ADD_EF
             state = _Owner(kind=kind, index=index)
         elif _find_hnsw(index) is not None:
             state = _Owner(kind=kind, index=index, labels=np.zeros(0, "int64"), alive=np.zeros(0, bool))
