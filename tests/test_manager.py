@@ -257,6 +257,10 @@ def test_bad_settings_are_named(make):
         make(working_policy="random")
     with pytest.raises(ValueError, match="content"):
         make().observe("  ", t=T0)
+    with pytest.raises(ValueError, match="k must"):
+        make().context_for("a question", k=0)
+    with pytest.raises(ValueError, match="query"):
+        make().context_for("")
 
 
 def test_open_builds_encoder_and_archive_from_paths(tiny_model_dir, tmp_path):

@@ -88,6 +88,12 @@ def nearest_of_kind(store, vector: np.ndarray, owner: str, kind: str) -> tuple[M
     return None
 
 
+def _positive_k(k) -> int:
+    if not isinstance(k, int) or isinstance(k, bool) or k < 1:
+        raise ValueError(f"k must be an int >= 1, got {k!r}")
+    return k
+
+
 def default_state_path(directory: str | Path, owner: str) -> Path:
     """Where a manager of ``owner`` saves its tiers in a store folder: ``manager-<owner>.json``."""
     return Path(directory) / f"manager-{re.sub(r'[^A-Za-z0-9_.-]', '_', owner)}.json"
@@ -430,7 +436,7 @@ class MemoryManager:
         defaults to the current time.
         """
         now = as_utc_or_now(now, "recall: now")
-        k = self.config.k if k is None else int(k)
+        k = self.config.k if k is None else _positive_k(k)
         self.flush(now)
         if query_vector is None:
             query_vector = self._embed([query], "query")[0]
@@ -585,7 +591,7 @@ class MemoryManager:
         if not isinstance(query, str) or not query.strip():
             raise ValueError(f"context_for: query must be non-empty text, got {query!r:.60}")
         now = as_utc_or_now(now, "context_for: now")
-        k = self.config.k if k is None else int(k)
+        k = self.config.k if k is None else _positive_k(k)
         self._forget_deleted(now)
         query_vector = self._embed([query], "query")[0]
         context_vectors = np.stack([e.vector for e in self.context.entries]) if len(self.context) else np.empty((0, len(query_vector)))
