@@ -25,11 +25,14 @@ Upkeep never runs in a search or a deletion: when an owner's tombstones pass ``c
 index, when it grows past ``exact_below`` (flat -> approximate), or when it grows
 ``retrain_growth`` times past the size its IVF was trained at, a background thread copies the live
 vectors, builds the new index, then, under the lock, replays the adds and removes that happened
-meanwhile and swaps it in atomically. ``compact()`` does the same on demand, ``wait()`` waits
-for upkeep in flight. A new owner's first batch builds its index synchronously (a bulk load).
+meanwhile and swaps it in atomically (``background=False`` runs it at the end of the add or
+remove that calls for it instead). ``compact()`` does the same on demand, ``wait()`` waits for
+upkeep in flight. A new owner's first batch builds its index synchronously (a bulk load).
+Batch-1 searches run on one OpenMP thread (scoped to the call, the setting restored after it).
 
-With a GPU (faiss-gpu), flat and IVF owners are searched on a GPU copy made from the CPU index (the
-CPU index stays the source of truth); HNSW owners are searched on the CPU.
+With a GPU (faiss-gpu), flat and IVF owners are searched on a GPU copy of the CPU index (the CPU
+index stays the source of truth; the copy is remade, not retrained, at the first search after a
+deletion); HNSW owners are searched on the CPU.
 
 Vectors are compared by inner product; pass L2-normalised vectors (as MemoryEncoder returns) to get
 cosine similarity. Memory ids are strings, unique across owners, mapped to int64 labels internally.
