@@ -280,6 +280,7 @@ class PgVectorStore:
         ids = list(dict.fromkeys(rowcodec.check_ids(ids, "PgVectorStore.delete")))
         rowcodec.check_owner(owner, "PgVectorStore.delete")
         with self._transaction() as conn:
+            self._record_tombstones(conn, [(owner, i, None) for i in ids])
             return conn.execute(self._sql("DELETE FROM {memories} WHERE owner = %s AND (id = ANY(%s) OR superseded_by = ANY(%s))"),
                                 (owner, ids, ids)).rowcount
 
@@ -287,6 +288,7 @@ class PgVectorStore:
         """Delete every memory of an owner; returns how many rows."""
         rowcodec.check_owner(owner, "PgVectorStore.delete_owner")
         with self._transaction() as conn:
+            self._record_tombstones(conn, [(owner, None, None)])
             return conn.execute(self._sql("DELETE FROM {memories} WHERE owner = %s"), (owner,)).rowcount
 
     def purge_older_than(self, cutoff: datetime, owner: str | None = None) -> int:
@@ -297,6 +299,7 @@ class PgVectorStore:
             rowcodec.check_owner(owner, "PgVectorStore.purge_older_than")
             where, params = "owner = %s AND t < %s", [owner, cutoff]
         with self._transaction() as conn:
+            self._record_tombstones(conn, [(owner, None, cutoff)])
             gone = conn.execute(self._sql(f"DELETE FROM {{memories}} WHERE {where} AND {_CURRENT} RETURNING owner, id"),
                                 params).fetchall()
             deleted = len(gone) + conn.execute(self._sql(f"DELETE FROM {{memories}} WHERE {where}"), params).rowcount
@@ -305,6 +308,46 @@ class PgVectorStore:
                     "DELETE FROM {memories} m USING unnest(%s::text[], %s::text[]) AS g(owner, id) "
                     "WHERE m.owner = g.owner AND m.superseded_by = g.id"), ([o for o, _ in gone], [i for _, i in gone])).rowcount
             return deleted
+
+    # ------------------------------------------------------------------ deletion ledger (API helper)
+    def _record_tombstones(self, conn: psycopg.Connection, tombstones: Sequence[tuple]) -> None:
+        """Append (owner or None = all, id or None = all, t cutoff or None) tombstones in the deletion's
+        transaction; the table is created on first use (under the store's advisory lock)."""
+        conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"memnets-store-{self.table}",))
+        conn.execute(sql.SQL("CREATE TABLE IF NOT EXISTS {} (seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, "
+                             "owner text, id text, before timestamptz)").format(self._deletions))
+        with conn.cursor() as cursor:
+            cursor.executemany(sql.SQL("INSERT INTO {} (owner, id, before) VALUES (%s, %s, %s)").format(self._deletions),
+                               list(tombstones))
+
+    @property
+    def _deletions(self) -> sql.Identifier:
+        return sql.Identifier(f"{self.table}_deletions")
+
+    def deletion_mark(self) -> int:
+        """The newest tombstone's sequence number (0: nothing deleted yet); see :meth:`deleted_since`."""
+        with self._transaction() as conn:
+            if conn.execute("SELECT to_regclass(%s)", (f"{self.table}_deletions",)).fetchone()[0] is None:
+                return 0
+            return int(conn.execute(sql.SQL("SELECT coalesce(max(seq), 0) FROM {}").format(self._deletions)).fetchone()[0])
+
+    def deleted_since(self, mark: int, owner: str, memories: Sequence[Memory]) -> tuple[int, set[str]]:
+        """Which of ``memories`` (the owner's, held by a writer) were deleted after ``mark``, and the newest mark.
+
+        Same contract as :meth:`memnets.memory.archive.Archive.deleted_since`: every delete,
+        delete_owner and purge records tombstones in its transaction, also for ids the table never
+        held, so a manager never writes back what another connection deleted.
+        """
+        rowcodec.check_owner(owner, "PgVectorStore.deleted_since")
+        with self._transaction() as conn:
+            if conn.execute("SELECT to_regclass(%s)", (f"{self.table}_deletions",)).fetchone()[0] is None:
+                return int(mark), set()
+            stones = conn.execute(sql.SQL("SELECT seq, id, before FROM {} WHERE seq > %s AND (owner = %s OR owner IS NULL)")
+                                  .format(self._deletions), (int(mark), owner)).fetchall()
+        newest = max([int(mark), *(seq for seq, _, _ in stones)])
+        forgotten = {m.id for m in memories for _, stone_id, before in stones
+                     if (stone_id is None or stone_id == m.id) and (before is None or m.t < before)}
+        return newest, forgotten
 
     def compact(self) -> None:
         """VACUUM the table now, so deleted rows' bytes leave the heap and the index (autovacuum does it later otherwise)."""
