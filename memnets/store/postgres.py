@@ -114,12 +114,14 @@ class PgVectorStore:
         table: name prefix of the store's tables (several stores may share a database).
         pool_size: most connections the pool opens (one per concurrent call).
         m, ef_construction: HNSW build parameters (used when the table is created).
-        ef_search: HNSW candidate list per search (raised to k when k is larger).
+        ef_search: HNSW candidate list per search (raised to k when k is larger). 100, not pgvector's
+            40: at 100k memnets memories it lifts recall@10 from 0.92 to 0.97 for no measurable
+            latency (docs/scaling.md).
         connect_timeout: seconds to wait for the server and for a pooled connection.
     """
 
     def __init__(self, url: str, dim: int | None, *, key: bytes | str | None = None, table: str = "memnets",
-                 pool_size: int = 4, m: int = 16, ef_construction: int = 64, ef_search: int = 40,
+                 pool_size: int = 4, m: int = 16, ef_construction: int = 64, ef_search: int = 100,
                  connect_timeout: float = 30.0) -> None:
         dim = rowcodec.check_dim(dim, "PgVectorStore")
         if not isinstance(table, str) or not _TABLE_NAME.fullmatch(table):
