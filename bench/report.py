@@ -282,7 +282,9 @@ def store_section(payload: dict, out: Path, targets: list) -> list[str]:
         f"ef_search={key[9:]} p50 {fmt(value['p50_ms'], 2)} ms recall@10 {fmt(value['recall_at_10'], 3)}"
         for key, value in row.items() if key.startswith("search_ef")) for row in rows if "search_ef100" in row]
     if sweeps:
-        lines += ["", "PostgreSQL at larger `hnsw.ef_search` (default 40 in the table): " + "; ".join(sweeps) + "."]
+        default = payload["settings"].get("pg_hnsw", {}).get("ef_search_default", 40)
+        lines += ["", f"PostgreSQL by `hnsw.ef_search` (the table's row ran at the store default, {default}): "
+                  + "; ".join(sweeps) + "."]
     filled = min(row["filtered"]["filled"] for row in rows)
     targets.append(["store contract: a selective filter still returns k results (both stores)",
                     f"filled {filled:.2f} of k", "met" if filled == 1.0 else "missed"])
