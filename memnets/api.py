@@ -42,6 +42,7 @@ import os
 import threading
 import uuid
 import weakref
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import fields
 from datetime import datetime
@@ -194,11 +195,13 @@ class AgentMemory:
         action: str | None = None,
         objects: Sequence[str] | None = None,
         location: str | None = None,
+        ids: Sequence[str | None] | None = None,
     ) -> list[Memory]:
         """Store many memories of ``user`` with one encoder batch; returns them in order (durable on return).
 
-        Items are texts (the keyword arguments fill their records, each gets a new id) or
-        :class:`Memory` records of this user. The seed's hybrid ingestion: the important ones
+        Items are texts (the keyword arguments fill their records; ``ids``, aligned with the items,
+        gives them ids, else each gets a new one) or :class:`Memory` records of this user. An item
+        with an id is keyed by it, as in :meth:`add`. The seed's hybrid ingestion: the important ones
         (importance >= ``write_through_threshold``) are written first, in one transaction, then
         the rest in batches of ``batch_size``. Near-duplicates (of stored memories or of an
         earlier item of the same call) return the memory they duplicate.
@@ -206,13 +209,25 @@ class AgentMemory:
         if isinstance(items, (str, Memory)):
             raise TypeError(f"add_many: items must be a list of texts or Memory records, not a single {type(items).__name__}")
         items = list(items)
-        memories = [self._record(item, user, t=t, kind=kind, metadata=metadata, id=None, importance=importance,
-                                 agent=agent, action=action, objects=objects, location=location, where=f"add_many: items[{n}]")
-                    for n, item in enumerate(items)]
+        if ids is None:
+            ids = [None] * len(items)
+        elif isinstance(ids, str) or len(ids := list(ids)) != len(items):
+            raise ValueError(f"add_many: ids must be a list with one entry (an id or None) per item, got {ids!r:.60}")
+        memories = []
+        for n, (item, memory_id) in enumerate(zip(items, ids)):
+            if memory_id is not None and isinstance(item, Memory):
+                raise ValueError(f"add_many: ids[{n}] given for a Memory record, which has its own id")
+            memories.append(self._record(item, user, t=t, kind=kind, metadata=metadata, id=memory_id, importance=importance,
+                                         agent=agent, action=action, objects=objects, location=location,
+                                         where=f"add_many: items[{n}]"))
+        repeated = sorted(i for i, count in Counter(m.id for m in memories).items() if count > 1)
+        if repeated:
+            raise ValueError(f"add_many: ids repeated within the call: {repeated[:5]}")
         if not memories:
             return []
         records = [isinstance(item, Memory) for item in items]
-        return self._add_encoded(memories, self._encode([m.content for m in memories]), user, explicit=records,
+        explicit = [record or memory_id is not None for record, memory_id in zip(records, ids)]
+        return self._add_encoded(memories, self._encode([m.content for m in memories]), user, explicit=explicit,
                                  scored=[r or importance is not None for r in records])
 
     def _add_encoded(self, memories: list[Memory], vectors: np.ndarray, user: str, *, explicit: list[bool],

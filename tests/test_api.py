@@ -102,6 +102,18 @@ def test_add_many_encodes_once_and_writes_important_memories_first(encoder, tmp_
     memory.close()
 
 
+def test_add_many_with_ids_keys_items_by_them(memory):
+    memory.add(TEXTS[0], user="ann", id="a")
+    out = memory.add_many([TEXTS[1], TEXTS[1], TEXTS[2]], user="ann", ids=["a", None, "c"])
+    assert [m.id for m in out] == ["a", "a", "c"]  # "a" gets a new version; the middle item duplicates it
+    assert [m.content for m in memory.history("a", user="ann")] == [TEXTS[0], TEXTS[1]]
+    with pytest.raises(ValueError, match="repeated"):
+        memory.add_many(["x y", "y z"], user="ann", ids=["d", "d"])
+    with pytest.raises(ValueError, match="ids"):
+        memory.add_many(["x y"], user="ann", ids=["d", "e"])
+    assert memory.get("d", user="ann") is None
+
+
 def test_near_duplicates_refresh_the_existing_memory(memory):
     first = memory.add(TEXTS[0], user="ann", t=T0)
     again = memory.add(TEXTS[0], user="ann", t=T0 + timedelta(days=1))
