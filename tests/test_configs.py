@@ -108,3 +108,10 @@ def test_the_smoke_encoder_config_builds_a_tiny_random_encoder(tmp_path, monkeyp
     vectors = encoder.encode(["Caroline: I went to a support group.", "Who went?"], kind="memory")
     assert vectors.shape == (2, 32)
     assert vectors.norm(dim=1).sub(1).abs().max() < 1e-5
+
+
+def test_memnets_fit_names_an_unknown_config(capsys):
+    from memnets.commands.fit import main
+
+    assert main(["encoder", "-c", "encoder/tpu"]) == 2
+    assert "'encoder/tpu' is neither a file nor a packaged config" in capsys.readouterr().err

@@ -101,5 +101,8 @@ def test_the_installed_wheel_runs_from_another_folder(installed, tmp_path):
 
     plan = _run([memnets, "run", "-c", "pipeline/smoke", "--dry-run"], work, env)
     assert "=== step evaluate-retrieval" in plan
+    ddp = _run([python, "-c", "from memnets.configs import load_config; c = load_config('encoder/ddp')['trainer'];"
+                "print(c['strategy'], c['accelerator'], len(c['callbacks']))"], work, env)
+    assert ddp.split() == ["ddp", "gpu", "5"]  # the base chain ddp -> gpu -> base, inside the installed package
 
     assert _files(package) == installed_files, "a command wrote inside the installed package"
