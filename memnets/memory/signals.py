@@ -12,8 +12,9 @@ The heuristics run with no trained parts (the baseline and the default before tr
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol, Sequence
+from typing import Protocol
 
 import numpy as np
 
