@@ -10,7 +10,7 @@ validation score, moves the logits back to calibrated probabilities
 (``logit_offset = -log(pos_weight)``), chooses the decision threshold on the validation split by
 the head's rule and saves the head to ``output_dir``.
 
-Both pairs plug into ``memnets fit importance|gate -c configs/{importance,gate}/cpu.yaml``.
+Both pairs plug into ``memnets fit importance|gate -c {importance,gate}/cpu`` (packaged configs).
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ class HeadDataModule(L.LightningDataModule):
 
     Args:
         encoder_path: the frozen encoder folder (``None`` = the untrained backbone).
-        data_config: the data YAML (``None`` = configs/data/locomo.yaml).
+        data_config: the data YAML (``None`` = the packaged ``data/locomo``).
         batch_size: training and evaluation batch size.
         embedding_cache: folder of cached embeddings (``None`` = ``{data cache_dir}/embeddings``).
         progress: show progress bars while building datasets and embedding.
@@ -320,7 +320,7 @@ class HeadModule(L.LightningModule):
         head.threshold = self.choose_threshold(labels, probabilities)
         head.metadata = {
             "encoder": {"path": str(datamodule.encoder_path or "default backbone"), "checksum": datamodule.encoder_checksum},
-            "data": {"config": str(datamodule.data_config or "configs/data/locomo.yaml"), "cache_key": datamodule.data_key},
+            "data": {"config": str(datamodule.data_config or "data/locomo"), "cache_key": datamodule.data_key},
             "train_examples": int(datamodule.splits["train"]["labels"].numel()),
             "pos_weight": float(self.pos_weight),
             "best_epoch": int(self.best_epoch),
