@@ -59,4 +59,4 @@ def test_dense_row_equals_the_dense_ranker_evaluation(levers_module, tiny_model_
     assert summarize("dense", rows["dense"]).overall == pytest.approx(expected.overall)
     assert timing["queries"] == expected.counts["questions"] == 12
     assert set(rows) == set(seconds) and all(len(r) == 12 for r in rows.values())
-    assert {"bm25 z-fusion 0.2", "prf 0.5", "neighbours 0.2"} <= set(rows)
+    assert {"bm25 alone", "bm25 z-fusion 0.2", "prf 0.5", "neighbours 0.2"} <= set(rows)

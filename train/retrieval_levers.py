@@ -2,7 +2,7 @@
 
 Every lever re-scores the same vectors, so one encoding pass per conversation serves all of them:
 
-- ``dense``: cosine of the encoder (the reference);
+- ``dense``: cosine of the encoder (the reference); ``bm25 alone`` for comparison;
 - ``bm25 z-fusion w``: z(cosine) + w * z(BM25) over the conversation's turns (BM25 as a feature);
 - ``prf gamma``: pseudo-relevance feedback (Rocchio): the query vector plus gamma times the mean of
   its top 3 memory vectors, renormalised, searched again (two searches per query);
@@ -103,6 +103,7 @@ def levers(encoder: MemoryEncoder, conversations, categories=DEFAULT_CATEGORIES)
         start = time.perf_counter()
         lexical = zscore(BM25Ranker().scores([turn.content for turn in conv.turns], [item.question for item in items]))
         bm25_seconds = time.perf_counter() - start
+        add("bm25 alone", lexical, items, ids, conv.sample_id, bm25_seconds)
         for weight in FUSION_WEIGHTS:
             start = time.perf_counter()
             add(f"bm25 z-fusion {weight}", zscore(dense) + weight * lexical, items, ids, conv.sample_id,
