@@ -400,3 +400,18 @@ def test_archive_of_format_1_is_migrated_on_open(tmp_path):
         assert ids(store.history("m", "a")) == ["m@1"] and store.count("a") == 1
     with sqlite3.connect(folder / "archive.sqlite3") as conn:
         assert conn.execute("PRAGMA user_version").fetchone()[0] == 3
+
+
+def test_postgres_index_path_also_fills_k_under_a_filter(pg_url, monkeypatch):
+    """With the exact threshold lowered, a filtered search goes through the HNSW iterative scan (and
+    its exact fallback): still k results, all passing the filter."""
+    from memnets.store import postgres
+
+    monkeypatch.setattr(postgres, "EXACT_BELOW", 5)
+    with open_store(pg_url, DIM, table="t" + uuid.uuid4().hex[:16]) as store:
+        memories = [memory_for(f"m{i}", "a", kind="plan" if i % 50 == 0 else "observation") for i in range(1000)]
+        store.upsert(memories, vectors_for(memories))
+        for k in (10, 20, 30):
+            hits = store.search(vector_for("probe"), k, "a", filters={"kind": "plan"})
+            assert len(hits) == min(k, 20) and {m.kind for m, _ in hits} == {"plan"}
+            assert [s for _, s in hits] == sorted((s for _, s in hits), reverse=True)
