@@ -181,11 +181,11 @@ def run_archive(data, queries, truth, truth_filtered, folder: Path) -> dict:
     return row
 
 
-def run_postgres(data, queries, truth, truth_filtered, pg_url: str) -> dict:
+def run_postgres(data, queries, truth, truth_filtered, pg_url: str, hnsw: dict) -> dict:
     from memnets.store.postgres import PgVectorStore
 
     n = len(data)
-    with PgVectorStore(pg_url, data.shape[1], table=f"bench_{uuid.uuid4().hex[:8]}") as pg:
+    with PgVectorStore(pg_url, data.shape[1], table=f"bench_{uuid.uuid4().hex[:8]}", **hnsw) as pg:
         drop_hnsw(pg)
         row = {"store": "PgVectorStore (PostgreSQL + pgvector HNSW)",
                **measure(pg, data, queries, truth, truth_filtered, build_postgres, PG_EF_SWEEP)}
@@ -195,7 +195,7 @@ def run_postgres(data, queries, truth, truth_filtered, pg_url: str) -> dict:
 
 
 def run(base: np.ndarray, queries: np.ndarray, sizes, pg_url: str | None, work: Path,
-        stores: tuple[str, ...] = STORES) -> tuple[dict, list[str]]:
+        stores: tuple[str, ...] = STORES, hnsw: dict | None = None) -> tuple[dict, list[str]]:
     server = None
     if pg_url is None and "postgres" in stores:
         server, pg_url = start_server(Path(tempfile.mkdtemp(prefix="memnets-pg-bench-")))
@@ -207,7 +207,7 @@ def run(base: np.ndarray, queries: np.ndarray, sizes, pg_url: str | None, work: 
             if "archive" in stores:
                 rows.append(run_archive(data, queries, truth, truth_filtered, work / f"archive-{n}"))
             if "postgres" in stores:
-                rows.append(run_postgres(data, queries, truth, truth_filtered, pg_url))
+                rows.append(run_postgres(data, queries, truth, truth_filtered, pg_url, hnsw or {}))
             del data
             gc.collect()
     finally:
@@ -223,6 +223,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--queries", type=int, default=None, help="queries timed per setting (default 200; --quick: 100)")
     p.add_argument("--stores", type=lambda s: tuple(x for x in s.split(",") if x), default=STORES,
                    help="comma-separated subset of archive,postgres (default both)")
+    p.add_argument("--pg-m", type=int, default=_pg_default("m"), help="PostgreSQL HNSW m (links per node)")
+    p.add_argument("--pg-ef-construction", type=int, default=_pg_default("ef_construction"),
+                   help="PostgreSQL HNSW ef_construction")
     p.add_argument("--pg-url", default=None, help="an existing PostgreSQL with pgvector (default: start a local one)")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
@@ -232,13 +235,14 @@ def main(argv: list[str] | None = None) -> int:
     queries = all_queries[:n_queries]
     work = Path(tempfile.mkdtemp(prefix="memnets-store-bench-"))
     try:
-        results, notes = run(base, queries, sizes, args.pg_url, work, args.stores)
+        hnsw = {"m": args.pg_m, "ef_construction": args.pg_ef_construction}
+        results, notes = run(base, queries, sizes, args.pg_url, work, args.stores, hnsw)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     settings = {"sizes": list(sizes), "k": K, "queries": len(queries), "ingest_batch": INGEST_BATCH,
                 "filter": f"kind = plan (1 memory in {FILTER_EVERY})", "stores": list(args.stores),
                 "pg_maintenance_work_mem": BUILD_MEMORY, "archive_index": ARCHIVE_INDEX,
-                "pg_hnsw": {"m": 16, "ef_construction": 64, "ef_search_default": _pg_default("ef_search"),
+                "pg_hnsw": {"m": args.pg_m, "ef_construction": args.pg_ef_construction, "ef_search_default": _pg_default("ef_search"),
                             "iterative_scan": "relaxed_order"},
                 "noise_std": DEFAULT_NOISE, "dim": int(base.shape[1])}
     notes = [(f"memories: real MiniLM vectors of LoCoMo scaled up with Gaussian noise (std {DEFAULT_NOISE}); "
