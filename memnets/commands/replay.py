@@ -3,8 +3,10 @@
 Every turn enters the manager in order; then each question (categories 1-4 by default; after the
 whole conversation, or with ``--ask after-evidence`` DELAY turns after its last evidence turn) is put
 to ``MemoryManager.context_for``. Measured per question: which share of its evidence turns is in what
-the LLM would see, and whether an archive search was made. Rows: the heuristic manager, with
-``--pack`` the trained one; ``--reference`` adds the always/never-search gates. The experiment is
+the LLM would see, and whether an archive search was made. Rows: the heuristic manager and a plain
+vector memory (every turn stored, the cosine top-k of them per question, no tiers: what mem0 or a
+LangGraph store with an embedding function does), with ``--pack`` the trained manager;
+``--reference`` adds the always/never-search gates. Every row runs through ``memnets.open``. The experiment is
 :func:`memnets.evaluation.replay.replay`; this command parses, calls it, prints and writes its JSON.
 """
 
