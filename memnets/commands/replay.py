@@ -47,7 +47,7 @@ def results_table(rows: list[dict], settings: dict) -> Table:
             f"{100 * row['evidence_recall']:.1f}%",
             f"{100 * row['all_evidence']:.1f}%",
             f"{row['searches']}/{row['questions']} ({100 * row['search_rate']:.0f}%)",
-            f"{100 * row['gate_agreement']:.1f}%",
+            "-" if row["gate"] == "none" else f"{100 * row['gate_agreement']:.1f}%",  # no gate: nothing to agree
             "-" if no_search is None else f"{100 * no_search:.1f}%",
             f"{100 * row['evidence_archive_only']:.1f}%",
             f"{row['seconds']['total']:.0f}",
