@@ -42,7 +42,7 @@ QUICK_EF_SEARCHES = (16, 32, 64)
 FULL_SIZES = (10_000, 100_000, 1_000_000)
 QUICK_SIZES = (10_000,)
 HNSW_UNMEASURED_MAX = 100_000
-KINDS = ("ivf-sq8", "ivf", "hnsw")  # "ivf-sq8" is what index="auto" picks from 50,000 memories per owner
+KINDS = ("ivf", "ivf-sq8", "hnsw")  # "ivf" is what index="auto" picks from 50,000 memories per owner
 DELETES = 1_000
 
 

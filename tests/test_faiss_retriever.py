@@ -175,12 +175,12 @@ def test_auto_switches_to_approximate_above_threshold():
     retriever, data = filled("auto", owners=1, per_owner=30, exact_below=20)
     ids, vectors = data["owner0"]
     got, _ = retriever.search(vectors[:3], 1, "owner0")
-    assert got == [[i] for i in ids[:3]] and retriever.kind("owner0") == "ivf-sq8"
+    assert got == [[i] for i in ids[:3]] and retriever.kind("owner0") == "ivf"
     grown = FaissRetriever(DIM, "auto", use_gpu=False, exact_below=50)  # background upkeep
     grown.add([f"a{i}" for i in range(40)], unit_vectors(40, seed=1), "o")
     assert grown.kind("o") == "flat"
     grown.add([f"b{i}" for i in range(20)], unit_vectors(20, seed=2), "o")  # passes 50: moves to IVF off the request path
-    assert grown.wait(timeout=60) and grown.kind("o") == "ivf-sq8" and grown.count("o") == 60
+    assert grown.wait(timeout=60) and grown.kind("o") == "ivf" and grown.count("o") == 60
     assert grown.search(unit_vectors(20, seed=2)[:2], 1, "o")[0] == [["b0"], ["b1"]]
 
 
