@@ -196,9 +196,10 @@ def run_postgres(data, queries, truth, truth_filtered, pg_url: str, hnsw: dict) 
 
 def run(base: np.ndarray, queries: np.ndarray, sizes, pg_url: str | None, work: Path,
         stores: tuple[str, ...] = STORES, hnsw: dict | None = None) -> tuple[dict, list[str]]:
-    server = None
+    server, pg_folder = None, None
     if pg_url is None and "postgres" in stores:
-        server, pg_url = start_server(Path(tempfile.mkdtemp(prefix="memnets-pg-bench-")))
+        pg_folder = Path(tempfile.mkdtemp(prefix="memnets-pg-bench-"))
+        server, pg_url = start_server(pg_folder)
     rows = []
     try:
         for n in sizes:
@@ -213,6 +214,7 @@ def run(base: np.ndarray, queries: np.ndarray, sizes, pg_url: str | None, work: 
     finally:
         if server is not None:
             server.cleanup()
+            shutil.rmtree(pg_folder, ignore_errors=True)  # the server's data: gigabytes at 1M
     return {"k": K, "rows": rows}, []
 
 
