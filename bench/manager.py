@@ -48,7 +48,7 @@ def bulk_memories(start: int, stop: int, texts: list[str]):
 def run(vectors: np.ndarray, texts: list[str], queries: list[str], query_vectors: np.ndarray, sizes, directory: Path,
         *, calls: int = 20, encoder=None) -> list[dict]:
     """One row per size: ingest time, reopen time, and latency of observe, query and the bare search."""
-    from memnets.memory.archive import Archive
+    from memnets.store.archive import Archive
     from memnets.memory.manager import MemoryManager
     from memnets.nn.encoder import MemoryEncoder
 

@@ -51,7 +51,7 @@ def kdf_seconds(repeats: int) -> dict:
 
 def build(folder: Path, n: int, dim: int, key: bytes) -> float:
     """An encrypted archive of n memories (random unit vectors, 5 owners); returns seconds to build and close."""
-    from memnets.memory.archive import Archive
+    from memnets.store.archive import Archive
     from memnets.records import Memory
 
     rng = np.random.default_rng(0)
@@ -71,7 +71,7 @@ def build(folder: Path, n: int, dim: int, key: bytes) -> float:
 
 def open_seconds(folder: Path, key: bytes, repeats: int) -> dict:
     """Seconds per open with the saved index (median, min over ``repeats``) and with a rebuild."""
-    from memnets.memory.archive import Archive
+    from memnets.store.archive import Archive
 
     loaded, sources = [], set()
     for _ in range(repeats):
@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--label", default="this checkout", help="name of the code measured (e.g. 'before')")
     args = p.parse_args(argv)
     sizes = [1000] if args.quick else [int(s) for s in args.sizes.split(",")]
-    import memnets.memory.archive as archive_module
+    import memnets.store.archive as archive_module
 
     results = {"label": args.label, "archive_module": archive_module.__file__,
                "kdf": kdf_seconds(args.repeats), "open": {}}

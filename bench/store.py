@@ -169,7 +169,7 @@ def start_server(folder: Path) -> tuple[object, str]:
 
 
 def run_archive(data, queries, truth, truth_filtered, folder: Path) -> dict:
-    from memnets.memory.archive import Archive
+    from memnets.store.archive import Archive
 
     n = len(data)
     with Archive(folder, data.shape[1], index=ARCHIVE_INDEX) as archive:

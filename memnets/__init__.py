@@ -40,7 +40,7 @@ _EXPORTS: dict[str, str] = {
     "MemoryStore": "memnets.store",
     "MemoryFilter": "memnets.store",
     "open_store": "memnets.store",
-    "Archive": "memnets.memory.archive",
+    "Archive": "memnets.store.archive",
     "MemoryManager": "memnets.memory.manager",
     "ManagerConfig": "memnets.memory.manager",
     # the agent loop

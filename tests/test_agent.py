@@ -8,7 +8,7 @@ import pytest
 
 from memnets.agent import Agent
 from memnets.llm import EXTRACTIVE_PREFIX
-from memnets.memory.archive import Archive
+from memnets.store.archive import Archive
 from memnets.memory.events import Move
 from memnets.memory.manager import MemoryManager
 from memnets.memory.planning import Goal

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 from archive_helpers import DIM, EPOCH, memory_for, single_threaded_faiss, vector_for, vectors_for
 
-from memnets.memory.archive import DB_FILE, FORMAT_VERSION, INDEX_DIR, INDEX_MARKER, Archive
-from memnets.memory.crypto import generate_key
-from memnets.memory.errors import (
+from memnets.store.archive import DB_FILE, FORMAT_VERSION, INDEX_DIR, INDEX_MARKER, Archive
+from memnets.store.crypto import generate_key
+from memnets.store.errors import (
     ArchiveError,
     ArchiveFormatError,
     ArchiveIntegrityError,
@@ -357,7 +357,7 @@ def test_closed_archive_refuses_calls(tmp_path):
 
 
 def test_a_reader_far_behind_the_pruned_change_log_rebuilds_and_agrees(tmp_path, monkeypatch):
-    import memnets.memory.archive as archive_module
+    import memnets.store.archive as archive_module
 
     monkeypatch.setattr(archive_module, "CHANGELOG_KEEP", 4)
     with Archive(tmp_path, DIM) as reader, Archive(tmp_path, DIM) as writer:

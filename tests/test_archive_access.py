@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 from archive_helpers import DIM, EPOCH, memory_for, single_threaded_faiss, vector_for
 
-from memnets.memory.archive import Archive
-from memnets.memory.crypto import generate_key
+from memnets.store.archive import Archive
+from memnets.store.crypto import generate_key
 
 
 @pytest.fixture(autouse=True)

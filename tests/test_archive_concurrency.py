@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from archive_helpers import DIM, memory_for, single_threaded_faiss, start_child, vector_for
 
-from memnets.memory.archive import Archive
+from memnets.store.archive import Archive
 
 
 @pytest.fixture(autouse=True)
@@ -57,7 +57,7 @@ from collections import Counter
 import time
 from archive_helpers import DIM, vector_for
 from test_archive_concurrency import write, writer_ids
-from memnets.memory.archive import Archive
+from memnets.store.archive import Archive
 
 directory, tag, other = sys.argv[1:4]
 ops = Counter()

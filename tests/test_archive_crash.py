@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 from archive_helpers import DIM, memory_for, single_threaded_faiss, start_child, vector_for
 
-from memnets.memory.archive import DB_FILE, Archive
+from memnets.store.archive import DB_FILE, Archive
 
 
 @pytest.fixture(autouse=True)
@@ -35,7 +35,7 @@ CHILD = r"""
 import sys
 import numpy as np
 from archive_helpers import DIM, memory_for, vector_for
-from memnets.memory.archive import Archive
+from memnets.store.archive import Archive
 
 directory, start, key, batch, save_every = sys.argv[1], int(sys.argv[2]), sys.argv[3] or None, int(sys.argv[4]), int(sys.argv[5])
 owners = ("u0", "u1", "u2")

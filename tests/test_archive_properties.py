@@ -19,9 +19,9 @@ from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-from memnets.memory.archive import Archive
-from memnets.memory.crypto import generate_key
-from memnets.memory.errors import InvalidMemoryError
+from memnets.store.archive import Archive
+from memnets.store.crypto import generate_key
+from memnets.store.errors import InvalidMemoryError
 from memnets.records import Memory
 from memnets.timeutil import as_utc
 

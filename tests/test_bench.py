@@ -146,7 +146,7 @@ def test_archive_search_looks_hits_up_by_primary_key(tmp_path):
     every row of the owner (linear in the archive: 0.4 s per search at 1M memories)."""
     from datetime import datetime, timezone
 
-    from memnets.memory.archive import Archive
+    from memnets.store.archive import Archive
     from memnets.records import Memory
 
     vectors = unit(200, 8, 4)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from memnets.llm import EXTRACTIVE_PREFIX
-from memnets.memory.archive import Archive
+from memnets.store.archive import Archive
 from memnets.memory.events import EventLog, Move
 from memnets.memory.manager import MemoryManager
 from memnets.memory.planning import Goal

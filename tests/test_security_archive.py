@@ -20,9 +20,9 @@ import numpy as np
 import pytest
 from archive_helpers import DIM, memory_for, start_child, vector_for, vectors_for
 
-from memnets.memory.archive import DB_FILE, INDEX_AUTH, INDEX_DIR, Archive, rotate_key
-from memnets.memory.crypto import DEFAULT_KDF, generate_key
-from memnets.memory.errors import ArchiveIntegrityError, ArchiveKeyError
+from memnets.store.archive import DB_FILE, INDEX_AUTH, INDEX_DIR, Archive, rotate_key
+from memnets.store.crypto import DEFAULT_KDF, generate_key
+from memnets.store.errors import ArchiveIntegrityError, ArchiveKeyError
 
 FIXTURES = Path(__file__).parent / "fixtures" / "archive_format2"
 COLUMNS = ("payload", "vector", "t", "t_epoch", "importance", "kind", "last_access", "superseded_by")
@@ -62,7 +62,7 @@ def test_a_tampered_index_file_is_not_trusted_and_the_planted_vector_answers_not
     _archive(tmp_path, key)
     planted = vector_for("what the attacker wants found")
     _plant(tmp_path, "m3", planted)
-    with caplog.at_level(logging.WARNING, logger="memnets.memory.archive"), Archive(tmp_path, DIM, key=key) as archive:
+    with caplog.at_level(logging.WARNING, logger="memnets.store.archive"), Archive(tmp_path, DIM, key=key) as archive:
         assert archive.index_source == "rebuilt:untrusted"
         hits = archive.search(planted, 3, "alice")
         for memory, score in hits:  # every score is the true inner product with the stored vector
@@ -267,7 +267,7 @@ def test_rotate_key_re_encrypts_in_place_and_raises_the_kdf_of_an_old_archive(tm
 
 _ROTATE_CHILD = """
 import sys
-from memnets.memory.archive import rotate_key
+from memnets.store.archive import rotate_key
 
 def progress(done, total):
     print("progress", done, total, flush=True)

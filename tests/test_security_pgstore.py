@@ -11,8 +11,8 @@ import uuid
 import pytest
 from archive_helpers import DIM, memory_for, vectors_for
 
-from memnets.memory.crypto import generate_key
-from memnets.memory.errors import ArchiveIntegrityError
+from memnets.store.crypto import generate_key
+from memnets.store.errors import ArchiveIntegrityError
 
 psycopg = pytest.importorskip("psycopg")
 COLUMNS = ("payload", "embedding", "t", "importance", "kind", "last_access", "superseded_by")
@@ -74,7 +74,7 @@ def test_a_row_transplanted_from_another_store_under_the_same_key_fails_naming_t
 
 def test_a_format_1_store_is_upgraded_and_its_rows_bound(make, pg_url):
     """Turn a store back into format 1 (no version column, no store id, rows sealed the old way), reopen it."""
-    from memnets.memory.crypto import RowCipher, derive_key, parse_kdf_record
+    from memnets.store.crypto import RowCipher, derive_key, parse_kdf_record
     from memnets.store import rows as rowcodec
     from memnets.store.postgres import PgVectorStore
     from memnets.timeutil import as_utc

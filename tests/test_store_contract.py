@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 from archive_helpers import DIM, EPOCH, memory_for, start_child, vector_for, vectors_for
 
-from memnets.memory.errors import (
+from memnets.store.errors import (
     ArchiveFormatError,
     ArchiveKeyError,
     InvalidMemoryError,

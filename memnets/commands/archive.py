@@ -1,6 +1,6 @@
 """`memnets archive rotate-key`: re-encrypt an archive folder in place under a new key.
 
-Thin over :func:`memnets.memory.archive.rotate_key` (one SQLite transaction: a crash leaves the
+Thin over :func:`memnets.store.archive.rotate_key` (one SQLite transaction: a crash leaves the
 archive under exactly one of the two keys). Keys never go on the command line, where other users
 could read them from the process list: a passphrase comes from an environment variable or a
 prompt, a raw 16/24/32-byte key from a file.
@@ -53,9 +53,9 @@ def _key(env: str | None, file: str | None, which: str) -> bytes | str:
 def rotate_key_main(argv: list[str]) -> int:
     args = rotate_key_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    from memnets.memory.archive import DB_FILE, rotate_key
-    from memnets.memory.crypto import DEFAULT_KDF
-    from memnets.memory.errors import ArchiveError
+    from memnets.store.archive import DB_FILE, rotate_key
+    from memnets.store.crypto import DEFAULT_KDF
+    from memnets.store.errors import ArchiveError
 
     if not os.path.isfile(os.path.join(args.directory, DB_FILE)):
         print(f"memnets archive rotate-key: {args.directory} holds no archive ({DB_FILE} not found)", file=sys.stderr)

@@ -51,7 +51,7 @@ def mcp_main(argv: list[str]) -> int:
 
     import memnets
     from memnets.integrations.mcp_server import serve
-    from memnets.memory.errors import ArchiveError
+    from memnets.store.errors import ArchiveError
 
     try:
         memory = memnets.open(args.memory, pack=args.pack, key=key, encoder=args.encoder)

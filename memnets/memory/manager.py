@@ -5,7 +5,7 @@ Tiers (MemGPT's hierarchy, with Generative Agents' scoring):
 - context: the messages the LLM sees, bounded by a token budget counted with the encoder's tokenizer;
 - working memory: memories at hand, bounded by a capacity in memory units;
 - archive: a :class:`~memnets.store.MemoryStore` (the embedded SQLite + FAISS
-  :class:`~memnets.memory.archive.Archive`, or PostgreSQL), persistent and unbounded; several
+  :class:`~memnets.store.archive.Archive`, or PostgreSQL), persistent and unbounded; several
   managers (one per user, from ``memnets.open(...).manager(user)``) share one store and encoder.
 
 Moves, each logged as an :class:`~memnets.memory.events.Event`:

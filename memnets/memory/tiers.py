@@ -4,7 +4,7 @@
   encoder's tokenizer (MemGPT's main context / registers).
 - :class:`WorkingMemory`: memories at hand, bounded by a capacity in memory units (RAM).
 
-The third tier, the archive (disk), is :class:`memnets.memory.archive.Archive`. The tiers only hold
+The third tier, the archive (disk), is :class:`memnets.store.archive.Archive`. The tiers only hold
 entries and say what overflows; the moves between them, and their event log, belong to
 :class:`memnets.memory.manager.MemoryManager`.
 

@@ -17,7 +17,7 @@ def open_store(location: str | os.PathLike, dim: int | None, *, key: bytes | str
 
     A ``postgresql://`` or ``postgres://`` URL opens a :class:`~memnets.store.postgres.PgVectorStore`
     (needs the ``pgvector`` extra); anything else is a folder holding an embedded
-    :class:`~memnets.memory.archive.Archive`. ``dim`` may be None to open an existing store with the
+    :class:`~memnets.store.archive.Archive`. ``dim`` may be None to open an existing store with the
     dim it was created with; ``key`` turns on row encryption; ``options`` go to the store's constructor.
     """
     if isinstance(location, str) and location.startswith(_POSTGRES_SCHEMES):
@@ -28,7 +28,7 @@ def open_store(location: str | os.PathLike, dim: int | None, *, key: bytes | str
         return PgVectorStore(location, dim, key=key, **options)
     if not isinstance(location, (str, os.PathLike)) or not str(location):
         raise TypeError(f"open_store: location must be a folder path or a postgresql:// URL, got {location!r}")
-    from memnets.memory.archive import (
+    from memnets.store.archive import (
         Archive,  # imported here: the archive imports memnets.store.filters
     )
 

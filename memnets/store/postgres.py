@@ -52,8 +52,8 @@ from typing import Self
 
 import numpy as np
 
-from memnets.memory.crypto import RowCipher
-from memnets.memory.errors import ArchiveError, ArchiveFormatError
+from memnets.store.crypto import RowCipher
+from memnets.store.errors import ArchiveError, ArchiveFormatError
 from memnets.records import Memory
 from memnets.store import rows as rowcodec
 from memnets.store.filters import MemoryFilter
@@ -116,7 +116,7 @@ class PgVectorStore:
     Args:
         url: ``postgresql://user:password@host:port/dbname`` (any libpq connection string).
         dim: vector dimension; None opens an existing store with the dim it was created with.
-        key: encryption key, as for :class:`~memnets.memory.archive.Archive` (16/24/32 raw bytes or
+        key: encryption key, as for :class:`~memnets.store.archive.Archive` (16/24/32 raw bytes or
             a passphrase); a store created with a key opens only with it.
         table: name prefix of the store's tables (several stores may share a database).
         pool_size: most connections the pool opens (one per concurrent call).
@@ -343,7 +343,7 @@ class PgVectorStore:
     def deleted_since(self, mark: int, owner: str, memories: Sequence[Memory]) -> tuple[int, set[str]]:
         """Which of ``memories`` (the owner's, held by a writer) were deleted after ``mark``, and the newest mark.
 
-        Same contract as :meth:`memnets.memory.archive.Archive.deleted_since`: every delete,
+        Same contract as :meth:`memnets.store.archive.Archive.deleted_since`: every delete,
         delete_owner and purge records tombstones in its transaction, also for ids the table never
         held, so a manager never writes back what another connection deleted.
         """

@@ -30,7 +30,7 @@ from datetime import datetime
 
 import numpy as np
 
-from memnets.memory.crypto import (
+from memnets.store.crypto import (
     DEFAULT_KDF,
     RowCipher,
     derive_key,
@@ -38,7 +38,7 @@ from memnets.memory.crypto import (
     new_salt,
     parse_kdf_record,
 )
-from memnets.memory.errors import (
+from memnets.store.errors import (
     ArchiveIntegrityError,
     ArchiveKeyError,
     InvalidMemoryError,

@@ -72,8 +72,8 @@ from typing import Self
 import numpy as np
 from tqdm import tqdm
 
-from memnets.memory.crypto import DEFAULT_KDF, RowCipher
-from memnets.memory.errors import (
+from memnets.store.crypto import DEFAULT_KDF, RowCipher
+from memnets.store.errors import (
     ArchiveError,
     ArchiveFormatError,
     ArchiveIntegrityError,
@@ -141,7 +141,7 @@ class Archive:
         directory: folder of the archive (created if missing); holds ``archive.sqlite3`` and ``index/``.
         dim: vector dimension. ``None`` opens an existing archive with the dim it was created with.
         key: encryption key for memory content: 16/24/32 raw bytes (AES-GCM) or a passphrase ``str``
-            (scrypt at :data:`~memnets.memory.crypto.DEFAULT_KDF`, its parameters stored in the archive;
+            (scrypt at :data:`~memnets.store.crypto.DEFAULT_KDF`, its parameters stored in the archive;
             each open pays one derivation, ~0.3-3 s; raw keys pay none). An archive created with a key
             can only be opened with that key (or the one it was rotated to, :func:`rotate_key`), and one
             created without a key cannot be opened with one.
@@ -820,7 +820,7 @@ def rotate_key(directory: str | os.PathLike, old_key: bytes | str, new_key: byte
     """Re-encrypt the archive at ``directory`` in place from ``old_key`` to ``new_key``; returns how many rows.
 
     Every row's payload is opened with the old key and sealed again with the new one, and the
-    archive's salt, KDF parameters (``kdf``, default: :data:`memnets.memory.crypto.DEFAULT_KDF`)
+    archive's salt, KDF parameters (``kdf``, default: :data:`memnets.store.crypto.DEFAULT_KDF`)
     and key check are replaced, all in one SQLite transaction: a crash or a kill at any point
     leaves the archive readable with exactly one of the two keys (the old one until the commit,
     the new one after). Afterwards the old ciphertexts are scrubbed from the file (checkpoint,

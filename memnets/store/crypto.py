@@ -27,7 +27,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from cryptography.hazmat.primitives.kdf.scrypt import Scrypt
 
-from memnets.memory.errors import ArchiveIntegrityError, ArchiveKeyError
+from memnets.store.errors import ArchiveIntegrityError, ArchiveKeyError
 
 SEAL_VERSION = 1
 NONCE_BYTES = 12
