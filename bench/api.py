@@ -55,15 +55,33 @@ def bulk_load(store, vectors: np.ndarray, texts: list[str], users: int, per_user
     for u in range(users):
         for first in range(0, per_user, BATCH):
             rows = range(u * per_user + first, u * per_user + min(per_user, first + BATCH))
-            memories = [Memory(id=f"bulk-{i}", owner=user_name(u), t=START + timedelta(minutes=i), content=texts[i % len(texts)],
-                               importance=0.5, kind="plan" if i % 50 == 0 else "observation", metadata={"topic": i % 10})
-                        for i in rows]
-            store.upsert(memories, vectors[rows.start:rows.stop])
+            memories = [
+                Memory(
+                    id=f"bulk-{i}",
+                    owner=user_name(u),
+                    t=START + timedelta(minutes=i),
+                    content=texts[i % len(texts)],
+                    importance=0.5,
+                    kind="plan" if i % 50 == 0 else "observation",
+                    metadata={"topic": i % 10},
+                )
+                for i in rows
+            ]
+            store.upsert(memories, vectors[rows.start : rows.stop])
     return time.perf_counter() - started
 
 
-def run(sizes: dict, directory: Path, *, base: np.ndarray, query_base: np.ndarray, memory_texts: list[str],
-        query_texts: list[str], backbone, noise: float = DEFAULT_NOISE) -> dict:
+def run(
+    sizes: dict,
+    directory: Path,
+    *,
+    base: np.ndarray,
+    query_base: np.ndarray,
+    memory_texts: list[str],
+    query_texts: list[str],
+    backbone,
+    noise: float = DEFAULT_NOISE,
+) -> dict:
     """Load, then time adds and searches through AgentMemory, and ``backbone``'s cost per text.
 
     ``base``/``query_base``: unit vectors of ``memory_texts``/``query_texts``, scaled up with ``noise``
@@ -95,8 +113,11 @@ def run(sizes: dict, directory: Path, *, base: np.ndarray, query_base: np.ndarra
             start = time.perf_counter()
             memory.add(text, user=user_name(i % users), t=START + timedelta(days=400, minutes=i))
             timings["add"].append(time.perf_counter() - start)
-        for name, filters in (("search", None), ("search_kind", {"kind": "plan"}),
-                              ("search_metadata", {"metadata": {"topic": 3}})):
+        for name, filters in (
+            ("search", None),
+            ("search_kind", {"kind": "plan"}),
+            ("search_metadata", {"metadata": {"topic": 3}}),
+        ):
             for i, query in enumerate(queries):
                 start = time.perf_counter()
                 hits = memory.search(query, user=user_name(i % users), k=K, filters=filters)
@@ -115,11 +136,17 @@ def run(sizes: dict, directory: Path, *, base: np.ndarray, query_base: np.ndarra
                 backbone.encode([texts[i % len(texts)]], kind=kind)
                 encode[kind].append(time.perf_counter() - start)
     return {
-        "users": users, "per_user": per_user, "memories": total, "k": K,
-        "ingest_s": ingest_s, "ingest_per_s": total / ingest_s, "rss_mb": rss_after - rss_before,
+        "users": users,
+        "per_user": per_user,
+        "memories": total,
+        "k": K,
+        "ingest_s": ingest_s,
+        "ingest_per_s": total / ingest_s,
+        "rss_mb": rss_after - rss_before,
         "counts_after": counts,
         **{name: latency_summary(values) for name, values in timings.items()},
-        "encode_memory": latency_summary(encode["memory"]), "encode_query": latency_summary(encode["query"]),
+        "encode_memory": latency_summary(encode["memory"]),
+        "encode_query": latency_summary(encode["query"]),
     }
 
 
@@ -132,14 +159,23 @@ def main(argv=None) -> None:
     memory_texts, query_texts = locomo_texts()
     base, query_base = real_embeddings(CACHE_DIR)
     try:
-        result = run(sizes, directory, base=base, query_base=query_base, memory_texts=memory_texts,
-                     query_texts=query_texts, backbone=MemoryEncoder.from_pretrained())
+        result = run(
+            sizes,
+            directory,
+            base=base,
+            query_base=query_base,
+            memory_texts=memory_texts,
+            query_texts=query_texts,
+            backbone=MemoryEncoder.from_pretrained(),
+        )
     finally:
         shutil.rmtree(directory, ignore_errors=True)
-    notes = ["add and search exclude the encoder (pre-computed vectors); encode_* is the untrained backbone on one "
-             "text, one thread: add costs add + encode_memory, search costs search + encode_query",
-             "add includes the near-duplicate check (a k=5 search) and an fsync'ed SQLite transaction",
-             "search_metadata filters on a metadata field (1 memory in 10 matches), search_kind on kind (1 in 50)"]
+    notes = [
+        "add and search exclude the encoder (pre-computed vectors); encode_* is the untrained backbone on one "
+        "text, one thread: add costs add + encode_memory, search costs search + encode_query",
+        "add includes the near-duplicate check (a k=5 search) and an fsync'ed SQLite transaction",
+        "search_metadata filters on a metadata field (1 memory in 10 matches), search_kind on kind (1 in 50)",
+    ]
     path = write_result(args.out, "api", {**sizes, "index": "flat", "noise": DEFAULT_NOISE}, result, notes)
     print(f"wrote {path}")
     for name in ("add", "search", "search_kind", "search_metadata", "encode_memory", "encode_query"):

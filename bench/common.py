@@ -122,8 +122,12 @@ class single_thread:
 def latency_summary(seconds: list[float] | np.ndarray) -> dict:
     """p50 / p99 / mean in milliseconds of per-call times, and how many calls."""
     ms = np.asarray(seconds, dtype=np.float64) * 1000
-    return {"p50_ms": float(np.percentile(ms, 50)), "p99_ms": float(np.percentile(ms, 99)),
-            "mean_ms": float(ms.mean()), "calls": int(ms.size)}
+    return {
+        "p50_ms": float(np.percentile(ms, 50)),
+        "p99_ms": float(np.percentile(ms, 99)),
+        "mean_ms": float(ms.mean()),
+        "calls": int(ms.size),
+    }
 
 
 def write_result(out: Path, name: str, settings: dict, results: dict, notes: list[str] | None = None) -> Path:

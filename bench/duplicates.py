@@ -46,30 +46,44 @@ def measure(encoder=None, data=None) -> dict:
         nearest = masked.argmax(axis=1)[1:]
         index = conversation.turn_index
         facts = [f for f in conversation.observations if f.dia_id in index]
-        fact_vectors = encoder.encode([f.text for f in facts], kind="memory").numpy() if facts else np.zeros((0, vectors.shape[1]))
+        fact_vectors = (
+            encoder.encode([f.text for f in facts], kind="memory").numpy() if facts else np.zeros((0, vectors.shape[1]))
+        )
         paraphrase = np.array([float(fact_vectors[i] @ vectors[index[f.dia_id]]) for i, f in enumerate(facts)])
         pairs = [(float(m), turns[int(j)], turns[i + 1]) for i, (m, j) in enumerate(zip(maxima, nearest))]
-        per[conversation.sample_id] = {"distinct_max": maxima, "paraphrase": paraphrase, "pairs": pairs,
-                                       "identical_repeats": int(np.triu(same_text, k=1).any(axis=0).sum())}
+        per[conversation.sample_id] = {
+            "distinct_max": maxima,
+            "paraphrase": paraphrase,
+            "pairs": pairs,
+            "identical_repeats": int(np.triu(same_text, k=1).any(axis=0).sum()),
+        }
     choose = np.concatenate([v["distinct_max"] for k, v in per.items() if k != TEST])
     threshold = next(c / 100 for c in range(50, 101) if (choose >= c / 100).mean() <= MAX_FALSE_MERGE_RATE)
 
     def rates(keys):
         distinct = np.concatenate([per[k]["distinct_max"] for k in keys])
         paraphrase = np.concatenate([per[k]["paraphrase"] for k in keys])
-        return {"turns": int(distinct.size), "false_merges": int((distinct >= threshold).sum()),
-                "false_merge_rate": float((distinct >= threshold).mean()),
-                "distinct_max_quantiles": {q: float(np.quantile(distinct, q)) for q in (0.5, 0.9, 0.99, 0.999, 1.0)},
-                "paraphrase_pairs": int(paraphrase.size),
-                "paraphrase_merged": float((paraphrase >= threshold).mean()) if paraphrase.size else None,
-                "paraphrase_quantiles": {q: float(np.quantile(paraphrase, q)) for q in (0.0, 0.1, 0.5, 0.9, 1.0)},
-                "identical_repeats": int(sum(per[k]["identical_repeats"] for k in keys)),
-                "merged_pairs": sorted(([round(m, 3), a, b] for k in keys for m, a, b in per[k]["pairs"] if m >= threshold),
-                                       reverse=True)}
+        return {
+            "turns": int(distinct.size),
+            "false_merges": int((distinct >= threshold).sum()),
+            "false_merge_rate": float((distinct >= threshold).mean()),
+            "distinct_max_quantiles": {q: float(np.quantile(distinct, q)) for q in (0.5, 0.9, 0.99, 0.999, 1.0)},
+            "paraphrase_pairs": int(paraphrase.size),
+            "paraphrase_merged": float((paraphrase >= threshold).mean()) if paraphrase.size else None,
+            "paraphrase_quantiles": {q: float(np.quantile(paraphrase, q)) for q in (0.0, 0.1, 0.5, 0.9, 1.0)},
+            "identical_repeats": int(sum(per[k]["identical_repeats"] for k in keys)),
+            "merged_pairs": sorted(
+                ([round(m, 3), a, b] for k in keys for m, a, b in per[k]["pairs"] if m >= threshold), reverse=True
+            ),
+        }
 
     choice_keys = [k for k in per if k != TEST]
-    return {"threshold": threshold, "chosen_on": choice_keys, "choice": rates(choice_keys),
-            "test": rates([TEST]) if TEST in per else None}
+    return {
+        "threshold": threshold,
+        "chosen_on": choice_keys,
+        "choice": rates(choice_keys),
+        "test": rates([TEST]) if TEST in per else None,
+    }
 
 
 def main(argv=None) -> None:

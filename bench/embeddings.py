@@ -34,12 +34,16 @@ def real_embeddings(cache_dir: Path, batch_size: int = 64) -> tuple[np.ndarray, 
     from memnets.nn.embedding_cache import embed_texts
 
     memories, queries = locomo_texts()
-    tables = {kind: embed_texts(texts, kind, cache_dir=cache_dir, batch_size=batch_size)
-              for kind, texts in (("memory", memories), ("query", queries))}
+    tables = {
+        kind: embed_texts(texts, kind, cache_dir=cache_dir, batch_size=batch_size)
+        for kind, texts in (("memory", memories), ("query", queries))
+    }
     return tables["memory"].lookup(memories).numpy(), tables["query"].lookup(queries).numpy()
 
 
-def scaled(base: np.ndarray, n: int, noise: float = DEFAULT_NOISE, seed: int = 1234, chunk: int = 100_000) -> np.ndarray:
+def scaled(
+    base: np.ndarray, n: int, noise: float = DEFAULT_NOISE, seed: int = 1234, chunk: int = 100_000
+) -> np.ndarray:
     """n unit vectors: the base vectors first, then noisy renormalised copies of them in turn.
 
     Built chunk by chunk so that peak memory stays near one copy of the output.

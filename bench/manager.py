@@ -41,16 +41,34 @@ def bulk_memories(start: int, stop: int, texts: list[str]):
     """Memory records start..stop-1 with LoCoMo texts, one minute apart."""
     from memnets.records import Memory
 
-    return [Memory(id=f"bulk-{i}", owner=OWNER, t=START + timedelta(minutes=i), content=texts[i % len(texts)],
-                   importance=0.5, kind="observation") for i in range(start, stop)]
+    return [
+        Memory(
+            id=f"bulk-{i}",
+            owner=OWNER,
+            t=START + timedelta(minutes=i),
+            content=texts[i % len(texts)],
+            importance=0.5,
+            kind="observation",
+        )
+        for i in range(start, stop)
+    ]
 
 
-def run(vectors: np.ndarray, texts: list[str], queries: list[str], query_vectors: np.ndarray, sizes, directory: Path,
-        *, calls: int = 20, encoder=None) -> list[dict]:
+def run(
+    vectors: np.ndarray,
+    texts: list[str],
+    queries: list[str],
+    query_vectors: np.ndarray,
+    sizes,
+    directory: Path,
+    *,
+    calls: int = 20,
+    encoder=None,
+) -> list[dict]:
     """One row per size: ingest time, reopen time, and latency of observe, query and the bare search."""
-    from memnets.store.archive import Archive
     from memnets.memory.manager import MemoryManager
     from memnets.nn.encoder import MemoryEncoder
+    from memnets.store.archive import Archive
 
     encoder = encoder or MemoryEncoder.from_pretrained()
     rows, have = [], 0
@@ -79,20 +97,35 @@ def run(vectors: np.ndarray, texts: list[str], queries: list[str], query_vectors
             manager.recall(queries[i % len(queries)], now=now + timedelta(seconds=i))
             query.append(time.perf_counter() - begin)
             begin = time.perf_counter()
-            manager.recall(queries[(i + calls) % len(queries)], now=now + timedelta(seconds=i),
-                           query_vector=query_vectors[(i + calls) % len(query_vectors)])
+            manager.recall(
+                queries[(i + calls) % len(queries)],
+                now=now + timedelta(seconds=i),
+                query_vector=query_vectors[(i + calls) % len(query_vectors)],
+            )
             recall.append(time.perf_counter() - begin)
             begin = time.perf_counter()
             archive.search(query_vectors[i % len(query_vectors)], 15, OWNER)
             search.append(time.perf_counter() - begin)
-        rows.append({"n": n, "index": kind, "archive_count": archive.count(OWNER), "reopen_s": reopen_s,
-                     "ingest_s": ingest_s, "ingested": n - rows[-1]["n"] if rows else n,
-                     "rss_delta_mb": rss_mb() - rss_before,
-                     "observe": latency_summary(observe), "query": latency_summary(query),
-                     "recall_pre_encoded": latency_summary(recall),
-                     "archive_search": latency_summary(search)})
-        print(f"[manager] n={n}: observe p50 {rows[-1]['observe']['p50_ms']:.1f} ms, query p50 "
-              f"{rows[-1]['query']['p50_ms']:.1f} ms, ingest {ingest_s:.1f}s", file=sys.stderr)
+        rows.append(
+            {
+                "n": n,
+                "index": kind,
+                "archive_count": archive.count(OWNER),
+                "reopen_s": reopen_s,
+                "ingest_s": ingest_s,
+                "ingested": n - rows[-1]["n"] if rows else n,
+                "rss_delta_mb": rss_mb() - rss_before,
+                "observe": latency_summary(observe),
+                "query": latency_summary(query),
+                "recall_pre_encoded": latency_summary(recall),
+                "archive_search": latency_summary(search),
+            }
+        )
+        print(
+            f"[manager] n={n}: observe p50 {rows[-1]['observe']['p50_ms']:.1f} ms, query p50 "
+            f"{rows[-1]['query']['p50_ms']:.1f} ms, ingest {ingest_s:.1f}s",
+            file=sys.stderr,
+        )
         archive.close()
         del manager, archive
         gc.collect()
@@ -101,8 +134,12 @@ def run(vectors: np.ndarray, texts: list[str], queries: list[str], query_vectors
 
 def main(argv: list[str] | None = None) -> int:
     p = parser("manager", __doc__)
-    p.add_argument("--sizes", type=lambda s: tuple(int(x) for x in s.split(",")), default=None,
-                   help="archive sizes (default 1k,10k,100k,1M; --quick: 1k,10k)")
+    p.add_argument(
+        "--sizes",
+        type=lambda s: tuple(int(x) for x in s.split(",")),
+        default=None,
+        help="archive sizes (default 1k,10k,100k,1M; --quick: 1k,10k)",
+    )
     p.add_argument("--calls", type=int, default=None, help="timed observe/query calls per size (default 12; --quick 6)")
     args = p.parse_args(argv)
     sizes = args.sizes or (QUICK_SIZES if args.quick else FULL_SIZES)
@@ -118,22 +155,39 @@ def main(argv: list[str] | None = None) -> int:
     ratio = None
     if len(rows) >= 2:
         ratio = rows[-1]["query"]["p50_ms"] / rows[0]["query"]["p50_ms"]
-    growth = [{"from": a["n"], "to": b["n"], "size_x": b["n"] / a["n"],
-               "query_p50_x": b["query"]["p50_ms"] / a["query"]["p50_ms"],
-               "recall_pre_encoded_p50_x": b["recall_pre_encoded"]["p50_ms"] / a["recall_pre_encoded"]["p50_ms"],
-               "search_p50_x": b["archive_search"]["p50_ms"] / a["archive_search"]["p50_ms"]}
-              for a, b in zip(rows, rows[1:])]
-    write_result(args.out, "manager", {"sizes": list(sizes), "calls": calls, "ingest_batch": INGEST_BATCH,
-                                       "encoder": "untrained all-MiniLM-L6-v2", "manager": "MemoryManager defaults "
-                                       "(heuristic importance/gate/scorer, k=5, fetch_factor=3)",
-                                       "noise_std": DEFAULT_NOISE, "archive_key": None},
-                 {"rows": rows, "growth": growth, "query_p50_ratio_last_over_first": ratio},
-                 [f"bulk memories are inserted with Archive.add in batches of {INGEST_BATCH} with pre-computed vectors "
-                  "(real LoCoMo MiniLM vectors, repeated with Gaussian noise beyond the real set)",
-                  "query = MemoryManager.recall(question) (encode + archive search + rescoring + MMR + touch); "
-                  "recall pre-encoded = the same with the question's vector given (no encoder); "
-                  "observe = MemoryManager.observe(text) (encode + importance + write); archive search = "
-                  "Archive.search(vector, 15) alone"])
+    growth = [
+        {
+            "from": a["n"],
+            "to": b["n"],
+            "size_x": b["n"] / a["n"],
+            "query_p50_x": b["query"]["p50_ms"] / a["query"]["p50_ms"],
+            "recall_pre_encoded_p50_x": b["recall_pre_encoded"]["p50_ms"] / a["recall_pre_encoded"]["p50_ms"],
+            "search_p50_x": b["archive_search"]["p50_ms"] / a["archive_search"]["p50_ms"],
+        }
+        for a, b in zip(rows, rows[1:])
+    ]
+    write_result(
+        args.out,
+        "manager",
+        {
+            "sizes": list(sizes),
+            "calls": calls,
+            "ingest_batch": INGEST_BATCH,
+            "encoder": "untrained all-MiniLM-L6-v2",
+            "manager": "MemoryManager defaults (heuristic importance/gate/scorer, k=5, fetch_factor=3)",
+            "noise_std": DEFAULT_NOISE,
+            "archive_key": None,
+        },
+        {"rows": rows, "growth": growth, "query_p50_ratio_last_over_first": ratio},
+        [
+            f"bulk memories are inserted with Archive.add in batches of {INGEST_BATCH} with pre-computed vectors "
+            "(real LoCoMo MiniLM vectors, repeated with Gaussian noise beyond the real set)",
+            "query = MemoryManager.recall(question) (encode + archive search + rescoring + MMR + touch); "
+            "recall pre-encoded = the same with the question's vector given (no encoder); "
+            "observe = MemoryManager.observe(text) (encode + importance + write); archive search = "
+            "Archive.search(vector, 15) alone",
+        ],
+    )
     return 0
 
 

@@ -45,8 +45,7 @@ def run(split: str = "test", rows=ROWS, root: Path = REPO_ROOT) -> tuple[dict, l
         start = time.perf_counter()
         ranker = build_ranker(kind, str(path) if path else None)
         report = evaluate_retriever(ranker, conversations, name=name)
-        reports[name] = report.to_dict() | {"seconds": time.perf_counter() - start,
-                                            "artefact": artefact}
+        reports[name] = report.to_dict() | {"seconds": time.perf_counter() - start, "artefact": artefact}
         print(f"[quality] {name}: recall@10={report.overall['recall@10']:.3f}", file=sys.stderr)
     return {"split": split, "conversations": list(config.splits[split]), "reports": reports}, notes
 
@@ -57,8 +56,9 @@ def main(argv: list[str] | None = None) -> int:
     results, notes = run(rows=rows)
     if args.quick:
         notes.append("--quick: only BM25 and the untrained backbone were evaluated")
-    write_result(args.out, "quality", {"split": "test", "categories": [1, 2, 3, 4], "rows": [r[0] for r in rows]},
-                 results, notes)
+    write_result(
+        args.out, "quality", {"split": "test", "categories": [1, 2, 3, 4], "rows": [r[0] for r in rows]}, results, notes
+    )
     return 0
 
 

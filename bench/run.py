@@ -31,7 +31,9 @@ def parse_only(value: str) -> tuple[str, ...]:
     names = tuple(name.strip() for name in value.split(",") if name.strip())
     unknown = [name for name in names if name not in BENCHMARKS]
     if unknown or not names:
-        raise argparse.ArgumentTypeError(f"unknown benchmark(s) {unknown or value!r}; choose from {', '.join(BENCHMARKS)}")
+        raise argparse.ArgumentTypeError(
+            f"unknown benchmark(s) {unknown or value!r}; choose from {', '.join(BENCHMARKS)}"
+        )
     return names
 
 
@@ -50,23 +52,34 @@ def run_benchmark(name: str, out: Path, quick: bool) -> tuple[bool, float, str]:
     seconds = time.perf_counter() - start
     if code != 0:
         lines = [line for line in log.read_text(errors="replace").splitlines() if line.strip()]
-        print(f"memnets bench: {name} FAILED (exit {code}) after {seconds:.0f} s:\n" + "\n".join(lines[-15:]),
-              file=sys.stderr)
+        print(
+            f"memnets bench: {name} FAILED (exit {code}) after {seconds:.0f} s:\n" + "\n".join(lines[-15:]),
+            file=sys.stderr,
+        )
         return False, seconds, lines[-1] if lines else f"exit {code}"
     print(f"memnets bench: {name} done in {seconds:.0f} s", file=sys.stderr)
     return True, seconds, ""
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="memnets bench", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="memnets bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--quick", action="store_true", help="small sizes: a few minutes in all")
-    parser.add_argument("--out", type=Path, default=Path("bench/results"),
-                        help="folder for the report and raw JSON (default bench/results)")
-    parser.add_argument("--only", type=parse_only, default=BENCHMARKS,
-                        help=f"comma-separated subset of {','.join(BENCHMARKS)}")
-    parser.add_argument("--report-only", action="store_true",
-                        help="do not run anything; rewrite the report from the JSON files already in --out")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=Path("bench/results"),
+        help="folder for the report and raw JSON (default bench/results)",
+    )
+    parser.add_argument(
+        "--only", type=parse_only, default=BENCHMARKS, help=f"comma-separated subset of {','.join(BENCHMARKS)}"
+    )
+    parser.add_argument(
+        "--report-only",
+        action="store_true",
+        help="do not run anything; rewrite the report from the JSON files already in --out",
+    )
     args = parser.parse_args(argv)
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)

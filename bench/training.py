@@ -31,8 +31,9 @@ def logged_throughput(path: Path = TRAINING_LOG) -> dict | None:
         return None
     info = json.loads(Path(path).read_text())
     keys = ("pairs_per_second", "pairs_seen", "train_step_seconds", "fit_seconds", "epochs_trained", "run_dir")
-    return {key: info.get(key) for key in keys} | {"path": str(Path(path).relative_to(REPO_ROOT))
-                                                    if Path(path).is_relative_to(REPO_ROOT) else str(path)}
+    return {key: info.get(key) for key in keys} | {
+        "path": str(Path(path).relative_to(REPO_ROOT)) if Path(path).is_relative_to(REPO_ROOT) else str(path)
+    }
 
 
 def step_timer():
@@ -71,21 +72,38 @@ def run(config_path: Path = CONFIG, steps: int = 10) -> dict:
     module = EncoderModule(**model_args)
     setup_s = time.perf_counter() - start
     timer = step_timer()
-    trainer = L.Trainer(accelerator="cpu", devices=1, precision=config["trainer"].get("precision", "32-true"),
-                        max_steps=steps, limit_val_batches=0, logger=False, enable_checkpointing=False,
-                        enable_progress_bar=False, enable_model_summary=False, callbacks=[timer])
+    trainer = L.Trainer(
+        accelerator="cpu",
+        devices=1,
+        precision=config["trainer"].get("precision", "32-true"),
+        max_steps=steps,
+        limit_val_batches=0,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        callbacks=[timer],
+    )
     trainer.fit(module, datamodule=data)
     counted = timer.seconds[1:]
     step_s = statistics.median(counted)
     batch_size = data_args.get("batch_size", 32)
     hard_negatives = data_args.get("hard_negatives", 0)
     return {
-        "config": str(Path(config_path).relative_to(REPO_ROOT)) if Path(config_path).is_relative_to(REPO_ROOT) else str(config_path),
-        "steps": steps, "step_seconds": timer.seconds, "median_step_s": step_s,
-        "batch_size": batch_size, "hard_negatives": hard_negatives, "max_length": model_args.get("max_length"),
+        "config": str(Path(config_path).relative_to(REPO_ROOT))
+        if Path(config_path).is_relative_to(REPO_ROOT)
+        else str(config_path),
+        "steps": steps,
+        "step_seconds": timer.seconds,
+        "median_step_s": step_s,
+        "batch_size": batch_size,
+        "hard_negatives": hard_negatives,
+        "max_length": model_args.get("max_length"),
         "texts_per_step": batch_size * (2 + hard_negatives),
-        "pairs_per_s": batch_size / step_s, "texts_per_s": batch_size * (2 + hard_negatives) / step_s,
-        "train_pairs": len(data.train_pairs), "epoch_minutes_estimate": len(data.train_pairs) / (batch_size / step_s) / 60,
+        "pairs_per_s": batch_size / step_s,
+        "texts_per_s": batch_size * (2 + hard_negatives) / step_s,
+        "train_pairs": len(data.train_pairs),
+        "epoch_minutes_estimate": len(data.train_pairs) / (batch_size / step_s) / 60,
         "setup_s": setup_s,
     }
 
@@ -93,16 +111,29 @@ def run(config_path: Path = CONFIG, steps: int = 10) -> dict:
 def main(argv: list[str] | None = None) -> int:
     p = parser("training", __doc__)
     p.add_argument("--config", type=Path, default=CONFIG)
-    p.add_argument("--steps", type=int, default=None, help="training steps to time, the first is warm-up (default 5; --quick 2)")
+    p.add_argument(
+        "--steps", type=int, default=None, help="training steps to time, the first is warm-up (default 5; --quick 2)"
+    )
     args = p.parse_args(argv)
     steps = args.steps or (2 if args.quick else 5)
     results = run(args.config, steps)
     results["from_training_log"] = logged_throughput()
-    write_result(args.out, "training", {"config": results["config"], "steps": steps, "device": "cpu",
-                                        "source": "timed run of the real training step; the last fit's own log "
-                                        "(checkpoints/encoder/best/training.json) alongside when it exists"},
-                 results, ["pairs/s = batch size / median step time (first step excluded as warm-up); "
-                           "each step encodes the queries, the positives and the hard negatives"])
+    write_result(
+        args.out,
+        "training",
+        {
+            "config": results["config"],
+            "steps": steps,
+            "device": "cpu",
+            "source": "timed run of the real training step; the last fit's own log "
+            "(checkpoints/encoder/best/training.json) alongside when it exists",
+        },
+        results,
+        [
+            "pairs/s = batch size / median step time (first step excluded as warm-up); "
+            "each step encodes the queries, the positives and the hard negatives"
+        ],
+    )
     return 0
 
 

@@ -97,7 +97,9 @@ def open(
     components: dict = {}
     if pack is not None:
         if encoder is not None:
-            raise ValueError("memnets.open: give pack or encoder, not both (the pack's heads and scorer were fitted to its encoder)")
+            raise ValueError(
+                "memnets.open: give pack or encoder, not both (the pack's heads and scorer were fitted to its encoder)"
+            )
         if isinstance(pack, (str, os.PathLike)):
             from memnets.pack import load_pack
 
@@ -133,10 +135,22 @@ class AgentMemory:
         owns_store: close the store in :meth:`close`.
     """
 
-    def __init__(self, store, encoder: TextEncoder, *, config: ManagerConfig | None = None, importance=None, gate=None,
-                 scorer=None, llm=None, owns_store: bool = False):
+    def __init__(
+        self,
+        store,
+        encoder: TextEncoder,
+        *,
+        config: ManagerConfig | None = None,
+        importance=None,
+        gate=None,
+        scorer=None,
+        llm=None,
+        owns_store: bool = False,
+    ):
         if store.dim != encoder.dim:
-            raise ValueError(f"AgentMemory: the store holds {store.dim}-d vectors but the encoder gives {encoder.dim}-d ones")
+            raise ValueError(
+                f"AgentMemory: the store holds {store.dim}-d vectors but the encoder gives {encoder.dim}-d ones"
+            )
         self.store = store
         self.encoder = encoder
         self.config = config or ManagerConfig()
@@ -175,12 +189,28 @@ class AgentMemory:
         """
         if replaces is not None:
             _check_id(replaces, "replaces")
-        memory = self._record(text_or_record, user, t=t, kind=kind, metadata=metadata, id=id, importance=importance,
-                              agent=agent, action=action, objects=objects, location=location)
+        memory = self._record(
+            text_or_record,
+            user,
+            t=t,
+            kind=kind,
+            metadata=metadata,
+            id=id,
+            importance=importance,
+            agent=agent,
+            action=action,
+            objects=objects,
+            location=location,
+        )
         explicit = id is not None or isinstance(text_or_record, Memory)
-        return self._add_encoded([memory], self._encode([memory.content]), user, explicit=[explicit],
-                                 scored=[importance is not None or isinstance(text_or_record, Memory)],
-                                 replaces=replaces)[0]
+        return self._add_encoded(
+            [memory],
+            self._encode([memory.content]),
+            user,
+            explicit=[explicit],
+            scored=[importance is not None or isinstance(text_or_record, Memory)],
+            replaces=replaces,
+        )[0]
 
     def add_many(
         self,
@@ -207,7 +237,9 @@ class AgentMemory:
         earlier item of the same call) return the memory they duplicate.
         """
         if isinstance(items, (str, Memory)):
-            raise TypeError(f"add_many: items must be a list of texts or Memory records, not a single {type(items).__name__}")
+            raise TypeError(
+                f"add_many: items must be a list of texts or Memory records, not a single {type(items).__name__}"
+            )
         items = list(items)
         if ids is None:
             ids = [None] * len(items)
@@ -217,9 +249,22 @@ class AgentMemory:
         for n, (item, memory_id) in enumerate(zip(items, ids)):
             if memory_id is not None and isinstance(item, Memory):
                 raise ValueError(f"add_many: ids[{n}] given for a Memory record, which has its own id")
-            memories.append(self._record(item, user, t=t, kind=kind, metadata=metadata, id=memory_id, importance=importance,
-                                         agent=agent, action=action, objects=objects, location=location,
-                                         where=f"add_many: items[{n}]"))
+            memories.append(
+                self._record(
+                    item,
+                    user,
+                    t=t,
+                    kind=kind,
+                    metadata=metadata,
+                    id=memory_id,
+                    importance=importance,
+                    agent=agent,
+                    action=action,
+                    objects=objects,
+                    location=location,
+                    where=f"add_many: items[{n}]",
+                )
+            )
         repeated = sorted(i for i, count in Counter(m.id for m in memories).items() if count > 1)
         if repeated:
             raise ValueError(f"add_many: ids repeated within the call: {repeated[:5]}")
@@ -227,11 +272,24 @@ class AgentMemory:
             return []
         records = [isinstance(item, Memory) for item in items]
         explicit = [record or memory_id is not None for record, memory_id in zip(records, ids)]
-        return self._add_encoded(memories, self._encode([m.content for m in memories]), user, explicit=explicit,
-                                 scored=[r or importance is not None for r in records])
+        return self._add_encoded(
+            memories,
+            self._encode([m.content for m in memories]),
+            user,
+            explicit=explicit,
+            scored=[r or importance is not None for r in records],
+        )
 
-    def _add_encoded(self, memories: list[Memory], vectors: np.ndarray, user: str, *, explicit: list[bool],
-                     scored: list[bool], replaces: str | None = None) -> list[Memory]:
+    def _add_encoded(
+        self,
+        memories: list[Memory],
+        vectors: np.ndarray,
+        user: str,
+        *,
+        explicit: list[bool],
+        scored: list[bool],
+        replaces: str | None = None,
+    ) -> list[Memory]:
         """Dedup, version, score and write prepared records (all validated) in the hybrid order."""
         unscored = [n for n, done in enumerate(scored) if not done]
         if unscored:
@@ -270,8 +328,9 @@ class AgentMemory:
             # a later item that duplicated an earlier one of this call gets that one, as written
             return [memories[m] if isinstance(m, int) else m for m in out]
 
-    def _duplicate(self, memory: Memory, vector: np.ndarray, batch: list[Memory], vectors: np.ndarray,
-                   fresh: list[int]) -> Memory | int | None:
+    def _duplicate(
+        self, memory: Memory, vector: np.ndarray, batch: list[Memory], vectors: np.ndarray, fresh: list[int]
+    ) -> Memory | int | None:
         """The stored memory (refreshed) or earlier item of this batch (its index) ``memory`` nearly duplicates."""
         threshold = self.config.duplicate_threshold
         if threshold is None:
@@ -300,7 +359,7 @@ class AgentMemory:
         if important:
             self.store.upsert([memories[n] for n in important], vectors[important])
         for start in range(0, len(rest), self.config.batch_size):
-            chunk = rest[start:start + self.config.batch_size]
+            chunk = rest[start : start + self.config.batch_size]
             self.store.upsert([memories[n] for n in chunk], vectors[chunk])
 
     def _new_version(self, current: Memory, new: Memory, vector: np.ndarray) -> Memory:
@@ -315,8 +374,9 @@ class AgentMemory:
         self._refresh_managers(user, new, vector)
         return new
 
-    def update(self, id: str, text: str | None = None, *, user: str, metadata: dict | None = None,
-               t: datetime | None = None) -> Memory:
+    def update(
+        self, id: str, text: str | None = None, *, user: str, metadata: dict | None = None, t: datetime | None = None
+    ) -> Memory:
         """A new version of memory ``id`` (new text and/or metadata, at ``t``); the old one stays in its history.
 
         The text is re-encoded and its importance re-scored when it changes. KeyError when
@@ -346,7 +406,9 @@ class AgentMemory:
             return self._new_version(current, current.replace(**changes), vector)
 
     # ------------------------------------------------------------------ reading
-    def search(self, query: str, *, user: str, k: int = 5, filters: MemoryFilter | Mapping | None = None) -> list[SearchHit]:
+    def search(
+        self, query: str, *, user: str, k: int = 5, filters: MemoryFilter | Mapping | None = None
+    ) -> list[SearchHit]:
         """The ``k`` memories of ``user`` best for ``query``, best first, among those passing ``filters``.
 
         ``filters``: a :class:`~memnets.store.MemoryFilter` or a mapping with keys ``kind`` (a kind
@@ -366,9 +428,16 @@ class AgentMemory:
         if not candidates:
             return []
         memories = [m for m, _ in candidates]
-        scores = np.asarray(self.scorer.score(memories, query, utc_now(), query_vector=vector,
-                                              memory_vectors=self.store.vectors([m.id for m in memories], user)),
-                            dtype=np.float64).reshape(-1)
+        scores = np.asarray(
+            self.scorer.score(
+                memories,
+                query,
+                utc_now(),
+                query_vector=vector,
+                memory_vectors=self.store.vectors([m.id for m in memories], user),
+            ),
+            dtype=np.float64,
+        ).reshape(-1)
         order = np.argsort(-scores, kind="stable")[:k]
         return [SearchHit(memories[i], float(scores[i])) for i in order]
 
@@ -397,8 +466,9 @@ class AgentMemory:
             older.append(version)
         return older
 
-    def list_memories(self, *, user: str, limit: int | None = 100, offset: int = 0,
-                      filters: MemoryFilter | Mapping | None = None) -> list[Memory]:
+    def list_memories(
+        self, *, user: str, limit: int | None = 100, offset: int = 0, filters: MemoryFilter | Mapping | None = None
+    ) -> list[Memory]:
         """The current memories of ``user`` passing ``filters``, by (t, id), ``limit`` from ``offset``."""
         _check_user(user)
         if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 0):
@@ -454,9 +524,16 @@ class AgentMemory:
         self._require_open()
         own = {name: config.pop(name) for name in ("events", "state_path", "resume", "llm") if name in config}
         own.setdefault("llm", self.llm)
-        manager = MemoryManager(self.encoder, self.store, owner=user, config=ManagerConfig.build(self.config, **config),
-                                importance=self.importance, gate=self.gate,
-                                scorer=self.scorer if self.scorer is not None else HeuristicScorer(), **own)
+        manager = MemoryManager(
+            self.encoder,
+            self.store,
+            owner=user,
+            config=ManagerConfig.build(self.config, **config),
+            importance=self.importance,
+            gate=self.gate,
+            scorer=self.scorer if self.scorer is not None else HeuristicScorer(),
+            **own,
+        )
         self._managers.add(manager)
         return manager
 
@@ -510,8 +587,22 @@ class AgentMemory:
             raise ValueError(f"{name}={id!r} is an older version, superseded by {found[0].superseded_by!r}")
         return found[0]
 
-    def _record(self, item, user: str, *, t, kind, metadata, id, importance, agent, action, objects, location,
-                where: str = "add") -> Memory:
+    def _record(
+        self,
+        item,
+        user: str,
+        *,
+        t,
+        kind,
+        metadata,
+        id,
+        importance,
+        agent,
+        action,
+        objects,
+        location,
+        where: str = "add",
+    ) -> Memory:
         """A validated record of ``user`` from a text and the keyword arguments, or a given record."""
         _check_user(user)
         if isinstance(item, Memory):
@@ -533,17 +624,27 @@ class AgentMemory:
             raise TypeError(f"metadata must be a dict, got {type(metadata).__name__}")
         if objects is not None and (isinstance(objects, str) or not all(isinstance(o, str) for o in objects)):
             raise TypeError(f"objects must be a list of strings, got {objects!r:.60}")
-        if importance is not None and (isinstance(importance, bool) or not isinstance(importance, (int, float))
-                                       or not 0.0 <= importance <= 1.0):
+        if importance is not None and (
+            isinstance(importance, bool) or not isinstance(importance, (int, float)) or not 0.0 <= importance <= 1.0
+        ):
             raise ValueError(f"importance must be a number in [0, 1], got {importance!r}")
         for name, value in (("agent", agent), ("action", action), ("location", location)):
             if value is not None and not isinstance(value, str):
                 raise TypeError(f"{name} must be a str, got {type(value).__name__}")
         when = as_utc_or_now(t, "t")
-        return Memory(id=id if id is not None else uuid.uuid4().hex, owner=user, t=when, content=item,
-                      importance=0.0 if importance is None else float(importance), kind=kind,
-                      agent=agent, action=action, objects=tuple(objects or ()), location=location,
-                      metadata=dict(metadata or {}))
+        return Memory(
+            id=id if id is not None else uuid.uuid4().hex,
+            owner=user,
+            t=when,
+            content=item,
+            importance=0.0 if importance is None else float(importance),
+            kind=kind,
+            agent=agent,
+            action=action,
+            objects=tuple(objects or ()),
+            location=location,
+            metadata=dict(metadata or {}),
+        )
 
 
 def _check_user(user) -> None:

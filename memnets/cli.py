@@ -12,16 +12,31 @@ import sys
 # (words of the command) -> "module:function"; each function takes the remaining argv.
 COMMANDS: dict[tuple[str, ...], tuple[str, str]] = {
     ("data", "prepare"): ("memnets.commands.data:prepare_main", "build the cached datasets of the three tasks"),
-    ("eval", "retrieval"): ("memnets.commands.evaluate:retrieval_main", "recall@k / MRR / nDCG of a retriever on a split"),
-    ("eval", "heads"): ("memnets.commands.evaluate:heads_main", "importance and recall-gate heads against their baselines on a split"),
-    ("fit",): ("memnets.commands.fit:main", "train a component with LightningCLI: fit {encoder,importance,gate} -c CONFIG"),
+    ("eval", "retrieval"): (
+        "memnets.commands.evaluate:retrieval_main",
+        "recall@k / MRR / nDCG of a retriever on a split",
+    ),
+    ("eval", "heads"): (
+        "memnets.commands.evaluate:heads_main",
+        "importance and recall-gate heads against their baselines on a split",
+    ),
+    ("fit",): (
+        "memnets.commands.fit:main",
+        "train a component with LightningCLI: fit {encoder,importance,gate} -c CONFIG",
+    ),
     ("export",): ("memnets.commands.export:main", "bundle trained components into a memory pack"),
     ("run",): ("memnets.commands.run:main", "the whole pipeline from one config: data, fit, export, evaluate"),
     ("replay",): ("memnets.commands.replay:main", "stream a LoCoMo conversation through the memory manager"),
     ("bench",): ("memnets.commands.bench:main", "benchmarks of quality, speed and scale, with a report"),
-    ("baseline", "st-mnrl"): ("memnets.commands.baseline:st_mnrl_main", "the sentence-transformers MNRL fine-tune to beat"),
+    ("baseline", "st-mnrl"): (
+        "memnets.commands.baseline:st_mnrl_main",
+        "the sentence-transformers MNRL fine-tune to beat",
+    ),
     ("serve", "mcp"): ("memnets.commands.serve:mcp_main", "serve a memory to MCP hosts over stdio or HTTP"),
-    ("archive", "rotate-key"): ("memnets.commands.archive:rotate_key_main", "re-encrypt an archive folder under a new key"),
+    ("archive", "rotate-key"): (
+        "memnets.commands.archive:rotate_key_main",
+        "re-encrypt an archive folder under a new key",
+    ),
 }
 
 
@@ -38,7 +53,7 @@ def resolve(argv: list[str]) -> tuple[str, list[str]] | None:
     """The target of the longest command prefix of argv, and the arguments left for it."""
     for words in sorted(COMMANDS, key=len, reverse=True):
         if tuple(argv[: len(words)]) == words:
-            return COMMANDS[words][0], argv[len(words):]
+            return COMMANDS[words][0], argv[len(words) :]
     return None
 
 

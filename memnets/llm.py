@@ -33,7 +33,60 @@ from urllib.parse import urlsplit
 EXTRACTIVE_PREFIX = "[extractive]"
 _WORD = re.compile(r"[a-z0-9']+")
 _STOPWORDS = frozenset(
-    ["a", "an", "and", "are", "as", "at", "be", "but", "by", "did", "do", "does", "for", "from", "had", "has", "have", "he", "her", "his", "i", "in", "is", "it", "its", "me", "my", "of", "on", "or", "our", "she", "so", "that", "the", "their", "them", "they", "this", "to", "was", "we", "were", "what", "when", "where", "which", "who", "why", "with", "you", "your"]
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "but",
+        "by",
+        "did",
+        "do",
+        "does",
+        "for",
+        "from",
+        "had",
+        "has",
+        "have",
+        "he",
+        "her",
+        "his",
+        "i",
+        "in",
+        "is",
+        "it",
+        "its",
+        "me",
+        "my",
+        "of",
+        "on",
+        "or",
+        "our",
+        "she",
+        "so",
+        "that",
+        "the",
+        "their",
+        "them",
+        "they",
+        "this",
+        "to",
+        "was",
+        "we",
+        "were",
+        "what",
+        "when",
+        "where",
+        "which",
+        "who",
+        "why",
+        "with",
+        "you",
+        "your",
+    ]
 )
 
 
@@ -178,8 +231,7 @@ class _SameOriginRedirects(urllib.request.HTTPRedirectHandler):
                 f"{req.full_url} redirected (HTTP {code}) to {newurl}, another scheme, host or port; refused so that "
                 "the API key and the prompt are not sent there. Set base_url to the address you trust."
             )
-        return urllib.request.Request(newurl, data=req.data, headers=dict(req.header_items()),
-                                      method=req.get_method())
+        return urllib.request.Request(newurl, data=req.data, headers=dict(req.header_items()), method=req.get_method())
 
 
 class OpenAIChatLLM:
@@ -227,9 +279,7 @@ class OpenAIChatLLM:
         self._opener = urllib.request.build_opener(_SameOriginRedirects)
 
     def complete(self, prompt: str, *, system: str | None = None, max_new_tokens: int = 128) -> str:
-        messages = ([{"role": "system", "content": system}] if system else []) + [
-            {"role": "user", "content": prompt}
-        ]
+        messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": prompt}]
         body = json.dumps(
             {
                 "model": self.model,
@@ -255,7 +305,9 @@ class OpenAIChatLLM:
         except TimeoutError as error:
             raise LLMError(f"{self.url} did not answer within {self.timeout:g} s") from error
         except (OSError, http.client.HTTPException) as error:
-            raise LLMError(f"{self.url}: the connection failed before a full answer ({type(error).__name__}: {error})") from error
+            raise LLMError(
+                f"{self.url}: the connection failed before a full answer ({type(error).__name__}: {error})"
+            ) from error
         try:
             payload = json.loads(raw.decode())
         except (UnicodeDecodeError, json.JSONDecodeError) as error:

@@ -51,16 +51,35 @@ HEADS = {"importance": (IMPORTANCE_DIR, "ImportanceHead"), "gate": (GATE_DIR, "R
 # refused on load, whatever its suffix: weights only as safetensors, configs as JSON, the tokenizer
 # as its JSON/text files (sentencepiece models are protobuf, parsed without code execution).
 ENCODER_FILES = (
-    "config.json", "model.safetensors",  # the Hugging Face backbone
-    "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json", "vocab.txt",
-    "vocab.json", "merges.txt", "spiece.model", "sentencepiece.bpe.model", "tokenizer.model",
-    "modules.json", "sentence_bert_config.json", "config_sentence_transformers.json",  # sentence-transformers
-    "1_Pooling/config.json", "2_Dense/config.json", "2_Dense/model.safetensors",
+    "config.json",
+    "model.safetensors",  # the Hugging Face backbone
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "vocab.txt",
+    "vocab.json",
+    "merges.txt",
+    "spiece.model",
+    "sentencepiece.bpe.model",
+    "tokenizer.model",
+    "modules.json",
+    "sentence_bert_config.json",
+    "config_sentence_transformers.json",  # sentence-transformers
+    "1_Pooling/config.json",
+    "2_Dense/config.json",
+    "2_Dense/model.safetensors",
     "memnets_encoder.json",
 )
 HEAD_FILES = ("config.json", "model.safetensors")
-ALLOWED_FILES = frozenset({THRESHOLDS, SCORER_WEIGHTS, *(f"{ENCODER_DIR}/{name}" for name in ENCODER_FILES),
-                           *(f"{folder}/{name}" for folder in (IMPORTANCE_DIR, GATE_DIR) for name in HEAD_FILES)})
+ALLOWED_FILES = frozenset(
+    {
+        THRESHOLDS,
+        SCORER_WEIGHTS,
+        *(f"{ENCODER_DIR}/{name}" for name in ENCODER_FILES),
+        *(f"{folder}/{name}" for folder in (IMPORTANCE_DIR, GATE_DIR) for name in HEAD_FILES),
+    }
+)
 # suffixes of formats that unpickle (or may) on load; export refuses source folders holding them
 PICKLE_SUFFIXES = {".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt", ".joblib", ".npy", ".npz"}
 
@@ -152,8 +171,10 @@ def _files(root: Path, *, refuse_links: bool = False) -> list[str]:
 def _refuse_pickles(root: Path, where: str) -> None:
     for name in _files(root):
         if Path(name).suffix.lower() in PICKLE_SUFFIXES:
-            raise PackUnsafeFile(f"{where}: {root / name} is in a pickle-based format ({Path(name).suffix}); "
-                                 "packs hold weights only as safetensors and configs only as JSON")
+            raise PackUnsafeFile(
+                f"{where}: {root / name} is in a pickle-based format ({Path(name).suffix}); "
+                "packs hold weights only as safetensors and configs only as JSON"
+            )
 
 
 @contextmanager
@@ -174,7 +195,9 @@ def _read_verified(root: Path, name: str, digest: str, copy_to: Path | None) -> 
     with _pack_file(root / name):
         actual = copy_verified(root, name, copy_to)
     if actual != digest:
-        raise PackChecksumError(f"{root / name}: sha256 differs from {root / MANIFEST}; the file was altered or truncated")
+        raise PackChecksumError(
+            f"{root / name}: sha256 differs from {root / MANIFEST}; the file was altered or truncated"
+        )
 
 
 def _parse_json(data: bytes, path: Path, what: str) -> object:
@@ -196,7 +219,9 @@ def load_head(name: str, folder: str | Path):
     try:
         from memnets.nn import heads
     except ImportError as error:
-        raise PackError(f"{folder}: loading the {name} head needs memnets.nn.heads, which cannot be imported: {error}") from None
+        raise PackError(
+            f"{folder}: loading the {name} head needs memnets.nn.heads, which cannot be imported: {error}"
+        ) from None
     return getattr(heads, HEADS[name][1]).load(folder)
 
 
@@ -255,7 +280,9 @@ def export_pack(
     if isinstance(scorer_weights, (str, Path)):
         scorer_weights = ScorerWeights.load(scorer_weights)
     if thresholds is None:
-        thresholds = {name: float(head.threshold) for name, head in heads.items() if getattr(head, "threshold", None) is not None}
+        thresholds = {
+            name: float(head.threshold) for name, head in heads.items() if getattr(head, "threshold", None) is not None
+        }
 
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
@@ -270,8 +297,11 @@ def export_pack(
             "format": PACK_FORMAT,
             "format_version": FORMAT_VERSION,
             "embedding_dim": int(encoder.dim),
-            "components": {"encoder": ENCODER_DIR, **{name: HEADS[name][0] for name in heads},
-                           **({"scorer_weights": SCORER_WEIGHTS} if scorer_weights is not None else {})},
+            "components": {
+                "encoder": ENCODER_DIR,
+                **{name: HEADS[name][0] for name in heads},
+                **({"scorer_weights": SCORER_WEIGHTS} if scorer_weights is not None else {}),
+            },
             "thresholds": thresholds,
             "training": training or {},
             "metrics": metrics or {},
@@ -307,24 +337,33 @@ def _verify(root: Path, copy_to: Path | None) -> dict:
     if manifest.get("format") != PACK_FORMAT:
         raise PackVersionError(f"{where}: format is {manifest.get('format')!r}, expected {PACK_FORMAT!r}")
     if manifest.get("format_version") != FORMAT_VERSION:
-        raise PackVersionError(f"{where}: unknown format_version {manifest.get('format_version')!r}; "
-                               f"this memnets reads version {FORMAT_VERSION}")
+        raise PackVersionError(
+            f"{where}: unknown format_version {manifest.get('format_version')!r}; "
+            f"this memnets reads version {FORMAT_VERSION}"
+        )
     for key, kind in (("embedding_dim", int), ("files", dict), ("components", dict)):
         if not isinstance(manifest.get(key), kind) or isinstance(manifest.get(key), bool):
             raise PackFormatError(f"{where}: field {key!r} must be a {kind.__name__}, got {manifest.get(key)!r}")
     listed, present = manifest["files"], set(_files(root, refuse_links=True))
     for name, digest in sorted(listed.items()):
         if name not in ALLOWED_FILES:
-            raise PackUnsafeFile(f"{root / name}: not a file the pack format allows (listed in {where}); packs hold "
-                                 "weights only as safetensors and configs only as JSON, never a pickle-based format "
-                                 "or code")
+            raise PackUnsafeFile(
+                f"{root / name}: not a file the pack format allows (listed in {where}); packs hold "
+                "weights only as safetensors and configs only as JSON, never a pickle-based format "
+                "or code"
+            )
         if not isinstance(digest, str):
             raise PackFormatError(f"{where}: the sha256 of {name!r} must be a hex string, got {digest!r}")
     unexpected = sorted(present - set(listed))
     if unexpected:
-        raise PackUnexpectedFile(f"{root / unexpected[0]}: not listed in {where}" + (f" (and {len(unexpected) - 1} more)" if len(unexpected) > 1 else ""))
+        raise PackUnexpectedFile(
+            f"{root / unexpected[0]}: not listed in {where}"
+            + (f" (and {len(unexpected) - 1} more)" if len(unexpected) > 1 else "")
+        )
     if manifest["components"].get("encoder") != ENCODER_DIR or f"{ENCODER_DIR}/model.safetensors" not in listed:
-        raise PackFileMissing(f"{root / ENCODER_DIR / 'model.safetensors'}: a pack needs the encoder's safetensors weights")
+        raise PackFileMissing(
+            f"{root / ENCODER_DIR / 'model.safetensors'}: a pack needs the encoder's safetensors weights"
+        )
     for name, digest in sorted(listed.items()):
         _read_verified(root, name, digest, copy_to)
     return manifest
@@ -350,12 +389,15 @@ def _build(root: Path, copy: Path, manifest: dict) -> Pack:
     dim = manifest["embedding_dim"]
     encoder_config = _read_json(copy, root, f"{ENCODER_DIR}/memnets_encoder.json", "the encoder's memnets config")
     if isinstance(encoder_config, dict) and encoder_config.get("dim") not in (None, dim):
-        raise PackDimError(f"{root / ENCODER_DIR / 'memnets_encoder.json'}: dim {encoder_config.get('dim')} but the "
-                           f"manifest's embedding_dim is {dim}")
+        raise PackDimError(
+            f"{root / ENCODER_DIR / 'memnets_encoder.json'}: dim {encoder_config.get('dim')} but the "
+            f"manifest's embedding_dim is {dim}"
+        )
     encoder = MemoryEncoder.from_pretrained(copy / ENCODER_DIR)
     if encoder.dim != dim:
-        raise PackDimError(f"{root / ENCODER_DIR}: the encoder gives {encoder.dim}-d vectors but the manifest's "
-                           f"embedding_dim is {dim}")
+        raise PackDimError(
+            f"{root / ENCODER_DIR}: the encoder gives {encoder.dim}-d vectors but the manifest's embedding_dim is {dim}"
+        )
     heads = {}
     for name, (folder, _) in HEADS.items():
         if name not in manifest["components"]:
@@ -368,8 +410,10 @@ def _build(root: Path, copy: Path, manifest: dict) -> Pack:
             raise PackFormatError(f"{root / folder}: the {name} head does not load: {error}") from None
         head_dim = _head_dim(head)
         if head_dim is not None and head_dim != dim:
-            raise PackDimError(f"{root / folder}: the {name} head takes {head_dim}-d embeddings but the manifest's "
-                               f"embedding_dim is {dim}")
+            raise PackDimError(
+                f"{root / folder}: the {name} head takes {head_dim}-d embeddings but the manifest's "
+                f"embedding_dim is {dim}"
+            )
         heads[name] = head
     weights = None
     if "scorer_weights" in manifest["components"]:
@@ -379,7 +423,16 @@ def _build(root: Path, copy: Path, manifest: dict) -> Pack:
         except ValueError as error:
             raise PackFormatError(str(error)) from None
     thresholds = _read_json(copy, root, THRESHOLDS, "the heads' thresholds")
-    if not isinstance(thresholds, dict) or not all(isinstance(v, (int, float)) and 0 <= v <= 1 for v in thresholds.values()):
+    if not isinstance(thresholds, dict) or not all(
+        isinstance(v, (int, float)) and 0 <= v <= 1 for v in thresholds.values()
+    ):
         raise PackFormatError(f"{root / THRESHOLDS}: expected an object of probabilities in [0, 1], got {thresholds!r}")
-    return Pack(path=root, manifest=manifest, encoder=encoder, importance=heads.get("importance"),
-                gate=heads.get("gate"), scorer_weights=weights, thresholds=thresholds)
+    return Pack(
+        path=root,
+        manifest=manifest,
+        encoder=encoder,
+        importance=heads.get("importance"),
+        gate=heads.get("gate"),
+        scorer_weights=weights,
+        thresholds=thresholds,
+    )

@@ -59,9 +59,13 @@ class Memory:
             raise ValueError(f"Memory {self.id!r}: importance must lie in [0, 1], got {self.importance!r}")
         self.links = tuple(self.links)
         self.objects = tuple(self.objects)
-        self.last_access = self.t if self.last_access is None else as_utc(self.last_access, f"Memory {self.id!r}: last_access")
+        self.last_access = (
+            self.t if self.last_access is None else as_utc(self.last_access, f"Memory {self.id!r}: last_access")
+        )
         if self.superseded_by is not None and (not isinstance(self.superseded_by, str) or not self.superseded_by):
-            raise ValueError(f"Memory {self.id!r}: superseded_by must be None or a memory id, got {self.superseded_by!r}")
+            raise ValueError(
+                f"Memory {self.id!r}: superseded_by must be None or a memory id, got {self.superseded_by!r}"
+            )
 
     def replace(self, **changes) -> Memory:
         """A copy with some fields changed (records are passed between tiers by value)."""

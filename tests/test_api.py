@@ -75,7 +75,9 @@ def test_one_rule_for_time(memory):
     assert before <= default.t <= datetime.now(timezone.utc)
     stored = memory.get(naive.id, user="ann")
     assert stored.t == naive.t and stored.t.tzinfo is not None
-    in_range = memory.list_memories(user="ann", filters={"since": datetime(2024, 1, 1, 8, 0), "until": datetime(2024, 1, 2)})
+    in_range = memory.list_memories(
+        user="ann", filters={"since": datetime(2024, 1, 1, 8, 0), "until": datetime(2024, 1, 2)}
+    )
     assert [m.id for m in in_range] == [naive.id]  # naive bounds read as UTC: 07:00Z is before 08:00
 
 
@@ -90,10 +92,16 @@ def test_add_many_encodes_once_and_writes_important_memories_first(encoder, tmp_
             return encoder.encode(texts, kind=kind)
 
     store = RecordingStore(open_store(tmp_path / "m", encoder.dim))
-    memory = AgentMemory(store, CountingEncoder(), owns_store=True,
-                         config=ManagerConfig(write_through_threshold=0.5, batch_size=2, duplicate_threshold=EXACT))
-    records = [Memory(id=f"r{i}", owner="ann", t=T0, content=TEXTS[i], importance=imp)
-               for i, imp in enumerate([0.9, 0.1, 0.8, 0.2, 0.3])]
+    memory = AgentMemory(
+        store,
+        CountingEncoder(),
+        owns_store=True,
+        config=ManagerConfig(write_through_threshold=0.5, batch_size=2, duplicate_threshold=EXACT),
+    )
+    records = [
+        Memory(id=f"r{i}", owner="ann", t=T0, content=TEXTS[i], importance=imp)
+        for i, imp in enumerate([0.9, 0.1, 0.8, 0.2, 0.3])
+    ]
     out = memory.add_many(records, user="ann")
     assert [m.id for m in out] == ["r0", "r1", "r2", "r3", "r4"] and calls == [5]
     assert store.batches == [["r0", "r2"], ["r1", "r3"], ["r4"]]
@@ -163,11 +171,18 @@ def test_replaces_supersedes_an_older_memory(memory):
 
 def test_filters_apply_before_ranking(memory):
     for i in range(12):
-        memory.add(f"note {i} {TEXTS[i % 6]}", user="ann", t=T0 + timedelta(days=i),
-                   metadata={"topic": "pets" if i % 4 == 0 else "work", "n": i}, kind="plan" if i == 5 else "observation")
+        memory.add(
+            f"note {i} {TEXTS[i % 6]}",
+            user="ann",
+            t=T0 + timedelta(days=i),
+            metadata={"topic": "pets" if i % 4 == 0 else "work", "n": i},
+            kind="plan" if i == 5 else "observation",
+        )
     pets = memory.search(TEXTS[1], user="ann", k=3, filters={"metadata": {"topic": "pets"}})
     assert sorted(h.memory.metadata["n"] for h in pets) == [0, 4, 8]  # k results whenever k match
-    ranged = memory.search(TEXTS[1], user="ann", k=10, filters={"since": T0 + timedelta(days=3), "until": T0 + timedelta(days=6)})
+    ranged = memory.search(
+        TEXTS[1], user="ann", k=10, filters={"since": T0 + timedelta(days=3), "until": T0 + timedelta(days=6)}
+    )
     assert sorted(h.memory.metadata["n"] for h in ranged) == [3, 4, 5]
     plans = memory.search(TEXTS[1], user="ann", k=10, filters=MemoryFilter(kinds=("plan",)))
     assert [h.memory.metadata["n"] for h in plans] == [5]
@@ -177,28 +192,31 @@ def test_filters_apply_before_ranking(memory):
         memory.search("x", user="ann", filters={"colour": "red"})
 
 
-@pytest.mark.parametrize(("call", "error", "named"), [
-    (lambda m: m.add("text", user=""), ValueError, "user"),
-    (lambda m: m.add("text", user=7), TypeError, "user"),
-    (lambda m: m.add("   ", user="ann"), ValueError, "text"),
-    (lambda m: m.add(42, user="ann"), TypeError, "text"),
-    (lambda m: m.add("text", user="ann", metadata=["a"]), TypeError, "metadata"),
-    (lambda m: m.add("text", user="ann", objects="ball"), TypeError, "objects"),
-    (lambda m: m.add("text", user="ann", importance=2.0), ValueError, "importance"),
-    (lambda m: m.add("text", user="ann", kind="dream"), ValueError, "kind"),
-    (lambda m: m.add("text", user="ann", t="yesterday"), TypeError, "t"),
-    (lambda m: m.add("text", user="ann", id="a~1"), ValueError, "id"),
-    (lambda m: m.add_many(["ok", ""], user="ann"), ValueError, "text"),
-    (lambda m: m.add_many("one text", user="ann"), TypeError, "items"),
-    (lambda m: m.search("q", user="ann", k=0), ValueError, "k"),
-    (lambda m: m.search("q", user="ann", k="3"), TypeError, "k"),
-    (lambda m: m.search("", user="ann"), ValueError, "query"),
-    (lambda m: m.search("q", user="ann", filters={"kind": "dream"}), ValueError, "kind"),
-    (lambda m: m.list_memories(user="ann", limit=-1), ValueError, "limit"),
-    (lambda m: m.update("x", user="ann"), ValueError, "text"),
-    (lambda m: m.manager("ann", k=0), ValueError, "k"),
-    (lambda m: m.manager("ann", colour=1), TypeError, "colour"),
-])
+@pytest.mark.parametrize(
+    ("call", "error", "named"),
+    [
+        (lambda m: m.add("text", user=""), ValueError, "user"),
+        (lambda m: m.add("text", user=7), TypeError, "user"),
+        (lambda m: m.add("   ", user="ann"), ValueError, "text"),
+        (lambda m: m.add(42, user="ann"), TypeError, "text"),
+        (lambda m: m.add("text", user="ann", metadata=["a"]), TypeError, "metadata"),
+        (lambda m: m.add("text", user="ann", objects="ball"), TypeError, "objects"),
+        (lambda m: m.add("text", user="ann", importance=2.0), ValueError, "importance"),
+        (lambda m: m.add("text", user="ann", kind="dream"), ValueError, "kind"),
+        (lambda m: m.add("text", user="ann", t="yesterday"), TypeError, "t"),
+        (lambda m: m.add("text", user="ann", id="a~1"), ValueError, "id"),
+        (lambda m: m.add_many(["ok", ""], user="ann"), ValueError, "text"),
+        (lambda m: m.add_many("one text", user="ann"), TypeError, "items"),
+        (lambda m: m.search("q", user="ann", k=0), ValueError, "k"),
+        (lambda m: m.search("q", user="ann", k="3"), TypeError, "k"),
+        (lambda m: m.search("", user="ann"), ValueError, "query"),
+        (lambda m: m.search("q", user="ann", filters={"kind": "dream"}), ValueError, "kind"),
+        (lambda m: m.list_memories(user="ann", limit=-1), ValueError, "limit"),
+        (lambda m: m.update("x", user="ann"), ValueError, "text"),
+        (lambda m: m.manager("ann", k=0), ValueError, "k"),
+        (lambda m: m.manager("ann", colour=1), TypeError, "colour"),
+    ],
+)
 def test_bad_input_is_named_and_writes_nothing(memory, call, error, named):
     memory.add("already here", user="ann")
     with pytest.raises(error, match=named):
@@ -211,7 +229,9 @@ def test_delete_and_delete_all(memory):
     memory.add(TEXTS[1], user="ann")
     memory.add(TEXTS[0], user="bob")
     assert memory.delete(a.id, user="ann") is True and memory.delete(a.id, user="ann") is False
-    assert memory.get(a.id, user="ann") is None and [h.memory.content for h in memory.search(TEXTS[0], user="ann")] == [TEXTS[1]]
+    assert memory.get(a.id, user="ann") is None and [h.memory.content for h in memory.search(TEXTS[0], user="ann")] == [
+        TEXTS[1]
+    ]
     assert memory.delete_all(user="ann") == 1 and memory.users() == ["bob"]
     assert memory.store.count("bob") == 1
 
@@ -240,7 +260,9 @@ def test_users_share_one_encoder_loaded_once(tiny_model_dir, tmp_path, monkeypat
 def test_manager_observe_fields_identity_and_defaults(memory):
     manager = memory.manager("ann", context_budget=100, write_through_threshold=0.0)
     before = datetime.now(timezone.utc)
-    seen = manager.observe("I kicked the ball in the park", speaker="Ann", action="kick", objects=["ball"], location="park")
+    seen = manager.observe(
+        "I kicked the ball in the park", speaker="Ann", action="kick", objects=["ball"], location="park"
+    )
     assert (seen.agent, seen.action, seen.objects, seen.location) == ("Ann", "kick", ("ball",), "park")
     assert seen.t >= before
     stored = memory.get(seen.id, user="ann")
@@ -299,14 +321,16 @@ def _delete_in_another_process(folder: str, ids: list[str], owner: str) -> None:
 def test_delete_from_another_process_while_a_manager_holds_the_memory(encoder, tmp_path):
     folder = tmp_path / "m"
     with memnets.open(folder, encoder=encoder, duplicate_threshold=None) as memory:
-        manager = memory.manager("ann", context_budget=3, working_capacity=10, write_through_threshold=0.5,
-                                 batch_size=100)
+        manager = memory.manager(
+            "ann", context_budget=3, working_capacity=10, write_through_threshold=0.5, batch_size=100
+        )
         manager.observe(TEXTS[0], id="kept", importance=0.9)  # written through, then RETAINed to working memory
         manager.observe(TEXTS[1], id="buffered", importance=0.1)  # waits in the write buffer
         manager.observe(TEXTS[2], id="last", importance=0.9)
         assert "kept" in manager.working and "buffered" in manager.pending
         process = multiprocessing.get_context("spawn").Process(
-            target=_delete_in_another_process, args=(str(folder), ["kept", "buffered"], "ann"))
+            target=_delete_in_another_process, args=(str(folder), ["kept", "buffered"], "ann")
+        )
         process.start()
         process.join(120)
         assert process.exitcode == 0

@@ -23,10 +23,20 @@ def test_api_benchmark_on_tiny_sizes(tiny_model_dir, tmp_path):
     sizes = {"users": 2, "per_user": 250, "adds": 4, "searches": 6, "encodes": 2}  # >= k plans (1 in 50) per user
     texts = [f"memory text number {i}" for i in range(30)]
     queries = [f"question {i}?" for i in range(5)]
-    result = run(sizes, tmp_path / "store", base=unit(30, backbone.dim, 0), query_base=unit(5, backbone.dim, 1),
-                 memory_texts=texts, query_texts=queries, backbone=backbone, noise=0.5)  # d=32: copies stay distinct
+    result = run(
+        sizes,
+        tmp_path / "store",
+        base=unit(30, backbone.dim, 0),
+        query_base=unit(5, backbone.dim, 1),
+        memory_texts=texts,
+        query_texts=queries,
+        backbone=backbone,
+        noise=0.5,
+    )  # d=32: copies stay distinct
     assert result["memories"] == 500 and result["counts_after"] == {user_name(0): 252, user_name(1): 252}
-    assert result["add"]["calls"] == 4 and result["search_metadata"]["calls"] == 6 and result["encode_query"]["calls"] == 2
+    assert (
+        result["add"]["calls"] == 4 and result["search_metadata"]["calls"] == 6 and result["encode_query"]["calls"] == 2
+    )
     assert 0 < result["search"]["p50_ms"] <= result["search"]["p99_ms"]
     payload = json.loads(write_result(tmp_path / "out", "api", sizes, result).read_text())
     report = write_report({"api": payload}, tmp_path / "out")

@@ -13,8 +13,16 @@ from memnets.memory.signals import HeadGate, HeadImportance
 from memnets.scoring import LearnedScorer, ScorerWeights
 
 T0 = datetime(2024, 3, 1, 12, 0, tzinfo=timezone.utc)
-TEXTS = ["red green blue", "one two three", "cat dog bird", "north south east", "sun moon star", "left right up",
-         "apple pear plum", "river lake sea"]
+TEXTS = [
+    "red green blue",
+    "one two three",
+    "cat dog bird",
+    "north south east",
+    "sun moon star",
+    "left right up",
+    "apple pear plum",
+    "river lake sea",
+]
 
 
 @pytest.fixture(scope="module")
@@ -31,8 +39,14 @@ def pack(tiny_model_dir, tmp_path_factory):
     gate = RecallGateHead(encoder.dim, hidden_dims=(8,), attention_dim=4, threshold=0.5)
     # recency weighs heavily, so the learned order differs from plain cosine
     weights = ScorerWeights(recency=3.0, relevance=1.0, importance=0.5)
-    return export_pack(tmp_path_factory.mktemp("pack") / "pack", encoder, importance=importance, gate=gate,
-                       scorer_weights=weights, thresholds={"importance": 0.3, "gate": 0.5, "duplicate": 0.99})
+    return export_pack(
+        tmp_path_factory.mktemp("pack") / "pack",
+        encoder,
+        importance=importance,
+        gate=gate,
+        scorer_weights=weights,
+        thresholds={"importance": 0.3, "gate": 0.5, "duplicate": 0.99},
+    )
 
 
 def test_search_re_ranks_store_candidates_with_the_learned_scorer(pack, tmp_path):
@@ -49,8 +63,13 @@ def test_search_re_ranks_store_candidates_with_the_learned_scorer(pack, tmp_path
         query = memory.encoder.encode([TEXTS[0]], kind="query").numpy()[0]
         candidates = memory.store.search(query, 6, "ann")
         ids = [m.id for m, _ in candidates]
-        scores = memory.scorer.score([m for m, _ in candidates], TEXTS[0], datetime.now(timezone.utc), query_vector=query,
-                                     memory_vectors=memory.store.vectors(ids, "ann"))
+        scores = memory.scorer.score(
+            [m for m, _ in candidates],
+            TEXTS[0],
+            datetime.now(timezone.utc),
+            query_vector=query,
+            memory_vectors=memory.store.vectors(ids, "ann"),
+        )
         expected = [ids[i] for i in np.argsort(-np.asarray(scores), kind="stable")[:3]]
         assert [h.memory.id for h in hits] == expected
         assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from archive_helpers import DIM, EPOCH, memory_for, single_threaded_faiss, vector_for, vectors_for
 
+from memnets.records import Memory
 from memnets.store.archive import DB_FILE, FORMAT_VERSION, INDEX_DIR, INDEX_MARKER, Archive
 from memnets.store.crypto import generate_key
 from memnets.store.errors import (
@@ -21,7 +22,6 @@ from memnets.store.errors import (
     ArchiveKeyError,
     InvalidMemoryError,
 )
-from memnets.records import Memory
 
 
 @pytest.fixture(autouse=True)
@@ -43,9 +43,21 @@ def disk_bytes(directory: Path) -> bytes:
 
 def test_round_trip_of_every_field_survives_reopen(tmp_path):
     aware = datetime(2024, 5, 1, 12, 30, tzinfo=timezone(timedelta(hours=2)))
-    rich = Memory(id="conv-26/D1:3", owner="alice", t=aware, content="Alice: I adopted a cat 🐈 named Ünï",
-                  importance=0.75, kind="reflection", last_access=aware + timedelta(days=1), links=("a", "b"),
-                  agent="Alice", action="adopt", objects=("cat",), location="Zürich", metadata={"n": [1, 2], "x": None})
+    rich = Memory(
+        id="conv-26/D1:3",
+        owner="alice",
+        t=aware,
+        content="Alice: I adopted a cat 🐈 named Ünï",
+        importance=0.75,
+        kind="reflection",
+        last_access=aware + timedelta(days=1),
+        links=("a", "b"),
+        agent="Alice",
+        action="adopt",
+        objects=("cat",),
+        location="Zürich",
+        metadata={"n": [1, 2], "x": None},
+    )
     plain = memory_for("m2", "alice", minutes=5)
     with Archive(tmp_path, DIM) as archive:
         archive.upsert([rich, plain], vectors_for([rich, plain]))
@@ -53,7 +65,11 @@ def test_round_trip_of_every_field_survives_reopen(tmp_path):
     with Archive(tmp_path, None) as archive:  # dim=None reads the stored dim
         assert archive.dim == DIM and archive.index_source == "loaded"
         assert archive.get(["m2", "missing", "conv-26/D1:3"], "alice") == [plain, rich]  # order asked, missing skipped
-        assert archive.list_memories("alice") == [plain, rich] if plain.t.replace(tzinfo=timezone.utc) < aware else [rich, plain]
+        assert (
+            archive.list_memories("alice") == [plain, rich]
+            if plain.t.replace(tzinfo=timezone.utc) < aware
+            else [rich, plain]
+        )
         assert archive.export("alice") == archive.list_memories("alice")
         np.testing.assert_array_equal(archive.vectors(["m2"], "alice")[0], vector_for("m2"))
 
@@ -86,7 +102,9 @@ def test_add_replaces_same_owner_and_id(archive):
     archive.upsert([first.replace(content="new text")], vector_for("new")[None])
     assert archive.count("alice") == 1 and archive.index_size() == 1
     assert [m.content for m in archive.get(["m"], "alice")] == ["new text"]
-    assert archive.search(vector_for("old"), 5, "alice")[0][1] == pytest.approx(float(vector_for("old") @ vector_for("new")), abs=1e-5)
+    assert archive.search(vector_for("old"), 5, "alice")[0][1] == pytest.approx(
+        float(vector_for("old") @ vector_for("new")), abs=1e-5
+    )
 
 
 def test_touch_updates_last_access_only_for_the_owner(tmp_path):
@@ -132,8 +150,10 @@ def test_saved_index_is_rebuilt_when_missing_corrupt_stale_or_of_another_kind(tm
 # ---------------------------------------------------------------- deletion
 def test_deleted_memories_never_come_back_and_leave_no_bytes(tmp_path):
     owners = ("alice", "bob", "carol")
-    memories = [memory_for(f"m{i}", owners[i % 3], minutes=i,
-                           content=f"SECRET-{owners[i % 3]}-{i:03d} " + "detail " * 40) for i in range(60)]
+    memories = [
+        memory_for(f"m{i}", owners[i % 3], minutes=i, content=f"SECRET-{owners[i % 3]}-{i:03d} " + "detail " * 40)
+        for i in range(60)
+    ]
     with Archive(tmp_path, DIM) as archive:
         archive.upsert(memories, vectors_for(memories))
         archive.save_index()
@@ -141,8 +161,11 @@ def test_deleted_memories_never_come_back_and_leave_no_bytes(tmp_path):
         assert archive.delete_owner("bob") == 20
         assert archive.purge_older_than(EPOCH + timedelta(minutes=30), owner="carol") == 10
         assert archive.purge_older_than(EPOCH + timedelta(minutes=12)) == 2  # alice's m6, m9
-        gone = {m.id for m in memories if m.owner == "bob" or m.id in {"m0", "m3", "m6", "m9"}
-                or (m.owner == "carol" and int(m.id[1:]) < 30)}
+        gone = {
+            m.id
+            for m in memories
+            if m.owner == "bob" or m.id in {"m0", "m3", "m6", "m9"} or (m.owner == "carol" and int(m.id[1:]) < 30)
+        }
         kept = [m for m in memories if m.id not in gone]
         assert archive.index_size() == len(kept) == archive.count("alice") + archive.count("carol")
 
@@ -180,8 +203,10 @@ def test_purge_reads_naive_times_as_utc(archive):
 # ---------------------------------------------------------------- encryption
 def test_encrypted_content_is_not_on_disk_and_round_trips(tmp_path):
     key = generate_key()
-    memories = [memory_for(f"m{i}", "alice", content=f"PLAINTEXT-{i} my bank pin is 4711", location="HOMEADDR")
-                for i in range(10)]
+    memories = [
+        memory_for(f"m{i}", "alice", content=f"PLAINTEXT-{i} my bank pin is 4711", location="HOMEADDR")
+        for i in range(10)
+    ]
     with Archive(tmp_path, DIM, key=key) as archive:
         archive.upsert(memories, vectors_for(memories))
         archive.upsert([memories[0]], vectors_for(memories[:1]))  # rewrite: a fresh nonce
@@ -327,7 +352,9 @@ def test_newer_format_foreign_files_and_wrong_dim_are_refused(tmp_path):
     db.close()
     with pytest.raises(ArchiveFormatError, match=f"format {FORMAT_VERSION + 1}.*Upgrade memnets"):
         Archive(tmp_path / "new", DIM)
-    assert sqlite3.connect(tmp_path / "new" / DB_FILE).execute("PRAGMA user_version").fetchone()[0] == FORMAT_VERSION + 1
+    assert (
+        sqlite3.connect(tmp_path / "new" / DB_FILE).execute("PRAGMA user_version").fetchone()[0] == FORMAT_VERSION + 1
+    )
 
     (tmp_path / "garbage").mkdir()
     (tmp_path / "garbage" / DB_FILE).write_bytes(b"this is not sqlite at all" * 100)

@@ -25,16 +25,60 @@ def _one_faiss_thread():
 
 
 OWNERS = [
-    "alice", "Alice", "ALICE", "alice ", " alice", "alic", "alice2", "bob",
-    "alice' OR '1'='1", "alice' --", "' UNION SELECT * FROM memories --", "x'); DROP TABLE memories; --",
-    "alice%", "%", "_", "al_ce", "*", "alice\x00bob", "alice\n",
-    unicodedata.normalize("NFC", "josé"), unicodedata.normalize("NFD", "josé"), "ａｌｉｃｅ", "аlice",  # Cyrillic а
-    "🙂", "用户", "../bob", "a" * 5_000,
+    "alice",
+    "Alice",
+    "ALICE",
+    "alice ",
+    " alice",
+    "alic",
+    "alice2",
+    "bob",
+    "alice' OR '1'='1",
+    "alice' --",
+    "' UNION SELECT * FROM memories --",
+    "x'); DROP TABLE memories; --",
+    "alice%",
+    "%",
+    "_",
+    "al_ce",
+    "*",
+    "alice\x00bob",
+    "alice\n",
+    unicodedata.normalize("NFC", "josé"),
+    unicodedata.normalize("NFD", "josé"),
+    "ａｌｉｃｅ",
+    "аlice",  # Cyrillic а
+    "🙂",
+    "用户",
+    "../bob",
+    "a" * 5_000,
 ]
 SHARED_IDS = ["m0", "m1", "conv-26/D1:3"]
 ADVERSARIAL_IDS = [
-    "", " ", "%", "_", "*", "m%", "m_", "m0' OR '1'='1", "m0'--", "' OR 1=1 --", "m0\x00", "M0", "m0 ",
-    "ｍ0", "m０", "conv-26/D1:%", "\u202em0", "m0; DELETE FROM memories", "1", "0", "-1", "row", "NULL", "🙂" * 100,
+    "",
+    " ",
+    "%",
+    "_",
+    "*",
+    "m%",
+    "m_",
+    "m0' OR '1'='1",
+    "m0'--",
+    "' OR 1=1 --",
+    "m0\x00",
+    "M0",
+    "m0 ",
+    "ｍ0",
+    "m０",
+    "conv-26/D1:%",
+    "\u202em0",
+    "m0; DELETE FROM memories",
+    "1",
+    "0",
+    "-1",
+    "row",
+    "NULL",
+    "🙂" * 100,
 ]
 
 
@@ -53,12 +97,15 @@ def test_no_read_path_leaks_across_owners(tmp_path, key):
         everything[owner] = sorted(memories, key=lambda m: m.id)  # listings order by (t, id)
     all_ids = sorted({i for owner in OWNERS for i in owned_ids(owner)}) + ADVERSARIAL_IDS
     # the encrypted run repeats the probes that decrypt, with fewer search vectors (to stay fast)
-    all_vectors = [vector_for(owner + "/" + i) for owner in OWNERS for i in (owned_ids(owner) if key is None else SHARED_IDS[:1])]
+    all_vectors = [
+        vector_for(owner + "/" + i) for owner in OWNERS for i in (owned_ids(owner) if key is None else SHARED_IDS[:1])
+    ]
     probes = 0
 
     def assert_own(memories, owner):
-        assert all(m.owner == owner and m == memory_for(m.id, owner, minutes=OWNERS.index(owner)) for m in memories), \
+        assert all(m.owner == owner and m == memory_for(m.id, owner, minutes=OWNERS.index(owner)) for m in memories), (
             f"leak to {owner!r}: {[(m.owner, m.id) for m in memories if m.owner != owner]}"
+        )
 
     for owner in OWNERS:
         mine = everything[owner]
@@ -74,10 +121,13 @@ def test_no_read_path_leaks_across_owners(tmp_path, key):
             assert_own([m for m, _ in hits], owner)
         probes += len(all_vectors)
         assert_own(archive.list_memories(owner), owner)
-        assert archive.list_memories(owner) == archive.export(owner) and sorted(m.id for m in archive.export(owner)) == sorted(owned_ids(owner))
+        assert archive.list_memories(owner) == archive.export(owner) and sorted(
+            m.id for m in archive.export(owner)
+        ) == sorted(owned_ids(owner))
         assert archive.count(owner) == len(mine)
-        np.testing.assert_array_equal(archive.vectors(SHARED_IDS, owner),
-                                      np.stack([vector_for(owner + "/" + i) for i in SHARED_IDS]))
+        np.testing.assert_array_equal(
+            archive.vectors(SHARED_IDS, owner), np.stack([vector_for(owner + "/" + i) for i in SHARED_IDS])
+        )
         foreign_only = [i for i in all_ids if i not in owned_ids(owner)]
         assert archive.delete(foreign_only, owner) == 0
         assert archive.touch(foreign_only, owner, EPOCH) == 0
@@ -91,7 +141,9 @@ def test_no_read_path_leaks_across_owners(tmp_path, key):
         assert archive.purge_older_than(EPOCH.replace(year=3000), owner=owner) == 0
         probes += 7
     # nothing was deleted or changed by any of the probes
-    assert sum(archive.count(owner) for owner in OWNERS) == archive.index_size() == len(OWNERS) * len(SHARED_IDS + [0] * 3)
+    assert (
+        sum(archive.count(owner) for owner in OWNERS) == archive.index_size() == len(OWNERS) * len(SHARED_IDS + [0] * 3)
+    )
     assert all(archive.list_memories(owner) == everything[owner] for owner in OWNERS)
     # deleting one owner leaves every look-alike untouched
     assert archive.delete_owner("alice") == len(owned_ids("alice"))

@@ -37,8 +37,9 @@ def write(archive: Archive, tag: str, ops: Counter, n: int = N_PER_WRITER) -> No
     """One writer's work; asserts read-your-writes after every add."""
     for i in range(n):
         memory_id = f"{tag}-{i}"
-        archive.upsert([memory_for(memory_id, "shared"), memory_for(memory_id, tag)],
-                    np.stack([vector_for(memory_id)] * 2))
+        archive.upsert(
+            [memory_for(memory_id, "shared"), memory_for(memory_id, tag)], np.stack([vector_for(memory_id)] * 2)
+        )
         ops["add"] += 2
         hit, score = archive.search(vector_for(memory_id), 1, "shared")[0]
         assert hit.id == memory_id and score == pytest.approx(1.0, abs=1e-5)

@@ -70,8 +70,16 @@ def run_trials(directory, trials: int, seed: int) -> dict:
     rng = random.Random(seed)
     key = "trial passphrase" if seed % 2 else ""
     alive: set[str] = set()  # acknowledged adds minus acknowledged deletes: must all be there
-    stats = {"trials": 0, "acked_writes": 0, "in_flight_add_landed": 0, "in_flight_add_absent": 0,
-             "in_flight_delete": 0, "killed_between_writes": 0, "reopen_loaded": 0, "reopen_rebuilt": 0}
+    stats = {
+        "trials": 0,
+        "acked_writes": 0,
+        "in_flight_add_landed": 0,
+        "in_flight_add_absent": 0,
+        "in_flight_delete": 0,
+        "killed_between_writes": 0,
+        "reopen_loaded": 0,
+        "reopen_rebuilt": 0,
+    }
     next_id = 0
     for trial in range(trials):
         batch = rng.choice([1, 1, 3, 8])
@@ -123,14 +131,17 @@ def run_trials(directory, trials: int, seed: int) -> dict:
             else:
                 maybe_gone = set(in_flight[1])
                 stats["in_flight_delete"] += 1
-            assert not (alive - maybe_gone) - present, f"trial {trial}: lost acknowledged {(alive - maybe_gone) - present}"
+            assert not (alive - maybe_gone) - present, (
+                f"trial {trial}: lost acknowledged {(alive - maybe_gone) - present}"
+            )
             assert not present - alive - maybe_new, f"trial {trial}: unexpected {present - alive - maybe_new}"
             for owner in OWNERS:  # what is there is byte-exact, and the index agrees with the table
                 mine = archive.list_memories(owner)
                 assert all(m == memory_for(m.id, owner) for m in mine)
                 if mine:
-                    np.testing.assert_array_equal(archive.vectors([m.id for m in mine], owner),
-                                                  np.stack([vector_for(m.id) for m in mine]))
+                    np.testing.assert_array_equal(
+                        archive.vectors([m.id for m in mine], owner), np.stack([vector_for(m.id) for m in mine])
+                    )
                     hits = archive.search(vector_for(mine[0].id), 10_000, owner)
                     assert sorted(h.id for h, _ in hits) == sorted(m.id for m in mine)
             assert archive.index_size() == len(present)

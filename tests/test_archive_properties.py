@@ -19,10 +19,10 @@ from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
+from memnets.records import Memory
 from memnets.store.archive import Archive
 from memnets.store.crypto import generate_key
 from memnets.store.errors import InvalidMemoryError
-from memnets.records import Memory
 from memnets.timeutil import as_utc
 
 DIM = 8
@@ -32,12 +32,21 @@ POOL = np.random.default_rng(0).normal(size=(12, DIM)).astype(np.float32)
 POOL /= np.linalg.norm(POOL, axis=1, keepdims=True)
 
 any_text = st.text(st.characters(codec=None, exclude_categories=()), max_size=30)  # lone surrogates too
-contents = st.one_of(st.text(min_size=1, max_size=30), st.text(min_size=1, max_size=30), st.just("plain text"),
-                     st.sampled_from(["", " ", "\t\n", "\u3000"]), any_text)
+contents = st.one_of(
+    st.text(min_size=1, max_size=30),
+    st.text(min_size=1, max_size=30),
+    st.just("plain text"),
+    st.sampled_from(["", " ", "\t\n", "\u3000"]),
+    any_text,
+)
 memories = st.builds(
     lambda owner, memory_id, minutes, content, importance: Memory(
-        id=memory_id, owner=owner, t=EPOCH + timedelta(minutes=minutes), content=content, importance=importance),
-    st.sampled_from(OWNERS), st.sampled_from(IDS), st.integers(0, 1000), contents,
+        id=memory_id, owner=owner, t=EPOCH + timedelta(minutes=minutes), content=content, importance=importance
+    ),
+    st.sampled_from(OWNERS),
+    st.sampled_from(IDS),
+    st.integers(0, 1000),
+    contents,
     st.floats(0, 1),
 )
 
@@ -120,7 +129,9 @@ class ArchiveMachine(RuleBasedStateMachine):
         expected = sorted((float(v @ POOL[query]) for _, v in mine.values()), reverse=True)[:k]
         assert [s for _, s in hits] == pytest.approx(expected, abs=1e-5)
         for memory, score in hits:
-            assert memory == mine[memory.id][0] and score == pytest.approx(float(mine[memory.id][1] @ POOL[query]), abs=1e-5)
+            assert memory == mine[memory.id][0] and score == pytest.approx(
+                float(mine[memory.id][1] @ POOL[query]), abs=1e-5
+            )
 
     @invariant()
     def agrees_with_model(self) -> None:
@@ -139,8 +150,9 @@ class ArchiveMachine(RuleBasedStateMachine):
         shutil.rmtree(self.directory, ignore_errors=True)
 
 
-ArchiveMachine.TestCase.settings = settings(max_examples=20, stateful_step_count=15, deadline=None,
-                                            suppress_health_check=[HealthCheck.too_slow])
+ArchiveMachine.TestCase.settings = settings(
+    max_examples=20, stateful_step_count=15, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 TestArchiveMachine = ArchiveMachine.TestCase
 
 
@@ -148,8 +160,9 @@ class LongArchiveMachine(ArchiveMachine):
     """The same machine, run long (slow suite)."""
 
 
-LongArchiveMachine.TestCase.settings = settings(max_examples=300, stateful_step_count=30, deadline=None,
-                                                suppress_health_check=[HealthCheck.too_slow])
+LongArchiveMachine.TestCase.settings = settings(
+    max_examples=300, stateful_step_count=30, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 TestLongArchiveMachine = pytest.mark.slow(LongArchiveMachine.TestCase)
 
 

@@ -35,8 +35,17 @@ def unit(rows: int, dim: int, seed: int) -> np.ndarray:
 @pytest.fixture(scope="module")
 def search_results(tmp_path_factory):
     base, queries = unit(300, 16, 0), unit(40, 16, 1)
-    results, notes = search.run(base, queries, (300, 600), latency_calls=5, exact_calls=5, repeats=1, batch_size=64,
-                                nprobes=(1, 16), ef_searches=(16,))
+    results, notes = search.run(
+        base,
+        queries,
+        (300, 600),
+        latency_calls=5,
+        exact_calls=5,
+        repeats=1,
+        batch_size=64,
+        nprobes=(1, 16),
+        ef_searches=(16,),
+    )
     out = tmp_path_factory.mktemp("bench")
     common.write_result(out, "search", {"batch": 64, "sizes": [300, 600]}, results, notes)
     return out, results
@@ -61,8 +70,11 @@ def test_brute_force_agrees_with_exact_faiss(search_results):
         assert rows[("numpy brute force", n)]["recall@10"] == pytest.approx(1.0)
         assert rows[("torch brute force", n)]["recall@10"] == pytest.approx(1.0)
     swept = [r for r in results["rows"] if "chosen" in r]
-    assert {r["method"].split(" (")[0] for r in swept} == {"FaissRetriever ivf", "FaissRetriever ivf-sq8",
-                                                          "FaissRetriever hnsw"}
+    assert {r["method"].split(" (")[0] for r in swept} == {
+        "FaissRetriever ivf",
+        "FaissRetriever ivf-sq8",
+        "FaissRetriever hnsw",
+    }
     for key in {(r["method"], r["n"]) for r in swept}:  # exactly one chosen and one default setting per index and size
         assert sum(r["chosen"] for r in swept if (r["method"], r["n"]) == key) == 1
         default = [r for r in swept if (r["method"], r["n"]) == key and r["default"]]
@@ -102,13 +114,26 @@ def test_manager_benchmark_grows_a_real_archive(tiny_model_dir, tmp_path):
     encoder = MemoryEncoder.from_pretrained(tiny_model_dir)
     vectors = unit(120, encoder.dim, 2)
     texts = [f"memory number {i} about topic {i % 7}" for i in range(30)]
-    rows = manager.run(vectors, texts, ["what about topic 3?", "topic 5?"], unit(4, encoder.dim, 3), (40, 120),
-                       tmp_path / "archive", calls=2, encoder=encoder)
+    rows = manager.run(
+        vectors,
+        texts,
+        ["what about topic 3?", "topic 5?"],
+        unit(4, encoder.dim, 3),
+        (40, 120),
+        tmp_path / "archive",
+        calls=2,
+        encoder=encoder,
+    )
     assert [r["n"] for r in rows] == [40, 120]
     assert rows[0]["archive_count"] >= 40 and rows[1]["archive_count"] >= 120  # bulk plus observed memories
     assert all(r["query"]["calls"] == 2 and r["observe"]["p50_ms"] > 0 for r in rows)
-    payload = {"machine": common.machine(), "versions": common.versions(), "finished_at": "now", "notes": [],
-               "results": {"rows": rows, "growth": []}}
+    payload = {
+        "machine": common.machine(),
+        "versions": common.versions(),
+        "finished_at": "now",
+        "notes": [],
+        "results": {"rows": rows, "growth": []},
+    }
     text = report.write_report({"manager": payload}, tmp_path / "report").read_text()
     assert "| 40 | flat |" in text and "10k and 1M not both run" in text
 
@@ -116,8 +141,12 @@ def test_manager_benchmark_grows_a_real_archive(tiny_model_dir, tmp_path):
 def test_encoding_benchmark_compares_the_same_vectors(tiny_model_dir):
     from bench import encoding
 
-    result = encoding.run(["a short memory", "a somewhat longer memory about the weekend trip"] * 4,
-                          str(tiny_model_dir), batch_size=4, repeats=2)
+    result = encoding.run(
+        ["a short memory", "a somewhat longer memory about the weekend trip"] * 4,
+        str(tiny_model_dir),
+        batch_size=4,
+        repeats=2,
+    )
     assert result["max_abs_diff"] < 1e-4  # both sides compute the same embeddings
     assert len(result["seconds"]["memnets"]) == 2 and result["ratio_memnets_over_st"] > 0
 
@@ -146,14 +175,19 @@ def test_archive_search_looks_hits_up_by_primary_key(tmp_path):
     every row of the owner (linear in the archive: 0.4 s per search at 1M memories)."""
     from datetime import datetime, timezone
 
-    from memnets.store.archive import Archive
     from memnets.records import Memory
+    from memnets.store.archive import Archive
 
     vectors = unit(200, 8, 4)
     now = datetime(2024, 1, 1, tzinfo=timezone.utc)
     with Archive(tmp_path / "archive", 8) as archive:
-        archive.upsert([Memory(id=f"m{i}", owner="a", t=now, content=f"memory {i}", importance=0.5, kind="observation")
-                     for i in range(200)], vectors)
+        archive.upsert(
+            [
+                Memory(id=f"m{i}", owner="a", t=now, content=f"memory {i}", importance=0.5, kind="observation")
+                for i in range(200)
+            ],
+            vectors,
+        )
         statements = []
         archive._conn.set_trace_callback(statements.append)
         hits = archive.search(vectors[3], 15, "a")

@@ -25,8 +25,15 @@ def conversations(tiny_locomo_path):
 def test_retrieval_pairs_pair_each_question_with_each_evidence_turn(conversations):
     pairs = build_retrieval_pairs(conversations)
     questions = [(r["conv_id"], r["qa_index"], r["positive_id"]) for r in pairs if r["query_kind"] == "question"]
-    assert questions == [("tiny-1", 0, "D1:3"), ("tiny-1", 1, "D1:1"), ("tiny-1", 1, "D2:1"), ("tiny-1", 2, "D1:4"),
-                         ("tiny-1", 2, "D2:2"), ("tiny-1", 3, "D2:3"), ("tiny-2", 0, "D1:1")]
+    assert questions == [
+        ("tiny-1", 0, "D1:3"),
+        ("tiny-1", 1, "D1:1"),
+        ("tiny-1", 1, "D2:1"),
+        ("tiny-1", 2, "D1:4"),
+        ("tiny-1", 2, "D2:2"),
+        ("tiny-1", 3, "D2:3"),
+        ("tiny-2", 0, "D1:1"),
+    ]
     facts = [(r["query"], r["positive"], r["category"]) for r in pairs if r["query_kind"] == "observation"]
     assert ("Bob started learning the violin.", "Bob: I started learning the violin.", 0) in facts
     assert len(facts) == 4
@@ -67,13 +74,17 @@ def test_gate_examples_skip_questions_without_evidence_and_are_reproducible(conv
     first = build_gate_examples(conversations, windows=(2, 4), seed=3)
     again = build_gate_examples(conversations, windows=(2, 4), seed=3)
     assert first.to_list() == again.to_list()
-    assert (("tiny-1", 4) not in {(r["conv_id"], r["qa_index"]) for r in first})  # category 5, no evidence
+    assert ("tiny-1", 4) not in {(r["conv_id"], r["qa_index"]) for r in first}  # category 5, no evidence
     assert set(first["label"]) == {0, 1}
 
 
 def _config(tmp_path, tiny_locomo_path, **overrides):
-    raw = {"path": str(tiny_locomo_path), "cache_dir": str(tmp_path / "cache"),
-           "splits": {"train": ["tiny-1"], "validation": [], "test": ["tiny-2"]}, "gate": {"windows": [2, 4], "seed": 0}}
+    raw = {
+        "path": str(tiny_locomo_path),
+        "cache_dir": str(tmp_path / "cache"),
+        "splits": {"train": ["tiny-1"], "validation": [], "test": ["tiny-2"]},
+        "gate": {"windows": [2, 4], "seed": 0},
+    }
     raw.update(overrides)
     path = tmp_path / "data.yaml"
     path.write_text(yaml.safe_dump(raw))
@@ -91,7 +102,9 @@ def test_prepare_datasets_builds_every_split_and_loads_from_cache(tmp_path, tiny
 
 
 def test_config_errors_name_the_file_and_the_problem(tmp_path, tiny_locomo_path):
-    overlapping = _config(tmp_path, tiny_locomo_path, splits={"train": ["tiny-1"], "validation": ["tiny-1"], "test": []})
+    overlapping = _config(
+        tmp_path, tiny_locomo_path, splits={"train": ["tiny-1"], "validation": ["tiny-1"], "test": []}
+    )
     with pytest.raises(ValueError, match=r"data\.yaml.*tiny-1.*both the train and the validation"):
         load_data_config(overlapping)
     missing = _config(tmp_path, tiny_locomo_path, splits={"train": ["tiny-1"], "test": []})

@@ -9,7 +9,10 @@ from memnets.cli import main, resolve
 
 
 def test_dispatch_picks_the_longest_command():
-    assert resolve(["eval", "retrieval", "--split", "test"]) == ("memnets.commands.evaluate:retrieval_main", ["--split", "test"])
+    assert resolve(["eval", "retrieval", "--split", "test"]) == (
+        "memnets.commands.evaluate:retrieval_main",
+        ["--split", "test"],
+    )
     assert resolve(["fit", "encoder", "-c", "x.yaml"])[1] == ["encoder", "-c", "x.yaml"]
     assert resolve(["nope"]) is None
 
@@ -22,8 +25,15 @@ def test_unknown_command_exits_2(capsys):
 @pytest.fixture()
 def data_config(tmp_path, tiny_locomo_path):
     path = tmp_path / "data.yaml"
-    path.write_text(yaml.safe_dump({"path": str(tiny_locomo_path), "cache_dir": str(tmp_path / "cache"),
-                                    "splits": {"train": ["tiny-1"], "validation": [], "test": ["tiny-2"]}}))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "path": str(tiny_locomo_path),
+                "cache_dir": str(tmp_path / "cache"),
+                "splits": {"train": ["tiny-1"], "validation": [], "test": ["tiny-2"]},
+            }
+        )
+    )
     return path
 
 
@@ -36,8 +46,20 @@ def test_data_prepare_prints_counts_and_balance(data_config, capsys):
 
 def test_eval_retrieval_reports_bm25_and_a_dense_model_side_by_side(data_config, tiny_model_dir, tmp_path, capsys):
     out_json = tmp_path / "eval.json"
-    code = main(["eval", "retrieval", "bm25", f"tiny=dense:{tiny_model_dir}", "-c", str(data_config),
-                 "--split", "train", "--json", str(out_json)])
+    code = main(
+        [
+            "eval",
+            "retrieval",
+            "bm25",
+            f"tiny=dense:{tiny_model_dir}",
+            "-c",
+            str(data_config),
+            "--split",
+            "train",
+            "--json",
+            str(out_json),
+        ]
+    )
     assert code == 0
     payload = json.loads(out_json.read_text())
     names = [r["name"] for r in payload["reports"]]

@@ -40,10 +40,14 @@ def test_an_unknown_config_is_named_with_the_packaged_ones(tmp_path, monkeypatch
 
 
 def test_a_base_merges_mappings_and_replaces_other_values(tmp_path):
-    (tmp_path / "base.yaml").write_text(yaml.safe_dump(
-        {"trainer": {"max_epochs": 8, "devices": 1, "callbacks": ["a", "b"]}, "model": {"lr": 0.1}}))
-    (tmp_path / "child.yaml").write_text(yaml.safe_dump(
-        {"base": "base.yaml", "trainer": {"max_epochs": 2, "callbacks": ["c"]}, "data": {"batch_size": 4}}))
+    (tmp_path / "base.yaml").write_text(
+        yaml.safe_dump({"trainer": {"max_epochs": 8, "devices": 1, "callbacks": ["a", "b"]}, "model": {"lr": 0.1}})
+    )
+    (tmp_path / "child.yaml").write_text(
+        yaml.safe_dump(
+            {"base": "base.yaml", "trainer": {"max_epochs": 2, "callbacks": ["c"]}, "data": {"batch_size": 4}}
+        )
+    )
     assert load_config(tmp_path / "child.yaml") == {
         "trainer": {"max_epochs": 2, "devices": 1, "callbacks": ["c"]},
         "model": {"lr": 0.1},
@@ -74,8 +78,16 @@ def test_encoder_configs_share_one_base():
         assert config["trainer"]["callbacks"] == base["trainer"]["callbacks"]
         assert config["model"]["temperature"] == base["model"]["temperature"]
     assert (cpu["trainer"]["accelerator"], cpu["trainer"]["max_epochs"], cpu["model"]["max_length"]) == ("cpu", 2, 64)
-    assert (gpu["trainer"]["accelerator"], gpu["trainer"]["precision"], gpu["data"]["batch_size"]) == ("gpu", "bf16-mixed", 64)
-    assert (ddp["trainer"]["strategy"], ddp["trainer"]["precision"], ddp["data"]["batch_size"]) == ("ddp", "bf16-mixed", 32)
+    assert (gpu["trainer"]["accelerator"], gpu["trainer"]["precision"], gpu["data"]["batch_size"]) == (
+        "gpu",
+        "bf16-mixed",
+        64,
+    )
+    assert (ddp["trainer"]["strategy"], ddp["trainer"]["precision"], ddp["data"]["batch_size"]) == (
+        "ddp",
+        "bf16-mixed",
+        32,
+    )
 
 
 @pytest.mark.parametrize("name", packaged_configs())

@@ -59,14 +59,17 @@ def test_jsonl_reads_like_the_same_conversations_in_locomo_format(tiny_locomo_pa
     for sample_id, expected in from_locomo.items():
         got = from_jsonl[sample_id]
         assert (got.speaker_a, got.speaker_b) == (expected.speaker_a, expected.speaker_b)
-        assert [(t.dia_id, t.speaker, t.content, t.session) for t in got.turns] == \
-               [(t.dia_id, t.speaker, t.content, t.session) for t in expected.turns]
+        assert [(t.dia_id, t.speaker, t.content, t.session) for t in got.turns] == [
+            (t.dia_id, t.speaker, t.content, t.session) for t in expected.turns
+        ]
         assert [as_utc(t.t) for t in got.turns] == [as_utc(t.t) for t in expected.turns]
         # LoCoMo's "D:1:4" and "D2:02" normalise to the ids the JSONL file names; "D9:9" resolves nowhere
-        assert [(q.question, q.evidence, q.category) for q in got.qa] == \
-               [(q.question, q.evidence, q.category) for q in expected.qa]
-        assert [(o.text, o.dia_id, o.session) for o in got.observations] == \
-               [(o.text, o.dia_id, o.session) for o in expected.observations]
+        assert [(q.question, q.evidence, q.category) for q in got.qa] == [
+            (q.question, q.evidence, q.category) for q in expected.qa
+        ]
+        assert [(o.text, o.dia_id, o.session) for o in got.observations] == [
+            (o.text, o.dia_id, o.session) for o in expected.observations
+        ]
 
 
 def test_jsonl_optional_fields_zones_and_categories():
@@ -92,30 +95,67 @@ def _drop(path: tuple, key: str):
         for step in path:
             target = target[step]
         del target[key]
+
     return change
 
 
 MALFORMED = [
     # (description, records, line, expected message)
-    ("missing speaker", _broken(2, _drop(("sessions", 1, "turns", 0), "speaker")), 3,
-     r"conversation 'support-7', field sessions\[1\]\.turns\[0\]: missing key\(s\) \['speaker'\]"),
-    ("typo in a key", _broken(1, lambda r: r["questions"][0].update(evidance=["D1:1"])), 2,
-     r"field questions\[0\]: unknown key\(s\) \['evidance'\]"),
-    ("evidence names no turn", _broken(3, lambda r: r["questions"][1].update(evidence=["a3", "z9"])), 4,
-     r"field questions\[1\]\.evidence\[1\]: names no turn of this conversation: 'z9'"),
-    ("duplicate turn id", _broken(1, lambda r: r["sessions"][0]["turns"][2].update(id="D1:1")), 2,
-     r"field sessions\[0\]\.turns\[2\]\.id: duplicate turn id 'D1:1'"),
-    ("bad time", _broken(0, lambda r: r["sessions"][1].update(time="June 20th")), 1,
-     r"field sessions\[1\]\.time: cannot parse time 'June 20th'"),
-    ("sessions out of order", _broken(0, lambda r: r["sessions"][1].update(time="2023-01-01T00:00:00")), 1,
-     r"field sessions\[1\]\.time: .*chronological order"),
-    ("wrong type", _broken(3, lambda r: r["sessions"][0]["turns"][1].update(text=42)), 4,
-     r"field sessions\[0\]\.turns\[1\]\.text: should be a string, got int"),
-    ("unknown category", _broken(2, lambda r: r["questions"][0].update(category="trivia")), 3,
-     r"field questions\[0\]\.category: should be 1-5 or one of"),
+    (
+        "missing speaker",
+        _broken(2, _drop(("sessions", 1, "turns", 0), "speaker")),
+        3,
+        r"conversation 'support-7', field sessions\[1\]\.turns\[0\]: missing key\(s\) \['speaker'\]",
+    ),
+    (
+        "typo in a key",
+        _broken(1, lambda r: r["questions"][0].update(evidance=["D1:1"])),
+        2,
+        r"field questions\[0\]: unknown key\(s\) \['evidance'\]",
+    ),
+    (
+        "evidence names no turn",
+        _broken(3, lambda r: r["questions"][1].update(evidence=["a3", "z9"])),
+        4,
+        r"field questions\[1\]\.evidence\[1\]: names no turn of this conversation: 'z9'",
+    ),
+    (
+        "duplicate turn id",
+        _broken(1, lambda r: r["sessions"][0]["turns"][2].update(id="D1:1")),
+        2,
+        r"field sessions\[0\]\.turns\[2\]\.id: duplicate turn id 'D1:1'",
+    ),
+    (
+        "bad time",
+        _broken(0, lambda r: r["sessions"][1].update(time="June 20th")),
+        1,
+        r"field sessions\[1\]\.time: cannot parse time 'June 20th'",
+    ),
+    (
+        "sessions out of order",
+        _broken(0, lambda r: r["sessions"][1].update(time="2023-01-01T00:00:00")),
+        1,
+        r"field sessions\[1\]\.time: .*chronological order",
+    ),
+    (
+        "wrong type",
+        _broken(3, lambda r: r["sessions"][0]["turns"][1].update(text=42)),
+        4,
+        r"field sessions\[0\]\.turns\[1\]\.text: should be a string, got int",
+    ),
+    (
+        "unknown category",
+        _broken(2, lambda r: r["questions"][0].update(category="trivia")),
+        3,
+        r"field questions\[0\]\.category: should be 1-5 or one of",
+    ),
     ("no sessions", _broken(1, lambda r: r.update(sessions=[])), 2, r"field sessions: must have at least one session"),
-    ("duplicate conversation id", _broken(3, lambda r: r.update(id="tiny-2")), 4,
-     r"conversation id 'tiny-2' already used on line 2"),
+    (
+        "duplicate conversation id",
+        _broken(3, lambda r: r.update(id="tiny-2")),
+        4,
+        r"conversation id 'tiny-2' already used on line 2",
+    ),
     ("not JSON", _lines()[:2] + ['{"id": "x", "sessions": [}'], 3, r"line 3: not valid JSON"),
     ("not an object", _lines()[:1] + ["[1, 2]"], 2, r"line 2: expected a JSON object, got list"),
 ]
@@ -136,7 +176,9 @@ def test_a_malformed_locomo_file_names_the_line_of_its_sample(tmp_path, tiny_loc
     path.write_text(json.dumps(data, indent=1))
     starts = [number for number, text in enumerate(path.read_text().splitlines(), start=1) if text == " {"]
     line = starts[1]  # where the second sample starts
-    with pytest.raises(LocomoFormatError, match=rf"item 1 \(line {line}\), sample tiny-2, field session_1\[2\].*'text'"):
+    with pytest.raises(
+        LocomoFormatError, match=rf"item 1 \(line {line}\), sample tiny-2, field session_1\[2\].*'text'"
+    ):
         load_conversations(path)
     path.write_text(json.dumps(data)[:-1] + ", 3")
     with pytest.raises(LocomoFormatError, match="not valid JSON"):
@@ -152,11 +194,16 @@ def test_selecting_conversations_keeps_file_order_and_names_unknown_ids():
 @pytest.fixture
 def jsonl_config(tmp_path) -> Path:
     path = tmp_path / "my-data.yaml"
-    path.write_text(yaml.safe_dump({
-        "path": str(JSONL), "cache_dir": str(tmp_path / "cache"),
-        "splits": {"train": ["tiny-1", "support-7"], "validation": ["support-8"], "test": ["tiny-2"]},
-        "gate": {"windows": [2, 4]},
-    }))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "path": str(JSONL),
+                "cache_dir": str(tmp_path / "cache"),
+                "splits": {"train": ["tiny-1", "support-7"], "validation": ["support-8"], "test": ["tiny-2"]},
+                "gate": {"windows": [2, 4]},
+            }
+        )
+    )
     return path
 
 
@@ -180,16 +227,37 @@ def test_prepare_fit_and_evaluate_end_to_end_on_jsonl(tmp_path, jsonl_config, ti
 
     fit = {
         "seed_everything": 0,
-        "trainer": {"accelerator": "cpu", "devices": 1, "max_epochs": 2, "log_every_n_steps": 1,
-                    "num_sanity_val_steps": 0, "enable_model_summary": False, "enable_progress_bar": False,
-                    "logger": {"class_path": "lightning.pytorch.loggers.CSVLogger",
-                               "init_args": {"save_dir": str(tmp_path / "runs"), "name": "encoder"}},
-                    "callbacks": [{"class_path": "lightning.pytorch.callbacks.ModelCheckpoint",
-                                   "init_args": {"monitor": "val/recall@10", "mode": "max", "save_top_k": 1}},
-                                  {"class_path": "memnets.lit.encoder.ExportEncoder",
-                                   "init_args": {"export_dir": str(tmp_path / "best")}}]},
+        "trainer": {
+            "accelerator": "cpu",
+            "devices": 1,
+            "max_epochs": 2,
+            "log_every_n_steps": 1,
+            "num_sanity_val_steps": 0,
+            "enable_model_summary": False,
+            "enable_progress_bar": False,
+            "logger": {
+                "class_path": "lightning.pytorch.loggers.CSVLogger",
+                "init_args": {"save_dir": str(tmp_path / "runs"), "name": "encoder"},
+            },
+            "callbacks": [
+                {
+                    "class_path": "lightning.pytorch.callbacks.ModelCheckpoint",
+                    "init_args": {"monitor": "val/recall@10", "mode": "max", "save_top_k": 1},
+                },
+                {
+                    "class_path": "memnets.lit.encoder.ExportEncoder",
+                    "init_args": {"export_dir": str(tmp_path / "best")},
+                },
+            ],
+        },
         "model": {"backbone": str(tiny_model_dir), "max_length": 32, "lr": 1e-3, "warmup_ratio": 0.0},
-        "data": {"data_config": str(jsonl_config), "batch_size": 4, "hard_negatives": 1, "miner": "bm25", "mining_top_k": 3},
+        "data": {
+            "data_config": str(jsonl_config),
+            "batch_size": 4,
+            "hard_negatives": 1,
+            "miner": "bm25",
+            "mining_top_k": 3,
+        },
     }
     (tmp_path / "fit.yaml").write_text(yaml.safe_dump(fit))
     assert main(["fit", "encoder", "-c", str(tmp_path / "fit.yaml")]) == 0
@@ -199,8 +267,25 @@ def test_prepare_fit_and_evaluate_end_to_end_on_jsonl(tmp_path, jsonl_config, ti
     assert MemoryEncoder.from_pretrained(tmp_path / "best").dim == 32
 
     report = tmp_path / "eval.json"
-    assert main(["eval", "retrieval", "bm25", f"trained=dense:{tmp_path / 'best'}", "--data", str(JSONL),
-                 "-c", str(jsonl_config), "--split", "test", "--json", str(report)]) == 0
+    assert (
+        main(
+            [
+                "eval",
+                "retrieval",
+                "bm25",
+                f"trained=dense:{tmp_path / 'best'}",
+                "--data",
+                str(JSONL),
+                "-c",
+                str(jsonl_config),
+                "--split",
+                "test",
+                "--json",
+                str(report),
+            ]
+        )
+        == 0
+    )
     payload = json.loads(report.read_text())
     assert payload["conversations"] == ["tiny-2"] and payload["split"] == "test"
     assert [r["name"] for r in payload["reports"]] == ["bm25", "trained"]

@@ -45,8 +45,12 @@ def _loss(model, loss_fn, q, p, n, keys, query_keys, hard_keys):
         return F.normalize(model(x), dim=-1)
 
     return loss_fn(
-        embed(q), embed(p), embed(n),
-        positive_keys=keys, query_positive_keys=query_keys, hard_negative_keys=hard_keys,
+        embed(q),
+        embed(p),
+        embed(n),
+        positive_keys=keys,
+        query_positive_keys=query_keys,
+        hard_negative_keys=hard_keys,
     )
 
 
@@ -70,8 +74,9 @@ CASES = [(False, False), (True, True)]  # (symmetric, learnable temperature)
 
 
 def _worker(local_rank, rendezvous_file, references, result_dir):
-    dist.init_process_group("gloo", init_method=f"file://{rendezvous_file}", rank=local_rank, world_size=WORLD,
-                            timeout=TIMEOUT)
+    dist.init_process_group(
+        "gloo", init_method=f"file://{rendezvous_file}", rank=local_rank, world_size=WORLD, timeout=TIMEOUT
+    )
     try:
         for (symmetric, learnable), reference in zip(CASES, references):
             _check_case(local_rank, symmetric, learnable, reference)
@@ -88,8 +93,9 @@ def _worker(local_rank, rendezvous_file, references, result_dir):
 
 def _check_case(local_rank, symmetric, learnable, reference):
     model, data = _data()
-    loss_fn = InfoNCELoss(temperature=0.1, learnable_temperature=learnable, symmetric=symmetric,
-                          gather_across_devices=True)
+    loss_fn = InfoNCELoss(
+        temperature=0.1, learnable_temperature=learnable, symmetric=symmetric, gather_across_devices=True
+    )
     # uneven shares (4 + 2 rows) also exercise the padded gather
     share = slice(0, 4) if local_rank == 0 else slice(4, 6)
     local = [t[share] for t in data]
@@ -107,8 +113,7 @@ def test_ddp_gradients_equal_single_process(tmp_path):
     references = [_reference_grads(symmetric, learnable) for symmetric, learnable in CASES]
     results = tmp_path / "results"
     results.mkdir()
-    context = mp.spawn(_worker, args=(str(tmp_path / "rendezvous"), references, str(results)), nprocs=WORLD,
-                       join=False)
+    context = mp.spawn(_worker, args=(str(tmp_path / "rendezvous"), references, str(results)), nprocs=WORLD, join=False)
     deadline = time.monotonic() + SPAWN_DEADLINE_S
     while not context.join(timeout=1):  # raises ProcessRaisedException / ProcessExitedException on failure
         if time.monotonic() > deadline:

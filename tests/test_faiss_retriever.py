@@ -179,7 +179,9 @@ def test_auto_switches_to_approximate_above_threshold():
     grown = FaissRetriever(DIM, "auto", use_gpu=False, exact_below=50)  # background upkeep
     grown.add([f"a{i}" for i in range(40)], unit_vectors(40, seed=1), "o")
     assert grown.kind("o") == "flat"
-    grown.add([f"b{i}" for i in range(20)], unit_vectors(20, seed=2), "o")  # passes 50: moves to IVF off the request path
+    grown.add(
+        [f"b{i}" for i in range(20)], unit_vectors(20, seed=2), "o"
+    )  # passes 50: moves to IVF off the request path
     assert grown.wait(timeout=60) and grown.kind("o") == "ivf" and grown.count("o") == 60
     assert grown.search(unit_vectors(20, seed=2)[:2], 1, "o")[0] == [["b0"], ["b1"]]
 
@@ -207,12 +209,19 @@ def test_gpu_gives_the_cpu_results(tmp_path, index):
     gpu.save(tmp_path)
     reloaded = FaissRetriever.load(tmp_path, use_gpu=False)  # a GPU-saved retriever loads on CPU
     assert len(reloaded) == len(gpu)
-    np.testing.assert_allclose(reloaded.search(queries, 5, "owner1")[1], gpu.search(queries, 5, "owner1")[1], rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(
+        reloaded.search(queries, 5, "owner1")[1], gpu.search(queries, 5, "owner1")[1], rtol=1e-4, atol=1e-4
+    )
 
 
 @settings(max_examples=25, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from(["add", "remove"]), st.integers(0, 4), st.integers(1, 12)), min_size=1, max_size=12),
-       st.integers(1, 30), st.sampled_from(["flat", "hnsw", "ivf"]))
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["add", "remove"]), st.integers(0, 4), st.integers(1, 12)), min_size=1, max_size=12
+    ),
+    st.integers(1, 30),
+    st.sampled_from(["flat", "hnsw", "ivf"]),
+)
 def test_random_adds_and_removes_match_a_brute_force_model(operations, k, index):
     """After any sequence of adds and removes over 5 owners, every owner's search equals numpy on
     exactly that owner's live vectors: nothing foreign, nothing removed, min(k, n) results."""
@@ -280,8 +289,13 @@ def test_hnsw_tombstones_zero_the_vector_and_compaction_drops_them():
     state = retriever._owners["owner0"]
     assert state.tombstones == 50 and not state.index.reconstruct(0).any()  # the vector is gone from memory
     retriever.remove(ids[50:100])  # 100 of 400 = compact_at: compacted (synchronously with background=False)
-    assert retriever.stats("owner0") | {"bytes": 0} == {"kind": "hnsw", "live": 300, "tombstones": 0,
-                                                     "trained_size": 300, "bytes": 0}
+    assert retriever.stats("owner0") | {"bytes": 0} == {
+        "kind": "hnsw",
+        "live": 300,
+        "tombstones": 0,
+        "trained_size": 300,
+        "bytes": 0,
+    }
     got, _ = retriever.search(vectors[100:110], 1, "owner0")
     assert got == [[i] for i in ids[100:110]]
     assert retriever.ids("owner0") == ids[100:]
@@ -314,7 +328,7 @@ def test_compaction_swaps_atomically_with_concurrent_adds_and_removes():
     def writer(part: int) -> None:  # adds and removes while the compaction is paused
         new = range(1000 + 150 * part, 1000 + 150 * (part + 1))
         for start in range(new.start, new.stop, 50):
-            retriever.add(ids[start:start + 50], vectors[start:start + 50], "o")
+            retriever.add(ids[start : start + 50], vectors[start : start + 50], "o")
         retriever.remove([ids[i] for i in range(new.start, new.start + 30)])
         retriever.remove([ids[i] for i in range(200 + 100 * part, 200 + 100 * part + 40)])
 

@@ -43,8 +43,12 @@ def test_margin_drops_turns_scoring_like_the_positive(data, tiny_model_dir):
     positive = scores[conv.turn_index[row["positive_id"]]].item()
     own = query_positives(pairs)[(row["conv_id"], row["query"])]
     margin = 0.5
-    mined = mine_hard_negatives([row], conversations, encoder=encoder, top_k=1, relative_margin=margin, progress=False)[0]
-    allowed = [t.dia_id for t, s in zip(conv.turns, scores.tolist()) if t.dia_id not in own and s < (1 - margin) * positive]
+    mined = mine_hard_negatives([row], conversations, encoder=encoder, top_k=1, relative_margin=margin, progress=False)[
+        0
+    ]
+    allowed = [
+        t.dia_id for t, s in zip(conv.turns, scores.tolist()) if t.dia_id not in own and s < (1 - margin) * positive
+    ]
     if allowed:  # the best allowed turn, never one scoring above the margin
         best = max(allowed, key=lambda d: scores[conv.turn_index[d]].item())
         assert mined == [best]

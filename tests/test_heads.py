@@ -38,14 +38,18 @@ def data_config(tiny_locomo_path, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def importance_data(tiny_model_dir, data_config):
-    datamodule = ImportanceDataModule(encoder_path=str(tiny_model_dir), data_config=data_config, batch_size=8, progress=False)
+    datamodule = ImportanceDataModule(
+        encoder_path=str(tiny_model_dir), data_config=data_config, batch_size=8, progress=False
+    )
     datamodule.setup("fit")
     return datamodule
 
 
 @pytest.fixture(scope="module")
 def gate_data(tiny_model_dir, data_config):
-    datamodule = GateDataModule(encoder_path=str(tiny_model_dir), data_config=data_config, batch_size=32, progress=False)
+    datamodule = GateDataModule(
+        encoder_path=str(tiny_model_dir), data_config=data_config, batch_size=32, progress=False
+    )
     datamodule.setup("fit")
     return datamodule
 
@@ -58,8 +62,13 @@ def build(module_class, datamodule, **kwargs):
 
 def fit(module, datamodule, epochs: int, checkpoint=None):
     trainer = L.Trainer(
-        max_epochs=epochs, accelerator="cpu", logger=False, enable_checkpointing=False,
-        enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
+        max_epochs=epochs,
+        accelerator="cpu",
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        num_sanity_val_steps=0,
     )
     trainer.fit(module, datamodule)
     if checkpoint is not None:
@@ -88,10 +97,21 @@ def test_gate_labels_and_contexts_reach_the_tensors(gate_data, tiny_model_dir):
     assert {0.0, 1.0} <= set(train["labels"].tolist())
     # "What breed is Ann's dog?" (evidence D1:3) asked right after D1:3 with W=1: context [D1:3], no recall
     first = rows[0]
-    assert (first["query"], first["window"], first["context_ids"], first["label"]) == ("What breed is Ann's dog?", 1, ["D1:3"], 0)
+    assert (first["query"], first["window"], first["context_ids"], first["label"]) == (
+        "What breed is Ann's dog?",
+        1,
+        ["D1:3"],
+        0,
+    )
     encoder = MemoryEncoder.from_pretrained(tiny_model_dir)
-    np.testing.assert_allclose(gate_data.context("train")[0, 0].numpy(), encoder.encode(["Ann: He is a beagle. [shares a photo of a small dog on a couch]"])[0].numpy(), atol=1e-5)
-    np.testing.assert_allclose(train["query"][0].numpy(), encoder.encode([first["query"]], kind="query")[0].numpy(), atol=1e-5)
+    np.testing.assert_allclose(
+        gate_data.context("train")[0, 0].numpy(),
+        encoder.encode(["Ann: He is a beagle. [shares a photo of a small dog on a couch]"])[0].numpy(),
+        atol=1e-5,
+    )
+    np.testing.assert_allclose(
+        train["query"][0].numpy(), encoder.encode([first["query"]], kind="query")[0].numpy(), atol=1e-5
+    )
     assert train["mask"][0].tolist() == [True, False, False]
     for i, context in enumerate(rows["context_ids"]):
         assert int(train["mask"][i].sum()) == len(context)
@@ -110,8 +130,15 @@ def test_embedding_cache_is_reused_and_keyed_by_texts(tiny_model_dir, tmp_path):
 
 # --------------------------------------------------------------------------------- real fits
 def test_importance_fit_separates_classes_and_chooses_threshold_by_max_f1(importance_data, tmp_path):
-    module = build(ImportanceModule, importance_data, hidden_dims=[32], dropout=0.0, lr=1e-2, weight_decay=0.0,
-                   output_dir=str(tmp_path / "imp"))
+    module = build(
+        ImportanceModule,
+        importance_data,
+        hidden_dims=[32],
+        dropout=0.0,
+        lr=1e-2,
+        weight_decay=0.0,
+        output_dir=str(tmp_path / "imp"),
+    )
     head = fit(module, importance_data, epochs=40, checkpoint=tmp_path / "imp.ckpt")
     train = importance_data.splits["train"]
     assert head.use_text_features
@@ -131,12 +158,22 @@ def test_importance_fit_separates_classes_and_chooses_threshold_by_max_f1(import
     assert restored.hparams.dim == importance_data.dim and restored.hparams.hidden_dims == [32]
     assert restored.head.threshold == head.threshold and restored.head.logit_offset == head.logit_offset
     assert restored.head.metadata == head.metadata
-    np.testing.assert_array_equal(restored.head.predict_proba(train["embeddings"], texts=importance_data.texts["train"]), p)
+    np.testing.assert_array_equal(
+        restored.head.predict_proba(train["embeddings"], texts=importance_data.texts["train"]), p
+    )
 
 
 def test_gate_fit_separates_classes_and_keeps_95_percent_recall_on_validation(gate_data, tmp_path):
-    module = build(GateModule, gate_data, hidden_dims=[32], dropout=0.0, attention_dim=8, lr=1e-2, weight_decay=0.0,
-                   output_dir=str(tmp_path / "gate"))
+    module = build(
+        GateModule,
+        gate_data,
+        hidden_dims=[32],
+        dropout=0.0,
+        attention_dim=8,
+        lr=1e-2,
+        weight_decay=0.0,
+        output_dir=str(tmp_path / "gate"),
+    )
     head = fit(module, gate_data, epochs=30, checkpoint=tmp_path / "gate.ckpt")
     labels = gate_data.splits["train"]["labels"].numpy()
     p = gate_probabilities(head, gate_data, "train")
@@ -155,8 +192,20 @@ def test_gate_fit_separates_classes_and_keeps_95_percent_recall_on_validation(ga
 def test_fit_builds_the_head_for_the_datamodule_encoder(tiny_model_dir, data_config, importance_data):
     from memnets.lit.cli import build_cli
 
-    cli = build_cli("importance", ["--data.encoder_path", str(tiny_model_dir), "--data.data_config", data_config,
-                                   "--data.progress", "false", "--trainer.logger", "false"], run=False)
+    cli = build_cli(
+        "importance",
+        [
+            "--data.encoder_path",
+            str(tiny_model_dir),
+            "--data.data_config",
+            data_config,
+            "--data.progress",
+            "false",
+            "--trainer.logger",
+            "false",
+        ],
+        run=False,
+    )
     assert cli.model.head.dim == cli.datamodule.dim == importance_data.dim  # linked, not configured twice
     other = importance_data.dim + 1
     with pytest.raises(ValueError, match=f"a head for {other}-d embeddings"):
@@ -166,8 +215,13 @@ def test_fit_builds_the_head_for_the_datamodule_encoder(tiny_model_dir, data_con
 # --------------------------------------------------------------------------------- the nn parts
 def test_save_load_round_trip_is_exact_and_never_pickles(tmp_path):
     torch.manual_seed(0)
-    gate = RecallGateHead(16, hidden_dims=(8,), attention_dim=4, threshold=0.3, logit_offset=-0.5, metadata={"encoder": {"checksum": "x"}})
-    q, c = torch.nn.functional.normalize(torch.randn(5, 16), dim=-1), torch.nn.functional.normalize(torch.randn(5, 7, 16), dim=-1)
+    gate = RecallGateHead(
+        16, hidden_dims=(8,), attention_dim=4, threshold=0.3, logit_offset=-0.5, metadata={"encoder": {"checksum": "x"}}
+    )
+    q, c = (
+        torch.nn.functional.normalize(torch.randn(5, 16), dim=-1),
+        torch.nn.functional.normalize(torch.randn(5, 7, 16), dim=-1),
+    )
     mask = torch.rand(5, 7) > 0.3
     gate.save(tmp_path / "g")
     loaded = RecallGateHead.load(tmp_path / "g")
@@ -240,12 +294,35 @@ def test_eval_heads_command_reports_heads_and_baselines(tiny_model_dir, tiny_loc
     ImportanceHead(dim, hidden_dims=(8,), threshold=0.4).save(tmp_path / "imp")
     RecallGateHead(dim, hidden_dims=(8,), attention_dim=4, threshold=0.6).save(tmp_path / "gate")
     out = tmp_path / "eval" / "heads.json"  # the folder does not exist yet: the command creates it
-    assert cli_main(["eval", "heads", "--encoder", str(tiny_model_dir), "--importance", str(tmp_path / "imp"),
-                     "--gate", str(tmp_path / "gate"), "--data-config", str(config), "--split", "validation",
-                     "--json", str(out)]) == 0
+    assert (
+        cli_main(
+            [
+                "eval",
+                "heads",
+                "--encoder",
+                str(tiny_model_dir),
+                "--importance",
+                str(tmp_path / "imp"),
+                "--gate",
+                str(tmp_path / "gate"),
+                "--data-config",
+                str(config),
+                "--split",
+                "validation",
+                "--json",
+                str(out),
+            ]
+        )
+        == 0
+    )
     result = json.loads(out.read_text())
     assert result["split"] == "validation"
-    assert list(result["importance"]) == ["base rate", "length (logreg on log chars)", "logreg on embeddings", "ImportanceHead (MLP)"]
+    assert list(result["importance"]) == [
+        "base rate",
+        "length (logreg on log chars)",
+        "logreg on embeddings",
+        "ImportanceHead (MLP)",
+    ]
     assert list(result["gate"])[-1] == "RecallGateHead" and result["gate"]["always recall"]["recall"] == 1.0
     assert result["importance"]["ImportanceHead (MLP)"]["threshold"] == pytest.approx(0.4)  # the head's own
     assert result["gate"]["RecallGateHead"]["threshold"] == pytest.approx(0.6)

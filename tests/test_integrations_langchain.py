@@ -32,7 +32,9 @@ from memnets.integrations.langchain import (
 # the mark runs them here under pytest-asyncio without changing the mode for the whole test suite.
 pytestmark = [
     pytest.mark.asyncio,
-    pytest.mark.filterwarnings("ignore:The test <Function .* is marked with '@pytest.mark.asyncio':pytest.PytestWarning"),
+    pytest.mark.filterwarnings(
+        "ignore:The test <Function .* is marked with '@pytest.mark.asyncio':pytest.PytestWarning"
+    ),
 ]
 
 NOTES = [
@@ -121,8 +123,12 @@ def test_embeddings_encoder_normalises_and_checks():
 
 def test_vector_store_on_the_trained_encoder_scopes_by_user(tmp_path, tiny_encoder):
     store = MemnetsVectorStore.from_texts(
-        [text for _, text, _ in NOTES], MemnetsEmbeddings(tiny_encoder), [meta for *_, meta in NOTES],
-        ids=[i for i, *_ in NOTES], location=str(tmp_path / "memory"), user="alice",
+        [text for _, text, _ in NOTES],
+        MemnetsEmbeddings(tiny_encoder),
+        [meta for *_, meta in NOTES],
+        ids=[i for i, *_ in NOTES],
+        location=str(tmp_path / "memory"),
+        user="alice",
     )
     try:
         assert store.memory.encoder is tiny_encoder

@@ -284,8 +284,11 @@ def build_graph(store: BaseStore):
     """The docs' example graph: one node writes a note, the next searches the user's notes."""
 
     def remember(state: State, *, store: BaseStore) -> State:
-        store.put(("notes", state["user"]), str(len(store.search(("notes", state["user"]), limit=1000))),
-                  {"content": state["note"]})
+        store.put(
+            ("notes", state["user"]),
+            str(len(store.search(("notes", state["user"]), limit=1000))),
+            {"content": state["note"]},
+        )
         return {}
 
     def recall(state: State, *, store: BaseStore) -> State:
@@ -332,15 +335,21 @@ def test_query_scores_come_from_the_packs_learned_scorer(tmp_path, tiny_encoder)
     from memnets.scoring import LearnedScorer, ScorerWeights
 
     # importance dominates: the ranking is the scorer's, not the cosine of the store
-    pack = export_pack(tmp_path / "pack", tiny_encoder,
-                       scorer_weights=ScorerWeights(recency=0.0, relevance=1.0, importance=50.0))
+    pack = export_pack(
+        tmp_path / "pack", tiny_encoder, scorer_weights=ScorerWeights(recency=0.0, relevance=1.0, importance=50.0)
+    )
     with memnets.open(tmp_path / "memory", pack=pack) as memory:
         assert isinstance(memory.scorer, LearnedScorer)
         store = MemnetsStore(memory)
         _fill(store)
         # make "e" the most important memory of the user, whatever the query
-        memory.add("elderberries are tart", user="fruit.alice", id="e", importance=1.0,
-                   metadata=memory.get("e", user="fruit.alice").metadata)
+        memory.add(
+            "elderberries are tart",
+            user="fruit.alice",
+            id="e",
+            importance=1.0,
+            metadata=memory.get("e", user="fruit.alice").metadata,
+        )
         results = store.search(("fruit", "alice"), query="apples are red", limit=5)
         hits = memory.search("apples are red", user="fruit.alice", k=5)
         assert [(r.key, r.score) for r in results] == [(h.memory.id, pytest.approx(h.score)) for h in hits]

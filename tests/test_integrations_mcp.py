@@ -26,8 +26,15 @@ from mcp.client.streamable_http import streamablehttp_client
 
 import memnets
 
-TOOLS = {"add_memory", "search_memory", "list_memories", "get_memory", "update_memory", "delete_memory",
-         "delete_all_memories"}
+TOOLS = {
+    "add_memory",
+    "search_memory",
+    "list_memories",
+    "get_memory",
+    "update_memory",
+    "delete_memory",
+    "delete_all_memories",
+}
 STARTUP_S = 180  # importing torch and transformers on a loaded 2-core machine is slow
 
 
@@ -37,8 +44,9 @@ def server_args(folder, encoder_dir, *extra) -> list[str]:
 
 @asynccontextmanager
 async def stdio_session(folder, encoder_dir, *extra):
-    params = StdioServerParameters(command=sys.executable, args=server_args(folder, encoder_dir, *extra),
-                                   env=dict(os.environ))
+    params = StdioServerParameters(
+        command=sys.executable, args=server_args(folder, encoder_dir, *extra), env=dict(os.environ)
+    )
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         with anyio.fail_after(STARTUP_S):
             await session.initialize()
@@ -65,8 +73,9 @@ def test_stdio_round_trip(tmp_path, tiny_model_dir):
     async def run():
         async with stdio_session(folder, tiny_model_dir) as session:
             assert {tool.name for tool in (await session.list_tools()).tools} == TOOLS
-            tea = await call(session, "add_memory", text="Alice drinks green tea", user_id="alice",
-                             metadata={"source": "chat"})
+            tea = await call(
+                session, "add_memory", text="Alice drinks green tea", user_id="alice", metadata={"source": "chat"}
+            )
             await call(session, "add_memory", text="Alice lives in Lisbon", user_id="alice")
             await call(session, "add_memory", text="Bob plays chess", user_id="bob")
             assert tea["content"] == "Alice drinks green tea" and tea["metadata"] == {"source": "chat"}
@@ -79,14 +88,15 @@ def test_stdio_round_trip(tmp_path, tiny_model_dir):
             got = await call(session, "get_memory", memory_id=tea["id"], user_id="alice")
             assert got["content"] == "Alice drinks green tea"
             assert "no memory" in await error_of(session, "get_memory", memory_id=tea["id"], user_id="bob")
-            updated = await call(session, "update_memory", memory_id=tea["id"], text="Alice drinks black tea",
-                                 user_id="alice")
+            updated = await call(
+                session, "update_memory", memory_id=tea["id"], text="Alice drinks black tea", user_id="alice"
+            )
             assert updated["id"] == tea["id"] and updated["content"] == "Alice drinks black tea"
-            assert "no memory" in await error_of(session, "update_memory", memory_id="nope", text="x",
-                                                 user_id="alice")
+            assert "no memory" in await error_of(session, "update_memory", memory_id="nope", text="x", user_id="alice")
             assert await call(session, "delete_all_memories", user_id="bob") == {"deleted": 1}
-            lisbon = (await call(session, "search_memory", query="Alice lives in Lisbon", user_id="alice",
-                                 k=1))["results"][0]
+            lisbon = (await call(session, "search_memory", query="Alice lives in Lisbon", user_id="alice", k=1))[
+                "results"
+            ][0]
             assert await call(session, "delete_memory", memory_id=lisbon["id"], user_id="alice") == {"deleted": True}
             assert await call(session, "delete_memory", memory_id=lisbon["id"], user_id="alice") == {"deleted": False}
             return tea["id"]
@@ -143,15 +153,32 @@ def test_streamable_http_round_trip_with_a_pack(tmp_path, tiny_model_dir):
     from memnets.pack import export_pack
     from memnets.scoring import ScorerWeights
 
-    pack = export_pack(tmp_path / "pack", MemoryEncoder.from_pretrained(tiny_model_dir),
-                       scorer_weights=ScorerWeights(recency=0.0, relevance=1.0, importance=0.0, bias=5.0))
+    pack = export_pack(
+        tmp_path / "pack",
+        MemoryEncoder.from_pretrained(tiny_model_dir),
+        scorer_weights=ScorerWeights(recency=0.0, relevance=1.0, importance=0.0, bias=5.0),
+    )
     port = _free_port()
     log = tmp_path / "server.log"
     with log.open("w") as stderr:
         server = subprocess.Popen(
-            [sys.executable, "-m", "memnets", "serve", "mcp", "--memory", str(tmp_path / "memory"), "--pack", str(pack),
-             "--transport", "http", "--port", str(port)],
-            stdout=subprocess.DEVNULL, stderr=stderr,
+            [
+                sys.executable,
+                "-m",
+                "memnets",
+                "serve",
+                "mcp",
+                "--memory",
+                str(tmp_path / "memory"),
+                "--pack",
+                str(pack),
+                "--transport",
+                "http",
+                "--port",
+                str(port),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
         )
     try:
         deadline = time.monotonic() + STARTUP_S
@@ -165,8 +192,10 @@ def test_streamable_http_round_trip_with_a_pack(tmp_path, tiny_model_dir):
                 time.sleep(0.5)
 
         async def run():
-            async with streamablehttp_client(f"http://127.0.0.1:{port}/mcp") as (read, write, _), \
-                    ClientSession(read, write) as session:
+            async with (
+                streamablehttp_client(f"http://127.0.0.1:{port}/mcp") as (read, write, _),
+                ClientSession(read, write) as session,
+            ):
                 await session.initialize()
                 added = await call(session, "add_memory", text="Carol collects stamps", user_id="carol")
                 found = await call(session, "search_memory", query="Carol collects stamps", user_id="carol")

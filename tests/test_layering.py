@@ -28,7 +28,10 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("store", {"memnets.store"}),
     ("memory", {"memnets.memory"}),
     ("training and the memory API", {"memnets.lit", "memnets.api"}),
-    ("evaluation, agent, baselines, public names", {"memnets.evaluation", "memnets.agent", "memnets.baselines", "memnets"}),
+    (
+        "evaluation, agent, baselines, public names",
+        {"memnets.evaluation", "memnets.agent", "memnets.baselines", "memnets"},
+    ),
     ("framework adapters", {"memnets.integrations"}),
     ("terminal output", {"memnets.console"}),
     ("commands", {"memnets.commands"}),
@@ -127,7 +130,9 @@ def test_imports_follow_the_layers():
             allowed = LAYER_OF[target] < LAYER_OF[source]
         if not allowed and (source, target) not in KNOWN_VIOLATIONS:
             wrong[(source, target)] = where
-    assert wrong == {}, "imports against docs/architecture.md: " + "; ".join(f"{s} -> {t} ({w[0]})" for (s, t), w in wrong.items())
+    assert wrong == {}, "imports against docs/architecture.md: " + "; ".join(
+        f"{s} -> {t} ({w[0]})" for (s, t), w in wrong.items()
+    )
 
 
 def test_known_violations_are_still_real():
@@ -170,7 +175,7 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_no_import_circles_between_units():
     graph: dict[str, set[str]] = {}
-    for (source, target) in unit_edges():
+    for source, target in unit_edges():
         if (source, target) not in KNOWN_VIOLATIONS:
             graph.setdefault(source, set()).add(target)
     assert _cycles(graph) == []
@@ -183,7 +188,9 @@ def test_the_checker_sees_circles_and_lazy_imports():
     assert "memnets.data.locomo" not in GRAPH["memnets.retrieval.rankers"]
 
 
-@pytest.mark.parametrize("module", ["memnets", "memnets.records", "memnets.protocols", "memnets.scoring", "memnets.store"])
+@pytest.mark.parametrize(
+    "module", ["memnets", "memnets.records", "memnets.protocols", "memnets.scoring", "memnets.store"]
+)
 def test_light_modules_do_not_import_torch(module):
     code = f"import sys, {module}; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)

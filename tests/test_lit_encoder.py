@@ -19,8 +19,15 @@ from memnets.nn.encoder import MemoryEncoder
 @pytest.fixture
 def data_config(tmp_path, tiny_locomo_path):
     path = tmp_path / "data.yaml"
-    path.write_text(yaml.safe_dump({"path": str(tiny_locomo_path), "cache_dir": str(tmp_path / "cache"),
-                                    "splits": {"train": ["tiny-1"], "validation": ["tiny-2"], "test": []}}))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "path": str(tiny_locomo_path),
+                "cache_dir": str(tmp_path / "cache"),
+                "splits": {"train": ["tiny-1"], "validation": ["tiny-2"], "test": []},
+            }
+        )
+    )
     return path
 
 
@@ -28,22 +35,46 @@ def _fit_config(tmp_path, tiny_model_dir, data_config, epochs=4):
     config = {
         "seed_everything": 0,
         "trainer": {
-            "accelerator": "cpu", "devices": 1, "max_epochs": epochs, "log_every_n_steps": 1,
-            "num_sanity_val_steps": 0, "enable_model_summary": False, "enable_progress_bar": False,
-            "logger": {"class_path": "lightning.pytorch.loggers.CSVLogger",
-                       "init_args": {"save_dir": str(tmp_path / "runs"), "name": "encoder"}},
+            "accelerator": "cpu",
+            "devices": 1,
+            "max_epochs": epochs,
+            "log_every_n_steps": 1,
+            "num_sanity_val_steps": 0,
+            "enable_model_summary": False,
+            "enable_progress_bar": False,
+            "logger": {
+                "class_path": "lightning.pytorch.loggers.CSVLogger",
+                "init_args": {"save_dir": str(tmp_path / "runs"), "name": "encoder"},
+            },
             "callbacks": [
-                {"class_path": "lightning.pytorch.callbacks.ModelCheckpoint",
-                 "init_args": {"monitor": "val/recall@10", "mode": "max", "save_top_k": 1}},
-                {"class_path": "memnets.lit.encoder.ExportEncoder",
-                 "init_args": {"export_dir": str(tmp_path / "best")}},
+                {
+                    "class_path": "lightning.pytorch.callbacks.ModelCheckpoint",
+                    "init_args": {"monitor": "val/recall@10", "mode": "max", "save_top_k": 1},
+                },
+                {
+                    "class_path": "memnets.lit.encoder.ExportEncoder",
+                    "init_args": {"export_dir": str(tmp_path / "best")},
+                },
             ],
         },
-        "model": {"backbone": str(tiny_model_dir), "max_length": 32, "lr": 1e-3, "warmup_ratio": 0.0,
-                  "learnable_temperature": True, "temperature": 0.1, "temperature_lr": 0.01,
-                  "query_prefix": "query: "},
-        "data": {"data_config": str(data_config), "batch_size": 4, "hard_negatives": 1, "miner": "encoder",
-                 "miner_model": str(tiny_model_dir), "mining_top_k": 3},
+        "model": {
+            "backbone": str(tiny_model_dir),
+            "max_length": 32,
+            "lr": 1e-3,
+            "warmup_ratio": 0.0,
+            "learnable_temperature": True,
+            "temperature": 0.1,
+            "temperature_lr": 0.01,
+            "query_prefix": "query: ",
+        },
+        "data": {
+            "data_config": str(data_config),
+            "batch_size": 4,
+            "hard_negatives": 1,
+            "miner": "encoder",
+            "miner_model": str(tiny_model_dir),
+            "mining_top_k": 3,
+        },
     }
     path = tmp_path / "fit.yaml"
     path.write_text(yaml.safe_dump(config))
@@ -74,8 +105,9 @@ def test_fit_lowers_the_loss_logs_recall_and_exports_a_loadable_encoder(tmp_path
     texts = ["Alice: I adopted a cat.", "what pet did Alice get?"]
     assert not torch.allclose(trained.encode(texts), untrained.encode(texts))
     st = SentenceTransformer(str(best), device="cpu")
-    torch.testing.assert_close(st.encode_query(texts, convert_to_tensor=True).cpu(), trained.encode(texts, kind="query"),
-                               atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(
+        st.encode_query(texts, convert_to_tensor=True).cpu(), trained.encode(texts, kind="query"), atol=1e-5, rtol=1e-4
+    )
     assert (run / "encoder" / "memnets_encoder.json").is_file()
 
 
@@ -106,7 +138,9 @@ def test_ddp_ranks_get_disjoint_slices_of_one_global_batch():
     queries = [f"q{i}" for i in range(24)]
     positives = list(range(24))
     groups = ["a"] * 12 + ["b"] * 12  # two global batches of 6 per conversation
-    ranks = [list(NoDuplicatesBatchSampler(queries, positives, groups, 3, seed=0, num_replicas=2, rank=r)) for r in (0, 1)]
+    ranks = [
+        list(NoDuplicatesBatchSampler(queries, positives, groups, 3, seed=0, num_replicas=2, rank=r)) for r in (0, 1)
+    ]
     assert len(ranks[0]) == len(ranks[1]) == 4
     for left, right in zip(*ranks):
         assert len(left) == len(right) == 3 and not set(left) & set(right)
@@ -114,8 +148,9 @@ def test_ddp_ranks_get_disjoint_slices_of_one_global_batch():
 
 
 def test_collated_keys_mark_every_positive_of_a_query(tiny_model_dir, data_config):
-    data = RetrievalDataModule(data_config=str(data_config), batch_size=4, hard_negatives=2, miner="bm25",
-                               mining_top_k=3)
+    data = RetrievalDataModule(
+        data_config=str(data_config), batch_size=4, hard_negatives=2, miner="bm25", mining_top_k=3
+    )
     data.setup("fit")
     # the question with two evidence turns yields two pairs; both carry both keys
     rows = [row for row in data.train_pairs if row["qa_index"] == 2]

@@ -231,7 +231,9 @@ def test_a_redirect_to_another_host_or_port_is_refused_and_the_key_never_arrives
     endpoint.code, endpoint.same = code, False
     endpoint.target = f"http://{other_host}:{other.server_address[1]}"
     llm = OpenAIChatLLM(f"http://127.0.0.1:{endpoint.server_address[1]}", "m", api_key="secret-key", timeout=5)
-    with pytest.raises(LLMError, match=rf"redirected \(HTTP {code}\) to http://{other_host}:\d+/v1/chat/completions.*refused"):
+    with pytest.raises(
+        LLMError, match=rf"redirected \(HTTP {code}\) to http://{other_host}:\d+/v1/chat/completions.*refused"
+    ):
         llm.complete("my private memories")
     assert endpoint.seen == [("POST", "/v1/chat/completions", "Bearer secret-key")]
     assert other.seen == []  # nothing at all reached the other server, least of all the key
@@ -243,8 +245,10 @@ def test_a_redirect_on_the_same_host_and_port_is_followed_with_body_and_key(serv
     root = f"http://127.0.0.1:{endpoint.server_address[1]}"
     endpoint.code, endpoint.same, endpoint.target = code, True, root
     assert OpenAIChatLLM(root, "m", api_key="k", timeout=5).complete("hi") == "from the other host"
-    assert endpoint.seen == [("POST", "/v1/chat/completions", "Bearer k"),
-                             ("POST", "/moved/v1/chat/completions", "Bearer k")]
+    assert endpoint.seen == [
+        ("POST", "/v1/chat/completions", "Bearer k"),
+        ("POST", "/moved/v1/chat/completions", "Bearer k"),
+    ]
 
 
 def test_a_key_over_plain_http_is_refused_unless_the_host_is_loopback(monkeypatch):

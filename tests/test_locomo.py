@@ -35,8 +35,15 @@ def test_evidence_is_normalised_and_unresolvable_ids_are_kept_aside(tiny_locomo_
 
 @pytest.mark.parametrize(
     "raw, expected",
-    [("D1:3", ["D1:3"]), ("D8:6; D9:17", ["D8:6", "D9:17"]), ("D:11:26", ["D11:26"]), ("D30:05", ["D30:5"]),
-     ("D9:1 D4:4", ["D9:1", "D4:4"]), ("D4:17, D4:19", ["D4:17", "D4:19"]), ("D", ["D"])],
+    [
+        ("D1:3", ["D1:3"]),
+        ("D8:6; D9:17", ["D8:6", "D9:17"]),
+        ("D:11:26", ["D11:26"]),
+        ("D30:05", ["D30:5"]),
+        ("D9:1 D4:4", ["D9:1", "D4:4"]),
+        ("D4:17, D4:19", ["D4:17", "D4:19"]),
+        ("D", ["D"]),
+    ],
 )
 def test_split_evidence(raw, expected):
     assert split_evidence(raw) == expected
@@ -44,12 +51,25 @@ def test_split_evidence(raw, expected):
 
 def test_observations_point_at_their_source_turns(tiny_locomo_path):
     tiny1 = load_locomo(tiny_locomo_path)[0]
-    assert [(o.speaker, o.dia_id, o.session) for o in tiny1.observations] == [("Ann", "D1:1", 1), ("Bob", "D1:4", 1), ("Ann", "D2:3", 2)]
+    assert [(o.speaker, o.dia_id, o.session) for o in tiny1.observations] == [
+        ("Ann", "D1:1", 1),
+        ("Bob", "D1:4", 1),
+        ("Ann", "D2:3", 2),
+    ]
 
 
 def test_real_locomo_counts_match_its_readme():
     conversations = load_locomo()
-    assert [c.sample_id for c in conversations] == ["conv-26", "conv-30", "conv-41", "conv-42", "conv-43", "conv-47", "conv-49", "conv-50"]
+    assert [c.sample_id for c in conversations] == [
+        "conv-26",
+        "conv-30",
+        "conv-41",
+        "conv-42",
+        "conv-43",
+        "conv-47",
+        "conv-49",
+        "conv-50",
+    ]
     assert sum(len(c.sessions) for c in conversations) == 214
     assert sum(len(c.turns) for c in conversations) == 4526
     assert sum(len(c.qa) for c in conversations) == 1589

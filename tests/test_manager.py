@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 
 from memnets.llm import EXTRACTIVE_PREFIX
-from memnets.store.archive import Archive
 from memnets.memory.events import EventLog, Move
 from memnets.memory.manager import MemoryManager
 from memnets.memory.planning import Goal
 from memnets.memory.signals import FixedGate, HeuristicGate
+from memnets.store.archive import Archive
 
 T0 = datetime(2023, 5, 8, 13, 0, tzinfo=timezone.utc)
 # each of these is exactly three word-piece tokens for the MiniLM tokenizer (checked below)

@@ -33,8 +33,14 @@ def make_pack(encoder, folder, gate_threshold: float):
     importance = ImportanceHead(encoder.dim, hidden_dims=(8,))
     gate = RecallGateHead(encoder.dim, hidden_dims=(8,), attention_dim=4, threshold=gate_threshold)
     weights = ScorerWeights(recency=0.1, relevance=2.0, importance=0.5)
-    return export_pack(folder, encoder, importance=importance, gate=gate, scorer_weights=weights,
-                       thresholds={"importance": 0.3, "gate": gate_threshold})
+    return export_pack(
+        folder,
+        encoder,
+        importance=importance,
+        gate=gate,
+        scorer_weights=weights,
+        thresholds={"importance": 0.3, "gate": gate_threshold},
+    )
 
 
 @pytest.mark.parametrize("gate_threshold", [0.0, 1.0])
@@ -65,12 +71,30 @@ def test_replay_with_a_pack(encoder, tmp_path, tiny_locomo_path, tiny_model_dir)
 
     pack = make_pack(encoder, tmp_path / "pack", 0.0)
     out = tmp_path / "replay.json"
-    argv = ["replay", "--data", str(tiny_locomo_path), "--conversation", "tiny-1", "--encoder", str(tiny_model_dir),
-            "--pack", str(pack), "--context-budget", "12", "-k", "1", "--output", str(out)]
+    argv = [
+        "replay",
+        "--data",
+        str(tiny_locomo_path),
+        "--conversation",
+        "tiny-1",
+        "--encoder",
+        str(tiny_model_dir),
+        "--pack",
+        str(pack),
+        "--context-budget",
+        "12",
+        "-k",
+        "1",
+        "--output",
+        str(out),
+    ]
     assert main(argv) == 0
     rows = json.loads(out.read_text())["rows"]
-    assert [(row["name"], row["gate"]) for row in rows] == [("heuristic", "heuristic"), ("plain vector memory", "none"),
-                                                           ("pack:pack", "learned")]
+    assert [(row["name"], row["gate"]) for row in rows] == [
+        ("heuristic", "heuristic"),
+        ("plain vector memory", "none"),
+        ("pack:pack", "learned"),
+    ]
     assert rows[2]["searches"] == rows[2]["questions"] == 4  # gate threshold 0: always searches
     assert all(np.isfinite(row["evidence_recall"]) for row in rows)
     assert main(argv + ["--no-heuristic"]) == 0

@@ -20,8 +20,13 @@ T0 = datetime(2023, 1, 1)
 
 
 def memory(i: int, importance: float = 0.5, minutes: int | None = None) -> Memory:
-    return Memory(id=f"m{i}", owner="o", t=T0 + timedelta(minutes=i if minutes is None else minutes),
-                  content=f"text {i}", importance=importance)
+    return Memory(
+        id=f"m{i}",
+        owner="o",
+        t=T0 + timedelta(minutes=i if minutes is None else minutes),
+        content=f"text {i}",
+        importance=importance,
+    )
 
 
 def test_mmr_matches_a_hand_computation():

@@ -36,8 +36,13 @@ def encoder(tiny_model_dir):
 def pack_dir(encoder, tmp_path_factory):
     """An encoder-only pack with scorer weights, exported once; tests copy it before damaging it."""
     out = tmp_path_factory.mktemp("packs") / "pack"
-    return export_pack(out, encoder, scorer_weights=WEIGHTS, training={"data": "tiny", "split": {"train": ["tiny-1"]}},
-                       metrics={"recall@10": 0.5})
+    return export_pack(
+        out,
+        encoder,
+        scorer_weights=WEIGHTS,
+        training={"data": "tiny", "split": {"train": ["tiny-1"]}},
+        metrics={"recall@10": 0.5},
+    )
 
 
 @pytest.fixture
@@ -152,12 +157,19 @@ def test_pack_with_heads_round_trip(encoder, tmp_path):
     out = export_pack(tmp_path / "pack", encoder, importance=importance, gate=gate, scorer_weights=WEIGHTS)
     pack = load_pack(out)
     embeddings = encoder.encode(["a", "b", "c"]).numpy()
-    np.testing.assert_allclose(pack.importance.predict_proba(embeddings), importance.predict_proba(embeddings), atol=1e-6)
+    np.testing.assert_allclose(
+        pack.importance.predict_proba(embeddings), importance.predict_proba(embeddings), atol=1e-6
+    )
     assert set(pack.thresholds) == {"importance", "gate"} and pack.thresholds["gate"] == gate.threshold
     assert pack.gate.dim == encoder.dim and LearnedScorer.from_pack(pack).importance_head is pack.importance
     # heads given as folders written by their save() export the same way
-    from_folders = export_pack(tmp_path / "pack2", encoder, importance=importance.save(tmp_path / "imp"), gate=gate.save(tmp_path / "gate"))
-    assert load_pack(from_folders).manifest["files"]["importance/model.safetensors"] == pack.manifest["files"]["importance/model.safetensors"]
+    from_folders = export_pack(
+        tmp_path / "pack2", encoder, importance=importance.save(tmp_path / "imp"), gate=gate.save(tmp_path / "gate")
+    )
+    assert (
+        load_pack(from_folders).manifest["files"]["importance/model.safetensors"]
+        == pack.manifest["files"]["importance/model.safetensors"]
+    )
     wrong = heads.ImportanceHead(dim=encoder.dim + 1)
     with pytest.raises(packs.PackError):
         export_pack(tmp_path / "bad", encoder, importance=wrong)
@@ -167,19 +179,47 @@ def test_export_command_fits_weights_and_writes_a_loadable_pack(tiny_model_dir, 
     from memnets.cli import main
 
     config = tmp_path / "data.yaml"
-    config.write_text(f"path: {tiny_locomo_path}\ncache_dir: {tmp_path / 'cache'}\n"
-                      "splits:\n  train: []\n  validation: [tiny-1]\n  test: [tiny-2]\n")
+    config.write_text(
+        f"path: {tiny_locomo_path}\ncache_dir: {tmp_path / 'cache'}\n"
+        "splits:\n  train: []\n  validation: [tiny-1]\n  test: [tiny-2]\n"
+    )
     (tmp_path / "metrics.json").write_text(json.dumps({"test": {"recall@10": 0.9}}))
     out = tmp_path / "pack"
-    argv = ["export", "--encoder", str(tiny_model_dir), "--out", str(out), "--metrics", str(tmp_path / "metrics.json"), "-c", str(config)]
+    argv = [
+        "export",
+        "--encoder",
+        str(tiny_model_dir),
+        "--out",
+        str(out),
+        "--metrics",
+        str(tmp_path / "metrics.json"),
+        "-c",
+        str(config),
+    ]
     assert main(argv) == 0
     pack = load_pack(out)
     assert pack.scorer_weights.info["split"] == "validation" and pack.scorer_weights.info["queries"] == 4
     assert pack.manifest["metrics"] == {"test": {"recall@10": 0.9}}
     assert pack.manifest["training"]["splits"]["validation"] == ["tiny-1"]
     report = tmp_path / "eval.json"
-    assert main(["eval", "retrieval", "heuristic:" + str(tiny_model_dir), "--pack", str(out), "--split", "validation",
-                 "-c", str(config), "--json", str(report)]) == 0
+    assert (
+        main(
+            [
+                "eval",
+                "retrieval",
+                "heuristic:" + str(tiny_model_dir),
+                "--pack",
+                str(out),
+                "--split",
+                "validation",
+                "-c",
+                str(config),
+                "--json",
+                str(report),
+            ]
+        )
+        == 0
+    )
     names = [r["name"] for r in json.loads(report.read_text())["reports"]]
     assert names == [f"heuristic:{tiny_model_dir}", "pack-encoder", "pack-learned"]
     with pytest.raises(SystemExit):  # the pack exists now: refused without --overwrite
@@ -199,8 +239,24 @@ def test_export_command_with_head_folders(tiny_model_dir, tiny_locomo_path, tmp_
     config = tmp_path / "data.yaml"
     config.write_text(f"path: {tiny_locomo_path}\nsplits:\n  train: []\n  validation: [tiny-1]\n  test: [tiny-2]\n")
     out = tmp_path / "pack"
-    assert main(["export", "--encoder", str(tiny_model_dir), "--importance", str(tmp_path / "importance"),
-                 "--gate", str(tmp_path / "gate"), "--out", str(out), "-c", str(config)]) == 0
+    assert (
+        main(
+            [
+                "export",
+                "--encoder",
+                str(tiny_model_dir),
+                "--importance",
+                str(tmp_path / "importance"),
+                "--gate",
+                str(tmp_path / "gate"),
+                "--out",
+                str(out),
+                "-c",
+                str(config),
+            ]
+        )
+        == 0
+    )
     pack = load_pack(out)
     assert pack.thresholds == {"importance": 0.3, "gate": 0.6}
     assert pack.manifest["training"]["runs"] == {"importance": {"best_epoch": 2}}

@@ -13,8 +13,18 @@ from memnets.nn.embedding_cache import CachedEncoder
 
 def run(tmp_path, tiny_locomo_path, tiny_model_dir, *extra):
     out = tmp_path / "replay.json"
-    argv = ["replay", "--data", str(tiny_locomo_path), "--conversation", "tiny-1", "--encoder", str(tiny_model_dir),
-            "--output", str(out), *extra]
+    argv = [
+        "replay",
+        "--data",
+        str(tiny_locomo_path),
+        "--conversation",
+        "tiny-1",
+        "--encoder",
+        str(tiny_model_dir),
+        "--output",
+        str(out),
+        *extra,
+    ]
     assert cli_main(argv) == 0
     return json.loads(out.read_text())
 
@@ -26,8 +36,12 @@ def test_replay_with_a_context_that_holds_everything(tmp_path, tiny_locomo_path,
     assert settings["turns"] == 8 and settings["questions"] == 4  # the category-5 item has no evidence
     assert settings["conversation_tokens"] < 1000
     names = [(row["name"], row["gate"]) for row in result["rows"]]
-    assert names == [("heuristic", "heuristic"), ("heuristic", "always"), ("heuristic", "never"),
-                     ("plain vector memory", "none")]
+    assert names == [
+        ("heuristic", "heuristic"),
+        ("heuristic", "always"),
+        ("heuristic", "never"),
+        ("plain vector memory", "none"),
+    ]
     for row in result["rows"][:3]:
         assert row["evidence_recall"] == 1.0 and row["all_evidence"] == 1.0 and row["needed"] == 0
         assert row["archive_size"] == 8 and row["moves"]["RETAIN"] == 0
@@ -38,8 +52,18 @@ def test_replay_with_a_context_that_holds_everything(tmp_path, tiny_locomo_path,
 
 def test_replay_with_a_tiny_context_needs_the_archive(tmp_path, tiny_locomo_path, tiny_model_dir):
     # context 12 tokens (the last turn or so), working memory 1, k 1: most evidence is elsewhere
-    result = run(tmp_path, tiny_locomo_path, tiny_model_dir, "--context-budget", "12", "--working-capacity", "1",
-                 "-k", "1", "--reference")
+    result = run(
+        tmp_path,
+        tiny_locomo_path,
+        tiny_model_dir,
+        "--context-budget",
+        "12",
+        "--working-capacity",
+        "1",
+        "-k",
+        "1",
+        "--reference",
+    )
     heuristic, always, never, _ = result["rows"]
     for row in result["rows"][:3]:
         assert row["moves"]["RETAIN"] >= 6 and row["moves"]["BURY"] >= 5
@@ -108,8 +132,19 @@ def test_question_schedule_by_hand(tiny_locomo_path):
 
 def test_replay_interleaved_questions(tmp_path, tiny_locomo_path, tiny_model_dir):
     # a roomy context and questions asked right after their evidence: everything is in view, no search needed
-    result = run(tmp_path, tiny_locomo_path, tiny_model_dir, "--ask", "after-evidence", "--delay", "0",
-                 "--context-budget", "1000", "--events", str(tmp_path / "events"))
+    result = run(
+        tmp_path,
+        tiny_locomo_path,
+        tiny_model_dir,
+        "--ask",
+        "after-evidence",
+        "--delay",
+        "0",
+        "--context-budget",
+        "1000",
+        "--events",
+        str(tmp_path / "events"),
+    )
     row = result["rows"][0]
     from memnets.memory.events import EventLog, Move
 
@@ -139,4 +174,3 @@ def test_plain_vector_memory_is_the_cosine_top_k_of_all_turns(tmp_path, tiny_loc
         top = {ids[i] for i in np.argsort(-scores)[:2]}
         assert question["in_view"] == sorted(set(question["evidence"]) & top)
     assert plain["searches"] == plain["questions"] == 4 and plain["archive_size"] == 8
-

@@ -9,20 +9,34 @@ from memnets.commands.run import load_steps
 
 def _pipeline(tmp_path, tiny_locomo_path, steps):
     data = tmp_path / "data.yaml"
-    data.write_text(yaml.safe_dump({"path": str(tiny_locomo_path), "cache_dir": str(tmp_path / "cache"),
-                                    "splits": {"train": ["tiny-1"], "validation": [], "test": ["tiny-2"]}}))
+    data.write_text(
+        yaml.safe_dump(
+            {
+                "path": str(tiny_locomo_path),
+                "cache_dir": str(tmp_path / "cache"),
+                "splits": {"train": ["tiny-1"], "validation": [], "test": ["tiny-2"]},
+            }
+        )
+    )
     path = tmp_path / "pipeline.yaml"
-    path.write_text(yaml.safe_dump({"steps": {n: [a.replace("DATA", str(data)) for a in argv] for n, argv in steps}},
-                                   sort_keys=False))
+    path.write_text(
+        yaml.safe_dump(
+            {"steps": {n: [a.replace("DATA", str(data)) for a in argv] for n, argv in steps}}, sort_keys=False
+        )
+    )
     return path
 
 
 def test_run_executes_steps_in_order_and_stops_at_a_failure(tmp_path, tiny_locomo_path, capfd):
-    config = _pipeline(tmp_path, tiny_locomo_path, [
-        ("data", ["data", "prepare", "-c", "DATA"]),
-        ("broken", ["eval", "retrieval", "colbert", "-c", "DATA"]),
-        ("never", ["data", "prepare", "-c", "DATA"]),
-    ])
+    config = _pipeline(
+        tmp_path,
+        tiny_locomo_path,
+        [
+            ("data", ["data", "prepare", "-c", "DATA"]),
+            ("broken", ["eval", "retrieval", "colbert", "-c", "DATA"]),
+            ("never", ["data", "prepare", "-c", "DATA"]),
+        ],
+    )
     assert main(["run", "-c", str(config)]) == 2
     out, err = capfd.readouterr()
     assert "=== step data" in out and "=== step never" not in out
@@ -31,7 +45,9 @@ def test_run_executes_steps_in_order_and_stops_at_a_failure(tmp_path, tiny_locom
 
 
 def test_run_resumes_from_a_step(tmp_path, tiny_locomo_path, capfd):
-    config = _pipeline(tmp_path, tiny_locomo_path, [("a", ["data", "prepare", "-c", "DATA"]), ("b", ["data", "prepare", "-c", "DATA"])])
+    config = _pipeline(
+        tmp_path, tiny_locomo_path, [("a", ["data", "prepare", "-c", "DATA"]), ("b", ["data", "prepare", "-c", "DATA"])]
+    )
     assert main(["run", "-c", str(config), "--from", "b", "--dry-run"]) == 0
     out = capfd.readouterr().out
     assert "=== step b" in out and "=== step a" not in out
@@ -51,15 +67,24 @@ def test_a_pipeline_on_a_base_replaces_only_its_steps(tmp_path):
     gpu = load_steps("pipeline/gpu")
     cpu = load_steps("pipeline/cpu")
     assert [name for name, _ in gpu] == [name for name, _ in cpu]
-    assert [(n, a) for (n, a), (_, b) in zip(gpu, cpu) if a != b] == [("encoder", ["fit", "encoder", "-c", "encoder/gpu"])]
+    assert [(n, a) for (n, a), (_, b) in zip(gpu, cpu) if a != b] == [
+        ("encoder", ["fit", "encoder", "-c", "encoder/gpu"])
+    ]
 
 
 def test_steps_create_the_folders_they_write(tmp_path, tiny_locomo_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # a fresh working folder: nothing exists under it yet
-    config = _pipeline(tmp_path, tiny_locomo_path, [
-        ("data", ["data", "prepare", "-c", "DATA"]),
-        ("evaluate", ["eval", "retrieval", "bm25", "-c", "DATA", "--split", "test", "--json", "runs/eval/new/bm25.json"]),
-    ])
+    config = _pipeline(
+        tmp_path,
+        tiny_locomo_path,
+        [
+            ("data", ["data", "prepare", "-c", "DATA"]),
+            (
+                "evaluate",
+                ["eval", "retrieval", "bm25", "-c", "DATA", "--split", "test", "--json", "runs/eval/new/bm25.json"],
+            ),
+        ],
+    )
     assert main(["run", "-c", str(config)]) == 0
     assert "recall@10" in (tmp_path / "runs" / "eval" / "new" / "bm25.json").read_text()
 

@@ -24,8 +24,10 @@ NOW = datetime(2024, 1, 10, 12, 0)
 
 
 def memories(hours_ago=(0, 10, 100), importance=(0.2, 0.9, 0.5)) -> list[Memory]:
-    return [Memory(id=f"m{i}", owner="o", t=NOW - timedelta(hours=h), content=f"memory {i}", importance=imp)
-            for i, (h, imp) in enumerate(zip(hours_ago, importance))]
+    return [
+        Memory(id=f"m{i}", owner="o", t=NOW - timedelta(hours=h), content=f"memory {i}", importance=imp)
+        for i, (h, imp) in enumerate(zip(hours_ago, importance))
+    ]
 
 
 QUERY = np.array([1.0, 0.0, 0.0], dtype=np.float32)
@@ -38,6 +40,7 @@ def test_heuristic_matches_generative_agents_formula_by_hand():
     rec = 0.995 ** np.array([0, 10, 100])
     rel = np.array([0.0, 1 / np.sqrt(2), 1.0])
     imp = np.array([0.2, 0.9, 0.5])
+
     def norm(v):
         return (v - v.min()) / (v.max() - v.min())
 
@@ -91,11 +94,18 @@ def test_scorers_are_interchangeable_with_a_real_encoder(tiny_model_dir):
 
     encoder = MemoryEncoder.from_pretrained(tiny_model_dir)
     mems = memories()
-    learned = LearnedScorer(encoder, ScorerWeights(recency=0.5, relevance=2.0, importance=1.0), importance_head=HalfHead())
+    learned = LearnedScorer(
+        encoder, ScorerWeights(recency=0.5, relevance=2.0, importance=1.0), importance_head=HalfHead()
+    )
     for scorer in (HeuristicScorer(encoder), learned):
         encoded = scorer.score(mems, "what happened?", NOW)
-        given = scorer.score(mems, "what happened?", NOW, query_vector=encoder.encode(["what happened?"], kind="query"),
-                             memory_vectors=encoder.encode([m.content for m in mems]))
+        given = scorer.score(
+            mems,
+            "what happened?",
+            NOW,
+            query_vector=encoder.encode(["what happened?"], kind="query"),
+            memory_vectors=encoder.encode([m.content for m in mems]),
+        )
         assert encoded.shape == (3,) and np.isfinite(encoded).all()
         np.testing.assert_allclose(encoded, given, atol=1e-5)
     # the head's probability, not the stored importance, drives the learned scorer's importance feature
@@ -110,8 +120,16 @@ def test_fit_scorer_weights_learns_which_feature_predicts_evidence():
     for q in range(30):
         n = 20
         hours = rng.uniform(0, 500, n)
-        mems = [Memory(id=f"{q}-{i}", owner="o", t=NOW - timedelta(hours=float(h)), content="x", importance=float(rng.uniform()))
-                for i, h in enumerate(hours)]
+        mems = [
+            Memory(
+                id=f"{q}-{i}",
+                owner="o",
+                t=NOW - timedelta(hours=float(h)),
+                content="x",
+                importance=float(rng.uniform()),
+            )
+            for i, h in enumerate(hours)
+        ]
         vectors = rng.standard_normal((n, 8))
         query = rng.standard_normal(8)
         labels = np.argsort(-(vectors @ query) / np.linalg.norm(vectors, axis=1))[:2]  # the 2 most similar

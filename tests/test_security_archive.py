@@ -142,8 +142,10 @@ def test_a_rolled_back_row_fails_naming_the_row(tmp_path):
     _archive(tmp_path, key)
     before = _row(tmp_path, "m2")
     with Archive(tmp_path, DIM, key=key) as archive:
-        archive.upsert([memory_for("m2", "alice", minutes=2, content="corrected: the user is allergic to nuts")],
-                       vectors_for([memory_for("m2", "alice")]))
+        archive.upsert(
+            [memory_for("m2", "alice", minutes=2, content="corrected: the user is allergic to nuts")],
+            vectors_for([memory_for("m2", "alice")]),
+        )
     _write_row(tmp_path, "m2", before)
     with Archive(tmp_path, DIM, key=key) as archive:
         with pytest.raises(ArchiveIntegrityError, match=r"memory 'm2' of owner 'alice' \(row version 2\).*rolled back"):
@@ -158,10 +160,15 @@ def test_a_row_transplanted_from_another_archive_under_the_same_key_fails_naming
     with sqlite3.connect(tmp_path / "a" / DB_FILE) as source, sqlite3.connect(tmp_path / "b" / DB_FILE) as target:
         values = source.execute(f"SELECT {', '.join(COLUMNS)} FROM memories WHERE id = 'm5'").fetchone()
         target.execute("DELETE FROM memories WHERE id = 'm5'")
-        target.execute(f"INSERT INTO memories (owner, id, {', '.join(COLUMNS)}) VALUES ('alice', 'm5', "
-                       f"{', '.join('?' * len(COLUMNS))})", values)
-    with Archive(tmp_path / "b", DIM, key=key) as archive, \
-            pytest.raises(ArchiveIntegrityError, match=r"memory 'm5' of owner 'alice'.*copied from another archive"):
+        target.execute(
+            f"INSERT INTO memories (owner, id, {', '.join(COLUMNS)}) VALUES ('alice', 'm5', "
+            f"{', '.join('?' * len(COLUMNS))})",
+            values,
+        )
+    with (
+        Archive(tmp_path / "b", DIM, key=key) as archive,
+        pytest.raises(ArchiveIntegrityError, match=r"memory 'm5' of owner 'alice'.*copied from another archive"),
+    ):
         archive.get(["m5"], "alice")
 
 
@@ -212,8 +219,15 @@ def test_new_archives_store_the_kdf_parameters(tmp_path):
     assert kdf == DEFAULT_KDF == {"name": "scrypt", "n": 2**17, "r": 8, "p": 1}
 
 
-@pytest.mark.parametrize("bad", [{"name": "scrypt", "n": 2, "r": 8, "p": 1}, {"name": "scrypt", "n": 2**30, "r": 8, "p": 1},
-                                 {"name": "pbkdf2"}, "not json"])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"name": "scrypt", "n": 2, "r": 8, "p": 1},
+        {"name": "scrypt", "n": 2**30, "r": 8, "p": 1},
+        {"name": "pbkdf2"},
+        "not json",
+    ],
+)
 def test_stored_kdf_parameters_out_of_bounds_are_refused(tmp_path, bad):
     """A writer of the folder could lower the cost (a downgrade) or raise it to exhaust memory."""
     with Archive(tmp_path, DIM, key="a passphrase"):
@@ -228,7 +242,10 @@ def test_stored_kdf_parameters_out_of_bounds_are_refused(tmp_path, bad):
 def test_a_format_2_archive_opens_and_is_upgraded(tmp_path, name, key):
     shutil.copy(FIXTURES / f"{name}.sqlite3", tmp_path / DB_FILE)
     with Archive(tmp_path, None, key=key) as archive:
-        assert [m.content for m in archive.list_memories("alice")] == ["legacy memory number 0", "legacy memory number 1"]
+        assert [m.content for m in archive.list_memories("alice")] == [
+            "legacy memory number 0",
+            "legacy memory number 1",
+        ]
         assert archive.history("m0", "alice")[0].content == "an older version"
         assert archive.get(["m2"], "bob")[0].metadata == {"n": 2}
         archive_id = archive.archive_id
@@ -320,10 +337,16 @@ def test_the_rotate_key_command(tmp_path, monkeypatch, capsys):
     key_file = tmp_path / "raw.key"
     key_file.write_bytes(generate_key())
     os.chmod(key_file, 0o600)
-    assert main(["archive", "rotate-key", str(tmp_path), "--old-key-env", "NEW_PASS", "--new-key-file", str(key_file)]) == 0
+    assert (
+        main(["archive", "rotate-key", str(tmp_path), "--old-key-env", "NEW_PASS", "--new-key-file", str(key_file)])
+        == 0
+    )
     with Archive(tmp_path, DIM, key=key_file.read_bytes()) as archive:
         assert archive.count("alice") == 3
-    assert main(["archive", "rotate-key", str(tmp_path), "--old-key-env", "UNSET_VARIABLE_X", "--new-key-env", "NEW_PASS"]) == 2
+    assert (
+        main(["archive", "rotate-key", str(tmp_path), "--old-key-env", "UNSET_VARIABLE_X", "--new-key-env", "NEW_PASS"])
+        == 2
+    )
     assert "UNSET_VARIABLE_X" in capsys.readouterr().err
     assert main(["archive", "rotate-key", str(tmp_path), "--old-key-env", "NEW_PASS", "--new-key-env", "NEW_PASS"]) == 1
     assert "wrong encryption key" in capsys.readouterr().err

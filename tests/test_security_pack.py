@@ -37,8 +37,13 @@ def pack_dir(tiny_model_dir, tmp_path_factory):
     torch.manual_seed(0)
     encoder = MemoryEncoder.from_pretrained(tiny_model_dir, projection_dim=16)
     weights = ScorerWeights(recency=0.5, relevance=2.0, importance=1.0, bias=-1.0)
-    return export_pack(tmp_path_factory.mktemp("packs") / "pack", encoder, importance=ImportanceHead(dim=16),
-                       gate=RecallGateHead(dim=16), scorer_weights=weights)
+    return export_pack(
+        tmp_path_factory.mktemp("packs") / "pack",
+        encoder,
+        importance=ImportanceHead(dim=16),
+        gate=RecallGateHead(dim=16),
+        scorer_weights=weights,
+    )
 
 
 @pytest.fixture
@@ -94,8 +99,9 @@ def test_a_fifo_is_refused_without_blocking(copy):
         load_pack(copy)
 
 
-@pytest.mark.parametrize("name", ["encoder/modeling_evil.py", "encoder/training_args.bin", "importance/head.npy",
-                                  "encoder/README.md"])
+@pytest.mark.parametrize(
+    "name", ["encoder/modeling_evil.py", "encoder/training_args.bin", "importance/head.npy", "encoder/README.md"]
+)
 def test_a_listed_file_outside_the_format_is_refused_whatever_its_suffix(copy, name):
     (copy / name).write_bytes(b"import os\n")
     _relist(copy, name)

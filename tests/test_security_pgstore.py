@@ -39,8 +39,11 @@ def make(pg_url):
 
 def _sql(store, statement, params=()):
     with psycopg.connect(store.url, autocommit=True) as conn:
-        return conn.execute(statement.replace("{t}", f"{store.table}_memories"), params).fetchall() \
-            if statement.lstrip().upper().startswith("SELECT") else conn.execute(statement.replace("{t}", f"{store.table}_memories"), params)
+        return (
+            conn.execute(statement.replace("{t}", f"{store.table}_memories"), params).fetchall()
+            if statement.lstrip().upper().startswith("SELECT")
+            else conn.execute(statement.replace("{t}", f"{store.table}_memories"), params)
+        )
 
 
 def test_versions_count_the_writes_of_a_row(make):
@@ -54,8 +57,9 @@ def test_a_rolled_back_row_fails_naming_the_row(make):
     before = _sql(store, f"SELECT {', '.join(COLUMNS)} FROM {{t}} WHERE id = 'm1'")[0]
     store.upsert([memory_for("m1", "alice", content="corrected")], vectors_for([memory_for("m1", "alice")]))
     with psycopg.connect(store.url, autocommit=True) as conn:
-        conn.execute(f"UPDATE {store.table}_memories SET {', '.join(c + ' = %s' for c in COLUMNS)} WHERE id = 'm1'",
-                     before)
+        conn.execute(
+            f"UPDATE {store.table}_memories SET {', '.join(c + ' = %s' for c in COLUMNS)} WHERE id = 'm1'", before
+        )
     with pytest.raises(ArchiveIntegrityError, match=r"memory 'm1' of owner 'alice' \(row version 2\).*rolled back"):
         store.get(["m1"], "alice")
     assert store.get(["m2"], "alice")[0].id == "m2"
@@ -66,16 +70,19 @@ def test_a_row_transplanted_from_another_store_under_the_same_key_fails_naming_t
     source, target = make(key), make(key)
     row = _sql(source, f"SELECT {', '.join(COLUMNS)}, version FROM {{t}} WHERE id = 'm3'")[0]
     with psycopg.connect(target.url, autocommit=True) as conn:
-        conn.execute(f"UPDATE {target.table}_memories SET {', '.join(c + ' = %s' for c in (*COLUMNS, 'version'))} "
-                     "WHERE id = 'm3'", row)
+        conn.execute(
+            f"UPDATE {target.table}_memories SET {', '.join(c + ' = %s' for c in (*COLUMNS, 'version'))} "
+            "WHERE id = 'm3'",
+            row,
+        )
     with pytest.raises(ArchiveIntegrityError, match=r"memory 'm3' of owner 'alice'.*copied from another archive"):
         target.get(["m3"], "alice")
 
 
 def test_a_format_1_store_is_upgraded_and_its_rows_bound(make, pg_url):
     """Turn a store back into format 1 (no version column, no store id, rows sealed the old way), reopen it."""
-    from memnets.store.crypto import RowCipher, derive_key, parse_kdf_record
     from memnets.store import rows as rowcodec
+    from memnets.store.crypto import RowCipher, derive_key, parse_kdf_record
     from memnets.store.postgres import PgVectorStore
     from memnets.timeutil import as_utc
 
@@ -90,13 +97,26 @@ def test_a_format_1_store_is_upgraded_and_its_rows_bound(make, pg_url):
 
         register_vector(conn)
         for owner, memory_id, t, kind, importance, superseded_by, embedding, version, payload in conn.execute(
-                f"SELECT owner, id, t, kind, importance, superseded_by, embedding, version, payload FROM {table}_memories"):
-            fields = (owner, memory_id, as_utc(t).isoformat(), kind, importance,
-                      embedding.to_numpy().astype("<f4").tobytes(), superseded_by)
-            plain = cipher.open(bytes(payload), rowcodec.row_aad(*fields, store_id=meta["archive_id"].decode(),
-                                                                  version=version), what="test")
-            conn.execute(f"UPDATE {table}_memories SET payload = %s WHERE id = %s",
-                         (cipher.seal(plain, rowcodec.row_aad(*fields, store_id=None, version=None)), memory_id))
+            f"SELECT owner, id, t, kind, importance, superseded_by, embedding, version, payload FROM {table}_memories"
+        ):
+            fields = (
+                owner,
+                memory_id,
+                as_utc(t).isoformat(),
+                kind,
+                importance,
+                embedding.to_numpy().astype("<f4").tobytes(),
+                superseded_by,
+            )
+            plain = cipher.open(
+                bytes(payload),
+                rowcodec.row_aad(*fields, store_id=meta["archive_id"].decode(), version=version),
+                what="test",
+            )
+            conn.execute(
+                f"UPDATE {table}_memories SET payload = %s WHERE id = %s",
+                (cipher.seal(plain, rowcodec.row_aad(*fields, store_id=None, version=None)), memory_id),
+            )
         conn.execute(f"ALTER TABLE {table}_memories DROP COLUMN version")
         conn.execute(f"DELETE FROM {table}_meta WHERE key = 'archive_id'")
         conn.execute(f"UPDATE {table}_meta SET value = %s WHERE key = 'format'", (b"1",))

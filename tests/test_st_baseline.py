@@ -13,11 +13,39 @@ from memnets.nn.encoder import MemoryEncoder
 
 def test_baseline_fine_tunes_and_saves_a_loadable_folder(tmp_path, tiny_model_dir, tiny_locomo_path):
     config = tmp_path / "data.yaml"
-    config.write_text(yaml.safe_dump({"path": str(tiny_locomo_path), "cache_dir": str(tmp_path / "cache"),
-                                      "splits": {"train": ["tiny-1"], "validation": [], "test": ["tiny-2"]}}))
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "path": str(tiny_locomo_path),
+                "cache_dir": str(tmp_path / "cache"),
+                "splits": {"train": ["tiny-1"], "validation": [], "test": ["tiny-2"]},
+            }
+        )
+    )
     out = tmp_path / "st"
-    assert cli_main(["baseline", "st-mnrl", "--output", str(out), "--backbone", str(tiny_model_dir), "-c", str(config), "--epochs", "2",
-                 "--batch-size", "4", "--lr", "1e-3", "--max-steps", "3"]) == 0
+    assert (
+        cli_main(
+            [
+                "baseline",
+                "st-mnrl",
+                "--output",
+                str(out),
+                "--backbone",
+                str(tiny_model_dir),
+                "-c",
+                str(config),
+                "--epochs",
+                "2",
+                "--batch-size",
+                "4",
+                "--lr",
+                "1e-3",
+                "--max-steps",
+                "3",
+            ]
+        )
+        == 0
+    )
     record = json.loads((out / "training.json").read_text())
     assert record["steps"] == 3 and record["pairs_per_second"] > 0
     trained = MemoryEncoder.from_pretrained(out)

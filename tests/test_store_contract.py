@@ -19,13 +19,13 @@ import numpy as np
 import pytest
 from archive_helpers import DIM, EPOCH, memory_for, start_child, vector_for, vectors_for
 
+from memnets.records import Memory
+from memnets.store import MemoryFilter, MemoryStore, open_store
 from memnets.store.errors import (
     ArchiveFormatError,
     ArchiveKeyError,
     InvalidMemoryError,
 )
-from memnets.records import Memory
-from memnets.store import MemoryFilter, MemoryStore, open_store
 
 STORES = ["archive", "postgres"]
 
@@ -117,10 +117,21 @@ def test_owners_see_only_their_own_memories(store):
 
 
 def test_round_trip_keeps_every_field(store):
-    rich = Memory(id="r", owner="a", t=datetime(2024, 3, 1, 12, 30, 15, 123456, tzinfo=timezone.utc),
-                  content="naïve café ☕ — multi\nline", importance=0.75, kind="reflection",
-                  last_access=datetime(2024, 3, 2, tzinfo=timezone.utc), links=("x", "y"), agent="Ann",
-                  action="says", objects=("cup",), location="kitchen", metadata={"n": 3, "tags": ["a"], "ok": True})
+    rich = Memory(
+        id="r",
+        owner="a",
+        t=datetime(2024, 3, 1, 12, 30, 15, 123456, tzinfo=timezone.utc),
+        content="naïve café ☕ — multi\nline",
+        importance=0.75,
+        kind="reflection",
+        last_access=datetime(2024, 3, 2, tzinfo=timezone.utc),
+        links=("x", "y"),
+        agent="Ann",
+        action="says",
+        objects=("cup",),
+        location="kitchen",
+        metadata={"n": 3, "tags": ["a"], "ok": True},
+    )
     plain = memory_for("p", "a")
     store.upsert([rich, plain], vectors_for([rich, plain]))
     assert store.get(["r", "p"], "a") == [rich, plain]
@@ -141,8 +152,9 @@ def varied_memories(n: int, owner: str = "a") -> list[Memory]:
             metadata["flag"] = bool(i % 8)
         if i % 5 == 0:
             del metadata["n"]
-        memories.append(memory_for(f"m{i:03d}", owner, minutes=int(rng.integers(0, 600)), kind=kinds[i % 4],
-                                   metadata=metadata))
+        memories.append(
+            memory_for(f"m{i:03d}", owner, minutes=int(rng.integers(0, 600)), kind=kinds[i % 4], metadata=metadata)
+        )
     return memories
 
 
@@ -180,14 +192,18 @@ def test_filters_agree_with_the_reference_semantics(store, spec):
 
 
 def test_k_is_filled_under_a_selective_filter(store):
-    memories = [memory_for(f"m{i}", "a", kind="plan" if i % 50 == 0 else "observation",
-                           metadata={"rare": i % 50 == 1}) for i in range(1000)]
+    memories = [
+        memory_for(f"m{i}", "a", kind="plan" if i % 50 == 0 else "observation", metadata={"rare": i % 50 == 1})
+        for i in range(1000)
+    ]
     vectors = vectors_for(memories)
     for start in range(0, 1000, 250):
-        store.upsert(memories[start:start + 250], vectors[start:start + 250])
+        store.upsert(memories[start : start + 250], vectors[start : start + 250])
     query = vector_for("probe")
-    for spec, predicate in [({"kind": "plan"}, lambda m: m.kind == "plan"),
-                            ({"metadata": {"rare": True}}, lambda m: m.metadata["rare"])]:
+    for spec, predicate in [
+        ({"kind": "plan"}, lambda m: m.kind == "plan"),
+        ({"metadata": {"rare": True}}, lambda m: m.metadata["rare"]),
+    ]:
         matching = [n for n, m in enumerate(memories) if predicate(m)]
         assert len(matching) == 20
         exact = [memories[n].id for n in sorted(matching, key=lambda n: -float(vectors[n] @ query))]
@@ -297,16 +313,29 @@ def test_every_acknowledged_write_survives_sigkill(make, location):
 
 # ---------------------------------------------------------------------- bad input
 BAD_CALLS = [
-    ("upsert empty content", lambda s: s.upsert([memory_for("n", "a", content=" ")], vector_for("n")[None]), InvalidMemoryError),
+    (
+        "upsert empty content",
+        lambda s: s.upsert([memory_for("n", "a", content=" ")], vector_for("n")[None]),
+        InvalidMemoryError,
+    ),
     ("upsert NaN vector", lambda s: s.upsert([memory_for("n", "a")], np.full((1, DIM), np.nan)), InvalidMemoryError),
     ("upsert wrong dim", lambda s: s.upsert([memory_for("n", "a")], np.ones((1, DIM + 1))), InvalidMemoryError),
-    ("upsert twice in a batch", lambda s: s.upsert([memory_for("n", "a")] * 2, vectors_for([memory_for("n", "a")] * 2)),
-     InvalidMemoryError),
+    (
+        "upsert twice in a batch",
+        lambda s: s.upsert([memory_for("n", "a")] * 2, vectors_for([memory_for("n", "a")] * 2)),
+        InvalidMemoryError,
+    ),
     ("upsert not a Memory", lambda s: s.upsert(["text"], vector_for("n")[None]), InvalidMemoryError),
-    ("upsert self-superseding", lambda s: s.upsert([memory_for("n", "a", superseded_by="n")], vector_for("n")[None]),
-     InvalidMemoryError),
-    ("upsert bad metadata", lambda s: s.upsert([memory_for("n", "a", metadata={"x": object()})], vector_for("n")[None]),
-     InvalidMemoryError),
+    (
+        "upsert self-superseding",
+        lambda s: s.upsert([memory_for("n", "a", superseded_by="n")], vector_for("n")[None]),
+        InvalidMemoryError,
+    ),
+    (
+        "upsert bad metadata",
+        lambda s: s.upsert([memory_for("n", "a", metadata={"x": object()})], vector_for("n")[None]),
+        InvalidMemoryError,
+    ),
     ("search k=0", lambda s: s.search(vector_for("x"), 0, "a"), ValueError),
     ("search owner None", lambda s: s.search(vector_for("x"), 3, None), ValueError),
     ("search wrong dim", lambda s: s.search(np.ones(DIM + 1), 3, "a"), InvalidMemoryError),

@@ -37,7 +37,9 @@ PACKAGE_DATA = (
 
 def _run(command: list[str], cwd: Path, env: dict[str, str]) -> str:
     result = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, f"{' '.join(command)} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}"
+    assert result.returncode == 0, (
+        f"{' '.join(command)} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}"
+    )
     return result.stdout
 
 
@@ -56,8 +58,11 @@ def installed(tmp_path_factory) -> Path:
     shutil.copytree(ROOT / "memnets", source / "memnets", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     dist = tmp / "dist"
     env = dict(os.environ, PIP_NO_INPUT="1", PIP_DISABLE_PIP_VERSION_CHECK="1")
-    _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(dist), str(source)],
-         tmp, env)
+    _run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(dist), str(source)],
+        tmp,
+        env,
+    )
     (wheel,) = dist.glob("memnets-*.whl")
     with zipfile.ZipFile(wheel) as archive:
         missing = sorted(set(PACKAGE_DATA) - set(archive.namelist()))
@@ -66,8 +71,11 @@ def installed(tmp_path_factory) -> Path:
     target = tmp / "venv"
     venv.EnvBuilder(with_pip=False).create(target)
     python = target / "bin" / "python"
-    site = Path(subprocess.check_output([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                                        text=True).strip())
+    site = Path(
+        subprocess.check_output(
+            [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], text=True
+        ).strip()
+    )
     # this venv's packages (torch, transformers, ...) behind the new venv's own site-packages
     (site / "memnets_test_deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     _run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "-q", str(wheel)], tmp, env)
@@ -81,8 +89,11 @@ def test_the_installed_wheel_runs_from_another_folder(installed, tmp_path):
     work = tmp_path / "work"
     work.mkdir()
 
-    where = _run([python, "-c", "import memnets, memnets.datasets as d; print(memnets.__file__); print(d.locomo_path())"],
-                 work, env).split()
+    where = _run(
+        [python, "-c", "import memnets, memnets.datasets as d; print(memnets.__file__); print(d.locomo_path())"],
+        work,
+        env,
+    ).split()
     package = Path(where[0]).parent
     assert package.is_relative_to(installed), f"memnets imported from {package}, not from the wheel"
     assert Path(where[1]).is_file() and Path(where[1]).is_relative_to(package)
@@ -101,8 +112,16 @@ def test_the_installed_wheel_runs_from_another_folder(installed, tmp_path):
 
     plan = _run([memnets, "run", "-c", "pipeline/smoke", "--dry-run"], work, env)
     assert "=== step evaluate-retrieval" in plan
-    ddp = _run([python, "-c", "from memnets.configs import load_config; c = load_config('encoder/ddp')['trainer'];"
-                "print(c['strategy'], c['accelerator'], len(c['callbacks']))"], work, env)
+    ddp = _run(
+        [
+            python,
+            "-c",
+            "from memnets.configs import load_config; c = load_config('encoder/ddp')['trainer'];"
+            "print(c['strategy'], c['accelerator'], len(c['callbacks']))",
+        ],
+        work,
+        env,
+    )
     assert ddp.split() == ["ddp", "gpu", "5"]  # the base chain ddp -> gpu -> base, inside the installed package
 
     assert _files(package) == installed_files, "a command wrote inside the installed package"

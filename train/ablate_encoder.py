@@ -29,10 +29,15 @@ RUNS = Path("checkpoints") / "ablation"
 
 # name -> (what changes, {"model"|"data": overrides})
 VARIANTS: dict[str, tuple[str, dict]] = {
-    "full": ("cpu.yaml as is: 1 mined hard negative, batches by conversation, learnable tau from 0.05, observations", {}),
+    "full": (
+        "cpu.yaml as is: 1 mined hard negative, batches by conversation, learnable tau from 0.05, observations",
+        {},
+    ),
     "in_batch_only": ("no mined hard negatives (in-batch, same-conversation batches)", {"data": {"hard_negatives": 0}}),
-    "in_batch_mixed": ("no mined hard negatives, batches mixing conversations (plain MNRL-like)",
-                       {"data": {"hard_negatives": 0, "group_by_conversation": False}}),
+    "in_batch_mixed": (
+        "no mined hard negatives, batches mixing conversations (plain MNRL-like)",
+        {"data": {"hard_negatives": 0, "group_by_conversation": False}},
+    ),
     "no_observations": ("question pairs only", {"data": {"include_observations": False}}),
     "tau_0.05_fixed": ("temperature fixed at 0.05", {"model": {"learnable_temperature": False, "temperature": 0.05}}),
     "tau_0.02_fixed": ("temperature fixed at 0.02", {"model": {"learnable_temperature": False, "temperature": 0.02}}),
@@ -73,7 +78,11 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [n for n in names if n not in VARIANTS]
     if unknown:
         parser.error(f"unknown variants {unknown}; expected some of {list(VARIANTS)}")
-    limit = int(args.limit_train_batches) if args.limit_train_batches and args.limit_train_batches >= 1 else args.limit_train_batches
+    limit = (
+        int(args.limit_train_batches)
+        if args.limit_train_batches and args.limit_train_batches >= 1
+        else args.limit_train_batches
+    )
     lines = [
         f"budget: {args.epochs} epoch(s), limit_train_batches={limit}, validation conv-49 (categories 1-4)",
         "",

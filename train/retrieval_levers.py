@@ -79,8 +79,10 @@ def levers(encoder: MemoryEncoder, conversations, categories=DEFAULT_CATEGORIES)
         seconds[name] = seconds.get(name, 0.0) + spent
         for item, row in zip(items, scores):
             ranked = [ids[i] for i in np.argsort(-row, kind="stable")]
-            rows.setdefault(name, []).append({"conv_id": conv_id, "qa_index": item.index, "category": item.category}
-                                             | question_metrics(ranked, item.evidence, DEFAULT_KS))
+            rows.setdefault(name, []).append(
+                {"conv_id": conv_id, "qa_index": item.index, "category": item.category}
+                | question_metrics(ranked, item.evidence, DEFAULT_KS)
+            )
 
     for conv in conversations:
         items = [item for item in conv.qa if item.category in categories and item.evidence]
@@ -106,27 +108,48 @@ def levers(encoder: MemoryEncoder, conversations, categories=DEFAULT_CATEGORIES)
         add("bm25 alone", lexical, items, ids, conv.sample_id, bm25_seconds)
         for weight in FUSION_WEIGHTS:
             start = time.perf_counter()
-            add(f"bm25 z-fusion {weight}", zscore(dense) + weight * lexical, items, ids, conv.sample_id,
-                bm25_seconds + time.perf_counter() - start)
+            add(
+                f"bm25 z-fusion {weight}",
+                zscore(dense) + weight * lexical,
+                items,
+                ids,
+                conv.sample_id,
+                bm25_seconds + time.perf_counter() - start,
+            )
         for gamma in PRF_GAMMAS:
             start = time.perf_counter()
             add(f"prf {gamma}", prf(queries, memories, gamma), items, ids, conv.sample_id, time.perf_counter() - start)
         for beta in NEIGHBOUR_BETAS:
             start = time.perf_counter()
-            add(f"neighbours {beta}", neighbours(dense, sessions, beta), items, ids, conv.sample_id, time.perf_counter() - start)
+            add(
+                f"neighbours {beta}",
+                neighbours(dense, sessions, beta),
+                items,
+                ids,
+                conv.sample_id,
+                time.perf_counter() - start,
+            )
     return rows, seconds, timing
 
 
 def markdown(reports, seconds: dict, timing: dict) -> str:
     categories = sorted({c for report in reports for c in report.by_category})
-    head = ["lever", *(f"R@{k}" for k in DEFAULT_KS), "MRR@10",
-            *(f"R@10 {CATEGORY_NAMES[c]} ({reports[0].counts[f'category_{c}']})" for c in categories), "added ms/query"]
+    head = [
+        "lever",
+        *(f"R@{k}" for k in DEFAULT_KS),
+        "MRR@10",
+        *(f"R@10 {CATEGORY_NAMES[c]} ({reports[0].counts[f'category_{c}']})" for c in categories),
+        "added ms/query",
+    ]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for report in reports:
-        cells = [report.name, *(f"{100 * report.overall[f'recall@{k}']:.1f}" for k in DEFAULT_KS),
-                 f"{100 * report.overall['mrr@10']:.1f}",
-                 *(f"{100 * report.by_category[c]['recall@10']:.1f}" for c in categories),
-                 f"{1000 * seconds[report.name] / timing['queries']:.2f}"]
+        cells = [
+            report.name,
+            *(f"{100 * report.overall[f'recall@{k}']:.1f}" for k in DEFAULT_KS),
+            f"{100 * report.overall['mrr@10']:.1f}",
+            *(f"{100 * report.by_category[c]['recall@10']:.1f}" for c in categories),
+            f"{1000 * seconds[report.name] / timing['queries']:.2f}",
+        ]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -143,14 +166,26 @@ def main(argv: list[str] | None = None) -> int:
     encoder = MemoryEncoder.from_pretrained(args.encoder)
     rows, seconds, timing = levers(encoder, conversations)
     reports = [summarize(name, lever_rows) for name, lever_rows in rows.items()]
-    print(f"{args.split} split ({', '.join(c.sample_id for c in conversations)}), encoder {args.encoder}; "
-          f"{timing['queries']} questions, {timing['memories']} turns; encoding took "
-          f"{timing['encode_memories_s']:.1f} s (turns) + {timing['encode_queries_s']:.1f} s (questions)\n")
+    print(
+        f"{args.split} split ({', '.join(c.sample_id for c in conversations)}), encoder {args.encoder}; "
+        f"{timing['queries']} questions, {timing['memories']} turns; encoding took "
+        f"{timing['encode_memories_s']:.1f} s (turns) + {timing['encode_queries_s']:.1f} s (questions)\n"
+    )
     print(markdown(reports, seconds, timing))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({"encoder": str(args.encoder), "split": args.split, "timing": timing,
-                                         "added_seconds": seconds, "reports": [r.to_dict() for r in reports]}, indent=2))
+        args.json.write_text(
+            json.dumps(
+                {
+                    "encoder": str(args.encoder),
+                    "split": args.split,
+                    "timing": timing,
+                    "added_seconds": seconds,
+                    "reports": [r.to_dict() for r in reports],
+                },
+                indent=2,
+            )
+        )
         print(f"\nwrote {args.json}")
     return 0
 

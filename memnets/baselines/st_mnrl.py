@@ -52,7 +52,9 @@ def train_st_mnrl(
 
     torch.manual_seed(seed)
     config = load_data_config(data_config)
-    pairs = build_retrieval_pairs(load_conversations(config.path, config.splits["train"]), include_observations=include_observations)
+    pairs = build_retrieval_pairs(
+        load_conversations(config.path, config.splits["train"]), include_observations=include_observations
+    )
     dataset = pairs.select_columns(["query", "positive"])
     model = SentenceTransformer(backbone, device="cpu" if not torch.cuda.is_available() else "cuda")
     if max_seq_length:
@@ -75,8 +77,10 @@ def train_st_mnrl(
                     break
                 rows = dataset[indices]
                 features = [
-                    {k: v.to(model.device) if isinstance(v, torch.Tensor) else v
-                     for k, v in model.preprocess(rows[column]).items()}
+                    {
+                        k: v.to(model.device) if isinstance(v, torch.Tensor) else v
+                        for k, v in model.preprocess(rows[column]).items()
+                    }
                     for column in ("query", "positive")
                 ]
                 loss = loss_fn(features, labels=None)
@@ -91,11 +95,24 @@ def train_st_mnrl(
     model.save(str(output))
     record = {
         "recipe": "sentence-transformers MultipleNegativesRankingLoss (scale 20), NoDuplicatesBatchSampler",
-        "backbone": str(backbone), "pairs": len(dataset), "epochs": epochs, "batch_size": batch_size, "lr": lr,
-        "warmup_ratio": warmup_ratio, "max_seq_length": model.max_seq_length, "steps": steps, "seed": seed,
-        "include_observations": include_observations, "train_seconds": round(seconds, 1),
+        "backbone": str(backbone),
+        "pairs": len(dataset),
+        "epochs": epochs,
+        "batch_size": batch_size,
+        "lr": lr,
+        "warmup_ratio": warmup_ratio,
+        "max_seq_length": model.max_seq_length,
+        "steps": steps,
+        "seed": seed,
+        "include_observations": include_observations,
+        "train_seconds": round(seconds, 1),
         "pairs_per_second": round(seen / seconds, 1),
     }
     (Path(output) / "training.json").write_text(json.dumps(record, indent=2) + "\n")
-    logger.info("st-mnrl baseline: %s steps, %s pairs/s, saved in %s", record.get("steps"), record.get("pairs_per_second"), output)
+    logger.info(
+        "st-mnrl baseline: %s steps, %s pairs/s, saved in %s",
+        record.get("steps"),
+        record.get("pairs_per_second"),
+        output,
+    )
     return record

@@ -19,18 +19,25 @@ def rotate_key_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="memnets archive rotate-key",
         description="Re-encrypt every memory of an archive folder under a new key, in one transaction. "
-                    "Also the way to raise the passphrase KDF cost of an older archive: rotate to the same "
-                    "passphrase. Stop the processes using the archive first; they must reopen with the new key.",
+        "Also the way to raise the passphrase KDF cost of an older archive: rotate to the same "
+        "passphrase. Stop the processes using the archive first; they must reopen with the new key.",
     )
     parser.add_argument("directory", help="the archive folder (holds archive.sqlite3)")
     for which in ("old", "new"):
         group = parser.add_mutually_exclusive_group()
-        group.add_argument(f"--{which}-key-env", metavar="VAR",
-                           help=f"environment variable holding the {which} passphrase")
-        group.add_argument(f"--{which}-key-file", metavar="PATH",
-                           help=f"file holding the {which} raw key (16, 24 or 32 bytes)")
-    parser.add_argument("--scrypt-n", type=int, default=None, metavar="N",
-                        help="scrypt cost for a new passphrase (a power of two; default: 2^17, OWASP's minimum)")
+        group.add_argument(
+            f"--{which}-key-env", metavar="VAR", help=f"environment variable holding the {which} passphrase"
+        )
+        group.add_argument(
+            f"--{which}-key-file", metavar="PATH", help=f"file holding the {which} raw key (16, 24 or 32 bytes)"
+        )
+    parser.add_argument(
+        "--scrypt-n",
+        type=int,
+        default=None,
+        metavar="N",
+        help="scrypt cost for a new passphrase (a power of two; default: 2^17, OWASP's minimum)",
+    )
     return parser
 
 
@@ -72,6 +79,10 @@ def rotate_key_main(argv: list[str]) -> int:
     except (ArchiveError, ValueError) as error:
         print(f"memnets archive rotate-key: {error}", file=sys.stderr)
         return 1
-    stretched = f" (passphrase stretched by scrypt n={kdf['n']}, r={kdf['r']}, p={kdf['p']})" if isinstance(new_key, str) else ""
+    stretched = (
+        f" (passphrase stretched by scrypt n={kdf['n']}, r={kdf['r']}, p={kdf['p']})"
+        if isinstance(new_key, str)
+        else ""
+    )
     print(f"re-encrypted {count} memories in {args.directory} under the new key{stretched}")
     return 0

@@ -14,11 +14,16 @@ def st_mnrl_main(argv: list[str]) -> int:
     from memnets.baselines import st_mnrl
     from memnets.nn.encoder import DEFAULT_BACKBONE
 
-    parser = argparse.ArgumentParser(prog="memnets baseline st-mnrl", description=st_mnrl.__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="memnets baseline st-mnrl",
+        description=st_mnrl.__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--output", default="checkpoints/baselines/st_mnrl", help="folder for the fine-tuned model")
     parser.add_argument("--backbone", default=DEFAULT_BACKBONE)
-    parser.add_argument("-c", "--config", default=None, help="data config: YAML file or packaged name (default data/locomo)")
+    parser.add_argument(
+        "-c", "--config", default=None, help="data config: YAML file or packaged name (default data/locomo)"
+    )
     parser.add_argument("--no-observations", action="store_true", help="question pairs only")
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--batch-size", type=int, default=32)
@@ -31,9 +36,17 @@ def st_mnrl_main(argv: list[str]) -> int:
     if args.epochs < 1 or args.batch_size < 2:
         parser.error("need --epochs >= 1 and --batch-size >= 2")
     record = st_mnrl.train_st_mnrl(
-        args.output, backbone=args.backbone, data_config=args.config, include_observations=not args.no_observations,
-        epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, warmup_ratio=args.warmup_ratio,
-        max_seq_length=args.max_seq_length, max_steps=args.max_steps, seed=args.seed,
+        args.output,
+        backbone=args.backbone,
+        data_config=args.config,
+        include_observations=not args.no_observations,
+        epochs=args.epochs,
+        batch_size=args.batch_size,
+        lr=args.lr,
+        warmup_ratio=args.warmup_ratio,
+        max_seq_length=args.max_seq_length,
+        max_steps=args.max_steps,
+        seed=args.seed,
     )
     print(json.dumps(record, indent=2))
     return 0

@@ -33,7 +33,9 @@ def balance_table(datasets: dict, source: str = "LoCoMo") -> Table:
 
 def prepare_main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="memnets data prepare", description=__doc__)
-    parser.add_argument("-c", "--config", default=None, help="data config: YAML file or packaged name (default data/locomo)")
+    parser.add_argument(
+        "-c", "--config", default=None, help="data config: YAML file or packaged name (default data/locomo)"
+    )
     parser.add_argument("--force", action="store_true", help="rebuild even when the cache is fresh")
     args = parser.parse_args(argv)
     config = load_data_config(args.config)

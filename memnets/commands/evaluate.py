@@ -46,23 +46,39 @@ def category_table(reports: Sequence[RetrievalReport], k: int = 10) -> Table:
     table = Table(title=f"recall@{k} per category (questions)")
     table.add_column("retriever")
     for c in categories:
-        table.add_column(f"{c} {CATEGORY_NAMES.get(c, '')} ({reports[0].counts.get(f'category_{c}', 0)})", justify="right")
+        table.add_column(
+            f"{c} {CATEGORY_NAMES.get(c, '')} ({reports[0].counts.get(f'category_{c}', 0)})", justify="right"
+        )
     for report in reports:
         table.add_row(report.name, *(f"{100 * report.by_category[c][f'recall@{k}']:.1f}" for c in categories))
     return table
 
 
 def retrieval_main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="memnets eval retrieval", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("retrievers", nargs="*", default=["bm25", "dense"], help="specs [NAME=]KIND[:PATH] (default: bm25 dense)")
-    parser.add_argument("--split", default=None, choices=["train", "validation", "test"],
-                        help="the data config's split (default: test; with --data, every conversation of the file)")
+    parser = argparse.ArgumentParser(
+        prog="memnets eval retrieval", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "retrievers", nargs="*", default=["bm25", "dense"], help="specs [NAME=]KIND[:PATH] (default: bm25 dense)"
+    )
+    parser.add_argument(
+        "--split",
+        default=None,
+        choices=["train", "validation", "test"],
+        help="the data config's split (default: test; with --data, every conversation of the file)",
+    )
     parser.add_argument("--categories", default="1,2,3,4", help="QA categories to score (default 1,2,3,4)")
     parser.add_argument("-c", "--config", default=None, help="data config YAML (default: the bundled LoCoMo config)")
-    parser.add_argument("--data", default=None, type=Path,
-                        help="conversations to evaluate on, LoCoMo JSON or memnets JSONL (docs/data.md); default: the config's file")
+    parser.add_argument(
+        "--data",
+        default=None,
+        type=Path,
+        help="conversations to evaluate on, LoCoMo JSON or memnets JSONL (docs/data.md); default: the config's file",
+    )
     parser.add_argument("--json", default=None, help="write the reports (with per-question values) here")
-    parser.add_argument("--pack", default=None, help="also evaluate a memory pack: its encoder (dense) and its LearnedScorer")
+    parser.add_argument(
+        "--pack", default=None, help="also evaluate a memory pack: its encoder (dense) and its LearnedScorer"
+    )
     args = parser.parse_args(argv)
     if args.pack:
         args.retrievers += [f"pack-encoder=dense:{Path(args.pack) / 'encoder'}", f"pack-learned=learned:{args.pack}"]
@@ -85,9 +101,13 @@ def retrieval_main(argv: list[str]) -> int:
     print_table(category_table(reports))
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        payload = {"data": str(args.data or config.path), "split": split, "conversations": [c.sample_id for c in conversations],
-                   "categories": list(categories),
-                   "reports": [report.to_dict(with_questions=True) for report in reports]}
+        payload = {
+            "data": str(args.data or config.path),
+            "split": split,
+            "conversations": [c.sample_id for c in conversations],
+            "categories": list(categories),
+            "reports": [report.to_dict(with_questions=True) for report in reports],
+        }
         Path(args.json).write_text(json.dumps(payload, indent=2))
         print(f"wrote {args.json}")
     return 0
@@ -102,8 +122,14 @@ HEAD_COLUMNS = {
 def heads_main(argv: list[str]) -> int:
     from memnets.evaluation.heads import evaluate_heads, format_table
 
-    parser = argparse.ArgumentParser(prog="memnets eval heads", description="importance and recall-gate heads against their baselines on a split")
-    parser.add_argument("--encoder", default=None, help="frozen encoder folder the heads were trained on (default: the untrained backbone)")
+    parser = argparse.ArgumentParser(
+        prog="memnets eval heads", description="importance and recall-gate heads against their baselines on a split"
+    )
+    parser.add_argument(
+        "--encoder",
+        default=None,
+        help="frozen encoder folder the heads were trained on (default: the untrained backbone)",
+    )
     parser.add_argument("--importance", default=None, help="saved ImportanceHead folder")
     parser.add_argument("--gate", default=None, help="saved RecallGateHead folder")
     parser.add_argument("--split", default="test", choices=("validation", "test"))

@@ -32,17 +32,25 @@ def _read_json_object(path: str | None, option: str) -> dict:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="memnets export", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="memnets export", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--encoder", required=True, help="trained encoder folder (MemoryEncoder.save_pretrained)")
     parser.add_argument("--importance", default=None, help="trained importance head folder (ImportanceHead.save)")
     parser.add_argument("--gate", default=None, help="trained recall gate folder (RecallGateHead.save)")
     parser.add_argument("--scorer-weights", default=None, help="fitted scorer weights JSON (skips fitting)")
-    parser.add_argument("--fit-split", default="validation", choices=[*SPLIT_NAMES, "none"],
-                        help="split to fit the scorer weights on when --scorer-weights is not given (default validation)")
+    parser.add_argument(
+        "--fit-split",
+        default="validation",
+        choices=[*SPLIT_NAMES, "none"],
+        help="split to fit the scorer weights on when --scorer-weights is not given (default validation)",
+    )
     parser.add_argument("--out", default="checkpoints/pack", help="pack folder to write (default checkpoints/pack)")
     parser.add_argument("--metrics", default=None, help="JSON of evaluation results to store in the manifest")
     parser.add_argument("--training", default=None, help="JSON describing the training runs, stored in the manifest")
-    parser.add_argument("-c", "--config", default=None, help="data config: YAML file or packaged name (default data/locomo)")
+    parser.add_argument(
+        "-c", "--config", default=None, help="data config: YAML file or packaged name (default data/locomo)"
+    )
     parser.add_argument("--overwrite", action="store_true", help="replace an existing pack folder")
     args = parser.parse_args(argv)
 
@@ -69,20 +77,40 @@ def main(argv: list[str]) -> int:
     importance = load_head("importance", args.importance) if args.importance else None
     if weights is None and args.fit_split != "none":
         weights = fit_split_weights(encoder, importance, config, args.fit_split)
-        print(f"fitted scorer weights on {args.fit_split}: " + ", ".join(
-            f"{name}={getattr(weights, name):+.3f}" for name in ("recency", "relevance", "importance", "bias")))
-    runs = {name: _read_json_object(str(Path(folder) / "training.json"), f"--{name}")
-            for name, folder in (("encoder", args.encoder), ("importance", args.importance), ("gate", args.gate))
-            if folder is not None and (Path(folder) / "training.json").is_file()}
+        print(
+            f"fitted scorer weights on {args.fit_split}: "
+            + ", ".join(
+                f"{name}={getattr(weights, name):+.3f}" for name in ("recency", "relevance", "importance", "bias")
+            )
+        )
+    runs = {
+        name: _read_json_object(str(Path(folder) / "training.json"), f"--{name}")
+        for name, folder in (("encoder", args.encoder), ("importance", args.importance), ("gate", args.gate))
+        if folder is not None and (Path(folder) / "training.json").is_file()
+    }
     training = {
         "data": str(config.path),
         "runs": runs,  # what the trainers wrote next to each component (training.json)
         "splits": {name: list(config.splits[name]) for name in SPLIT_NAMES},
-        "sources": {"encoder": args.encoder, "importance": args.importance, "gate": args.gate,
-                    "scorer_weights": args.scorer_weights or (f"fitted on {args.fit_split}" if weights else None)},
+        "sources": {
+            "encoder": args.encoder,
+            "importance": args.importance,
+            "gate": args.gate,
+            "scorer_weights": args.scorer_weights or (f"fitted on {args.fit_split}" if weights else None),
+        },
     } | training
-    out = export_pack(args.out, encoder, importance=importance, gate=args.gate, scorer_weights=weights,
-                      training=training, metrics=metrics, overwrite=args.overwrite)
-    print(f"wrote pack {out} (embedding dim {encoder.dim}; components: "
-          f"{', '.join(json.loads((out / 'manifest.json').read_text())['components'])})")
+    out = export_pack(
+        args.out,
+        encoder,
+        importance=importance,
+        gate=args.gate,
+        scorer_weights=weights,
+        training=training,
+        metrics=metrics,
+        overwrite=args.overwrite,
+    )
+    print(
+        f"wrote pack {out} (embedding dim {encoder.dim}; components: "
+        f"{', '.join(json.loads((out / 'manifest.json').read_text())['components'])})"
+    )
     return 0

@@ -35,8 +35,17 @@ def results_table(rows: list[dict], settings: dict) -> Table:
             + ("at the end" if settings["ask"] == "end" else f"{settings['delay']} turns after the evidence")
         )
     )
-    columns = ("manager", "gate", "evidence recall", "all evidence", "searches", "gate agrees", "recall w/o search",
-               "evidence only in archive", "seconds")
+    columns = (
+        "manager",
+        "gate",
+        "evidence recall",
+        "all evidence",
+        "searches",
+        "gate agrees",
+        "recall w/o search",
+        "evidence only in archive",
+        "seconds",
+    )
     for column in columns:
         table.add_column(column, justify="left" if column in ("manager", "gate") else "right")
     for row in rows:
@@ -56,27 +65,59 @@ def results_table(rows: list[dict], settings: dict) -> Table:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="memnets replay", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="memnets replay", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--conversation", default="conv-50", help="sample id (default conv-50, the test split)")
-    parser.add_argument("--data", type=Path, default=DEFAULT_LOCOMO_PATH, help="conversations: LoCoMo JSON or memnets JSONL (docs/data.md)")
-    parser.add_argument("--pack", type=Path, default=None, help="a memory pack folder to compare with the heuristic manager")
-    parser.add_argument("--encoder", default=None, help="encoder folder of the heuristic manager (default: the untrained backbone)")
+    parser.add_argument(
+        "--data",
+        type=Path,
+        default=DEFAULT_LOCOMO_PATH,
+        help="conversations: LoCoMo JSON or memnets JSONL (docs/data.md)",
+    )
+    parser.add_argument(
+        "--pack", type=Path, default=None, help="a memory pack folder to compare with the heuristic manager"
+    )
+    parser.add_argument(
+        "--encoder", default=None, help="encoder folder of the heuristic manager (default: the untrained backbone)"
+    )
     parser.add_argument("--context-budget", type=int, default=512, help="context budget in tokens (default 512)")
-    parser.add_argument("--working-capacity", type=int, default=50, help="working-memory capacity in memories (default 50)")
-    parser.add_argument("-k", "--k", type=int, default=5, help="memories recalled per search and shown per question (default 5)")
+    parser.add_argument(
+        "--working-capacity", type=int, default=50, help="working-memory capacity in memories (default 50)"
+    )
+    parser.add_argument(
+        "-k", "--k", type=int, default=5, help="memories recalled per search and shown per question (default 5)"
+    )
     parser.add_argument("--batch-size", type=int, default=32, help="archive write batch for unimportant observations")
-    parser.add_argument("--mmr-lambda", type=float, default=1.0,
-                        help="relevance vs diversity when picking memories (default 1 = plain top-k, chosen on validation conv-49 "
-                             "over 0.7 and 0.5)")
-    parser.add_argument("--gate-threshold", type=float, default=0.5, help="cosine below which the heuristic gate recalls (default 0.5)")
+    parser.add_argument(
+        "--mmr-lambda",
+        type=float,
+        default=1.0,
+        help="relevance vs diversity when picking memories (default 1 = plain top-k, chosen on validation conv-49 "
+        "over 0.7 and 0.5)",
+    )
+    parser.add_argument(
+        "--gate-threshold", type=float, default=0.5, help="cosine below which the heuristic gate recalls (default 0.5)"
+    )
     parser.add_argument("--categories", default="1,2,3,4", help="QA categories to ask (default 1,2,3,4)")
-    parser.add_argument("--ask", default="end", choices=["end", "after-evidence"],
-                        help="when questions are asked: after the whole conversation (default), or DELAY turns after their last evidence turn")
-    parser.add_argument("--delay", type=int, default=20, help="turns between a question's last evidence turn and the question (--ask after-evidence)")
+    parser.add_argument(
+        "--ask",
+        default="end",
+        choices=["end", "after-evidence"],
+        help="when questions are asked: after the whole conversation (default), or DELAY turns after their last evidence turn",
+    )
+    parser.add_argument(
+        "--delay",
+        type=int,
+        default=20,
+        help="turns between a question's last evidence turn and the question (--ask after-evidence)",
+    )
     parser.add_argument("--no-heuristic", action="store_true", help="run only the pack's rows (with --pack)")
     parser.add_argument("--reference", action="store_true", help="also run always-search and never-search gates")
     parser.add_argument("--events", type=Path, default=None, help="folder for each row's event log (JSONL)")
-    parser.add_argument("--output", type=Path, default=None, help="JSON results (default checkpoints/replay/replay-<conv>.json)")
+    parser.add_argument(
+        "--output", type=Path, default=None, help="JSON results (default checkpoints/replay/replay-<conv>.json)"
+    )
     args = parser.parse_args(argv)
     if args.pack is not None and not args.pack.is_dir():
         parser.error(f"--pack {args.pack}: not a folder")

@@ -39,22 +39,30 @@ def load_steps(path: str | Path) -> list[tuple[str, list[str]]]:
     return parsed
 
 
-def select(steps: list[tuple[str, list[str]]], start: str | None, only: list[str] | None, path: str) -> list[tuple[str, list[str]]]:
+def select(
+    steps: list[tuple[str, list[str]]], start: str | None, only: list[str] | None, path: str
+) -> list[tuple[str, list[str]]]:
     names = [name for name, _ in steps]
     for name in ([start] if start else []) + (only or []):
         if name not in names:
             raise ValueError(f"{path}: no step {name!r}; steps are {names}")
     if start:
-        steps = steps[names.index(start):]
+        steps = steps[names.index(start) :]
     if only:
         steps = [step for step in steps if step[0] in only]
     return steps
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="memnets run", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("-c", "--config", default="pipeline/cpu",
-                        help="pipeline YAML file or packaged config name (default pipeline/cpu)")
+    parser = argparse.ArgumentParser(
+        prog="memnets run", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "-c",
+        "--config",
+        default="pipeline/cpu",
+        help="pipeline YAML file or packaged config name (default pipeline/cpu)",
+    )
     parser.add_argument("--from", dest="start", default=None, help="start at this step (resume)")
     parser.add_argument("--only", nargs="+", default=None, help="run only these steps")
     parser.add_argument("--dry-run", action="store_true", help="print the steps without running them")
@@ -74,7 +82,9 @@ def main(argv: list[str]) -> int:
         code = subprocess.call(command)
         timings.append((name, time.perf_counter() - started, code))
         if code != 0:
-            print(f"memnets run: step {name!r} failed with exit code {code}; resume with --from {name}", file=sys.stderr)
+            print(
+                f"memnets run: step {name!r} failed with exit code {code}; resume with --from {name}", file=sys.stderr
+            )
             break
     if timings:
         table = Table(title=f"pipeline {args.config}")

@@ -18,18 +18,31 @@ def mcp_parser() -> argparse.ArgumentParser:
         description="Run an MCP server (official mcp SDK, 1.x) with memory tools on a memnets memory: "
         "add_memory, search_memory, list_memories, get_memory, update_memory, delete_memory, delete_all_memories.",
     )
-    parser.add_argument("--memory", required=True, help="the memory: a folder (created if missing) or a postgresql:// URL")
+    parser.add_argument(
+        "--memory", required=True, help="the memory: a folder (created if missing) or a postgresql:// URL"
+    )
     parser.add_argument("--pack", default=None, help="a memory pack folder: its encoder and learned scorer")
-    parser.add_argument("--encoder", default=None,
-                        help="an encoder folder (Hugging Face format, e.g. written by MemoryEncoder.save_pretrained) "
-                        "used instead of the pack's or the default encoder")
+    parser.add_argument(
+        "--encoder",
+        default=None,
+        help="an encoder folder (Hugging Face format, e.g. written by MemoryEncoder.save_pretrained) "
+        "used instead of the pack's or the default encoder",
+    )
     parser.add_argument("--user", default=None, help="serve this user only; calls naming another user_id are refused")
-    parser.add_argument("--transport", choices=("stdio", "http"), default="stdio",
-                        help="stdio (the host starts this command) or streamable HTTP (default: stdio)")
+    parser.add_argument(
+        "--transport",
+        choices=("stdio", "http"),
+        default="stdio",
+        help="stdio (the host starts this command) or streamable HTTP (default: stdio)",
+    )
     parser.add_argument("--host", default="127.0.0.1", help="HTTP address to listen on (default: 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8000, help="HTTP port (default: 8000); the endpoint is /mcp")
-    parser.add_argument("--key-env", default=None, metavar="VAR",
-                        help="name of an environment variable holding the memory's encryption passphrase")
+    parser.add_argument(
+        "--key-env",
+        default=None,
+        metavar="VAR",
+        help="name of an environment variable holding the memory's encryption passphrase",
+    )
     return parser
 
 

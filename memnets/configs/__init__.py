@@ -44,14 +44,16 @@ def resolve_config(value: str | Path) -> Path:
     if path.is_file():
         return path
     name = str(value).replace("\\", "/")
-    name = name[len(_PREFIX):] if name.startswith(_PREFIX) else name
+    name = name[len(_PREFIX) :] if name.startswith(_PREFIX) else name
     if not name.endswith((".yaml", ".yml")):
         name += ".yaml"
     resource = files(__name__).joinpath(*name.split("/"))
     if not path.is_absolute() and resource.is_file():
         return Path(str(resource))
-    raise ConfigNotFoundError(f"config {str(value)!r} is neither a file nor a packaged config; "
-                            f"packaged configs are {', '.join(packaged_configs())}")
+    raise ConfigNotFoundError(
+        f"config {str(value)!r} is neither a file nor a packaged config; "
+        f"packaged configs are {', '.join(packaged_configs())}"
+    )
 
 
 def load_config(value: str | Path) -> dict[str, Any]:

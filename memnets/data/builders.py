@@ -45,8 +45,10 @@ def build_retrieval_pairs(conversations: Iterable[Conversation], include_observa
         if include_observations:
             for fact in conv.observations:
                 rows.append(_pair(conv, fact.text, "observation", fact.dia_id, 0, -1))
-    return Dataset.from_list(rows, features=None) if rows else _empty(
-        ["conv_id", "query", "query_kind", "positive_id", "positive", "category", "qa_index"]
+    return (
+        Dataset.from_list(rows, features=None)
+        if rows
+        else _empty(["conv_id", "query", "query_kind", "positive_id", "positive", "category", "qa_index"])
     )
 
 
@@ -84,7 +86,11 @@ def build_importance_examples(conversations: Iterable[Conversation]) -> Dataset:
                     "label": int(turn.dia_id in cited),
                 }
             )
-    return Dataset.from_list(rows) if rows else _empty(["conv_id", "dia_id", "text", "speaker", "session", "position", "label"])
+    return (
+        Dataset.from_list(rows)
+        if rows
+        else _empty(["conv_id", "dia_id", "text", "speaker", "session", "position", "label"])
+    )
 
 
 def gate_positions(last_evidence: int, n_turns: int, window: int, rng: random.Random) -> dict[str, int]:
@@ -132,7 +138,9 @@ def gate_examples_for_item(conv: Conversation, item: QAItem, windows: Sequence[i
     return rows
 
 
-def build_gate_examples(conversations: Iterable[Conversation], windows: Sequence[int] = (10, 20, 40), seed: int = 0) -> Dataset:
+def build_gate_examples(
+    conversations: Iterable[Conversation], windows: Sequence[int] = (10, 20, 40), seed: int = 0
+) -> Dataset:
     """Recall-gate examples for every QA item with evidence, several windows and placements each."""
     rows = []
     for conv in conversations:
@@ -140,7 +148,19 @@ def build_gate_examples(conversations: Iterable[Conversation], windows: Sequence
         for item in conv.qa:
             if item.evidence:
                 rows.extend(gate_examples_for_item(conv, item, windows, rng))
-    columns = ["conv_id", "qa_index", "query", "position", "window", "placement", "context_ids", "context", "evidence_ids", "category", "label"]
+    columns = [
+        "conv_id",
+        "qa_index",
+        "query",
+        "position",
+        "window",
+        "placement",
+        "context_ids",
+        "context",
+        "evidence_ids",
+        "category",
+        "label",
+    ]
     return Dataset.from_list(rows) if rows else _empty(columns)
 
 
@@ -180,7 +200,9 @@ def prepare_datasets(config: DataConfig, force: bool = False, progress: bool = T
     conversations = {conv.sample_id: conv for conv in load_conversations(config.path)}
     missing = [s for name in SPLIT_NAMES for s in config.splits[name] if s not in conversations]
     if missing:
-        raise ValueError(f"{config.source or 'data config'}: split names conversation(s) {missing} not in {config.path}")
+        raise ValueError(
+            f"{config.source or 'data config'}: split names conversation(s) {missing} not in {config.path}"
+        )
     result = {}
     steps = [(task, split) for task in TASKS for split in SPLIT_NAMES]
     built: dict[str, dict[str, Dataset]] = {task: {} for task in TASKS}

@@ -30,7 +30,9 @@ class Splits:
         for name in SPLIT_NAMES:
             for sample_id in getattr(self, name):
                 if sample_id in seen:
-                    raise ValueError(f"conversation {sample_id!r} is in both the {seen[sample_id]} and the {name} split")
+                    raise ValueError(
+                        f"conversation {sample_id!r} is in both the {seen[sample_id]} and the {name} split"
+                    )
                 seen[sample_id] = name
 
     def __getitem__(self, name: str) -> tuple[str, ...]:

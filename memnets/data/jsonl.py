@@ -145,7 +145,10 @@ def parse_conversation(record, line: _Line) -> Conversation:
         raw_session = line.obj(raw_session, "session", where)
         t = line.time(raw_session, "time", where)
         if previous is not None and t < previous:
-            line.fail(f"{where}.time", f"{raw_session['time']!r} is earlier than the session before; sessions go in chronological order")
+            line.fail(
+                f"{where}.time",
+                f"{raw_session['time']!r} is earlier than the session before; sessions go in chronological order",
+            )
         previous = t
         turns = []
         for k, raw_turn in enumerate(line.items(raw_session, "turns", where)):
@@ -155,15 +158,19 @@ def parse_conversation(record, line: _Line) -> Conversation:
             if turn_id in turn_session:
                 line.fail(f"{turn_where}.id", f"duplicate turn id {turn_id!r}")
             turn_session[turn_id] = s + 1
-            caption = line.string(raw_turn, "image_caption", turn_where, empty=True) if "image_caption" in raw_turn else None
-            turns.append(Turn(
-                dia_id=turn_id,
-                speaker=line.string(raw_turn, "speaker", turn_where),
-                text=line.string(raw_turn, "text", turn_where, empty=True),
-                session=s + 1,
-                t=line.time(raw_turn, "time", turn_where) if "time" in raw_turn else t,
-                image_caption=caption or None,
-            ))
+            caption = (
+                line.string(raw_turn, "image_caption", turn_where, empty=True) if "image_caption" in raw_turn else None
+            )
+            turns.append(
+                Turn(
+                    dia_id=turn_id,
+                    speaker=line.string(raw_turn, "speaker", turn_where),
+                    text=line.string(raw_turn, "text", turn_where, empty=True),
+                    session=s + 1,
+                    t=line.time(raw_turn, "time", turn_where) if "time" in raw_turn else t,
+                    image_caption=caption or None,
+                )
+            )
         sessions.append(Session(number=s + 1, t=t, turns=tuple(turns)))
     if not turn_session:
         line.fail("sessions", "no session has any turn")
@@ -175,13 +182,17 @@ def parse_conversation(record, line: _Line) -> Conversation:
         answer = raw.get("answer", "")
         if not isinstance(answer, (str, int, float)) or isinstance(answer, bool):
             line.fail(f"{where}.answer", f"should be a string or a number, got {_type(answer)}")
-        qa.append(QAItem(
-            index=q,
-            question=line.string(raw, "question", where),
-            answer=str(answer),
-            category=_category(raw["category"], line, f"{where}.category") if "category" in raw else DEFAULT_CATEGORY,
-            evidence=line.ids(raw["evidence"], turn_session, f"{where}.evidence"),
-        ))
+        qa.append(
+            QAItem(
+                index=q,
+                question=line.string(raw, "question", where),
+                answer=str(answer),
+                category=_category(raw["category"], line, f"{where}.category")
+                if "category" in raw
+                else DEFAULT_CATEGORY,
+                evidence=line.ids(raw["evidence"], turn_session, f"{where}.evidence"),
+            )
+        )
 
     speakers = list(dict.fromkeys(turn.speaker for session in sessions for turn in session.turns))
     observations = []
@@ -191,7 +202,9 @@ def parse_conversation(record, line: _Line) -> Conversation:
         text = line.string(raw, "text", where)
         speaker = line.string(raw, "speaker", where) if "speaker" in raw else ""
         for turn_id in line.ids(raw["evidence"], turn_session, f"{where}.evidence"):
-            observations.append(ObservationFact(speaker=speaker, text=text, dia_id=turn_id, session=turn_session[turn_id]))
+            observations.append(
+                ObservationFact(speaker=speaker, text=text, dia_id=turn_id, session=turn_session[turn_id])
+            )
     return Conversation(
         sample_id=line.conversation,
         speaker_a=speakers[0],
@@ -217,10 +230,15 @@ def load_jsonl(path: str | Path) -> list[Conversation]:
             try:
                 record = json.loads(text)
             except json.JSONDecodeError as error:
-                line.fail("", f"not valid JSON ({error.msg} at column {error.colno}); each line holds one whole conversation")
+                line.fail(
+                    "", f"not valid JSON ({error.msg} at column {error.colno}); each line holds one whole conversation"
+                )
             conversation = parse_conversation(record, line)
             if conversation.sample_id in first_line:
-                line.fail("id", f"conversation id {conversation.sample_id!r} already used on line {first_line[conversation.sample_id]}")
+                line.fail(
+                    "id",
+                    f"conversation id {conversation.sample_id!r} already used on line {first_line[conversation.sample_id]}",
+                )
             first_line[conversation.sample_id] = number
             conversations.append(conversation)
     if not conversations:

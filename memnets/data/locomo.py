@@ -141,7 +141,9 @@ def _parse_date(value: str, where: str) -> datetime:
     try:
         return datetime.strptime(value.strip(), DATE_FORMAT)
     except ValueError as error:
-        raise LocomoFormatError(f"{where}: cannot parse date {value!r} (expected like '1:56 pm on 8 May, 2023')") from error
+        raise LocomoFormatError(
+            f"{where}: cannot parse date {value!r} (expected like '1:56 pm on 8 May, 2023')"
+        ) from error
 
 
 def _parse_sessions(conversation: dict, where: str) -> tuple[Session, ...]:
@@ -150,7 +152,9 @@ def _parse_sessions(conversation: dict, where: str) -> tuple[Session, ...]:
     for number in numbers:
         field_name = f"session_{number}"
         turns_raw = _require(conversation, field_name, list, where)
-        t = _parse_date(_require(conversation, f"{field_name}_date_time", str, where), f"{where}, field {field_name}_date_time")
+        t = _parse_date(
+            _require(conversation, f"{field_name}_date_time", str, where), f"{where}, field {field_name}_date_time"
+        )
         turns = []
         for k, raw in enumerate(turns_raw):
             turn_where = f"{where}, field {field_name}[{k}]"
@@ -198,13 +202,17 @@ def _parse_qa(items: list, known_ids: set[str], where: str) -> tuple[QAItem, ...
     return tuple(parsed)
 
 
-def _parse_observations(raw: dict, known_ids: set[str], where: str) -> tuple[tuple[ObservationFact, ...], tuple[str, ...]]:
+def _parse_observations(
+    raw: dict, known_ids: set[str], where: str
+) -> tuple[tuple[ObservationFact, ...], tuple[str, ...]]:
     """The observation facts, one per resolvable source turn, and the source ids that did not resolve."""
     facts, dropped = [], []
     for key, by_speaker in raw.items():
         match = re.fullmatch(r"session_(\d+)_observation", key)
         if match is None or not isinstance(by_speaker, dict):
-            raise LocomoFormatError(f"{where}, field observation.{key}: expected session_<n>_observation -> {{speaker: [[fact, dia_id], ...]}}")
+            raise LocomoFormatError(
+                f"{where}, field observation.{key}: expected session_<n>_observation -> {{speaker: [[fact, dia_id], ...]}}"
+            )
         for speaker, entries in by_speaker.items():
             for k, entry in enumerate(entries):
                 if not (isinstance(entry, list) and len(entry) == 2):
@@ -214,7 +222,9 @@ def _parse_observations(raw: dict, known_ids: set[str], where: str) -> tuple[tup
                 for source in sources if isinstance(sources, list) else [sources]:
                     for dia_id in split_evidence(str(source)):
                         if dia_id in known_ids:
-                            facts.append(ObservationFact(speaker=speaker, text=str(text), dia_id=dia_id, session=int(match[1])))
+                            facts.append(
+                                ObservationFact(speaker=speaker, text=str(text), dia_id=dia_id, session=int(match[1]))
+                            )
                         else:
                             dropped.append(dia_id)
     return tuple(facts), tuple(dropped)
@@ -254,7 +264,9 @@ def _samples_with_lines(text: str, path: Path) -> list[tuple[dict, int]]:
         position = _skip_space(text, position)
         if text.startswith("]", position):
             if _skip_space(text, position + 1) != len(text):
-                raise LocomoFormatError(f"{path}: not valid JSON (extra data after the list, line {_line(text, position + 1)})")
+                raise LocomoFormatError(
+                    f"{path}: not valid JSON (extra data after the list, line {_line(text, position + 1)})"
+                )
             return items
         if items:
             if not text.startswith(",", position):
@@ -278,8 +290,9 @@ def _line(text: str, position: int) -> int:
     return text.count("\n", 0, position) + 1
 
 
-def select_conversations(conversations: list[Conversation], sample_ids, path: Path,
-                         error: type[DataFormatError] = DataFormatError) -> list[Conversation]:
+def select_conversations(
+    conversations: list[Conversation], sample_ids, path: Path, error: type[DataFormatError] = DataFormatError
+) -> list[Conversation]:
     """Keep only ``sample_ids`` (None = all), in the file's order; an unknown id raises ``error`` naming the file."""
     if sample_ids is None:
         return conversations
@@ -291,7 +304,9 @@ def select_conversations(conversations: list[Conversation], sample_ids, path: Pa
     return [c for c in conversations if c.sample_id in wanted]
 
 
-def load_locomo(path: str | Path = DEFAULT_LOCOMO_PATH, sample_ids: list[str] | tuple[str, ...] | None = None) -> list[Conversation]:
+def load_locomo(
+    path: str | Path = DEFAULT_LOCOMO_PATH, sample_ids: list[str] | tuple[str, ...] | None = None
+) -> list[Conversation]:
     """Read a LoCoMo JSON file; optionally keep only `sample_ids` (in the file's order).
 
     Raises FileNotFoundError for a missing file and LocomoFormatError for bad JSON or schema; schema
@@ -299,5 +314,7 @@ def load_locomo(path: str | Path = DEFAULT_LOCOMO_PATH, sample_ids: list[str] | 
     """
     path = Path(path)
     samples = _samples_with_lines(path.read_text(encoding="utf-8"), path)
-    conversations = [parse_sample(sample, f"{path}, item {i} (line {line})") for i, (sample, line) in enumerate(samples)]
+    conversations = [
+        parse_sample(sample, f"{path}, item {i} (line {line})") for i, (sample, line) in enumerate(samples)
+    ]
     return select_conversations(conversations, sample_ids, path, LocomoFormatError)

@@ -70,9 +70,13 @@ def importance_report(datamodule: ImportanceDataModule, head: ImportanceHead, sp
     candidates = {
         "base rate": {s: np.full(len(labels[s]), base) for s in splits},
         "length (logreg on log chars)": _logreg(
-            {s: np.log1p(v)[:, None] for s, v in _split_arrays(datamodule, splits, "lengths").items()}, labels, average_precision_score
+            {s: np.log1p(v)[:, None] for s, v in _split_arrays(datamodule, splits, "lengths").items()},
+            labels,
+            average_precision_score,
         ),
-        "logreg on embeddings": _logreg(_split_arrays(datamodule, splits, "embeddings"), labels, average_precision_score),
+        "logreg on embeddings": _logreg(
+            _split_arrays(datamodule, splits, "embeddings"), labels, average_precision_score
+        ),
     }
     rows = {}
     for name, probabilities in candidates.items():
@@ -106,7 +110,9 @@ def mean_pooled_features(datamodule: GateDataModule, split: str) -> np.ndarray:
     return torch.cat([q, c, q * c, (q - c).abs()], dim=1).numpy()
 
 
-def gate_report(datamodule: GateDataModule, gate: RecallGateHead, split: str = "test", min_recall: float = 0.95) -> dict[str, dict]:
+def gate_report(
+    datamodule: GateDataModule, gate: RecallGateHead, split: str = "test", min_recall: float = 0.95
+) -> dict[str, dict]:
     """Metrics of the gate and its baselines on ``split``; thresholds keep ``min_recall`` on validation."""
     splits = ("train", "validation", split)
     labels = _split_arrays(datamodule, splits, "labels")
@@ -167,7 +173,9 @@ def evaluate_heads(
         datamodule.setup("test")
         trained_on = head.metadata.get("encoder", {}).get("checksum")
         if trained_on and trained_on != datamodule.encoder_checksum:
-            raise ValueError(f"the {task} head in {directory} was trained on another encoder than {encoder_dir or 'the default backbone'}")
+            raise ValueError(
+                f"the {task} head in {directory} was trained on another encoder than {encoder_dir or 'the default backbone'}"
+            )
         rows = report(datamodule, head, split)
         result[task] = rows
         result[f"{task}_positives"] = float(datamodule.splits[split]["labels"].mean())

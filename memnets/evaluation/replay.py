@@ -64,9 +64,14 @@ def open_memory(folder: str | Path, components: dict, settings: dict):
     components = dict(components)
     encoder = components.pop("encoder")
     chosen = {name: components.pop(name) for name in list(components) if name in ManagerConfig.__dataclass_fields__}
-    config = ManagerConfig(context_budget=settings["context_budget"], working_capacity=settings["working_capacity"],
-                           k=settings["k"], batch_size=settings["batch_size"], mmr_lambda=settings["mmr_lambda"],
-                           **chosen)  # e.g. the pack's write-through threshold
+    config = ManagerConfig(
+        context_budget=settings["context_budget"],
+        working_capacity=settings["working_capacity"],
+        k=settings["k"],
+        batch_size=settings["batch_size"],
+        mmr_lambda=settings["mmr_lambda"],
+        **chosen,
+    )  # e.g. the pack's write-through threshold
     return AgentMemory(open_store(folder, encoder.dim), encoder, config=config, owns_store=True, **components)
 
 
@@ -75,15 +80,20 @@ def replay_conversation(conversation: Conversation, setup: Setup, settings: dict
     if setup.gate_name == "none":
         return replay_plain(conversation, setup, settings, categories)
     started = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="memnets-replay-") as folder, \
-            open_memory(folder, setup.components, settings) as memory:
+    with (
+        tempfile.TemporaryDirectory(prefix="memnets-replay-") as folder,
+        open_memory(folder, setup.components, settings) as memory,
+    ):
         user = conversation.sample_id
-        manager = memory.manager(user, resume=False, state_path=Path(folder) / "state.json",
-                                 events=events_path(settings, setup))
+        manager = memory.manager(
+            user, resume=False, state_path=Path(folder) / "state.json", events=events_path(settings, setup)
+        )
         items = [q for q in conversation.qa if q.category in categories and q.evidence]
         schedule = question_schedule(conversation, items, settings["ask"], settings["delay"])
         questions = []
-        for position, turn in enumerate(tqdm(conversation.turns, desc=f"{setup.name}: turns", unit="turn", leave=False)):
+        for position, turn in enumerate(
+            tqdm(conversation.turns, desc=f"{setup.name}: turns", unit="turn", leave=False)
+        ):
             manager.observe(turn.content, t=turn.t, id=memory_id(user, turn.dia_id), speaker=turn.speaker)
             for item in schedule.get(position, []):
                 questions.append(ask(manager, conversation, item, turn.t + timedelta(minutes=1)))
@@ -92,7 +102,10 @@ def replay_conversation(conversation: Conversation, setup: Setup, settings: dict
         now = conversation.turns[-1].t + timedelta(hours=1)
         for item in tqdm(schedule.get(None, []), desc=f"{setup.name}: questions", unit="q", leave=False):
             questions.append(ask(manager, conversation, item, now))
-        moves = {move.value: manager.events.count(move) for move in (Move.RETAIN, Move.BURY, Move.RECALL, Move.SEARCH, Move.WRITE)}
+        moves = {
+            move.value: manager.events.count(move)
+            for move in (Move.RETAIN, Move.BURY, Move.RECALL, Move.SEARCH, Move.WRITE)
+        }
         archive_size = memory.store.count(user)
     return row(setup, questions, categories, moves, archive_size, stream_seconds, started)
 
@@ -100,15 +113,21 @@ def replay_conversation(conversation: Conversation, setup: Setup, settings: dict
 def replay_plain(conversation: Conversation, setup: Setup, settings: dict, categories: set[int]) -> dict:
     """The plain vector memory: add every turn, answer each question with the cosine top-k of all turns so far."""
     started = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="memnets-replay-") as folder, \
-            open_memory(folder, setup.components, settings) as memory:
+    with (
+        tempfile.TemporaryDirectory(prefix="memnets-replay-") as folder,
+        open_memory(folder, setup.components, settings) as memory,
+    ):
         user = conversation.sample_id
         items = [q for q in conversation.qa if q.category in categories and q.evidence]
         schedule = question_schedule(conversation, items, settings["ask"], settings["delay"])
         questions = []
-        for position, turn in enumerate(tqdm(conversation.turns, desc=f"{setup.name}: turns", unit="turn", leave=False)):
+        for position, turn in enumerate(
+            tqdm(conversation.turns, desc=f"{setup.name}: turns", unit="turn", leave=False)
+        ):
             memory.add(turn.content, user=user, t=turn.t, id=memory_id(user, turn.dia_id), agent=turn.speaker)
-            questions.extend(ask_plain(memory, conversation, item, settings["k"]) for item in schedule.get(position, []))
+            questions.extend(
+                ask_plain(memory, conversation, item, settings["k"]) for item in schedule.get(position, [])
+            )
         stream_seconds = time.perf_counter() - started
         questions.extend(ask_plain(memory, conversation, item, settings["k"]) for item in schedule.get(None, []))
         archive_size = memory.store.count(user)
@@ -116,8 +135,15 @@ def replay_plain(conversation: Conversation, setup: Setup, settings: dict, categ
     return row(setup, questions, categories, moves, archive_size, stream_seconds, started)
 
 
-def row(setup: Setup, questions: list[dict], categories: set[int], moves: dict, archive_size: int,
-        stream_seconds: float, started: float) -> dict:
+def row(
+    setup: Setup,
+    questions: list[dict],
+    categories: set[int],
+    moves: dict,
+    archive_size: int,
+    stream_seconds: float,
+    started: float,
+) -> dict:
     """One result row: the summary overall and per category, moves, sizes, timings and every question."""
     return {
         "name": setup.name,
@@ -256,7 +282,11 @@ def build_setups(
     if pack:
         from memnets.pack import load_pack
 
-        trained = {"importance": HeuristicImportance(), "gate": HeuristicGate(gate_threshold), "scorer": HeuristicScorer()}
+        trained = {
+            "importance": HeuristicImportance(),
+            "gate": HeuristicGate(gate_threshold),
+            "scorer": HeuristicScorer(),
+        }
         trained.update(pack_components(load_pack(pack)))
         trained["encoder"] = CachedEncoder(trained["encoder"])
         bases.append((f"pack:{Path(pack).name}", trained))
@@ -326,5 +356,10 @@ def replay(
     rows = []
     for setup in setups:
         rows.append(replay_conversation(conversation, setup, settings, categories))
-        logger.info("replay %s/%s: evidence recall %.3f", setup.name, setup.gate_name, rows[-1].get("evidence_recall", float("nan")))
+        logger.info(
+            "replay %s/%s: evidence recall %.3f",
+            setup.name,
+            setup.gate_name,
+            rows[-1].get("evidence_recall", float("nan")),
+        )
     return {"settings": settings, "rows": rows}

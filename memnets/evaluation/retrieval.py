@@ -35,7 +35,11 @@ def compare_rankers(
     for name, kind, path in parsed:
         started = time.perf_counter()
         report = evaluate_retriever(build_ranker(kind, path), conversations, categories=categories, ks=ks, name=name)
-        logger.info("%s: recall@10 %.3f (%.1f s)", name, report.overall.get("recall@10", float("nan")),
-                    time.perf_counter() - started)
+        logger.info(
+            "%s: recall@10 %.3f (%.1f s)",
+            name,
+            report.overall.get("recall@10", float("nan")),
+            time.perf_counter() - started,
+        )
         reports.append(report)
     return reports

@@ -35,7 +35,9 @@ class MemnetsEmbeddings(Embeddings):
 
     def __init__(self, encoder):
         if not callable(getattr(encoder, "encode", None)):
-            raise TypeError(f"MemnetsEmbeddings: encoder must have .encode(texts, kind=...), got {type(encoder).__name__}")
+            raise TypeError(
+                f"MemnetsEmbeddings: encoder must have .encode(texts, kind=...), got {type(encoder).__name__}"
+            )
         self.encoder = encoder
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
@@ -57,7 +59,9 @@ class EmbeddingsEncoder:
 
     def __init__(self, embeddings: Embeddings, dim: int | None = None):
         if not isinstance(embeddings, Embeddings):
-            raise TypeError(f"EmbeddingsEncoder: embeddings must be a LangChain Embeddings, got {type(embeddings).__name__}")
+            raise TypeError(
+                f"EmbeddingsEncoder: embeddings must be a LangChain Embeddings, got {type(embeddings).__name__}"
+            )
         self.embeddings = embeddings
         self.dim = int(dim) if dim is not None else len(embeddings.embed_query("dimension probe"))
         if self.dim < 1:

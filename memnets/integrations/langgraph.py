@@ -159,23 +159,34 @@ class MemnetsStore(BaseStore):
         wanted = op.offset + op.limit
         if op.query:
             filters = MemoryFilter(metadata={**conditions, UNINDEXED: {"$ne": True}})
-            hits = [(float(hit.score), namespace, hit.memory) for owner, namespace in owners
-                    for hit in self.memory.search(op.query, user=owner, k=wanted, filters=filters)]
+            hits = [
+                (float(hit.score), namespace, hit.memory)
+                for owner, namespace in owners
+                for hit in self.memory.search(op.query, user=owner, k=wanted, filters=filters)
+            ]
             hits.sort(key=lambda hit: -hit[0])
-            return [_item(memory, namespace, SearchItem, score=score) for score, namespace, memory in hits[op.offset:wanted]]
+            return [
+                _item(memory, namespace, SearchItem, score=score)
+                for score, namespace, memory in hits[op.offset : wanted]
+            ]
         filters = MemoryFilter(metadata=conditions) if conditions else None
         if len(owners) == 1:
             owner, namespace = owners[0]
             listed = self.memory.list_memories(user=owner, limit=op.limit, offset=op.offset, filters=filters)
             return [_item(memory, namespace, SearchItem) for memory in listed]
-        rows = [(memory, namespace) for owner, namespace in owners
-                for memory in self.memory.list_memories(user=owner, limit=wanted, offset=0, filters=filters)]
+        rows = [
+            (memory, namespace)
+            for owner, namespace in owners
+            for memory in self.memory.list_memories(user=owner, limit=wanted, offset=0, filters=filters)
+        ]
         rows.sort(key=lambda row: (row[0].t, row[0].owner, row[0].id))
-        return [_item(memory, namespace, SearchItem) for memory, namespace in rows[op.offset:wanted]]
+        return [_item(memory, namespace, SearchItem) for memory, namespace in rows[op.offset : wanted]]
 
     def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
         if op.limit < 0 or op.offset < 0:
-            raise ValueError(f"MemnetsStore.list_namespaces: limit and offset must be >= 0, got {op.limit}, {op.offset}")
+            raise ValueError(
+                f"MemnetsStore.list_namespaces: limit and offset must be >= 0, got {op.limit}, {op.offset}"
+            )
         if op.max_depth is not None and op.max_depth < 1:
             raise ValueError(f"MemnetsStore.list_namespaces: max_depth must be >= 1 or None, got {op.max_depth}")
         namespaces = [ns for ns in map(owner_to_namespace, self.memory.users()) if ns is not None]
@@ -201,7 +212,9 @@ class MemnetsStore(BaseStore):
         paths = index if index is not None else self.fields
         if paths is None:
             paths = [next((field for field in DEFAULT_FIELDS if value.get(field) is not None), "$")]
-        texts = [text for path in paths for text in get_text_at_path(value, path if path == "$" else tokenize_path(path))]
+        texts = [
+            text for path in paths for text in get_text_at_path(value, path if path == "$" else tokenize_path(path))
+        ]
         texts = [text for text in texts if text.strip()]
         return "\n".join(texts) if texts else None
 
@@ -244,7 +257,9 @@ def _check_value(value) -> dict:
         raise TypeError(f"MemnetsStore.put: value must be a dict or None, got {type(value).__name__}")
     bad = [name for name in value if not isinstance(name, str) or name.startswith(RESERVED_PREFIX)]
     if bad:
-        raise ValueError(f"MemnetsStore.put: value keys must be strings not starting with {RESERVED_PREFIX!r}, got {bad!r}")
+        raise ValueError(
+            f"MemnetsStore.put: value keys must be strings not starting with {RESERVED_PREFIX!r}, got {bad!r}"
+        )
     return dict(value)
 
 
@@ -253,7 +268,9 @@ def _metadata_conditions(filter: Mapping[str, Any] | None) -> dict[str, Any]:
     if not filter:
         return {}
     if not isinstance(filter, Mapping):
-        raise TypeError(f"MemnetsStore.search: filter must be a dict of field -> condition, got {type(filter).__name__}")
+        raise TypeError(
+            f"MemnetsStore.search: filter must be a dict of field -> condition, got {type(filter).__name__}"
+        )
     conditions = {}
     for name, condition in filter.items():
         if not isinstance(name, str) or name.startswith(RESERVED_PREFIX):
@@ -271,7 +288,7 @@ def _matches(condition: MatchCondition, namespace: tuple[str, ...]) -> bool:
     if condition.match_type == "prefix":
         part = namespace[: len(path)]
     elif condition.match_type == "suffix":
-        part = namespace[len(namespace) - len(path):]
+        part = namespace[len(namespace) - len(path) :]
     else:
         raise ValueError(f"MemnetsStore.list_namespaces: unknown match_type {condition.match_type!r}")
     return all(want == "*" or want == got for want, got in zip(path, part))

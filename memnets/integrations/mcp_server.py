@@ -138,5 +138,7 @@ def serve(
     if transport not in ("stdio", "http"):
         raise ValueError(f"serve: transport must be 'stdio' or 'http', got {transport!r}")
     server = build_server(memory, user=user, host=host, port=port)
-    logger.info("memnets MCP server over %s%s", transport, f" on http://{host}:{port}/mcp" if transport == "http" else "")
+    logger.info(
+        "memnets MCP server over %s%s", transport, f" on http://{host}:{port}/mcp" if transport == "http" else ""
+    )
     server.run("stdio" if transport == "stdio" else "streamable-http")

@@ -142,9 +142,15 @@ class PairCollator:
     ``query_positive_keys [B, K]`` (-1 padded), ``hard_negative_keys [B, H]``.
     """
 
-    def __init__(self, key_of: dict[tuple[str, str], int], contents: dict[tuple[str, str], str],
-                 query_positives: dict[tuple[str, str], set[str]], negatives: list[list[str]] | None,
-                 hard_negatives: int, seed: int = 0):
+    def __init__(
+        self,
+        key_of: dict[tuple[str, str], int],
+        contents: dict[tuple[str, str], str],
+        query_positives: dict[tuple[str, str], set[str]],
+        negatives: list[list[str]] | None,
+        hard_negatives: int,
+        seed: int = 0,
+    ):
         self.key_of, self.contents, self.query_positives = key_of, contents, query_positives
         self.negatives, self.hard_negatives = negatives, hard_negatives
         self.rng = random.Random(seed)
@@ -158,11 +164,16 @@ class PairCollator:
         positive_sets = [sorted(self.query_positives[(row["conv_id"], row["query"])]) for row in rows]
         width = max(len(s) for s in positive_sets)
         batch["query_positive_keys"] = torch.tensor(
-            [[self.key_of[(row["conv_id"], d)] for d in s] + [-1] * (width - len(s)) for row, s in zip(rows, positive_sets)]
+            [
+                [self.key_of[(row["conv_id"], d)] for d in s] + [-1] * (width - len(s))
+                for row, s in zip(rows, positive_sets)
+            ]
         )
         if self.hard_negatives and self.negatives is not None:
             chosen = [self.rng.sample(self.negatives[row["index"]], self.hard_negatives) for row in rows]
-            batch["hard_negatives"] = [self.contents[(row["conv_id"], d)] for row, ids in zip(rows, chosen) for d in ids]
+            batch["hard_negatives"] = [
+                self.contents[(row["conv_id"], d)] for row, ids in zip(rows, chosen) for d in ids
+            ]
             batch["hard_negative_keys"] = torch.tensor(
                 [[self.key_of[(row["conv_id"], d)] for d in ids] for row, ids in zip(rows, chosen)]
             )
@@ -244,8 +255,13 @@ class RetrievalDataModule(L.LightningDataModule):
             return MemoryEncoder.from_pretrained(hp.miner_model, max_length=128)
 
         return cached_hard_negatives(
-            cache_dir, pairs, conversations, miner=hp.miner, top_k=hp.mining_top_k,
-            relative_margin=hp.relative_margin, seed=hp.seed,
+            cache_dir,
+            pairs,
+            conversations,
+            miner=hp.miner,
+            top_k=hp.mining_top_k,
+            relative_margin=hp.relative_margin,
+            seed=hp.seed,
             encoder_loader=load_encoder if hp.miner == "encoder" else None,
             encoder_name=f"{hp.miner_model}||" if hp.miner == "encoder" else None,
         )

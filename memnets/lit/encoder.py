@@ -71,11 +71,20 @@ class EncoderModule(L.LightningModule):
         super().__init__()
         self.save_hyperparameters()
         self.encoder = MemoryEncoder.from_pretrained(
-            backbone, max_length=max_length, projection_dim=projection_dim,
-            query_prefix=query_prefix, memory_prefix=memory_prefix, backbone_config=backbone_config,
+            backbone,
+            max_length=max_length,
+            projection_dim=projection_dim,
+            query_prefix=query_prefix,
+            memory_prefix=memory_prefix,
+            backbone_config=backbone_config,
         )
-        self.loss_fn = InfoNCELoss(temperature, learnable_temperature, symmetric,
-                                   min_temperature=min_temperature, max_temperature=max_temperature)
+        self.loss_fn = InfoNCELoss(
+            temperature,
+            learnable_temperature,
+            symmetric,
+            min_temperature=min_temperature,
+            max_temperature=max_temperature,
+        )
         self._validation_rows: list[dict] = []
 
     def on_fit_start(self) -> None:
@@ -122,8 +131,13 @@ class EncoderModule(L.LightningModule):
         if not report.overall:
             return
         for metric in METRICS:
-            self.log(f"val/{metric}", report.overall[metric], prog_bar=metric in {"recall@5", "recall@10"},
-                     sync_dist=True, batch_size=report.counts["questions"])
+            self.log(
+                f"val/{metric}",
+                report.overall[metric],
+                prog_bar=metric in {"recall@5", "recall@10"},
+                sync_dist=True,
+                batch_size=report.counts["questions"],
+            )
 
     def configure_optimizers(self):
         hp = self.hparams

@@ -102,13 +102,17 @@ class HeadDataModule(L.LightningDataModule):
     def embed(self, texts, kind: str, cache: str) -> EmbeddingTable:
         table = embed_texts(texts, kind, self.encoder_path, cache_dir=cache, progress=self.progress)
         if table.dim != self.dim:
-            raise ValueError(f"the encoder {self.encoder_path or 'default backbone'} gave {table.dim}-d vectors, its config says {self.dim}")
+            raise ValueError(
+                f"the encoder {self.encoder_path or 'default backbone'} gave {table.dim}-d vectors, its config says {self.dim}"
+            )
         self.encoder_checksum = table.encoder_checksum
         return table
 
     def turn_table(self, datasets: dict, cache: str) -> EmbeddingTable:
         """Every turn of every split's conversations (kind "memory"): one cache entry shared by both heads."""
-        return self.embed([text for split in SPLIT_NAMES for text in datasets["importance"][split]["text"]], "memory", cache)
+        return self.embed(
+            [text for split in SPLIT_NAMES for text in datasets["importance"][split]["text"]], "memory", cache
+        )
 
     @property
     def pos_weight(self) -> float:
@@ -238,8 +242,15 @@ class HeadModule(L.LightningModule):
         output_dir: where the fitted head is saved at the end of fit (``None`` = not saved).
     """
 
-    def __init__(self, head: Head, lr: float, weight_decay: float, pos_weight: float | None, select_metric: str,
-                 output_dir: str | None):
+    def __init__(
+        self,
+        head: Head,
+        lr: float,
+        weight_decay: float,
+        pos_weight: float | None,
+        select_metric: str,
+        output_dir: str | None,
+    ):
         super().__init__()
         if select_metric not in ("ap", "auroc"):
             raise ValueError(f"select_metric must be 'ap' or 'auroc', got {select_metric!r}")
@@ -267,9 +278,13 @@ class HeadModule(L.LightningModule):
     def setup(self, stage: str) -> None:
         datamodule = self.trainer.datamodule
         if datamodule is None:
-            raise ValueError(f"{type(self).__name__} needs its DataModule (it sets the embedding size and class balance)")
+            raise ValueError(
+                f"{type(self).__name__} needs its DataModule (it sets the embedding size and class balance)"
+            )
         if datamodule.dim != self.head.dim:
-            raise ValueError(f"{type(self).__name__} has a head for {self.head.dim}-d embeddings, the DataModule's encoder gives {datamodule.dim}-d")
+            raise ValueError(
+                f"{type(self).__name__} has a head for {self.head.dim}-d embeddings, the DataModule's encoder gives {datamodule.dim}-d"
+            )
         datamodule.setup(stage)
         if self.pos_weight is None:
             self.pos_weight = datamodule.pos_weight
@@ -302,7 +317,9 @@ class HeadModule(L.LightningModule):
         scores = {"auroc": roc_auc_score(labels, logits), "ap": average_precision_score(labels, logits)}
         self.log("val/auroc", scores["auroc"], prog_bar=True)
         self.log("val/ap", scores["ap"], prog_bar=True)
-        if not self.trainer.sanity_checking and scores[self.select_metric] >= self.best_score:  # ties: the later, better-fitted epoch
+        if (
+            not self.trainer.sanity_checking and scores[self.select_metric] >= self.best_score
+        ):  # ties: the later, better-fitted epoch
             self.best_score = float(scores[self.select_metric])
             self.best_epoch = self.current_epoch
             self.best_state = copy.deepcopy({k: v.detach().cpu() for k, v in self.head.state_dict().items()})
@@ -319,7 +336,10 @@ class HeadModule(L.LightningModule):
         probabilities = self.split_probabilities(datamodule, "validation")
         head.threshold = self.choose_threshold(labels, probabilities)
         head.metadata = {
-            "encoder": {"path": str(datamodule.encoder_path or "default backbone"), "checksum": datamodule.encoder_checksum},
+            "encoder": {
+                "path": str(datamodule.encoder_path or "default backbone"),
+                "checksum": datamodule.encoder_checksum,
+            },
             "data": {"config": str(datamodule.data_config or "data/locomo"), "cache_key": datamodule.data_key},
             "train_examples": int(datamodule.splits["train"]["labels"].numel()),
             "pos_weight": float(self.pos_weight),
@@ -330,8 +350,11 @@ class HeadModule(L.LightningModule):
             head.save(self.output_dir)
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
-        checkpoint["head"] = {"threshold": self.head.threshold, "logit_offset": self.head.logit_offset,
-                              "metadata": self.head.metadata}
+        checkpoint["head"] = {
+            "threshold": self.head.threshold,
+            "logit_offset": self.head.logit_offset,
+            "metadata": self.head.metadata,
+        }
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         saved = checkpoint.get("head", {})
@@ -355,8 +378,14 @@ class ImportanceModule(HeadModule):
         select_metric: str = "ap",
         output_dir: str | None = "checkpoints/importance",
     ):
-        super().__init__(ImportanceHead(dim, list(hidden_dims), dropout, use_text_features), lr, weight_decay, pos_weight,
-                         select_metric, output_dir)
+        super().__init__(
+            ImportanceHead(dim, list(hidden_dims), dropout, use_text_features),
+            lr,
+            weight_decay,
+            pos_weight,
+            select_metric,
+            output_dir,
+        )
         self.save_hyperparameters()
 
     def logits(self, batch) -> torch.Tensor:
@@ -388,8 +417,15 @@ class GateModule(HeadModule):
         select_metric: str = "auroc",
         output_dir: str | None = "checkpoints/gate",
     ):
-        head = RecallGateHead(dim, hidden_dims=list(hidden_dims), dropout=dropout, attention_dim=attention_dim, top_k=top_k,
-                              temperatures=list(temperatures), use_vectors=use_vectors)
+        head = RecallGateHead(
+            dim,
+            hidden_dims=list(hidden_dims),
+            dropout=dropout,
+            attention_dim=attention_dim,
+            top_k=top_k,
+            temperatures=list(temperatures),
+            use_vectors=use_vectors,
+        )
         super().__init__(head, lr, weight_decay, pos_weight, select_metric, output_dir)
         self.min_recall = min_recall
         self.save_hyperparameters()
@@ -410,7 +446,9 @@ def importance_probabilities(head: ImportanceHead, datamodule: ImportanceDataMod
     return head.predict_proba(datamodule.splits[split]["embeddings"], texts=datamodule.texts[split])
 
 
-def gate_probabilities(gate: RecallGateHead, datamodule: GateDataModule, split: str, batch_size: int = 1024) -> np.ndarray:
+def gate_probabilities(
+    gate: RecallGateHead, datamodule: GateDataModule, split: str, batch_size: int = 1024
+) -> np.ndarray:
     """``gate.predict_proba`` over a whole split, in batches (the context tensor is gathered per batch)."""
     data = datamodule.splits[split]
     out = []

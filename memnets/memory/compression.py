@@ -43,5 +43,11 @@ def summarise(memories: list[Memory], llm: LLM, *, owner: str, now: datetime, ma
     if not memories:
         raise ValueError("summarise: nothing to summarise (no memory passed the window and importance filter)")
     content = llm.complete(f"{SUMMARY_PROMPT}\n{memory_lines(memories)}", max_new_tokens=max_new_tokens)
-    return derived_memory(owner, "summary", content, memories, now,
-                          {"llm": llm.name, "start": memories[0].t.isoformat(), "end": memories[-1].t.isoformat()})
+    return derived_memory(
+        owner,
+        "summary",
+        content,
+        memories,
+        now,
+        {"llm": llm.name, "start": memories[0].t.isoformat(), "end": memories[-1].t.isoformat()},
+    )

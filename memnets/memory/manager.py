@@ -165,14 +165,22 @@ class ManagerConfig:
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
                 raise ValueError(f"ManagerConfig.{name} must be a number in [0, 1], got {value!r}")
         if self.reflection_threshold is not None and not (
-                isinstance(self.reflection_threshold, (int, float)) and self.reflection_threshold > 0):
-            raise ValueError(f"ManagerConfig.reflection_threshold must be None or a positive number, got {self.reflection_threshold!r}")
+            isinstance(self.reflection_threshold, (int, float)) and self.reflection_threshold > 0
+        ):
+            raise ValueError(
+                f"ManagerConfig.reflection_threshold must be None or a positive number, got {self.reflection_threshold!r}"
+            )
         if self.duplicate_threshold is not None and not (
-                isinstance(self.duplicate_threshold, (int, float)) and -1.0 <= self.duplicate_threshold <= 1.0):
-            raise ValueError(f"ManagerConfig.duplicate_threshold is a cosine: None or a number in [-1, 1], got {self.duplicate_threshold!r}")
+            isinstance(self.duplicate_threshold, (int, float)) and -1.0 <= self.duplicate_threshold <= 1.0
+        ):
+            raise ValueError(
+                f"ManagerConfig.duplicate_threshold is a cosine: None or a number in [-1, 1], got {self.duplicate_threshold!r}"
+            )
         policy(self.working_policy)  # an unknown name raises ValueError naming the choices
         if self.context_policy != "least_recent":
-            raise ValueError(f"the context spills in arrival order; context_policy must be 'least_recent', got {self.context_policy!r}")
+            raise ValueError(
+                f"the context spills in arrival order; context_policy must be 'least_recent', got {self.context_policy!r}"
+            )
 
     @classmethod
     def build(cls, config: ManagerConfig | None = None, **settings) -> ManagerConfig:
@@ -246,8 +254,12 @@ class MemoryManager:
         # the store's deletion ledger position this manager has caught up with (see _forget_deleted)
         self._deletion_mark = store.deletion_mark() if hasattr(store, "deletion_mark") else 0
         if not hasattr(store, "deleted_since"):
-            logger.warning("%s has no deletion ledger (deletion_mark/deleted_since): the manager of %r forgets "
-                           "deletions made through AgentMemory in this process only", type(store).__name__, owner)
+            logger.warning(
+                "%s has no deletion ledger (deletion_mark/deleted_since): the manager of %r forgets "
+                "deletions made through AgentMemory in this process only",
+                type(store).__name__,
+                owner,
+            )
         if state_path is None and getattr(store, "directory", None) is not None:
             state_path = default_state_path(store.directory, owner)
         self.state_path = Path(state_path) if state_path is not None else None
@@ -334,7 +346,9 @@ class MemoryManager:
         """
         if not hasattr(self.store, "deleted_since"):
             return set()
-        self._deletion_mark, gone = self.store.deleted_since(self._deletion_mark, self.owner, list(self._held().values()))
+        self._deletion_mark, gone = self.store.deleted_since(
+            self._deletion_mark, self.owner, list(self._held().values())
+        )
         if gone:
             self.forget(gone, t, reason="deleted in the store")
         return gone
@@ -363,7 +377,11 @@ class MemoryManager:
         entry = self.working.get(memory.id) or next((e for e in self.context.entries if e.id == memory.id), None)
         if entry is None:
             return False
-        entry.memory, entry.vector, entry.tokens = memory, np.asarray(vector, dtype=np.float32), self._tokens(memory.content)
+        entry.memory, entry.vector, entry.tokens = (
+            memory,
+            np.asarray(vector, dtype=np.float32),
+            self._tokens(memory.content),
+        )
         self.pending.pop(memory.id, None)  # the store holds the new version already
         return True
 
@@ -594,9 +612,15 @@ class MemoryManager:
         k = self.config.k if k is None else _positive_k(k)
         self._forget_deleted(now)
         query_vector = self._embed([query], "query")[0]
-        context_vectors = np.stack([e.vector for e in self.context.entries]) if len(self.context) else np.empty((0, len(query_vector)))
+        context_vectors = (
+            np.stack([e.vector for e in self.context.entries])
+            if len(self.context)
+            else np.empty((0, len(query_vector)))
+        )
         verdict = self.gate(query_vector, context_vectors)
-        self.events.log(Move.GATE, [], now, query=query, recall=verdict.recall, score=verdict.score, gate=self.gate.name)
+        self.events.log(
+            Move.GATE, [], now, query=query, recall=verdict.recall, score=verdict.score, gate=self.gate.name
+        )
         recalled = self.recall(query, now=now, k=k, query_vector=query_vector, stamp=False) if verdict.recall else []
         chosen = self._pick(list(self.working.entries.values()), query, query_vector, now, k)
         stamped = {e.id for e in chosen} | {m.id for m in recalled}
@@ -659,7 +683,9 @@ class MemoryManager:
         plan = self.planner.plan(goal, list(view.memories), owner=self.owner, now=now, previous=previous)
         self._store(plan.memory, now)
         move = Move.REPLAN if previous is not None else Move.PLAN
-        self.events.log(move, [plan.memory.id], now, goal=goal.description, steps=plan.steps, failures=list(goal.failures))
+        self.events.log(
+            move, [plan.memory.id], now, goal=goal.description, steps=plan.steps, failures=list(goal.failures)
+        )
         self._settle_working(now, protected=[plan.memory.id])
         return plan
 
@@ -716,4 +742,3 @@ class MemoryManager:
 
     def __exit__(self, *exc) -> None:
         self.close()
-

@@ -30,9 +30,7 @@ def mmr(
     vectors = np.asarray(vectors, dtype=np.float64)
     relevance = np.asarray(relevance, dtype=np.float64)
     if vectors.ndim != 2 or relevance.shape != (vectors.shape[0],):
-        raise ValueError(
-            f"mmr: vectors must be [N, d] and relevance [N]; got {vectors.shape} and {relevance.shape}"
-        )
+        raise ValueError(f"mmr: vectors must be [N, d] and relevance [N]; got {vectors.shape} and {relevance.shape}")
     if not 0.0 <= lambda_ <= 1.0:
         raise ValueError(f"mmr: lambda_ must lie in [0, 1], got {lambda_}")
     if k < 0:
@@ -51,4 +49,3 @@ def mmr(
         available[best] = False
         redundancy = np.maximum(redundancy, similarity[best])
     return chosen
-

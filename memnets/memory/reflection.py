@@ -65,9 +65,17 @@ class Reflector:
             raise ValueError("reflect: no memories have been seen since the last reflection")
         ranked = sorted(self.pending, key=lambda m: -m.importance)[: self.max_evidence]
         evidence = sorted(ranked, key=lambda m: m.t)
-        content = self.llm.complete(f"{REFLECTION_PROMPT}\n{memory_lines(evidence)}", max_new_tokens=self.max_new_tokens)
-        reflection = derived_memory(owner, "reflection", content, evidence, now,
-                                    {"llm": self.llm.name, "accumulated_importance": self.accumulated})
+        content = self.llm.complete(
+            f"{REFLECTION_PROMPT}\n{memory_lines(evidence)}", max_new_tokens=self.max_new_tokens
+        )
+        reflection = derived_memory(
+            owner,
+            "reflection",
+            content,
+            evidence,
+            now,
+            {"llm": self.llm.name, "accumulated_importance": self.accumulated},
+        )
         self.accumulated = 0.0
         self.pending = []
         return reflection

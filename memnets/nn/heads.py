@@ -292,7 +292,9 @@ class RecallGateHead(Head):
         soft = []
         for t in self.temperatures:
             logits = torch.where(mask, sims / t, torch.full_like(sims, -torch.inf))
-            lse = torch.logsumexp(logits, dim=1, keepdim=True) - torch.log(count.clamp(min=1).unsqueeze(1).to(sims.dtype))
+            lse = torch.logsumexp(logits, dim=1, keepdim=True) - torch.log(
+                count.clamp(min=1).unsqueeze(1).to(sims.dtype)
+            )
             soft.append(torch.where(present, t * lse, floor))
         size = torch.log1p(count.to(sims.dtype)).unsqueeze(1)
         # how far back the matches lie: 0 = the newest context turn, towards 1 = the oldest. A best
@@ -302,7 +304,9 @@ class RecallGateHead(Head):
         age = ((n - 1 - slots) / n.clamp(min=1)).clamp(min=0)
         ages = [age.gather(1, masked.argmax(dim=1, keepdim=True)) if width else sims.new_zeros(sims.shape[0], 1)]
         for t in self.temperatures:
-            weights = torch.softmax(torch.where(mask, sims / t, torch.full_like(sims, -torch.inf)), dim=1).nan_to_num(0.0)
+            weights = torch.softmax(torch.where(mask, sims / t, torch.full_like(sims, -torch.inf)), dim=1).nan_to_num(
+                0.0
+            )
             ages.append((weights * age).sum(dim=1, keepdim=True))
         return torch.cat([top, torch.where(present, mean, floor), *soft, size, *ages], dim=1)
 
@@ -335,7 +339,9 @@ class RecallGateHead(Head):
         """
         query = _as_tensor("query_emb", query_emb, 2)
         context = _as_tensor("context_embs", context_embs, 3)
-        mask = torch.ones(context.shape[:2], dtype=torch.bool) if mask is None else _as_tensor("mask", mask, 2, torch.bool)
+        mask = (
+            torch.ones(context.shape[:2], dtype=torch.bool) if mask is None else _as_tensor("mask", mask, 2, torch.bool)
+        )
         if query.shape[1] != self.dim or context.shape[2] != self.dim:
             raise ValueError(
                 f"query_emb dim {query.shape[1]} / context_embs dim {context.shape[2]}; this RecallGateHead expects {self.dim}"

@@ -101,9 +101,7 @@ def _check_shapes(query: torch.Tensor, positive: torch.Tensor, hard_negatives: t
         raise ValueError(
             f"query and positive must both be [B, d]; got query {tuple(query.shape)}, positive {tuple(positive.shape)}"
         )
-    if hard_negatives is not None and (
-        hard_negatives.ndim not in (2, 3) or hard_negatives.shape[-1] != query.shape[1]
-    ):
+    if hard_negatives is not None and (hard_negatives.ndim not in (2, 3) or hard_negatives.shape[-1] != query.shape[1]):
         raise ValueError(
             f"hard_negatives must be [B, H, d] or [M, d] with d={query.shape[1]}; got {tuple(hard_negatives.shape)}"
         )

@@ -29,7 +29,11 @@ class BM25Ranker:
         index = bm25s.BM25(k1=self.k1, b=self.b)
         index.index(bm25s.tokenize(list(documents), stopwords=self.stopwords, show_progress=False), show_progress=False)
         query_tokens = bm25s.tokenize(list(queries), stopwords=self.stopwords, return_ids=False, show_progress=False)
-        return np.stack([index.get_scores(tokens) for tokens in query_tokens]) if queries else np.zeros((0, len(documents)))
+        return (
+            np.stack([index.get_scores(tokens) for tokens in query_tokens])
+            if queries
+            else np.zeros((0, len(documents)))
+        )
 
     def rank(self, conversation: Conversation, queries: Sequence[str]) -> list[list[str]]:
         ids = [turn.dia_id for turn in conversation.turns]

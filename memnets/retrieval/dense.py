@@ -17,7 +17,9 @@ class DenseRanker:
         self.encoder, self.name, self.batch_size = encoder, name, batch_size
 
     def rank(self, conversation: Conversation, queries: Sequence[str]) -> list[list[str]]:
-        memories = self.encoder.encode([turn.content for turn in conversation.turns], kind="memory", batch_size=self.batch_size)
+        memories = self.encoder.encode(
+            [turn.content for turn in conversation.turns], kind="memory", batch_size=self.batch_size
+        )
         questions = self.encoder.encode(list(queries), kind="query", batch_size=self.batch_size)
         scores = (questions @ memories.T).numpy()
         ids = [turn.dia_id for turn in conversation.turns]

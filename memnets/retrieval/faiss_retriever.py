@@ -192,18 +192,24 @@ class FaissRetriever:
         if not isinstance(dim, (int, np.integer)) or isinstance(dim, bool) or dim < 1:
             raise ValueError(f"FaissRetriever: dim must be a positive int, got {dim!r}")
         if not isinstance(index, str) or not index:
-            raise ValueError(f"FaissRetriever: index must be one of {INDEX_KINDS} or a FAISS factory string, got {index!r}")
+            raise ValueError(
+                f"FaissRetriever: index must be one of {INDEX_KINDS} or a FAISS factory string, got {index!r}"
+            )
         if index not in INDEX_KINDS:
             try:  # fail now, not at the first add, on a factory string FAISS cannot parse
                 faiss.index_factory(int(dim), index, faiss.METRIC_INNER_PRODUCT)
             except RuntimeError as error:
-                raise ValueError(f"FaissRetriever: index {index!r} is neither one of {INDEX_KINDS} "
-                                 f"nor a valid FAISS factory string: {str(error).splitlines()[0]}") from None
+                raise ValueError(
+                    f"FaissRetriever: index {index!r} is neither one of {INDEX_KINDS} "
+                    f"nor a valid FAISS factory string: {str(error).splitlines()[0]}"
+                ) from None
         if use_gpu not in ("auto", True, False):
             raise ValueError(f"FaissRetriever: use_gpu must be 'auto', True or False, got {use_gpu!r}")
         if use_gpu is True and not gpu_available():
-            raise RuntimeError("FaissRetriever: use_gpu=True but FAISS has no GPU support here "
-                               "(install faiss-gpu and check faiss.get_num_gpus())")
+            raise RuntimeError(
+                "FaissRetriever: use_gpu=True but FAISS has no GPU support here "
+                "(install faiss-gpu and check faiss.get_num_gpus())"
+            )
         if exact_below is not None and (not isinstance(exact_below, (int, np.integer)) or exact_below < 0):
             raise ValueError(f"FaissRetriever: exact_below must be an int >= 0, got {exact_below!r}")
         for name, value in (("hnsw_m", hnsw_m), ("ef_search", ef_search), ("ef_construction", ef_construction)):
@@ -270,8 +276,13 @@ class FaissRetriever:
             state = self._owners.get(owner)
             if state is None:
                 return {"kind": None, "live": 0, "tombstones": 0, "bytes": 0}
-            out = {"kind": state.kind, "live": state.live, "tombstones": state.tombstones,
-                   "trained_size": state.trained_size, "bytes": _index_bytes(state)}
+            out = {
+                "kind": state.kind,
+                "live": state.live,
+                "tombstones": state.tombstones,
+                "trained_size": state.trained_size,
+                "bytes": _index_bytes(state),
+            }
             ivf = faiss.try_extract_index_ivf(state.index)
             if ivf is not None:
                 out["nlist"] = int(ivf.nlist)
@@ -304,7 +315,9 @@ class FaissRetriever:
         with self._lock:
             present = [i for i in ids if i in self._int_of]
             if present:
-                raise ValueError(f"FaissRetriever.add: ids already in the retriever (remove them first): {present[:5]!r}")
+                raise ValueError(
+                    f"FaissRetriever.add: ids already in the retriever (remove them first): {present[:5]!r}"
+                )
             if not ids:
                 return
             labels = np.arange(self._next_label, self._next_label + len(ids), dtype="int64")
@@ -337,7 +350,9 @@ class FaissRetriever:
         with self._lock:
             missing = [i for i in ids if i not in self._int_of]
             if missing and not missing_ok:
-                raise KeyError(f"FaissRetriever.remove: unknown ids {missing[:5]!r}" + (" ..." if len(missing) > 5 else ""))
+                raise KeyError(
+                    f"FaissRetriever.remove: unknown ids {missing[:5]!r}" + (" ..." if len(missing) > 5 else "")
+                )
             by_owner: dict[str, list[str]] = {}
             for memory_id in ids:
                 if memory_id in self._int_of:
@@ -360,8 +375,9 @@ class FaissRetriever:
             return removed
 
     # ------------------------------------------------------------------ search
-    def search(self, vectors: np.ndarray, k: int, owner: str, *, nprobe: int | None = None,
-               ef_search: int | None = None) -> tuple[list[list[str]], np.ndarray]:
+    def search(
+        self, vectors: np.ndarray, k: int, owner: str, *, nprobe: int | None = None, ef_search: int | None = None
+    ) -> tuple[list[list[str]], np.ndarray]:
         """The k best memories of ``owner`` for each query vector [B, dim], best first.
 
         ``nprobe`` (IVF lists visited) and ``ef_search`` (HNSW beam width) override the
@@ -390,8 +406,9 @@ class FaissRetriever:
             ids = [[self._str_of[int(label)] for label in row] for row in labels]
         return ids, scores.astype("float32", copy=False)
 
-    def _search_state(self, state: _Owner, vectors: np.ndarray, k: int, nprobe: int | None,
-                      ef_search: int | None) -> tuple[np.ndarray, np.ndarray]:
+    def _search_state(
+        self, state: _Owner, vectors: np.ndarray, k: int, nprobe: int | None, ef_search: int | None
+    ) -> tuple[np.ndarray, np.ndarray]:
         """(scores, labels) [B, k]; every row full (an approximate index's short rows answered exactly)."""
         if self.use_gpu and k <= GPU_MAX_K and _find_hnsw(state.index) is None:
             return self._search_gpu(state, vectors, k, nprobe)
@@ -498,8 +515,9 @@ class FaissRetriever:
             try:
                 index.train(sample)
             except RuntimeError as error:
-                raise ValueError(f"FaissRetriever: cannot train index {kind!r} on {n} vectors: "
-                                 f"{str(error).strip().splitlines()[-1]}") from None
+                raise ValueError(
+                    f"FaissRetriever: cannot train index {kind!r} on {n} vectors: {str(error).strip().splitlines()[-1]}"
+                ) from None
         ivf = faiss.try_extract_index_ivf(index)
         if ivf is not None:
             ivf.set_direct_map_type(faiss.DirectMap.Hashtable)  # O(1) removal and reconstruction by id
@@ -523,8 +541,11 @@ class FaissRetriever:
             reason = f"{state.tombstones} tombstones of {state.index.ntotal}"
         elif self._wanted_kind(state.live) != state.kind and state.live >= self.exact_below:
             reason = f"{state.live} vectors: {state.kind} -> {self._wanted_kind(state.live)}"
-        elif state.kind != "flat" and state.live > self.retrain_growth * max(state.trained_size, 1) \
-                and faiss.try_extract_index_ivf(state.index) is not None:
+        elif (
+            state.kind != "flat"
+            and state.live > self.retrain_growth * max(state.trained_size, 1)
+            and faiss.try_extract_index_ivf(state.index) is not None
+        ):
             reason = f"{state.live} vectors, trained at {state.trained_size}"
         if reason is not None:
             self._start_upkeep(owner, reason)
@@ -533,8 +554,7 @@ class FaissRetriever:
         if not self.background:
             self._rebuild(owner, reason)
             return
-        thread = threading.Thread(target=self._rebuild, args=(owner, reason), daemon=True,
-                                  name=f"faiss-upkeep-{owner}")
+        thread = threading.Thread(target=self._rebuild, args=(owner, reason), daemon=True, name=f"faiss-upkeep-{owner}")
         self._upkeep[owner] = thread
         thread.start()
 
@@ -616,18 +636,31 @@ class FaissRetriever:
             owners = []
             for number, (owner, state) in enumerate(self._owners.items()):
                 live = _live_labels(state)
-                entry = {"owner": owner, "file": f"owner-{number}.faiss", "kind": state.kind,
-                         "trained_size": state.trained_size, "ids": [self._str_of[label] for label in live.tolist()],
-                         "labels": live.tolist()}
+                entry = {
+                    "owner": owner,
+                    "file": f"owner-{number}.faiss",
+                    "kind": state.kind,
+                    "trained_size": state.trained_size,
+                    "ids": [self._str_of[label] for label in live.tolist()],
+                    "labels": live.tolist(),
+                }
                 if state.positional:
                     entry["positions"] = state.labels.tolist()  # label per position, tombstones included
                 faiss.write_index(state.index, str(directory / entry["file"]))
                 owners.append(entry)
             manifest = {
-                "format_version": FORMAT_VERSION, "dim": self.dim, "index": self.index,
-                "exact_below": self.exact_below, "hnsw_m": self.hnsw_m, "ef_search": self.ef_search,
-                "ef_construction": self.ef_construction, "nprobe": self.nprobe, "compact_at": self.compact_at,
-                "retrain_growth": self.retrain_growth, "next_label": self._next_label, "owners": owners,
+                "format_version": FORMAT_VERSION,
+                "dim": self.dim,
+                "index": self.index,
+                "exact_below": self.exact_below,
+                "hnsw_m": self.hnsw_m,
+                "ef_search": self.ef_search,
+                "ef_construction": self.ef_construction,
+                "nprobe": self.nprobe,
+                "compact_at": self.compact_at,
+                "retrain_growth": self.retrain_growth,
+                "next_label": self._next_label,
+                "owners": owners,
             }
         (directory / MANIFEST).write_text(json.dumps(manifest))
         return directory
@@ -641,13 +674,23 @@ class FaissRetriever:
             raise FileNotFoundError(f"FaissRetriever.load: no {MANIFEST} in {directory}")
         manifest = json.loads(path.read_text())
         if manifest.get("format_version") != FORMAT_VERSION:
-            raise ValueError(f"FaissRetriever.load: {path} has format_version {manifest.get('format_version')!r}, "
-                             f"this version reads {FORMAT_VERSION}")
-        retriever = cls(manifest["dim"], manifest["index"], use_gpu, exact_below=manifest["exact_below"],
-                        hnsw_m=manifest["hnsw_m"], ef_search=manifest["ef_search"],
-                        ef_construction=manifest["ef_construction"], nprobe=manifest["nprobe"],
-                        compact_at=manifest["compact_at"], retrain_growth=manifest["retrain_growth"],
-                        background=background)
+            raise ValueError(
+                f"FaissRetriever.load: {path} has format_version {manifest.get('format_version')!r}, "
+                f"this version reads {FORMAT_VERSION}"
+            )
+        retriever = cls(
+            manifest["dim"],
+            manifest["index"],
+            use_gpu,
+            exact_below=manifest["exact_below"],
+            hnsw_m=manifest["hnsw_m"],
+            ef_search=manifest["ef_search"],
+            ef_construction=manifest["ef_construction"],
+            nprobe=manifest["nprobe"],
+            compact_at=manifest["compact_at"],
+            retrain_growth=manifest["retrain_growth"],
+            background=background,
+        )
         retriever._next_label = int(manifest["next_label"])
         for entry in manifest["owners"]:
             index_path = directory / entry["file"]
@@ -656,20 +699,26 @@ class FaissRetriever:
             positions = np.asarray(entry["positions"], dtype="int64") if "positions" in entry else None
             expected = len(positions) if positions is not None else len(ids)
             if index.d != retriever.dim or index.ntotal != expected or len(labels) != len(ids):
-                raise ValueError(f"FaissRetriever.load: {index_path} holds {index.ntotal} vectors of dim {index.d}; "
-                                 f"the manifest expects {expected} of dim {retriever.dim}")
+                raise ValueError(
+                    f"FaissRetriever.load: {index_path} holds {index.ntotal} vectors of dim {index.d}; "
+                    f"the manifest expects {expected} of dim {retriever.dim}"
+                )
             state = _Owner(kind=entry["kind"], index=index, live=len(ids), trained_size=int(entry["trained_size"]))
             if positions is not None:
                 state.labels = positions
                 if _find_hnsw(index) is not None:
                     state.alive = np.isin(positions, labels)
                 if int(np.isin(positions, labels).sum()) != len(labels):
-                    raise ValueError(f"FaissRetriever.load: {path} lists labels of {entry['owner']!r} that its index lacks")
+                    raise ValueError(
+                        f"FaissRetriever.load: {path} lists labels of {entry['owner']!r} that its index lacks"
+                    )
             elif faiss.try_extract_index_ivf(index) is not None:
                 faiss.try_extract_index_ivf(index).set_direct_map_type(faiss.DirectMap.Hashtable)
             for memory_id, label in zip(ids, labels.tolist()):
                 if memory_id in retriever._int_of or label in retriever._str_of or label >= retriever._next_label:
-                    raise ValueError(f"FaissRetriever.load: id {memory_id!r} (label {label}) is repeated or out of range in {path}")
+                    raise ValueError(
+                        f"FaissRetriever.load: id {memory_id!r} (label {label}) is repeated or out of range in {path}"
+                    )
                 retriever._int_of[memory_id], retriever._str_of[label] = label, memory_id
                 retriever._owner_of[memory_id] = entry["owner"]
             retriever._owners[entry["owner"]] = state
@@ -679,10 +728,14 @@ class FaissRetriever:
     def _check_vectors(self, vectors, where: str) -> np.ndarray:
         array = np.asarray(vectors)
         if array.ndim != 2:
-            raise ValueError(f"FaissRetriever.{where}: vectors must be a 2-D array [N, {self.dim}], "
-                             f"got shape {array.shape} (reshape one vector with v[None, :])")
+            raise ValueError(
+                f"FaissRetriever.{where}: vectors must be a 2-D array [N, {self.dim}], "
+                f"got shape {array.shape} (reshape one vector with v[None, :])"
+            )
         if array.shape[1] != self.dim:
-            raise ValueError(f"FaissRetriever.{where}: vectors have dim {array.shape[1]}, the retriever has dim {self.dim}")
+            raise ValueError(
+                f"FaissRetriever.{where}: vectors have dim {array.shape[1]}, the retriever has dim {self.dim}"
+            )
         if not np.issubdtype(array.dtype, np.number):
             raise ValueError(f"FaissRetriever.{where}: vectors must be numeric, got dtype {array.dtype}")
         array = np.ascontiguousarray(array, dtype="float32")
@@ -733,7 +786,9 @@ def _delete(state: _Owner, labels: np.ndarray) -> int:
         removed = int(state.index.remove_ids(faiss.IDSelectorArray(labels)))
     else:
         positions = np.searchsorted(state.labels, labels)
-        positions = positions[(positions < len(state.labels)) & (state.labels[np.clip(positions, 0, len(state.labels) - 1)] == labels)]
+        positions = positions[
+            (positions < len(state.labels)) & (state.labels[np.clip(positions, 0, len(state.labels) - 1)] == labels)
+        ]
         if state.alive is None:
             removed = int(state.index.remove_ids(faiss.IDSelectorArray(positions.astype("int64"))))
             state.labels = np.delete(state.labels, positions)
@@ -763,8 +818,11 @@ def _live_labels(state: _Owner) -> np.ndarray:
     if state.positional:
         return state.labels if state.alive is None else state.labels[state.alive]
     invlists = faiss.extract_index_ivf(state.index).invlists
-    parts = [faiss.rev_swig_ptr(invlists.get_ids(i), invlists.list_size(i)).copy()
-             for i in range(invlists.nlist) if invlists.list_size(i)]
+    parts = [
+        faiss.rev_swig_ptr(invlists.get_ids(i), invlists.list_size(i)).copy()
+        for i in range(invlists.nlist)
+        if invlists.list_size(i)
+    ]
     return np.sort(np.concatenate(parts)) if parts else np.zeros(0, "int64")
 
 

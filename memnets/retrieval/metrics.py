@@ -60,7 +60,9 @@ def ndcg_at_k(ranked: Sequence[str], relevant: Iterable[str], k: int = 10) -> fl
     return dcg / ideal
 
 
-def question_metrics(ranked: Sequence[str], relevant: Iterable[str], ks: Sequence[int] = DEFAULT_KS) -> dict[str, float]:
+def question_metrics(
+    ranked: Sequence[str], relevant: Iterable[str], ks: Sequence[int] = DEFAULT_KS
+) -> dict[str, float]:
     relevant = set(relevant)
     metrics = {f"recall@{k}": recall_at_k(ranked, relevant, k) for k in ks}
     metrics["mrr@10"] = mrr_at_k(ranked, relevant, 10)
@@ -91,7 +93,9 @@ class RetrievalReport:
 
 def summarize(name: str, per_question: list[dict], skipped: int = 0) -> RetrievalReport:
     """Average per-question metric rows (each with a 'category' key) into a report."""
-    metric_names = [key for key in per_question[0] if key not in {"category", "conv_id", "qa_index"}] if per_question else []
+    metric_names = (
+        [key for key in per_question[0] if key not in {"category", "conv_id", "qa_index"}] if per_question else []
+    )
 
     def mean(rows: list[dict]) -> dict[str, float]:
         return {m: float(np.mean([row[m] for row in rows])) for m in metric_names}
@@ -126,5 +130,8 @@ def evaluate_retriever(
         if len(rankings) != len(items):
             raise ValueError(f"{name}: ranker returned {len(rankings)} rankings for {len(items)} queries")
         for item, ranked in zip(items, rankings):
-            rows.append({"conv_id": conv.sample_id, "qa_index": item.index, "category": item.category} | question_metrics(ranked, item.evidence, ks))
+            rows.append(
+                {"conv_id": conv.sample_id, "qa_index": item.index, "category": item.category}
+                | question_metrics(ranked, item.evidence, ks)
+            )
     return summarize(name, rows, skipped)

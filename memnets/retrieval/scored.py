@@ -25,7 +25,9 @@ logger = logging.getLogger(__name__)
 CONSTANT_IMPORTANCE = 0.5
 
 
-def turn_memories(conversation: Conversation, importance: Callable[[Sequence[str]], np.ndarray] | None = None) -> list[Memory]:
+def turn_memories(
+    conversation: Conversation, importance: Callable[[Sequence[str]], np.ndarray] | None = None
+) -> list[Memory]:
     """The conversation's turns as memories owned by the conversation, in chronological order.
 
     ``importance`` scores the memory texts (an ``Importance`` of :mod:`memnets.memory.signals`, such
@@ -34,8 +36,15 @@ def turn_memories(conversation: Conversation, importance: Callable[[Sequence[str
     texts = [turn.content for turn in conversation.turns]
     scores = [CONSTANT_IMPORTANCE] * len(texts) if importance is None else [float(v) for v in importance(texts)]
     return [
-        Memory(id=memory_id(conversation.sample_id, turn.dia_id), owner=conversation.sample_id, t=turn.t,
-               content=text, importance=score, kind="message", metadata={"dia_id": turn.dia_id, "session": turn.session})
+        Memory(
+            id=memory_id(conversation.sample_id, turn.dia_id),
+            owner=conversation.sample_id,
+            t=turn.t,
+            content=text,
+            importance=score,
+            kind="message",
+            metadata={"dia_id": turn.dia_id, "session": turn.session},
+        )
         for turn, text, score in zip(conversation.turns, texts, scores)
     ]
 
@@ -54,8 +63,13 @@ class ScorerRanker:
             replaces it with its head's probability); None = a constant.
     """
 
-    def __init__(self, scorer, name: str = "scored", importance: Callable[[Sequence[str]], np.ndarray] | None = None,
-                 batch_size: int = 64) -> None:
+    def __init__(
+        self,
+        scorer,
+        name: str = "scored",
+        importance: Callable[[Sequence[str]], np.ndarray] | None = None,
+        batch_size: int = 64,
+    ) -> None:
         if getattr(scorer, "encoder", None) is None:
             raise ValueError("ScorerRanker needs a scorer with an encoder (to embed turns and queries once)")
         self.scorer, self.name, self.importance, self.batch_size = scorer, name, importance, batch_size
@@ -64,7 +78,9 @@ class ScorerRanker:
         """The conversation's memories, their vectors [N, d] and the query vectors [Q, d]."""
         memories = turn_memories(conversation, self.importance)
         encoder = self.scorer.encoder
-        memory_vectors = encoder.encode([m.content for m in memories], kind="memory", batch_size=self.batch_size).numpy()
+        memory_vectors = encoder.encode(
+            [m.content for m in memories], kind="memory", batch_size=self.batch_size
+        ).numpy()
         query_vectors = encoder.encode(list(queries), kind="query", batch_size=self.batch_size).numpy()
         return memories, memory_vectors, query_vectors
 
@@ -75,11 +91,15 @@ class ScorerRanker:
         now = conversation_now(conversation)
         ids = [m.metadata["dia_id"] for m in memories]
         return [
-            rank_by_scores(self.scorer.score(memories, query, now, query_vector=vector, memory_vectors=memory_vectors), ids)
+            rank_by_scores(
+                self.scorer.score(memories, query, now, query_vector=vector, memory_vectors=memory_vectors), ids
+            )
             for query, vector in zip(queries, query_vectors)
         ]
 
-    def fit_examples(self, conversations: Iterable[Conversation], categories: Sequence[int] = (1, 2, 3, 4)) -> Iterator[tuple]:
+    def fit_examples(
+        self, conversations: Iterable[Conversation], categories: Sequence[int] = (1, 2, 3, 4)
+    ) -> Iterator[tuple]:
         """(memories, question, now, labels, query_vector, memory_vectors) per QA item with evidence,
         label = the turn is evidence: the input of :func:`memnets.scoring.fit_scorer_weights`."""
         for conversation in conversations:
@@ -94,7 +114,9 @@ class ScorerRanker:
                 yield memories, item.question, now, labels, vector, memory_vectors
 
 
-def fit_split_weights(encoder: TextEncoder, importance_head, config, split: str, progress: bool = True) -> ScorerWeights:
+def fit_split_weights(
+    encoder: TextEncoder, importance_head, config, split: str, progress: bool = True
+) -> ScorerWeights:
     """The LearnedScorer's weights fitted on one split of a data config (``memnets export``).
 
     Every QA item of the split's conversations (categories 1-4, with evidence) against its own
@@ -108,7 +130,12 @@ def fit_split_weights(encoder: TextEncoder, importance_head, config, split: str,
     conversations = load_conversations(config.path, config.splits[split])
     ranker = ScorerRanker(WeightedScorer(encoder, importance_head=importance_head))
     examples = tqdm(ranker.fit_examples(conversations), desc=f"scorer features ({split})", disable=not progress)
-    info = {"data": str(config.path), "split": split, "conversations": list(config.splits[split]), "categories": [1, 2, 3, 4]}
+    info = {
+        "data": str(config.path),
+        "split": split,
+        "conversations": list(config.splits[split]),
+        "categories": [1, 2, 3, 4],
+    }
     weights = fit_scorer_weights(examples, ranker.scorer, info=info)
     logger.info("scorer weights fitted on %s: %s", split, weights)
     return weights

@@ -12,7 +12,9 @@ __all__ = ["MemoryFilter", "MemoryStore", "open_store"]
 _POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 
 
-def open_store(location: str | os.PathLike, dim: int | None, *, key: bytes | str | None = None, **options) -> MemoryStore:
+def open_store(
+    location: str | os.PathLike, dim: int | None, *, key: bytes | str | None = None, **options
+) -> MemoryStore:
     """Open (or create) the store at ``location``.
 
     A ``postgresql://`` or ``postgres://`` URL opens a :class:`~memnets.store.postgres.PgVectorStore`

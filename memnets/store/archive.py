@@ -72,6 +72,11 @@ from typing import Self
 import numpy as np
 from tqdm import tqdm
 
+from memnets.records import Memory
+from memnets.retrieval.faiss_retriever import MANIFEST as RETRIEVER_MANIFEST
+from memnets.retrieval.faiss_retriever import FaissRetriever
+from memnets.safefiles import UnsafeFileError, copy_verified, read_regular
+from memnets.store import rows as rowcodec
 from memnets.store.crypto import DEFAULT_KDF, RowCipher
 from memnets.store.errors import (
     ArchiveError,
@@ -79,11 +84,6 @@ from memnets.store.errors import (
     ArchiveIntegrityError,
     ArchiveKeyError,
 )
-from memnets.records import Memory
-from memnets.retrieval.faiss_retriever import MANIFEST as RETRIEVER_MANIFEST
-from memnets.retrieval.faiss_retriever import FaissRetriever
-from memnets.safefiles import UnsafeFileError, copy_verified, read_regular
-from memnets.store import rows as rowcodec
 from memnets.store.filters import MemoryFilter
 from memnets.timeutil import as_utc
 
@@ -124,10 +124,14 @@ CREATE TABLE changes (seq INTEGER PRIMARY KEY AUTOINCREMENT, row INTEGER NOT NUL
 """
 # format N -> N + 1, run in the open's write transaction (the first open by a newer memnets upgrades)
 _MIGRATIONS = {
-    1: ["ALTER TABLE memories ADD COLUMN superseded_by TEXT",
-        "CREATE INDEX memories_owner_superseded ON memories (owner, superseded_by)"],
-    2: ["ALTER TABLE memories ADD COLUMN version INTEGER NOT NULL DEFAULT 1",  # + _bind_rows (archive id)
-        "CREATE INDEX IF NOT EXISTS memories_owner_kind ON memories (owner, kind)"],
+    1: [
+        "ALTER TABLE memories ADD COLUMN superseded_by TEXT",
+        "CREATE INDEX memories_owner_superseded ON memories (owner, superseded_by)",
+    ],
+    2: [
+        "ALTER TABLE memories ADD COLUMN version INTEGER NOT NULL DEFAULT 1",  # + _bind_rows (archive id)
+        "CREATE INDEX IF NOT EXISTS memories_owner_kind ON memories (owner, kind)",
+    ],
 }
 log = logging.getLogger(__name__)
 _COLUMNS = "row, owner, id, t, last_access, importance, kind, payload, vector, superseded_by, version"
@@ -191,7 +195,9 @@ class Archive:
             raise ArchiveFormatError(f"{path} is not a memnets archive (SQLite says: {error})") from None
         if mode.lower() != "wal":
             conn.close()
-            raise ArchiveError(f"{path}: could not switch SQLite to WAL mode (got {mode!r}); is the folder on a network file system?")
+            raise ArchiveError(
+                f"{path}: could not switch SQLite to WAL mode (got {mode!r}); is the folder on a network file system?"
+            )
         # FULL (not NORMAL): in WAL mode NORMAL survives a killed process but may drop the last
         # commits on power loss; an agent told "stored" must find the memory after any crash.
         conn.execute("PRAGMA synchronous = FULL")
@@ -216,11 +222,15 @@ class Archive:
                     "and older. Upgrade memnets to open it (it was not modified)."
                 )
             if version < 1 or not {"meta", "memories", "changes"} <= tables:
-                raise ArchiveFormatError(f"{path} is an SQLite file but not a memnets archive (user_version {version}, tables {sorted(tables)})")
+                raise ArchiveFormatError(
+                    f"{path} is an SQLite file but not a memnets archive (user_version {version}, tables {sorted(tables)})"
+                )
             meta = dict(self._conn.execute("SELECT key, value FROM meta"))
             stored_dim = int(meta["dim"])
             if dim is not None and dim != stored_dim:
-                raise ArchiveFormatError(f"{path} holds vectors of dim {stored_dim}, but Archive was opened with dim={dim}")
+                raise ArchiveFormatError(
+                    f"{path} holds vectors of dim {stored_dim}, but Archive was opened with dim={dim}"
+                )
             cipher = rowcodec.existing_cipher(key, meta, str(path))
             for step in range(version, FORMAT_VERSION):
                 for statement in _MIGRATIONS[step]:
@@ -238,21 +248,33 @@ class Archive:
         self._conn.execute("INSERT INTO meta (key, value) VALUES ('archive_id', ?)", (archive_id,))
         if cipher is not None:
             count = self._reseal(self._conn, cipher, None, cipher, archive_id)
-            log.info("%s: upgraded to archive format 3; %d rows bound to archive id %s", self.directory, count, archive_id)
+            log.info(
+                "%s: upgraded to archive format 3; %d rows bound to archive id %s", self.directory, count, archive_id
+            )
         return archive_id
 
-    def _reseal(self, conn: sqlite3.Connection, opener: RowCipher, old_id: str | None, sealer: RowCipher, new_id: str,
-                progress: Callable[[int, int], None] | None = None) -> int:
+    def _reseal(
+        self,
+        conn: sqlite3.Connection,
+        opener: RowCipher,
+        old_id: str | None,
+        sealer: RowCipher,
+        new_id: str,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> int:
         """Inside the caller's write transaction: open every row's payload with ``opener`` (associated data
         of store id ``old_id``) and seal it again with ``sealer`` (of ``new_id``); returns how many rows."""
         rows = [r[0] for r in conn.execute("SELECT row FROM memories ORDER BY row")]
         for done, chunk in enumerate(_chunks(rows, 500), start=1):
             marks = ",".join("?" * len(chunk))
             for record in conn.execute(f"SELECT {_COLUMNS} FROM memories WHERE row IN ({marks})", chunk).fetchall():
-                plaintext = opener.open(bytes(record[7]), _record_aad(record, old_id),
-                                        what=f"memory {record[2]!r} of owner {record[1]!r}")
-                conn.execute("UPDATE memories SET payload = ? WHERE row = ?",
-                             (sealer.seal(plaintext, _record_aad(record, new_id)), record[0]))
+                plaintext = opener.open(
+                    bytes(record[7]), _record_aad(record, old_id), what=f"memory {record[2]!r} of owner {record[1]!r}"
+                )
+                conn.execute(
+                    "UPDATE memories SET payload = ? WHERE row = ?",
+                    (sealer.seal(plaintext, _record_aad(record, new_id)), record[0]),
+                )
             if progress is not None:
                 progress(min(done * 500, len(rows)), len(rows))
         return len(rows)
@@ -281,8 +303,12 @@ class Archive:
                 self._conn.execute(statement)
         cipher, key_meta = rowcodec.new_cipher(key)
         archive_id = rowcodec.new_store_id()
-        meta = {"dim": dim, "created_with": f"memnets archive format {FORMAT_VERSION}", "archive_id": archive_id,
-                **key_meta}
+        meta = {
+            "dim": dim,
+            "created_with": f"memnets archive format {FORMAT_VERSION}",
+            "archive_id": archive_id,
+            **key_meta,
+        }
         self._conn.executemany("INSERT INTO meta (key, value) VALUES (?, ?)", meta.items())
         self._conn.execute(f"PRAGMA user_version = {FORMAT_VERSION}")
         return dim, cipher, archive_id
@@ -342,8 +368,9 @@ class Archive:
                             self._sync()
                             return "loaded"
         except (_UntrustedIndex, UnsafeFileError) as error:  # UnsafeFileError: a link or a FIFO as the marker
-            log.warning("%s: the saved index files failed their check (%s); rebuilding the index from SQLite",
-                        folder, error)
+            log.warning(
+                "%s: the saved index files failed their check (%s); rebuilding the index from SQLite", folder, error
+            )
             self._rebuild()
             return "rebuilt:untrusted"
         except (OSError, ValueError, KeyError, TypeError, RuntimeError):
@@ -386,8 +413,10 @@ class Archive:
             seal = self._index_seal(files)
             name, value = next(iter(seal.items()))
             if not isinstance(record.get(name), str) or not hmac.compare_digest(record[name], value):
-                raise _UntrustedIndex(f"the {name} of {INDEX_AUTH} does not verify" +
-                                      (" under this archive's key" if self._cipher is not None else ""))
+                raise _UntrustedIndex(
+                    f"the {name} of {INDEX_AUTH} does not verify"
+                    + (" under this archive's key" if self._cipher is not None else "")
+                )
             for name, digest in sorted(files.items()):
                 if copy_verified(folder, name, private) != digest:
                     raise _UntrustedIndex(f"{name}: sha256 differs from {INDEX_AUTH}")
@@ -402,8 +431,9 @@ class Archive:
                     continue  # the owner name is data, and may hold any character
                 looks_like_path = "/" in value or "\\" in value or value.startswith(".")
                 if (field in _INDEX_FILE_FIELDS and value not in files) or looks_like_path:
-                    raise _UntrustedIndex(f"{RETRIEVER_MANIFEST} names {value!r} ({field}), not a verified file "
-                                          "of the folder")
+                    raise _UntrustedIndex(
+                        f"{RETRIEVER_MANIFEST} names {value!r} ({field}), not a verified file of the folder"
+                    )
 
     def _rebuild(self) -> None:
         """A fresh index of every vector in the table, at one consistent snapshot."""
@@ -412,8 +442,9 @@ class Archive:
             generation = self._db_generation(conn)
             total = conn.execute(f"SELECT count(*) FROM memories WHERE {_CURRENT}").fetchone()[0]
             rows = conn.execute(f"SELECT row, owner, vector FROM memories WHERE {_CURRENT} ORDER BY owner, row")
-            with tqdm(total=total, desc="rebuilding memory index", unit="mem",
-                      disable=total < _REBUILD_PROGRESS_FROM) as progress:
+            with tqdm(
+                total=total, desc="rebuilding memory index", unit="mem", disable=total < _REBUILD_PROGRESS_FROM
+            ) as progress:
                 for owner, ids, vectors in _group_by_owner(rows, self.dim):
                     retriever.add(ids, vectors, owner)
                     progress.update(len(ids))
@@ -429,8 +460,12 @@ class Archive:
             if pruned is not None and self._generation < int(pruned[0]):
                 changed = None  # the log no longer reaches back to our position
             else:
-                changed = [r[0] for r in conn.execute(
-                    "SELECT DISTINCT row FROM changes WHERE seq > ? AND seq <= ?", (self._generation, generation))]
+                changed = [
+                    r[0]
+                    for r in conn.execute(
+                        "SELECT DISTINCT row FROM changes WHERE seq > ? AND seq <= ?", (self._generation, generation)
+                    )
+                ]
                 present = conn.execute(
                     f"SELECT row, owner, vector FROM memories WHERE {_CURRENT} AND row IN "
                     "(SELECT row FROM changes WHERE seq > ? AND seq <= ?) ORDER BY owner, row",
@@ -523,8 +558,9 @@ class Archive:
             replaced = 0
             with self._write() as conn:
                 for row in rows:
-                    stored = conn.execute("SELECT version FROM memories WHERE owner = ? AND id = ?",
-                                          (row.owner, row.id)).fetchone()
+                    stored = conn.execute(
+                        "SELECT version FROM memories WHERE owner = ? AND id = ?", (row.owner, row.id)
+                    ).fetchone()
                     replaced += stored is not None
                     row = rowcodec.seal_row(row, self._cipher, self.archive_id, 1 if stored is None else stored[0] + 1)
                     conn.execute(
@@ -549,15 +585,21 @@ class Archive:
         rowcodec.check_owner(owner, "Archive.touch")
         when = as_utc(when, "Archive.touch: when")
         with self._lock, self._write() as conn:
-            return sum(conn.execute("UPDATE memories SET last_access = ? WHERE owner = ? AND id = ?",
-                                    (when.isoformat(), owner, i)).rowcount for i in ids)
+            return sum(
+                conn.execute(
+                    "UPDATE memories SET last_access = ? WHERE owner = ? AND id = ?", (when.isoformat(), owner, i)
+                ).rowcount
+                for i in ids
+            )
 
     def delete(self, ids: Iterable[str], owner: str) -> int:
         """Delete the owner's memories with these ids and their older versions (others' are untouched); returns how many rows."""
         ids = rowcodec.check_ids(ids, "Archive.delete")
         rowcodec.check_owner(owner, "Archive.delete")
-        return self._delete_where([(f"owner = ? AND id IN ({','.join('?' * len(chunk))})", [owner, *chunk])
-                                   for chunk in _chunks(ids, 500)], tombstones=[(owner, i, None) for i in ids])
+        return self._delete_where(
+            [(f"owner = ? AND id IN ({','.join('?' * len(chunk))})", [owner, *chunk]) for chunk in _chunks(ids, 500)],
+            tombstones=[(owner, i, None) for i in ids],
+        )
 
     def delete_owner(self, owner: str) -> int:
         """Delete every memory of an owner; returns how many."""
@@ -573,8 +615,9 @@ class Archive:
         if owner is None:
             return self._delete_where([("t_epoch < ?", [cutoff_epoch])], tombstones=[(None, None, cutoff_epoch)])
         rowcodec.check_owner(owner, "Archive.purge_older_than")
-        return self._delete_where([("owner = ? AND t_epoch < ?", [owner, cutoff_epoch])],
-                                  tombstones=[(owner, None, cutoff_epoch)])
+        return self._delete_where(
+            [("owner = ? AND t_epoch < ?", [owner, cutoff_epoch])], tombstones=[(owner, None, cutoff_epoch)]
+        )
 
     def _delete_where(self, clauses: Sequence[tuple[str, Sequence]], tombstones: Sequence[tuple] = ()) -> int:
         """Delete the rows matching any (where, params) clause and the older versions of the current ones
@@ -585,7 +628,9 @@ class Archive:
             with self._write() as conn:
                 _record_tombstones(conn, tombstones)
                 for where, params in clauses:
-                    replaced = conn.execute(f"SELECT owner, id FROM memories WHERE {where} AND {_CURRENT}", params).fetchall()
+                    replaced = conn.execute(
+                        f"SELECT owner, id FROM memories WHERE {where} AND {_CURRENT}", params
+                    ).fetchall()
                     self._log_changes(conn, where, params)
                     deleted += conn.execute(f"DELETE FROM memories WHERE {where}", params).rowcount
                     for owner, ids in _group_pairs(replaced):
@@ -622,7 +667,8 @@ class Archive:
             for chunk in _chunks(ids, 500):
                 marks = ",".join("?" * len(chunk))
                 for record in conn.execute(
-                        f"SELECT {_COLUMNS} FROM memories WHERE owner = ? AND id IN ({marks})", [owner, *chunk]):
+                    f"SELECT {_COLUMNS} FROM memories WHERE owner = ? AND id IN ({marks})", [owner, *chunk]
+                ):
                     found[record[2]] = self._decode(record)
         return [found[i] for i in dict.fromkeys(ids) if i in found]
 
@@ -633,7 +679,9 @@ class Archive:
         out = np.zeros((len(ids), self.dim), dtype=np.float32)
         with self._lock, self._read() as conn:
             for n, memory_id in enumerate(ids):
-                record = conn.execute("SELECT vector FROM memories WHERE owner = ? AND id = ?", (owner, memory_id)).fetchone()
+                record = conn.execute(
+                    "SELECT vector FROM memories WHERE owner = ? AND id = ?", (owner, memory_id)
+                ).fetchone()
                 if record is None:
                     raise KeyError(f"Archive.vectors: owner {owner!r} has no memory {memory_id!r}")
                 out[n] = _unpack_vector(record[0], self.dim, memory_id)
@@ -663,14 +711,21 @@ class Archive:
         records = {}
         with self._read() as conn:
             for chunk in _chunks(rows, 500):
-                records.update((r[0], r) for r in conn.execute(
-                    # "+owner": filter by owner but look rows up by primary key; with a plain
-                    # "owner = ?" SQLite picks the owner index and scans all the owner's rows
-                    f"SELECT {_COLUMNS} FROM memories WHERE +owner = ? AND {_CURRENT} "
-                    f"AND row IN ({','.join('?' * len(chunk))})", [owner, *chunk]))
+                records.update(
+                    (r[0], r)
+                    for r in conn.execute(
+                        # "+owner": filter by owner but look rows up by primary key; with a plain
+                        # "owner = ?" SQLite picks the owner index and scans all the owner's rows
+                        f"SELECT {_COLUMNS} FROM memories WHERE +owner = ? AND {_CURRENT} "
+                        f"AND row IN ({','.join('?' * len(chunk))})",
+                        [owner, *chunk],
+                    )
+                )
         return records
 
-    def _search_filtered(self, query: np.ndarray, k: int, owner: str, filters: MemoryFilter) -> list[tuple[Memory, float]]:
+    def _search_filtered(
+        self, query: np.ndarray, k: int, owner: str, filters: MemoryFilter
+    ) -> list[tuple[Memory, float]]:
         """Exact ranking of the owner's current rows that pass ``filters``: clear columns in SQL,
         metadata on the decoded records, checked best first until k match."""
         where, params = _clear_conditions(owner, filters)
@@ -678,13 +733,15 @@ class Archive:
             candidates = conn.execute(f"SELECT row, vector FROM memories WHERE {where}", params).fetchall()
         if not candidates:
             return []
-        vectors = np.frombuffer(b"".join(bytes(v) for _, v in candidates), dtype="<f4").reshape(len(candidates), self.dim)
+        vectors = np.frombuffer(b"".join(bytes(v) for _, v in candidates), dtype="<f4").reshape(
+            len(candidates), self.dim
+        )
         scores = vectors @ query
         order = np.argsort(-scores, kind="stable")
         found: list[tuple[Memory, float]] = []
         batch = k if not filters.needs_payload else max(k, 256)
         for start in range(0, len(order), batch):
-            positions = order[start:start + batch]
+            positions = order[start : start + batch]
             records = self._records_by_row([candidates[p][0] for p in positions], owner)
             for p in positions:
                 record = records.get(candidates[p][0])
@@ -697,8 +754,9 @@ class Archive:
                         return found
         return found
 
-    def list_memories(self, owner: str, *, limit: int | None = None, offset: int = 0,
-                      filters: MemoryFilter | None = None) -> list[Memory]:
+    def list_memories(
+        self, owner: str, *, limit: int | None = None, offset: int = 0, filters: MemoryFilter | None = None
+    ) -> list[Memory]:
         """The owner's current memories passing ``filters``, ordered by (t, id); ``offset`` skipped, at most ``limit``."""
         rowcodec.check_owner(owner, "Archive.list_memories")
         rowcodec.check_page(limit, offset, "Archive.list_memories")
@@ -707,8 +765,12 @@ class Archive:
         query = f"SELECT {_COLUMNS} FROM memories WHERE {where} ORDER BY t_epoch, id"
         with self._lock, self._read() as conn:
             if filters is None or not filters.needs_payload:
-                return [self._decode(r) for r in conn.execute(f"{query} LIMIT ? OFFSET ?",
-                                                               [*params, -1 if limit is None else limit, offset])]
+                return [
+                    self._decode(r)
+                    for r in conn.execute(
+                        f"{query} LIMIT ? OFFSET ?", [*params, -1 if limit is None else limit, offset]
+                    )
+                ]
             out: list[Memory] = []
             skipped = 0
             for record in conn.execute(query, params):
@@ -726,23 +788,32 @@ class Archive:
         """Every stored row of the owner (older versions too), decrypted, by (t, id): the right-of-access dump."""
         rowcodec.check_owner(owner, "Archive.export")
         with self._lock, self._read() as conn:
-            return [self._decode(r) for r in conn.execute(
-                f"SELECT {_COLUMNS} FROM memories WHERE owner = ? ORDER BY t_epoch, id", (owner,))]
+            return [
+                self._decode(r)
+                for r in conn.execute(f"SELECT {_COLUMNS} FROM memories WHERE owner = ? ORDER BY t_epoch, id", (owner,))
+            ]
 
     def history(self, id: str, owner: str) -> list[Memory]:
         """The older versions of the owner's memory ``id`` (rows superseded by it), oldest (first written) first."""
         rowcodec.check_ids([id], "Archive.history")
         rowcodec.check_owner(owner, "Archive.history")
         with self._lock, self._read() as conn:
-            return [self._decode(r) for r in conn.execute(
-                f"SELECT {_COLUMNS} FROM memories WHERE owner = ? AND superseded_by = ? ORDER BY row", (owner, id))]
+            return [
+                self._decode(r)
+                for r in conn.execute(
+                    f"SELECT {_COLUMNS} FROM memories WHERE owner = ? AND superseded_by = ? ORDER BY row", (owner, id)
+                )
+            ]
 
     def count(self, owner: str) -> int:
         """How many current (not superseded) memories the owner has."""
         rowcodec.check_owner(owner, "Archive.count")
         with self._lock:
-            return self._require_open().execute(
-                f"SELECT count(*) FROM memories WHERE owner = ? AND {_CURRENT}", (owner,)).fetchone()[0]
+            return (
+                self._require_open()
+                .execute(f"SELECT count(*) FROM memories WHERE owner = ? AND {_CURRENT}", (owner,))
+                .fetchone()[0]
+            )
 
     def owners(self) -> list[str]:
         """Every owner with at least one stored memory, sorted."""
@@ -775,8 +846,9 @@ class Archive:
             newest = _tombstone_mark(conn)
             if newest <= mark or not memories:
                 return newest, set()
-            stones = conn.execute("SELECT id, before FROM deletions WHERE seq > ? AND (owner = ? OR owner IS NULL)",
-                                  (int(mark), owner)).fetchall()
+            stones = conn.execute(
+                "SELECT id, before FROM deletions WHERE seq > ? AND (owner = ? OR owner IS NULL)", (int(mark), owner)
+            ).fetchall()
         forgotten = set()
         for memory in memories:
             for stone_id, before in stones:
@@ -810,13 +882,30 @@ class Archive:
     # ------------------------------------------------------------------ encoding
     def _decode(self, record: tuple) -> Memory:
         _, owner, memory_id, t, last_access, importance, kind, payload, vector, superseded_by, version = record
-        return rowcodec.decode_row(self._cipher, store_id=self.archive_id, version=version, owner=owner, memory_id=memory_id, t=t, last_access=last_access,
-                                   importance=importance, kind=kind, superseded_by=superseded_by,
-                                   payload=payload, vector=vector)
+        return rowcodec.decode_row(
+            self._cipher,
+            store_id=self.archive_id,
+            version=version,
+            owner=owner,
+            memory_id=memory_id,
+            t=t,
+            last_access=last_access,
+            importance=importance,
+            kind=kind,
+            superseded_by=superseded_by,
+            payload=payload,
+            vector=vector,
+        )
 
 
-def rotate_key(directory: str | os.PathLike, old_key: bytes | str, new_key: bytes | str, *, kdf: dict = DEFAULT_KDF,
-               progress: Callable[[int, int], None] | None = None) -> int:
+def rotate_key(
+    directory: str | os.PathLike,
+    old_key: bytes | str,
+    new_key: bytes | str,
+    *,
+    kdf: dict = DEFAULT_KDF,
+    progress: Callable[[int, int], None] | None = None,
+) -> int:
     """Re-encrypt the archive at ``directory`` in place from ``old_key`` to ``new_key``; returns how many rows.
 
     Every row's payload is opened with the old key and sealed again with the new one, and the
@@ -832,7 +921,9 @@ def rotate_key(directory: str | os.PathLike, old_key: bytes | str, new_key: byte
     transaction, but they hold the old key and must reopen with the new one.
     """
     if old_key is None or new_key is None:
-        raise ValueError("rotate_key: old_key and new_key are both required (an archive without a key has none to rotate)")
+        raise ValueError(
+            "rotate_key: old_key and new_key are both required (an archive without a key has none to rotate)"
+        )
     with Archive(directory, None, key=old_key) as archive:
         count = archive._rotate(new_key, kdf, progress)
     log.info("%s: %d rows re-encrypted under the new key", directory, count)
@@ -852,11 +943,14 @@ def _record_aad(record: tuple, store_id: str | None) -> bytes:
     """The associated data of a stored record (columns as in ``_COLUMNS``) in a store with this id
     (``None``: the layout from before archive ids, see :func:`memnets.store.rows.row_aad`)."""
     _, owner, memory_id, t, _, importance, kind, _, vector, superseded_by, version = record
-    return rowcodec.row_aad(owner, memory_id, t, kind, importance, bytes(vector), superseded_by,
-                            store_id=store_id, version=version)
+    return rowcodec.row_aad(
+        owner, memory_id, t, kind, importance, bytes(vector), superseded_by, store_id=store_id, version=version
+    )
 
 
-_TOMBSTONES = "CREATE TABLE IF NOT EXISTS deletions (seq INTEGER PRIMARY KEY AUTOINCREMENT, owner TEXT, id TEXT, before REAL)"
+_TOMBSTONES = (
+    "CREATE TABLE IF NOT EXISTS deletions (seq INTEGER PRIMARY KEY AUTOINCREMENT, owner TEXT, id TEXT, before REAL)"
+)
 
 
 def _record_tombstones(conn: sqlite3.Connection, tombstones: Sequence[tuple]) -> None:
@@ -918,4 +1012,4 @@ def _group_by_owner(rows: Iterable[tuple], dim: int) -> Iterator[tuple[str, list
 
 def _chunks(items: Sequence, size: int) -> Iterator[Sequence]:
     for start in range(0, len(items), size):
-        yield items[start:start + size]
+        yield items[start : start + size]

@@ -105,7 +105,9 @@ class RowCipher:
 
         Knowing a subkey reveals neither the row key nor another purpose's subkey.
         """
-        return HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=b"memnets subkey: " + purpose).derive(self._key)
+        return HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=b"memnets subkey: " + purpose).derive(
+            self._key
+        )
 
     def seal(self, plaintext: bytes, aad: bytes) -> bytes:
         """Encrypt ``plaintext`` bound to ``aad`` under a fresh random nonce."""

@@ -25,7 +25,12 @@ from memnets.records import MEMORY_KINDS, Memory
 from memnets.timeutil import as_utc
 
 OPERATORS = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte", "$in")
-_ORDER = {"$gt": lambda a, b: a > b, "$gte": lambda a, b: a >= b, "$lt": lambda a, b: a < b, "$lte": lambda a, b: a <= b}
+_ORDER = {
+    "$gt": lambda a, b: a > b,
+    "$gte": lambda a, b: a >= b,
+    "$lt": lambda a, b: a < b,
+    "$lte": lambda a, b: a <= b,
+}
 _KEYS = ("kind", "metadata", "since", "until")
 
 
@@ -53,8 +58,10 @@ class MemoryFilter:
             object.__setattr__(self, "kinds", tuple(dict.fromkeys(kinds)))
         if self.metadata is not None:
             if not isinstance(self.metadata, Mapping):
-                raise TypeError(f"MemoryFilter: metadata must be a mapping of field -> condition, "
-                                f"got {type(self.metadata).__name__}")
+                raise TypeError(
+                    f"MemoryFilter: metadata must be a mapping of field -> condition, "
+                    f"got {type(self.metadata).__name__}"
+                )
             conditions = {}
             for name, condition in self.metadata.items():
                 if not isinstance(name, str) or not name:
@@ -105,8 +112,12 @@ class MemoryFilter:
             raise ValueError(f"filters: unknown keys {unknown!r}; allowed keys are {list(_KEYS)}")
         if all(filters.get(key) is None for key in _KEYS):
             return None
-        return cls(kinds=filters.get("kind"), metadata=filters.get("metadata"),
-                   since=filters.get("since"), until=filters.get("until"))
+        return cls(
+            kinds=filters.get("kind"),
+            metadata=filters.get("metadata"),
+            since=filters.get("since"),
+            until=filters.get("until"),
+        )
 
 
 def _check_condition(name: str, condition: Any) -> dict[str, Any]:
@@ -114,16 +125,24 @@ def _check_condition(name: str, condition: Any) -> dict[str, Any]:
     if not isinstance(condition, Mapping):
         return {"$eq": condition}
     if not condition:
-        raise ValueError(f"MemoryFilter: metadata condition for {name!r} is an empty dict; give a value or operators {OPERATORS}")
+        raise ValueError(
+            f"MemoryFilter: metadata condition for {name!r} is an empty dict; give a value or operators {OPERATORS}"
+        )
     unknown = [op for op in condition if op not in OPERATORS]
     if unknown:
-        raise ValueError(f"MemoryFilter: unknown operators {unknown!r} for metadata field {name!r}; allowed: {OPERATORS}")
+        raise ValueError(
+            f"MemoryFilter: unknown operators {unknown!r} for metadata field {name!r}; allowed: {OPERATORS}"
+        )
     for op, operand in condition.items():
         if op in _ORDER and not (_is_number(operand) or isinstance(operand, str)):
-            raise ValueError(f"MemoryFilter: {op} on metadata field {name!r} needs a number or a string, got {operand!r}")
+            raise ValueError(
+                f"MemoryFilter: {op} on metadata field {name!r} needs a number or a string, got {operand!r}"
+            )
         if op == "$in":
             if isinstance(operand, (str, bytes)) or not isinstance(operand, (list, tuple, set, frozenset)):
-                raise ValueError(f"MemoryFilter: $in on metadata field {name!r} needs a list of values, got {operand!r}")
+                raise ValueError(
+                    f"MemoryFilter: $in on metadata field {name!r} needs a list of values, got {operand!r}"
+                )
             condition = {**condition, "$in": tuple(operand)}
     return dict(condition)
 

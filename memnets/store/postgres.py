@@ -52,10 +52,10 @@ from typing import Self
 
 import numpy as np
 
-from memnets.store.crypto import RowCipher
-from memnets.store.errors import ArchiveError, ArchiveFormatError
 from memnets.records import Memory
 from memnets.store import rows as rowcodec
+from memnets.store.crypto import RowCipher
+from memnets.store.errors import ArchiveError, ArchiveFormatError
 from memnets.store.filters import MemoryFilter
 from memnets.timeutil import as_utc
 
@@ -65,8 +65,9 @@ try:
     from psycopg import sql
     from psycopg_pool import ConnectionPool
 except ImportError as error:  # pragma: no cover - depends on the installed extras
-    raise ImportError("the PostgreSQL store needs the pgvector extra: pip install 'memnets[pgvector]' "
-                      f"(missing: {error.name})") from None
+    raise ImportError(
+        f"the PostgreSQL store needs the pgvector extra: pip install 'memnets[pgvector]' (missing: {error.name})"
+    ) from None
 
 log = logging.getLogger(__name__)
 
@@ -127,28 +128,56 @@ class PgVectorStore:
         connect_timeout: seconds to wait for the server and for a pooled connection.
     """
 
-    def __init__(self, url: str, dim: int | None, *, key: bytes | str | None = None, table: str = "memnets",
-                 pool_size: int = 4, m: int = 16, ef_construction: int = 64, ef_search: int = 100,
-                 connect_timeout: float = 30.0) -> None:
+    def __init__(
+        self,
+        url: str,
+        dim: int | None,
+        *,
+        key: bytes | str | None = None,
+        table: str = "memnets",
+        pool_size: int = 4,
+        m: int = 16,
+        ef_construction: int = 64,
+        ef_search: int = 100,
+        connect_timeout: float = 30.0,
+    ) -> None:
         dim = rowcodec.check_dim(dim, "PgVectorStore")
         if not isinstance(table, str) or not _TABLE_NAME.fullmatch(table):
-            raise ValueError(f"PgVectorStore: table must be a lower-case SQL name ([a-z_][a-z0-9_]*, <= 41 chars), got {table!r}")
-        for name, value, low in (("pool_size", pool_size, 1), ("m", m, 2), ("ef_construction", ef_construction, 4),
-                                 ("ef_search", ef_search, 1)):
+            raise ValueError(
+                f"PgVectorStore: table must be a lower-case SQL name ([a-z_][a-z0-9_]*, <= 41 chars), got {table!r}"
+            )
+        for name, value, low in (
+            ("pool_size", pool_size, 1),
+            ("m", m, 2),
+            ("ef_construction", ef_construction, 4),
+            ("ef_search", ef_search, 1),
+        ):
             if not isinstance(value, int) or isinstance(value, bool) or value < low:
                 raise ValueError(f"PgVectorStore: {name} must be an int >= {low}, got {value!r}")
         self.url = url
         self.table = table
         self.ef_search = ef_search
         self.m, self.ef_construction = m, ef_construction
-        self._names = {"memories": sql.Identifier(f"{table}_memories"), "meta": sql.Identifier(f"{table}_meta"),
-                       "owner_t": sql.Identifier(f"{table}_owner_t"), "owner_kind": sql.Identifier(f"{table}_owner_kind"), "versions": sql.Identifier(f"{table}_versions"),
-                       "hnsw": sql.Identifier(f"{table}_hnsw")}
+        self._names = {
+            "memories": sql.Identifier(f"{table}_memories"),
+            "meta": sql.Identifier(f"{table}_meta"),
+            "owner_t": sql.Identifier(f"{table}_owner_t"),
+            "owner_kind": sql.Identifier(f"{table}_owner_kind"),
+            "versions": sql.Identifier(f"{table}_versions"),
+            "hnsw": sql.Identifier(f"{table}_hnsw"),
+        }
         self._pool: ConnectionPool | None = None
         self.dim, self._cipher, self.archive_id = self._init_schema(dim, key, connect_timeout)
-        self._pool = ConnectionPool(url, min_size=1, max_size=pool_size, timeout=connect_timeout, open=False,
-                                    kwargs={"connect_timeout": max(1, int(connect_timeout))},
-                                    configure=_configure, name=f"memnets-{table}")
+        self._pool = ConnectionPool(
+            url,
+            min_size=1,
+            max_size=pool_size,
+            timeout=connect_timeout,
+            open=False,
+            kwargs={"connect_timeout": max(1, int(connect_timeout))},
+            configure=_configure,
+            name=f"memnets-{table}",
+        )
         try:
             self._pool.open(wait=True, timeout=connect_timeout)
         except psycopg.Error as error:
@@ -179,27 +208,46 @@ class PgVectorStore:
                 try:
                     conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
                 except psycopg.Error as error:
-                    raise ArchiveError(f"PgVectorStore: the pgvector extension is not installed in {self._where()} "
-                                       f"and could not be created ({error}); run CREATE EXTENSION vector as an owner") from None
+                    raise ArchiveError(
+                        f"PgVectorStore: the pgvector extension is not installed in {self._where()} "
+                        f"and could not be created ({error}); run CREATE EXTENSION vector as an owner"
+                    ) from None
             version = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()[0]
             if tuple(int(p) for p in re.findall(r"\d+", version)[:2]) < (0, 8):
-                log.warning("pgvector %s has no iterative index scans (0.8+); filtered searches fall back to exact scans", version)
+                log.warning(
+                    "pgvector %s has no iterative index scans (0.8+); filtered searches fall back to exact scans",
+                    version,
+                )
             with conn.transaction():
                 # one opener at a time creates or migrates (others wait here, then find it done)
                 conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"memnets-store-{self.table}",))
                 exists = conn.execute("SELECT to_regclass(%s)", (f"{self.table}_meta",)).fetchone()[0] is not None
                 if not exists:
                     if dim is None:
-                        raise ValueError(f"PgVectorStore: {self._where()} holds no memnets store yet; give dim to create one")
+                        raise ValueError(
+                            f"PgVectorStore: {self._where()} holds no memnets store yet; give dim to create one"
+                        )
                     for statement in _SCHEMA:
-                        conn.execute(self._sql(statement, dim=sql.Literal(dim), m=sql.Literal(self.m),
-                                               ef_construction=sql.Literal(self.ef_construction)))
+                        conn.execute(
+                            self._sql(
+                                statement,
+                                dim=sql.Literal(dim),
+                                m=sql.Literal(self.m),
+                                ef_construction=sql.Literal(self.ef_construction),
+                            )
+                        )
                     cipher, key_meta = rowcodec.new_cipher(key)
                     archive_id = rowcodec.new_store_id()
-                    meta = {"format": str(FORMAT_VERSION).encode(), "dim": str(dim).encode(),
-                            "archive_id": archive_id.encode(), **key_meta}
+                    meta = {
+                        "format": str(FORMAT_VERSION).encode(),
+                        "dim": str(dim).encode(),
+                        "archive_id": archive_id.encode(),
+                        **key_meta,
+                    }
                     with conn.cursor() as cursor:
-                        cursor.executemany(self._sql("INSERT INTO {meta} (key, value) VALUES (%s, %s)"), list(meta.items()))
+                        cursor.executemany(
+                            self._sql("INSERT INTO {meta} (key, value) VALUES (%s, %s)"), list(meta.items())
+                        )
                     log.info("created memnets store %s (dim %d, encrypted %s)", self._where(), dim, cipher is not None)
                     return dim, cipher, archive_id
                 meta = {k: bytes(v) for k, v in conn.execute(self._sql("SELECT key, value FROM {meta}"))}
@@ -207,9 +255,12 @@ class PgVectorStore:
                 if stored_format > FORMAT_VERSION:
                     raise ArchiveFormatError(
                         f"{self._where()} was written by store format {stored_format}; this memnets reads format "
-                        f"{FORMAT_VERSION} and older. Upgrade memnets to open it (it was not modified).")
+                        f"{FORMAT_VERSION} and older. Upgrade memnets to open it (it was not modified)."
+                    )
                 if dim is not None and dim != stored_dim:
-                    raise ArchiveFormatError(f"{self._where()} holds vectors of dim {stored_dim}, but was opened with dim={dim}")
+                    raise ArchiveFormatError(
+                        f"{self._where()} holds vectors of dim {stored_dim}, but was opened with dim={dim}"
+                    )
                 cipher = rowcodec.existing_cipher(key, meta, self._where())
                 for step in range(stored_format, FORMAT_VERSION):
                     for statement in _MIGRATIONS[step]:
@@ -217,8 +268,12 @@ class PgVectorStore:
                 if "archive_id" not in meta:  # format 1: give the store its id and bind every row to it
                     meta["archive_id"] = self._bind_rows(conn, cipher)
                 if stored_format != FORMAT_VERSION:
-                    conn.execute(self._sql("UPDATE {meta} SET value = %s WHERE key = 'format'"), (str(FORMAT_VERSION).encode(),))
-                    log.info("migrated memnets store %s from format %d to %d", self._where(), stored_format, FORMAT_VERSION)
+                    conn.execute(
+                        self._sql("UPDATE {meta} SET value = %s WHERE key = 'format'"), (str(FORMAT_VERSION).encode(),)
+                    )
+                    log.info(
+                        "migrated memnets store %s from format %d to %d", self._where(), stored_format, FORMAT_VERSION
+                    )
                 return stored_dim, cipher, meta["archive_id"].decode()
 
     def _bind_rows(self, conn: psycopg.Connection, cipher: RowCipher | None) -> bytes:
@@ -230,13 +285,27 @@ class PgVectorStore:
             register_vector(conn)
             records = conn.execute(self._sql(f"SELECT {_COLUMNS} FROM {{memories}}")).fetchall()
             for owner, memory_id, t, _, importance, kind, superseded_by, payload, embedding, version in records:
-                fields = (owner, memory_id, as_utc(t).isoformat(), kind, importance,
-                          _array(embedding).astype("<f4").tobytes(), superseded_by)
-                plaintext = cipher.open(bytes(payload), rowcodec.row_aad(*fields, store_id=None, version=None),
-                                        what=f"memory {memory_id!r} of owner {owner!r}")
-                sealed = cipher.seal(plaintext, rowcodec.row_aad(*fields, store_id=archive_id.decode(), version=version))
-                conn.execute(self._sql("UPDATE {memories} SET payload = %s WHERE owner = %s AND id = %s"),
-                             (sealed, owner, memory_id))
+                fields = (
+                    owner,
+                    memory_id,
+                    as_utc(t).isoformat(),
+                    kind,
+                    importance,
+                    _array(embedding).astype("<f4").tobytes(),
+                    superseded_by,
+                )
+                plaintext = cipher.open(
+                    bytes(payload),
+                    rowcodec.row_aad(*fields, store_id=None, version=None),
+                    what=f"memory {memory_id!r} of owner {owner!r}",
+                )
+                sealed = cipher.seal(
+                    plaintext, rowcodec.row_aad(*fields, store_id=archive_id.decode(), version=version)
+                )
+                conn.execute(
+                    self._sql("UPDATE {memories} SET payload = %s WHERE owner = %s AND id = %s"),
+                    (sealed, owner, memory_id),
+                )
         return archive_id
 
     @contextmanager
@@ -260,19 +329,40 @@ class PgVectorStore:
             "version) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (owner, id) DO UPDATE SET "
             "t = excluded.t, last_access = excluded.last_access, importance = excluded.importance, kind = excluded.kind, "
             "superseded_by = excluded.superseded_by, payload = excluded.payload, embedding = excluded.embedding, "
-            "version = excluded.version")
+            "version = excluded.version"
+        )
         with self._transaction() as conn, conn.cursor() as cursor:
             stored: dict[tuple[str, str], int] = {}
             for owner in sorted({row.owner for row in rows}):  # lock the rows to rewrite, in the same order
                 ids = sorted(row.id for row in rows if row.owner == owner)
-                stored.update(((owner, memory_id), version) for memory_id, version in conn.execute(self._sql(
-                    "SELECT id, version FROM {memories} WHERE owner = %s AND id = ANY(%s) ORDER BY id FOR UPDATE"),
-                    (owner, ids)))
+                stored.update(
+                    ((owner, memory_id), version)
+                    for memory_id, version in conn.execute(
+                        self._sql(
+                            "SELECT id, version FROM {memories} WHERE owner = %s AND id = ANY(%s) ORDER BY id FOR UPDATE"
+                        ),
+                        (owner, ids),
+                    )
+                )
             params = []
             for i in order:
-                row = rowcodec.seal_row(rows[i], self._cipher, self.archive_id, stored.get((rows[i].owner, rows[i].id), 0) + 1)
-                params.append((row.owner, row.id, datetime.fromisoformat(row.t), datetime.fromisoformat(row.last_access),
-                               row.importance, row.kind, row.superseded_by, row.payload, array[i], row.version))
+                row = rowcodec.seal_row(
+                    rows[i], self._cipher, self.archive_id, stored.get((rows[i].owner, rows[i].id), 0) + 1
+                )
+                params.append(
+                    (
+                        row.owner,
+                        row.id,
+                        datetime.fromisoformat(row.t),
+                        datetime.fromisoformat(row.last_access),
+                        row.importance,
+                        row.kind,
+                        row.superseded_by,
+                        row.payload,
+                        array[i],
+                        row.version,
+                    )
+                )
             cursor.executemany(statement, params)
 
     def touch(self, ids: Iterable[str], owner: str, when: datetime) -> int:
@@ -281,8 +371,10 @@ class PgVectorStore:
         rowcodec.check_owner(owner, "PgVectorStore.touch")
         when = as_utc(when, "PgVectorStore.touch: when")
         with self._transaction() as conn:
-            return conn.execute(self._sql("UPDATE {memories} SET last_access = %s WHERE owner = %s AND id = ANY(%s)"),
-                                (when, owner, list(dict.fromkeys(ids)))).rowcount
+            return conn.execute(
+                self._sql("UPDATE {memories} SET last_access = %s WHERE owner = %s AND id = ANY(%s)"),
+                (when, owner, list(dict.fromkeys(ids))),
+            ).rowcount
 
     def delete(self, ids: Iterable[str], owner: str) -> int:
         """Delete the owner's memories with these ids and their older versions; returns how many rows."""
@@ -290,8 +382,10 @@ class PgVectorStore:
         rowcodec.check_owner(owner, "PgVectorStore.delete")
         with self._transaction() as conn:
             self._record_tombstones(conn, [(owner, i, None) for i in ids])
-            return conn.execute(self._sql("DELETE FROM {memories} WHERE owner = %s AND (id = ANY(%s) OR superseded_by = ANY(%s))"),
-                                (owner, ids, ids)).rowcount
+            return conn.execute(
+                self._sql("DELETE FROM {memories} WHERE owner = %s AND (id = ANY(%s) OR superseded_by = ANY(%s))"),
+                (owner, ids, ids),
+            ).rowcount
 
     def delete_owner(self, owner: str) -> int:
         """Delete every memory of an owner; returns how many rows."""
@@ -309,13 +403,18 @@ class PgVectorStore:
             where, params = "owner = %s AND t < %s", [owner, cutoff]
         with self._transaction() as conn:
             self._record_tombstones(conn, [(owner, None, cutoff)])
-            gone = conn.execute(self._sql(f"DELETE FROM {{memories}} WHERE {where} AND {_CURRENT} RETURNING owner, id"),
-                                params).fetchall()
+            gone = conn.execute(
+                self._sql(f"DELETE FROM {{memories}} WHERE {where} AND {_CURRENT} RETURNING owner, id"), params
+            ).fetchall()
             deleted = len(gone) + conn.execute(self._sql(f"DELETE FROM {{memories}} WHERE {where}"), params).rowcount
             if gone:
-                deleted += conn.execute(self._sql(
-                    "DELETE FROM {memories} m USING unnest(%s::text[], %s::text[]) AS g(owner, id) "
-                    "WHERE m.owner = g.owner AND m.superseded_by = g.id"), ([o for o, _ in gone], [i for _, i in gone])).rowcount
+                deleted += conn.execute(
+                    self._sql(
+                        "DELETE FROM {memories} m USING unnest(%s::text[], %s::text[]) AS g(owner, id) "
+                        "WHERE m.owner = g.owner AND m.superseded_by = g.id"
+                    ),
+                    ([o for o, _ in gone], [i for _, i in gone]),
+                ).rowcount
             return deleted
 
     # ------------------------------------------------------------------ deletion ledger (API helper)
@@ -323,11 +422,17 @@ class PgVectorStore:
         """Append (owner or None = all, id or None = all, t cutoff or None) tombstones in the deletion's
         transaction; the table is created on first use (under the store's advisory lock)."""
         conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"memnets-store-{self.table}",))
-        conn.execute(sql.SQL("CREATE TABLE IF NOT EXISTS {} (seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, "
-                             "owner text, id text, before timestamptz)").format(self._deletions))
+        conn.execute(
+            sql.SQL(
+                "CREATE TABLE IF NOT EXISTS {} (seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, "
+                "owner text, id text, before timestamptz)"
+            ).format(self._deletions)
+        )
         with conn.cursor() as cursor:
-            cursor.executemany(sql.SQL("INSERT INTO {} (owner, id, before) VALUES (%s, %s, %s)").format(self._deletions),
-                               list(tombstones))
+            cursor.executemany(
+                sql.SQL("INSERT INTO {} (owner, id, before) VALUES (%s, %s, %s)").format(self._deletions),
+                list(tombstones),
+            )
 
     @property
     def _deletions(self) -> sql.Identifier:
@@ -338,7 +443,9 @@ class PgVectorStore:
         with self._transaction() as conn:
             if conn.execute("SELECT to_regclass(%s)", (f"{self.table}_deletions",)).fetchone()[0] is None:
                 return 0
-            return int(conn.execute(sql.SQL("SELECT coalesce(max(seq), 0) FROM {}").format(self._deletions)).fetchone()[0])
+            return int(
+                conn.execute(sql.SQL("SELECT coalesce(max(seq), 0) FROM {}").format(self._deletions)).fetchone()[0]
+            )
 
     def deleted_since(self, mark: int, owner: str, memories: Sequence[Memory]) -> tuple[int, set[str]]:
         """Which of ``memories`` (the owner's, held by a writer) were deleted after ``mark``, and the newest mark.
@@ -351,11 +458,19 @@ class PgVectorStore:
         with self._transaction() as conn:
             if conn.execute("SELECT to_regclass(%s)", (f"{self.table}_deletions",)).fetchone()[0] is None:
                 return int(mark), set()
-            stones = conn.execute(sql.SQL("SELECT seq, id, before FROM {} WHERE seq > %s AND (owner = %s OR owner IS NULL)")
-                                  .format(self._deletions), (int(mark), owner)).fetchall()
+            stones = conn.execute(
+                sql.SQL("SELECT seq, id, before FROM {} WHERE seq > %s AND (owner = %s OR owner IS NULL)").format(
+                    self._deletions
+                ),
+                (int(mark), owner),
+            ).fetchall()
         newest = max([int(mark), *(seq for seq, _, _ in stones)])
-        forgotten = {m.id for m in memories for _, stone_id, before in stones
-                     if (stone_id is None or stone_id == m.id) and (before is None or m.t < before)}
+        forgotten = {
+            m.id
+            for m in memories
+            for _, stone_id, before in stones
+            if (stone_id is None or stone_id == m.id) and (before is None or m.t < before)
+        }
         return newest, forgotten
 
     def compact(self) -> None:
@@ -377,7 +492,9 @@ class PgVectorStore:
         calls this. Searches keep working meanwhile, as exact scans.
         """
         if not re.fullmatch(r"\d+(kB|MB|GB)", maintenance_work_mem):
-            raise ValueError(f"PgVectorStore.rebuild_index: maintenance_work_mem must look like '512MB' or '2GB', got {maintenance_work_mem!r}")
+            raise ValueError(
+                f"PgVectorStore.rebuild_index: maintenance_work_mem must look like '512MB' or '2GB', got {maintenance_work_mem!r}"
+            )
         with self._transaction() as conn:
             conn.execute(f"SET LOCAL maintenance_work_mem = '{maintenance_work_mem}'")
             conn.execute(self._sql("DROP INDEX IF EXISTS {hnsw}"))
@@ -390,8 +507,10 @@ class PgVectorStore:
         ids = rowcodec.check_ids(ids, "PgVectorStore.get")
         rowcodec.check_owner(owner, "PgVectorStore.get")
         with self._transaction() as conn:
-            records = conn.execute(self._sql(f"SELECT {_COLUMNS} FROM {{memories}} WHERE owner = %s AND id = ANY(%s)"),
-                                   (owner, list(dict.fromkeys(ids)))).fetchall()
+            records = conn.execute(
+                self._sql(f"SELECT {_COLUMNS} FROM {{memories}} WHERE owner = %s AND id = ANY(%s)"),
+                (owner, list(dict.fromkeys(ids))),
+            ).fetchall()
         found = {record[1]: self._decode(record) for record in records}
         return [found[i] for i in dict.fromkeys(ids) if i in found]
 
@@ -400,8 +519,12 @@ class PgVectorStore:
         ids = rowcodec.check_ids(ids, "PgVectorStore.vectors")
         rowcodec.check_owner(owner, "PgVectorStore.vectors")
         with self._transaction() as conn:
-            found = dict(conn.execute(self._sql("SELECT id, embedding FROM {memories} WHERE owner = %s AND id = ANY(%s)"),
-                                      (owner, list(dict.fromkeys(ids)))).fetchall())
+            found = dict(
+                conn.execute(
+                    self._sql("SELECT id, embedding FROM {memories} WHERE owner = %s AND id = ANY(%s)"),
+                    (owner, list(dict.fromkeys(ids))),
+                ).fetchall()
+            )
         missing = [i for i in ids if i not in found]
         if missing:
             raise KeyError(f"PgVectorStore.vectors: owner {owner!r} has no memory {missing[0]!r}")
@@ -422,32 +545,50 @@ class PgVectorStore:
                 return self._search_streaming(conn, query, k, where, params, filters)
             # a filter on clear columns: rank exactly when few rows match (the planner misjudges
             # owner-and-kind selectivity, and an index scan under a selective filter loses recall)
-            exact = filters is not None and conn.execute(self._sql(
-                f"SELECT count(*) FROM (SELECT 1 FROM {{memories}} WHERE {where} LIMIT %s) AS matching"),
-                [*params, EXACT_BELOW + 1]).fetchone()[0] <= EXACT_BELOW
+            exact = (
+                filters is not None
+                and conn.execute(
+                    self._sql(f"SELECT count(*) FROM (SELECT 1 FROM {{memories}} WHERE {where} LIMIT %s) AS matching"),
+                    [*params, EXACT_BELOW + 1],
+                ).fetchone()[0]
+                <= EXACT_BELOW
+            )
             records = []
             if not exact:
                 conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
                 conn.execute(sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(max(self.ef_search, k))))
-                records = conn.execute(self._sql(
-                    f"WITH hits AS MATERIALIZED (SELECT {_COLUMNS}, embedding <#> %s AS distance FROM {{memories}} "
-                    f"WHERE {where} ORDER BY distance LIMIT %s) SELECT * FROM hits ORDER BY distance"),
-                    [query, *params, k]).fetchall()
+                records = conn.execute(
+                    self._sql(
+                        f"WITH hits AS MATERIALIZED (SELECT {_COLUMNS}, embedding <#> %s AS distance FROM {{memories}} "
+                        f"WHERE {where} ORDER BY distance LIMIT %s) SELECT * FROM hits ORDER BY distance"
+                    ),
+                    [query, *params, k],
+                ).fetchall()
             if len(records) < k:  # exact by choice, or the index scan gave up early (max_scan_tuples)
-                records = conn.execute(self._sql(
-                    f"SELECT {_COLUMNS}, embedding <#> %s AS distance FROM {{memories}} WHERE {where} "
-                    "ORDER BY (embedding <#> %s) + 0 LIMIT %s"), [query, *params, query, k]).fetchall()
+                records = conn.execute(
+                    self._sql(
+                        f"SELECT {_COLUMNS}, embedding <#> %s AS distance FROM {{memories}} WHERE {where} "
+                        "ORDER BY (embedding <#> %s) + 0 LIMIT %s"
+                    ),
+                    [query, *params, query, k],
+                ).fetchall()
         return [(self._decode(record[:-1]), -float(record[-1])) for record in records]
 
-    def _search_streaming(self, conn, query: np.ndarray, k: int, where: str, params: list,
-                          filters: MemoryFilter) -> list[tuple[Memory, float]]:
+    def _search_streaming(
+        self, conn, query: np.ndarray, k: int, where: str, params: list, filters: MemoryFilter
+    ) -> list[tuple[Memory, float]]:
         """Exact ranking in SQL, metadata checked on the decoded rows best first until k match."""
         found: list[tuple[Memory, float]] = []
         with conn.cursor(name="memnets_ranked") as cursor:
             cursor.itersize = _STREAM_BATCH
             # "+ 0" keeps the planner off the HNSW index: the ranking must be exact to stream it
-            cursor.execute(self._sql(f"SELECT {_COLUMNS}, embedding <#> %s AS distance FROM {{memories}} "
-                                     f"WHERE {where} ORDER BY (embedding <#> %s) + 0"), [query, *params, query])
+            cursor.execute(
+                self._sql(
+                    f"SELECT {_COLUMNS}, embedding <#> %s AS distance FROM {{memories}} "
+                    f"WHERE {where} ORDER BY (embedding <#> %s) + 0"
+                ),
+                [query, *params, query],
+            )
             for record in cursor:
                 memory = self._decode(record[:-1])
                 if filters.matches(memory):
@@ -456,8 +597,9 @@ class PgVectorStore:
                         break
         return found
 
-    def list_memories(self, owner: str, *, limit: int | None = None, offset: int = 0,
-                      filters: MemoryFilter | None = None) -> list[Memory]:
+    def list_memories(
+        self, owner: str, *, limit: int | None = None, offset: int = 0, filters: MemoryFilter | None = None
+    ) -> list[Memory]:
         """The owner's current memories passing ``filters``, ordered by (t, id); ``offset`` skipped, at most ``limit``."""
         rowcodec.check_owner(owner, "PgVectorStore.list_memories")
         rowcodec.check_page(limit, offset, "PgVectorStore.list_memories")
@@ -466,8 +608,10 @@ class PgVectorStore:
         query = f"SELECT {_COLUMNS} FROM {{memories}} WHERE {where} ORDER BY t, id"
         with self._transaction() as conn:
             if filters is None or not filters.needs_payload:
-                return [self._decode(r) for r in conn.execute(self._sql(f"{query} LIMIT %s OFFSET %s"),
-                                                               [*params, limit, offset])]
+                return [
+                    self._decode(r)
+                    for r in conn.execute(self._sql(f"{query} LIMIT %s OFFSET %s"), [*params, limit, offset])
+                ]
             out: list[Memory] = []
             skipped = 0
             with conn.cursor(name="memnets_listing") as cursor:
@@ -489,15 +633,23 @@ class PgVectorStore:
         rowcodec.check_ids([id], "PgVectorStore.history")
         rowcodec.check_owner(owner, "PgVectorStore.history")
         with self._transaction() as conn:
-            return [self._decode(r) for r in conn.execute(self._sql(
-                f"SELECT {_COLUMNS} FROM {{memories}} WHERE owner = %s AND superseded_by = %s ORDER BY seq"), (owner, id))]
+            return [
+                self._decode(r)
+                for r in conn.execute(
+                    self._sql(
+                        f"SELECT {_COLUMNS} FROM {{memories}} WHERE owner = %s AND superseded_by = %s ORDER BY seq"
+                    ),
+                    (owner, id),
+                )
+            ]
 
     def count(self, owner: str) -> int:
         """How many current (not superseded) memories the owner has."""
         rowcodec.check_owner(owner, "PgVectorStore.count")
         with self._transaction() as conn:
-            return conn.execute(self._sql(f"SELECT count(*) FROM {{memories}} WHERE owner = %s AND {_CURRENT}"),
-                                (owner,)).fetchone()[0]
+            return conn.execute(
+                self._sql(f"SELECT count(*) FROM {{memories}} WHERE owner = %s AND {_CURRENT}"), (owner,)
+            ).fetchone()[0]
 
     def owners(self) -> list[str]:
         """Every owner with at least one stored memory, sorted."""
@@ -523,10 +675,20 @@ class PgVectorStore:
 
     def _decode(self, record: Sequence) -> Memory:
         owner, memory_id, t, last_access, importance, kind, superseded_by, payload, embedding, version = record
-        return rowcodec.decode_row(self._cipher, store_id=self.archive_id, version=version, owner=owner, memory_id=memory_id, t=as_utc(t).isoformat(),
-                                   last_access=as_utc(last_access).isoformat(), importance=importance, kind=kind,
-                                   superseded_by=superseded_by, payload=payload,
-                                   vector=_array(embedding).astype("<f4").tobytes())
+        return rowcodec.decode_row(
+            self._cipher,
+            store_id=self.archive_id,
+            version=version,
+            owner=owner,
+            memory_id=memory_id,
+            t=as_utc(t).isoformat(),
+            last_access=as_utc(last_access).isoformat(),
+            importance=importance,
+            kind=kind,
+            superseded_by=superseded_by,
+            payload=payload,
+            vector=_array(embedding).astype("<f4").tobytes(),
+        )
 
 
 def _array(embedding) -> np.ndarray:
@@ -554,4 +716,3 @@ def _clear_conditions(owner: str, filters: MemoryFilter | None) -> tuple[str, li
             where.append("t < %s")
             params.append(filters.until)
     return " AND ".join(where), params
-

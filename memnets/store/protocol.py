@@ -47,8 +47,9 @@ class MemoryStore(Protocol):
     def vectors(self, ids: Iterable[str], owner: str) -> np.ndarray:
         """The stored vectors [N, dim] of these ids (all must exist: KeyError otherwise)."""
 
-    def list_memories(self, owner: str, *, limit: int | None = None, offset: int = 0,
-                      filters: MemoryFilter | None = None) -> list[Memory]:
+    def list_memories(
+        self, owner: str, *, limit: int | None = None, offset: int = 0, filters: MemoryFilter | None = None
+    ) -> list[Memory]:
         """The owner's current memories passing ``filters``, ordered by (t, id), paged by offset/limit."""
 
     def count(self, owner: str) -> int:

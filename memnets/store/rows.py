@@ -30,6 +30,7 @@ from datetime import datetime
 
 import numpy as np
 
+from memnets.records import Memory
 from memnets.store.crypto import (
     DEFAULT_KDF,
     RowCipher,
@@ -43,7 +44,6 @@ from memnets.store.errors import (
     ArchiveKeyError,
     InvalidMemoryError,
 )
-from memnets.records import Memory
 from memnets.timeutil import as_utc
 
 
@@ -69,8 +69,18 @@ def new_store_id() -> str:
     return uuid.uuid4().hex
 
 
-def row_aad(owner: str, memory_id: str, t: str, kind: str, importance: float, vector: bytes,
-            superseded_by: str | None, *, store_id: str | None, version: int | None) -> bytes:
+def row_aad(
+    owner: str,
+    memory_id: str,
+    t: str,
+    kind: str,
+    importance: float,
+    vector: bytes,
+    superseded_by: str | None,
+    *,
+    store_id: str | None,
+    version: int | None,
+) -> bytes:
     """Associated data of a sealed payload: the clear fields beside it, the store's id and the row's version.
 
     So a clear field cannot be altered, a ciphertext cannot be moved to another row or another
@@ -84,8 +94,18 @@ def row_aad(owner: str, memory_id: str, t: str, kind: str, importance: float, ve
         if superseded_by is not None:  # rows written before versions existed have none and keep their seal
             fields.append(superseded_by)
     else:
-        fields = ["memnets-row-v2", store_id, int(version), owner, memory_id, t, kind, repr(float(importance)),
-                  vector_digest, superseded_by]
+        fields = [
+            "memnets-row-v2",
+            store_id,
+            int(version),
+            owner,
+            memory_id,
+            t,
+            kind,
+            repr(float(importance)),
+            vector_digest,
+            superseded_by,
+        ]
     return json.dumps(fields, ensure_ascii=False).encode("utf-8")
 
 
@@ -94,8 +114,20 @@ def seal_row(row: Row, cipher: RowCipher | None, store_id: str, version: int) ->
     its payload sealed to the store and the version when ``cipher``."""
     payload = row.payload
     if cipher is not None:
-        payload = cipher.seal(payload, row_aad(row.owner, row.id, row.t, row.kind, row.importance, row.vector,
-                                               row.superseded_by, store_id=store_id, version=version))
+        payload = cipher.seal(
+            payload,
+            row_aad(
+                row.owner,
+                row.id,
+                row.t,
+                row.kind,
+                row.importance,
+                row.vector,
+                row.superseded_by,
+                store_id=store_id,
+                version=version,
+            ),
+        )
     return replace(row, payload=payload, version=int(version))
 
 
@@ -105,8 +137,10 @@ def encode_row(memory: Memory, vector: np.ndarray, where: str) -> Row:
         raise InvalidMemoryError(f"{where}: expected Memory records, got {type(memory).__name__}")
     what = f"{where}: memory {memory.id!r}"
     if not isinstance(memory.content, str) or not memory.content.strip():
-        raise InvalidMemoryError(f"{what} has empty or whitespace-only content {memory.content!r:.40}; "
-                                 "an empty memory cannot be retrieved meaningfully")
+        raise InvalidMemoryError(
+            f"{what} has empty or whitespace-only content {memory.content!r:.40}; "
+            "an empty memory cannot be retrieved meaningfully"
+        )
     for name in ("id", "owner", "content", "kind", "agent", "action", "location", "superseded_by"):
         check_unicode(getattr(memory, name), f"{what}: {name}")
     for name in ("links", "objects"):
@@ -119,38 +153,79 @@ def encode_row(memory: Memory, vector: np.ndarray, where: str) -> Row:
         last_access = as_utc(memory.last_access or memory.t, f"{what}: last_access")
     except TypeError as error:
         raise InvalidMemoryError(str(error)) from None
-    payload = {"content": memory.content, "links": list(memory.links), "agent": memory.agent,
-               "action": memory.action, "objects": list(memory.objects), "location": memory.location,
-               "metadata": memory.metadata}
+    payload = {
+        "content": memory.content,
+        "links": list(memory.links),
+        "agent": memory.agent,
+        "action": memory.action,
+        "objects": list(memory.objects),
+        "location": memory.location,
+        "metadata": memory.metadata,
+    }
     try:
         plaintext = json.dumps(payload, ensure_ascii=False).encode("utf-8")
     except (TypeError, ValueError, UnicodeEncodeError) as error:
         raise InvalidMemoryError(f"{what}: metadata must be JSON-serialisable valid Unicode ({error})") from None
     vector_bytes = np.asarray(vector, dtype="<f4").tobytes()
     t_text = t.isoformat()
-    return Row(owner=memory.owner, id=memory.id, t=t_text, t_epoch=t.timestamp(), last_access=last_access.isoformat(),
-               importance=float(memory.importance), kind=memory.kind, superseded_by=memory.superseded_by,
-               payload=plaintext, vector=vector_bytes)
+    return Row(
+        owner=memory.owner,
+        id=memory.id,
+        t=t_text,
+        t_epoch=t.timestamp(),
+        last_access=last_access.isoformat(),
+        importance=float(memory.importance),
+        kind=memory.kind,
+        superseded_by=memory.superseded_by,
+        payload=plaintext,
+        vector=vector_bytes,
+    )
 
 
-def decode_row(cipher: RowCipher | None, *, store_id: str, version: int, owner: str, memory_id: str, t: str,
-               last_access: str, importance: float, kind: str, superseded_by: str | None, payload: bytes,
-               vector: bytes) -> Memory:
+def decode_row(
+    cipher: RowCipher | None,
+    *,
+    store_id: str,
+    version: int,
+    owner: str,
+    memory_id: str,
+    t: str,
+    last_access: str,
+    importance: float,
+    kind: str,
+    superseded_by: str | None,
+    payload: bytes,
+    vector: bytes,
+) -> Memory:
     """The Memory of a stored row; ArchiveIntegrityError, naming the row, when its seal or payload does not check out."""
     payload = bytes(payload)
     if cipher is not None:
-        aad = row_aad(owner, memory_id, t, kind, importance, bytes(vector), superseded_by,
-                      store_id=store_id, version=version)
+        aad = row_aad(
+            owner, memory_id, t, kind, importance, bytes(vector), superseded_by, store_id=store_id, version=version
+        )
         payload = cipher.open(payload, aad, what=f"memory {memory_id!r} of owner {owner!r} (row version {version})")
     try:
         fields = json.loads(payload.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise ArchiveIntegrityError(f"memory {memory_id!r} of owner {owner!r}: stored payload is corrupt ({error})") from None
-    return Memory(id=memory_id, owner=owner, t=datetime.fromisoformat(t), importance=importance, kind=kind,
-                  last_access=datetime.fromisoformat(last_access), content=fields["content"],
-                  links=tuple(fields["links"]), agent=fields["agent"], action=fields["action"],
-                  objects=tuple(fields["objects"]), location=fields["location"], metadata=fields["metadata"],
-                  superseded_by=superseded_by)
+        raise ArchiveIntegrityError(
+            f"memory {memory_id!r} of owner {owner!r}: stored payload is corrupt ({error})"
+        ) from None
+    return Memory(
+        id=memory_id,
+        owner=owner,
+        t=datetime.fromisoformat(t),
+        importance=importance,
+        kind=kind,
+        last_access=datetime.fromisoformat(last_access),
+        content=fields["content"],
+        links=tuple(fields["links"]),
+        agent=fields["agent"],
+        action=fields["action"],
+        objects=tuple(fields["objects"]),
+        location=fields["location"],
+        metadata=fields["metadata"],
+        superseded_by=superseded_by,
+    )
 
 
 # ---------------------------------------------------------------------- keys
@@ -168,8 +243,10 @@ def existing_cipher(key: bytes | str | None, meta: dict, where: str) -> RowCiphe
     """For an existing store with these meta entries: the cipher of ``key``, checked (ArchiveKeyError otherwise)."""
     if "key_check" not in meta:
         if key is not None:
-            raise ArchiveKeyError(f"{where} was created without encryption; open it without a key "
-                                  "(memories cannot be encrypted after the fact)")
+            raise ArchiveKeyError(
+                f"{where} was created without encryption; open it without a key "
+                "(memories cannot be encrypted after the fact)"
+            )
         return None
     if key is None:
         raise ArchiveKeyError(f"{where} is encrypted; pass the key it was created with (key=...)")
@@ -186,8 +263,10 @@ def check_unicode(value: str | None, what: str) -> None:
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as error:
-        raise InvalidMemoryError(f"{what} is not valid Unicode: {error.reason} at position {error.start} "
-                                 f"({value[max(0, error.start - 10):error.start + 10]!r})") from None
+        raise InvalidMemoryError(
+            f"{what} is not valid Unicode: {error.reason} at position {error.start} "
+            f"({value[max(0, error.start - 10) : error.start + 10]!r})"
+        ) from None
 
 
 def check_owner(owner: str, where: str) -> None:
@@ -254,6 +333,8 @@ def check_batch(memories, vectors, dim: int, where: str) -> tuple[list[Memory], 
         if not isinstance(memory, Memory):
             raise InvalidMemoryError(f"{where}: expected Memory records, got {type(memory).__name__}")
         if (memory.owner, memory.id) in keys:
-            raise InvalidMemoryError(f"{where}: memory {memory.id!r} of owner {memory.owner!r} appears twice in the batch")
+            raise InvalidMemoryError(
+                f"{where}: memory {memory.id!r} of owner {memory.owner!r} appears twice in the batch"
+            )
         keys.add((memory.owner, memory.id))
     return memories, array
