@@ -206,13 +206,13 @@ def start_server(folder: Path) -> tuple[object, str]:
     return server, url
 
 
-def run_archive(data, queries, truth, truth_filtered, folder: Path) -> dict:
+def run_archive(data, queries, truth, truth_filtered, folder: Path, index: str = ARCHIVE_INDEX) -> dict:
     from memnets.store.archive import Archive
 
     n = len(data)
-    with Archive(folder, data.shape[1], index=ARCHIVE_INDEX) as archive:
+    with Archive(folder, data.shape[1], index=index) as archive:
         row = {
-            "store": f"Archive (SQLite + FAISS {ARCHIVE_INDEX})",
+            "store": f"Archive (SQLite + FAISS {index})",
             **measure(archive, data, queries, truth, truth_filtered, build_archive),
         }
     # on disk after close: the SQLite file and the saved FAISS index (exact master + HNSW)
@@ -244,6 +244,7 @@ def run(
     work: Path,
     stores: tuple[str, ...] = STORES,
     hnsw: dict | None = None,
+    archive_index: str = ARCHIVE_INDEX,
 ) -> tuple[dict, list[str]]:
     server, pg_folder = None, None
     if pg_url is None and "postgres" in stores:
@@ -255,7 +256,7 @@ def run(
             data = scaled(base, n, noise=DEFAULT_NOISE)
             truth, truth_filtered = exact_truth(data, queries)
             if "archive" in stores:
-                rows.append(run_archive(data, queries, truth, truth_filtered, work / f"archive-{n}"))
+                rows.append(run_archive(data, queries, truth, truth_filtered, work / f"archive-{n}", archive_index))
             if "postgres" in stores:
                 rows.append(run_postgres(data, queries, truth, truth_filtered, pg_url, hnsw or {}))
             del data
@@ -286,6 +287,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--pg-ef-construction", type=int, default=_pg_default("ef_construction"), help="PostgreSQL HNSW ef_construction"
     )
+    p.add_argument(
+        "--archive-index",
+        default=ARCHIVE_INDEX,
+        help=f"the embedded store's FAISS index kind (default {ARCHIVE_INDEX}; 'auto' is IVF-Flat from 50k memories)",
+    )
     p.add_argument("--pg-url", default=None, help="an existing PostgreSQL with pgvector (default: start a local one)")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
@@ -296,7 +302,7 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="memnets-store-bench-"))
     try:
         hnsw = {"m": args.pg_m, "ef_construction": args.pg_ef_construction}
-        results, notes = run(base, queries, sizes, args.pg_url, work, args.stores, hnsw)
+        results, notes = run(base, queries, sizes, args.pg_url, work, args.stores, hnsw, args.archive_index)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     settings = {
@@ -307,7 +313,7 @@ def main(argv: list[str] | None = None) -> int:
         "filter": f"kind = plan (1 memory in {FILTER_EVERY})",
         "stores": list(args.stores),
         "pg_maintenance_work_mem": BUILD_MEMORY,
-        "archive_index": ARCHIVE_INDEX,
+        "archive_index": args.archive_index,
         "pg_hnsw": {
             "m": args.pg_m,
             "ef_construction": args.pg_ef_construction,
