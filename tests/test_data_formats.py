@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from fit_helpers import encoder_trainer_config
 
 from memnets.cli import main
 from memnets.data.builders import prepare_datasets
@@ -227,29 +228,7 @@ def test_prepare_fit_and_evaluate_end_to_end_on_jsonl(tmp_path, jsonl_config, ti
 
     fit = {
         "seed_everything": 0,
-        "trainer": {
-            "accelerator": "cpu",
-            "devices": 1,
-            "max_epochs": 2,
-            "log_every_n_steps": 1,
-            "num_sanity_val_steps": 0,
-            "enable_model_summary": False,
-            "enable_progress_bar": False,
-            "logger": {
-                "class_path": "lightning.pytorch.loggers.CSVLogger",
-                "init_args": {"save_dir": str(tmp_path / "runs"), "name": "encoder"},
-            },
-            "callbacks": [
-                {
-                    "class_path": "lightning.pytorch.callbacks.ModelCheckpoint",
-                    "init_args": {"monitor": "val/recall@10", "mode": "max", "save_top_k": 1},
-                },
-                {
-                    "class_path": "memnets.lit.encoder.ExportEncoder",
-                    "init_args": {"export_dir": str(tmp_path / "best")},
-                },
-            ],
-        },
+        "trainer": encoder_trainer_config(tmp_path, 2),
         "model": {"backbone": str(tiny_model_dir), "max_length": 32, "lr": 1e-3, "warmup_ratio": 0.0},
         "data": {
             "data_config": str(jsonl_config),

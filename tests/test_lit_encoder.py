@@ -9,6 +9,7 @@ from collections import defaultdict
 import pytest
 import torch
 import yaml
+from fit_helpers import encoder_trainer_config
 
 from memnets.commands.fit import main
 from memnets.lit.cli import COMPONENTS, build_cli
@@ -34,29 +35,7 @@ def data_config(tmp_path, tiny_locomo_path):
 def _fit_config(tmp_path, tiny_model_dir, data_config, epochs=4):
     config = {
         "seed_everything": 0,
-        "trainer": {
-            "accelerator": "cpu",
-            "devices": 1,
-            "max_epochs": epochs,
-            "log_every_n_steps": 1,
-            "num_sanity_val_steps": 0,
-            "enable_model_summary": False,
-            "enable_progress_bar": False,
-            "logger": {
-                "class_path": "lightning.pytorch.loggers.CSVLogger",
-                "init_args": {"save_dir": str(tmp_path / "runs"), "name": "encoder"},
-            },
-            "callbacks": [
-                {
-                    "class_path": "lightning.pytorch.callbacks.ModelCheckpoint",
-                    "init_args": {"monitor": "val/recall@10", "mode": "max", "save_top_k": 1},
-                },
-                {
-                    "class_path": "memnets.lit.encoder.ExportEncoder",
-                    "init_args": {"export_dir": str(tmp_path / "best")},
-                },
-            ],
-        },
+        "trainer": encoder_trainer_config(tmp_path, epochs),
         "model": {
             "backbone": str(tiny_model_dir),
             "max_length": 32,
