@@ -410,11 +410,11 @@ class FaissRetriever:
         self, state: _Owner, vectors: np.ndarray, k: int, nprobe: int | None, ef_search: int | None
     ) -> tuple[np.ndarray, np.ndarray]:
         """(scores, labels) [B, k]; every row full (an approximate index's short rows answered exactly)."""
-        if self.use_gpu and k <= GPU_MAX_K and _find_hnsw(state.index) is None:
-            return self._search_gpu(state, vectors, k, nprobe)
         index, params = state.index, None
-        ivf = faiss.try_extract_index_ivf(index)
         hnsw = _find_hnsw(index)
+        if self.use_gpu and k <= GPU_MAX_K and hnsw is None:
+            return self._search_gpu(state, vectors, k, nprobe)
+        ivf = faiss.try_extract_index_ivf(index)
         if ivf is not None:
             params = _ivf_params(ivf, nprobe or self.nprobe or default_nprobe(ivf.nlist))
         elif hnsw is not None:
@@ -438,7 +438,8 @@ class FaissRetriever:
         ivf = faiss.try_extract_index_ivf(state.index)
         if ivf is not None:
             return state.index.search(vectors, k, params=_ivf_params(ivf, ivf.nlist))
-        storage = faiss.downcast_index(_find_hnsw(state.index).storage) if _find_hnsw(state.index) else state.index
+        hnsw = _find_hnsw(state.index)
+        storage = faiss.downcast_index(hnsw.storage) if hnsw is not None else state.index
         params = faiss.SearchParameters(sel=_selector(state)) if state.tombstones else None
         return storage.search(vectors, k, params=params)
 
@@ -521,8 +522,9 @@ class FaissRetriever:
         ivf = faiss.try_extract_index_ivf(index)
         if ivf is not None:
             ivf.set_direct_map_type(faiss.DirectMap.Hashtable)  # O(1) removal and reconstruction by id
-            if _find_hnsw(ivf.quantizer) is not None:
-                _find_hnsw(ivf.quantizer).hnsw.efSearch = HNSW_QUANTIZER_ADD_EF
+            quantizer_hnsw = _find_hnsw(ivf.quantizer)
+            if quantizer_hnsw is not None:
+                quantizer_hnsw.hnsw.efSearch = HNSW_QUANTIZER_ADD_EF
             state = _Owner(kind=kind, index=index)
         elif _find_hnsw(index) is not None:
             state = _Owner(kind=kind, index=index, labels=np.zeros(0, "int64"), alive=np.zeros(0, bool))
@@ -587,7 +589,6 @@ class FaissRetriever:
                         _append(fresh, op_vectors, op_labels)
                     else:
                         _delete(fresh, op_labels)
-                fresh.trained_size = len(labels)
                 self._owners[owner] = fresh
                 state.journal = None
                 logger.info("swapped in the new %s index of %r (%d vectors)", fresh.kind, owner, fresh.live)
@@ -706,14 +707,15 @@ class FaissRetriever:
             state = _Owner(kind=entry["kind"], index=index, live=len(ids), trained_size=int(entry["trained_size"]))
             if positions is not None:
                 state.labels = positions
+                alive = np.isin(positions, labels)
                 if _find_hnsw(index) is not None:
-                    state.alive = np.isin(positions, labels)
-                if int(np.isin(positions, labels).sum()) != len(labels):
+                    state.alive = alive
+                if int(alive.sum()) != len(labels):
                     raise ValueError(
                         f"FaissRetriever.load: {path} lists labels of {entry['owner']!r} that its index lacks"
                     )
-            elif faiss.try_extract_index_ivf(index) is not None:
-                faiss.try_extract_index_ivf(index).set_direct_map_type(faiss.DirectMap.Hashtable)
+            elif (ivf := faiss.try_extract_index_ivf(index)) is not None:
+                ivf.set_direct_map_type(faiss.DirectMap.Hashtable)
             for memory_id, label in zip(ids, labels.tolist()):
                 if memory_id in retriever._int_of or label in retriever._str_of or label >= retriever._next_label:
                     raise ValueError(
