@@ -228,6 +228,7 @@ def bench_size(
 
     # the approximate kinds with their defaults for this size, each swept over nprobe / efSearch, then
     # the same index after deleting the queries' best matches (HNSW skipped above its build budget)
+    auto = FaissRetriever(data.shape[1], "auto", use_gpu=False)._wanted_kind(n)
     for kind in kinds:
         if kind == "hnsw" and not build_hnsw:
             continue
@@ -256,7 +257,6 @@ def bench_size(
             repeats,
             default,
         )
-        auto = FaissRetriever(data.shape[1], "auto", use_gpu=False)._wanted_kind(n)
         for row in swept:
             row["index_bytes_per_memory"] = stats["bytes"] / n
             row["auto_default"] = row["default"] and kind == auto  # what index="auto" does at this size

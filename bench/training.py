@@ -14,10 +14,8 @@ import sys
 import time
 from pathlib import Path
 
-import yaml
-
 from bench.common import REPO_ROOT, parser, write_result
-from memnets.configs import resolve_config
+from memnets.configs import load_config, resolve_config
 
 CONFIG = resolve_config("encoder/cpu")
 TRAINING_LOG = REPO_ROOT / "checkpoints" / "encoder" / "best" / "training.json"  # written by ExportEncoder
@@ -63,7 +61,7 @@ def run(config_path: Path = CONFIG, steps: int = 10) -> dict:
 
     if steps < 2:
         raise ValueError(f"steps must be at least 2 (the first is warm-up), got {steps}")
-    config = yaml.safe_load(Path(config_path).read_text())
+    config = load_config(config_path)  # with its base: chain, as `memnets fit` reads it
     model_args, data_args = config.get("model", {}), config.get("data", {})
     L.seed_everything(config.get("seed_everything", 0), verbose=False)
     start = time.perf_counter()
