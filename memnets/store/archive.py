@@ -852,13 +852,7 @@ class Archive:
             stones = conn.execute(
                 "SELECT id, before FROM deletions WHERE seq > ? AND (owner = ? OR owner IS NULL)", (int(mark), owner)
             ).fetchall()
-        forgotten = set()
-        for memory in memories:
-            for stone_id, before in stones:
-                if (stone_id is None or stone_id == memory.id) and (before is None or memory.t.timestamp() < before):
-                    forgotten.add(memory.id)
-                    break
-        return newest, forgotten
+        return newest, rowcodec.deleted_by_tombstones(memories, stones, lambda memory: memory.t.timestamp())
 
     # ------------------------------------------------------------------ lifecycle
     def close(self) -> None:

@@ -158,6 +158,7 @@ class PgVectorStore:
         self.table = table
         self.ef_search = ef_search
         self.m, self.ef_construction = m, ef_construction
+        self._deletions_exist = False  # see _has_deletions
         self._names = {
             "memories": sql.Identifier(f"{table}_memories"),
             "meta": sql.Identifier(f"{table}_meta"),
@@ -434,6 +435,14 @@ class PgVectorStore:
                 list(tombstones),
             )
 
+    def _has_deletions(self, conn: psycopg.Connection) -> bool:
+        """Whether the tombstone table exists yet (the first delete creates it); a yes is remembered,
+        since the table is never dropped, so readers of the ledger stop asking the catalog."""
+        if not self._deletions_exist:
+            found = conn.execute("SELECT to_regclass(%s)", (f"{self.table}_deletions",)).fetchone()[0]
+            self._deletions_exist = found is not None
+        return self._deletions_exist
+
     @property
     def _deletions(self) -> sql.Identifier:
         return sql.Identifier(f"{self.table}_deletions")
@@ -441,7 +450,7 @@ class PgVectorStore:
     def deletion_mark(self) -> int:
         """The newest tombstone's sequence number (0: nothing deleted yet); see :meth:`deleted_since`."""
         with self._transaction() as conn:
-            if conn.execute("SELECT to_regclass(%s)", (f"{self.table}_deletions",)).fetchone()[0] is None:
+            if not self._has_deletions(conn):
                 return 0
             return int(
                 conn.execute(sql.SQL("SELECT coalesce(max(seq), 0) FROM {}").format(self._deletions)).fetchone()[0]
@@ -456,7 +465,7 @@ class PgVectorStore:
         """
         rowcodec.check_owner(owner, "PgVectorStore.deleted_since")
         with self._transaction() as conn:
-            if conn.execute("SELECT to_regclass(%s)", (f"{self.table}_deletions",)).fetchone()[0] is None:
+            if not self._has_deletions(conn):
                 return int(mark), set()
             stones = conn.execute(
                 sql.SQL("SELECT seq, id, before FROM {} WHERE seq > %s AND (owner = %s OR owner IS NULL)").format(
@@ -465,12 +474,9 @@ class PgVectorStore:
                 (int(mark), owner),
             ).fetchall()
         newest = max([int(mark), *(seq for seq, _, _ in stones)])
-        forgotten = {
-            m.id
-            for m in memories
-            for _, stone_id, before in stones
-            if (stone_id is None or stone_id == m.id) and (before is None or m.t < before)
-        }
+        forgotten = rowcodec.deleted_by_tombstones(
+            memories, [(stone_id, before) for _, stone_id, before in stones], lambda memory: memory.t
+        )
         return newest, forgotten
 
     def compact(self) -> None:

@@ -109,6 +109,24 @@ def row_aad(
     return json.dumps(fields, ensure_ascii=False).encode("utf-8")
 
 
+def deleted_by_tombstones(memories: Iterable[Memory], tombstones: Iterable[tuple], t_value) -> set[str]:
+    """Ids of ``memories`` that a tombstone deletes: the deletion-ledger rule both stores apply.
+
+    A tombstone is ``(id, before)``: ``id`` None deletes every memory of its owner, ``before`` None
+    every time, else memories with ``t_value(memory)`` earlier than it (each store keeps ``before``
+    in its own time unit, so it says how to read a memory's ``t``).
+    """
+    tombstones = list(tombstones)
+    return {
+        memory.id
+        for memory in memories
+        if any(
+            (stone_id is None or stone_id == memory.id) and (before is None or t_value(memory) < before)
+            for stone_id, before in tombstones
+        )
+    }
+
+
 def seal_row(row: Row, cipher: RowCipher | None, store_id: str, version: int) -> Row:
     """``row`` at ``version`` (call inside the write transaction: the stored version + 1, or 1 for a new row),
     its payload sealed to the store and the version when ``cipher``."""
