@@ -21,7 +21,7 @@ from pathlib import Path
 from rich.table import Table
 
 from memnets.console import print_table
-from memnets.data.config import load_data_config
+from memnets.data.config import SPLIT_NAMES, load_data_config
 from memnets.data.formats import load_conversations
 from memnets.evaluation.retrieval import compare_rankers
 from memnets.retrieval.metrics import CATEGORY_NAMES, DEFAULT_KS, RetrievalReport
@@ -64,7 +64,7 @@ def retrieval_main(argv: list[str]) -> int:
     parser.add_argument(
         "--split",
         default=None,
-        choices=["train", "validation", "test"],
+        choices=SPLIT_NAMES,
         help="the data config's split (default: test; with --data, every conversation of the file)",
     )
     parser.add_argument("--categories", default="1,2,3,4", help="QA categories to score (default 1,2,3,4)")

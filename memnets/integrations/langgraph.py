@@ -120,7 +120,6 @@ class MemnetsStore(BaseStore):
 
     # ------------------------------------------------------------------ operations
     def _get(self, op: GetOp) -> Item | None:
-        _check_labels(op.namespace, "namespace")
         memory = self.memory.get(str(op.key), user=namespace_to_owner(op.namespace))
         if memory is None or memory.superseded_by is not None:  # an older version is no item
             return None
