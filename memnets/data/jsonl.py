@@ -35,6 +35,7 @@ from datetime import datetime
 from pathlib import Path
 
 from memnets.data.locomo import (
+    CATEGORY_NAMES,
     Conversation,
     DataFormatError,
     ObservationFact,
@@ -44,7 +45,7 @@ from memnets.data.locomo import (
 )
 from memnets.timeutil import as_utc
 
-CATEGORY_IDS = {"multi-hop": 1, "temporal": 2, "open-domain": 3, "single-hop": 4, "adversarial": 5}
+CATEGORY_IDS = {name: category for category, name in CATEGORY_NAMES.items()}
 DEFAULT_CATEGORY = 4
 _KEYS = {
     "conversation": ({"id", "sessions"}, {"questions", "observations"}),

@@ -19,6 +19,13 @@ from pathlib import Path
 from memnets.datasets import locomo_path
 
 DEFAULT_LOCOMO_PATH = locomo_path()
+CATEGORY_NAMES = {
+    1: "multi-hop",
+    2: "temporal",
+    3: "open-domain",
+    4: "single-hop",
+    5: "adversarial",
+}  # LoCoMo QA categories
 DATE_FORMAT = "%I:%M %p on %d %B, %Y"  # "1:56 pm on 8 May, 2023"
 _SESSION_KEY = re.compile(r"session_(\d+)")
 _DIA_ID = re.compile(r"D:?(\d+):(\d+)")

@@ -27,7 +27,6 @@ from memnets.retrieval.rankers import Ranker
 
 DEFAULT_KS = (1, 5, 10, 25, 50)
 DEFAULT_CATEGORIES = (1, 2, 3, 4)
-CATEGORY_NAMES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 
 
 def _check(relevant: set[str], k: int) -> None:
