@@ -28,10 +28,10 @@ import numpy as np
 
 from memnets.data.config import load_data_config
 from memnets.data.formats import load_conversations
+from memnets.data.locomo import CATEGORY_NAMES
 from memnets.nn.encoder import DEFAULT_BACKBONE, MemoryEncoder
 from memnets.retrieval.bm25 import BM25Ranker
 from memnets.retrieval.metrics import (
-    CATEGORY_NAMES,
     DEFAULT_CATEGORIES,
     DEFAULT_KS,
     question_metrics,

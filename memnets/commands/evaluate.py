@@ -23,8 +23,9 @@ from rich.table import Table
 from memnets.console import print_table
 from memnets.data.config import SPLIT_NAMES, load_data_config
 from memnets.data.formats import load_conversations
+from memnets.data.locomo import CATEGORY_NAMES
 from memnets.evaluation.retrieval import compare_rankers
-from memnets.retrieval.metrics import CATEGORY_NAMES, DEFAULT_KS, RetrievalReport
+from memnets.retrieval.metrics import DEFAULT_KS, RetrievalReport
 from memnets.retrieval.rankers import parse_spec
 
 
