@@ -267,6 +267,7 @@ def _samples_with_lines(text: str, path: Path) -> list[tuple[dict, int]]:
             raise LocomoFormatError(f"{path}: not valid JSON ({error})") from error
         raise LocomoFormatError(f"{path}: expected a JSON list of samples, got {kind}")
     items, position = [], position + 1
+    line, counted = 1, 0  # the line of text[counted], advanced sample by sample (not recounted from the start)
     while True:
         position = _skip_space(text, position)
         if text.startswith("]", position):
@@ -283,7 +284,8 @@ def _samples_with_lines(text: str, path: Path) -> list[tuple[dict, int]]:
             item, end = decoder.raw_decode(text, position)
         except json.JSONDecodeError as error:
             raise LocomoFormatError(f"{path}: not valid JSON ({error})") from error
-        items.append((item, _line(text, position)))
+        line, counted = line + text.count("\n", counted, position), position
+        items.append((item, line))
         position = end
 
 
