@@ -52,12 +52,19 @@ def single_threaded_faiss():
 
 
 def start_child(code: str, *args: str) -> subprocess.Popen:
-    """Run ``code`` in a fresh Python (argv[1:] = args), stdout line-buffered back to the test."""
+    """Run ``code`` in a fresh Python (argv[1:] = args), stdout line-buffered back to the test.
+
+    Each ``print(..., flush=True)`` of the child reaches the pipe in one write, so a child killed
+    mid-print leaves no torn line. That holds only with buffered stdout: PYTHONUNBUFFERED (set in
+    many containers, CI's included) makes print write its pieces one by one, and a kill between
+    them left "begin-add c296 c2" for the batch c296 c297.
+    """
     env = dict(
         os.environ,
         OMP_NUM_THREADS="1",
         PYTHONPATH=os.pathsep.join([os.path.dirname(__file__), os.environ.get("PYTHONPATH", "")]),
     )
+    env.pop("PYTHONUNBUFFERED", None)
     return subprocess.Popen(
         [sys.executable, "-c", code, *args],
         stdout=subprocess.PIPE,

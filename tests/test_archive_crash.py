@@ -88,6 +88,7 @@ def run_trials(directory, trials: int, seed: int) -> dict:
 
         def read(line: str) -> None:
             nonlocal in_flight, acks
+            assert line.endswith("\n"), f"torn line from the killed child: {line!r}"
             word, *ids = line.split()
             if word.startswith("begin"):
                 in_flight = (word, ids)
