@@ -60,3 +60,27 @@ def test_dense_row_equals_the_dense_ranker_evaluation(levers_module, tiny_model_
     assert timing["queries"] == expected.counts["questions"] == 12
     assert set(rows) == set(seconds) and all(len(r) == 12 for r in rows.values())
     assert {"bm25 alone", "bm25 z-fusion 0.2", "prf 0.5", "neighbours 0.2"} <= set(rows)
+
+
+def test_maxsim_scores_each_question_token_by_its_best_match(levers_module):
+    rng = np.random.default_rng(0)
+    tokens = rng.normal(size=(5, 8))
+    tokens /= np.linalg.norm(tokens, axis=1, keepdims=True)
+    queries = np.zeros((1, 3, 8))
+    queries[0, :2] = tokens[:2]  # two real tokens and one padding row
+    memories = np.zeros((2, 4, 8))
+    memories[0, :3] = tokens[[1, 4, 0]]  # holds both question tokens, in another order
+    memories[1, :2] = tokens[2:4]
+    scores = levers_module.maxsim(queries, memories)
+    assert scores[0, 0] == pytest.approx(1.0)  # padding neither counts in the mean nor wins a max
+    expected = np.mean([max(tokens[i] @ tokens[2], tokens[i] @ tokens[3], 0.0) for i in (0, 1)])
+    assert scores[0, 1] == pytest.approx(expected)
+
+
+def test_token_states_zero_padding_and_special_tokens(levers_module, tiny_model_dir):
+    encoder = MemoryEncoder.from_pretrained(tiny_model_dir)
+    states = levers_module.token_states(encoder, ["a much longer memory about the lake", "short"], "memory")
+    ids = encoder.tokenize(["a much longer memory about the lake", "short"], "memory")["input_ids"]
+    real = ~np.isin(ids.numpy(), encoder.tokenizer.all_special_ids)
+    norms = np.linalg.norm(states, axis=-1)
+    assert np.allclose(norms[real], 1.0, atol=1e-5) and np.allclose(norms[~real], 0.0)

@@ -8,7 +8,12 @@ Every lever re-scores the same vectors, so one encoding pass per conversation se
   its top 3 memory vectors, renormalised, searched again (two searches per query);
 - ``neighbours beta``: each turn's score plus beta times the best score of the turns just before and
   after it in the same session (how much a turn's context would add; needs turn order at search time,
-  which the stores do not keep, so it can only motivate training context in, never be kept as is).
+  which the stores do not keep, so it can only motivate training context in, never be kept as is);
+- ``maxsim w + bm25 v``: z(cosine) + w * z(late interaction) + v * z(BM25), where late interaction
+  is ColBERT's MaxSim on the same encoder's token states (each question token's best cosine with a
+  turn's tokens, averaged over the question's tokens), without training: does token-level matching
+  add what pooling loses, alone (v = 0) and beside BM25? Its cost includes the turns' token states,
+  which a deployment would compute at ingestion and store (~30 x 384 floats per memory).
 
 Printed as a Markdown table (overall recall@k, MRR@10, per-category recall@10) with the added cost
 per query of each lever, and saved as JSON. Usage::
@@ -25,6 +30,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import torch
 
 from memnets.data.config import load_data_config
 from memnets.data.formats import load_conversations
@@ -41,6 +47,8 @@ from memnets.retrieval.metrics import (
 FUSION_WEIGHTS = (0.1, 0.2, 0.3, 0.5)
 PRF_GAMMAS = (0.25, 0.5)
 NEIGHBOUR_BETAS = (0.1, 0.2, 0.3)
+MAXSIM_WEIGHTS = (0.3, 0.5)
+MAXSIM_BM25_WEIGHTS = (0.0, 0.05, 0.1, 0.15)
 
 
 def zscore(scores: np.ndarray) -> np.ndarray:
@@ -67,6 +75,34 @@ def neighbours(scores: np.ndarray, sessions: np.ndarray, beta: float) -> np.ndar
     after[:, :-1] = np.where(same_prev, scores[:, 1:], -np.inf)
     best = np.maximum(before, after)
     return scores + beta * np.where(np.isfinite(best), best, 0.0)
+
+
+def token_states(encoder: MemoryEncoder, texts: list[str], kind: str, batch_size: int = 64) -> np.ndarray:
+    """Unit-norm last-layer token states ``[N, L, hidden]`` of ``texts``, zero at padding and at the
+    [CLS]/[SEP] tokens (so they never win a max), in input order."""
+    tokens = encoder.tokenize(texts, kind)
+    out = np.zeros((*tokens["input_ids"].shape, encoder.backbone.config.hidden_size), dtype=np.float32)
+    special = torch.tensor(encoder.tokenizer.all_special_ids)
+    encoder.eval()
+    with torch.inference_mode():
+        for start in range(0, len(texts), batch_size):
+            ids = tokens["input_ids"][start : start + batch_size]
+            mask = tokens["attention_mask"][start : start + batch_size]
+            hidden = encoder.backbone(input_ids=ids, attention_mask=mask).last_hidden_state
+            keep = (mask.bool() & ~torch.isin(ids, special)).unsqueeze(-1)
+            out[start : start + batch_size] = (torch.nn.functional.normalize(hidden, dim=-1) * keep).numpy()
+    return out
+
+
+def maxsim(queries: np.ndarray, memories: np.ndarray) -> np.ndarray:
+    """Late-interaction scores ``[Q, M]``: per question token, the best cosine with a memory's tokens,
+    averaged over the question's (non-zero) tokens."""
+    counts = np.maximum((np.abs(queries).sum(-1) > 0).sum(-1), 1)  # [Q]
+    scores = np.empty((len(queries), len(memories)))
+    for q, query in enumerate(queries):
+        best = np.einsum("qh,mlh->mql", query, memories, optimize=True).max(axis=-1)  # [M, Lq]
+        scores[q] = best.sum(axis=-1) / counts[q]
+    return scores
 
 
 def levers(encoder: MemoryEncoder, conversations, categories=DEFAULT_CATEGORIES) -> tuple[dict, dict, dict]:
@@ -129,6 +165,24 @@ def levers(encoder: MemoryEncoder, conversations, categories=DEFAULT_CATEGORIES)
                 conv.sample_id,
                 time.perf_counter() - start,
             )
+        start = time.perf_counter()
+        interaction = zscore(
+            maxsim(
+                token_states(encoder, [item.question for item in items], "query"),
+                token_states(encoder, [turn.content for turn in conv.turns], "memory"),
+            )
+        )
+        maxsim_seconds = time.perf_counter() - start
+        for weight in MAXSIM_WEIGHTS:
+            for lexical_weight in MAXSIM_BM25_WEIGHTS:
+                add(
+                    f"maxsim {weight} + bm25 {lexical_weight}",
+                    zscore(dense) + weight * interaction + lexical_weight * lexical,
+                    items,
+                    ids,
+                    conv.sample_id,
+                    maxsim_seconds + (bm25_seconds if lexical_weight else 0.0),
+                )
     return rows, seconds, timing
 
 
