@@ -53,7 +53,7 @@ import numpy as np
 from memnets.memory.manager import ManagerConfig, MemoryManager, default_state_path, nearest_of_kind
 from memnets.memory.signals import HeuristicGate, HeuristicImportance, pack_components
 from memnets.protocols import TextEncoder
-from memnets.records import MEMORY_KINDS, Memory
+from memnets.records import DERIVED_KINDS, MEMORY_KINDS, Memory
 from memnets.scoring import HeuristicScorer
 from memnets.store import MemoryFilter, open_store
 from memnets.timeutil import as_utc_or_now
@@ -487,16 +487,33 @@ class AgentMemory:
 
         Gone from the store and its index, from every live manager of ``user`` in this process
         (tiers, write buffer), and, through the store's deletion ledger, from managers in other
-        processes before their next write.
+        processes before their next write. The reflections, summaries and plans derived from it
+        (directly or through one another, by their ``links``) go with it: their text may quote it.
         """
         _check_user(user)
         _check_id(id, "id")
         with self._lock:
             self._require_open()
-            versions = [id, *(m.id for m in self._older(id, user))]
+            versions = self._versions(id, user)
+            for derived in self._derived_from(versions, user):
+                versions += self._versions(derived, user)
             held = self._forget_in_managers(user, versions, reason="deleted")
             removed = self.store.delete(versions, user)
             return bool(removed or held)
+
+    def _versions(self, id: str, user: str) -> list[str]:
+        """``id`` and the ids of its older versions."""
+        return [id, *(m.id for m in self._older(id, user))]
+
+    def _derived_from(self, ids: Sequence[str], user: str) -> list[str]:
+        """Ids of the user's derived memories (DERIVED_KINDS) that link to one of ``ids``, directly or
+        through other derived memories."""
+        derived = self.store.list_memories(user, limit=None, filters=MemoryFilter(kinds=DERIVED_KINDS))
+        gone, found = set(ids), []
+        while new := [m.id for m in derived if m.id not in gone and gone.intersection(m.links)]:
+            gone.update(new)
+            found.extend(new)
+        return found
 
     def delete_all(self, *, user: str) -> int:
         """Delete every memory of ``user`` (store, index, managers, their saved state); returns how many current ones went."""

@@ -9,6 +9,7 @@ from datetime import datetime
 from memnets.timeutil import as_utc
 
 MEMORY_KINDS = ("observation", "reflection", "plan", "summary", "message")
+DERIVED_KINDS = ("reflection", "plan", "summary")  # written by the manager from other memories (``links``)
 
 
 @dataclass

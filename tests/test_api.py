@@ -236,6 +236,31 @@ def test_delete_and_delete_all(memory):
     assert memory.store.count("bob") == 1
 
 
+def test_delete_takes_the_reflections_and_summaries_built_on_the_memory(memory):
+    manager = memory.manager("ann", context_budget=100, reflection_threshold=1.5, write_through_threshold=0.0)
+    for i, text in enumerate(TEXTS[:3]):
+        manager.observe(text, id=f"m{i}", importance=0.6, t=T0 + timedelta(minutes=i))
+    reflection = memory.get(manager.events.of(Move.REFLECT)[0].ids[0], user="ann")
+    assert reflection.links == ("m0", "m1", "m2") and TEXTS[0] in reflection.content  # it quotes m0
+    summary = memory.add(
+        Memory(
+            id="s1", owner="ann", t=T0, content=f"about: {reflection.content}", kind="summary", links=(reflection.id,)
+        ),
+        user="ann",
+    )
+    unrelated = memory.add(
+        Memory(id="s2", owner="ann", t=T0, content=TEXTS[4], kind="summary", links=("m1",)), user="ann"
+    )
+    bob = memory.add(Memory(id="r", owner="bob", t=T0, content=TEXTS[0], kind="reflection", links=("m0",)), user="bob")
+
+    assert memory.delete("m0", user="ann") is True
+    left = {m.id for m in memory.list_memories(user="ann")}
+    assert left == {"m1", "m2", unrelated.id}  # m0, its reflection and the summary of that reflection are gone
+    assert reflection.id not in manager.working and summary.id not in manager.working
+    assert memory.get(bob.id, user="bob") is not None  # another user's link to the same id is not followed
+    assert all(TEXTS[0] not in h.memory.content for h in memory.search(TEXTS[0], user="ann", k=10))
+
+
 def test_users_share_one_encoder_loaded_once(tiny_model_dir, tmp_path, monkeypatch):
     from memnets.nn.encoder import MemoryEncoder
 
