@@ -19,7 +19,6 @@ Adapters:
 from __future__ import annotations
 
 import http.client
-import ipaddress
 import json
 import os
 import re
@@ -29,6 +28,8 @@ from contextlib import suppress
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 from urllib.parse import urlsplit
+
+from memnets.netutil import is_loopback
 
 EXTRACTIVE_PREFIX = "[extractive]"
 _WORD = re.compile(r"[a-z0-9']+")
@@ -205,16 +206,6 @@ def _origin(url: str) -> tuple[str, str, int]:
     return parts.scheme, (parts.hostname or ""), parts.port or {"http": 80, "https": 443}.get(parts.scheme, 0)
 
 
-def _is_loopback(host: str) -> bool:
-    """True for ``localhost`` and loopback addresses (127.0.0.0/8, ::1): traffic that never leaves the machine."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 class _SameOriginRedirects(urllib.request.HTTPRedirectHandler):
     """Follows a redirect only to the same scheme, host and port, keeping method, body and headers.
 
@@ -268,7 +259,7 @@ class OpenAIChatLLM:
         self.name = f"openai:{model}"
         self.api_key = api_key if api_key is not None else (os.environ.get(api_key_env) if api_key_env else None)
         scheme, host, _ = _origin(self.url)
-        if self.api_key and scheme == "http" and not _is_loopback(host):
+        if self.api_key and scheme == "http" and not is_loopback(host):
             source = "api_key" if api_key is not None else f"${api_key_env}"
             raise ValueError(
                 f"OpenAIChatLLM: base_url {base_url!r} is plain http:// to {host!r}, which is not loopback; refusing to "

@@ -141,14 +141,20 @@ def test_single_user_server_refuses_other_users(tmp_path, tiny_model_dir):
             build_server(memory, user="")
 
 
+TOKEN = "s3cret-token-for-the-test"
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
 
 
-def test_streamable_http_round_trip_with_a_pack(tmp_path, tiny_model_dir):
-    """Streamable HTTP on 127.0.0.1, the memory opened with ``--pack`` (its encoder and learned scorer)."""
+def test_streamable_http_round_trip_with_a_pack_behind_a_bearer_token(tmp_path, tiny_model_dir):
+    """Streamable HTTP on 127.0.0.1, the memory opened with ``--pack`` (its encoder and learned scorer),
+    every request gated by the token named with ``--token-env``: without it or with another, 401."""
+    import httpx
+
     from memnets.nn.encoder import MemoryEncoder
     from memnets.pack import export_pack
     from memnets.scoring import ScorerWeights
@@ -176,9 +182,12 @@ def test_streamable_http_round_trip_with_a_pack(tmp_path, tiny_model_dir):
                 "http",
                 "--port",
                 str(port),
+                "--token-env",
+                "MEMNETS_TEST_MCP_TOKEN",
             ],
             stdout=subprocess.DEVNULL,
             stderr=stderr,
+            env=dict(os.environ, MEMNETS_TEST_MCP_TOKEN=TOKEN),
         )
     try:
         deadline = time.monotonic() + STARTUP_S
@@ -191,9 +200,16 @@ def test_streamable_http_round_trip_with_a_pack(tmp_path, tiny_model_dir):
                 assert time.monotonic() < deadline, "the HTTP server did not start listening"
                 time.sleep(0.5)
 
+        url = f"http://127.0.0.1:{port}/mcp"
+        hello = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}
+        accept = {"Accept": "application/json, text/event-stream"}
+        for headers in ({}, {"Authorization": "Bearer not-the-token"}, {"Authorization": TOKEN}):
+            refused = httpx.post(url, json=hello, headers=accept | headers, timeout=10)
+            assert refused.status_code == 401 and refused.headers["www-authenticate"] == "Bearer"
+
         async def run():
             async with (
-                streamablehttp_client(f"http://127.0.0.1:{port}/mcp") as (read, write, _),
+                streamablehttp_client(url, headers={"Authorization": f"Bearer {TOKEN}"}) as (read, write, _),
                 ClientSession(read, write) as session,
             ):
                 await session.initialize()
@@ -221,6 +237,10 @@ def test_streamable_http_round_trip_with_a_pack(tmp_path, tiny_model_dir):
         (["--port", "0"], "--port must be in 1..65535"),
         (["--key-env", "MEMNETS_TEST_UNSET_KEY"], "MEMNETS_TEST_UNSET_KEY is not set"),
         (["--transport", "sse"], "invalid choice"),
+        (["--transport", "http", "--host", "0.0.0.0"], "reachable from other machines"),
+        (["--transport", "http", "--host", "memory.example.org"], "reachable from other machines"),
+        (["--transport", "http", "--token-env", "MEMNETS_TEST_UNSET_KEY"], "MEMNETS_TEST_UNSET_KEY is not set"),
+        (["--token-env", "PATH"], "http transport only"),
     ],
 )
 def test_serve_command_refuses_bad_arguments(tmp_path, capsys, monkeypatch, extra, message):
@@ -241,3 +261,29 @@ def test_serve_command_reports_an_unopenable_memory(tmp_path, tiny_model_dir, ca
         pass  # a 32-d memory
     assert main(["serve", "mcp", "--memory", str(tmp_path / "memory"), "--encoder", str(tmp_path / "missing")]) == 2
     assert "cannot open the memory" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("host", "loopback"),
+    [
+        ("127.0.0.1", True),
+        ("127.8.0.1", True),
+        ("::1", True),
+        ("localhost", True),
+        ("0.0.0.0", False),
+        ("10.0.0.5", False),
+        ("::", False),
+        ("localhost.example.org", False),
+    ],
+)
+def test_only_loopback_hosts_may_serve_http_without_a_token(host, loopback):
+    from memnets.integrations.mcp_server import check_exposure
+    from memnets.netutil import is_loopback
+
+    assert is_loopback(host) is loopback
+    if loopback:
+        check_exposure("http", host, None)
+    else:
+        with pytest.raises(ValueError, match="reachable from other machines"):
+            check_exposure("http", host, None)
+    check_exposure("http", host, "a token")  # with a token any host is allowed

@@ -19,7 +19,17 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # Bottom to top; a unit may import the units of lower layers only (docs/architecture.md).
 LAYERS: list[tuple[str, set[str]]] = [
-    ("foundation", {"memnets.timeutil", "memnets.text", "memnets.protocols", "memnets.safefiles", "memnets.datasets"}),
+    (
+        "foundation",
+        {
+            "memnets.timeutil",
+            "memnets.text",
+            "memnets.protocols",
+            "memnets.safefiles",
+            "memnets.netutil",
+            "memnets.datasets",
+        },
+    ),
     ("records and settings", {"memnets.records", "memnets.configs", "memnets.llm"}),
     ("data and networks", {"memnets.data", "memnets.nn"}),
     ("scoring", {"memnets.scoring"}),

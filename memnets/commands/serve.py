@@ -43,6 +43,13 @@ def mcp_parser() -> argparse.ArgumentParser:
         metavar="VAR",
         help="name of an environment variable holding the memory's encryption passphrase",
     )
+    parser.add_argument(
+        "--token-env",
+        default=None,
+        metavar="VAR",
+        help="http only: name of an environment variable holding a bearer token every request must carry "
+        "(required when --host is not a loopback address)",
+    )
     return parser
 
 
@@ -60,6 +67,17 @@ def mcp_main(argv: list[str]) -> int:
         key = os.environ.get(args.key_env)
         if not key:
             parser.error(f"--key-env: the environment variable {args.key_env} is not set")
+    token = None
+    if args.token_env is not None:
+        token = os.environ.get(args.token_env)
+        if not token or not token.strip():
+            parser.error(f"--token-env: the environment variable {args.token_env} is not set")
+    from memnets.integrations.mcp_server import check_exposure
+
+    try:
+        check_exposure(args.transport, args.host, token)
+    except ValueError as error:
+        parser.error(f"{error}")
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s %(levelname)s %(message)s")
 
     import memnets
@@ -72,5 +90,5 @@ def mcp_main(argv: list[str]) -> int:
         print(f"memnets serve mcp: cannot open the memory: {error}", file=sys.stderr)
         return 2
     with memory:
-        serve(memory, user=args.user, transport=args.transport, host=args.host, port=args.port)
+        serve(memory, user=args.user, transport=args.transport, host=args.host, port=args.port, token=token)
     return 0

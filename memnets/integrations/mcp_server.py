@@ -16,13 +16,17 @@ delete_all_memories  ``delete_all(user=user_id)``
 ==================== =====================================================
 
 With ``user`` set, the server serves that user only: a call naming another ``user_id`` fails with
-a tool error and touches nothing. Memory calls run in a worker thread, so a slow encode does not
+a tool error and touches nothing. Over HTTP, a ``token`` makes every request carry
+``Authorization: Bearer <token>`` (anything else gets 401 before the MCP layer sees it); a host
+other than a loopback address is refused without one, since the tools read and delete every
+user's memories. Memory calls run in a worker thread, so a slow encode does not
 stall the server's event loop. Results are JSON objects (MCP structured content): a memory is
 ``{"id", "content", "t", "kind", "importance", "metadata"}``, plus ``"score"`` in search results.
 """
 
 from __future__ import annotations
 
+import hmac
 import logging
 from functools import partial
 from typing import Any, Literal
@@ -30,6 +34,9 @@ from typing import Any, Literal
 import anyio
 from mcp.server.fastmcp import FastMCP
 from mcp.server.fastmcp.exceptions import ToolError
+from starlette.responses import JSONResponse
+
+from memnets.netutil import is_loopback
 
 logger = logging.getLogger(__name__)
 
@@ -126,6 +133,45 @@ def build_server(
     return server
 
 
+class BearerTokenGate:
+    """ASGI middleware: an HTTP request passes only with ``Authorization: Bearer <token>``
+    (compared in constant time); any other gets 401 with ``WWW-Authenticate: Bearer``. Lifespan
+    events pass through, so the MCP session manager starts and stops as without it."""
+
+    def __init__(self, app, token: str) -> None:
+        if not isinstance(token, str) or not token.strip():
+            raise ValueError("BearerTokenGate: token must be a non-empty string")
+        self.app = app
+        self.expected = f"Bearer {token}".encode()
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] == "http":
+            given = dict(scope.get("headers") or ()).get(b"authorization", b"")
+            if not hmac.compare_digest(given, self.expected):
+                refusal = JSONResponse(
+                    {"error": "unauthorized: send Authorization: Bearer <token>"},
+                    status_code=401,
+                    headers={"WWW-Authenticate": "Bearer"},
+                )
+                await refusal(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def check_exposure(transport: str, host: str, token: str | None) -> None:
+    """Raise ValueError, saying why, for a transport that is not stdio or http, a token without
+    http, or http on a host other machines can reach without a token."""
+    if transport not in ("stdio", "http"):
+        raise ValueError(f"transport must be 'stdio' or 'http', got {transport!r}")
+    if transport == "stdio" and token is not None:
+        raise ValueError("a token applies to the http transport only (stdio has no network listener)")
+    if transport == "http" and token is None and not is_loopback(host):
+        raise ValueError(
+            f"host {host!r} is reachable from other machines and the tools read and delete every user's "
+            "memories: give a bearer token (memnets serve mcp --token-env VAR) or listen on 127.0.0.1"
+        )
+
+
 def serve(
     memory,
     *,
@@ -133,12 +179,31 @@ def serve(
     transport: Literal["stdio", "http"] = "stdio",
     host: str = "127.0.0.1",
     port: int = 8000,
+    token: str | None = None,
 ) -> None:
-    """Run the MCP server on ``memory`` until the client disconnects (stdio) or the process is stopped (http)."""
-    if transport not in ("stdio", "http"):
-        raise ValueError(f"serve: transport must be 'stdio' or 'http', got {transport!r}")
+    """Run the MCP server on ``memory`` until the client disconnects (stdio) or the process is stopped (http).
+
+    ``token`` (http only): the bearer token every request must carry; required unless ``host`` is
+    a loopback address.
+    """
+    check_exposure(transport, host, token)
     server = build_server(memory, user=user, host=host, port=port)
     logger.info(
-        "memnets MCP server over %s%s", transport, f" on http://{host}:{port}/mcp" if transport == "http" else ""
+        "memnets MCP server over %s%s%s",
+        transport,
+        f" on http://{host}:{port}/mcp" if transport == "http" else "",
+        " (bearer token required)" if token is not None else "",
     )
-    server.run("stdio" if transport == "stdio" else "streamable-http")
+    if transport == "stdio":
+        server.run("stdio")
+        return
+    import uvicorn  # what FastMCP.run("streamable-http") does, with the token gate in front of the app
+
+    app = server.streamable_http_app()
+    config = uvicorn.Config(
+        app if token is None else BearerTokenGate(app, token),
+        host=host,
+        port=port,
+        log_level=server.settings.log_level.lower(),
+    )
+    anyio.run(uvicorn.Server(config).serve)
