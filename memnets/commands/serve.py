@@ -77,7 +77,7 @@ def mcp_main(argv: list[str]) -> int:
     try:
         check_exposure(args.transport, args.host, token)
     except ValueError as error:
-        parser.error(f"{error}")
+        parser.error(str(error))
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s %(levelname)s %(message)s")
 
     import memnets
