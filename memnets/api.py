@@ -416,12 +416,32 @@ class AgentMemory:
         and ``until`` (a time range on ``t``). Filtering happens in the store before ranking, so
         k results come back whenever k memories match. Older versions are never returned.
         """
-        _check_user(user)
+        return self.search_many(query, users=[user], k=k, filters=filters)[user]
+
+    def search_many(
+        self, query: str, *, users: Sequence[str], k: int = 5, filters: MemoryFilter | Mapping | None = None
+    ) -> dict[str, list[SearchHit]]:
+        """:meth:`search` for each of ``users``, the query encoded once: ``{user: hits}`` in the order given.
+
+        For callers that search several users' memories with one query (the LangGraph store over a
+        namespace prefix); each user's hits are exactly what ``search`` returns for that user.
+        """
+        if isinstance(users, str) or not isinstance(users, Sequence):
+            raise TypeError(f"users must be a list of user ids, got {users!r}")
+        for user in users:
+            _check_user(user)
         _check_text(query, "query")
         _check_k(k)
         parsed = MemoryFilter.parse(filters)
         self._require_open()
+        if not users:
+            return {}
         vector = self._encode([query], kind="query")[0]
+        return {user: self._search_encoded(query, vector, user, k, parsed) for user in users}
+
+    def _search_encoded(
+        self, query: str, vector: np.ndarray, user: str, k: int, parsed: MemoryFilter | None
+    ) -> list[SearchHit]:
         if self.scorer is None:
             return [SearchHit(m, float(s)) for m, s in self.store.search(vector, k, user, filters=parsed)]
         candidates = self.store.search(vector, self.config.fetch_factor * k, user, filters=parsed)

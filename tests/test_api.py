@@ -261,6 +261,37 @@ def test_delete_takes_the_reflections_and_summaries_built_on_the_memory(memory):
     assert all(TEXTS[0] not in h.memory.content for h in memory.search(TEXTS[0], user="ann", k=10))
 
 
+class CountingEncoder:
+    """The real encoder, with the kinds of its encode calls recorded (a spy, not a mock)."""
+
+    def __init__(self, encoder):
+        self.encoder, self.calls = encoder, []
+
+    def encode(self, texts, kind="memory", **kwargs):
+        self.calls.append(kind)
+        return self.encoder.encode(texts, kind=kind, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self.encoder, name)
+
+
+def test_search_many_encodes_the_query_once_and_matches_search_per_user(encoder, tmp_path):
+    spy = CountingEncoder(encoder)
+    with memnets.open(tmp_path / "m", encoder=spy, duplicate_threshold=EXACT) as memory:
+        for user, texts in (("ann", TEXTS[:3]), ("bob", TEXTS[2:5]), ("cy", TEXTS[4:])):
+            memory.add_many(texts, user=user)
+        spy.calls.clear()
+        many = memory.search_many(TEXTS[2], users=["cy", "ann", "bob", "nobody"], k=2)
+        assert spy.calls == ["query"] and list(many) == ["cy", "ann", "bob", "nobody"] and many["nobody"] == []
+        for user in ("ann", "bob", "cy"):
+            assert many[user] == memory.search(TEXTS[2], user=user, k=2)
+        assert memory.search_many(TEXTS[2], users=[], k=2) == {}
+        with pytest.raises(TypeError, match="users must be a list"):
+            memory.search_many(TEXTS[2], users="ann")
+        with pytest.raises(ValueError, match="user"):
+            memory.search_many(TEXTS[2], users=["ann", ""])
+
+
 def test_users_share_one_encoder_loaded_once(tiny_model_dir, tmp_path, monkeypatch):
     from memnets.nn.encoder import MemoryEncoder
 

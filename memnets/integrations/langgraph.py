@@ -158,11 +158,10 @@ class MemnetsStore(BaseStore):
         wanted = op.offset + op.limit
         if op.query:
             filters = MemoryFilter(metadata={**conditions, UNINDEXED: {"$ne": True}})
-            hits = [
-                (float(hit.score), namespace, hit.memory)
-                for owner, namespace in owners
-                for hit in self.memory.search(op.query, user=owner, k=wanted, filters=filters)
-            ]
+            by_owner = self.memory.search_many(
+                op.query, users=[owner for owner, _ in owners], k=wanted, filters=filters
+            )
+            hits = [(float(hit.score), namespace, hit.memory) for owner, namespace in owners for hit in by_owner[owner]]
             hits.sort(key=lambda hit: -hit[0])
             return [
                 _item(memory, namespace, SearchItem, score=score)
