@@ -70,7 +70,7 @@ from memnets.records import Memory
 from memnets.retrieval.faiss_retriever import FaissRetriever
 from memnets.store import rows as rowcodec
 from memnets.store.crypto import DEFAULT_KDF, RowCipher
-from memnets.store.errors import ArchiveError, ArchiveFormatError, ArchiveIntegrityError, ArchiveKeyError
+from memnets.store.errors import StoreError, StoreFormatError, StoreIntegrityError, StoreKeyError
 from memnets.store.filters import MemoryFilter
 from memnets.store.index_files import INDEX_AUTH, INDEX_DIR, INDEX_MARKER, IndexFolder, UntrustedIndex
 from memnets.store.sqlite_schema import COLUMNS, CURRENT, DB_FILE, FORMAT_VERSION, chunks, open_schema, rotate_rows
@@ -104,6 +104,11 @@ class Archive:
     exists replaces it (content, vector and all). Memory ids are scoped to their owner: two owners
     may use the same id without seeing each other.
     """
+
+    # optional capabilities this store declares (memnets.store.protocol)
+    supports_deletion_ledger = True
+    supports_compaction = True
+    supports_index_rebuild = True
 
     def __init__(
         self,
@@ -141,10 +146,10 @@ class Archive:
             conn.execute("PRAGMA auto_vacuum = INCREMENTAL")  # only takes effect on a new, empty file
             mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
         except sqlite3.DatabaseError as error:
-            raise ArchiveFormatError(f"{path} is not a memnets archive (SQLite says: {error})") from None
+            raise StoreFormatError(f"{path} is not a memnets archive (SQLite says: {error})") from None
         if mode.lower() != "wal":
             conn.close()
-            raise ArchiveError(
+            raise StoreError(
                 f"{path}: could not switch SQLite to WAL mode (got {mode!r}); is the folder on a network file system?"
             )
         # FULL (not NORMAL): in WAL mode NORMAL survives a killed process but may drop the last
@@ -162,7 +167,7 @@ class Archive:
     def _rotate(self, key: bytes | str, kdf: dict, progress: Callable[[int, int], None] | None) -> int:
         """Re-seal every row under ``key`` in one transaction; see :func:`rotate_key`."""
         if self._cipher is None:
-            raise ArchiveKeyError(f"{self.directory} is not encrypted; there is no key to rotate")
+            raise StoreKeyError(f"{self.directory} is not encrypted; there is no key to rotate")
         cipher, key_meta = rowcodec.new_cipher(key, kdf)
         with self._lock:
             # the saved index is authenticated under the old key: drop it first, so that whichever key the
@@ -197,7 +202,7 @@ class Archive:
 
     def _require_open(self) -> sqlite3.Connection:
         if self._conn is None:
-            raise ArchiveError(f"archive {self.directory} is closed")
+            raise StoreError(f"archive {self.directory} is closed")
         return self._conn
 
     # ------------------------------------------------------------------ the index
@@ -748,7 +753,7 @@ def _group_pairs(pairs: Iterable[tuple[str, str]]) -> Iterator[tuple[str, list[s
 
 def _unpack_vector(blob: bytes, dim: int, memory_id) -> np.ndarray:
     if len(blob) != dim * 4:
-        raise ArchiveIntegrityError(f"memory {memory_id!r}: stored vector has {len(blob)} bytes, expected {dim * 4}")
+        raise StoreIntegrityError(f"memory {memory_id!r}: stored vector has {len(blob)} bytes, expected {dim * 4}")
     return np.frombuffer(blob, dtype="<f4")
 
 

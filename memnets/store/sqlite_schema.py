@@ -22,7 +22,7 @@ from pathlib import Path
 
 from memnets.store import rows as rowcodec
 from memnets.store.crypto import RowCipher
-from memnets.store.errors import ArchiveFormatError
+from memnets.store.errors import StoreFormatError
 
 FORMAT_VERSION = 3  # stored in PRAGMA user_version; bump with a migration (MIGRATIONS) when the schema changes
 DB_FILE = "archive.sqlite3"
@@ -75,22 +75,22 @@ def open_schema(
         version = conn.execute("PRAGMA user_version").fetchone()[0]
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     except sqlite3.DatabaseError as error:
-        raise ArchiveFormatError(f"{path} is not a memnets archive (SQLite says: {error})") from None
+        raise StoreFormatError(f"{path} is not a memnets archive (SQLite says: {error})") from None
     if version == 0 and not tables:
         return _create(conn, path, dim, key)
     if version > FORMAT_VERSION:
-        raise ArchiveFormatError(
+        raise StoreFormatError(
             f"{path} was written by archive format {version}; this memnets reads format {FORMAT_VERSION} "
             "and older. Upgrade memnets to open it (it was not modified)."
         )
     if version < 1 or not {"meta", "memories", "changes"} <= tables:
-        raise ArchiveFormatError(
+        raise StoreFormatError(
             f"{path} is an SQLite file but not a memnets archive (user_version {version}, tables {sorted(tables)})"
         )
     meta = dict(conn.execute("SELECT key, value FROM meta"))
     stored_dim = int(meta["dim"])
     if dim is not None and dim != stored_dim:
-        raise ArchiveFormatError(f"{path} holds vectors of dim {stored_dim}, but Archive was opened with dim={dim}")
+        raise StoreFormatError(f"{path} holds vectors of dim {stored_dim}, but Archive was opened with dim={dim}")
     cipher = rowcodec.existing_cipher(key, meta, str(path))
     for step in range(version, FORMAT_VERSION):
         for statement in MIGRATIONS[step]:
