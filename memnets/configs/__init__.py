@@ -1,7 +1,7 @@
 """The default configs: the YAML files of the repository's top-level `configs/` folder.
 
 A user reads and edits them in `configs/` of a checkout; the wheel carries the same files inside the
-package (`memnets/_configs/`, mapped in at build time by pyproject.toml), so an installed memnets
+package (`memnets/_configs/`, copied in at build time by setup.py's build step), so an installed memnets
 finds them without a checkout. `config_root()` is the one place that knows both homes.
 
 A config argument (`memnets run -c ...`, `memnets fit encoder -c ...`, a data config) is either a
