@@ -59,6 +59,12 @@ _EXPORTS: dict[str, str] = {
     "MemoryFilter": "memnets.store",
     "open_store": "memnets.store",
     "Archive": "memnets.store.archive",
+    "StoreError": "memnets.store",
+    "StoreFormatError": "memnets.store",
+    "StoreKeyError": "memnets.store",
+    "StoreIntegrityError": "memnets.store",
+    "InvalidMemoryError": "memnets.store",
+    "ArchiveError": "memnets.store",
     "MemoryManager": "memnets.memory.manager",
     "ManagerConfig": "memnets.memory.manager",
     # the agent loop
