@@ -28,7 +28,17 @@ if TYPE_CHECKING:
     from memnets.records import Memory
     from memnets.retrieval.faiss_retriever import FaissRetriever
     from memnets.scoring import HeuristicScorer, LearnedScorer, Scorer, ScorerWeights
-    from memnets.store import MemoryFilter, MemoryStore, open_store
+    from memnets.store import (
+        ArchiveError,
+        InvalidMemoryError,
+        MemoryFilter,
+        MemoryStore,
+        StoreError,
+        StoreFormatError,
+        StoreIntegrityError,
+        StoreKeyError,
+        open_store,
+    )
     from memnets.store.archive import Archive
 
 __version__ = "0.1.0"
