@@ -29,7 +29,7 @@ from bench.common import (
     write_result,
 )
 from bench.embeddings import DEFAULT_NOISE, real_embeddings, scaled
-from memnets.retrieval.faiss_retriever import ivf_lists
+from memnets.retrieval.faiss_index import ivf_lists
 
 OWNER = "bench"
 K = 10
