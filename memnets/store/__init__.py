@@ -10,10 +10,13 @@ from memnets.store.errors import (
     ArchiveIntegrityError,
     ArchiveKeyError,
     InvalidMemoryError,
+    StoreCorruptError,
     StoreError,
     StoreFormatError,
     StoreIntegrityError,
     StoreKeyError,
+    StoreReadOnlyError,
+    StoreUnavailableError,
 )
 from memnets.store.filters import MemoryFilter
 from memnets.store.protocol import CAPABILITIES, Compaction, DeletionLedger, IndexRebuild, MemoryStore, supports
@@ -30,10 +33,13 @@ __all__ = [
     "InvalidMemoryError",
     "MemoryFilter",
     "MemoryStore",
+    "StoreCorruptError",
     "StoreError",
     "StoreFormatError",
     "StoreIntegrityError",
     "StoreKeyError",
+    "StoreReadOnlyError",
+    "StoreUnavailableError",
     "open_store",
     "supports",
 ]
