@@ -121,18 +121,38 @@ def _fill(folder: Path) -> None:
     assert raised.value.errno == errno.ENOSPC
 
 
-def test_deletion_works_on_a_full_disk(tmp_path):
+@contextlib.contextmanager
+def _full_disk(tmp_path: Path, reserve: int):
+    """An archive of 1,500 memories on a 24 MiB tmpfs, then the disk filled to the last block."""
     disk = tmp_path / "disk"
     disk.mkdir()
     _mount("-t", "tmpfs", "-o", "size=24m", "tmpfs", str(disk))
+    archive = None
     try:
         store = disk / "store"
-        archive = Archive(store, DIM)
+        archive = Archive(store, DIM, reserve=reserve)
         memories = [memory_for(f"m{i:04d}", "alice", minutes=i, content=f"note {i} " + "x" * 900) for i in range(1500)]
         for start in range(0, len(memories), 250):
             archive.upsert(memories[start : start + 250], vectors_for(memories[start : start + 250]))
-        assert (store / RESERVE_FILE).is_file()
+        assert (store / RESERVE_FILE).is_file() == (reserve > 0)
         _fill(disk)
+        yield disk, store, archive
+    finally:
+        if archive is not None:
+            archive.close()
+        subprocess.run(["umount", "-l", str(disk)], check=False)
+
+
+def test_without_a_reserve_deletion_fails_on_a_full_disk(tmp_path):
+    """What the reserve is for: the same deletion as below, with reserve=0, cannot run."""
+    with _full_disk(tmp_path, reserve=0) as (_, _, archive):
+        with pytest.raises(sqlite3.OperationalError, match="full"):
+            archive.delete([f"m{i:04d}" for i in range(0, 1500, 3)], "alice")
+        assert archive.count("alice") == 1500
+
+
+def test_deletion_works_on_a_full_disk(tmp_path):
+    with _full_disk(tmp_path, reserve=8 << 20) as (disk, store, archive):
         with pytest.raises(sqlite3.OperationalError, match="full"):  # writing really fails now
             archive.upsert([memory_for("late", "alice", content="y" * 4000)], vector_for("late")[None])
         assert archive.delete([f"m{i:04d}" for i in range(0, 1500, 3)], "alice") == 500
@@ -145,5 +165,3 @@ def test_deletion_works_on_a_full_disk(tmp_path):
         with Archive(store, DIM) as reopened:
             assert reopened.count("alice") == 0 and reopened.owners() == []
             assert (store / RESERVE_FILE).is_file()  # put back once there was room
-    finally:
-        subprocess.run(["umount", "-l", str(disk)], check=False)

@@ -71,7 +71,7 @@ from memnets.records import Memory
 from memnets.retrieval.faiss_retriever import FaissRetriever
 from memnets.store import rows as rowcodec
 from memnets.store.crypto import DEFAULT_KDF, RowCipher
-from memnets.store.disk_reserve import DiskReserve
+from memnets.store.disk_reserve import RESERVE_BYTES, DiskReserve
 from memnets.store.errors import StoreError, StoreIntegrityError, StoreKeyError
 from memnets.store.filters import MemoryFilter
 from memnets.store.index_files import INDEX_AUTH, INDEX_DIR, INDEX_MARKER, IndexFolder, UntrustedIndex
@@ -119,6 +119,9 @@ class Archive:
             reads of the file), "full" (SQLite's integrity_check) or "off" (huge stores, whose
             reading on every open costs too much; check them with "full" now and then).
             A damaged file raises StoreCorruptError, a read-only folder StoreReadOnlyError.
+        reserve: bytes of disk kept in the folder (the file ``disk_reserve``) so that a deletion runs
+            on a full disk (:mod:`memnets.store.disk_reserve`; default 8 MiB); 0 keeps none (and
+            removes a reserve left by an earlier open).
 
     Implements :class:`memnets.store.MemoryStore`. Upserting a memory whose (owner, id) already
     exists replaces it (content, vector and all). Memory ids are scoped to their owner: two owners
@@ -139,10 +142,13 @@ class Archive:
         index: str = "auto",
         busy_timeout: float = 30.0,
         check: str = "quick",
+        reserve: int = RESERVE_BYTES,
     ) -> None:
         dim = rowcodec.check_dim(dim, "Archive")
         if check not in CHECKS:
             raise ValueError(f"Archive: check must be one of {CHECKS}, got {check!r}")
+        if isinstance(reserve, bool) or not isinstance(reserve, int) or reserve < 0:
+            raise ValueError(f"Archive: reserve must be a number of bytes >= 0, got {reserve!r}")
         self.directory = Path(directory)
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
@@ -158,7 +164,7 @@ class Archive:
         self._conn = self._connect(busy_timeout)
         try:
             check_file(self._conn, self.directory / DB_FILE, check)
-            self._reserve = DiskReserve(self.directory)
+            self._reserve = DiskReserve(self.directory, reserve)
             self.dim, self._cipher, self.archive_id = self._init_schema(dim, key)
             self._reserve.ensure()
             self._index_files = IndexFolder(self.directory, self.archive_id, self._cipher)

@@ -33,11 +33,15 @@ class DiskReserve:
         self.size = size
 
     def ensure(self) -> bool:
-        """Create the reserve if it is missing, as large as the disk allows up to ``size``; False if no room at all."""
+        """Create the reserve if it is missing, as large as the disk allows up to ``size``; False if no room at all
+        (or ``size`` is 0: then a reserve left by an earlier open is removed)."""
+        if self.size == 0:
+            self.path.unlink(missing_ok=True)
+            return False
         if self.path.is_file() and self.path.stat().st_size >= self.size:
             return True
         size = self.size
-        while size >= _SMALLEST:
+        while size >= min(_SMALLEST, self.size):
             try:
                 fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o600)
                 try:
