@@ -27,6 +27,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "memnets.protocols",
             "memnets.safefiles",
             "memnets.netutil",
+            "memnets.httpguard",
             "memnets.datasets",
         },
     ),
