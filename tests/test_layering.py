@@ -28,6 +28,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "memnets.safefiles",
             "memnets.netutil",
             "memnets.extras",
+            "memnets.httpguard",
         },
     ),
     ("records and settings", {"memnets.records", "memnets.configs", "memnets.llm"}),
