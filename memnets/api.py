@@ -56,10 +56,9 @@ from memnets.protocols import TextEncoder
 from memnets.records import DERIVED_KINDS, MEMORY_KINDS, Memory
 from memnets.scoring import HeuristicScorer
 from memnets.store import MemoryFilter, open_store
+from memnets.store.rows import VERSION_SEPARATOR  # older versions of memory "x" are "x~1", "x~2", ...
 from memnets.timeutil import as_utc_or_now
 from memnets.timeutil import now as utc_now
-
-VERSION_SEPARATOR = "~"  # older versions of memory "x" are stored as "x~1", "x~2", ...
 
 
 class SearchHit(NamedTuple):
@@ -364,14 +363,8 @@ class AgentMemory:
 
     def _new_version(self, current: Memory, new: Memory, vector: np.ndarray) -> Memory:
         """Write ``new`` under ``current``'s id and keep ``current`` as ``{id}~{n}`` superseded by it (one transaction)."""
-        user = current.owner
-        n = len(self.store.history(current.id, user)) + 1
-        while self.store.get([f"{current.id}{VERSION_SEPARATOR}{n}"], user):
-            n += 1  # an id a user chose happens to have the form: never overwrite it
-        old = current.replace(id=f"{current.id}{VERSION_SEPARATOR}{n}", superseded_by=current.id)
-        old_vector = self.store.vectors([current.id], user)[0]
-        self.store.upsert([old, new], np.stack([old_vector, vector]))
-        self._refresh_managers(user, new, vector)
+        self.store.new_version(new, vector)  # atomic in the store: concurrent updates keep every version
+        self._refresh_managers(current.owner, new, vector)
         return new
 
     def update(

@@ -24,7 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from datetime import datetime
 
@@ -45,6 +45,8 @@ from memnets.store.errors import (
     StoreKeyError,
 )
 from memnets.timeutil import as_utc
+
+VERSION_SEPARATOR = "~"  # older versions of memory "x" are stored as "x~1", "x~2", ... (see new_version)
 
 
 @dataclass(frozen=True)
@@ -147,6 +149,28 @@ def seal_row(row: Row, cipher: RowCipher | None, store_id: str, version: int) ->
             ),
         )
     return replace(row, payload=payload, version=int(version))
+
+
+def older_version(current: Memory, count: int, exists: Callable[[str], bool]) -> Memory:
+    """``current`` as the older version it becomes in ``new_version``: id ``{id}~{n}``, superseded by ``id``.
+
+    ``n`` is one more than the ``count`` of versions the memory has, moved on past any id that
+    ``exists`` (an id a user chose may happen to have the form: it is never overwritten). Both
+    stores call this inside the write transaction that holds the memory's lock.
+    """
+    n = count + 1
+    while exists(f"{current.id}{VERSION_SEPARATOR}{n}"):
+        n += 1
+    return current.replace(id=f"{current.id}{VERSION_SEPARATOR}{n}", superseded_by=current.id)
+
+
+def check_new_version(memory: Memory, vector, dim: int, where: str) -> np.ndarray:
+    """The checks of ``new_version(memory, vector)``: a Memory that is current (not superseded), one vector [dim]."""
+    if not isinstance(memory, Memory):
+        raise InvalidMemoryError(f"{where}: expected a Memory record, got {type(memory).__name__}")
+    if memory.superseded_by is not None:
+        raise InvalidMemoryError(f"{where}: memory {memory.id!r} is marked superseded_by; a new version is current")
+    return check_vectors(vector, 1, dim, where, single=True)[0]
 
 
 def encode_row(memory: Memory, vector: np.ndarray, where: str) -> Row:
