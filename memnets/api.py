@@ -203,7 +203,7 @@ class AgentMemory:
             location=location,
         )
         explicit = id is not None or isinstance(text_or_record, Memory)
-        memories, encoded = self._writes.prepare(
+        memories, vectors = self._writes.prepare(
             [memory], [importance is not None or isinstance(text_or_record, Memory)]
         )
         with self._lock:
@@ -213,7 +213,7 @@ class AgentMemory:
                 replaced = self._current(replaces, user, "replaces")
                 if replaced.id == memories[0].id:
                     raise ValueError(f"add: replaces={replaces!r} is the id of the memory being added")
-            return self._writes.commit(memories, encoded, explicit=[explicit], replaces=replaced)[0]
+            return self._writes.commit(memories, vectors, explicit=[explicit], replaces=replaced)[0]
 
     def add_many(
         self,
@@ -275,14 +275,14 @@ class AgentMemory:
             return []
         records = [isinstance(item, Memory) for item in items]
         explicit = [record or memory_id is not None for record, memory_id in zip(records, ids)]
-        memories, encoded = self._writes.prepare(
+        memories, vectors = self._writes.prepare(
             memories,
             [r or importance is not None for r in records],
             [f"add_many: items[{n}]" for n in range(len(items))],
         )
         with self._lock:
             self._require_open()
-            return self._writes.commit(memories, encoded, explicit=explicit)
+            return self._writes.commit(memories, vectors, explicit=explicit)
 
     def update(
         self,
@@ -320,8 +320,8 @@ class AgentMemory:
         new = successor(current, given, merge_metadata=metadata is None or merge_metadata)
         vector = None
         if content != current.content:
-            [new], encoded = self._writes.prepare([new], [False])
-            vector = encoded.vectors[0]
+            [new], vectors = self._writes.prepare([new], [False])
+            vector = vectors[0]
         with self._lock:
             self._require_open()
             if self._current(id, user, "id") != current:

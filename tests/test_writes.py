@@ -215,3 +215,75 @@ def test_the_records_validation_is_the_one_every_door_uses(memory):
         with pytest.raises(error, match=next(iter(bad))):
             memory.add("text", user="ann", **bad)
     assert memory.list_memories(user="ann") == []
+
+
+# ---------------------------------------------------------------------- times on both stores
+@pytest.fixture(params=["folder", "postgres"])
+def location(request, tmp_path):
+    if request.param == "folder":
+        return tmp_path / "memory", {}
+    import uuid
+
+    return request.getfixturevalue("pg_url"), {"table": f"w_{uuid.uuid4().hex[:12]}"}
+
+
+def test_created_and_updated_times_survive_reopening_on_both_stores(encoder, location):
+    where, options = location
+    with memnets.open(where, encoder=encoder, **options) as memory:
+        first = memory.add(FLIGHT, user="ann", t=T0)
+        memory.add(OTHER, user="ann", t=T0 + timedelta(minutes=1))
+        memory.update(first.id, LATER, user="ann", t=T0 + timedelta(days=3))
+    with memnets.open(where, encoder=encoder, **options) as memory:
+        current = memory.get(first.id, user="ann")
+        assert (current.created_at, current.updated_at) == (T0, T0 + timedelta(days=3))
+        old, new = memory.history(first.id, user="ann")
+        assert (old.content, old.created_at, old.updated_at) == (FLIGHT, T0, T0)
+        assert new == current
+        assert [m.content for m in memory.list_memories(user="ann")] == [LATER, OTHER]  # creation order
+        memory.delete_all(user="ann")
+
+
+def test_a_row_written_before_updated_at_reads_it_as_its_creation_time(encoder, tmp_path):
+    import json
+    import sqlite3
+
+    with memnets.open(tmp_path / "m", encoder=encoder) as memory:
+        added = memory.add(FLIGHT, user="ann", t=T0)
+    with sqlite3.connect(tmp_path / "m" / "archive.sqlite3") as conn:  # the payload layout of the last release
+        (payload,) = conn.execute("SELECT payload FROM memories").fetchone()
+        fields = json.loads(payload)
+        assert fields.pop("updated_at") == T0.isoformat()
+        conn.execute("UPDATE memories SET payload = ?", (json.dumps(fields).encode(),))
+    with memnets.open(tmp_path / "m", encoder=encoder) as memory:
+        assert memory.get(added.id, user="ann").updated_at == T0
+
+
+class StrictTokenizer:
+    """A real tokenizer that refuses one character (as a tokenizer of a narrower alphabet does)."""
+
+    def __init__(self, inner, refused: str):
+        self.inner, self.refused = inner, refused
+
+    def __call__(self, text, **options):
+        if self.refused in text:
+            raise ValueError(f"cannot tokenise {self.refused!r}")
+        return self.inner(text, **options)
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
+def test_text_the_tokenizer_cannot_take_is_refused_with_its_position(encoder, tmp_path):
+    class Strict:
+        dim, tokenizer = encoder.dim, StrictTokenizer(encoder.tokenizer, "\ue000")
+
+        def encode(self, texts, kind="memory"):
+            return encoder.encode(texts, kind=kind)
+
+    with memnets.open(tmp_path / "m", encoder=Strict()) as memory:
+        with pytest.raises(InvalidMemoryError, match="tokenizer cannot take it at position 7"):
+            memory.add("ok text\ue000 more", user="ann")
+        manager = memory.manager("ann")
+        with pytest.raises(InvalidMemoryError, match="position 0"):
+            manager.observe("\ue000")
+        assert memory.users() == [] and memory.add("fine", user="ann").outcome == "added"

@@ -60,7 +60,16 @@ from memnets.memory.planning import Goal, Plan, Planner
 from memnets.memory.reflection import Reflector
 from memnets.memory.signals import Gate, HeuristicGate, HeuristicImportance, Importance, pack_components
 from memnets.memory.tiers import ContextWindow, Entry, WorkingMemory, policy
-from memnets.memory.writes import check_text, classify, embed, encode, nearest, same_record, successor, write_version
+from memnets.memory.writes import (
+    check_text,
+    check_tokens,
+    classify,
+    embed,
+    nearest,
+    same_record,
+    successor,
+    write_version,
+)
 from memnets.protocols import TextEncoder
 from memnets.records import Memory
 from memnets.scoring import HeuristicScorer, min_max
@@ -528,7 +537,8 @@ class MemoryManager:
         check_text(content, "observe: content")
         t = memory.t
         self._forget_deleted(t)
-        vector = encode(self.encoder, [content], ["observe: content"]).vectors[0]
+        check_tokens(content, self.encoder, "observe: content")
+        vector = self._embed([content])[0]
         if importance is None:
             memory = memory.replace(importance=float(self.importance([content], vector[None, :])[0]))
         if id is None:

@@ -7,7 +7,8 @@ a memory written through any door is checked, merged, versioned and read back th
 1. **Validate.** A :class:`~memnets.records.Memory` validates its fields when it is built; the text
    itself is checked here (:func:`check_text`): a str, not blank, valid Unicode (a lone surrogate
    is refused with InvalidMemoryError naming its position), at most :data:`MAX_TEXT_CHARS`
-   characters. Queries get the same check.
+   characters, and one the encoder's tokenizer takes (:func:`check_tokens`). Queries get the
+   same text check.
 2. **Consistency** (:func:`classify`): a new text against the user's nearest memories of its kind
    (:func:`nearest`; and, for ``add_many`` and the manager, what the call or the manager holds):
 
@@ -22,9 +23,8 @@ a memory written through any door is checked, merged, versioned and read back th
 
    An add with an explicit id (or a Memory record) is keyed by it: an existing memory with that
    id is *unchanged* when the new record states the same (:func:`same_record`), else *updated*.
-3. **Chunk and encode** (:func:`encode`): the text is embedded whole (the first window, as
-   always), and a text longer than the encoder's window also window by window (:func:`windows`),
-   so every part of a long memory can be found.
+3. **Encode** (:func:`embed`): one vector per memory, of the encoder's first window (chunking a
+   longer text into several vectors needs the stores to hold them: not there yet, docs/memory.md).
 4. **Store**, with history; the important memories first (:func:`write_hybrid`).
 5. **Live managers** of the user learn new versions (``refresh``) and superseded memories
    (``forget``) at once; the caller (``AgentMemory``) hands them in.
@@ -38,7 +38,6 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -49,7 +48,6 @@ from memnets.text import SEPARATOR, SPEAKER_PREFIX_MAX
 VERSION_SEPARATOR = "~"  # older versions of memory "x" are stored as "x~1", "x~2", ...
 MAX_TEXT_CHARS = 200_000  # a memory's (and a query's) text; ~50k tokens, far above any encoder window
 DUPLICATE_CANDIDATES = 5  # nearest memories (any kind) looked at for a near match of the same kind
-WINDOW_OVERLAP = 4  # a long text's windows start every 3/4 window: a quarter of each overlaps the next
 
 
 # ---------------------------------------------------------------------- 1. validate
@@ -221,85 +219,31 @@ def write_hybrid(store, memories: list[Memory], vectors: np.ndarray, threshold: 
         store.upsert([memories[n] for n in part], vectors[part])
 
 
-# ---------------------------------------------------------------------- 3. chunk and encode
-def window_tokens(encoder) -> int | None:
-    """Tokens of text one encoder window holds: its ``max_length`` less the special and memory-prefix
-    tokens (None when the encoder has no ``max_length`` or ``tokenizer``: texts are not chunked)."""
-    max_length = getattr(encoder, "max_length", None)
-    inner = encoder
-    while max_length is None and getattr(inner, "encoder", None) is not None:  # a wrapper (CachedEncoder)
-        inner = inner.encoder
-        max_length = getattr(inner, "max_length", None)
+# ---------------------------------------------------------------------- 3. encode
+def check_tokens(text: str, encoder, name: str = "text") -> None:
+    """InvalidMemoryError, naming ``name`` and the first position it fails at, when the encoder's
+    tokenizer cannot take ``text`` (checked before anything is written; encoders without a
+    ``tokenizer`` are not checked)."""
     tokenizer = getattr(encoder, "tokenizer", None)
-    if max_length is None or tokenizer is None:
-        return None
-    prefix = getattr(inner, "memory_prefix", "") or ""
-    used = tokenizer.num_special_tokens_to_add() + (
-        len(tokenizer(prefix, add_special_tokens=False)["input_ids"]) if prefix else 0
+    if tokenizer is None or _tokenizes(tokenizer, text):
+        return
+    low, high = 0, len(text)  # the shortest failing prefix ends at the position the tokenizer refuses
+    while low + 1 < high:
+        middle = (low + high) // 2
+        low, high = (middle, high) if _tokenizes(tokenizer, text[:middle]) else (low, middle)
+    position = high - 1
+    raise InvalidMemoryError(
+        f"{name}: the encoder's tokenizer cannot take it at position {position} "
+        f"({text[max(0, position - 10) : position + 10]!r})"
     )
-    return max(8, int(max_length) - used)
 
 
-def windows(text: str, encoder, name: str = "text") -> list[str]:
-    """The windows of ``text`` after the first: [] when it fits the encoder's window.
-
-    The encoder's tokenizer splits the text; windows of :func:`window_tokens` tokens start every
-    ``3/4`` window (a quarter overlaps the next, so a fact on a boundary is whole in one of them),
-    each widened back to the start of its first word and cut before a word that would not fit. A
-    text the tokenizer cannot take raises InvalidMemoryError naming ``name``.
-    """
-    size = window_tokens(encoder)
-    if size is None:
-        return []
+def _tokenizes(tokenizer, text: str) -> bool:
     try:
-        encoding = encoder.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
-    except Exception as error:  # a tokenizer's own error type; refused before anything is written
-        raise InvalidMemoryError(
-            f"{name}: the encoder's tokenizer cannot take it ({type(error).__name__}: {error})"
-        ) from None
-    offsets = encoding["offset_mapping"]
-    if len(offsets) <= size:
-        return []
-    words = encoding.word_ids() if hasattr(encoding, "word_ids") else [None] * len(offsets)
-    stride = size - size // WINDOW_OVERLAP
-    out = []
-    start = stride
-    while start < len(offsets):
-        first = start
-        while first > 0 and words[first] is not None and words[first] == words[first - 1]:
-            first -= 1
-        end = min(first + size, len(offsets))
-        last = end
-        while last < len(offsets) and last > first + 1 and words[last] is not None and words[last] == words[last - 1]:
-            last -= 1
-        out.append(text[offsets[first][0] : offsets[last - 1][1]])
-        if end == len(offsets):
-            break
-        start += stride
-    return out
-
-
-@dataclass(frozen=True)
-class Encoded:
-    """The vectors of texts to store: ``vectors[i]`` embeds text i whole (the first window), ``chunks[i]``
-    its later windows ``[m_i, dim]`` (m_i = 0 for a text that fits one window)."""
-
-    vectors: np.ndarray
-    chunks: list[np.ndarray]
-
-
-def encode(encoder, texts: Sequence[str], names: Sequence[str] | None = None) -> Encoded:
-    """Chunk and embed memory texts in one encoder batch (see :func:`windows`)."""
-    texts = list(texts)
-    names = list(names) if names is not None else ["text"] * len(texts)
-    parts = [windows(text, encoder, name) for text, name in zip(texts, names)]
-    flat = texts + [part for split in parts for part in split]
-    rows = embed(encoder, flat)
-    chunks, at = [], len(texts)
-    for split in parts:
-        chunks.append(rows[at : at + len(split)])
-        at += len(split)
-    return Encoded(rows[: len(texts)], chunks)
+        tokenizer(text, add_special_tokens=False, verbose=False)
+    except Exception:  # a tokenizer's own error type, whichever library it comes from
+        return False
+    return True
 
 
 def embed(encoder, texts: Sequence[str], kind: str = "memory") -> np.ndarray:
@@ -334,24 +278,24 @@ class WritePath:
 
     def prepare(
         self, memories: list[Memory], scored: list[bool], names: Sequence[str] | None = None
-    ) -> tuple[list[Memory], Encoded]:
-        """Check the texts, chunk and encode them, and score the importance of those without one."""
+    ) -> tuple[list[Memory], np.ndarray]:
+        """Check the texts, encode them ``[n, dim]``, and score the importance of those without one."""
         for memory, name in zip(memories, names or ["text"] * len(memories)):
             check_text(memory.content, name)
-        encoded = encode(self.encoder, [m.content for m in memories], names)
+            check_tokens(memory.content, self.encoder, name)
+        vectors = embed(self.encoder, [m.content for m in memories])
         unscored = [n for n, done in enumerate(scored) if not done]
         if unscored:
-            values = self.importance([memories[n].content for n in unscored], encoded.vectors[unscored])
+            values = self.importance([memories[n].content for n in unscored], vectors[unscored])
             memories = list(memories)
             for n, value in zip(unscored, values):
                 memories[n] = memories[n].replace(importance=float(value))
-        return memories, encoded
+        return memories, vectors
 
     def commit(
-        self, memories: list[Memory], encoded: Encoded, *, explicit: list[bool], replaces: Memory | None = None
+        self, memories: list[Memory], vectors: np.ndarray, *, explicit: list[bool], replaces: Memory | None = None
     ) -> list[Memory]:
         """Write prepared records (call under the caller's lock); each returned with its ``outcome``."""
-        vectors = encoded.vectors
         if replaces is not None:
             new = memories[0]
             old_vector = self.store.vectors([replaces.id], replaces.owner)[0]
@@ -445,14 +389,13 @@ class WritePath:
 __all__ = [
     "MAX_TEXT_CHARS",
     "VERSION_SEPARATOR",
-    "Encoded",
     "WritePath",
     "check_text",
     "classify",
-    "encode",
+    "check_tokens",
+    "embed",
     "facts",
     "nearest",
     "normalise",
     "successor",
-    "windows",
 ]
