@@ -83,6 +83,7 @@ def open(
     pack=None,
     key: bytes | str | None = None,
     encoder: TextEncoder | str | os.PathLike | None = None,
+    backend: str = "torch",
     **options,
 ) -> AgentMemory:
     """Open (or create) a memory at ``location`` for any number of users.
@@ -95,6 +96,8 @@ def open(
         encoder: an encoder object (anything with ``encode(texts, kind=...)``, ``dim`` and
             ``tokenizer``) or an encoder folder; default: the pack's, else the bundled
             all-MiniLM-L6-v2. Not together with ``pack`` (the pack's heads were trained on its encoder).
+        backend: how a pack's or a folder's encoder computes (``MemoryEncoder.from_pretrained``):
+            "torch" (exact), "onnx", "int8" (the fast CPU path, the ``[onnx]`` extra), "fp16"/"bf16" (GPU).
         options: :class:`~memnets.memory.manager.ManagerConfig` fields (defaults of every
             ``manager(user)``; ``duplicate_threshold``, ``fetch_factor``, ``write_through_threshold``
             and ``batch_size`` also apply to ``add``/``add_many``/``search``); the rest go to the
@@ -111,13 +114,13 @@ def open(
         if isinstance(pack, (str, os.PathLike)):
             from memnets.pack import load_pack
 
-            pack = load_pack(pack)
+            pack = load_pack(pack, backend=backend)
         components = pack_components(pack)
         encoder = components.pop("encoder")
     elif encoder is None or isinstance(encoder, (str, os.PathLike)):
         from memnets.nn.encoder import MemoryEncoder
 
-        encoder = MemoryEncoder.from_pretrained(*([encoder] if encoder is not None else []))
+        encoder = MemoryEncoder.from_pretrained(*([encoder] if encoder is not None else []), backend=backend)
     for name in names & set(components):  # thresholds the pack chose (write-through, duplicate), unless given
         settings.setdefault(name, components.pop(name))
     config = ManagerConfig.build(**settings)
