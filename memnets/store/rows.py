@@ -2,7 +2,8 @@
 
 A row keeps in clear what stores must query or order by: owner, id, t, last_access, importance,
 kind, superseded_by, the row version, and the vector. Everything else (content, links, the structured fields,
-metadata) is one JSON payload, sealed with AES-GCM when the store has a key. The associated data
+metadata, ``updated_at``: rows written before it had one read it as ``t``) is one JSON payload,
+sealed with AES-GCM when the store has a key. The associated data
 of the seal binds the clear fields, the store's random id and the row's version (see
 :func:`row_aad`), so editing a clear field, swapping ciphertexts between rows, copying a row into
 another store under the same key, or putting back an older ciphertext of a row after it was
@@ -193,10 +194,12 @@ def encode_row(memory: Memory, vector: np.ndarray, where: str) -> Row:
     try:
         t = as_utc(memory.t, f"{what}: t")
         last_access = as_utc(memory.last_access or memory.t, f"{what}: last_access")
+        updated_at = as_utc(memory.updated_at or memory.t, f"{what}: updated_at")
     except TypeError as error:
         raise InvalidMemoryError(str(error)) from None
     payload = {
         "content": memory.content,
+        "updated_at": updated_at.isoformat(),  # sealed with the content; rows written before it read t
         "links": list(memory.links),
         "agent": memory.agent,
         "action": memory.action,
@@ -267,6 +270,7 @@ def decode_row(
         location=fields["location"],
         metadata=fields["metadata"],
         superseded_by=superseded_by,
+        updated_at=datetime.fromisoformat(fields["updated_at"]) if "updated_at" in fields else None,
     )
 
 
