@@ -33,10 +33,13 @@ if TYPE_CHECKING:
         InvalidMemoryError,
         MemoryFilter,
         MemoryStore,
+        StoreCorruptError,
         StoreError,
         StoreFormatError,
         StoreIntegrityError,
         StoreKeyError,
+        StoreReadOnlyError,
+        StoreUnavailableError,
         open_store,
     )
     from memnets.store.archive import Archive
