@@ -146,10 +146,10 @@ CAPABILITIES: dict[type, str] = {
 }
 """Every optional capability and the flag a store sets to declare it."""
 
-C = TypeVar("C")
+_C = TypeVar("_C")
 
 
-def supports(store: object, capability: type[C]) -> TypeGuard[C]:
+def supports(store: object, capability: type[_C]) -> TypeGuard[_C]:
     """Whether ``store`` declares ``capability`` (one of :data:`CAPABILITIES`) by its ``supports_*`` flag.
 
     Raises TypeError for a capability that is not in :data:`CAPABILITIES`, and for a store that
