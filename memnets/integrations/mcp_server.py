@@ -6,11 +6,11 @@ subprocess) or streamable HTTP. Its tools map one to one onto :class:`memnets.ap
 ==================== =====================================================
 tool                 AgentMemory call
 ==================== =====================================================
-add_memory           ``add(text, user=user_id, metadata=metadata)``
+add_memory           ``add(text, user=user_id, metadata=metadata)`` (+ its ``outcome``)
 search_memory        ``search(query, user=user_id, k=k)``
 list_memories        ``list_memories(user=user_id, limit=limit, offset=offset)``
 get_memory           ``get(memory_id, user=user_id)``
-update_memory        ``update(memory_id, text, user=user_id, metadata=metadata)``
+update_memory        ``update(memory_id, text, user=user_id, metadata=metadata, merge_metadata=...)``
 delete_memory        ``delete(memory_id, user=user_id)``
 delete_all_memories  ``delete_all(user=user_id)``
 ==================== =====================================================
@@ -24,9 +24,11 @@ Origin checked for the real bind host against DNS rebinding, the token, the body
 failures). Memory calls run in a worker thread, so a slow encode does not stall the server's event
 loop, and any failure of one, a ``BaseException`` such as a tokenizer's Rust panic included, is a
 tool error for that call: the session goes on. A request is at most 4 MiB over either transport
-(over stdio see :mod:`memnets.integrations.mcp_stdio`); a longer one gets an error naming the limit. Results are JSON objects (MCP structured content):
-a memory is ``{"id", "content", "t", "kind", "importance", "metadata"}``, plus ``"score"`` in
-search results.
+(over stdio see :mod:`memnets.integrations.mcp_stdio`); a longer one gets an error naming the
+limit. Results are JSON objects (MCP structured content): a memory is ``{"id", "content", "t",
+"created_at", "updated_at", "kind", "importance", "metadata"}`` (``t`` is ``created_at``), plus
+``"score"`` in search results and ``"outcome"`` ("added", "updated" or "unchanged", as
+``AgentMemory.add`` says) from add_memory and update_memory.
 """
 
 from __future__ import annotations
@@ -57,12 +59,16 @@ def memory_json(memory, score: float | None = None) -> dict[str, Any]:
         "id": memory.id,
         "content": memory.content,
         "t": memory.t.isoformat(),
+        "created_at": memory.created_at.isoformat(),
+        "updated_at": memory.updated_at.isoformat(),
         "kind": memory.kind,
         "importance": float(memory.importance),
         "metadata": dict(memory.metadata or {}),
     }
     if score is not None:
         out["score"] = float(score)
+    if memory.outcome is not None:
+        out["outcome"] = memory.outcome
     return out
 
 
@@ -109,7 +115,9 @@ def build_server(
 
     @server.tool()
     async def add_memory(text: str, user_id: str, metadata: dict[str, Any] | None = None) -> dict[str, Any]:
-        """Store a new memory (a fact, preference or event) for the user; returns it with its id."""
+        """Store a memory (a fact, preference or event) for the user; returns it with its id and outcome:
+        "added" (new), "updated" (it changed a fact of an existing memory, whose old text is kept in
+        its history) or "unchanged" (the user's memories said this already)."""
         added = await call(memory.add, text, user=scoped(user_id), metadata=metadata)
         return memory_json(added)
 
@@ -135,10 +143,17 @@ def build_server(
 
     @server.tool()
     async def update_memory(
-        memory_id: str, text: str, user_id: str, metadata: dict[str, Any] | None = None
+        memory_id: str,
+        text: str,
+        user_id: str,
+        metadata: dict[str, Any] | None = None,
+        merge_metadata: bool = False,
     ) -> dict[str, Any]:
-        """Replace the text (and metadata, if given) of one memory; the old version is kept in its history."""
-        updated = await call(memory.update, memory_id, text, user=scoped(user_id), metadata=metadata)
+        """Replace the text (and metadata, if given: merged into the old one with merge_metadata, else
+        replacing it) of one memory; the old version is kept in its history."""
+        updated = await call(
+            memory.update, memory_id, text, user=scoped(user_id), metadata=metadata, merge_metadata=merge_metadata
+        )
         return memory_json(updated)
 
     @server.tool()

@@ -6,6 +6,10 @@ normalisation. For the same model this computes exactly what sentence-transforme
 folder written by :meth:`MemoryEncoder.save_pretrained` loads in transformers, in
 sentence-transformers (``SentenceTransformer(dir)``) and here again with ``from_pretrained(dir)``.
 
+Work per text is bounded: a text is cut to a character prefix before it is tokenised (see
+:meth:`MemoryEncoder.cut`), so a 4 MB memory or query costs what its first few thousand characters
+cost, and for ordinary text the tokens are exactly those of the whole text truncated to the window.
+
 Optional text prefixes mark queries and memories (e.g. ``"query: "``); they are prepended before
 tokenisation and are saved with the model (also as sentence-transformers prompts ``query`` and
 ``document``) so that a loaded encoder embeds text the way it was trained to.
@@ -14,6 +18,8 @@ tokenisation and are saved with the model (also as sentence-transformers prompts
 from __future__ import annotations
 
 import json
+import logging
+import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -27,17 +33,31 @@ from transformers import AutoConfig, AutoModel, AutoTokenizer
 
 from memnets.protocols import Kind
 
+logger = logging.getLogger(__name__)
+
 DEFAULT_BACKBONE = str(get_model_path())  # a str: sentence-transformers does not take Path
 CONFIG_NAME = "memnets_encoder.json"
 PROJECTION_DIR = "2_Dense"
 FORMAT_VERSION = 1
+# A text is tokenised from a cut of max_length * CUT_CHARS_PER_TOKEN characters (English LoCoMo turns
+# average about 4.5 characters per MiniLM token), widened 4x at a time while the cut holds too few
+# tokens, up to max_length * CUT_MAX_CHARS_PER_TOKEN characters (runs of spaces or control characters
+# that make no tokens: there the window is what that many characters hold).
+# How encode() computes: "torch" (exact, the default), "onnx" (the same graph on ONNX Runtime),
+# "int8" (ONNX Runtime with int8 weights: the fast CPU path), "fp16" / "bf16" (torch autocast on a
+# CUDA device). Training (forward) is always torch, in float32.
+BACKENDS = ("torch", "onnx", "int8", "fp16", "bf16")
+GPU_BACKENDS = {"fp16": torch.float16, "bf16": torch.bfloat16}
+CUT_CHARS_PER_TOKEN = 8
+CUT_MAX_CHARS_PER_TOKEN = 128
 
 
 class MemoryEncoder(torch.nn.Module):
     """Backbone + mean pooling (+ projection) + L2 normalisation.
 
     Build it with :meth:`from_pretrained`. ``forward`` keeps gradients (training); ``encode`` is the
-    batched, gradient-free inference path that returns CPU float32 unit vectors.
+    batched, gradient-free inference path that returns CPU float32 unit vectors, computed by
+    ``backend`` (see :data:`BACKENDS`; the variant a store records beside its vectors).
     """
 
     def __init__(
@@ -62,6 +82,8 @@ class MemoryEncoder(torch.nn.Module):
         self.memory_prefix = memory_prefix
         hidden = backbone.config.hidden_size
         self.projection = torch.nn.Linear(hidden, projection_dim) if projection_dim else None
+        self.backend = "torch"
+        self._runner = None  # the ONNX Runtime session of the "onnx" / "int8" backends
 
     # ------------------------------------------------------------------ construction and files
     @classmethod
@@ -74,6 +96,7 @@ class MemoryEncoder(torch.nn.Module):
         query_prefix: str | None = None,
         memory_prefix: str | None = None,
         backbone_config: Mapping[str, Any] | None = None,
+        backend: str = "torch",
     ) -> MemoryEncoder:
         """Load a backbone (any HF encoder folder) or a folder written by :meth:`save_pretrained`.
 
@@ -86,7 +109,14 @@ class MemoryEncoder(torch.nn.Module):
         ``backbone_config`` (e.g. ``{"hidden_size": 32, "num_hidden_layers": 2}``) builds instead a
         randomly initialised backbone: ``path``'s architecture with these fields changed, and
         ``path``'s tokenizer. No weights are read; smoke runs and tests use it for tiny, fast models.
+
+        ``backend`` picks how :meth:`encode` computes (:data:`BACKENDS`). ``"onnx"`` and ``"int8"``
+        read ``onnx/model.onnx`` / ``onnx/model_int8.onnx`` from the folder (``memnets export
+        --backend int8`` writes them into a pack), else convert the encoder at load (seconds);
+        they need the ``[onnx]`` extra. ``"fp16"`` and ``"bf16"`` need the encoder on a CUDA device.
         """
+        if backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
         path = Path(path)
         if not path.is_dir():
             raise FileNotFoundError(f"encoder path {str(path)!r} is not a folder with a Hugging Face model")
@@ -118,7 +148,27 @@ class MemoryEncoder(torch.nn.Module):
         if saved_projection is not None:
             weights = load_file(path / PROJECTION_DIR / "model.safetensors")
             encoder.projection.load_state_dict({k.removeprefix("linear."): v for k, v in weights.items()})
+        encoder.set_backend(backend, path)
         return encoder
+
+    def set_backend(self, backend: str, folder: str | Path | None = None) -> MemoryEncoder:
+        """Compute :meth:`encode` with ``backend`` from now on (see :meth:`from_pretrained`); an ONNX
+        backend reads its file from ``folder``'s ``onnx/`` when there, else converts this encoder."""
+        if backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+        self._runner = None
+        if backend in ("onnx", "int8"):
+            from memnets.nn.onnx_encoder import ONNX_DIR, ONNX_FILES, OnnxRunner, export_onnx
+
+            saved = Path(folder) / ONNX_DIR / ONNX_FILES[backend] if folder is not None else None
+            if saved is not None and saved.is_file():
+                self._runner = OnnxRunner(saved)
+            else:
+                logger.info("converting the encoder for the %r backend (export --backend writes it once)", backend)
+                with tempfile.TemporaryDirectory(prefix="memnets-onnx-") as scratch:
+                    self._runner = OnnxRunner(export_onnx(self, scratch, backend))
+        self.backend = backend
+        return self
 
     def save_pretrained(self, path: str | Path) -> Path:
         """Write a folder loadable by ``from_pretrained``, transformers and sentence-transformers.
@@ -216,13 +266,60 @@ class MemoryEncoder(torch.nn.Module):
             return self.memory_prefix
         raise ValueError(f"kind must be 'memory' or 'query', got {kind!r}")
 
+    def cut(self, text: str) -> str:
+        """The character prefix of ``text`` that the encoder tokenises; the truncation rule.
+
+        The encoder embeds the first ``max_length`` tokens of a text (special tokens included). To
+        keep the work per text bounded, a longer text is cut first: to ``max_length * 8``
+        characters, and that cut is kept when its tokens fill the window with at least one more
+        word after the window (so no word inside the window is one the cut split); otherwise the
+        cut widens 4x at a time, up to ``max_length * 128`` characters. So the tokens of
+        ``cut(text)`` truncated to the window equal those of the whole text truncated to the window
+        (tested on real texts), except for a text whose first ``max_length * 128`` characters make
+        fewer than ``max_length`` tokens (mostly spaces or control characters), whose window is
+        what those characters hold. A chunker that splits a long memory into windows can call
+        :meth:`window_end` to find where each window stops.
+        """
+        budget = self.max_length * CUT_CHARS_PER_TOKEN
+        limit = self.max_length * CUT_MAX_CHARS_PER_TOKEN
+        if len(text) <= budget:
+            return text
+        if not getattr(self.tokenizer, "is_fast", False):  # no word ids to check the cut with
+            return text[:limit]
+        window = self.max_length - self.tokenizer.num_special_tokens_to_add()
+        while len(text) > budget:
+            head = text[:budget]
+            words = self.tokenizer(head, add_special_tokens=False, verbose=False).word_ids()
+            if len(words) > window and words[window - 1] != words[-1]:
+                return head
+            if budget >= limit:
+                logger.debug("a text's first %d characters make only %d tokens; embedding those", limit, len(words))
+                return head
+            budget = min(4 * budget, limit)
+        return text
+
+    def window_end(self, text: str, kind: Kind = "memory") -> int:
+        """How many characters of ``text`` the encoder embeds: the end of the last token in its
+        window, ``len(text)`` when the whole text fits. A chunker starts the next window there.
+        Needs a fast (Rust) tokenizer, for the token offsets."""
+        prefix = self.prefix(kind)
+        head = self.cut(prefix + text)
+        offsets = self.tokenizer(head, add_special_tokens=False, return_offsets_mapping=True, verbose=False)[
+            "offset_mapping"
+        ]
+        window = self.max_length - self.tokenizer.num_special_tokens_to_add()
+        if len(offsets) <= window:
+            return len(head) - len(prefix)
+        return max(0, offsets[window - 1][1] - len(prefix))
+
     def tokenize(self, texts: Sequence[str], kind: Kind = "memory") -> dict[str, torch.Tensor]:
-        """Prefix, tokenise, pad and truncate ``texts``: ``{"input_ids", "attention_mask"}`` (CPU)."""
+        """Prefix, cut (:meth:`cut`), tokenise, pad and truncate ``texts``: ``{"input_ids",
+        "attention_mask"}`` (CPU)."""
         if isinstance(texts, str):
             raise TypeError("texts must be a sequence of strings, not one string")
         prefix = self.prefix(kind)
         batch = self.tokenizer(
-            [prefix + text for text in texts],
+            [self.cut(prefix + text) for text in texts],
             padding=True,
             truncation=True,
             max_length=self.max_length,
@@ -269,11 +366,24 @@ class MemoryEncoder(torch.nn.Module):
                 for start in tqdm(starts, desc=f"encode {kind}", disable=not progress, unit="batch"):
                     index = order[start : start + batch_size]
                     batch = self.tokenize([texts[i] for i in index], kind)
-                    batch = {k: v.to(device) for k, v in batch.items()}
-                    out[index] = self(**batch).float().cpu()
+                    out[index] = self._embed(batch, device)
         finally:
             self.train(was_training)
         return out
+
+    def _embed(self, batch: dict[str, torch.Tensor], device: torch.device) -> torch.Tensor:
+        """Unit vectors of one tokenised batch by the encoder's backend (CPU float32)."""
+        if self._runner is not None:
+            return self._runner(batch["input_ids"], batch["attention_mask"])
+        batch = {k: v.to(device) for k, v in batch.items()}
+        if self.backend in GPU_BACKENDS:
+            if device.type != "cuda":
+                raise RuntimeError(
+                    f"the {self.backend!r} backend needs the encoder on a CUDA device, it is on {device}"
+                )
+            with torch.autocast("cuda", dtype=GPU_BACKENDS[self.backend]):
+                return self(**batch).float().cpu()
+        return self(**batch).float().cpu()
 
 
 def encoder_dim(path: str | Path | None = None) -> int:

@@ -55,7 +55,7 @@ import numpy as np
 from memnets.records import Memory
 from memnets.store import rows as rowcodec
 from memnets.store.crypto import RowCipher
-from memnets.store.errors import ArchiveError, ArchiveFormatError
+from memnets.store.errors import StoreError, StoreFormatError
 from memnets.store.filters import MemoryFilter
 from memnets.timeutil import as_utc
 
@@ -86,6 +86,14 @@ _CURRENT = "superseded_by IS NULL"
 EXACT_BELOW = 20_000
 _STREAM_BATCH = 256  # rows fetched per round trip when metadata is checked client-side
 
+# one row written: inserted, or over the stored (owner, id)
+_UPSERT = (
+    "INSERT INTO {memories} (owner, id, t, last_access, importance, kind, superseded_by, payload, embedding, "
+    "version) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (owner, id) DO UPDATE SET "
+    "t = excluded.t, last_access = excluded.last_access, importance = excluded.importance, kind = excluded.kind, "
+    "superseded_by = excluded.superseded_by, payload = excluded.payload, embedding = excluded.embedding, "
+    "version = excluded.version"
+)
 _HNSW = """CREATE INDEX {hnsw} ON {memories} USING hnsw (embedding vector_ip_ops)
     WITH (m = {m}, ef_construction = {ef_construction}) WHERE superseded_by IS NULL"""
 _SCHEMA = [
@@ -127,6 +135,11 @@ class PgVectorStore:
             latency (docs/scaling.md).
         connect_timeout: seconds to wait for the server and for a pooled connection.
     """
+
+    # optional capabilities this store declares (memnets.store.protocol)
+    supports_deletion_ledger = True
+    supports_compaction = True
+    supports_index_rebuild = True
 
     def __init__(
         self,
@@ -184,7 +197,7 @@ class PgVectorStore:
         except psycopg.Error as error:
             self._pool.close()
             self._pool = None
-            raise ArchiveError(f"PgVectorStore: cannot connect to {self._where()}: {error}") from None
+            raise StoreError(f"PgVectorStore: cannot connect to {self._where()}: {error}") from None
 
     # ------------------------------------------------------------------ opening
     def _where(self) -> str:
@@ -203,13 +216,13 @@ class PgVectorStore:
         try:
             conn = psycopg.connect(self.url, connect_timeout=max(1, int(connect_timeout)), autocommit=True)
         except psycopg.Error as error:
-            raise ArchiveError(f"PgVectorStore: cannot connect to {self._where()}: {error}") from None
+            raise StoreError(f"PgVectorStore: cannot connect to {self._where()}: {error}") from None
         with conn:
             if conn.execute("SELECT 1 FROM pg_extension WHERE extname = 'vector'").fetchone() is None:
                 try:
                     conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
                 except psycopg.Error as error:
-                    raise ArchiveError(
+                    raise StoreError(
                         f"PgVectorStore: the pgvector extension is not installed in {self._where()} "
                         f"and could not be created ({error}); run CREATE EXTENSION vector as an owner"
                     ) from None
@@ -254,12 +267,12 @@ class PgVectorStore:
                 meta = {k: bytes(v) for k, v in conn.execute(self._sql("SELECT key, value FROM {meta}"))}
                 stored_format, stored_dim = int(meta["format"]), int(meta["dim"])
                 if stored_format > FORMAT_VERSION:
-                    raise ArchiveFormatError(
+                    raise StoreFormatError(
                         f"{self._where()} was written by store format {stored_format}; this memnets reads format "
                         f"{FORMAT_VERSION} and older. Upgrade memnets to open it (it was not modified)."
                     )
                 if dim is not None and dim != stored_dim:
-                    raise ArchiveFormatError(
+                    raise StoreFormatError(
                         f"{self._where()} holds vectors of dim {stored_dim}, but was opened with dim={dim}"
                     )
                 cipher = rowcodec.existing_cipher(key, meta, self._where())
@@ -313,7 +326,7 @@ class PgVectorStore:
     def _transaction(self) -> Iterator[psycopg.Connection]:
         """A pooled connection inside one transaction (committed on success, rolled back on error)."""
         if self._pool is None:
-            raise ArchiveError(f"PgVectorStore {self._where()} is closed")
+            raise StoreError(f"PgVectorStore {self._where()} is closed")
         with self._pool.connection() as conn, conn.transaction():
             yield conn
 
@@ -325,13 +338,7 @@ class PgVectorStore:
         if not rows:
             return
         order = sorted(range(len(rows)), key=lambda i: (rows[i].owner, rows[i].id))  # one lock order: no deadlocks
-        statement = self._sql(
-            "INSERT INTO {memories} (owner, id, t, last_access, importance, kind, superseded_by, payload, embedding, "
-            "version) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (owner, id) DO UPDATE SET "
-            "t = excluded.t, last_access = excluded.last_access, importance = excluded.importance, kind = excluded.kind, "
-            "superseded_by = excluded.superseded_by, payload = excluded.payload, embedding = excluded.embedding, "
-            "version = excluded.version"
-        )
+        statement = self._sql(_UPSERT)
         with self._transaction() as conn, conn.cursor() as cursor:
             stored: dict[tuple[str, str], int] = {}
             for owner in sorted({row.owner for row in rows}):  # lock the rows to rewrite, in the same order
@@ -345,26 +352,58 @@ class PgVectorStore:
                         (owner, ids),
                     )
                 )
-            params = []
-            for i in order:
-                row = rowcodec.seal_row(
-                    rows[i], self._cipher, self.archive_id, stored.get((rows[i].owner, rows[i].id), 0) + 1
+            params = [
+                _params(
+                    rowcodec.seal_row(
+                        rows[i], self._cipher, self.archive_id, stored.get((rows[i].owner, rows[i].id), 0) + 1
+                    ),
+                    array[i],
                 )
-                params.append(
-                    (
-                        row.owner,
-                        row.id,
-                        datetime.fromisoformat(row.t),
-                        datetime.fromisoformat(row.last_access),
-                        row.importance,
-                        row.kind,
-                        row.superseded_by,
-                        row.payload,
-                        array[i],
-                        row.version,
-                    )
-                )
+                for i in order
+            ]
             cursor.executemany(statement, params)
+
+    def new_version(self, memory: Memory, vector) -> Memory:
+        """Make ``memory`` the current version of its (owner, id), keeping the current one as history: one atomic step.
+
+        Same contract as :meth:`memnets.store.archive.Archive.new_version`. The current row is
+        locked (``SELECT ... FOR UPDATE``) before anything is read, so concurrent calls on one id
+        from any connection queue behind it; the older version is a new row ``{id}~{n}`` (its
+        ``seq`` orders the history). KeyError when there is no current memory ``id``.
+        """
+        array = rowcodec.check_new_version(memory, vector, self.dim, "PgVectorStore.new_version")
+        new = rowcodec.encode_row(memory, array, "PgVectorStore.new_version")
+        with self._transaction() as conn:
+            record = conn.execute(
+                self._sql(
+                    f"SELECT {_COLUMNS} FROM {{memories}} WHERE owner = %s AND id = %s AND {_CURRENT} FOR UPDATE"
+                ),
+                (new.owner, new.id),
+            ).fetchone()
+            if record is None:
+                raise KeyError(f"PgVectorStore.new_version: owner {new.owner!r} has no current memory {new.id!r}")
+            count = conn.execute(
+                self._sql("SELECT count(*) FROM {memories} WHERE owner = %s AND superseded_by = %s"),
+                (new.owner, new.id),
+            ).fetchone()[0]
+            older = rowcodec.older_version(
+                self._decode(record),
+                count,
+                lambda memory_id: (
+                    conn.execute(
+                        self._sql("SELECT 1 FROM {memories} WHERE owner = %s AND id = %s"), (new.owner, memory_id)
+                    ).fetchone()
+                    is not None
+                ),
+            )
+            old_vector = _array(record[8])
+            old = rowcodec.encode_row(older, old_vector, "PgVectorStore.new_version")
+            statement = self._sql(_UPSERT)
+            conn.execute(statement, _params(rowcodec.seal_row(old, self._cipher, self.archive_id, 1), old_vector))
+            conn.execute(
+                statement, _params(rowcodec.seal_row(new, self._cipher, self.archive_id, record[9] + 1), array)
+            )
+        return older
 
     def touch(self, ids: Iterable[str], owner: str, when: datetime) -> int:
         """Set last_access of the owner's memories with these ids; returns how many were updated."""
@@ -467,22 +506,20 @@ class PgVectorStore:
         with self._transaction() as conn:
             if not self._has_deletions(conn):
                 return int(mark), set()
+            # the newest mark of every owner (as the Archive): a caller never re-reads others' tombstones
+            newest = conn.execute(sql.SQL("SELECT coalesce(max(seq), 0) FROM {}").format(self._deletions)).fetchone()[0]
             stones = conn.execute(
-                sql.SQL("SELECT seq, id, before FROM {} WHERE seq > %s AND (owner = %s OR owner IS NULL)").format(
-                    self._deletions
-                ),
-                (int(mark), owner),
+                sql.SQL(
+                    "SELECT id, before FROM {} WHERE seq > %s AND seq <= %s AND (owner = %s OR owner IS NULL)"
+                ).format(self._deletions),
+                (int(mark), newest, owner),
             ).fetchall()
-        newest = max([int(mark), *(seq for seq, _, _ in stones)])
-        forgotten = rowcodec.deleted_by_tombstones(
-            memories, [(stone_id, before) for _, stone_id, before in stones], lambda memory: memory.t
-        )
-        return newest, forgotten
+        return max(int(mark), int(newest)), rowcodec.deleted_by_tombstones(memories, stones, lambda memory: memory.t)
 
     def compact(self) -> None:
         """VACUUM the table now, so deleted rows' bytes leave the heap and the index (autovacuum does it later otherwise)."""
         if self._pool is None:
-            raise ArchiveError(f"PgVectorStore {self._where()} is closed")
+            raise StoreError(f"PgVectorStore {self._where()} is closed")
         with self._pool.connection() as conn:
             conn.autocommit = True  # VACUUM cannot run inside a transaction
             try:
@@ -695,6 +732,22 @@ class PgVectorStore:
             payload=payload,
             vector=_array(embedding).astype("<f4").tobytes(),
         )
+
+
+def _params(row: rowcodec.Row, vector: np.ndarray) -> tuple:
+    """The parameters of ``_UPSERT`` for a sealed row and its vector."""
+    return (
+        row.owner,
+        row.id,
+        datetime.fromisoformat(row.t),
+        datetime.fromisoformat(row.last_access),
+        row.importance,
+        row.kind,
+        row.superseded_by,
+        row.payload,
+        vector,
+        row.version,
+    )
 
 
 def _array(embedding) -> np.ndarray:

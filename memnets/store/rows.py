@@ -2,7 +2,8 @@
 
 A row keeps in clear what stores must query or order by: owner, id, t, last_access, importance,
 kind, superseded_by, the row version, and the vector. Everything else (content, links, the structured fields,
-metadata) is one JSON payload, sealed with AES-GCM when the store has a key. The associated data
+metadata, ``updated_at``: rows written before it had one read it as ``t``) is one JSON payload,
+sealed with AES-GCM when the store has a key. The associated data
 of the seal binds the clear fields, the store's random id and the row's version (see
 :func:`row_aad`), so editing a clear field, swapping ciphertexts between rows, copying a row into
 another store under the same key, or putting back an older ciphertext of a row after it was
@@ -24,7 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from datetime import datetime
 
@@ -40,11 +41,13 @@ from memnets.store.crypto import (
     parse_kdf_record,
 )
 from memnets.store.errors import (
-    ArchiveIntegrityError,
-    ArchiveKeyError,
     InvalidMemoryError,
+    StoreIntegrityError,
+    StoreKeyError,
 )
 from memnets.timeutil import as_utc
+
+VERSION_SEPARATOR = "~"  # older versions of memory "x" are stored as "x~1", "x~2", ... (see new_version)
 
 
 @dataclass(frozen=True)
@@ -149,6 +152,28 @@ def seal_row(row: Row, cipher: RowCipher | None, store_id: str, version: int) ->
     return replace(row, payload=payload, version=int(version))
 
 
+def older_version(current: Memory, count: int, exists: Callable[[str], bool]) -> Memory:
+    """``current`` as the older version it becomes in ``new_version``: id ``{id}~{n}``, superseded by ``id``.
+
+    ``n`` is one more than the ``count`` of versions the memory has, moved on past any id that
+    ``exists`` (an id a user chose may happen to have the form: it is never overwritten). Both
+    stores call this inside the write transaction that holds the memory's lock.
+    """
+    n = count + 1
+    while exists(f"{current.id}{VERSION_SEPARATOR}{n}"):
+        n += 1
+    return current.replace(id=f"{current.id}{VERSION_SEPARATOR}{n}", superseded_by=current.id)
+
+
+def check_new_version(memory: Memory, vector, dim: int, where: str) -> np.ndarray:
+    """The checks of ``new_version(memory, vector)``: a Memory that is current (not superseded), one vector [dim]."""
+    if not isinstance(memory, Memory):
+        raise InvalidMemoryError(f"{where}: expected a Memory record, got {type(memory).__name__}")
+    if memory.superseded_by is not None:
+        raise InvalidMemoryError(f"{where}: memory {memory.id!r} is marked superseded_by; a new version is current")
+    return check_vectors(vector, 1, dim, where, single=True)[0]
+
+
 def encode_row(memory: Memory, vector: np.ndarray, where: str) -> Row:
     """The plaintext row of a validated memory (InvalidMemoryError naming it otherwise); see :func:`seal_row`."""
     if not isinstance(memory, Memory):
@@ -169,10 +194,12 @@ def encode_row(memory: Memory, vector: np.ndarray, where: str) -> Row:
     try:
         t = as_utc(memory.t, f"{what}: t")
         last_access = as_utc(memory.last_access or memory.t, f"{what}: last_access")
+        updated_at = as_utc(memory.updated_at or memory.t, f"{what}: updated_at")
     except TypeError as error:
         raise InvalidMemoryError(str(error)) from None
     payload = {
         "content": memory.content,
+        "updated_at": updated_at.isoformat(),  # sealed with the content; rows written before it read t
         "links": list(memory.links),
         "agent": memory.agent,
         "action": memory.action,
@@ -215,7 +242,7 @@ def decode_row(
     payload: bytes,
     vector: bytes,
 ) -> Memory:
-    """The Memory of a stored row; ArchiveIntegrityError, naming the row, when its seal or payload does not check out."""
+    """The Memory of a stored row; StoreIntegrityError, naming the row, when its seal or payload does not check out."""
     payload = bytes(payload)
     if cipher is not None:
         aad = row_aad(
@@ -225,7 +252,7 @@ def decode_row(
     try:
         fields = json.loads(payload.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise ArchiveIntegrityError(
+        raise StoreIntegrityError(
             f"memory {memory_id!r} of owner {owner!r}: stored payload is corrupt ({error})"
         ) from None
     return Memory(
@@ -243,6 +270,7 @@ def decode_row(
         location=fields["location"],
         metadata=fields["metadata"],
         superseded_by=superseded_by,
+        updated_at=datetime.fromisoformat(fields["updated_at"]) if "updated_at" in fields else None,
     )
 
 
@@ -258,16 +286,16 @@ def new_cipher(key: bytes | str | None, kdf: dict = DEFAULT_KDF) -> tuple[RowCip
 
 
 def existing_cipher(key: bytes | str | None, meta: dict, where: str) -> RowCipher | None:
-    """For an existing store with these meta entries: the cipher of ``key``, checked (ArchiveKeyError otherwise)."""
+    """For an existing store with these meta entries: the cipher of ``key``, checked (StoreKeyError otherwise)."""
     if "key_check" not in meta:
         if key is not None:
-            raise ArchiveKeyError(
+            raise StoreKeyError(
                 f"{where} was created without encryption; open it without a key "
                 "(memories cannot be encrypted after the fact)"
             )
         return None
     if key is None:
-        raise ArchiveKeyError(f"{where} is encrypted; pass the key it was created with (key=...)")
+        raise StoreKeyError(f"{where} is encrypted; pass the key it was created with (key=...)")
     cipher = RowCipher(derive_key(key, bytes(meta["kdf_salt"]), parse_kdf_record(meta.get("kdf"), where)))
     cipher.verify_key_check(bytes(meta["key_check"]))
     return cipher
