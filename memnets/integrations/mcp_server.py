@@ -6,7 +6,7 @@ subprocess) or streamable HTTP. Its tools map one to one onto :class:`memnets.ap
 ==================== =====================================================
 tool                 AgentMemory call
 ==================== =====================================================
-add_memory           ``add(text, user=user_id, metadata=metadata)``
+add_memory           ``add(text, user=user_id, metadata=metadata, ttl=ttl_seconds)``
 search_memory        ``search(query, user=user_id, k=k)``
 list_memories        ``list_memories(user=user_id, limit=limit, offset=offset)``
 get_memory           ``get(memory_id, user=user_id)``
@@ -21,7 +21,8 @@ a tool error and touches nothing. Over HTTP, a ``token`` makes every request car
 other than a loopback address is refused without one, since the tools read and delete every
 user's memories. Memory calls run in a worker thread, so a slow encode does not
 stall the server's event loop. Results are JSON objects (MCP structured content): a memory is
-``{"id", "content", "t", "kind", "importance", "metadata"}``, plus ``"score"`` in search results.
+``{"id", "content", "t", "kind", "importance", "metadata", "expires_at"}`` (``expires_at``: ISO time
+or null), plus ``"score"`` in search results.
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ def memory_json(memory, score: float | None = None) -> dict[str, Any]:
         "kind": memory.kind,
         "importance": float(memory.importance),
         "metadata": dict(memory.metadata or {}),
+        "expires_at": memory.expires_at.isoformat() if memory.expires_at is not None else None,
     }
     if score is not None:
         out["score"] = float(score)
@@ -87,9 +89,14 @@ def build_server(
         return await anyio.to_thread.run_sync(partial(function, *args, **kwargs))
 
     @server.tool()
-    async def add_memory(text: str, user_id: str, metadata: dict[str, Any] | None = None) -> dict[str, Any]:
-        """Store a new memory (a fact, preference or event) for the user; returns it with its id."""
-        added = await call(memory.add, text, user=scoped(user_id), metadata=metadata)
+    async def add_memory(
+        text: str, user_id: str, metadata: dict[str, Any] | None = None, ttl_seconds: float | None = None
+    ) -> dict[str, Any]:
+        """Store a new memory (a fact, preference or event) for the user; returns it with its id.
+
+        ttl_seconds: forget it that many seconds from now (omit to keep it until deleted).
+        """
+        added = await call(memory.add, text, user=scoped(user_id), metadata=metadata, ttl=ttl_seconds)
         return memory_json(added)
 
     @server.tool()
