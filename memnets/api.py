@@ -50,7 +50,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from memnets import timeutil
+import memnets.timeutil as timeutil
 from memnets.memory.manager import (
     ManagerConfig,
     MemoryManager,
@@ -62,7 +62,7 @@ from memnets.memory.signals import HeuristicGate, HeuristicImportance, pack_comp
 from memnets.protocols import TextEncoder
 from memnets.records import DERIVED_KINDS, MEMORY_KINDS, Memory
 from memnets.scoring import HeuristicScorer
-from memnets.store import MemoryFilter, open_store
+from memnets.store import Expiry, MemoryFilter, open_store, supports
 from memnets.timeutil import as_utc_or_now, ttl_seconds
 from memnets.timeutil import now as utc_now
 
@@ -430,7 +430,7 @@ class AgentMemory:
         """
         _check_user(user)
         _check_id(id, "id")
-        expiry = None if ttl is KEEP_TTL else _expiry(ttl_seconds(ttl, "ttl"))
+        expiry = None if ttl is KEEP_TTL else _expiry(self._ttl(ttl))
         if text is None and metadata is None and expiry is None:
             raise ValueError("update: give text, metadata and/or ttl to change")
         if text is not None:
@@ -538,10 +538,17 @@ class AgentMemory:
             found = self._refresh_ttl(found, user)
         return found[0] if found else None
 
+    def _ttl(self, ttl) -> float | None:
+        """A ttl argument in seconds (None: no expiry); an error naming it if bad or the store cannot expire."""
+        seconds = ttl_seconds(ttl, "ttl")
+        if seconds is not None and not supports(self.store, Expiry):
+            raise ValueError(f"ttl: {type(self.store).__name__} does not support expiry (supports_expiry)")
+        return seconds
+
     def _refresh_ttl(self, memories: list[Memory], user: str) -> list[Memory]:
         """The memories with a TTL, their expiry moved to now + ttl in the store; returned as refreshed."""
         with_ttl = [m for m in memories if m.ttl is not None]
-        if not with_ttl:
+        if not with_ttl or not supports(self.store, Expiry):
             return memories
         when = timeutil.now()
         self.store.refresh_expiry([m.id for m in with_ttl], user, when)
@@ -679,6 +686,8 @@ class AgentMemory:
         """
         with self._lock:
             self._require_open()
+            if not supports(self.store, Expiry):
+                return 0  # no memory of such a store has a TTL (add refuses one)
             expired: dict[str, list[str]] = {}
             for owner, memory_id in self.store.expired(timeutil.now()):
                 expired.setdefault(owner, []).append(memory_id)
@@ -806,7 +815,7 @@ class AgentMemory:
             if value is not None and not isinstance(value, str):
                 raise TypeError(f"{name} must be a str, got {type(value).__name__}")
         when = as_utc_or_now(t, "t")
-        seconds = ttl_seconds(ttl, "ttl")
+        seconds = self._ttl(ttl)
         return Memory(
             id=id if id is not None else uuid.uuid4().hex,
             owner=user,

@@ -53,7 +53,7 @@ from pathlib import Path
 
 import numpy as np
 
-from memnets import timeutil
+import memnets.timeutil as timeutil
 from memnets.llm import LLM, ExtractiveLLM
 from memnets.memory import compression
 from memnets.memory.events import EventLog, Move
