@@ -2,8 +2,9 @@
 
 A row keeps in clear what stores must query or order by: owner, id, t, last_access, importance,
 kind, superseded_by, the row version, the expiry (``expires_at`` and the ``ttl`` that refreshes
-it), and the vector. Everything else (content, links, the structured fields,
-metadata) is one JSON payload, sealed with AES-GCM when the store has a key. The associated data
+it), and the vector. Everything else (content, links, the structured fields, metadata, the
+session, ``updated_at``: rows written before it had one read it as ``t``) is one JSON payload,
+sealed with AES-GCM when the store has a key. The associated data
 of the seal binds the clear fields, the store's random id and the row's version (see
 :func:`row_aad`), so editing a clear field, swapping ciphertexts between rows, copying a row into
 another store under the same key, or putting back an older ciphertext of a row after it was
@@ -31,7 +32,7 @@ import hmac
 import json
 import os
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from datetime import datetime
 
@@ -52,6 +53,8 @@ from memnets.store.errors import (
     StoreKeyError,
 )
 from memnets.timeutil import as_utc
+
+VERSION_SEPARATOR = "~"  # older versions of memory "x" are stored as "x~1", "x~2", ... (see new_version)
 
 
 @dataclass(frozen=True)
@@ -192,6 +195,28 @@ def seal_row(row: Row, cipher: RowCipher | None, store_id: str, version: int) ->
     return replace(row, payload=payload, version=int(version))
 
 
+def older_version(current: Memory, count: int, exists: Callable[[str], bool]) -> Memory:
+    """``current`` as the older version it becomes in ``new_version``: id ``{id}~{n}``, superseded by ``id``.
+
+    ``n`` is one more than the ``count`` of versions the memory has, moved on past any id that
+    ``exists`` (an id a user chose may happen to have the form: it is never overwritten). Both
+    stores call this inside the write transaction that holds the memory's lock.
+    """
+    n = count + 1
+    while exists(f"{current.id}{VERSION_SEPARATOR}{n}"):
+        n += 1
+    return current.replace(id=f"{current.id}{VERSION_SEPARATOR}{n}", superseded_by=current.id)
+
+
+def check_new_version(memory: Memory, vector, dim: int, where: str) -> np.ndarray:
+    """The checks of ``new_version(memory, vector)``: a Memory that is current (not superseded), one vector [dim]."""
+    if not isinstance(memory, Memory):
+        raise InvalidMemoryError(f"{where}: expected a Memory record, got {type(memory).__name__}")
+    if memory.superseded_by is not None:
+        raise InvalidMemoryError(f"{where}: memory {memory.id!r} is marked superseded_by; a new version is current")
+    return check_vectors(vector, 1, dim, where, single=True)[0]
+
+
 def encode_row(memory: Memory, vector: np.ndarray, where: str) -> Row:
     """The plaintext row of a validated memory (InvalidMemoryError naming it otherwise); see :func:`seal_row`."""
     if not isinstance(memory, Memory):
@@ -213,10 +238,12 @@ def encode_row(memory: Memory, vector: np.ndarray, where: str) -> Row:
         t = as_utc(memory.t, f"{what}: t")
         last_access = as_utc(memory.last_access or memory.t, f"{what}: last_access")
         expires = None if memory.expires_at is None else as_utc(memory.expires_at, f"{what}: expires_at")
+        updated_at = as_utc(memory.updated_at or memory.t, f"{what}: updated_at")
     except TypeError as error:
         raise InvalidMemoryError(str(error)) from None
     payload = {
         "content": memory.content,
+        "updated_at": updated_at.isoformat(),  # sealed with the content; rows written before it read t
         "links": list(memory.links),
         "agent": memory.agent,
         "action": memory.action,
@@ -296,6 +323,7 @@ def decode_row(
         session=fields.get("session"),  # rows written before scopes have none
         expires_at=None if expires_at is None else datetime.fromisoformat(expires_at),
         ttl=ttl,
+        updated_at=datetime.fromisoformat(fields["updated_at"]) if "updated_at" in fields else None,
     )
 
 
