@@ -22,6 +22,7 @@ _EXPORTS: dict[str, str] = {
     "AgentMemory": "memnets.api",
     "SearchHit": "memnets.api",
     "Memory": "memnets.records",
+    "Client": "memnets.server.client",  # the same methods as AgentMemory, on a memnets server
     # trained components and their pack
     "TextEncoder": "memnets.protocols",
     "MemoryEncoder": "memnets.nn.encoder",
