@@ -308,7 +308,11 @@ def create_app(
                 state, "too_large", f"request body of {length} bytes is over the limit of {max_body} bytes", "body"
             )
         else:
-            response = await call_next(request)
+            try:
+                response = await call_next(request)
+            except Exception as error:  # a failure no handler took: one 500 for this request, the server goes on
+                logger.error("memnets server: %s %s failed", request.method, request.url.path, exc_info=error)
+                response = _error_response(state, "internal", "internal error (logged by the server)")
         route = request.scope.get("route")
         path = getattr(route, "path", "unmatched")
         state.metrics.requests.labels(request.method, path, str(response.status_code)).inc()
@@ -335,6 +339,8 @@ def create_app(
         first = error.errors()[0] if error.errors() else {}
         loc = [str(part) for part in first.get("loc", ()) if part not in ("body", "query", "path")]
         field = ".".join(loc) or "body"
+        if first.get("type") == "json_invalid":
+            field = "body"
         if first.get("type") in ("json_invalid", "model_attributes_type", "dict_type"):
             return _error_response(state, "malformed_request", f"{field}: {first.get('msg', 'not valid JSON')}", field)
         return _error_response(
@@ -355,9 +361,10 @@ def create_app(
         if code == "internal":
             logger.error("memnets server: %s %s failed", request.method, request.url.path, exc_info=error)
         headers = {"Retry-After": str(RETRY_AFTER_S)} if code == "unavailable" else None
-        return _error_response(state, code, message, field, type(error).__name__, headers)
+        kind = None if code in ("internal", "unavailable") else type(error).__name__
+        return _error_response(state, code, message, field, kind, headers)
 
-    for handled in (ValueError, TypeError, LookupError, ArchiveError, RuntimeError, OSError, Exception):
+    for handled in (ValueError, TypeError, LookupError, ArchiveError, RuntimeError, OSError):
         app.add_exception_handler(handled, api_error)  # each class by name: handled inside the middleware stack
 
     # ------------------------------------------------------------ health, metrics, docs

@@ -76,11 +76,12 @@ class BatchingEncoder:
             raise AttributeError(name)
         return getattr(self.encoder, name)
 
-    def encode(self, texts: Sequence[str], kind: str = "memory", **kwargs) -> np.ndarray:
-        """[len(texts), dim] unit rows, computed in a forward pass shared with concurrent callers."""
+    def encode(self, texts: Sequence[str], kind: str = "memory", **kwargs):
+        """[len(texts), dim] unit rows (of the wrapped encoder's type: a tensor or an array), computed in a
+        forward pass shared with concurrent callers."""
         texts = list(texts)
         if kwargs or not texts:  # options the batch cannot share: encode alone
-            vectors = np.asarray(self.encoder.encode(texts, kind=kind, **kwargs), dtype=np.float32)
+            vectors = self.encoder.encode(texts, kind=kind, **kwargs)
         else:
             call = _Call(texts, kind)
             self._queue.put(call)
@@ -92,8 +93,9 @@ class BatchingEncoder:
         return vectors
 
     def last_vectors(self) -> np.ndarray | None:
-        """The rows the calling thread's last ``encode`` returned (None before its first)."""
-        return getattr(self._local, "last", None)
+        """The rows the calling thread's last ``encode`` returned, as a float32 array (None before its first)."""
+        last = getattr(self._local, "last", None)
+        return None if last is None else np.asarray(last, dtype=np.float32).reshape(-1, self.dim)
 
     def close(self) -> None:
         """Stop the batching thread (calls already queued are served first)."""
@@ -123,8 +125,7 @@ class BatchingEncoder:
     def _encode(self, batch: list[_Call], size: int) -> None:
         texts = [text for call in batch for text in call.texts]
         try:
-            vectors = np.asarray(self.encoder.encode(texts, kind=batch[0].kind), dtype=np.float32)
-            vectors = vectors.reshape(len(texts), self.dim)
+            vectors = self.encoder.encode(texts, kind=batch[0].kind)
         except BaseException as error:  # each caller gets the error of its batch
             for call in batch:
                 call.error = error

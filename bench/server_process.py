@@ -1,4 +1,4 @@
-"""A real `memnets serve http` process on 127.0.0.1 for the server tests: start it, wait until ready, stop it."""
+"""A real `memnets serve http` process on 127.0.0.1 (for bench/load.py and the server tests): start, wait, stop, kill."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ from pathlib import Path
 import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
-EXACT = 0.9999  # the tiny random encoder puts every text near every other: merge identical texts only
 
 
 def free_port() -> int:
