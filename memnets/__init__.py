@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from memnets.records import Memory
     from memnets.retrieval.faiss_retriever import FaissRetriever
     from memnets.scoring import HeuristicScorer, LearnedScorer, Scorer, ScorerWeights
+    from memnets.server.client import Client
     from memnets.store import (
         ArchiveError,
         InvalidMemoryError,

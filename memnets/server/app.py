@@ -51,7 +51,7 @@ from memnets.server.wire import (
     memory_from_json,
     to_json,
 )
-from memnets.store.errors import ArchiveError, InvalidMemoryError
+from memnets.store.errors import InvalidMemoryError, StoreError
 from memnets.timeutil import now as utc_now
 
 logger = logging.getLogger(__name__)
@@ -230,7 +230,7 @@ def _classify(error: BaseException, candidates) -> tuple[str, str, str | None]:
         return "invalid_type", str(error), field_named(str(error), candidates)
     if isinstance(error, ValueError):
         return "invalid_argument", str(error), field_named(str(error), candidates)
-    if isinstance(error, ArchiveError):
+    if isinstance(error, StoreError):
         return "conflict", str(error), None
     return "internal", "internal error (logged by the server)", None
 
@@ -364,7 +364,7 @@ def create_app(
         kind = None if code in ("internal", "unavailable") else type(error).__name__
         return _error_response(state, code, message, field, kind, headers)
 
-    for handled in (ValueError, TypeError, LookupError, ArchiveError, RuntimeError, OSError):
+    for handled in (ValueError, TypeError, LookupError, StoreError, RuntimeError, OSError):
         app.add_exception_handler(handled, api_error)  # each class by name: handled inside the middleware stack
 
     # ------------------------------------------------------------ health, metrics, docs
