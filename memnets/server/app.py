@@ -235,6 +235,18 @@ def _classify(error: BaseException, candidates) -> tuple[str, str, str | None]:
     return "internal", "internal error (logged by the server)", None
 
 
+def _api_error_response(state: ServerState, request: Request, error: Exception) -> JSONResponse:
+    """The JSON error answer to an exception of a memory call (logged when it is not the caller's fault)."""
+    code, message, field = _classify(error, [*ARGUMENT_NAMES, *request.query_params])
+    if code == "internal":
+        logger.error("memnets server: %s %s failed", request.method, request.url.path, exc_info=error)
+    elif code == "unavailable":
+        logger.warning("memnets server: %s %s: the store is unavailable: %s", request.method, request.url.path, error)
+    headers = {"Retry-After": str(RETRY_AFTER_S)} if code == "unavailable" else None
+    kind = None if code in ("internal", "unavailable") else type(error).__name__
+    return _error_response(state, code, message, field, kind, headers)
+
+
 # ---------------------------------------------------------------- the app
 def create_app(
     opener: Callable[[], Any],
@@ -310,9 +322,8 @@ def create_app(
         else:
             try:
                 response = await call_next(request)
-            except Exception as error:  # a failure no handler took: one 500 for this request, the server goes on
-                logger.error("memnets server: %s %s failed", request.method, request.url.path, exc_info=error)
-                response = _error_response(state, "internal", "internal error (logged by the server)")
+            except Exception as error:  # one no handler took (a driver's own error class): this request only
+                response = _api_error_response(state, request, error)
         route = request.scope.get("route")
         path = getattr(route, "path", "unmatched")
         state.metrics.requests.labels(request.method, path, str(response.status_code)).inc()
@@ -357,12 +368,7 @@ def create_app(
         return response
 
     async def api_error(request: Request, error: Exception):
-        code, message, field = _classify(error, [*ARGUMENT_NAMES, *request.query_params])
-        if code == "internal":
-            logger.error("memnets server: %s %s failed", request.method, request.url.path, exc_info=error)
-        headers = {"Retry-After": str(RETRY_AFTER_S)} if code == "unavailable" else None
-        kind = None if code in ("internal", "unavailable") else type(error).__name__
-        return _error_response(state, code, message, field, kind, headers)
+        return _api_error_response(state, request, error)
 
     for handled in (ValueError, TypeError, LookupError, StoreError, RuntimeError, OSError):
         app.add_exception_handler(handled, api_error)  # each class by name: handled inside the middleware stack
