@@ -1,7 +1,9 @@
-"""`memnets serve mcp`: serve a memory to MCP hosts (Claude Desktop, IDEs, agent runtimes).
+"""`memnets serve mcp` (MCP hosts: Claude Desktop, IDEs, agent runtimes) and `memnets serve http` (REST).
 
-Parses its arguments, opens the memory and hands it to :mod:`memnets.integrations.mcp_server`.
-Over stdio, stdout carries the protocol: this command prints nothing there, and logs go to stderr.
+``mcp`` parses its arguments, opens the memory and hands it to :mod:`memnets.integrations.mcp_server`;
+over stdio, stdout carries the protocol: this command prints nothing there, and logs go to stderr.
+``http`` parses its arguments into a :class:`memnets.server.run.ServerConfig` and serves it
+(docs/server.md).
 """
 
 from __future__ import annotations
