@@ -160,6 +160,13 @@ def http_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--cors-origin", action="append", default=[], metavar="ORIGIN", help="allow this origin by CORS (default: none)"
     )
+    parser.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a name clients reach the server by besides --host (a reverse proxy's); others get 421",
+    )
     return parser
 
 
@@ -204,6 +211,7 @@ def http_main(argv: list[str]) -> int:
         max_wait_s=args.batch_wait_ms / 1000,
         max_body=args.max_body,
         cors_origins=args.cors_origin,
+        allowed_hosts=args.allowed_host,
     )
     try:
         check(config)

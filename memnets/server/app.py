@@ -11,8 +11,10 @@ concurrent requests share forward passes.
 
 Errors are JSON ``{"error": {"code", "message", "field", "type"}}`` (see
 :data:`memnets.server.wire.ERROR_STATUS`): the API's ValueError/TypeError are 422, KeyError 404, a
-store that cannot be reached 503 with ``Retry-After``, a body over ``max_body`` bytes 413, a body
-that is not JSON 400; an unexpected failure is a 500 with no internals in it (and logged).
+store that cannot be reached 503 with ``Retry-After``, a body that is not JSON 400; an unexpected
+failure is a 500 with no internals in it (and logged). The body limit, Host/Origin checks and the
+containment of failures outside the app are :class:`memnets.httpguard.HTTPGuard`'s, in front of
+this app (:func:`memnets.server.run.build_app`).
 """
 
 from __future__ import annotations
@@ -56,7 +58,6 @@ from memnets.timeutil import now as utc_now
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_MAX_BODY = 4 * 1024 * 1024  # bytes of one request body (a batch add of a few thousand turns)
 MAX_BATCH_ITEMS = 10_000  # items of one batch add
 RETRY_AFTER_S = 2  # what a 503 tells the client to wait
 GATE_DECISIONS_SHOWN = 20
@@ -254,7 +255,6 @@ def create_app(
     tokens: Tokens | None = None,
     batching: bool = True,
     max_wait_s: float = 0.005,
-    max_body: int = DEFAULT_MAX_BODY,
     cors_origins: list[str] | None = None,
     pack=None,
 ) -> FastAPI:
@@ -266,7 +266,6 @@ def create_app(
         tokens: who may call (default: nobody needs a token; bind to loopback then).
         batching: wrap the encoder in a BatchingEncoder (False: one forward pass per call).
         max_wait_s: the batching window.
-        max_body: the largest request body in bytes (larger: 413).
         cors_origins: origins allowed by CORS (default: none, CORS off).
         pack: the pack folder, whose manifest's metrics the inspector plots.
     """
@@ -314,16 +313,10 @@ def create_app(
     @app.middleware("http")
     async def measure(request: Request, call_next):
         started = time.perf_counter()
-        length = request.headers.get("content-length")
-        if length is not None and (not length.isdigit() or int(length) > max_body):
-            response = _error_response(
-                state, "too_large", f"request body of {length} bytes is over the limit of {max_body} bytes", "body"
-            )
-        else:
-            try:
-                response = await call_next(request)
-            except Exception as error:  # one no handler took (a driver's own error class): this request only
-                response = _api_error_response(state, request, error)
+        try:
+            response = await call_next(request)
+        except Exception as error:  # one no handler took (a driver's own error class): this request only
+            response = _api_error_response(state, request, error)
         route = request.scope.get("route")
         path = getattr(route, "path", "unmatched")
         state.metrics.requests.labels(request.method, path, str(response.status_code)).inc()

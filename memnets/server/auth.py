@@ -4,8 +4,9 @@
 - Scoped tokens (``--tokens FILE``): a JSON object ``{"<token>": "<user>"}`` or
   ``{"<token>": {"user": "<user>", "agent": "<agent>"}}``; such a token reaches its user's memories
   only (any other user: 403), and with an agent, writes as that agent only.
-- Without any token configured the server accepts every request as admin; :func:`check_exposure`
-  then refuses a host other machines can reach (as ``memnets serve mcp`` does).
+- Without any token configured the server accepts every request as admin; the server then
+  refuses a host other machines can reach (:func:`memnets.httpguard.check_bind`, as ``memnets
+  serve mcp`` does).
 
 Tokens are looked up by comparing the SHA-256 of the presented token with the digest of every
 configured one, each with :func:`hmac.compare_digest` and without stopping at a match, so the
@@ -19,8 +20,6 @@ import hmac
 import json
 from dataclasses import dataclass
 from pathlib import Path
-
-from memnets.netutil import is_loopback
 
 
 @dataclass(frozen=True)
@@ -131,12 +130,3 @@ def authorize(principal: Principal, user: str) -> None:
     """AuthError(403) unless ``principal`` may reach ``user``'s memories."""
     if not principal.may_read(user):
         raise AuthError(403, f"forbidden: this token is for user {principal.user!r}, not user {user!r}")
-
-
-def check_exposure(host: str, tokens: Tokens) -> None:
-    """ValueError, saying why, for a host other machines can reach while no token is configured."""
-    if not tokens.required and not is_loopback(host):
-        raise ValueError(
-            f"host {host!r} is reachable from other machines and, without tokens, every request may read and "
-            "delete every user's memories: give --token-env VAR (and/or --tokens FILE) or listen on 127.0.0.1"
-        )

@@ -88,7 +88,9 @@ class Client:
         try:
             error = response.json()["error"]
         except (ValueError, KeyError, TypeError):
-            error = {"code": None, "message": response.text[:500], "type": None}
+            error = response.text[:500]
+        if not isinstance(error, dict):  # the door guard's refusals: {"error": "<message>"}
+            error = {"code": None, "message": str(error), "type": None}
         message, kind = error.get("message") or "", error.get("type")
         if response.status_code in (401, 403):
             raise PermissionError(message)

@@ -25,7 +25,8 @@ import logging
 import os
 from dataclasses import asdict, dataclass, field
 
-from memnets.server.auth import Tokens, check_exposure
+from memnets.httpguard import HTTPGuard, check_bind
+from memnets.server.auth import Tokens
 
 logger = logging.getLogger(__name__)
 
@@ -50,6 +51,7 @@ class ServerConfig:
     max_wait_s: float = 0.005
     max_body: int = 4 * 1024 * 1024
     cors_origins: list[str] = field(default_factory=list)
+    allowed_hosts: list[str] = field(default_factory=list)  # names clients reach the server by besides --host
 
     def tokens(self) -> Tokens:
         admin = os.environ.get(self.token_env) if self.token_env else None
@@ -72,18 +74,20 @@ class ServerConfig:
 
 
 def build_app(config: ServerConfig):
-    """The app of ``config`` (the memory opens in the background once the app starts)."""
+    """The app of ``config`` behind the HTTP door guard (:class:`memnets.httpguard.HTTPGuard`: Host and
+    Origin for the real bind host, the body limit, contained failures); the memory opens in the
+    background once the app starts. The guard checks no token: the app resolves each token to its scope."""
     from memnets.server.app import create_app
 
-    return create_app(
+    app = create_app(
         config.open_memory,
         tokens=config.tokens(),
         batching=config.batching,
         max_wait_s=config.max_wait_s,
-        max_body=config.max_body,
         cors_origins=config.cors_origins or None,
         pack=config.pack,
     )
+    return HTTPGuard(app, host=config.host, allowed_hosts=config.allowed_hosts, max_body_bytes=config.max_body)
 
 
 def app_from_environment():
@@ -101,7 +105,7 @@ def check(config: ServerConfig) -> None:
         raise ValueError(f"--port must be in 1..65535, got {config.port}")
     if config.workers < 1:
         raise ValueError(f"--workers must be at least 1, got {config.workers}")
-    check_exposure(config.host, config.tokens())
+    check_bind(config.host, "configured" if config.tokens().required else None)
     config.key()
 
 
