@@ -20,6 +20,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 import test_api  # noqa: E402 (tests/ is on sys.path under pytest)
+import test_writes  # noqa: E402
 
 from bench.server_process import ServerProcess  # noqa: E402
 
@@ -42,16 +43,11 @@ class RemoteMemory(memnets.Client):
         return Counts()
 
 
-def _server(location, tiny_model_dir, folder, *extra):
+def _server(location, tiny_model_dir, folder, *extra, threshold=EXACT):
     (folder / "tokens.json").write_text(json.dumps({TOKEN: "ann"}))
-    args = [
-        "--encoder",
-        str(tiny_model_dir),
-        "--set",
-        f"duplicate_threshold={EXACT}",
-        "--tokens",
-        str(folder / "tokens.json"),
-    ]
+    args = ["--encoder", str(tiny_model_dir), "--tokens", str(folder / "tokens.json")]
+    if threshold is not None:
+        args += ["--set", f"duplicate_threshold={threshold}"]
     return ServerProcess(location, *args, *extra, env={"MEMNETS_API_ADMIN": "admin-token-for-tests"})
 
 
@@ -59,6 +55,16 @@ def _server(location, tiny_model_dir, folder, *extra):
 def embedded_server(tiny_model_dir, tmp_path_factory):
     folder = tmp_path_factory.mktemp("api-embedded")
     with _server(folder / "memory", tiny_model_dir, folder, "--token-env", "MEMNETS_API_ADMIN") as process:
+        yield process.wait_ready(token="admin-token-for-tests")
+
+
+@pytest.fixture(scope="module")
+def default_server(tiny_model_dir, tmp_path_factory):
+    """A server with memnets.open's default duplicate threshold (test_writes' setting)."""
+    folder = tmp_path_factory.mktemp("api-default")
+    with _server(
+        folder / "memory", tiny_model_dir, folder, "--token-env", "MEMNETS_API_ADMIN", threshold=None
+    ) as process:
         yield process.wait_ready(token="admin-token-for-tests")
 
 
@@ -122,6 +128,45 @@ BAD_INPUT = [  # test_api's table of bad calls, less those of manager(): a manag
 @pytest.mark.parametrize(("call", "error", "named"), BAD_INPUT)
 def test_api_bad_input(memory, call, error, named):
     test_api.test_bad_input_is_named_and_writes_nothing(memory, call, error, named)
+
+
+@pytest.fixture(params=["postgres", "server-embedded"])
+def default_memory(request, encoder_for_api):
+    """As ``memory``, with the default duplicate threshold (the consistency rule's tests)."""
+    if request.param == "postgres":
+        table = "wr" + uuid.uuid4().hex[:12]
+        with memnets.open(request.getfixturevalue("pg_url"), encoder=encoder_for_api, table=table) as opened:
+            yield opened
+        return
+    with RemoteMemory(request.getfixturevalue("default_server").url, token="admin-token-for-tests") as client:
+        yield client
+        for user in client.users():
+            client.delete_all(user=user)
+
+
+WRITE_TESTS = [
+    test_writes.test_add_many_applies_the_rule_within_the_call,
+    test_writes.test_an_explicit_id_is_unchanged_only_for_the_same_record,
+    test_writes.test_update_merges_or_replaces_metadata_and_keeps_creation_order,
+    test_writes.test_bad_text_through_update,
+    test_writes.test_the_records_validation_is_the_one_every_door_uses,
+]
+
+
+@pytest.mark.parametrize("behaviour", WRITE_TESTS, ids=[t.__name__.removeprefix("test_") for t in WRITE_TESTS])
+def test_write_path_behaviour(default_memory, behaviour):
+    behaviour(default_memory)
+
+
+def test_a_changed_fact_is_an_update_with_history(default_memory, encoder_for_api):
+    test_writes.test_a_changed_fact_is_an_update_with_history(default_memory, encoder_for_api)
+
+
+@pytest.mark.parametrize(
+    ("call", "where"), test_writes.test_bad_text_is_refused_before_anything_is_written.pytestmark[0].args[1]
+)
+def test_bad_text_is_refused(default_memory, call, where):
+    test_writes.test_bad_text_is_refused_before_anything_is_written(default_memory, call, where)
 
 
 def test_client_returns_the_api_types_and_raises_its_errors(embedded_server, tiny_model_dir, tmp_path):

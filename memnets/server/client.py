@@ -21,6 +21,7 @@ own, see ``/v1/users/{user}/manager``) and passing a Python encoder or store.
 
 from __future__ import annotations
 
+import json as _json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -80,7 +81,11 @@ class Client:
         if self.closed:
             raise RuntimeError("this Client is closed")
         try:
-            response = self._http.request(method, path, json=json, params=params)
+            # ASCII JSON: a lone surrogate in a text travels as its \\u escape, and the server's API refuses it
+            # naming its position, as the embedded API does (httpx's own encoding would fail here instead)
+            content = None if json is None else _json.dumps(json).encode("ascii")
+            headers = None if json is None else {"Content-Type": "application/json"}
+            response = self._http.request(method, path, content=content, headers=headers, params=params)
         except httpx.TransportError as error:
             raise ServerUnavailableError(f"{method} {self.url}{path}: {type(error).__name__}: {error}") from None
         if response.status_code < 400:
@@ -175,11 +180,9 @@ class Client:
         self, *, user: str, limit: int | None = 100, offset: int = 0, filters: Mapping | Any = None
     ) -> list[Memory]:
         """AgentMemory.list_memories on the server (``limit=None``: every page, fetched in turn)."""
-        import json
-
         params: dict[str, Any] = {"user": user, "offset": offset}
         if filters is not None:
-            params["filters"] = json.dumps(filters_to_json(filters))
+            params["filters"] = _json.dumps(filters_to_json(filters))
         if limit is not None:
             params["limit"] = limit
             return [memory_from_json(m) for m in self._request("GET", "/v1/memories", params=params)["memories"]]
