@@ -81,7 +81,7 @@ class Client:
         if self.closed:
             raise RuntimeError("this Client is closed")
         try:
-            # ASCII JSON: a lone surrogate in a text travels as its \\u escape, and the server's API refuses it
+            # ASCII JSON: a lone surrogate in a text travels as its \u escape, and the server's API refuses it
             # naming its position, as the embedded API does (httpx's own encoding would fail here instead)
             content = None if json is None else _json.dumps(json).encode("ascii")
             headers = None if json is None else {"Content-Type": "application/json"}
