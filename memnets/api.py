@@ -15,20 +15,29 @@ What it guarantees (each tested in tests/test_api*.py):
 - Durability: ``add``/``add_many``/``update`` have written to the store when they return (the
   hybrid ingestion of ``add_many`` writes the important memories first, then the rest in batches,
   all before it returns; only a :class:`~memnets.memory.manager.MemoryManager` buffers).
-- Identity: an add without an explicit id whose text is a near-duplicate (cosine >=
-  ``duplicate_threshold``, chosen on LoCoMo, see docs/memory.md) of a memory of the same kind of
-  that user refreshes that memory (last access = ``t``) and returns it. An add with the id of an
-  existing memory, or ``update``, writes a new version and keeps the old one: it is re-stored under
-  the id ``f"{id}~{n}"`` (n = 1, 2, ...) with ``superseded_by=id``, so search and listings skip
-  it and ``history(id)`` returns it. ``add(..., replaces=old)`` stores a new memory and marks
-  ``old`` (kept under its own id) ``superseded_by`` the new one.
+- One write path (:mod:`memnets.memory.writes`, also the manager's ``observe``): every add says
+  what it did in ``outcome``. An add without an explicit id whose text says what one of that
+  user's memories of its kind says (equal after normalisation, or a near match - cosine >=
+  ``duplicate_threshold`` - by the same speaker with the same numbers, dates, times, names and
+  negations) is "unchanged": that memory is returned, its last access moved to ``t``. A near match
+  that changes one of those facts is "updated": the new text becomes that memory's current
+  version (same id, creation time kept, metadata merged), the old one stays in its history.
+  Anything else is "added". An add with the id of an existing memory, or ``update``, writes a new
+  version ("unchanged" when nothing differs) and keeps the old one: it is re-stored under the id
+  ``f"{id}~{n}"`` (n = 1, 2, ...) with ``superseded_by=id``, so search and listings skip it and
+  ``history(id)`` returns it. ``add(..., replaces=old)`` stores a new memory and marks ``old``
+  (kept under its own id) ``superseded_by`` the new one ("updated").
+- Times: ``t`` (``created_at``) is when a memory was first written and stays with every version,
+  so listings keep creation order; ``updated_at`` is when its current version was written.
 - Deletion is final: ``delete``/``delete_all`` remove the memory and all its older versions from
   the store and the index, and from the tiers and write buffer of every live manager of that user
   in this process; managers in other processes learn it from the store's deletion ledger before
   they next write, query or close (see :meth:`MemoryManager._forget_deleted`).
 - Time: aware UTC; a naive datetime is read as UTC; ``t`` defaults to now (:mod:`memnets.timeutil`).
 - Bad input (an empty user or text, k < 1, an unknown filter field, a wrong type) raises
-  ValueError/TypeError naming the argument, before anything is written.
+  ValueError/TypeError naming the argument, before anything is written; a text (or query) that is
+  not valid Unicode, longer than ``MAX_TEXT_CHARS`` or refused by the encoder's tokenizer raises
+  InvalidMemoryError naming the position or the limit.
 
 Ranking: without a pack, ``search`` ranks by cosine (the store's inner product of unit vectors;
 Generative Agents' hand-set recency + importance mix retrieves far worse on LoCoMo, see
@@ -74,6 +83,7 @@ def open(
     pack=None,
     key: bytes | str | None = None,
     encoder: TextEncoder | str | os.PathLike | None = None,
+    backend: str = "torch",
     **options,
 ) -> AgentMemory:
     """Open (or create) a memory at ``location`` for any number of users.
@@ -86,6 +96,8 @@ def open(
         encoder: an encoder object (anything with ``encode(texts, kind=...)``, ``dim`` and
             ``tokenizer``) or an encoder folder; default: the pack's, else the bundled
             all-MiniLM-L6-v2. Not together with ``pack`` (the pack's heads were trained on its encoder).
+        backend: how a pack's or a folder's encoder computes (``MemoryEncoder.from_pretrained``):
+            "torch" (exact), "onnx", "int8" (the fast CPU path, the ``[onnx]`` extra), "fp16"/"bf16" (GPU).
         options: :class:`~memnets.memory.manager.ManagerConfig` fields (defaults of every
             ``manager(user)``; ``duplicate_threshold``, ``fetch_factor``, ``write_through_threshold``
             and ``batch_size`` also apply to ``add``/``add_many``/``search``); the rest go to the
@@ -102,13 +114,13 @@ def open(
         if isinstance(pack, (str, os.PathLike)):
             from memnets.pack import load_pack
 
-            pack = load_pack(pack)
+            pack = load_pack(pack, backend=backend)
         components = pack_components(pack)
         encoder = components.pop("encoder")
     elif encoder is None or isinstance(encoder, (str, os.PathLike)):
         from memnets.nn.encoder import MemoryEncoder
 
-        encoder = MemoryEncoder.from_pretrained(*([encoder] if encoder is not None else []))
+        encoder = MemoryEncoder.from_pretrained(*([encoder] if encoder is not None else []), backend=backend)
     for name in names & set(components):  # thresholds the pack chose (write-through, duplicate), unless given
         settings.setdefault(name, components.pop(name))
     config = ManagerConfig.build(**settings)
@@ -180,12 +192,14 @@ class AgentMemory:
         location: str | None = None,
         replaces: str | None = None,
     ) -> Memory:
-        """Store one memory of ``user`` (durable on return) and return it as stored.
+        """Store one memory of ``user`` (durable on return) and return it as stored, with its ``outcome``.
 
         ``text_or_record``: the text (the other arguments fill the record), or a :class:`Memory`
         of this user (stored as it is; only ``replaces`` applies). ``importance`` defaults to the
-        importance decision's score. See the module docstring for near-duplicates, ids that exist
-        already and ``replaces``.
+        importance decision's score. ``outcome`` of the returned memory: "added", "updated" (it
+        became the new version of an existing memory, whose old text is in ``history``) or
+        "unchanged" (the user's memories said this already; that memory is returned). See the
+        module docstring for the rule, ids that exist already and ``replaces``.
         """
         if replaces is not None:
             _check_id(replaces, "replaces")
@@ -236,8 +250,9 @@ class AgentMemory:
         gives them ids, else each gets a new one) or :class:`Memory` records of this user. An item
         with an id is keyed by it, as in :meth:`add`. The seed's hybrid ingestion: the important ones
         (importance >= ``write_through_threshold``) are written first, in one transaction, then
-        the rest in batches of ``batch_size``. Near-duplicates (of stored memories or of an
-        earlier item of the same call) return the memory they duplicate.
+        the rest in batches of ``batch_size``. Each item gets :meth:`add`'s outcome, against the
+        stored memories and the earlier items of the same call (an item that repeats an earlier
+        one returns it, "unchanged"; one that changes a fact of it makes it its history, "updated").
         """
         if isinstance(items, (str, Memory)):
             raise TypeError(

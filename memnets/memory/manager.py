@@ -131,9 +131,11 @@ class ManagerConfig:
         mmr_lambda: relevance against diversity when picking memories (1 = plain top-k).
         fetch_factor: an archive search fetches ``fetch_factor * k`` candidates for re-scoring and MMR.
         context_policy, working_policy: overflow policies (see :mod:`memnets.memory.tiers`).
-        duplicate_threshold: an observation (or ``AgentMemory.add``) without an explicit id whose
-            cosine with one of the owner's memories of the same kind reaches it refreshes that memory
-            instead of storing a second copy (None: never); chosen on LoCoMo, see docs/memory.md.
+        duplicate_threshold: the cosine of a near match: an observation (or ``AgentMemory.add``)
+            without an explicit id that reaches it with a memory of the same kind and speaker is
+            that memory again ("unchanged") when its facts are the same, else its new version
+            ("updated"); see :mod:`memnets.memory.writes` (None: every text is a new memory).
+            Chosen on LoCoMo's training conversations, see docs/memory.md.
     """
 
     context_budget: int = 512
