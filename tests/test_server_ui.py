@@ -178,3 +178,53 @@ def test_inspector_respects_a_scoped_token(browser, server):
 
 def _admin() -> dict:
     return {"Authorization": f"Bearer {ADMIN}"}
+
+
+@pytest.fixture(scope="module")
+def pack_server(tiny_model_dir, tmp_path_factory):
+    import torch
+
+    from memnets.nn.encoder import MemoryEncoder
+    from memnets.nn.heads import ImportanceHead, RecallGateHead
+    from memnets.pack import export_pack
+    from memnets.scoring import ScorerWeights
+
+    encoder = MemoryEncoder.from_pretrained(tiny_model_dir)
+    torch.manual_seed(0)
+    folder = tmp_path_factory.mktemp("ui-pack")
+    pack = export_pack(
+        folder / "pack",
+        encoder,
+        importance=ImportanceHead(encoder.dim, hidden_dims=(8,)),
+        gate=RecallGateHead(encoder.dim, hidden_dims=(8,), attention_dim=4, threshold=0.5),
+        scorer_weights=ScorerWeights(recency=3.0, relevance=1.0, importance=0.5),
+        metrics={"retrieval": {"recall@1": 0.31, "recall@5": 0.62, "mrr@10": 0.44}, "gate": {"auroc": 0.71}},
+    )
+    with ServerProcess(folder / "memory", "--pack", str(pack)) as process:
+        process.wait_ready()
+        for fact in FACTS:
+            httpx.post(f"{process.url}/v1/memories", json={"user": "ann", "text": fact}).raise_for_status()
+        yield process
+
+
+def test_inspector_plots_the_pack_figures_and_shows_the_learned_score(browser, pack_server):
+    found = httpx.post(f"{pack_server.url}/v1/search", json={"user": "ann", "query": FACTS[2], "k": 3}).json()
+    assert found["ranker"] == "learned" and found["weights"]["recency"] == 3.0
+    assert all(hit["parts"]["learned"] == hit["score"] for hit in found["results"])
+    page = browser.new_page(viewport={"width": 1400, "height": 900})
+    page.goto(f"{pack_server.url}/ui/")
+    page.wait_for_selector("#memories tbody tr")
+    page.click("nav button[data-tab='pack']")
+    page.wait_for_selector("#pack svg")
+    charts = page.locator("#pack svg")
+    assert charts.count() == 2 and page.locator("#pack svg rect").count() == 4
+    assert "recall@5" in page.inner_text("#pack") and "0.620" in page.inner_text("#pack")
+    shot(page, "pack")
+    page.click("nav button[data-tab='search']")
+    page.fill("#query", FACTS[2])
+    page.click("#search")
+    page.wait_for_selector("#hits tbody tr")
+    assert "ranked by learned" in page.inner_text("#ranker")
+    learned = page.locator("#hits tbody tr").nth(0).locator(".parts").inner_text()
+    assert "learned" in learned and "-" not in learned.split("learned")[1][:3]
+    page.close()

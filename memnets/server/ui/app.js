@@ -102,7 +102,7 @@ async function showMemory(id) {
     api('GET', `/v1/memories/${encodeURIComponent(id)}/history`, { params: { user } }),
     api('GET', `/v1/memories/${encodeURIComponent(id)}/derived`, { params: { user } }),
   ]);
-  const fields = ['id', 'kind', 't', 'last_access', 'importance', 'agent', 'links', 'superseded_by'];
+  const fields = ['id', 'kind', 't', 'updated_at', 'last_access', 'importance', 'agent', 'links', 'superseded_by'];
   const rows = fields.filter((f) => memory[f] !== null && memory[f] !== undefined && String(memory[f]) !== '')
     .map((f) => el('tr', {}, el('th', {}, f), el('td', {}, Array.isArray(memory[f]) ? memory[f].join(', ') : String(memory[f]))));
   rows.push(el('tr', {}, el('th', {}, 'metadata'), el('td', {}, JSON.stringify(memory.metadata))));
@@ -112,7 +112,7 @@ async function showMemory(id) {
     el('p', { id: 'detail-content' }, memory.content),
     el('table', {}, el('tbody', {}, rows)),
     el('h4', {}, `versions (${versions.length})`),
-    el('ol', {}, versions.map((v) => el('li', {}, `${short(v.t)}: `, v.content))),
+    el('ol', {}, versions.map((v) => el('li', {}, `${short(v.updated_at || v.t)}: `, v.content))),
     el('h4', {}, `derived reflections, summaries, plans (${derived.length})`),
     el('ul', {}, derived.map((d) => el('li', {}, `${d.kind}: `, d.content))),
     el('button', { class: 'danger', id: 'delete-memory', onclick: guarded(() => deleteMemory(memory.id)) }, 'delete this memory'),
