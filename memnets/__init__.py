@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from memnets.records import Memory
     from memnets.retrieval.faiss_retriever import FaissRetriever
     from memnets.scoring import HeuristicScorer, LearnedScorer, Scorer, ScorerWeights
+    from memnets.server.client import Client
     from memnets.store import (
         ArchiveError,
         InvalidMemoryError,
@@ -53,6 +54,7 @@ _EXPORTS: dict[str, str] = {
     "AgentMemory": "memnets.api",
     "SearchHit": "memnets.api",
     "Memory": "memnets.records",
+    "Client": "memnets.server.client",  # the same methods as AgentMemory, on a memnets server
     # trained components and their pack
     "TextEncoder": "memnets.protocols",
     "MemoryEncoder": "memnets.nn.encoder",

@@ -118,13 +118,15 @@ def test_a_format_1_store_is_upgraded_and_its_rows_bound(make, pg_url):
                 (cipher.seal(plain, rowcodec.row_aad(*fields, store_id=None, version=None)), memory_id),
             )
         conn.execute(f"ALTER TABLE {table}_memories DROP COLUMN version")
-        conn.execute(f"DELETE FROM {table}_meta WHERE key = 'archive_id'")
+        conn.execute(f"ALTER TABLE {table}_memories DROP COLUMN expires_at")  # nor the expiry of format 3
+        conn.execute(f"ALTER TABLE {table}_memories DROP COLUMN ttl")
+        conn.execute(f"DELETE FROM {table}_meta WHERE key IN ('archive_id', 'ledger_secret')")
         conn.execute(f"UPDATE {table}_meta SET value = %s WHERE key = 'format'", (b"1",))
     with PgVectorStore(pg_url, None, key=key, table=table, pool_size=1) as upgraded:
         assert [m.id for m in upgraded.list_memories("alice")] == ["m0", "m1", "m2"]
         assert upgraded.archive_id != meta["archive_id"].decode()
     with psycopg.connect(pg_url, autocommit=True) as conn:
-        assert conn.execute(f"SELECT value FROM {table}_meta WHERE key = 'format'").fetchone()[0] == b"2"
+        assert conn.execute(f"SELECT value FROM {table}_meta WHERE key = 'format'").fetchone()[0] == b"3"
 
 
 # ---------------------------------------------------------------------- erasure from the table files

@@ -19,7 +19,15 @@ from memnets.store.errors import (
     StoreUnavailableError,
 )
 from memnets.store.filters import MemoryFilter
-from memnets.store.protocol import CAPABILITIES, Compaction, DeletionLedger, IndexRebuild, MemoryStore, supports
+from memnets.store.protocol import (
+    CAPABILITIES,
+    Compaction,
+    DeletionLedger,
+    Expiry,
+    IndexRebuild,
+    MemoryStore,
+    supports,
+)
 
 __all__ = [
     "CAPABILITIES",
@@ -29,6 +37,7 @@ __all__ = [
     "ArchiveKeyError",
     "Compaction",
     "DeletionLedger",
+    "Expiry",
     "IndexRebuild",
     "InvalidMemoryError",
     "MemoryFilter",
