@@ -28,15 +28,19 @@ if TYPE_CHECKING:
     from memnets.records import Memory
     from memnets.retrieval.faiss_retriever import FaissRetriever
     from memnets.scoring import HeuristicScorer, LearnedScorer, Scorer, ScorerWeights
+    from memnets.server.client import Client
     from memnets.store import (
         ArchiveError,
         InvalidMemoryError,
         MemoryFilter,
         MemoryStore,
+        StoreCorruptError,
         StoreError,
         StoreFormatError,
         StoreIntegrityError,
         StoreKeyError,
+        StoreReadOnlyError,
+        StoreUnavailableError,
         open_store,
     )
     from memnets.store.archive import Archive
@@ -50,6 +54,7 @@ _EXPORTS: dict[str, str] = {
     "AgentMemory": "memnets.api",
     "SearchHit": "memnets.api",
     "Memory": "memnets.records",
+    "Client": "memnets.server.client",  # the same methods as AgentMemory, on a memnets server
     # trained components and their pack
     "TextEncoder": "memnets.protocols",
     "MemoryEncoder": "memnets.nn.encoder",
@@ -73,6 +78,9 @@ _EXPORTS: dict[str, str] = {
     "StoreFormatError": "memnets.store",
     "StoreKeyError": "memnets.store",
     "StoreIntegrityError": "memnets.store",
+    "StoreCorruptError": "memnets.store",
+    "StoreReadOnlyError": "memnets.store",
+    "StoreUnavailableError": "memnets.store",
     "InvalidMemoryError": "memnets.store",
     "ArchiveError": "memnets.store",
     "MemoryManager": "memnets.memory.manager",

@@ -36,6 +36,7 @@ COMMANDS: dict[tuple[str, ...], tuple[str, str]] = {
         "the sentence-transformers MNRL fine-tune to beat",
     ),
     ("serve", "mcp"): ("memnets.commands.serve:mcp_main", "serve a memory to MCP hosts over stdio or HTTP"),
+    ("serve", "http"): ("memnets.commands.serve:http_main", "serve a memory over REST (/v1), with /ui and /metrics"),
     ("archive", "rotate-key"): (
         "memnets.commands.archive:rotate_key_main",
         "re-encrypt an archive folder under a new key",

@@ -6,7 +6,7 @@ subprocess) or streamable HTTP. Its tools map one to one onto :class:`memnets.ap
 ==================== =====================================================
 tool                 AgentMemory call
 ==================== =====================================================
-add_memory           ``add(text, user=user_id, metadata=metadata)`` (+ its ``outcome``)
+add_memory           ``add(text, user=user_id, metadata=metadata, ttl=ttl_seconds)`` (+ its ``outcome``)
 search_memory        ``search(query, user=user_id, k=k)``
 list_memories        ``list_memories(user=user_id, limit=limit, offset=offset)``
 get_memory           ``get(memory_id, user=user_id)``
@@ -26,9 +26,10 @@ loop, and any failure of one, a ``BaseException`` such as a tokenizer's Rust pan
 tool error for that call: the session goes on. A request is at most 4 MiB over either transport
 (over stdio see :mod:`memnets.integrations.mcp_stdio`); a longer one gets an error naming the
 limit. Results are JSON objects (MCP structured content): a memory is ``{"id", "content", "t",
-"created_at", "updated_at", "kind", "importance", "metadata"}`` (``t`` is ``created_at``), plus
-``"score"`` in search results and ``"outcome"`` ("added", "updated" or "unchanged", as
-``AgentMemory.add`` says) from add_memory and update_memory.
+"created_at", "updated_at", "kind", "importance", "metadata", "expires_at"}`` (``t`` is
+``created_at``; ``expires_at`` an ISO time or null), plus ``"score"`` in search results and
+``"outcome"`` ("added", "updated" or "unchanged", as ``AgentMemory.add`` says) from add_memory and
+update_memory.
 """
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ def memory_json(memory, score: float | None = None) -> dict[str, Any]:
         "kind": memory.kind,
         "importance": float(memory.importance),
         "metadata": dict(memory.metadata or {}),
+        "expires_at": memory.expires_at.isoformat() if memory.expires_at is not None else None,
     }
     if score is not None:
         out["score"] = float(score)
@@ -114,11 +116,16 @@ def build_server(
             raise ToolError(f"{function.__name__} failed: {type(error).__name__}: {error}") from None
 
     @server.tool()
-    async def add_memory(text: str, user_id: str, metadata: dict[str, Any] | None = None) -> dict[str, Any]:
+    async def add_memory(
+        text: str, user_id: str, metadata: dict[str, Any] | None = None, ttl_seconds: float | None = None
+    ) -> dict[str, Any]:
         """Store a memory (a fact, preference or event) for the user; returns it with its id and outcome:
         "added" (new), "updated" (it changed a fact of an existing memory, whose old text is kept in
-        its history) or "unchanged" (the user's memories said this already)."""
-        added = await call(memory.add, text, user=scoped(user_id), metadata=metadata)
+        its history) or "unchanged" (the user's memories said this already).
+
+        ttl_seconds: forget it that many seconds from now (omit to keep it until deleted).
+        """
+        added = await call(memory.add, text, user=scoped(user_id), metadata=metadata, ttl=ttl_seconds)
         return memory_json(added)
 
     @server.tool()

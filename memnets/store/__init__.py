@@ -10,13 +10,24 @@ from memnets.store.errors import (
     ArchiveIntegrityError,
     ArchiveKeyError,
     InvalidMemoryError,
+    StoreCorruptError,
     StoreError,
     StoreFormatError,
     StoreIntegrityError,
     StoreKeyError,
+    StoreReadOnlyError,
+    StoreUnavailableError,
 )
 from memnets.store.filters import MemoryFilter
-from memnets.store.protocol import CAPABILITIES, Compaction, DeletionLedger, IndexRebuild, MemoryStore, supports
+from memnets.store.protocol import (
+    CAPABILITIES,
+    Compaction,
+    DeletionLedger,
+    Expiry,
+    IndexRebuild,
+    MemoryStore,
+    supports,
+)
 
 __all__ = [
     "CAPABILITIES",
@@ -26,14 +37,18 @@ __all__ = [
     "ArchiveKeyError",
     "Compaction",
     "DeletionLedger",
+    "Expiry",
     "IndexRebuild",
     "InvalidMemoryError",
     "MemoryFilter",
     "MemoryStore",
+    "StoreCorruptError",
     "StoreError",
     "StoreFormatError",
     "StoreIntegrityError",
     "StoreKeyError",
+    "StoreReadOnlyError",
+    "StoreUnavailableError",
     "open_store",
     "supports",
 ]
