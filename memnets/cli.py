@@ -9,6 +9,9 @@ from __future__ import annotations
 import importlib
 import sys
 
+from memnets.data.location import DataNotFoundError
+from memnets.extras import missing_extra_message
+
 # (words of the command) -> "module:function"; each function takes the remaining argv.
 COMMANDS: dict[tuple[str, ...], tuple[str, str]] = {
     ("data", "prepare"): ("memnets.commands.data:prepare_main", "build the cached datasets of the three tasks"),
@@ -68,8 +71,18 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     target, rest = resolved
     module_name, function_name = target.split(":")
-    function = getattr(importlib.import_module(module_name), function_name)
-    return int(function(rest) or 0)
+    try:
+        function = getattr(importlib.import_module(module_name), function_name)
+        return int(function(rest) or 0)
+    except DataNotFoundError as error:  # no conversations given or found: a usage error
+        print(f"memnets: {error}", file=sys.stderr)
+        return 2
+    except ModuleNotFoundError as error:
+        message = missing_extra_message(error, f"memnets {' '.join(argv[: len(argv) - len(rest)])}")
+        if message is None:
+            raise
+        print(f"memnets: {message}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

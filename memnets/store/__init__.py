@@ -4,10 +4,54 @@ from __future__ import annotations
 
 import os
 
+from memnets.store.errors import (
+    ArchiveError,
+    ArchiveFormatError,
+    ArchiveIntegrityError,
+    ArchiveKeyError,
+    InvalidMemoryError,
+    StoreCorruptError,
+    StoreError,
+    StoreFormatError,
+    StoreIntegrityError,
+    StoreKeyError,
+    StoreReadOnlyError,
+    StoreUnavailableError,
+)
 from memnets.store.filters import MemoryFilter
-from memnets.store.protocol import MemoryStore
+from memnets.store.protocol import (
+    CAPABILITIES,
+    Compaction,
+    DeletionLedger,
+    Expiry,
+    IndexRebuild,
+    MemoryStore,
+    supports,
+)
 
-__all__ = ["MemoryFilter", "MemoryStore", "open_store"]
+__all__ = [
+    "CAPABILITIES",
+    "ArchiveError",
+    "ArchiveFormatError",
+    "ArchiveIntegrityError",
+    "ArchiveKeyError",
+    "Compaction",
+    "DeletionLedger",
+    "Expiry",
+    "IndexRebuild",
+    "InvalidMemoryError",
+    "MemoryFilter",
+    "MemoryStore",
+    "StoreCorruptError",
+    "StoreError",
+    "StoreFormatError",
+    "StoreIntegrityError",
+    "StoreKeyError",
+    "StoreReadOnlyError",
+    "StoreUnavailableError",
+    "open_store",
+    "supports",
+]
 
 _POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 

@@ -29,13 +29,10 @@ How the pieces stay consistent (see docs/security.md for the reasoning):
   ``last_access`` is not bound (``touch`` does not re-seal).
 - A replace (upsert of an existing id) scrubs like a delete: the old text and vector leave the
   SQLite file (secure_delete + checkpoint) and the saved index files are dropped.
-- The saved index files are authenticated before FAISS parses any of them: ``index/index_auth.json``
-  lists each file's sha256 under an HMAC-SHA256 keyed from the archive key (HKDF), or, without a
-  key, under a plain checksum that catches corruption but not a writer of the folder. A file that
-  fails, an unlisted file, or a file name that is not a plain name inside the folder make the
-  open rebuild the index from SQLite and say so (a warning, and ``index_source ==
-  "rebuilt:untrusted"``). The verified bytes are copied into a private temporary folder and
-  FAISS reads that copy, so what is parsed is what was checked.
+- The saved index files are authenticated before FAISS parses any of them (an HMAC under a key
+  derived from the archive key, or a checksum without one; :mod:`memnets.store.index_files`). A
+  file that fails makes the open rebuild the index from SQLite and say so (a warning, and
+  ``index_source == "rebuilt:untrusted"``).
 - :func:`rotate_key` re-encrypts every row under a new key (and the current KDF parameters) in
   one SQLite transaction: a crash leaves the archive under exactly one of the two keys.
 - Older versions of a memory (rows with ``superseded_by`` set) stay in the table for ``history``
@@ -47,95 +44,60 @@ How the pieces stay consistent (see docs/security.md for the reasoning):
 
 One connection per ``Archive``, shared by its threads under a re-entrant lock that also guards
 the index; several processes may open the same directory (SQLite's locks plus ``busy_timeout``).
+
+This module is the Archive itself: the connection, the change-log sync of the index, reads and
+writes. The SQLite schema, format migrations and re-sealing rows (key rotation) are in
+:mod:`memnets.store.sqlite_schema`; sealing, checking and saving the index files in
+:mod:`memnets.store.index_files`.
 """
 
 from __future__ import annotations
 
-import hashlib
-import hmac
-import json
+import errno
 import logging
 import os
-import re
-import shutil
 import sqlite3
-import tempfile
 import threading
-import time
-import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager, suppress
-from datetime import datetime
+from contextlib import AbstractContextManager, contextmanager
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Self
 
 import numpy as np
 from tqdm import tqdm
 
+import memnets.timeutil as timeutil
 from memnets.records import Memory
-from memnets.retrieval.faiss_retriever import MANIFEST as RETRIEVER_MANIFEST
 from memnets.retrieval.faiss_retriever import FaissRetriever
-from memnets.safefiles import UnsafeFileError, copy_verified, read_regular
 from memnets.store import rows as rowcodec
 from memnets.store.crypto import DEFAULT_KDF, RowCipher
-from memnets.store.errors import (
-    ArchiveError,
-    ArchiveFormatError,
-    ArchiveIntegrityError,
-    ArchiveKeyError,
-)
+from memnets.store.disk_reserve import RESERVE_BYTES, DiskReserve
+from memnets.store.errors import StoreError, StoreIntegrityError, StoreKeyError
 from memnets.store.filters import MemoryFilter
+from memnets.store.index_files import INDEX_AUTH, INDEX_DIR, INDEX_MARKER, IndexFolder, UntrustedIndex
+from memnets.store.sqlite_schema import (
+    CHECKS,
+    COLUMNS,
+    CURRENT,
+    DB_FILE,
+    FORMAT_VERSION,
+    LIVE,
+    check_file,
+    chunks,
+    open_error,
+    open_schema,
+    read_only_error,
+    rotate_rows,
+    writable,
+)
 from memnets.timeutil import as_utc
 
-FORMAT_VERSION = 3  # stored in PRAGMA user_version; bump with a migration (_MIGRATIONS) when the schema changes
-DB_FILE = "archive.sqlite3"
-INDEX_DIR = "index"
-INDEX_MARKER = "archive_generation.json"
-INDEX_AUTH = "index_auth.json"  # sha256 of every other index file, under an HMAC (key) or a checksum (no key)
-_INDEX_MAC_PURPOSE = b"memnets/index-mac/v1"
-_INDEX_FILE_FIELDS = ("file", "master", "search")  # fields of retriever.json's owner entries that name index files
-_PLAIN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")  # a file directly inside the index folder
-CHANGELOG_KEEP = 100_000  # change-log rows kept for other processes to catch up; older ones force a rebuild
-_LEFTOVER_AGE_S = 3600  # staging copies of the index older than this belong to no live save
-_REBUILD_PROGRESS_FROM = 50_000  # show a progress bar when rebuilding at least this many vectors
+__all__ = ["DB_FILE", "FORMAT_VERSION", "INDEX_AUTH", "INDEX_DIR", "INDEX_MARKER", "Archive", "rotate_key"]
 
-_SCHEMA = """
-CREATE TABLE meta (key TEXT PRIMARY KEY, value BLOB NOT NULL);
-CREATE TABLE memories (
-    row INTEGER PRIMARY KEY AUTOINCREMENT,  -- the FAISS id, never reused
-    owner TEXT NOT NULL,
-    id TEXT NOT NULL,
-    t TEXT NOT NULL,                        -- ISO 8601, exactly as given
-    t_epoch REAL NOT NULL,                  -- for ordering and purges (naive times read as UTC)
-    last_access TEXT NOT NULL,
-    importance REAL NOT NULL,
-    kind TEXT NOT NULL,
-    payload BLOB NOT NULL,                  -- JSON of content and structured fields, sealed with a key
-    vector BLOB NOT NULL,                   -- little-endian float32 [dim]
-    superseded_by TEXT,                     -- id of the newer version (NULL: a current memory)
-    version INTEGER NOT NULL DEFAULT 1,     -- +1 on every write of the row, bound into the seal
-    UNIQUE (owner, id)
-);
-CREATE INDEX memories_owner_t ON memories (owner, t_epoch);
-CREATE INDEX memories_t ON memories (t_epoch);
-CREATE INDEX memories_owner_superseded ON memories (owner, superseded_by);
-CREATE INDEX memories_owner_kind ON memories (owner, kind);  -- kind filters read only matching rows
-CREATE TABLE changes (seq INTEGER PRIMARY KEY AUTOINCREMENT, row INTEGER NOT NULL);
-"""
-# format N -> N + 1, run in the open's write transaction (the first open by a newer memnets upgrades)
-_MIGRATIONS = {
-    1: [
-        "ALTER TABLE memories ADD COLUMN superseded_by TEXT",
-        "CREATE INDEX memories_owner_superseded ON memories (owner, superseded_by)",
-    ],
-    2: [
-        "ALTER TABLE memories ADD COLUMN version INTEGER NOT NULL DEFAULT 1",  # + _bind_rows (archive id)
-        "CREATE INDEX IF NOT EXISTS memories_owner_kind ON memories (owner, kind)",
-    ],
-}
+CHANGELOG_KEEP = 100_000  # change-log rows kept for other processes to catch up; older ones force a rebuild
+_REBUILD_PROGRESS_FROM = 50_000  # show a progress bar when rebuilding at least this many vectors
 log = logging.getLogger(__name__)
-_COLUMNS = "row, owner, id, t, last_access, importance, kind, payload, vector, superseded_by, version"
-_CURRENT = "superseded_by IS NULL"  # rows that search, listings, counts and the FAISS index see
 
 
 class Archive:
@@ -154,11 +116,25 @@ class Archive:
             IVF-Flat above (recall@10 0.99 at 1M, see docs/scaling.md); an archive saved with another
             kind rebuilds its index once on open.
         busy_timeout: seconds a write waits for another process's write lock before failing.
+        check: what is verified on open (:func:`~memnets.store.sqlite_schema.check_file`): "quick"
+            (default: SQLite's quick_check and the (owner, id) index against the table; one or two
+            reads of the file), "full" (SQLite's integrity_check) or "off" (huge stores, whose
+            reading on every open costs too much; check them with "full" now and then).
+            A damaged file raises StoreCorruptError, a read-only folder StoreReadOnlyError.
+        reserve: bytes of disk kept in the folder (the file ``disk_reserve``) so that a deletion runs
+            on a full disk (:mod:`memnets.store.disk_reserve`; default 8 MiB); 0 keeps none (and
+            removes a reserve left by an earlier open).
 
     Implements :class:`memnets.store.MemoryStore`. Upserting a memory whose (owner, id) already
     exists replaces it (content, vector and all). Memory ids are scoped to their owner: two owners
     may use the same id without seeing each other.
     """
+
+    # optional capabilities this store declares (memnets.store.protocol)
+    supports_deletion_ledger = True
+    supports_compaction = True
+    supports_index_rebuild = True
+    supports_expiry = True
 
     def __init__(
         self,
@@ -168,16 +144,33 @@ class Archive:
         key: bytes | str | None = None,
         index: str = "auto",
         busy_timeout: float = 30.0,
+        check: str = "quick",
+        reserve: int = RESERVE_BYTES,
     ) -> None:
         dim = rowcodec.check_dim(dim, "Archive")
+        if check not in CHECKS:
+            raise ValueError(f"Archive: check must be one of {CHECKS}, got {check!r}")
+        if isinstance(reserve, bool) or not isinstance(reserve, int) or reserve < 0:
+            raise ValueError(f"Archive: reserve must be a number of bytes >= 0, got {reserve!r}")
         self.directory = Path(directory)
-        self.directory.mkdir(parents=True, exist_ok=True)
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            if error.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+                raise read_only_error(self.directory) from None
+            raise
+        if not writable(self.directory):
+            raise read_only_error(self.directory)
         self.index_kind = index
         self._lock = threading.RLock()
         self._conn: sqlite3.Connection | None = None
         self._conn = self._connect(busy_timeout)
         try:
-            self.dim, self._cipher, self.archive_id = self._init_schema(dim, key)
+            check_file(self._conn, self.directory / DB_FILE, check)
+            self._reserve = DiskReserve(self.directory, reserve)
+            self.dim, self._cipher, self.archive_id, self._ledger_secret = self._init_schema(dim, key)
+            self._reserve.ensure()
+            self._index_files = IndexFolder(self.directory, self.archive_id, self._cipher)
             self._retriever: FaissRetriever
             self._generation = 0  # the change-log position the in-memory index reflects
             self._saved_generation = -1  # the generation of the index files on disk (-1: none/unknown)
@@ -195,10 +188,10 @@ class Archive:
             conn.execute("PRAGMA auto_vacuum = INCREMENTAL")  # only takes effect on a new, empty file
             mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
         except sqlite3.DatabaseError as error:
-            raise ArchiveFormatError(f"{path} is not a memnets archive (SQLite says: {error})") from None
+            raise open_error(error, path) from None
         if mode.lower() != "wal":
             conn.close()
-            raise ArchiveError(
+            raise StoreError(
                 f"{path}: could not switch SQLite to WAL mode (got {mode!r}); is the folder on a network file system?"
             )
         # FULL (not NORMAL): in WAL mode NORMAL survives a killed process but may drop the last
@@ -208,113 +201,25 @@ class Archive:
         conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
         return conn
 
-    def _init_schema(self, dim: int | None, key: bytes | str | None) -> tuple[int, RowCipher | None, str]:
+    def _init_schema(self, dim: int | None, key: bytes | str | None) -> tuple[int, RowCipher | None, str, bytes]:
         """Create the schema in a new archive, or check format, dim and key of an existing one (and upgrade it)."""
-        path = self.directory / DB_FILE
-        with self._write():
-            try:
-                version = self._conn.execute("PRAGMA user_version").fetchone()[0]
-                tables = {r[0] for r in self._conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-            except sqlite3.DatabaseError as error:
-                raise ArchiveFormatError(f"{path} is not a memnets archive (SQLite says: {error})") from None
-            if version == 0 and not tables:
-                return self._create(dim, key)
-            if version > FORMAT_VERSION:
-                raise ArchiveFormatError(
-                    f"{path} was written by archive format {version}; this memnets reads format {FORMAT_VERSION} "
-                    "and older. Upgrade memnets to open it (it was not modified)."
-                )
-            if version < 1 or not {"meta", "memories", "changes"} <= tables:
-                raise ArchiveFormatError(
-                    f"{path} is an SQLite file but not a memnets archive (user_version {version}, tables {sorted(tables)})"
-                )
-            meta = dict(self._conn.execute("SELECT key, value FROM meta"))
-            stored_dim = int(meta["dim"])
-            if dim is not None and dim != stored_dim:
-                raise ArchiveFormatError(
-                    f"{path} holds vectors of dim {stored_dim}, but Archive was opened with dim={dim}"
-                )
-            cipher = rowcodec.existing_cipher(key, meta, str(path))
-            for step in range(version, FORMAT_VERSION):
-                for statement in _MIGRATIONS[step]:
-                    self._conn.execute(statement)
-            if "archive_id" not in meta:  # format < 3: give the archive its id and bind every row to it
-                meta["archive_id"] = self._bind_rows(cipher)
-            if version != FORMAT_VERSION:
-                self._conn.execute(f"PRAGMA user_version = {FORMAT_VERSION}")
-        return stored_dim, cipher, _text(meta["archive_id"])
-
-    def _bind_rows(self, cipher: RowCipher | None) -> str:
-        """Upgrade to format 3 inside the open's transaction: a new archive id, and with a key every row
-        re-sealed from the old associated data (no archive id, no version) to the new one."""
-        archive_id = rowcodec.new_store_id()
-        self._conn.execute("INSERT INTO meta (key, value) VALUES ('archive_id', ?)", (archive_id,))
-        if cipher is not None:
-            count = self._reseal(self._conn, cipher, None, cipher, archive_id)
-            log.info(
-                "%s: upgraded to archive format 3; %d rows bound to archive id %s", self.directory, count, archive_id
-            )
-        return archive_id
-
-    def _reseal(
-        self,
-        conn: sqlite3.Connection,
-        opener: RowCipher,
-        old_id: str | None,
-        sealer: RowCipher,
-        new_id: str,
-        progress: Callable[[int, int], None] | None = None,
-    ) -> int:
-        """Inside the caller's write transaction: open every row's payload with ``opener`` (associated data
-        of store id ``old_id``) and seal it again with ``sealer`` (of ``new_id``); returns how many rows."""
-        rows = [r[0] for r in conn.execute("SELECT row FROM memories ORDER BY row")]
-        for done, chunk in enumerate(_chunks(rows, 500), start=1):
-            marks = ",".join("?" * len(chunk))
-            for record in conn.execute(f"SELECT {_COLUMNS} FROM memories WHERE row IN ({marks})", chunk).fetchall():
-                plaintext = opener.open(
-                    bytes(record[7]), _record_aad(record, old_id), what=f"memory {record[2]!r} of owner {record[1]!r}"
-                )
-                conn.execute(
-                    "UPDATE memories SET payload = ? WHERE row = ?",
-                    (sealer.seal(plaintext, _record_aad(record, new_id)), record[0]),
-                )
-            if progress is not None:
-                progress(min(done * 500, len(rows)), len(rows))
-        return len(rows)
+        with self._write() as conn:
+            return open_schema(conn, self.directory / DB_FILE, dim, key)
 
     def _rotate(self, key: bytes | str, kdf: dict, progress: Callable[[int, int], None] | None) -> int:
         """Re-seal every row under ``key`` in one transaction; see :func:`rotate_key`."""
         if self._cipher is None:
-            raise ArchiveKeyError(f"{self.directory} is not encrypted; there is no key to rotate")
+            raise StoreKeyError(f"{self.directory} is not encrypted; there is no key to rotate")
         cipher, key_meta = rowcodec.new_cipher(key, kdf)
         with self._lock:
             # the saved index is authenticated under the old key: drop it first, so that whichever key the
             # archive ends under, the next open rebuilds it quietly (close() saves it under the new key)
             self._drop_saved_index()
             with self._write() as conn:
-                count = self._reseal(conn, self._cipher, self.archive_id, cipher, self.archive_id, progress)
-                conn.executemany("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", key_meta.items())
-            self._cipher = cipher
+                count = rotate_rows(conn, self._cipher, cipher, key_meta, self.archive_id, progress)
+            self._cipher = self._index_files.cipher = cipher
             self.compact()  # the old ciphertexts leave the WAL and the free pages
         return count
-
-    def _create(self, dim: int | None, key: bytes | str | None) -> tuple[int, RowCipher | None, str]:
-        if dim is None:
-            raise ValueError(f"Archive: {self.directory} holds no archive yet; give dim to create one")
-        for statement in _SCHEMA.split(";"):
-            if statement.strip():
-                self._conn.execute(statement)
-        cipher, key_meta = rowcodec.new_cipher(key)
-        archive_id = rowcodec.new_store_id()
-        meta = {
-            "dim": dim,
-            "created_with": f"memnets archive format {FORMAT_VERSION}",
-            "archive_id": archive_id,
-            **key_meta,
-        }
-        self._conn.executemany("INSERT INTO meta (key, value) VALUES (?, ?)", meta.items())
-        self._conn.execute(f"PRAGMA user_version = {FORMAT_VERSION}")
-        return dim, cipher, archive_id
 
     # ------------------------------------------------------------------ transactions
     @contextmanager
@@ -339,7 +244,7 @@ class Archive:
 
     def _require_open(self) -> sqlite3.Connection:
         if self._conn is None:
-            raise ArchiveError(f"archive {self.directory} is closed")
+            raise StoreError(f"archive {self.directory} is closed")
         return self._conn
 
     # ------------------------------------------------------------------ the index
@@ -351,100 +256,33 @@ class Archive:
         """Load the saved index when it reflects the current generation, else rebuild it from SQLite."""
         with self._read() as conn:
             generation = self._db_generation(conn)
-            count = conn.execute(f"SELECT count(*) FROM memories WHERE {_CURRENT}").fetchone()[0]
-        folder = self.directory / INDEX_DIR
-        for leftover in self.directory.glob(f".{INDEX_DIR}.*"):  # from a save killed midway, long ago
-            with suppress(OSError):
-                if time.time() - leftover.stat().st_mtime > _LEFTOVER_AGE_S:
-                    shutil.rmtree(leftover, ignore_errors=True)
+            count = conn.execute(f"SELECT count(*) FROM memories WHERE {CURRENT}").fetchone()[0]
         expected = {"generation": generation, "count": count, "dim": self.dim, "index": self.index_kind}
         try:
-            # a cheap look first (JSON only): a stale index is rebuilt without hashing it
-            if json.loads(read_regular(folder, INDEX_MARKER)) == expected:
-                with tempfile.TemporaryDirectory(prefix="memnets-index-") as private:
-                    self._copy_verified_index(folder, Path(private))
-                    if json.loads((Path(private) / INDEX_MARKER).read_bytes()) == expected:
-                        retriever = FaissRetriever.load(private)
-                        if len(retriever) == count and retriever.dim == self.dim:
-                            self._retriever, self._generation = retriever, generation
-                            self._saved_generation = generation
-                            self._sync()
-                            return "loaded"
-        except (_UntrustedIndex, UnsafeFileError) as error:  # UnsafeFileError: a link or a FIFO as the marker
+            retriever = self._index_files.load(expected)
+        except UntrustedIndex as error:
             log.warning(
-                "%s: the saved index files failed their check (%s); rebuilding the index from SQLite", folder, error
+                "%s: the saved index files failed their check (%s); rebuilding the index from SQLite",
+                self._index_files.folder,
+                error,
             )
             self._rebuild()
             return "rebuilt:untrusted"
-        except (OSError, ValueError, KeyError, TypeError, RuntimeError):
-            pass  # missing, stale, partial or foreign index files: the table is the truth
+        if retriever is not None and len(retriever) == count and retriever.dim == self.dim:
+            self._retriever, self._generation = retriever, generation
+            self._saved_generation = generation
+            self._sync()
+            return "loaded"
         self._rebuild()
         return "rebuilt"
-
-    def _index_seal(self, files: dict[str, str]) -> dict[str, str]:
-        """The authentication of index files (name -> sha256) of this archive: an HMAC-SHA256 under a key
-        derived from the archive key, or without a key a plain checksum (catches corruption, not a forger)."""
-        body = json.dumps({"archive_id": self.archive_id, "files": files}, sort_keys=True).encode()
-        if self._cipher is None:
-            return {"checksum_sha256": hashlib.sha256(body).hexdigest()}
-        return {"hmac_sha256": hmac.new(self._cipher.subkey(_INDEX_MAC_PURPOSE), body, "sha256").hexdigest()}
-
-    def _write_index_auth(self, folder: Path) -> None:
-        """Write ``INDEX_AUTH`` into a freshly saved index folder: every file's sha256 and their seal."""
-        files = {name: copy_verified(folder, name, None) for name in sorted(os.listdir(folder))}
-        (folder / INDEX_AUTH).write_text(json.dumps({"files": files, **self._index_seal(files)}, indent=1))
-
-    def _copy_verified_index(self, folder: Path, private: Path) -> None:
-        """Copy the saved index files into ``private`` once they pass their check, before FAISS parses any.
-
-        FileNotFoundError when there is no authentication record (no saved index, or one written by
-        an older memnets): the caller rebuilds. :class:`_UntrustedIndex` when a file is a link, is not
-        listed, is not a plain name, differs from its digest, or the record's seal does not verify.
-        """
-        try:
-            record = json.loads(read_regular(folder, INDEX_AUTH))
-            files = record["files"] if isinstance(record, dict) else None
-            if not isinstance(files, dict) or not all(isinstance(v, str) for v in files.values()):
-                raise _UntrustedIndex(f"{INDEX_AUTH} is not a record of file digests")
-            odd = sorted(name for name in files if not _PLAIN_NAME.fullmatch(name) or name == INDEX_AUTH)
-            if odd:
-                raise _UntrustedIndex(f"{INDEX_AUTH} lists {odd[0]!r}, not a plain file name inside the folder")
-            present = set(os.listdir(folder)) - {INDEX_AUTH}
-            if present != set(files):
-                extra, missing = sorted(present - set(files)), sorted(set(files) - present)
-                raise _UntrustedIndex(f"files not listed: {extra[:3]}, listed but missing: {missing[:3]}")
-            seal = self._index_seal(files)
-            name, value = next(iter(seal.items()))
-            if not isinstance(record.get(name), str) or not hmac.compare_digest(record[name], value):
-                raise _UntrustedIndex(
-                    f"the {name} of {INDEX_AUTH} does not verify"
-                    + (" under this archive's key" if self._cipher is not None else "")
-                )
-            for name, digest in sorted(files.items()):
-                if copy_verified(folder, name, private) != digest:
-                    raise _UntrustedIndex(f"{name}: sha256 differs from {INDEX_AUTH}")
-        except UnsafeFileError as error:
-            raise _UntrustedIndex(f"{error.filename}: {error.strerror}") from None
-        except json.JSONDecodeError as error:
-            raise _UntrustedIndex(f"{INDEX_AUTH} is not valid JSON ({error})") from None
-        manifest = json.loads((private / RETRIEVER_MANIFEST).read_bytes())
-        for entry in manifest.get("owners", []):
-            for field, value in entry.items():
-                if field == "owner" or not isinstance(value, str):
-                    continue  # the owner name is data, and may hold any character
-                looks_like_path = "/" in value or "\\" in value or value.startswith(".")
-                if (field in _INDEX_FILE_FIELDS and value not in files) or looks_like_path:
-                    raise _UntrustedIndex(
-                        f"{RETRIEVER_MANIFEST} names {value!r} ({field}), not a verified file of the folder"
-                    )
 
     def _rebuild(self) -> None:
         """A fresh index of every vector in the table, at one consistent snapshot."""
         retriever = FaissRetriever(self.dim, index=self.index_kind)
         with self._read() as conn:
             generation = self._db_generation(conn)
-            total = conn.execute(f"SELECT count(*) FROM memories WHERE {_CURRENT}").fetchone()[0]
-            rows = conn.execute(f"SELECT row, owner, vector FROM memories WHERE {_CURRENT} ORDER BY owner, row")
+            total = conn.execute(f"SELECT count(*) FROM memories WHERE {CURRENT}").fetchone()[0]
+            rows = conn.execute(f"SELECT row, owner, vector FROM memories WHERE {CURRENT} ORDER BY owner, row")
             with tqdm(
                 total=total, desc="rebuilding memory index", unit="mem", disable=total < _REBUILD_PROGRESS_FROM
             ) as progress:
@@ -470,7 +308,7 @@ class Archive:
                     )
                 ]
                 present = conn.execute(
-                    f"SELECT row, owner, vector FROM memories WHERE {_CURRENT} AND row IN "
+                    f"SELECT row, owner, vector FROM memories WHERE {CURRENT} AND row IN "
                     "(SELECT row FROM changes WHERE seq > ? AND seq <= ?) ORDER BY owner, row",
                     (self._generation, generation),
                 ).fetchall()
@@ -511,25 +349,12 @@ class Archive:
             if self._saved_generation == self._generation:
                 return
             with self._read() as conn:
-                count = conn.execute(f"SELECT count(*) FROM memories WHERE {_CURRENT}").fetchone()[0]
+                count = conn.execute(f"SELECT count(*) FROM memories WHERE {CURRENT}").fetchone()[0]
                 if self._db_generation(conn) != self._generation or count != len(self._retriever):
                     return  # another process wrote meanwhile; the next open rebuilds or a later save wins
-            folder = self.directory / INDEX_DIR
-            staging = self.directory / f".{INDEX_DIR}.{uuid.uuid4().hex}"
-            old = self.directory / f".{INDEX_DIR}.{uuid.uuid4().hex}"
             marker = {"generation": self._generation, "count": count, "dim": self.dim, "index": self.index_kind}
-            try:
-                self._retriever.save(staging)
-                (staging / INDEX_MARKER).write_text(json.dumps(marker))
-                self._write_index_auth(staging)
-                if folder.exists():
-                    folder.rename(old)
-                staging.rename(folder)
-            except (OSError, RuntimeError):  # FAISS reports a vanished folder as RuntimeError
+            if not self._index_files.save(self._retriever, marker):
                 return  # another process saved or deleted at the same moment; the next open decides
-            finally:
-                shutil.rmtree(staging, ignore_errors=True)
-                shutil.rmtree(old, ignore_errors=True)
             with self._read() as conn:
                 if self._db_generation(conn) != self._generation:
                     # another process wrote (maybe deleted) while we saved: these files are already
@@ -540,8 +365,7 @@ class Archive:
 
     def _drop_saved_index(self) -> None:
         """Delete the index files on disk (they hold vectors of deleted memories); the next open rebuilds."""
-        for folder in [self.directory / INDEX_DIR, *self.directory.glob(f".{INDEX_DIR}.*")]:
-            shutil.rmtree(folder, ignore_errors=True)  # also copies left by a save that was killed
+        self._index_files.drop()
         self._saved_generation = -1
 
     # ------------------------------------------------------------------ writes
@@ -566,21 +390,55 @@ class Archive:
                     ).fetchone()
                     replaced += stored is not None
                     row = rowcodec.seal_row(row, self._cipher, self.archive_id, 1 if stored is None else stored[0] + 1)
-                    conn.execute(
-                        "INSERT INTO memories (owner, id, t, t_epoch, last_access, importance, kind, payload, vector, "
-                        "superseded_by, version) VALUES (:owner, :id, :t, :t_epoch, :last_access, :importance, :kind, "
-                        ":payload, :vector, :superseded_by, :version) "
-                        "ON CONFLICT (owner, id) DO UPDATE SET t = excluded.t, t_epoch = excluded.t_epoch, "
-                        "last_access = excluded.last_access, importance = excluded.importance, kind = excluded.kind, "
-                        "payload = excluded.payload, vector = excluded.vector, superseded_by = excluded.superseded_by, "
-                        "version = excluded.version",
-                        vars(row),
-                    )  # an update keeps the row number, so logging the row afterwards covers both cases
+                    conn.execute(_UPSERT, vars(row))  # an update keeps the row number: log it afterwards
                     self._log_changes(conn, "owner = ? AND id = ?", (row.owner, row.id))
             if replaced:  # the old text and vector must leave the disk as after a delete
                 self._drop_saved_index()
                 self.compact()
             self._sync()
+
+    def new_version(self, memory: Memory, vector) -> Memory:
+        """Make ``memory`` the current version of its (owner, id), keeping the current one as history: one atomic step.
+
+        Inside one ``BEGIN IMMEDIATE`` transaction (the write lock is taken before anything is
+        read, so concurrent calls from any thread or process queue): the current row is copied to
+        a new row ``{id}~{n}`` superseded by ``id`` (n: the next free version number) and
+        ``memory`` with ``vector`` [dim] is written over it. Returns that older version. KeyError
+        when the owner has no current memory ``id`` (never stored, deleted, or an older version),
+        so a deletion is never undone by an update.
+        """
+        array = rowcodec.check_new_version(memory, vector, self.dim, "Archive.new_version")
+        new = rowcodec.encode_row(memory, array, "Archive.new_version")
+        with self._lock:
+            with self._write() as conn:
+                record = conn.execute(
+                    f"SELECT {COLUMNS} FROM memories WHERE owner = ? AND id = ? AND {CURRENT} AND {LIVE}",
+                    (new.owner, new.id, timeutil.now().timestamp()),
+                ).fetchone()
+                if record is None:
+                    raise KeyError(f"Archive.new_version: owner {new.owner!r} has no current memory {new.id!r}")
+                count = conn.execute(
+                    "SELECT count(*) FROM memories WHERE owner = ? AND superseded_by = ?", (new.owner, new.id)
+                ).fetchone()[0]
+                older = rowcodec.older_version(
+                    self._decode(record),
+                    count,
+                    lambda memory_id: (
+                        conn.execute(
+                            "SELECT 1 FROM memories WHERE owner = ? AND id = ?", (new.owner, memory_id)
+                        ).fetchone()
+                        is not None
+                    ),
+                )
+                old = rowcodec.encode_row(older, _unpack_vector(record[8], self.dim, older.id), "Archive.new_version")
+                for row in (
+                    rowcodec.seal_row(old, self._cipher, self.archive_id, 1),
+                    rowcodec.seal_row(new, self._cipher, self.archive_id, record[10] + 1),
+                ):
+                    conn.execute(_UPSERT, vars(row))
+                self._log_changes(conn, "owner = ? AND id = ?", (new.owner, new.id))  # its vector changed
+            self._sync()
+        return older
 
     def touch(self, ids: Iterable[str], owner: str, when: datetime) -> int:
         """Set last_access of the owner's memories with these ids; returns how many were updated."""
@@ -595,19 +453,57 @@ class Archive:
                 for i in ids
             )
 
+    def refresh_expiry(self, ids: Iterable[str], owner: str, now: datetime) -> int:
+        """Move the expiry of the owner's unexpired memories with these ids and a TTL to ``now + ttl``; returns how many."""
+        ids = rowcodec.check_ids(ids, "Archive.refresh_expiry")
+        rowcodec.check_owner(owner, "Archive.refresh_expiry")
+        now = as_utc(now, "Archive.refresh_expiry: now")
+        with self._lock, self._write() as conn:
+            refreshed = 0
+            for chunk in chunks(ids, 500):
+                rows = conn.execute(
+                    f"SELECT row, ttl FROM memories WHERE owner = ? AND id IN ({','.join('?' * len(chunk))}) "
+                    f"AND ttl IS NOT NULL AND {LIVE}",
+                    [owner, *chunk, now.timestamp()],
+                ).fetchall()
+                for row, ttl in rows:
+                    expires = now + timedelta(seconds=ttl)
+                    conn.execute(
+                        "UPDATE memories SET expires_at = ?, expires_epoch = ? WHERE row = ?",
+                        (expires.isoformat(), expires.timestamp(), row),
+                    )
+                refreshed += len(rows)
+            return refreshed
+
+    def expired(self, now: datetime, owner: str | None = None) -> list[tuple[str, str]]:
+        """(owner, id) of every stored row (older versions too) expired at ``now``, of one owner or all, sorted.
+
+        What a sweep deletes; every read already skips them.
+        """
+        now = as_utc(now, "Archive.expired: now").timestamp()
+        where, params = "expires_epoch <= ?", [now]
+        if owner is not None:
+            rowcodec.check_owner(owner, "Archive.expired")
+            where, params = "owner = ? AND expires_epoch <= ?", [owner, now]
+        with self._lock, self._read() as conn:
+            return [
+                tuple(r)
+                for r in conn.execute(f"SELECT owner, id FROM memories WHERE {where} ORDER BY owner, id", params)
+            ]
+
     def delete(self, ids: Iterable[str], owner: str) -> int:
         """Delete the owner's memories with these ids and their older versions (others' are untouched); returns how many rows."""
         ids = rowcodec.check_ids(ids, "Archive.delete")
         rowcodec.check_owner(owner, "Archive.delete")
         return self._delete_where(
-            [(f"owner = ? AND id IN ({','.join('?' * len(chunk))})", [owner, *chunk]) for chunk in _chunks(ids, 500)],
+            [(f"owner = ? AND id IN ({','.join('?' * len(chunk))})", [owner, *chunk]) for chunk in chunks(ids, 500)],
             tombstones=[(owner, i, None) for i in ids],
         )
 
     def delete_owner(self, owner: str) -> int:
         """Delete every memory of an owner; returns how many."""
         rowcodec.check_owner(owner, "Archive.delete_owner")
-        return self._delete_where([("owner = ?", [owner])], tombstones=[(owner, None, None)])
+        return self._delete_where([("owner = ?", [owner])], tombstones=[(owner, None, None)], erase_owner=owner)
 
     def purge_older_than(self, cutoff: datetime, owner: str | None = None) -> int:
         """Delete memories created (``t``) before ``cutoff`` with their older versions, of one owner or of all; returns how many.
@@ -622,29 +518,51 @@ class Archive:
             [("owner = ? AND t_epoch < ?", [owner, cutoff_epoch])], tombstones=[(owner, None, cutoff_epoch)]
         )
 
-    def _delete_where(self, clauses: Sequence[tuple[str, Sequence]], tombstones: Sequence[tuple] = ()) -> int:
+    def _delete_where(
+        self, clauses: Sequence[tuple[str, Sequence]], tombstones: Sequence[tuple] = (), erase_owner: str | None = None
+    ) -> int:
         """Delete the rows matching any (where, params) clause and the older versions of the current ones
         among them, in one transaction (with the deletion's ``tombstones``, see :meth:`deleted_since`),
-        then scrub the disk."""
+        then scrub the disk. On a full disk the reserve (:mod:`memnets.store.disk_reserve`) makes room.
+        ``erase_owner``: the deletion takes every row of this owner, so the owner's earlier tombstones
+        go too (the new one covers them), leaving one row with no id."""
+        with self._lock:
+            try:
+                deleted = self._delete_rows(clauses, tombstones, erase_owner)
+            except sqlite3.OperationalError as error:
+                if getattr(error, "sqlite_errorname", "") != "SQLITE_FULL" or not self._reserve.release():
+                    raise
+                self._require_open().execute("PRAGMA wal_checkpoint(TRUNCATE)")  # the log's room, for the retry
+                deleted = self._delete_rows(clauses, tombstones, erase_owner)
+            if deleted:
+                self._drop_saved_index()
+                self.compact()
+            self._reserve.ensure()
+            self._sync()
+            return deleted
+
+    def _delete_rows(
+        self, clauses: Sequence[tuple[str, Sequence]], tombstones: Sequence[tuple], erase_owner: str | None
+    ) -> int:
+        """The transaction of :meth:`_delete_where`; returns how many rows it deleted."""
         with self._lock:
             deleted = 0
             with self._write() as conn:
-                _record_tombstones(conn, tombstones)
+                stones = [rowcodec.ledger_row(self._ledger_secret, *stone) for stone in tombstones]
+                if erase_owner is not None and _has_ledger(conn):
+                    conn.execute("DELETE FROM deletions WHERE owner = ?", (stones[0][0],))
+                _record_tombstones(conn, stones)
                 for where, params in clauses:
                     replaced = conn.execute(
-                        f"SELECT owner, id FROM memories WHERE {where} AND {_CURRENT}", params
+                        f"SELECT owner, id FROM memories WHERE {where} AND {CURRENT}", params
                     ).fetchall()
                     self._log_changes(conn, where, params)
                     deleted += conn.execute(f"DELETE FROM memories WHERE {where}", params).rowcount
                     for owner, ids in _group_pairs(replaced):
-                        for chunk in _chunks(ids, 500):
+                        for chunk in chunks(ids, 500):
                             versions = f"owner = ? AND superseded_by IN ({','.join('?' * len(chunk))})"
                             self._log_changes(conn, versions, [owner, *chunk])
                             deleted += conn.execute(f"DELETE FROM memories WHERE {versions}", [owner, *chunk]).rowcount
-            if deleted:
-                self._drop_saved_index()
-                self.compact()
-            self._sync()
             return deleted
 
     def compact(self) -> bool:
@@ -652,12 +570,26 @@ class Archive:
 
         Called after every deletion so deleted text leaves the disk. Returns False when another
         connection's open read kept the WAL from being truncated (it is then cleared at a later
-        checkpoint, at the latest when the last connection closes).
+        checkpoint, at the latest when the last connection closes), or when the disk is full (the
+        checkpoint may need to grow the database file; it runs again at the next compact or close).
         """
         with self._lock:
             conn = self._require_open()
-            conn.executescript("PRAGMA incremental_vacuum;")  # execute() would free only one page per call
-            busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            try:
+                # fold the WAL in first: on a nearly full disk, the vacuum's page moves need the room it held
+                conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                conn.executescript("PRAGMA incremental_vacuum;")  # execute() would free only one page per call
+                busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            except sqlite3.OperationalError as error:
+                if getattr(error, "sqlite_errorname", "") != "SQLITE_FULL":
+                    raise
+                # the deletion itself committed (gone for every reader); the scrub waits for room
+                log.warning(
+                    "%s: disk full; deleted rows are gone, but their zeroed pages leave the files only "
+                    "at the next compact() or close() with free space",
+                    self.directory,
+                )
+                return False
             return busy == 0
 
     # ------------------------------------------------------------------ reads (all owner-scoped)
@@ -665,18 +597,24 @@ class Archive:
         """The owner's memories with these ids (older versions included), in the order asked; ids not found (or another owner's) are skipped."""
         ids = rowcodec.check_ids(ids, "Archive.get")
         rowcodec.check_owner(owner, "Archive.get")
+        now = timeutil.now().timestamp()
         found: dict[str, Memory] = {}
         with self._lock, self._read() as conn:
-            for chunk in _chunks(ids, 500):
+            for chunk in chunks(ids, 500):
                 marks = ",".join("?" * len(chunk))
                 for record in conn.execute(
-                    f"SELECT {_COLUMNS} FROM memories WHERE owner = ? AND id IN ({marks})", [owner, *chunk]
+                    f"SELECT {COLUMNS} FROM memories WHERE owner = ? AND id IN ({marks}) AND {LIVE}",
+                    [owner, *chunk, now],
                 ):
                     found[record[2]] = self._decode(record)
         return [found[i] for i in dict.fromkeys(ids) if i in found]
 
     def vectors(self, ids: Iterable[str], owner: str) -> np.ndarray:
-        """The stored vectors [N, dim] of the owner's memories with these ids (in order; all must exist)."""
+        """The stored vectors [N, dim] of the owner's memories with these ids (in order; all must exist).
+
+        Expired rows not yet swept still answer (callers ask for ids a read just returned, and a
+        vector holds no text).
+        """
         ids = rowcodec.check_ids(ids, "Archive.vectors")
         rowcodec.check_owner(owner, "Archive.vectors")
         out = np.zeros((len(ids), self.dim), dtype=np.float32)
@@ -700,38 +638,50 @@ class Archive:
         k = rowcodec.check_k(k, "Archive.search")
         query = rowcodec.check_vectors(vector, 1, self.dim, "Archive.search", single=True)
         filters = MemoryFilter.parse(filters)
+        now = timeutil.now().timestamp()
         with self._lock:
-            if filters is not None:
-                return self._search_filtered(query[0], k, owner, filters)
+            if filters is not None or self._has_expired(owner, now):
+                # the index still holds expired rows until a sweep: rank exactly so that k are filled
+                return self._search_filtered(query[0], k, owner, filters or MemoryFilter(), now)
             self._sync()
             ids, scores = self._retriever.search(query, k, owner)
             rows = [int(i) for i in ids[0]]
-            records = self._records_by_row(rows, owner)
+            records = self._records_by_row(rows, owner, now)
             return [(self._decode(records[row]), float(score)) for row, score in zip(rows, scores[0]) if row in records]
 
-    def _records_by_row(self, rows: Sequence[int], owner: str) -> dict[int, tuple]:
-        """The owner's current records with these row numbers, keyed by row."""
+    def _has_expired(self, owner: str, now: float) -> bool:
+        """Whether the owner has a current row that expired and is not swept yet (one indexed look-up)."""
+        with self._read() as conn:
+            return (
+                conn.execute(
+                    f"SELECT 1 FROM memories WHERE owner = ? AND expires_epoch <= ? AND {CURRENT} LIMIT 1", (owner, now)
+                ).fetchone()
+                is not None
+            )
+
+    def _records_by_row(self, rows: Sequence[int], owner: str, now: float) -> dict[int, tuple]:
+        """The owner's current, unexpired records with these row numbers, keyed by row."""
         records = {}
         with self._read() as conn:
-            for chunk in _chunks(rows, 500):
+            for chunk in chunks(rows, 500):
                 records.update(
                     (r[0], r)
                     for r in conn.execute(
                         # "+owner": filter by owner but look rows up by primary key; with a plain
                         # "owner = ?" SQLite picks the owner index and scans all the owner's rows
-                        f"SELECT {_COLUMNS} FROM memories WHERE +owner = ? AND {_CURRENT} "
+                        f"SELECT {COLUMNS} FROM memories WHERE +owner = ? AND {CURRENT} AND {LIVE} "
                         f"AND row IN ({','.join('?' * len(chunk))})",
-                        [owner, *chunk],
+                        [owner, now, *chunk],
                     )
                 )
         return records
 
     def _search_filtered(
-        self, query: np.ndarray, k: int, owner: str, filters: MemoryFilter
+        self, query: np.ndarray, k: int, owner: str, filters: MemoryFilter, now: float
     ) -> list[tuple[Memory, float]]:
-        """Exact ranking of the owner's current rows that pass ``filters``: clear columns in SQL,
-        metadata on the decoded records, checked best first until k match."""
-        where, params = _clear_conditions(owner, filters)
+        """Exact ranking of the owner's current, unexpired rows that pass ``filters``: clear columns in
+        SQL, metadata and scopes on the decoded records, checked best first until k match."""
+        where, params = _clear_conditions(owner, filters, now)
         with self._read() as conn:
             candidates = conn.execute(f"SELECT row, vector FROM memories WHERE {where}", params).fetchall()
         if not candidates:
@@ -745,7 +695,7 @@ class Archive:
         batch = k if not filters.needs_payload else max(k, 256)
         for start in range(0, len(order), batch):
             positions = order[start : start + batch]
-            records = self._records_by_row([candidates[p][0] for p in positions], owner)
+            records = self._records_by_row([candidates[p][0] for p in positions], owner, now)
             for p in positions:
                 record = records.get(candidates[p][0])
                 if record is None:  # deleted since the candidates were read
@@ -764,8 +714,8 @@ class Archive:
         rowcodec.check_owner(owner, "Archive.list_memories")
         rowcodec.check_page(limit, offset, "Archive.list_memories")
         filters = MemoryFilter.parse(filters)
-        where, params = _clear_conditions(owner, filters)
-        query = f"SELECT {_COLUMNS} FROM memories WHERE {where} ORDER BY t_epoch, id"
+        where, params = _clear_conditions(owner, filters, timeutil.now().timestamp())
+        query = f"SELECT {COLUMNS} FROM memories WHERE {where} ORDER BY t_epoch, id"
         with self._lock, self._read() as conn:
             if filters is None or not filters.needs_payload:
                 return [
@@ -793,7 +743,7 @@ class Archive:
         with self._lock, self._read() as conn:
             return [
                 self._decode(r)
-                for r in conn.execute(f"SELECT {_COLUMNS} FROM memories WHERE owner = ? ORDER BY t_epoch, id", (owner,))
+                for r in conn.execute(f"SELECT {COLUMNS} FROM memories WHERE owner = ? ORDER BY t_epoch, id", (owner,))
             ]
 
     def history(self, id: str, owner: str) -> list[Memory]:
@@ -804,24 +754,32 @@ class Archive:
             return [
                 self._decode(r)
                 for r in conn.execute(
-                    f"SELECT {_COLUMNS} FROM memories WHERE owner = ? AND superseded_by = ? ORDER BY row", (owner, id)
+                    f"SELECT {COLUMNS} FROM memories WHERE owner = ? AND superseded_by = ? ORDER BY row", (owner, id)
                 )
             ]
 
     def count(self, owner: str) -> int:
-        """How many current (not superseded) memories the owner has."""
+        """How many current (not superseded, not expired) memories the owner has."""
         rowcodec.check_owner(owner, "Archive.count")
         with self._lock:
             return (
                 self._require_open()
-                .execute(f"SELECT count(*) FROM memories WHERE owner = ? AND {_CURRENT}", (owner,))
+                .execute(
+                    f"SELECT count(*) FROM memories WHERE owner = ? AND {CURRENT} AND {LIVE}",
+                    (owner, timeutil.now().timestamp()),
+                )
                 .fetchone()[0]
             )
 
     def owners(self) -> list[str]:
         """Every owner with at least one stored memory, sorted."""
         with self._lock:
-            return [r[0] for r in self._require_open().execute("SELECT DISTINCT owner FROM memories ORDER BY owner")]
+            return [
+                r[0]
+                for r in self._require_open().execute(
+                    f"SELECT DISTINCT owner FROM memories WHERE {LIVE} ORDER BY owner", (timeutil.now().timestamp(),)
+                )
+            ]
 
     def index_size(self) -> int:
         """How many vectors the in-memory FAISS index holds after catching up (equals the table's row count)."""
@@ -850,9 +808,12 @@ class Archive:
             if newest <= mark or not memories:
                 return newest, set()
             stones = conn.execute(
-                "SELECT id, before FROM deletions WHERE seq > ? AND (owner = ? OR owner IS NULL)", (int(mark), owner)
+                "SELECT id, before FROM deletions WHERE seq > ? AND (owner = ? OR owner IS NULL)",
+                (int(mark), rowcodec.ledger_tag(self._ledger_secret, owner)),
             ).fetchall()
-        return newest, rowcodec.deleted_by_tombstones(memories, stones, lambda memory: memory.t.timestamp())
+        return newest, rowcodec.deleted_by_tombstones(
+            memories, stones, lambda memory: memory.t.timestamp(), self._ledger_secret
+        )
 
     # ------------------------------------------------------------------ lifecycle
     def close(self) -> None:
@@ -878,7 +839,9 @@ class Archive:
 
     # ------------------------------------------------------------------ encoding
     def _decode(self, record: tuple) -> Memory:
-        _, owner, memory_id, t, last_access, importance, kind, payload, vector, superseded_by, version = record
+        _, owner, memory_id, t, last_access, importance, kind, payload, vector, superseded_by, version, expires, ttl = (
+            record
+        )
         return rowcodec.decode_row(
             self._cipher,
             store_id=self.archive_id,
@@ -892,6 +855,8 @@ class Archive:
             superseded_by=superseded_by,
             payload=payload,
             vector=vector,
+            expires_at=expires,
+            ttl=ttl,
         )
 
 
@@ -927,24 +892,17 @@ def rotate_key(
     return count
 
 
-class _UntrustedIndex(Exception):
-    """The saved index files failed their check (see Archive._copy_verified_index); the open rebuilds."""
-
-
-def _text(value: str | bytes) -> str:
-    """A meta value as text (stored as TEXT or, by older writers, as a BLOB)."""
-    return value.decode() if isinstance(value, (bytes, bytearray)) else str(value)
-
-
-def _record_aad(record: tuple, store_id: str | None) -> bytes:
-    """The associated data of a stored record (columns as in ``_COLUMNS``) in a store with this id
-    (``None``: the layout from before archive ids, see :func:`memnets.store.rows.row_aad`)."""
-    _, owner, memory_id, t, _, importance, kind, _, vector, superseded_by, version = record
-    return rowcodec.row_aad(
-        owner, memory_id, t, kind, importance, bytes(vector), superseded_by, store_id=store_id, version=version
-    )
-
-
+# one row written: inserted, or over the stored (owner, id) keeping its row number (its FAISS id)
+_UPSERT = (
+    "INSERT INTO memories (owner, id, t, t_epoch, last_access, importance, kind, payload, vector, "
+    "superseded_by, version, expires_at, expires_epoch, ttl) VALUES (:owner, :id, :t, :t_epoch, :last_access, "
+    ":importance, :kind, :payload, :vector, :superseded_by, :version, :expires_at, :expires_epoch, :ttl) "
+    "ON CONFLICT (owner, id) DO UPDATE SET t = excluded.t, t_epoch = excluded.t_epoch, "
+    "last_access = excluded.last_access, importance = excluded.importance, kind = excluded.kind, "
+    "payload = excluded.payload, vector = excluded.vector, superseded_by = excluded.superseded_by, "
+    "version = excluded.version, expires_at = excluded.expires_at, expires_epoch = excluded.expires_epoch, "
+    "ttl = excluded.ttl"
+)
 _TOMBSTONES = (
     "CREATE TABLE IF NOT EXISTS deletions (seq INTEGER PRIMARY KEY AUTOINCREMENT, owner TEXT, id TEXT, before REAL)"
 )
@@ -958,14 +916,21 @@ def _record_tombstones(conn: sqlite3.Connection, tombstones: Sequence[tuple]) ->
         conn.executemany("INSERT INTO deletions (owner, id, before) VALUES (?, ?, ?)", tombstones)
 
 
+def _has_ledger(conn: sqlite3.Connection) -> bool:
+    return (
+        conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'deletions'").fetchone() is not None
+    )
+
+
 def _tombstone_mark(conn: sqlite3.Connection) -> int:
     row = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'deletions'").fetchone()
     return int(row[0]) if row else 0
 
 
-def _clear_conditions(owner: str, filters: MemoryFilter | None) -> tuple[str, list]:
-    """SQL conditions (and parameters) for the owner's current rows passing the clear-column part of ``filters``."""
-    where, params = [f"owner = ? AND {_CURRENT}"], [owner]
+def _clear_conditions(owner: str, filters: MemoryFilter | None, now: float) -> tuple[str, list]:
+    """SQL conditions (and parameters) for the owner's current rows, unexpired at ``now`` (epoch seconds),
+    passing the clear-column part of ``filters``."""
+    where, params = [f"owner = ? AND {CURRENT} AND {LIVE}"], [owner, now]
     if filters is not None:
         if filters.kinds is not None:
             where.append(f"kind IN ({','.join('?' * len(filters.kinds))})")
@@ -989,7 +954,7 @@ def _group_pairs(pairs: Iterable[tuple[str, str]]) -> Iterator[tuple[str, list[s
 
 def _unpack_vector(blob: bytes, dim: int, memory_id) -> np.ndarray:
     if len(blob) != dim * 4:
-        raise ArchiveIntegrityError(f"memory {memory_id!r}: stored vector has {len(blob)} bytes, expected {dim * 4}")
+        raise StoreIntegrityError(f"memory {memory_id!r}: stored vector has {len(blob)} bytes, expected {dim * 4}")
     return np.frombuffer(blob, dtype="<f4")
 
 
@@ -1005,8 +970,3 @@ def _group_by_owner(rows: Iterable[tuple], dim: int) -> Iterator[tuple[str, list
         vectors.append(_unpack_vector(blob, dim, row))
     if ids:
         yield owner, ids, np.stack(vectors)
-
-
-def _chunks(items: Sequence, size: int) -> Iterator[Sequence]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]

@@ -12,16 +12,41 @@ test suite (tests/test_store_contract.py) runs it against every store. The guara
 - Crash-safe: when ``upsert`` returns, the write survives a killed process.
 - Versions: a row whose ``superseded_by`` is set is an older version of the memory with that id;
   ``get``/``vectors`` return it by its own id, ``history`` lists them, and ``search``,
-  ``list_memories`` and ``count`` skip it.
+  ``list_memories`` and ``count`` skip it.  ``new_version`` turns the current row into such a version and writes the new one in one atomic
+  step, so concurrent updates of one id keep every acknowledged version, in a total order.
+- Scopes: ``agent`` and ``session`` are stored with the memory (sealed with its other fields) and
+  filtered on the decoded record, like metadata.
+- The deletion ledger names owners and ids only by keyed hashes (:func:`memnets.store.rows.ledger_tag`);
+  ``delete_owner`` leaves one tombstone for the owner and none for its ids.
 - Bad input raises ValueError/TypeError (InvalidMemoryError for records and vectors) naming the
   argument, and writes nothing.
+
+Optional capabilities are declared, not guessed from the methods a store happens to have (the way
+LangGraph's ``BaseStore.supports_ttl`` works): each is a Protocol below with a ``supports_*`` flag,
+and a store that implements one sets the flag to True as a class attribute. Callers ask
+:func:`supports`, which also refuses a store that declares a capability without its methods.
+
+- :class:`DeletionLedger` (``supports_deletion_ledger``): tombstones of every deletion, so a
+  manager holding memories in process never writes back what another connection deleted.
+- :class:`Compaction` (``supports_compaction``): ``compact()`` returns the bytes of deleted rows to
+  the file system or the database now, instead of at some later upkeep.
+- :class:`IndexRebuild` (``supports_index_rebuild``): ``rebuild_index()`` builds the search index
+  from the stored vectors (after a bulk load, or to change its parameters).
+- :class:`Expiry` (``supports_expiry``): a row whose ``expires_at`` has passed (by
+  :func:`memnets.timeutil.now`) is skipped by ``get``, ``search``, ``list_memories``, ``count`` and
+  ``owners`` at once, and ``search`` still fills k from the others; ``history`` and ``vectors``
+  still return it (the deletion path and callers holding an id read them) until a sweep deletes
+  it; ``expired`` lists what a sweep takes, ``refresh_expiry`` moves an expiry on a read.
+
+A store without a flag has none of these; the manager then forgets deletions made in its own
+process only. The contract suite (:mod:`memnets.store.testing`) checks every declared capability.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from datetime import datetime
-from typing import Protocol, runtime_checkable
+from typing import Protocol, TypeGuard, TypeVar, runtime_checkable
 
 import numpy as np
 
@@ -55,6 +80,15 @@ class MemoryStore(Protocol):
     def count(self, owner: str) -> int:
         """How many current (not superseded) memories the owner has."""
 
+    def new_version(self, memory: Memory, vector) -> Memory:
+        """Make ``memory`` the current version of its (owner, id) in one atomic step; returns the older version.
+
+        The current row becomes ``{id}~{n}`` (``superseded_by=id``, n the next free number) and
+        ``memory`` with ``vector`` [dim] takes its place, under one lock: concurrent calls on one id
+        (any thread, process or machine) are serialised, so every acknowledged version is kept in
+        ``history``, in the order they committed. KeyError when there is no current memory ``id``.
+        """
+
     def touch(self, ids: Iterable[str], owner: str, when: datetime) -> int:
         """Set last_access of these memories; returns how many were updated."""
 
@@ -75,3 +109,82 @@ class MemoryStore(Protocol):
 
     def close(self) -> None:
         """Release connections and files; safe to call twice."""
+
+
+@runtime_checkable
+class DeletionLedger(Protocol):
+    """Capability: a ledger of deletions that writers holding memories in process check before they write."""
+
+    supports_deletion_ledger: bool
+
+    def deletion_mark(self) -> int:
+        """The newest tombstone's sequence number (0: nothing was ever deleted)."""
+
+    def deleted_since(self, mark: int, owner: str, memories: Sequence[Memory]) -> tuple[int, set[str]]:
+        """Which of ``memories`` (the owner's, held by a writer) were deleted after ``mark``, and the newest mark.
+
+        Every delete, delete_owner and purge records its tombstones (also for ids the store never
+        held) in its own transaction, so a deletion by any connection or process is seen here.
+        """
+
+
+@runtime_checkable
+class Compaction(Protocol):
+    """Capability: give the space (and bytes) of deleted rows back now."""
+
+    supports_compaction: bool
+
+    def compact(self) -> object:
+        """Reclaim deleted rows' space now (the return value is the store's own report)."""
+
+
+@runtime_checkable
+class IndexRebuild(Protocol):
+    """Capability: rebuild the search index from the stored vectors."""
+
+    supports_index_rebuild: bool
+
+    def rebuild_index(self) -> object:
+        """Build the index again from the table (the return value is the store's own report)."""
+
+
+@runtime_checkable
+class Expiry(Protocol):
+    """Capability: memories with an ``expires_at`` vanish from reads when it passes, and can be swept."""
+
+    supports_expiry: bool
+
+    def refresh_expiry(self, ids: Iterable[str], owner: str, now: datetime) -> int:
+        """Set the expiry of these unexpired memories with a TTL to ``now + ttl``; returns how many."""
+
+    def expired(self, now: datetime, owner: str | None = None) -> list[tuple[str, str]]:
+        """(owner, id) of every stored row expired at ``now`` (of one owner or all), sorted: what a sweep deletes."""
+
+
+CAPABILITIES: dict[type, str] = {
+    DeletionLedger: "supports_deletion_ledger",
+    Compaction: "supports_compaction",
+    IndexRebuild: "supports_index_rebuild",
+    Expiry: "supports_expiry",
+}
+"""Every optional capability and the flag a store sets to declare it."""
+
+C = TypeVar("C")
+
+
+def supports(store: object, capability: type[C]) -> TypeGuard[C]:
+    """Whether ``store`` declares ``capability`` (one of :data:`CAPABILITIES`) by its ``supports_*`` flag.
+
+    Raises TypeError for a capability that is not in :data:`CAPABILITIES`, and for a store that
+    sets the flag but lacks a method of the capability (a declaration that would fail later).
+    """
+    flag = CAPABILITIES.get(capability)
+    if flag is None:
+        raise TypeError(
+            f"supports: {capability!r} is not a store capability; known: {[c.__name__ for c in CAPABILITIES]}"
+        )
+    if getattr(store, flag, False) is not True:
+        return False
+    if not isinstance(store, capability):
+        raise TypeError(f"{type(store).__name__} sets {flag} = True but lacks a method of {capability.__name__}")
+    return True
