@@ -35,7 +35,7 @@ def require_onnxruntime():
         import onnxruntime
     except ImportError:
         raise ImportError(
-            "the encoder backends 'onnx' and 'int8' need ONNX Runtime: pip install 'memnets[onnx]'"
+            "the encoder backends 'onnx' and 'int8' need ONNX Runtime of the extra [onnx]: pip install 'memnets[onnx]'"
         ) from None
     return onnxruntime
 
