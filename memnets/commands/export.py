@@ -16,6 +16,7 @@ import argparse
 import json
 from pathlib import Path
 
+from memnets.console import add_output_options, parse_args
 from memnets.data.config import SPLIT_NAMES, load_data_config
 
 
@@ -31,7 +32,7 @@ def _read_json_object(path: str | None, option: str) -> dict:
     return data
 
 
-def main(argv: list[str]) -> int:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="memnets export", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -52,7 +53,12 @@ def main(argv: list[str]) -> int:
         "-c", "--config", default=None, help="data config: YAML file or packaged name (default data/locomo)"
     )
     parser.add_argument("--overwrite", action="store_true", help="replace an existing pack folder")
-    args = parser.parse_args(argv)
+    return add_output_options(parser)
+
+
+def main(argv: list[str]) -> int:
+    command = parser()
+    args = parse_args(command, argv)
 
     from memnets.nn.encoder import MemoryEncoder
     from memnets.pack import export_pack, load_head
@@ -70,7 +76,7 @@ def main(argv: list[str]) -> int:
             raise ValueError(f"--out {args.out} already exists (pass --overwrite to replace it)")
         weights = ScorerWeights.load(args.scorer_weights) if args.scorer_weights else None
     except (OSError, ValueError) as error:
-        parser.error(str(error))
+        command.error(str(error))
 
     config = load_data_config(args.config)
     encoder = MemoryEncoder.from_pretrained(args.encoder)

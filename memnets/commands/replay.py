@@ -18,7 +18,7 @@ from pathlib import Path
 
 from rich.table import Table
 
-from memnets.console import print_table
+from memnets.console import add_output_options, parse_args, print_table
 from memnets.data.formats import load_conversations
 from memnets.data.locomo import DEFAULT_LOCOMO_PATH, DataFormatError
 from memnets.evaluation.replay import replay
@@ -64,7 +64,7 @@ def results_table(rows: list[dict], settings: dict) -> Table:
     return table
 
 
-def main(argv: list[str]) -> int:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="memnets replay", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -118,19 +118,24 @@ def main(argv: list[str]) -> int:
     parser.add_argument(
         "--output", type=Path, default=None, help="JSON results (default checkpoints/replay/replay-<conv>.json)"
     )
-    args = parser.parse_args(argv)
+    return add_output_options(parser)
+
+
+def main(argv: list[str]) -> int:
+    command = parser()
+    args = parse_args(command, argv)
     if args.pack is not None and not args.pack.is_dir():
-        parser.error(f"--pack {args.pack}: not a folder")
+        command.error(f"--pack {args.pack}: not a folder")
     if args.no_heuristic and args.pack is None:
-        parser.error("--no-heuristic leaves nothing to run without --pack")
+        command.error("--no-heuristic leaves nothing to run without --pack")
     try:
         categories = {int(c) for c in args.categories.split(",") if c.strip()}
     except ValueError:
-        parser.error(f"--categories must be comma-separated integers, got {args.categories!r}")
+        command.error(f"--categories must be comma-separated integers, got {args.categories!r}")
     try:
         conversation = load_conversations(args.data, sample_ids=[args.conversation])[0]
     except (FileNotFoundError, DataFormatError) as error:
-        parser.error(f"--conversation {args.conversation} / --data {args.data}: {error}")
+        command.error(f"--conversation {args.conversation} / --data {args.data}: {error}")
     result = replay(
         conversation,
         encoder=args.encoder,
