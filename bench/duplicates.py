@@ -28,11 +28,11 @@ MAX_FALSE_MERGE_RATE = 0.001
 
 def measure(encoder=None, data=None) -> dict:
     """Distinct-turn maxima and paraphrase cosines per conversation, the chosen threshold, and its rates."""
-    from memnets.data.locomo import DEFAULT_LOCOMO_PATH, load_locomo
+    from memnets.data.locomo import load_locomo
     from memnets.nn.encoder import MemoryEncoder
 
     encoder = encoder or MemoryEncoder.from_pretrained()
-    conversations = load_locomo(data or DEFAULT_LOCOMO_PATH)
+    conversations = load_locomo(data)
     per = {}
     for conversation in conversations:
         turns = [turn.content for turn in conversation.turns]

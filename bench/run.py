@@ -23,8 +23,7 @@ from pathlib import Path
 
 from bench.common import REPO_ROOT
 from bench.report import write_report
-
-BENCHMARKS = ("quality", "encoding", "search", "manager", "store", "api", "training")
+from bench.sections import BENCHMARKS
 
 
 def parse_only(value: str) -> tuple[str, ...]:

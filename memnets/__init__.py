@@ -6,12 +6,40 @@ hand-set scores of Generative Agents and MemGPT.
 
 The public API is importable from here (``memnets.open``, ``memnets.Memory``, ...). Each name is
 imported from its module on first use, so ``import memnets`` stays light (no torch) and the
-submodules import without cycles. A new public name is one line in ``_EXPORTS``.
+submodules import without cycles. A new public name is one line in ``_EXPORTS`` and one in the
+``TYPE_CHECKING`` block below, which shows type checkers and IDEs the same names (a test keeps the
+two equal); that block never runs.
 """
 
 from __future__ import annotations
 
 import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from memnets.agent import Agent
+    from memnets.api import AgentMemory, SearchHit, open
+    from memnets.llm import LLM, LLMError
+    from memnets.memory.manager import ManagerConfig, MemoryManager
+    from memnets.nn.encoder import MemoryEncoder
+    from memnets.nn.heads import ImportanceHead, RecallGateHead
+    from memnets.pack import Pack, export_pack, load_pack
+    from memnets.protocols import TextEncoder
+    from memnets.records import Memory
+    from memnets.retrieval.faiss_retriever import FaissRetriever
+    from memnets.scoring import HeuristicScorer, LearnedScorer, Scorer, ScorerWeights
+    from memnets.store import (
+        ArchiveError,
+        InvalidMemoryError,
+        MemoryFilter,
+        MemoryStore,
+        StoreError,
+        StoreFormatError,
+        StoreIntegrityError,
+        StoreKeyError,
+        open_store,
+    )
+    from memnets.store.archive import Archive
 
 __version__ = "0.1.0"
 
@@ -41,6 +69,12 @@ _EXPORTS: dict[str, str] = {
     "MemoryFilter": "memnets.store",
     "open_store": "memnets.store",
     "Archive": "memnets.store.archive",
+    "StoreError": "memnets.store",
+    "StoreFormatError": "memnets.store",
+    "StoreKeyError": "memnets.store",
+    "StoreIntegrityError": "memnets.store",
+    "InvalidMemoryError": "memnets.store",
+    "ArchiveError": "memnets.store",
     "MemoryManager": "memnets.memory.manager",
     "ManagerConfig": "memnets.memory.manager",
     # the agent loop

@@ -15,6 +15,9 @@ from __future__ import annotations
 import importlib
 import sys
 
+from memnets.data.location import DataNotFoundError
+from memnets.extras import missing_extra_message
+
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 HELP_WORDS = {"-h", "--help", "help"}
 
@@ -126,6 +129,15 @@ def main(argv: list[str] | None = None) -> int:
         if exit.code is None or isinstance(exit.code, int):
             return int(exit.code or 0)
         print(exit.code, file=sys.stderr)
+        return EXIT_FAILURE
+    except DataNotFoundError as error:  # no conversations given or found: a usage error
+        print(f"memnets: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    except ModuleNotFoundError as error:
+        message = missing_extra_message(error, f"memnets {' '.join(argv[: len(argv) - len(rest)])}")
+        if message is None:
+            raise
+        print(f"memnets: {message}", file=sys.stderr)
         return EXIT_FAILURE
     except KeyboardInterrupt:
         print("memnets: interrupted", file=sys.stderr)

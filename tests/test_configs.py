@@ -10,9 +10,9 @@ import yaml
 from memnets.commands.run import load_steps
 from memnets.configs import ConfigNotFoundError, config_argument, load_config, packaged_configs, resolve_config
 from memnets.data.config import load_data_config
-from memnets.datasets import locomo_path
+from memnets.data.location import find_data
 
-PACKAGED = Path(__file__).resolve().parents[1] / "memnets" / "configs"
+PACKAGED = Path(__file__).resolve().parents[1] / "configs"  # the checkout's configs/, what config_root finds here
 
 
 def test_a_packaged_name_resolves_in_every_spelling(tmp_path, monkeypatch):
@@ -98,7 +98,7 @@ def test_every_packaged_config_loads(name):
         assert [step for step, _ in steps][0] == "data"
     elif name.startswith("data/"):
         data = load_data_config(name)
-        assert data.path == locomo_path() and data.path.is_file()  # path: null = the bundled subset
+        assert data.path == find_data() and data.path.is_file()  # path: null = the data that find_data finds
         assert not data.cache_dir.is_absolute()  # caches land under the working folder
     else:
         assert {"trainer", "model", "data"} <= set(config)
@@ -127,3 +127,27 @@ def test_memnets_fit_names_an_unknown_config(capsys):
 
     assert main(["encoder", "-c", "encoder/tpu"]) == 2
     assert "'encoder/tpu' is neither a file nor a packaged config" in capsys.readouterr().err
+
+
+def test_every_config_reader_goes_through_the_one_loader():
+    """Only memnets.configs parses YAML: a reader calling yaml.*load itself would miss the `base:` chain
+    (as a benchmark once did, timing another setup than `memnets fit`)."""
+    import ast
+
+    root = Path(__file__).resolve().parents[1]
+    loader = root / "memnets" / "configs" / "__init__.py"
+    offenders = []
+    for top in ("memnets", "bench", "train"):
+        for path in sorted((root / top).rglob("*.py")):
+            if path == loader:
+                continue
+            for node in ast.walk(ast.parse(path.read_text())):
+                if (
+                    isinstance(node, ast.Call)
+                    and isinstance(node.func, ast.Attribute)
+                    and node.func.attr in {"load", "safe_load", "full_load", "unsafe_load", "load_all", "safe_load_all"}
+                    and isinstance(node.func.value, ast.Name)
+                    and node.func.value.id == "yaml"
+                ):
+                    offenders.append(f"{path.relative_to(root)}:{node.lineno}")
+    assert not offenders, f"read configs with memnets.configs.load_config, not yaml directly: {offenders}"

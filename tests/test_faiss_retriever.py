@@ -433,7 +433,7 @@ def test_memory_per_memory_is_one_copy():
 def test_ivf_with_an_hnsw_quantizer_is_exact_when_every_list_is_visited(monkeypatch):
     """Large owners (>= 1,024 lists) assign vectors with an HNSW graph over the centroids; lowered
     here so a small owner gets one. Visiting every list must still give the exact top-k."""
-    import memnets.retrieval.faiss_retriever as module
+    import memnets.retrieval.faiss_index as module
 
     monkeypatch.setattr(module, "IVF_HNSW_QUANTIZER_FROM", 8)
     retriever, data = filled("ivf", owners=1, per_owner=2000, exact_below=0)

@@ -28,7 +28,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "memnets.safefiles",
             "memnets.netutil",
             "memnets.progress",
-            "memnets.datasets",
+            "memnets.extras",
         },
     ),
     ("records and settings", {"memnets.records", "memnets.configs", "memnets.llm"}),
@@ -215,3 +215,18 @@ def test_public_names_resolve():
     assert missing == []
     with pytest.raises(AttributeError, match="no attribute 'nothing'"):
         memnets.nothing  # noqa: B018
+
+
+def test_the_type_checking_names_are_the_lazy_exports():
+    """memnets/__init__.py shows type checkers the same public names that it imports lazily."""
+    import memnets
+
+    tree = ast.parse((ROOT / "memnets" / "__init__.py").read_text())
+    block = next(node for node in tree.body if isinstance(node, ast.If) and _type_checking_only(node))
+    shown = {
+        alias.asname or alias.name: node.module
+        for node in block.body
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+    }
+    assert shown == memnets._EXPORTS

@@ -36,6 +36,7 @@ def train_st_mnrl(
     *,
     backbone: str = DEFAULT_BACKBONE,
     data_config: str | None = None,
+    data: str | Path | None = None,
     include_observations: bool = True,
     epochs: int = 3,
     batch_size: int = 32,
@@ -51,7 +52,7 @@ def train_st_mnrl(
     from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
 
     torch.manual_seed(seed)
-    config = load_data_config(data_config)
+    config = load_data_config(data_config, data=data)
     pairs = build_retrieval_pairs(
         load_conversations(config.path, config.splits["train"]), include_observations=include_observations
     )

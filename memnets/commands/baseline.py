@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from memnets.commands.options import add_data_option
 from memnets.console import add_output_options, parse_args
 
 
@@ -28,6 +29,7 @@ def st_mnrl_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "-c", "--config", default=None, help="data config: YAML file or packaged name (default data/locomo)"
     )
+    add_data_option(parser)
     parser.add_argument("--no-observations", action="store_true", help="question pairs only")
     parser.add_argument("--epochs", type=int, default=3, help="passes over the pairs (default 3)")
     parser.add_argument(
@@ -57,6 +59,7 @@ def st_mnrl_main(argv: list[str]) -> int:
         args.output,
         backbone=args.backbone,
         data_config=args.config,
+        data=args.data,
         include_observations=not args.no_observations,
         epochs=args.epochs,
         batch_size=args.batch_size,

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from rich.table import Table
 
+from memnets.commands.options import DATA_HELP, add_data_option
 from memnets.console import add_output_options, parse_args, print_table
 from memnets.data.config import SPLIT_NAMES, load_data_config
 from memnets.data.formats import load_conversations
@@ -73,12 +74,7 @@ def retrieval_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "-c", "--config", default=None, help="data config: YAML file or packaged name (default data/locomo)"
     )
-    parser.add_argument(
-        "--data",
-        default=None,
-        type=Path,
-        help="conversations to evaluate on, LoCoMo JSON or memnets JSONL (docs/data.md); default: the config's file",
-    )
+    add_data_option(parser, DATA_HELP + " (with --data and no --split, every conversation of the file)")
     parser.add_argument("--json", default=None, help="write the reports (with per-question values) here")
     parser.add_argument(
         "--pack", default=None, help="also evaluate a memory pack: its encoder (dense) and its LearnedScorer"
@@ -98,10 +94,10 @@ def retrieval_main(argv: list[str]) -> int:
         categories = tuple(int(c) for c in args.categories.split(","))
     except ValueError as error:
         parser.error(str(error))
-    config = load_data_config(args.config)
     split = args.split or ("all" if args.data else "test")
     try:
-        conversations = load_conversations(args.data or config.path, None if split == "all" else config.splits[split])
+        config = load_data_config(args.config, data=args.data)
+        conversations = load_conversations(config.path, None if split == "all" else config.splits[split])
     except (OSError, ValueError) as error:
         parser.error(str(error))
     reason = unscorable(conversations, categories)
@@ -155,6 +151,7 @@ def heads_parser() -> argparse.ArgumentParser:
         default=None,
         help="data config: YAML file or packaged name (default data/locomo); --data-config is an old alias",
     )
+    add_data_option(parser)
     parser.add_argument("--json", default=None, help="also write the results to this JSON file")
     return add_output_options(parser)
 
@@ -166,7 +163,8 @@ def heads_main(argv: list[str]) -> int:
     args = parse_args(parser, argv)
     if args.importance is None and args.gate is None:
         parser.error("give --importance and/or --gate")
-    result = evaluate_heads(args.encoder, args.importance, args.gate, args.split, args.config, progress=True)
+    data = None if args.data is None else str(args.data)
+    result = evaluate_heads(args.encoder, args.importance, args.gate, args.split, args.config, progress=True, data=data)
     for task, columns in HEAD_COLUMNS.items():
         if task in result:
             title = f"{task} on {args.split} (positives {result[f'{task}_positives']:.3f})"

@@ -16,6 +16,7 @@ import argparse
 import json
 from pathlib import Path
 
+from memnets.commands.options import add_data_option
 from memnets.console import add_output_options, parse_args
 from memnets.data.config import SPLIT_NAMES, load_data_config
 
@@ -52,6 +53,7 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "-c", "--config", default=None, help="data config: YAML file or packaged name (default data/locomo)"
     )
+    add_data_option(parser)
     parser.add_argument("--overwrite", action="store_true", help="replace an existing pack folder")
     return add_output_options(parser)
 
@@ -78,7 +80,7 @@ def main(argv: list[str]) -> int:
     except (OSError, ValueError) as error:
         command.error(str(error))
 
-    config = load_data_config(args.config)
+    config = load_data_config(args.config, data=args.data)
     encoder = MemoryEncoder.from_pretrained(args.encoder)
     importance = load_head("importance", args.importance) if args.importance else None
     if weights is None and args.fit_split != "none":

@@ -1,12 +1,15 @@
 """`memnets fit COMPONENT -c CONFIG [LightningCLI options]`: train one component with LightningCLI.
 
 Parses the component name, hands the rest to :func:`memnets.lit.cli.build_cli`, prints usage and
-config errors. ``memnets fit encoder --help`` lists every option.
+config errors. ``memnets fit encoder --help`` lists every option. ``--data FILE`` (the conversations
+file, as on every command that reads them) becomes the DataModule's ``--data.data_path FILE``:
+LightningCLI's own ``--data`` takes a DataModule config, never a conversations file.
 """
 
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 from memnets.console import setup_output
 from memnets.lit.cli import COMPONENTS, build_cli
@@ -17,7 +20,7 @@ OUTPUT_OPTIONS = {"-v": 1, "--verbose": 1, "-vv": 2, "-q": -1, "--quiet": -1}
 def usage() -> str:
     names = ", ".join(sorted(COMPONENTS))
     return (
-        f"usage: memnets fit {{{names}}} -c CONFIG [-v | -q] [LightningCLI fit options]\n\n"
+        f"usage: memnets fit {{{names}}} -c CONFIG [--data FILE] [-v | -q] [LightningCLI fit options]\n\n"
         "Run `memnets fit COMPONENT --help` for every option of a component."
     )
 
@@ -34,6 +37,30 @@ def output_options(argv: list[str]) -> tuple[int, bool, list[str]]:
         else:
             verbose += level
     return verbose, quiet, rest
+
+
+def is_conversations(value: str) -> bool:
+    path = Path(value)
+    return path.suffix in {".json", ".jsonl"} or (path.exists() and path.suffix not in {".yaml", ".yml"})
+
+
+def data_file_arguments(argv: list[str]) -> list[str]:
+    """``--data FILE`` / ``--data=FILE`` naming conversations -> ``--data.data_path FILE``.
+
+    Conversations are a .json / .jsonl file or an existing path that is not a YAML config; any other
+    value is LightningCLI's own ``--data`` (a DataModule config) and passes through unchanged.
+    """
+    out, rest = [], iter(argv)
+    for arg in rest:
+        if arg == "--data" or arg.startswith("--data="):
+            value = arg.partition("=")[2] if "=" in arg else next(rest, "")
+            if is_conversations(value):
+                out += ["--data.data_path", value]
+                continue
+            out += [arg] if "=" in arg else [arg, value]
+            continue
+        out.append(arg)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -53,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     from memnets.configs import ConfigNotFoundError
 
     try:
-        build_cli(component, rest)
+        build_cli(component, data_file_arguments(rest))
     except ConfigNotFoundError as error:
         print(f"memnets fit: {error}", file=sys.stderr)
         return 2

@@ -18,9 +18,11 @@ from pathlib import Path
 
 from rich.table import Table
 
+from memnets.commands.options import add_data_option
 from memnets.console import add_output_options, parse_args, print_table
 from memnets.data.formats import load_conversations
-from memnets.data.locomo import DEFAULT_LOCOMO_PATH, DataFormatError
+from memnets.data.location import find_data
+from memnets.data.locomo import DataFormatError
 from memnets.evaluation.replay import replay
 
 DEFAULT_OUTPUT_DIR = Path("checkpoints") / "replay"
@@ -69,12 +71,7 @@ def parser() -> argparse.ArgumentParser:
         prog="memnets replay", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--conversation", default="conv-50", help="sample id (default conv-50, the test split)")
-    parser.add_argument(
-        "--data",
-        type=Path,
-        default=DEFAULT_LOCOMO_PATH,
-        help="conversations: LoCoMo JSON or memnets JSONL (docs/data.md)",
-    )
+    add_data_option(parser)
     parser.add_argument(
         "--pack", type=Path, default=None, help="a memory pack folder to compare with the heuristic manager"
     )
@@ -133,6 +130,7 @@ def main(argv: list[str]) -> int:
     except ValueError:
         command.error(f"--categories must be comma-separated integers, got {args.categories!r}")
     try:
+        args.data = find_data(args.data)
         conversation = load_conversations(args.data, sample_ids=[args.conversation])[0]
     except (FileNotFoundError, DataFormatError) as error:
         command.error(f"--conversation {args.conversation} / --data {args.data}: {error}")

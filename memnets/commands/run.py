@@ -17,6 +17,7 @@ from pathlib import Path
 
 from rich.table import Table
 
+from memnets.commands.options import DATA_HELP, add_data_option
 from memnets.configs import load_config
 from memnets.console import add_output_options, parse_args, print_table
 
@@ -37,6 +38,25 @@ def load_steps(path: str | Path) -> list[tuple[str, list[str]]]:
             raise ValueError(f"{path}: step {name!r} should be a non-empty list of memnets arguments, got {argv!r}")
         parsed.append((str(name), [str(arg) for arg in argv]))
     return parsed
+
+
+# the commands whose steps read conversations, and so take `memnets run --data FILE`
+READS_CONVERSATIONS = {
+    ("data", "prepare"),
+    ("fit",),
+    ("eval", "retrieval"),
+    ("eval", "heads"),
+    ("export",),
+    ("replay",),
+    ("baseline", "st-mnrl"),
+}
+
+
+def with_data(argv: list[str], data: Path | None) -> list[str]:
+    """A step's argv with ``--data FILE`` appended when the step reads conversations and a file was given."""
+    if data is None or not {tuple(argv[:1]), tuple(argv[:2])} & READS_CONVERSATIONS:
+        return argv
+    return [*argv, "--data", str(data)]
 
 
 def select(
@@ -66,6 +86,7 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--from", dest="start", default=None, help="start at this step (resume)")
     parser.add_argument("--only", nargs="+", default=None, help="run only these steps")
     parser.add_argument("--dry-run", action="store_true", help="print the steps without running them")
+    add_data_option(parser, DATA_HELP + "; passed to every step that reads conversations")
     return add_output_options(parser)
 
 
@@ -79,6 +100,7 @@ def main(argv: list[str]) -> int:
 
     timings = []
     for name, step_argv in steps:
+        step_argv = with_data(step_argv, args.data)
         command = [sys.executable, "-m", "memnets", *step_argv]
         print(f"\n=== step {name}: memnets {' '.join(step_argv)}", flush=True)
         if args.dry_run:

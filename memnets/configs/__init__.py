@@ -1,4 +1,8 @@
-"""The default configs, shipped inside the package and read with importlib.resources.
+"""The default configs: the YAML files of the repository's top-level `configs/` folder.
+
+A user reads and edits them in `configs/` of a checkout; the wheel carries the same files inside the
+package (`memnets/_configs/`, copied in at build time by setup.py's build step), so an installed memnets
+finds them without a checkout. `config_root()` is the one place that knows both homes.
 
 A config argument (`memnets run -c ...`, `memnets fit encoder -c ...`, a data config) is either a
 file path or the name of a packaged config: its path under this folder, with or without `.yaml`
@@ -15,6 +19,7 @@ cpu, gpu and ddp configs are each a few lines on top of `encoder/base`.
 
 from __future__ import annotations
 
+from functools import cache
 from importlib.resources import files
 from pathlib import Path
 from typing import Any
@@ -22,6 +27,25 @@ from typing import Any
 import yaml
 
 _PREFIX = "configs/"
+_PACKAGED = "_configs"  # the folder the wheel maps `configs/` to, inside the package
+
+
+@cache
+def config_root() -> Path:
+    """The folder of the default configs: the wheel's packaged copy, else the checkout's `configs/`.
+
+    An installed wheel has `memnets/_configs/`; a checkout (editable install, or `PYTHONPATH` on the
+    source tree) has `configs/` beside the `memnets/` package. Raises ConfigNotFoundError when
+    neither exists, which only happens in a broken installation.
+    """
+    package = Path(str(files("memnets")))
+    for root in (package / _PACKAGED, package.parent / "configs"):
+        if root.is_dir():
+            return root
+    raise ConfigNotFoundError(
+        f"no default configs: neither {package / _PACKAGED} (an installed wheel) nor "
+        f"{package.parent / 'configs'} (a checkout) exists; reinstall memnets or pass a config file"
+    )
 
 
 class ConfigNotFoundError(FileNotFoundError):
@@ -30,7 +54,7 @@ class ConfigNotFoundError(FileNotFoundError):
 
 def packaged_configs() -> list[str]:
     """Names of every packaged config, e.g. `['data/locomo', 'encoder/cpu', ...]`."""
-    root = Path(str(files(__name__)))
+    root = config_root()
     return sorted(str(path.relative_to(root).with_suffix("")) for path in root.rglob("*.yaml"))
 
 
@@ -47,9 +71,9 @@ def resolve_config(value: str | Path) -> Path:
     name = name[len(_PREFIX) :] if name.startswith(_PREFIX) else name
     if not name.endswith((".yaml", ".yml")):
         name += ".yaml"
-    resource = files(__name__).joinpath(*name.split("/"))
+    resource = config_root().joinpath(*name.split("/"))
     if not path.is_absolute() and resource.is_file():
-        return Path(str(resource))
+        return resource
     raise ConfigNotFoundError(
         f"config {str(value)!r} is neither a file nor a packaged config; "
         f"packaged configs are {', '.join(packaged_configs())}"

@@ -1,7 +1,8 @@
 """The data config (packaged `data/locomo`): file, cache, split by conversation, label settings.
 
-`path` is the LoCoMo JSON file; when it is absent or null, the LoCoMo subset bundled with the package.
-Relative paths (`path`, `cache_dir`) are taken from the working directory, so caches land in the
+`path` is the conversations file (LoCoMo JSON or memnets JSONL); when it is absent or null, the file
+that `memnets.data.location.find_data` finds ($MEMNETS_DATA, else a checkout's data/locomo). A
+command's `--data FILE` overrides it. Relative paths (`path`, `cache_dir`) are taken from the working directory, so caches land in the
 folder a command runs from, never inside the installation.
 """
 
@@ -11,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from memnets.configs import load_config, resolve_config
-from memnets.datasets import locomo_path
+from memnets.data.location import find_data
 
 DEFAULT_DATA_CONFIG = "data/locomo"
 SPLIT_NAMES = ("train", "validation", "test")
@@ -52,8 +53,12 @@ class DataConfig:
     source: Path | None = field(default=None, compare=False)
 
 
-def load_data_config(path: str | Path | None = None) -> DataConfig:
-    """Read a data config (a YAML file or a packaged config name); errors name the file and the field."""
+def load_data_config(path: str | Path | None = None, data: str | Path | None = None) -> DataConfig:
+    """Read a data config (a YAML file or a packaged config name); errors name the file and the field.
+
+    ``data`` (a command's `--data FILE`) replaces the config's `path:`; with neither, the data file
+    is found by `find_data` (DataNotFoundError when there is none).
+    """
     path = resolve_config(path if path is not None else DEFAULT_DATA_CONFIG)
     raw = load_config(path)
     try:
@@ -63,7 +68,7 @@ def load_data_config(path: str | Path | None = None) -> DataConfig:
         if not windows or min(windows) < 1:
             raise ValueError(f"gate.windows must be positive integers, got {windows}")
         return DataConfig(
-            path=Path(raw["path"]) if raw.get("path") is not None else locomo_path(),
+            path=find_data(data if data is not None else raw.get("path")),
             cache_dir=Path(raw.get("cache_dir") or "data/cache"),
             splits=splits,
             include_observations=bool(raw.get("retrieval", {}).get("include_observations", True)),

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from memnets.data.jsonl import load_jsonl
+from memnets.data.location import find_data
 from memnets.data.locomo import (
     Conversation,
     DataFormatError,
@@ -41,13 +42,15 @@ def detect_format(path: str | Path) -> str:
     raise DataFormatError(f"{path}: the file is empty")
 
 
-def load_conversations(path: str | Path, sample_ids: Sequence[str] | None = None) -> list[Conversation]:
+def load_conversations(path: str | Path | None, sample_ids: Sequence[str] | None = None) -> list[Conversation]:
     """Read a LoCoMo JSON or memnets JSONL file; optionally keep only ``sample_ids`` (file order).
+
+    ``path`` None reads the file that :func:`memnets.data.location.find_data` finds.
 
     Raises FileNotFoundError for a missing file and DataFormatError (a ValueError; its subclasses
     LocomoFormatError and JsonlFormatError) naming the file, the line and the field otherwise.
     """
-    path = Path(path)
+    path = find_data(path)
     if detect_format(path) == "locomo":
         return load_locomo(path, sample_ids)
     return select_conversations(load_jsonl(path), sample_ids, path)

@@ -1,4 +1,4 @@
-"""Reader for LoCoMo (Maharana et al., ACL 2024; CC BY-NC 4.0, see memnets/datasets/locomo/README.md).
+"""Reader for LoCoMo (Maharana et al., ACL 2024; CC BY-NC 4.0, see data/locomo/README.md).
 
 Turns a LoCoMo JSON file into typed conversations: sessions with their dates parsed, turns with
 their image captions, QA items with normalised evidence ids, and observation facts. Evidence ids
@@ -16,9 +16,8 @@ from datetime import datetime
 from functools import cached_property
 from pathlib import Path
 
-from memnets.datasets import locomo_path
+from memnets.data.location import find_data
 
-DEFAULT_LOCOMO_PATH = locomo_path()
 CATEGORY_NAMES = {
     1: "multi-hop",
     2: "temporal",
@@ -314,14 +313,14 @@ def select_conversations(
 
 
 def load_locomo(
-    path: str | Path = DEFAULT_LOCOMO_PATH, sample_ids: list[str] | tuple[str, ...] | None = None
+    path: str | Path | None = None, sample_ids: list[str] | tuple[str, ...] | None = None
 ) -> list[Conversation]:
-    """Read a LoCoMo JSON file; optionally keep only `sample_ids` (in the file's order).
+    """Read a LoCoMo JSON file (None: the data file `find_data` finds); optionally keep only `sample_ids`.
 
-    Raises FileNotFoundError for a missing file and LocomoFormatError for bad JSON or schema; schema
+    Conversations stay in the file's order. Raises FileNotFoundError for a missing file and LocomoFormatError for bad JSON or schema; schema
     errors name the line where the sample starts and the field.
     """
-    path = Path(path)
+    path = find_data(path)
     samples = _samples_with_lines(path.read_text(encoding="utf-8"), path)
     conversations = [
         parse_sample(sample, f"{path}, item {i} (line {line})") for i, (sample, line) in enumerate(samples)

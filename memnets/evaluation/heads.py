@@ -153,6 +153,7 @@ def evaluate_heads(
     split: str = "test",
     data_config: str | None = None,
     progress: bool = False,
+    data: str | None = None,
 ) -> dict:
     """Evaluate saved heads (either may be ``None`` to skip it) on ``split``.
 
@@ -169,7 +170,9 @@ def evaluate_heads(
         if directory is None:
             continue
         head = head_class.load(directory)
-        datamodule = datamodule_class(encoder_path=encoder_dir, data_config=data_config, progress=progress)
+        datamodule = datamodule_class(
+            encoder_path=encoder_dir, data_config=data_config, data_path=data, progress=progress
+        )
         datamodule.setup("test")
         trained_on = head.metadata.get("encoder", {}).get("checksum")
         if trained_on and trained_on != datamodule.encoder_checksum:

@@ -185,6 +185,7 @@ class RetrievalDataModule(L.LightningDataModule):
 
     Args:
         data_config: the data config YAML (split by conversation, data path, cache folder).
+        data_path: the conversations file, replacing the config's ``path:`` (`memnets fit --data FILE`).
         batch_size: pairs per step per device.
         include_observations: add (observation fact -> source turn) pairs to the question pairs.
         group_by_conversation: draw each batch from one conversation (hard in-batch negatives).
@@ -199,6 +200,7 @@ class RetrievalDataModule(L.LightningDataModule):
     def __init__(
         self,
         data_config: str | None = None,
+        data_path: str | None = None,
         batch_size: int = 32,
         include_observations: bool = True,
         group_by_conversation: bool = True,
@@ -217,7 +219,7 @@ class RetrievalDataModule(L.LightningDataModule):
 
     def _load(self):
         hp = self.hparams
-        config = load_data_config(hp.data_config)
+        config = load_data_config(hp.data_config, data=hp.data_path)
         conversations = {c.sample_id: c for c in load_conversations(config.path, config.splits["train"])}
         pairs = build_retrieval_pairs(conversations.values(), include_observations=hp.include_observations).to_list()
         for i, row in enumerate(pairs):

@@ -56,6 +56,7 @@ class HeadDataModule(L.LightningDataModule):
     Args:
         encoder_path: the frozen encoder folder (``None`` = the untrained backbone).
         data_config: the data YAML (``None`` = the packaged ``data/locomo``).
+        data_path: the conversations file, replacing the config's ``path:`` (`memnets fit --data FILE`).
         batch_size: training and evaluation batch size.
         embedding_cache: folder of cached embeddings (``None`` = ``{data cache_dir}/embeddings``).
         progress: show progress bars while building datasets and embedding.
@@ -67,6 +68,7 @@ class HeadDataModule(L.LightningDataModule):
         self,
         encoder_path: str | None = None,
         data_config: str | None = None,
+        data_path: str | None = None,
         batch_size: int = 256,
         embedding_cache: str | None = None,
         progress: bool = True,
@@ -76,6 +78,7 @@ class HeadDataModule(L.LightningDataModule):
             raise ValueError(f"batch_size must be positive, got {batch_size}")
         self.encoder_path = encoder_path
         self.data_config = data_config
+        self.data_path = data_path
         self.batch_size = batch_size
         self.embedding_cache = embedding_cache
         self.progress = progress
@@ -87,7 +90,7 @@ class HeadDataModule(L.LightningDataModule):
     def setup(self, stage: str | None = None) -> None:
         if self.splits:
             return
-        config = load_data_config(self.data_config)
+        config = load_data_config(self.data_config, data=self.data_path)
         self.data_key = cache_key(config)
         datasets = prepare_datasets(config, progress=self.progress)
         cache = self.embedding_cache or str(Path(config.cache_dir) / "embeddings")

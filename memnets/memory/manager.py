@@ -63,6 +63,7 @@ from memnets.memory.tiers import ContextWindow, Entry, WorkingMemory, policy
 from memnets.protocols import TextEncoder
 from memnets.records import Memory
 from memnets.scoring import HeuristicScorer, min_max
+from memnets.store.protocol import DeletionLedger, supports
 from memnets.timeutil import as_utc_or_now
 
 logger = logging.getLogger(__name__)
@@ -252,10 +253,11 @@ class MemoryManager:
         self.owns_store = owns_store
         self.closed = False
         # the store's deletion ledger position this manager has caught up with (see _forget_deleted)
-        self._deletion_mark = store.deletion_mark() if hasattr(store, "deletion_mark") else 0
-        if not hasattr(store, "deleted_since"):
+        self._ledger = supports(store, DeletionLedger)
+        self._deletion_mark = store.deletion_mark() if self._ledger else 0
+        if not self._ledger:
             logger.warning(
-                "%s has no deletion ledger (deletion_mark/deleted_since): the manager of %r forgets "
+                "%s declares no deletion ledger (supports_deletion_ledger): the manager of %r forgets "
                 "deletions made through AgentMemory in this process only",
                 type(store).__name__,
                 owner,
@@ -341,10 +343,10 @@ class MemoryManager:
 
         Called before every write, every query and at close, so a memory deleted elsewhere (even
         one still in our write buffer, which the store never saw) is never written back, shown or
-        restored. Stores without a ledger (``deleted_since``) only get in-process deletions, through
-        :meth:`forget`.
+        restored. Stores without a ledger (:class:`~memnets.store.protocol.DeletionLedger`) only get
+        in-process deletions, through :meth:`forget`.
         """
-        if not hasattr(self.store, "deleted_since"):
+        if not self._ledger:
             return set()
         self._deletion_mark, gone = self.store.deleted_since(
             self._deletion_mark, self.owner, list(self._held().values())

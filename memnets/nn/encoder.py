@@ -6,6 +6,10 @@ normalisation. For the same model this computes exactly what sentence-transforme
 folder written by :meth:`MemoryEncoder.save_pretrained` loads in transformers, in
 sentence-transformers (``SentenceTransformer(dir)``) and here again with ``from_pretrained(dir)``.
 
+Work per text is bounded: a text is cut to a character prefix before it is tokenised (see
+:meth:`MemoryEncoder.cut`), so a 4 MB memory or query costs what its first few thousand characters
+cost, and for ordinary text the tokens are exactly those of the whole text truncated to the window.
+
 Optional text prefixes mark queries and memories (e.g. ``"query: "``); they are prepended before
 tokenisation and are saved with the model (also as sentence-transformers prompts ``query`` and
 ``document``) so that a loaded encoder embeds text the way it was trained to.
@@ -14,6 +18,7 @@ tokenisation and are saved with the model (also as sentence-transformers prompts
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -27,10 +32,18 @@ from transformers import AutoConfig, AutoModel, AutoTokenizer
 from memnets.progress import quiet_loading, track
 from memnets.protocols import Kind
 
+logger = logging.getLogger(__name__)
+
 DEFAULT_BACKBONE = str(get_model_path())  # a str: sentence-transformers does not take Path
 CONFIG_NAME = "memnets_encoder.json"
 PROJECTION_DIR = "2_Dense"
 FORMAT_VERSION = 1
+# A text is tokenised from a cut of max_length * CUT_CHARS_PER_TOKEN characters (English LoCoMo turns
+# average about 4.5 characters per MiniLM token), widened 4x at a time while the cut holds too few
+# tokens, up to max_length * CUT_MAX_CHARS_PER_TOKEN characters (runs of spaces or control characters
+# that make no tokens: there the window is what that many characters hold).
+CUT_CHARS_PER_TOKEN = 8
+CUT_MAX_CHARS_PER_TOKEN = 128
 
 
 class MemoryEncoder(torch.nn.Module):
@@ -217,13 +230,60 @@ class MemoryEncoder(torch.nn.Module):
             return self.memory_prefix
         raise ValueError(f"kind must be 'memory' or 'query', got {kind!r}")
 
+    def cut(self, text: str) -> str:
+        """The character prefix of ``text`` that the encoder tokenises; the truncation rule.
+
+        The encoder embeds the first ``max_length`` tokens of a text (special tokens included). To
+        keep the work per text bounded, a longer text is cut first: to ``max_length * 8``
+        characters, and that cut is kept when its tokens fill the window with at least one more
+        word after the window (so no word inside the window is one the cut split); otherwise the
+        cut widens 4x at a time, up to ``max_length * 128`` characters. So the tokens of
+        ``cut(text)`` truncated to the window equal those of the whole text truncated to the window
+        (tested on real texts), except for a text whose first ``max_length * 128`` characters make
+        fewer than ``max_length`` tokens (mostly spaces or control characters), whose window is
+        what those characters hold. A chunker that splits a long memory into windows can call
+        :meth:`window_end` to find where each window stops.
+        """
+        budget = self.max_length * CUT_CHARS_PER_TOKEN
+        limit = self.max_length * CUT_MAX_CHARS_PER_TOKEN
+        if len(text) <= budget:
+            return text
+        if not getattr(self.tokenizer, "is_fast", False):  # no word ids to check the cut with
+            return text[:limit]
+        window = self.max_length - self.tokenizer.num_special_tokens_to_add()
+        while len(text) > budget:
+            head = text[:budget]
+            words = self.tokenizer(head, add_special_tokens=False, verbose=False).word_ids()
+            if len(words) > window and words[window - 1] != words[-1]:
+                return head
+            if budget >= limit:
+                logger.debug("a text's first %d characters make only %d tokens; embedding those", limit, len(words))
+                return head
+            budget = min(4 * budget, limit)
+        return text
+
+    def window_end(self, text: str, kind: Kind = "memory") -> int:
+        """How many characters of ``text`` the encoder embeds: the end of the last token in its
+        window, ``len(text)`` when the whole text fits. A chunker starts the next window there.
+        Needs a fast (Rust) tokenizer, for the token offsets."""
+        prefix = self.prefix(kind)
+        head = self.cut(prefix + text)
+        offsets = self.tokenizer(head, add_special_tokens=False, return_offsets_mapping=True, verbose=False)[
+            "offset_mapping"
+        ]
+        window = self.max_length - self.tokenizer.num_special_tokens_to_add()
+        if len(offsets) <= window:
+            return len(head) - len(prefix)
+        return max(0, offsets[window - 1][1] - len(prefix))
+
     def tokenize(self, texts: Sequence[str], kind: Kind = "memory") -> dict[str, torch.Tensor]:
-        """Prefix, tokenise, pad and truncate ``texts``: ``{"input_ids", "attention_mask"}`` (CPU)."""
+        """Prefix, cut (:meth:`cut`), tokenise, pad and truncate ``texts``: ``{"input_ids",
+        "attention_mask"}`` (CPU)."""
         if isinstance(texts, str):
             raise TypeError("texts must be a sequence of strings, not one string")
         prefix = self.prefix(kind)
         batch = self.tokenizer(
-            [prefix + text for text in texts],
+            [self.cut(prefix + text) for text in texts],
             padding=True,
             truncation=True,
             max_length=self.max_length,

@@ -4,10 +4,39 @@ from __future__ import annotations
 
 import os
 
+from memnets.store.errors import (
+    ArchiveError,
+    ArchiveFormatError,
+    ArchiveIntegrityError,
+    ArchiveKeyError,
+    InvalidMemoryError,
+    StoreError,
+    StoreFormatError,
+    StoreIntegrityError,
+    StoreKeyError,
+)
 from memnets.store.filters import MemoryFilter
-from memnets.store.protocol import MemoryStore
+from memnets.store.protocol import CAPABILITIES, Compaction, DeletionLedger, IndexRebuild, MemoryStore, supports
 
-__all__ = ["MemoryFilter", "MemoryStore", "open_store"]
+__all__ = [
+    "CAPABILITIES",
+    "ArchiveError",
+    "ArchiveFormatError",
+    "ArchiveIntegrityError",
+    "ArchiveKeyError",
+    "Compaction",
+    "DeletionLedger",
+    "IndexRebuild",
+    "InvalidMemoryError",
+    "MemoryFilter",
+    "MemoryStore",
+    "StoreError",
+    "StoreFormatError",
+    "StoreIntegrityError",
+    "StoreKeyError",
+    "open_store",
+    "supports",
+]
 
 _POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 

@@ -29,13 +29,10 @@ How the pieces stay consistent (see docs/security.md for the reasoning):
   ``last_access`` is not bound (``touch`` does not re-seal).
 - A replace (upsert of an existing id) scrubs like a delete: the old text and vector leave the
   SQLite file (secure_delete + checkpoint) and the saved index files are dropped.
-- The saved index files are authenticated before FAISS parses any of them: ``index/index_auth.json``
-  lists each file's sha256 under an HMAC-SHA256 keyed from the archive key (HKDF), or, without a
-  key, under a plain checksum that catches corruption but not a writer of the folder. A file that
-  fails, an unlisted file, or a file name that is not a plain name inside the folder make the
-  open rebuild the index from SQLite and say so (a warning, and ``index_source ==
-  "rebuilt:untrusted"``). The verified bytes are copied into a private temporary folder and
-  FAISS reads that copy, so what is parsed is what was checked.
+- The saved index files are authenticated before FAISS parses any of them (an HMAC under a key
+  derived from the archive key, or a checksum without one; :mod:`memnets.store.index_files`). A
+  file that fails makes the open rebuild the index from SQLite and say so (a warning, and
+  ``index_source == "rebuilt:untrusted"``).
 - :func:`rotate_key` re-encrypts every row under a new key (and the current KDF parameters) in
   one SQLite transaction: a crash leaves the archive under exactly one of the two keys.
 - Older versions of a memory (rows with ``superseded_by`` set) stay in the table for ``history``
@@ -47,24 +44,21 @@ How the pieces stay consistent (see docs/security.md for the reasoning):
 
 One connection per ``Archive``, shared by its threads under a re-entrant lock that also guards
 the index; several processes may open the same directory (SQLite's locks plus ``busy_timeout``).
+
+This module is the Archive itself: the connection, the change-log sync of the index, reads and
+writes. The SQLite schema, format migrations and re-sealing rows (key rotation) are in
+:mod:`memnets.store.sqlite_schema`; sealing, checking and saving the index files in
+:mod:`memnets.store.index_files`.
 """
 
 from __future__ import annotations
 
-import hashlib
-import hmac
-import json
 import logging
 import os
-import re
-import shutil
 import sqlite3
-import tempfile
 import threading
-import time
-import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager, suppress
+from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import Self
@@ -73,69 +67,20 @@ import numpy as np
 
 from memnets.progress import track
 from memnets.records import Memory
-from memnets.retrieval.faiss_retriever import MANIFEST as RETRIEVER_MANIFEST
 from memnets.retrieval.faiss_retriever import FaissRetriever
-from memnets.safefiles import UnsafeFileError, copy_verified, read_regular
 from memnets.store import rows as rowcodec
 from memnets.store.crypto import DEFAULT_KDF, RowCipher
-from memnets.store.errors import (
-    ArchiveError,
-    ArchiveFormatError,
-    ArchiveIntegrityError,
-    ArchiveKeyError,
-)
+from memnets.store.errors import StoreError, StoreFormatError, StoreIntegrityError, StoreKeyError
 from memnets.store.filters import MemoryFilter
+from memnets.store.index_files import INDEX_AUTH, INDEX_DIR, INDEX_MARKER, IndexFolder, UntrustedIndex
+from memnets.store.sqlite_schema import COLUMNS, CURRENT, DB_FILE, FORMAT_VERSION, chunks, open_schema, rotate_rows
 from memnets.timeutil import as_utc
 
-FORMAT_VERSION = 3  # stored in PRAGMA user_version; bump with a migration (_MIGRATIONS) when the schema changes
-DB_FILE = "archive.sqlite3"
-INDEX_DIR = "index"
-INDEX_MARKER = "archive_generation.json"
-INDEX_AUTH = "index_auth.json"  # sha256 of every other index file, under an HMAC (key) or a checksum (no key)
-_INDEX_MAC_PURPOSE = b"memnets/index-mac/v1"
-_INDEX_FILE_FIELDS = ("file", "master", "search")  # fields of retriever.json's owner entries that name index files
-_PLAIN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")  # a file directly inside the index folder
-CHANGELOG_KEEP = 100_000  # change-log rows kept for other processes to catch up; older ones force a rebuild
-_LEFTOVER_AGE_S = 3600  # staging copies of the index older than this belong to no live save
-_REBUILD_PROGRESS_FROM = 50_000  # show a progress bar when rebuilding at least this many vectors
+__all__ = ["DB_FILE", "FORMAT_VERSION", "INDEX_AUTH", "INDEX_DIR", "INDEX_MARKER", "Archive", "rotate_key"]
 
-_SCHEMA = """
-CREATE TABLE meta (key TEXT PRIMARY KEY, value BLOB NOT NULL);
-CREATE TABLE memories (
-    row INTEGER PRIMARY KEY AUTOINCREMENT,  -- the FAISS id, never reused
-    owner TEXT NOT NULL,
-    id TEXT NOT NULL,
-    t TEXT NOT NULL,                        -- ISO 8601, exactly as given
-    t_epoch REAL NOT NULL,                  -- for ordering and purges (naive times read as UTC)
-    last_access TEXT NOT NULL,
-    importance REAL NOT NULL,
-    kind TEXT NOT NULL,
-    payload BLOB NOT NULL,                  -- JSON of content and structured fields, sealed with a key
-    vector BLOB NOT NULL,                   -- little-endian float32 [dim]
-    superseded_by TEXT,                     -- id of the newer version (NULL: a current memory)
-    version INTEGER NOT NULL DEFAULT 1,     -- +1 on every write of the row, bound into the seal
-    UNIQUE (owner, id)
-);
-CREATE INDEX memories_owner_t ON memories (owner, t_epoch);
-CREATE INDEX memories_t ON memories (t_epoch);
-CREATE INDEX memories_owner_superseded ON memories (owner, superseded_by);
-CREATE INDEX memories_owner_kind ON memories (owner, kind);  -- kind filters read only matching rows
-CREATE TABLE changes (seq INTEGER PRIMARY KEY AUTOINCREMENT, row INTEGER NOT NULL);
-"""
-# format N -> N + 1, run in the open's write transaction (the first open by a newer memnets upgrades)
-_MIGRATIONS = {
-    1: [
-        "ALTER TABLE memories ADD COLUMN superseded_by TEXT",
-        "CREATE INDEX memories_owner_superseded ON memories (owner, superseded_by)",
-    ],
-    2: [
-        "ALTER TABLE memories ADD COLUMN version INTEGER NOT NULL DEFAULT 1",  # + _bind_rows (archive id)
-        "CREATE INDEX IF NOT EXISTS memories_owner_kind ON memories (owner, kind)",
-    ],
-}
+CHANGELOG_KEEP = 100_000  # change-log rows kept for other processes to catch up; older ones force a rebuild
+_REBUILD_PROGRESS_FROM = 50_000  # show a progress bar when rebuilding at least this many vectors
 log = logging.getLogger(__name__)
-_COLUMNS = "row, owner, id, t, last_access, importance, kind, payload, vector, superseded_by, version"
-_CURRENT = "superseded_by IS NULL"  # rows that search, listings, counts and the FAISS index see
 
 
 class Archive:
@@ -160,6 +105,11 @@ class Archive:
     may use the same id without seeing each other.
     """
 
+    # optional capabilities this store declares (memnets.store.protocol)
+    supports_deletion_ledger = True
+    supports_compaction = True
+    supports_index_rebuild = True
+
     def __init__(
         self,
         directory: str | os.PathLike,
@@ -178,6 +128,7 @@ class Archive:
         self._conn = self._connect(busy_timeout)
         try:
             self.dim, self._cipher, self.archive_id = self._init_schema(dim, key)
+            self._index_files = IndexFolder(self.directory, self.archive_id, self._cipher)
             self._retriever: FaissRetriever
             self._generation = 0  # the change-log position the in-memory index reflects
             self._saved_generation = -1  # the generation of the index files on disk (-1: none/unknown)
@@ -195,10 +146,10 @@ class Archive:
             conn.execute("PRAGMA auto_vacuum = INCREMENTAL")  # only takes effect on a new, empty file
             mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
         except sqlite3.DatabaseError as error:
-            raise ArchiveFormatError(f"{path} is not a memnets archive (SQLite says: {error})") from None
+            raise StoreFormatError(f"{path} is not a memnets archive (SQLite says: {error})") from None
         if mode.lower() != "wal":
             conn.close()
-            raise ArchiveError(
+            raise StoreError(
                 f"{path}: could not switch SQLite to WAL mode (got {mode!r}); is the folder on a network file system?"
             )
         # FULL (not NORMAL): in WAL mode NORMAL survives a killed process but may drop the last
@@ -210,111 +161,23 @@ class Archive:
 
     def _init_schema(self, dim: int | None, key: bytes | str | None) -> tuple[int, RowCipher | None, str]:
         """Create the schema in a new archive, or check format, dim and key of an existing one (and upgrade it)."""
-        path = self.directory / DB_FILE
-        with self._write():
-            try:
-                version = self._conn.execute("PRAGMA user_version").fetchone()[0]
-                tables = {r[0] for r in self._conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-            except sqlite3.DatabaseError as error:
-                raise ArchiveFormatError(f"{path} is not a memnets archive (SQLite says: {error})") from None
-            if version == 0 and not tables:
-                return self._create(dim, key)
-            if version > FORMAT_VERSION:
-                raise ArchiveFormatError(
-                    f"{path} was written by archive format {version}; this memnets reads format {FORMAT_VERSION} "
-                    "and older. Upgrade memnets to open it (it was not modified)."
-                )
-            if version < 1 or not {"meta", "memories", "changes"} <= tables:
-                raise ArchiveFormatError(
-                    f"{path} is an SQLite file but not a memnets archive (user_version {version}, tables {sorted(tables)})"
-                )
-            meta = dict(self._conn.execute("SELECT key, value FROM meta"))
-            stored_dim = int(meta["dim"])
-            if dim is not None and dim != stored_dim:
-                raise ArchiveFormatError(
-                    f"{path} holds vectors of dim {stored_dim}, but Archive was opened with dim={dim}"
-                )
-            cipher = rowcodec.existing_cipher(key, meta, str(path))
-            for step in range(version, FORMAT_VERSION):
-                for statement in _MIGRATIONS[step]:
-                    self._conn.execute(statement)
-            if "archive_id" not in meta:  # format < 3: give the archive its id and bind every row to it
-                meta["archive_id"] = self._bind_rows(cipher)
-            if version != FORMAT_VERSION:
-                self._conn.execute(f"PRAGMA user_version = {FORMAT_VERSION}")
-        return stored_dim, cipher, _text(meta["archive_id"])
-
-    def _bind_rows(self, cipher: RowCipher | None) -> str:
-        """Upgrade to format 3 inside the open's transaction: a new archive id, and with a key every row
-        re-sealed from the old associated data (no archive id, no version) to the new one."""
-        archive_id = rowcodec.new_store_id()
-        self._conn.execute("INSERT INTO meta (key, value) VALUES ('archive_id', ?)", (archive_id,))
-        if cipher is not None:
-            count = self._reseal(self._conn, cipher, None, cipher, archive_id)
-            log.info(
-                "%s: upgraded to archive format 3; %d rows bound to archive id %s", self.directory, count, archive_id
-            )
-        return archive_id
-
-    def _reseal(
-        self,
-        conn: sqlite3.Connection,
-        opener: RowCipher,
-        old_id: str | None,
-        sealer: RowCipher,
-        new_id: str,
-        progress: Callable[[int, int], None] | None = None,
-    ) -> int:
-        """Inside the caller's write transaction: open every row's payload with ``opener`` (associated data
-        of store id ``old_id``) and seal it again with ``sealer`` (of ``new_id``); returns how many rows."""
-        rows = [r[0] for r in conn.execute("SELECT row FROM memories ORDER BY row")]
-        for done, chunk in enumerate(_chunks(rows, 500), start=1):
-            marks = ",".join("?" * len(chunk))
-            for record in conn.execute(f"SELECT {_COLUMNS} FROM memories WHERE row IN ({marks})", chunk).fetchall():
-                plaintext = opener.open(
-                    bytes(record[7]), _record_aad(record, old_id), what=f"memory {record[2]!r} of owner {record[1]!r}"
-                )
-                conn.execute(
-                    "UPDATE memories SET payload = ? WHERE row = ?",
-                    (sealer.seal(plaintext, _record_aad(record, new_id)), record[0]),
-                )
-            if progress is not None:
-                progress(min(done * 500, len(rows)), len(rows))
-        return len(rows)
+        with self._write() as conn:
+            return open_schema(conn, self.directory / DB_FILE, dim, key)
 
     def _rotate(self, key: bytes | str, kdf: dict, progress: Callable[[int, int], None] | None) -> int:
         """Re-seal every row under ``key`` in one transaction; see :func:`rotate_key`."""
         if self._cipher is None:
-            raise ArchiveKeyError(f"{self.directory} is not encrypted; there is no key to rotate")
+            raise StoreKeyError(f"{self.directory} is not encrypted; there is no key to rotate")
         cipher, key_meta = rowcodec.new_cipher(key, kdf)
         with self._lock:
             # the saved index is authenticated under the old key: drop it first, so that whichever key the
             # archive ends under, the next open rebuilds it quietly (close() saves it under the new key)
             self._drop_saved_index()
             with self._write() as conn:
-                count = self._reseal(conn, self._cipher, self.archive_id, cipher, self.archive_id, progress)
-                conn.executemany("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", key_meta.items())
-            self._cipher = cipher
+                count = rotate_rows(conn, self._cipher, cipher, key_meta, self.archive_id, progress)
+            self._cipher = self._index_files.cipher = cipher
             self.compact()  # the old ciphertexts leave the WAL and the free pages
         return count
-
-    def _create(self, dim: int | None, key: bytes | str | None) -> tuple[int, RowCipher | None, str]:
-        if dim is None:
-            raise ValueError(f"Archive: {self.directory} holds no archive yet; give dim to create one")
-        for statement in _SCHEMA.split(";"):
-            if statement.strip():
-                self._conn.execute(statement)
-        cipher, key_meta = rowcodec.new_cipher(key)
-        archive_id = rowcodec.new_store_id()
-        meta = {
-            "dim": dim,
-            "created_with": f"memnets archive format {FORMAT_VERSION}",
-            "archive_id": archive_id,
-            **key_meta,
-        }
-        self._conn.executemany("INSERT INTO meta (key, value) VALUES (?, ?)", meta.items())
-        self._conn.execute(f"PRAGMA user_version = {FORMAT_VERSION}")
-        return dim, cipher, archive_id
 
     # ------------------------------------------------------------------ transactions
     @contextmanager
@@ -339,7 +202,7 @@ class Archive:
 
     def _require_open(self) -> sqlite3.Connection:
         if self._conn is None:
-            raise ArchiveError(f"archive {self.directory} is closed")
+            raise StoreError(f"archive {self.directory} is closed")
         return self._conn
 
     # ------------------------------------------------------------------ the index
@@ -351,100 +214,33 @@ class Archive:
         """Load the saved index when it reflects the current generation, else rebuild it from SQLite."""
         with self._read() as conn:
             generation = self._db_generation(conn)
-            count = conn.execute(f"SELECT count(*) FROM memories WHERE {_CURRENT}").fetchone()[0]
-        folder = self.directory / INDEX_DIR
-        for leftover in self.directory.glob(f".{INDEX_DIR}.*"):  # from a save killed midway, long ago
-            with suppress(OSError):
-                if time.time() - leftover.stat().st_mtime > _LEFTOVER_AGE_S:
-                    shutil.rmtree(leftover, ignore_errors=True)
+            count = conn.execute(f"SELECT count(*) FROM memories WHERE {CURRENT}").fetchone()[0]
         expected = {"generation": generation, "count": count, "dim": self.dim, "index": self.index_kind}
         try:
-            # a cheap look first (JSON only): a stale index is rebuilt without hashing it
-            if json.loads(read_regular(folder, INDEX_MARKER)) == expected:
-                with tempfile.TemporaryDirectory(prefix="memnets-index-") as private:
-                    self._copy_verified_index(folder, Path(private))
-                    if json.loads((Path(private) / INDEX_MARKER).read_bytes()) == expected:
-                        retriever = FaissRetriever.load(private)
-                        if len(retriever) == count and retriever.dim == self.dim:
-                            self._retriever, self._generation = retriever, generation
-                            self._saved_generation = generation
-                            self._sync()
-                            return "loaded"
-        except (_UntrustedIndex, UnsafeFileError) as error:  # UnsafeFileError: a link or a FIFO as the marker
+            retriever = self._index_files.load(expected)
+        except UntrustedIndex as error:
             log.warning(
-                "%s: the saved index files failed their check (%s); rebuilding the index from SQLite", folder, error
+                "%s: the saved index files failed their check (%s); rebuilding the index from SQLite",
+                self._index_files.folder,
+                error,
             )
             self._rebuild()
             return "rebuilt:untrusted"
-        except (OSError, ValueError, KeyError, TypeError, RuntimeError):
-            pass  # missing, stale, partial or foreign index files: the table is the truth
+        if retriever is not None and len(retriever) == count and retriever.dim == self.dim:
+            self._retriever, self._generation = retriever, generation
+            self._saved_generation = generation
+            self._sync()
+            return "loaded"
         self._rebuild()
         return "rebuilt"
-
-    def _index_seal(self, files: dict[str, str]) -> dict[str, str]:
-        """The authentication of index files (name -> sha256) of this archive: an HMAC-SHA256 under a key
-        derived from the archive key, or without a key a plain checksum (catches corruption, not a forger)."""
-        body = json.dumps({"archive_id": self.archive_id, "files": files}, sort_keys=True).encode()
-        if self._cipher is None:
-            return {"checksum_sha256": hashlib.sha256(body).hexdigest()}
-        return {"hmac_sha256": hmac.new(self._cipher.subkey(_INDEX_MAC_PURPOSE), body, "sha256").hexdigest()}
-
-    def _write_index_auth(self, folder: Path) -> None:
-        """Write ``INDEX_AUTH`` into a freshly saved index folder: every file's sha256 and their seal."""
-        files = {name: copy_verified(folder, name, None) for name in sorted(os.listdir(folder))}
-        (folder / INDEX_AUTH).write_text(json.dumps({"files": files, **self._index_seal(files)}, indent=1))
-
-    def _copy_verified_index(self, folder: Path, private: Path) -> None:
-        """Copy the saved index files into ``private`` once they pass their check, before FAISS parses any.
-
-        FileNotFoundError when there is no authentication record (no saved index, or one written by
-        an older memnets): the caller rebuilds. :class:`_UntrustedIndex` when a file is a link, is not
-        listed, is not a plain name, differs from its digest, or the record's seal does not verify.
-        """
-        try:
-            record = json.loads(read_regular(folder, INDEX_AUTH))
-            files = record["files"] if isinstance(record, dict) else None
-            if not isinstance(files, dict) or not all(isinstance(v, str) for v in files.values()):
-                raise _UntrustedIndex(f"{INDEX_AUTH} is not a record of file digests")
-            odd = sorted(name for name in files if not _PLAIN_NAME.fullmatch(name) or name == INDEX_AUTH)
-            if odd:
-                raise _UntrustedIndex(f"{INDEX_AUTH} lists {odd[0]!r}, not a plain file name inside the folder")
-            present = set(os.listdir(folder)) - {INDEX_AUTH}
-            if present != set(files):
-                extra, missing = sorted(present - set(files)), sorted(set(files) - present)
-                raise _UntrustedIndex(f"files not listed: {extra[:3]}, listed but missing: {missing[:3]}")
-            seal = self._index_seal(files)
-            name, value = next(iter(seal.items()))
-            if not isinstance(record.get(name), str) or not hmac.compare_digest(record[name], value):
-                raise _UntrustedIndex(
-                    f"the {name} of {INDEX_AUTH} does not verify"
-                    + (" under this archive's key" if self._cipher is not None else "")
-                )
-            for name, digest in sorted(files.items()):
-                if copy_verified(folder, name, private) != digest:
-                    raise _UntrustedIndex(f"{name}: sha256 differs from {INDEX_AUTH}")
-        except UnsafeFileError as error:
-            raise _UntrustedIndex(f"{error.filename}: {error.strerror}") from None
-        except json.JSONDecodeError as error:
-            raise _UntrustedIndex(f"{INDEX_AUTH} is not valid JSON ({error})") from None
-        manifest = json.loads((private / RETRIEVER_MANIFEST).read_bytes())
-        for entry in manifest.get("owners", []):
-            for field, value in entry.items():
-                if field == "owner" or not isinstance(value, str):
-                    continue  # the owner name is data, and may hold any character
-                looks_like_path = "/" in value or "\\" in value or value.startswith(".")
-                if (field in _INDEX_FILE_FIELDS and value not in files) or looks_like_path:
-                    raise _UntrustedIndex(
-                        f"{RETRIEVER_MANIFEST} names {value!r} ({field}), not a verified file of the folder"
-                    )
 
     def _rebuild(self) -> None:
         """A fresh index of every vector in the table, at one consistent snapshot."""
         retriever = FaissRetriever(self.dim, index=self.index_kind)
         with self._read() as conn:
             generation = self._db_generation(conn)
-            total = conn.execute(f"SELECT count(*) FROM memories WHERE {_CURRENT}").fetchone()[0]
-            rows = conn.execute(f"SELECT row, owner, vector FROM memories WHERE {_CURRENT} ORDER BY owner, row")
+            total = conn.execute(f"SELECT count(*) FROM memories WHERE {CURRENT}").fetchone()[0]
+            rows = conn.execute(f"SELECT row, owner, vector FROM memories WHERE {CURRENT} ORDER BY owner, row")
             with track(
                 total=total, desc="rebuilding memory index", unit="mem", disable=total < _REBUILD_PROGRESS_FROM
             ) as progress:
@@ -470,7 +266,7 @@ class Archive:
                     )
                 ]
                 present = conn.execute(
-                    f"SELECT row, owner, vector FROM memories WHERE {_CURRENT} AND row IN "
+                    f"SELECT row, owner, vector FROM memories WHERE {CURRENT} AND row IN "
                     "(SELECT row FROM changes WHERE seq > ? AND seq <= ?) ORDER BY owner, row",
                     (self._generation, generation),
                 ).fetchall()
@@ -511,25 +307,12 @@ class Archive:
             if self._saved_generation == self._generation:
                 return
             with self._read() as conn:
-                count = conn.execute(f"SELECT count(*) FROM memories WHERE {_CURRENT}").fetchone()[0]
+                count = conn.execute(f"SELECT count(*) FROM memories WHERE {CURRENT}").fetchone()[0]
                 if self._db_generation(conn) != self._generation or count != len(self._retriever):
                     return  # another process wrote meanwhile; the next open rebuilds or a later save wins
-            folder = self.directory / INDEX_DIR
-            staging = self.directory / f".{INDEX_DIR}.{uuid.uuid4().hex}"
-            old = self.directory / f".{INDEX_DIR}.{uuid.uuid4().hex}"
             marker = {"generation": self._generation, "count": count, "dim": self.dim, "index": self.index_kind}
-            try:
-                self._retriever.save(staging)
-                (staging / INDEX_MARKER).write_text(json.dumps(marker))
-                self._write_index_auth(staging)
-                if folder.exists():
-                    folder.rename(old)
-                staging.rename(folder)
-            except (OSError, RuntimeError):  # FAISS reports a vanished folder as RuntimeError
+            if not self._index_files.save(self._retriever, marker):
                 return  # another process saved or deleted at the same moment; the next open decides
-            finally:
-                shutil.rmtree(staging, ignore_errors=True)
-                shutil.rmtree(old, ignore_errors=True)
             with self._read() as conn:
                 if self._db_generation(conn) != self._generation:
                     # another process wrote (maybe deleted) while we saved: these files are already
@@ -540,8 +323,7 @@ class Archive:
 
     def _drop_saved_index(self) -> None:
         """Delete the index files on disk (they hold vectors of deleted memories); the next open rebuilds."""
-        for folder in [self.directory / INDEX_DIR, *self.directory.glob(f".{INDEX_DIR}.*")]:
-            shutil.rmtree(folder, ignore_errors=True)  # also copies left by a save that was killed
+        self._index_files.drop()
         self._saved_generation = -1
 
     # ------------------------------------------------------------------ writes
@@ -600,7 +382,7 @@ class Archive:
         ids = rowcodec.check_ids(ids, "Archive.delete")
         rowcodec.check_owner(owner, "Archive.delete")
         return self._delete_where(
-            [(f"owner = ? AND id IN ({','.join('?' * len(chunk))})", [owner, *chunk]) for chunk in _chunks(ids, 500)],
+            [(f"owner = ? AND id IN ({','.join('?' * len(chunk))})", [owner, *chunk]) for chunk in chunks(ids, 500)],
             tombstones=[(owner, i, None) for i in ids],
         )
 
@@ -632,12 +414,12 @@ class Archive:
                 _record_tombstones(conn, tombstones)
                 for where, params in clauses:
                     replaced = conn.execute(
-                        f"SELECT owner, id FROM memories WHERE {where} AND {_CURRENT}", params
+                        f"SELECT owner, id FROM memories WHERE {where} AND {CURRENT}", params
                     ).fetchall()
                     self._log_changes(conn, where, params)
                     deleted += conn.execute(f"DELETE FROM memories WHERE {where}", params).rowcount
                     for owner, ids in _group_pairs(replaced):
-                        for chunk in _chunks(ids, 500):
+                        for chunk in chunks(ids, 500):
                             versions = f"owner = ? AND superseded_by IN ({','.join('?' * len(chunk))})"
                             self._log_changes(conn, versions, [owner, *chunk])
                             deleted += conn.execute(f"DELETE FROM memories WHERE {versions}", [owner, *chunk]).rowcount
@@ -667,10 +449,10 @@ class Archive:
         rowcodec.check_owner(owner, "Archive.get")
         found: dict[str, Memory] = {}
         with self._lock, self._read() as conn:
-            for chunk in _chunks(ids, 500):
+            for chunk in chunks(ids, 500):
                 marks = ",".join("?" * len(chunk))
                 for record in conn.execute(
-                    f"SELECT {_COLUMNS} FROM memories WHERE owner = ? AND id IN ({marks})", [owner, *chunk]
+                    f"SELECT {COLUMNS} FROM memories WHERE owner = ? AND id IN ({marks})", [owner, *chunk]
                 ):
                     found[record[2]] = self._decode(record)
         return [found[i] for i in dict.fromkeys(ids) if i in found]
@@ -713,13 +495,13 @@ class Archive:
         """The owner's current records with these row numbers, keyed by row."""
         records = {}
         with self._read() as conn:
-            for chunk in _chunks(rows, 500):
+            for chunk in chunks(rows, 500):
                 records.update(
                     (r[0], r)
                     for r in conn.execute(
                         # "+owner": filter by owner but look rows up by primary key; with a plain
                         # "owner = ?" SQLite picks the owner index and scans all the owner's rows
-                        f"SELECT {_COLUMNS} FROM memories WHERE +owner = ? AND {_CURRENT} "
+                        f"SELECT {COLUMNS} FROM memories WHERE +owner = ? AND {CURRENT} "
                         f"AND row IN ({','.join('?' * len(chunk))})",
                         [owner, *chunk],
                     )
@@ -765,7 +547,7 @@ class Archive:
         rowcodec.check_page(limit, offset, "Archive.list_memories")
         filters = MemoryFilter.parse(filters)
         where, params = _clear_conditions(owner, filters)
-        query = f"SELECT {_COLUMNS} FROM memories WHERE {where} ORDER BY t_epoch, id"
+        query = f"SELECT {COLUMNS} FROM memories WHERE {where} ORDER BY t_epoch, id"
         with self._lock, self._read() as conn:
             if filters is None or not filters.needs_payload:
                 return [
@@ -793,7 +575,7 @@ class Archive:
         with self._lock, self._read() as conn:
             return [
                 self._decode(r)
-                for r in conn.execute(f"SELECT {_COLUMNS} FROM memories WHERE owner = ? ORDER BY t_epoch, id", (owner,))
+                for r in conn.execute(f"SELECT {COLUMNS} FROM memories WHERE owner = ? ORDER BY t_epoch, id", (owner,))
             ]
 
     def history(self, id: str, owner: str) -> list[Memory]:
@@ -804,7 +586,7 @@ class Archive:
             return [
                 self._decode(r)
                 for r in conn.execute(
-                    f"SELECT {_COLUMNS} FROM memories WHERE owner = ? AND superseded_by = ? ORDER BY row", (owner, id)
+                    f"SELECT {COLUMNS} FROM memories WHERE owner = ? AND superseded_by = ? ORDER BY row", (owner, id)
                 )
             ]
 
@@ -814,7 +596,7 @@ class Archive:
         with self._lock:
             return (
                 self._require_open()
-                .execute(f"SELECT count(*) FROM memories WHERE owner = ? AND {_CURRENT}", (owner,))
+                .execute(f"SELECT count(*) FROM memories WHERE owner = ? AND {CURRENT}", (owner,))
                 .fetchone()[0]
             )
 
@@ -927,24 +709,6 @@ def rotate_key(
     return count
 
 
-class _UntrustedIndex(Exception):
-    """The saved index files failed their check (see Archive._copy_verified_index); the open rebuilds."""
-
-
-def _text(value: str | bytes) -> str:
-    """A meta value as text (stored as TEXT or, by older writers, as a BLOB)."""
-    return value.decode() if isinstance(value, (bytes, bytearray)) else str(value)
-
-
-def _record_aad(record: tuple, store_id: str | None) -> bytes:
-    """The associated data of a stored record (columns as in ``_COLUMNS``) in a store with this id
-    (``None``: the layout from before archive ids, see :func:`memnets.store.rows.row_aad`)."""
-    _, owner, memory_id, t, _, importance, kind, _, vector, superseded_by, version = record
-    return rowcodec.row_aad(
-        owner, memory_id, t, kind, importance, bytes(vector), superseded_by, store_id=store_id, version=version
-    )
-
-
 _TOMBSTONES = (
     "CREATE TABLE IF NOT EXISTS deletions (seq INTEGER PRIMARY KEY AUTOINCREMENT, owner TEXT, id TEXT, before REAL)"
 )
@@ -965,7 +729,7 @@ def _tombstone_mark(conn: sqlite3.Connection) -> int:
 
 def _clear_conditions(owner: str, filters: MemoryFilter | None) -> tuple[str, list]:
     """SQL conditions (and parameters) for the owner's current rows passing the clear-column part of ``filters``."""
-    where, params = [f"owner = ? AND {_CURRENT}"], [owner]
+    where, params = [f"owner = ? AND {CURRENT}"], [owner]
     if filters is not None:
         if filters.kinds is not None:
             where.append(f"kind IN ({','.join('?' * len(filters.kinds))})")
@@ -989,7 +753,7 @@ def _group_pairs(pairs: Iterable[tuple[str, str]]) -> Iterator[tuple[str, list[s
 
 def _unpack_vector(blob: bytes, dim: int, memory_id) -> np.ndarray:
     if len(blob) != dim * 4:
-        raise ArchiveIntegrityError(f"memory {memory_id!r}: stored vector has {len(blob)} bytes, expected {dim * 4}")
+        raise StoreIntegrityError(f"memory {memory_id!r}: stored vector has {len(blob)} bytes, expected {dim * 4}")
     return np.frombuffer(blob, dtype="<f4")
 
 
@@ -1005,8 +769,3 @@ def _group_by_owner(rows: Iterable[tuple], dim: int) -> Iterator[tuple[str, list
         vectors.append(_unpack_vector(blob, dim, row))
     if ids:
         yield owner, ids, np.stack(vectors)
-
-
-def _chunks(items: Sequence, size: int) -> Iterator[Sequence]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]

@@ -27,7 +27,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from cryptography.hazmat.primitives.kdf.scrypt import Scrypt
 
-from memnets.store.errors import ArchiveIntegrityError, ArchiveKeyError
+from memnets.store.errors import StoreIntegrityError, StoreKeyError
 
 SEAL_VERSION = 1
 NONCE_BYTES = 12
@@ -76,21 +76,21 @@ def parse_kdf_record(record: bytes | str | None, where: str) -> dict:
     try:
         return check_kdf(json.loads(record))
     except (UnicodeDecodeError, json.JSONDecodeError, ValueError) as error:
-        raise ArchiveIntegrityError(f"{where}: the stored KDF parameters are unusable ({error})") from None
+        raise StoreIntegrityError(f"{where}: the stored KDF parameters are unusable ({error})") from None
 
 
 def derive_key(key: bytes | str, salt: bytes, kdf: dict = DEFAULT_KDF) -> bytes:
     """The AES key for ``key``: raw bytes as they are, a passphrase through scrypt(salt) with ``kdf``'s parameters."""
     if isinstance(key, str):
         if not key:
-            raise ArchiveKeyError("encryption passphrase is empty")
+            raise StoreKeyError("encryption passphrase is empty")
         kdf = check_kdf(kdf)
         return Scrypt(salt=salt, length=32, n=kdf["n"], r=kdf["r"], p=kdf["p"]).derive(key.encode("utf-8"))
     if isinstance(key, (bytes, bytearray)):
         if len(key) not in (16, 24, 32):
-            raise ArchiveKeyError(f"encryption key must be 16, 24 or 32 bytes (AES-128/192/256), got {len(key)} bytes")
+            raise StoreKeyError(f"encryption key must be 16, 24 or 32 bytes (AES-128/192/256), got {len(key)} bytes")
         return bytes(key)
-    raise ArchiveKeyError(f"encryption key must be bytes or a passphrase str, got {type(key).__name__}")
+    raise StoreKeyError(f"encryption key must be bytes or a passphrase str, got {type(key).__name__}")
 
 
 class RowCipher:
@@ -117,11 +117,11 @@ class RowCipher:
     def open(self, blob: bytes, aad: bytes, *, what: str) -> bytes:
         """Decrypt a sealed blob; ``what`` names the row in the error when it does not authenticate."""
         if len(blob) < 1 + NONCE_BYTES + 16 or blob[0] != SEAL_VERSION:
-            raise ArchiveIntegrityError(f"{what}: stored ciphertext is malformed (truncated or unknown seal version)")
+            raise StoreIntegrityError(f"{what}: stored ciphertext is malformed (truncated or unknown seal version)")
         try:
             return self._aead.decrypt(blob[1 : 1 + NONCE_BYTES], blob[1 + NONCE_BYTES :], aad)
         except InvalidTag:
-            raise ArchiveIntegrityError(
+            raise StoreIntegrityError(
                 f"{what}: ciphertext failed authentication (the row was tampered with, rolled back to an older "
                 "version, swapped from another row, copied from another archive, or written under another key)"
             ) from None
@@ -131,10 +131,10 @@ class RowCipher:
         return self.seal(_KEY_CHECK_PLAINTEXT, _KEY_CHECK_AAD)
 
     def verify_key_check(self, token: bytes) -> None:
-        """Raise ArchiveKeyError unless ``token`` was sealed with this key."""
+        """Raise StoreKeyError unless ``token`` was sealed with this key."""
         try:
             ok = self.open(token, _KEY_CHECK_AAD, what="key check") == _KEY_CHECK_PLAINTEXT
-        except ArchiveIntegrityError:
+        except StoreIntegrityError:
             ok = False
         if not ok:
-            raise ArchiveKeyError("wrong encryption key for this archive (key check failed)")
+            raise StoreKeyError("wrong encryption key for this archive (key check failed)")

@@ -1,23 +1,47 @@
-"""Errors of the memory store, so callers can tell bad input from a broken or foreign archive."""
+"""Errors of the memory stores, so callers can tell bad input from a broken, foreign or unreachable store.
+
+The names are store-neutral (the embedded Archive and the PostgreSQL store raise the same ones).
+The ``Archive*`` names of earlier releases are aliases of the same classes, so ``except
+ArchiveError`` keeps catching every store's errors.
+"""
 
 from __future__ import annotations
 
 
-class ArchiveError(Exception):
-    """Base class of every error the archive raises on purpose."""
+class StoreError(Exception):
+    """Base class of every error a store raises on purpose."""
 
 
-class ArchiveFormatError(ArchiveError):
-    """The archive on disk was written by another (usually newer) format, or for another dim."""
+class StoreFormatError(StoreError):
+    """The store was written by another (usually newer) format, or for another dim, or is not a memnets store."""
 
 
-class ArchiveKeyError(ArchiveError):
-    """The encryption key is missing, wrong, or given for an archive created without one."""
+class StoreKeyError(StoreError):
+    """The encryption key is missing, wrong, or given for a store created without one."""
 
 
-class ArchiveIntegrityError(ArchiveError):
+class StoreIntegrityError(StoreError):
     """A stored row failed authentication (tampered, swapped between rows, or corrupted)."""
 
 
-class InvalidMemoryError(ArchiveError, ValueError):
-    """A memory or vector handed to the archive is unusable (empty text, NaN vector, bad Unicode...)."""
+class InvalidMemoryError(StoreError, ValueError):
+    """A memory or vector handed to the store is unusable (empty text, NaN vector, bad Unicode...)."""
+
+
+# the names of earlier releases, kept so that old code keeps working (same classes, not subclasses)
+ArchiveError = StoreError
+ArchiveFormatError = StoreFormatError
+ArchiveKeyError = StoreKeyError
+ArchiveIntegrityError = StoreIntegrityError
+
+__all__ = [
+    "ArchiveError",
+    "ArchiveFormatError",
+    "ArchiveIntegrityError",
+    "ArchiveKeyError",
+    "InvalidMemoryError",
+    "StoreError",
+    "StoreFormatError",
+    "StoreIntegrityError",
+    "StoreKeyError",
+]

@@ -55,7 +55,7 @@ import numpy as np
 from memnets.records import Memory
 from memnets.store import rows as rowcodec
 from memnets.store.crypto import RowCipher
-from memnets.store.errors import ArchiveError, ArchiveFormatError
+from memnets.store.errors import StoreError, StoreFormatError
 from memnets.store.filters import MemoryFilter
 from memnets.timeutil import as_utc
 
@@ -128,6 +128,11 @@ class PgVectorStore:
         connect_timeout: seconds to wait for the server and for a pooled connection.
     """
 
+    # optional capabilities this store declares (memnets.store.protocol)
+    supports_deletion_ledger = True
+    supports_compaction = True
+    supports_index_rebuild = True
+
     def __init__(
         self,
         url: str,
@@ -184,7 +189,7 @@ class PgVectorStore:
         except psycopg.Error as error:
             self._pool.close()
             self._pool = None
-            raise ArchiveError(f"PgVectorStore: cannot connect to {self._where()}: {error}") from None
+            raise StoreError(f"PgVectorStore: cannot connect to {self._where()}: {error}") from None
 
     # ------------------------------------------------------------------ opening
     def _where(self) -> str:
@@ -203,13 +208,13 @@ class PgVectorStore:
         try:
             conn = psycopg.connect(self.url, connect_timeout=max(1, int(connect_timeout)), autocommit=True)
         except psycopg.Error as error:
-            raise ArchiveError(f"PgVectorStore: cannot connect to {self._where()}: {error}") from None
+            raise StoreError(f"PgVectorStore: cannot connect to {self._where()}: {error}") from None
         with conn:
             if conn.execute("SELECT 1 FROM pg_extension WHERE extname = 'vector'").fetchone() is None:
                 try:
                     conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
                 except psycopg.Error as error:
-                    raise ArchiveError(
+                    raise StoreError(
                         f"PgVectorStore: the pgvector extension is not installed in {self._where()} "
                         f"and could not be created ({error}); run CREATE EXTENSION vector as an owner"
                     ) from None
@@ -254,12 +259,12 @@ class PgVectorStore:
                 meta = {k: bytes(v) for k, v in conn.execute(self._sql("SELECT key, value FROM {meta}"))}
                 stored_format, stored_dim = int(meta["format"]), int(meta["dim"])
                 if stored_format > FORMAT_VERSION:
-                    raise ArchiveFormatError(
+                    raise StoreFormatError(
                         f"{self._where()} was written by store format {stored_format}; this memnets reads format "
                         f"{FORMAT_VERSION} and older. Upgrade memnets to open it (it was not modified)."
                     )
                 if dim is not None and dim != stored_dim:
-                    raise ArchiveFormatError(
+                    raise StoreFormatError(
                         f"{self._where()} holds vectors of dim {stored_dim}, but was opened with dim={dim}"
                     )
                 cipher = rowcodec.existing_cipher(key, meta, self._where())
@@ -313,7 +318,7 @@ class PgVectorStore:
     def _transaction(self) -> Iterator[psycopg.Connection]:
         """A pooled connection inside one transaction (committed on success, rolled back on error)."""
         if self._pool is None:
-            raise ArchiveError(f"PgVectorStore {self._where()} is closed")
+            raise StoreError(f"PgVectorStore {self._where()} is closed")
         with self._pool.connection() as conn, conn.transaction():
             yield conn
 
@@ -467,22 +472,20 @@ class PgVectorStore:
         with self._transaction() as conn:
             if not self._has_deletions(conn):
                 return int(mark), set()
+            # the newest mark of every owner (as the Archive): a caller never re-reads others' tombstones
+            newest = conn.execute(sql.SQL("SELECT coalesce(max(seq), 0) FROM {}").format(self._deletions)).fetchone()[0]
             stones = conn.execute(
-                sql.SQL("SELECT seq, id, before FROM {} WHERE seq > %s AND (owner = %s OR owner IS NULL)").format(
-                    self._deletions
-                ),
-                (int(mark), owner),
+                sql.SQL(
+                    "SELECT id, before FROM {} WHERE seq > %s AND seq <= %s AND (owner = %s OR owner IS NULL)"
+                ).format(self._deletions),
+                (int(mark), newest, owner),
             ).fetchall()
-        newest = max([int(mark), *(seq for seq, _, _ in stones)])
-        forgotten = rowcodec.deleted_by_tombstones(
-            memories, [(stone_id, before) for _, stone_id, before in stones], lambda memory: memory.t
-        )
-        return newest, forgotten
+        return max(int(mark), int(newest)), rowcodec.deleted_by_tombstones(memories, stones, lambda memory: memory.t)
 
     def compact(self) -> None:
         """VACUUM the table now, so deleted rows' bytes leave the heap and the index (autovacuum does it later otherwise)."""
         if self._pool is None:
-            raise ArchiveError(f"PgVectorStore {self._where()} is closed")
+            raise StoreError(f"PgVectorStore {self._where()} is closed")
         with self._pool.connection() as conn:
             conn.autocommit = True  # VACUUM cannot run inside a transaction
             try:

@@ -15,13 +15,28 @@ test suite (tests/test_store_contract.py) runs it against every store. The guara
   ``list_memories`` and ``count`` skip it.
 - Bad input raises ValueError/TypeError (InvalidMemoryError for records and vectors) naming the
   argument, and writes nothing.
+
+Optional capabilities are declared, not guessed from the methods a store happens to have (the way
+LangGraph's ``BaseStore.supports_ttl`` works): each is a Protocol below with a ``supports_*`` flag,
+and a store that implements one sets the flag to True as a class attribute. Callers ask
+:func:`supports`, which also refuses a store that declares a capability without its methods.
+
+- :class:`DeletionLedger` (``supports_deletion_ledger``): tombstones of every deletion, so a
+  manager holding memories in process never writes back what another connection deleted.
+- :class:`Compaction` (``supports_compaction``): ``compact()`` returns the bytes of deleted rows to
+  the file system or the database now, instead of at some later upkeep.
+- :class:`IndexRebuild` (``supports_index_rebuild``): ``rebuild_index()`` builds the search index
+  from the stored vectors (after a bulk load, or to change its parameters).
+
+A store without a flag has none of these; the manager then forgets deletions made in its own
+process only. The contract suite (:mod:`memnets.store.testing`) checks every declared capability.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from datetime import datetime
-from typing import Protocol, runtime_checkable
+from typing import Protocol, TypeGuard, TypeVar, runtime_checkable
 
 import numpy as np
 
@@ -75,3 +90,68 @@ class MemoryStore(Protocol):
 
     def close(self) -> None:
         """Release connections and files; safe to call twice."""
+
+
+@runtime_checkable
+class DeletionLedger(Protocol):
+    """Capability: a ledger of deletions that writers holding memories in process check before they write."""
+
+    supports_deletion_ledger: bool
+
+    def deletion_mark(self) -> int:
+        """The newest tombstone's sequence number (0: nothing was ever deleted)."""
+
+    def deleted_since(self, mark: int, owner: str, memories: Sequence[Memory]) -> tuple[int, set[str]]:
+        """Which of ``memories`` (the owner's, held by a writer) were deleted after ``mark``, and the newest mark.
+
+        Every delete, delete_owner and purge records its tombstones (also for ids the store never
+        held) in its own transaction, so a deletion by any connection or process is seen here.
+        """
+
+
+@runtime_checkable
+class Compaction(Protocol):
+    """Capability: give the space (and bytes) of deleted rows back now."""
+
+    supports_compaction: bool
+
+    def compact(self) -> object:
+        """Reclaim deleted rows' space now (the return value is the store's own report)."""
+
+
+@runtime_checkable
+class IndexRebuild(Protocol):
+    """Capability: rebuild the search index from the stored vectors."""
+
+    supports_index_rebuild: bool
+
+    def rebuild_index(self) -> object:
+        """Build the index again from the table (the return value is the store's own report)."""
+
+
+CAPABILITIES: dict[type, str] = {
+    DeletionLedger: "supports_deletion_ledger",
+    Compaction: "supports_compaction",
+    IndexRebuild: "supports_index_rebuild",
+}
+"""Every optional capability and the flag a store sets to declare it."""
+
+C = TypeVar("C")
+
+
+def supports(store: object, capability: type[C]) -> TypeGuard[C]:
+    """Whether ``store`` declares ``capability`` (one of :data:`CAPABILITIES`) by its ``supports_*`` flag.
+
+    Raises TypeError for a capability that is not in :data:`CAPABILITIES`, and for a store that
+    sets the flag but lacks a method of the capability (a declaration that would fail later).
+    """
+    flag = CAPABILITIES.get(capability)
+    if flag is None:
+        raise TypeError(
+            f"supports: {capability!r} is not a store capability; known: {[c.__name__ for c in CAPABILITIES]}"
+        )
+    if getattr(store, flag, False) is not True:
+        return False
+    if not isinstance(store, capability):
+        raise TypeError(f"{type(store).__name__} sets {flag} = True but lacks a method of {capability.__name__}")
+    return True

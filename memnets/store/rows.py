@@ -40,9 +40,9 @@ from memnets.store.crypto import (
     parse_kdf_record,
 )
 from memnets.store.errors import (
-    ArchiveIntegrityError,
-    ArchiveKeyError,
     InvalidMemoryError,
+    StoreIntegrityError,
+    StoreKeyError,
 )
 from memnets.timeutil import as_utc
 
@@ -215,7 +215,7 @@ def decode_row(
     payload: bytes,
     vector: bytes,
 ) -> Memory:
-    """The Memory of a stored row; ArchiveIntegrityError, naming the row, when its seal or payload does not check out."""
+    """The Memory of a stored row; StoreIntegrityError, naming the row, when its seal or payload does not check out."""
     payload = bytes(payload)
     if cipher is not None:
         aad = row_aad(
@@ -225,7 +225,7 @@ def decode_row(
     try:
         fields = json.loads(payload.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise ArchiveIntegrityError(
+        raise StoreIntegrityError(
             f"memory {memory_id!r} of owner {owner!r}: stored payload is corrupt ({error})"
         ) from None
     return Memory(
@@ -258,16 +258,16 @@ def new_cipher(key: bytes | str | None, kdf: dict = DEFAULT_KDF) -> tuple[RowCip
 
 
 def existing_cipher(key: bytes | str | None, meta: dict, where: str) -> RowCipher | None:
-    """For an existing store with these meta entries: the cipher of ``key``, checked (ArchiveKeyError otherwise)."""
+    """For an existing store with these meta entries: the cipher of ``key``, checked (StoreKeyError otherwise)."""
     if "key_check" not in meta:
         if key is not None:
-            raise ArchiveKeyError(
+            raise StoreKeyError(
                 f"{where} was created without encryption; open it without a key "
                 "(memories cannot be encrypted after the fact)"
             )
         return None
     if key is None:
-        raise ArchiveKeyError(f"{where} is encrypted; pass the key it was created with (key=...)")
+        raise StoreKeyError(f"{where} is encrypted; pass the key it was created with (key=...)")
     cipher = RowCipher(derive_key(key, bytes(meta["kdf_salt"]), parse_kdf_record(meta.get("kdf"), where)))
     cipher.verify_key_check(bytes(meta["key_check"]))
     return cipher

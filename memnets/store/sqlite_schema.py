@@ -1,0 +1,196 @@
+"""The embedded archive's SQLite file: its schema, format versions and migrations, and re-sealing rows.
+
+:mod:`memnets.store.archive` opens the connection and runs everything here inside its own write
+transaction, so that creating, upgrading or re-keying an archive is all or nothing:
+
+- :func:`open_schema` creates the tables of a new archive, or checks the format (``PRAGMA
+  user_version``), dim and key of an existing one and upgrades it step by step (:data:`MIGRATIONS`;
+  the first open by a newer memnets upgrades, an archive of a newer format is refused unmodified).
+- :func:`reseal` opens every row's payload and seals it again; :func:`rotate_rows` uses it to move
+  an archive to a new key (and KDF parameters), the format-3 upgrade to bind rows to the archive id.
+
+A schema change is a new step: bump :data:`FORMAT_VERSION`, add ``MIGRATIONS[old]``, keep each
+step small, and test that an archive of the previous format opens.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+
+from memnets.store import rows as rowcodec
+from memnets.store.crypto import RowCipher
+from memnets.store.errors import StoreFormatError
+
+FORMAT_VERSION = 3  # stored in PRAGMA user_version; bump with a migration (MIGRATIONS) when the schema changes
+DB_FILE = "archive.sqlite3"
+COLUMNS = "row, owner, id, t, last_access, importance, kind, payload, vector, superseded_by, version"
+CURRENT = "superseded_by IS NULL"  # rows that search, listings, counts and the FAISS index see
+
+_SCHEMA = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value BLOB NOT NULL);
+CREATE TABLE memories (
+    row INTEGER PRIMARY KEY AUTOINCREMENT,  -- the FAISS id, never reused
+    owner TEXT NOT NULL,
+    id TEXT NOT NULL,
+    t TEXT NOT NULL,                        -- ISO 8601, exactly as given
+    t_epoch REAL NOT NULL,                  -- for ordering and purges (naive times read as UTC)
+    last_access TEXT NOT NULL,
+    importance REAL NOT NULL,
+    kind TEXT NOT NULL,
+    payload BLOB NOT NULL,                  -- JSON of content and structured fields, sealed with a key
+    vector BLOB NOT NULL,                   -- little-endian float32 [dim]
+    superseded_by TEXT,                     -- id of the newer version (NULL: a current memory)
+    version INTEGER NOT NULL DEFAULT 1,     -- +1 on every write of the row, bound into the seal
+    UNIQUE (owner, id)
+);
+CREATE INDEX memories_owner_t ON memories (owner, t_epoch);
+CREATE INDEX memories_t ON memories (t_epoch);
+CREATE INDEX memories_owner_superseded ON memories (owner, superseded_by);
+CREATE INDEX memories_owner_kind ON memories (owner, kind);  -- kind filters read only matching rows
+CREATE TABLE changes (seq INTEGER PRIMARY KEY AUTOINCREMENT, row INTEGER NOT NULL);
+"""
+# format N -> N + 1, run in the open's write transaction (the first open by a newer memnets upgrades)
+MIGRATIONS = {
+    1: [
+        "ALTER TABLE memories ADD COLUMN superseded_by TEXT",
+        "CREATE INDEX memories_owner_superseded ON memories (owner, superseded_by)",
+    ],
+    2: [
+        "ALTER TABLE memories ADD COLUMN version INTEGER NOT NULL DEFAULT 1",  # + _bind_rows (archive id)
+        "CREATE INDEX IF NOT EXISTS memories_owner_kind ON memories (owner, kind)",
+    ],
+}
+log = logging.getLogger(__name__)
+
+
+def open_schema(
+    conn: sqlite3.Connection, path: Path, dim: int | None, key: bytes | str | None
+) -> tuple[int, RowCipher | None, str]:
+    """Inside the caller's write transaction: create the schema of a new archive at ``path``, or check
+    format, dim and key of an existing one and upgrade it. Returns (dim, cipher or None, archive id)."""
+    try:
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    except sqlite3.DatabaseError as error:
+        raise StoreFormatError(f"{path} is not a memnets archive (SQLite says: {error})") from None
+    if version == 0 and not tables:
+        return _create(conn, path, dim, key)
+    if version > FORMAT_VERSION:
+        raise StoreFormatError(
+            f"{path} was written by archive format {version}; this memnets reads format {FORMAT_VERSION} "
+            "and older. Upgrade memnets to open it (it was not modified)."
+        )
+    if version < 1 or not {"meta", "memories", "changes"} <= tables:
+        raise StoreFormatError(
+            f"{path} is an SQLite file but not a memnets archive (user_version {version}, tables {sorted(tables)})"
+        )
+    meta = dict(conn.execute("SELECT key, value FROM meta"))
+    stored_dim = int(meta["dim"])
+    if dim is not None and dim != stored_dim:
+        raise StoreFormatError(f"{path} holds vectors of dim {stored_dim}, but Archive was opened with dim={dim}")
+    cipher = rowcodec.existing_cipher(key, meta, str(path))
+    for step in range(version, FORMAT_VERSION):
+        for statement in MIGRATIONS[step]:
+            conn.execute(statement)
+    if "archive_id" not in meta:  # format < 3: give the archive its id and bind every row to it
+        meta["archive_id"] = _bind_rows(conn, path, cipher)
+    if version != FORMAT_VERSION:
+        conn.execute(f"PRAGMA user_version = {FORMAT_VERSION}")
+    return stored_dim, cipher, _text(meta["archive_id"])
+
+
+def _create(
+    conn: sqlite3.Connection, path: Path, dim: int | None, key: bytes | str | None
+) -> tuple[int, RowCipher | None, str]:
+    if dim is None:
+        raise ValueError(f"Archive: {path.parent} holds no archive yet; give dim to create one")
+    for statement in _SCHEMA.split(";"):
+        if statement.strip():
+            conn.execute(statement)
+    cipher, key_meta = rowcodec.new_cipher(key)
+    archive_id = rowcodec.new_store_id()
+    meta = {
+        "dim": dim,
+        "created_with": f"memnets archive format {FORMAT_VERSION}",
+        "archive_id": archive_id,
+        **key_meta,
+    }
+    conn.executemany("INSERT INTO meta (key, value) VALUES (?, ?)", meta.items())
+    conn.execute(f"PRAGMA user_version = {FORMAT_VERSION}")
+    return dim, cipher, archive_id
+
+
+def _bind_rows(conn: sqlite3.Connection, path: Path, cipher: RowCipher | None) -> str:
+    """Upgrade to format 3 inside the open's transaction: a new archive id, and with a key every row
+    re-sealed from the old associated data (no archive id, no version) to the new one."""
+    archive_id = rowcodec.new_store_id()
+    conn.execute("INSERT INTO meta (key, value) VALUES ('archive_id', ?)", (archive_id,))
+    if cipher is not None:
+        count = reseal(conn, cipher, None, cipher, archive_id)
+        log.info("%s: upgraded to archive format 3; %d rows bound to archive id %s", path.parent, count, archive_id)
+    return archive_id
+
+
+def reseal(
+    conn: sqlite3.Connection,
+    opener: RowCipher,
+    old_id: str | None,
+    sealer: RowCipher,
+    new_id: str,
+    progress: Callable[[int, int], None] | None = None,
+) -> int:
+    """Inside the caller's write transaction: open every row's payload with ``opener`` (associated data
+    of store id ``old_id``) and seal it again with ``sealer`` (of ``new_id``); returns how many rows."""
+    rows = [r[0] for r in conn.execute("SELECT row FROM memories ORDER BY row")]
+    for done, chunk in enumerate(chunks(rows, 500), start=1):
+        marks = ",".join("?" * len(chunk))
+        for record in conn.execute(f"SELECT {COLUMNS} FROM memories WHERE row IN ({marks})", chunk).fetchall():
+            plaintext = opener.open(
+                bytes(record[7]), record_aad(record, old_id), what=f"memory {record[2]!r} of owner {record[1]!r}"
+            )
+            conn.execute(
+                "UPDATE memories SET payload = ? WHERE row = ?",
+                (sealer.seal(plaintext, record_aad(record, new_id)), record[0]),
+            )
+        if progress is not None:
+            progress(min(done * 500, len(rows)), len(rows))
+    return len(rows)
+
+
+def rotate_rows(
+    conn: sqlite3.Connection,
+    old: RowCipher,
+    new: RowCipher,
+    key_meta: dict[str, bytes],
+    archive_id: str,
+    progress: Callable[[int, int], None] | None = None,
+) -> int:
+    """Inside the caller's write transaction: re-seal every row from the ``old`` cipher to the ``new`` one
+    and replace the key record in meta by ``key_meta`` (both from :func:`memnets.store.rows.new_cipher`,
+    derived before the transaction: a passphrase costs seconds). Returns how many rows."""
+    count = reseal(conn, old, archive_id, new, archive_id, progress)
+    conn.executemany("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", key_meta.items())
+    return count
+
+
+def record_aad(record: tuple, store_id: str | None) -> bytes:
+    """The associated data of a stored record (columns as in :data:`COLUMNS`) in a store with this id
+    (``None``: the layout from before archive ids, see :func:`memnets.store.rows.row_aad`)."""
+    _, owner, memory_id, t, _, importance, kind, _, vector, superseded_by, version = record
+    return rowcodec.row_aad(
+        owner, memory_id, t, kind, importance, bytes(vector), superseded_by, store_id=store_id, version=version
+    )
+
+
+def chunks(items: Sequence, size: int) -> Iterator[Sequence]:
+    """``items`` in slices of ``size``: one SQL statement's bound parameters stay under SQLite's limit."""
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def _text(value: str | bytes) -> str:
+    """A meta value as text (stored as TEXT or, by older writers, as a BLOB)."""
+    return value.decode() if isinstance(value, (bytes, bytearray)) else str(value)
