@@ -75,7 +75,7 @@ def version() -> str:
 def usage() -> str:
     lines = ["usage: memnets [--version] [--help] COMMAND [ARGS...]", "", "commands:"]
     for words, (_, help_text) in COMMANDS.items():
-        lines.append(f"  {' '.join(words):<18} {help_text}")
+        lines.append(f"  {' '.join(words):<20} {help_text}")
     lines += ["", "Run `memnets COMMAND --help` (or `memnets GROUP --help`) for its options.", EXIT_CODES]
     return "\n".join(lines)
 

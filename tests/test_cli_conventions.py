@@ -28,11 +28,10 @@ def parser_of(target: str) -> argparse.ArgumentParser:
 def walk(parser: argparse.ArgumentParser):
     """(parser, action) for every option and positional of a parser and of its subcommands."""
     for action in parser._actions:
+        yield parser, action
         if isinstance(action, argparse._SubParsersAction):
             for sub in dict.fromkeys(action.choices.values()):
                 yield from walk(sub)
-        else:
-            yield parser, action
 
 
 OWN = [target for target, _ in COMMANDS.values() if target not in FOREIGN_PARSERS]

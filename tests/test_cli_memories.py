@@ -92,7 +92,7 @@ def test_delete_one_and_all(folder, tiny_model_dir, capsys):
     folder, tea = folder
     at = [folder, "--encoder", tiny_model_dir]
     code, out, _ = run(capsys, *at, "delete", "--user", "ann", tea)
-    assert code == EXIT_OK and out.startswith("deleted 1 memories of ann")
+    assert code == EXIT_OK and out.startswith("deleted 1 memory of ann")
     code, _, err = run(capsys, *at, "delete", "--user", "ann", "--all")
     assert code == EXIT_USAGE and "add --yes" in err
     code, out, _ = run(capsys, *at, "delete", "--user", "ann", "--all", "--yes")

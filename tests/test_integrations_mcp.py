@@ -325,3 +325,22 @@ def test_only_loopback_hosts_may_serve_http_without_a_token(host, loopback):
         with pytest.raises(ValueError, match="reachable from other machines"):
             check_exposure("http", host, None)
     check_exposure("http", host, "a token")  # with a token any host is allowed
+
+
+def test_the_schemas_in_the_docs_are_the_servers(tmp_path, tiny_model_dir):
+    """docs/integrations.md shows every tool's input schema as tools/list returns it."""
+    import re
+    from pathlib import Path
+
+    from memnets.integrations.mcp_server import build_server, filters_schema
+    from memnets.store.filters import OPERATORS
+
+    page = (Path(__file__).resolve().parent.parent / "docs" / "integrations.md").read_text()
+    shown = json.loads(re.search(r"<!-- mcp-schemas -->\n```json\n(.*?)```", page, re.S).group(1))
+    with memnets.open(tmp_path / "memory", encoder=tiny_model_dir) as memory:
+        tools = anyio.run(build_server(memory).list_tools)
+    assert shown == {tool.name: tool.inputSchema for tool in tools}
+    assert set(shown) == TOOLS
+    condition = filters_schema()["properties"]["metadata"]["additionalProperties"]["anyOf"][1]
+    assert set(condition["properties"]) == set(OPERATORS)  # every operator of the API, no other
+    assert all(schema["additionalProperties"] is False for schema in shown.values())

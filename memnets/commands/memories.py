@@ -59,7 +59,9 @@ def parser() -> argparse.ArgumentParser:
     output = argparse.ArgumentParser(add_help=False)
     output.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    commands = parser.add_subparsers(
+        dest="command", metavar="COMMAND", required=True, help="what to do (each has its own --help)"
+    )
     commands.add_parser(
         "users", parents=[output], help="the users with memories", description="Every user with a memory, sorted."
     )
@@ -231,7 +233,8 @@ def run_delete(memory, args, _) -> int:
     if args.json:
         print(json.dumps({"deleted": count, "missing": missing}))
     else:
-        print(f"deleted {count} memories of {args.user}" + (f"; not found: {', '.join(missing)}" if missing else ""))
+        noun = "memory" if count == 1 else "memories"
+        print(f"deleted {count} {noun} of {args.user}" + (f"; not found: {', '.join(missing)}" if missing else ""))
     return 1 if missing else 0
 
 
