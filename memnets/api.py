@@ -15,20 +15,29 @@ What it guarantees (each tested in tests/test_api*.py):
 - Durability: ``add``/``add_many``/``update`` have written to the store when they return (the
   hybrid ingestion of ``add_many`` writes the important memories first, then the rest in batches,
   all before it returns; only a :class:`~memnets.memory.manager.MemoryManager` buffers).
-- Identity: an add without an explicit id whose text is a near-duplicate (cosine >=
-  ``duplicate_threshold``, chosen on LoCoMo, see docs/memory.md) of a memory of the same kind of
-  that user refreshes that memory (last access = ``t``) and returns it. An add with the id of an
-  existing memory, or ``update``, writes a new version and keeps the old one: it is re-stored under
-  the id ``f"{id}~{n}"`` (n = 1, 2, ...) with ``superseded_by=id``, so search and listings skip
-  it and ``history(id)`` returns it. ``add(..., replaces=old)`` stores a new memory and marks
-  ``old`` (kept under its own id) ``superseded_by`` the new one.
+- One write path (:mod:`memnets.memory.writes`, also the manager's ``observe``): every add says
+  what it did in ``outcome``. An add without an explicit id whose text says what one of that
+  user's memories of its kind says (equal after normalisation, or a near match - cosine >=
+  ``duplicate_threshold`` - by the same speaker with the same numbers, dates, times, names and
+  negations) is "unchanged": that memory is returned, its last access moved to ``t``. A near match
+  that changes one of those facts is "updated": the new text becomes that memory's current
+  version (same id, creation time kept, metadata merged), the old one stays in its history.
+  Anything else is "added". An add with the id of an existing memory, or ``update``, writes a new
+  version ("unchanged" when nothing differs) and keeps the old one: it is re-stored under the id
+  ``f"{id}~{n}"`` (n = 1, 2, ...) with ``superseded_by=id``, so search and listings skip it and
+  ``history(id)`` returns it. ``add(..., replaces=old)`` stores a new memory and marks ``old``
+  (kept under its own id) ``superseded_by`` the new one ("updated").
+- Times: ``t`` (``created_at``) is when a memory was first written and stays with every version,
+  so listings keep creation order; ``updated_at`` is when its current version was written.
 - Deletion is final: ``delete``/``delete_all`` remove the memory and all its older versions from
   the store and the index, and from the tiers and write buffer of every live manager of that user
   in this process; managers in other processes learn it from the store's deletion ledger before
   they next write, query or close (see :meth:`MemoryManager._forget_deleted`).
 - Time: aware UTC; a naive datetime is read as UTC; ``t`` defaults to now (:mod:`memnets.timeutil`).
 - Bad input (an empty user or text, k < 1, an unknown filter field, a wrong type) raises
-  ValueError/TypeError naming the argument, before anything is written.
+  ValueError/TypeError naming the argument, before anything is written; a text (or query) that is
+  not valid Unicode, longer than ``MAX_TEXT_CHARS`` or refused by the encoder's tokenizer raises
+  InvalidMemoryError naming the position or the limit.
 
 Ranking: without a pack, ``search`` ranks by cosine (the store's inner product of unit vectors;
 Generative Agents' hand-set recency + importance mix retrieves far worse on LoCoMo, see
@@ -50,16 +59,15 @@ from typing import NamedTuple
 
 import numpy as np
 
-from memnets.memory.manager import ManagerConfig, MemoryManager, default_state_path, nearest_of_kind
+from memnets.memory.manager import ManagerConfig, MemoryManager, default_state_path
 from memnets.memory.signals import HeuristicGate, HeuristicImportance, pack_components
+from memnets.memory.writes import VERSION_SEPARATOR, WritePath, check_new_id, check_text, embed, successor
 from memnets.protocols import TextEncoder
-from memnets.records import DERIVED_KINDS, MEMORY_KINDS, Memory
+from memnets.records import DERIVED_KINDS, Memory
 from memnets.scoring import HeuristicScorer
 from memnets.store import MemoryFilter, open_store
 from memnets.timeutil import as_utc_or_now
 from memnets.timeutil import now as utc_now
-
-VERSION_SEPARATOR = "~"  # older versions of memory "x" are stored as "x~1", "x~2", ...
 
 
 class SearchHit(NamedTuple):
@@ -75,6 +83,7 @@ def open(
     pack=None,
     key: bytes | str | None = None,
     encoder: TextEncoder | str | os.PathLike | None = None,
+    backend: str = "torch",
     **options,
 ) -> AgentMemory:
     """Open (or create) a memory at ``location`` for any number of users.
@@ -87,6 +96,8 @@ def open(
         encoder: an encoder object (anything with ``encode(texts, kind=...)``, ``dim`` and
             ``tokenizer``) or an encoder folder; default: the pack's, else the bundled
             all-MiniLM-L6-v2. Not together with ``pack`` (the pack's heads were trained on its encoder).
+        backend: how a pack's or a folder's encoder computes (``MemoryEncoder.from_pretrained``):
+            "torch" (exact), "onnx", "int8" (the fast CPU path, the ``[onnx]`` extra), "fp16"/"bf16" (GPU).
         options: :class:`~memnets.memory.manager.ManagerConfig` fields (defaults of every
             ``manager(user)``; ``duplicate_threshold``, ``fetch_factor``, ``write_through_threshold``
             and ``batch_size`` also apply to ``add``/``add_many``/``search``); the rest go to the
@@ -103,13 +114,13 @@ def open(
         if isinstance(pack, (str, os.PathLike)):
             from memnets.pack import load_pack
 
-            pack = load_pack(pack)
+            pack = load_pack(pack, backend=backend)
         components = pack_components(pack)
         encoder = components.pop("encoder")
     elif encoder is None or isinstance(encoder, (str, os.PathLike)):
         from memnets.nn.encoder import MemoryEncoder
 
-        encoder = MemoryEncoder.from_pretrained(*([encoder] if encoder is not None else []))
+        encoder = MemoryEncoder.from_pretrained(*([encoder] if encoder is not None else []), backend=backend)
     for name in names & set(components):  # thresholds the pack chose (write-through, duplicate), unless given
         settings.setdefault(name, components.pop(name))
     config = ManagerConfig.build(**settings)
@@ -162,6 +173,7 @@ class AgentMemory:
         self.closed = False
         self._lock = threading.RLock()  # one writer at a time: dedup check and write are one step
         self._managers: weakref.WeakSet[MemoryManager] = weakref.WeakSet()
+        self._writes = WritePath(store, encoder, self.importance, self.config, self._live)
 
     # ------------------------------------------------------------------ writing
     def add(
@@ -180,12 +192,14 @@ class AgentMemory:
         location: str | None = None,
         replaces: str | None = None,
     ) -> Memory:
-        """Store one memory of ``user`` (durable on return) and return it as stored.
+        """Store one memory of ``user`` (durable on return) and return it as stored, with its ``outcome``.
 
         ``text_or_record``: the text (the other arguments fill the record), or a :class:`Memory`
         of this user (stored as it is; only ``replaces`` applies). ``importance`` defaults to the
-        importance decision's score. See the module docstring for near-duplicates, ids that exist
-        already and ``replaces``.
+        importance decision's score. ``outcome`` of the returned memory: "added", "updated" (it
+        became the new version of an existing memory, whose old text is in ``history``) or
+        "unchanged" (the user's memories said this already; that memory is returned). See the
+        module docstring for the rule, ids that exist already and ``replaces``.
         """
         if replaces is not None:
             _check_id(replaces, "replaces")
@@ -203,14 +217,17 @@ class AgentMemory:
             location=location,
         )
         explicit = id is not None or isinstance(text_or_record, Memory)
-        return self._add_encoded(
-            [memory],
-            self._encode([memory.content]),
-            user,
-            explicit=[explicit],
-            scored=[importance is not None or isinstance(text_or_record, Memory)],
-            replaces=replaces,
-        )[0]
+        memories, vectors = self._writes.prepare(
+            [memory], [importance is not None or isinstance(text_or_record, Memory)]
+        )
+        with self._lock:
+            self._require_open()
+            replaced = None
+            if replaces is not None:
+                replaced = self._current(replaces, user, "replaces")
+                if replaced.id == memories[0].id:
+                    raise ValueError(f"add: replaces={replaces!r} is the id of the memory being added")
+            return self._writes.commit(memories, vectors, explicit=[explicit], replaces=replaced)[0]
 
     def add_many(
         self,
@@ -233,8 +250,9 @@ class AgentMemory:
         gives them ids, else each gets a new one) or :class:`Memory` records of this user. An item
         with an id is keyed by it, as in :meth:`add`. The seed's hybrid ingestion: the important ones
         (importance >= ``write_through_threshold``) are written first, in one transaction, then
-        the rest in batches of ``batch_size``. Near-duplicates (of stored memories or of an
-        earlier item of the same call) return the memory they duplicate.
+        the rest in batches of ``batch_size``. Each item gets :meth:`add`'s outcome, against the
+        stored memories and the earlier items of the same call (an item that repeats an earlier
+        one returns it, "unchanged"; one that changes a fact of it makes it its history, "updated").
         """
         if isinstance(items, (str, Memory)):
             raise TypeError(
@@ -272,138 +290,58 @@ class AgentMemory:
             return []
         records = [isinstance(item, Memory) for item in items]
         explicit = [record or memory_id is not None for record, memory_id in zip(records, ids)]
-        return self._add_encoded(
+        memories, vectors = self._writes.prepare(
             memories,
-            self._encode([m.content for m in memories]),
-            user,
-            explicit=explicit,
-            scored=[r or importance is not None for r in records],
+            [r or importance is not None for r in records],
+            [f"add_many: items[{n}]" for n in range(len(items))],
         )
-
-    def _add_encoded(
-        self,
-        memories: list[Memory],
-        vectors: np.ndarray,
-        user: str,
-        *,
-        explicit: list[bool],
-        scored: list[bool],
-        replaces: str | None = None,
-    ) -> list[Memory]:
-        """Dedup, version, score and write prepared records (all validated) in the hybrid order."""
-        unscored = [n for n, done in enumerate(scored) if not done]
-        if unscored:
-            values = self.importance([memories[n].content for n in unscored], vectors[unscored])
-            for n, value in zip(unscored, values):
-                memories[n] = memories[n].replace(importance=float(value))
         with self._lock:
             self._require_open()
-            if replaces is not None:
-                replaced = self._current(replaces, user, "replaces")
-                new = memories[0]
-                if new.id == replaced.id:
-                    raise ValueError(f"add: replaces={replaces!r} is the id of the memory being added")
-                old_vector = self.store.vectors([replaced.id], user)[0]
-                self.store.upsert([new, replaced.replace(superseded_by=new.id)], np.stack([vectors[0], old_vector]))
-                self._refresh_managers(user, new, vectors[0])
-                self._forget_in_managers(user, [replaced.id], reason="superseded")
-                return [new]
-            out: list[Memory | None] = [None] * len(memories)
-            fresh: list[int] = []
-            for n, memory in enumerate(memories):
-                if explicit[n]:
-                    existing = self.store.get([memory.id], user)
-                    if existing:
-                        out[n] = self._new_version(existing[0], memory, vectors[n])
-                        continue
-                else:
-                    duplicate = self._duplicate(memory, vectors[n], memories, vectors, fresh)
-                    if duplicate is not None:
-                        out[n] = duplicate
-                        continue
-                fresh.append(n)
-            self._write_hybrid([memories[n] for n in fresh], vectors[fresh])
-            for n in fresh:
-                out[n] = memories[n]
-            # a later item that duplicated an earlier one of this call gets that one, as written
-            return [memories[m] if isinstance(m, int) else m for m in out]
-
-    def _duplicate(
-        self, memory: Memory, vector: np.ndarray, batch: list[Memory], vectors: np.ndarray, fresh: list[int]
-    ) -> Memory | int | None:
-        """The stored memory (refreshed) or earlier item of this batch (its index) ``memory`` nearly duplicates."""
-        threshold = self.config.duplicate_threshold
-        if threshold is None:
-            return None
-        kind, user = memory.kind, memory.owner
-        same = [n for n in fresh if batch[n].kind == kind]
-        if same:
-            scores = vectors[same] @ vector
-            if scores.max() >= threshold:
-                return same[int(np.argmax(scores))]
-        found = nearest_of_kind(self.store, vector, user, kind)
-        if found is not None and found[1] >= threshold:
-            existing = found[0]
-            when = max(memory.t, existing.last_access)
-            self.store.touch([existing.id], user, when)
-            return existing.replace(last_access=when)
-        return None
-
-    def _write_hybrid(self, memories: list[Memory], vectors: np.ndarray) -> None:
-        """Important memories first in one transaction, then the rest in batches of ``batch_size``."""
-        if not memories:
-            return
-        threshold = self.config.write_through_threshold
-        important = [n for n, m in enumerate(memories) if m.importance >= threshold]
-        rest = [n for n, m in enumerate(memories) if m.importance < threshold]
-        if important:
-            self.store.upsert([memories[n] for n in important], vectors[important])
-        for start in range(0, len(rest), self.config.batch_size):
-            chunk = rest[start : start + self.config.batch_size]
-            self.store.upsert([memories[n] for n in chunk], vectors[chunk])
-
-    def _new_version(self, current: Memory, new: Memory, vector: np.ndarray) -> Memory:
-        """Write ``new`` under ``current``'s id and keep ``current`` as ``{id}~{n}`` superseded by it (one transaction)."""
-        user = current.owner
-        n = len(self.store.history(current.id, user)) + 1
-        while self.store.get([f"{current.id}{VERSION_SEPARATOR}{n}"], user):
-            n += 1  # an id a user chose happens to have the form: never overwrite it
-        old = current.replace(id=f"{current.id}{VERSION_SEPARATOR}{n}", superseded_by=current.id)
-        old_vector = self.store.vectors([current.id], user)[0]
-        self.store.upsert([old, new], np.stack([old_vector, vector]))
-        self._refresh_managers(user, new, vector)
-        return new
+            return self._writes.commit(memories, vectors, explicit=explicit)
 
     def update(
-        self, id: str, text: str | None = None, *, user: str, metadata: dict | None = None, t: datetime | None = None
+        self,
+        id: str,
+        text: str | None = None,
+        *,
+        user: str,
+        metadata: dict | None = None,
+        merge_metadata: bool = False,
+        t: datetime | None = None,
     ) -> Memory:
-        """A new version of memory ``id`` (new text and/or metadata, at ``t``); the old one stays in its history.
+        """A new version of memory ``id`` (new text and/or metadata, written at ``t``); the old one stays in its history.
 
-        The text is re-encoded and its importance re-scored when it changes. KeyError when
-        ``user`` has no current memory ``id``.
+        ``merge_metadata``: the given metadata updates the memory's (keys not given are kept);
+        else (the default) it replaces it. The text is re-encoded and its importance re-scored
+        when it changes. The memory keeps its id and creation time ``t`` (listings stay in
+        creation order); its ``updated_at`` is this call's ``t``. Returns the memory with
+        ``outcome`` "updated", or "unchanged" (nothing written) when text and metadata are the
+        same as now. KeyError when ``user`` has no current memory ``id``.
         """
         _check_user(user)
         _check_id(id, "id")
         if text is None and metadata is None:
             raise ValueError("update: give text and/or metadata to change")
         if text is not None:
-            _check_text(text, "text")
+            check_text(text, "text")
         if metadata is not None and not isinstance(metadata, dict):
             raise TypeError(f"update: metadata must be a dict, got {type(metadata).__name__}")
         when = as_utc_or_now(t, "t")
         with self._lock:
             self._require_open()
             current = self._current(id, user, "id")
-            changes = {"t": when, "last_access": when}
-            if metadata is not None:
-                changes["metadata"] = dict(metadata)
-            if text is not None and text != current.content:
-                vector = self._encode([text])[0]
-                importance = float(self.importance([text], vector[None, :])[0])
-                changes.update(content=text, importance=importance)
-            else:
-                vector = self.store.vectors([id], user)[0]
-            return self._new_version(current, current.replace(**changes), vector)
+        content = text if text is not None else current.content
+        given = current.replace(content=content, t=when, metadata=dict(metadata) if metadata is not None else {})
+        new = successor(current, given, merge_metadata=metadata is None or merge_metadata)
+        vector = None
+        if content != current.content:
+            [new], vectors = self._writes.prepare([new], [False])
+            vector = vectors[0]
+        with self._lock:
+            self._require_open()
+            if self._current(id, user, "id") != current:
+                raise RuntimeError(f"update: memory {id!r} of user {user!r} changed while this update was encoded")
+            return self._writes.update(current, new, vector)
 
     # ------------------------------------------------------------------ reading
     def search(
@@ -430,13 +368,13 @@ class AgentMemory:
             raise TypeError(f"users must be a list of user ids, got {users!r}")
         for user in users:
             _check_user(user)
-        _check_text(query, "query")
+        check_text(query, "query")
         _check_k(k)
         parsed = MemoryFilter.parse(filters)
         self._require_open()
         if not users:
             return {}
-        vector = self._encode([query], kind="query")[0]
+        vector = embed(self.encoder, [query], kind="query")[0]
         return {user: self._search_encoded(query, vector, user, k, parsed) for user in users}
 
     def search_vector(
@@ -603,10 +541,6 @@ class AgentMemory:
         held = [manager.forget(ids, reason=reason) for manager in self._live(user)]  # every one, no short cut
         return any(held)
 
-    def _refresh_managers(self, user: str, memory: Memory, vector: np.ndarray) -> None:
-        for manager in self._live(user):
-            manager.refresh(memory, vector)
-
     # ------------------------------------------------------------------ lifecycle
     def close(self) -> None:
         """Close the live managers (flushing their buffers), then the store. Safe to call twice."""
@@ -635,9 +569,6 @@ class AgentMemory:
         if self.closed:
             raise RuntimeError("this AgentMemory is closed")
 
-    def _encode(self, texts: list[str], kind: str = "memory") -> np.ndarray:
-        return np.asarray(self.encoder.encode(texts, kind=kind), dtype=np.float32).reshape(len(texts), self.encoder.dim)
-
     def _current(self, id: str, user: str, name: str) -> Memory:
         found = self.store.get([id], user)
         if not found:
@@ -662,47 +593,30 @@ class AgentMemory:
         location,
         where: str = "add",
     ) -> Memory:
-        """A validated record of ``user`` from a text and the keyword arguments, or a given record."""
+        """A record of ``user`` from a text and the keyword arguments (the record validates them), or a given record."""
         _check_user(user)
         if isinstance(item, Memory):
             if item.owner != user:
                 raise ValueError(f"{where}: the record's owner {item.owner!r} is not user {user!r}")
-            if VERSION_SEPARATOR in item.id:
-                raise ValueError(f"{where}: id {item.id!r} contains {VERSION_SEPARATOR!r}, reserved for older versions")
+            check_new_id(item.id, where)
             return item
         if not isinstance(item, str):
             raise TypeError(f"{where}: text must be a str or a Memory record, got {type(item).__name__}")
-        _check_text(item, "text")
         if id is not None:
             _check_id(id, "id")
-            if VERSION_SEPARATOR in id:
-                raise ValueError(f"id {id!r} contains {VERSION_SEPARATOR!r}, reserved for older versions")
-        if kind not in MEMORY_KINDS:
-            raise ValueError(f"kind must be one of {MEMORY_KINDS}, got {kind!r}")
-        if metadata is not None and not isinstance(metadata, dict):
-            raise TypeError(f"metadata must be a dict, got {type(metadata).__name__}")
-        if objects is not None and (isinstance(objects, str) or not all(isinstance(o, str) for o in objects)):
-            raise TypeError(f"objects must be a list of strings, got {objects!r:.60}")
-        if importance is not None and (
-            isinstance(importance, bool) or not isinstance(importance, (int, float)) or not 0.0 <= importance <= 1.0
-        ):
-            raise ValueError(f"importance must be a number in [0, 1], got {importance!r}")
-        for name, value in (("agent", agent), ("action", action), ("location", location)):
-            if value is not None and not isinstance(value, str):
-                raise TypeError(f"{name} must be a str, got {type(value).__name__}")
-        when = as_utc_or_now(t, "t")
+            check_new_id(id, where)
         return Memory(
             id=id if id is not None else uuid.uuid4().hex,
             owner=user,
-            t=when,
+            t=as_utc_or_now(t, "t"),
             content=item,
-            importance=0.0 if importance is None else float(importance),
+            importance=0.0 if importance is None else importance,
             kind=kind,
             agent=agent,
             action=action,
-            objects=tuple(objects or ()),
+            objects=() if objects is None else objects,
             location=location,
-            metadata=dict(metadata or {}),
+            metadata={} if metadata is None else (dict(metadata) if isinstance(metadata, dict) else metadata),
         )
 
 
@@ -711,13 +625,6 @@ def _check_user(user) -> None:
         raise TypeError(f"user must be a str, got {type(user).__name__}")
     if not user.strip():
         raise ValueError(f"user must be a non-empty string, got {user!r}")
-
-
-def _check_text(text, name: str) -> None:
-    if not isinstance(text, str):
-        raise TypeError(f"{name} must be a str, got {type(text).__name__}")
-    if not text.strip():
-        raise ValueError(f"{name} must be non-empty text, got {text!r}")
 
 
 def _check_id(value, name: str) -> None:

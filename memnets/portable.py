@@ -6,8 +6,9 @@ before it), each without ``id``/``owner``/``superseded_by``. Vectors are not exp
 encodes the texts with the receiving memory's encoder, so a user moves between memories with
 different encoders.
 
-Import goes through the one write path (``AgentMemory.add`` with the record): each older version
-is written under the line's id, then each later one, so the receiving memory keeps the history
+Import goes through the one write path (``AgentMemory.add`` with the record): the oldest version
+is written under the line's id, then each later one at its ``updated_at``, so the receiving memory
+keeps the history
 (versions under ``id~1``, ``id~2``, ...) and ``export`` of it gives the same lines back. Every line
 is checked before anything is written.
 """
@@ -24,6 +25,7 @@ from memnets.records import Memory
 
 VERSIONS = "versions"
 _VERSION_OMITS = ("id", "owner", "superseded_by")  # a version gets them from its line when imported
+TRANSIENT = ("outcome",)  # what a write did, not part of the memory: never exported
 PAGE = 500  # memories listed per store call while exporting
 
 
@@ -36,6 +38,8 @@ def memory_to_json(memory: Memory) -> dict:
     """Every field of a memory as JSON values (datetimes as ISO 8601, tuples as lists)."""
     out = {}
     for field in dataclasses.fields(Memory):
+        if field.name in TRANSIENT:
+            continue
         value = getattr(memory, field.name)
         if isinstance(value, datetime):
             value = value.isoformat()
@@ -52,7 +56,7 @@ def memory_from_json(record: dict, *, owner: str, id: str | None = None, where: 
     """
     if not isinstance(record, dict):
         raise ValueError(f"{where}: expected a JSON object, got {type(record).__name__}")
-    names = {field.name for field in dataclasses.fields(Memory)}
+    names = {field.name for field in dataclasses.fields(Memory)} - set(TRANSIENT)
     unknown = sorted(set(record) - names - {VERSIONS})
     if unknown:
         raise ValueError(f"{where}: unknown fields {unknown}; a memory has {sorted(names)}")
@@ -127,5 +131,9 @@ def import_memories(memory, user: str, memories: list[list[Memory]]) -> tuple[in
     """
     longest = max((len(chain) for chain in memories), default=0)
     for position in range(longest):  # each round one encoder batch; a chain's versions stay in order
-        memory.add_many([chain[position] for chain in memories if position < len(chain)], user=user)
+        # a later version is written at its updated_at (the write path keeps the first one's t)
+        batch = [chain[position] for chain in memories if position < len(chain)]
+        if position:
+            batch = [version.replace(t=version.updated_at or version.t) for version in batch]
+        memory.add_many(batch, user=user)
     return len(memories), sum(len(chain) - 1 for chain in memories)

@@ -48,11 +48,11 @@ def test_users_list_show_history_as_json(folder, tiny_model_dir, capsys):
     code, out, _ = run(capsys, *at, "list", "--user", "ann", "--json")
     listed = json.loads(out)
     assert code == EXIT_OK
-    # by time: the tea memory's last version is of May 3
+    # in creation order: the tea memory keeps its creation time through its versions
     assert [m["content"] for m in listed] == [
+        "Ann drinks black tea",
         "Ann lives in Lisbon",
         "Ann plays chess on Sundays",
-        "Ann drinks black tea",
     ]
     assert all(m["owner"] == "ann" for m in listed)
     code, out, _ = run(capsys, *at, "list", "--user", "ann", "--kind", "message", "--json")
@@ -108,7 +108,7 @@ def test_export_then_import_round_trips_a_user_with_history(folder, tiny_model_d
     code, out, _ = run(capsys, folder, "--encoder", tiny_model_dir, "export", "--user", "ann", "-o", exported)
     assert code == EXIT_OK and out.strip() == f"wrote 3 memories of ann to {exported}"
     lines = [json.loads(line) for line in exported.read_text().splitlines()]
-    assert [len(line["versions"]) for line in lines] == [0, 0, 2]
+    assert [len(line["versions"]) for line in lines] == [2, 0, 0]
 
     other = tmp_path / "other"
     code, out, _ = run(capsys, other, "--encoder", tiny_model_dir, "import", "--user", "ann", exported)

@@ -54,6 +54,13 @@ def parser() -> argparse.ArgumentParser:
         "-c", "--config", default=None, help="data config: YAML file or packaged name (default data/locomo)"
     )
     add_data_option(parser)
+    parser.add_argument(
+        "--backend",
+        action="append",
+        choices=["onnx", "int8"],
+        default=[],
+        help="also write this fast encoder backend into the pack (repeatable; needs the [onnx] extra)",
+    )
     parser.add_argument("--overwrite", action="store_true", help="replace an existing pack folder")
     return add_output_options(parser)
 
@@ -115,6 +122,7 @@ def main(argv: list[str]) -> int:
         scorer_weights=weights,
         training=training,
         metrics=metrics,
+        backends=tuple(dict.fromkeys(args.backend)),
         overwrite=args.overwrite,
     )
     print(

@@ -6,27 +6,36 @@ How LangGraph's model maps onto memnets (see docs/integrations.md):
   (``("memories", "alice")`` is the user ``"memories.alice"``). LangGraph forbids periods in
   labels, so the mapping is reversible, and a memnets user whose name holds no empty label reads
   back as a namespace: the same memory can be served to LangGraph, LangChain and MCP at once.
-- **Key -> memory id** (ids are unique per owner). **Value -> metadata**: the value dict is kept
-  as the memory's metadata, so search filters on value fields run in the store, before ranking.
-- **Indexed text -> content.** The text that is embedded is taken from the value: the fields
-  named by ``put(..., index=[...])``, else the store's ``fields``, else the ``"content"`` field,
-  else the ``"text"`` field, else the whole value as JSON. Several fields are joined with newlines
-  into one text (memnets keeps one vector per memory).
-- ``put(..., index=False)`` (or a value without the indexed fields) stores the item with the
-  reserved metadata flag ``__memnets_unindexed``: a query search never ranks it, a search without a
-  query, a filter search and ``get`` still find it.
+- **Key -> memory id** (ids are unique per owner). **Value -> text and metadata**, one view for
+  every door: a value's ``"content"`` string is the memory's text (``Memory.content``, what
+  ``AgentMemory.get``, LangChain and MCP show as the text) and the rest of the value is its
+  metadata, so filters on value fields run in the store, before ranking. The other way round, a
+  memory written through another door reads as the value ``{"content": <its text>, **metadata}``.
+  ``Item.created_at`` is the memory's creation time (``Memory.t``, kept by every new version),
+  ``Item.updated_at`` its ``updated_at``; no key of memnets' own appears in a value or in the
+  memory's metadata.
+- **Another indexed text.** A put that embeds something else (``put(..., index=[...])``, the
+  store's ``fields``, a value without ``"content"``: then its ``"text"`` field, else the whole value
+  as JSON; several fields joined with newlines into one text, memnets keeps one text per memory)
+  keeps the whole value as the metadata and the embedded text as the content, marked with the
+  one reserved metadata key ``__memnets_value`` (``"whole"``), so that it reads back exactly.
+- ``put(..., index=False)`` (or a value without the indexed fields) is the same with
+  ``__memnets_value = "unindexed"``: a query search never ranks it, a search without a query, a
+  filter search and ``get`` still find it.
 - **Search with a query** goes through ``AgentMemory.search``: the memory's encoder, the store and,
   when the memory was opened with a pack, its learned scorer (``SearchItem.score`` is that score).
-  Without a query, items come oldest first (by update time). Filters take LangGraph's
+  Without a query, items come oldest first (by creation time). A filter on ``"content"`` is
+  refused (it is the memory's text: search with ``query=``). Filters take LangGraph's
   ``$eq $ne $gt $gte $lt $lte`` (and memnets' ``$in``) on top-level value fields with memnets'
   semantics (:class:`memnets.store.filters.MemoryFilter`); a nested dict is compared for equality.
 - **The root label "langgraph"** is LangGraph's own: as in its stores (``InMemoryStore``,
   ``PostgresStore``), the public ``put``/``aput`` refuse it (BaseStore's check), while a ``PutOp``
   given to ``batch``/``abatch``, the way LangGraph writes its own namespaces, is stored; reads of
   such a namespace work either way.
-- ``put`` is ``AgentMemory.add`` with ``id=key``: over an existing key it writes a new version
-  (the old value stays in the memory's history until the item is deleted; keys may not contain
-  ``"~"``, which memnets reserves for older versions). ``put(value=None)``/``delete`` is
+- ``put`` is ``AgentMemory.add`` with ``id=key``: over an existing key with another value it
+  writes a new version (the old value stays in the memory's history until the item is deleted;
+  the same value again writes nothing; keys may not contain ``"~"``, which memnets reserves for
+  older versions). ``put(value=None)``/``delete`` is
   ``AgentMemory.delete`` (the item and its history, for good).
 
 TTLs are not supported (``supports_ttl = False``).
@@ -37,7 +46,6 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime
 from typing import Any
 
 from langgraph.store.base import (
@@ -61,9 +69,10 @@ from memnets.store.filters import MemoryFilter
 from memnets.timeutil import now
 
 RESERVED_PREFIX = "__memnets_"
-CREATED_AT = RESERVED_PREFIX + "created_at"  # ISO time of the item's first put
-UNINDEXED = RESERVED_PREFIX + "unindexed"  # True on items stored with index=False
-DEFAULT_FIELDS = ("content", "text")  # the first of these present in a value is embedded
+LAYOUT = RESERVED_PREFIX + "value"  # "whole" / "unindexed": the metadata is the whole value (see the docstring)
+LEGACY = (RESERVED_PREFIX + "created_at", RESERVED_PREFIX + "unindexed")  # keys of stores written before LAYOUT
+TEXT_FIELD = "content"  # a value's text: the memory's content
+DEFAULT_FIELDS = (TEXT_FIELD, "text")  # the first of these present in a value is embedded
 
 
 def namespace_to_owner(namespace: Sequence[str]) -> str:
@@ -140,16 +149,17 @@ class MemnetsStore(BaseStore):
             self.memory.delete(key, user=owner)
             return
         value = _check_value(op.value)
-        text = self._indexed_text(value, op.index)
-        when = now()
-        existing = self.memory.get(key, user=owner)
-        created = existing.metadata.get(CREATED_AT) if existing is not None else None
-        metadata = {**value, CREATED_AT: created or when.isoformat()}
-        if text is None:
-            metadata[UNINDEXED] = True
-            text = json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
-        # an add with an existing id writes a new version (the old value goes to the history)
-        self.memory.add(text, user=owner, id=key, metadata=metadata, t=when)
+        paths = self._paths(value, op.index)
+        if paths == [TEXT_FIELD] and isinstance(value.get(TEXT_FIELD), str) and value[TEXT_FIELD].strip():
+            text = value[TEXT_FIELD]
+            metadata = {name: field for name, field in value.items() if name != TEXT_FIELD}
+        else:
+            text = _indexed_text(value, paths)
+            metadata = {**value, LAYOUT: "whole" if text is not None else "unindexed"}
+            if text is None:
+                text = json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+        # keyed by the key: a new version over an existing item (the old value goes to its history)
+        self.memory.add(text, user=owner, id=key, metadata=metadata, t=now())
 
     def _search(self, op: SearchOp) -> list[SearchItem]:
         _check_labels(op.namespace_prefix, "namespace_prefix")
@@ -161,7 +171,7 @@ class MemnetsStore(BaseStore):
         conditions = _metadata_conditions(op.filter)
         wanted = op.offset + op.limit
         if op.query:
-            filters = MemoryFilter(metadata={**conditions, UNINDEXED: {"$ne": True}})
+            filters = MemoryFilter(metadata={**conditions, LAYOUT: {"$ne": "unindexed"}, LEGACY[1]: {"$ne": True}})
             by_owner = self.memory.search_many(
                 op.query, users=[owner for owner, _ in owners], k=wanted, filters=filters
             )
@@ -205,8 +215,8 @@ class MemnetsStore(BaseStore):
         pairs = ((owner, owner_to_namespace(owner)) for owner in self.memory.users())
         return sorted((owner, ns) for owner, ns in pairs if ns is not None and ns[: len(prefix)] == tuple(prefix))
 
-    def _indexed_text(self, value: dict, index) -> str | None:
-        """The text to embed for ``value`` under the put's ``index`` (None: store unindexed)."""
+    def _paths(self, value: dict, index) -> list[str] | None:
+        """The value paths whose text a put embeds (None: store unindexed)."""
         if index is False:
             return None
         if index is not None and (isinstance(index, str) or not isinstance(index, (list, tuple))):
@@ -214,24 +224,35 @@ class MemnetsStore(BaseStore):
         paths = index if index is not None else self.fields
         if paths is None:
             paths = [next((field for field in DEFAULT_FIELDS if value.get(field) is not None), "$")]
-        texts = [
-            text for path in paths for text in get_text_at_path(value, path if path == "$" else tokenize_path(path))
-        ]
-        texts = [text for text in texts if text.strip()]
-        return "\n".join(texts) if texts else None
+        return list(paths)
+
+
+def _indexed_text(value: dict, paths: list[str] | None) -> str | None:
+    """The text to embed for ``value``: its texts at ``paths`` joined by newlines (None: store unindexed)."""
+    if paths is None:
+        return None
+    texts = [text for path in paths for text in get_text_at_path(value, path if path == "$" else tokenize_path(path))]
+    texts = [text for text in texts if text.strip()]
+    return "\n".join(texts) if texts else None
+
+
+def memory_value(memory: Memory) -> dict:
+    """The LangGraph value of a memory, written through any door (see the module docstring)."""
+    metadata = memory.metadata or {}
+    value = {name: field for name, field in metadata.items() if not name.startswith(RESERVED_PREFIX)}
+    if LAYOUT in metadata or any(key in metadata for key in LEGACY):
+        return value  # the whole value was kept as the metadata
+    return {TEXT_FIELD: memory.content, **value}
 
 
 def _item(memory: Memory, namespace: tuple[str, ...], kind: type[Item] = Item, **extra) -> Item:
-    """The LangGraph item (``kind`` Item or SearchItem) of a memory: its value without the reserved fields."""
-    metadata = memory.metadata or {}
-    value = {name: field for name, field in metadata.items() if not name.startswith(RESERVED_PREFIX)}
-    created = metadata.get(CREATED_AT)
+    """The LangGraph item (``kind`` Item or SearchItem) of a memory."""
     return kind(
         namespace=tuple(namespace),
         key=memory.id,
-        value=value,
-        created_at=datetime.fromisoformat(created) if created else memory.t,
-        updated_at=memory.t,
+        value=memory_value(memory),
+        created_at=memory.created_at,
+        updated_at=memory.updated_at,
         **extra,
     )
 
@@ -270,6 +291,10 @@ def _metadata_conditions(filter: Mapping[str, Any] | None) -> dict[str, Any]:
     for name, condition in filter.items():
         if not isinstance(name, str) or name.startswith(RESERVED_PREFIX):
             raise ValueError(f"MemnetsStore.search: filter field {name!r} is not a value field")
+        if name == TEXT_FIELD:
+            raise ValueError(
+                f"MemnetsStore.search: filter field {TEXT_FIELD!r} is the memory's text; search it with query=..."
+            )
         operators = isinstance(condition, Mapping) and condition and all(str(op).startswith("$") for op in condition)
         conditions[name] = dict(condition) if operators else {"$eq": condition}
     return conditions

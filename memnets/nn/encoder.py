@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import logging
+import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,11 @@ FORMAT_VERSION = 1
 # average about 4.5 characters per MiniLM token), widened 4x at a time while the cut holds too few
 # tokens, up to max_length * CUT_MAX_CHARS_PER_TOKEN characters (runs of spaces or control characters
 # that make no tokens: there the window is what that many characters hold).
+# How encode() computes: "torch" (exact, the default), "onnx" (the same graph on ONNX Runtime),
+# "int8" (ONNX Runtime with int8 weights: the fast CPU path), "fp16" / "bf16" (torch autocast on a
+# CUDA device). Training (forward) is always torch, in float32.
+BACKENDS = ("torch", "onnx", "int8", "fp16", "bf16")
+GPU_BACKENDS = {"fp16": torch.float16, "bf16": torch.bfloat16}
 CUT_CHARS_PER_TOKEN = 8
 CUT_MAX_CHARS_PER_TOKEN = 128
 
@@ -50,7 +56,8 @@ class MemoryEncoder(torch.nn.Module):
     """Backbone + mean pooling (+ projection) + L2 normalisation.
 
     Build it with :meth:`from_pretrained`. ``forward`` keeps gradients (training); ``encode`` is the
-    batched, gradient-free inference path that returns CPU float32 unit vectors.
+    batched, gradient-free inference path that returns CPU float32 unit vectors, computed by
+    ``backend`` (see :data:`BACKENDS`; the variant a store records beside its vectors).
     """
 
     def __init__(
@@ -75,6 +82,8 @@ class MemoryEncoder(torch.nn.Module):
         self.memory_prefix = memory_prefix
         hidden = backbone.config.hidden_size
         self.projection = torch.nn.Linear(hidden, projection_dim) if projection_dim else None
+        self.backend = "torch"
+        self._runner = None  # the ONNX Runtime session of the "onnx" / "int8" backends
 
     # ------------------------------------------------------------------ construction and files
     @classmethod
@@ -87,6 +96,7 @@ class MemoryEncoder(torch.nn.Module):
         query_prefix: str | None = None,
         memory_prefix: str | None = None,
         backbone_config: Mapping[str, Any] | None = None,
+        backend: str = "torch",
     ) -> MemoryEncoder:
         """Load a backbone (any HF encoder folder) or a folder written by :meth:`save_pretrained`.
 
@@ -99,7 +109,14 @@ class MemoryEncoder(torch.nn.Module):
         ``backbone_config`` (e.g. ``{"hidden_size": 32, "num_hidden_layers": 2}``) builds instead a
         randomly initialised backbone: ``path``'s architecture with these fields changed, and
         ``path``'s tokenizer. No weights are read; smoke runs and tests use it for tiny, fast models.
+
+        ``backend`` picks how :meth:`encode` computes (:data:`BACKENDS`). ``"onnx"`` and ``"int8"``
+        read ``onnx/model.onnx`` / ``onnx/model_int8.onnx`` from the folder (``memnets export
+        --backend int8`` writes them into a pack), else convert the encoder at load (seconds);
+        they need the ``[onnx]`` extra. ``"fp16"`` and ``"bf16"`` need the encoder on a CUDA device.
         """
+        if backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
         path = Path(path)
         if not path.is_dir():
             raise FileNotFoundError(f"encoder path {str(path)!r} is not a folder with a Hugging Face model")
@@ -132,7 +149,27 @@ class MemoryEncoder(torch.nn.Module):
         if saved_projection is not None:
             weights = load_file(path / PROJECTION_DIR / "model.safetensors")
             encoder.projection.load_state_dict({k.removeprefix("linear."): v for k, v in weights.items()})
+        encoder.set_backend(backend, path)
         return encoder
+
+    def set_backend(self, backend: str, folder: str | Path | None = None) -> MemoryEncoder:
+        """Compute :meth:`encode` with ``backend`` from now on (see :meth:`from_pretrained`); an ONNX
+        backend reads its file from ``folder``'s ``onnx/`` when there, else converts this encoder."""
+        if backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+        self._runner = None
+        if backend in ("onnx", "int8"):
+            from memnets.nn.onnx_encoder import ONNX_DIR, ONNX_FILES, OnnxRunner, export_onnx
+
+            saved = Path(folder) / ONNX_DIR / ONNX_FILES[backend] if folder is not None else None
+            if saved is not None and saved.is_file():
+                self._runner = OnnxRunner(saved)
+            else:
+                logger.info("converting the encoder for the %r backend (export --backend writes it once)", backend)
+                with tempfile.TemporaryDirectory(prefix="memnets-onnx-") as scratch:
+                    self._runner = OnnxRunner(export_onnx(self, scratch, backend))
+        self.backend = backend
+        return self
 
     def save_pretrained(self, path: str | Path) -> Path:
         """Write a folder loadable by ``from_pretrained``, transformers and sentence-transformers.
@@ -330,11 +367,24 @@ class MemoryEncoder(torch.nn.Module):
                 for start in track(starts, desc=f"encode {kind}", disable=not progress, unit="batch"):
                     index = order[start : start + batch_size]
                     batch = self.tokenize([texts[i] for i in index], kind)
-                    batch = {k: v.to(device) for k, v in batch.items()}
-                    out[index] = self(**batch).float().cpu()
+                    out[index] = self._embed(batch, device)
         finally:
             self.train(was_training)
         return out
+
+    def _embed(self, batch: dict[str, torch.Tensor], device: torch.device) -> torch.Tensor:
+        """Unit vectors of one tokenised batch by the encoder's backend (CPU float32)."""
+        if self._runner is not None:
+            return self._runner(batch["input_ids"], batch["attention_mask"])
+        batch = {k: v.to(device) for k, v in batch.items()}
+        if self.backend in GPU_BACKENDS:
+            if device.type != "cuda":
+                raise RuntimeError(
+                    f"the {self.backend!r} backend needs the encoder on a CUDA device, it is on {device}"
+                )
+            with torch.autocast("cuda", dtype=GPU_BACKENDS[self.backend]):
+                return self(**batch).float().cpu()
+        return self(**batch).float().cpu()
 
 
 def encoder_dim(path: str | Path | None = None) -> int:

@@ -348,21 +348,54 @@ class Archive:
                     ).fetchone()
                     replaced += stored is not None
                     row = rowcodec.seal_row(row, self._cipher, self.archive_id, 1 if stored is None else stored[0] + 1)
-                    conn.execute(
-                        "INSERT INTO memories (owner, id, t, t_epoch, last_access, importance, kind, payload, vector, "
-                        "superseded_by, version) VALUES (:owner, :id, :t, :t_epoch, :last_access, :importance, :kind, "
-                        ":payload, :vector, :superseded_by, :version) "
-                        "ON CONFLICT (owner, id) DO UPDATE SET t = excluded.t, t_epoch = excluded.t_epoch, "
-                        "last_access = excluded.last_access, importance = excluded.importance, kind = excluded.kind, "
-                        "payload = excluded.payload, vector = excluded.vector, superseded_by = excluded.superseded_by, "
-                        "version = excluded.version",
-                        vars(row),
-                    )  # an update keeps the row number, so logging the row afterwards covers both cases
+                    conn.execute(_UPSERT, vars(row))  # an update keeps the row number: log it afterwards
                     self._log_changes(conn, "owner = ? AND id = ?", (row.owner, row.id))
             if replaced:  # the old text and vector must leave the disk as after a delete
                 self._drop_saved_index()
                 self.compact()
             self._sync()
+
+    def new_version(self, memory: Memory, vector) -> Memory:
+        """Make ``memory`` the current version of its (owner, id), keeping the current one as history: one atomic step.
+
+        Inside one ``BEGIN IMMEDIATE`` transaction (the write lock is taken before anything is
+        read, so concurrent calls from any thread or process queue): the current row is copied to
+        a new row ``{id}~{n}`` superseded by ``id`` (n: the next free version number) and
+        ``memory`` with ``vector`` [dim] is written over it. Returns that older version. KeyError
+        when the owner has no current memory ``id`` (never stored, deleted, or an older version),
+        so a deletion is never undone by an update.
+        """
+        array = rowcodec.check_new_version(memory, vector, self.dim, "Archive.new_version")
+        new = rowcodec.encode_row(memory, array, "Archive.new_version")
+        with self._lock:
+            with self._write() as conn:
+                record = conn.execute(
+                    f"SELECT {COLUMNS} FROM memories WHERE owner = ? AND id = ? AND {CURRENT}", (new.owner, new.id)
+                ).fetchone()
+                if record is None:
+                    raise KeyError(f"Archive.new_version: owner {new.owner!r} has no current memory {new.id!r}")
+                count = conn.execute(
+                    "SELECT count(*) FROM memories WHERE owner = ? AND superseded_by = ?", (new.owner, new.id)
+                ).fetchone()[0]
+                older = rowcodec.older_version(
+                    self._decode(record),
+                    count,
+                    lambda memory_id: (
+                        conn.execute(
+                            "SELECT 1 FROM memories WHERE owner = ? AND id = ?", (new.owner, memory_id)
+                        ).fetchone()
+                        is not None
+                    ),
+                )
+                old = rowcodec.encode_row(older, _unpack_vector(record[8], self.dim, older.id), "Archive.new_version")
+                for row in (
+                    rowcodec.seal_row(old, self._cipher, self.archive_id, 1),
+                    rowcodec.seal_row(new, self._cipher, self.archive_id, record[10] + 1),
+                ):
+                    conn.execute(_UPSERT, vars(row))
+                self._log_changes(conn, "owner = ? AND id = ?", (new.owner, new.id))  # its vector changed
+            self._sync()
+        return older
 
     def touch(self, ids: Iterable[str], owner: str, when: datetime) -> int:
         """Set last_access of the owner's memories with these ids; returns how many were updated."""
@@ -709,6 +742,16 @@ def rotate_key(
     return count
 
 
+# one row written: inserted, or over the stored (owner, id) keeping its row number (its FAISS id)
+_UPSERT = (
+    "INSERT INTO memories (owner, id, t, t_epoch, last_access, importance, kind, payload, vector, "
+    "superseded_by, version) VALUES (:owner, :id, :t, :t_epoch, :last_access, :importance, :kind, "
+    ":payload, :vector, :superseded_by, :version) "
+    "ON CONFLICT (owner, id) DO UPDATE SET t = excluded.t, t_epoch = excluded.t_epoch, "
+    "last_access = excluded.last_access, importance = excluded.importance, kind = excluded.kind, "
+    "payload = excluded.payload, vector = excluded.vector, superseded_by = excluded.superseded_by, "
+    "version = excluded.version"
+)
 _TOMBSTONES = (
     "CREATE TABLE IF NOT EXISTS deletions (seq INTEGER PRIMARY KEY AUTOINCREMENT, owner TEXT, id TEXT, before REAL)"
 )

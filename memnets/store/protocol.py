@@ -12,7 +12,8 @@ test suite (tests/test_store_contract.py) runs it against every store. The guara
 - Crash-safe: when ``upsert`` returns, the write survives a killed process.
 - Versions: a row whose ``superseded_by`` is set is an older version of the memory with that id;
   ``get``/``vectors`` return it by its own id, ``history`` lists them, and ``search``,
-  ``list_memories`` and ``count`` skip it.
+  ``list_memories`` and ``count`` skip it.  ``new_version`` turns the current row into such a version and writes the new one in one atomic
+  step, so concurrent updates of one id keep every acknowledged version, in a total order.
 - Bad input raises ValueError/TypeError (InvalidMemoryError for records and vectors) naming the
   argument, and writes nothing.
 
@@ -69,6 +70,15 @@ class MemoryStore(Protocol):
 
     def count(self, owner: str) -> int:
         """How many current (not superseded) memories the owner has."""
+
+    def new_version(self, memory: Memory, vector) -> Memory:
+        """Make ``memory`` the current version of its (owner, id) in one atomic step; returns the older version.
+
+        The current row becomes ``{id}~{n}`` (``superseded_by=id``, n the next free number) and
+        ``memory`` with ``vector`` [dim] takes its place, under one lock: concurrent calls on one id
+        (any thread, process or machine) are serialised, so every acknowledged version is kept in
+        ``history``, in the order they committed. KeyError when there is no current memory ``id``.
+        """
 
     def touch(self, ids: Iterable[str], owner: str, when: datetime) -> int:
         """Set last_access of these memories; returns how many were updated."""

@@ -2,7 +2,8 @@
 
 A row keeps in clear what stores must query or order by: owner, id, t, last_access, importance,
 kind, superseded_by, the row version, and the vector. Everything else (content, links, the structured fields,
-metadata) is one JSON payload, sealed with AES-GCM when the store has a key. The associated data
+metadata, ``updated_at``: rows written before it had one read it as ``t``) is one JSON payload,
+sealed with AES-GCM when the store has a key. The associated data
 of the seal binds the clear fields, the store's random id and the row's version (see
 :func:`row_aad`), so editing a clear field, swapping ciphertexts between rows, copying a row into
 another store under the same key, or putting back an older ciphertext of a row after it was
@@ -24,7 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from datetime import datetime
 
@@ -45,6 +46,8 @@ from memnets.store.errors import (
     StoreKeyError,
 )
 from memnets.timeutil import as_utc
+
+VERSION_SEPARATOR = "~"  # older versions of memory "x" are stored as "x~1", "x~2", ... (see new_version)
 
 
 @dataclass(frozen=True)
@@ -149,6 +152,28 @@ def seal_row(row: Row, cipher: RowCipher | None, store_id: str, version: int) ->
     return replace(row, payload=payload, version=int(version))
 
 
+def older_version(current: Memory, count: int, exists: Callable[[str], bool]) -> Memory:
+    """``current`` as the older version it becomes in ``new_version``: id ``{id}~{n}``, superseded by ``id``.
+
+    ``n`` is one more than the ``count`` of versions the memory has, moved on past any id that
+    ``exists`` (an id a user chose may happen to have the form: it is never overwritten). Both
+    stores call this inside the write transaction that holds the memory's lock.
+    """
+    n = count + 1
+    while exists(f"{current.id}{VERSION_SEPARATOR}{n}"):
+        n += 1
+    return current.replace(id=f"{current.id}{VERSION_SEPARATOR}{n}", superseded_by=current.id)
+
+
+def check_new_version(memory: Memory, vector, dim: int, where: str) -> np.ndarray:
+    """The checks of ``new_version(memory, vector)``: a Memory that is current (not superseded), one vector [dim]."""
+    if not isinstance(memory, Memory):
+        raise InvalidMemoryError(f"{where}: expected a Memory record, got {type(memory).__name__}")
+    if memory.superseded_by is not None:
+        raise InvalidMemoryError(f"{where}: memory {memory.id!r} is marked superseded_by; a new version is current")
+    return check_vectors(vector, 1, dim, where, single=True)[0]
+
+
 def encode_row(memory: Memory, vector: np.ndarray, where: str) -> Row:
     """The plaintext row of a validated memory (InvalidMemoryError naming it otherwise); see :func:`seal_row`."""
     if not isinstance(memory, Memory):
@@ -169,10 +194,12 @@ def encode_row(memory: Memory, vector: np.ndarray, where: str) -> Row:
     try:
         t = as_utc(memory.t, f"{what}: t")
         last_access = as_utc(memory.last_access or memory.t, f"{what}: last_access")
+        updated_at = as_utc(memory.updated_at or memory.t, f"{what}: updated_at")
     except TypeError as error:
         raise InvalidMemoryError(str(error)) from None
     payload = {
         "content": memory.content,
+        "updated_at": updated_at.isoformat(),  # sealed with the content; rows written before it read t
         "links": list(memory.links),
         "agent": memory.agent,
         "action": memory.action,
@@ -243,6 +270,7 @@ def decode_row(
         location=fields["location"],
         metadata=fields["metadata"],
         superseded_by=superseded_by,
+        updated_at=datetime.fromisoformat(fields["updated_at"]) if "updated_at" in fields else None,
     )
 
 

@@ -132,6 +132,12 @@ if mode == "write":
         print(memory_id, flush=True)  # printed only once the write was acknowledged
 elif mode == "delete":
     print(store.delete(sys.argv[4].split(","), owner), flush=True)
+elif mode == "versions":  # new versions of one memory id: "versions owner id n tag"
+    memory_id, n, tag = sys.argv[4], int(sys.argv[5]), sys.argv[6]
+    for i in range(n):
+        version = memory_for(memory_id, owner, minutes=i, content=f"{tag} version {i}")
+        store.new_version(version, vector_for(f"{tag}-{i}"))
+        print(f"{tag}-{i}", flush=True)  # printed only once the version was acknowledged
 store.close()
 """
 
@@ -414,6 +420,56 @@ class StoreContract:
             owner = f"proc{n}"
             assert store.count(owner) == 25
             assert hit_ids(store.search(vector_for(f"{owner}-7"), 1, owner)) == [f"{owner}-7"]
+
+    def test_new_version_keeps_the_current_one_as_history(self, store):
+        first = memory_for("m", "a", content="first")
+        store.upsert([first, memory_for("m~1", "a", content="an id the user chose")], vectors_for([first, first]))
+        second = memory_for("m", "a", minutes=1, content="second")
+        older = store.new_version(second, vector_for("second"))
+        assert older == first.replace(id="m~2", superseded_by="m")  # m~1 is taken: never overwritten
+        assert store.get(["m", "m~2", "m~1"], "a") == [
+            second,
+            older,
+            memory_for("m~1", "a", content="an id the user chose"),
+        ]
+        np.testing.assert_array_equal(
+            store.vectors(["m~2", "m"], "a"), np.stack([vector_for("m"), vector_for("second")])
+        )
+        assert hit_ids(store.search(vector_for("second"), 1, "a")) == ["m"]
+        assert store.search(vector_for("m"), 3, "a", filters={"kind": "observation"})[0][0].id != "m~2"
+        third = memory_for("m", "a", minutes=2, content="third")
+        assert store.new_version(third, vector_for("third")).id == "m~3"
+        assert ids(store.history("m", "a")) == ["m~2", "m~3"] and store.count("a") == 2
+        with pytest.raises(KeyError, match="no current memory 'gone'"):
+            store.new_version(memory_for("gone", "a"), vector_for("gone"))
+        with pytest.raises(KeyError):  # an older version is not current: no version of a version
+            store.new_version(memory_for("m~2", "a"), vector_for("x"))
+        with pytest.raises(KeyError):  # another owner's memory
+            store.new_version(memory_for("m", "b"), vector_for("x"))
+        with pytest.raises(InvalidMemoryError):
+            store.new_version(third.replace(superseded_by="z"), vector_for("x"))
+        assert store.get(["m"], "a") == [third] and ids(store.history("m", "a")) == ["m~2", "m~3"]
+
+    def test_concurrent_new_versions_of_one_id_keep_every_acknowledged_version(self, store, store_spec):
+        """Two processes make 40 new versions each of one memory: all 80 end up in its history, once
+        each, numbered in the order they committed, each writer's in the order it wrote them."""
+        store.upsert([memory_for("common", "a", content="initial")], vector_for("initial")[None])
+        writers = [child(store_spec, "versions", "a", "common", "40", f"w{n}") for n in range(2)]
+        acknowledged = [finish(process)[1:] for process in writers]
+        assert [len(a) for a in acknowledged] == [40, 40]
+        history = store.history("common", "a")
+        current = store.get(["common"], "a")[0]
+        assert [m.id for m in history] == [f"common~{n}" for n in range(1, 81)]
+        contents = [m.content for m in [*history, current]]
+        expected = {"initial"} | {f"{tag.replace('-', ' version ')}" for a in acknowledged for tag in a}
+        assert contents[0] == "initial" and len(contents) == len(set(contents)) == 81 and set(contents) == expected
+        for n in range(2):  # each writer's versions in its own order
+            mine = [int(c.split()[-1]) for c in contents if c.startswith(f"w{n} ")]
+            assert mine == list(range(40))
+        tags = [c.replace(" version ", "-") for c in contents[1:]]
+        np.testing.assert_array_equal(
+            store.vectors([m.id for m in history[1:]] + ["common"], "a"), np.stack([vector_for(t) for t in tags])
+        )
 
     def test_every_acknowledged_write_survives_sigkill(self, make, store_spec):
         process = child(store_spec, "write", "a", "100000")
