@@ -436,6 +436,28 @@ class AgentMemory:
                 found[user] = [SearchHit(memory, hit.score) for memory, hit in zip(memories, hits)]
         return found
 
+    def search_vector(
+        self,
+        vector: Sequence[float] | np.ndarray,
+        *,
+        user: str,
+        k: int = 5,
+        filters: MemoryFilter | Mapping | None = None,
+    ) -> list[SearchHit]:
+        """:meth:`search` with the query already encoded: ``vector`` is a ``[dim]`` query vector of
+        this memory's encoder (``encoder.encode([q], kind="query")[0]``), ranked exactly as
+        ``search`` ranks (the store's cosine, or a pack's scorer, which needs no query text once the
+        vector is given). For framework calls that hand over an embedding (LangChain's ``*_by_vector``).
+        """
+        _check_user(user)
+        _check_k(k)
+        vector = np.asarray(vector, dtype=np.float32).reshape(-1)
+        if vector.shape != (self.encoder.dim,) or not np.isfinite(vector).all():
+            raise ValueError(f"vector must be {self.encoder.dim} finite numbers, got shape {vector.shape}")
+        parsed = MemoryFilter.parse(filters)
+        self._require_open()
+        return self._search_encoded("", vector, user, k, parsed)
+
     def _search_encoded(
         self, query: str, vector: np.ndarray, user: str, k: int, parsed: MemoryFilter | None
     ) -> list[SearchHit]:

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import argparse
 import getpass
-import logging
 import os
 import sys
+
+from memnets.console import add_output_options, parse_args
 
 
 def rotate_key_parser() -> argparse.ArgumentParser:
@@ -38,7 +39,7 @@ def rotate_key_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="scrypt cost for a new passphrase (a power of two; default: 2^17, OWASP's minimum)",
     )
-    return parser
+    return add_output_options(parser)
 
 
 def _key(env: str | None, file: str | None, which: str) -> bytes | str:
@@ -58,8 +59,7 @@ def _key(env: str | None, file: str | None, which: str) -> bytes | str:
 
 
 def rotate_key_main(argv: list[str]) -> int:
-    args = rotate_key_parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    args = parse_args(rotate_key_parser(), argv)
     from memnets.store.archive import DB_FILE, rotate_key
     from memnets.store.crypto import DEFAULT_KDF
     from memnets.store.errors import ArchiveError

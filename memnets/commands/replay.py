@@ -19,7 +19,7 @@ from pathlib import Path
 from rich.table import Table
 
 from memnets.commands.options import add_data_option
-from memnets.console import print_table
+from memnets.console import add_output_options, parse_args, print_table
 from memnets.data.formats import load_conversations
 from memnets.data.location import find_data
 from memnets.data.locomo import DataFormatError
@@ -66,7 +66,7 @@ def results_table(rows: list[dict], settings: dict) -> Table:
     return table
 
 
-def main(argv: list[str]) -> int:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="memnets replay", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -115,20 +115,25 @@ def main(argv: list[str]) -> int:
     parser.add_argument(
         "--output", type=Path, default=None, help="JSON results (default checkpoints/replay/replay-<conv>.json)"
     )
-    args = parser.parse_args(argv)
+    return add_output_options(parser)
+
+
+def main(argv: list[str]) -> int:
+    command = parser()
+    args = parse_args(command, argv)
     if args.pack is not None and not args.pack.is_dir():
-        parser.error(f"--pack {args.pack}: not a folder")
+        command.error(f"--pack {args.pack}: not a folder")
     if args.no_heuristic and args.pack is None:
-        parser.error("--no-heuristic leaves nothing to run without --pack")
+        command.error("--no-heuristic leaves nothing to run without --pack")
     try:
         categories = {int(c) for c in args.categories.split(",") if c.strip()}
     except ValueError:
-        parser.error(f"--categories must be comma-separated integers, got {args.categories!r}")
+        command.error(f"--categories must be comma-separated integers, got {args.categories!r}")
     try:
         args.data = find_data(args.data)
         conversation = load_conversations(args.data, sample_ids=[args.conversation])[0]
     except (FileNotFoundError, DataFormatError) as error:
-        parser.error(f"--conversation {args.conversation} / --data {args.data}: {error}")
+        command.error(f"--conversation {args.conversation} / --data {args.data}: {error}")
     result = replay(
         conversation,
         encoder=args.encoder,

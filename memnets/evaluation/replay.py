@@ -30,12 +30,12 @@ from datetime import timedelta
 from pathlib import Path
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from memnets.data.locomo import Conversation, memory_id
 from memnets.memory.events import Move
 from memnets.memory.signals import FixedGate, HeuristicGate, pack_components
 from memnets.nn.embedding_cache import CachedEncoder
+from memnets.progress import track
 
 logger = logging.getLogger(__name__)
 
@@ -92,7 +92,7 @@ def replay_conversation(conversation: Conversation, setup: Setup, settings: dict
         schedule = question_schedule(conversation, items, settings["ask"], settings["delay"])
         questions = []
         for position, turn in enumerate(
-            tqdm(conversation.turns, desc=f"{setup.name}: turns", unit="turn", leave=False)
+            track(conversation.turns, desc=f"{setup.name}: turns", unit="turn", leave=False)
         ):
             manager.observe(turn.content, t=turn.t, id=memory_id(user, turn.dia_id), speaker=turn.speaker)
             for item in schedule.get(position, []):
@@ -100,7 +100,7 @@ def replay_conversation(conversation: Conversation, setup: Setup, settings: dict
         manager.flush()
         stream_seconds = time.perf_counter() - started
         now = conversation.turns[-1].t + timedelta(hours=1)
-        for item in tqdm(schedule.get(None, []), desc=f"{setup.name}: questions", unit="q", leave=False):
+        for item in track(schedule.get(None, []), desc=f"{setup.name}: questions", unit="q", leave=False):
             questions.append(ask(manager, conversation, item, now))
         moves = {
             move.value: manager.events.count(move)
@@ -122,7 +122,7 @@ def replay_plain(conversation: Conversation, setup: Setup, settings: dict, categ
         schedule = question_schedule(conversation, items, settings["ask"], settings["delay"])
         questions = []
         for position, turn in enumerate(
-            tqdm(conversation.turns, desc=f"{setup.name}: turns", unit="turn", leave=False)
+            track(conversation.turns, desc=f"{setup.name}: turns", unit="turn", leave=False)
         ):
             memory.add(turn.content, user=user, t=turn.t, id=memory_id(user, turn.dia_id), agent=turn.speaker)
             questions.extend(

