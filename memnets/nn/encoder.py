@@ -17,6 +17,7 @@ tokenisation and are saved with the model (also as sentence-transformers prompts
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 from collections.abc import Mapping, Sequence
@@ -52,6 +53,9 @@ class MemoryEncoder(torch.nn.Module):
     Build it with :meth:`from_pretrained`. ``forward`` keeps gradients (training); ``encode`` is the
     batched, gradient-free inference path that returns CPU float32 unit vectors.
     """
+
+    variant = "torch"  # the backend computing the embeddings; part of the fingerprint (backends differ slightly)
+    source = "an encoder built in memory"  # what it is, for people: set by from_pretrained
 
     def __init__(
         self,
@@ -131,6 +135,9 @@ class MemoryEncoder(torch.nn.Module):
         if saved_projection is not None:
             weights = load_file(path / PROJECTION_DIR / "model.safetensors")
             encoder.projection.load_state_dict({k.removeprefix("linear."): v for k, v in weights.items()})
+        encoder.source = "bundled all-MiniLM-L6-v2" if str(path) == DEFAULT_BACKBONE else f"encoder folder {path}"
+        if backbone_config:
+            encoder.source += f", randomly initialised with {dict(backbone_config)}"
         return encoder
 
     def save_pretrained(self, path: str | Path) -> Path:
@@ -217,6 +224,24 @@ class MemoryEncoder(torch.nn.Module):
         if self.projection is not None:
             return self.projection.out_features
         return self.backbone.config.hidden_size
+
+    @property
+    def fingerprint(self) -> str:
+        """Which encoder this is, as a store records it: ``"<variant>:<dim>:<sha256 prefix>"``.
+
+        The sha256 covers the weights (backbone and projection), the tokenizer's vocabulary, mean
+        pooling, ``max_length`` and the prefixes: two encoders with the same fingerprint embed alike.
+        Hashed on first use and kept (load a changed encoder again to fingerprint its new weights).
+        """
+        if getattr(self, "_fingerprint", None) is None:
+            digest = hashlib.sha256()
+            for name, tensor in sorted(self.state_dict().items()):
+                digest.update(name.encode())
+                digest.update(tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+            settings = [self.max_length, self.query_prefix, self.memory_prefix, "mean", "normalize"]
+            digest.update(json.dumps([settings, sorted(self.tokenizer.get_vocab().items())]).encode())
+            self._fingerprint = f"{self.variant}:{self.dim}:{digest.hexdigest()[:32]}"
+        return self._fingerprint
 
     @property
     def device(self) -> torch.device:

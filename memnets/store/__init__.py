@@ -16,7 +16,16 @@ from memnets.store.errors import (
     StoreKeyError,
 )
 from memnets.store.filters import MemoryFilter
-from memnets.store.protocol import CAPABILITIES, Compaction, DeletionLedger, IndexRebuild, MemoryStore, supports
+from memnets.store.protocol import (
+    CAPABILITIES,
+    Compaction,
+    DeletionLedger,
+    EncoderBinding,
+    IndexRebuild,
+    MemoryStore,
+    Reembedding,
+    supports,
+)
 
 __all__ = [
     "CAPABILITIES",
@@ -26,10 +35,12 @@ __all__ = [
     "ArchiveKeyError",
     "Compaction",
     "DeletionLedger",
+    "EncoderBinding",
     "IndexRebuild",
     "InvalidMemoryError",
     "MemoryFilter",
     "MemoryStore",
+    "Reembedding",
     "StoreError",
     "StoreFormatError",
     "StoreIntegrityError",
