@@ -33,10 +33,13 @@ if TYPE_CHECKING:
         InvalidMemoryError,
         MemoryFilter,
         MemoryStore,
+        StoreCorruptError,
         StoreError,
         StoreFormatError,
         StoreIntegrityError,
         StoreKeyError,
+        StoreReadOnlyError,
+        StoreUnavailableError,
         open_store,
     )
     from memnets.store.archive import Archive
@@ -75,6 +78,9 @@ _EXPORTS: dict[str, str] = {
     "StoreFormatError": "memnets.store",
     "StoreKeyError": "memnets.store",
     "StoreIntegrityError": "memnets.store",
+    "StoreCorruptError": "memnets.store",
+    "StoreReadOnlyError": "memnets.store",
+    "StoreUnavailableError": "memnets.store",
     "InvalidMemoryError": "memnets.store",
     "ArchiveError": "memnets.store",
     "EncoderMismatchError": "memnets.store.identity",

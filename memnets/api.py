@@ -15,20 +15,29 @@ What it guarantees (each tested in tests/test_api*.py):
 - Durability: ``add``/``add_many``/``update`` have written to the store when they return (the
   hybrid ingestion of ``add_many`` writes the important memories first, then the rest in batches,
   all before it returns; only a :class:`~memnets.memory.manager.MemoryManager` buffers).
-- Identity: an add without an explicit id whose text is a near-duplicate (cosine >=
-  ``duplicate_threshold``, chosen on LoCoMo, see docs/memory.md) of a memory of the same kind of
-  that user refreshes that memory (last access = ``t``) and returns it. An add with the id of an
-  existing memory, or ``update``, writes a new version and keeps the old one: it is re-stored under
-  the id ``f"{id}~{n}"`` (n = 1, 2, ...) with ``superseded_by=id``, so search and listings skip
-  it and ``history(id)`` returns it. ``add(..., replaces=old)`` stores a new memory and marks
-  ``old`` (kept under its own id) ``superseded_by`` the new one.
+- One write path (:mod:`memnets.memory.writes`, also the manager's ``observe``): every add says
+  what it did in ``outcome``. An add without an explicit id whose text says what one of that
+  user's memories of its kind says (equal after normalisation, or a near match - cosine >=
+  ``duplicate_threshold`` - by the same speaker with the same numbers, dates, times, names and
+  negations) is "unchanged": that memory is returned, its last access moved to ``t``. A near match
+  that changes one of those facts is "updated": the new text becomes that memory's current
+  version (same id, creation time kept, metadata merged), the old one stays in its history.
+  Anything else is "added". An add with the id of an existing memory, or ``update``, writes a new
+  version ("unchanged" when nothing differs) and keeps the old one: it is re-stored under the id
+  ``f"{id}~{n}"`` (n = 1, 2, ...) with ``superseded_by=id``, so search and listings skip it and
+  ``history(id)`` returns it. ``add(..., replaces=old)`` stores a new memory and marks ``old``
+  (kept under its own id) ``superseded_by`` the new one ("updated").
+- Times: ``t`` (``created_at``) is when a memory was first written and stays with every version,
+  so listings keep creation order; ``updated_at`` is when its current version was written.
 - Deletion is final: ``delete``/``delete_all`` remove the memory and all its older versions from
   the store and the index, and from the tiers and write buffer of every live manager of that user
   in this process; managers in other processes learn it from the store's deletion ledger before
   they next write, query or close (see :meth:`MemoryManager._forget_deleted`).
 - Time: aware UTC; a naive datetime is read as UTC; ``t`` defaults to now (:mod:`memnets.timeutil`).
 - Bad input (an empty user or text, k < 1, an unknown filter field, a wrong type) raises
-  ValueError/TypeError naming the argument, before anything is written.
+  ValueError/TypeError naming the argument, before anything is written; a text (or query) that is
+  not valid Unicode, longer than ``MAX_TEXT_CHARS`` or refused by the encoder's tokenizer raises
+  InvalidMemoryError naming the position or the limit.
 
 Ranking: without a pack, ``search`` ranks by cosine (the store's inner product of unit vectors;
 Generative Agents' hand-set recency + importance mix retrieves far worse on LoCoMo, see
@@ -45,22 +54,32 @@ import weakref
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import fields
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import NamedTuple
 
 import numpy as np
 
-from memnets.memory.manager import ManagerConfig, MemoryManager, default_state_path, nearest_of_kind
+import memnets.timeutil as timeutil
+from memnets.memory.manager import ManagerConfig, MemoryManager, default_state_path, legacy_state_path
 from memnets.memory.signals import HeuristicGate, HeuristicImportance, pack_components
+from memnets.memory.writes import VERSION_SEPARATOR, WritePath, check_new_id, check_text, embed, successor
 from memnets.protocols import TextEncoder
-from memnets.records import DERIVED_KINDS, MEMORY_KINDS, Memory
+from memnets.records import DERIVED_KINDS, Memory
 from memnets.scoring import HeuristicScorer
-from memnets.store import MemoryFilter, StoreFormatError, open_store
+from memnets.store import Expiry, MemoryFilter, StoreFormatError, open_store, supports
 from memnets.store.identity import bind_encoder
-from memnets.timeutil import as_utc_or_now
+from memnets.timeutil import as_utc_or_now, ttl_seconds
 from memnets.timeutil import now as utc_now
 
-VERSION_SEPARATOR = "~"  # older versions of memory "x" are stored as "x~1", "x~2", ...
+
+class _KeepTTL:
+    """The default of ``update(ttl=...)``: leave the memory's expiry as it is."""
+
+    def __repr__(self) -> str:
+        return "KEEP_TTL"
+
+
+KEEP_TTL = _KeepTTL()
 
 
 class SearchHit(NamedTuple):
@@ -76,6 +95,9 @@ def open(
     pack=None,
     key: bytes | str | None = None,
     encoder: TextEncoder | str | os.PathLike | None = None,
+    backend: str = "torch",
+    agent: str | None = None,
+    session: str | None = None,
     **options,
 ) -> AgentMemory:
     """Open (or create) a memory at ``location`` for any number of users.
@@ -88,6 +110,11 @@ def open(
         encoder: an encoder object (anything with ``encode(texts, kind=...)``, ``dim`` and
             ``tokenizer``) or an encoder folder; default: the pack's, else the bundled
             all-MiniLM-L6-v2. Not together with ``pack`` (the pack's heads were trained on its encoder).
+        backend: how a pack's or a folder's encoder computes (``MemoryEncoder.from_pretrained``):
+            "torch" (exact), "onnx", "int8" (the fast CPU path, the ``[onnx]`` extra), "fp16"/"bf16" (GPU).
+        agent, session: the default scope of what this memory writes (``add``/``add_many`` without
+            ``agent=``/``session=``); reads filter by scope only when asked (``filters``), so a new
+            session still recalls the user's older ones.
         options: :class:`~memnets.memory.manager.ManagerConfig` fields (defaults of every
             ``manager(user)``; ``duplicate_threshold``, ``fetch_factor``, ``write_through_threshold``
             and ``batch_size`` also apply to ``add``/``add_many``/``search``); the rest go to the
@@ -104,11 +131,13 @@ def open(
         if isinstance(pack, (str, os.PathLike)):
             from memnets.pack import load_pack
 
-            pack = load_pack(pack)
+            pack = load_pack(pack, backend=backend)
         components = pack_components(pack)
         encoder = components.pop("encoder")
-    else:
-        encoder = load_encoder(None, encoder)
+    elif encoder is None or isinstance(encoder, (str, os.PathLike)):
+        from memnets.nn.encoder import MemoryEncoder
+
+        encoder = MemoryEncoder.from_pretrained(*([encoder] if encoder is not None else []), backend=backend)
     for name in names & set(components):  # thresholds the pack chose (write-through, duplicate), unless given
         settings.setdefault(name, components.pop(name))
     config = ManagerConfig.build(**settings)
@@ -124,7 +153,7 @@ def open(
             store.close()
             raise
     try:
-        return AgentMemory(store, encoder, config=config, owns_store=True, **components)
+        return AgentMemory(store, encoder, config=config, owns_store=True, agent=agent, session=session, **components)
     except BaseException:
         store.close()
         raise
@@ -191,6 +220,7 @@ class AgentMemory:
             search by cosine and gives managers Generative Agents' heuristic scorer.
         llm: the text model of the managers' reflections, summaries and plans.
         owns_store: close the store in :meth:`close`.
+        agent, session: the default scope of writes (see :func:`open`).
     """
 
     def __init__(
@@ -204,6 +234,8 @@ class AgentMemory:
         scorer=None,
         llm=None,
         owns_store: bool = False,
+        agent: str | None = None,
+        session: str | None = None,
     ):
         self.identity = bind_encoder(store, encoder)  # a store another encoder filled: EncoderMismatchError
         if store.dim != encoder.dim:
@@ -218,9 +250,14 @@ class AgentMemory:
         self.scorer = scorer
         self.llm = llm
         self.owns_store = owns_store
+        for name, value in (("agent", agent), ("session", session)):
+            if value is not None:
+                _check_id(value, name)
+        self.scope = {"agent": agent, "session": session}  # the default scope of writes
         self.closed = False
         self._lock = threading.RLock()  # one writer at a time: dedup check and write are one step
         self._managers: weakref.WeakSet[MemoryManager] = weakref.WeakSet()
+        self._writes = WritePath(store, encoder, self.importance, self.config, self._live)
 
     # ------------------------------------------------------------------ writing
     def add(
@@ -238,13 +275,20 @@ class AgentMemory:
         objects: Sequence[str] | None = None,
         location: str | None = None,
         replaces: str | None = None,
+        session: str | None = None,
+        ttl: timedelta | float | None = None,
     ) -> Memory:
-        """Store one memory of ``user`` (durable on return) and return it as stored.
+        """Store one memory of ``user`` (durable on return) and return it as stored, with its ``outcome``.
 
         ``text_or_record``: the text (the other arguments fill the record), or a :class:`Memory`
         of this user (stored as it is; only ``replaces`` applies). ``importance`` defaults to the
-        importance decision's score. See the module docstring for near-duplicates, ids that exist
-        already and ``replaces``.
+        importance decision's score. ``outcome`` of the returned memory: "added", "updated" (it
+        became the new version of an existing memory, whose old text is in ``history``) or
+        "unchanged" (the user's memories said this already; that memory is returned). See the
+        module docstring for the rule, ids that exist already and ``replaces``. ``agent``/``session``
+        default to this memory's scope (:func:`open`). ``ttl`` (a timedelta or seconds, counted from
+        now, not from ``t``) makes it expire (docs/memory.md, "Expiry"); a repeated statement keeps
+        the stored memory's expiry, refreshed when it has a TTL.
         """
         if replaces is not None:
             _check_id(replaces, "replaces")
@@ -260,16 +304,21 @@ class AgentMemory:
             action=action,
             objects=objects,
             location=location,
+            session=session,
+            ttl=ttl,
         )
         explicit = id is not None or isinstance(text_or_record, Memory)
-        return self._add_encoded(
-            [memory],
-            self._encode([memory.content]),
-            user,
-            explicit=[explicit],
-            scored=[importance is not None or isinstance(text_or_record, Memory)],
-            replaces=replaces,
-        )[0]
+        memories, vectors = self._writes.prepare(
+            [memory], [importance is not None or isinstance(text_or_record, Memory)]
+        )
+        with self._lock:
+            self._require_open()
+            replaced = None
+            if replaces is not None:
+                replaced = self._current(replaces, user, "replaces")
+                if replaced.id == memories[0].id:
+                    raise ValueError(f"add: replaces={replaces!r} is the id of the memory being added")
+            return self._writes.commit(memories, vectors, explicit=[explicit], replaces=replaced)[0]
 
     def add_many(
         self,
@@ -285,6 +334,8 @@ class AgentMemory:
         objects: Sequence[str] | None = None,
         location: str | None = None,
         ids: Sequence[str | None] | None = None,
+        session: str | None = None,
+        ttl: timedelta | float | None = None,
     ) -> list[Memory]:
         """Store many memories of ``user`` with one encoder batch; returns them in order (durable on return).
 
@@ -292,8 +343,9 @@ class AgentMemory:
         gives them ids, else each gets a new one) or :class:`Memory` records of this user. An item
         with an id is keyed by it, as in :meth:`add`. The seed's hybrid ingestion: the important ones
         (importance >= ``write_through_threshold``) are written first, in one transaction, then
-        the rest in batches of ``batch_size``. Near-duplicates (of stored memories or of an
-        earlier item of the same call) return the memory they duplicate.
+        the rest in batches of ``batch_size``. Each item gets :meth:`add`'s outcome, against the
+        stored memories and the earlier items of the same call (an item that repeats an earlier
+        one returns it, "unchanged"; one that changes a fact of it makes it its history, "updated").
         """
         if isinstance(items, (str, Memory)):
             raise TypeError(
@@ -321,6 +373,8 @@ class AgentMemory:
                     action=action,
                     objects=objects,
                     location=location,
+                    session=session,
+                    ttl=ttl,
                     where=f"add_many: items[{n}]",
                 )
             )
@@ -331,154 +385,94 @@ class AgentMemory:
             return []
         records = [isinstance(item, Memory) for item in items]
         explicit = [record or memory_id is not None for record, memory_id in zip(records, ids)]
-        return self._add_encoded(
+        memories, vectors = self._writes.prepare(
             memories,
-            self._encode([m.content for m in memories]),
-            user,
-            explicit=explicit,
-            scored=[r or importance is not None for r in records],
+            [r or importance is not None for r in records],
+            [f"add_many: items[{n}]" for n in range(len(items))],
         )
-
-    def _add_encoded(
-        self,
-        memories: list[Memory],
-        vectors: np.ndarray,
-        user: str,
-        *,
-        explicit: list[bool],
-        scored: list[bool],
-        replaces: str | None = None,
-    ) -> list[Memory]:
-        """Dedup, version, score and write prepared records (all validated) in the hybrid order."""
-        unscored = [n for n, done in enumerate(scored) if not done]
-        if unscored:
-            values = self.importance([memories[n].content for n in unscored], vectors[unscored])
-            for n, value in zip(unscored, values):
-                memories[n] = memories[n].replace(importance=float(value))
         with self._lock:
             self._require_open()
-            if replaces is not None:
-                replaced = self._current(replaces, user, "replaces")
-                new = memories[0]
-                if new.id == replaced.id:
-                    raise ValueError(f"add: replaces={replaces!r} is the id of the memory being added")
-                old_vector = self.store.vectors([replaced.id], user)[0]
-                self.store.upsert([new, replaced.replace(superseded_by=new.id)], np.stack([vectors[0], old_vector]))
-                self._refresh_managers(user, new, vectors[0])
-                self._forget_in_managers(user, [replaced.id], reason="superseded")
-                return [new]
-            out: list[Memory | None] = [None] * len(memories)
-            fresh: list[int] = []
-            for n, memory in enumerate(memories):
-                if explicit[n]:
-                    existing = self.store.get([memory.id], user)
-                    if existing:
-                        out[n] = self._new_version(existing[0], memory, vectors[n])
-                        continue
-                else:
-                    duplicate = self._duplicate(memory, vectors[n], memories, vectors, fresh)
-                    if duplicate is not None:
-                        out[n] = duplicate
-                        continue
-                fresh.append(n)
-            self._write_hybrid([memories[n] for n in fresh], vectors[fresh])
-            for n in fresh:
-                out[n] = memories[n]
-            # a later item that duplicated an earlier one of this call gets that one, as written
-            return [memories[m] if isinstance(m, int) else m for m in out]
-
-    def _duplicate(
-        self, memory: Memory, vector: np.ndarray, batch: list[Memory], vectors: np.ndarray, fresh: list[int]
-    ) -> Memory | int | None:
-        """The stored memory (refreshed) or earlier item of this batch (its index) ``memory`` nearly duplicates."""
-        threshold = self.config.duplicate_threshold
-        if threshold is None:
-            return None
-        kind, user = memory.kind, memory.owner
-        same = [n for n in fresh if batch[n].kind == kind]
-        if same:
-            scores = vectors[same] @ vector
-            if scores.max() >= threshold:
-                return same[int(np.argmax(scores))]
-        found = nearest_of_kind(self.store, vector, user, kind)
-        if found is not None and found[1] >= threshold:
-            existing = found[0]
-            when = max(memory.t, existing.last_access)
-            self.store.touch([existing.id], user, when)
-            return existing.replace(last_access=when)
-        return None
-
-    def _write_hybrid(self, memories: list[Memory], vectors: np.ndarray) -> None:
-        """Important memories first in one transaction, then the rest in batches of ``batch_size``."""
-        if not memories:
-            return
-        threshold = self.config.write_through_threshold
-        important = [n for n, m in enumerate(memories) if m.importance >= threshold]
-        rest = [n for n, m in enumerate(memories) if m.importance < threshold]
-        if important:
-            self.store.upsert([memories[n] for n in important], vectors[important])
-        for start in range(0, len(rest), self.config.batch_size):
-            chunk = rest[start : start + self.config.batch_size]
-            self.store.upsert([memories[n] for n in chunk], vectors[chunk])
-
-    def _new_version(self, current: Memory, new: Memory, vector: np.ndarray) -> Memory:
-        """Write ``new`` under ``current``'s id and keep ``current`` as ``{id}~{n}`` superseded by it (one transaction)."""
-        user = current.owner
-        n = len(self.store.history(current.id, user)) + 1
-        while self.store.get([f"{current.id}{VERSION_SEPARATOR}{n}"], user):
-            n += 1  # an id a user chose happens to have the form: never overwrite it
-        old = current.replace(id=f"{current.id}{VERSION_SEPARATOR}{n}", superseded_by=current.id)
-        old_vector = self.store.vectors([current.id], user)[0]
-        self.store.upsert([old, new], np.stack([old_vector, vector]))
-        self._refresh_managers(user, new, vector)
-        return new
+            return self._writes.commit(memories, vectors, explicit=explicit)
 
     def update(
-        self, id: str, text: str | None = None, *, user: str, metadata: dict | None = None, t: datetime | None = None
+        self,
+        id: str,
+        text: str | None = None,
+        *,
+        user: str,
+        metadata: dict | None = None,
+        merge_metadata: bool = False,
+        t: datetime | None = None,
+        ttl=KEEP_TTL,
     ) -> Memory:
-        """A new version of memory ``id`` (new text and/or metadata, at ``t``); the old one stays in its history.
+        """A new version of memory ``id`` (new text and/or metadata, written at ``t``); the old one stays in its history.
 
-        The text is re-encoded and its importance re-scored when it changes. KeyError when
-        ``user`` has no current memory ``id``.
+        ``merge_metadata``: the given metadata updates the memory's (keys not given are kept);
+        else (the default) it replaces it. The text is re-encoded and its importance re-scored
+        when it changes. The memory keeps its id and creation time ``t`` (listings stay in
+        creation order); its ``updated_at`` is this call's ``t``. Returns the memory with
+        ``outcome`` "updated", or "unchanged" (nothing written) when text and metadata are the
+        same as now. ``ttl``: left out, the expiry stays as it was; a timedelta or seconds, it
+        expires that long from now; None, it never expires. KeyError when ``user`` has no current
+        memory ``id``.
         """
         _check_user(user)
         _check_id(id, "id")
-        if text is None and metadata is None:
-            raise ValueError("update: give text and/or metadata to change")
+        expiry = {} if ttl is KEEP_TTL else _expiry(self._ttl(ttl))
+        if text is None and metadata is None and not expiry:
+            raise ValueError("update: give text, metadata and/or ttl to change")
         if text is not None:
-            _check_text(text, "text")
+            check_text(text, "text")
         if metadata is not None and not isinstance(metadata, dict):
             raise TypeError(f"update: metadata must be a dict, got {type(metadata).__name__}")
         when = as_utc_or_now(t, "t")
         with self._lock:
             self._require_open()
             current = self._current(id, user, "id")
-            changes = {"t": when, "last_access": when}
-            if metadata is not None:
-                changes["metadata"] = dict(metadata)
-            if text is not None and text != current.content:
-                vector = self._encode([text])[0]
-                importance = float(self.importance([text], vector[None, :])[0])
-                changes.update(content=text, importance=importance)
-            else:
-                vector = self.store.vectors([id], user)[0]
-            return self._new_version(current, current.replace(**changes), vector)
+        content = text if text is not None else current.content
+        given = current.replace(
+            content=content, t=when, metadata=dict(metadata) if metadata is not None else {}, **expiry
+        )
+        new = successor(current, given, merge_metadata=metadata is None or merge_metadata)
+        vector = None
+        if content != current.content:
+            [new], vectors = self._writes.prepare([new], [False])
+            vector = vectors[0]
+        with self._lock:
+            self._require_open()
+            if self._current(id, user, "id") != current:
+                raise RuntimeError(f"update: memory {id!r} of user {user!r} changed while this update was encoded")
+            return self._writes.update(current, new, vector)
 
     # ------------------------------------------------------------------ reading
     def search(
-        self, query: str, *, user: str, k: int = 5, filters: MemoryFilter | Mapping | None = None
+        self,
+        query: str,
+        *,
+        user: str,
+        k: int = 5,
+        filters: MemoryFilter | Mapping | None = None,
+        refresh_ttl: bool = False,
     ) -> list[SearchHit]:
         """The ``k`` memories of ``user`` best for ``query``, best first, among those passing ``filters``.
 
         ``filters``: a :class:`~memnets.store.MemoryFilter` or a mapping with keys ``kind`` (a kind
-        or a list), ``metadata`` (field -> value or ``{"$gt": ...}``-style operators), ``since``
-        and ``until`` (a time range on ``t``). Filtering happens in the store before ranking, so
-        k results come back whenever k memories match. Older versions are never returned.
+        or a list), ``metadata`` (field -> value or ``{"$gt": ...}``-style operators), ``agent``
+        and ``session`` (scopes), ``since`` and ``until`` (a time range on ``t``), ``$and``/``$or``
+        (lists of such filters); see docs/memory.md, "Filters". Filtering happens in the store
+        before ranking, so k results come back whenever k memories match. Older versions and
+        expired memories are never returned. ``refresh_ttl``: as in :meth:`get`, for the hits.
         """
-        return self.search_many(query, users=[user], k=k, filters=filters)[user]
+        return self.search_many(query, users=[user], k=k, filters=filters, refresh_ttl=refresh_ttl)[user]
 
     def search_many(
-        self, query: str, *, users: Sequence[str], k: int = 5, filters: MemoryFilter | Mapping | None = None
+        self,
+        query: str,
+        *,
+        users: Sequence[str],
+        k: int = 5,
+        filters: MemoryFilter | Mapping | None = None,
+        refresh_ttl: bool = False,
     ) -> dict[str, list[SearchHit]]:
         """:meth:`search` for each of ``users``, the query encoded once: ``{user: hits}`` in the order given.
 
@@ -489,14 +483,19 @@ class AgentMemory:
             raise TypeError(f"users must be a list of user ids, got {users!r}")
         for user in users:
             _check_user(user)
-        _check_text(query, "query")
+        check_text(query, "query")
         _check_k(k)
         parsed = MemoryFilter.parse(filters)
         self._require_open()
         if not users:
             return {}
-        vector = self._encode([query], kind="query")[0]
-        return {user: self._search_encoded(query, vector, user, k, parsed) for user in users}
+        vector = embed(self.encoder, [query], kind="query")[0]
+        found = {user: self._search_encoded(query, vector, user, k, parsed) for user in users}
+        if refresh_ttl:
+            for user, hits in found.items():
+                memories = self._refresh_ttl([hit.memory for hit in hits], user)
+                found[user] = [SearchHit(memory, hit.score) for memory, hit in zip(memories, hits)]
+        return found
 
     def _search_encoded(
         self, query: str, vector: np.ndarray, user: str, k: int, parsed: MemoryFilter | None
@@ -520,12 +519,33 @@ class AgentMemory:
         order = np.argsort(-scores, kind="stable")[:k]
         return [SearchHit(memories[i], float(scores[i])) for i in order]
 
-    def get(self, id: str, *, user: str) -> Memory | None:
-        """Memory ``id`` of ``user`` (an older version too, by its own id), or None."""
+    def get(self, id: str, *, user: str, refresh_ttl: bool = False) -> Memory | None:
+        """Memory ``id`` of ``user`` (an older version too, by its own id), or None (also once it expired).
+
+        ``refresh_ttl``: a memory with a TTL expires ``ttl`` from now again (LangGraph's refresh on read).
+        """
         _check_user(user)
         _check_id(id, "id")
         found = self.store.get([id], user)
+        if found and refresh_ttl:
+            found = self._refresh_ttl(found, user)
         return found[0] if found else None
+
+    def _ttl(self, ttl) -> float | None:
+        """A ttl argument in seconds (None: no expiry); an error naming it if bad or the store cannot expire."""
+        seconds = ttl_seconds(ttl, "ttl")
+        if seconds is not None and not supports(self.store, Expiry):
+            raise ValueError(f"ttl: {type(self.store).__name__} does not support expiry (supports_expiry)")
+        return seconds
+
+    def _refresh_ttl(self, memories: list[Memory], user: str) -> list[Memory]:
+        """The memories with a TTL, their expiry moved to now + ttl in the store; returned as refreshed."""
+        with_ttl = [m for m in memories if m.ttl is not None]
+        if not with_ttl or not supports(self.store, Expiry):
+            return memories
+        when = timeutil.now()
+        self.store.refresh_expiry([m.id for m in with_ttl], user, when)
+        return [m if m.ttl is None else m.replace(expires_at=when + timedelta(seconds=m.ttl)) for m in memories]
 
     def history(self, id: str, *, user: str) -> list[Memory]:
         """Every version of memory ``id``: the older ones oldest first, then the current one ([] if unknown).
@@ -535,7 +555,8 @@ class AgentMemory:
         _check_user(user)
         _check_id(id, "id")
         current = self.store.get([id], user)
-        return [*self._older(id, user), *current]
+        now = timeutil.now()
+        return [*(m for m in self._older(id, user) if not m.expired(now)), *current]
 
     def _older(self, id: str, user: str) -> list[Memory]:
         older = []
@@ -546,15 +567,25 @@ class AgentMemory:
         return older
 
     def list_memories(
-        self, *, user: str, limit: int | None = 100, offset: int = 0, filters: MemoryFilter | Mapping | None = None
+        self,
+        *,
+        user: str,
+        limit: int | None = 100,
+        offset: int = 0,
+        filters: MemoryFilter | Mapping | None = None,
+        refresh_ttl: bool = False,
     ) -> list[Memory]:
-        """The current memories of ``user`` passing ``filters``, by (t, id), ``limit`` from ``offset``."""
+        """The current (unexpired) memories of ``user`` passing ``filters``, by (t, id), ``limit`` from ``offset``.
+
+        ``refresh_ttl``: as in :meth:`get`, for the memories returned.
+        """
         _check_user(user)
         if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 0):
             raise ValueError(f"limit must be None or an int >= 0, got {limit!r}")
         if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
             raise ValueError(f"offset must be an int >= 0, got {offset!r}")
-        return self.store.list_memories(user, limit=limit, offset=offset, filters=MemoryFilter.parse(filters))
+        listed = self.store.list_memories(user, limit=limit, offset=offset, filters=MemoryFilter.parse(filters))
+        return self._refresh_ttl(listed, user) if refresh_ttl else listed
 
     def users(self) -> list[str]:
         """Every user with at least one memory, sorted."""
@@ -571,14 +602,20 @@ class AgentMemory:
         """
         _check_user(user)
         _check_id(id, "id")
+        removed, held = self._delete([id], user, reason="deleted")
+        return bool(removed or held)
+
+    def _delete(self, ids: Sequence[str], user: str, *, reason: str) -> tuple[int, bool]:
+        """The one deletion path (delete, delete_all by scope, the expiry sweep): these memories of
+        ``user``, their older versions and the memories derived from them, out of the store and every
+        live manager; returns how many rows the store deleted and whether a manager held any."""
         with self._lock:
             self._require_open()
-            versions = self._versions(id, user)
+            versions = [version for id in ids for version in self._versions(id, user)]
             for derived in self._derived_from(versions, user):
                 versions += self._versions(derived, user)
-            held = self._forget_in_managers(user, versions, reason="deleted")
-            removed = self.store.delete(versions, user)
-            return bool(removed or held)
+            held = self._forget_in_managers(user, versions, reason=reason)
+            return self.store.delete(versions, user), held
 
     def _versions(self, id: str, user: str) -> list[str]:
         """``id`` and the ids of its older versions."""
@@ -594,8 +631,31 @@ class AgentMemory:
             found.extend(new)
         return found
 
-    def delete_all(self, *, user: str) -> int:
-        """Delete every memory of ``user`` (store, index, managers, their saved state); returns how many current ones went."""
+    def delete_all(self, *, user: str | None = None, agent: str | None = None, session: str | None = None) -> int:
+        """Delete every memory of a scope for good; returns how many current memories went.
+
+        ``user`` alone: everything of that user (store, index, ledger rows naming them, every live
+        manager, their saved state): erasure, see docs/security.md. With ``agent`` and/or
+        ``session``: the memories of that scope (of ``user`` only, when given, else of every user),
+        with their older versions and derived memories, through the path of :meth:`delete`. At
+        least one of the three is required: there is no "delete everything" by omission.
+        """
+        for name, value in (("user", user), ("agent", agent), ("session", session)):
+            if value is not None:
+                _check_id(value, name)
+        if user is None and agent is None and session is None:
+            raise ValueError("delete_all: give user, agent and/or session (the scope to delete)")
+        if agent is not None or session is not None:
+            scope = MemoryFilter(agent=agent, session=session)
+            with self._lock:
+                self._require_open()
+                count = 0
+                for owner in [user] if user is not None else self.store.owners():
+                    ids = [m.id for m in self.store.list_memories(owner, limit=None, filters=scope)]
+                    if ids:
+                        count += len(ids)
+                        self._delete(ids, owner, reason="deleted_all")
+                return count
         _check_user(user)
         with self._lock:
             self._require_open()
@@ -604,9 +664,27 @@ class AgentMemory:
             count = self.store.count(user)
             self.store.delete_owner(user)
             directory = getattr(self.store, "directory", None)
-            if directory is not None:
-                default_state_path(directory, user).unlink(missing_ok=True)  # it names deleted ids
+            if directory is not None:  # they name deleted ids (the managers closed later write none)
+                default_state_path(directory, user).unlink(missing_ok=True)
+                legacy_state_path(directory, user).unlink(missing_ok=True)
             return count
+
+    def sweep_expired(self) -> int:
+        """Delete for good every memory that has expired (of every user); returns how many rows went.
+
+        Expired memories are already invisible to every read; the sweep removes them through the
+        path of :meth:`delete` (older versions and derived memories with them, the deletion ledger
+        for other processes, live managers). The LangGraph store runs it on a timer when its
+        ``TTLConfig`` has a ``sweep_interval_minutes``; otherwise call it from a job of your own.
+        """
+        with self._lock:
+            self._require_open()
+            if not supports(self.store, Expiry):
+                return 0  # no memory of such a store has a TTL (add refuses one)
+            expired: dict[str, list[str]] = {}
+            for owner, memory_id in self.store.expired(timeutil.now()):
+                expired.setdefault(owner, []).append(memory_id)
+            return sum(self._delete(ids, owner, reason="expired")[0] for owner, ids in expired.items())
 
     # ------------------------------------------------------------------ managers
     def manager(self, user: str, **config) -> MemoryManager:
@@ -640,10 +718,6 @@ class AgentMemory:
         held = [manager.forget(ids, reason=reason) for manager in self._live(user)]  # every one, no short cut
         return any(held)
 
-    def _refresh_managers(self, user: str, memory: Memory, vector: np.ndarray) -> None:
-        for manager in self._live(user):
-            manager.refresh(memory, vector)
-
     # ------------------------------------------------------------------ lifecycle
     def close(self) -> None:
         """Close the live managers (flushing their buffers), then the store. Safe to call twice."""
@@ -672,9 +746,6 @@ class AgentMemory:
         if self.closed:
             raise RuntimeError("this AgentMemory is closed")
 
-    def _encode(self, texts: list[str], kind: str = "memory") -> np.ndarray:
-        return np.asarray(self.encoder.encode(texts, kind=kind), dtype=np.float32).reshape(len(texts), self.encoder.dim)
-
     def _current(self, id: str, user: str, name: str) -> Memory:
         found = self.store.get([id], user)
         if not found:
@@ -697,50 +768,44 @@ class AgentMemory:
         action,
         objects,
         location,
+        session=None,
+        ttl=None,
         where: str = "add",
     ) -> Memory:
-        """A validated record of ``user`` from a text and the keyword arguments, or a given record."""
+        """A record of ``user`` from a text and the keyword arguments (the record validates them), or a given record."""
         _check_user(user)
         if isinstance(item, Memory):
             if item.owner != user:
                 raise ValueError(f"{where}: the record's owner {item.owner!r} is not user {user!r}")
-            if VERSION_SEPARATOR in item.id:
-                raise ValueError(f"{where}: id {item.id!r} contains {VERSION_SEPARATOR!r}, reserved for older versions")
+            check_new_id(item.id, where)
             return item
         if not isinstance(item, str):
             raise TypeError(f"{where}: text must be a str or a Memory record, got {type(item).__name__}")
-        _check_text(item, "text")
         if id is not None:
             _check_id(id, "id")
-            if VERSION_SEPARATOR in id:
-                raise ValueError(f"id {id!r} contains {VERSION_SEPARATOR!r}, reserved for older versions")
-        if kind not in MEMORY_KINDS:
-            raise ValueError(f"kind must be one of {MEMORY_KINDS}, got {kind!r}")
-        if metadata is not None and not isinstance(metadata, dict):
-            raise TypeError(f"metadata must be a dict, got {type(metadata).__name__}")
-        if objects is not None and (isinstance(objects, str) or not all(isinstance(o, str) for o in objects)):
-            raise TypeError(f"objects must be a list of strings, got {objects!r:.60}")
-        if importance is not None and (
-            isinstance(importance, bool) or not isinstance(importance, (int, float)) or not 0.0 <= importance <= 1.0
-        ):
-            raise ValueError(f"importance must be a number in [0, 1], got {importance!r}")
-        for name, value in (("agent", agent), ("action", action), ("location", location)):
-            if value is not None and not isinstance(value, str):
-                raise TypeError(f"{name} must be a str, got {type(value).__name__}")
-        when = as_utc_or_now(t, "t")
+            check_new_id(id, where)
         return Memory(
             id=id if id is not None else uuid.uuid4().hex,
             owner=user,
-            t=when,
+            t=as_utc_or_now(t, "t"),
             content=item,
-            importance=0.0 if importance is None else float(importance),
+            importance=0.0 if importance is None else importance,
             kind=kind,
-            agent=agent,
+            agent=agent if agent is not None else self.scope["agent"],
             action=action,
-            objects=tuple(objects or ()),
+            objects=() if objects is None else objects,
             location=location,
-            metadata=dict(metadata or {}),
+            metadata={} if metadata is None else (dict(metadata) if isinstance(metadata, dict) else metadata),
+            session=session if session is not None else self.scope["session"],
+            **_expiry(self._ttl(ttl)),
         )
+
+
+def _expiry(seconds: float | None) -> dict:
+    """The ``expires_at``/``ttl`` fields of a record whose time to live (seconds, or None) starts now."""
+    if seconds is None:
+        return {"expires_at": None, "ttl": None}
+    return {"expires_at": timeutil.now() + timedelta(seconds=seconds), "ttl": seconds}
 
 
 def _check_user(user) -> None:
@@ -748,13 +813,6 @@ def _check_user(user) -> None:
         raise TypeError(f"user must be a str, got {type(user).__name__}")
     if not user.strip():
         raise ValueError(f"user must be a non-empty string, got {user!r}")
-
-
-def _check_text(text, name: str) -> None:
-    if not isinstance(text, str):
-        raise TypeError(f"{name} must be a str, got {type(text).__name__}")
-    if not text.strip():
-        raise ValueError(f"{name} must be non-empty text, got {text!r}")
 
 
 def _check_id(value, name: str) -> None:

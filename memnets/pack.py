@@ -70,6 +70,8 @@ ENCODER_FILES = (
     "2_Dense/config.json",
     "2_Dense/model.safetensors",
     "memnets_encoder.json",
+    "onnx/model.onnx",  # the fast encoder backends (memnets export --backend), ONNX protobufs
+    "onnx/model_int8.onnx",
 )
 HEAD_FILES = ("config.json", "model.safetensors")
 ALLOWED_FILES = frozenset(
@@ -248,6 +250,7 @@ def export_pack(
     thresholds: dict | None = None,
     training: dict | None = None,
     metrics: dict | None = None,
+    backends: tuple[str, ...] = (),
     overwrite: bool = False,
 ) -> Path:
     """Write a pack folder and verify it by loading it back.
@@ -261,8 +264,15 @@ def export_pack(
         thresholds: decision thresholds; defaults to the heads' ``threshold`` attributes.
         training: what the components were trained on (data, split, configs), stored in the manifest.
         metrics: evaluation results, stored in the manifest.
+        backends: fast encoder backends ("onnx", "int8") to write beside the exact encoder, under
+            ``encoder/onnx/`` and checksummed like every file; ``load_pack(..., backend=)`` uses them.
     """
     from memnets.nn.encoder import MemoryEncoder
+    from memnets.nn.onnx_encoder import ONNX_FILES, export_onnx
+
+    unknown = [name for name in backends if name not in ONNX_FILES]
+    if unknown:
+        raise ValueError(f"export_pack: backends must be among {sorted(ONNX_FILES)}, got {unknown}")
 
     out = Path(out)
     if out.exists() and not overwrite:
@@ -288,6 +298,8 @@ def export_pack(
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
     try:
         encoder.save_pretrained(staging / ENCODER_DIR)
+        for backend in backends:
+            export_onnx(encoder, staging / ENCODER_DIR, backend)
         for name, head in heads.items():
             head.save(staging / HEADS[name][0])
         if scorer_weights is not None:
@@ -369,8 +381,11 @@ def _verify(root: Path, copy_to: Path | None) -> dict:
     return manifest
 
 
-def load_pack(path: str | Path) -> Pack:
+def load_pack(path: str | Path, *, backend: str = "torch") -> Pack:
     """Verify a pack (see :func:`verify_pack`), then build its components from the verified bytes and check their dims.
+
+    ``backend``: how the encoder computes (``MemoryEncoder.from_pretrained``); an ONNX backend
+    exported into the pack is read from its verified copy, else converted at load.
 
     The bytes are copied into a private temporary folder as they are hashed (see the module
     docstring); the components load from that copy, which is removed before this returns.
@@ -379,10 +394,10 @@ def load_pack(path: str | Path) -> Pack:
     with tempfile.TemporaryDirectory(prefix="memnets-pack-") as private:
         copy = Path(private)
         manifest = _verify(root, copy_to=copy)
-        return _build(root, copy, manifest)
+        return _build(root, copy, manifest, backend)
 
 
-def _build(root: Path, copy: Path, manifest: dict) -> Pack:
+def _build(root: Path, copy: Path, manifest: dict, backend: str = "torch") -> Pack:
     """The components of a verified pack, loaded from its verified ``copy``; messages name ``root``."""
     from memnets.nn.encoder import MemoryEncoder
 
@@ -393,7 +408,7 @@ def _build(root: Path, copy: Path, manifest: dict) -> Pack:
             f"{root / ENCODER_DIR / 'memnets_encoder.json'}: dim {encoder_config.get('dim')} but the "
             f"manifest's embedding_dim is {dim}"
         )
-    encoder = MemoryEncoder.from_pretrained(copy / ENCODER_DIR)
+    encoder = MemoryEncoder.from_pretrained(copy / ENCODER_DIR, backend=backend)
     if encoder.dim != dim:
         raise PackDimError(
             f"{root / ENCODER_DIR}: the encoder gives {encoder.dim}-d vectors but the manifest's embedding_dim is {dim}"

@@ -5,11 +5,14 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Literal
 
 from memnets.timeutil import as_utc
 
 MEMORY_KINDS = ("observation", "reflection", "plan", "summary", "message")
 DERIVED_KINDS = ("reflection", "plan", "summary")  # written by the manager from other memories (``links``)
+Outcome = Literal["added", "updated", "unchanged"]  # what a write did (mem0's ADD / UPDATE / NONE)
+OUTCOMES: tuple[Outcome, ...] = ("added", "updated", "unchanged")
 
 
 @dataclass
@@ -19,8 +22,11 @@ class Memory:
     Attributes:
         id: unique id within the archive (for LoCoMo turns, "<sample_id>/<dia_id>").
         owner: the agent or user the memory belongs to; every read path is scoped to it.
-        t: when the memory was created (for LoCoMo, its session's date); stored as aware UTC, a
-            naive datetime is read as UTC (see :mod:`memnets.timeutil`), likewise ``last_access``.
+        t: when the memory was created: the time of its first version (for LoCoMo, its session's
+            date); a new version keeps it, so listings stay in creation order. Stored as aware UTC,
+            a naive datetime is read as UTC (see :mod:`memnets.timeutil`), likewise
+            ``last_access`` and ``updated_at``. :attr:`created_at` is the same time.
+        updated_at: when the current version was written (defaults to ``t``: never updated).
         content: the text that is embedded and shown to the LLM.
         importance: long-term value in [0, 1] (heuristic, or the trained scorer's probability).
         kind: one of MEMORY_KINDS.
@@ -31,6 +37,21 @@ class Memory:
         superseded_by: set on an older version of a memory that a newer one replaced (the newer
             one's id); stores keep such rows for ``history`` but never return them from search or
             listings.
+        session: the session (run, thread) the memory came from; with ``agent`` (the agent or
+            speaker it is from) a scope beside the owner, filterable (``filters={"session": ...}``).
+        expires_at: when the memory expires (None: never); from then on no read returns it and a
+            sweep deletes it for good (see docs/memory.md, "Expiry").
+        ttl: the time to live in seconds that set ``expires_at``, kept so that a read can refresh
+            the expiry to ``now + ttl`` (None: no TTL).
+        outcome: what the write that returned this record did: "added" (a new memory), "updated"
+            (a new version of an existing one, the old one in its history) or "unchanged" (the
+            same statement was stored already; only its last access moved). Set on what
+            ``AgentMemory.add``/``add_many``/``update`` and ``MemoryManager.observe`` return,
+            None on records read from a store; never stored, not part of equality.
+
+    Construction validates every field (types, ranges, kind), so a bad record is refused before
+    anything is written, whichever door built it; a wrong type is a TypeError, a wrong value a
+    ValueError, each naming the field.
     """
 
     id: str
@@ -47,6 +68,11 @@ class Memory:
     location: str | None = None
     metadata: dict = field(default_factory=dict)
     superseded_by: str | None = None
+    session: str | None = None
+    expires_at: datetime | None = None
+    ttl: float | None = None
+    updated_at: datetime | None = None
+    outcome: Outcome | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.id, str) or not self.id:
@@ -56,17 +82,48 @@ class Memory:
         self.t = as_utc(self.t, f"Memory {self.id!r}: t")
         if self.kind not in MEMORY_KINDS:
             raise ValueError(f"Memory {self.id!r}: kind must be one of {MEMORY_KINDS}, got {self.kind!r}")
+        if isinstance(self.importance, bool) or not isinstance(self.importance, (int, float)):
+            raise TypeError(f"Memory {self.id!r}: importance must be a number, got {type(self.importance).__name__}")
         if not 0.0 <= float(self.importance) <= 1.0:
             raise ValueError(f"Memory {self.id!r}: importance must lie in [0, 1], got {self.importance!r}")
-        self.links = tuple(self.links)
-        self.objects = tuple(self.objects)
+        if not isinstance(self.metadata, dict):
+            raise TypeError(f"Memory {self.id!r}: metadata must be a dict, got {type(self.metadata).__name__}")
+        for name in ("agent", "action", "location", "session"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, str):
+                raise TypeError(f"Memory {self.id!r}: {name} must be a str or None, got {type(value).__name__}")
+        for name in ("links", "objects"):
+            values = getattr(self, name)
+            if isinstance(values, str) or not all(isinstance(value, str) for value in values):
+                raise TypeError(f"Memory {self.id!r}: {name} must be a list of strings, got {values!r:.60}")
+            setattr(self, name, tuple(values))
         self.last_access = (
             self.t if self.last_access is None else as_utc(self.last_access, f"Memory {self.id!r}: last_access")
+        )
+        self.updated_at = (
+            self.t if self.updated_at is None else as_utc(self.updated_at, f"Memory {self.id!r}: updated_at")
         )
         if self.superseded_by is not None and (not isinstance(self.superseded_by, str) or not self.superseded_by):
             raise ValueError(
                 f"Memory {self.id!r}: superseded_by must be None or a memory id, got {self.superseded_by!r}"
             )
+        if self.expires_at is not None:
+            self.expires_at = as_utc(self.expires_at, f"Memory {self.id!r}: expires_at")
+        if self.ttl is not None:
+            if isinstance(self.ttl, bool) or not isinstance(self.ttl, (int, float)) or not 0 < self.ttl < float("inf"):
+                raise ValueError(f"Memory {self.id!r}: ttl must be a positive number of seconds, got {self.ttl!r}")
+            if self.expires_at is None:
+                raise ValueError(f"Memory {self.id!r}: a ttl needs its expires_at")
+            self.ttl = float(self.ttl)
+
+    def expired(self, now: datetime) -> bool:
+        """Whether the memory has expired at ``now`` (an aware or naive-UTC datetime)."""
+        return self.expires_at is not None and self.expires_at <= as_utc(now)
+
+    @property
+    def created_at(self) -> datetime:
+        """When the memory was created (its first version): ``t``."""
+        return self.t
 
     def replace(self, **changes) -> Memory:
         """A copy with some fields changed (records are passed between tiers by value)."""

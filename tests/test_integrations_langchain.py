@@ -147,9 +147,15 @@ def test_vector_store_on_the_trained_encoder_scopes_by_user(tmp_path, tiny_encod
         assert [d.id for d in store.get_by_ids(["n3", "missing", "n1"])] == ["n3", "n1"]
         as_retriever = store.as_retriever(search_kwargs={"k": 2}).invoke("Alice moved to Lisbon last spring")
         assert [d.id for d in as_retriever] == [d.id for d, _ in found[:2]]
-        new_ids = store.add_texts(["Alice adopted a cat", "Alice adopted a cat"])  # no ids: two documents
-        assert len(set(new_ids)) == 2
-        assert [d.page_content for d in store.get_by_ids(new_ids)] == ["Alice adopted a cat"] * 2
+        # texts without ids get the API's outcome: a repeat is the same document, a changed time updates it
+        flight = "Alice's flight to Berlin leaves at 10:30 on Monday"
+        later = "Alice's flight to Berlin leaves at 11:30 on Monday"
+        new_ids = store.add_texts([flight, flight, later, "Alice adopted a cat"])
+        assert new_ids[0] == new_ids[1] == new_ids[2] != new_ids[3]
+        assert [d.page_content for d in store.get_by_ids(new_ids[2:])] == [later, "Alice adopted a cat"]
+        assert [m.content for m in store.memory.history(new_ids[0], user="alice")] == [flight, later]
+        api = store.memory.add(flight, user="alice")  # the API, on the same memory, agrees
+        assert (api.id, api.outcome) == (new_ids[0], "updated")
         store.delete()  # no ids: all of alice's documents
         assert store.similarity_search("Alice", k=10) == []
         assert store.memory.users() == []

@@ -99,6 +99,34 @@ def test_put_get_round_trip_and_owner(store, memory):
     assert store.get(("memories", "alice"), "missing") is None
 
 
+def test_one_view_of_a_memory_from_every_door(store, memory):
+    # written through the API: the LangGraph value carries the text under "content"
+    added = memory.add("Alice drinks green tea", user="memories.alice", metadata={"topic": "drinks"})
+    item = store.get(("memories", "alice"), added.id)
+    assert item.value == {"content": "Alice drinks green tea", "topic": "drinks"}
+    assert (item.created_at, item.updated_at) == (added.created_at, added.updated_at)
+    assert [hit.value["content"] for hit in store.search(("memories", "alice"), query="green tea")] == [
+        "Alice drinks green tea"
+    ]
+    # put through LangGraph: the API sees the text as content, the rest as metadata, no key of memnets'
+    store.put(("memories", "alice"), "k1", {"content": "Alice lives in Lisbon", "source": "chat"})
+    stored = memory.get("k1", user="memories.alice")
+    assert stored.content == "Alice lives in Lisbon" and stored.metadata == {"source": "chat"}
+    store.put(("memories", "alice"), "k1", {"content": "Alice lives in Porto", "source": "chat"})
+    assert [m.content for m in memory.history("k1", user="memories.alice")] == [
+        "Alice lives in Lisbon",
+        "Alice lives in Porto",
+    ]
+    assert all(
+        not key.startswith("__memnets_") for m in memory.list_memories(user="memories.alice") for key in m.metadata
+    )
+    # another layout keeps the whole value (one reserved key says so) and reads back exactly
+    store.put(("memories", "alice"), "k2", {"text": "plain", "n": 1})
+    assert store.get(("memories", "alice"), "k2").value == {"text": "plain", "n": 1}
+    with pytest.raises(ValueError, match="query="):
+        store.search(("memories", "alice"), filter={"content": "x"})
+
+
 def test_overwrite_keeps_created_at_and_delete_is_final(store, memory):
     ns = ("memories", "alice")
     store.put(ns, "k1", {"content": "first"})
@@ -133,8 +161,8 @@ def test_bad_values_and_filters_are_refused(store, memory):
         store.put(("ns",), "k", {"content": "x", "__memnets_created_at": "now"})
     with pytest.raises(TypeError, match="value must be a dict"):
         store.batch([PutOp(("ns",), "k", ["not", "a", "dict"])])
-    with pytest.raises(NotImplementedError):
-        store.put(("ns",), "k", {"content": "x"}, ttl=5)
+    with pytest.raises(ValueError, match="ttl must be a positive number of minutes"):
+        store.put(("ns",), "k", {"content": "x"}, ttl=0)
     assert memory.users() == []
     store.put(("ns",), "k", {"content": "x", "n": 1})
     with pytest.raises(ValueError, match="\\$regex"):

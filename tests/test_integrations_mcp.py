@@ -35,6 +35,9 @@ TOOLS = {
     "delete_memory",
     "delete_all_memories",
 }
+FLIGHT = "Carol's flight to Berlin leaves at 10:30 on Monday"
+LATER = "Carol's flight to Berlin leaves at 11:30 on Monday"
+OUTCOMES = ["added", "updated", "unchanged", "added"]
 STARTUP_S = 180  # importing torch and transformers on a loaded 2-core machine is slow
 
 
@@ -93,6 +96,15 @@ def test_stdio_round_trip(tmp_path, tiny_model_dir):
             )
             assert updated["id"] == tea["id"] and updated["content"] == "Alice drinks black tea"
             assert "no memory" in await error_of(session, "update_memory", memory_id="nope", text="x", user_id="alice")
+            # the API's outcomes: added, an update when a time changes (same id), unchanged on a repeat
+            outcomes = [
+                await call(session, "add_memory", text=text, user_id="carol")
+                for text in (FLIGHT, LATER, LATER.lower(), "Carol keeps bees")
+            ]
+            assert [o["outcome"] for o in outcomes] == OUTCOMES
+            assert outcomes[0]["id"] == outcomes[1]["id"] == outcomes[2]["id"] != outcomes[3]["id"]
+            assert outcomes[1]["content"] == LATER and outcomes[1]["created_at"] == outcomes[0]["created_at"]
+            assert await call(session, "delete_all_memories", user_id="carol") == {"deleted": 2}
             assert await call(session, "delete_all_memories", user_id="bob") == {"deleted": 1}
             lisbon = (await call(session, "search_memory", query="Alice lives in Lisbon", user_id="alice", k=1))[
                 "results"
@@ -104,6 +116,9 @@ def test_stdio_round_trip(tmp_path, tiny_model_dir):
     tea_id = anyio.run(run)
     # what the server wrote is in the memory folder
     with memnets.open(folder, encoder=tiny_model_dir) as memory:
+        added = [memory.add(text, user="dan").outcome for text in (FLIGHT, LATER, LATER.lower(), "Carol keeps bees")]
+        assert added == OUTCOMES  # the API in this process says what the server said
+        memory.delete_all(user="dan")
         assert memory.users() == ["alice"]
         assert [m.content for m in memory.list_memories(user="alice")] == ["Alice drinks black tea"]
         assert memory.get(tea_id, user="alice").metadata == {"source": "chat"}

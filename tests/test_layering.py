@@ -30,7 +30,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "memnets.extras",
         },
     ),
-    ("records and settings", {"memnets.records", "memnets.configs", "memnets.llm"}),
+    ("records, settings, HTTP door checks", {"memnets.records", "memnets.configs", "memnets.llm", "memnets.httpguard"}),
     ("data and networks", {"memnets.data", "memnets.nn"}),
     ("scoring", {"memnets.scoring"}),
     ("pack", {"memnets.pack"}),

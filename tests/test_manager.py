@@ -11,7 +11,7 @@ import pytest
 
 from memnets.llm import EXTRACTIVE_PREFIX
 from memnets.memory.events import EventLog, Move
-from memnets.memory.manager import MemoryManager
+from memnets.memory.manager import MemoryManager, default_state_path
 from memnets.memory.planning import Goal
 from memnets.memory.signals import FixedGate, HeuristicGate
 from memnets.store.archive import Archive
@@ -234,7 +234,7 @@ def test_tiers_survive_a_restart(make, tmp_path):
     assert context == ["m4", "m5"] and working == ["m1", "m3"]
     manager.close()
     assert manager.archive._conn is None
-    state = json.loads((tmp_path / "archive" / "manager-ann.json").read_text())
+    state = json.loads(default_state_path(tmp_path / "archive", "ann").read_text())
     assert state["context"] == context and state["working"] == working
 
     again = make(context_budget=7, working_capacity=2, reflection_threshold=100.0)
@@ -246,8 +246,11 @@ def test_tiers_survive_a_restart(make, tmp_path):
 
 
 def test_state_of_another_owner_is_refused(make, encoder, tmp_path):
-    make().close()
-    path = tmp_path / "archive" / "manager-ann.json"
+    manager = make()
+    observe_all(manager, [0.9])
+    manager.close()
+    path = default_state_path(tmp_path / "archive", "ann")
+    assert path.is_file()
     with Archive(tmp_path / "archive", encoder.dim) as archive, pytest.raises(ValueError, match="owner"):
         MemoryManager(encoder, archive, owner="bob", state_path=path)
 

@@ -23,6 +23,7 @@ from memnets.store import open_store
 from memnets.store.archive import DB_FILE
 from memnets.store.identity import EncoderIdentity, EncoderMismatchError
 from memnets.store.reembed import reembed
+from memnets.store.sqlite_schema import FORMAT_VERSION
 
 TEXTS = [f"memory number {n}: I met friend {n} at the cafe on day {n % 7}" for n in range(40)]
 
@@ -53,8 +54,8 @@ def test_fingerprint_names_weights_configuration_and_variant(tiny_model_dir, old
     prefixed = MemoryEncoder.from_pretrained(tiny_model_dir, query_prefix="query: ")
     assert len({old.fingerprint, longer.fingerprint, prefixed.fingerprint}) == 3
     other_backend = MemoryEncoder.from_pretrained(tiny_model_dir)
-    other_backend.variant = "int8"
-    assert other_backend.fingerprint != old.fingerprint
+    other_backend.backend = "int8"  # what set_backend("int8") records (without converting here)
+    assert other_backend.fingerprint != old.fingerprint and other_backend.fingerprint.startswith("int8:")
     assert str(tiny_model_dir) in old.source
     assert isinstance(old, memnets.TextEncoder)
 
@@ -93,15 +94,15 @@ def test_a_second_writer_with_another_encoder_is_refused_at_its_first_write(tmp_
 def test_an_archive_of_the_previous_format_opens_and_records_its_encoder(tmp_path, old):
     folder = tmp_path / "m"
     fill(folder, old, TEXTS[:4])
-    with sqlite3.connect(folder / DB_FILE) as db:  # back to format 3: no reembed table, no identity
+    with sqlite3.connect(folder / DB_FILE) as db:  # back to the previous format: no reembed table, no identity
         db.execute("DROP TABLE reembed")
         db.execute("DELETE FROM meta WHERE key = 'encoder'")
-        db.execute("PRAGMA user_version = 3")
+        db.execute(f"PRAGMA user_version = {FORMAT_VERSION - 1}")
     with memnets.open(folder, encoder=old) as memory:
         assert memory.store.encoder_identity() == EncoderIdentity.of(old)
         assert memory.store.count("ann") == 2
     with sqlite3.connect(folder / DB_FILE) as db:
-        assert db.execute("PRAGMA user_version").fetchone()[0] == 4
+        assert db.execute("PRAGMA user_version").fetchone()[0] == FORMAT_VERSION
         assert db.execute("SELECT count(*) FROM reembed").fetchone()[0] == 0
 
 

@@ -16,7 +16,7 @@ import sys
 import uuid
 
 import pytest
-from archive_helpers import DIM, memory_for, vector_for, vectors_for
+from archive_helpers import DIM, memory_for, start_child, vector_for, vectors_for
 
 from memnets.store import MemoryStore, open_store
 from memnets.store.errors import ArchiveFormatError, ArchiveKeyError
@@ -122,6 +122,9 @@ def test_archive_of_format_1_is_migrated_on_open(tmp_path):
         conn.execute("ALTER TABLE memories DROP COLUMN superseded_by")
         conn.execute("ALTER TABLE memories DROP COLUMN version")  # nor the row versions and archive id of format 3
         conn.execute("DELETE FROM meta WHERE key = 'archive_id'")
+        conn.execute("DROP INDEX memories_owner_expires")  # nor the expiry of format 4
+        for column in ("expires_at", "expires_epoch", "ttl"):
+            conn.execute(f"ALTER TABLE memories DROP COLUMN {column}")
         conn.execute("PRAGMA user_version = 1")
     with open_store(folder, DIM) as store:
         assert store.get(["m"], "a") == [memory_for("m", "a")]
@@ -170,3 +173,40 @@ def test_supports_reads_the_declaration_not_the_methods():
 def test_the_store_package_imports_without_pytest():
     code = "import sys, memnets, memnets.store, memnets.store.archive; memnets.StoreError; assert 'pytest' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True, env={**os.environ, "PYTHONPATH": os.getcwd()})
+
+
+# ---------------------------------------------------------------------- versions through memnets.open
+UPDATER = """
+import sys
+import memnets
+location, table, encoder, tag = sys.argv[1:5]
+with memnets.open(location, encoder=encoder, **({"table": table} if table else {})) as memory:
+    print("open", flush=True)
+    for i in range(40):
+        memory.update("common", f"{tag} says version {i}", user="u")
+        print(f"{tag}-{i}", flush=True)  # printed once the update was acknowledged
+"""
+
+
+@pytest.mark.slow
+def test_two_processes_updating_one_memory_keep_all_80_versions(location, tiny_model_dir):
+    """AgentMemory.update from two processes at once (issue 25: on PostgreSQL 40 of 80 updates were
+    in no version of history, on the embedded store 1): every acknowledged update is a version, once."""
+    import memnets
+
+    where, table = location[0], location[1].get("table", "")
+    with memnets.open(where, encoder=str(tiny_model_dir), **location[1]) as memory:
+        memory.add("initial text", user="u", id="common")
+    writers = [start_child(UPDATER, where, table, str(tiny_model_dir), f"w{n}") for n in range(2)]
+    acknowledged = []
+    for process in writers:
+        out, err = process.communicate(timeout=600)
+        assert process.returncode == 0, err[-2000:]
+        acknowledged += out.split()[1:]
+    assert len(acknowledged) == 80
+    with memnets.open(where, encoder=str(tiny_model_dir), **location[1]) as memory:
+        versions = [m.content for m in memory.history("common", user="u")]  # the older ones, then the current one
+    assert versions[0] == "initial text" and len(versions) == 81
+    assert sorted(versions[1:]) == sorted(tag.replace("-", " says version ") for tag in acknowledged)
+    for n in range(2):
+        assert [int(v.split()[-1]) for v in versions if v.startswith(f"w{n} ")] == list(range(40))

@@ -53,6 +53,13 @@ def main(argv: list[str]) -> int:
         "-c", "--config", default=None, help="data config: YAML file or packaged name (default data/locomo)"
     )
     add_data_option(parser)
+    parser.add_argument(
+        "--backend",
+        action="append",
+        choices=["onnx", "int8"],
+        default=[],
+        help="also write this fast encoder backend into the pack (repeatable; needs the [onnx] extra)",
+    )
     parser.add_argument("--overwrite", action="store_true", help="replace an existing pack folder")
     args = parser.parse_args(argv)
 
@@ -109,6 +116,7 @@ def main(argv: list[str]) -> int:
         scorer_weights=weights,
         training=training,
         metrics=metrics,
+        backends=tuple(dict.fromkeys(args.backend)),
         overwrite=args.overwrite,
     )
     print(

@@ -38,6 +38,15 @@ def mcp_parser() -> argparse.ArgumentParser:
     parser.add_argument("--host", default="127.0.0.1", help="HTTP address to listen on (default: 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8000, help="HTTP port (default: 8000); the endpoint is /mcp")
     parser.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="http only, repeatable: a further host name clients reach the server by (a reverse proxy's, "
+        "the DNS name of a 0.0.0.0 bind); requests naming any other host in Host or Origin are refused "
+        "(DNS rebinding). Loopback binds accept loopback addresses and localhost without it",
+    )
+    parser.add_argument(
         "--key-env",
         default=None,
         metavar="VAR",
@@ -72,10 +81,15 @@ def mcp_main(argv: list[str]) -> int:
         token = os.environ.get(args.token_env)
         if not token or not token.strip():
             parser.error(f"--token-env: the environment variable {args.token_env} is not set")
+    if args.allow_host and args.transport != "http":
+        parser.error("--allow-host applies to the http transport only")
+    from memnets.httpguard import host_names
     from memnets.integrations.mcp_server import check_exposure
 
     try:
         check_exposure(args.transport, args.host, token)
+        if args.transport == "http":
+            host_names(args.host, args.allow_host)
     except ValueError as error:
         parser.error(str(error))
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s %(levelname)s %(message)s")
@@ -90,5 +104,13 @@ def mcp_main(argv: list[str]) -> int:
         print(f"memnets serve mcp: cannot open the memory: {error}", file=sys.stderr)
         return 2
     with memory:
-        serve(memory, user=args.user, transport=args.transport, host=args.host, port=args.port, token=token)
+        serve(
+            memory,
+            user=args.user,
+            transport=args.transport,
+            host=args.host,
+            port=args.port,
+            token=token,
+            allowed_hosts=args.allow_host,
+        )
     return 0

@@ -4,8 +4,11 @@
   ``AgentMemory.search`` (the memory's encoder, its store and, with a pack, the learned scorer).
 - :class:`MemnetsVectorStore`: a ``VectorStore`` whose documents are one user's memories: a document's
   id is the memory id, its ``page_content`` the memory's content, its metadata the memory's metadata.
-  Adding a document with an id that exists writes a new version of that memory (the old one stays
-  in its history); ``delete`` removes a memory with its history.
+  ``add_texts`` is ``AgentMemory.add`` per text, with the API's outcome: a text without an id that
+  says what one of the user's memories says is that memory (its id is returned), one that changes a
+  fact of a near match is that memory's new version, anything else a new memory; a document with
+  an id that exists writes a new version of that memory (the old one stays in its history);
+  ``delete`` removes a memory with its history.
 - :class:`MemnetsEmbeddings`: a memnets encoder as LangChain ``Embeddings`` (documents are encoded as
   memories, queries as queries, each with the encoder's own prefix).
 - :class:`EmbeddingsEncoder`: the other direction, any LangChain ``Embeddings`` as the encoder of a
@@ -15,7 +18,6 @@
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -169,21 +171,23 @@ class MemnetsVectorStore(VectorStore):
         ids: list[str | None] | None = None,
         **kwargs: Any,
     ) -> list[str]:
-        """Add texts as memories; a given id that exists gets a new version (the old one stays in its history).
+        """Add texts as memories through ``AgentMemory.add``; returns the id of each text's memory.
 
-        Texts without an id get a new uuid4 hex id here, so that every text becomes its own
-        document (``AgentMemory.add`` would merge a near-duplicate text without an id into the
-        memory it duplicates, which is not LangChain's contract).
+        The API's outcome, text by text (docs/memory.md): a text without an id that says what one
+        of the user's memories says returns that memory's id (nothing new is stored), one that
+        changes a fact of a near match (a time, a number, a name) returns the id of the memory it
+        updated (the old text stays in its history), anything else a new id. A given id that
+        exists gets a new version (the old one stays in its history).
         """
         texts = list(texts)
         metadatas = list(metadatas) if metadatas is not None else [{} for _ in texts]
         ids = list(ids) if ids is not None else [None] * len(texts)
         if not (len(metadatas) == len(ids) == len(texts)):
             raise ValueError(f"add_texts: got {len(texts)} texts, {len(metadatas)} metadatas and {len(ids)} ids")
-        ids = [id_ or uuid.uuid4().hex for id_ in ids]
-        for text, metadata, id_ in zip(texts, metadatas, ids):
-            self.memory.add(text, user=self.user, id=id_, metadata=dict(metadata or {}))
-        return ids
+        return [
+            self.memory.add(text, user=self.user, id=id_ or None, metadata=dict(metadata or {})).id
+            for text, metadata, id_ in zip(texts, metadatas, ids)
+        ]
 
     def delete(self, ids: list[str] | None = None, **kwargs: Any) -> bool:
         """Delete the memories with these ids (missing ones are ignored); ``ids=None`` deletes all of the user's."""

@@ -6,34 +6,51 @@ How LangGraph's model maps onto memnets (see docs/integrations.md):
   (``("memories", "alice")`` is the user ``"memories.alice"``). LangGraph forbids periods in
   labels, so the mapping is reversible, and a memnets user whose name holds no empty label reads
   back as a namespace: the same memory can be served to LangGraph, LangChain and MCP at once.
-- **Key -> memory id** (ids are unique per owner). **Value -> metadata**: the value dict is kept
-  as the memory's metadata, so search filters on value fields run in the store, before ranking.
-- **Indexed text -> content.** The text that is embedded is taken from the value: the fields
-  named by ``put(..., index=[...])``, else the store's ``fields``, else the ``"content"`` field,
-  else the ``"text"`` field, else the whole value as JSON. Several fields are joined with newlines
-  into one text (memnets keeps one vector per memory).
-- ``put(..., index=False)`` (or a value without the indexed fields) stores the item with the
-  reserved metadata flag ``__memnets_unindexed``: a query search never ranks it, a search without a
-  query, a filter search and ``get`` still find it.
+- **Key -> memory id** (ids are unique per owner). **Value -> text and metadata**, one view for
+  every door: a value's ``"content"`` string is the memory's text (``Memory.content``, what
+  ``AgentMemory.get``, LangChain and MCP show as the text) and the rest of the value is its
+  metadata, so filters on value fields run in the store, before ranking. The other way round, a
+  memory written through another door reads as the value ``{"content": <its text>, **metadata}``.
+  ``Item.created_at`` is the memory's creation time (``Memory.t``, kept by every new version),
+  ``Item.updated_at`` its ``updated_at``; no key of memnets' own appears in a value or in the
+  memory's metadata.
+- **Another indexed text.** A put that embeds something else (``put(..., index=[...])``, the
+  store's ``fields``, a value without ``"content"``: then its ``"text"`` field, else the whole value
+  as JSON; several fields joined with newlines into one text, memnets keeps one text per memory)
+  keeps the whole value as the metadata and the embedded text as the content, marked with the
+  one reserved metadata key ``__memnets_value`` (``"whole"``), so that it reads back exactly.
+- ``put(..., index=False)`` (or a value without the indexed fields) is the same with
+  ``__memnets_value = "unindexed"``: a query search never ranks it, a search without a query, a
+  filter search and ``get`` still find it.
 - **Search with a query** goes through ``AgentMemory.search``: the memory's encoder, the store and,
   when the memory was opened with a pack, its learned scorer (``SearchItem.score`` is that score).
-  Without a query, items come oldest first (by update time). Filters take LangGraph's
+  Without a query, items come oldest first (by creation time). A filter on ``"content"`` is
+  refused (it is the memory's text: search with ``query=``). Filters take LangGraph's
   ``$eq $ne $gt $gte $lt $lte`` (and memnets' ``$in``) on top-level value fields with memnets'
-  semantics (:class:`memnets.store.filters.MemoryFilter`); a nested dict is compared for equality.
-- ``put`` is ``AgentMemory.add`` with ``id=key``: over an existing key it writes a new version
-  (the old value stays in the memory's history until the item is deleted; keys may not contain
-  ``"~"``, which memnets reserves for older versions). ``put(value=None)``/``delete`` is
+  semantics (:class:`memnets.store.filters.MemoryFilter`); a nested dict is compared for equality;
+  ``"$and"``/``"$or"`` take lists of such filters; any other ``$`` key is an error naming it.
+- ``put`` is ``AgentMemory.add`` with ``id=key``: over an existing key with another value it
+  writes a new version (the old value stays in the memory's history until the item is deleted;
+  the same value again writes nothing; keys may not contain ``"~"``, which memnets reserves for
+  older versions). ``put(value=None)``/``delete`` is
   ``AgentMemory.delete`` (the item and its history, for good).
 
-TTLs are not supported (``supports_ttl = False``).
+- **TTL** (``supports_ttl = True``): LangGraph's ``TTLConfig`` (``MemnetsStore(memory, ttl={...})``):
+  ``default_ttl`` (minutes) for puts that give none, ``refresh_on_read`` (default True, as in
+  LangGraph) for gets and searches that do not say ``refresh_ttl``, and ``sweep_interval_minutes``
+  for the background sweep (:meth:`MemnetsStore.start_ttl_sweeper`, started and stopped by
+  ``with MemnetsStore(...)``). A put's ``ttl`` is ``AgentMemory.add(..., ttl=minutes * 60)``; an
+  expired item is gone from every read at once (the memory hides it) and deleted for good by the
+  sweep (``AgentMemory.sweep_expired``, the deletion path of ``delete``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
+import threading
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime
 from typing import Any
 
 from langgraph.store.base import (
@@ -48,6 +65,7 @@ from langgraph.store.base import (
     Result,
     SearchItem,
     SearchOp,
+    TTLConfig,
     get_text_at_path,
     tokenize_path,
 )
@@ -56,10 +74,12 @@ from memnets.records import Memory
 from memnets.store.filters import MemoryFilter
 from memnets.timeutil import now
 
+log = logging.getLogger(__name__)
 RESERVED_PREFIX = "__memnets_"
-CREATED_AT = RESERVED_PREFIX + "created_at"  # ISO time of the item's first put
-UNINDEXED = RESERVED_PREFIX + "unindexed"  # True on items stored with index=False
-DEFAULT_FIELDS = ("content", "text")  # the first of these present in a value is embedded
+LAYOUT = RESERVED_PREFIX + "value"  # "whole" / "unindexed": the metadata is the whole value (see the docstring)
+LEGACY = (RESERVED_PREFIX + "created_at", RESERVED_PREFIX + "unindexed")  # keys of stores written before LAYOUT
+TEXT_FIELD = "content"  # a value's text: the memory's content
+DEFAULT_FIELDS = (TEXT_FIELD, "text")  # the first of these present in a value is embedded
 
 
 def namespace_to_owner(namespace: Sequence[str]) -> str:
@@ -85,16 +105,74 @@ class MemnetsStore(BaseStore):
         memory: the :class:`memnets.api.AgentMemory` to read and write; the store does not close it.
         fields: value fields (LangGraph JSON paths, e.g. ``["content", "tags[*]"]``) whose text is
             embedded when a ``put`` names none; default: ``"content"``, else ``"text"``, else the whole value.
+        ttl: LangGraph's ``TTLConfig`` (``default_ttl`` minutes, ``refresh_on_read``,
+            ``sweep_interval_minutes``); None: items expire only when a put gives a ``ttl``.
     """
 
-    supports_ttl = False
-    __slots__ = ("fields", "memory")
+    supports_ttl = True
+    __slots__ = ("_sweeper", "_sweeper_stop", "fields", "memory", "ttl_config")
 
-    def __init__(self, memory, *, fields: Sequence[str] | None = None):
+    def __init__(self, memory, *, fields: Sequence[str] | None = None, ttl: TTLConfig | None = None):
         if isinstance(fields, str) or (fields is not None and not all(isinstance(f, str) and f for f in fields)):
             raise TypeError(f"MemnetsStore: fields must be a list of non-empty field paths or None, got {fields!r}")
         self.memory = memory
         self.fields = tuple(fields) if fields is not None else None
+        self.ttl_config = _check_ttl_config(ttl)
+        self._sweeper: threading.Thread | None = None
+        self._sweeper_stop = threading.Event()
+
+    # ------------------------------------------------------------------ TTL sweeping
+    def sweep_ttl(self) -> int:
+        """Delete every expired memory for good now (``AgentMemory.sweep_expired``); returns how many rows went."""
+        return self.memory.sweep_expired()
+
+    def start_ttl_sweeper(self, sweep_interval_minutes: float | None = None) -> bool:
+        """Sweep expired items every ``sweep_interval_minutes`` (default: the TTLConfig's) in a daemon thread.
+
+        Returns False, doing nothing, when no interval is given or configured or a sweeper already
+        runs. Stop it with :meth:`stop_ttl_sweeper` (``with MemnetsStore(...)`` does both).
+        """
+        interval = sweep_interval_minutes
+        if interval is None:
+            interval = (self.ttl_config or {}).get("sweep_interval_minutes")
+        if interval is None or (self._sweeper is not None and self._sweeper.is_alive()):
+            return False
+        if isinstance(interval, bool) or not isinstance(interval, (int, float)) or not interval > 0:
+            raise ValueError(f"MemnetsStore: sweep_interval_minutes must be a positive number, got {interval!r}")
+        self._sweeper_stop.clear()
+        self._sweeper = threading.Thread(
+            target=self._sweep_every, args=(float(interval) * 60,), name="memnets-ttl-sweeper", daemon=True
+        )
+        self._sweeper.start()
+        return True
+
+    def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
+        """Stop the background sweeper (a sweep under way finishes first); True once it has stopped."""
+        self._sweeper_stop.set()
+        if self._sweeper is None:
+            return True
+        self._sweeper.join(timeout)
+        stopped = not self._sweeper.is_alive()
+        if stopped:
+            self._sweeper = None
+        return stopped
+
+    def _sweep_every(self, seconds: float) -> None:
+        while not self._sweeper_stop.wait(seconds):
+            try:
+                swept = self.sweep_ttl()
+            except RuntimeError as error:  # the memory was closed under the sweeper
+                log.warning("MemnetsStore TTL sweeper stops: %s", error)
+                return
+            if swept:
+                log.info("MemnetsStore TTL sweep deleted %d expired rows", swept)
+
+    def __enter__(self) -> MemnetsStore:
+        self.start_ttl_sweeper()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop_ttl_sweeper()
 
     # ------------------------------------------------------------------ BaseStore
     def batch(self, ops: Iterable[Op]) -> list[Result]:
@@ -120,7 +198,7 @@ class MemnetsStore(BaseStore):
 
     # ------------------------------------------------------------------ operations
     def _get(self, op: GetOp) -> Item | None:
-        memory = self.memory.get(str(op.key), user=namespace_to_owner(op.namespace))
+        memory = self.memory.get(str(op.key), user=namespace_to_owner(op.namespace), refresh_ttl=op.refresh_ttl)
         if memory is None or memory.superseded_by is not None:  # an older version is no item
             return None
         return _item(memory, op.namespace)
@@ -130,22 +208,22 @@ class MemnetsStore(BaseStore):
         key = str(op.key)
         if not key:
             raise ValueError("MemnetsStore.put: key must be a non-empty string")
-        if op.ttl is not None:
-            raise NotImplementedError("MemnetsStore does not support TTLs; put with ttl=None")
+        ttl = _ttl_seconds(op.ttl)
         if op.value is None:
             self.memory.delete(key, user=owner)
             return
         value = _check_value(op.value)
-        text = self._indexed_text(value, op.index)
-        when = now()
-        existing = self.memory.get(key, user=owner)
-        created = existing.metadata.get(CREATED_AT) if existing is not None else None
-        metadata = {**value, CREATED_AT: created or when.isoformat()}
-        if text is None:
-            metadata[UNINDEXED] = True
-            text = json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
-        # an add with an existing id writes a new version (the old value goes to the history)
-        self.memory.add(text, user=owner, id=key, metadata=metadata, t=when)
+        paths = self._paths(value, op.index)
+        if paths == [TEXT_FIELD] and isinstance(value.get(TEXT_FIELD), str) and value[TEXT_FIELD].strip():
+            text = value[TEXT_FIELD]
+            metadata = {name: field for name, field in value.items() if name != TEXT_FIELD}
+        else:
+            text = _indexed_text(value, paths)
+            metadata = {**value, LAYOUT: "whole" if text is not None else "unindexed"}
+            if text is None:
+                text = json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+        # keyed by the key: a new version over an existing item (the old value goes to its history)
+        self.memory.add(text, user=owner, id=key, metadata=metadata, t=now(), ttl=ttl)
 
     def _search(self, op: SearchOp) -> list[SearchItem]:
         _check_labels(op.namespace_prefix, "namespace_prefix")
@@ -157,9 +235,9 @@ class MemnetsStore(BaseStore):
         conditions = _metadata_conditions(op.filter)
         wanted = op.offset + op.limit
         if op.query:
-            filters = MemoryFilter(metadata={**conditions, UNINDEXED: {"$ne": True}})
+            filters = MemoryFilter(metadata={**conditions, LAYOUT: {"$ne": "unindexed"}, LEGACY[1]: {"$ne": True}})
             by_owner = self.memory.search_many(
-                op.query, users=[owner for owner, _ in owners], k=wanted, filters=filters
+                op.query, users=[owner for owner, _ in owners], k=wanted, filters=filters, refresh_ttl=op.refresh_ttl
             )
             hits = [(float(hit.score), namespace, hit.memory) for owner, namespace in owners for hit in by_owner[owner]]
             hits.sort(key=lambda hit: -hit[0])
@@ -170,7 +248,9 @@ class MemnetsStore(BaseStore):
         filters = MemoryFilter(metadata=conditions) if conditions else None
         if len(owners) == 1:
             owner, namespace = owners[0]
-            listed = self.memory.list_memories(user=owner, limit=op.limit, offset=op.offset, filters=filters)
+            listed = self.memory.list_memories(
+                user=owner, limit=op.limit, offset=op.offset, filters=filters, refresh_ttl=op.refresh_ttl
+            )
             return [_item(memory, namespace, SearchItem) for memory in listed]
         rows = [
             (memory, namespace)
@@ -178,7 +258,10 @@ class MemnetsStore(BaseStore):
             for memory in self.memory.list_memories(user=owner, limit=wanted, offset=0, filters=filters)
         ]
         rows.sort(key=lambda row: (row[0].t, row[0].owner, row[0].id))
-        return [_item(memory, namespace, SearchItem) for memory, namespace in rows[op.offset : wanted]]
+        page = rows[op.offset : wanted]
+        if op.refresh_ttl:
+            page = [(self.memory.get(m.id, user=m.owner, refresh_ttl=True) or m, ns) for m, ns in page]
+        return [_item(memory, namespace, SearchItem) for memory, namespace in page]
 
     def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
         if op.limit < 0 or op.offset < 0:
@@ -201,8 +284,8 @@ class MemnetsStore(BaseStore):
         pairs = ((owner, owner_to_namespace(owner)) for owner in self.memory.users())
         return sorted((owner, ns) for owner, ns in pairs if ns is not None and ns[: len(prefix)] == tuple(prefix))
 
-    def _indexed_text(self, value: dict, index) -> str | None:
-        """The text to embed for ``value`` under the put's ``index`` (None: store unindexed)."""
+    def _paths(self, value: dict, index) -> list[str] | None:
+        """The value paths whose text a put embeds (None: store unindexed)."""
         if index is False:
             return None
         if index is not None and (isinstance(index, str) or not isinstance(index, (list, tuple))):
@@ -210,24 +293,35 @@ class MemnetsStore(BaseStore):
         paths = index if index is not None else self.fields
         if paths is None:
             paths = [next((field for field in DEFAULT_FIELDS if value.get(field) is not None), "$")]
-        texts = [
-            text for path in paths for text in get_text_at_path(value, path if path == "$" else tokenize_path(path))
-        ]
-        texts = [text for text in texts if text.strip()]
-        return "\n".join(texts) if texts else None
+        return list(paths)
+
+
+def _indexed_text(value: dict, paths: list[str] | None) -> str | None:
+    """The text to embed for ``value``: its texts at ``paths`` joined by newlines (None: store unindexed)."""
+    if paths is None:
+        return None
+    texts = [text for path in paths for text in get_text_at_path(value, path if path == "$" else tokenize_path(path))]
+    texts = [text for text in texts if text.strip()]
+    return "\n".join(texts) if texts else None
+
+
+def memory_value(memory: Memory) -> dict:
+    """The LangGraph value of a memory, written through any door (see the module docstring)."""
+    metadata = memory.metadata or {}
+    value = {name: field for name, field in metadata.items() if not name.startswith(RESERVED_PREFIX)}
+    if LAYOUT in metadata or any(key in metadata for key in LEGACY):
+        return value  # the whole value was kept as the metadata
+    return {TEXT_FIELD: memory.content, **value}
 
 
 def _item(memory: Memory, namespace: tuple[str, ...], kind: type[Item] = Item, **extra) -> Item:
-    """The LangGraph item (``kind`` Item or SearchItem) of a memory: its value without the reserved fields."""
-    metadata = memory.metadata or {}
-    value = {name: field for name, field in metadata.items() if not name.startswith(RESERVED_PREFIX)}
-    created = metadata.get(CREATED_AT)
+    """The LangGraph item (``kind`` Item or SearchItem) of a memory."""
     return kind(
         namespace=tuple(namespace),
         key=memory.id,
-        value=value,
-        created_at=datetime.fromisoformat(created) if created else memory.t,
-        updated_at=memory.t,
+        value=memory_value(memory),
+        created_at=memory.created_at,
+        updated_at=memory.updated_at,
         **extra,
     )
 
@@ -261,18 +355,55 @@ def _check_value(value) -> dict:
     return dict(value)
 
 
+def _check_ttl_config(config: TTLConfig | None) -> TTLConfig | None:
+    """LangGraph's TTLConfig, checked: ValueError naming the key that is unknown or of the wrong kind."""
+    if config is None:
+        return None
+    if not isinstance(config, Mapping):
+        raise TypeError(f"MemnetsStore: ttl must be a TTLConfig dict or None, got {type(config).__name__}")
+    known = set(TTLConfig.__annotations__)
+    unknown = sorted(set(config) - known)
+    if unknown:
+        raise ValueError(f"MemnetsStore: unknown TTLConfig keys {unknown}; known: {sorted(known)}")
+    for name in ("default_ttl", "sweep_interval_minutes"):
+        value = config.get(name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0):
+            raise ValueError(f"MemnetsStore: TTLConfig {name} must be a positive number of minutes, got {value!r}")
+    for name in ("refresh_on_read", "omit_expired"):
+        if name in config and not isinstance(config[name], bool):
+            raise ValueError(f"MemnetsStore: TTLConfig {name} must be a bool, got {config[name]!r}")
+    return dict(config)
+
+
+def _ttl_seconds(minutes: float | None) -> float | None:
+    """A put's ttl (LangGraph counts minutes) in seconds, for AgentMemory.add."""
+    if minutes is None:
+        return None
+    if isinstance(minutes, bool) or not isinstance(minutes, (int, float)) or not minutes > 0:
+        raise ValueError(f"MemnetsStore.put: ttl must be a positive number of minutes or None, got {minutes!r}")
+    return float(minutes) * 60
+
+
 def _metadata_conditions(filter: Mapping[str, Any] | None) -> dict[str, Any]:
-    """LangGraph's value filter as MemoryFilter metadata conditions (a nested dict means equality)."""
+    """LangGraph's value filter as MemoryFilter metadata conditions (a nested dict means equality;
+    ``$and``/``$or`` lists of filters are converted part by part)."""
     if not filter:
         return {}
     if not isinstance(filter, Mapping):
         raise TypeError(
             f"MemnetsStore.search: filter must be a dict of field -> condition, got {type(filter).__name__}"
         )
-    conditions = {}
+    conditions: dict[str, Any] = {}
     for name, condition in filter.items():
+        if name in ("$and", "$or") and isinstance(condition, (list, tuple)):
+            conditions[name] = [_metadata_conditions(part) or {} for part in condition]
+            continue
         if not isinstance(name, str) or name.startswith(RESERVED_PREFIX):
             raise ValueError(f"MemnetsStore.search: filter field {name!r} is not a value field")
+        if name == TEXT_FIELD:
+            raise ValueError(
+                f"MemnetsStore.search: filter field {TEXT_FIELD!r} is the memory's text; search it with query=..."
+            )
         operators = isinstance(condition, Mapping) and condition and all(str(op).startswith("$") for op in condition)
         conditions[name] = dict(condition) if operators else {"$eq": condition}
     return conditions

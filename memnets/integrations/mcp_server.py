@@ -6,11 +6,11 @@ subprocess) or streamable HTTP. Its tools map one to one onto :class:`memnets.ap
 ==================== =====================================================
 tool                 AgentMemory call
 ==================== =====================================================
-add_memory           ``add(text, user=user_id, metadata=metadata)``
+add_memory           ``add(text, user=user_id, metadata=metadata, ttl=ttl_seconds)`` (+ its ``outcome``)
 search_memory        ``search(query, user=user_id, k=k)``
 list_memories        ``list_memories(user=user_id, limit=limit, offset=offset)``
 get_memory           ``get(memory_id, user=user_id)``
-update_memory        ``update(memory_id, text, user=user_id, metadata=metadata)``
+update_memory        ``update(memory_id, text, user=user_id, metadata=metadata, merge_metadata=...)``
 delete_memory        ``delete(memory_id, user=user_id)``
 delete_all_memories  ``delete_all(user=user_id)``
 ==================== =====================================================
@@ -19,24 +19,32 @@ With ``user`` set, the server serves that user only: a call naming another ``use
 a tool error and touches nothing. Over HTTP, a ``token`` makes every request carry
 ``Authorization: Bearer <token>`` (anything else gets 401 before the MCP layer sees it); a host
 other than a loopback address is refused without one, since the tools read and delete every
-user's memories. Memory calls run in a worker thread, so a slow encode does not
-stall the server's event loop. Results are JSON objects (MCP structured content): a memory is
-``{"id", "content", "t", "kind", "importance", "metadata"}``, plus ``"score"`` in search results.
+user's memories. Every HTTP request passes :class:`memnets.httpguard.HTTPGuard` first (Host and
+Origin checked for the real bind host against DNS rebinding, the token, the body limit, contained
+failures). Memory calls run in a worker thread, so a slow encode does not stall the server's event
+loop, and any failure of one, a ``BaseException`` such as a tokenizer's Rust panic included, is a
+tool error for that call: the session goes on. A request is at most 4 MiB over either transport
+(over stdio see :mod:`memnets.integrations.mcp_stdio`); a longer one gets an error naming the
+limit. Results are JSON objects (MCP structured content): a memory is ``{"id", "content", "t",
+"created_at", "updated_at", "kind", "importance", "metadata", "expires_at"}`` (``t`` is
+``created_at``; ``expires_at`` an ISO time or null), plus ``"score"`` in search results and
+``"outcome"`` ("added", "updated" or "unchanged", as ``AgentMemory.add`` says) from add_memory and
+update_memory.
 """
 
 from __future__ import annotations
 
-import hmac
 import logging
+from collections.abc import Iterable
 from functools import partial
 from typing import Any, Literal
 
 import anyio
 from mcp.server.fastmcp import FastMCP
 from mcp.server.fastmcp.exceptions import ToolError
-from starlette.responses import JSONResponse
+from mcp.server.transport_security import TransportSecuritySettings
 
-from memnets.netutil import is_loopback
+from memnets.httpguard import HTTPGuard, check_bind, is_control_flow
 
 logger = logging.getLogger(__name__)
 
@@ -52,12 +60,17 @@ def memory_json(memory, score: float | None = None) -> dict[str, Any]:
         "id": memory.id,
         "content": memory.content,
         "t": memory.t.isoformat(),
+        "created_at": memory.created_at.isoformat(),
+        "updated_at": memory.updated_at.isoformat(),
         "kind": memory.kind,
         "importance": float(memory.importance),
         "metadata": dict(memory.metadata or {}),
+        "expires_at": memory.expires_at.isoformat() if memory.expires_at is not None else None,
     }
     if score is not None:
         out["score"] = float(score)
+    if memory.outcome is not None:
+        out["outcome"] = memory.outcome
     return out
 
 
@@ -74,7 +87,15 @@ def build_server(
     """
     if user is not None and (not isinstance(user, str) or not user):
         raise ValueError(f"build_server: user must be a non-empty string or None, got {user!r}")
-    server = FastMCP(name, instructions=INSTRUCTIONS, host=host, port=port)
+    # The SDK checks Host/Origin only when host is one of three exact strings; HTTPGuard (serve)
+    # checks them for every host, so the SDK's check is off rather than a second, narrower one.
+    server = FastMCP(
+        name,
+        instructions=INSTRUCTIONS,
+        host=host,
+        port=port,
+        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+    )
 
     def scoped(user_id: str) -> str:
         if not isinstance(user_id, str) or not user_id:
@@ -84,12 +105,27 @@ def build_server(
         return user_id
 
     async def call(function, *args, **kwargs):
-        return await anyio.to_thread.run_sync(partial(function, *args, **kwargs))
+        try:
+            return await anyio.to_thread.run_sync(partial(function, *args, **kwargs))
+        except Exception:
+            raise  # FastMCP turns it into a tool error for this call
+        except BaseException as error:  # e.g. pyo3's PanicException: it would take the session down
+            if is_control_flow(error):
+                raise
+            logger.error("%s failed", function.__name__, exc_info=error)
+            raise ToolError(f"{function.__name__} failed: {type(error).__name__}: {error}") from None
 
     @server.tool()
-    async def add_memory(text: str, user_id: str, metadata: dict[str, Any] | None = None) -> dict[str, Any]:
-        """Store a new memory (a fact, preference or event) for the user; returns it with its id."""
-        added = await call(memory.add, text, user=scoped(user_id), metadata=metadata)
+    async def add_memory(
+        text: str, user_id: str, metadata: dict[str, Any] | None = None, ttl_seconds: float | None = None
+    ) -> dict[str, Any]:
+        """Store a memory (a fact, preference or event) for the user; returns it with its id and outcome:
+        "added" (new), "updated" (it changed a fact of an existing memory, whose old text is kept in
+        its history) or "unchanged" (the user's memories said this already).
+
+        ttl_seconds: forget it that many seconds from now (omit to keep it until deleted).
+        """
+        added = await call(memory.add, text, user=scoped(user_id), metadata=metadata, ttl=ttl_seconds)
         return memory_json(added)
 
     @server.tool()
@@ -114,10 +150,17 @@ def build_server(
 
     @server.tool()
     async def update_memory(
-        memory_id: str, text: str, user_id: str, metadata: dict[str, Any] | None = None
+        memory_id: str,
+        text: str,
+        user_id: str,
+        metadata: dict[str, Any] | None = None,
+        merge_metadata: bool = False,
     ) -> dict[str, Any]:
-        """Replace the text (and metadata, if given) of one memory; the old version is kept in its history."""
-        updated = await call(memory.update, memory_id, text, user=scoped(user_id), metadata=metadata)
+        """Replace the text (and metadata, if given: merged into the old one with merge_metadata, else
+        replacing it) of one memory; the old version is kept in its history."""
+        updated = await call(
+            memory.update, memory_id, text, user=scoped(user_id), metadata=metadata, merge_metadata=merge_metadata
+        )
         return memory_json(updated)
 
     @server.tool()
@@ -133,31 +176,6 @@ def build_server(
     return server
 
 
-class BearerTokenGate:
-    """ASGI middleware: an HTTP request passes only with ``Authorization: Bearer <token>``
-    (compared in constant time); any other gets 401 with ``WWW-Authenticate: Bearer``. Lifespan
-    events pass through, so the MCP session manager starts and stops as without it."""
-
-    def __init__(self, app, token: str) -> None:
-        if not isinstance(token, str) or not token.strip():
-            raise ValueError("BearerTokenGate: token must be a non-empty string")
-        self.app = app
-        self.expected = f"Bearer {token}".encode()
-
-    async def __call__(self, scope, receive, send) -> None:
-        if scope["type"] == "http":
-            given = dict(scope.get("headers") or ()).get(b"authorization", b"")
-            if not hmac.compare_digest(given, self.expected):
-                refusal = JSONResponse(
-                    {"error": "unauthorized: send Authorization: Bearer <token>"},
-                    status_code=401,
-                    headers={"WWW-Authenticate": "Bearer"},
-                )
-                await refusal(scope, receive, send)
-                return
-        await self.app(scope, receive, send)
-
-
 def check_exposure(transport: str, host: str, token: str | None) -> None:
     """Raise ValueError, saying why, for a transport that is not stdio or http, a token without
     http, or http on a host other machines can reach without a token."""
@@ -165,11 +183,8 @@ def check_exposure(transport: str, host: str, token: str | None) -> None:
         raise ValueError(f"transport must be 'stdio' or 'http', got {transport!r}")
     if transport == "stdio" and token is not None:
         raise ValueError("a token applies to the http transport only (stdio has no network listener)")
-    if transport == "http" and token is None and not is_loopback(host):
-        raise ValueError(
-            f"host {host!r} is reachable from other machines and the tools read and delete every user's "
-            "memories: give a bearer token (memnets serve mcp --token-env VAR) or listen on 127.0.0.1"
-        )
+    if transport == "http":
+        check_bind(host, token)
 
 
 def serve(
@@ -180,11 +195,13 @@ def serve(
     host: str = "127.0.0.1",
     port: int = 8000,
     token: str | None = None,
+    allowed_hosts: Iterable[str] = (),
 ) -> None:
     """Run the MCP server on ``memory`` until the client disconnects (stdio) or the process is stopped (http).
 
     ``token`` (http only): the bearer token every request must carry; required unless ``host`` is
-    a loopback address.
+    a loopback address. ``allowed_hosts`` (http only): further names clients reach the server by
+    (a reverse proxy's, a wildcard bind's DNS name), accepted in ``Host`` and ``Origin``.
     """
     check_exposure(transport, host, token)
     server = build_server(memory, user=user, host=host, port=port)
@@ -195,13 +212,15 @@ def serve(
         " (bearer token required)" if token is not None else "",
     )
     if transport == "stdio":
-        server.run("stdio")
-        return
-    import uvicorn  # what FastMCP.run("streamable-http") does, with the token gate in front of the app
+        from memnets.integrations.mcp_stdio import run_stdio  # the SDK's stdio transport with a message limit
 
-    app = server.streamable_http_app()
+        anyio.run(run_stdio, server)
+        return
+    import uvicorn  # what FastMCP.run("streamable-http") does, with the guard in front of the app
+
+    app = HTTPGuard(server.streamable_http_app(), host=host, token=token, allowed_hosts=allowed_hosts)
     config = uvicorn.Config(
-        app if token is None else BearerTokenGate(app, token),
+        app,
         host=host,
         port=port,
         log_level=server.settings.log_level.lower(),

@@ -41,6 +41,7 @@ the trained encoder, heads and scorer weights of a pack.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import re
@@ -52,6 +53,7 @@ from pathlib import Path
 
 import numpy as np
 
+import memnets.timeutil as timeutil
 from memnets.llm import LLM, ExtractiveLLM
 from memnets.memory import compression
 from memnets.memory.events import EventLog, Move
@@ -60,6 +62,16 @@ from memnets.memory.planning import Goal, Plan, Planner
 from memnets.memory.reflection import Reflector
 from memnets.memory.signals import Gate, HeuristicGate, HeuristicImportance, Importance, pack_components
 from memnets.memory.tiers import ContextWindow, Entry, WorkingMemory, policy
+from memnets.memory.writes import (
+    check_text,
+    check_tokens,
+    classify,
+    embed,
+    nearest,
+    same_record,
+    successor,
+    write_version,
+)
 from memnets.protocols import TextEncoder
 from memnets.records import Memory
 from memnets.scoring import HeuristicScorer, min_max
@@ -69,25 +81,8 @@ from memnets.timeutil import as_utc_or_now
 
 logger = logging.getLogger(__name__)
 STATE_VERSION = 1
-# near-duplicate cosine for the bundled all-MiniLM-L6-v2; measured on LoCoMo (bench/duplicates.py, docs/memory.md)
+# near-match cosine for the bundled all-MiniLM-L6-v2; measured on LoCoMo (bench/duplicates.py, docs/memory.md)
 DUPLICATE_THRESHOLD = 0.98
-
-
-DUPLICATE_CANDIDATES = 5  # nearest memories (any kind) looked at for a near-duplicate of the same kind
-
-
-def nearest_of_kind(store, vector: np.ndarray, owner: str, kind: str) -> tuple[Memory, float] | None:
-    """The owner's stored memory of ``kind`` nearest to ``vector`` among its ``DUPLICATE_CANDIDATES``
-    nearest of any kind, with its cosine (None if none is of that kind).
-
-    An unfiltered search runs on the index; a kind-filtered one is exact over the owner's rows of that
-    kind. A near-duplicate (cosine >= ``DUPLICATE_THRESHOLD``) is missed only if five memories of
-    other kinds are nearer still, i.e. are near-duplicates themselves.
-    """
-    for memory, score in store.search(vector, DUPLICATE_CANDIDATES, owner):
-        if memory.kind == kind:
-            return memory, float(score)
-    return None
 
 
 def _positive_k(k) -> int:
@@ -97,7 +92,16 @@ def _positive_k(k) -> int:
 
 
 def default_state_path(directory: str | Path, owner: str) -> Path:
-    """Where a manager of ``owner`` saves its tiers in a store folder: ``manager-<owner>.json``."""
+    """Where a manager of ``owner`` saves its tiers in a store folder: ``manager-<sha256 of owner>.json``.
+
+    A hash, not the name: distinct owners never share a file ("a b" and "a_b" did when names were
+    sanitised), and no file name in the folder spells a user's name.
+    """
+    return Path(directory) / f"manager-{hashlib.sha256(owner.encode('utf-8')).hexdigest()}.json"
+
+
+def legacy_state_path(directory: str | Path, owner: str) -> Path:
+    """Where memnets before the hashed names saved ``owner``'s state (read once, then replaced)."""
     return Path(directory) / f"manager-{re.sub(r'[^A-Za-z0-9_.-]', '_', owner)}.json"
 
 
@@ -139,9 +143,11 @@ class ManagerConfig:
         mmr_lambda: relevance against diversity when picking memories (1 = plain top-k).
         fetch_factor: an archive search fetches ``fetch_factor * k`` candidates for re-scoring and MMR.
         context_policy, working_policy: overflow policies (see :mod:`memnets.memory.tiers`).
-        duplicate_threshold: an observation (or ``AgentMemory.add``) without an explicit id whose
-            cosine with one of the owner's memories of the same kind reaches it refreshes that memory
-            instead of storing a second copy (None: never); chosen on LoCoMo, see docs/memory.md.
+        duplicate_threshold: the cosine of a near match: an observation (or ``AgentMemory.add``)
+            without an explicit id that reaches it with a memory of the same kind and speaker is
+            that memory again ("unchanged") when its facts are the same, else its new version
+            ("updated"); see :mod:`memnets.memory.writes` (None: every text is a new memory).
+            Chosen on LoCoMo's training conversations, see docs/memory.md.
     """
 
     context_budget: int = 512
@@ -264,10 +270,14 @@ class MemoryManager:
                 type(store).__name__,
                 owner,
             )
+        self._legacy_state: Path | None = None  # a state file under the old name, removed once saved anew
         if state_path is None and getattr(store, "directory", None) is not None:
             state_path = default_state_path(store.directory, owner)
+            legacy = legacy_state_path(store.directory, owner)
+            if not state_path.is_file() and legacy.is_file():
+                self._legacy_state = legacy
         self.state_path = Path(state_path) if state_path is not None else None
-        if resume and self.state_path is not None and self.state_path.is_file():
+        if resume and self.state_path is not None and (self._legacy_state or self.state_path).is_file():
             self._restore()
 
     @property
@@ -305,7 +315,7 @@ class MemoryManager:
 
     # ------------------------------------------------------------------ helpers
     def _embed(self, texts: Sequence[str], kind: str = "memory") -> np.ndarray:
-        return self.encoder.encode(list(texts), kind=kind).numpy().astype(np.float32)
+        return embed(self.encoder, texts, kind)
 
     def _tokens(self, text: str) -> int:
         return len(self.encoder.tokenizer(text, add_special_tokens=False)["input_ids"])
@@ -341,21 +351,27 @@ class MemoryManager:
         return held
 
     def _forget_deleted(self, t: datetime | None = None) -> set[str]:
-        """Catch up with the store's deletion ledger: forget what any connection or process deleted.
+        """Catch up with the store's deletion ledger: forget what any connection or process deleted,
+        and what has expired (by the wall clock, whatever ``t`` says).
 
         Called before every write, every query and at close, so a memory deleted elsewhere (even
         one still in our write buffer, which the store never saw) is never written back, shown or
         restored. Stores without a ledger (:class:`~memnets.store.protocol.DeletionLedger`) only get
         in-process deletions, through :meth:`forget`.
         """
+        held = self._held()
+        now = timeutil.now()
+        expired = {memory_id for memory_id, memory in held.items() if memory.expired(now)}
+        if expired:
+            self.forget(expired, t, reason="expired")
         if not self._ledger:
-            return set()
+            return expired
         self._deletion_mark, gone = self.store.deleted_since(
-            self._deletion_mark, self.owner, list(self._held().values())
+            self._deletion_mark, self.owner, [m for i, m in held.items() if i not in expired]
         )
         if gone:
             self.forget(gone, t, reason="deleted in the store")
-        return gone
+        return gone | expired
 
     def forget(self, ids: Iterable[str], t: datetime | None = None, *, reason: str = "deleted") -> list[str]:
         """Drop memories from every tier and from the write buffer (they are never written); returns those held.
@@ -524,48 +540,51 @@ class MemoryManager:
         overflow BURYs the least important. ``t`` defaults to now; ``speaker``, ``action``,
         ``objects`` and ``location`` fill the record's structured fields (the seed's observation).
 
-        Identity: observing an id again replaces the earlier entry (one context entry per id). An
-        observation without an id whose text is a near-duplicate (cosine >= ``duplicate_threshold``)
-        of a memory of the same kind held here or stored refreshes that memory (accessed at ``t``,
-        back at the end of the context) and returns it: the same fact is not stored twice.
+        Consistency, the same rule as ``AgentMemory.add`` (:mod:`memnets.memory.writes`): an
+        observation without an id that says the same as a memory of its kind held here or stored
+        refreshes that memory (accessed at ``t``, back at the end of the context) and returns it
+        with ``outcome`` "unchanged"; one that changes a fact of a near match becomes that
+        memory's new version (written at once, the old one kept in its history; "updated");
+        anything else is "added". Observing an existing id again is "unchanged" when the record
+        states the same, else a new version of it.
         """
-        if not isinstance(content, str) or not content.strip():
-            raise ValueError(f"observe: content must be non-empty text, got {content!r:.60}")
-        if isinstance(objects, str) or not all(isinstance(o, str) for o in objects or ()):
-            raise TypeError(f"observe: objects must be a list of strings, got {objects!r:.60}")
-        if metadata is not None and not isinstance(metadata, dict):
-            raise TypeError(f"observe: metadata must be a dict, got {type(metadata).__name__}")
-        t = as_utc_or_now(t, "observe: t")
+        if not isinstance(content, str):
+            raise TypeError(f"observe: content must be a str, got {type(content).__name__}")
         memory = Memory(
             id=id if id is not None else f"{self.owner}/{uuid.uuid4().hex[:12]}",
             owner=self.owner,
-            t=t,
+            t=as_utc_or_now(t, "observe: t"),
             content=content,
             importance=0.0 if importance is None else importance,
             kind=kind,
             agent=speaker,
             action=action,
-            objects=tuple(objects or ()),
+            objects=() if objects is None else objects,
             location=location,
-            metadata=dict(metadata or {}),
+            metadata={} if metadata is None else (dict(metadata) if isinstance(metadata, dict) else metadata),
         )  # validates every field before anything changes
+        check_text(content, "observe: content")
+        t = memory.t
         self._forget_deleted(t)
+        check_tokens(content, self.encoder, "observe: content")
         vector = self._embed([content])[0]
-        if id is None:
-            duplicate = self._duplicate(vector, kind)
-            if duplicate is not None:
-                return self._refresh_duplicate(duplicate, t)
-        elif id in self._held():
-            self.forget([id], t, reason="observed again")  # the new version replaces the held one
         if importance is None:
             memory = memory.replace(importance=float(self.importance([content], vector[None, :])[0]))
-        importance = memory.importance
+        if id is None:
+            outcome, match = classify(memory, self._candidates(vector, kind), self.config.duplicate_threshold)
+        else:
+            match = self._held().get(id) or next(iter(self.store.get([id], self.owner)), None)
+            outcome = "added" if match is None else "unchanged" if same_record(match, memory) else "updated"
+        if outcome == "unchanged":
+            return self._refresh_duplicate(self._entry_of(match), t)
+        if outcome == "updated":
+            return self._observe_version(match, successor(match, memory, merge_metadata=id is None), vector, t)
         entry = self._entry(memory, vector)
         self.context.add(entry)
-        kept = importance >= self.config.keep_threshold
-        self.events.log(Move.OBSERVE, [memory.id], t, importance=importance, tokens=entry.tokens, kept=kept)
+        kept = memory.importance >= self.config.keep_threshold
+        self.events.log(Move.OBSERVE, [memory.id], t, importance=memory.importance, tokens=entry.tokens, kept=kept)
         if kept:
-            if importance >= self.config.write_through_threshold:
+            if memory.importance >= self.config.write_through_threshold:
                 self._write([entry], "through", t)
             else:
                 self.pending[memory.id] = entry
@@ -576,7 +595,7 @@ class MemoryManager:
         else:
             self.unkept.add(memory.id)
         self._settle_context(t)
-        return memory
+        return memory.replace(outcome="added")
 
     def _settle_context(self, t: datetime) -> None:
         """Context overflow: RETAIN the least recent messages until the rest fits."""
@@ -584,21 +603,32 @@ class MemoryManager:
         if overflow:
             self.retain([e.id for e in overflow], t)
 
-    def _duplicate(self, vector: np.ndarray, kind: str) -> Entry | None:
-        """The held or stored memory of this kind most similar to ``vector``, if at or above the duplicate threshold."""
-        threshold = self.config.duplicate_threshold
-        if threshold is None:
-            return None
-        held = [e for e in (*self.context.entries, *self.working.entries.values()) if e.memory.kind == kind]
-        best, best_score = None, -np.inf
-        if held:
-            scores = np.stack([e.vector for e in held]) @ vector
-            best, best_score = held[int(np.argmax(scores))], float(np.max(scores))
-        found = nearest_of_kind(self.store, vector, self.owner, kind)
-        if found is not None and found[1] > best_score and found[0].id not in self._held():
-            memory, best_score = found
-            best = self._entry(memory, self.store.vectors([memory.id], self.owner)[0])
-        return best if best is not None and best_score >= threshold else None
+    def _candidates(self, vector: np.ndarray, kind: str) -> list[tuple[Memory, float]]:
+        """The memories of this kind held here and the nearest stored ones, with their cosine, best first."""
+        held = {e.id: e for e in (*self.context.entries, *self.working.entries.values()) if e.memory.kind == kind}
+        found = [(e.memory, float(e.vector @ vector)) for e in held.values()]
+        found += [(m, s) for m, s in nearest(self.store, vector, self.owner, kind) if m.id not in self._held()]
+        return sorted(found, key=lambda c: -c[1])
+
+    def _entry_of(self, memory: Memory) -> Entry:
+        """The held entry of ``memory``, or a new one from the store's vector."""
+        held = self.working.get(memory.id) or next((e for e in self.context.entries if e.id == memory.id), None)
+        held = held or self.pending.get(memory.id)
+        return held if held is not None else self._entry(memory, self.store.vectors([memory.id], self.owner)[0])
+
+    def _observe_version(self, current: Memory, new: Memory, vector: np.ndarray, t: datetime) -> Memory:
+        """An observation that changes ``current``: written at once as its new version (the old one in its
+        history), in place of the held entry, at the end of the context."""
+        if current.id in self.pending or not self.store.get([current.id], self.owner):
+            self._write([self._entry_of(current)], "through", t)  # its history needs the old version stored
+        write_version(self.store, current, new, vector)
+        self.forget([current.id], t, reason="updated")
+        entry = self._entry(new, vector)
+        self.context.add(entry)
+        self.events.log(Move.OBSERVE, [new.id], t, importance=new.importance, tokens=entry.tokens, updated=True)
+        self.events.log(Move.WRITE, [new.id], t, mode="version")
+        self._settle_context(t)
+        return new.replace(outcome="updated")
 
     def _refresh_duplicate(self, entry: Entry, t: datetime) -> Memory:
         """The same fact observed again: the held (or stored) memory is accessed now and moves to the context's end."""
@@ -610,7 +640,7 @@ class MemoryManager:
             self.store.touch([entry.id], self.owner, entry.memory.last_access)
         self.events.log(Move.OBSERVE, [entry.id], t, duplicate=True, tokens=entry.tokens)
         self._settle_context(t)
-        return entry.memory
+        return entry.memory.replace(outcome="unchanged")
 
     def context_for(self, query: str, *, now: datetime | None = None, k: int | None = None) -> ContextView:
         """What the LLM should see for ``query``: gate, maybe RECALL, then the best of working memory (``now``: default now)."""
@@ -719,10 +749,11 @@ class MemoryManager:
         }
 
     def _restore(self) -> None:
-        state = json.loads(self.state_path.read_text())
+        path = self._legacy_state or self.state_path
+        state = json.loads(path.read_text())
         if state.get("version") != STATE_VERSION or state.get("owner") != self.owner:
             raise ValueError(
-                f"manager state {self.state_path} has version {state.get('version')} and owner "
+                f"manager state {path} has version {state.get('version')} and owner "
                 f"{state.get('owner')!r}; expected version {STATE_VERSION} and owner {self.owner!r}"
             )
         for tier, ids in (("context", state["context"]), ("working", state["working"])):
@@ -739,13 +770,24 @@ class MemoryManager:
 
     def close(self) -> None:
         """Forget what was deleted elsewhere, flush the buffer, save the tiers' state next to the
-        archive, and close what we opened. Safe to call twice."""
+        archive, and close what we opened. Safe to call twice.
+
+        A manager that holds nothing (nothing observed, or everything deleted, e.g. by
+        ``delete_all``) writes no state file and removes its old one: after an erasure no file
+        names the user or their memories.
+        """
         if self.closed:
             return
         self._forget_deleted()
         self.flush()
         if self.state_path is not None:
-            self.state_path.write_text(json.dumps(self.state(), indent=2) + "\n")
+            state = self.state()
+            if state["context"] or state["working"] or (state["reflection"] or {}).get("pending"):
+                self.state_path.write_text(json.dumps(state, indent=2) + "\n")
+            else:
+                self.state_path.unlink(missing_ok=True)
+            if self._legacy_state is not None:
+                self._legacy_state.unlink(missing_ok=True)
         self.closed = True
         if self.owns_store:
             self.store.close()

@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -43,6 +44,11 @@ FORMAT_VERSION = 1
 # average about 4.5 characters per MiniLM token), widened 4x at a time while the cut holds too few
 # tokens, up to max_length * CUT_MAX_CHARS_PER_TOKEN characters (runs of spaces or control characters
 # that make no tokens: there the window is what that many characters hold).
+# How encode() computes: "torch" (exact, the default), "onnx" (the same graph on ONNX Runtime),
+# "int8" (ONNX Runtime with int8 weights: the fast CPU path), "fp16" / "bf16" (torch autocast on a
+# CUDA device). Training (forward) is always torch, in float32.
+BACKENDS = ("torch", "onnx", "int8", "fp16", "bf16")
+GPU_BACKENDS = {"fp16": torch.float16, "bf16": torch.bfloat16}
 CUT_CHARS_PER_TOKEN = 8
 CUT_MAX_CHARS_PER_TOKEN = 128
 
@@ -51,10 +57,10 @@ class MemoryEncoder(torch.nn.Module):
     """Backbone + mean pooling (+ projection) + L2 normalisation.
 
     Build it with :meth:`from_pretrained`. ``forward`` keeps gradients (training); ``encode`` is the
-    batched, gradient-free inference path that returns CPU float32 unit vectors.
+    batched, gradient-free inference path that returns CPU float32 unit vectors, computed by
+    ``backend`` (see :data:`BACKENDS`; the variant a store records beside its vectors).
     """
 
-    variant = "torch"  # the backend computing the embeddings; part of the fingerprint (backends differ slightly)
     source = "an encoder built in memory"  # what it is, for people: set by from_pretrained
 
     def __init__(
@@ -79,6 +85,8 @@ class MemoryEncoder(torch.nn.Module):
         self.memory_prefix = memory_prefix
         hidden = backbone.config.hidden_size
         self.projection = torch.nn.Linear(hidden, projection_dim) if projection_dim else None
+        self.backend = "torch"
+        self._runner = None  # the ONNX Runtime session of the "onnx" / "int8" backends
 
     # ------------------------------------------------------------------ construction and files
     @classmethod
@@ -91,6 +99,7 @@ class MemoryEncoder(torch.nn.Module):
         query_prefix: str | None = None,
         memory_prefix: str | None = None,
         backbone_config: Mapping[str, Any] | None = None,
+        backend: str = "torch",
     ) -> MemoryEncoder:
         """Load a backbone (any HF encoder folder) or a folder written by :meth:`save_pretrained`.
 
@@ -103,7 +112,14 @@ class MemoryEncoder(torch.nn.Module):
         ``backbone_config`` (e.g. ``{"hidden_size": 32, "num_hidden_layers": 2}``) builds instead a
         randomly initialised backbone: ``path``'s architecture with these fields changed, and
         ``path``'s tokenizer. No weights are read; smoke runs and tests use it for tiny, fast models.
+
+        ``backend`` picks how :meth:`encode` computes (:data:`BACKENDS`). ``"onnx"`` and ``"int8"``
+        read ``onnx/model.onnx`` / ``onnx/model_int8.onnx`` from the folder (``memnets export
+        --backend int8`` writes them into a pack), else convert the encoder at load (seconds);
+        they need the ``[onnx]`` extra. ``"fp16"`` and ``"bf16"`` need the encoder on a CUDA device.
         """
+        if backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
         path = Path(path)
         if not path.is_dir():
             raise FileNotFoundError(f"encoder path {str(path)!r} is not a folder with a Hugging Face model")
@@ -138,7 +154,27 @@ class MemoryEncoder(torch.nn.Module):
         encoder.source = "bundled all-MiniLM-L6-v2" if str(path) == DEFAULT_BACKBONE else f"encoder folder {path}"
         if backbone_config:
             encoder.source += f", randomly initialised with {dict(backbone_config)}"
+        encoder.set_backend(backend, path)
         return encoder
+
+    def set_backend(self, backend: str, folder: str | Path | None = None) -> MemoryEncoder:
+        """Compute :meth:`encode` with ``backend`` from now on (see :meth:`from_pretrained`); an ONNX
+        backend reads its file from ``folder``'s ``onnx/`` when there, else converts this encoder."""
+        if backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+        self._runner = None
+        if backend in ("onnx", "int8"):
+            from memnets.nn.onnx_encoder import ONNX_DIR, ONNX_FILES, OnnxRunner, export_onnx
+
+            saved = Path(folder) / ONNX_DIR / ONNX_FILES[backend] if folder is not None else None
+            if saved is not None and saved.is_file():
+                self._runner = OnnxRunner(saved)
+            else:
+                logger.info("converting the encoder for the %r backend (export --backend writes it once)", backend)
+                with tempfile.TemporaryDirectory(prefix="memnets-onnx-") as scratch:
+                    self._runner = OnnxRunner(export_onnx(self, scratch, backend))
+        self.backend = backend
+        return self
 
     def save_pretrained(self, path: str | Path) -> Path:
         """Write a folder loadable by ``from_pretrained``, transformers and sentence-transformers.
@@ -227,21 +263,22 @@ class MemoryEncoder(torch.nn.Module):
 
     @property
     def fingerprint(self) -> str:
-        """Which encoder this is, as a store records it: ``"<variant>:<dim>:<sha256 prefix>"``.
+        """Which encoder this is, as a store records it: ``"<backend>:<dim>:<sha256 prefix>"``.
 
         The sha256 covers the weights (backbone and projection), the tokenizer's vocabulary, mean
-        pooling, ``max_length`` and the prefixes: two encoders with the same fingerprint embed alike.
-        Hashed on first use and kept (load a changed encoder again to fingerprint its new weights).
+        pooling, ``max_length`` and the prefixes; the backend (variant) is part of it because the
+        ONNX and int8 backends embed slightly differently. Two encoders with the same fingerprint
+        embed alike. The weights are hashed on first use and kept (load a changed encoder again).
         """
-        if getattr(self, "_fingerprint", None) is None:
+        if getattr(self, "_weights_digest", None) is None:
             digest = hashlib.sha256()
             for name, tensor in sorted(self.state_dict().items()):
                 digest.update(name.encode())
                 digest.update(tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
             settings = [self.max_length, self.query_prefix, self.memory_prefix, "mean", "normalize"]
             digest.update(json.dumps([settings, sorted(self.tokenizer.get_vocab().items())]).encode())
-            self._fingerprint = f"{self.variant}:{self.dim}:{digest.hexdigest()[:32]}"
-        return self._fingerprint
+            self._weights_digest = digest.hexdigest()[:32]
+        return f"{self.backend}:{self.dim}:{self._weights_digest}"
 
     @property
     def device(self) -> torch.device:
@@ -354,11 +391,24 @@ class MemoryEncoder(torch.nn.Module):
                 for start in tqdm(starts, desc=f"encode {kind}", disable=not progress, unit="batch"):
                     index = order[start : start + batch_size]
                     batch = self.tokenize([texts[i] for i in index], kind)
-                    batch = {k: v.to(device) for k, v in batch.items()}
-                    out[index] = self(**batch).float().cpu()
+                    out[index] = self._embed(batch, device)
         finally:
             self.train(was_training)
         return out
+
+    def _embed(self, batch: dict[str, torch.Tensor], device: torch.device) -> torch.Tensor:
+        """Unit vectors of one tokenised batch by the encoder's backend (CPU float32)."""
+        if self._runner is not None:
+            return self._runner(batch["input_ids"], batch["attention_mask"])
+        batch = {k: v.to(device) for k, v in batch.items()}
+        if self.backend in GPU_BACKENDS:
+            if device.type != "cuda":
+                raise RuntimeError(
+                    f"the {self.backend!r} backend needs the encoder on a CUDA device, it is on {device}"
+                )
+            with torch.autocast("cuda", dtype=GPU_BACKENDS[self.backend]):
+                return self(**batch).float().cpu()
+        return self(**batch).float().cpu()
 
 
 def encoder_dim(path: str | Path | None = None) -> int:

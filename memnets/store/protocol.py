@@ -12,7 +12,12 @@ test suite (tests/test_store_contract.py) runs it against every store. The guara
 - Crash-safe: when ``upsert`` returns, the write survives a killed process.
 - Versions: a row whose ``superseded_by`` is set is an older version of the memory with that id;
   ``get``/``vectors`` return it by its own id, ``history`` lists them, and ``search``,
-  ``list_memories`` and ``count`` skip it.
+  ``list_memories`` and ``count`` skip it.  ``new_version`` turns the current row into such a version and writes the new one in one atomic
+  step, so concurrent updates of one id keep every acknowledged version, in a total order.
+- Scopes: ``agent`` and ``session`` are stored with the memory (sealed with its other fields) and
+  filtered on the decoded record, like metadata.
+- The deletion ledger names owners and ids only by keyed hashes (:func:`memnets.store.rows.ledger_tag`);
+  ``delete_owner`` leaves one tombstone for the owner and none for its ids.
 - Bad input raises ValueError/TypeError (InvalidMemoryError for records and vectors) naming the
   argument, and writes nothing.
 
@@ -31,6 +36,11 @@ and a store that implements one sets the flag to True as a class attribute. Call
   with its first vector and refuses another (:mod:`memnets.store.identity`).
 - :class:`Reembedding` (``supports_reembed``): the store can move to a new encoder while it
   answers, resumably (:mod:`memnets.store.reembed`).
+- :class:`Expiry` (``supports_expiry``): a row whose ``expires_at`` has passed (by
+  :func:`memnets.timeutil.now`) is skipped by ``get``, ``search``, ``list_memories``, ``count`` and
+  ``owners`` at once, and ``search`` still fills k from the others; ``history`` and ``vectors``
+  still return it (the deletion path and callers holding an id read them) until a sweep deletes
+  it; ``expired`` lists what a sweep takes, ``refresh_expiry`` moves an expiry on a read.
 
 A store without a flag has none of these; the manager then forgets deletions made in its own
 process only. The contract suite (:mod:`memnets.store.testing`) checks every declared capability.
@@ -73,6 +83,15 @@ class MemoryStore(Protocol):
 
     def count(self, owner: str) -> int:
         """How many current (not superseded) memories the owner has."""
+
+    def new_version(self, memory: Memory, vector) -> Memory:
+        """Make ``memory`` the current version of its (owner, id) in one atomic step; returns the older version.
+
+        The current row becomes ``{id}~{n}`` (``superseded_by=id``, n the next free number) and
+        ``memory`` with ``vector`` [dim] takes its place, under one lock: concurrent calls on one id
+        (any thread, process or machine) are serialised, so every acknowledged version is kept in
+        ``history``, in the order they committed. KeyError when there is no current memory ``id``.
+        """
 
     def touch(self, ids: Iterable[str], owner: str, when: datetime) -> int:
         """Set last_access of these memories; returns how many were updated."""
@@ -165,12 +184,26 @@ class Reembedding(Protocol):
         """Swap to the new vectors and encoder in one transaction if no row is left; True if it swapped."""
 
 
+@runtime_checkable
+class Expiry(Protocol):
+    """Capability: memories with an ``expires_at`` vanish from reads when it passes, and can be swept."""
+
+    supports_expiry: bool
+
+    def refresh_expiry(self, ids: Iterable[str], owner: str, now: datetime) -> int:
+        """Set the expiry of these unexpired memories with a TTL to ``now + ttl``; returns how many."""
+
+    def expired(self, now: datetime, owner: str | None = None) -> list[tuple[str, str]]:
+        """(owner, id) of every stored row expired at ``now`` (of one owner or all), sorted: what a sweep deletes."""
+
+
 CAPABILITIES: dict[type, str] = {
     DeletionLedger: "supports_deletion_ledger",
     Compaction: "supports_compaction",
     IndexRebuild: "supports_index_rebuild",
     EncoderBinding: "supports_encoder_binding",
     Reembedding: "supports_reembed",
+    Expiry: "supports_expiry",
 }
 """Every optional capability and the flag a store sets to declare it."""
 

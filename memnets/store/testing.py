@@ -40,10 +40,19 @@ from datetime import datetime, timedelta, timezone
 import numpy as np
 import pytest
 
+import memnets.timeutil as timeutil
 from memnets.records import Memory
 from memnets.store.errors import InvalidMemoryError
 from memnets.store.filters import MemoryFilter
-from memnets.store.protocol import CAPABILITIES, Compaction, DeletionLedger, IndexRebuild, MemoryStore, supports
+from memnets.store.protocol import (
+    CAPABILITIES,
+    Compaction,
+    DeletionLedger,
+    Expiry,
+    IndexRebuild,
+    MemoryStore,
+    supports,
+)
 
 DIM = 16
 EPOCH = datetime(2024, 1, 1)
@@ -132,6 +141,12 @@ if mode == "write":
         print(memory_id, flush=True)  # printed only once the write was acknowledged
 elif mode == "delete":
     print(store.delete(sys.argv[4].split(","), owner), flush=True)
+elif mode == "versions":  # new versions of one memory id: "versions owner id n tag"
+    memory_id, n, tag = sys.argv[4], int(sys.argv[5]), sys.argv[6]
+    for i in range(n):
+        version = memory_for(memory_id, owner, minutes=i, content=f"{tag} version {i}")
+        store.new_version(version, vector_for(f"{tag}-{i}"))
+        print(f"{tag}-{i}", flush=True)  # printed only once the version was acknowledged
 store.close()
 """
 
@@ -225,6 +240,26 @@ BAD_CALLS = [
 ]
 
 
+EXPIRY_START = datetime(2030, 1, 1, tzinfo=timezone.utc)
+
+
+class _Clock:
+    """A settable ``memnets.timeutil.now`` for the expiry tests (the stores read the clock through it)."""
+
+    def __init__(self) -> None:
+        self.now = EXPIRY_START
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += timedelta(seconds=seconds)
+
+
+def _expiring(memory_id: str, owner: str, seconds: float, **fields) -> Memory:
+    return memory_for(memory_id, owner, expires_at=EXPIRY_START + timedelta(seconds=seconds), ttl=seconds, **fields)
+
+
 class StoreContract:
     """The contract suite as a pytest base class: subclass it and define the ``store_spec`` fixture.
 
@@ -253,6 +288,12 @@ class StoreContract:
     @pytest.fixture
     def store(self, make) -> MemoryStore:
         return make()
+
+    @pytest.fixture
+    def clock(self, monkeypatch) -> _Clock:
+        clock = _Clock()
+        monkeypatch.setattr(timeutil, "now", clock)
+        return clock
 
     # ---------------------------------------------------------------------- owner scoping
 
@@ -290,6 +331,7 @@ class StoreContract:
             objects=("cup",),
             location="kitchen",
             metadata={"n": 3, "tags": ["a"], "ok": True},
+            session="run-7",
         )
         plain = memory_for("p", "a")
         store.upsert([rich, plain], vectors_for([rich, plain]))
@@ -415,6 +457,56 @@ class StoreContract:
             assert store.count(owner) == 25
             assert hit_ids(store.search(vector_for(f"{owner}-7"), 1, owner)) == [f"{owner}-7"]
 
+    def test_new_version_keeps_the_current_one_as_history(self, store):
+        first = memory_for("m", "a", content="first")
+        store.upsert([first, memory_for("m~1", "a", content="an id the user chose")], vectors_for([first, first]))
+        second = memory_for("m", "a", minutes=1, content="second")
+        older = store.new_version(second, vector_for("second"))
+        assert older == first.replace(id="m~2", superseded_by="m")  # m~1 is taken: never overwritten
+        assert store.get(["m", "m~2", "m~1"], "a") == [
+            second,
+            older,
+            memory_for("m~1", "a", content="an id the user chose"),
+        ]
+        np.testing.assert_array_equal(
+            store.vectors(["m~2", "m"], "a"), np.stack([vector_for("m"), vector_for("second")])
+        )
+        assert hit_ids(store.search(vector_for("second"), 1, "a")) == ["m"]
+        assert store.search(vector_for("m"), 3, "a", filters={"kind": "observation"})[0][0].id != "m~2"
+        third = memory_for("m", "a", minutes=2, content="third")
+        assert store.new_version(third, vector_for("third")).id == "m~3"
+        assert ids(store.history("m", "a")) == ["m~2", "m~3"] and store.count("a") == 2
+        with pytest.raises(KeyError, match="no current memory 'gone'"):
+            store.new_version(memory_for("gone", "a"), vector_for("gone"))
+        with pytest.raises(KeyError):  # an older version is not current: no version of a version
+            store.new_version(memory_for("m~2", "a"), vector_for("x"))
+        with pytest.raises(KeyError):  # another owner's memory
+            store.new_version(memory_for("m", "b"), vector_for("x"))
+        with pytest.raises(InvalidMemoryError):
+            store.new_version(third.replace(superseded_by="z"), vector_for("x"))
+        assert store.get(["m"], "a") == [third] and ids(store.history("m", "a")) == ["m~2", "m~3"]
+
+    def test_concurrent_new_versions_of_one_id_keep_every_acknowledged_version(self, store, store_spec):
+        """Two processes make 40 new versions each of one memory: all 80 end up in its history, once
+        each, numbered in the order they committed, each writer's in the order it wrote them."""
+        store.upsert([memory_for("common", "a", content="initial")], vector_for("initial")[None])
+        writers = [child(store_spec, "versions", "a", "common", "40", f"w{n}") for n in range(2)]
+        acknowledged = [finish(process)[1:] for process in writers]
+        assert [len(a) for a in acknowledged] == [40, 40]
+        history = store.history("common", "a")
+        current = store.get(["common"], "a")[0]
+        assert [m.id for m in history] == [f"common~{n}" for n in range(1, 81)]
+        contents = [m.content for m in [*history, current]]
+        expected = {"initial"} | {f"{tag.replace('-', ' version ')}" for a in acknowledged for tag in a}
+        assert contents[0] == "initial" and len(contents) == len(set(contents)) == 81 and set(contents) == expected
+        for n in range(2):  # each writer's versions in its own order
+            mine = [int(c.split()[-1]) for c in contents if c.startswith(f"w{n} ")]
+            assert mine == list(range(40))
+        tags = [c.replace(" version ", "-") for c in contents[1:]]
+        np.testing.assert_array_equal(
+            store.vectors([m.id for m in history[1:]] + ["common"], "a"), np.stack([vector_for(t) for t in tags])
+        )
+
     def test_every_acknowledged_write_survives_sigkill(self, make, store_spec):
         process = child(store_spec, "write", "a", "100000")
         acknowledged = []
@@ -493,3 +585,66 @@ class StoreContract:
         store.rebuild_index()
         assert [hit_ids(store.search(q, 5, "a")) for q in queries] == before
         assert hit_ids(store.search(vector_for("m7"), 1, "a")) == ["m7"]
+
+    def test_expiry_hides_an_expired_row_from_every_read(self, store, clock):
+        if not supports(store, Expiry):
+            pytest.skip(f"{type(store).__name__} does not declare Expiry (supports_expiry)")
+        memories = [
+            _expiring("soon", "ann", 60, metadata={"tag": "x"}, session="s1"),
+            memory_for("kept", "ann", metadata={"tag": "x"}),
+            _expiring("later", "ann", 120, metadata={"tag": "x"}),
+            _expiring("only", "bob", 60),
+        ]
+        store.upsert(memories, vectors_for(memories))
+        older = memory_for(
+            "soon~1", "ann", superseded_by="soon", expires_at=EXPIRY_START + timedelta(seconds=60), ttl=60.0
+        )
+        store.upsert([older], vector_for("soon~1")[None])
+        back = store.get(["soon"], "ann")[0]
+        assert (back.expires_at, back.ttl, back.session) == (EXPIRY_START + timedelta(seconds=60), 60.0, "s1")
+        assert store.count("ann") == 3 and store.owners() == ["ann", "bob"]
+
+        clock.advance(90)
+        assert [m.id for m in store.get(["soon", "kept", "later"], "ann")] == ["kept", "later"]
+        assert sorted(m.id for m in store.list_memories("ann")) == ["kept", "later"]
+        assert store.count("ann") == 2 and store.owners() == ["ann"]
+        probe = vector_for("soon")  # the expired memory is the nearest: k must still be filled by the others
+        assert sorted(m.id for m, _ in store.search(probe, 2, "ann")) == ["kept", "later"]
+        assert sorted(m.id for m, _ in store.search(probe, 2, "ann", filters={"metadata": {"tag": "x"}})) == [
+            "kept",
+            "later",
+        ]
+        assert sorted(m.id for m, _ in store.search(probe, 2, "ann", filters={"kind": "observation"})) == [
+            "kept",
+            "later",
+        ]
+        assert sorted(store.expired(clock.now)) == [("ann", "soon"), ("ann", "soon~1"), ("bob", "only")]
+        assert store.expired(clock.now, owner="bob") == [("bob", "only")]
+
+        clock.advance(60)
+        assert [m.id for m, _ in store.search(probe, 5, "ann")] == ["kept"]
+
+    def test_expiry_refresh_moves_the_expiry_from_the_read(self, store, clock):
+        if not supports(store, Expiry):
+            pytest.skip(f"{type(store).__name__} does not declare Expiry (supports_expiry)")
+        memories = [_expiring("a", "ann", 60), memory_for("b", "ann")]
+        store.upsert(memories, vectors_for(memories))
+        clock.advance(45)
+        assert store.refresh_expiry(["a", "b", "missing"], "ann", clock.now) == 1  # b has no TTL
+        assert store.get(["a"], "ann")[0].expires_at == clock.now + timedelta(seconds=60)
+        clock.advance(45)  # 90 s after the write, 45 after the refresh
+        assert [m.id for m in store.get(["a"], "ann")] == ["a"]
+        clock.advance(30)
+        assert store.get(["a"], "ann") == []
+        assert store.refresh_expiry(["a"], "ann", clock.now) == 0  # an expired memory cannot be brought back
+
+    def test_expiry_round_trips_exactly(self, store, clock):
+        """expires_at keeps microseconds and its zone (the refresh arithmetic relies on it)."""
+        if not supports(store, Expiry):
+            pytest.skip(f"{type(store).__name__} does not declare Expiry (supports_expiry)")
+        moment = EXPIRY_START + timedelta(seconds=12, microseconds=345678)
+        memory = memory_for("m", "ann", expires_at=moment, ttl=12.345678)
+        store.upsert([memory], vector_for("m")[None])
+        back = store.get(["m"], "ann")[0]
+        assert back.expires_at == moment and back.ttl == pytest.approx(12.345678)
+        np.testing.assert_allclose(store.vectors(["m"], "ann")[0], vector_for("m"), atol=1e-6)

@@ -1,0 +1,427 @@
+"""The one write path of every door: validate -> consistency -> chunk -> encode -> store (+ history) -> managers.
+
+``AgentMemory.add``/``add_many``/``update`` and ``MemoryManager.observe`` go through these steps,
+and the framework adapters (LangGraph, LangChain, MCP) reach them only through ``AgentMemory``, so
+a memory written through any door is checked, merged, versioned and read back the same way.
+
+1. **Validate.** A :class:`~memnets.records.Memory` validates its fields when it is built; the text
+   itself is checked here (:func:`check_text`): a str, not blank, valid Unicode (a lone surrogate
+   is refused with InvalidMemoryError naming its position), at most :data:`MAX_TEXT_CHARS`
+   characters, and one the encoder's tokenizer takes (:func:`check_tokens`). Queries get the
+   same text check.
+2. **Consistency** (:func:`classify`): a new text against the user's nearest memories of its kind
+   (:func:`nearest`; and, for ``add_many`` and the manager, what the call or the manager holds):
+
+   - *unchanged*: it says the same thing as one of them: equal after :func:`normalise`, or a near
+     match (cosine >= the duplicate threshold) by the same speaker whose facts (:func:`facts`:
+     numbers, dates, times, names, negations, in order) are equal. Nothing is written but the
+     memory's last access.
+   - *updated*: a near match by the same speaker whose facts differ (the flight at 10:30 that now
+     leaves at 11:30). The new text becomes the current memory under the old id, the old one is
+     kept in its history (:func:`successor`, :func:`write_version`): nothing said is lost.
+   - *added*: anything else; a new memory.
+
+   An add with an explicit id (or a Memory record) is keyed by it: an existing memory with that
+   id is *unchanged* when the new record states the same (:func:`same_record`), else *updated*.
+3. **Encode** (:func:`embed`): one vector per memory, of the encoder's first window (chunking a
+   longer text into several vectors needs the stores to hold them: not there yet, docs/memory.md).
+4. **Store**, with history; the important memories first (:func:`write_hybrid`).
+5. **Live managers** of the user learn new versions (``refresh``) and superseded memories
+   (``forget``) at once; the caller (``AgentMemory``) hands them in.
+
+The rule was chosen and measured on LoCoMo's training conversations (``python -m bench.duplicates``,
+docs/memory.md): what merges, what becomes an update, with examples.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Callable, Sequence
+from datetime import timedelta
+
+import numpy as np
+
+import memnets.timeutil as timeutil
+from memnets.records import Memory, Outcome
+from memnets.store.errors import InvalidMemoryError
+from memnets.store.protocol import Expiry, supports
+from memnets.store.rows import VERSION_SEPARATOR  # older versions of memory "x" are "x~1", "x~2", ...
+from memnets.text import SEPARATOR, SPEAKER_PREFIX_MAX
+
+MAX_TEXT_CHARS = 200_000  # a memory's (and a query's) text; ~50k tokens, far above any encoder window
+DUPLICATE_CANDIDATES = 5  # nearest memories (any kind) looked at for a near match of the same kind
+
+
+# ---------------------------------------------------------------------- 1. validate
+def check_text(text, name: str = "text") -> str:
+    """``text`` if it can be a memory's (or a query's) text: TypeError, ValueError or InvalidMemoryError naming ``name``."""
+    if not isinstance(text, str):
+        raise TypeError(f"{name} must be a str, got {type(text).__name__}")
+    if not text.strip():
+        raise ValueError(f"{name} must be non-empty text, got {text!r:.60}")
+    if len(text) > MAX_TEXT_CHARS:
+        raise InvalidMemoryError(
+            f"{name} has {len(text):,} characters, over the limit of {MAX_TEXT_CHARS:,} "
+            "(memnets.memory.writes.MAX_TEXT_CHARS); split it into several memories"
+        )
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise InvalidMemoryError(
+            f"{name} is not valid Unicode: {error.reason} at position {error.start} "
+            f"({text[max(0, error.start - 10) : error.start + 10]!r})"
+        ) from None
+    return text
+
+
+def check_new_id(memory_id: str, where: str) -> None:
+    """A caller's id may not contain :data:`VERSION_SEPARATOR` (reserved for older versions)."""
+    if VERSION_SEPARATOR in memory_id:
+        raise ValueError(f"{where}: id {memory_id!r} contains {VERSION_SEPARATOR!r}, reserved for older versions")
+
+
+# ---------------------------------------------------------------------- 2. consistency
+_NUMBER_WORDS = (
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
+    "sixteen seventeen eighteen nineteen twenty thirty forty fifty sixty seventy eighty ninety hundred "
+    "thousand million billion first second third fourth fifth sixth seventh eighth ninth tenth dozen "
+    "half once twice"
+).split()
+_TIME_WORDS = (
+    "january february march april june july august september october november december "
+    "monday tuesday wednesday thursday friday saturday sunday weekend today tomorrow yesterday tonight "
+    "morning afternoon evening night noon midnight am pm a.m. p.m. last next ago"
+).split()
+_NEGATIONS = "not no never none nobody nothing nowhere neither nor without cannot".split()
+_FACT_WORDS = frozenset(_NUMBER_WORDS + _TIME_WORDS + _NEGATIONS)
+_TOKEN = re.compile(r"\d+(?:[.,:/\-]\d+)*|[^\W\d_]+(?:['’][^\W\d_]+)*|[.!?]")
+
+
+def normalise(text: str) -> str:
+    """The text compared for equality: Unicode NFKC, case-folded, runs of whitespace as one space, stripped."""
+    return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
+
+
+def facts(text: str) -> tuple[str, ...]:
+    """The parts of a text that make it a different statement when they change, in order.
+
+    Numbers (with their separators: ``10:30``, ``2024-03-01``, ``555-1234``, ``3.5``), number words,
+    months, weekdays and relative times (``today``, ``tomorrow``, ``pm``, ...), negations (``not``,
+    ``never``, ``n't``, ...) and names (capitalised words that do not start a sentence; ``I`` is no
+    name), all case-folded.
+    """
+    found: list[str] = []
+    sentence_start = True
+    for token in _TOKEN.findall(unicodedata.normalize("NFKC", text)):
+        if token in ".!?":
+            sentence_start = True
+            continue
+        word = token.casefold()
+        if token[0].isdigit() or word in _FACT_WORDS:
+            found.append(word)
+        elif word.endswith(("n't", "n’t")):
+            found.append("not")
+        elif token[0].isupper() and not sentence_start and token != "I":
+            found.append(word)
+        sentence_start = False
+    return tuple(found)
+
+
+def speaker(memory: Memory) -> tuple[str | None, str | None]:
+    """Who says a memory: its ``agent`` field and the ``"{speaker}: "`` prefix of its text (see :mod:`memnets.text`)."""
+    head = memory.content[:SPEAKER_PREFIX_MAX]
+    prefix = memory.content.split(SEPARATOR, 1)[0].strip().casefold() if SEPARATOR in head else None
+    return memory.agent, prefix
+
+
+def classify(
+    memory: Memory, candidates: Sequence[tuple[Memory, float]], threshold: float | None
+) -> tuple[Outcome, Memory | None]:
+    """What adding ``memory`` (without an id) does, against ``candidates`` (memory, cosine), best first.
+
+    ("unchanged", the memory that says the same), ("updated", the memory it changes) or
+    ("added", None); see the module docstring. ``threshold`` None turns the check off (always added).
+    """
+    if threshold is None:
+        return "added", None
+    text = normalise(memory.content)
+    same = [(c, s) for c, s in candidates if c.kind == memory.kind and c.superseded_by is None and c.id != memory.id]
+    for candidate, _ in same:
+        if normalise(candidate.content) == text:
+            return "unchanged", candidate
+    near = [c for c, s in same if s >= threshold and speaker(c) == speaker(memory)]
+    if not near:
+        return "added", None
+    stated = facts(memory.content)
+    for candidate in near:
+        if facts(candidate.content) == stated:
+            return "unchanged", candidate
+    return "updated", near[0]
+
+
+def same_record(current: Memory, new: Memory) -> bool:
+    """Whether ``new`` (keyed by ``current``'s id) states what ``current`` does: text and every field but times."""
+    fields = (
+        "content",
+        "kind",
+        "importance",
+        "metadata",
+        "agent",
+        "action",
+        "objects",
+        "location",
+        "links",
+        "session",
+        "ttl",
+    )
+    return all(getattr(current, name) == getattr(new, name) for name in fields)
+
+
+def nearest(store, vector: np.ndarray, owner: str, kind: str) -> list[tuple[Memory, float]]:
+    """The owner's stored memories of ``kind`` among its :data:`DUPLICATE_CANDIDATES` nearest (any kind), best first.
+
+    The one near-match lookup of every door. An unfiltered search runs on the index (a kind-filtered
+    one would be exact over the owner's rows of that kind); a near match is missed only when five
+    memories of other kinds are nearer still, i.e. are near matches themselves.
+    """
+    return [(m, float(s)) for m, s in store.search(vector, DUPLICATE_CANDIDATES, owner) if m.kind == kind]
+
+
+def successor(current: Memory, new: Memory, *, merge_metadata: bool = True) -> Memory:
+    """``new`` as the next version of ``current``: its id and creation time ``t``, written at ``new.t``.
+
+    ``merge_metadata``: the metadata is ``current``'s updated by ``new``'s; else ``new``'s alone.
+    """
+    metadata = {**current.metadata, **new.metadata} if merge_metadata else dict(new.metadata)
+    return new.replace(
+        id=current.id,
+        t=current.t,
+        updated_at=max(new.t, current.t),
+        last_access=max(new.t, current.last_access),
+        metadata=metadata,
+        superseded_by=None,
+    )
+
+
+def version_id(store, memory_id: str, owner: str, taken: int = 0) -> str:
+    """A free id for the next older version of ``memory_id``: ``{id}~{n}``, n after its stored history and ``taken``."""
+    n = len(store.history(memory_id, owner)) + taken + 1
+    while store.get([f"{memory_id}{VERSION_SEPARATOR}{n}"], owner):
+        n += 1  # an id a caller chose happens to have the form: never overwrite it
+    return f"{memory_id}{VERSION_SEPARATOR}{n}"
+
+
+def write_version(store, current: Memory, new: Memory, vector: np.ndarray) -> Memory:
+    """Store ``new`` under ``current``'s id and keep ``current`` as ``{id}~{n}`` superseded by it.
+
+    One atomic step of the store (``MemoryStore.new_version``): concurrent updates of one id, from
+    any thread, process or machine, each keep their version in the history, in commit order.
+    """
+    store.new_version(new, vector)
+    return new
+
+
+def write_hybrid(store, memories: list[Memory], vectors: np.ndarray, threshold: float, batch_size: int) -> None:
+    """The seed's hybrid ingestion: importance >= ``threshold`` first in one upsert, then the rest in batches."""
+    if not memories:
+        return
+    important = [n for n, m in enumerate(memories) if m.importance >= threshold]
+    rest = [n for n, m in enumerate(memories) if m.importance < threshold]
+    if important:
+        store.upsert([memories[n] for n in important], vectors[important])
+    for start in range(0, len(rest), batch_size):
+        part = rest[start : start + batch_size]
+        store.upsert([memories[n] for n in part], vectors[part])
+
+
+# ---------------------------------------------------------------------- 3. encode
+def check_tokens(text: str, encoder, name: str = "text") -> None:
+    """InvalidMemoryError, naming ``name`` and the first position it fails at, when the encoder's
+    tokenizer cannot take ``text`` (checked before anything is written; encoders without a
+    ``tokenizer`` are not checked)."""
+    tokenizer = getattr(encoder, "tokenizer", None)
+    if tokenizer is None or _tokenizes(tokenizer, text):
+        return
+    low, high = 0, len(text)  # the shortest failing prefix ends at the position the tokenizer refuses
+    while low + 1 < high:
+        middle = (low + high) // 2
+        low, high = (middle, high) if _tokenizes(tokenizer, text[:middle]) else (low, middle)
+    position = high - 1
+    raise InvalidMemoryError(
+        f"{name}: the encoder's tokenizer cannot take it at position {position} "
+        f"({text[max(0, position - 10) : position + 10]!r})"
+    )
+
+
+def _tokenizes(tokenizer, text: str) -> bool:
+    try:
+        tokenizer(text, add_special_tokens=False, verbose=False)
+    except Exception:  # a tokenizer's own error type, whichever library it comes from
+        return False
+    return True
+
+
+def embed(encoder, texts: Sequence[str], kind: str = "memory") -> np.ndarray:
+    """``encoder.encode`` as float32 numpy rows ``[n, dim]``."""
+    return np.asarray(encoder.encode(list(texts), kind=kind), dtype=np.float32).reshape(len(texts), encoder.dim)
+
+
+# ---------------------------------------------------------------------- 4-5. store and managers
+class WritePath:
+    """Steps 2-5 for ``AgentMemory``: score, check consistency, version and write prepared records.
+
+    Args:
+        store: the memory's store.
+        encoder: embeds (and chunks) texts.
+        importance: the importance decision (texts, vectors) -> scores.
+        config: the ``ManagerConfig`` (duplicate threshold, write-through threshold, batch size).
+        managers: user -> that user's live managers (each with ``refresh(memory, vector)`` and
+            ``forget(ids, reason=...)``).
+
+    The caller holds its write lock around :meth:`commit` (the consistency check and the write are
+    one step); :meth:`prepare` (encoding) runs outside it.
+    """
+
+    def __init__(self, store, encoder, importance, config, managers: Callable[[str], list]):
+        self.store, self.encoder, self.importance, self.config, self.managers = (
+            store,
+            encoder,
+            importance,
+            config,
+            managers,
+        )
+
+    def prepare(
+        self, memories: list[Memory], scored: list[bool], names: Sequence[str] | None = None
+    ) -> tuple[list[Memory], np.ndarray]:
+        """Check the texts, encode them ``[n, dim]``, and score the importance of those without one."""
+        for memory, name in zip(memories, names or ["text"] * len(memories)):
+            check_text(memory.content, name)
+            check_tokens(memory.content, self.encoder, name)
+        vectors = embed(self.encoder, [m.content for m in memories])
+        unscored = [n for n, done in enumerate(scored) if not done]
+        if unscored:
+            values = self.importance([memories[n].content for n in unscored], vectors[unscored])
+            memories = list(memories)
+            for n, value in zip(unscored, values):
+                memories[n] = memories[n].replace(importance=float(value))
+        return memories, vectors
+
+    def commit(
+        self, memories: list[Memory], vectors: np.ndarray, *, explicit: list[bool], replaces: Memory | None = None
+    ) -> list[Memory]:
+        """Write prepared records (call under the caller's lock); each returned with its ``outcome``."""
+        if replaces is not None:
+            new = memories[0]
+            old_vector = self.store.vectors([replaces.id], replaces.owner)[0]
+            self.store.upsert([new, replaces.replace(superseded_by=new.id)], np.stack([vectors[0], old_vector]))
+            self._refresh(new, vectors[0])
+            for manager in self.managers(new.owner):
+                manager.forget([replaces.id], reason="superseded")
+            return [new.replace(outcome="updated")]
+        out: list[Memory | None] = [None] * len(memories)
+        batch: list[Memory] = []  # the new rows of this call (older versions of its own items included)
+        source: list[int] = []  # batch[i]'s vector is vectors[source[i]]
+        where: dict[str, int] = {}  # id -> position in batch of the current row of that id
+        for n, memory in enumerate(memories):
+            user = memory.owner
+            outcome = "added"
+            if explicit[n]:
+                existing = self.store.get([memory.id], user)
+                if existing and existing[0].superseded_by is None:
+                    out[n] = self._keyed(existing[0], memory, vectors[n])
+                    continue
+            else:
+                current = [where[key] for key in where if batch[where[key]].kind == memory.kind]
+                scores = vectors[[source[i] for i in current]] @ vectors[n] if current else []
+                pending = [(batch[i], float(score)) for i, score in zip(current, scores)]
+                candidates = sorted(pending + nearest(self.store, vectors[n], user, memory.kind), key=lambda c: -c[1])
+                outcome, match = classify(memory, candidates, self.config.duplicate_threshold)
+                if outcome == "unchanged" and match.id in where:
+                    batch[where[match.id]] = match.replace(last_access=max(memory.t, match.last_access))
+                    out[n] = match.id
+                    continue
+                if outcome == "unchanged":
+                    out[n] = self._unchanged(match, memory)
+                    continue
+                if outcome == "updated" and match.id not in where:
+                    out[n] = self._version(match, successor(match, memory), vectors[n])
+                    continue
+                if outcome == "updated":  # it changes an item of this very call: that one becomes its history
+                    at = where.pop(match.id)
+                    older = sum(1 for m in batch if m.superseded_by == match.id)
+                    batch[at] = match.replace(id=version_id(self.store, match.id, user, older), superseded_by=match.id)
+                    memory = successor(match, memory)
+            where[memory.id] = len(batch)
+            batch.append(memory)
+            source.append(n)
+            out[n] = (memory.id, outcome)
+        if batch:
+            write_hybrid(
+                self.store, batch, vectors[source], self.config.write_through_threshold, self.config.batch_size
+            )
+        # an item that a later one of this call repeated or changed answers with its id's row as written
+        answers = []
+        for item in out:
+            if isinstance(item, Memory):
+                answers.append(item)
+            elif isinstance(item, str):  # the same statement as an earlier item of this call
+                answers.append(batch[where[item]].replace(outcome="unchanged"))
+            else:
+                answers.append(batch[where[item[0]]].replace(outcome=item[1]))
+        return answers
+
+    def update(self, current: Memory, new: Memory, vector: np.ndarray | None) -> Memory:
+        """A new version ``new`` of ``current`` (``vector`` None: the text is unchanged, its vector kept)."""
+        if same_record(current, new):
+            if new.ttl is not None and new.expires_at != current.expires_at:  # the same TTL again: restarted
+                return self._refreshed(current).replace(outcome="unchanged")
+            return current.replace(outcome="unchanged")
+        if vector is None:
+            vector = self.store.vectors([current.id], current.owner)[0]
+        return self._version(current, new, vector)
+
+    def _keyed(self, existing: Memory, memory: Memory, vector: np.ndarray) -> Memory:
+        """An add keyed by the id of an existing memory: unchanged if it states the same, else its next version."""
+        if same_record(existing, memory):
+            return self._unchanged(existing, memory)
+        return self._version(existing, successor(existing, memory, merge_metadata=False), vector)
+
+    def _version(self, current: Memory, new: Memory, vector: np.ndarray) -> Memory:
+        written = write_version(self.store, current, new, vector)
+        self._refresh(written, vector)
+        return written.replace(outcome="updated")
+
+    def _unchanged(self, existing: Memory, memory: Memory) -> Memory:
+        """The same statement again: only the last access of ``existing`` moves (to ``memory.t`` if later)."""
+        when = max(memory.t, existing.last_access)
+        self.store.touch([existing.id], existing.owner, when)
+        return self._refreshed(existing).replace(last_access=when, outcome="unchanged")
+
+    def _refreshed(self, memory: Memory) -> Memory:
+        """``memory`` with its TTL (if any) restarted from now, in the store too: a write refreshes it, as a read may."""
+        if memory.ttl is None or not supports(self.store, Expiry):
+            return memory
+        when = timeutil.now()
+        self.store.refresh_expiry([memory.id], memory.owner, when)
+        return memory.replace(expires_at=when + timedelta(seconds=memory.ttl))
+
+    def _refresh(self, memory: Memory, vector: np.ndarray) -> None:
+        for manager in self.managers(memory.owner):
+            manager.refresh(memory, vector)
+
+
+__all__ = [
+    "MAX_TEXT_CHARS",
+    "VERSION_SEPARATOR",
+    "WritePath",
+    "check_text",
+    "classify",
+    "check_tokens",
+    "embed",
+    "facts",
+    "nearest",
+    "normalise",
+    "successor",
+]

@@ -1,0 +1,113 @@
+"""The encoder's backends against the exact torch path: ONNX, int8 (ONNX Runtime), fp16/bf16 on a
+GPU; the pack that carries the int8 encoder; memnets.open(backend=)."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+import torch
+
+from memnets.data.locomo import load_locomo
+from memnets.nn.encoder import MemoryEncoder
+from memnets.nn.onnx_encoder import ONNX_DIR, ONNX_FILES
+
+pytest.importorskip("onnxruntime", reason="the [onnx] extra is part of the dev install")
+
+# the tiny random model's vectors sit closer together than a trained model's, so the same int8
+# error costs more cosine there: the real MiniLM's bound is in the slow test
+TINY_BOUNDS = {"onnx": 0.9999, "int8": 0.99}
+MINILM_BOUNDS = {"onnx": 0.9999, "int8": 0.98}
+
+
+@pytest.fixture(scope="module")
+def turns() -> list[str]:
+    return [turn.content for conv in load_locomo()[:2] for turn in conv.turns][:200]
+
+
+def _cosines(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return (a * b).sum(dim=1)
+
+
+@pytest.mark.parametrize("backend", ["onnx", "int8"])
+def test_onnx_backends_agree_with_torch_on_real_texts(tiny_model_dir, turns, backend):
+    exact = MemoryEncoder.from_pretrained(tiny_model_dir, max_length=64, query_prefix="query: ")
+    fast = MemoryEncoder.from_pretrained(tiny_model_dir, max_length=64, query_prefix="query: ", backend=backend)
+    assert exact.backend == "torch" and fast.backend == backend and fast._runner is not None
+    for kind in ("memory", "query"):
+        want, got = exact.encode(turns, kind), fast.encode(turns, kind, batch_size=32)
+        assert got.shape == want.shape and got.dtype == torch.float32
+        torch.testing.assert_close(got.norm(dim=1), torch.ones(len(turns)), atol=1e-4, rtol=0)
+        assert _cosines(got, want).min() >= TINY_BOUNDS[backend]
+
+
+def test_bad_backend_is_named_and_fp16_needs_a_gpu(tiny_model_dir):
+    with pytest.raises(ValueError, match="backend must be one of"):
+        MemoryEncoder.from_pretrained(tiny_model_dir, backend="int4")
+    encoder = MemoryEncoder.from_pretrained(tiny_model_dir, backend="fp16")
+    if not torch.cuda.is_available():
+        with pytest.raises(RuntimeError, match="needs the encoder on a CUDA device"):
+            encoder.encode(["a memory"])
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="fp16/bf16 run on a CUDA device; none here")
+@pytest.mark.parametrize("backend", ["fp16", "bf16"])
+def test_gpu_half_backends_agree_with_torch(tiny_model_dir, turns, backend):
+    exact = MemoryEncoder.from_pretrained(tiny_model_dir, max_length=64)
+    half = MemoryEncoder.from_pretrained(tiny_model_dir, max_length=64, backend=backend).to("cuda")
+    assert _cosines(half.encode(turns), exact.encode(turns)).min() >= 0.99
+
+
+def test_a_missing_onnxruntime_names_the_extra(tiny_model_dir, monkeypatch):
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)  # what Python does when it is not installed
+    with pytest.raises(ImportError, match=r"memnets\[onnx\]"):
+        MemoryEncoder.from_pretrained(tiny_model_dir, backend="int8")
+
+
+def test_pack_carries_the_int8_encoder_verified_and_loads_it(tiny_model_dir, tmp_path, turns):
+    import onnx
+
+    from memnets.pack import PackError, export_pack, load_pack, verify_pack
+
+    encoder = MemoryEncoder.from_pretrained(tiny_model_dir, max_length=64)
+    pack = export_pack(tmp_path / "pack", encoder, backends=("int8",))
+    name = f"encoder/{ONNX_DIR}/{ONNX_FILES['int8']}"
+    assert name in verify_pack(pack)["files"]
+    onnx.load(str(pack / name))  # a protobuf the onnx parser reads, no pickle inside
+    assert (pack / name).read_bytes()[:1] != b"\x80"
+    loaded = load_pack(pack, backend="int8")
+    assert loaded.encoder.backend == "int8" and loaded.encoder._runner.path.name == ONNX_FILES["int8"]
+    assert _cosines(loaded.encoder.encode(turns), encoder.encode(turns)).min() >= TINY_BOUNDS["int8"]
+    data = bytearray((pack / name).read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    (pack / name).write_bytes(bytes(data))
+    with pytest.raises(PackError, match="model_int8.onnx"):
+        load_pack(pack, backend="int8")
+
+
+def test_memnets_open_takes_a_backend(tiny_model_dir, tmp_path):
+    import memnets
+
+    memory = memnets.open(tmp_path / "store", encoder=tiny_model_dir, backend="onnx")
+    try:
+        assert memory.encoder.backend == "onnx"
+        memory.add("Alice adopted a cat named Miso.", user="alice")
+        hits = memory.search("what is the cat called?", user="alice", k=1)
+        assert [hit.memory.content for hit in hits] == ["Alice adopted a cat named Miso."]
+        exact = MemoryEncoder.from_pretrained(tiny_model_dir)
+        cosine = float(
+            exact.encode(["Alice adopted a cat named Miso."]) @ exact.encode(["what is the cat called?"], "query").T
+        )
+        assert hits[0].score == pytest.approx(cosine, abs=1e-4)  # the ONNX graph embedded both sides
+    finally:
+        memory.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["onnx", "int8"])
+def test_real_minilm_backends_agree_with_torch(turns, backend):
+    exact = MemoryEncoder.from_pretrained()
+    fast = MemoryEncoder.from_pretrained(backend=backend)
+    cosines = _cosines(fast.encode(turns), exact.encode(turns))
+    assert cosines.min() >= MINILM_BOUNDS[backend], json.dumps({"min": float(cosines.min())})
