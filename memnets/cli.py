@@ -54,6 +54,10 @@ COMMANDS: dict[tuple[str, ...], tuple[str, str]] = {
         "memnets.commands.archive:rotate_key_main",
         "re-encrypt an archive folder under a new key",
     ),
+    ("archive", "reembed"): (
+        "memnets.commands.archive:reembed_main",
+        "re-embed every memory of a store with a new encoder (resumable)",
+    ),
 }
 
 GROUPS: dict[str, str] = {

@@ -67,7 +67,7 @@ def _heuristic(path: str | None) -> Ranker:
     from memnets.retrieval.scored import ScorerRanker
     from memnets.scoring import HeuristicScorer
 
-    return ScorerRanker(HeuristicScorer(_encoder(path)), name="heuristic")
+    return ScorerRanker(HeuristicScorer.generative_agents(_encoder(path)), name="heuristic")
 
 
 def _learned(path: str | None) -> Ranker:
