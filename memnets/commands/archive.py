@@ -107,12 +107,11 @@ def reembed_parser() -> argparse.ArgumentParser:
     group.add_argument("--key-env", metavar="VAR", help="environment variable holding the store's passphrase")
     group.add_argument("--key-file", metavar="PATH", help="file holding the store's raw key (16, 24 or 32 bytes)")
     parser.add_argument("--table", help="PostgreSQL: the store's table name prefix")
-    return parser
+    return add_output_options(parser)
 
 
 def reembed_main(argv: list[str]) -> int:
-    args = reembed_parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    args = parse_args(reembed_parser(), argv)
     from memnets.api import reembed
     from memnets.store.errors import StoreError
 

@@ -166,7 +166,7 @@ def http_parser() -> argparse.ArgumentParser:
         metavar="NAME",
         help="a name clients reach the server by besides --host (a reverse proxy's); others get 421",
     )
-    return parser
+    return add_output_options(parser)
 
 
 def _options(parser: argparse.ArgumentParser, pairs: list[str]) -> dict:
@@ -186,7 +186,7 @@ def _options(parser: argparse.ArgumentParser, pairs: list[str]) -> dict:
 
 def http_main(argv: list[str]) -> int:
     parser = http_parser()
-    args = parser.parse_args(argv)
+    args = parse_args(parser, argv)
     if args.pack is not None and args.encoder is not None:
         parser.error("give --pack or --encoder, not both (a pack's scorer was fitted to its own encoder)")
     if not 0 <= args.batch_wait_ms <= 1000:
@@ -216,6 +216,5 @@ def http_main(argv: list[str]) -> int:
         check(config)
     except ValueError as error:
         parser.error(str(error))
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     serve(config)
     return 0

@@ -213,7 +213,8 @@ def build_server(
             Literal[MEMORY_KINDS], Field(description="what the memory is (default observation)")
         ] = "observation",
         ttl_seconds: Annotated[
-            float | None, Field(gt=0, description="forget it that many seconds from now (omit to keep it until deleted)")
+            float | None,
+            Field(gt=0, description="forget it that many seconds from now (omit to keep it until deleted)"),
         ] = None,
     ) -> dict[str, Any]:
         """Store a memory (a fact, preference or event) for the user; returns it with its id and outcome:
