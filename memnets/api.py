@@ -82,6 +82,11 @@ class _KeepTTL:
 KEEP_TTL = _KeepTTL()
 
 
+# tries of one update when other writers keep changing the memory while it is encoded (each try
+# re-reads the current version; a retry is rare, so a few are plenty)
+UPDATE_ATTEMPTS = 5
+
+
 class SearchHit(NamedTuple):
     """One search result: the memory and its score (cosine, or the pack's learned score), higher first."""
 
@@ -426,23 +431,28 @@ class AgentMemory:
         if metadata is not None and not isinstance(metadata, dict):
             raise TypeError(f"update: metadata must be a dict, got {type(metadata).__name__}")
         when = as_utc_or_now(t, "t")
-        with self._lock:
-            self._require_open()
-            current = self._current(id, user, "id")
-        content = text if text is not None else current.content
-        given = current.replace(
-            content=content, t=when, metadata=dict(metadata) if metadata is not None else {}, **expiry
+        for _ in range(UPDATE_ATTEMPTS):  # encode outside the lock; build on what is current when writing
+            with self._lock:
+                self._require_open()
+                current = self._current(id, user, "id")
+            content = text if text is not None else current.content
+            given = current.replace(
+                content=content, t=when, metadata=dict(metadata) if metadata is not None else {}, **expiry
+            )
+            new = successor(current, given, merge_metadata=metadata is None or merge_metadata)
+            vector = None
+            if content != current.content:
+                [new], vectors = self._writes.prepare([new], [False])
+                vector = vectors[0]
+            with self._lock:
+                self._require_open()
+                if self._current(id, user, "id") == current:
+                    return self._writes.update(current, new, vector)
+            # another writer changed the memory while this one was encoded: redo on top of its version
+        raise RuntimeError(
+            f"update: memory {id!r} of user {user!r} changed {UPDATE_ATTEMPTS} times while this update was "
+            "encoded; nothing was written"
         )
-        new = successor(current, given, merge_metadata=metadata is None or merge_metadata)
-        vector = None
-        if content != current.content:
-            [new], vectors = self._writes.prepare([new], [False])
-            vector = vectors[0]
-        with self._lock:
-            self._require_open()
-            if self._current(id, user, "id") != current:
-                raise RuntimeError(f"update: memory {id!r} of user {user!r} changed while this update was encoded")
-            return self._writes.update(current, new, vector)
 
     # ------------------------------------------------------------------ reading
     def search(
