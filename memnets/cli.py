@@ -49,9 +49,14 @@ COMMANDS: dict[tuple[str, ...], tuple[str, str]] = {
         "look into a memory folder or database: list, search, show, history, delete, export, import",
     ),
     ("serve", "mcp"): ("memnets.commands.serve:mcp_main", "serve a memory to MCP hosts over stdio or HTTP"),
+    ("serve", "http"): ("memnets.commands.serve:http_main", "serve a memory over REST (/v1), with /ui and /metrics"),
     ("archive", "rotate-key"): (
         "memnets.commands.archive:rotate_key_main",
         "re-encrypt an archive folder under a new key",
+    ),
+    ("archive", "reembed"): (
+        "memnets.commands.archive:reembed_main",
+        "re-embed every memory of a store with a new encoder (resumable)",
     ),
 }
 

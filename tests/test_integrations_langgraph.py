@@ -161,8 +161,8 @@ def test_bad_values_and_filters_are_refused(store, memory):
         store.put(("ns",), "k", {"content": "x", "__memnets_created_at": "now"})
     with pytest.raises(TypeError, match="value must be a dict"):
         store.batch([PutOp(("ns",), "k", ["not", "a", "dict"])])
-    with pytest.raises(NotImplementedError):
-        store.put(("ns",), "k", {"content": "x"}, ttl=5)
+    with pytest.raises(ValueError, match="ttl must be a positive number of minutes"):
+        store.put(("ns",), "k", {"content": "x"}, ttl=0)
     assert memory.users() == []
     store.put(("ns",), "k", {"content": "x", "n": 1})
     with pytest.raises(ValueError, match="\\$regex"):

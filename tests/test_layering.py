@@ -43,7 +43,7 @@ LAYERS: list[tuple[str, set[str]]] = [
         "evaluation, agent, baselines, public names",
         {"memnets.evaluation", "memnets.agent", "memnets.baselines", "memnets"},
     ),
-    ("framework adapters", {"memnets.integrations"}),
+    ("framework adapters and the server", {"memnets.integrations", "memnets.server"}),
     ("terminal output", {"memnets.console"}),
     ("commands", {"memnets.commands"}),
     ("the memnets command", {"memnets.cli"}),

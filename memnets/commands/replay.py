@@ -24,6 +24,7 @@ from memnets.data.formats import load_conversations
 from memnets.data.location import find_data
 from memnets.data.locomo import DataFormatError
 from memnets.evaluation.replay import replay
+from memnets.memory.signals import DEFAULT_GATE_THRESHOLD
 
 DEFAULT_OUTPUT_DIR = Path("checkpoints") / "replay"
 
@@ -94,7 +95,10 @@ def parser() -> argparse.ArgumentParser:
         "over 0.7 and 0.5)",
     )
     parser.add_argument(
-        "--gate-threshold", type=float, default=0.5, help="cosine below which the heuristic gate recalls (default 0.5)"
+        "--gate-threshold",
+        type=float,
+        default=DEFAULT_GATE_THRESHOLD,
+        help=f"cosine below which the heuristic gate recalls (default {DEFAULT_GATE_THRESHOLD}, chosen on conv-49)",
     )
     parser.add_argument("--categories", default="1,2,3,4", help="QA categories to ask (default 1,2,3,4)")
     parser.add_argument(

@@ -73,6 +73,19 @@ class EmbeddingsEncoder:
         if self.dim < 1:
             raise ValueError(f"EmbeddingsEncoder: dim must be positive, got {self.dim}")
 
+    @property
+    def fingerprint(self) -> str:
+        """What a store records of these embeddings (their weights are not ours to hash): the class,
+        the model it names (``model``, ``model_name`` or ``deployment``, when it has one) and the dim."""
+        kind = type(self.embeddings)
+        names = (getattr(self.embeddings, name, None) for name in ("model", "model_name", "deployment"))
+        model = next((name for name in names if isinstance(name, str) and name), "unnamed")
+        return f"langchain:{self.dim}:{kind.__module__}.{kind.__qualname__}/{model}"
+
+    @property
+    def source(self) -> str:
+        return f"LangChain embeddings {type(self.embeddings).__qualname__}"
+
     def encode(self, texts: Sequence[str], kind: str = "memory", **_: Any) -> torch.Tensor:
         if isinstance(texts, str):
             raise TypeError("texts must be a sequence of strings, not one string")

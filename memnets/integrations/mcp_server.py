@@ -6,7 +6,7 @@ subprocess) or streamable HTTP. Its tools map one to one onto :class:`memnets.ap
 ==================== =====================================================
 tool                 AgentMemory call
 ==================== =====================================================
-add_memory           ``add(text, user=user_id, metadata=metadata, kind=kind)`` (+ its ``outcome``)
+add_memory           ``add(text, user=user_id, metadata=metadata, kind=kind, ttl=ttl_seconds)`` (+ its ``outcome``)
 search_memory        ``search(query, user=user_id, k=k, filters=filters)``
 list_memories        ``list_memories(user=user_id, limit=limit, offset=offset, filters=filters)``
 get_memory           ``get(memory_id, user=user_id)``
@@ -28,10 +28,13 @@ user's memories. Every HTTP request passes :class:`memnets.httpguard.HTTPGuard` 
 Origin checked for the real bind host against DNS rebinding, the token, the body limit, contained
 failures). Memory calls run in a worker thread, so a slow encode does not stall the server's event
 loop, and any failure of one, a ``BaseException`` such as a tokenizer's Rust panic included, is a
-tool error for that call: the session goes on. Results are JSON objects (MCP structured content):
-a memory is ``{"id", "content", "t", "created_at", "updated_at", "kind", "importance", "metadata"}``
-(``t`` is ``created_at``), plus ``"score"`` in search results and ``"outcome"`` ("added", "updated"
-or "unchanged", as ``AgentMemory.add`` says) from add_memory and update_memory.
+tool error for that call: the session goes on. A request is at most 4 MiB over either transport
+(over stdio see :mod:`memnets.integrations.mcp_stdio`); a longer one gets an error naming the
+limit. Results are JSON objects (MCP structured content): a memory is ``{"id", "content", "t",
+"created_at", "updated_at", "kind", "importance", "metadata", "expires_at"}`` (``t`` is
+``created_at``; ``expires_at`` an ISO time or null), plus ``"score"`` in search results and
+``"outcome"`` ("added", "updated" or "unchanged", as ``AgentMemory.add`` says) from add_memory and
+update_memory.
 """
 
 from __future__ import annotations
@@ -73,6 +76,7 @@ def memory_json(memory, score: float | None = None) -> dict[str, Any]:
         "kind": memory.kind,
         "importance": float(memory.importance),
         "metadata": dict(memory.metadata or {}),
+        "expires_at": memory.expires_at.isoformat() if memory.expires_at is not None else None,
     }
     if score is not None:
         out["score"] = float(score)
@@ -208,11 +212,15 @@ def build_server(
         kind: Annotated[
             Literal[MEMORY_KINDS], Field(description="what the memory is (default observation)")
         ] = "observation",
+        ttl_seconds: Annotated[
+            float | None,
+            Field(gt=0, description="forget it that many seconds from now (omit to keep it until deleted)"),
+        ] = None,
     ) -> dict[str, Any]:
         """Store a memory (a fact, preference or event) for the user; returns it with its id and outcome:
         "added" (new), "updated" (it changed a fact of an existing memory, whose old text is kept in
         its history) or "unchanged" (the user's memories said this already)."""
-        added = await call(memory.add, text, user=scoped(user_id), metadata=metadata, kind=kind)
+        added = await call(memory.add, text, user=scoped(user_id), metadata=metadata, kind=kind, ttl=ttl_seconds)
         return memory_json(added)
 
     @tool
@@ -325,7 +333,9 @@ def serve(
         " (bearer token required)" if token is not None else "",
     )
     if transport == "stdio":
-        server.run("stdio")
+        from memnets.integrations.mcp_stdio import run_stdio  # the SDK's stdio transport with a message limit
+
+        anyio.run(run_stdio, server)
         return
     import uvicorn  # what FastMCP.run("streamable-http") does, with the guard in front of the app
 

@@ -17,6 +17,7 @@ tokenisation and are saved with the model (also as sentence-transformers prompts
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import tempfile
@@ -59,6 +60,8 @@ class MemoryEncoder(torch.nn.Module):
     batched, gradient-free inference path that returns CPU float32 unit vectors, computed by
     ``backend`` (see :data:`BACKENDS`; the variant a store records beside its vectors).
     """
+
+    source = "an encoder built in memory"  # what it is, for people: set by from_pretrained
 
     def __init__(
         self,
@@ -149,6 +152,9 @@ class MemoryEncoder(torch.nn.Module):
         if saved_projection is not None:
             weights = load_file(path / PROJECTION_DIR / "model.safetensors")
             encoder.projection.load_state_dict({k.removeprefix("linear."): v for k, v in weights.items()})
+        encoder.source = "bundled all-MiniLM-L6-v2" if str(path) == DEFAULT_BACKBONE else f"encoder folder {path}"
+        if backbone_config:
+            encoder.source += f", randomly initialised with {dict(backbone_config)}"
         encoder.set_backend(backend, path)
         return encoder
 
@@ -255,6 +261,25 @@ class MemoryEncoder(torch.nn.Module):
         if self.projection is not None:
             return self.projection.out_features
         return self.backbone.config.hidden_size
+
+    @property
+    def fingerprint(self) -> str:
+        """Which encoder this is, as a store records it: ``"<backend>:<dim>:<sha256 prefix>"``.
+
+        The sha256 covers the weights (backbone and projection), the tokenizer's vocabulary, mean
+        pooling, ``max_length`` and the prefixes; the backend (variant) is part of it because the
+        ONNX and int8 backends embed slightly differently. Two encoders with the same fingerprint
+        embed alike. The weights are hashed on first use and kept (load a changed encoder again).
+        """
+        if getattr(self, "_weights_digest", None) is None:
+            digest = hashlib.sha256()
+            for name, tensor in sorted(self.state_dict().items()):
+                digest.update(name.encode())
+                digest.update(tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+            settings = [self.max_length, self.query_prefix, self.memory_prefix, "mean", "normalize"]
+            digest.update(json.dumps([settings, sorted(self.tokenizer.get_vocab().items())]).encode())
+            self._weights_digest = digest.hexdigest()[:32]
+        return f"{self.backend}:{self.dim}:{self._weights_digest}"
 
     @property
     def device(self) -> torch.device:
