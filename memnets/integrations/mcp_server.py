@@ -52,7 +52,7 @@ from pydantic import ConfigDict, Field, WithJsonSchema
 
 from memnets.httpguard import HTTPGuard, check_bind, is_control_flow
 from memnets.records import MEMORY_KINDS
-from memnets.store.filters import OPERATORS
+from memnets.store.filters import COMBINATORS, OPERATORS, SCOPES
 
 logger = logging.getLogger(__name__)
 
@@ -87,7 +87,7 @@ def memory_json(memory, score: float | None = None) -> dict[str, Any]:
 
 JSON_SCALARS = ["string", "number", "boolean", "null"]
 ORDER_OPERATORS = ("$gt", "$gte", "$lt", "$lte")  # numbers with numbers, strings with strings
-LIST_OPERATORS = {"$in": {"type": "array", "items": {"type": JSON_SCALARS}}}
+LIST_OPERATORS = {op: {"type": "array", "items": {"type": JSON_SCALARS}} for op in ("$in", "$nin")}
 OPERATOR_WORDS = {
     "$eq": "equal to",
     "$ne": "not equal to (or the field is missing)",
@@ -96,6 +96,7 @@ OPERATOR_WORDS = {
     "$lt": "less than",
     "$lte": "less than or equal to",
     "$in": "equal to one of",
+    "$nin": "equal to none of (or the field is missing)",
 }
 
 
@@ -128,6 +129,18 @@ def filters_schema() -> dict[str, Any]:
             },
             "since": {"type": "string", "format": "date-time", "description": "t >= since (ISO 8601; naive is UTC)"},
             "until": {"type": "string", "format": "date-time", "description": "t < until (ISO 8601; naive is UTC)"},
+            **{
+                scope: {"description": f"the memory's {scope} scope: a value, or operators (null: unscoped)"}
+                for scope in SCOPES
+            },
+            **{
+                word: {
+                    "type": "array",
+                    "items": {"type": "object"},
+                    "description": f"filters of this same form, {'all' if word == '$and' else 'any'} of which must hold",
+                }
+                for word in COMBINATORS
+            },
         },
         "additionalProperties": False,
     }
