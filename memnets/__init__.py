@@ -33,10 +33,13 @@ if TYPE_CHECKING:
         InvalidMemoryError,
         MemoryFilter,
         MemoryStore,
+        StoreCorruptError,
         StoreError,
         StoreFormatError,
         StoreIntegrityError,
         StoreKeyError,
+        StoreReadOnlyError,
+        StoreUnavailableError,
         open_store,
     )
     from memnets.store.archive import Archive
@@ -73,6 +76,9 @@ _EXPORTS: dict[str, str] = {
     "StoreFormatError": "memnets.store",
     "StoreKeyError": "memnets.store",
     "StoreIntegrityError": "memnets.store",
+    "StoreCorruptError": "memnets.store",
+    "StoreReadOnlyError": "memnets.store",
+    "StoreUnavailableError": "memnets.store",
     "InvalidMemoryError": "memnets.store",
     "ArchiveError": "memnets.store",
     "MemoryManager": "memnets.memory.manager",

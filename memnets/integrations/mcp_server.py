@@ -23,10 +23,13 @@ user's memories. Every HTTP request passes :class:`memnets.httpguard.HTTPGuard` 
 Origin checked for the real bind host against DNS rebinding, the token, the body limit, contained
 failures). Memory calls run in a worker thread, so a slow encode does not stall the server's event
 loop, and any failure of one, a ``BaseException`` such as a tokenizer's Rust panic included, is a
-tool error for that call: the session goes on. Results are JSON objects (MCP structured content):
-a memory is ``{"id", "content", "t", "created_at", "updated_at", "kind", "importance", "metadata",
-"expires_at"}`` (``t`` is ``created_at``; ``expires_at`` an ISO time or null), plus ``"score"`` in search results and ``"outcome"`` ("added", "updated"
-or "unchanged", as ``AgentMemory.add`` says) from add_memory and update_memory.
+tool error for that call: the session goes on. A request is at most 4 MiB over either transport
+(over stdio see :mod:`memnets.integrations.mcp_stdio`); a longer one gets an error naming the
+limit. Results are JSON objects (MCP structured content): a memory is ``{"id", "content", "t",
+"created_at", "updated_at", "kind", "importance", "metadata", "expires_at"}`` (``t`` is
+``created_at``; ``expires_at`` an ISO time or null), plus
+``"score"`` in search results and ``"outcome"`` ("added", "updated" or "unchanged", as
+``AgentMemory.add`` says) from add_memory and update_memory.
 """
 
 from __future__ import annotations
@@ -209,7 +212,9 @@ def serve(
         " (bearer token required)" if token is not None else "",
     )
     if transport == "stdio":
-        server.run("stdio")
+        from memnets.integrations.mcp_stdio import run_stdio  # the SDK's stdio transport with a message limit
+
+        anyio.run(run_stdio, server)
         return
     import uvicorn  # what FastMCP.run("streamable-http") does, with the guard in front of the app
 

@@ -10,10 +10,13 @@ from memnets.store.errors import (
     ArchiveIntegrityError,
     ArchiveKeyError,
     InvalidMemoryError,
+    StoreCorruptError,
     StoreError,
     StoreFormatError,
     StoreIntegrityError,
     StoreKeyError,
+    StoreReadOnlyError,
+    StoreUnavailableError,
 )
 from memnets.store.filters import MemoryFilter
 from memnets.store.protocol import (
@@ -39,10 +42,13 @@ __all__ = [
     "InvalidMemoryError",
     "MemoryFilter",
     "MemoryStore",
+    "StoreCorruptError",
     "StoreError",
     "StoreFormatError",
     "StoreIntegrityError",
     "StoreKeyError",
+    "StoreReadOnlyError",
+    "StoreUnavailableError",
     "open_store",
     "supports",
 ]

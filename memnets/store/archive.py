@@ -53,6 +53,7 @@ writes. The SQLite schema, format migrations and re-sealing rows (key rotation) 
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import sqlite3
@@ -71,18 +72,24 @@ from memnets.records import Memory
 from memnets.retrieval.faiss_retriever import FaissRetriever
 from memnets.store import rows as rowcodec
 from memnets.store.crypto import DEFAULT_KDF, RowCipher
-from memnets.store.errors import StoreError, StoreFormatError, StoreIntegrityError, StoreKeyError
+from memnets.store.disk_reserve import RESERVE_BYTES, DiskReserve
+from memnets.store.errors import StoreError, StoreIntegrityError, StoreKeyError
 from memnets.store.filters import MemoryFilter
 from memnets.store.index_files import INDEX_AUTH, INDEX_DIR, INDEX_MARKER, IndexFolder, UntrustedIndex
 from memnets.store.sqlite_schema import (
+    CHECKS,
     COLUMNS,
     CURRENT,
     DB_FILE,
     FORMAT_VERSION,
     LIVE,
+    check_file,
     chunks,
+    open_error,
     open_schema,
+    read_only_error,
     rotate_rows,
+    writable,
 )
 from memnets.timeutil import as_utc
 
@@ -109,6 +116,14 @@ class Archive:
             IVF-Flat above (recall@10 0.99 at 1M, see docs/scaling.md); an archive saved with another
             kind rebuilds its index once on open.
         busy_timeout: seconds a write waits for another process's write lock before failing.
+        check: what is verified on open (:func:`~memnets.store.sqlite_schema.check_file`): "quick"
+            (default: SQLite's quick_check and the (owner, id) index against the table; one or two
+            reads of the file), "full" (SQLite's integrity_check) or "off" (huge stores, whose
+            reading on every open costs too much; check them with "full" now and then).
+            A damaged file raises StoreCorruptError, a read-only folder StoreReadOnlyError.
+        reserve: bytes of disk kept in the folder (the file ``disk_reserve``) so that a deletion runs
+            on a full disk (:mod:`memnets.store.disk_reserve`; default 8 MiB); 0 keeps none (and
+            removes a reserve left by an earlier open).
 
     Implements :class:`memnets.store.MemoryStore`. Upserting a memory whose (owner, id) already
     exists replaces it (content, vector and all). Memory ids are scoped to their owner: two owners
@@ -129,16 +144,32 @@ class Archive:
         key: bytes | str | None = None,
         index: str = "auto",
         busy_timeout: float = 30.0,
+        check: str = "quick",
+        reserve: int = RESERVE_BYTES,
     ) -> None:
         dim = rowcodec.check_dim(dim, "Archive")
+        if check not in CHECKS:
+            raise ValueError(f"Archive: check must be one of {CHECKS}, got {check!r}")
+        if isinstance(reserve, bool) or not isinstance(reserve, int) or reserve < 0:
+            raise ValueError(f"Archive: reserve must be a number of bytes >= 0, got {reserve!r}")
         self.directory = Path(directory)
-        self.directory.mkdir(parents=True, exist_ok=True)
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            if error.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+                raise read_only_error(self.directory) from None
+            raise
+        if not writable(self.directory):
+            raise read_only_error(self.directory)
         self.index_kind = index
         self._lock = threading.RLock()
         self._conn: sqlite3.Connection | None = None
         self._conn = self._connect(busy_timeout)
         try:
+            check_file(self._conn, self.directory / DB_FILE, check)
+            self._reserve = DiskReserve(self.directory, reserve)
             self.dim, self._cipher, self.archive_id, self._ledger_secret = self._init_schema(dim, key)
+            self._reserve.ensure()
             self._index_files = IndexFolder(self.directory, self.archive_id, self._cipher)
             self._retriever: FaissRetriever
             self._generation = 0  # the change-log position the in-memory index reflects
@@ -157,7 +188,7 @@ class Archive:
             conn.execute("PRAGMA auto_vacuum = INCREMENTAL")  # only takes effect on a new, empty file
             mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
         except sqlite3.DatabaseError as error:
-            raise StoreFormatError(f"{path} is not a memnets archive (SQLite says: {error})") from None
+            raise open_error(error, path) from None
         if mode.lower() != "wal":
             conn.close()
             raise StoreError(
@@ -492,8 +523,28 @@ class Archive:
     ) -> int:
         """Delete the rows matching any (where, params) clause and the older versions of the current ones
         among them, in one transaction (with the deletion's ``tombstones``, see :meth:`deleted_since`),
-        then scrub the disk. ``erase_owner``: the deletion takes every row of this owner, so the
-        owner's earlier tombstones go too (the new one covers them), leaving one row with no id."""
+        then scrub the disk. On a full disk the reserve (:mod:`memnets.store.disk_reserve`) makes room.
+        ``erase_owner``: the deletion takes every row of this owner, so the owner's earlier
+        tombstones go too (the new one covers them), leaving one row with no id."""
+        with self._lock:
+            try:
+                deleted = self._delete_rows(clauses, tombstones, erase_owner)
+            except sqlite3.OperationalError as error:
+                if getattr(error, "sqlite_errorname", "") != "SQLITE_FULL" or not self._reserve.release():
+                    raise
+                self._require_open().execute("PRAGMA wal_checkpoint(TRUNCATE)")  # the log's room, for the retry
+                deleted = self._delete_rows(clauses, tombstones, erase_owner)
+            if deleted:
+                self._drop_saved_index()
+                self.compact()
+            self._reserve.ensure()
+            self._sync()
+            return deleted
+
+    def _delete_rows(
+        self, clauses: Sequence[tuple[str, Sequence]], tombstones: Sequence[tuple], erase_owner: str | None
+    ) -> int:
+        """The transaction of :meth:`_delete_where`; returns how many rows it deleted."""
         with self._lock:
             deleted = 0
             with self._write() as conn:
@@ -512,10 +563,6 @@ class Archive:
                             versions = f"owner = ? AND superseded_by IN ({','.join('?' * len(chunk))})"
                             self._log_changes(conn, versions, [owner, *chunk])
                             deleted += conn.execute(f"DELETE FROM memories WHERE {versions}", [owner, *chunk]).rowcount
-            if deleted:
-                self._drop_saved_index()
-                self.compact()
-            self._sync()
             return deleted
 
     def compact(self) -> bool:
@@ -523,12 +570,26 @@ class Archive:
 
         Called after every deletion so deleted text leaves the disk. Returns False when another
         connection's open read kept the WAL from being truncated (it is then cleared at a later
-        checkpoint, at the latest when the last connection closes).
+        checkpoint, at the latest when the last connection closes), or when the disk is full (the
+        checkpoint may need to grow the database file; it runs again at the next compact or close).
         """
         with self._lock:
             conn = self._require_open()
-            conn.executescript("PRAGMA incremental_vacuum;")  # execute() would free only one page per call
-            busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            try:
+                # fold the WAL in first: on a nearly full disk, the vacuum's page moves need the room it held
+                conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                conn.executescript("PRAGMA incremental_vacuum;")  # execute() would free only one page per call
+                busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            except sqlite3.OperationalError as error:
+                if getattr(error, "sqlite_errorname", "") != "SQLITE_FULL":
+                    raise
+                # the deletion itself committed (gone for every reader); the scrub waits for room
+                log.warning(
+                    "%s: disk full; deleted rows are gone, but their zeroed pages leave the files only "
+                    "at the next compact() or close() with free space",
+                    self.directory,
+                )
+                return False
             return busy == 0
 
     # ------------------------------------------------------------------ reads (all owner-scoped)

@@ -56,7 +56,7 @@ import memnets.timeutil as timeutil
 from memnets.records import Memory
 from memnets.store import rows as rowcodec
 from memnets.store.crypto import RowCipher
-from memnets.store.errors import StoreError, StoreFormatError
+from memnets.store.errors import StoreError, StoreFormatError, StoreUnavailableError
 from memnets.store.filters import MemoryFilter
 from memnets.timeutil import as_utc
 
@@ -64,7 +64,7 @@ try:
     import psycopg
     from pgvector.psycopg import register_vector
     from psycopg import sql
-    from psycopg_pool import ConnectionPool
+    from psycopg_pool import ConnectionPool, PoolTimeout
 except ImportError as error:  # pragma: no cover - depends on the installed extras
     raise ImportError(
         f"the PostgreSQL store needs the pgvector extra: pip install 'memnets[pgvector]' (missing: {error.name})"
@@ -82,6 +82,7 @@ _MIGRATIONS: dict[int, list[str]] = {
         "CREATE INDEX {expires} ON {memories} (owner, expires_at) WHERE expires_at IS NOT NULL",
     ],
 }
+_SCRUBS = ("full", "vacuum", "off")  # PgVectorStore(scrub=...): the upkeep after a deletion
 _TABLE_NAME = re.compile(r"[a-z_][a-z0-9_]{0,40}")
 _COLUMNS = "owner, id, t, last_access, importance, kind, superseded_by, payload, embedding, version, expires_at, ttl"
 _CURRENT = "superseded_by IS NULL"
@@ -144,7 +145,17 @@ class PgVectorStore:
         ef_search: HNSW candidate list per search (raised to k when k is larger). 100, not pgvector's
             40: at 100k memnets memories it lifts recall@10 from 0.92 to 0.97 for no measurable
             latency (docs/scaling.md).
-        connect_timeout: seconds to wait for the server and for a pooled connection.
+        connect_timeout: seconds to wait for the server and for a pooled connection (default 5: a
+            call while the server is down fails after about this long with StoreUnavailableError,
+            "database unavailable", and the store recovers by itself once the server is back).
+        scrub: what a deletion does once it committed, so that the deleted text leaves the table
+            files (docs/security.md): "full" (default) rewrites the table (``VACUUM FULL``: the
+            deleted rows' bytes are in no table file after it; other calls on the table wait for
+            the rewrite, seconds per 100,000 rows, and it needs free disk space of the table's
+            size); "vacuum" runs a plain ``VACUUM`` (no lock, the space is reused, but PostgreSQL
+            does not zero freed space: part of the deleted text stays readable in the files until
+            overwritten); "off" leaves it to autovacuum. What stays in the WAL and in backups is
+            the same for all three (docs/security.md).
     """
 
     # optional capabilities this store declares (memnets.store.protocol)
@@ -164,7 +175,8 @@ class PgVectorStore:
         m: int = 16,
         ef_construction: int = 64,
         ef_search: int = 100,
-        connect_timeout: float = 30.0,
+        connect_timeout: float = 5.0,
+        scrub: str = "full",
     ) -> None:
         dim = rowcodec.check_dim(dim, "PgVectorStore")
         if not isinstance(table, str) or not _TABLE_NAME.fullmatch(table):
@@ -179,6 +191,11 @@ class PgVectorStore:
         ):
             if not isinstance(value, int) or isinstance(value, bool) or value < low:
                 raise ValueError(f"PgVectorStore: {name} must be an int >= {low}, got {value!r}")
+        if scrub not in _SCRUBS:
+            raise ValueError(f"PgVectorStore: scrub must be one of {_SCRUBS}, got {scrub!r}")
+        if isinstance(connect_timeout, bool) or not isinstance(connect_timeout, (int, float)) or connect_timeout <= 0:
+            raise ValueError(f"PgVectorStore: connect_timeout must be a number of seconds > 0, got {connect_timeout!r}")
+        self.scrub = scrub
         self.url = url
         self.table = table
         self.ef_search = ef_search
@@ -203,14 +220,15 @@ class PgVectorStore:
             open=False,
             kwargs={"connect_timeout": max(1, int(connect_timeout))},
             configure=_configure,
+            check=ConnectionPool.check_connection,  # a connection broken by a server restart is replaced, not used
             name=f"memnets-{table}",
         )
         try:
             self._pool.open(wait=True, timeout=connect_timeout)
-        except psycopg.Error as error:
+        except (psycopg.Error, PoolTimeout) as error:
             self._pool.close()
             self._pool = None
-            raise StoreError(f"PgVectorStore: cannot connect to {self._where()}: {error}") from None
+            raise self._unavailable(error) from None
 
     # ------------------------------------------------------------------ opening
     def _where(self) -> str:
@@ -228,8 +246,8 @@ class PgVectorStore:
         """Create the tables in an empty database, or check format, dim and key of existing ones (migrating older formats)."""
         try:
             conn = psycopg.connect(self.url, connect_timeout=max(1, int(connect_timeout)), autocommit=True)
-        except psycopg.Error as error:
-            raise StoreError(f"PgVectorStore: cannot connect to {self._where()}: {error}") from None
+        except psycopg.OperationalError as error:
+            raise self._unavailable(error) from None
         with conn:
             if conn.execute("SELECT 1 FROM pg_extension WHERE extname = 'vector'").fetchone() is None:
                 try:
@@ -357,11 +375,33 @@ class PgVectorStore:
 
     @contextmanager
     def _transaction(self) -> Iterator[psycopg.Connection]:
-        """A pooled connection inside one transaction (committed on success, rolled back on error)."""
+        """A pooled connection inside one transaction (committed on success, rolled back on error).
+
+        A lost or unreachable server (psycopg's OperationalError, AdminShutdown among them, or the
+        pool's PoolTimeout) becomes StoreUnavailableError; the pool replaces broken connections, so
+        the next call after the server is back works.
+        """
+        with self._connection() as conn, conn.transaction():
+            yield conn
+
+    @contextmanager
+    def _connection(self) -> Iterator[psycopg.Connection]:
+        """A pooled connection (see :meth:`_transaction` for the errors)."""
         if self._pool is None:
             raise StoreError(f"PgVectorStore {self._where()} is closed")
-        with self._pool.connection() as conn, conn.transaction():
-            yield conn
+        try:
+            with self._pool.connection() as conn:
+                yield conn
+        except PoolTimeout as error:
+            raise self._unavailable(error) from None
+        except psycopg.OperationalError as error:
+            if isinstance(error, (psycopg.errors.TransactionRollbackError, psycopg.errors.QueryCanceled)):
+                raise  # a conflict or a timeout of this statement, not a lost server
+            raise self._unavailable(error) from None
+
+    def _unavailable(self, error: Exception) -> StoreUnavailableError:
+        detail = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        return StoreUnavailableError(f"database unavailable: PostgreSQL at {self._where()} ({detail})")
 
     # ------------------------------------------------------------------ writes
     def upsert(self, memories: Sequence[Memory], vectors) -> None:
@@ -488,17 +528,19 @@ class PgVectorStore:
         rowcodec.check_owner(owner, "PgVectorStore.delete")
         with self._transaction() as conn:
             self._record_tombstones(conn, [(owner, i, None) for i in ids])
-            return conn.execute(
+            deleted = conn.execute(
                 self._sql("DELETE FROM {memories} WHERE owner = %s AND (id = ANY(%s) OR superseded_by = ANY(%s))"),
                 (owner, ids, ids),
             ).rowcount
+        return self._scrubbed(deleted)
 
     def delete_owner(self, owner: str) -> int:
         """Delete every memory of an owner; returns how many rows."""
         rowcodec.check_owner(owner, "PgVectorStore.delete_owner")
         with self._transaction() as conn:
             self._record_tombstones(conn, [(owner, None, None)], erase_owner=True)
-            return conn.execute(self._sql("DELETE FROM {memories} WHERE owner = %s"), (owner,)).rowcount
+            deleted = conn.execute(self._sql("DELETE FROM {memories} WHERE owner = %s"), (owner,)).rowcount
+        return self._scrubbed(deleted)
 
     def purge_older_than(self, cutoff: datetime, owner: str | None = None) -> int:
         """Delete memories with t < cutoff and their older versions, of one owner or of all; returns how many rows."""
@@ -521,7 +563,7 @@ class PgVectorStore:
                     ),
                     ([o for o, _ in gone], [i for _, i in gone]),
                 ).rowcount
-            return deleted
+        return self._scrubbed(deleted)
 
     # ------------------------------------------------------------------ deletion ledger (API helper)
     def _record_tombstones(
@@ -590,16 +632,21 @@ class PgVectorStore:
         forgotten = rowcodec.deleted_by_tombstones(memories, stones, lambda memory: memory.t, self._ledger_secret)
         return max(int(mark), int(newest)), forgotten
 
-    def compact(self) -> None:
-        """VACUUM the table now, so deleted rows' bytes leave the heap and the index (autovacuum does it later otherwise)."""
-        if self._pool is None:
-            raise StoreError(f"PgVectorStore {self._where()} is closed")
-        with self._pool.connection() as conn:
+    def compact(self, *, full: bool = False) -> None:
+        """VACUUM the table now (autovacuum does it later otherwise); ``full``: VACUUM FULL, a rewrite that
+        leaves no byte of deleted rows in the table files (see ``scrub`` of the constructor)."""
+        with self._connection() as conn:
             conn.autocommit = True  # VACUUM cannot run inside a transaction
             try:
-                conn.execute(self._sql("VACUUM {memories}"))
+                conn.execute(self._sql("VACUUM FULL {memories}" if full else "VACUUM {memories}"))
             finally:
                 conn.autocommit = False
+
+    def _scrubbed(self, deleted: int) -> int:
+        """After a deletion committed: the upkeep of ``scrub`` (when rows went); returns ``deleted``."""
+        if deleted and self.scrub != "off":
+            self.compact(full=self.scrub == "full")
+        return deleted
 
     def rebuild_index(self, maintenance_work_mem: str = "1GB") -> None:
         """(Re)build the HNSW index from the table with this store's m and ef_construction.

@@ -16,13 +16,14 @@ step small, and test that an archive of the previous format opens.
 from __future__ import annotations
 
 import logging
+import os
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from memnets.store import rows as rowcodec
 from memnets.store.crypto import RowCipher
-from memnets.store.errors import StoreFormatError
+from memnets.store.errors import StoreCorruptError, StoreError, StoreFormatError, StoreReadOnlyError
 
 FORMAT_VERSION = 4  # stored in PRAGMA user_version; bump with a migration (MIGRATIONS) when the schema changes
 DB_FILE = "archive.sqlite3"
@@ -74,7 +75,77 @@ MIGRATIONS = {
         "CREATE INDEX memories_owner_expires ON memories (owner, expires_epoch) WHERE expires_epoch IS NOT NULL",
     ],
 }
+CHECKS = ("quick", "full", "off")  # Archive(check=...): what is verified on open, see check_file
+_UNIQUE_INDEX = "sqlite_autoindex_memories_1"  # the (owner, id) index SQLite builds for UNIQUE (owner, id)
 log = logging.getLogger(__name__)
+
+
+def check_file(conn: sqlite3.Connection, path: Path, check: str) -> None:
+    """Verify the archive file on open; StoreCorruptError naming what failed (the file is not modified).
+
+    ``"quick"``: ``PRAGMA quick_check`` (every page's b-tree structure, one read of the file) plus
+    a check that every row is in the (owner, id) index, which quick_check skips and which a damaged
+    index page breaks silently: ``get`` and ``delete`` miss a row that search still finds, and
+    re-adding its id writes a second row. ``"full"``: ``PRAGMA integrity_check`` (all of that, and
+    every other index against the table; a few times slower). ``"off"``: nothing, for stores so large
+    that reading the file on each open costs too much (run ``check="full"`` now and then instead).
+    ``check`` is one of :data:`CHECKS` (the Archive checks its argument before touching the disk).
+    """
+    if check == "off":
+        return
+    pragma = "integrity_check" if check == "full" else "quick_check"
+    try:
+        problems = [r[0] for r in conn.execute(f"PRAGMA {pragma}(20)")]
+        if problems == ["ok"] and check == "quick" and _has_unique_index(conn):
+            total, missing = conn.execute(
+                "SELECT count(*), coalesce(sum(NOT EXISTS (SELECT 1 FROM memories AS i INDEXED BY "
+                f"{_UNIQUE_INDEX} WHERE i.owner = m.owner AND i.id = m.id AND i.row = m.row)), 0) "
+                "FROM memories AS m NOT INDEXED"
+            ).fetchone()
+            indexed = conn.execute(f"SELECT count(*) FROM memories INDEXED BY {_UNIQUE_INDEX}").fetchone()[0]
+            if missing or indexed != total:
+                problems = [f"{missing} of {total} rows missing from the (owner, id) index, which holds {indexed}"]
+    except sqlite3.DatabaseError as error:
+        raise open_error(error, path) from None
+    if problems != ["ok"]:
+        raise StoreCorruptError(
+            f"{path} is damaged (SQLite {pragma}: {'; '.join(problems[:3])}). memnets did not modify it: "
+            f"restore the folder from a backup, or salvage its rows with the sqlite3 shell's .recover "
+            "into a new file"
+        )
+
+
+def _has_unique_index(conn: sqlite3.Connection) -> bool:
+    return (
+        conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = ?", (_UNIQUE_INDEX,)).fetchone()
+        is not None
+    )
+
+
+def open_error(error: sqlite3.DatabaseError, path: Path) -> StoreError:
+    """The store error for an SQLite error met while opening ``path``: read-only, damaged, or not an archive."""
+    name = getattr(error, "sqlite_errorname", "")
+    if name.startswith("SQLITE_READONLY") or not writable(path.parent):
+        return read_only_error(path.parent)
+    if name.startswith("SQLITE_CORRUPT"):
+        return StoreCorruptError(
+            f"{path} is damaged (SQLite says: {error}). memnets did not modify it: restore the folder from a backup"
+        )
+    return StoreFormatError(f"{path} is not a memnets archive (SQLite says: {error})")
+
+
+def writable(folder: Path) -> bool:
+    """Whether the archive folder and its database file (when there is one) can be written."""
+    db = folder / DB_FILE
+    return os.access(folder, os.W_OK) and (not db.exists() or os.access(db, os.W_OK))
+
+
+def read_only_error(folder: Path) -> StoreReadOnlyError:
+    return StoreReadOnlyError(
+        f"{folder} is read-only (the folder, {DB_FILE} or the file system): the archive is opened for writing, "
+        "even to read, since SQLite keeps its journal there. Give this user write access or open a writable copy; "
+        "nothing was changed"
+    )
 
 
 def open_schema(
