@@ -152,11 +152,27 @@ def _parse_date(value: str, where: str) -> datetime:
         ) from error
 
 
+def _session_keys(conversation: dict, where: str) -> list[tuple[int, str]]:
+    """(number, key) of each ``session_<n>`` list, by number. Keys that would be read as the same
+    session (``session_01`` beside ``session_1``) and numbers in other than ASCII digits
+    (``session_١``, which int() reads as 1) are errors naming them."""
+    by_number: dict[int, str] = {}
+    for key in conversation:
+        match = _SESSION_KEY.fullmatch(key)
+        if match is None:
+            continue
+        if not match[1].isascii():
+            raise LocomoFormatError(f"{where}: field {key!r}: a session number must be written in ASCII digits")
+        number = int(match[1])
+        if number in by_number:
+            raise LocomoFormatError(f"{where}: fields {by_number[number]!r} and {key!r} are both session {number}")
+        by_number[number] = key
+    return sorted(by_number.items())
+
+
 def _parse_sessions(conversation: dict, where: str) -> tuple[Session, ...]:
-    numbers = sorted(int(m[1]) for key in conversation if (m := _SESSION_KEY.fullmatch(key)))
-    sessions = []
-    for number in numbers:
-        field_name = f"session_{number}"
+    sessions, seen = [], {}
+    for number, field_name in _session_keys(conversation, where):
         turns_raw = _require(conversation, field_name, list, where)
         t = _parse_date(
             _require(conversation, f"{field_name}_date_time", str, where), f"{where}, field {field_name}_date_time"
@@ -165,9 +181,13 @@ def _parse_sessions(conversation: dict, where: str) -> tuple[Session, ...]:
         for k, raw in enumerate(turns_raw):
             turn_where = f"{where}, field {field_name}[{k}]"
             caption = raw.get("blip_caption") if isinstance(raw, dict) else None
+            dia_id = _require(raw, "dia_id", str, turn_where)
+            if dia_id in seen:  # two turns under one id: evidence would count twice (nDCG above 1)
+                raise LocomoFormatError(f"{turn_where}: field 'dia_id' {dia_id!r} repeats {seen[dia_id]}")
+            seen[dia_id] = f"{field_name}[{k}]"
             turns.append(
                 Turn(
-                    dia_id=_require(raw, "dia_id", str, turn_where),
+                    dia_id=dia_id,
                     speaker=_require(raw, "speaker", str, turn_where),
                     text=_require(raw, "text", str, turn_where),
                     session=number,
@@ -322,7 +342,14 @@ def load_locomo(
     """
     path = find_data(path)
     samples = _samples_with_lines(path.read_text(encoding="utf-8"), path)
-    conversations = [
-        parse_sample(sample, f"{path}, item {i} (line {line})") for i, (sample, line) in enumerate(samples)
-    ]
+    conversations, seen = [], {}
+    for i, (sample, line) in enumerate(samples):
+        where = f"{path}, item {i} (line {line})"
+        conversation = parse_sample(sample, where)
+        if conversation.sample_id in seen:  # its questions would be counted twice
+            raise LocomoFormatError(
+                f"{where}: field 'sample_id' {conversation.sample_id!r} repeats {seen[conversation.sample_id]}"
+            )
+        seen[conversation.sample_id] = f"item {i} (line {line})"
+        conversations.append(conversation)
     return select_conversations(conversations, sample_ids, path, LocomoFormatError)
