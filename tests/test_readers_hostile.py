@@ -4,11 +4,13 @@ refused with an error naming them, and no metric can leave [0, 1]."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from memnets.data.jsonl import JsonlFormatError, load_jsonl
 from memnets.data.locomo import LocomoFormatError, load_locomo
 from memnets.retrieval.metrics import mrr_at_k, ndcg_at_k, question_metrics, recall_at_k
 
@@ -86,3 +88,55 @@ def test_metrics_stay_within_zero_and_one(ranked, relevant, k):
         assert 0.0 <= value <= 1.0
     if len(set(ranked)) == len(ranked):
         assert all(0.0 <= v <= 1.0 for v in question_metrics(ranked, relevant).values())
+
+
+JSONL = Path(__file__).parent / "fixtures" / "tiny_conversations.jsonl"
+DEEP = "[" * 100_000 + "]" * 100_000
+
+
+def _jsonl(tmp_path, change=None, raw=None):
+    records = [json.loads(line) for line in JSONL.read_text().splitlines()]
+    if change is not None:
+        change(records[0])
+    path = tmp_path / "bad.jsonl"
+    path.write_text("\n".join([raw] if raw is not None else [json.dumps(r) for r in records]) + "\n")
+    return path
+
+
+def test_jsonl_deep_nesting_and_out_of_range_times_name_the_line_and_field(tmp_path):
+    """Before: RecursionError and OverflowError tracebacks."""
+    with pytest.raises(JsonlFormatError, match=r"bad.jsonl, line 1.*nested too deeply"):
+        load_jsonl(_jsonl(tmp_path, raw=DEEP))
+    far = _jsonl(tmp_path, lambda r: r["sessions"][0].update(time="9999-12-31T23:59:59-23:59"))
+    with pytest.raises(JsonlFormatError, match=r"line 1.*sessions\[0\]\.time.*out of range in UTC"):
+        load_jsonl(far)
+
+
+def _locomo(tmp_path, tiny_locomo_path, change):
+    return _write(tmp_path, tiny_locomo_path, change)
+
+
+def test_locomo_deep_nesting_is_a_format_error(tmp_path):
+    path = tmp_path / "deep.json"
+    path.write_text("[" + DEEP + "]")
+    with pytest.raises(LocomoFormatError, match=r"deep.json: item 0 \(line 1\) is nested too deeply"):
+        load_locomo(path)
+    path.write_text('{"a":' * 100_000 + "1" + "}" * 100_000)  # not a list, and too deep to say what it is
+    with pytest.raises(LocomoFormatError, match="nested too deeply"):
+        load_locomo(path)
+
+
+@pytest.mark.parametrize(
+    ("observation", "message"),
+    [
+        (["not", "a", "dict"], "field 'observation' should be dict, got list"),
+        ({"session_1_observation": {"Ann": 5}}, r"observation.session_1_observation.Ann: should be a list"),
+        ({"session_1_observation": {"Ann": [[{"x": 1}, "D1:1"]]}}, r"Ann\[0\]: expected \[fact, dia_id\]"),
+        ({"session_1_observation": {"Ann": [["a fact", {"D1": 1}]]}}, r"Ann\[0\]: the source should be a dia_id"),
+    ],
+)
+def test_locomo_observations_of_the_wrong_type_name_the_field(tmp_path, tiny_locomo_path, observation, message):
+    """Before: TypeError or AttributeError tracebacks."""
+    path = _locomo(tmp_path, tiny_locomo_path, lambda data: data[0].update(observation=observation))
+    with pytest.raises(LocomoFormatError, match=rf"sample tiny-1.*{message}"):
+        load_locomo(path)

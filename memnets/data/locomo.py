@@ -233,6 +233,8 @@ def _parse_observations(
 ) -> tuple[tuple[ObservationFact, ...], tuple[str, ...]]:
     """The observation facts, one per resolvable source turn, and the source ids that did not resolve."""
     facts, dropped = [], []
+    if not isinstance(raw, dict):
+        raise LocomoFormatError(f"{where}: field 'observation' should be dict, got {type(raw).__name__}")
     for key, by_speaker in raw.items():
         match = re.fullmatch(r"session_(\d+)_observation", key)
         if match is None or not isinstance(by_speaker, dict):
@@ -240,10 +242,19 @@ def _parse_observations(
                 f"{where}, field observation.{key}: expected session_<n>_observation -> {{speaker: [[fact, dia_id], ...]}}"
             )
         for speaker, entries in by_speaker.items():
+            if not isinstance(entries, list):
+                raise LocomoFormatError(
+                    f"{where}, field observation.{key}.{speaker}: should be a list of [fact, dia_id], "
+                    f"got {type(entries).__name__}"
+                )
             for k, entry in enumerate(entries):
-                if not (isinstance(entry, list) and len(entry) == 2):
+                if not (isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], str)):
                     raise LocomoFormatError(f"{where}, field observation.{key}.{speaker}[{k}]: expected [fact, dia_id]")
                 text, sources = entry
+                if not all(isinstance(source, str) for source in (sources if isinstance(sources, list) else [sources])):
+                    raise LocomoFormatError(
+                        f"{where}, field observation.{key}.{speaker}[{k}]: the source should be a dia_id or a list of them"
+                    )
                 # A few facts cite several turns (a list, or "D4:17, D4:19"): one fact per source.
                 for source in sources if isinstance(sources, list) else [sources]:
                     for dia_id in split_evidence(str(source)):
@@ -284,6 +295,8 @@ def _samples_with_lines(text: str, path: Path) -> list[tuple[dict, int]]:
             kind = type(json.loads(text)).__name__
         except json.JSONDecodeError as error:
             raise LocomoFormatError(f"{path}: not valid JSON ({error})") from error
+        except RecursionError:
+            raise LocomoFormatError(f"{path}: nested too deeply to be LoCoMo JSON") from None
         raise LocomoFormatError(f"{path}: expected a JSON list of samples, got {kind}")
     items, position = [], position + 1
     line, counted = 1, 0  # the line of text[counted], advanced sample by sample (not recounted from the start)
@@ -303,6 +316,10 @@ def _samples_with_lines(text: str, path: Path) -> list[tuple[dict, int]]:
             item, end = decoder.raw_decode(text, position)
         except json.JSONDecodeError as error:
             raise LocomoFormatError(f"{path}: not valid JSON ({error})") from error
+        except RecursionError:
+            raise LocomoFormatError(
+                f"{path}: item {len(items)} (line {_line(text, position)}) is nested too deeply to be a sample"
+            ) from None
         line, counted = line + text.count("\n", counted, position), position
         items.append((item, line))
         position = end
