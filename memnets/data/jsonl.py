@@ -104,6 +104,8 @@ class _Line:
             return as_utc(datetime.fromisoformat(value.strip()))
         except ValueError:
             self.fail(f"{field}.{key}", f"cannot parse time {value!r} (expected ISO 8601, like '2024-03-01T09:30:00')")
+        except OverflowError:  # e.g. 9999-12-31T23:59:59-23:59, past year 9999 in UTC
+            self.fail(f"{field}.{key}", f"time {value!r} is out of range in UTC (years 1-9999)")
 
     def ids(self, value, known: dict[str, int], field: str) -> tuple[str, ...]:
         """Evidence: a turn id or a list of them, each naming a turn of this conversation."""
@@ -234,6 +236,8 @@ def load_jsonl(path: str | Path) -> list[Conversation]:
                 line.fail(
                     "", f"not valid JSON ({error.msg} at column {error.colno}); each line holds one whole conversation"
                 )
+            except RecursionError:
+                line.fail("", "nested too deeply to be a conversation")
             conversation = parse_conversation(record, line)
             if conversation.sample_id in first_line:
                 line.fail(

@@ -152,11 +152,27 @@ def _parse_date(value: str, where: str) -> datetime:
         ) from error
 
 
+def _session_keys(conversation: dict, where: str) -> list[tuple[int, str]]:
+    """(number, key) of each ``session_<n>`` list, by number. Keys that would be read as the same
+    session (``session_01`` beside ``session_1``) and numbers in other than ASCII digits
+    (``session_١``, which int() reads as 1) are errors naming them."""
+    by_number: dict[int, str] = {}
+    for key in conversation:
+        match = _SESSION_KEY.fullmatch(key)
+        if match is None:
+            continue
+        if not match[1].isascii():
+            raise LocomoFormatError(f"{where}: field {key!r}: a session number must be written in ASCII digits")
+        number = int(match[1])
+        if number in by_number:
+            raise LocomoFormatError(f"{where}: fields {by_number[number]!r} and {key!r} are both session {number}")
+        by_number[number] = key
+    return sorted(by_number.items())
+
+
 def _parse_sessions(conversation: dict, where: str) -> tuple[Session, ...]:
-    numbers = sorted(int(m[1]) for key in conversation if (m := _SESSION_KEY.fullmatch(key)))
-    sessions = []
-    for number in numbers:
-        field_name = f"session_{number}"
+    sessions, seen = [], {}
+    for number, field_name in _session_keys(conversation, where):
         turns_raw = _require(conversation, field_name, list, where)
         t = _parse_date(
             _require(conversation, f"{field_name}_date_time", str, where), f"{where}, field {field_name}_date_time"
@@ -165,9 +181,13 @@ def _parse_sessions(conversation: dict, where: str) -> tuple[Session, ...]:
         for k, raw in enumerate(turns_raw):
             turn_where = f"{where}, field {field_name}[{k}]"
             caption = raw.get("blip_caption") if isinstance(raw, dict) else None
+            dia_id = _require(raw, "dia_id", str, turn_where)
+            if dia_id in seen:  # two turns under one id: evidence would count twice (nDCG above 1)
+                raise LocomoFormatError(f"{turn_where}: field 'dia_id' {dia_id!r} repeats {seen[dia_id]}")
+            seen[dia_id] = f"{field_name}[{k}]"
             turns.append(
                 Turn(
-                    dia_id=_require(raw, "dia_id", str, turn_where),
+                    dia_id=dia_id,
                     speaker=_require(raw, "speaker", str, turn_where),
                     text=_require(raw, "text", str, turn_where),
                     session=number,
@@ -213,6 +233,8 @@ def _parse_observations(
 ) -> tuple[tuple[ObservationFact, ...], tuple[str, ...]]:
     """The observation facts, one per resolvable source turn, and the source ids that did not resolve."""
     facts, dropped = [], []
+    if not isinstance(raw, dict):
+        raise LocomoFormatError(f"{where}: field 'observation' should be dict, got {type(raw).__name__}")
     for key, by_speaker in raw.items():
         match = re.fullmatch(r"session_(\d+)_observation", key)
         if match is None or not isinstance(by_speaker, dict):
@@ -220,10 +242,19 @@ def _parse_observations(
                 f"{where}, field observation.{key}: expected session_<n>_observation -> {{speaker: [[fact, dia_id], ...]}}"
             )
         for speaker, entries in by_speaker.items():
+            if not isinstance(entries, list):
+                raise LocomoFormatError(
+                    f"{where}, field observation.{key}.{speaker}: should be a list of [fact, dia_id], "
+                    f"got {type(entries).__name__}"
+                )
             for k, entry in enumerate(entries):
-                if not (isinstance(entry, list) and len(entry) == 2):
+                if not (isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], str)):
                     raise LocomoFormatError(f"{where}, field observation.{key}.{speaker}[{k}]: expected [fact, dia_id]")
                 text, sources = entry
+                if not all(isinstance(source, str) for source in (sources if isinstance(sources, list) else [sources])):
+                    raise LocomoFormatError(
+                        f"{where}, field observation.{key}.{speaker}[{k}]: the source should be a dia_id or a list of them"
+                    )
                 # A few facts cite several turns (a list, or "D4:17, D4:19"): one fact per source.
                 for source in sources if isinstance(sources, list) else [sources]:
                     for dia_id in split_evidence(str(source)):
@@ -264,6 +295,8 @@ def _samples_with_lines(text: str, path: Path) -> list[tuple[dict, int]]:
             kind = type(json.loads(text)).__name__
         except json.JSONDecodeError as error:
             raise LocomoFormatError(f"{path}: not valid JSON ({error})") from error
+        except RecursionError:
+            raise LocomoFormatError(f"{path}: nested too deeply to be LoCoMo JSON") from None
         raise LocomoFormatError(f"{path}: expected a JSON list of samples, got {kind}")
     items, position = [], position + 1
     line, counted = 1, 0  # the line of text[counted], advanced sample by sample (not recounted from the start)
@@ -283,6 +316,10 @@ def _samples_with_lines(text: str, path: Path) -> list[tuple[dict, int]]:
             item, end = decoder.raw_decode(text, position)
         except json.JSONDecodeError as error:
             raise LocomoFormatError(f"{path}: not valid JSON ({error})") from error
+        except RecursionError:
+            raise LocomoFormatError(
+                f"{path}: item {len(items)} (line {_line(text, position)}) is nested too deeply to be a sample"
+            ) from None
         line, counted = line + text.count("\n", counted, position), position
         items.append((item, line))
         position = end
@@ -322,7 +359,14 @@ def load_locomo(
     """
     path = find_data(path)
     samples = _samples_with_lines(path.read_text(encoding="utf-8"), path)
-    conversations = [
-        parse_sample(sample, f"{path}, item {i} (line {line})") for i, (sample, line) in enumerate(samples)
-    ]
+    conversations, seen = [], {}
+    for i, (sample, line) in enumerate(samples):
+        where = f"{path}, item {i} (line {line})"
+        conversation = parse_sample(sample, where)
+        if conversation.sample_id in seen:  # its questions would be counted twice
+            raise LocomoFormatError(
+                f"{where}: field 'sample_id' {conversation.sample_id!r} repeats {seen[conversation.sample_id]}"
+            )
+        seen[conversation.sample_id] = f"item {i} (line {line})"
+        conversations.append(conversation)
     return select_conversations(conversations, sample_ids, path, LocomoFormatError)

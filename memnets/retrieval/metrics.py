@@ -29,22 +29,25 @@ DEFAULT_KS = (1, 5, 10, 25, 50)
 DEFAULT_CATEGORIES = (1, 2, 3, 4)
 
 
-def _check(relevant: set[str], k: int) -> None:
+def _check(ranked: Sequence[str], relevant: set[str], k: int) -> None:
     if k < 1:
         raise ValueError(f"k must be >= 1, got {k}")
     if not relevant:
         raise ValueError("relevant must not be empty: a question without evidence has no recall")
+    if len(set(ranked[:k])) != len(ranked[:k]):  # a repeated id would count its relevance twice (above 100%)
+        repeated = sorted({item for item in ranked[:k] if ranked[:k].count(item) > 1})
+        raise ValueError(f"ranked repeats {repeated[:3]} in its top {k}: a ranking lists each item once")
 
 
 def recall_at_k(ranked: Sequence[str], relevant: Iterable[str], k: int) -> float:
     relevant = set(relevant)
-    _check(relevant, k)
+    _check(ranked, relevant, k)
     return len(relevant.intersection(ranked[:k])) / len(relevant)
 
 
 def mrr_at_k(ranked: Sequence[str], relevant: Iterable[str], k: int = 10) -> float:
     relevant = set(relevant)
-    _check(relevant, k)
+    _check(ranked, relevant, k)
     for rank, item in enumerate(ranked[:k], start=1):
         if item in relevant:
             return 1.0 / rank
@@ -53,7 +56,7 @@ def mrr_at_k(ranked: Sequence[str], relevant: Iterable[str], k: int = 10) -> flo
 
 def ndcg_at_k(ranked: Sequence[str], relevant: Iterable[str], k: int = 10) -> float:
     relevant = set(relevant)
-    _check(relevant, k)
+    _check(ranked, relevant, k)
     dcg = sum(1.0 / math.log2(rank + 1) for rank, item in enumerate(ranked[:k], start=1) if item in relevant)
     ideal = sum(1.0 / math.log2(rank + 1) for rank in range(1, min(len(relevant), k) + 1))
     return dcg / ideal
