@@ -54,20 +54,32 @@ import weakref
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import fields
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import NamedTuple
 
 import numpy as np
 
-from memnets.memory.manager import ManagerConfig, MemoryManager, default_state_path
+import memnets.timeutil as timeutil
+from memnets.memory.manager import ManagerConfig, MemoryManager, default_state_path, legacy_state_path
 from memnets.memory.signals import HeuristicGate, HeuristicImportance, pack_components
 from memnets.memory.writes import VERSION_SEPARATOR, WritePath, check_new_id, check_text, embed, successor
 from memnets.protocols import TextEncoder
 from memnets.records import DERIVED_KINDS, Memory
 from memnets.scoring import HeuristicScorer
-from memnets.store import MemoryFilter, open_store
-from memnets.timeutil import as_utc_or_now
+from memnets.store import Expiry, MemoryFilter, StoreFormatError, open_store, supports
+from memnets.store.identity import bind_encoder
+from memnets.timeutil import as_utc_or_now, ttl_seconds
 from memnets.timeutil import now as utc_now
+
+
+class _KeepTTL:
+    """The default of ``update(ttl=...)``: leave the memory's expiry as it is."""
+
+    def __repr__(self) -> str:
+        return "KEEP_TTL"
+
+
+KEEP_TTL = _KeepTTL()
 
 
 class SearchHit(NamedTuple):
@@ -84,6 +96,8 @@ def open(
     key: bytes | str | None = None,
     encoder: TextEncoder | str | os.PathLike | None = None,
     backend: str = "torch",
+    agent: str | None = None,
+    session: str | None = None,
     **options,
 ) -> AgentMemory:
     """Open (or create) a memory at ``location`` for any number of users.
@@ -98,6 +112,9 @@ def open(
             all-MiniLM-L6-v2. Not together with ``pack`` (the pack's heads were trained on its encoder).
         backend: how a pack's or a folder's encoder computes (``MemoryEncoder.from_pretrained``):
             "torch" (exact), "onnx", "int8" (the fast CPU path, the ``[onnx]`` extra), "fp16"/"bf16" (GPU).
+        agent, session: the default scope of what this memory writes (``add``/``add_many`` without
+            ``agent=``/``session=``); reads filter by scope only when asked (``filters``), so a new
+            session still recalls the user's older ones.
         options: :class:`~memnets.memory.manager.ManagerConfig` fields (defaults of every
             ``manager(user)``; ``duplicate_threshold``, ``fetch_factor``, ``write_through_threshold``
             and ``batch_size`` also apply to ``add``/``add_many``/``search``); the rest go to the
@@ -124,8 +141,67 @@ def open(
     for name in names & set(components):  # thresholds the pack chose (write-through, duplicate), unless given
         settings.setdefault(name, components.pop(name))
     config = ManagerConfig.build(**settings)
-    store = open_store(location, encoder.dim, key=key, **options)
-    return AgentMemory(store, encoder, config=config, owns_store=True, **components)
+    try:
+        store = open_store(location, encoder.dim, key=key, **options)
+    except StoreFormatError as error:
+        # vectors of another dim: open it as it is, so that the identity check names the encoder that filled it
+        try:
+            store = open_store(location, None, key=key, **options)
+        except Exception:
+            raise error from None
+        if store.dim == encoder.dim:  # the format error was about something else
+            store.close()
+            raise
+    try:
+        return AgentMemory(store, encoder, config=config, owns_store=True, agent=agent, session=session, **components)
+    except BaseException:
+        store.close()
+        raise
+
+
+def load_encoder(pack=None, encoder: TextEncoder | str | os.PathLike | None = None) -> TextEncoder:
+    """The encoder of ``pack`` (a folder or a loaded Pack), else ``encoder`` (an object or a folder),
+    else the bundled all-MiniLM-L6-v2."""
+    if pack is not None:
+        if encoder is not None:
+            raise ValueError("give pack or encoder, not both")
+        from memnets.pack import load_pack
+
+        return (load_pack(pack) if isinstance(pack, (str, os.PathLike)) else pack).encoder
+    if encoder is None or isinstance(encoder, (str, os.PathLike)):
+        from memnets.nn.encoder import MemoryEncoder
+
+        return MemoryEncoder.from_pretrained(*([encoder] if encoder is not None else []))
+    return encoder
+
+
+def reembed(
+    location: str | os.PathLike,
+    *,
+    pack=None,
+    encoder: TextEncoder | str | os.PathLike | None = None,
+    key: bytes | str | None = None,
+    batch_size: int = 64,
+    progress: bool | None = None,
+    **options,
+):
+    """Move the store at ``location`` to a new encoder: re-embed every memory of every user with the
+    encoder of ``pack`` (or ``encoder``, or the bundled one), then swap in one transaction.
+
+    Resumable (a killed run carries on where it stopped), answering from the old vectors until the
+    swap, and on PostgreSQL shareable by several workers at once; see :mod:`memnets.store.reembed`.
+    ``options`` go to the store. Returns a :class:`~memnets.store.reembed.ReembedReport`.
+
+    Example::
+
+        memnets.reembed("memories/", pack="checkpoints/pack")
+        memory = memnets.open("memories/", pack="checkpoints/pack")  # now accepted
+    """
+    from memnets.store.reembed import reembed as run
+
+    new = load_encoder(pack, encoder)
+    with open_store(location, None, key=key, **options) as store:
+        return run(store, new, batch_size=batch_size, progress=progress)
 
 
 class AgentMemory:
@@ -144,6 +220,7 @@ class AgentMemory:
             search by cosine and gives managers Generative Agents' heuristic scorer.
         llm: the text model of the managers' reflections, summaries and plans.
         owns_store: close the store in :meth:`close`.
+        agent, session: the default scope of writes (see :func:`open`).
     """
 
     def __init__(
@@ -157,7 +234,10 @@ class AgentMemory:
         scorer=None,
         llm=None,
         owns_store: bool = False,
+        agent: str | None = None,
+        session: str | None = None,
     ):
+        self.identity = bind_encoder(store, encoder)  # a store another encoder filled: EncoderMismatchError
         if store.dim != encoder.dim:
             raise ValueError(
                 f"AgentMemory: the store holds {store.dim}-d vectors but the encoder gives {encoder.dim}-d ones"
@@ -170,6 +250,10 @@ class AgentMemory:
         self.scorer = scorer
         self.llm = llm
         self.owns_store = owns_store
+        for name, value in (("agent", agent), ("session", session)):
+            if value is not None:
+                _check_id(value, name)
+        self.scope = {"agent": agent, "session": session}  # the default scope of writes
         self.closed = False
         self._lock = threading.RLock()  # one writer at a time: dedup check and write are one step
         self._managers: weakref.WeakSet[MemoryManager] = weakref.WeakSet()
@@ -191,6 +275,8 @@ class AgentMemory:
         objects: Sequence[str] | None = None,
         location: str | None = None,
         replaces: str | None = None,
+        session: str | None = None,
+        ttl: timedelta | float | None = None,
     ) -> Memory:
         """Store one memory of ``user`` (durable on return) and return it as stored, with its ``outcome``.
 
@@ -199,7 +285,10 @@ class AgentMemory:
         importance decision's score. ``outcome`` of the returned memory: "added", "updated" (it
         became the new version of an existing memory, whose old text is in ``history``) or
         "unchanged" (the user's memories said this already; that memory is returned). See the
-        module docstring for the rule, ids that exist already and ``replaces``.
+        module docstring for the rule, ids that exist already and ``replaces``. ``agent``/``session``
+        default to this memory's scope (:func:`open`). ``ttl`` (a timedelta or seconds, counted from
+        now, not from ``t``) makes it expire (docs/memory.md, "Expiry"); a repeated statement keeps
+        the stored memory's expiry, refreshed when it has a TTL.
         """
         if replaces is not None:
             _check_id(replaces, "replaces")
@@ -215,6 +304,8 @@ class AgentMemory:
             action=action,
             objects=objects,
             location=location,
+            session=session,
+            ttl=ttl,
         )
         explicit = id is not None or isinstance(text_or_record, Memory)
         memories, vectors = self._writes.prepare(
@@ -243,6 +334,8 @@ class AgentMemory:
         objects: Sequence[str] | None = None,
         location: str | None = None,
         ids: Sequence[str | None] | None = None,
+        session: str | None = None,
+        ttl: timedelta | float | None = None,
     ) -> list[Memory]:
         """Store many memories of ``user`` with one encoder batch; returns them in order (durable on return).
 
@@ -280,6 +373,8 @@ class AgentMemory:
                     action=action,
                     objects=objects,
                     location=location,
+                    session=session,
+                    ttl=ttl,
                     where=f"add_many: items[{n}]",
                 )
             )
@@ -308,6 +403,7 @@ class AgentMemory:
         metadata: dict | None = None,
         merge_metadata: bool = False,
         t: datetime | None = None,
+        ttl=KEEP_TTL,
     ) -> Memory:
         """A new version of memory ``id`` (new text and/or metadata, written at ``t``); the old one stays in its history.
 
@@ -316,12 +412,15 @@ class AgentMemory:
         when it changes. The memory keeps its id and creation time ``t`` (listings stay in
         creation order); its ``updated_at`` is this call's ``t``. Returns the memory with
         ``outcome`` "updated", or "unchanged" (nothing written) when text and metadata are the
-        same as now. KeyError when ``user`` has no current memory ``id``.
+        same as now. ``ttl``: left out, the expiry stays as it was; a timedelta or seconds, it
+        expires that long from now; None, it never expires. KeyError when ``user`` has no current
+        memory ``id``.
         """
         _check_user(user)
         _check_id(id, "id")
-        if text is None and metadata is None:
-            raise ValueError("update: give text and/or metadata to change")
+        expiry = {} if ttl is KEEP_TTL else _expiry(self._ttl(ttl))
+        if text is None and metadata is None and not expiry:
+            raise ValueError("update: give text, metadata and/or ttl to change")
         if text is not None:
             check_text(text, "text")
         if metadata is not None and not isinstance(metadata, dict):
@@ -331,7 +430,9 @@ class AgentMemory:
             self._require_open()
             current = self._current(id, user, "id")
         content = text if text is not None else current.content
-        given = current.replace(content=content, t=when, metadata=dict(metadata) if metadata is not None else {})
+        given = current.replace(
+            content=content, t=when, metadata=dict(metadata) if metadata is not None else {}, **expiry
+        )
         new = successor(current, given, merge_metadata=metadata is None or merge_metadata)
         vector = None
         if content != current.content:
@@ -345,19 +446,33 @@ class AgentMemory:
 
     # ------------------------------------------------------------------ reading
     def search(
-        self, query: str, *, user: str, k: int = 5, filters: MemoryFilter | Mapping | None = None
+        self,
+        query: str,
+        *,
+        user: str,
+        k: int = 5,
+        filters: MemoryFilter | Mapping | None = None,
+        refresh_ttl: bool = False,
     ) -> list[SearchHit]:
         """The ``k`` memories of ``user`` best for ``query``, best first, among those passing ``filters``.
 
         ``filters``: a :class:`~memnets.store.MemoryFilter` or a mapping with keys ``kind`` (a kind
-        or a list), ``metadata`` (field -> value or ``{"$gt": ...}``-style operators), ``since``
-        and ``until`` (a time range on ``t``). Filtering happens in the store before ranking, so
-        k results come back whenever k memories match. Older versions are never returned.
+        or a list), ``metadata`` (field -> value or ``{"$gt": ...}``-style operators), ``agent``
+        and ``session`` (scopes), ``since`` and ``until`` (a time range on ``t``), ``$and``/``$or``
+        (lists of such filters); see docs/memory.md, "Filters". Filtering happens in the store
+        before ranking, so k results come back whenever k memories match. Older versions and
+        expired memories are never returned. ``refresh_ttl``: as in :meth:`get`, for the hits.
         """
-        return self.search_many(query, users=[user], k=k, filters=filters)[user]
+        return self.search_many(query, users=[user], k=k, filters=filters, refresh_ttl=refresh_ttl)[user]
 
     def search_many(
-        self, query: str, *, users: Sequence[str], k: int = 5, filters: MemoryFilter | Mapping | None = None
+        self,
+        query: str,
+        *,
+        users: Sequence[str],
+        k: int = 5,
+        filters: MemoryFilter | Mapping | None = None,
+        refresh_ttl: bool = False,
     ) -> dict[str, list[SearchHit]]:
         """:meth:`search` for each of ``users``, the query encoded once: ``{user: hits}`` in the order given.
 
@@ -375,7 +490,34 @@ class AgentMemory:
         if not users:
             return {}
         vector = embed(self.encoder, [query], kind="query")[0]
-        return {user: self._search_encoded(query, vector, user, k, parsed) for user in users}
+        found = {user: self._search_encoded(query, vector, user, k, parsed) for user in users}
+        if refresh_ttl:
+            for user, hits in found.items():
+                memories = self._refresh_ttl([hit.memory for hit in hits], user)
+                found[user] = [SearchHit(memory, hit.score) for memory, hit in zip(memories, hits)]
+        return found
+
+    def search_vector(
+        self,
+        vector: Sequence[float] | np.ndarray,
+        *,
+        user: str,
+        k: int = 5,
+        filters: MemoryFilter | Mapping | None = None,
+    ) -> list[SearchHit]:
+        """:meth:`search` with the query already encoded: ``vector`` is a ``[dim]`` query vector of
+        this memory's encoder (``encoder.encode([q], kind="query")[0]``), ranked exactly as
+        ``search`` ranks (the store's cosine, or a pack's scorer, which needs no query text once the
+        vector is given). For framework calls that hand over an embedding (LangChain's ``*_by_vector``).
+        """
+        _check_user(user)
+        _check_k(k)
+        vector = np.asarray(vector, dtype=np.float32).reshape(-1)
+        if vector.shape != (self.encoder.dim,) or not np.isfinite(vector).all():
+            raise ValueError(f"vector must be {self.encoder.dim} finite numbers, got shape {vector.shape}")
+        parsed = MemoryFilter.parse(filters)
+        self._require_open()
+        return self._search_encoded("", vector, user, k, parsed)
 
     def _search_encoded(
         self, query: str, vector: np.ndarray, user: str, k: int, parsed: MemoryFilter | None
@@ -399,12 +541,33 @@ class AgentMemory:
         order = np.argsort(-scores, kind="stable")[:k]
         return [SearchHit(memories[i], float(scores[i])) for i in order]
 
-    def get(self, id: str, *, user: str) -> Memory | None:
-        """Memory ``id`` of ``user`` (an older version too, by its own id), or None."""
+    def get(self, id: str, *, user: str, refresh_ttl: bool = False) -> Memory | None:
+        """Memory ``id`` of ``user`` (an older version too, by its own id), or None (also once it expired).
+
+        ``refresh_ttl``: a memory with a TTL expires ``ttl`` from now again (LangGraph's refresh on read).
+        """
         _check_user(user)
         _check_id(id, "id")
         found = self.store.get([id], user)
+        if found and refresh_ttl:
+            found = self._refresh_ttl(found, user)
         return found[0] if found else None
+
+    def _ttl(self, ttl) -> float | None:
+        """A ttl argument in seconds (None: no expiry); an error naming it if bad or the store cannot expire."""
+        seconds = ttl_seconds(ttl, "ttl")
+        if seconds is not None and not supports(self.store, Expiry):
+            raise ValueError(f"ttl: {type(self.store).__name__} does not support expiry (supports_expiry)")
+        return seconds
+
+    def _refresh_ttl(self, memories: list[Memory], user: str) -> list[Memory]:
+        """The memories with a TTL, their expiry moved to now + ttl in the store; returned as refreshed."""
+        with_ttl = [m for m in memories if m.ttl is not None]
+        if not with_ttl or not supports(self.store, Expiry):
+            return memories
+        when = timeutil.now()
+        self.store.refresh_expiry([m.id for m in with_ttl], user, when)
+        return [m if m.ttl is None else m.replace(expires_at=when + timedelta(seconds=m.ttl)) for m in memories]
 
     def history(self, id: str, *, user: str) -> list[Memory]:
         """Every version of memory ``id``: the older ones oldest first, then the current one ([] if unknown).
@@ -414,7 +577,8 @@ class AgentMemory:
         _check_user(user)
         _check_id(id, "id")
         current = self.store.get([id], user)
-        return [*self._older(id, user), *current]
+        now = timeutil.now()
+        return [*(m for m in self._older(id, user) if not m.expired(now)), *current]
 
     def _older(self, id: str, user: str) -> list[Memory]:
         older = []
@@ -425,15 +589,25 @@ class AgentMemory:
         return older
 
     def list_memories(
-        self, *, user: str, limit: int | None = 100, offset: int = 0, filters: MemoryFilter | Mapping | None = None
+        self,
+        *,
+        user: str,
+        limit: int | None = 100,
+        offset: int = 0,
+        filters: MemoryFilter | Mapping | None = None,
+        refresh_ttl: bool = False,
     ) -> list[Memory]:
-        """The current memories of ``user`` passing ``filters``, by (t, id), ``limit`` from ``offset``."""
+        """The current (unexpired) memories of ``user`` passing ``filters``, by (t, id), ``limit`` from ``offset``.
+
+        ``refresh_ttl``: as in :meth:`get`, for the memories returned.
+        """
         _check_user(user)
         if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 0):
             raise ValueError(f"limit must be None or an int >= 0, got {limit!r}")
         if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
             raise ValueError(f"offset must be an int >= 0, got {offset!r}")
-        return self.store.list_memories(user, limit=limit, offset=offset, filters=MemoryFilter.parse(filters))
+        listed = self.store.list_memories(user, limit=limit, offset=offset, filters=MemoryFilter.parse(filters))
+        return self._refresh_ttl(listed, user) if refresh_ttl else listed
 
     def users(self) -> list[str]:
         """Every user with at least one memory, sorted."""
@@ -450,14 +624,20 @@ class AgentMemory:
         """
         _check_user(user)
         _check_id(id, "id")
+        removed, held = self._delete([id], user, reason="deleted")
+        return bool(removed or held)
+
+    def _delete(self, ids: Sequence[str], user: str, *, reason: str) -> tuple[int, bool]:
+        """The one deletion path (delete, delete_all by scope, the expiry sweep): these memories of
+        ``user``, their older versions and the memories derived from them, out of the store and every
+        live manager; returns how many rows the store deleted and whether a manager held any."""
         with self._lock:
             self._require_open()
-            versions = self._versions(id, user)
+            versions = [version for id in ids for version in self._versions(id, user)]
             for derived in self._derived_from(versions, user):
                 versions += self._versions(derived, user)
-            held = self._forget_in_managers(user, versions, reason="deleted")
-            removed = self.store.delete(versions, user)
-            return bool(removed or held)
+            held = self._forget_in_managers(user, versions, reason=reason)
+            return self.store.delete(versions, user), held
 
     def _versions(self, id: str, user: str) -> list[str]:
         """``id`` and the ids of its older versions."""
@@ -473,8 +653,31 @@ class AgentMemory:
             found.extend(new)
         return found
 
-    def delete_all(self, *, user: str) -> int:
-        """Delete every memory of ``user`` (store, index, managers, their saved state); returns how many current ones went."""
+    def delete_all(self, *, user: str | None = None, agent: str | None = None, session: str | None = None) -> int:
+        """Delete every memory of a scope for good; returns how many current memories went.
+
+        ``user`` alone: everything of that user (store, index, ledger rows naming them, every live
+        manager, their saved state): erasure, see docs/security.md. With ``agent`` and/or
+        ``session``: the memories of that scope (of ``user`` only, when given, else of every user),
+        with their older versions and derived memories, through the path of :meth:`delete`. At
+        least one of the three is required: there is no "delete everything" by omission.
+        """
+        for name, value in (("user", user), ("agent", agent), ("session", session)):
+            if value is not None:
+                _check_id(value, name)
+        if user is None and agent is None and session is None:
+            raise ValueError("delete_all: give user, agent and/or session (the scope to delete)")
+        if agent is not None or session is not None:
+            scope = MemoryFilter(agent=agent, session=session)
+            with self._lock:
+                self._require_open()
+                count = 0
+                for owner in [user] if user is not None else self.store.owners():
+                    ids = [m.id for m in self.store.list_memories(owner, limit=None, filters=scope)]
+                    if ids:
+                        count += len(ids)
+                        self._delete(ids, owner, reason="deleted_all")
+                return count
         _check_user(user)
         with self._lock:
             self._require_open()
@@ -483,9 +686,27 @@ class AgentMemory:
             count = self.store.count(user)
             self.store.delete_owner(user)
             directory = getattr(self.store, "directory", None)
-            if directory is not None:
-                default_state_path(directory, user).unlink(missing_ok=True)  # it names deleted ids
+            if directory is not None:  # they name deleted ids (the managers closed later write none)
+                default_state_path(directory, user).unlink(missing_ok=True)
+                legacy_state_path(directory, user).unlink(missing_ok=True)
             return count
+
+    def sweep_expired(self) -> int:
+        """Delete for good every memory that has expired (of every user); returns how many rows went.
+
+        Expired memories are already invisible to every read; the sweep removes them through the
+        path of :meth:`delete` (older versions and derived memories with them, the deletion ledger
+        for other processes, live managers). The LangGraph store runs it on a timer when its
+        ``TTLConfig`` has a ``sweep_interval_minutes``; otherwise call it from a job of your own.
+        """
+        with self._lock:
+            self._require_open()
+            if not supports(self.store, Expiry):
+                return 0  # no memory of such a store has a TTL (add refuses one)
+            expired: dict[str, list[str]] = {}
+            for owner, memory_id in self.store.expired(timeutil.now()):
+                expired.setdefault(owner, []).append(memory_id)
+            return sum(self._delete(ids, owner, reason="expired")[0] for owner, ids in expired.items())
 
     # ------------------------------------------------------------------ managers
     def manager(self, user: str, **config) -> MemoryManager:
@@ -569,6 +790,8 @@ class AgentMemory:
         action,
         objects,
         location,
+        session=None,
+        ttl=None,
         where: str = "add",
     ) -> Memory:
         """A record of ``user`` from a text and the keyword arguments (the record validates them), or a given record."""
@@ -590,12 +813,21 @@ class AgentMemory:
             content=item,
             importance=0.0 if importance is None else importance,
             kind=kind,
-            agent=agent,
+            agent=agent if agent is not None else self.scope["agent"],
             action=action,
             objects=() if objects is None else objects,
             location=location,
             metadata={} if metadata is None else (dict(metadata) if isinstance(metadata, dict) else metadata),
+            session=session if session is not None else self.scope["session"],
+            **_expiry(self._ttl(ttl)),
         )
+
+
+def _expiry(seconds: float | None) -> dict:
+    """The ``expires_at``/``ttl`` fields of a record whose time to live (seconds, or None) starts now."""
+    if seconds is None:
+        return {"expires_at": None, "ttl": None}
+    return {"expires_at": timeutil.now() + timedelta(seconds=seconds), "ttl": seconds}
 
 
 def _check_user(user) -> None:

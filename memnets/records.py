@@ -37,6 +37,12 @@ class Memory:
         superseded_by: set on an older version of a memory that a newer one replaced (the newer
             one's id); stores keep such rows for ``history`` but never return them from search or
             listings.
+        session: the session (run, thread) the memory came from; with ``agent`` (the agent or
+            speaker it is from) a scope beside the owner, filterable (``filters={"session": ...}``).
+        expires_at: when the memory expires (None: never); from then on no read returns it and a
+            sweep deletes it for good (see docs/memory.md, "Expiry").
+        ttl: the time to live in seconds that set ``expires_at``, kept so that a read can refresh
+            the expiry to ``now + ttl`` (None: no TTL).
         outcome: what the write that returned this record did: "added" (a new memory), "updated"
             (a new version of an existing one, the old one in its history) or "unchanged" (the
             same statement was stored already; only its last access moved). Set on what
@@ -62,6 +68,9 @@ class Memory:
     location: str | None = None
     metadata: dict = field(default_factory=dict)
     superseded_by: str | None = None
+    session: str | None = None
+    expires_at: datetime | None = None
+    ttl: float | None = None
     updated_at: datetime | None = None
     outcome: Outcome | None = field(default=None, compare=False)
 
@@ -79,7 +88,7 @@ class Memory:
             raise ValueError(f"Memory {self.id!r}: importance must lie in [0, 1], got {self.importance!r}")
         if not isinstance(self.metadata, dict):
             raise TypeError(f"Memory {self.id!r}: metadata must be a dict, got {type(self.metadata).__name__}")
-        for name in ("agent", "action", "location"):
+        for name in ("agent", "action", "location", "session"):
             value = getattr(self, name)
             if value is not None and not isinstance(value, str):
                 raise TypeError(f"Memory {self.id!r}: {name} must be a str or None, got {type(value).__name__}")
@@ -98,6 +107,18 @@ class Memory:
             raise ValueError(
                 f"Memory {self.id!r}: superseded_by must be None or a memory id, got {self.superseded_by!r}"
             )
+        if self.expires_at is not None:
+            self.expires_at = as_utc(self.expires_at, f"Memory {self.id!r}: expires_at")
+        if self.ttl is not None:
+            if isinstance(self.ttl, bool) or not isinstance(self.ttl, (int, float)) or not 0 < self.ttl < float("inf"):
+                raise ValueError(f"Memory {self.id!r}: ttl must be a positive number of seconds, got {self.ttl!r}")
+            if self.expires_at is None:
+                raise ValueError(f"Memory {self.id!r}: a ttl needs its expires_at")
+            self.ttl = float(self.ttl)
+
+    def expired(self, now: datetime) -> bool:
+        """Whether the memory has expired at ``now`` (an aware or naive-UTC datetime)."""
+        return self.expires_at is not None and self.expires_at <= as_utc(now)
 
     @property
     def created_at(self) -> datetime:

@@ -8,7 +8,7 @@ another zone keeps its instant and is converted to UTC. Where a time may be omit
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 
 def as_utc(moment: datetime, name: str = "time") -> datetime:
@@ -28,3 +28,21 @@ def now() -> datetime:
 def as_utc_or_now(moment: datetime | None, name: str = "time") -> datetime:
     """:func:`as_utc` of ``moment``, or the current time when it is None."""
     return now() if moment is None else as_utc(moment, name)
+
+
+def ttl_seconds(ttl, name: str = "ttl") -> float | None:
+    """A time to live as positive, finite seconds: a ``timedelta`` or a number of seconds (None stays None).
+
+    ValueError/TypeError naming ``name`` for anything else (zero, negative, NaN, inf, a bool, a string).
+    """
+    if ttl is None:
+        return None
+    if isinstance(ttl, timedelta):
+        seconds = ttl.total_seconds()
+    elif isinstance(ttl, (int, float)) and not isinstance(ttl, bool):
+        seconds = float(ttl)
+    else:
+        raise TypeError(f"{name} must be a timedelta or a number of seconds, got {type(ttl).__name__} {ttl!r:.40}")
+    if not 0 < seconds < float("inf"):
+        raise ValueError(f"{name} must be a positive, finite duration, got {ttl!r}")
+    return seconds

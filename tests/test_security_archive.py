@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 from archive_helpers import DIM, memory_for, start_child, vector_for, vectors_for
 
-from memnets.store.archive import DB_FILE, INDEX_AUTH, INDEX_DIR, Archive, rotate_key
+from memnets.store.archive import DB_FILE, FORMAT_VERSION, INDEX_AUTH, INDEX_DIR, Archive, rotate_key
 from memnets.store.crypto import DEFAULT_KDF, generate_key
 from memnets.store.errors import ArchiveIntegrityError, ArchiveKeyError
 
@@ -250,7 +250,7 @@ def test_a_format_2_archive_opens_and_is_upgraded(tmp_path, name, key):
         assert archive.get(["m2"], "bob")[0].metadata == {"n": 2}
         archive_id = archive.archive_id
     with sqlite3.connect(tmp_path / DB_FILE) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == 3
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == FORMAT_VERSION
         assert conn.execute("SELECT value FROM meta WHERE key = 'kdf'").fetchone() is None  # still the legacy cost
     with Archive(tmp_path, None, key=key) as archive:  # re-sealed to the archive id: opens again, same id
         assert archive.archive_id == archive_id and archive.count("alice") == 2

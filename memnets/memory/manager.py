@@ -41,6 +41,7 @@ the trained encoder, heads and scorer weights of a pack.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import re
@@ -52,6 +53,7 @@ from pathlib import Path
 
 import numpy as np
 
+import memnets.timeutil as timeutil
 from memnets.llm import LLM, ExtractiveLLM
 from memnets.memory import compression
 from memnets.memory.events import EventLog, Move
@@ -73,6 +75,7 @@ from memnets.memory.writes import (
 from memnets.protocols import TextEncoder
 from memnets.records import Memory
 from memnets.scoring import HeuristicScorer, min_max
+from memnets.store.identity import bind_encoder
 from memnets.store.protocol import DeletionLedger, supports
 from memnets.timeutil import as_utc_or_now
 
@@ -89,7 +92,16 @@ def _positive_k(k) -> int:
 
 
 def default_state_path(directory: str | Path, owner: str) -> Path:
-    """Where a manager of ``owner`` saves its tiers in a store folder: ``manager-<owner>.json``."""
+    """Where a manager of ``owner`` saves its tiers in a store folder: ``manager-<sha256 of owner>.json``.
+
+    A hash, not the name: distinct owners never share a file ("a b" and "a_b" did when names were
+    sanitised), and no file name in the folder spells a user's name.
+    """
+    return Path(directory) / f"manager-{hashlib.sha256(owner.encode('utf-8')).hexdigest()}.json"
+
+
+def legacy_state_path(directory: str | Path, owner: str) -> Path:
+    """Where memnets before the hashed names saved ``owner``'s state (read once, then replaced)."""
     return Path(directory) / f"manager-{re.sub(r'[^A-Za-z0-9_.-]', '_', owner)}.json"
 
 
@@ -145,7 +157,7 @@ class ManagerConfig:
     write_through_threshold: float = 0.5
     batch_size: int = 32
     reflection_threshold: float | None = None
-    mmr_lambda: float = 0.7
+    mmr_lambda: float = 1.0  # plain top-k; chosen on conv-49 over 0.7 and 0.5 (docs/memory.md)
     fetch_factor: int = 3
     context_policy: str = "least_recent"
     working_policy: str = "least_important"
@@ -230,6 +242,7 @@ class MemoryManager:
         if not isinstance(owner, str) or not owner:
             raise ValueError(f"owner must be a non-empty string, got {owner!r}")
         self.config = ManagerConfig.build(config, **settings)
+        self.identity = bind_encoder(store, encoder)  # another encoder's store: EncoderMismatchError
         self.encoder = encoder
         self.store = store
         self.owner = owner
@@ -257,10 +270,14 @@ class MemoryManager:
                 type(store).__name__,
                 owner,
             )
+        self._legacy_state: Path | None = None  # a state file under the old name, removed once saved anew
         if state_path is None and getattr(store, "directory", None) is not None:
             state_path = default_state_path(store.directory, owner)
+            legacy = legacy_state_path(store.directory, owner)
+            if not state_path.is_file() and legacy.is_file():
+                self._legacy_state = legacy
         self.state_path = Path(state_path) if state_path is not None else None
-        if resume and self.state_path is not None and self.state_path.is_file():
+        if resume and self.state_path is not None and (self._legacy_state or self.state_path).is_file():
             self._restore()
 
     @property
@@ -334,21 +351,27 @@ class MemoryManager:
         return held
 
     def _forget_deleted(self, t: datetime | None = None) -> set[str]:
-        """Catch up with the store's deletion ledger: forget what any connection or process deleted.
+        """Catch up with the store's deletion ledger: forget what any connection or process deleted,
+        and what has expired (by the wall clock, whatever ``t`` says).
 
         Called before every write, every query and at close, so a memory deleted elsewhere (even
         one still in our write buffer, which the store never saw) is never written back, shown or
         restored. Stores without a ledger (:class:`~memnets.store.protocol.DeletionLedger`) only get
         in-process deletions, through :meth:`forget`.
         """
+        held = self._held()
+        now = timeutil.now()
+        expired = {memory_id for memory_id, memory in held.items() if memory.expired(now)}
+        if expired:
+            self.forget(expired, t, reason="expired")
         if not self._ledger:
-            return set()
+            return expired
         self._deletion_mark, gone = self.store.deleted_since(
-            self._deletion_mark, self.owner, list(self._held().values())
+            self._deletion_mark, self.owner, [m for i, m in held.items() if i not in expired]
         )
         if gone:
             self.forget(gone, t, reason="deleted in the store")
-        return gone
+        return gone | expired
 
     def forget(self, ids: Iterable[str], t: datetime | None = None, *, reason: str = "deleted") -> list[str]:
         """Drop memories from every tier and from the write buffer (they are never written); returns those held.
@@ -452,6 +475,14 @@ class MemoryManager:
         """
         now = as_utc_or_now(now, "recall: now")
         k = self.config.k if k is None else _positive_k(k)
+        chosen = self._recall(query, now, k, query_vector)
+        if stamp:
+            self._stamp(chosen, now)
+        self._settle_working(now, protected=[e.id for e in chosen])
+        return [e.memory for e in chosen]
+
+    def _recall(self, query: str, now: datetime, k: int, query_vector: np.ndarray | None) -> list[Entry]:
+        """RECALL without settling working memory: the entries added (the caller settles the overflow)."""
         self.flush(now)
         if query_vector is None:
             query_vector = self._embed([query], "query")[0]
@@ -465,12 +496,8 @@ class MemoryManager:
         chosen = self._pick(entries, query, query_vector, now, k)
         for entry in chosen:
             self.working.add(entry)
-        ids = [e.id for e in chosen]
-        if stamp:
-            self._stamp(chosen, now)
-        self.events.log(Move.RECALL, ids, now, query=query)
-        self._settle_working(now, protected=ids)
-        return [e.memory for e in chosen]
+        self.events.log(Move.RECALL, [e.id for e in chosen], now, query=query)
+        return chosen
 
     def _stamp(self, entries: list[Entry], now: datetime) -> None:
         """Mark working-memory entries accessed now, here and (for those already written) in the archive."""
@@ -632,10 +659,15 @@ class MemoryManager:
         self.events.log(
             Move.GATE, [], now, query=query, recall=verdict.recall, score=verdict.score, gate=self.gate.name
         )
-        recalled = self.recall(query, now=now, k=k, query_vector=query_vector, stamp=False) if verdict.recall else []
+        recalled = self._recall(query, now, k, query_vector) if verdict.recall else []
+        # the view is picked before working memory settles its overflow, so what the search found
+        # competes with everything held and nothing the query needs is buried before it is shown
         chosen = self._pick(list(self.working.entries.values()), query, query_vector, now, k)
-        stamped = {e.id for e in chosen} | {m.id for m in recalled}
-        self._stamp([e for e in self.working.entries.values() if e.id in stamped], now)
+        shown = {e.id for e in chosen} | {e.id for e in recalled}
+        self._stamp([e for e in self.working.entries.values() if e.id in shown], now)
+        # what the view shows and the search found stay at hand; what it shows at least, if both do not fit
+        protected = shown if len(shown) <= self.config.working_capacity else {e.id for e in chosen}
+        self._settle_working(now, protected=protected)
         return ContextView(
             messages=tuple(e.memory for e in self.context.entries),
             memories=tuple(e.memory for e in chosen),
@@ -717,10 +749,11 @@ class MemoryManager:
         }
 
     def _restore(self) -> None:
-        state = json.loads(self.state_path.read_text())
+        path = self._legacy_state or self.state_path
+        state = json.loads(path.read_text())
         if state.get("version") != STATE_VERSION or state.get("owner") != self.owner:
             raise ValueError(
-                f"manager state {self.state_path} has version {state.get('version')} and owner "
+                f"manager state {path} has version {state.get('version')} and owner "
                 f"{state.get('owner')!r}; expected version {STATE_VERSION} and owner {self.owner!r}"
             )
         for tier, ids in (("context", state["context"]), ("working", state["working"])):
@@ -737,13 +770,24 @@ class MemoryManager:
 
     def close(self) -> None:
         """Forget what was deleted elsewhere, flush the buffer, save the tiers' state next to the
-        archive, and close what we opened. Safe to call twice."""
+        archive, and close what we opened. Safe to call twice.
+
+        A manager that holds nothing (nothing observed, or everything deleted, e.g. by
+        ``delete_all``) writes no state file and removes its old one: after an erasure no file
+        names the user or their memories.
+        """
         if self.closed:
             return
         self._forget_deleted()
         self.flush()
         if self.state_path is not None:
-            self.state_path.write_text(json.dumps(self.state(), indent=2) + "\n")
+            state = self.state()
+            if state["context"] or state["working"] or (state["reflection"] or {}).get("pending"):
+                self.state_path.write_text(json.dumps(state, indent=2) + "\n")
+            else:
+                self.state_path.unlink(missing_ok=True)
+            if self._legacy_state is not None:
+                self._legacy_state.unlink(missing_ok=True)
         self.closed = True
         if self.owns_store:
             self.store.close()

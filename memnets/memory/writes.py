@@ -38,11 +38,14 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Callable, Sequence
+from datetime import timedelta
 
 import numpy as np
 
+import memnets.timeutil as timeutil
 from memnets.records import Memory, Outcome
 from memnets.store.errors import InvalidMemoryError
+from memnets.store.protocol import Expiry, supports
 from memnets.store.rows import VERSION_SEPARATOR  # older versions of memory "x" are "x~1", "x~2", ...
 from memnets.text import SEPARATOR, SPEAKER_PREFIX_MAX
 
@@ -159,7 +162,19 @@ def classify(
 
 def same_record(current: Memory, new: Memory) -> bool:
     """Whether ``new`` (keyed by ``current``'s id) states what ``current`` does: text and every field but times."""
-    fields = ("content", "kind", "importance", "metadata", "agent", "action", "objects", "location", "links")
+    fields = (
+        "content",
+        "kind",
+        "importance",
+        "metadata",
+        "agent",
+        "action",
+        "objects",
+        "location",
+        "links",
+        "session",
+        "ttl",
+    )
     return all(getattr(current, name) == getattr(new, name) for name in fields)
 
 
@@ -360,6 +375,8 @@ class WritePath:
     def update(self, current: Memory, new: Memory, vector: np.ndarray | None) -> Memory:
         """A new version ``new`` of ``current`` (``vector`` None: the text is unchanged, its vector kept)."""
         if same_record(current, new):
+            if new.ttl is not None and new.expires_at != current.expires_at:  # the same TTL again: restarted
+                return self._refreshed(current).replace(outcome="unchanged")
             return current.replace(outcome="unchanged")
         if vector is None:
             vector = self.store.vectors([current.id], current.owner)[0]
@@ -380,7 +397,15 @@ class WritePath:
         """The same statement again: only the last access of ``existing`` moves (to ``memory.t`` if later)."""
         when = max(memory.t, existing.last_access)
         self.store.touch([existing.id], existing.owner, when)
-        return existing.replace(last_access=when, outcome="unchanged")
+        return self._refreshed(existing).replace(last_access=when, outcome="unchanged")
+
+    def _refreshed(self, memory: Memory) -> Memory:
+        """``memory`` with its TTL (if any) restarted from now, in the store too: a write refreshes it, as a read may."""
+        if memory.ttl is None or not supports(self.store, Expiry):
+            return memory
+        when = timeutil.now()
+        self.store.refresh_expiry([memory.id], memory.owner, when)
+        return memory.replace(expires_at=when + timedelta(seconds=memory.ttl))
 
     def _refresh(self, memory: Memory, vector: np.ndarray) -> None:
         for manager in self.managers(memory.owner):

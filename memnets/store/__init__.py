@@ -10,13 +10,26 @@ from memnets.store.errors import (
     ArchiveIntegrityError,
     ArchiveKeyError,
     InvalidMemoryError,
+    StoreCorruptError,
     StoreError,
     StoreFormatError,
     StoreIntegrityError,
     StoreKeyError,
+    StoreReadOnlyError,
+    StoreUnavailableError,
 )
 from memnets.store.filters import MemoryFilter
-from memnets.store.protocol import CAPABILITIES, Compaction, DeletionLedger, IndexRebuild, MemoryStore, supports
+from memnets.store.protocol import (
+    CAPABILITIES,
+    Compaction,
+    DeletionLedger,
+    EncoderBinding,
+    Expiry,
+    IndexRebuild,
+    MemoryStore,
+    Reembedding,
+    supports,
+)
 
 __all__ = [
     "CAPABILITIES",
@@ -26,14 +39,20 @@ __all__ = [
     "ArchiveKeyError",
     "Compaction",
     "DeletionLedger",
+    "EncoderBinding",
+    "Expiry",
     "IndexRebuild",
     "InvalidMemoryError",
     "MemoryFilter",
     "MemoryStore",
+    "Reembedding",
+    "StoreCorruptError",
     "StoreError",
     "StoreFormatError",
     "StoreIntegrityError",
     "StoreKeyError",
+    "StoreReadOnlyError",
+    "StoreUnavailableError",
     "open_store",
     "supports",
 ]

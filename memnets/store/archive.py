@@ -53,27 +53,46 @@ writes. The SQLite schema, format migrations and re-sealing rows (key rotation) 
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Self
 
 import numpy as np
-from tqdm import tqdm
 
+import memnets.timeutil as timeutil
+from memnets.progress import track
 from memnets.records import Memory
 from memnets.retrieval.faiss_retriever import FaissRetriever
 from memnets.store import rows as rowcodec
 from memnets.store.crypto import DEFAULT_KDF, RowCipher
-from memnets.store.errors import StoreError, StoreFormatError, StoreIntegrityError, StoreKeyError
+from memnets.store.disk_reserve import RESERVE_BYTES, DiskReserve
+from memnets.store.errors import StoreError, StoreIntegrityError, StoreKeyError
 from memnets.store.filters import MemoryFilter
+from memnets.store.identity import META_KEY, TARGET_KEY, EncoderIdentity, check_identity
 from memnets.store.index_files import INDEX_AUTH, INDEX_DIR, INDEX_MARKER, IndexFolder, UntrustedIndex
-from memnets.store.sqlite_schema import COLUMNS, CURRENT, DB_FILE, FORMAT_VERSION, chunks, open_schema, rotate_rows
+from memnets.store.reembed import ReembedBatch
+from memnets.store.sqlite_schema import (
+    CHECKS,
+    COLUMNS,
+    CURRENT,
+    DB_FILE,
+    FORMAT_VERSION,
+    LIVE,
+    check_file,
+    chunks,
+    open_error,
+    open_schema,
+    read_only_error,
+    rotate_rows,
+    writable,
+)
 from memnets.timeutil import as_utc
 
 __all__ = ["DB_FILE", "FORMAT_VERSION", "INDEX_AUTH", "INDEX_DIR", "INDEX_MARKER", "Archive", "rotate_key"]
@@ -99,6 +118,14 @@ class Archive:
             IVF-Flat above (recall@10 0.99 at 1M, see docs/scaling.md); an archive saved with another
             kind rebuilds its index once on open.
         busy_timeout: seconds a write waits for another process's write lock before failing.
+        check: what is verified on open (:func:`~memnets.store.sqlite_schema.check_file`): "quick"
+            (default: SQLite's quick_check and the (owner, id) index against the table; one or two
+            reads of the file), "full" (SQLite's integrity_check) or "off" (huge stores, whose
+            reading on every open costs too much; check them with "full" now and then).
+            A damaged file raises StoreCorruptError, a read-only folder StoreReadOnlyError.
+        reserve: bytes of disk kept in the folder (the file ``disk_reserve``) so that a deletion runs
+            on a full disk (:mod:`memnets.store.disk_reserve`; default 8 MiB); 0 keeps none (and
+            removes a reserve left by an earlier open).
 
     Implements :class:`memnets.store.MemoryStore`. Upserting a memory whose (owner, id) already
     exists replaces it (content, vector and all). Memory ids are scoped to their owner: two owners
@@ -109,6 +136,9 @@ class Archive:
     supports_deletion_ledger = True
     supports_compaction = True
     supports_index_rebuild = True
+    supports_encoder_binding = True
+    supports_reembed = True
+    supports_expiry = True
 
     def __init__(
         self,
@@ -118,16 +148,33 @@ class Archive:
         key: bytes | str | None = None,
         index: str = "auto",
         busy_timeout: float = 30.0,
+        check: str = "quick",
+        reserve: int = RESERVE_BYTES,
     ) -> None:
         dim = rowcodec.check_dim(dim, "Archive")
+        if check not in CHECKS:
+            raise ValueError(f"Archive: check must be one of {CHECKS}, got {check!r}")
+        if isinstance(reserve, bool) or not isinstance(reserve, int) or reserve < 0:
+            raise ValueError(f"Archive: reserve must be a number of bytes >= 0, got {reserve!r}")
         self.directory = Path(directory)
-        self.directory.mkdir(parents=True, exist_ok=True)
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            if error.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+                raise read_only_error(self.directory) from None
+            raise
+        if not writable(self.directory):
+            raise read_only_error(self.directory)
         self.index_kind = index
         self._lock = threading.RLock()
         self._conn: sqlite3.Connection | None = None
+        self._encoder: EncoderIdentity | None = None  # the encoder bound by bind_encoder (None: unchecked)
         self._conn = self._connect(busy_timeout)
         try:
-            self.dim, self._cipher, self.archive_id = self._init_schema(dim, key)
+            check_file(self._conn, self.directory / DB_FILE, check)
+            self._reserve = DiskReserve(self.directory, reserve)
+            self.dim, self._cipher, self.archive_id, self._ledger_secret = self._init_schema(dim, key)
+            self._reserve.ensure()
             self._index_files = IndexFolder(self.directory, self.archive_id, self._cipher)
             self._retriever: FaissRetriever
             self._generation = 0  # the change-log position the in-memory index reflects
@@ -146,7 +193,7 @@ class Archive:
             conn.execute("PRAGMA auto_vacuum = INCREMENTAL")  # only takes effect on a new, empty file
             mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
         except sqlite3.DatabaseError as error:
-            raise StoreFormatError(f"{path} is not a memnets archive (SQLite says: {error})") from None
+            raise open_error(error, path) from None
         if mode.lower() != "wal":
             conn.close()
             raise StoreError(
@@ -159,7 +206,7 @@ class Archive:
         conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
         return conn
 
-    def _init_schema(self, dim: int | None, key: bytes | str | None) -> tuple[int, RowCipher | None, str]:
+    def _init_schema(self, dim: int | None, key: bytes | str | None) -> tuple[int, RowCipher | None, str, bytes]:
         """Create the schema in a new archive, or check format, dim and key of an existing one (and upgrade it)."""
         with self._write() as conn:
             return open_schema(conn, self.directory / DB_FILE, dim, key)
@@ -241,7 +288,7 @@ class Archive:
             generation = self._db_generation(conn)
             total = conn.execute(f"SELECT count(*) FROM memories WHERE {CURRENT}").fetchone()[0]
             rows = conn.execute(f"SELECT row, owner, vector FROM memories WHERE {CURRENT} ORDER BY owner, row")
-            with tqdm(
+            with track(
                 total=total, desc="rebuilding memory index", unit="mem", disable=total < _REBUILD_PROGRESS_FROM
             ) as progress:
                 for owner, ids, vectors in _group_by_owner(rows, self.dim):
@@ -249,12 +296,17 @@ class Archive:
                     progress.update(len(ids))
         self._retriever, self._generation = retriever, generation
 
-    def _sync(self) -> None:
-        """Replay the changes this process's index has not seen (its own writes and other processes')."""
+    def _sync(self, check_encoder: bool = True) -> None:
+        """Replay the changes this process's index has not seen (its own writes and other processes'),
+        first checking (``check_encoder``) that no re-embedding elsewhere moved the archive to another encoder."""
         with self._read() as conn:
             generation = self._db_generation(conn)
             if generation == self._generation:
                 return
+            if check_encoder:
+                self._check_encoder(conn)
+            if int(conn.execute("SELECT value FROM meta WHERE key = 'dim'").fetchone()[0]) != self.dim:
+                return  # re-embedded elsewhere to another dim: this index stays in the old space (to be reopened)
             pruned = conn.execute("SELECT value FROM meta WHERE key = 'pruned_through'").fetchone()
             if pruned is not None and self._generation < int(pruned[0]):
                 changed = None  # the log no longer reaches back to our position
@@ -303,7 +355,7 @@ class Archive:
     def save_index(self) -> None:
         """Write the index and the generation it reflects, atomically replacing the previous files."""
         with self._lock:
-            self._sync()
+            self._sync(check_encoder=False)  # saving what this process holds is no search
             if self._saved_generation == self._generation:
                 return
             with self._read() as conn:
@@ -342,6 +394,7 @@ class Archive:
         with self._lock:
             replaced = 0
             with self._write() as conn:
+                self._check_encoder(conn, record=True)
                 for row in rows:
                     stored = conn.execute(
                         "SELECT version FROM memories WHERE owner = ? AND id = ?", (row.owner, row.id)
@@ -350,6 +403,8 @@ class Archive:
                     row = rowcodec.seal_row(row, self._cipher, self.archive_id, 1 if stored is None else stored[0] + 1)
                     conn.execute(_UPSERT, vars(row))  # an update keeps the row number: log it afterwards
                     self._log_changes(conn, "owner = ? AND id = ?", (row.owner, row.id))
+                    if stored is not None:  # a pending re-embedding's vector of the old text goes with it
+                        self._drop_reembedded(conn, "owner = ? AND id = ?", (row.owner, row.id))
             if replaced:  # the old text and vector must leave the disk as after a delete
                 self._drop_saved_index()
                 self.compact()
@@ -370,7 +425,8 @@ class Archive:
         with self._lock:
             with self._write() as conn:
                 record = conn.execute(
-                    f"SELECT {COLUMNS} FROM memories WHERE owner = ? AND id = ? AND {CURRENT}", (new.owner, new.id)
+                    f"SELECT {COLUMNS} FROM memories WHERE owner = ? AND id = ? AND {CURRENT} AND {LIVE}",
+                    (new.owner, new.id, timeutil.now().timestamp()),
                 ).fetchone()
                 if record is None:
                     raise KeyError(f"Archive.new_version: owner {new.owner!r} has no current memory {new.id!r}")
@@ -410,6 +466,44 @@ class Archive:
                 for i in ids
             )
 
+    def refresh_expiry(self, ids: Iterable[str], owner: str, now: datetime) -> int:
+        """Move the expiry of the owner's unexpired memories with these ids and a TTL to ``now + ttl``; returns how many."""
+        ids = rowcodec.check_ids(ids, "Archive.refresh_expiry")
+        rowcodec.check_owner(owner, "Archive.refresh_expiry")
+        now = as_utc(now, "Archive.refresh_expiry: now")
+        with self._lock, self._write() as conn:
+            refreshed = 0
+            for chunk in chunks(ids, 500):
+                rows = conn.execute(
+                    f"SELECT row, ttl FROM memories WHERE owner = ? AND id IN ({','.join('?' * len(chunk))}) "
+                    f"AND ttl IS NOT NULL AND {LIVE}",
+                    [owner, *chunk, now.timestamp()],
+                ).fetchall()
+                for row, ttl in rows:
+                    expires = now + timedelta(seconds=ttl)
+                    conn.execute(
+                        "UPDATE memories SET expires_at = ?, expires_epoch = ? WHERE row = ?",
+                        (expires.isoformat(), expires.timestamp(), row),
+                    )
+                refreshed += len(rows)
+            return refreshed
+
+    def expired(self, now: datetime, owner: str | None = None) -> list[tuple[str, str]]:
+        """(owner, id) of every stored row (older versions too) expired at ``now``, of one owner or all, sorted.
+
+        What a sweep deletes; every read already skips them.
+        """
+        now = as_utc(now, "Archive.expired: now").timestamp()
+        where, params = "expires_epoch <= ?", [now]
+        if owner is not None:
+            rowcodec.check_owner(owner, "Archive.expired")
+            where, params = "owner = ? AND expires_epoch <= ?", [owner, now]
+        with self._lock, self._read() as conn:
+            return [
+                tuple(r)
+                for r in conn.execute(f"SELECT owner, id FROM memories WHERE {where} ORDER BY owner, id", params)
+            ]
+
     def delete(self, ids: Iterable[str], owner: str) -> int:
         """Delete the owner's memories with these ids and their older versions (others' are untouched); returns how many rows."""
         ids = rowcodec.check_ids(ids, "Archive.delete")
@@ -422,7 +516,7 @@ class Archive:
     def delete_owner(self, owner: str) -> int:
         """Delete every memory of an owner; returns how many."""
         rowcodec.check_owner(owner, "Archive.delete_owner")
-        return self._delete_where([("owner = ?", [owner])], tombstones=[(owner, None, None)])
+        return self._delete_where([("owner = ?", [owner])], tombstones=[(owner, None, None)], erase_owner=owner)
 
     def purge_older_than(self, cutoff: datetime, owner: str | None = None) -> int:
         """Delete memories created (``t``) before ``cutoff`` with their older versions, of one owner or of all; returns how many.
@@ -437,29 +531,53 @@ class Archive:
             [("owner = ? AND t_epoch < ?", [owner, cutoff_epoch])], tombstones=[(owner, None, cutoff_epoch)]
         )
 
-    def _delete_where(self, clauses: Sequence[tuple[str, Sequence]], tombstones: Sequence[tuple] = ()) -> int:
+    def _delete_where(
+        self, clauses: Sequence[tuple[str, Sequence]], tombstones: Sequence[tuple] = (), erase_owner: str | None = None
+    ) -> int:
         """Delete the rows matching any (where, params) clause and the older versions of the current ones
         among them, in one transaction (with the deletion's ``tombstones``, see :meth:`deleted_since`),
-        then scrub the disk."""
+        then scrub the disk. On a full disk the reserve (:mod:`memnets.store.disk_reserve`) makes room.
+        ``erase_owner``: the deletion takes every row of this owner, so the owner's earlier tombstones
+        go too (the new one covers them), leaving one row with no id."""
+        with self._lock:
+            try:
+                deleted = self._delete_rows(clauses, tombstones, erase_owner)
+            except sqlite3.OperationalError as error:
+                if getattr(error, "sqlite_errorname", "") != "SQLITE_FULL" or not self._reserve.release():
+                    raise
+                self._require_open().execute("PRAGMA wal_checkpoint(TRUNCATE)")  # the log's room, for the retry
+                deleted = self._delete_rows(clauses, tombstones, erase_owner)
+            if deleted:
+                self._drop_saved_index()
+                self.compact()
+            self._reserve.ensure()
+            self._sync(check_encoder=False)  # a deletion is right under any encoder
+            return deleted
+
+    def _delete_rows(
+        self, clauses: Sequence[tuple[str, Sequence]], tombstones: Sequence[tuple], erase_owner: str | None
+    ) -> int:
+        """The transaction of :meth:`_delete_where`; returns how many rows it deleted."""
         with self._lock:
             deleted = 0
             with self._write() as conn:
-                _record_tombstones(conn, tombstones)
+                stones = [rowcodec.ledger_row(self._ledger_secret, *stone) for stone in tombstones]
+                if erase_owner is not None and _has_ledger(conn):
+                    conn.execute("DELETE FROM deletions WHERE owner = ?", (stones[0][0],))
+                _record_tombstones(conn, stones)
                 for where, params in clauses:
                     replaced = conn.execute(
                         f"SELECT owner, id FROM memories WHERE {where} AND {CURRENT}", params
                     ).fetchall()
                     self._log_changes(conn, where, params)
+                    self._drop_reembedded(conn, where, params)
                     deleted += conn.execute(f"DELETE FROM memories WHERE {where}", params).rowcount
                     for owner, ids in _group_pairs(replaced):
                         for chunk in chunks(ids, 500):
                             versions = f"owner = ? AND superseded_by IN ({','.join('?' * len(chunk))})"
                             self._log_changes(conn, versions, [owner, *chunk])
+                            self._drop_reembedded(conn, versions, [owner, *chunk])
                             deleted += conn.execute(f"DELETE FROM memories WHERE {versions}", [owner, *chunk]).rowcount
-            if deleted:
-                self._drop_saved_index()
-                self.compact()
-            self._sync()
             return deleted
 
     def compact(self) -> bool:
@@ -467,12 +585,26 @@ class Archive:
 
         Called after every deletion so deleted text leaves the disk. Returns False when another
         connection's open read kept the WAL from being truncated (it is then cleared at a later
-        checkpoint, at the latest when the last connection closes).
+        checkpoint, at the latest when the last connection closes), or when the disk is full (the
+        checkpoint may need to grow the database file; it runs again at the next compact or close).
         """
         with self._lock:
             conn = self._require_open()
-            conn.executescript("PRAGMA incremental_vacuum;")  # execute() would free only one page per call
-            busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            try:
+                # fold the WAL in first: on a nearly full disk, the vacuum's page moves need the room it held
+                conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                conn.executescript("PRAGMA incremental_vacuum;")  # execute() would free only one page per call
+                busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            except sqlite3.OperationalError as error:
+                if getattr(error, "sqlite_errorname", "") != "SQLITE_FULL":
+                    raise
+                # the deletion itself committed (gone for every reader); the scrub waits for room
+                log.warning(
+                    "%s: disk full; deleted rows are gone, but their zeroed pages leave the files only "
+                    "at the next compact() or close() with free space",
+                    self.directory,
+                )
+                return False
             return busy == 0
 
     # ------------------------------------------------------------------ reads (all owner-scoped)
@@ -480,18 +612,24 @@ class Archive:
         """The owner's memories with these ids (older versions included), in the order asked; ids not found (or another owner's) are skipped."""
         ids = rowcodec.check_ids(ids, "Archive.get")
         rowcodec.check_owner(owner, "Archive.get")
+        now = timeutil.now().timestamp()
         found: dict[str, Memory] = {}
         with self._lock, self._read() as conn:
             for chunk in chunks(ids, 500):
                 marks = ",".join("?" * len(chunk))
                 for record in conn.execute(
-                    f"SELECT {COLUMNS} FROM memories WHERE owner = ? AND id IN ({marks})", [owner, *chunk]
+                    f"SELECT {COLUMNS} FROM memories WHERE owner = ? AND id IN ({marks}) AND {LIVE}",
+                    [owner, *chunk, now],
                 ):
                     found[record[2]] = self._decode(record)
         return [found[i] for i in dict.fromkeys(ids) if i in found]
 
     def vectors(self, ids: Iterable[str], owner: str) -> np.ndarray:
-        """The stored vectors [N, dim] of the owner's memories with these ids (in order; all must exist)."""
+        """The stored vectors [N, dim] of the owner's memories with these ids (in order; all must exist).
+
+        Expired rows not yet swept still answer (callers ask for ids a read just returned, and a
+        vector holds no text).
+        """
         ids = rowcodec.check_ids(ids, "Archive.vectors")
         rowcodec.check_owner(owner, "Archive.vectors")
         out = np.zeros((len(ids), self.dim), dtype=np.float32)
@@ -515,17 +653,29 @@ class Archive:
         k = rowcodec.check_k(k, "Archive.search")
         query = rowcodec.check_vectors(vector, 1, self.dim, "Archive.search", single=True)
         filters = MemoryFilter.parse(filters)
+        now = timeutil.now().timestamp()
         with self._lock:
-            if filters is not None:
-                return self._search_filtered(query[0], k, owner, filters)
+            if filters is not None or self._has_expired(owner, now):
+                # the index still holds expired rows until a sweep: rank exactly so that k are filled
+                return self._search_filtered(query[0], k, owner, filters or MemoryFilter(), now)
             self._sync()
             ids, scores = self._retriever.search(query, k, owner)
             rows = [int(i) for i in ids[0]]
-            records = self._records_by_row(rows, owner)
+            records = self._records_by_row(rows, owner, now)
             return [(self._decode(records[row]), float(score)) for row, score in zip(rows, scores[0]) if row in records]
 
-    def _records_by_row(self, rows: Sequence[int], owner: str) -> dict[int, tuple]:
-        """The owner's current records with these row numbers, keyed by row."""
+    def _has_expired(self, owner: str, now: float) -> bool:
+        """Whether the owner has a current row that expired and is not swept yet (one indexed look-up)."""
+        with self._read() as conn:
+            return (
+                conn.execute(
+                    f"SELECT 1 FROM memories WHERE owner = ? AND expires_epoch <= ? AND {CURRENT} LIMIT 1", (owner, now)
+                ).fetchone()
+                is not None
+            )
+
+    def _records_by_row(self, rows: Sequence[int], owner: str, now: float) -> dict[int, tuple]:
+        """The owner's current, unexpired records with these row numbers, keyed by row."""
         records = {}
         with self._read() as conn:
             for chunk in chunks(rows, 500):
@@ -534,19 +684,19 @@ class Archive:
                     for r in conn.execute(
                         # "+owner": filter by owner but look rows up by primary key; with a plain
                         # "owner = ?" SQLite picks the owner index and scans all the owner's rows
-                        f"SELECT {COLUMNS} FROM memories WHERE +owner = ? AND {CURRENT} "
+                        f"SELECT {COLUMNS} FROM memories WHERE +owner = ? AND {CURRENT} AND {LIVE} "
                         f"AND row IN ({','.join('?' * len(chunk))})",
-                        [owner, *chunk],
+                        [owner, now, *chunk],
                     )
                 )
         return records
 
     def _search_filtered(
-        self, query: np.ndarray, k: int, owner: str, filters: MemoryFilter
+        self, query: np.ndarray, k: int, owner: str, filters: MemoryFilter, now: float
     ) -> list[tuple[Memory, float]]:
-        """Exact ranking of the owner's current rows that pass ``filters``: clear columns in SQL,
-        metadata on the decoded records, checked best first until k match."""
-        where, params = _clear_conditions(owner, filters)
+        """Exact ranking of the owner's current, unexpired rows that pass ``filters``: clear columns in
+        SQL, metadata and scopes on the decoded records, checked best first until k match."""
+        where, params = _clear_conditions(owner, filters, now)
         with self._read() as conn:
             candidates = conn.execute(f"SELECT row, vector FROM memories WHERE {where}", params).fetchall()
         if not candidates:
@@ -560,7 +710,7 @@ class Archive:
         batch = k if not filters.needs_payload else max(k, 256)
         for start in range(0, len(order), batch):
             positions = order[start : start + batch]
-            records = self._records_by_row([candidates[p][0] for p in positions], owner)
+            records = self._records_by_row([candidates[p][0] for p in positions], owner, now)
             for p in positions:
                 record = records.get(candidates[p][0])
                 if record is None:  # deleted since the candidates were read
@@ -579,7 +729,7 @@ class Archive:
         rowcodec.check_owner(owner, "Archive.list_memories")
         rowcodec.check_page(limit, offset, "Archive.list_memories")
         filters = MemoryFilter.parse(filters)
-        where, params = _clear_conditions(owner, filters)
+        where, params = _clear_conditions(owner, filters, timeutil.now().timestamp())
         query = f"SELECT {COLUMNS} FROM memories WHERE {where} ORDER BY t_epoch, id"
         with self._lock, self._read() as conn:
             if filters is None or not filters.needs_payload:
@@ -624,19 +774,27 @@ class Archive:
             ]
 
     def count(self, owner: str) -> int:
-        """How many current (not superseded) memories the owner has."""
+        """How many current (not superseded, not expired) memories the owner has."""
         rowcodec.check_owner(owner, "Archive.count")
         with self._lock:
             return (
                 self._require_open()
-                .execute(f"SELECT count(*) FROM memories WHERE owner = ? AND {CURRENT}", (owner,))
+                .execute(
+                    f"SELECT count(*) FROM memories WHERE owner = ? AND {CURRENT} AND {LIVE}",
+                    (owner, timeutil.now().timestamp()),
+                )
                 .fetchone()[0]
             )
 
     def owners(self) -> list[str]:
         """Every owner with at least one stored memory, sorted."""
         with self._lock:
-            return [r[0] for r in self._require_open().execute("SELECT DISTINCT owner FROM memories ORDER BY owner")]
+            return [
+                r[0]
+                for r in self._require_open().execute(
+                    f"SELECT DISTINCT owner FROM memories WHERE {LIVE} ORDER BY owner", (timeutil.now().timestamp(),)
+                )
+            ]
 
     def index_size(self) -> int:
         """How many vectors the in-memory FAISS index holds after catching up (equals the table's row count)."""
@@ -665,9 +823,130 @@ class Archive:
             if newest <= mark or not memories:
                 return newest, set()
             stones = conn.execute(
-                "SELECT id, before FROM deletions WHERE seq > ? AND (owner = ? OR owner IS NULL)", (int(mark), owner)
+                "SELECT id, before FROM deletions WHERE seq > ? AND (owner = ? OR owner IS NULL)",
+                (int(mark), rowcodec.ledger_tag(self._ledger_secret, owner)),
             ).fetchall()
-        return newest, rowcodec.deleted_by_tombstones(memories, stones, lambda memory: memory.t.timestamp())
+        return newest, rowcodec.deleted_by_tombstones(
+            memories, stones, lambda memory: memory.t.timestamp(), self._ledger_secret
+        )
+
+    # ------------------------------------------------------------------ encoder identity and re-embedding
+    def encoder_identity(self) -> EncoderIdentity | None:
+        """The encoder that filled the archive (None before the first vector); see memnets.store.identity."""
+        with self._lock, self._read() as conn:
+            return self._meta_identity(conn, META_KEY)
+
+    def bind_encoder(self, identity: EncoderIdentity) -> None:
+        """Check that ``identity`` is the encoder that filled the archive (EncoderMismatchError naming
+        both if not); from now on every write records it with the first vector or checks it again, and
+        every index sync checks it (a re-embedding elsewhere). An archive filled before identities
+        were recorded is taken to be this encoder's, with a warning."""
+        with self._lock, self._write() as conn:
+            stored = self._meta_identity(conn, META_KEY)
+            check_identity(stored, identity, str(self.directory))
+            if stored is None and conn.execute("SELECT 1 FROM memories LIMIT 1").fetchone() is not None:
+                log.warning(
+                    "%s was filled before memnets recorded encoders; recording %s as its encoder",
+                    self.directory,
+                    identity.describe(),
+                )
+                conn.execute("INSERT INTO meta (key, value) VALUES (?, ?)", (META_KEY, identity.to_json()))
+            self._encoder = identity
+
+    def _meta_identity(self, conn: sqlite3.Connection, key: str) -> EncoderIdentity | None:
+        row = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else EncoderIdentity.from_json(row[0], str(self.directory))
+
+    def _check_encoder(self, conn: sqlite3.Connection, record: bool = False) -> None:
+        """Inside a transaction: the bound encoder is still the archive's (``record``: write it if none is)."""
+        if self._encoder is None:
+            return
+        stored = self._meta_identity(conn, META_KEY)
+        check_identity(stored, self._encoder, str(self.directory))
+        if stored is None and record:
+            conn.execute("INSERT INTO meta (key, value) VALUES (?, ?)", (META_KEY, self._encoder.to_json()))
+
+    def _drop_reembedded(self, conn: sqlite3.Connection, where: str, params: Sequence) -> None:
+        """Inside the caller's transaction: drop the re-embedding vectors of the rows matching ``where``."""
+        conn.execute(f"DELETE FROM reembed WHERE row IN (SELECT row FROM memories WHERE {where})", params)
+
+    def reembed_start(self, identity: EncoderIdentity) -> str:
+        """Begin (or resume) re-embedding to ``identity``: "current" if the archive is embedded by it
+        already, "resumed" if a re-embedding to it was under way, else "started" (a re-embedding to
+        another encoder is dropped)."""
+        with self._lock, self._write() as conn:
+            target = self._meta_identity(conn, TARGET_KEY)
+            if target is not None and target.fingerprint == identity.fingerprint:
+                return "resumed"
+            conn.execute("DELETE FROM reembed")
+            current = self._meta_identity(conn, META_KEY)
+            if current is not None and current.fingerprint == identity.fingerprint:
+                conn.execute("DELETE FROM meta WHERE key = ?", (TARGET_KEY,))
+                return "current"
+            conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (TARGET_KEY, identity.to_json()))
+            return "started"
+
+    _TODO = "FROM memories m WHERE NOT EXISTS (SELECT 1 FROM reembed r WHERE r.row = m.row AND r.version = m.version)"
+
+    @contextmanager
+    def reembed_batch(self, size: int) -> Iterator[ReembedBatch]:
+        """Up to ``size`` rows without a new vector; their vectors, once the caller saved them on the
+        batch, are committed when the block ends (nothing is committed if it raises)."""
+        with self._lock, self._read() as conn:
+            records = conn.execute(f"SELECT {COLUMNS} {self._TODO} ORDER BY m.row LIMIT ?", (size,)).fetchall()
+        batch = ReembedBatch([self._decode(r).content for r in records], [(r[0], r[10]) for r in records])
+        yield batch
+        if batch.vectors is None or not records:
+            return
+        payload = [
+            (row, version, vector.astype("<f4").tobytes()) for (row, version), vector in zip(batch.keys, batch.vectors)
+        ]
+        with self._lock, self._write() as conn:
+            # rows rewritten or deleted since they were read are skipped: the next batch embeds their new version
+            conn.executemany(
+                "INSERT OR REPLACE INTO reembed (row, version, vector) "
+                "SELECT ?, ?, ? WHERE EXISTS (SELECT 1 FROM memories WHERE row = ?1 AND version = ?2)",
+                payload,
+            )
+
+    def reembed_progress(self) -> tuple[int, int]:
+        """(rows with their new vector, rows in the archive)."""
+        with self._lock, self._read() as conn:
+            total = conn.execute("SELECT count(*) FROM memories").fetchone()[0]
+            left = conn.execute(f"SELECT count(*) {self._TODO}").fetchone()[0]
+        return total - left, total
+
+    def reembed_finish(self) -> bool:
+        """Swap to the new vectors and encoder in one transaction, if every row has its new vector;
+        True if it swapped. Rows are re-sealed (the vector is bound into each row's seal)."""
+        with self._lock:
+            with self._write() as conn:
+                target = self._meta_identity(conn, TARGET_KEY)
+                if target is None or conn.execute(f"SELECT 1 {self._TODO} LIMIT 1").fetchone() is not None:
+                    return False
+                records = conn.execute(
+                    f"SELECT {', '.join('m.' + c.strip() for c in COLUMNS.split(','))}, r.vector "
+                    "FROM memories m JOIN reembed r ON r.row = m.row ORDER BY m.row"
+                ).fetchall()
+                for record in records:
+                    memory = self._decode(record[:-1])
+                    row = rowcodec.encode_row(memory, np.frombuffer(record[-1], dtype="<f4"), "Archive.reembed")
+                    row = rowcodec.seal_row(row, self._cipher, self.archive_id, record[10] + 1)
+                    conn.execute(
+                        "UPDATE memories SET payload = ?, vector = ?, version = ? WHERE row = ?",
+                        (row.payload, row.vector, row.version, record[0]),
+                    )
+                self._log_changes(conn, "1 = 1", ())
+                conn.execute("DELETE FROM reembed")
+                conn.execute("DELETE FROM meta WHERE key = ?", (TARGET_KEY,))
+                conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (META_KEY, target.to_json()))
+                conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('dim', ?)", (target.dim,))
+            self.dim, self._encoder = target.dim, target
+            self._drop_saved_index()
+            self._rebuild()
+            self.compact()  # the old vectors leave the WAL and the free pages
+            log.info("%s: re-embedded %d rows; now %s", self.directory, len(records), target.describe())
+            return True
 
     # ------------------------------------------------------------------ lifecycle
     def close(self) -> None:
@@ -693,7 +972,9 @@ class Archive:
 
     # ------------------------------------------------------------------ encoding
     def _decode(self, record: tuple) -> Memory:
-        _, owner, memory_id, t, last_access, importance, kind, payload, vector, superseded_by, version = record
+        _, owner, memory_id, t, last_access, importance, kind, payload, vector, superseded_by, version, expires, ttl = (
+            record
+        )
         return rowcodec.decode_row(
             self._cipher,
             store_id=self.archive_id,
@@ -707,6 +988,8 @@ class Archive:
             superseded_by=superseded_by,
             payload=payload,
             vector=vector,
+            expires_at=expires,
+            ttl=ttl,
         )
 
 
@@ -745,12 +1028,13 @@ def rotate_key(
 # one row written: inserted, or over the stored (owner, id) keeping its row number (its FAISS id)
 _UPSERT = (
     "INSERT INTO memories (owner, id, t, t_epoch, last_access, importance, kind, payload, vector, "
-    "superseded_by, version) VALUES (:owner, :id, :t, :t_epoch, :last_access, :importance, :kind, "
-    ":payload, :vector, :superseded_by, :version) "
+    "superseded_by, version, expires_at, expires_epoch, ttl) VALUES (:owner, :id, :t, :t_epoch, :last_access, "
+    ":importance, :kind, :payload, :vector, :superseded_by, :version, :expires_at, :expires_epoch, :ttl) "
     "ON CONFLICT (owner, id) DO UPDATE SET t = excluded.t, t_epoch = excluded.t_epoch, "
     "last_access = excluded.last_access, importance = excluded.importance, kind = excluded.kind, "
     "payload = excluded.payload, vector = excluded.vector, superseded_by = excluded.superseded_by, "
-    "version = excluded.version"
+    "version = excluded.version, expires_at = excluded.expires_at, expires_epoch = excluded.expires_epoch, "
+    "ttl = excluded.ttl"
 )
 _TOMBSTONES = (
     "CREATE TABLE IF NOT EXISTS deletions (seq INTEGER PRIMARY KEY AUTOINCREMENT, owner TEXT, id TEXT, before REAL)"
@@ -765,14 +1049,21 @@ def _record_tombstones(conn: sqlite3.Connection, tombstones: Sequence[tuple]) ->
         conn.executemany("INSERT INTO deletions (owner, id, before) VALUES (?, ?, ?)", tombstones)
 
 
+def _has_ledger(conn: sqlite3.Connection) -> bool:
+    return (
+        conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'deletions'").fetchone() is not None
+    )
+
+
 def _tombstone_mark(conn: sqlite3.Connection) -> int:
     row = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'deletions'").fetchone()
     return int(row[0]) if row else 0
 
 
-def _clear_conditions(owner: str, filters: MemoryFilter | None) -> tuple[str, list]:
-    """SQL conditions (and parameters) for the owner's current rows passing the clear-column part of ``filters``."""
-    where, params = [f"owner = ? AND {CURRENT}"], [owner]
+def _clear_conditions(owner: str, filters: MemoryFilter | None, now: float) -> tuple[str, list]:
+    """SQL conditions (and parameters) for the owner's current rows, unexpired at ``now`` (epoch seconds),
+    passing the clear-column part of ``filters``."""
+    where, params = [f"owner = ? AND {CURRENT} AND {LIVE}"], [owner, now]
     if filters is not None:
         if filters.kinds is not None:
             where.append(f"kind IN ({','.join('?' * len(filters.kinds))})")

@@ -24,6 +24,18 @@ class StoreIntegrityError(StoreError):
     """A stored row failed authentication (tampered, swapped between rows, or corrupted)."""
 
 
+class StoreCorruptError(StoreError):
+    """The store's files are damaged (a failed SQLite integrity check, a malformed page); restore a backup."""
+
+
+class StoreReadOnlyError(StoreError):
+    """The store cannot be written (a read-only folder, file or mount); nothing was changed."""
+
+
+class StoreUnavailableError(StoreError):
+    """The database server cannot be reached or went away mid-call (stopped, restarted, network down)."""
+
+
 class InvalidMemoryError(StoreError, ValueError):
     """A memory or vector handed to the store is unusable (empty text, NaN vector, bad Unicode...)."""
 
@@ -40,8 +52,11 @@ __all__ = [
     "ArchiveIntegrityError",
     "ArchiveKeyError",
     "InvalidMemoryError",
+    "StoreCorruptError",
     "StoreError",
     "StoreFormatError",
     "StoreIntegrityError",
     "StoreKeyError",
+    "StoreReadOnlyError",
+    "StoreUnavailableError",
 ]

@@ -5,12 +5,31 @@ it *before* ranking and paging (so a search returns k results whenever k memorie
 :meth:`MemoryFilter.matches` is the one definition of what "match" means, and every store's
 query (SQL, a scan of decrypted rows) is tested to agree with it.
 
-- ``kinds``: the memory's kind is one of these.
-- ``metadata``: every named field of ``Memory.metadata`` (top-level keys) satisfies its condition:
-  a plain value means equality; a dict of operators ``$eq $ne $gt $gte $lt $lte $in`` means all of
-  them hold. A missing field fails every condition except ``$ne``. Order comparisons hold only
-  between two numbers or two strings; ``True`` equals neither ``1`` nor ``1.0`` (JSON keeps them apart).
+The mapping form (:meth:`MemoryFilter.parse`), every given part must hold:
+
+- ``kind``: the memory's kind is this one, or one of this list.
 - ``since`` / ``until``: ``since <= t < until``; naive datetimes (given or stored) are read as UTC.
+- ``agent`` / ``session``: a condition on the memory's scope fields (a plain value means equality;
+  a memory without the scope has the value None, so ``{"agent": {"$eq": None}}`` finds unscoped ones).
+- ``metadata``: conditions on top-level fields of ``Memory.metadata``, ``{field: condition}``, all
+  of which must hold, plus ``"$and": [conditions, ...]`` / ``"$or": [conditions, ...]`` for
+  boolean combinations of such mappings.
+- ``"$and": [filter, ...]`` / ``"$or": [filter, ...]``: boolean combinations of whole filters
+  (mixing scopes, metadata, kinds and times).
+
+A condition is a plain value (equality) or a dict of operators, all of which must hold:
+
+========= ==========================================================================
+``$eq``   equal (JSON equality: ``True`` equals neither ``1`` nor ``1.0``)
+``$ne``   not equal; a missing field passes
+``$gt``   greater than (``$gte``, ``$lt``, ``$lte`` alike); only between two numbers or two strings
+``$in``   equal to one of a list
+``$nin``  equal to none of a list; a missing field passes
+========= ==========================================================================
+
+A missing metadata field fails every condition except ``$ne`` and ``$nin``. Any other key that
+starts with ``$``, anywhere (``{"metadata": {"$regex": ...}}``, ``{"$xor": ...}``), is an error
+naming it, never a field name that matches nothing; so metadata field names cannot start with ``$``.
 """
 
 from __future__ import annotations
@@ -24,21 +43,25 @@ from typing import Any
 from memnets.records import MEMORY_KINDS, Memory
 from memnets.timeutil import as_utc
 
-OPERATORS = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte", "$in")
+OPERATORS = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte", "$in", "$nin")
+COMBINATORS = ("$and", "$or")
+SCOPES = ("agent", "session")  # scope fields of a memory beside its owner (the user)
 _ORDER = {
     "$gt": lambda a, b: a > b,
     "$gte": lambda a, b: a >= b,
     "$lt": lambda a, b: a < b,
     "$lte": lambda a, b: a <= b,
 }
-_KEYS = ("kind", "metadata", "since", "until")
+_LISTS = ("$in", "$nin")
+_KEYS = ("kind", "metadata", "since", "until", *SCOPES, *COMBINATORS)
 
 
 @dataclass(frozen=True)
 class MemoryFilter:
     """Which memories a search or listing considers (all given conditions must hold).
 
-    Build one directly or with :meth:`parse` from a plain mapping. Invalid conditions raise
+    Build one directly or with :meth:`parse` from a plain mapping (see the module docstring).
+    ``all_of``/``any_of`` hold the filters of ``"$and"``/``"$or"``. Invalid conditions raise
     ValueError/TypeError naming the field and what was wrong, at construction.
     """
 
@@ -46,6 +69,10 @@ class MemoryFilter:
     metadata: Mapping[str, Any] | None = None
     since: datetime | None = None
     until: datetime | None = None
+    agent: Any = None
+    session: Any = None
+    all_of: tuple[MemoryFilter, ...] = ()
+    any_of: tuple[MemoryFilter, ...] = ()
 
     def __post_init__(self) -> None:
         if self.kinds is not None:
@@ -57,26 +84,29 @@ class MemoryFilter:
                 raise ValueError(f"MemoryFilter: unknown kinds {unknown!r}; known kinds are {MEMORY_KINDS}")
             object.__setattr__(self, "kinds", tuple(dict.fromkeys(kinds)))
         if self.metadata is not None:
-            if not isinstance(self.metadata, Mapping):
-                raise TypeError(
-                    f"MemoryFilter: metadata must be a mapping of field -> condition, "
-                    f"got {type(self.metadata).__name__}"
-                )
-            conditions = {}
-            for name, condition in self.metadata.items():
-                if not isinstance(name, str) or not name:
-                    raise ValueError(f"MemoryFilter: metadata field names must be non-empty strings, got {name!r}")
-                conditions[name] = _check_condition(name, condition)
-            object.__setattr__(self, "metadata", MappingProxyType(conditions) if conditions else None)
+            object.__setattr__(self, "metadata", _check_metadata(self.metadata, "metadata"))
         for name in ("since", "until"):
             value = getattr(self, name)
             if value is not None:
                 object.__setattr__(self, name, as_utc(value, f"MemoryFilter: {name}"))
+        for name in SCOPES:
+            value = getattr(self, name)
+            if value is not None:
+                object.__setattr__(self, name, MappingProxyType(_check_condition(value, name)))
+        for name, word in (("all_of", "$and"), ("any_of", "$or")):
+            object.__setattr__(self, name, _check_filters(getattr(self, name), word))
 
     @property
     def needs_payload(self) -> bool:
-        """Whether matching needs the memory's metadata (sealed on an encrypted store), not only clear columns."""
-        return self.metadata is not None
+        """Whether matching needs the decoded record (metadata and scopes may be sealed), not only clear columns.
+
+        When False, the clear-column conditions (kinds, since, until) are the whole filter and a
+        store may evaluate it in SQL alone; when True, a store evaluates those columns in SQL and
+        then :meth:`matches` on each decoded row.
+        """
+        return bool(self.metadata is not None or self.agent is not None or self.session is not None) or bool(
+            self.all_of or self.any_of
+        )
 
     def matches(self, memory: Memory) -> bool:
         """Whether ``memory`` passes every condition: the reference semantics all stores follow."""
@@ -86,27 +116,30 @@ class MemoryFilter:
             t = as_utc(memory.t)
             if (self.since is not None and t < self.since) or (self.until is not None and t >= self.until):
                 return False
-        if self.metadata is not None:
-            fields = memory.metadata or {}
-            for name, condition in self.metadata.items():
-                present = name in fields
-                value = fields.get(name)
-                for op, operand in condition.items():
-                    if not _holds(op, present, value, operand):
-                        return False
-        return True
+        for name in SCOPES:
+            condition = getattr(self, name)
+            if condition is not None and not _all_hold(condition, True, getattr(memory, name)):
+                return False
+        if self.metadata is not None and not _metadata_holds(self.metadata, memory.metadata or {}):
+            return False
+        if not all(part.matches(memory) for part in self.all_of):
+            return False
+        return not self.any_of or any(part.matches(memory) for part in self.any_of)
 
     @classmethod
     def parse(cls, filters: MemoryFilter | Mapping | None) -> MemoryFilter | None:
-        """A MemoryFilter from a filter, a mapping ``{"kind", "metadata", "since", "until"}`` or None.
+        """A MemoryFilter from a filter, a mapping (keys: see the module docstring) or None.
 
         ``kind`` is one kind or a list of kinds. An empty mapping (or one whose values are all None)
-        means no filter and gives None. Unknown keys raise ValueError naming them.
+        means no filter and gives None. Unknown keys (and unknown ``$`` operators) raise ValueError naming them.
         """
         if filters is None or isinstance(filters, MemoryFilter):
             return filters
         if not isinstance(filters, Mapping):
             raise TypeError(f"filters must be a MemoryFilter, a mapping or None, got {type(filters).__name__}")
+        operators = [key for key in filters if isinstance(key, str) and key.startswith("$") and key not in _KEYS]
+        if operators:
+            raise ValueError(f"filters: unknown operators {operators!r}; the operators of a filter are {COMBINATORS}")
         unknown = [key for key in filters if key not in _KEYS]
         if unknown:
             raise ValueError(f"filters: unknown keys {unknown!r}; allowed keys are {list(_KEYS)}")
@@ -117,34 +150,122 @@ class MemoryFilter:
             metadata=filters.get("metadata"),
             since=filters.get("since"),
             until=filters.get("until"),
+            agent=filters.get("agent"),
+            session=filters.get("session"),
+            all_of=_parse_list(filters.get("$and"), "$and"),
+            any_of=_parse_list(filters.get("$or"), "$or"),
+        )
+
+    @classmethod
+    def combine(cls, *filters: MemoryFilter | Mapping | None) -> MemoryFilter | None:
+        """One filter that holds where every given one holds (None: no filter); each is parsed first.
+
+        The first given filter stays at the top level (so a store can still run its kind/time
+        conditions in SQL); the others join it as ``all_of``.
+        """
+        parsed = [f for f in map(cls.parse, filters) if f is not None]
+        if len(parsed) <= 1:
+            return parsed[0] if parsed else None
+        first, *rest = parsed
+        return cls(
+            kinds=first.kinds,
+            metadata=first.metadata,
+            since=first.since,
+            until=first.until,
+            agent=first.agent,
+            session=first.session,
+            all_of=(*first.all_of, *rest),
+            any_of=first.any_of,
         )
 
 
-def _check_condition(name: str, condition: Any) -> dict[str, Any]:
-    """The operator dict of one metadata condition (a plain value becomes ``{"$eq": value}``)."""
+def _parse_list(items: Any, word: str) -> tuple[MemoryFilter, ...]:
+    """The filters of a ``$and``/``$or`` list of mappings (or MemoryFilters)."""
+    if items is None:
+        return ()
+    return tuple(MemoryFilter.parse(item) or MemoryFilter() for item in _check_list(items, word, "filters"))
+
+
+def _check_filters(items: Any, word: str) -> tuple[MemoryFilter, ...]:
+    """``all_of``/``any_of`` as a tuple of MemoryFilters."""
+    items = tuple(_check_list(items, word, "filters")) if items else ()
+    bad = [item for item in items if not isinstance(item, MemoryFilter)]
+    if bad:
+        raise TypeError(f"MemoryFilter: {word} takes MemoryFilters (or, in parse, mappings), got {bad[0]!r:.60}")
+    return items
+
+
+def _check_list(items: Any, word: str, what: str) -> list:
+    if isinstance(items, (str, bytes, Mapping)) or not isinstance(items, (list, tuple)) or not items:
+        raise ValueError(f"MemoryFilter: {word} needs a non-empty list of {what}, got {items!r:.80}")
+    return list(items)
+
+
+def _check_metadata(conditions: Any, where: str) -> Mapping[str, Any]:
+    """The checked, normalised metadata conditions: ``{field: {op: operand}}`` and ``$and``/``$or`` lists of such."""
+    if not isinstance(conditions, Mapping):
+        raise TypeError(
+            f"MemoryFilter: {where} must be a mapping of field -> condition, got {type(conditions).__name__}"
+        )
+    checked: dict[str, Any] = {}
+    for name, condition in conditions.items():
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"MemoryFilter: {where} field names must be non-empty strings, got {name!r}")
+        if name in COMBINATORS:
+            checked[name] = tuple(
+                _check_metadata(part, f"{where} {name}[{n}]")
+                for n, part in enumerate(_check_list(condition, f"{where} {name}", "metadata conditions"))
+            )
+        elif name.startswith("$"):
+            raise ValueError(
+                f"MemoryFilter: unknown operator {name!r} in {where}; a metadata mapping takes field names "
+                f"and {COMBINATORS}, a field's condition takes {OPERATORS}"
+            )
+        else:
+            checked[name] = _check_condition(condition, f"{where} field {name!r}")
+    return MappingProxyType(checked)
+
+
+def _check_condition(condition: Any, what: str) -> dict[str, Any]:
+    """The operator dict of one condition (a plain value becomes ``{"$eq": value}``)."""
     if not isinstance(condition, Mapping):
         return {"$eq": condition}
     if not condition:
         raise ValueError(
-            f"MemoryFilter: metadata condition for {name!r} is an empty dict; give a value or operators {OPERATORS}"
+            f"MemoryFilter: the condition for {what} is an empty dict; give a value or operators {OPERATORS}"
         )
     unknown = [op for op in condition if op not in OPERATORS]
     if unknown:
         raise ValueError(
-            f"MemoryFilter: unknown operators {unknown!r} for metadata field {name!r}; allowed: {OPERATORS}"
+            f"MemoryFilter: unknown operators {unknown!r} for {what}; allowed: {OPERATORS} "
+            "(to compare with a dict, give {'$eq': {...}})"
         )
+    checked = dict(condition)
     for op, operand in condition.items():
         if op in _ORDER and not (_is_number(operand) or isinstance(operand, str)):
-            raise ValueError(
-                f"MemoryFilter: {op} on metadata field {name!r} needs a number or a string, got {operand!r}"
-            )
-        if op == "$in":
-            if isinstance(operand, (str, bytes)) or not isinstance(operand, (list, tuple, set, frozenset)):
-                raise ValueError(
-                    f"MemoryFilter: $in on metadata field {name!r} needs a list of values, got {operand!r}"
-                )
-            condition = {**condition, "$in": tuple(operand)}
-    return dict(condition)
+            raise ValueError(f"MemoryFilter: {op} on {what} needs a number or a string, got {operand!r}")
+        if op in _LISTS:
+            if isinstance(operand, (str, bytes, Mapping)) or not isinstance(operand, (list, tuple, set, frozenset)):
+                raise ValueError(f"MemoryFilter: {op} on {what} needs a list of values, got {operand!r}")
+            checked[op] = tuple(operand)
+    return checked
+
+
+def _metadata_holds(conditions: Mapping[str, Any], fields: Mapping[str, Any]) -> bool:
+    for name, condition in conditions.items():
+        if name == "$and":
+            if not all(_metadata_holds(part, fields) for part in condition):
+                return False
+        elif name == "$or":
+            if not any(_metadata_holds(part, fields) for part in condition):
+                return False
+        elif not _all_hold(condition, name in fields, fields.get(name)):
+            return False
+    return True
+
+
+def _all_hold(condition: Mapping[str, Any], present: bool, value: Any) -> bool:
+    return all(_holds(op, present, value, operand) for op, operand in condition.items())
 
 
 def _is_number(value: Any) -> bool:
@@ -161,6 +282,8 @@ def _equal(a: Any, b: Any) -> bool:
 def _holds(op: str, present: bool, value: Any, operand: Any) -> bool:
     if op == "$ne":
         return not present or not _equal(value, operand)
+    if op == "$nin":
+        return not present or not any(_equal(value, option) for option in operand)
     if not present:
         return False
     if op == "$eq":

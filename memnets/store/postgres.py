@@ -52,18 +52,21 @@ from typing import Self
 
 import numpy as np
 
+import memnets.timeutil as timeutil
 from memnets.records import Memory
 from memnets.store import rows as rowcodec
 from memnets.store.crypto import RowCipher
-from memnets.store.errors import StoreError, StoreFormatError
+from memnets.store.errors import StoreError, StoreFormatError, StoreUnavailableError
 from memnets.store.filters import MemoryFilter
+from memnets.store.identity import META_KEY, TARGET_KEY, EncoderIdentity, check_identity
+from memnets.store.reembed import ReembedBatch
 from memnets.timeutil import as_utc
 
 try:
     import psycopg
     from pgvector.psycopg import register_vector
     from psycopg import sql
-    from psycopg_pool import ConnectionPool
+    from psycopg_pool import ConnectionPool, PoolTimeout
 except ImportError as error:  # pragma: no cover - depends on the installed extras
     raise ImportError(
         f"the PostgreSQL store needs the pgvector extra: pip install 'memnets[pgvector]' (missing: {error.name})"
@@ -71,14 +74,32 @@ except ImportError as error:  # pragma: no cover - depends on the installed extr
 
 log = logging.getLogger(__name__)
 
-FORMAT_VERSION = 2  # in {table}_meta; bump with a migration in _MIGRATIONS when the schema changes
+FORMAT_VERSION = 4  # in {table}_meta; bump with a migration in _MIGRATIONS when the schema changes
+# a re-embedding's new vectors (memnets.store.reembed), one per row at the version it was embedded from;
+# they go with their row (ON DELETE CASCADE). The encoder that filled the store is the meta key "encoder".
+_REEMBED = """CREATE TABLE IF NOT EXISTS {reembed} (
+        owner text NOT NULL,
+        id text NOT NULL,
+        version integer NOT NULL,
+        embedding vector NOT NULL,
+        PRIMARY KEY (owner, id),
+        FOREIGN KEY (owner, id) REFERENCES {memories} (owner, id) ON DELETE CASCADE
+    )"""
 # format N -> statements taking it to N + 1 (table names substituted as in _SCHEMA)
 _MIGRATIONS: dict[int, list[str]] = {
     1: ["ALTER TABLE {memories} ADD COLUMN version integer NOT NULL DEFAULT 1"],  # + _bind_rows (store id)
+    2: [  # expiry (TTL); + _tag_ledger (the deletion ledger names owners and ids by keyed hashes)
+        "ALTER TABLE {memories} ADD COLUMN expires_at timestamptz",
+        "ALTER TABLE {memories} ADD COLUMN ttl double precision",
+        "CREATE INDEX {expires} ON {memories} (owner, expires_at) WHERE expires_at IS NOT NULL",
+    ],
+    3: [_REEMBED],
 }
+_SCRUBS = ("full", "vacuum", "off")  # PgVectorStore(scrub=...): the upkeep after a deletion
 _TABLE_NAME = re.compile(r"[a-z_][a-z0-9_]{0,40}")
-_COLUMNS = "owner, id, t, last_access, importance, kind, superseded_by, payload, embedding, version"
+_COLUMNS = "owner, id, t, last_access, importance, kind, superseded_by, payload, embedding, version, expires_at, ttl"
 _CURRENT = "superseded_by IS NULL"
+_LIVE = "(expires_at IS NULL OR expires_at > %s)"  # not expired at the time bound to the "%s"
 # A search with a kind/time filter ranks the matching rows exactly when at most this many match
 # (counted with a bounded index scan first). Measured (docs/scaling.md): at 1M memories a kind
 # filter matching 10,000 rows had recall@10 0.48 through the HNSW iterative scan. 20,000 is also
@@ -89,10 +110,11 @@ _STREAM_BATCH = 256  # rows fetched per round trip when metadata is checked clie
 # one row written: inserted, or over the stored (owner, id)
 _UPSERT = (
     "INSERT INTO {memories} (owner, id, t, last_access, importance, kind, superseded_by, payload, embedding, "
-    "version) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (owner, id) DO UPDATE SET "
+    "version, expires_at, ttl) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
+    "ON CONFLICT (owner, id) DO UPDATE SET "
     "t = excluded.t, last_access = excluded.last_access, importance = excluded.importance, kind = excluded.kind, "
     "superseded_by = excluded.superseded_by, payload = excluded.payload, embedding = excluded.embedding, "
-    "version = excluded.version"
+    "version = excluded.version, expires_at = excluded.expires_at, ttl = excluded.ttl"
 )
 _HNSW = """CREATE INDEX {hnsw} ON {memories} USING hnsw (embedding vector_ip_ops)
     WITH (m = {m}, ef_construction = {ef_construction}) WHERE superseded_by IS NULL"""
@@ -110,12 +132,16 @@ _SCHEMA = [
         version integer NOT NULL DEFAULT 1,        -- +1 on every write of the row, bound into the seal
         payload bytea NOT NULL,                    -- JSON of content and fields, AES-GCM sealed with a key
         embedding vector({dim}) NOT NULL,
+        expires_at timestamptz,                    -- NULL: never expires (not sealed, like last_access)
+        ttl double precision,                      -- seconds a refresh on read gives the row again
         PRIMARY KEY (owner, id)
     )""",
+    """CREATE INDEX {expires} ON {memories} (owner, expires_at) WHERE expires_at IS NOT NULL""",
     """CREATE INDEX {owner_t} ON {memories} (owner, t, id) WHERE superseded_by IS NULL""",
     """CREATE INDEX {owner_kind} ON {memories} (owner, kind) WHERE superseded_by IS NULL""",
     """CREATE INDEX {versions} ON {memories} (owner, superseded_by) WHERE superseded_by IS NOT NULL""",
     _HNSW,
+    _REEMBED,
 ]
 
 
@@ -133,13 +159,26 @@ class PgVectorStore:
         ef_search: HNSW candidate list per search (raised to k when k is larger). 100, not pgvector's
             40: at 100k memnets memories it lifts recall@10 from 0.92 to 0.97 for no measurable
             latency (docs/scaling.md).
-        connect_timeout: seconds to wait for the server and for a pooled connection.
+        connect_timeout: seconds to wait for the server and for a pooled connection (default 5: a
+            call while the server is down fails after about this long with StoreUnavailableError,
+            "database unavailable", and the store recovers by itself once the server is back).
+        scrub: what a deletion does once it committed, so that the deleted text leaves the table
+            files (docs/security.md): "full" (default) rewrites the table (``VACUUM FULL``: the
+            deleted rows' bytes are in no table file after it; other calls on the table wait for
+            the rewrite, seconds per 100,000 rows, and it needs free disk space of the table's
+            size); "vacuum" runs a plain ``VACUUM`` (no lock, the space is reused, but PostgreSQL
+            does not zero freed space: part of the deleted text stays readable in the files until
+            overwritten); "off" leaves it to autovacuum. What stays in the WAL and in backups is
+            the same for all three (docs/security.md).
     """
 
     # optional capabilities this store declares (memnets.store.protocol)
     supports_deletion_ledger = True
     supports_compaction = True
     supports_index_rebuild = True
+    supports_encoder_binding = True
+    supports_reembed = True
+    supports_expiry = True
 
     def __init__(
         self,
@@ -152,7 +191,8 @@ class PgVectorStore:
         m: int = 16,
         ef_construction: int = 64,
         ef_search: int = 100,
-        connect_timeout: float = 30.0,
+        connect_timeout: float = 5.0,
+        scrub: str = "full",
     ) -> None:
         dim = rowcodec.check_dim(dim, "PgVectorStore")
         if not isinstance(table, str) or not _TABLE_NAME.fullmatch(table):
@@ -167,6 +207,11 @@ class PgVectorStore:
         ):
             if not isinstance(value, int) or isinstance(value, bool) or value < low:
                 raise ValueError(f"PgVectorStore: {name} must be an int >= {low}, got {value!r}")
+        if scrub not in _SCRUBS:
+            raise ValueError(f"PgVectorStore: scrub must be one of {_SCRUBS}, got {scrub!r}")
+        if isinstance(connect_timeout, bool) or not isinstance(connect_timeout, (int, float)) or connect_timeout <= 0:
+            raise ValueError(f"PgVectorStore: connect_timeout must be a number of seconds > 0, got {connect_timeout!r}")
+        self.scrub = scrub
         self.url = url
         self.table = table
         self.ef_search = ef_search
@@ -179,9 +224,12 @@ class PgVectorStore:
             "owner_kind": sql.Identifier(f"{table}_owner_kind"),
             "versions": sql.Identifier(f"{table}_versions"),
             "hnsw": sql.Identifier(f"{table}_hnsw"),
+            "reembed": sql.Identifier(f"{table}_reembed"),
+            "expires": sql.Identifier(f"{table}_expires"),
         }
+        self._encoder: EncoderIdentity | None = None  # bound by bind_encoder (None: unchecked)
         self._pool: ConnectionPool | None = None
-        self.dim, self._cipher, self.archive_id = self._init_schema(dim, key, connect_timeout)
+        self.dim, self._cipher, self.archive_id, self._ledger_secret = self._init_schema(dim, key, connect_timeout)
         self._pool = ConnectionPool(
             url,
             min_size=1,
@@ -190,14 +238,15 @@ class PgVectorStore:
             open=False,
             kwargs={"connect_timeout": max(1, int(connect_timeout))},
             configure=_configure,
+            check=ConnectionPool.check_connection,  # a connection broken by a server restart is replaced, not used
             name=f"memnets-{table}",
         )
         try:
             self._pool.open(wait=True, timeout=connect_timeout)
-        except psycopg.Error as error:
+        except (psycopg.Error, PoolTimeout) as error:
             self._pool.close()
             self._pool = None
-            raise StoreError(f"PgVectorStore: cannot connect to {self._where()}: {error}") from None
+            raise self._unavailable(error) from None
 
     # ------------------------------------------------------------------ opening
     def _where(self) -> str:
@@ -211,12 +260,12 @@ class PgVectorStore:
     def _sql(self, template: str, **extra) -> sql.Composed:
         return sql.SQL(template).format(**self._names, **extra)
 
-    def _init_schema(self, dim: int | None, key, connect_timeout: float) -> tuple[int, RowCipher | None, str]:
+    def _init_schema(self, dim: int | None, key, connect_timeout: float) -> tuple[int, RowCipher | None, str, bytes]:
         """Create the tables in an empty database, or check format, dim and key of existing ones (migrating older formats)."""
         try:
             conn = psycopg.connect(self.url, connect_timeout=max(1, int(connect_timeout)), autocommit=True)
-        except psycopg.Error as error:
-            raise StoreError(f"PgVectorStore: cannot connect to {self._where()}: {error}") from None
+        except psycopg.OperationalError as error:
+            raise self._unavailable(error) from None
         with conn:
             if conn.execute("SELECT 1 FROM pg_extension WHERE extname = 'vector'").fetchone() is None:
                 try:
@@ -252,18 +301,20 @@ class PgVectorStore:
                         )
                     cipher, key_meta = rowcodec.new_cipher(key)
                     archive_id = rowcodec.new_store_id()
+                    secret, ledger_meta = rowcodec.ledger_secret({})
                     meta = {
                         "format": str(FORMAT_VERSION).encode(),
                         "dim": str(dim).encode(),
                         "archive_id": archive_id.encode(),
                         **key_meta,
+                        **ledger_meta,
                     }
                     with conn.cursor() as cursor:
                         cursor.executemany(
                             self._sql("INSERT INTO {meta} (key, value) VALUES (%s, %s)"), list(meta.items())
                         )
                     log.info("created memnets store %s (dim %d, encrypted %s)", self._where(), dim, cipher is not None)
-                    return dim, cipher, archive_id
+                    return dim, cipher, archive_id, secret
                 meta = {k: bytes(v) for k, v in conn.execute(self._sql("SELECT key, value FROM {meta}"))}
                 stored_format, stored_dim = int(meta["format"]), int(meta["dim"])
                 if stored_format > FORMAT_VERSION:
@@ -281,6 +332,11 @@ class PgVectorStore:
                         conn.execute(self._sql(statement))
                 if "archive_id" not in meta:  # format 1: give the store its id and bind every row to it
                     meta["archive_id"] = self._bind_rows(conn, cipher)
+                secret, ledger_meta = rowcodec.ledger_secret(meta)
+                for name, value in ledger_meta.items():
+                    conn.execute(self._sql("INSERT INTO {meta} (key, value) VALUES (%s, %s)"), (name, value))
+                if stored_format < 3:
+                    self._tag_ledger(conn, secret)
                 if stored_format != FORMAT_VERSION:
                     conn.execute(
                         self._sql("UPDATE {meta} SET value = %s WHERE key = 'format'"), (str(FORMAT_VERSION).encode(),)
@@ -288,7 +344,18 @@ class PgVectorStore:
                     log.info(
                         "migrated memnets store %s from format %d to %d", self._where(), stored_format, FORMAT_VERSION
                     )
-                return stored_dim, cipher, meta["archive_id"].decode()
+                return stored_dim, cipher, meta["archive_id"].decode(), secret
+
+    def _tag_ledger(self, conn: psycopg.Connection, secret: bytes) -> None:
+        """Upgrade to format 3: the deletion ledger's owner names and ids become their keyed hashes."""
+        if conn.execute("SELECT to_regclass(%s)", (f"{self.table}_deletions",)).fetchone()[0] is None:
+            return
+        rows = conn.execute(sql.SQL("SELECT seq, owner, id FROM {}").format(self._deletions)).fetchall()
+        for seq, owner, memory_id in rows:
+            tagged = rowcodec.ledger_row(secret, owner, memory_id, None)[:2]
+            conn.execute(
+                sql.SQL("UPDATE {} SET owner = %s, id = %s WHERE seq = %s").format(self._deletions), (*tagged, seq)
+            )
 
     def _bind_rows(self, conn: psycopg.Connection, cipher: RowCipher | None) -> bytes:
         """Upgrade to format 2 inside the open's transaction: a new store id, and with a key every row
@@ -298,7 +365,9 @@ class PgVectorStore:
         if cipher is not None:
             register_vector(conn)
             records = conn.execute(self._sql(f"SELECT {_COLUMNS} FROM {{memories}}")).fetchall()
-            for owner, memory_id, t, _, importance, kind, superseded_by, payload, embedding, version in records:
+            for owner, memory_id, t, _, importance, kind, superseded_by, payload, embedding, version in (
+                record[:10] for record in records
+            ):
                 fields = (
                     owner,
                     memory_id,
@@ -324,11 +393,33 @@ class PgVectorStore:
 
     @contextmanager
     def _transaction(self) -> Iterator[psycopg.Connection]:
-        """A pooled connection inside one transaction (committed on success, rolled back on error)."""
+        """A pooled connection inside one transaction (committed on success, rolled back on error).
+
+        A lost or unreachable server (psycopg's OperationalError, AdminShutdown among them, or the
+        pool's PoolTimeout) becomes StoreUnavailableError; the pool replaces broken connections, so
+        the next call after the server is back works.
+        """
+        with self._connection() as conn, conn.transaction():
+            yield conn
+
+    @contextmanager
+    def _connection(self) -> Iterator[psycopg.Connection]:
+        """A pooled connection (see :meth:`_transaction` for the errors)."""
         if self._pool is None:
             raise StoreError(f"PgVectorStore {self._where()} is closed")
-        with self._pool.connection() as conn, conn.transaction():
-            yield conn
+        try:
+            with self._pool.connection() as conn:
+                yield conn
+        except PoolTimeout as error:
+            raise self._unavailable(error) from None
+        except psycopg.OperationalError as error:
+            if isinstance(error, (psycopg.errors.TransactionRollbackError, psycopg.errors.QueryCanceled)):
+                raise  # a conflict or a timeout of this statement, not a lost server
+            raise self._unavailable(error) from None
+
+    def _unavailable(self, error: Exception) -> StoreUnavailableError:
+        detail = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        return StoreUnavailableError(f"database unavailable: PostgreSQL at {self._where()} ({detail})")
 
     # ------------------------------------------------------------------ writes
     def upsert(self, memories: Sequence[Memory], vectors) -> None:
@@ -340,6 +431,7 @@ class PgVectorStore:
         order = sorted(range(len(rows)), key=lambda i: (rows[i].owner, rows[i].id))  # one lock order: no deadlocks
         statement = self._sql(_UPSERT)
         with self._transaction() as conn, conn.cursor() as cursor:
+            self._check_encoder(conn, record=True)
             stored: dict[tuple[str, str], int] = {}
             for owner in sorted({row.owner for row in rows}):  # lock the rows to rewrite, in the same order
                 ids = sorted(row.id for row in rows if row.owner == owner)
@@ -362,6 +454,11 @@ class PgVectorStore:
                 for i in order
             ]
             cursor.executemany(statement, params)
+            for owner in sorted({owner for owner, _ in stored}):  # a pending re-embedding's vector of the old text
+                conn.execute(
+                    self._sql("DELETE FROM {reembed} WHERE owner = %s AND id = ANY(%s)"),
+                    (owner, [i for o, i in stored if o == owner]),
+                )
 
     def new_version(self, memory: Memory, vector) -> Memory:
         """Make ``memory`` the current version of its (owner, id), keeping the current one as history: one atomic step.
@@ -376,9 +473,10 @@ class PgVectorStore:
         with self._transaction() as conn:
             record = conn.execute(
                 self._sql(
-                    f"SELECT {_COLUMNS} FROM {{memories}} WHERE owner = %s AND id = %s AND {_CURRENT} FOR UPDATE"
+                    f"SELECT {_COLUMNS} FROM {{memories}} WHERE owner = %s AND id = %s AND {_CURRENT} AND {_LIVE} "
+                    "FOR UPDATE"
                 ),
-                (new.owner, new.id),
+                (new.owner, new.id, timeutil.now()),
             ).fetchone()
             if record is None:
                 raise KeyError(f"PgVectorStore.new_version: owner {new.owner!r} has no current memory {new.id!r}")
@@ -416,23 +514,57 @@ class PgVectorStore:
                 (when, owner, list(dict.fromkeys(ids))),
             ).rowcount
 
+    def refresh_expiry(self, ids: Iterable[str], owner: str, now: datetime) -> int:
+        """Move the expiry of the owner's unexpired memories with these ids and a TTL to ``now + ttl``; returns how many."""
+        ids = rowcodec.check_ids(ids, "PgVectorStore.refresh_expiry")
+        rowcodec.check_owner(owner, "PgVectorStore.refresh_expiry")
+        now = as_utc(now, "PgVectorStore.refresh_expiry: now")
+        with self._transaction() as conn:
+            return conn.execute(
+                self._sql(
+                    "UPDATE {memories} SET expires_at = %s + ttl * interval '1 second' "
+                    f"WHERE owner = %s AND id = ANY(%s) AND ttl IS NOT NULL AND {_LIVE}"
+                ),
+                (now, owner, list(dict.fromkeys(ids)), now),
+            ).rowcount
+
+    def expired(self, now: datetime, owner: str | None = None) -> list[tuple[str, str]]:
+        """(owner, id) of every stored row (older versions too) expired at ``now``, of one owner or all, sorted."""
+        now = as_utc(now, "PgVectorStore.expired: now")
+        where, params = "expires_at <= %s", [now]
+        if owner is not None:
+            rowcodec.check_owner(owner, "PgVectorStore.expired")
+            where, params = "owner = %s AND expires_at <= %s", [owner, now]
+        with self._transaction() as conn:
+            return [
+                tuple(r)
+                for r in conn.execute(
+                    self._sql(
+                        f'SELECT owner, id FROM {{memories}} WHERE {where} ORDER BY owner COLLATE "C", id COLLATE "C"'
+                    ),
+                    params,
+                )
+            ]
+
     def delete(self, ids: Iterable[str], owner: str) -> int:
         """Delete the owner's memories with these ids and their older versions; returns how many rows."""
         ids = list(dict.fromkeys(rowcodec.check_ids(ids, "PgVectorStore.delete")))
         rowcodec.check_owner(owner, "PgVectorStore.delete")
         with self._transaction() as conn:
             self._record_tombstones(conn, [(owner, i, None) for i in ids])
-            return conn.execute(
+            deleted = conn.execute(
                 self._sql("DELETE FROM {memories} WHERE owner = %s AND (id = ANY(%s) OR superseded_by = ANY(%s))"),
                 (owner, ids, ids),
             ).rowcount
+        return self._scrubbed(deleted)
 
     def delete_owner(self, owner: str) -> int:
         """Delete every memory of an owner; returns how many rows."""
         rowcodec.check_owner(owner, "PgVectorStore.delete_owner")
         with self._transaction() as conn:
-            self._record_tombstones(conn, [(owner, None, None)])
-            return conn.execute(self._sql("DELETE FROM {memories} WHERE owner = %s"), (owner,)).rowcount
+            self._record_tombstones(conn, [(owner, None, None)], erase_owner=True)
+            deleted = conn.execute(self._sql("DELETE FROM {memories} WHERE owner = %s"), (owner,)).rowcount
+        return self._scrubbed(deleted)
 
     def purge_older_than(self, cutoff: datetime, owner: str | None = None) -> int:
         """Delete memories with t < cutoff and their older versions, of one owner or of all; returns how many rows."""
@@ -455,12 +587,17 @@ class PgVectorStore:
                     ),
                     ([o for o, _ in gone], [i for _, i in gone]),
                 ).rowcount
-            return deleted
+        return self._scrubbed(deleted)
 
     # ------------------------------------------------------------------ deletion ledger (API helper)
-    def _record_tombstones(self, conn: psycopg.Connection, tombstones: Sequence[tuple]) -> None:
+    def _record_tombstones(
+        self, conn: psycopg.Connection, tombstones: Sequence[tuple], *, erase_owner: bool = False
+    ) -> None:
         """Append (owner or None = all, id or None = all, t cutoff or None) tombstones in the deletion's
-        transaction; the table is created on first use (under the store's advisory lock)."""
+        transaction, owners and ids by their ledger tags; the table is created on first use (under
+        the store's advisory lock). ``erase_owner``: the one tombstone takes every row of its owner,
+        so the owner's earlier tombstones (which name its ids) are dropped first."""
+        tombstones = [rowcodec.ledger_row(self._ledger_secret, *stone) for stone in tombstones]
         conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"memnets-store-{self.table}",))
         conn.execute(
             sql.SQL(
@@ -468,6 +605,8 @@ class PgVectorStore:
                 "owner text, id text, before timestamptz)"
             ).format(self._deletions)
         )
+        if erase_owner:
+            conn.execute(sql.SQL("DELETE FROM {} WHERE owner = %s").format(self._deletions), (tombstones[0][0],))
         with conn.cursor() as cursor:
             cursor.executemany(
                 sql.SQL("INSERT INTO {} (owner, id, before) VALUES (%s, %s, %s)").format(self._deletions),
@@ -512,20 +651,26 @@ class PgVectorStore:
                 sql.SQL(
                     "SELECT id, before FROM {} WHERE seq > %s AND seq <= %s AND (owner = %s OR owner IS NULL)"
                 ).format(self._deletions),
-                (int(mark), newest, owner),
+                (int(mark), newest, rowcodec.ledger_tag(self._ledger_secret, owner)),
             ).fetchall()
-        return max(int(mark), int(newest)), rowcodec.deleted_by_tombstones(memories, stones, lambda memory: memory.t)
+        forgotten = rowcodec.deleted_by_tombstones(memories, stones, lambda memory: memory.t, self._ledger_secret)
+        return max(int(mark), int(newest)), forgotten
 
-    def compact(self) -> None:
-        """VACUUM the table now, so deleted rows' bytes leave the heap and the index (autovacuum does it later otherwise)."""
-        if self._pool is None:
-            raise StoreError(f"PgVectorStore {self._where()} is closed")
-        with self._pool.connection() as conn:
+    def compact(self, *, full: bool = False) -> None:
+        """VACUUM the table now (autovacuum does it later otherwise); ``full``: VACUUM FULL, a rewrite that
+        leaves no byte of deleted rows in the table files (see ``scrub`` of the constructor)."""
+        with self._connection() as conn:
             conn.autocommit = True  # VACUUM cannot run inside a transaction
             try:
-                conn.execute(self._sql("VACUUM {memories}"))
+                conn.execute(self._sql("VACUUM FULL {memories}" if full else "VACUUM {memories}"))
             finally:
                 conn.autocommit = False
+
+    def _scrubbed(self, deleted: int) -> int:
+        """After a deletion committed: the upkeep of ``scrub`` (when rows went); returns ``deleted``."""
+        if deleted and self.scrub != "off":
+            self.compact(full=self.scrub == "full")
+        return deleted
 
     def rebuild_index(self, maintenance_work_mem: str = "1GB") -> None:
         """(Re)build the HNSW index from the table with this store's m and ef_construction.
@@ -551,8 +696,8 @@ class PgVectorStore:
         rowcodec.check_owner(owner, "PgVectorStore.get")
         with self._transaction() as conn:
             records = conn.execute(
-                self._sql(f"SELECT {_COLUMNS} FROM {{memories}} WHERE owner = %s AND id = ANY(%s)"),
-                (owner, list(dict.fromkeys(ids))),
+                self._sql(f"SELECT {_COLUMNS} FROM {{memories}} WHERE owner = %s AND id = ANY(%s) AND {_LIVE}"),
+                (owner, list(dict.fromkeys(ids)), timeutil.now()),
             ).fetchall()
         found = {record[1]: self._decode(record) for record in records}
         return [found[i] for i in dict.fromkeys(ids) if i in found]
@@ -582,8 +727,9 @@ class PgVectorStore:
         k = rowcodec.check_k(k, "PgVectorStore.search")
         query = rowcodec.check_vectors(vector, 1, self.dim, "PgVectorStore.search", single=True)[0]
         filters = MemoryFilter.parse(filters)
-        where, params = _clear_conditions(owner, filters)
+        where, params = _clear_conditions(owner, filters, timeutil.now())
         with self._transaction() as conn:
+            self._check_encoder(conn)  # a re-embedding may have moved the store to another encoder
             if filters is not None and filters.needs_payload:
                 return self._search_streaming(conn, query, k, where, params, filters)
             # a filter on clear columns: rank exactly when few rows match (the planner misjudges
@@ -647,7 +793,7 @@ class PgVectorStore:
         rowcodec.check_owner(owner, "PgVectorStore.list_memories")
         rowcodec.check_page(limit, offset, "PgVectorStore.list_memories")
         filters = MemoryFilter.parse(filters)
-        where, params = _clear_conditions(owner, filters)
+        where, params = _clear_conditions(owner, filters, timeutil.now())
         query = f"SELECT {_COLUMNS} FROM {{memories}} WHERE {where} ORDER BY t, id"
         with self._transaction() as conn:
             if filters is None or not filters.needs_payload:
@@ -687,17 +833,24 @@ class PgVectorStore:
             ]
 
     def count(self, owner: str) -> int:
-        """How many current (not superseded) memories the owner has."""
+        """How many current (not superseded, not expired) memories the owner has."""
         rowcodec.check_owner(owner, "PgVectorStore.count")
         with self._transaction() as conn:
             return conn.execute(
-                self._sql(f"SELECT count(*) FROM {{memories}} WHERE owner = %s AND {_CURRENT}"), (owner,)
+                self._sql(f"SELECT count(*) FROM {{memories}} WHERE owner = %s AND {_CURRENT} AND {_LIVE}"),
+                (owner, timeutil.now()),
             ).fetchone()[0]
 
     def owners(self) -> list[str]:
         """Every owner with at least one stored memory, sorted."""
         with self._transaction() as conn:
-            return [r[0] for r in conn.execute(self._sql("SELECT DISTINCT owner FROM {memories} ORDER BY owner"))]
+            return [
+                r[0]
+                for r in conn.execute(
+                    self._sql(f"SELECT DISTINCT owner FROM {{memories}} WHERE {_LIVE} ORDER BY owner"),
+                    (timeutil.now(),),
+                )
+            ]
 
     # ------------------------------------------------------------------ lifecycle
     def close(self) -> None:
@@ -712,12 +865,156 @@ class PgVectorStore:
     def __exit__(self, *exc) -> None:
         self.close()
 
+    # ------------------------------------------------------------------ encoder identity and re-embedding
+    def _meta_identity(self, conn: psycopg.Connection, key: str) -> EncoderIdentity | None:
+        row = conn.execute(self._sql("SELECT value FROM {meta} WHERE key = %s"), (key,)).fetchone()
+        return None if row is None else EncoderIdentity.from_json(bytes(row[0]), self._where())
+
+    def _set_meta(self, conn: psycopg.Connection, key: str, value: str) -> None:
+        conn.execute(
+            self._sql(
+                "INSERT INTO {meta} (key, value) VALUES (%s, %s) ON CONFLICT (key) DO UPDATE SET value = excluded.value"
+            ),
+            (key, value.encode()),
+        )
+
+    def _check_encoder(self, conn: psycopg.Connection, record: bool = False) -> None:
+        """Inside a transaction: the bound encoder is still the store's (``record``: write it if none is)."""
+        if self._encoder is None:
+            return
+        stored = self._meta_identity(conn, META_KEY)
+        check_identity(stored, self._encoder, self._where())
+        if stored is None and record:
+            conn.execute(
+                self._sql("INSERT INTO {meta} (key, value) VALUES (%s, %s) ON CONFLICT (key) DO NOTHING"),
+                (META_KEY, self._encoder.to_json().encode()),
+            )
+            check_identity(self._meta_identity(conn, META_KEY), self._encoder, self._where())  # a racing writer
+
+    def encoder_identity(self) -> EncoderIdentity | None:
+        """The encoder that filled the store (None before the first vector); see memnets.store.identity."""
+        with self._transaction() as conn:
+            return self._meta_identity(conn, META_KEY)
+
+    def bind_encoder(self, identity: EncoderIdentity) -> None:
+        """As :meth:`memnets.store.archive.Archive.bind_encoder`: refuse another encoder's store, record with the first vector."""
+        with self._transaction() as conn:
+            stored = self._meta_identity(conn, META_KEY)
+            check_identity(stored, identity, self._where())
+            if stored is None and conn.execute(self._sql("SELECT 1 FROM {memories} LIMIT 1")).fetchone() is not None:
+                log.warning(
+                    "%s was filled before memnets recorded encoders; recording %s as its encoder",
+                    self._where(),
+                    identity.describe(),
+                )
+                self._set_meta(conn, META_KEY, identity.to_json())
+        self._encoder = identity
+
+    def reembed_start(self, identity: EncoderIdentity) -> str:
+        """Begin or resume re-embedding to ``identity`` ("started", "resumed", "current"); workers share it."""
+        with self._transaction() as conn:
+            conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"memnets-reembed-{self.table}",))
+            target = self._meta_identity(conn, TARGET_KEY)
+            if target is not None and target.fingerprint == identity.fingerprint:
+                return "resumed"
+            conn.execute(self._sql("DELETE FROM {reembed}"))
+            current = self._meta_identity(conn, META_KEY)
+            if current is not None and current.fingerprint == identity.fingerprint:
+                conn.execute(self._sql("DELETE FROM {meta} WHERE key = %s"), (TARGET_KEY,))
+                return "current"
+            self._set_meta(conn, TARGET_KEY, identity.to_json())
+            return "started"
+
+    _TODO = (
+        "FROM {memories} m WHERE NOT EXISTS (SELECT 1 FROM {reembed} r "
+        "WHERE r.owner = m.owner AND r.id = m.id AND r.version = m.version)"
+    )
+
+    @contextmanager
+    def reembed_batch(self, size: int) -> Iterator[ReembedBatch]:
+        """Claim up to ``size`` rows without a new vector (``FOR UPDATE SKIP LOCKED``: concurrent workers
+        take other rows; writers of these rows wait for the batch) and commit their new vectors when
+        the block ends, in the same transaction."""
+        columns = ", ".join(f"m.{c.strip()}" for c in _COLUMNS.split(","))
+        with self._transaction() as conn:
+            records = conn.execute(
+                self._sql(f"SELECT {columns} {self._TODO} ORDER BY m.owner, m.id LIMIT %s FOR UPDATE OF m SKIP LOCKED"),
+                (size,),
+            ).fetchall()
+            batch = ReembedBatch([self._decode(r).content for r in records], [(r[0], r[1], r[9]) for r in records])
+            yield batch
+            if batch.vectors is not None and records:
+                with conn.cursor() as cursor:
+                    cursor.executemany(
+                        self._sql(
+                            "INSERT INTO {reembed} (owner, id, version, embedding) VALUES (%s, %s, %s, %s) "
+                            "ON CONFLICT (owner, id) DO UPDATE SET version = excluded.version, embedding = excluded.embedding"
+                        ),
+                        [(*key, vector) for key, vector in zip(batch.keys, batch.vectors)],
+                    )
+
+    def reembed_progress(self) -> tuple[int, int]:
+        """(rows with their new vector, rows in the store)."""
+        with self._transaction() as conn:
+            total = conn.execute(self._sql("SELECT count(*) FROM {memories}")).fetchone()[0]
+            left = conn.execute(self._sql(f"SELECT count(*) {self._TODO}")).fetchone()[0]
+        return total - left, total
+
+    def reembed_finish(self) -> bool:
+        """Swap to the new vectors and encoder in one transaction if no row is left; True if it swapped.
+
+        Writers wait during the swap (``SHARE ROW EXCLUSIVE``); readers keep reading the old vectors
+        until it commits, except when the dim changes: the column and its HNSW index are then
+        rebuilt under an exclusive lock, and searches wait for the swap.
+        """
+        columns = ", ".join(f"m.{c.strip()}" for c in _COLUMNS.split(","))
+        with self._transaction() as conn:
+            conn.execute(self._sql("LOCK TABLE {memories} IN SHARE ROW EXCLUSIVE MODE"))
+            target = self._meta_identity(conn, TARGET_KEY)
+            if target is None or conn.execute(self._sql(f"SELECT 1 {self._TODO} LIMIT 1")).fetchone() is not None:
+                return False
+            records = conn.execute(
+                self._sql(f"SELECT {columns}, r.embedding FROM {{memories}} m JOIN {{reembed}} r USING (owner, id)")
+            ).fetchall()
+            params = []
+            for record in records:
+                vector = _array(record[-1])
+                row = rowcodec.encode_row(self._decode(record[:-1]), vector, "PgVectorStore.reembed")
+                row = rowcodec.seal_row(row, self._cipher, self.archive_id, record[9] + 1)
+                params.append((row.payload, vector, row.version, record[0], record[1]))
+            resized = target.dim != self.dim
+            if resized:  # another dim: a new column (and index) of that dim
+                conn.execute(self._sql("DROP INDEX IF EXISTS {hnsw}"))
+                conn.execute(self._sql("ALTER TABLE {memories} DROP COLUMN embedding"))
+                conn.execute(
+                    self._sql("ALTER TABLE {memories} ADD COLUMN embedding vector({dim})", dim=sql.Literal(target.dim))
+                )
+            with conn.cursor() as cursor:
+                cursor.executemany(
+                    self._sql(
+                        "UPDATE {memories} SET payload = %s, embedding = %s, version = %s WHERE owner = %s AND id = %s"
+                    ),
+                    params,
+                )
+            if resized:
+                conn.execute(self._sql("ALTER TABLE {memories} ALTER COLUMN embedding SET NOT NULL"))
+                conn.execute(self._sql(_HNSW, m=sql.Literal(self.m), ef_construction=sql.Literal(self.ef_construction)))
+            conn.execute(self._sql("DELETE FROM {reembed}"))
+            conn.execute(self._sql("DELETE FROM {meta} WHERE key = %s"), (TARGET_KEY,))
+            self._set_meta(conn, META_KEY, target.to_json())
+            self._set_meta(conn, "dim", str(target.dim))
+        self.dim = target.dim
+        log.info("%s: re-embedded %d rows; now %s", self._where(), len(records), target.describe())
+        return True
+
     def __repr__(self) -> str:
         state = "closed" if self._pool is None else "open"
         return f"PgVectorStore({self._where()!r}, dim={self.dim}, encrypted={self._cipher is not None}, {state})"
 
     def _decode(self, record: Sequence) -> Memory:
-        owner, memory_id, t, last_access, importance, kind, superseded_by, payload, embedding, version = record
+        owner, memory_id, t, last_access, importance, kind, superseded_by, payload, embedding, version, expires, ttl = (
+            record
+        )
         return rowcodec.decode_row(
             self._cipher,
             store_id=self.archive_id,
@@ -731,6 +1028,8 @@ class PgVectorStore:
             superseded_by=superseded_by,
             payload=payload,
             vector=_array(embedding).astype("<f4").tobytes(),
+            expires_at=None if expires is None else as_utc(expires).isoformat(),
+            ttl=ttl,
         )
 
 
@@ -747,6 +1046,8 @@ def _params(row: rowcodec.Row, vector: np.ndarray) -> tuple:
         row.payload,
         vector,
         row.version,
+        None if row.expires_at is None else datetime.fromisoformat(row.expires_at),
+        row.ttl,
     )
 
 
@@ -761,9 +1062,10 @@ def _configure(conn: psycopg.Connection) -> None:
     conn.commit()
 
 
-def _clear_conditions(owner: str, filters: MemoryFilter | None) -> tuple[str, list]:
-    """SQL conditions (and parameters) for the owner's current rows passing the clear-column part of ``filters``."""
-    where, params = [f"owner = %s AND {_CURRENT}"], [owner]
+def _clear_conditions(owner: str, filters: MemoryFilter | None, now: datetime) -> tuple[str, list]:
+    """SQL conditions (and parameters) for the owner's current rows, unexpired at ``now``, passing the
+    clear-column part of ``filters``."""
+    where, params = [f"owner = %s AND {_CURRENT} AND {_LIVE}"], [owner, now]
     if filters is not None:
         if filters.kinds is not None:
             where.append("kind = ANY(%s)")

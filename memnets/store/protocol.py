@@ -14,6 +14,10 @@ test suite (tests/test_store_contract.py) runs it against every store. The guara
   ``get``/``vectors`` return it by its own id, ``history`` lists them, and ``search``,
   ``list_memories`` and ``count`` skip it.  ``new_version`` turns the current row into such a version and writes the new one in one atomic
   step, so concurrent updates of one id keep every acknowledged version, in a total order.
+- Scopes: ``agent`` and ``session`` are stored with the memory (sealed with its other fields) and
+  filtered on the decoded record, like metadata.
+- The deletion ledger names owners and ids only by keyed hashes (:func:`memnets.store.rows.ledger_tag`);
+  ``delete_owner`` leaves one tombstone for the owner and none for its ids.
 - Bad input raises ValueError/TypeError (InvalidMemoryError for records and vectors) naming the
   argument, and writes nothing.
 
@@ -28,6 +32,15 @@ and a store that implements one sets the flag to True as a class attribute. Call
   the file system or the database now, instead of at some later upkeep.
 - :class:`IndexRebuild` (``supports_index_rebuild``): ``rebuild_index()`` builds the search index
   from the stored vectors (after a bulk load, or to change its parameters).
+- :class:`EncoderBinding` (``supports_encoder_binding``): the store records which encoder filled it
+  with its first vector and refuses another (:mod:`memnets.store.identity`).
+- :class:`Reembedding` (``supports_reembed``): the store can move to a new encoder while it
+  answers, resumably (:mod:`memnets.store.reembed`).
+- :class:`Expiry` (``supports_expiry``): a row whose ``expires_at`` has passed (by
+  :func:`memnets.timeutil.now`) is skipped by ``get``, ``search``, ``list_memories``, ``count`` and
+  ``owners`` at once, and ``search`` still fills k from the others; ``history`` and ``vectors``
+  still return it (the deletion path and callers holding an id read them) until a sweep deletes
+  it; ``expired`` lists what a sweep takes, ``refresh_expiry`` moves an expiry on a read.
 
 A store without a flag has none of these; the manager then forgets deletions made in its own
 process only. The contract suite (:mod:`memnets.store.testing`) checks every declared capability.
@@ -139,17 +152,65 @@ class IndexRebuild(Protocol):
         """Build the index again from the table (the return value is the store's own report)."""
 
 
+@runtime_checkable
+class EncoderBinding(Protocol):
+    """Capability: the store knows which encoder filled it and refuses vectors of another."""
+
+    supports_encoder_binding: bool
+
+    def encoder_identity(self) -> object:
+        """The recorded :class:`~memnets.store.identity.EncoderIdentity`, None before the first vector."""
+
+    def bind_encoder(self, identity) -> None:
+        """Refuse (EncoderMismatchError) unless ``identity`` filled the store; record it with the first vector."""
+
+
+@runtime_checkable
+class Reembedding(Protocol):
+    """Capability: re-embed every row with a new encoder, resumably, swapping atomically at the end."""
+
+    supports_reembed: bool
+
+    def reembed_start(self, identity) -> str:
+        """Begin or resume re-embedding to ``identity``: "started", "resumed" or "current"."""
+
+    def reembed_batch(self, size: int) -> object:
+        """A context manager yielding a ReembedBatch of rows still to embed (empty when none is left)."""
+
+    def reembed_progress(self) -> tuple[int, int]:
+        """(rows with their new vector, rows in the store)."""
+
+    def reembed_finish(self) -> bool:
+        """Swap to the new vectors and encoder in one transaction if no row is left; True if it swapped."""
+
+
+@runtime_checkable
+class Expiry(Protocol):
+    """Capability: memories with an ``expires_at`` vanish from reads when it passes, and can be swept."""
+
+    supports_expiry: bool
+
+    def refresh_expiry(self, ids: Iterable[str], owner: str, now: datetime) -> int:
+        """Set the expiry of these unexpired memories with a TTL to ``now + ttl``; returns how many."""
+
+    def expired(self, now: datetime, owner: str | None = None) -> list[tuple[str, str]]:
+        """(owner, id) of every stored row expired at ``now`` (of one owner or all), sorted: what a sweep deletes."""
+
+
 CAPABILITIES: dict[type, str] = {
     DeletionLedger: "supports_deletion_ledger",
     Compaction: "supports_compaction",
     IndexRebuild: "supports_index_rebuild",
+    EncoderBinding: "supports_encoder_binding",
+    Reembedding: "supports_reembed",
+    Expiry: "supports_expiry",
 }
 """Every optional capability and the flag a store sets to declare it."""
 
-C = TypeVar("C")
+_C = TypeVar("_C")
 
 
-def supports(store: object, capability: type[C]) -> TypeGuard[C]:
+def supports(store: object, capability: type[_C]) -> TypeGuard[_C]:
     """Whether ``store`` declares ``capability`` (one of :data:`CAPABILITIES`) by its ``supports_*`` flag.
 
     Raises TypeError for a capability that is not in :data:`CAPABILITIES`, and for a store that

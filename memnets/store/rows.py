@@ -1,18 +1,23 @@
 """How a memory becomes a stored row, shared by every store so they seal, check and read rows alike.
 
 A row keeps in clear what stores must query or order by: owner, id, t, last_access, importance,
-kind, superseded_by, the row version, and the vector. Everything else (content, links, the structured fields,
-metadata, ``updated_at``: rows written before it had one read it as ``t``) is one JSON payload,
+kind, superseded_by, the row version, the expiry (``expires_at`` and the ``ttl`` that refreshes
+it), and the vector. Everything else (content, links, the structured fields, metadata, the
+session, ``updated_at``: rows written before it had one read it as ``t``) is one JSON payload,
 sealed with AES-GCM when the store has a key. The associated data
 of the seal binds the clear fields, the store's random id and the row's version (see
 :func:`row_aad`), so editing a clear field, swapping ciphertexts between rows, copying a row into
 another store under the same key, or putting back an older ciphertext of a row after it was
-rewritten (its version moved on) fails authentication. ``last_access`` is left out on purpose:
-``touch`` updates it without re-sealing, so it is not authenticated (docs/security.md).
+rewritten (its version moved on) fails authentication. ``last_access`` and the expiry are left out
+on purpose: ``touch`` and a TTL refresh update them without re-sealing, so they are not
+authenticated (docs/security.md).
 
 A store writes a row in two steps: :func:`encode_row` validates the memory and builds the
 plaintext row before any transaction; :func:`seal_row`, inside the write transaction, gives it
 its version (the stored one plus one) and seals it.
+
+The deletion ledger (tombstones other processes read, see ``deleted_since``) names owners and ids
+only by keyed hashes (:func:`ledger_tag`), so that an erased user leaves no name behind in it.
 
 Also here: the key setup of a store (:func:`new_cipher`, :func:`existing_cipher`, over the
 ``meta`` key/value pairs each store keeps, the KDF parameters among them) and the argument
@@ -23,7 +28,9 @@ for the same bad input.
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
+import os
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
@@ -65,6 +72,9 @@ class Row:
     payload: bytes  # plaintext JSON from encode_row; sealed by seal_row when the store has a key
     vector: bytes  # little-endian float32 [dim]
     version: int = 0  # 1 on the first write of (owner, id), +1 on each rewrite; 0 until seal_row
+    expires_at: str | None = None  # ISO 8601 UTC; None: never expires
+    expires_epoch: float | None = None  # the same instant, for SQL comparisons
+    ttl: float | None = None  # seconds; what a refresh on read adds to its time
 
 
 def new_store_id() -> str:
@@ -112,22 +122,55 @@ def row_aad(
     return json.dumps(fields, ensure_ascii=False).encode("utf-8")
 
 
-def deleted_by_tombstones(memories: Iterable[Memory], tombstones: Iterable[tuple], t_value) -> set[str]:
+def deleted_by_tombstones(memories: Iterable[Memory], tombstones: Iterable[tuple], t_value, secret: bytes) -> set[str]:
     """Ids of ``memories`` that a tombstone deletes: the deletion-ledger rule both stores apply.
 
-    A tombstone is ``(id, before)``: ``id`` None deletes every memory of its owner, ``before`` None
-    every time, else memories with ``t_value(memory)`` earlier than it (each store keeps ``before``
-    in its own time unit, so it says how to read a memory's ``t``).
+    A tombstone is ``(id tag, before)``: the tag (:func:`ledger_tag` of owner and id under the store's
+    ``secret``) None deletes every memory of its owner, ``before`` None every time, else memories with
+    ``t_value(memory)`` earlier than it (each store keeps ``before`` in its own time unit, so it says
+    how to read a memory's ``t``).
     """
     tombstones = list(tombstones)
     return {
         memory.id
         for memory in memories
         if any(
-            (stone_id is None or stone_id == memory.id) and (before is None or t_value(memory) < before)
+            (stone_id is None or stone_id == ledger_tag(secret, memory.owner, memory.id))
+            and (before is None or t_value(memory) < before)
             for stone_id, before in tombstones
         )
     }
+
+
+_LEDGER_PURPOSE = b"memnets/ledger-tag/v1"
+
+
+def ledger_secret(meta: dict) -> tuple[bytes, dict[str, bytes]]:
+    """The key of a store's ledger tags and the meta entries to add for it (none once it exists).
+
+    A random secret kept in the store's meta (also under a row key: it must survive a key rotation,
+    since other processes compare tags across it). The tags keep names out of the ledger's rows; a
+    reader of the whole store who holds the secret can still test a guessed name against them.
+    """
+    if "ledger_secret" in meta:
+        return bytes(meta["ledger_secret"]), {}
+    secret = os.urandom(32)
+    return secret, {"ledger_secret": secret}
+
+
+def ledger_tag(secret: bytes, owner: str, memory_id: str | None = None) -> str:
+    """The keyed hash (HMAC-SHA256, hex) that stands for an owner, or one of its memory ids, in the ledger."""
+    parts = ["owner", owner] if memory_id is None else ["id", owner, memory_id]
+    return hmac.new(secret, json.dumps(parts, ensure_ascii=False).encode("utf-8"), "sha256").hexdigest()
+
+
+def ledger_row(secret: bytes, owner: str | None, memory_id: str | None, before) -> tuple:
+    """A tombstone (owner, id, before) as the ledger stores it: owner and id by their tags (None stays None)."""
+    return (
+        None if owner is None else ledger_tag(secret, owner),
+        None if memory_id is None else ledger_tag(secret, owner, memory_id),
+        before,
+    )
 
 
 def seal_row(row: Row, cipher: RowCipher | None, store_id: str, version: int) -> Row:
@@ -184,7 +227,7 @@ def encode_row(memory: Memory, vector: np.ndarray, where: str) -> Row:
             f"{what} has empty or whitespace-only content {memory.content!r:.40}; "
             "an empty memory cannot be retrieved meaningfully"
         )
-    for name in ("id", "owner", "content", "kind", "agent", "action", "location", "superseded_by"):
+    for name in ("id", "owner", "content", "kind", "agent", "action", "location", "superseded_by", "session"):
         check_unicode(getattr(memory, name), f"{what}: {name}")
     for name in ("links", "objects"):
         for value in getattr(memory, name):
@@ -194,6 +237,7 @@ def encode_row(memory: Memory, vector: np.ndarray, where: str) -> Row:
     try:
         t = as_utc(memory.t, f"{what}: t")
         last_access = as_utc(memory.last_access or memory.t, f"{what}: last_access")
+        expires = None if memory.expires_at is None else as_utc(memory.expires_at, f"{what}: expires_at")
         updated_at = as_utc(memory.updated_at or memory.t, f"{what}: updated_at")
     except TypeError as error:
         raise InvalidMemoryError(str(error)) from None
@@ -206,6 +250,7 @@ def encode_row(memory: Memory, vector: np.ndarray, where: str) -> Row:
         "objects": list(memory.objects),
         "location": memory.location,
         "metadata": memory.metadata,
+        "session": memory.session,
     }
     try:
         plaintext = json.dumps(payload, ensure_ascii=False).encode("utf-8")
@@ -224,6 +269,9 @@ def encode_row(memory: Memory, vector: np.ndarray, where: str) -> Row:
         superseded_by=memory.superseded_by,
         payload=plaintext,
         vector=vector_bytes,
+        expires_at=None if expires is None else expires.isoformat(),
+        expires_epoch=None if expires is None else expires.timestamp(),
+        ttl=memory.ttl,
     )
 
 
@@ -241,6 +289,8 @@ def decode_row(
     superseded_by: str | None,
     payload: bytes,
     vector: bytes,
+    expires_at: str | None = None,
+    ttl: float | None = None,
 ) -> Memory:
     """The Memory of a stored row; StoreIntegrityError, naming the row, when its seal or payload does not check out."""
     payload = bytes(payload)
@@ -270,6 +320,9 @@ def decode_row(
         location=fields["location"],
         metadata=fields["metadata"],
         superseded_by=superseded_by,
+        session=fields.get("session"),  # rows written before scopes have none
+        expires_at=None if expires_at is None else datetime.fromisoformat(expires_at),
+        ttl=ttl,
         updated_at=datetime.fromisoformat(fields["updated_at"]) if "updated_at" in fields else None,
     )
 

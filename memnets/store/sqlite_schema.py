@@ -16,18 +16,20 @@ step small, and test that an archive of the previous format opens.
 from __future__ import annotations
 
 import logging
+import os
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from memnets.store import rows as rowcodec
 from memnets.store.crypto import RowCipher
-from memnets.store.errors import StoreFormatError
+from memnets.store.errors import StoreCorruptError, StoreError, StoreFormatError, StoreReadOnlyError
 
-FORMAT_VERSION = 3  # stored in PRAGMA user_version; bump with a migration (MIGRATIONS) when the schema changes
+FORMAT_VERSION = 5  # stored in PRAGMA user_version; bump with a migration (MIGRATIONS) when the schema changes
 DB_FILE = "archive.sqlite3"
-COLUMNS = "row, owner, id, t, last_access, importance, kind, payload, vector, superseded_by, version"
+COLUMNS = "row, owner, id, t, last_access, importance, kind, payload, vector, superseded_by, version, expires_at, ttl"
 CURRENT = "superseded_by IS NULL"  # rows that search, listings, counts and the FAISS index see
+LIVE = "(expires_epoch IS NULL OR expires_epoch > ?)"  # not expired at the time bound to the "?"
 
 _SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value BLOB NOT NULL);
@@ -44,14 +46,22 @@ CREATE TABLE memories (
     vector BLOB NOT NULL,                   -- little-endian float32 [dim]
     superseded_by TEXT,                     -- id of the newer version (NULL: a current memory)
     version INTEGER NOT NULL DEFAULT 1,     -- +1 on every write of the row, bound into the seal
+    expires_at TEXT,                        -- ISO 8601 UTC (NULL: never expires), not sealed, like last_access
+    expires_epoch REAL,                     -- the same instant, for comparisons
+    ttl REAL,                               -- seconds a refresh on read gives the row again
     UNIQUE (owner, id)
 );
+CREATE INDEX memories_owner_expires ON memories (owner, expires_epoch) WHERE expires_epoch IS NOT NULL;
 CREATE INDEX memories_owner_t ON memories (owner, t_epoch);
 CREATE INDEX memories_t ON memories (t_epoch);
 CREATE INDEX memories_owner_superseded ON memories (owner, superseded_by);
 CREATE INDEX memories_owner_kind ON memories (owner, kind);  -- kind filters read only matching rows
 CREATE TABLE changes (seq INTEGER PRIMARY KEY AUTOINCREMENT, row INTEGER NOT NULL);
+CREATE TABLE reembed (row INTEGER PRIMARY KEY, version INTEGER NOT NULL, vector BLOB NOT NULL);
 """
+# reembed: a re-embedding's new vectors (memnets.store.reembed), one per memories row at the version
+# it was embedded from; swapped into memories in one transaction when every row has one. The encoder
+# that filled the archive is the meta key "encoder" (memnets.store.identity), recorded with the first vector.
 # format N -> N + 1, run in the open's write transaction (the first open by a newer memnets upgrades)
 MIGRATIONS = {
     1: [
@@ -62,15 +72,93 @@ MIGRATIONS = {
         "ALTER TABLE memories ADD COLUMN version INTEGER NOT NULL DEFAULT 1",  # + _bind_rows (archive id)
         "CREATE INDEX IF NOT EXISTS memories_owner_kind ON memories (owner, kind)",
     ],
+    3: [  # expiry (TTL); + _tag_ledger (the deletion ledger names owners and ids by keyed hashes)
+        "ALTER TABLE memories ADD COLUMN expires_at TEXT",
+        "ALTER TABLE memories ADD COLUMN expires_epoch REAL",
+        "ALTER TABLE memories ADD COLUMN ttl REAL",
+        "CREATE INDEX memories_owner_expires ON memories (owner, expires_epoch) WHERE expires_epoch IS NOT NULL",
+    ],
+    4: ["CREATE TABLE IF NOT EXISTS reembed (row INTEGER PRIMARY KEY, version INTEGER NOT NULL, vector BLOB NOT NULL)"],
 }
+CHECKS = ("quick", "full", "off")  # Archive(check=...): what is verified on open, see check_file
+_UNIQUE_INDEX = "sqlite_autoindex_memories_1"  # the (owner, id) index SQLite builds for UNIQUE (owner, id)
 log = logging.getLogger(__name__)
+
+
+def check_file(conn: sqlite3.Connection, path: Path, check: str) -> None:
+    """Verify the archive file on open; StoreCorruptError naming what failed (the file is not modified).
+
+    ``"quick"``: ``PRAGMA quick_check`` (every page's b-tree structure, one read of the file) plus
+    a check that every row is in the (owner, id) index, which quick_check skips and which a damaged
+    index page breaks silently: ``get`` and ``delete`` miss a row that search still finds, and
+    re-adding its id writes a second row. ``"full"``: ``PRAGMA integrity_check`` (all of that, and
+    every other index against the table; a few times slower). ``"off"``: nothing, for stores so large
+    that reading the file on each open costs too much (run ``check="full"`` now and then instead).
+    ``check`` is one of :data:`CHECKS` (the Archive checks its argument before touching the disk).
+    """
+    if check == "off":
+        return
+    pragma = "integrity_check" if check == "full" else "quick_check"
+    try:
+        problems = [r[0] for r in conn.execute(f"PRAGMA {pragma}(20)")]
+        if problems == ["ok"] and check == "quick" and _has_unique_index(conn):
+            total, missing = conn.execute(
+                "SELECT count(*), coalesce(sum(NOT EXISTS (SELECT 1 FROM memories AS i INDEXED BY "
+                f"{_UNIQUE_INDEX} WHERE i.owner = m.owner AND i.id = m.id AND i.row = m.row)), 0) "
+                "FROM memories AS m NOT INDEXED"
+            ).fetchone()
+            indexed = conn.execute(f"SELECT count(*) FROM memories INDEXED BY {_UNIQUE_INDEX}").fetchone()[0]
+            if missing or indexed != total:
+                problems = [f"{missing} of {total} rows missing from the (owner, id) index, which holds {indexed}"]
+    except sqlite3.DatabaseError as error:
+        raise open_error(error, path) from None
+    if problems != ["ok"]:
+        raise StoreCorruptError(
+            f"{path} is damaged (SQLite {pragma}: {'; '.join(problems[:3])}). memnets did not modify it: "
+            f"restore the folder from a backup, or salvage its rows with the sqlite3 shell's .recover "
+            "into a new file"
+        )
+
+
+def _has_unique_index(conn: sqlite3.Connection) -> bool:
+    return (
+        conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = ?", (_UNIQUE_INDEX,)).fetchone()
+        is not None
+    )
+
+
+def open_error(error: sqlite3.DatabaseError, path: Path) -> StoreError:
+    """The store error for an SQLite error met while opening ``path``: read-only, damaged, or not an archive."""
+    name = getattr(error, "sqlite_errorname", "")
+    if name.startswith("SQLITE_READONLY") or not writable(path.parent):
+        return read_only_error(path.parent)
+    if name.startswith("SQLITE_CORRUPT"):
+        return StoreCorruptError(
+            f"{path} is damaged (SQLite says: {error}). memnets did not modify it: restore the folder from a backup"
+        )
+    return StoreFormatError(f"{path} is not a memnets archive (SQLite says: {error})")
+
+
+def writable(folder: Path) -> bool:
+    """Whether the archive folder and its database file (when there is one) can be written."""
+    db = folder / DB_FILE
+    return os.access(folder, os.W_OK) and (not db.exists() or os.access(db, os.W_OK))
+
+
+def read_only_error(folder: Path) -> StoreReadOnlyError:
+    return StoreReadOnlyError(
+        f"{folder} is read-only (the folder, {DB_FILE} or the file system): the archive is opened for writing, "
+        "even to read, since SQLite keeps its journal there. Give this user write access or open a writable copy; "
+        "nothing was changed"
+    )
 
 
 def open_schema(
     conn: sqlite3.Connection, path: Path, dim: int | None, key: bytes | str | None
-) -> tuple[int, RowCipher | None, str]:
+) -> tuple[int, RowCipher | None, str, bytes]:
     """Inside the caller's write transaction: create the schema of a new archive at ``path``, or check
-    format, dim and key of an existing one and upgrade it. Returns (dim, cipher or None, archive id)."""
+    format, dim and key of an existing one and upgrade it. Returns (dim, cipher or None, archive id,
+    the key of the deletion ledger's tags, see :func:`memnets.store.rows.ledger_secret`)."""
     try:
         version = conn.execute("PRAGMA user_version").fetchone()[0]
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
@@ -97,14 +185,34 @@ def open_schema(
             conn.execute(statement)
     if "archive_id" not in meta:  # format < 3: give the archive its id and bind every row to it
         meta["archive_id"] = _bind_rows(conn, path, cipher)
+    secret = _ledger_secret(conn, meta)
+    if version < 4:
+        _tag_ledger(conn, secret)
     if version != FORMAT_VERSION:
         conn.execute(f"PRAGMA user_version = {FORMAT_VERSION}")
-    return stored_dim, cipher, _text(meta["archive_id"])
+    return stored_dim, cipher, _text(meta["archive_id"]), secret
+
+
+def _ledger_secret(conn: sqlite3.Connection, meta: dict) -> bytes:
+    secret, new = rowcodec.ledger_secret(meta)
+    conn.executemany("INSERT INTO meta (key, value) VALUES (?, ?)", new.items())
+    return secret
+
+
+def _tag_ledger(conn: sqlite3.Connection, secret: bytes) -> None:
+    """Upgrade to format 4: the deletion ledger's owner names and ids become their keyed hashes."""
+    if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'deletions'").fetchone() is None:
+        return
+    for seq, owner, memory_id, before in conn.execute("SELECT seq, owner, id, before FROM deletions").fetchall():
+        conn.execute(
+            "UPDATE deletions SET owner = ?, id = ?, before = ? WHERE seq = ?",
+            (*rowcodec.ledger_row(secret, owner, memory_id, before), seq),
+        )
 
 
 def _create(
     conn: sqlite3.Connection, path: Path, dim: int | None, key: bytes | str | None
-) -> tuple[int, RowCipher | None, str]:
+) -> tuple[int, RowCipher | None, str, bytes]:
     if dim is None:
         raise ValueError(f"Archive: {path.parent} holds no archive yet; give dim to create one")
     for statement in _SCHEMA.split(";"):
@@ -120,7 +228,7 @@ def _create(
     }
     conn.executemany("INSERT INTO meta (key, value) VALUES (?, ?)", meta.items())
     conn.execute(f"PRAGMA user_version = {FORMAT_VERSION}")
-    return dim, cipher, archive_id
+    return dim, cipher, archive_id, _ledger_secret(conn, meta)
 
 
 def _bind_rows(conn: sqlite3.Connection, path: Path, cipher: RowCipher | None) -> str:
@@ -179,7 +287,7 @@ def rotate_rows(
 def record_aad(record: tuple, store_id: str | None) -> bytes:
     """The associated data of a stored record (columns as in :data:`COLUMNS`) in a store with this id
     (``None``: the layout from before archive ids, see :func:`memnets.store.rows.row_aad`)."""
-    _, owner, memory_id, t, _, importance, kind, _, vector, superseded_by, version = record
+    _, owner, memory_id, t, _, importance, kind, _, vector, superseded_by, version = record[:11]
     return rowcodec.row_aad(
         owner, memory_id, t, kind, importance, bytes(vector), superseded_by, store_id=store_id, version=version
     )

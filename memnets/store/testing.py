@@ -40,10 +40,19 @@ from datetime import datetime, timedelta, timezone
 import numpy as np
 import pytest
 
+import memnets.timeutil as timeutil
 from memnets.records import Memory
 from memnets.store.errors import InvalidMemoryError
 from memnets.store.filters import MemoryFilter
-from memnets.store.protocol import CAPABILITIES, Compaction, DeletionLedger, IndexRebuild, MemoryStore, supports
+from memnets.store.protocol import (
+    CAPABILITIES,
+    Compaction,
+    DeletionLedger,
+    Expiry,
+    IndexRebuild,
+    MemoryStore,
+    supports,
+)
 
 DIM = 16
 EPOCH = datetime(2024, 1, 1)
@@ -231,6 +240,26 @@ BAD_CALLS = [
 ]
 
 
+EXPIRY_START = datetime(2030, 1, 1, tzinfo=timezone.utc)
+
+
+class _Clock:
+    """A settable ``memnets.timeutil.now`` for the expiry tests (the stores read the clock through it)."""
+
+    def __init__(self) -> None:
+        self.now = EXPIRY_START
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += timedelta(seconds=seconds)
+
+
+def _expiring(memory_id: str, owner: str, seconds: float, **fields) -> Memory:
+    return memory_for(memory_id, owner, expires_at=EXPIRY_START + timedelta(seconds=seconds), ttl=seconds, **fields)
+
+
 class StoreContract:
     """The contract suite as a pytest base class: subclass it and define the ``store_spec`` fixture.
 
@@ -259,6 +288,12 @@ class StoreContract:
     @pytest.fixture
     def store(self, make) -> MemoryStore:
         return make()
+
+    @pytest.fixture
+    def clock(self, monkeypatch) -> _Clock:
+        clock = _Clock()
+        monkeypatch.setattr(timeutil, "now", clock)
+        return clock
 
     # ---------------------------------------------------------------------- owner scoping
 
@@ -296,6 +331,7 @@ class StoreContract:
             objects=("cup",),
             location="kitchen",
             metadata={"n": 3, "tags": ["a"], "ok": True},
+            session="run-7",
         )
         plain = memory_for("p", "a")
         store.upsert([rich, plain], vectors_for([rich, plain]))
@@ -549,3 +585,66 @@ class StoreContract:
         store.rebuild_index()
         assert [hit_ids(store.search(q, 5, "a")) for q in queries] == before
         assert hit_ids(store.search(vector_for("m7"), 1, "a")) == ["m7"]
+
+    def test_expiry_hides_an_expired_row_from_every_read(self, store, clock):
+        if not supports(store, Expiry):
+            pytest.skip(f"{type(store).__name__} does not declare Expiry (supports_expiry)")
+        memories = [
+            _expiring("soon", "ann", 60, metadata={"tag": "x"}, session="s1"),
+            memory_for("kept", "ann", metadata={"tag": "x"}),
+            _expiring("later", "ann", 120, metadata={"tag": "x"}),
+            _expiring("only", "bob", 60),
+        ]
+        store.upsert(memories, vectors_for(memories))
+        older = memory_for(
+            "soon~1", "ann", superseded_by="soon", expires_at=EXPIRY_START + timedelta(seconds=60), ttl=60.0
+        )
+        store.upsert([older], vector_for("soon~1")[None])
+        back = store.get(["soon"], "ann")[0]
+        assert (back.expires_at, back.ttl, back.session) == (EXPIRY_START + timedelta(seconds=60), 60.0, "s1")
+        assert store.count("ann") == 3 and store.owners() == ["ann", "bob"]
+
+        clock.advance(90)
+        assert [m.id for m in store.get(["soon", "kept", "later"], "ann")] == ["kept", "later"]
+        assert sorted(m.id for m in store.list_memories("ann")) == ["kept", "later"]
+        assert store.count("ann") == 2 and store.owners() == ["ann"]
+        probe = vector_for("soon")  # the expired memory is the nearest: k must still be filled by the others
+        assert sorted(m.id for m, _ in store.search(probe, 2, "ann")) == ["kept", "later"]
+        assert sorted(m.id for m, _ in store.search(probe, 2, "ann", filters={"metadata": {"tag": "x"}})) == [
+            "kept",
+            "later",
+        ]
+        assert sorted(m.id for m, _ in store.search(probe, 2, "ann", filters={"kind": "observation"})) == [
+            "kept",
+            "later",
+        ]
+        assert sorted(store.expired(clock.now)) == [("ann", "soon"), ("ann", "soon~1"), ("bob", "only")]
+        assert store.expired(clock.now, owner="bob") == [("bob", "only")]
+
+        clock.advance(60)
+        assert [m.id for m, _ in store.search(probe, 5, "ann")] == ["kept"]
+
+    def test_expiry_refresh_moves_the_expiry_from_the_read(self, store, clock):
+        if not supports(store, Expiry):
+            pytest.skip(f"{type(store).__name__} does not declare Expiry (supports_expiry)")
+        memories = [_expiring("a", "ann", 60), memory_for("b", "ann")]
+        store.upsert(memories, vectors_for(memories))
+        clock.advance(45)
+        assert store.refresh_expiry(["a", "b", "missing"], "ann", clock.now) == 1  # b has no TTL
+        assert store.get(["a"], "ann")[0].expires_at == clock.now + timedelta(seconds=60)
+        clock.advance(45)  # 90 s after the write, 45 after the refresh
+        assert [m.id for m in store.get(["a"], "ann")] == ["a"]
+        clock.advance(30)
+        assert store.get(["a"], "ann") == []
+        assert store.refresh_expiry(["a"], "ann", clock.now) == 0  # an expired memory cannot be brought back
+
+    def test_expiry_round_trips_exactly(self, store, clock):
+        """expires_at keeps microseconds and its zone (the refresh arithmetic relies on it)."""
+        if not supports(store, Expiry):
+            pytest.skip(f"{type(store).__name__} does not declare Expiry (supports_expiry)")
+        moment = EXPIRY_START + timedelta(seconds=12, microseconds=345678)
+        memory = memory_for("m", "ann", expires_at=moment, ttl=12.345678)
+        store.upsert([memory], vector_for("m")[None])
+        back = store.get(["m"], "ann")[0]
+        assert back.expires_at == moment and back.ttl == pytest.approx(12.345678)
+        np.testing.assert_allclose(store.vectors(["m"], "ann")[0], vector_for("m"), atol=1e-6)
