@@ -35,8 +35,9 @@ START = datetime(2023, 1, 1, tzinfo=timezone.utc)
 class LookupEncoder:
     """Returns pre-computed vectors for known texts: the API's path without the encoder's cost."""
 
-    def __init__(self, dim: int, tokenizer=None):
+    def __init__(self, dim: int, tokenizer=None, fingerprint: str = "bench-lookup"):
         self.dim, self.tokenizer = dim, tokenizer
+        self.fingerprint = f"{fingerprint}:{dim}"  # the store binds the encoder that filled it (TextEncoder)
         self.table: dict[tuple[str, str], np.ndarray] = {}
 
     def encode(self, texts, kind: str = "memory"):

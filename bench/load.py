@@ -14,7 +14,7 @@ server's /metrics.
 ``--faults`` adds the fault runs of bench/server_faults.py (SIGKILL under adds on both stores,
 PostgreSQL stopped and started under load) with their counts.
 
-    python -m bench.load --out docs/results/server_load.json          # the full run (~15 min idle)
+    python -m bench.load --out docs/results/server_load.json          # the full run
     python -m bench.load --memories 2000 --seconds 3 --clients 1 10    # a quick look
 
 The clients run in this process, on the same cores as the server: figures are for one machine

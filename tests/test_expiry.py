@@ -288,3 +288,21 @@ def test_mcp_add_memory_takes_a_ttl(memory, clock):
     clock.advance(91)
     assert memory.get(added["id"], user="ann") is None
     assert [m.content for m in memory.list_memories(user="ann")] == []
+
+
+def test_a_write_of_the_same_statement_restarts_its_ttl(memory, clock):
+    memory.add("the gate code is 1234", user="ann", ttl=60, id="gate")
+    clock.advance(50)
+    again = memory.add("the gate code is 1234", user="ann", ttl=60, id="gate")  # LangGraph's put of the same value
+    assert again.outcome == "unchanged" and again.expires_at == clock.now + timedelta(seconds=60)
+    assert memory.history("gate", user="ann") == [again]  # no version written for it
+    clock.advance(50)  # 100 s: alive only because the write restarted the timer
+    same = memory.update("gate", user="ann", ttl=60)
+    assert same.outcome == "unchanged" and memory.get("gate", user="ann").expires_at == clock.now + timedelta(
+        seconds=60
+    )
+    clock.advance(61)
+    assert memory.get("gate", user="ann") is None
+    fresh = memory.add("the gate code is 5678", user="ann", id="gate")  # the id of an expired, unswept memory
+    assert fresh.outcome == "added" and memory.get("gate", user="ann").content == "the gate code is 5678"
+    assert memory.sweep_expired() == 0 and memory.get("gate", user="ann").expires_at is None

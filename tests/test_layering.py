@@ -27,6 +27,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "memnets.protocols",
             "memnets.safefiles",
             "memnets.netutil",
+            "memnets.progress",
             "memnets.extras",
         },
     ),
@@ -37,7 +38,7 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("retrieval", {"memnets.retrieval"}),
     ("store", {"memnets.store"}),
     ("memory", {"memnets.memory"}),
-    ("training and the memory API", {"memnets.lit", "memnets.api"}),
+    ("training and the memory API", {"memnets.lit", "memnets.api", "memnets.portable"}),
     (
         "evaluation, agent, baselines, public names",
         {"memnets.evaluation", "memnets.agent", "memnets.baselines", "memnets"},

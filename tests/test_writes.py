@@ -3,7 +3,7 @@ AgentMemory (add, add_many, update) and MemoryManager.observe, and the checks ev
 (invalid Unicode, the size limit). The adapters' doors are tested in tests/test_integrations_*.py.
 
 The tiny random encoder puts a text and a one-detail change of it at cosine ~0.995 and unrelated
-texts at ~0.91, so the default near-match threshold (0.98) separates them as the real encoder does;
+texts at ~0.91, so the default near-match threshold (0.96) separates them as the real encoder does;
 each test that relies on it asserts the cosine first.
 """
 
@@ -287,3 +287,7 @@ def test_text_the_tokenizer_cannot_take_is_refused_with_its_position(encoder, tm
         with pytest.raises(InvalidMemoryError, match="position 0"):
             manager.observe("\ue000")
         assert memory.users() == [] and memory.add("fine", user="ann").outcome == "added"
+
+
+def test_a_speaker_prefix_is_no_name():
+    assert facts("Joanna: Totally! Bye Nate!") == facts("Joanna: Bye Nate!") == ("nate",)

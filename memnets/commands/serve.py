@@ -9,9 +9,10 @@ over stdio, stdout carries the protocol: this command prints nothing there, and 
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import sys
+
+from memnets.console import add_output_options, parse_args
 
 
 def mcp_parser() -> argparse.ArgumentParser:
@@ -61,12 +62,12 @@ def mcp_parser() -> argparse.ArgumentParser:
         help="http only: name of an environment variable holding a bearer token every request must carry "
         "(required when --host is not a loopback address)",
     )
-    return parser
+    return add_output_options(parser)
 
 
 def mcp_main(argv: list[str]) -> int:
     parser = mcp_parser()
-    args = parser.parse_args(argv)
+    args = parse_args(parser, argv)
     if args.pack is not None and args.encoder is not None:
         parser.error("give --pack or --encoder, not both (a pack's scorer was fitted to its own encoder)")
     if args.user is not None and not args.user.strip():
@@ -94,8 +95,6 @@ def mcp_main(argv: list[str]) -> int:
             host_names(args.host, args.allow_host)
     except ValueError as error:
         parser.error(str(error))
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-
     import memnets
     from memnets.integrations.mcp_server import serve
     from memnets.store.errors import ArchiveError
@@ -104,7 +103,7 @@ def mcp_main(argv: list[str]) -> int:
         memory = memnets.open(args.memory, pack=args.pack, key=key, encoder=args.encoder)
     except (OSError, ValueError, TypeError, ArchiveError) as error:  # a bad pack or encoder folder, a wrong key or dim
         print(f"memnets serve mcp: cannot open the memory: {error}", file=sys.stderr)
-        return 2
+        return 1
     with memory:
         serve(
             memory,
@@ -167,7 +166,7 @@ def http_parser() -> argparse.ArgumentParser:
         metavar="NAME",
         help="a name clients reach the server by besides --host (a reverse proxy's); others get 421",
     )
-    return parser
+    return add_output_options(parser)
 
 
 def _options(parser: argparse.ArgumentParser, pairs: list[str]) -> dict:
@@ -187,7 +186,7 @@ def _options(parser: argparse.ArgumentParser, pairs: list[str]) -> dict:
 
 def http_main(argv: list[str]) -> int:
     parser = http_parser()
-    args = parser.parse_args(argv)
+    args = parse_args(parser, argv)
     if args.pack is not None and args.encoder is not None:
         parser.error("give --pack or --encoder, not both (a pack's scorer was fitted to its own encoder)")
     if not 0 <= args.batch_wait_ms <= 1000:
@@ -217,6 +216,5 @@ def http_main(argv: list[str]) -> int:
         check(config)
     except ValueError as error:
         parser.error(str(error))
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     serve(config)
     return 0

@@ -47,7 +47,7 @@ from memnets.records import Memory, Outcome
 from memnets.store.errors import InvalidMemoryError
 from memnets.store.protocol import Expiry, supports
 from memnets.store.rows import VERSION_SEPARATOR  # older versions of memory "x" are "x~1", "x~2", ...
-from memnets.text import SEPARATOR, SPEAKER_PREFIX_MAX
+from memnets.text import SEPARATOR, SPEAKER_PREFIX_MAX, strip_speaker
 
 MAX_TEXT_CHARS = 200_000  # a memory's (and a query's) text; ~50k tokens, far above any encoder window
 DUPLICATE_CANDIDATES = 5  # nearest memories (any kind) looked at for a near match of the same kind
@@ -109,11 +109,11 @@ def facts(text: str) -> tuple[str, ...]:
     Numbers (with their separators: ``10:30``, ``2024-03-01``, ``555-1234``, ``3.5``), number words,
     months, weekdays and relative times (``today``, ``tomorrow``, ``pm``, ...), negations (``not``,
     ``never``, ``n't``, ...) and names (capitalised words that do not start a sentence; ``I`` is no
-    name), all case-folded.
+    name), all case-folded. A ``"{speaker}: "`` prefix is not part of them (:func:`speaker` compares it).
     """
     found: list[str] = []
     sentence_start = True
-    for token in _TOKEN.findall(unicodedata.normalize("NFKC", text)):
+    for token in _TOKEN.findall(unicodedata.normalize("NFKC", strip_speaker(text))):
         if token in ".!?":
             sentence_start = True
             continue
