@@ -19,7 +19,7 @@ def _write(tmp_path, tiny_locomo_path, change):
     data = json.loads(tiny_locomo_path.read_text())
     change(data)
     path = tmp_path / "locomo.json"
-    path.write_text(json.dumps(data, ensure_ascii=False, indent=1))
+    path.write_text(json.dumps(data, indent=1))  # non-ASCII as \u escapes, as a lone surrogate must be
     return path
 
 
@@ -140,3 +140,26 @@ def test_locomo_observations_of_the_wrong_type_name_the_field(tmp_path, tiny_loc
     path = _locomo(tmp_path, tiny_locomo_path, lambda data: data[0].update(observation=observation))
     with pytest.raises(LocomoFormatError, match=rf"sample tiny-1.*{message}"):
         load_locomo(path)
+
+
+def test_a_lone_surrogate_is_refused_by_both_readers(tmp_path, tiny_locomo_path):
+    """Before: read, then the tokenizer's TypeError far from the file."""
+    lone = "I adopted a puppy \ud800 named Rex."
+    locomo = _locomo(tmp_path, tiny_locomo_path, lambda d: d[0]["conversation"]["session_1"][0].update(text=lone))
+    with pytest.raises(LocomoFormatError, match=r"session_1\[0\]: field 'text' holds a lone surrogate at position 18"):
+        load_locomo(locomo)
+    jsonl = _jsonl(tmp_path, lambda r: r["sessions"][0]["turns"][0].update(text=lone))
+    with pytest.raises(JsonlFormatError, match=r"line 1.*text.*lone surrogate at position 18"):
+        load_jsonl(jsonl)
+
+
+def test_a_question_of_stopwords_only_scores_zero_with_bm25(tiny_locomo_path):
+    """Before: IndexError inside bm25s (and ValueError for documents of stopwords only)."""
+    from memnets.retrieval.bm25 import BM25Ranker
+
+    ranker = BM25Ranker()
+    scores = ranker.scores(["Ann adopted a puppy", "Bob plays the violin"], ["what is it?", "puppy"])
+    assert scores[0].tolist() == [0.0, 0.0] and scores[1, 0] > 0 == scores[1, 1]
+    assert ranker.scores(["the of", "a the"], ["puppy"]).tolist() == [[0.0, 0.0]]
+    conversation = load_locomo(tiny_locomo_path)[0]
+    assert len(ranker.rank(conversation, ["what is it?"])[0]) == len(conversation.turns)

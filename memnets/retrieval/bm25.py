@@ -25,15 +25,22 @@ class BM25Ranker:
         self.k1, self.b, self.stopwords = k1, b, stopwords
 
     def scores(self, documents: Sequence[str], queries: Sequence[str]) -> np.ndarray:
-        """BM25 scores [len(queries), len(documents)]."""
+        """BM25 scores [len(queries), len(documents)].
+
+        A query (or a set of documents) with no terms left after the stopwords, e.g. "what is it?",
+        matches nothing: its scores are 0 (bm25s itself raises IndexError / ValueError on them).
+        """
+        out = np.zeros((len(queries), len(documents)))
+        document_tokens = bm25s.tokenize(list(documents), stopwords=self.stopwords, show_progress=False)
+        if not queries or not document_tokens.vocab:
+            return out
         index = bm25s.BM25(k1=self.k1, b=self.b)
-        index.index(bm25s.tokenize(list(documents), stopwords=self.stopwords, show_progress=False), show_progress=False)
+        index.index(document_tokens, show_progress=False)
         query_tokens = bm25s.tokenize(list(queries), stopwords=self.stopwords, return_ids=False, show_progress=False)
-        return (
-            np.stack([index.get_scores(tokens) for tokens in query_tokens])
-            if queries
-            else np.zeros((0, len(documents)))
-        )
+        for row, tokens in enumerate(query_tokens):
+            if tokens:
+                out[row] = index.get_scores(tokens)
+        return out
 
     def rank(self, conversation: Conversation, queries: Sequence[str]) -> list[list[str]]:
         ids = [turn.dia_id for turn in conversation.turns]
