@@ -73,17 +73,29 @@ def parse_time(value: Any, name: str) -> datetime | None:
     raise TypeError(f"{name} must be a datetime (on the wire an ISO 8601 string), got {value!r:.60}")
 
 
+_FILTER_KEYS = {"kinds": "kind", "all_of": "$and", "any_of": "$or"}  # MemoryFilter field -> its mapping key
+
+
 def filters_to_json(filters: Any) -> Any:
-    """The JSON form of a search/list ``filters`` argument (a MemoryFilter, a mapping or None)."""
+    """The JSON form of a search/list ``filters`` argument (a MemoryFilter, a mapping or None): the
+    mapping ``MemoryFilter.parse`` reads, with the conditions that are set only."""
     if isinstance(filters, MemoryFilter):
         out = {}
         for f in dataclasses.fields(filters):
             value = getattr(filters, f.name)
-            if value is None:
+            if value is None or value == ():
                 continue
-            key = "kind" if f.name == "kinds" else f.name
-            out[key] = to_json(dict(value) if isinstance(value, Mapping) else value)
+            if f.name in ("all_of", "any_of"):
+                value = [filters_to_json(inner) for inner in value]
+            elif isinstance(value, Mapping):
+                value = dict(value)
+            out[_FILTER_KEYS.get(f.name, f.name)] = to_json(value)
         return out
+    if isinstance(filters, Mapping):
+        return {
+            key: filters_to_json(value) if isinstance(value, MemoryFilter) else to_json(value)
+            for key, value in filters.items()
+        }
     return to_json(filters)
 
 
@@ -95,6 +107,9 @@ def filters_from_json(filters: Any) -> Any:
     for name in ("since", "until"):
         if isinstance(out.get(name), str):
             out[name] = parse_time(out[name], f"filters.{name}")
+    for name in ("$and", "$or"):
+        if isinstance(out.get(name), list):
+            out[name] = [filters_from_json(inner) for inner in out[name]]
     return out
 
 
