@@ -1,0 +1,41 @@
+"""Lightning's progress bar in `memnets fit`: a bar on a terminal only, plain lines in a log file."""
+
+from __future__ import annotations
+
+import lightning as L
+from lightning.pytorch.demos.boring_classes import BoringModel
+
+from memnets.configs import load_config
+from memnets.lit.progress import TerminalProgressBar
+from memnets.progress import set_progress
+
+
+def _fit(**trainer) -> None:
+    L.Trainer(max_epochs=2, logger=False, enable_checkpointing=False, enable_model_summary=False, **trainer).fit(
+        BoringModel()
+    )
+
+
+def test_off_a_terminal_each_epoch_is_one_plain_line(capfd):
+    _fit(callbacks=[TerminalProgressBar()], limit_train_batches=5, limit_val_batches=2)
+    err = capfd.readouterr().err
+    assert "\r" not in err  # no bar redraws in a log
+    lines = [line for line in err.splitlines() if line.startswith("epoch ")]
+    assert [line.split(":")[0] for line in lines] == ["epoch 0", "epoch 1"]
+    assert all("5/5 step" in line and "done in" in line for line in lines), lines
+
+
+def test_quiet_means_no_progress_at_all(capfd):
+    set_progress("off")
+    try:
+        _fit(callbacks=[TerminalProgressBar()], limit_train_batches=3, limit_val_batches=1)
+    finally:
+        set_progress(None)
+    err = capfd.readouterr().err
+    assert "epoch " not in err and "\r" not in err
+
+
+def test_every_fit_config_uses_it():
+    for name in ("encoder/cpu", "encoder/smoke", "importance/cpu", "gate/cpu", "importance/smoke", "gate/smoke"):
+        callbacks = load_config(name)["trainer"].get("callbacks", [])
+        assert "memnets.lit.progress.TerminalProgressBar" in [c["class_path"] for c in callbacks], name
