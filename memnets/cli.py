@@ -1,7 +1,13 @@
-"""The `memnets` command: a thin dispatcher.
+"""The `memnets` command: a thin dispatcher, in the conventions of git, pip and uv.
 
-Each subcommand lives in its own module with a `main(argv)` that parses its own arguments, so
-the CLI imports (torch, Lightning, FAISS) only what the command that runs needs.
+Each command lives in its own module with a ``main(argv)`` that parses its own arguments (and a
+``parser()`` beside it that builds them, which the tests walk), so the CLI imports (torch,
+Lightning, FAISS) only what the command that runs needs. Commands of several words form a group
+(``memnets eval retrieval``); ``memnets GROUP --help`` lists a group's commands.
+
+Exit codes: 0 success, 1 failure (the command ran and could not do its job: a file without a
+scorable question, a wrong key, a memory that is not there), 2 usage (an unknown command or
+option, a bad argument value), 130 interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
@@ -12,7 +18,10 @@ import sys
 from memnets.data.location import DataNotFoundError
 from memnets.extras import missing_extra_message
 
-# (words of the command) -> "module:function"; each function takes the remaining argv.
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+HELP_WORDS = {"-h", "--help", "help"}
+
+# (words of the command) -> ("module:function", help); each function takes the remaining argv.
 COMMANDS: dict[tuple[str, ...], tuple[str, str]] = {
     ("data", "prepare"): ("memnets.commands.data:prepare_main", "build the cached datasets of the three tasks"),
     ("eval", "retrieval"): (
@@ -35,21 +44,60 @@ COMMANDS: dict[tuple[str, ...], tuple[str, str]] = {
         "memnets.commands.baseline:st_mnrl_main",
         "the sentence-transformers MNRL fine-tune to beat",
     ),
+    ("memories",): (
+        "memnets.commands.memories:main",
+        "look into a memory folder or database: list, search, show, history, delete, export, import",
+    ),
     ("serve", "mcp"): ("memnets.commands.serve:mcp_main", "serve a memory to MCP hosts over stdio or HTTP"),
+    ("serve", "http"): ("memnets.commands.serve:http_main", "serve a memory over REST (/v1), with /ui and /metrics"),
     ("archive", "rotate-key"): (
         "memnets.commands.archive:rotate_key_main",
         "re-encrypt an archive folder under a new key",
     ),
+    ("archive", "reembed"): (
+        "memnets.commands.archive:reembed_main",
+        "re-embed every memory of a store with a new encoder (resumable)",
+    ),
 }
+
+GROUPS: dict[str, str] = {
+    "data": "datasets built from conversations",
+    "eval": "evaluate retrievers and heads on a split",
+    "baseline": "baselines the trained components must beat",
+    "serve": "serve a memory to other programs",
+    "archive": "maintenance of an embedded archive folder",
+}
+
+EXIT_CODES = "exit codes: 0 success, 1 failure, 2 usage error, 130 interrupted"
+
+
+def version() -> str:
+    from memnets import __version__
+
+    return f"memnets {__version__}"
 
 
 def usage() -> str:
-    lines = ["usage: memnets COMMAND [ARGS...]", "", "commands:"]
+    lines = ["usage: memnets [--version] [--help] COMMAND [ARGS...]", "", "commands:"]
     for words, (_, help_text) in COMMANDS.items():
-        lines.append(f"  {' '.join(words):<18} {help_text}")
-    lines.append("")
-    lines.append("Run `memnets COMMAND --help` for a command's options.")
+        lines.append(f"  {' '.join(words):<20} {help_text}")
+    lines += ["", "Run `memnets COMMAND --help` (or `memnets GROUP --help`) for its options.", EXIT_CODES]
     return "\n".join(lines)
+
+
+def group_usage(group: str) -> str:
+    """The help of a group: its commands, one line each."""
+    lines = [f"usage: memnets {group} COMMAND [ARGS...]", "", GROUPS.get(group, ""), "", "commands:"]
+    for words, (_, help_text) in COMMANDS.items():
+        if words[0] == group and len(words) > 1:
+            lines.append(f"  {' '.join(words[1:]):<16} {help_text}")
+    lines += ["", f"Run `memnets {group} COMMAND --help` for a command's options.", EXIT_CODES]
+    return "\n".join(lines)
+
+
+def groups() -> list[str]:
+    """The first words of the commands of several words."""
+    return list(dict.fromkeys(words[0] for words in COMMANDS if len(words) > 1))
 
 
 def resolve(argv: list[str]) -> tuple[str, list[str]] | None:
@@ -60,29 +108,62 @@ def resolve(argv: list[str]) -> tuple[str, list[str]] | None:
     return None
 
 
+def load(target: str):
+    """The function named by a ``"module:function"`` target."""
+    module_name, function_name = target.split(":")
+    return getattr(importlib.import_module(module_name), function_name)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0] in {"-h", "--help", "help"}:
+    if not argv or argv[0] in {"-h", "--help"}:
         print(usage())
-        return 0
+        return EXIT_OK
+    if argv[0] == "help":  # `memnets help eval retrieval` is `memnets eval retrieval --help`
+        return main([*argv[1:], "--help"]) if argv[1:] else main([])
+    if argv[0] in {"-V", "--version"}:
+        print(version())
+        return EXIT_OK
     resolved = resolve(argv)
     if resolved is None:
-        print(f"memnets: unknown command {' '.join(argv[:2])!r}\n\n{usage()}", file=sys.stderr)
-        return 2
+        return _not_a_command(argv)
     target, rest = resolved
-    module_name, function_name = target.split(":")
     try:
-        function = getattr(importlib.import_module(module_name), function_name)
-        return int(function(rest) or 0)
+        return int(load(target)(rest) or 0)
+    except SystemExit as exit:  # argparse's --help (0) and usage errors (2)
+        if exit.code is None or isinstance(exit.code, int):
+            return int(exit.code or 0)
+        print(exit.code, file=sys.stderr)
+        return EXIT_FAILURE
     except DataNotFoundError as error:  # no conversations given or found: a usage error
         print(f"memnets: {error}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     except ModuleNotFoundError as error:
         message = missing_extra_message(error, f"memnets {' '.join(argv[: len(argv) - len(rest)])}")
         if message is None:
             raise
         print(f"memnets: {message}", file=sys.stderr)
-        return 1
+        return EXIT_FAILURE
+    except KeyboardInterrupt:
+        print("memnets: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+def _not_a_command(argv: list[str]) -> int:
+    first = argv[0]
+    if first in groups():
+        rest = argv[1:]
+        if rest and rest[0] in HELP_WORDS:
+            print(group_usage(first))
+            return EXIT_OK
+        problem = f"unknown command {rest[0]!r}" if rest else "a command is missing"
+        print(f"memnets {first}: {problem}\n\n{group_usage(first)}", file=sys.stderr)
+        return EXIT_USAGE
+    if first.startswith("-"):
+        print(f"memnets: unknown option {first!r} (options go after the command)\n\n{usage()}", file=sys.stderr)
+    else:
+        print(f"memnets: unknown command {first!r}\n\n{usage()}", file=sys.stderr)
+    return EXIT_USAGE
 
 
 if __name__ == "__main__":

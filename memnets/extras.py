@@ -23,6 +23,9 @@ EXTRA_OF_MODULE: dict[str, str] = {
     "langgraph": "langgraph",
     "langchain_core": "langchain",
     "mcp": "mcp",
+    "onnxruntime": "onnx",
+    "onnx": "onnx",
+    "onnxscript": "onnx",
 }
 
 

@@ -155,13 +155,16 @@ class TransformersLLM:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
+        from memnets.progress import quiet_loading
+
         path = Path(path)
         if not path.is_dir():
             raise FileNotFoundError(f"TransformersLLM: model path {str(path)!r} is not a folder")
         self.name = f"transformers:{path.name}"
         self.tokenizer = AutoTokenizer.from_pretrained(path)
         torch_dtype = getattr(torch, dtype) if dtype else None
-        self.model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype).to(device).eval()
+        with quiet_loading():  # no "Loading weights" bar
+            self.model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype).to(device).eval()
         self.device = device
 
     def _input_ids(self, prompt: str, system: str | None):

@@ -18,10 +18,14 @@ file is a regular file (a symbolic link, a FIFO or a device anywhere in the pack
 name is one the format allows (:data:`ALLOWED_FILES`: safetensors weights, JSON configs and the
 tokenizer's text files; nothing pickle-based, no code); that every listed file is present with its
 checksum and no unlisted file is there; that the encoder and both heads agree on the embedding
-dimension. Each file is opened once, without following links, and copied into a private
-temporary folder while its sha256 is computed; the components are then built from that verified
-copy, so the bytes that are loaded are the bytes that were checked, even if someone rewrites the
-pack folder meanwhile. Every failure raises a :class:`PackError` subclass whose message names the
+dimension; that every JSON file parses (however deeply nested, a PackError, never a RecursionError);
+that each config describes exactly its safetensors tensors (the backbone's ``config.json``, the
+projection and each head's architecture: layer count, no missing or unexpected tensor, every
+shape), compared on the files' headers with the networks built on the meta device, so a lying
+config fails before anything is allocated. Each file is opened once, without following links,
+and copied into a private temporary folder while its sha256 is computed; the components are then
+built from that verified copy, so the bytes that are loaded are the bytes that were checked, even
+if someone rewrites the pack folder meanwhile. Every failure raises a :class:`PackError` subclass whose message names the
 file and what is wrong with it.
 """
 
@@ -119,6 +123,11 @@ class PackFormatError(PackError):
     """A JSON file that does not parse or lacks a required field."""
 
 
+class PackWeightsError(PackFormatError):
+    """A config that does not describe its safetensors weights: another layer count, a missing or
+    unexpected tensor, another shape. Checked on the header, before anything is allocated."""
+
+
 @dataclass
 class Pack:
     """A loaded, verified pack."""
@@ -207,6 +216,8 @@ def _parse_json(data: bytes, path: Path, what: str) -> object:
         return json.loads(data.decode("utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise PackFormatError(f"{path}: not valid JSON ({what}): {error}") from None
+    except RecursionError:
+        raise PackFormatError(f"{path}: nested too deeply to be {what}") from None
 
 
 def _read_json(copy: Path, root: Path, name: str, what: str) -> object:
@@ -216,15 +227,16 @@ def _read_json(copy: Path, root: Path, name: str, what: str) -> object:
     return _parse_json((copy / name).read_bytes(), root / name, what)
 
 
-def load_head(name: str, folder: str | Path):
-    """Load the trained head `name` ("importance" or "gate") from a folder written by its ``save``."""
+def load_head(name: str, folder: str | Path, shown: str | Path | None = None):
+    """Load the trained head `name` ("importance" or "gate") from a folder written by its ``save``
+    (``shown``: the folder its messages name)."""
     try:
         from memnets.nn import heads
     except ImportError as error:
         raise PackError(
             f"{folder}: loading the {name} head needs memnets.nn.heads, which cannot be imported: {error}"
         ) from None
-    return getattr(heads, HEADS[name][1]).load(folder)
+    return getattr(heads, HEADS[name][1]).load(folder, shown=shown)
 
 
 def _head_dim(head) -> int | None:
@@ -397,18 +409,60 @@ def load_pack(path: str | Path, *, backend: str = "torch") -> Pack:
         return _build(root, copy, manifest, backend)
 
 
+def _check_encoder_weights(root: Path, copy: Path, encoder_config) -> None:
+    """The encoder's configs describe exactly its safetensors tensors (:mod:`memnets.nn.weights`):
+    the backbone's ``config.json`` against ``model.safetensors``, the projection of
+    ``memnets_encoder.json`` against ``2_Dense/model.safetensors``. Nothing is allocated."""
+    from memnets.nn.encoder import CONFIG_NAME, PROJECTION_DIR
+    from memnets.nn.weights import WeightsMismatch, check_backbone, check_linear
+
+    folder, shown = copy / ENCODER_DIR, root / ENCODER_DIR
+    try:
+        check_backbone(folder, shown)
+        projection = encoder_config.get("projection_dim") if isinstance(encoder_config, dict) else None
+        dense = f"{PROJECTION_DIR}/model.safetensors"
+        if projection is None:
+            if (folder / dense).is_file():
+                raise WeightsMismatch(f"{shown / dense}: a projection that {shown / CONFIG_NAME} does not describe")
+            return
+        if not isinstance(projection, int) or isinstance(projection, bool) or projection < 1:
+            raise WeightsMismatch(f"{shown / CONFIG_NAME}: field 'projection_dim' must be a positive int or null")
+        if not (folder / dense).is_file():
+            raise PackFileMissing(f"{shown / dense}: missing (the projection of {shown / CONFIG_NAME})")
+        hidden = _parse_json((folder / "config.json").read_bytes(), shown / "config.json", "a model config")
+        check_linear(
+            folder / dense,
+            shown / dense,
+            in_features=hidden.get("hidden_size"),
+            out_features=projection,
+            config=f"{shown / CONFIG_NAME} (field 'projection_dim') with {shown / 'config.json'} (field 'hidden_size')",
+        )
+    except WeightsMismatch as error:
+        raise PackWeightsError(str(error)) from None
+
+
 def _build(root: Path, copy: Path, manifest: dict, backend: str = "torch") -> Pack:
     """The components of a verified pack, loaded from its verified ``copy``; messages name ``root``."""
     from memnets.nn.encoder import MemoryEncoder
+    from memnets.nn.weights import WeightsMismatch
 
     dim = manifest["embedding_dim"]
+    for name in manifest["files"]:  # every JSON file parses (no depth bomb reaches a third-party parser)
+        if name.endswith(".json"):
+            _read_json(copy, root, name, "a pack config")
     encoder_config = _read_json(copy, root, f"{ENCODER_DIR}/memnets_encoder.json", "the encoder's memnets config")
     if isinstance(encoder_config, dict) and encoder_config.get("dim") not in (None, dim):
         raise PackDimError(
             f"{root / ENCODER_DIR / 'memnets_encoder.json'}: dim {encoder_config.get('dim')} but the "
             f"manifest's embedding_dim is {dim}"
         )
-    encoder = MemoryEncoder.from_pretrained(copy / ENCODER_DIR, backend=backend)
+    _check_encoder_weights(root, copy, encoder_config)
+    try:
+        encoder = MemoryEncoder.from_pretrained(copy / ENCODER_DIR, backend=backend)
+    except Exception as error:  # whatever transformers or the tokenizer raise on a bad file
+        raise PackFormatError(
+            f"{root / ENCODER_DIR}: the encoder does not load: {type(error).__name__}: {error}"
+        ) from None
     if encoder.dim != dim:
         raise PackDimError(
             f"{root / ENCODER_DIR}: the encoder gives {encoder.dim}-d vectors but the manifest's embedding_dim is {dim}"
@@ -418,11 +472,15 @@ def _build(root: Path, copy: Path, manifest: dict, backend: str = "torch") -> Pa
         if name not in manifest["components"]:
             continue
         try:
-            head = load_head(name, copy / folder)
-        except (OSError, ValueError, KeyError, TypeError) as error:
-            if isinstance(error, PackError):
-                raise
-            raise PackFormatError(f"{root / folder}: the {name} head does not load: {error}") from None
+            head = load_head(name, copy / folder, shown=root / folder)
+        except PackError:
+            raise
+        except WeightsMismatch as error:
+            raise PackWeightsError(str(error)) from None
+        except Exception as error:  # a bad file in torch or safetensors: SafetensorError, RuntimeError, ...
+            raise PackFormatError(
+                f"{root / folder}: the {name} head does not load: {type(error).__name__}: {error}"
+            ) from None
         head_dim = _head_dim(head)
         if head_dim is not None and head_dim != dim:
             raise PackDimError(

@@ -26,10 +26,14 @@ class TextEncoder(Protocol):
     ``encode(texts, kind)`` returns a CPU float32 tensor ``[len(texts), dim]`` of L2-normalised rows,
     in input order; ``kind`` is "memory" for what is stored and "query" for what is searched with
     (an encoder may prefix them differently). ``tokenizer`` (a Hugging Face tokenizer) counts tokens
-    for the context budget.
+    for the context budget. ``fingerprint`` names what the vectors mean (weights, configuration, dim
+    and variant): a store records the fingerprint of the encoder that filled it and refuses another
+    (vectors of two encoders live in different spaces); ``memnets archive reembed`` moves a store to
+    a new encoder.
     """
 
     dim: int
     tokenizer: Any
+    fingerprint: str
 
     def encode(self, texts: Sequence[str], kind: Kind = "memory", **kwargs: Any) -> torch.Tensor: ...

@@ -85,7 +85,7 @@ def test_add_many_encodes_once_and_writes_important_memories_first(encoder, tmp_
     calls = []
 
     class CountingEncoder:
-        dim, tokenizer = encoder.dim, encoder.tokenizer
+        dim, tokenizer, fingerprint = encoder.dim, encoder.tokenizer, encoder.fingerprint
 
         def encode(self, texts, kind="memory"):
             calls.append(len(texts))

@@ -138,17 +138,29 @@ def test_manager_benchmark_grows_a_real_archive(tiny_model_dir, tmp_path):
     assert "| 40 | flat |" in text and "10k and 1M not both run" in text
 
 
-def test_encoding_benchmark_compares_the_same_vectors(tiny_model_dir):
+def test_encoding_benchmark_compares_every_backend_with_sentence_transformers(tiny_model_dir, tmp_path):
     from bench import encoding
+    from bench.sections import encoding as section
 
     result = encoding.run(
         ["a short memory", "a somewhat longer memory about the weekend trip"] * 4,
         str(tiny_model_dir),
         batch_size=4,
         repeats=2,
+        single=3,
     )
-    assert result["max_abs_diff"] < 1e-4  # both sides compute the same embeddings
-    assert len(result["seconds"]["memnets"]) == 2 and result["ratio_memnets_over_st"] > 0
+    assert result["max_abs_diff_memnets_torch_vs_st_torch"] < 1e-4  # both compute the same embeddings
+    assert set(result["sides"]) == {"memnets-torch", "memnets-onnx", "memnets-int8", "st-torch"}
+    for side in result["sides"].values():
+        assert len(side["seconds"]) == 2 and side["texts_per_s"] > 0 and side["single"]["calls"] == 6
+    assert result["sides"]["memnets-onnx"]["cosine_to_exact"]["min"] > 0.9999
+    targets: list = []
+    lines = section.write(
+        {"settings": {"model": "tiny", "texts": 8, "repeats": 2, "batch_size": 4, "single": 3}, "results": result},
+        tmp_path,
+        targets,
+    )
+    assert any("memnets-int8" in line for line in lines) and "2x sentence-transformers" in targets[0][0]
 
 
 def test_command_rejects_unknown_benchmarks_and_reports_from_existing_json(search_results, tmp_path, capsys):

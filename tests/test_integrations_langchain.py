@@ -7,6 +7,8 @@ encoder (``EmbeddingsEncoder``). The retriever suite and the other tests use the
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 pytest.importorskip("langchain_core")
@@ -14,7 +16,7 @@ pytest.importorskip("langchain_tests")
 
 import torch
 from langchain_core.documents import Document
-from langchain_core.embeddings import DeterministicFakeEmbedding
+from langchain_core.embeddings import DeterministicFakeEmbedding, Embeddings
 from langchain_tests.integration_tests import (
     RetrieversIntegrationTests,
     VectorStoreIntegrationTests,
@@ -187,3 +189,96 @@ def test_retriever_documents_carry_scores_and_filters(notes_memory):
     food = MemnetsRetriever(memory=notes_memory, user="alice", k=5, filter={"topic": "food"}).invoke("anything")
     assert sorted(d.id for d in food) == ["n1", "n5"]
     assert MemnetsRetriever(memory=notes_memory, user="nobody").invoke("tea") == []
+
+
+class PlacedEmbeddings(Embeddings):
+    """Embeddings with chosen vectors, so that rankings, relevance and MMR can be checked by hand.
+
+    Query "a" is a1 itself; cos(a1, a2) = 0.99 (a near-duplicate), cos(a1, b) = 0.7, and b is about
+    as far from a2 (0.69): plain top-2 gives a1, a2; MMR with lambda 0.3 gives a1, b.
+    """
+
+    VECTORS = {"a1": [1.0, 0.0, 0.0], "a2": [0.99, 0.14107, 0.0], "b": [0.7, 0.0, 0.71414], "a": [1.0, 0.0, 0.0]}
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return [self.VECTORS[text] for text in texts]
+
+    def embed_query(self, text: str) -> list[float]:
+        return self.VECTORS[text]
+
+
+@pytest.fixture()
+def placed(tmp_path):
+    memory = memnets.open(tmp_path / "memory", encoder=EmbeddingsEncoder(PlacedEmbeddings(), dim=3))
+    store = MemnetsVectorStore(memory, "ann")
+    store.add_texts(["a1", "a2", "b"], [{"n": 1}, {"n": 2}, {"n": 3}], ids=["a1", "a2", "b"])
+    yield store
+    memory.close()
+
+
+def test_relevance_scores_follow_langchains_convention(placed):
+    scored = placed.similarity_search_with_relevance_scores("a", k=3)
+    assert [doc.id for doc, _ in scored] == ["a1", "a2", "b"]
+    assert [score for _, score in scored] == pytest.approx([1.0, (1 + 0.99) / 2, (1 + 0.7) / 2], abs=1e-4)
+    kept = placed.similarity_search_with_relevance_scores("a", k=3, score_threshold=0.9)
+    assert [doc.id for doc, _ in kept] == ["a1", "a2"]
+    retriever = placed.as_retriever(search_type="similarity_score_threshold", search_kwargs={"score_threshold": 0.9})
+    assert [doc.id for doc in retriever.invoke("a")] == ["a1", "a2"]
+
+
+def test_mmr_prefers_a_new_fact_to_a_near_duplicate(placed):
+    assert [d.id for d in placed.similarity_search("a", k=2)] == ["a1", "a2"]
+    assert [d.id for d in placed.max_marginal_relevance_search("a", k=2, fetch_k=3, lambda_mult=0.3)] == ["a1", "b"]
+    assert [d.id for d in placed.max_marginal_relevance_search("a", k=2, fetch_k=3, lambda_mult=1.0)] == ["a1", "a2"]
+    retriever = placed.as_retriever(search_type="mmr", search_kwargs={"k": 2, "fetch_k": 3, "lambda_mult": 0.3})
+    assert [d.id for d in retriever.invoke("a")] == ["a1", "b"]
+    vector = PlacedEmbeddings().embed_query("a")
+    assert [d.id for d in placed.max_marginal_relevance_search_by_vector(vector, k=2, fetch_k=3, lambda_mult=0.3)] == [
+        "a1",
+        "b",
+    ]
+    only = placed.max_marginal_relevance_search("a", k=2, fetch_k=3, lambda_mult=0.3, filter={"n": {"$gte": 2}})
+    assert [d.id for d in only] == ["a2", "b"]
+    with pytest.raises(ValueError, match="k <= fetch_k"):
+        placed.max_marginal_relevance_search("a", k=3, fetch_k=2)
+    with pytest.raises(ValueError, match="lambda_mult"):
+        placed.max_marginal_relevance_search("a", lambda_mult=1.5)
+
+
+def test_search_by_vector_ranks_as_search_by_text(placed):
+    vector = [2.0, 0.0, 0.0]  # any length: memnets normalises the query
+    by_vector = placed.similarity_search_by_vector_with_score(vector, k=3)
+    by_text = placed.similarity_search_with_score("a", k=3)
+    assert [d.id for d, _ in by_vector] == [d.id for d, _ in by_text]
+    assert [s for _, s in by_vector] == pytest.approx([s for _, s in by_text])
+    assert [d.id for d in placed.similarity_search_by_vector(vector, k=1, filter={"n": 3})] == ["b"]
+    with pytest.raises(ValueError, match="non-zero"):
+        placed.similarity_search_by_vector([0.0, 0.0, 0.0])
+    with pytest.raises(ValueError, match="3 finite numbers"):
+        placed.similarity_search_by_vector([1.0, 0.0])
+    with pytest.raises(TypeError, match="unknown arguments \\['fetch'\\]"):
+        placed.similarity_search_by_vector(vector, fetch=3)
+    assert [d.id for d in placed.search("a", search_type="mmr", k=2, fetch_k=3, lambda_mult=0.3)] == ["a1", "b"]
+
+
+def test_with_a_pack_relevance_is_the_learned_probability(tmp_path, tiny_encoder):
+    from memnets.pack import export_pack
+    from memnets.scoring import ScorerWeights
+
+    pack = export_pack(
+        tmp_path / "pack", tiny_encoder, scorer_weights=ScorerWeights(recency=0.0, relevance=3.0, importance=0.0)
+    )
+    with memnets.open(tmp_path / "memory", pack=pack) as memory:
+        store = MemnetsVectorStore(memory, "ann")
+        store.add_texts([text for _, text, _ in NOTES], ids=[i for i, *_ in NOTES])
+        query = NOTES[2][1]
+        hits = memory.search(query, user="ann", k=5)
+        relevance = store.similarity_search_with_relevance_scores(query, k=5)
+        assert [d.id for d, _ in relevance] == [h.memory.id for h in hits]
+        assert [r for _, r in relevance] == pytest.approx([1 / (1 + math.exp(-h.score)) for h in hits])
+        assert all(0.0 < r < 1.0 for _, r in relevance)
+        vector = memory.encoder.encode([query], kind="query")[0]
+        by_vector = store.similarity_search_by_vector_with_score(vector.tolist(), k=5)
+        assert [s for _, s in by_vector] == pytest.approx([h.score for h in hits], abs=1e-5)  # the same learned score
+        picked = store.max_marginal_relevance_search(query, k=2, fetch_k=5, lambda_mult=1.0)
+        assert [d.id for d in picked] == [h.memory.id for h in hits[:2]]

@@ -384,3 +384,42 @@ def test_query_scores_come_from_the_packs_learned_scorer(tmp_path, tiny_encoder)
         assert results[0].key == "e"  # cosine alone would put "a" first
         vector = tiny_encoder.encode(["apples are red"], kind="query")[0].numpy()
         assert memory.store.search(vector, 1, "fruit.alice")[0][0].id == "a"
+
+
+@pytest.fixture(params=["memnets", "in-memory"])
+def store_or_reference(request, tmp_path, tiny_encoder):
+    """MemnetsStore and LangGraph's own InMemoryStore, the reference for namespace rules."""
+    if request.param == "in-memory":
+        yield InMemoryStore()
+        return
+    with memnets.open(tmp_path / "memory", encoder=tiny_encoder) as opened:
+        yield MemnetsStore(opened)
+
+
+def test_the_langgraph_root_label_behaves_as_in_langgraphs_own_stores(store_or_reference):
+    """Public put/aput refuse it; LangGraph's own writes (a PutOp through batch/abatch) pass, and read back."""
+    import asyncio
+
+    store = store_or_reference
+    ns = ("langgraph", "checkpoints")
+    with pytest.raises(InvalidNamespaceError, match="langgraph"):
+        store.put(ns, "k", {"content": "refused"})
+    with pytest.raises(InvalidNamespaceError, match="langgraph"):
+        asyncio.run(store.aput(ns, "k", {"content": "refused"}))
+    assert store.get(ns, "k") is None
+    assert store.batch([PutOp(ns, "k1", {"content": "written by langgraph"})]) == [None]
+    asyncio.run(store.abatch([PutOp(ns, "k2", {"content": "also written"})]))
+    assert store.get(ns, "k1").value == {"content": "written by langgraph"}
+    assert sorted(item.key for item in store.search(("langgraph",))) == ["k1", "k2"]
+    assert store.list_namespaces(prefix=("langgraph",)) == [ns]
+    store.batch([PutOp(ns, "k1", None)])  # and deleted the same way
+    assert store.get(ns, "k1") is None
+
+
+def test_a_putop_in_batch_still_meets_the_label_rules(store, memory):
+    """memnets joins labels with ".", so a batch op with a period in a label is refused (as
+    LangGraph's validate_op_namespace prescribes for such stores), not written as another namespace."""
+    for namespace in [("lang.graph",), ("a", "")]:
+        with pytest.raises(InvalidNamespaceError):
+            store.batch([PutOp(namespace, "k", {"content": "x"})])
+    assert memory.users() == []

@@ -31,6 +31,7 @@ TOOLS = {
     "search_memory",
     "list_memories",
     "get_memory",
+    "memory_history",
     "update_memory",
     "delete_memory",
     "delete_all_memories",
@@ -46,11 +47,11 @@ def server_args(folder, encoder_dir, *extra) -> list[str]:
 
 
 @asynccontextmanager
-async def stdio_session(folder, encoder_dir, *extra):
+async def stdio_session(folder, encoder_dir, *extra, errlog=sys.stderr):
     params = StdioServerParameters(
         command=sys.executable, args=server_args(folder, encoder_dir, *extra), env=dict(os.environ)
     )
-    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+    async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as session:
         with anyio.fail_after(STARTUP_S):
             await session.initialize()
         yield session
@@ -72,48 +73,86 @@ async def error_of(session: ClientSession, tool: str, **arguments) -> str:
 
 def test_stdio_round_trip(tmp_path, tiny_model_dir):
     folder = tmp_path / "memory"
+    server_log = tmp_path / "server.log"
 
     async def run():
-        async with stdio_session(folder, tiny_model_dir) as session:
-            assert {tool.name for tool in (await session.list_tools()).tools} == TOOLS
-            tea = await call(
-                session, "add_memory", text="Alice drinks green tea", user_id="alice", metadata={"source": "chat"}
-            )
-            await call(session, "add_memory", text="Alice lives in Lisbon", user_id="alice")
-            await call(session, "add_memory", text="Bob plays chess", user_id="bob")
-            assert tea["content"] == "Alice drinks green tea" and tea["metadata"] == {"source": "chat"}
-            found = await call(session, "search_memory", query="Alice drinks green tea", user_id="alice", k=5)
-            assert found["results"][0]["id"] == tea["id"]
-            assert len(found["results"]) == 2  # only alice's memories
-            assert found["results"][0]["score"] >= found["results"][1]["score"]
-            listed = await call(session, "list_memories", user_id="alice", limit=1, offset=1)
-            assert [m["content"] for m in listed["memories"]] == ["Alice lives in Lisbon"]
-            got = await call(session, "get_memory", memory_id=tea["id"], user_id="alice")
-            assert got["content"] == "Alice drinks green tea"
-            assert "no memory" in await error_of(session, "get_memory", memory_id=tea["id"], user_id="bob")
-            updated = await call(
-                session, "update_memory", memory_id=tea["id"], text="Alice drinks black tea", user_id="alice"
-            )
-            assert updated["id"] == tea["id"] and updated["content"] == "Alice drinks black tea"
-            assert "no memory" in await error_of(session, "update_memory", memory_id="nope", text="x", user_id="alice")
-            # the API's outcomes: added, an update when a time changes (same id), unchanged on a repeat
-            outcomes = [
-                await call(session, "add_memory", text=text, user_id="carol")
-                for text in (FLIGHT, LATER, LATER.lower(), "Carol keeps bees")
-            ]
-            assert [o["outcome"] for o in outcomes] == OUTCOMES
-            assert outcomes[0]["id"] == outcomes[1]["id"] == outcomes[2]["id"] != outcomes[3]["id"]
-            assert outcomes[1]["content"] == LATER and outcomes[1]["created_at"] == outcomes[0]["created_at"]
-            assert await call(session, "delete_all_memories", user_id="carol") == {"deleted": 2}
-            assert await call(session, "delete_all_memories", user_id="bob") == {"deleted": 1}
-            lisbon = (await call(session, "search_memory", query="Alice lives in Lisbon", user_id="alice", k=1))[
-                "results"
-            ][0]
-            assert await call(session, "delete_memory", memory_id=lisbon["id"], user_id="alice") == {"deleted": True}
-            assert await call(session, "delete_memory", memory_id=lisbon["id"], user_id="alice") == {"deleted": False}
-            return tea["id"]
+        with server_log.open("w") as errlog:
+            async with stdio_session(folder, tiny_model_dir, errlog=errlog) as session:
+                return await round_trip(session)
+
+    async def round_trip(session):
+        assert {tool.name for tool in (await session.list_tools()).tools} == TOOLS
+        tea = await call(
+            session, "add_memory", text="Alice drinks green tea", user_id="alice", metadata={"source": "chat"}
+        )
+        await call(session, "add_memory", text="Alice lives in Lisbon", user_id="alice")
+        await call(session, "add_memory", text="Bob plays chess", user_id="bob")
+        assert tea["content"] == "Alice drinks green tea" and tea["metadata"] == {"source": "chat"}
+        found = await call(session, "search_memory", query="Alice drinks green tea", user_id="alice", k=5)
+        assert found["results"][0]["id"] == tea["id"]
+        assert len(found["results"]) == 2  # only alice's memories
+        assert found["results"][0]["score"] >= found["results"][1]["score"]
+        listed = await call(session, "list_memories", user_id="alice", limit=1, offset=1)
+        assert [m["content"] for m in listed["memories"]] == ["Alice lives in Lisbon"]
+        got = await call(session, "get_memory", memory_id=tea["id"], user_id="alice")
+        assert got["content"] == "Alice drinks green tea"
+        assert "no memory" in await error_of(session, "get_memory", memory_id=tea["id"], user_id="bob")
+        updated = await call(
+            session, "update_memory", memory_id=tea["id"], text="Alice drinks black tea", user_id="alice"
+        )
+        assert updated["id"] == tea["id"] and updated["content"] == "Alice drinks black tea"
+        assert "no memory" in await error_of(session, "update_memory", memory_id="nope", text="x", user_id="alice")
+        # metadata only: the text stays, the metadata is replaced, both versions are in the history
+        relabelled = await call(
+            session, "update_memory", memory_id=tea["id"], user_id="alice", metadata={"source": "form"}
+        )
+        assert relabelled["content"] == "Alice drinks black tea" and relabelled["metadata"] == {"source": "form"}
+        history = await call(session, "memory_history", memory_id=tea["id"], user_id="alice")
+        assert [(v["content"], v["metadata"]) for v in history["versions"]] == [
+            ("Alice drinks green tea", {"source": "chat"}),
+            ("Alice drinks black tea", {"source": "chat"}),
+            ("Alice drinks black tea", {"source": "form"}),
+        ]
+        assert "no memory" in await error_of(session, "memory_history", memory_id="nope", user_id="alice")
+        assert "text and/or metadata" in await error_of(session, "update_memory", memory_id=tea["id"], user_id="alice")
+        # filters are applied in the store, before ranking: the query is the other memory's text
+        lisbon_query = {"query": "Alice lives in Lisbon", "user_id": "alice", "k": 5}
+        only = await call(session, "search_memory", **lisbon_query, filters={"metadata": {"source": "form"}})
+        assert [m["id"] for m in only["results"]] == [tea["id"]]
+        ops = await call(
+            session, "search_memory", **lisbon_query, filters={"metadata": {"source": {"$in": ["web", "x"]}}}
+        )
+        assert ops["results"] == []
+        listed = await call(
+            session, "list_memories", user_id="alice", filters={"metadata": {"source": {"$ne": "form"}}}
+        )
+        assert [m["content"] for m in listed["memories"]] == ["Alice lives in Lisbon"]
+        assert "unknown operators ['$regex']" in await error_of(
+            session, "search_memory", **lisbon_query, filters={"metadata": {"source": {"$regex": "f.*"}}}
+        )
+        # an argument no tool takes is an error the client sees, naming it
+        unknown = await error_of(session, "search_memory", **lisbon_query, filter={"metadata": {}})
+        assert "filter" in unknown and "Extra inputs are not permitted" in unknown
+        # the API's outcomes: added, an update when a time changes (same id), unchanged on a repeat
+        outcomes = [
+            await call(session, "add_memory", text=text, user_id="carol")
+            for text in (FLIGHT, LATER, LATER.lower(), "Carol keeps bees")
+        ]
+        assert [o["outcome"] for o in outcomes] == OUTCOMES
+        assert outcomes[0]["id"] == outcomes[1]["id"] == outcomes[2]["id"] != outcomes[3]["id"]
+        assert outcomes[1]["content"] == LATER and outcomes[1]["created_at"] == outcomes[0]["created_at"]
+        assert await call(session, "delete_all_memories", user_id="carol") == {"deleted": 2}
+        assert await call(session, "delete_all_memories", user_id="bob") == {"deleted": 1}
+        lisbon = (await call(session, "search_memory", query="Alice lives in Lisbon", user_id="alice", k=1))["results"][
+            0
+        ]
+        assert await call(session, "delete_memory", memory_id=lisbon["id"], user_id="alice") == {"deleted": True}
+        assert await call(session, "delete_memory", memory_id=lisbon["id"], user_id="alice") == {"deleted": False}
+        return tea["id"]
 
     tea_id = anyio.run(run)
+    # quiet: no line per call, no loader lines, no progress bars; only what went wrong would show
+    assert server_log.read_text() == ""
     # what the server wrote is in the memory folder
     with memnets.open(folder, encoder=tiny_model_dir) as memory:
         added = [memory.add(text, user="dan").outcome for text in (FLIGHT, LATER, LATER.lower(), "Carol keeps bees")]
@@ -121,7 +160,7 @@ def test_stdio_round_trip(tmp_path, tiny_model_dir):
         memory.delete_all(user="dan")
         assert memory.users() == ["alice"]
         assert [m.content for m in memory.list_memories(user="alice")] == ["Alice drinks black tea"]
-        assert memory.get(tea_id, user="alice").metadata == {"source": "chat"}
+        assert memory.get(tea_id, user="alice").metadata == {"source": "form"}
 
 
 def test_single_user_server_refuses_other_users(tmp_path, tiny_model_dir):
@@ -147,7 +186,8 @@ def test_single_user_server_refuses_other_users(tmp_path, tiny_model_dir):
                 ]:
                     message = await error_of(session, tool, user_id="mallory", **args)
                     assert "serves user 'alice' only" in message and "'mallory'" in message
-                assert "user_id must be a non-empty string" in await error_of(session, "list_memories", user_id="")
+                empty = await error_of(session, "list_memories", user_id="")
+                assert "user_id" in empty and "at least 1 character" in empty
 
         anyio.run(run)
         assert memory.users() == ["alice"]
@@ -262,9 +302,7 @@ def test_serve_command_refuses_bad_arguments(tmp_path, capsys, monkeypatch, extr
     from memnets.cli import main
 
     monkeypatch.delenv("MEMNETS_TEST_UNSET_KEY", raising=False)
-    with pytest.raises(SystemExit) as exit_info:
-        main(["serve", "mcp", "--memory", str(tmp_path / "memory"), *extra])
-    assert exit_info.value.code == 2
+    assert main(["serve", "mcp", "--memory", str(tmp_path / "memory"), *extra]) == 2
     assert message in capsys.readouterr().err
     assert not (tmp_path / "memory").exists()  # nothing opened or created
 
@@ -274,7 +312,7 @@ def test_serve_command_reports_an_unopenable_memory(tmp_path, tiny_model_dir, ca
 
     with memnets.open(tmp_path / "memory", encoder=tiny_model_dir):
         pass  # a 32-d memory
-    assert main(["serve", "mcp", "--memory", str(tmp_path / "memory"), "--encoder", str(tmp_path / "missing")]) == 2
+    assert main(["serve", "mcp", "--memory", str(tmp_path / "memory"), "--encoder", str(tmp_path / "missing")]) == 1
     assert "cannot open the memory" in capsys.readouterr().err
 
 
@@ -302,3 +340,22 @@ def test_only_loopback_hosts_may_serve_http_without_a_token(host, loopback):
         with pytest.raises(ValueError, match="reachable from other machines"):
             check_exposure("http", host, None)
     check_exposure("http", host, "a token")  # with a token any host is allowed
+
+
+def test_the_schemas_in_the_docs_are_the_servers(tmp_path, tiny_model_dir):
+    """docs/integrations.md shows every tool's input schema as tools/list returns it."""
+    import re
+    from pathlib import Path
+
+    from memnets.integrations.mcp_server import build_server, filters_schema
+    from memnets.store.filters import OPERATORS
+
+    page = (Path(__file__).resolve().parent.parent / "docs" / "integrations.md").read_text()
+    shown = json.loads(re.search(r"<!-- mcp-schemas -->\n```json\n(.*?)```", page, re.S).group(1))
+    with memnets.open(tmp_path / "memory", encoder=tiny_model_dir) as memory:
+        tools = anyio.run(build_server(memory).list_tools)
+    assert shown == {tool.name: tool.inputSchema for tool in tools}
+    assert set(shown) == TOOLS
+    condition = filters_schema()["properties"]["metadata"]["additionalProperties"]["anyOf"][1]
+    assert set(condition["properties"]) == set(OPERATORS)  # every operator of the API, no other
+    assert all(schema["additionalProperties"] is False for schema in shown.values())

@@ -153,6 +153,19 @@ def test_recall_never_buries_what_it_just_brought(make):
     assert [event.ids for event in manager.events.of(Move.BURY)] == [("m2",), ("m1",)]
 
 
+def test_the_view_is_picked_before_a_recall_overflow_buries_what_the_query_needs(make):
+    # working [m2, m3] (m1 buried as least recent), context [m4]; the query is m2's own text
+    manager = make(context_budget=3, working_capacity=2, k=1, fetch_factor=4, working_policy="least_recent")
+    manager.gate = FixedGate(True)
+    observe_all(manager, [0.9, 0.9, 0.9, 0.9])
+    assert manager.working.ids() == ["m2", "m3"] and manager.context.ids() == ["m4"]
+    # the search brings m1, overflowing working memory; its policy would bury m2 (least recent), the
+    # best match, before the view was picked: now the view is picked first and what it shows stays
+    view = manager.context_for(TEXTS[1], now=at(10))
+    assert [m.id for m in view.memories] == ["m2"]
+    assert sorted(manager.working.ids()) == ["m1", "m2"] and manager.events.of(Move.BURY)[-1].ids == ("m3",)
+
+
 def test_gate_decides_whether_the_archive_is_searched(make):
     # the heuristic gate recalls when no context message reaches cosine `threshold` with the query
     manager = make(context_budget=3, working_capacity=1, k=1, gate=HeuristicGate(threshold=0.999))

@@ -36,7 +36,7 @@ VECTORS = np.array([[0.0, 1.0, 0.0], [1.0, 1.0, 0.0], [2.0, 0.0, 0.0]], dtype=np
 
 def test_heuristic_matches_generative_agents_formula_by_hand():
     mems = memories()
-    scores = HeuristicScorer().score(mems, "q", NOW, query_vector=QUERY, memory_vectors=VECTORS)
+    scores = HeuristicScorer.generative_agents().score(mems, "q", NOW, query_vector=QUERY, memory_vectors=VECTORS)
     rec = 0.995 ** np.array([0, 10, 100])
     rel = np.array([0.0, 1 / np.sqrt(2), 1.0])
     imp = np.array([0.2, 0.9, 0.5])

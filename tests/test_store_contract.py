@@ -20,6 +20,7 @@ from archive_helpers import DIM, memory_for, start_child, vector_for, vectors_fo
 
 from memnets.store import MemoryStore, open_store
 from memnets.store.errors import ArchiveFormatError, ArchiveKeyError
+from memnets.store.sqlite_schema import FORMAT_VERSION
 from memnets.store.testing import StoreContract, StoreSpec, hit_ids, ids
 
 OPEN_STORE = "memnets.store:open_store"
@@ -130,7 +131,7 @@ def test_archive_of_format_1_is_migrated_on_open(tmp_path):
         store.upsert([memory_for("m@1", "a", superseded_by="m")], vector_for("v")[None])
         assert ids(store.history("m", "a")) == ["m@1"] and store.count("a") == 1
     with sqlite3.connect(folder / "archive.sqlite3") as conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == 4
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == FORMAT_VERSION
 
 
 def test_postgres_index_path_also_fills_k_under_a_filter(pg_url, monkeypatch):
@@ -182,7 +183,12 @@ location, table, encoder, tag = sys.argv[1:5]
 with memnets.open(location, encoder=encoder, **({"table": table} if table else {})) as memory:
     print("open", flush=True)
     for i in range(40):
-        memory.update("common", f"{tag} says version {i}", user="u")
+        while True:
+            try:
+                memory.update("common", f"{tag} says version {i}", user="u")
+                break
+            except RuntimeError as error:  # refused, not acknowledged: the other writer got in between
+                assert "changed while this update was encoded" in str(error), error
         print(f"{tag}-{i}", flush=True)  # printed once the update was acknowledged
 """
 

@@ -21,12 +21,12 @@ import time
 from pathlib import Path
 
 import torch
-from tqdm.auto import tqdm
 
 from memnets.data.builders import build_retrieval_pairs
 from memnets.data.config import load_data_config
 from memnets.data.formats import load_conversations
 from memnets.nn.encoder import DEFAULT_BACKBONE
+from memnets.progress import quiet_loading, track
 
 logger = logging.getLogger(__name__)
 
@@ -57,7 +57,8 @@ def train_st_mnrl(
         load_conversations(config.path, config.splits["train"]), include_observations=include_observations
     )
     dataset = pairs.select_columns(["query", "positive"])
-    model = SentenceTransformer(backbone, device="cpu" if not torch.cuda.is_available() else "cuda")
+    with quiet_loading():
+        model = SentenceTransformer(backbone, device="cpu" if not torch.cuda.is_available() else "cuda")
     if max_seq_length:
         model.max_seq_length = max_seq_length
     loss_fn = MultipleNegativesRankingLoss(model)
@@ -70,7 +71,7 @@ def train_st_mnrl(
     )
     model.train()
     start, seen = time.perf_counter(), 0
-    with tqdm(total=steps, desc="st-mnrl fine-tune", unit="step") as bar:
+    with track(total=steps, desc="st-mnrl fine-tune", unit="step") as bar:
         for epoch in range(epochs):
             sampler.set_epoch(epoch)
             for indices in sampler:

@@ -1,4 +1,5 @@
-"""`memnets archive rotate-key`: re-encrypt an archive folder in place under a new key.
+"""`memnets archive rotate-key`: re-encrypt an archive folder in place under a new key;
+`memnets archive reembed`: move a store to a new encoder.
 
 Thin over :func:`memnets.store.archive.rotate_key` (one SQLite transaction: a crash leaves the
 archive under exactly one of the two keys). Keys never go on the command line, where other users
@@ -10,9 +11,10 @@ from __future__ import annotations
 
 import argparse
 import getpass
-import logging
 import os
 import sys
+
+from memnets.console import add_output_options, parse_args
 
 
 def rotate_key_parser() -> argparse.ArgumentParser:
@@ -38,7 +40,7 @@ def rotate_key_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="scrypt cost for a new passphrase (a power of two; default: 2^17, OWASP's minimum)",
     )
-    return parser
+    return add_output_options(parser)
 
 
 def _key(env: str | None, file: str | None, which: str) -> bytes | str:
@@ -58,8 +60,7 @@ def _key(env: str | None, file: str | None, which: str) -> bytes | str:
 
 
 def rotate_key_main(argv: list[str]) -> int:
-    args = rotate_key_parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    args = parse_args(rotate_key_parser(), argv)
     from memnets.store.archive import DB_FILE, rotate_key
     from memnets.store.crypto import DEFAULT_KDF
     from memnets.store.errors import ArchiveError
@@ -85,4 +86,55 @@ def rotate_key_main(argv: list[str]) -> int:
         else ""
     )
     print(f"re-encrypted {count} memories in {args.directory} under the new key{stretched}")
+    return 0
+
+
+def reembed_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="memnets archive reembed",
+        description="Re-embed every memory of every user of a store with a new encoder (a pack's, or an "
+        "encoder folder), in batches, then swap to it in one transaction. Searches keep answering from "
+        "the old vectors until the swap. Killed, it resumes where it stopped when run again; on "
+        "PostgreSQL several workers (processes or machines) may run it on the same store at once. "
+        "Writers using the old encoder are refused after the swap: reopen them with the new one.",
+    )
+    parser.add_argument("location", help="the store: an archive folder or a postgresql:// URL")
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument("--pack", metavar="DIR", help="the pack whose encoder to move to")
+    source.add_argument("--encoder", metavar="DIR", help="an encoder folder (default: the bundled all-MiniLM-L6-v2)")
+    parser.add_argument("--batch-size", type=int, default=64, help="memories per batch (default 64)")
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--key-env", metavar="VAR", help="environment variable holding the store's passphrase")
+    group.add_argument("--key-file", metavar="PATH", help="file holding the store's raw key (16, 24 or 32 bytes)")
+    parser.add_argument("--table", help="PostgreSQL: the store's table name prefix")
+    return add_output_options(parser)
+
+
+def reembed_main(argv: list[str]) -> int:
+    args = parse_args(reembed_parser(), argv)
+    from memnets.api import reembed
+    from memnets.store.errors import StoreError
+
+    if args.batch_size < 1:
+        print(f"memnets archive reembed: --batch-size must be >= 1, got {args.batch_size}", file=sys.stderr)
+        return 2
+    key = None
+    if args.key_env is not None or args.key_file is not None:
+        try:
+            key = _key(args.key_env, args.key_file, "store")
+        except (LookupError, OSError) as error:
+            print(f"memnets archive reembed: {error}", file=sys.stderr)
+            return 2
+    options = {"table": args.table} if args.table else {}
+    try:
+        report = reembed(
+            args.location, pack=args.pack, encoder=args.encoder, key=key, batch_size=args.batch_size, **options
+        )
+    except (StoreError, ValueError, FileNotFoundError) as error:
+        print(f"memnets archive reembed: {error}", file=sys.stderr)
+        return 1
+    state = (
+        "swapped to the new encoder" if report.swapped else "not swapped yet (other workers hold batches; run again)"
+    )
+    print(f"re-embedded {report.embedded} of {report.total} rows in {report.seconds:.1f} s; {state}")
     return 0

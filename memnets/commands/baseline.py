@@ -10,9 +10,10 @@ import argparse
 import json
 
 from memnets.commands.options import add_data_option
+from memnets.console import add_output_options, parse_args
 
 
-def st_mnrl_main(argv: list[str]) -> int:
+def st_mnrl_parser() -> argparse.ArgumentParser:
     from memnets.baselines import st_mnrl
     from memnets.nn.encoder import DEFAULT_BACKBONE
 
@@ -22,20 +23,36 @@ def st_mnrl_main(argv: list[str]) -> int:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--output", default="checkpoints/baselines/st_mnrl", help="folder for the fine-tuned model")
-    parser.add_argument("--backbone", default=DEFAULT_BACKBONE)
+    parser.add_argument(
+        "--backbone", default=DEFAULT_BACKBONE, help="model folder to fine-tune (default: the bundled all-MiniLM-L6-v2)"
+    )
     parser.add_argument(
         "-c", "--config", default=None, help="data config: YAML file or packaged name (default data/locomo)"
     )
     add_data_option(parser)
     parser.add_argument("--no-observations", action="store_true", help="question pairs only")
-    parser.add_argument("--epochs", type=int, default=3)
-    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--epochs", type=int, default=3, help="passes over the pairs (default 3)")
+    parser.add_argument(
+        "--batch-size",
+        type=int,
+        default=32,
+        help="pairs per step; the rest of the batch are the negatives (default 32)",
+    )
     parser.add_argument("--lr", type=float, default=5e-5, help="default: the sentence-transformers trainer's")
-    parser.add_argument("--warmup-ratio", type=float, default=0.1)
+    parser.add_argument(
+        "--warmup-ratio", type=float, default=0.1, help="share of the steps with a rising learning rate (default 0.1)"
+    )
     parser.add_argument("--max-seq-length", type=int, default=None, help="default: the backbone's (256)")
     parser.add_argument("--max-steps", type=int, default=None, help="stop after this many steps (a CPU budget)")
-    parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args(argv)
+    parser.add_argument("--seed", type=int, default=0, help="seed of the batch order and the model (default 0)")
+    return add_output_options(parser)
+
+
+def st_mnrl_main(argv: list[str]) -> int:
+    from memnets.baselines import st_mnrl
+
+    parser = st_mnrl_parser()
+    args = parse_args(parser, argv)
     if args.epochs < 1 or args.batch_size < 2:
         parser.error("need --epochs >= 1 and --batch-size >= 2")
     record = st_mnrl.train_st_mnrl(

@@ -9,7 +9,7 @@ from pathlib import Path
 from rich.table import Table
 
 from memnets.commands.options import add_data_option
-from memnets.console import print_table
+from memnets.console import add_output_options, parse_args, print_table
 from memnets.data.builders import prepare_datasets
 from memnets.data.config import SPLIT_NAMES, load_data_config
 from memnets.data.formats import load_conversations
@@ -32,14 +32,18 @@ def balance_table(datasets: dict, source: str = "LoCoMo") -> Table:
     return table
 
 
-def prepare_main(argv: list[str]) -> int:
+def prepare_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="memnets data prepare", description=__doc__)
     parser.add_argument(
         "-c", "--config", default=None, help="data config: YAML file or packaged name (default data/locomo)"
     )
     add_data_option(parser)
     parser.add_argument("--force", action="store_true", help="rebuild even when the cache is fresh")
-    args = parser.parse_args(argv)
+    return add_output_options(parser)
+
+
+def prepare_main(argv: list[str]) -> int:
+    args = parse_args(prepare_parser(), argv)
     config = load_data_config(args.config, data=args.data)
     datasets = prepare_datasets(config, force=args.force)
     print_table(balance_table(datasets, Path(config.path).name))

@@ -15,17 +15,18 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from rich.table import Table
 
 from memnets.commands.options import DATA_HELP, add_data_option
-from memnets.console import print_table
+from memnets.console import add_output_options, parse_args, print_table
 from memnets.data.config import SPLIT_NAMES, load_data_config
 from memnets.data.formats import load_conversations
 from memnets.data.locomo import CATEGORY_NAMES
-from memnets.evaluation.retrieval import compare_rankers
+from memnets.evaluation.retrieval import compare_rankers, unscorable
 from memnets.retrieval.metrics import DEFAULT_KS, RetrievalReport
 from memnets.retrieval.rankers import parse_spec
 
@@ -56,7 +57,7 @@ def category_table(reports: Sequence[RetrievalReport], k: int = 10) -> Table:
     return table
 
 
-def retrieval_main(argv: list[str]) -> int:
+def retrieval_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="memnets eval retrieval", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -70,13 +71,20 @@ def retrieval_main(argv: list[str]) -> int:
         help="the data config's split (default: test; with --data, every conversation of the file)",
     )
     parser.add_argument("--categories", default="1,2,3,4", help="QA categories to score (default 1,2,3,4)")
-    parser.add_argument("-c", "--config", default=None, help="data config YAML (default: the bundled LoCoMo config)")
+    parser.add_argument(
+        "-c", "--config", default=None, help="data config: YAML file or packaged name (default data/locomo)"
+    )
     add_data_option(parser, DATA_HELP + " (with --data and no --split, every conversation of the file)")
     parser.add_argument("--json", default=None, help="write the reports (with per-question values) here")
     parser.add_argument(
         "--pack", default=None, help="also evaluate a memory pack: its encoder (dense) and its LearnedScorer"
     )
-    args = parser.parse_args(argv)
+    return add_output_options(parser)
+
+
+def retrieval_main(argv: list[str]) -> int:
+    parser = retrieval_parser()
+    args = parse_args(parser, argv)
     if args.pack:
         args.retrievers += [f"pack-encoder=dense:{Path(args.pack) / 'encoder'}", f"pack-learned=learned:{args.pack}"]
 
@@ -92,6 +100,11 @@ def retrieval_main(argv: list[str]) -> int:
         conversations = load_conversations(config.path, None if split == "all" else config.splits[split])
     except (OSError, ValueError) as error:
         parser.error(str(error))
+    reason = unscorable(conversations, categories)
+    if reason is not None:
+        where = args.data or f"{config.path} ({split} split)"
+        print(f"memnets eval retrieval: {where}: no question can be scored: {reason}", file=sys.stderr)
+        return 1
     reports = compare_rankers(args.retrievers, conversations, categories=categories, ks=DEFAULT_KS)
     scope = f"every conversation of {args.data}" if split == "all" else f"the {split} split"
     print_table(comparison_table(reports, scope, DEFAULT_KS))
@@ -116,9 +129,7 @@ HEAD_COLUMNS = {
 }
 
 
-def heads_main(argv: list[str]) -> int:
-    from memnets.evaluation.heads import evaluate_heads, format_table
-
+def heads_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="memnets eval heads", description="importance and recall-gate heads against their baselines on a split"
     )
@@ -129,17 +140,31 @@ def heads_main(argv: list[str]) -> int:
     )
     parser.add_argument("--importance", default=None, help="saved ImportanceHead folder")
     parser.add_argument("--gate", default=None, help="saved RecallGateHead folder")
-    parser.add_argument("--split", default="test", choices=("validation", "test"))
-    parser.add_argument("--data-config", default=None, help="data YAML (default: the bundled LoCoMo config)")
+    parser.add_argument(
+        "--split", default="test", choices=("validation", "test"), help="the data config's split (default: test)"
+    )
+    parser.add_argument(
+        "-c",
+        "--config",
+        "--data-config",  # the old spelling, kept as an alias
+        dest="config",
+        default=None,
+        help="data config: YAML file or packaged name (default data/locomo); --data-config is an old alias",
+    )
     add_data_option(parser)
     parser.add_argument("--json", default=None, help="also write the results to this JSON file")
-    args = parser.parse_args(argv)
+    return add_output_options(parser)
+
+
+def heads_main(argv: list[str]) -> int:
+    from memnets.evaluation.heads import evaluate_heads, format_table
+
+    parser = heads_parser()
+    args = parse_args(parser, argv)
     if args.importance is None and args.gate is None:
         parser.error("give --importance and/or --gate")
     data = None if args.data is None else str(args.data)
-    result = evaluate_heads(
-        args.encoder, args.importance, args.gate, args.split, args.data_config, progress=True, data=data
-    )
+    result = evaluate_heads(args.encoder, args.importance, args.gate, args.split, args.config, progress=True, data=data)
     for task, columns in HEAD_COLUMNS.items():
         if task in result:
             title = f"{task} on {args.split} (positives {result[f'{task}_positives']:.3f})"

@@ -17,6 +17,7 @@ import json
 from pathlib import Path
 
 from memnets.commands.options import add_data_option
+from memnets.console import add_output_options, parse_args
 from memnets.data.config import SPLIT_NAMES, load_data_config
 
 
@@ -32,7 +33,7 @@ def _read_json_object(path: str | None, option: str) -> dict:
     return data
 
 
-def main(argv: list[str]) -> int:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="memnets export", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -61,7 +62,12 @@ def main(argv: list[str]) -> int:
         help="also write this fast encoder backend into the pack (repeatable; needs the [onnx] extra)",
     )
     parser.add_argument("--overwrite", action="store_true", help="replace an existing pack folder")
-    args = parser.parse_args(argv)
+    return add_output_options(parser)
+
+
+def main(argv: list[str]) -> int:
+    command = parser()
+    args = parse_args(command, argv)
 
     from memnets.nn.encoder import MemoryEncoder
     from memnets.pack import export_pack, load_head
@@ -79,7 +85,7 @@ def main(argv: list[str]) -> int:
             raise ValueError(f"--out {args.out} already exists (pass --overwrite to replace it)")
         weights = ScorerWeights.load(args.scorer_weights) if args.scorer_weights else None
     except (OSError, ValueError) as error:
-        parser.error(str(error))
+        command.error(str(error))
 
     config = load_data_config(args.config, data=args.data)
     encoder = MemoryEncoder.from_pretrained(args.encoder)

@@ -11,15 +11,32 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from memnets.console import setup_output
 from memnets.lit.cli import COMPONENTS, build_cli
+
+OUTPUT_OPTIONS = {"-v": 1, "--verbose": 1, "-vv": 2, "-q": -1, "--quiet": -1}
 
 
 def usage() -> str:
     names = ", ".join(sorted(COMPONENTS))
     return (
-        f"usage: memnets fit {{{names}}} -c CONFIG [--data FILE] [LightningCLI fit options]  "
-        "(memnets fit COMPONENT --help)"
+        f"usage: memnets fit {{{names}}} -c CONFIG [--data FILE] [-v | -q] [LightningCLI fit options]\n\n"
+        "Run `memnets fit COMPONENT --help` for every option of a component."
     )
+
+
+def output_options(argv: list[str]) -> tuple[int, bool, list[str]]:
+    """(verbose, quiet, the rest): memnets' -v/-q taken out of argv before LightningCLI parses it."""
+    verbose, quiet, rest = 0, False, []
+    for arg in argv:
+        level = OUTPUT_OPTIONS.get(arg)
+        if level is None:
+            rest.append(arg)
+        elif level < 0:
+            quiet = True
+        else:
+            verbose += level
+    return verbose, quiet, rest
 
 
 def is_conversations(value: str) -> bool:
@@ -51,6 +68,11 @@ def main(argv: list[str] | None = None) -> int:
     if not argv or argv[0] in {"-h", "--help"}:
         print(usage())
         return 0
+    verbose, quiet, argv = output_options(argv)
+    setup_output(verbose, quiet)
+    if not argv:
+        print(f"memnets fit: a component is missing\n{usage()}", file=sys.stderr)
+        return 2
     component, rest = argv[0], argv[1:]
     if component not in COMPONENTS:
         print(f"memnets fit: unknown component {component!r}\n{usage()}", file=sys.stderr)

@@ -19,11 +19,12 @@ from pathlib import Path
 from rich.table import Table
 
 from memnets.commands.options import add_data_option
-from memnets.console import print_table
+from memnets.console import add_output_options, parse_args, print_table
 from memnets.data.formats import load_conversations
 from memnets.data.location import find_data
 from memnets.data.locomo import DataFormatError
 from memnets.evaluation.replay import replay
+from memnets.memory.signals import DEFAULT_GATE_THRESHOLD
 
 DEFAULT_OUTPUT_DIR = Path("checkpoints") / "replay"
 
@@ -66,7 +67,7 @@ def results_table(rows: list[dict], settings: dict) -> Table:
     return table
 
 
-def main(argv: list[str]) -> int:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="memnets replay", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -94,7 +95,10 @@ def main(argv: list[str]) -> int:
         "over 0.7 and 0.5)",
     )
     parser.add_argument(
-        "--gate-threshold", type=float, default=0.5, help="cosine below which the heuristic gate recalls (default 0.5)"
+        "--gate-threshold",
+        type=float,
+        default=DEFAULT_GATE_THRESHOLD,
+        help=f"cosine below which the heuristic gate recalls (default {DEFAULT_GATE_THRESHOLD}, chosen on conv-49)",
     )
     parser.add_argument("--categories", default="1,2,3,4", help="QA categories to ask (default 1,2,3,4)")
     parser.add_argument(
@@ -115,20 +119,25 @@ def main(argv: list[str]) -> int:
     parser.add_argument(
         "--output", type=Path, default=None, help="JSON results (default checkpoints/replay/replay-<conv>.json)"
     )
-    args = parser.parse_args(argv)
+    return add_output_options(parser)
+
+
+def main(argv: list[str]) -> int:
+    command = parser()
+    args = parse_args(command, argv)
     if args.pack is not None and not args.pack.is_dir():
-        parser.error(f"--pack {args.pack}: not a folder")
+        command.error(f"--pack {args.pack}: not a folder")
     if args.no_heuristic and args.pack is None:
-        parser.error("--no-heuristic leaves nothing to run without --pack")
+        command.error("--no-heuristic leaves nothing to run without --pack")
     try:
         categories = {int(c) for c in args.categories.split(",") if c.strip()}
     except ValueError:
-        parser.error(f"--categories must be comma-separated integers, got {args.categories!r}")
+        command.error(f"--categories must be comma-separated integers, got {args.categories!r}")
     try:
         args.data = find_data(args.data)
         conversation = load_conversations(args.data, sample_ids=[args.conversation])[0]
     except (FileNotFoundError, DataFormatError) as error:
-        parser.error(f"--conversation {args.conversation} / --data {args.data}: {error}")
+        command.error(f"--conversation {args.conversation} / --data {args.data}: {error}")
     result = replay(
         conversation,
         encoder=args.encoder,

@@ -19,7 +19,7 @@ from rich.table import Table
 
 from memnets.commands.options import DATA_HELP, add_data_option
 from memnets.configs import load_config
-from memnets.console import print_table
+from memnets.console import add_output_options, parse_args, print_table
 
 
 def load_steps(path: str | Path) -> list[tuple[str, list[str]]]:
@@ -73,7 +73,7 @@ def select(
     return steps
 
 
-def main(argv: list[str]) -> int:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="memnets run", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -87,11 +87,16 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--only", nargs="+", default=None, help="run only these steps")
     parser.add_argument("--dry-run", action="store_true", help="print the steps without running them")
     add_data_option(parser, DATA_HELP + "; passed to every step that reads conversations")
-    args = parser.parse_args(argv)
+    return add_output_options(parser)
+
+
+def main(argv: list[str]) -> int:
+    command = parser()
+    args = parse_args(command, argv)
     try:
         steps = select(load_steps(args.config), args.start, args.only, args.config)
     except (OSError, ValueError) as error:
-        parser.error(str(error))
+        command.error(str(error))
 
     timings = []
     for name, step_argv in steps:

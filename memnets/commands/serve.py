@@ -1,15 +1,18 @@
-"""`memnets serve mcp`: serve a memory to MCP hosts (Claude Desktop, IDEs, agent runtimes).
+"""`memnets serve mcp` (MCP hosts: Claude Desktop, IDEs, agent runtimes) and `memnets serve http` (REST).
 
-Parses its arguments, opens the memory and hands it to :mod:`memnets.integrations.mcp_server`.
-Over stdio, stdout carries the protocol: this command prints nothing there, and logs go to stderr.
+``mcp`` parses its arguments, opens the memory and hands it to :mod:`memnets.integrations.mcp_server`;
+over stdio, stdout carries the protocol: this command prints nothing there, and logs go to stderr.
+``http`` parses its arguments into a :class:`memnets.server.run.ServerConfig` and serves it
+(docs/server.md).
 """
 
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import sys
+
+from memnets.console import add_output_options, parse_args
 
 
 def mcp_parser() -> argparse.ArgumentParser:
@@ -59,12 +62,12 @@ def mcp_parser() -> argparse.ArgumentParser:
         help="http only: name of an environment variable holding a bearer token every request must carry "
         "(required when --host is not a loopback address)",
     )
-    return parser
+    return add_output_options(parser)
 
 
 def mcp_main(argv: list[str]) -> int:
     parser = mcp_parser()
-    args = parser.parse_args(argv)
+    args = parse_args(parser, argv)
     if args.pack is not None and args.encoder is not None:
         parser.error("give --pack or --encoder, not both (a pack's scorer was fitted to its own encoder)")
     if args.user is not None and not args.user.strip():
@@ -92,8 +95,6 @@ def mcp_main(argv: list[str]) -> int:
             host_names(args.host, args.allow_host)
     except ValueError as error:
         parser.error(str(error))
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-
     import memnets
     from memnets.integrations.mcp_server import serve
     from memnets.store.errors import ArchiveError
@@ -102,7 +103,7 @@ def mcp_main(argv: list[str]) -> int:
         memory = memnets.open(args.memory, pack=args.pack, key=key, encoder=args.encoder)
     except (OSError, ValueError, TypeError, ArchiveError) as error:  # a bad pack or encoder folder, a wrong key or dim
         print(f"memnets serve mcp: cannot open the memory: {error}", file=sys.stderr)
-        return 2
+        return 1
     with memory:
         serve(
             memory,
@@ -113,4 +114,107 @@ def mcp_main(argv: list[str]) -> int:
             token=token,
             allowed_hosts=args.allow_host,
         )
+    return 0
+
+
+def http_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="memnets serve http",
+        description="Serve a memnets memory over REST (FastAPI + uvicorn): the memory API under /v1, "
+        "/healthz, /readyz, /metrics, /openapi.json, /docs and the inspector at /ui (see docs/server.md).",
+    )
+    parser.add_argument("location", help="the memory: a folder (created if missing) or a postgresql:// URL")
+    parser.add_argument("--pack", default=None, help="a memory pack folder: its encoder, heads and learned scorer")
+    parser.add_argument(
+        "--encoder", default=None, help="an encoder folder (Hugging Face format) instead of the default"
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8000, help="port (default: 8000)")
+    parser.add_argument("--workers", type=int, default=1, help="server processes on the port (default: 1)")
+    parser.add_argument(
+        "--token-env", default=None, metavar="VAR", help="environment variable holding the admin bearer token"
+    )
+    parser.add_argument(
+        "--tokens",
+        default=None,
+        metavar="FILE",
+        help='JSON file of scoped tokens: {"<token>": "<user>"} or {"<token>": {"user": ..., "agent": ...}}',
+    )
+    parser.add_argument(
+        "--key-env", default=None, metavar="VAR", help="environment variable holding the encryption passphrase"
+    )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a keyword argument of memnets.open (a ManagerConfig field or a store option), VALUE as JSON "
+        "or else a string; repeatable, e.g. --set duplicate_threshold=0.95 --set pool_size=8",
+    )
+    parser.add_argument("--no-batching", action="store_true", help="encode each request alone (no batching window)")
+    parser.add_argument(
+        "--batch-wait-ms", type=float, default=5.0, help="how long a request waits for others to share its forward pass"
+    )
+    parser.add_argument("--max-body", type=int, default=4 * 1024 * 1024, help="largest request body in bytes")
+    parser.add_argument(
+        "--cors-origin", action="append", default=[], metavar="ORIGIN", help="allow this origin by CORS (default: none)"
+    )
+    parser.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a name clients reach the server by besides --host (a reverse proxy's); others get 421",
+    )
+    return add_output_options(parser)
+
+
+def _options(parser: argparse.ArgumentParser, pairs: list[str]) -> dict:
+    import json
+
+    options = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name.isidentifier():
+            parser.error(f"--set takes NAME=VALUE with NAME a keyword argument of memnets.open, got {pair!r}")
+        try:
+            options[name] = json.loads(value)
+        except ValueError:
+            options[name] = value
+    return options
+
+
+def http_main(argv: list[str]) -> int:
+    parser = http_parser()
+    args = parse_args(parser, argv)
+    if args.pack is not None and args.encoder is not None:
+        parser.error("give --pack or --encoder, not both (a pack's scorer was fitted to its own encoder)")
+    if not 0 <= args.batch_wait_ms <= 1000:
+        parser.error(f"--batch-wait-ms must be in 0..1000, got {args.batch_wait_ms}")
+    if args.max_body < 1024:
+        parser.error(f"--max-body must be at least 1024 bytes, got {args.max_body}")
+    from memnets.server.run import ServerConfig, check, serve
+
+    config = ServerConfig(
+        location=args.location,
+        pack=args.pack,
+        encoder=args.encoder,
+        options=_options(parser, args.set),
+        key_env=args.key_env,
+        token_env=args.token_env,
+        tokens_file=args.tokens,
+        host=args.host,
+        port=args.port,
+        workers=args.workers,
+        batching=not args.no_batching,
+        max_wait_s=args.batch_wait_ms / 1000,
+        max_body=args.max_body,
+        cors_origins=args.cors_origin,
+        allowed_hosts=args.allowed_host,
+    )
+    try:
+        check(config)
+    except ValueError as error:
+        parser.error(str(error))
+    serve(config)
     return 0

@@ -21,11 +21,11 @@ from pathlib import Path
 
 import datasets
 from datasets import Dataset, DatasetDict, load_from_disk
-from tqdm.auto import tqdm
 
 from memnets.data.config import SPLIT_NAMES, DataConfig
 from memnets.data.formats import load_conversations
 from memnets.data.locomo import Conversation, QAItem
+from memnets.progress import track
 
 TASKS = ("retrieval", "importance", "gate")
 BUILDER_VERSION = 1  # bump when a label definition changes, to invalidate caches
@@ -206,7 +206,7 @@ def prepare_datasets(config: DataConfig, force: bool = False, progress: bool = T
     result = {}
     steps = [(task, split) for task in TASKS for split in SPLIT_NAMES]
     built: dict[str, dict[str, Dataset]] = {task: {} for task in TASKS}
-    for task, split in tqdm(steps, desc="building datasets", disable=not progress):
+    for task, split in track(steps, desc="building datasets", disable=not progress):
         built[task][split] = build_task(task, [conversations[s] for s in config.splits[split]], config)
     datasets.disable_progress_bars()  # one bar above is enough; saving takes milliseconds
     try:

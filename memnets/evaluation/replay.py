@@ -8,8 +8,9 @@ search the archive, and the best memories of working memory join the context. Me
 question: which share of its evidence turns is in what the LLM would see (context messages +
 memories brought to it), and whether an archive search was made.
 
-Rows: the heuristic manager (untrained backbone, heuristic importance, gate and scorer), and with a
-pack the trained one; ``reference`` adds, for each, the two fixed gates (always / never search) that
+Rows: the heuristic manager (untrained backbone, heuristic importance, gate and scorer: relevance
+alone), the same with Generative Agents' score (recency + relevance + importance, the named
+baseline), and with a pack the trained one; ``reference`` adds, for each, the two fixed gates (always / never search) that
 bound the searches-versus-recall trade-off. Beside them, "plain vector memory": what users run
 today (mem0, a LangGraph store with an embedding function): the untrained backbone, every turn
 added as it comes (``AgentMemory.add``), and per question the cosine top-k over everything said
@@ -30,17 +31,18 @@ from datetime import timedelta
 from pathlib import Path
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from memnets.data.locomo import Conversation, memory_id
 from memnets.memory.events import Move
-from memnets.memory.signals import FixedGate, HeuristicGate, pack_components
+from memnets.memory.signals import DEFAULT_GATE_THRESHOLD, FixedGate, HeuristicGate, pack_components
 from memnets.nn.embedding_cache import CachedEncoder
+from memnets.progress import track
 
 logger = logging.getLogger(__name__)
 
 
 PLAIN = "plain vector memory"
+GENERATIVE_AGENTS = "generative agents"  # the heuristic manager with Park et al.'s score, a = (1, 1, 1)
 
 
 @dataclass
@@ -92,7 +94,7 @@ def replay_conversation(conversation: Conversation, setup: Setup, settings: dict
         schedule = question_schedule(conversation, items, settings["ask"], settings["delay"])
         questions = []
         for position, turn in enumerate(
-            tqdm(conversation.turns, desc=f"{setup.name}: turns", unit="turn", leave=False)
+            track(conversation.turns, desc=f"{setup.name}: turns", unit="turn", leave=False)
         ):
             manager.observe(turn.content, t=turn.t, id=memory_id(user, turn.dia_id), speaker=turn.speaker)
             for item in schedule.get(position, []):
@@ -100,7 +102,7 @@ def replay_conversation(conversation: Conversation, setup: Setup, settings: dict
         manager.flush()
         stream_seconds = time.perf_counter() - started
         now = conversation.turns[-1].t + timedelta(hours=1)
-        for item in tqdm(schedule.get(None, []), desc=f"{setup.name}: questions", unit="q", leave=False):
+        for item in track(schedule.get(None, []), desc=f"{setup.name}: questions", unit="q", leave=False):
             questions.append(ask(manager, conversation, item, now))
         moves = {
             move.value: manager.events.count(move)
@@ -122,7 +124,7 @@ def replay_plain(conversation: Conversation, setup: Setup, settings: dict, categ
         schedule = question_schedule(conversation, items, settings["ask"], settings["delay"])
         questions = []
         for position, turn in enumerate(
-            tqdm(conversation.turns, desc=f"{setup.name}: turns", unit="turn", leave=False)
+            track(conversation.turns, desc=f"{setup.name}: turns", unit="turn", leave=False)
         ):
             memory.add(turn.content, user=user, t=turn.t, id=memory_id(user, turn.dia_id), agent=turn.speaker)
             questions.extend(
@@ -260,11 +262,11 @@ def build_setups(
     pack: str | Path | None = None,
     heuristic: bool = True,
     reference: bool = False,
-    gate_threshold: float = 0.5,
+    gate_threshold: float = DEFAULT_GATE_THRESHOLD,
 ) -> list[Setup]:
-    """The heuristic manager and the plain vector memory (both on ``encoder``, default the untrained
-    backbone), the pack's manager (if any), and with ``reference`` the managers' always/never-search
-    variants."""
+    """The heuristic manager, the same with Generative Agents' score (the named baseline) and the plain
+    vector memory (all on ``encoder``, default the untrained backbone), the pack's manager (if any),
+    and with ``reference`` the heuristic and pack managers' always/never-search variants."""
     from memnets.memory.signals import HeuristicImportance
     from memnets.nn.encoder import DEFAULT_BACKBONE, MemoryEncoder
     from memnets.scoring import HeuristicScorer
@@ -278,6 +280,7 @@ def build_setups(
             "scorer": HeuristicScorer(),
         }
         bases.append(("heuristic", components))
+        bases.append((GENERATIVE_AGENTS, {**components, "scorer": HeuristicScorer.generative_agents()}))
         bases.append((PLAIN, {"encoder": components["encoder"]}))
     if pack:
         from memnets.pack import load_pack
@@ -298,7 +301,7 @@ def build_setups(
             setups.append(Setup(name, components, "none"))
             continue
         setups.append(Setup(name, components, components["gate"].name))
-        if reference:
+        if reference and name != GENERATIVE_AGENTS:  # the baseline's own row is enough
             for recall in (True, False):
                 gate = FixedGate(recall)
                 setups.append(Setup(name, {**components, "gate": gate}, gate.name))
@@ -318,7 +321,7 @@ def replay(
     k: int = 5,
     batch_size: int = 32,
     mmr_lambda: float = 1.0,
-    gate_threshold: float = 0.5,
+    gate_threshold: float = DEFAULT_GATE_THRESHOLD,
     ask: str = "end",
     delay: int = 20,
     events: str | Path | None = None,

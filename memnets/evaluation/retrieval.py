@@ -29,8 +29,15 @@ def compare_rankers(
     categories: Sequence[int] = DEFAULT_CATEGORIES,
     ks: Sequence[int] = DEFAULT_KS,
 ) -> list[RetrievalReport]:
-    """One report per ranker spec, in the specs' order; every spec is checked before any ranker is built."""
+    """One report per ranker spec, in the specs' order; every spec is checked before any ranker is built.
+
+    Raises ValueError, saying why, when no question of ``conversations`` can be scored (none in
+    ``categories`` with evidence), before any ranker is built.
+    """
     parsed = [parse_spec(spec) for spec in specs]
+    reason = unscorable(conversations, categories)
+    if reason is not None:
+        raise ValueError(f"no question can be scored: {reason}")
     reports = []
     for name, kind, path in parsed:
         started = time.perf_counter()
@@ -43,3 +50,24 @@ def compare_rankers(
         )
         reports.append(report)
     return reports
+
+
+def unscorable(conversations: Sequence[Conversation], categories: Sequence[int] = DEFAULT_CATEGORIES) -> str | None:
+    """Why no question of ``conversations`` can be scored, or None when one can.
+
+    A question is scored when its category is one of ``categories`` and it has evidence turns
+    (LoCoMo's adversarial category 5 is outside the default categories 1-4).
+    """
+    questions = [item for conv in conversations for item in conv.qa]
+    chosen = [item for item in questions if item.category in categories]
+    if any(item.evidence for item in chosen):
+        return None
+    wanted = ",".join(map(str, categories))
+    if not conversations:
+        return "there are no conversations"
+    if not questions:
+        return f"its {len(conversations)} conversation(s) hold no questions"
+    if not chosen:
+        found = ",".join(map(str, sorted({item.category for item in questions})))
+        return f"its {len(questions)} question(s) are all in categories {found}, none in the scored ones ({wanted})"
+    return f"none of its {len(chosen)} question(s) in categories {wanted} has evidence turns"

@@ -18,9 +18,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from langchain_core.callbacks import CallbackManagerForRetrieverRun
@@ -29,6 +31,8 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.vectorstores import VectorStore
 
+from memnets.memory.mmr import mmr
+from memnets.scoring import min_max
 from memnets.store.filters import MemoryFilter
 
 
@@ -68,6 +72,19 @@ class EmbeddingsEncoder:
         self.dim = int(dim) if dim is not None else len(embeddings.embed_query("dimension probe"))
         if self.dim < 1:
             raise ValueError(f"EmbeddingsEncoder: dim must be positive, got {self.dim}")
+
+    @property
+    def fingerprint(self) -> str:
+        """What a store records of these embeddings (their weights are not ours to hash): the class,
+        the model it names (``model``, ``model_name`` or ``deployment``, when it has one) and the dim."""
+        kind = type(self.embeddings)
+        names = (getattr(self.embeddings, name, None) for name in ("model", "model_name", "deployment"))
+        model = next((name for name in names if isinstance(name, str) and name), "unnamed")
+        return f"langchain:{self.dim}:{kind.__module__}.{kind.__qualname__}/{model}"
+
+    @property
+    def source(self) -> str:
+        return f"LangChain embeddings {type(self.embeddings).__qualname__}"
 
     def encode(self, texts: Sequence[str], kind: str = "memory", **_: Any) -> torch.Tensor:
         if isinstance(texts, str):
@@ -198,8 +215,83 @@ class MemnetsVectorStore(VectorStore):
         self, query: str, k: int = 4, filter: Mapping[str, Any] | MemoryFilter | None = None, **kwargs: Any
     ) -> list[tuple[Document, float]]:
         """Best first: cosine similarity, or the pack's learned score when the memory has a pack."""
+        _no_extra(kwargs, "similarity_search_with_score")
         hits = self.memory.search(query, user=self.user, k=k, filters=_filters(filter))
         return [(_document(hit.memory), float(hit.score)) for hit in hits]
+
+    def similarity_search_by_vector(
+        self,
+        embedding: list[float],
+        k: int = 4,
+        filter: Mapping[str, Any] | MemoryFilter | None = None,
+        **kwargs: Any,
+    ) -> list[Document]:
+        """The ``k`` documents best for a query embedding (of this store's ``embeddings.embed_query``),
+        ranked as :meth:`similarity_search` ranks."""
+        return [doc for doc, _ in self.similarity_search_by_vector_with_score(embedding, k=k, filter=filter, **kwargs)]
+
+    def similarity_search_by_vector_with_score(
+        self,
+        embedding: list[float],
+        k: int = 4,
+        filter: Mapping[str, Any] | MemoryFilter | None = None,
+        **kwargs: Any,
+    ) -> list[tuple[Document, float]]:
+        """:meth:`similarity_search_by_vector` with each document's score (as in :meth:`similarity_search_with_score`)."""
+        _no_extra(kwargs, "similarity_search_by_vector")
+        hits = self.memory.search_vector(_unit(embedding), user=self.user, k=k, filters=_filters(filter))
+        return [(_document(hit.memory), float(hit.score)) for hit in hits]
+
+    def _select_relevance_score_fn(self) -> Callable[[float], float]:
+        """LangChain's relevance convention, [0, 1] with 1 the most relevant: ``(1 + cosine) / 2``
+        for a cosine-ranked memory; with a pack, the sigmoid of its learned score (a logistic
+        regression's logit, so the result is its probability that the memory is evidence)."""
+        if self.memory.scorer is None:
+            return _cosine_relevance
+        return _sigmoid
+
+    def max_marginal_relevance_search(
+        self,
+        query: str,
+        k: int = 4,
+        fetch_k: int = 20,
+        lambda_mult: float = 0.5,
+        filter: Mapping[str, Any] | MemoryFilter | None = None,
+        **kwargs: Any,
+    ) -> list[Document]:
+        """``k`` documents picked by maximal marginal relevance (:func:`memnets.memory.mmr.mmr`) among
+        the ``fetch_k`` best for ``query``: relevant and unlike each other (``lambda_mult`` 1 is plain
+        top-k, 0 the most diverse)."""
+        _no_extra(kwargs, "max_marginal_relevance_search")
+        _check_mmr(k, fetch_k, lambda_mult)
+        hits = self.memory.search(query, user=self.user, k=fetch_k, filters=_filters(filter))
+        return self._mmr(hits, k, lambda_mult)
+
+    def max_marginal_relevance_search_by_vector(
+        self,
+        embedding: list[float],
+        k: int = 4,
+        fetch_k: int = 20,
+        lambda_mult: float = 0.5,
+        filter: Mapping[str, Any] | MemoryFilter | None = None,
+        **kwargs: Any,
+    ) -> list[Document]:
+        """:meth:`max_marginal_relevance_search` for a query embedding."""
+        _no_extra(kwargs, "max_marginal_relevance_search_by_vector")
+        _check_mmr(k, fetch_k, lambda_mult)
+        hits = self.memory.search_vector(_unit(embedding), user=self.user, k=fetch_k, filters=_filters(filter))
+        return self._mmr(hits, k, lambda_mult)
+
+    def _mmr(self, hits, k: int, lambda_mult: float) -> list[Document]:
+        """MMR over search hits: relevance is the cosine, or a pack's scores min-max scaled to [0, 1]
+        (as the memory manager picks its view), redundancy the cosine between the memories' vectors."""
+        if not hits:
+            return []
+        vectors = self.memory.store.vectors([hit.memory.id for hit in hits], self.user)
+        scores = np.asarray([hit.score for hit in hits], dtype=np.float64)
+        relevance = scores if self.memory.scorer is None else min_max(scores)
+        order = mmr(vectors, relevance, k, lambda_=lambda_mult)
+        return [_document(hits[i].memory) for i in order]
 
     @classmethod
     def from_texts(
@@ -232,3 +324,33 @@ class MemnetsVectorStore(VectorStore):
         """The current memories with these ids (older versions, stored as ``id~n``, are no documents)."""
         found = (self.memory.get(id_, user=self.user) for id_ in ids)
         return [memory for memory in found if memory is not None and memory.superseded_by is None]
+
+
+def _no_extra(kwargs: Mapping[str, Any], method: str) -> None:
+    """Refuse search options this store does not know, rather than ignore them."""
+    if kwargs:
+        raise TypeError(f"MemnetsVectorStore.{method}: unknown arguments {sorted(kwargs)}")
+
+
+def _unit(embedding: Sequence[float]) -> np.ndarray:
+    """An embedding as a unit float32 row (memnets ranks by inner product of unit vectors)."""
+    vector = np.asarray(embedding, dtype=np.float32).reshape(-1)
+    norm = float(np.linalg.norm(vector))
+    if not np.isfinite(norm) or norm == 0.0:
+        raise ValueError("embedding must be a non-zero vector of finite numbers")
+    return vector / norm
+
+
+def _check_mmr(k: int, fetch_k: int, lambda_mult: float) -> None:
+    if not isinstance(k, int) or not isinstance(fetch_k, int) or k < 1 or fetch_k < k:
+        raise ValueError(f"max_marginal_relevance_search: need 1 <= k <= fetch_k, got k={k!r}, fetch_k={fetch_k!r}")
+    if not 0.0 <= lambda_mult <= 1.0:
+        raise ValueError(f"max_marginal_relevance_search: lambda_mult must lie in [0, 1], got {lambda_mult!r}")
+
+
+def _cosine_relevance(score: float) -> float:
+    return (1.0 + score) / 2.0
+
+
+def _sigmoid(score: float) -> float:
+    return 1.0 / (1.0 + math.exp(-score)) if score >= 0 else math.exp(score) / (1.0 + math.exp(score))

@@ -29,6 +29,10 @@ How LangGraph's model maps onto memnets (see docs/integrations.md):
   ``$eq $ne $gt $gte $lt $lte`` (and memnets' ``$in``) on top-level value fields with memnets'
   semantics (:class:`memnets.store.filters.MemoryFilter`); a nested dict is compared for equality;
   ``"$and"``/``"$or"`` take lists of such filters; any other ``$`` key is an error naming it.
+- **The root label "langgraph"** is LangGraph's own: as in its stores (``InMemoryStore``,
+  ``PostgresStore``), the public ``put``/``aput`` refuse it (BaseStore's check), while a ``PutOp``
+  given to ``batch``/``abatch``, the way LangGraph writes its own namespaces, is stored; reads of
+  such a namespace work either way.
 - ``put`` is ``AgentMemory.add`` with ``id=key``: over an existing key with another value it
   writes a new version (the old value stays in the memory's history until the item is deleted;
   the same value again writes nothing; keys may not contain ``"~"``, which memnets reserves for
@@ -204,7 +208,7 @@ class MemnetsStore(BaseStore):
         return _item(memory, op.namespace)
 
     def _put(self, op: PutOp) -> None:
-        owner = _writable_owner(op.namespace)
+        owner = namespace_to_owner(op.namespace)  # "langgraph" roots pass here, as in LangGraph's stores
         key = str(op.key)
         if not key:
             raise ValueError("MemnetsStore.put: key must be a non-empty string")
@@ -335,13 +339,6 @@ def _check_labels(namespace, what: str) -> None:
             raise InvalidNamespaceError(
                 f"Invalid {what} label {label!r} in {namespace}: labels are non-empty strings without periods or NUL bytes"
             )
-
-
-def _writable_owner(namespace: tuple[str, ...]) -> str:
-    owner = namespace_to_owner(namespace)
-    if namespace[0] == "langgraph":
-        raise InvalidNamespaceError(f'Root label for namespace cannot be "langgraph". Got: {namespace}')
-    return owner
 
 
 def _check_value(value) -> dict:

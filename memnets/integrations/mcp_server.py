@@ -6,14 +6,19 @@ subprocess) or streamable HTTP. Its tools map one to one onto :class:`memnets.ap
 ==================== =====================================================
 tool                 AgentMemory call
 ==================== =====================================================
-add_memory           ``add(text, user=user_id, metadata=metadata, ttl=ttl_seconds)`` (+ its ``outcome``)
-search_memory        ``search(query, user=user_id, k=k)``
-list_memories        ``list_memories(user=user_id, limit=limit, offset=offset)``
+add_memory           ``add(text, user=user_id, metadata=metadata, kind=kind, ttl=ttl_seconds)`` (+ its ``outcome``)
+search_memory        ``search(query, user=user_id, k=k, filters=filters)``
+list_memories        ``list_memories(user=user_id, limit=limit, offset=offset, filters=filters)``
 get_memory           ``get(memory_id, user=user_id)``
-update_memory        ``update(memory_id, text, user=user_id, metadata=metadata, merge_metadata=...)``
+memory_history       ``history(memory_id, user=user_id)``
+update_memory        ``update(memory_id, text, user=user_id, metadata=metadata, merge_metadata=...)`` (text, metadata or both)
 delete_memory        ``delete(memory_id, user=user_id)``
 delete_all_memories  ``delete_all(user=user_id)``
 ==================== =====================================================
+
+Every tool's arguments have a JSON schema (``filters`` with the operators of
+:class:`memnets.store.MemoryFilter`, see :func:`filters_schema`); an argument a tool does not
+take is a tool error, not silently dropped.
 
 With ``user`` set, the server serves that user only: a call naming another ``user_id`` fails with
 a tool error and touches nothing. Over HTTP, a ``token`` makes every request carry
@@ -27,9 +32,9 @@ tool error for that call: the session goes on. A request is at most 4 MiB over e
 (over stdio see :mod:`memnets.integrations.mcp_stdio`); a longer one gets an error naming the
 limit. Results are JSON objects (MCP structured content): a memory is ``{"id", "content", "t",
 "created_at", "updated_at", "kind", "importance", "metadata", "expires_at"}`` (``t`` is
-``created_at``; ``expires_at`` an ISO time or null), plus
-``"score"`` in search results and ``"outcome"`` ("added", "updated" or "unchanged", as
-``AgentMemory.add`` says) from add_memory and update_memory.
+``created_at``; ``expires_at`` an ISO time or null), plus ``"score"`` in search results and
+``"outcome"`` ("added", "updated" or "unchanged", as ``AgentMemory.add`` says) from add_memory and
+update_memory.
 """
 
 from __future__ import annotations
@@ -37,16 +42,22 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 from functools import partial
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import anyio
 from mcp.server.fastmcp import FastMCP
 from mcp.server.fastmcp.exceptions import ToolError
 from mcp.server.transport_security import TransportSecuritySettings
+from pydantic import ConfigDict, Field, WithJsonSchema
 
 from memnets.httpguard import HTTPGuard, check_bind, is_control_flow
+from memnets.records import MEMORY_KINDS
+from memnets.store.filters import OPERATORS
 
 logger = logging.getLogger(__name__)
+
+MAX_K = 100  # search results per call: a tool result goes into an LLM's context
+MAX_LIMIT = 1000  # memories per list page
 
 INSTRUCTIONS = (
     "Long-term memory for users: add_memory stores a fact or event for a user, search_memory finds "
@@ -74,16 +85,87 @@ def memory_json(memory, score: float | None = None) -> dict[str, Any]:
     return out
 
 
+JSON_SCALARS = ["string", "number", "boolean", "null"]
+ORDER_OPERATORS = ("$gt", "$gte", "$lt", "$lte")  # numbers with numbers, strings with strings
+LIST_OPERATORS = {op: {"type": "array", "items": {"type": JSON_SCALARS}} for op in ("$in", "$nin")}
+OPERATOR_WORDS = {
+    "$eq": "equal to",
+    "$ne": "not equal to (or the field is missing)",
+    "$gt": "greater than (numbers, or strings in order)",
+    "$gte": "greater than or equal to",
+    "$lt": "less than",
+    "$lte": "less than or equal to",
+    "$in": "equal to one of",
+    "$nin": "equal to none of (or the field is missing)",
+}
+
+
+def filters_schema() -> dict[str, Any]:
+    """The JSON schema of a ``filters`` argument, built from the API's own definitions
+    (:data:`memnets.store.filters.OPERATORS`, :data:`memnets.records.MEMORY_KINDS`): what
+    ``AgentMemory.search(..., filters=...)`` and ``list_memories`` accept."""
+    scalar = {"type": JSON_SCALARS}
+    ordered = {"type": ["string", "number"]}
+    operand = {op: LIST_OPERATORS.get(op, ordered if op in ORDER_OPERATORS else scalar) for op in OPERATORS}
+    condition = {
+        "type": "object",
+        "description": "operators on one metadata field, all of which must hold",
+        "properties": {op: {**schema, "description": OPERATOR_WORDS.get(op, op)} for op, schema in operand.items()},
+        "additionalProperties": False,
+        "minProperties": 1,
+    }
+    kind = {"type": "string", "enum": list(MEMORY_KINDS)}
+    return {
+        "type": "object",
+        "description": "only memories passing every condition given (checked before ranking, so k results "
+        "come back whenever k memories match)",
+        "properties": {
+            "kind": {"description": "a kind or a list of kinds", "anyOf": [kind, {"type": "array", "items": kind}]},
+            "metadata": {
+                "type": "object",
+                "description": "metadata field -> a value (equality) or operators; a missing field fails "
+                "every operator except $ne",
+                "additionalProperties": {"anyOf": [scalar, condition]},
+            },
+            "since": {"type": "string", "format": "date-time", "description": "t >= since (ISO 8601; naive is UTC)"},
+            "until": {"type": "string", "format": "date-time", "description": "t < until (ISO 8601; naive is UTC)"},
+        },
+        "additionalProperties": False,
+    }
+
+
+UserId = Annotated[str, Field(min_length=1, description="the user whose memories to read or change")]
+MemoryId = Annotated[str, Field(min_length=1, description="the memory's id")]
+Metadata = Annotated[
+    dict[str, Any] | None, Field(description="free JSON fields kept with the memory, searchable with filters")
+]
+Filters = Annotated[
+    dict[str, Any] | None,
+    WithJsonSchema({"anyOf": [filters_schema(), {"type": "null"}], "default": None}),
+    Field(description="conditions a memory must pass (see the schema); checked by memnets.store.MemoryFilter"),
+]
+
+
 def build_server(
-    memory, *, user: str | None = None, name: str = "memnets", host: str = "127.0.0.1", port: int = 8000
+    memory,
+    *,
+    user: str | None = None,
+    name: str = "memnets",
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    log_level: str = "WARNING",
 ) -> FastMCP:
     """A FastMCP server with the memory tools on ``memory`` (an AgentMemory; the caller closes it).
+
+    Every tool's arguments have a full JSON schema and unknown arguments are refused (a tool error
+    naming them), so a client's typo is never silently ignored.
 
     Args:
         memory: what ``memnets.open`` returned.
         user: serve this user only (others are refused), or None to serve every user.
         name: the server name shown to MCP hosts.
         host, port: where the streamable-HTTP transport listens (stdio ignores them).
+        log_level: the level of the SDK's own logging and of uvicorn's (default WARNING: no line per call).
     """
     if user is not None and (not isinstance(user, str) or not user):
         raise ValueError(f"build_server: user must be a non-empty string or None, got {user!r}")
@@ -94,12 +176,11 @@ def build_server(
         instructions=INSTRUCTIONS,
         host=host,
         port=port,
+        log_level=log_level,
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
     )
 
     def scoped(user_id: str) -> str:
-        if not isinstance(user_id, str) or not user_id:
-            raise ToolError("user_id must be a non-empty string")
         if user is not None and user_id != user:
             raise ToolError(f"this server serves user {user!r} only; user_id {user_id!r} is refused")
         return user_id
@@ -115,61 +196,100 @@ def build_server(
             logger.error("%s failed", function.__name__, exc_info=error)
             raise ToolError(f"{function.__name__} failed: {type(error).__name__}: {error}") from None
 
-    @server.tool()
+    def tool(function):
+        """Register ``function`` as a tool whose arguments model refuses unknown arguments."""
+        registered = server._tool_manager.add_tool(function)  # FastMCP.add_tool returns no Tool to adjust
+        model = registered.fn_metadata.arg_model
+        strict = type(model.__name__, (model,), {"model_config": ConfigDict(**model.model_config, extra="forbid")})
+        registered.fn_metadata.arg_model = strict
+        registered.parameters = strict.model_json_schema(by_alias=True)
+        return function
+
+    @tool
     async def add_memory(
-        text: str, user_id: str, metadata: dict[str, Any] | None = None, ttl_seconds: float | None = None
+        text: Annotated[str, Field(min_length=1, description="the fact, preference or event to remember")],
+        user_id: UserId,
+        metadata: Metadata = None,
+        kind: Annotated[
+            Literal[MEMORY_KINDS], Field(description="what the memory is (default observation)")
+        ] = "observation",
+        ttl_seconds: Annotated[
+            float | None,
+            Field(gt=0, description="forget it that many seconds from now (omit to keep it until deleted)"),
+        ] = None,
     ) -> dict[str, Any]:
         """Store a memory (a fact, preference or event) for the user; returns it with its id and outcome:
         "added" (new), "updated" (it changed a fact of an existing memory, whose old text is kept in
-        its history) or "unchanged" (the user's memories said this already).
-
-        ttl_seconds: forget it that many seconds from now (omit to keep it until deleted).
-        """
-        added = await call(memory.add, text, user=scoped(user_id), metadata=metadata, ttl=ttl_seconds)
+        its history) or "unchanged" (the user's memories said this already)."""
+        added = await call(memory.add, text, user=scoped(user_id), metadata=metadata, kind=kind, ttl=ttl_seconds)
         return memory_json(added)
 
-    @server.tool()
-    async def search_memory(query: str, user_id: str, k: int = 5) -> dict[str, Any]:
-        """The user's k memories that best answer the query, best first, each with its score."""
-        hits = await call(memory.search, query, user=scoped(user_id), k=k)
+    @tool
+    async def search_memory(
+        query: Annotated[str, Field(min_length=1, description="the question or text to find memories for")],
+        user_id: UserId,
+        k: Annotated[int, Field(ge=1, le=MAX_K, description="how many memories to return")] = 5,
+        filters: Filters = None,
+    ) -> dict[str, Any]:
+        """The user's k memories that best answer the query, best first, each with its score,
+        among those passing the filters."""
+        hits = await call(memory.search, query, user=scoped(user_id), k=k, filters=filters)
         return {"results": [memory_json(hit.memory, hit.score) for hit in hits]}
 
-    @server.tool()
-    async def list_memories(user_id: str, limit: int = 100, offset: int = 0) -> dict[str, Any]:
-        """The user's memories, oldest first, one page (limit, offset)."""
-        listed = await call(memory.list_memories, user=scoped(user_id), limit=limit, offset=offset)
+    @tool
+    async def list_memories(
+        user_id: UserId,
+        limit: Annotated[int, Field(ge=0, le=MAX_LIMIT, description="how many memories, at most")] = 100,
+        offset: Annotated[int, Field(ge=0, description="how many to skip first")] = 0,
+        filters: Filters = None,
+    ) -> dict[str, Any]:
+        """The user's current memories passing the filters, oldest first, one page (limit, offset)."""
+        listed = await call(memory.list_memories, user=scoped(user_id), limit=limit, offset=offset, filters=filters)
         return {"memories": [memory_json(m) for m in listed]}
 
-    @server.tool()
-    async def get_memory(memory_id: str, user_id: str) -> dict[str, Any]:
+    @tool
+    async def get_memory(memory_id: MemoryId, user_id: UserId) -> dict[str, Any]:
         """One memory of the user by id."""
         found = await call(memory.get, memory_id, user=scoped(user_id))
         if found is None:
             raise ToolError(f"user {user_id!r} has no memory {memory_id!r}")
         return memory_json(found)
 
-    @server.tool()
+    @tool
+    async def memory_history(memory_id: MemoryId, user_id: UserId) -> dict[str, Any]:
+        """Every version of one memory: the older ones oldest first, then the current one."""
+        versions = await call(memory.history, memory_id, user=scoped(user_id))
+        if not versions:
+            raise ToolError(f"user {user_id!r} has no memory {memory_id!r}")
+        return {"versions": [memory_json(m) for m in versions]}
+
+    @tool
     async def update_memory(
-        memory_id: str,
-        text: str,
-        user_id: str,
-        metadata: dict[str, Any] | None = None,
-        merge_metadata: bool = False,
+        memory_id: MemoryId,
+        user_id: UserId,
+        text: Annotated[str | None, Field(min_length=1, description="the new text (omit to keep it)")] = None,
+        metadata: Annotated[dict[str, Any] | None, Field(description="the new metadata (omit to keep it)")] = None,
+        merge_metadata: Annotated[
+            bool,
+            Field(
+                description="merge the given metadata into the old (keys not given are kept) instead of replacing it"
+            ),
+        ] = False,
     ) -> dict[str, Any]:
-        """Replace the text (and metadata, if given: merged into the old one with merge_metadata, else
-        replacing it) of one memory; the old version is kept in its history."""
+        """Change the text and/or the metadata of one memory (at least one of them); the old version
+        is kept in its history. Returns the new version with its outcome ("updated", or "unchanged")."""
         updated = await call(
             memory.update, memory_id, text, user=scoped(user_id), metadata=metadata, merge_metadata=merge_metadata
         )
         return memory_json(updated)
 
-    @server.tool()
-    async def delete_memory(memory_id: str, user_id: str) -> dict[str, Any]:
+    @tool
+    async def delete_memory(memory_id: MemoryId, user_id: UserId) -> dict[str, Any]:
         """Delete one memory of the user (and its older versions) for good."""
         return {"deleted": bool(await call(memory.delete, memory_id, user=scoped(user_id)))}
 
-    @server.tool()
-    async def delete_all_memories(user_id: str) -> dict[str, Any]:
+    @tool
+    async def delete_all_memories(user_id: UserId) -> dict[str, Any]:
         """Delete every memory of the user for good; returns how many were deleted."""
         return {"deleted": int(await call(memory.delete_all, user=scoped(user_id)))}
 
@@ -204,7 +324,9 @@ def serve(
     (a reverse proxy's, a wildcard bind's DNS name), accepted in ``Host`` and ``Origin``.
     """
     check_exposure(transport, host, token)
-    server = build_server(memory, user=user, host=host, port=port)
+    # the SDK and uvicorn log at the level the command set (memnets.console: WARNING unless -vv)
+    level = logging.getLevelName(max(logging.DEBUG, min(logging.getLogger().getEffectiveLevel(), logging.CRITICAL)))
+    server = build_server(memory, user=user, host=host, port=port, log_level=level)
     logger.info(
         "memnets MCP server over %s%s%s",
         transport,

@@ -67,6 +67,13 @@ def build_cli(component: str, args: list[str], run: bool = True):
             for source, target in links:
                 parser.link_arguments(source, target, apply_on="instantiate")
 
+        def _add_subcommands(self, parser, **kwargs) -> None:
+            super()._add_subcommands(parser, **kwargs)
+            # a user types `memnets fit COMPONENT`: LightningCLI's own `fit` subcommand is implied, so
+            # its usage line says what to type (jsonargparse would write "... [options] fit")
+            for subparser in parser._subcommands_action._name_parser_map.values():
+                subparser.prog = f"memnets fit {component}"
+
     return LinkedCLI(
         _load(module_target),
         _load(data_target),

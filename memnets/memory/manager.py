@@ -75,6 +75,7 @@ from memnets.memory.writes import (
 from memnets.protocols import TextEncoder
 from memnets.records import Memory
 from memnets.scoring import HeuristicScorer, min_max
+from memnets.store.identity import bind_encoder
 from memnets.store.protocol import DeletionLedger, supports
 from memnets.timeutil import as_utc_or_now
 
@@ -156,7 +157,7 @@ class ManagerConfig:
     write_through_threshold: float = 0.5
     batch_size: int = 32
     reflection_threshold: float | None = None
-    mmr_lambda: float = 0.7
+    mmr_lambda: float = 1.0  # plain top-k; chosen on conv-49 over 0.7 and 0.5 (docs/memory.md)
     fetch_factor: int = 3
     context_policy: str = "least_recent"
     working_policy: str = "least_important"
@@ -241,6 +242,7 @@ class MemoryManager:
         if not isinstance(owner, str) or not owner:
             raise ValueError(f"owner must be a non-empty string, got {owner!r}")
         self.config = ManagerConfig.build(config, **settings)
+        self.identity = bind_encoder(store, encoder)  # another encoder's store: EncoderMismatchError
         self.encoder = encoder
         self.store = store
         self.owner = owner
@@ -473,6 +475,14 @@ class MemoryManager:
         """
         now = as_utc_or_now(now, "recall: now")
         k = self.config.k if k is None else _positive_k(k)
+        chosen = self._recall(query, now, k, query_vector)
+        if stamp:
+            self._stamp(chosen, now)
+        self._settle_working(now, protected=[e.id for e in chosen])
+        return [e.memory for e in chosen]
+
+    def _recall(self, query: str, now: datetime, k: int, query_vector: np.ndarray | None) -> list[Entry]:
+        """RECALL without settling working memory: the entries added (the caller settles the overflow)."""
         self.flush(now)
         if query_vector is None:
             query_vector = self._embed([query], "query")[0]
@@ -486,12 +496,8 @@ class MemoryManager:
         chosen = self._pick(entries, query, query_vector, now, k)
         for entry in chosen:
             self.working.add(entry)
-        ids = [e.id for e in chosen]
-        if stamp:
-            self._stamp(chosen, now)
-        self.events.log(Move.RECALL, ids, now, query=query)
-        self._settle_working(now, protected=ids)
-        return [e.memory for e in chosen]
+        self.events.log(Move.RECALL, [e.id for e in chosen], now, query=query)
+        return chosen
 
     def _stamp(self, entries: list[Entry], now: datetime) -> None:
         """Mark working-memory entries accessed now, here and (for those already written) in the archive."""
@@ -653,10 +659,15 @@ class MemoryManager:
         self.events.log(
             Move.GATE, [], now, query=query, recall=verdict.recall, score=verdict.score, gate=self.gate.name
         )
-        recalled = self.recall(query, now=now, k=k, query_vector=query_vector, stamp=False) if verdict.recall else []
+        recalled = self._recall(query, now, k, query_vector) if verdict.recall else []
+        # the view is picked before working memory settles its overflow, so what the search found
+        # competes with everything held and nothing the query needs is buried before it is shown
         chosen = self._pick(list(self.working.entries.values()), query, query_vector, now, k)
-        stamped = {e.id for e in chosen} | {m.id for m in recalled}
-        self._stamp([e for e in self.working.entries.values() if e.id in stamped], now)
+        shown = {e.id for e in chosen} | {e.id for e in recalled}
+        self._stamp([e for e in self.working.entries.values() if e.id in shown], now)
+        # what the view shows and the search found stay at hand; what it shows at least, if both do not fit
+        protected = shown if len(shown) <= self.config.working_capacity else {e.id for e in chosen}
+        self._settle_working(now, protected=protected)
         return ContextView(
             messages=tuple(e.memory for e in self.context.entries),
             memories=tuple(e.memory for e in chosen),

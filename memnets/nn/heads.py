@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import math
+import reprlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 from torch import nn
 
+from memnets.nn.weights import WeightsMismatch, check_shapes, meta_shapes, read_json, tensor_shapes
 from memnets.text import strip_speaker
 
 WEIGHTS_NAME = "model.safetensors"
@@ -44,6 +46,10 @@ def mlp(in_dim: int, hidden_dims: Sequence[int], dropout: float) -> nn.Sequentia
         in_dim = width
     layers.append(nn.Linear(in_dim, 1))
     return nn.Sequential(*layers)
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _as_tensor(name: str, value, ndim: int, dtype=torch.float32) -> torch.Tensor:
@@ -91,24 +97,52 @@ class Head(nn.Module):
         return directory
 
     @classmethod
-    def load(cls, directory: str | Path):
-        """Rebuild a head saved by :meth:`save`; the folder must hold a head of this class's kind."""
+    def load(cls, directory: str | Path, shown: str | Path | None = None):
+        """Rebuild a head saved by :meth:`save`; the folder must hold a head of this class's kind.
+
+        The config is checked against the weights file's header before anything is allocated
+        (:mod:`memnets.nn.weights`): the architecture, built on the meta device, must make exactly
+        the file's tensors. Failures are ValueErrors naming the file and the field (``shown``: the
+        folder to name instead of ``directory``, e.g. a pack's own path).
+        """
         directory = Path(directory)
+        shown = Path(shown) if shown is not None else directory
         config_file, weights_file = directory / CONFIG_NAME, directory / WEIGHTS_NAME
         for file in (config_file, weights_file):
             if not file.is_file():
-                raise FileNotFoundError(f"{cls.__name__}.load: {file} is missing")
-        config = json.loads(config_file.read_text())
+                raise FileNotFoundError(f"{cls.__name__}.load: {shown / file.name} is missing")
+        where = shown / CONFIG_NAME
+        config = read_json(config_file, f"a {cls.kind} head config")
+        if not isinstance(config, dict):
+            raise WeightsMismatch(f"{where}: expected a JSON object")
         if config.get("kind") != cls.kind:
-            raise ValueError(f"{directory} holds a {config.get('kind')!r} head, not a {cls.kind!r} head")
+            raise ValueError(f"{shown} holds a {config.get('kind')!r} head, not a {cls.kind!r} head")
         if config.get("format_version") != FORMAT_VERSION:
-            raise ValueError(f"{directory}: unsupported head format_version {config.get('format_version')!r}")
-        head = cls(
-            **config["architecture"],
-            threshold=config["threshold"],
-            logit_offset=config["logit_offset"],
-            metadata=config.get("metadata"),
-        )
+            raise ValueError(f"{shown}: unsupported head format_version {config.get('format_version')!r}")
+        architecture, threshold, offset = (config.get(key) for key in ("architecture", "threshold", "logit_offset"))
+        if not isinstance(architecture, dict):
+            raise WeightsMismatch(f"{where}: field 'architecture' must be an object, got {architecture!r}")
+        if not _is_number(threshold) or not 0 <= threshold <= 1:
+            raise WeightsMismatch(f"{where}: field 'threshold' must be a number in [0, 1], got {threshold!r}")
+        if not _is_number(offset) or not math.isfinite(offset):
+            raise WeightsMismatch(f"{where}: field 'logit_offset' must be a finite number, got {offset!r}")
+        found = tensor_shapes(weights_file)
+        hidden = architecture.get("hidden_dims", ())
+        if not isinstance(hidden, list) or len(hidden) >= len(found):  # each layer has its weight and bias
+            raise WeightsMismatch(
+                f"{where}: field 'architecture.hidden_dims' must be a list of fewer layers than the "
+                f"{len(found)} tensors of {shown / WEIGHTS_NAME}, got {reprlib.repr(hidden)}"
+            )
+
+        def build():
+            return cls(**architecture, threshold=threshold, logit_offset=offset, metadata=config.get("metadata"))
+
+        try:
+            expected = meta_shapes(build)
+        except (TypeError, ValueError, OverflowError, RuntimeError) as error:
+            raise WeightsMismatch(f"{where}: field 'architecture' does not build a {cls.kind} head: {error}") from None
+        check_shapes(expected, found, config=f"{where} (field 'architecture')", weights=shown / WEIGHTS_NAME)
+        head = build()
         head.load_state_dict(load_file(str(weights_file)))
         head.eval()
         return head

@@ -24,9 +24,9 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from memnets.data.locomo import Conversation
+from memnets.progress import track
 from memnets.protocols import TextEncoder
 
 MINERS = ("bm25", "encoder")
@@ -85,7 +85,7 @@ def mine_hard_negatives(
     for i, row in enumerate(pairs):
         by_conv[row["conv_id"]].append(i)
     result: list[list[str]] = [[] for _ in pairs]
-    for conv_id, rows in tqdm(sorted(by_conv.items()), desc=f"mining hard negatives ({miner})", disable=not progress):
+    for conv_id, rows in track(sorted(by_conv.items()), desc=f"mining hard negatives ({miner})", disable=not progress):
         conversation = conversations[conv_id]
         ids = [turn.dia_id for turn in conversation.turns]
         index = conversation.turn_index

@@ -6,6 +6,8 @@ retrieval`` and the benchmarks all take rankers from here. Kinds built in:
 
 - ``bm25``: BM25 over the turns (takes no path);
 - ``dense[:ENCODER]``: cosine of a MemoryEncoder folder (default: the bundled untrained backbone);
+  ``dense_onnx[:ENCODER]`` and ``dense_int8[:ENCODER]`` the same encoder on its ``"onnx"`` and
+  ``"int8"`` backends (the fast path's retrieval quality beside the exact one's);
 - ``heuristic[:ENCODER]``: Generative Agents' score (recency + relevance + importance, weights 1)
   on an encoder folder (default: the backbone); importance is a constant for LoCoMo turns;
 - ``learned:PACK``: the LearnedScorer of a memory pack (trained encoder, importance head, fitted weights).
@@ -41,23 +43,31 @@ def _bm25(path: str | None) -> Ranker:
     return BM25Ranker()
 
 
-def _encoder(path: str | None):
+def _encoder(path: str | None, backend: str = "torch"):
     from memnets.nn.encoder import DEFAULT_BACKBONE, MemoryEncoder
 
-    return MemoryEncoder.from_pretrained(path or DEFAULT_BACKBONE)
+    return MemoryEncoder.from_pretrained(path or DEFAULT_BACKBONE, backend=backend)
 
 
-def _dense(path: str | None) -> Ranker:
+def _dense(path: str | None, backend: str = "torch") -> Ranker:
     from memnets.retrieval.dense import DenseRanker
 
-    return DenseRanker(_encoder(path))
+    return DenseRanker(_encoder(path, backend))
+
+
+def _dense_onnx(path: str | None) -> Ranker:
+    return _dense(path, "onnx")
+
+
+def _dense_int8(path: str | None) -> Ranker:
+    return _dense(path, "int8")
 
 
 def _heuristic(path: str | None) -> Ranker:
     from memnets.retrieval.scored import ScorerRanker
     from memnets.scoring import HeuristicScorer
 
-    return ScorerRanker(HeuristicScorer(_encoder(path)), name="heuristic")
+    return ScorerRanker(HeuristicScorer.generative_agents(_encoder(path)), name="heuristic")
 
 
 def _learned(path: str | None) -> Ranker:
@@ -71,7 +81,14 @@ def _learned(path: str | None) -> Ranker:
 
 
 # KIND -> factory(path or None) -> ranker
-RANKERS: dict[str, RankerFactory] = {"bm25": _bm25, "dense": _dense, "heuristic": _heuristic, "learned": _learned}
+RANKERS: dict[str, RankerFactory] = {
+    "bm25": _bm25,
+    "dense": _dense,
+    "dense_onnx": _dense_onnx,
+    "dense_int8": _dense_int8,
+    "heuristic": _heuristic,
+    "learned": _learned,
+}
 
 
 def register_ranker(kind: str, factory: RankerFactory) -> None:

@@ -123,13 +123,12 @@ def fit_split_weights(
     conversation's turns, label: the turn is evidence; features from ``encoder`` and
     ``importance_head`` (the ones the pack will hold). See :func:`memnets.scoring.fit_scorer_weights`.
     """
-    from tqdm.auto import tqdm
-
     from memnets.data.formats import load_conversations
+    from memnets.progress import track
 
     conversations = load_conversations(config.path, config.splits[split])
     ranker = ScorerRanker(WeightedScorer(encoder, importance_head=importance_head))
-    examples = tqdm(ranker.fit_examples(conversations), desc=f"scorer features ({split})", disable=not progress)
+    examples = track(ranker.fit_examples(conversations), desc=f"scorer features ({split})", disable=not progress)
     info = {
         "data": str(config.path),
         "split": split,

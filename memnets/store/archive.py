@@ -65,9 +65,9 @@ from pathlib import Path
 from typing import Self
 
 import numpy as np
-from tqdm import tqdm
 
 import memnets.timeutil as timeutil
+from memnets.progress import track
 from memnets.records import Memory
 from memnets.retrieval.faiss_retriever import FaissRetriever
 from memnets.store import rows as rowcodec
@@ -75,7 +75,9 @@ from memnets.store.crypto import DEFAULT_KDF, RowCipher
 from memnets.store.disk_reserve import RESERVE_BYTES, DiskReserve
 from memnets.store.errors import StoreError, StoreIntegrityError, StoreKeyError
 from memnets.store.filters import MemoryFilter
+from memnets.store.identity import META_KEY, TARGET_KEY, EncoderIdentity, check_identity
 from memnets.store.index_files import INDEX_AUTH, INDEX_DIR, INDEX_MARKER, IndexFolder, UntrustedIndex
+from memnets.store.reembed import ReembedBatch
 from memnets.store.sqlite_schema import (
     CHECKS,
     COLUMNS,
@@ -134,6 +136,8 @@ class Archive:
     supports_deletion_ledger = True
     supports_compaction = True
     supports_index_rebuild = True
+    supports_encoder_binding = True
+    supports_reembed = True
     supports_expiry = True
 
     def __init__(
@@ -164,6 +168,7 @@ class Archive:
         self.index_kind = index
         self._lock = threading.RLock()
         self._conn: sqlite3.Connection | None = None
+        self._encoder: EncoderIdentity | None = None  # the encoder bound by bind_encoder (None: unchecked)
         self._conn = self._connect(busy_timeout)
         try:
             check_file(self._conn, self.directory / DB_FILE, check)
@@ -283,7 +288,7 @@ class Archive:
             generation = self._db_generation(conn)
             total = conn.execute(f"SELECT count(*) FROM memories WHERE {CURRENT}").fetchone()[0]
             rows = conn.execute(f"SELECT row, owner, vector FROM memories WHERE {CURRENT} ORDER BY owner, row")
-            with tqdm(
+            with track(
                 total=total, desc="rebuilding memory index", unit="mem", disable=total < _REBUILD_PROGRESS_FROM
             ) as progress:
                 for owner, ids, vectors in _group_by_owner(rows, self.dim):
@@ -291,12 +296,17 @@ class Archive:
                     progress.update(len(ids))
         self._retriever, self._generation = retriever, generation
 
-    def _sync(self) -> None:
-        """Replay the changes this process's index has not seen (its own writes and other processes')."""
+    def _sync(self, check_encoder: bool = True) -> None:
+        """Replay the changes this process's index has not seen (its own writes and other processes'),
+        first checking (``check_encoder``) that no re-embedding elsewhere moved the archive to another encoder."""
         with self._read() as conn:
             generation = self._db_generation(conn)
             if generation == self._generation:
                 return
+            if check_encoder:
+                self._check_encoder(conn)
+            if int(conn.execute("SELECT value FROM meta WHERE key = 'dim'").fetchone()[0]) != self.dim:
+                return  # re-embedded elsewhere to another dim: this index stays in the old space (to be reopened)
             pruned = conn.execute("SELECT value FROM meta WHERE key = 'pruned_through'").fetchone()
             if pruned is not None and self._generation < int(pruned[0]):
                 changed = None  # the log no longer reaches back to our position
@@ -345,7 +355,7 @@ class Archive:
     def save_index(self) -> None:
         """Write the index and the generation it reflects, atomically replacing the previous files."""
         with self._lock:
-            self._sync()
+            self._sync(check_encoder=False)  # saving what this process holds is no search
             if self._saved_generation == self._generation:
                 return
             with self._read() as conn:
@@ -384,6 +394,7 @@ class Archive:
         with self._lock:
             replaced = 0
             with self._write() as conn:
+                self._check_encoder(conn, record=True)
                 for row in rows:
                     stored = conn.execute(
                         "SELECT version FROM memories WHERE owner = ? AND id = ?", (row.owner, row.id)
@@ -392,6 +403,8 @@ class Archive:
                     row = rowcodec.seal_row(row, self._cipher, self.archive_id, 1 if stored is None else stored[0] + 1)
                     conn.execute(_UPSERT, vars(row))  # an update keeps the row number: log it afterwards
                     self._log_changes(conn, "owner = ? AND id = ?", (row.owner, row.id))
+                    if stored is not None:  # a pending re-embedding's vector of the old text goes with it
+                        self._drop_reembedded(conn, "owner = ? AND id = ?", (row.owner, row.id))
             if replaced:  # the old text and vector must leave the disk as after a delete
                 self._drop_saved_index()
                 self.compact()
@@ -524,8 +537,8 @@ class Archive:
         """Delete the rows matching any (where, params) clause and the older versions of the current ones
         among them, in one transaction (with the deletion's ``tombstones``, see :meth:`deleted_since`),
         then scrub the disk. On a full disk the reserve (:mod:`memnets.store.disk_reserve`) makes room.
-        ``erase_owner``: the deletion takes every row of this owner, so the owner's earlier
-        tombstones go too (the new one covers them), leaving one row with no id."""
+        ``erase_owner``: the deletion takes every row of this owner, so the owner's earlier tombstones
+        go too (the new one covers them), leaving one row with no id."""
         with self._lock:
             try:
                 deleted = self._delete_rows(clauses, tombstones, erase_owner)
@@ -538,7 +551,7 @@ class Archive:
                 self._drop_saved_index()
                 self.compact()
             self._reserve.ensure()
-            self._sync()
+            self._sync(check_encoder=False)  # a deletion is right under any encoder
             return deleted
 
     def _delete_rows(
@@ -557,11 +570,13 @@ class Archive:
                         f"SELECT owner, id FROM memories WHERE {where} AND {CURRENT}", params
                     ).fetchall()
                     self._log_changes(conn, where, params)
+                    self._drop_reembedded(conn, where, params)
                     deleted += conn.execute(f"DELETE FROM memories WHERE {where}", params).rowcount
                     for owner, ids in _group_pairs(replaced):
                         for chunk in chunks(ids, 500):
                             versions = f"owner = ? AND superseded_by IN ({','.join('?' * len(chunk))})"
                             self._log_changes(conn, versions, [owner, *chunk])
+                            self._drop_reembedded(conn, versions, [owner, *chunk])
                             deleted += conn.execute(f"DELETE FROM memories WHERE {versions}", [owner, *chunk]).rowcount
             return deleted
 
@@ -814,6 +829,124 @@ class Archive:
         return newest, rowcodec.deleted_by_tombstones(
             memories, stones, lambda memory: memory.t.timestamp(), self._ledger_secret
         )
+
+    # ------------------------------------------------------------------ encoder identity and re-embedding
+    def encoder_identity(self) -> EncoderIdentity | None:
+        """The encoder that filled the archive (None before the first vector); see memnets.store.identity."""
+        with self._lock, self._read() as conn:
+            return self._meta_identity(conn, META_KEY)
+
+    def bind_encoder(self, identity: EncoderIdentity) -> None:
+        """Check that ``identity`` is the encoder that filled the archive (EncoderMismatchError naming
+        both if not); from now on every write records it with the first vector or checks it again, and
+        every index sync checks it (a re-embedding elsewhere). An archive filled before identities
+        were recorded is taken to be this encoder's, with a warning."""
+        with self._lock, self._write() as conn:
+            stored = self._meta_identity(conn, META_KEY)
+            check_identity(stored, identity, str(self.directory))
+            if stored is None and conn.execute("SELECT 1 FROM memories LIMIT 1").fetchone() is not None:
+                log.warning(
+                    "%s was filled before memnets recorded encoders; recording %s as its encoder",
+                    self.directory,
+                    identity.describe(),
+                )
+                conn.execute("INSERT INTO meta (key, value) VALUES (?, ?)", (META_KEY, identity.to_json()))
+            self._encoder = identity
+
+    def _meta_identity(self, conn: sqlite3.Connection, key: str) -> EncoderIdentity | None:
+        row = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else EncoderIdentity.from_json(row[0], str(self.directory))
+
+    def _check_encoder(self, conn: sqlite3.Connection, record: bool = False) -> None:
+        """Inside a transaction: the bound encoder is still the archive's (``record``: write it if none is)."""
+        if self._encoder is None:
+            return
+        stored = self._meta_identity(conn, META_KEY)
+        check_identity(stored, self._encoder, str(self.directory))
+        if stored is None and record:
+            conn.execute("INSERT INTO meta (key, value) VALUES (?, ?)", (META_KEY, self._encoder.to_json()))
+
+    def _drop_reembedded(self, conn: sqlite3.Connection, where: str, params: Sequence) -> None:
+        """Inside the caller's transaction: drop the re-embedding vectors of the rows matching ``where``."""
+        conn.execute(f"DELETE FROM reembed WHERE row IN (SELECT row FROM memories WHERE {where})", params)
+
+    def reembed_start(self, identity: EncoderIdentity) -> str:
+        """Begin (or resume) re-embedding to ``identity``: "current" if the archive is embedded by it
+        already, "resumed" if a re-embedding to it was under way, else "started" (a re-embedding to
+        another encoder is dropped)."""
+        with self._lock, self._write() as conn:
+            target = self._meta_identity(conn, TARGET_KEY)
+            if target is not None and target.fingerprint == identity.fingerprint:
+                return "resumed"
+            conn.execute("DELETE FROM reembed")
+            current = self._meta_identity(conn, META_KEY)
+            if current is not None and current.fingerprint == identity.fingerprint:
+                conn.execute("DELETE FROM meta WHERE key = ?", (TARGET_KEY,))
+                return "current"
+            conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (TARGET_KEY, identity.to_json()))
+            return "started"
+
+    _TODO = "FROM memories m WHERE NOT EXISTS (SELECT 1 FROM reembed r WHERE r.row = m.row AND r.version = m.version)"
+
+    @contextmanager
+    def reembed_batch(self, size: int) -> Iterator[ReembedBatch]:
+        """Up to ``size`` rows without a new vector; their vectors, once the caller saved them on the
+        batch, are committed when the block ends (nothing is committed if it raises)."""
+        with self._lock, self._read() as conn:
+            records = conn.execute(f"SELECT {COLUMNS} {self._TODO} ORDER BY m.row LIMIT ?", (size,)).fetchall()
+        batch = ReembedBatch([self._decode(r).content for r in records], [(r[0], r[10]) for r in records])
+        yield batch
+        if batch.vectors is None or not records:
+            return
+        payload = [
+            (row, version, vector.astype("<f4").tobytes()) for (row, version), vector in zip(batch.keys, batch.vectors)
+        ]
+        with self._lock, self._write() as conn:
+            # rows rewritten or deleted since they were read are skipped: the next batch embeds their new version
+            conn.executemany(
+                "INSERT OR REPLACE INTO reembed (row, version, vector) "
+                "SELECT ?, ?, ? WHERE EXISTS (SELECT 1 FROM memories WHERE row = ?1 AND version = ?2)",
+                payload,
+            )
+
+    def reembed_progress(self) -> tuple[int, int]:
+        """(rows with their new vector, rows in the archive)."""
+        with self._lock, self._read() as conn:
+            total = conn.execute("SELECT count(*) FROM memories").fetchone()[0]
+            left = conn.execute(f"SELECT count(*) {self._TODO}").fetchone()[0]
+        return total - left, total
+
+    def reembed_finish(self) -> bool:
+        """Swap to the new vectors and encoder in one transaction, if every row has its new vector;
+        True if it swapped. Rows are re-sealed (the vector is bound into each row's seal)."""
+        with self._lock:
+            with self._write() as conn:
+                target = self._meta_identity(conn, TARGET_KEY)
+                if target is None or conn.execute(f"SELECT 1 {self._TODO} LIMIT 1").fetchone() is not None:
+                    return False
+                records = conn.execute(
+                    f"SELECT {', '.join('m.' + c.strip() for c in COLUMNS.split(','))}, r.vector "
+                    "FROM memories m JOIN reembed r ON r.row = m.row ORDER BY m.row"
+                ).fetchall()
+                for record in records:
+                    memory = self._decode(record[:-1])
+                    row = rowcodec.encode_row(memory, np.frombuffer(record[-1], dtype="<f4"), "Archive.reembed")
+                    row = rowcodec.seal_row(row, self._cipher, self.archive_id, record[10] + 1)
+                    conn.execute(
+                        "UPDATE memories SET payload = ?, vector = ?, version = ? WHERE row = ?",
+                        (row.payload, row.vector, row.version, record[0]),
+                    )
+                self._log_changes(conn, "1 = 1", ())
+                conn.execute("DELETE FROM reembed")
+                conn.execute("DELETE FROM meta WHERE key = ?", (TARGET_KEY,))
+                conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (META_KEY, target.to_json()))
+                conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('dim', ?)", (target.dim,))
+            self.dim, self._encoder = target.dim, target
+            self._drop_saved_index()
+            self._rebuild()
+            self.compact()  # the old vectors leave the WAL and the free pages
+            log.info("%s: re-embedded %d rows; now %s", self.directory, len(records), target.describe())
+            return True
 
     # ------------------------------------------------------------------ lifecycle
     def close(self) -> None:

@@ -58,6 +58,8 @@ from memnets.store import rows as rowcodec
 from memnets.store.crypto import RowCipher
 from memnets.store.errors import StoreError, StoreFormatError, StoreUnavailableError
 from memnets.store.filters import MemoryFilter
+from memnets.store.identity import META_KEY, TARGET_KEY, EncoderIdentity, check_identity
+from memnets.store.reembed import ReembedBatch
 from memnets.timeutil import as_utc
 
 try:
@@ -72,7 +74,17 @@ except ImportError as error:  # pragma: no cover - depends on the installed extr
 
 log = logging.getLogger(__name__)
 
-FORMAT_VERSION = 3  # in {table}_meta; bump with a migration in _MIGRATIONS when the schema changes
+FORMAT_VERSION = 4  # in {table}_meta; bump with a migration in _MIGRATIONS when the schema changes
+# a re-embedding's new vectors (memnets.store.reembed), one per row at the version it was embedded from;
+# they go with their row (ON DELETE CASCADE). The encoder that filled the store is the meta key "encoder".
+_REEMBED = """CREATE TABLE IF NOT EXISTS {reembed} (
+        owner text NOT NULL,
+        id text NOT NULL,
+        version integer NOT NULL,
+        embedding vector NOT NULL,
+        PRIMARY KEY (owner, id),
+        FOREIGN KEY (owner, id) REFERENCES {memories} (owner, id) ON DELETE CASCADE
+    )"""
 # format N -> statements taking it to N + 1 (table names substituted as in _SCHEMA)
 _MIGRATIONS: dict[int, list[str]] = {
     1: ["ALTER TABLE {memories} ADD COLUMN version integer NOT NULL DEFAULT 1"],  # + _bind_rows (store id)
@@ -81,6 +93,7 @@ _MIGRATIONS: dict[int, list[str]] = {
         "ALTER TABLE {memories} ADD COLUMN ttl double precision",
         "CREATE INDEX {expires} ON {memories} (owner, expires_at) WHERE expires_at IS NOT NULL",
     ],
+    3: [_REEMBED],
 }
 _SCRUBS = ("full", "vacuum", "off")  # PgVectorStore(scrub=...): the upkeep after a deletion
 _TABLE_NAME = re.compile(r"[a-z_][a-z0-9_]{0,40}")
@@ -128,6 +141,7 @@ _SCHEMA = [
     """CREATE INDEX {owner_kind} ON {memories} (owner, kind) WHERE superseded_by IS NULL""",
     """CREATE INDEX {versions} ON {memories} (owner, superseded_by) WHERE superseded_by IS NOT NULL""",
     _HNSW,
+    _REEMBED,
 ]
 
 
@@ -162,6 +176,8 @@ class PgVectorStore:
     supports_deletion_ledger = True
     supports_compaction = True
     supports_index_rebuild = True
+    supports_encoder_binding = True
+    supports_reembed = True
     supports_expiry = True
 
     def __init__(
@@ -208,8 +224,10 @@ class PgVectorStore:
             "owner_kind": sql.Identifier(f"{table}_owner_kind"),
             "versions": sql.Identifier(f"{table}_versions"),
             "hnsw": sql.Identifier(f"{table}_hnsw"),
+            "reembed": sql.Identifier(f"{table}_reembed"),
             "expires": sql.Identifier(f"{table}_expires"),
         }
+        self._encoder: EncoderIdentity | None = None  # bound by bind_encoder (None: unchecked)
         self._pool: ConnectionPool | None = None
         self.dim, self._cipher, self.archive_id, self._ledger_secret = self._init_schema(dim, key, connect_timeout)
         self._pool = ConnectionPool(
@@ -413,6 +431,7 @@ class PgVectorStore:
         order = sorted(range(len(rows)), key=lambda i: (rows[i].owner, rows[i].id))  # one lock order: no deadlocks
         statement = self._sql(_UPSERT)
         with self._transaction() as conn, conn.cursor() as cursor:
+            self._check_encoder(conn, record=True)
             stored: dict[tuple[str, str], int] = {}
             for owner in sorted({row.owner for row in rows}):  # lock the rows to rewrite, in the same order
                 ids = sorted(row.id for row in rows if row.owner == owner)
@@ -435,6 +454,11 @@ class PgVectorStore:
                 for i in order
             ]
             cursor.executemany(statement, params)
+            for owner in sorted({owner for owner, _ in stored}):  # a pending re-embedding's vector of the old text
+                conn.execute(
+                    self._sql("DELETE FROM {reembed} WHERE owner = %s AND id = ANY(%s)"),
+                    (owner, [i for o, i in stored if o == owner]),
+                )
 
     def new_version(self, memory: Memory, vector) -> Memory:
         """Make ``memory`` the current version of its (owner, id), keeping the current one as history: one atomic step.
@@ -705,6 +729,7 @@ class PgVectorStore:
         filters = MemoryFilter.parse(filters)
         where, params = _clear_conditions(owner, filters, timeutil.now())
         with self._transaction() as conn:
+            self._check_encoder(conn)  # a re-embedding may have moved the store to another encoder
             if filters is not None and filters.needs_payload:
                 return self._search_streaming(conn, query, k, where, params, filters)
             # a filter on clear columns: rank exactly when few rows match (the planner misjudges
@@ -839,6 +864,148 @@ class PgVectorStore:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+    # ------------------------------------------------------------------ encoder identity and re-embedding
+    def _meta_identity(self, conn: psycopg.Connection, key: str) -> EncoderIdentity | None:
+        row = conn.execute(self._sql("SELECT value FROM {meta} WHERE key = %s"), (key,)).fetchone()
+        return None if row is None else EncoderIdentity.from_json(bytes(row[0]), self._where())
+
+    def _set_meta(self, conn: psycopg.Connection, key: str, value: str) -> None:
+        conn.execute(
+            self._sql(
+                "INSERT INTO {meta} (key, value) VALUES (%s, %s) ON CONFLICT (key) DO UPDATE SET value = excluded.value"
+            ),
+            (key, value.encode()),
+        )
+
+    def _check_encoder(self, conn: psycopg.Connection, record: bool = False) -> None:
+        """Inside a transaction: the bound encoder is still the store's (``record``: write it if none is)."""
+        if self._encoder is None:
+            return
+        stored = self._meta_identity(conn, META_KEY)
+        check_identity(stored, self._encoder, self._where())
+        if stored is None and record:
+            conn.execute(
+                self._sql("INSERT INTO {meta} (key, value) VALUES (%s, %s) ON CONFLICT (key) DO NOTHING"),
+                (META_KEY, self._encoder.to_json().encode()),
+            )
+            check_identity(self._meta_identity(conn, META_KEY), self._encoder, self._where())  # a racing writer
+
+    def encoder_identity(self) -> EncoderIdentity | None:
+        """The encoder that filled the store (None before the first vector); see memnets.store.identity."""
+        with self._transaction() as conn:
+            return self._meta_identity(conn, META_KEY)
+
+    def bind_encoder(self, identity: EncoderIdentity) -> None:
+        """As :meth:`memnets.store.archive.Archive.bind_encoder`: refuse another encoder's store, record with the first vector."""
+        with self._transaction() as conn:
+            stored = self._meta_identity(conn, META_KEY)
+            check_identity(stored, identity, self._where())
+            if stored is None and conn.execute(self._sql("SELECT 1 FROM {memories} LIMIT 1")).fetchone() is not None:
+                log.warning(
+                    "%s was filled before memnets recorded encoders; recording %s as its encoder",
+                    self._where(),
+                    identity.describe(),
+                )
+                self._set_meta(conn, META_KEY, identity.to_json())
+        self._encoder = identity
+
+    def reembed_start(self, identity: EncoderIdentity) -> str:
+        """Begin or resume re-embedding to ``identity`` ("started", "resumed", "current"); workers share it."""
+        with self._transaction() as conn:
+            conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"memnets-reembed-{self.table}",))
+            target = self._meta_identity(conn, TARGET_KEY)
+            if target is not None and target.fingerprint == identity.fingerprint:
+                return "resumed"
+            conn.execute(self._sql("DELETE FROM {reembed}"))
+            current = self._meta_identity(conn, META_KEY)
+            if current is not None and current.fingerprint == identity.fingerprint:
+                conn.execute(self._sql("DELETE FROM {meta} WHERE key = %s"), (TARGET_KEY,))
+                return "current"
+            self._set_meta(conn, TARGET_KEY, identity.to_json())
+            return "started"
+
+    _TODO = (
+        "FROM {memories} m WHERE NOT EXISTS (SELECT 1 FROM {reembed} r "
+        "WHERE r.owner = m.owner AND r.id = m.id AND r.version = m.version)"
+    )
+
+    @contextmanager
+    def reembed_batch(self, size: int) -> Iterator[ReembedBatch]:
+        """Claim up to ``size`` rows without a new vector (``FOR UPDATE SKIP LOCKED``: concurrent workers
+        take other rows; writers of these rows wait for the batch) and commit their new vectors when
+        the block ends, in the same transaction."""
+        columns = ", ".join(f"m.{c.strip()}" for c in _COLUMNS.split(","))
+        with self._transaction() as conn:
+            records = conn.execute(
+                self._sql(f"SELECT {columns} {self._TODO} ORDER BY m.owner, m.id LIMIT %s FOR UPDATE OF m SKIP LOCKED"),
+                (size,),
+            ).fetchall()
+            batch = ReembedBatch([self._decode(r).content for r in records], [(r[0], r[1], r[9]) for r in records])
+            yield batch
+            if batch.vectors is not None and records:
+                with conn.cursor() as cursor:
+                    cursor.executemany(
+                        self._sql(
+                            "INSERT INTO {reembed} (owner, id, version, embedding) VALUES (%s, %s, %s, %s) "
+                            "ON CONFLICT (owner, id) DO UPDATE SET version = excluded.version, embedding = excluded.embedding"
+                        ),
+                        [(*key, vector) for key, vector in zip(batch.keys, batch.vectors)],
+                    )
+
+    def reembed_progress(self) -> tuple[int, int]:
+        """(rows with their new vector, rows in the store)."""
+        with self._transaction() as conn:
+            total = conn.execute(self._sql("SELECT count(*) FROM {memories}")).fetchone()[0]
+            left = conn.execute(self._sql(f"SELECT count(*) {self._TODO}")).fetchone()[0]
+        return total - left, total
+
+    def reembed_finish(self) -> bool:
+        """Swap to the new vectors and encoder in one transaction if no row is left; True if it swapped.
+
+        Writers wait during the swap (``SHARE ROW EXCLUSIVE``); readers keep reading the old vectors
+        until it commits, except when the dim changes: the column and its HNSW index are then
+        rebuilt under an exclusive lock, and searches wait for the swap.
+        """
+        columns = ", ".join(f"m.{c.strip()}" for c in _COLUMNS.split(","))
+        with self._transaction() as conn:
+            conn.execute(self._sql("LOCK TABLE {memories} IN SHARE ROW EXCLUSIVE MODE"))
+            target = self._meta_identity(conn, TARGET_KEY)
+            if target is None or conn.execute(self._sql(f"SELECT 1 {self._TODO} LIMIT 1")).fetchone() is not None:
+                return False
+            records = conn.execute(
+                self._sql(f"SELECT {columns}, r.embedding FROM {{memories}} m JOIN {{reembed}} r USING (owner, id)")
+            ).fetchall()
+            params = []
+            for record in records:
+                vector = _array(record[-1])
+                row = rowcodec.encode_row(self._decode(record[:-1]), vector, "PgVectorStore.reembed")
+                row = rowcodec.seal_row(row, self._cipher, self.archive_id, record[9] + 1)
+                params.append((row.payload, vector, row.version, record[0], record[1]))
+            resized = target.dim != self.dim
+            if resized:  # another dim: a new column (and index) of that dim
+                conn.execute(self._sql("DROP INDEX IF EXISTS {hnsw}"))
+                conn.execute(self._sql("ALTER TABLE {memories} DROP COLUMN embedding"))
+                conn.execute(
+                    self._sql("ALTER TABLE {memories} ADD COLUMN embedding vector({dim})", dim=sql.Literal(target.dim))
+                )
+            with conn.cursor() as cursor:
+                cursor.executemany(
+                    self._sql(
+                        "UPDATE {memories} SET payload = %s, embedding = %s, version = %s WHERE owner = %s AND id = %s"
+                    ),
+                    params,
+                )
+            if resized:
+                conn.execute(self._sql("ALTER TABLE {memories} ALTER COLUMN embedding SET NOT NULL"))
+                conn.execute(self._sql(_HNSW, m=sql.Literal(self.m), ef_construction=sql.Literal(self.ef_construction)))
+            conn.execute(self._sql("DELETE FROM {reembed}"))
+            conn.execute(self._sql("DELETE FROM {meta} WHERE key = %s"), (TARGET_KEY,))
+            self._set_meta(conn, META_KEY, target.to_json())
+            self._set_meta(conn, "dim", str(target.dim))
+        self.dim = target.dim
+        log.info("%s: re-embedded %d rows; now %s", self._where(), len(records), target.describe())
+        return True
 
     def __repr__(self) -> str:
         state = "closed" if self._pool is None else "open"

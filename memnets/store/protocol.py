@@ -32,6 +32,10 @@ and a store that implements one sets the flag to True as a class attribute. Call
   the file system or the database now, instead of at some later upkeep.
 - :class:`IndexRebuild` (``supports_index_rebuild``): ``rebuild_index()`` builds the search index
   from the stored vectors (after a bulk load, or to change its parameters).
+- :class:`EncoderBinding` (``supports_encoder_binding``): the store records which encoder filled it
+  with its first vector and refuses another (:mod:`memnets.store.identity`).
+- :class:`Reembedding` (``supports_reembed``): the store can move to a new encoder while it
+  answers, resumably (:mod:`memnets.store.reembed`).
 - :class:`Expiry` (``supports_expiry``): a row whose ``expires_at`` has passed (by
   :func:`memnets.timeutil.now`) is skipped by ``get``, ``search``, ``list_memories``, ``count`` and
   ``owners`` at once, and ``search`` still fills k from the others; ``history`` and ``vectors``
@@ -149,6 +153,38 @@ class IndexRebuild(Protocol):
 
 
 @runtime_checkable
+class EncoderBinding(Protocol):
+    """Capability: the store knows which encoder filled it and refuses vectors of another."""
+
+    supports_encoder_binding: bool
+
+    def encoder_identity(self) -> object:
+        """The recorded :class:`~memnets.store.identity.EncoderIdentity`, None before the first vector."""
+
+    def bind_encoder(self, identity) -> None:
+        """Refuse (EncoderMismatchError) unless ``identity`` filled the store; record it with the first vector."""
+
+
+@runtime_checkable
+class Reembedding(Protocol):
+    """Capability: re-embed every row with a new encoder, resumably, swapping atomically at the end."""
+
+    supports_reembed: bool
+
+    def reembed_start(self, identity) -> str:
+        """Begin or resume re-embedding to ``identity``: "started", "resumed" or "current"."""
+
+    def reembed_batch(self, size: int) -> object:
+        """A context manager yielding a ReembedBatch of rows still to embed (empty when none is left)."""
+
+    def reembed_progress(self) -> tuple[int, int]:
+        """(rows with their new vector, rows in the store)."""
+
+    def reembed_finish(self) -> bool:
+        """Swap to the new vectors and encoder in one transaction if no row is left; True if it swapped."""
+
+
+@runtime_checkable
 class Expiry(Protocol):
     """Capability: memories with an ``expires_at`` vanish from reads when it passes, and can be swept."""
 
@@ -165,14 +201,16 @@ CAPABILITIES: dict[type, str] = {
     DeletionLedger: "supports_deletion_ledger",
     Compaction: "supports_compaction",
     IndexRebuild: "supports_index_rebuild",
+    EncoderBinding: "supports_encoder_binding",
+    Reembedding: "supports_reembed",
     Expiry: "supports_expiry",
 }
 """Every optional capability and the flag a store sets to declare it."""
 
-C = TypeVar("C")
+_C = TypeVar("_C")
 
 
-def supports(store: object, capability: type[C]) -> TypeGuard[C]:
+def supports(store: object, capability: type[_C]) -> TypeGuard[_C]:
     """Whether ``store`` declares ``capability`` (one of :data:`CAPABILITIES`) by its ``supports_*`` flag.
 
     Raises TypeError for a capability that is not in :data:`CAPABILITIES`, and for a store that

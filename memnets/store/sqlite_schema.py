@@ -25,7 +25,7 @@ from memnets.store import rows as rowcodec
 from memnets.store.crypto import RowCipher
 from memnets.store.errors import StoreCorruptError, StoreError, StoreFormatError, StoreReadOnlyError
 
-FORMAT_VERSION = 4  # stored in PRAGMA user_version; bump with a migration (MIGRATIONS) when the schema changes
+FORMAT_VERSION = 5  # stored in PRAGMA user_version; bump with a migration (MIGRATIONS) when the schema changes
 DB_FILE = "archive.sqlite3"
 COLUMNS = "row, owner, id, t, last_access, importance, kind, payload, vector, superseded_by, version, expires_at, ttl"
 CURRENT = "superseded_by IS NULL"  # rows that search, listings, counts and the FAISS index see
@@ -57,7 +57,11 @@ CREATE INDEX memories_t ON memories (t_epoch);
 CREATE INDEX memories_owner_superseded ON memories (owner, superseded_by);
 CREATE INDEX memories_owner_kind ON memories (owner, kind);  -- kind filters read only matching rows
 CREATE TABLE changes (seq INTEGER PRIMARY KEY AUTOINCREMENT, row INTEGER NOT NULL);
+CREATE TABLE reembed (row INTEGER PRIMARY KEY, version INTEGER NOT NULL, vector BLOB NOT NULL);
 """
+# reembed: a re-embedding's new vectors (memnets.store.reembed), one per memories row at the version
+# it was embedded from; swapped into memories in one transaction when every row has one. The encoder
+# that filled the archive is the meta key "encoder" (memnets.store.identity), recorded with the first vector.
 # format N -> N + 1, run in the open's write transaction (the first open by a newer memnets upgrades)
 MIGRATIONS = {
     1: [
@@ -74,6 +78,7 @@ MIGRATIONS = {
         "ALTER TABLE memories ADD COLUMN ttl REAL",
         "CREATE INDEX memories_owner_expires ON memories (owner, expires_epoch) WHERE expires_epoch IS NOT NULL",
     ],
+    4: ["CREATE TABLE IF NOT EXISTS reembed (row INTEGER PRIMARY KEY, version INTEGER NOT NULL, vector BLOB NOT NULL)"],
 }
 CHECKS = ("quick", "full", "off")  # Archive(check=...): what is verified on open, see check_file
 _UNIQUE_INDEX = "sqlite_autoindex_memories_1"  # the (owner, id) index SQLite builds for UNIQUE (owner, id)

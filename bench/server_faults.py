@@ -1,0 +1,163 @@
+"""Fault runs of `memnets serve http` on loopback, with their counts.
+
+- :func:`kill_run`: writers add memories while the server is SIGKILLed; the server is started again
+  on the same memory and every add that got a 2xx is looked up (acknowledged, present, lost).
+- :func:`postgres_restart_run`: writers add and search while the PostgreSQL server under the memory
+  is stopped and started again; every answer is counted by status (200, 503 with Retry-After, any
+  other), the time until the server answers 200 again without being restarted, and the
+  acknowledged adds looked up afterwards.
+
+Both return a dict of counts; tests/test_server_faults.py runs them small and asserts nothing was
+lost and nothing but 200 and 503 came back; bench/load.py --faults runs them larger and saves them.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable
+
+import httpx
+
+from bench.server_process import ServerProcess
+
+
+class _Writers:
+    """``n`` threads adding (and, with ``search``, searching) until stopped; what was acknowledged."""
+
+    def __init__(self, url: str, n: int, *, user: str, search: bool = False, headers: dict | None = None) -> None:
+        self.url, self.user, self.search, self.headers = url, user, search, headers or {}
+        self.acknowledged: list[str] = []
+        self.statuses: Counter = Counter()
+        self.missing_retry_after = 0
+        self.stop = threading.Event()
+        self._lock = threading.Lock()
+        self.threads = [threading.Thread(target=self._run, args=(i,), daemon=True) for i in range(n)]
+
+    def start(self) -> _Writers:
+        for thread in self.threads:
+            thread.start()
+        return self
+
+    def join(self) -> None:
+        self.stop.set()
+        for thread in self.threads:
+            thread.join(timeout=60)
+
+    def _run(self, worker: int) -> None:
+        with httpx.Client(base_url=self.url, headers=self.headers, timeout=10) as client:
+            n = 0
+            while not self.stop.is_set():
+                n += 1
+                text = f"writer {worker} fact {n} {uuid.uuid4().hex[:8]}"
+                status = self._call(
+                    client, "POST", "/v1/memories", {"user": self.user, "text": text, "id": f"w{worker}-{n}"}
+                )
+                if status == 200:
+                    with self._lock:
+                        self.acknowledged.append(f"w{worker}-{n}")
+                if self.search:
+                    self._call(client, "POST", "/v1/search", {"user": self.user, "query": text, "k": 3})
+                if status not in (200, None):
+                    time.sleep(0.05)
+
+    def _call(self, client: httpx.Client, method: str, path: str, body: dict) -> int | None:
+        try:
+            response = client.request(method, path, json=body)
+        except httpx.TransportError:
+            with self._lock:
+                self.statuses["no answer"] += 1
+            time.sleep(0.05)
+            return None
+        with self._lock:
+            self.statuses[response.status_code] += 1
+            if response.status_code == 503 and "retry-after" not in response.headers:
+                self.missing_retry_after += 1
+        return response.status_code
+
+
+def _present(url: str, user: str, ids: list[str], headers: dict | None = None) -> int:
+    with httpx.Client(base_url=url, headers=headers or {}, timeout=30) as client:
+        listed = []
+        offset = 0
+        while True:
+            page = client.get("/v1/memories", params={"user": user, "limit": 1000, "offset": offset}).json()
+            listed.extend(m["id"] for m in page["memories"])
+            if page["next_offset"] is None:
+                break
+            offset = page["next_offset"]
+    return len(set(ids) & set(listed))
+
+
+def kill_run(location: str, server_args: list[str], *, writers: int = 4, seconds: float = 5.0, env=None) -> dict:
+    """SIGKILL a server under ``writers`` concurrent adders after ``seconds``; restart; count what survived."""
+    user = "kill-" + uuid.uuid4().hex[:6]
+    first = ServerProcess(location, *server_args, env=env).wait_ready()
+    load = _Writers(first.url, writers, user=user).start()
+    time.sleep(seconds)
+    first.kill()  # no shutdown code runs: what was acknowledged must already be on disk
+    load.join()
+    with ServerProcess(location, *server_args, env=env) as second:
+        second.wait_ready()
+        present = _present(second.url, user, load.acknowledged)
+    return {
+        "writers": writers,
+        "seconds_before_kill": seconds,
+        "acknowledged": len(load.acknowledged),
+        "present": present,
+        "lost": len(load.acknowledged) - present,
+        "answers": {str(k): v for k, v in load.statuses.items()},
+    }
+
+
+def postgres_restart_run(
+    url: str,
+    server_args: list[str],
+    stop_postgres: Callable[[], None],
+    start_postgres: Callable[[], None],
+    *,
+    writers: int = 4,
+    before_s: float = 3.0,
+    down_s: float = 5.0,
+    recover_within_s: float = 60.0,
+    env=None,
+) -> dict:
+    """Stop PostgreSQL for ``down_s`` under load and start it again; count the answers and the recovery."""
+    user = "pg-" + uuid.uuid4().hex[:6]
+    with ServerProcess(url, *server_args, env=env) as server:
+        server.wait_ready()
+        load = _Writers(server.url, writers, user=user, search=True).start()
+        time.sleep(before_s)
+        stop_postgres()
+        time.sleep(down_s)
+        down = dict(load.statuses)
+        start_postgres()
+        restarted = time.monotonic()
+        recovered_after = None
+        with httpx.Client(base_url=server.url, timeout=10) as probe:
+            while time.monotonic() - restarted < recover_within_s:
+                try:
+                    if probe.post("/v1/search", json={"user": user, "query": "fact", "k": 1}).status_code == 200:
+                        recovered_after = time.monotonic() - restarted
+                        break
+                except httpx.TransportError:
+                    pass
+                time.sleep(0.2)
+        time.sleep(2.0)  # some load after the recovery
+        load.join()
+        present = _present(server.url, user, load.acknowledged)
+        server_pid_alive = server.process.poll() is None
+    return {
+        "writers": writers,
+        "down_s": down_s,
+        "answers": {str(k): v for k, v in load.statuses.items()},
+        "answers_until_restart": {str(k): v for k, v in down.items()},
+        "503_without_retry_after": load.missing_retry_after,
+        "recovered_after_s": recovered_after,
+        "server_still_running": server_pid_alive,
+        "acknowledged": len(load.acknowledged),
+        "present": present,
+        "lost": len(load.acknowledged) - present,
+    }

@@ -1,0 +1,12 @@
+"""memnets as a service: the REST server (``memnets serve http``), its client and the web inspector.
+
+- :mod:`memnets.server.app`: the FastAPI app over one AgentMemory (routes under ``/v1``).
+- :mod:`memnets.server.run`: its config and uvicorn (one process or several workers).
+- :mod:`memnets.server.auth`: admin and scoped tokens.
+- :mod:`memnets.server.batching`: concurrent encodes in shared forward passes.
+- :mod:`memnets.server.wire`: the JSON of memories, results and errors (shared with the client).
+- :mod:`memnets.server.client`: :class:`memnets.Client`, AgentMemory's methods over HTTP.
+- ``ui/``: the inspector at ``/ui`` (plain HTML and JavaScript, no build step, no CDN).
+
+See docs/server.md.
+"""

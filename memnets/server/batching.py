@@ -1,0 +1,143 @@
+"""Batched encoding for a server: texts of requests that arrive together go through one forward pass.
+
+:class:`BatchingEncoder` wraps a :class:`~memnets.protocols.TextEncoder` and is one itself, so it
+replaces ``AgentMemory.encoder`` without the memory API knowing: request threads call
+``encode(texts, kind)`` as before and block; one background thread takes the first waiting call,
+waits at most ``max_wait_s`` for more calls of the same ``kind`` (up to ``max_batch`` texts), runs
+the wrapped encoder once on all their texts and hands each caller its rows. A call alone waits at
+most ``max_wait_s`` (a bounded delay); under load the forward passes carry many requests each, so
+throughput is far above one pass per request (bench/load.py measures both).
+
+The rows a thread got last are kept per thread (:meth:`last_vectors`), so the server can explain a
+search's scores (relevance = cosine with the query's vector) without encoding the query twice.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MAX_WAIT_S = 0.005  # one encode of a short text with MiniLM on a CPU core takes ~5-10 ms
+DEFAULT_MAX_BATCH = 64
+
+
+@dataclass
+class _Call:
+    texts: list[str]
+    kind: str
+    done: threading.Event = field(default_factory=threading.Event)
+    vectors: np.ndarray | None = None
+    error: BaseException | None = None
+
+
+class BatchingEncoder:
+    """A TextEncoder that coalesces concurrent ``encode`` calls into batched calls of ``encoder``.
+
+    Args:
+        encoder: the encoder to batch (``encode(texts, kind=...)``, ``dim``, ``tokenizer``).
+        max_wait_s: how long the first call of a batch waits for others (0: take only what is queued).
+        max_batch: the most texts in one forward pass (a single larger call still goes alone).
+        on_batch: called with the number of texts of every forward pass (the server's metrics).
+    """
+
+    def __init__(
+        self,
+        encoder,
+        *,
+        max_wait_s: float = DEFAULT_MAX_WAIT_S,
+        max_batch: int = DEFAULT_MAX_BATCH,
+        on_batch: Callable[[int], None] | None = None,
+    ) -> None:
+        if isinstance(max_wait_s, bool) or not isinstance(max_wait_s, (int, float)) or not 0 <= max_wait_s <= 1:
+            raise ValueError(f"BatchingEncoder: max_wait_s must be a number of seconds in [0, 1], got {max_wait_s!r}")
+        if isinstance(max_batch, bool) or not isinstance(max_batch, int) or max_batch < 1:
+            raise ValueError(f"BatchingEncoder: max_batch must be an int >= 1, got {max_batch!r}")
+        self.encoder = encoder
+        self.dim = encoder.dim
+        self.tokenizer = getattr(encoder, "tokenizer", None)
+        self.max_wait_s = float(max_wait_s)
+        self.max_batch = max_batch
+        self.on_batch = on_batch
+        self._queue: queue.Queue[_Call | None] = queue.Queue()
+        self._local = threading.local()
+        self._thread = threading.Thread(target=self._run, name="memnets-encode-batcher", daemon=True)
+        self._thread.start()
+
+    def __getattr__(self, name):  # fingerprint, model, ... of the wrapped encoder
+        if name == "encoder":
+            raise AttributeError(name)
+        return getattr(self.encoder, name)
+
+    def encode(self, texts: Sequence[str], kind: str = "memory", **kwargs):
+        """[len(texts), dim] unit rows (of the wrapped encoder's type: a tensor or an array), computed in a
+        forward pass shared with concurrent callers."""
+        texts = list(texts)
+        if kwargs or not texts:  # options the batch cannot share: encode alone
+            vectors = self.encoder.encode(texts, kind=kind, **kwargs)
+        else:
+            call = _Call(texts, kind)
+            self._queue.put(call)
+            call.done.wait()
+            if call.error is not None:
+                raise call.error
+            vectors = call.vectors
+        self._local.last = vectors
+        return vectors
+
+    def last_vectors(self) -> np.ndarray | None:
+        """The rows the calling thread's last ``encode`` returned, as a float32 array (None before its first)."""
+        last = getattr(self._local, "last", None)
+        return None if last is None else np.asarray(last, dtype=np.float32).reshape(-1, self.dim)
+
+    def close(self) -> None:
+        """Stop the batching thread (calls already queued are served first)."""
+        self._queue.put(None)
+        self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        held: list = []  # a call (or the stop mark) taken while filling a batch that does not fit in it
+        while True:
+            first = held.pop() if held else self._queue.get()
+            if first is None:
+                return
+            batch, size = [first], len(first.texts)
+            deadline = time.monotonic() + self.max_wait_s
+            while size < self.max_batch:
+                try:
+                    nxt = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
+                except queue.Empty:
+                    break
+                if nxt is None or nxt.kind != first.kind or size + len(nxt.texts) > self.max_batch:
+                    held.append(nxt)
+                    break
+                batch.append(nxt)
+                size += len(nxt.texts)
+            self._encode(batch, size)
+
+    def _encode(self, batch: list[_Call], size: int) -> None:
+        texts = [text for call in batch for text in call.texts]
+        try:
+            vectors = self.encoder.encode(texts, kind=batch[0].kind)
+        except BaseException as error:  # each caller gets the error of its batch
+            for call in batch:
+                call.error = error
+                call.done.set()
+            return
+        if self.on_batch is not None:
+            try:
+                self.on_batch(size)
+            except Exception:  # metrics must never fail an encode
+                logger.exception("BatchingEncoder: on_batch failed")
+        start = 0
+        for call in batch:
+            call.vectors = vectors[start : start + len(call.texts)]
+            start += len(call.texts)
+            call.done.set()

@@ -1,0 +1,42 @@
+"""The server's Prometheus metrics (prometheus-client), one registry per app.
+
+``/metrics`` serves them in Prometheus' text format. Each server process counts its own requests:
+with ``--workers N`` a scrape reaches one worker, so scrape each worker's port or sum over them.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
+
+LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+
+
+class ServerMetrics:
+    """Requests, latencies, errors, recall-gate decisions and encoder batch sizes of one server."""
+
+    content_type = CONTENT_TYPE_LATEST
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.requests = Counter(
+            "memnets_requests", "HTTP requests served", ("method", "route", "status"), registry=self.registry
+        )
+        self.latency = Histogram(
+            "memnets_request_seconds",
+            "time to answer a request",
+            ("method", "route"),
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.errors = Counter("memnets_errors", "error responses by error code", ("code",), registry=self.registry)
+        self.gate = Counter(
+            "memnets_gate_decisions", "recall-gate decisions of the managers", ("recall",), registry=self.registry
+        )
+        self.batch = Histogram(
+            "memnets_encode_batch_size", "texts per encoder forward pass", buckets=BATCH_BUCKETS, registry=self.registry
+        )
+
+    def render(self) -> bytes:
+        """The current values in Prometheus' text exposition format."""
+        return generate_latest(self.registry)

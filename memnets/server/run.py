@@ -1,0 +1,130 @@
+"""Run the REST server with uvicorn: one process, or ``workers`` processes on one port.
+
+:class:`ServerConfig` is everything a worker needs to open the memory and build the app. With one
+worker the app runs in this process; with more, uvicorn starts them and each calls
+:func:`app_from_environment`, which reads the config from ``MEMNETS_SERVER_CONFIG`` (JSON; secrets
+such as tokens and the encryption key are not in it: each worker reads them from the environment
+variables their names point to).
+
+Many workers, one memory:
+
+- PostgreSQL: every worker holds its own connection pool; the database is the one shared state,
+  so any number of workers (on any number of machines) serve the same memory.
+- The embedded store (SQLite + FAISS): every worker opens the same folder; SQLite serialises the
+  writes, and each worker's FAISS index replays the archive's change log before every search, so
+  every worker sees every write and delete of the others (tests/test_server_workers.py). What is
+  per worker: a near-duplicate check and its write are one step within a worker, not across
+  workers (two workers adding the same text at the same instant may store it twice), and each
+  worker's managers (the /v1/users/{user}/manager tiers) are its own.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from dataclasses import asdict, dataclass, field
+
+from memnets.httpguard import HTTPGuard, check_bind
+from memnets.server.auth import Tokens
+
+logger = logging.getLogger(__name__)
+
+CONFIG_ENV = "MEMNETS_SERVER_CONFIG"
+
+
+@dataclass
+class ServerConfig:
+    """How to open the memory and serve it (JSON-serialisable, so workers can rebuild it)."""
+
+    location: str
+    pack: str | None = None
+    encoder: str | None = None
+    options: dict = field(default_factory=dict)  # memnets.open's other keyword arguments
+    key_env: str | None = None
+    token_env: str | None = None
+    tokens_file: str | None = None
+    host: str = "127.0.0.1"
+    port: int = 8000
+    workers: int = 1
+    batching: bool = True
+    max_wait_s: float = 0.005
+    max_body: int = 4 * 1024 * 1024
+    cors_origins: list[str] = field(default_factory=list)
+    allowed_hosts: list[str] = field(default_factory=list)  # names clients reach the server by besides --host
+
+    def tokens(self) -> Tokens:
+        admin = os.environ.get(self.token_env) if self.token_env else None
+        if self.token_env and not (admin and admin.strip()):
+            raise ValueError(f"--token-env: the environment variable {self.token_env} is not set")
+        return Tokens.load(admin, self.tokens_file)
+
+    def key(self) -> str | None:
+        if self.key_env is None:
+            return None
+        key = os.environ.get(self.key_env)
+        if not key:
+            raise ValueError(f"--key-env: the environment variable {self.key_env} is not set")
+        return key
+
+    def open_memory(self):
+        import memnets
+
+        return memnets.open(self.location, pack=self.pack, encoder=self.encoder, key=self.key(), **self.options)
+
+
+def build_app(config: ServerConfig):
+    """The app of ``config`` behind the HTTP door guard (:class:`memnets.httpguard.HTTPGuard`: Host and
+    Origin for the real bind host, the body limit, contained failures); the memory opens in the
+    background once the app starts. The guard checks no token: the app resolves each token to its scope."""
+    from memnets.server.app import create_app
+
+    app = create_app(
+        config.open_memory,
+        tokens=config.tokens(),
+        batching=config.batching,
+        max_wait_s=config.max_wait_s,
+        cors_origins=config.cors_origins or None,
+        pack=config.pack,
+    )
+    return HTTPGuard(app, host=config.host, allowed_hosts=config.allowed_hosts, max_body_bytes=config.max_body)
+
+
+def app_from_environment():
+    """The app of the config in ``MEMNETS_SERVER_CONFIG`` (uvicorn's factory in each worker)."""
+    raw = os.environ.get(CONFIG_ENV)
+    if not raw:
+        raise RuntimeError(f"{CONFIG_ENV} is not set: start workers with memnets.server.run.serve")
+    return build_app(ServerConfig(**json.loads(raw)))
+
+
+def check(config: ServerConfig) -> None:
+    """ValueError, saying why, for a config that cannot serve: a bad port or worker count, an exposed
+    host without tokens, a token variable or tokens file that cannot be read, a memory that does not open."""
+    if not 0 < config.port < 65536:
+        raise ValueError(f"--port must be in 1..65535, got {config.port}")
+    if config.workers < 1:
+        raise ValueError(f"--workers must be at least 1, got {config.workers}")
+    check_bind(config.host, "configured" if config.tokens().required else None)
+    config.key()
+
+
+def serve(config: ServerConfig) -> None:
+    """Serve ``config`` until stopped (SIGINT/SIGTERM shut down cleanly; SIGKILL loses no acknowledged write)."""
+    import uvicorn
+
+    check(config)
+    if config.workers == 1:
+        uvicorn.run(build_app(config), host=config.host, port=config.port, log_level="info")
+        return
+    with config.open_memory():  # create the store once, before the workers race to (and fail fast here)
+        pass
+    os.environ[CONFIG_ENV] = json.dumps(asdict(config))
+    uvicorn.run(
+        "memnets.server.run:app_from_environment",
+        factory=True,
+        host=config.host,
+        port=config.port,
+        workers=config.workers,
+        log_level="info",
+    )

@@ -1,0 +1,242 @@
+// The memnets inspector: plain JavaScript over the server's /v1 routes, no build step, nothing from a CDN.
+// Memory text is only ever inserted as text nodes (never as HTML), so a memory cannot script the page.
+'use strict';
+
+const PAGE = 50;
+const state = { user: null, offset: 0, nextOffset: null, filters: null };
+const $ = (id) => document.getElementById(id);
+
+function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs)) {
+    if (key === 'class') node.className = value;
+    else if (key.startsWith('on')) node.addEventListener(key.slice(2), value);
+    else node.setAttribute(key, value);
+  }
+  for (const child of children.flat(Infinity)) {
+    if (child !== null && child !== undefined) node.append(child instanceof Node ? child : String(child));
+  }
+  return node;
+}
+
+function status(text, isError = false) {
+  $('status').textContent = text;
+  $('status').className = isError ? 'error' : 'muted';
+}
+
+async function api(method, path, { params, body } = {}) {
+  const url = new URL(path, window.location.origin);
+  for (const [key, value] of Object.entries(params || {})) {
+    if (value !== null && value !== undefined) url.searchParams.set(key, value);
+  }
+  const headers = {};
+  const token = $('token').value.trim();
+  if (token) headers.Authorization = 'Bearer ' + token;
+  if (body !== undefined) headers['Content-Type'] = 'application/json';
+  const response = await fetch(url, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  const data = await response.json().catch(() => ({}));
+  if (!response.ok) {
+    const error = (data && data.error) || {};
+    throw new Error(`${response.status} ${error.code || ''}: ${error.message || response.statusText}`);
+  }
+  return data;
+}
+
+function guarded(fn) {
+  return async (...args) => {
+    try { await fn(...args); } catch (error) { status(error.message, true); }
+  };
+}
+
+function short(t) { return t ? t.replace('T', ' ').slice(0, 19) : ''; }
+
+// ------------------------------------------------------------------ users
+async function loadUsers() {
+  sessionStorage.setItem('memnets-token', $('token').value);
+  const { users } = await api('GET', '/v1/users');
+  const select = $('user');
+  const keep = state.user;
+  select.replaceChildren(...users.map((u) => el('option', { value: u }, u)));
+  if (keep && users.includes(keep)) select.value = keep;
+  status(`${users.length} user(s) visible to this token`);
+  const typed = $('user-typed').value.trim();
+  pickUser(typed || select.value || null);
+}
+
+function pickUser(user) {
+  state.user = user;
+  state.offset = 0;
+  $('detail').classList.add('hidden');
+  if (user) guarded(listMemories)();
+}
+
+// ------------------------------------------------------------------ memories
+function readFilters() {
+  const filters = {};
+  if ($('kind').value) filters.kind = $('kind').value;
+  const metadata = $('metadata').value.trim();
+  if (metadata) filters.metadata = JSON.parse(metadata);
+  return Object.keys(filters).length ? filters : null;
+}
+
+async function listMemories() {
+  if (!state.user) return;
+  const filters = readFilters();
+  const data = await api('GET', '/v1/memories', {
+    params: { user: state.user, limit: PAGE, offset: state.offset, filters: filters ? JSON.stringify(filters) : null },
+  });
+  const agent = $('agent').value.trim();
+  const shown = data.memories.filter((m) => !agent || m.agent === agent);
+  state.nextOffset = data.next_offset;
+  $('page').textContent = ` ${state.offset + 1}-${state.offset + data.memories.length} `;
+  $('memories').tBodies[0].replaceChildren(...shown.map((m) => el('tr', { onclick: () => guarded(showMemory)(m.id), 'data-id': m.id },
+    el('td', {}, short(m.t)), el('td', {}, m.kind), el('td', {}, m.content),
+    el('td', {}, m.importance.toFixed(2)), el('td', {}, m.agent || ''))));
+  status(`${state.user}: ${shown.length} memories on this page`);
+}
+
+async function showMemory(id) {
+  const user = state.user;
+  const [{ memory }, { memories: versions }, { memories: derived }] = await Promise.all([
+    api('GET', `/v1/memories/${encodeURIComponent(id)}`, { params: { user } }),
+    api('GET', `/v1/memories/${encodeURIComponent(id)}/history`, { params: { user } }),
+    api('GET', `/v1/memories/${encodeURIComponent(id)}/derived`, { params: { user } }),
+  ]);
+  const fields = ['id', 'kind', 't', 'updated_at', 'last_access', 'importance', 'agent', 'links', 'superseded_by'];
+  const rows = fields.filter((f) => memory[f] !== null && memory[f] !== undefined && String(memory[f]) !== '')
+    .map((f) => el('tr', {}, el('th', {}, f), el('td', {}, Array.isArray(memory[f]) ? memory[f].join(', ') : String(memory[f]))));
+  rows.push(el('tr', {}, el('th', {}, 'metadata'), el('td', {}, JSON.stringify(memory.metadata))));
+  const panel = $('detail');
+  panel.replaceChildren(
+    el('h3', {}, 'memory'),
+    el('p', { id: 'detail-content' }, memory.content),
+    el('table', {}, el('tbody', {}, rows)),
+    el('h4', {}, `versions (${versions.length})`),
+    el('ol', {}, versions.map((v) => el('li', {}, `${short(v.updated_at || v.t)}: `, v.content))),
+    el('h4', {}, `derived reflections, summaries, plans (${derived.length})`),
+    el('ul', {}, derived.map((d) => el('li', {}, `${d.kind}: `, d.content))),
+    el('button', { class: 'danger', id: 'delete-memory', onclick: guarded(() => deleteMemory(memory.id)) }, 'delete this memory'),
+  );
+  panel.classList.remove('hidden');
+}
+
+async function deleteMemory(id) {
+  if (!window.confirm(`Delete memory ${id} of ${state.user}, its older versions and what was derived from it? This is final.`)) return;
+  const { deleted } = await api('DELETE', `/v1/memories/${encodeURIComponent(id)}`, { params: { user: state.user } });
+  $('detail').classList.add('hidden');
+  status(deleted ? `deleted ${id}` : `${id} was already gone`);
+  await listMemories();
+}
+
+async function deleteAll() {
+  if (!state.user) return;
+  if (!window.confirm(`Delete ALL memories of user ${state.user}? This is final.`)) return;
+  const { deleted } = await api('DELETE', '/v1/memories', { params: { user: state.user } });
+  status(`deleted ${deleted} memories of ${state.user}`);
+  await loadUsers();
+}
+
+// ------------------------------------------------------------------ search
+function partBar(name, value) {
+  const width = value === null || value === undefined ? 0 : Math.max(0, Math.min(1, value)) * 100;
+  return [el('span', {}, name),
+    el('div', { class: 'track' }, el('div', { class: `fill ${name}`, style: `width:${width}%` })),
+    el('span', {}, value === null || value === undefined ? '-' : value.toFixed(3))];
+}
+
+async function search() {
+  if (!state.user) return;
+  const query = $('query').value.trim();
+  if (!query) { status('type a query', true); return; }
+  const body = { user: state.user, query, k: Number($('k').value) || 5 };
+  const filters = readFilters();
+  if (filters) body.filters = filters;
+  const data = await api('POST', '/v1/search', { body });
+  $('ranker').textContent = `ranked by ${data.ranker}` + (data.weights
+    ? ` (weights: relevance ${data.weights.relevance.toFixed(2)}, recency ${data.weights.recency.toFixed(2)}, importance ${data.weights.importance.toFixed(2)})` : '');
+  $('hits').tBodies[0].replaceChildren(...data.results.map((hit) => el('tr', { class: 'hit', onclick: () => guarded(showMemory)(hit.memory.id) },
+    el('td', { class: 'score' }, hit.score.toFixed(4)),
+    el('td', {}, el('div', { class: 'parts' }, ['relevance', 'recency', 'importance', 'learned'].map((p) => partBar(p, hit.parts[p])))),
+    el('td', {}, hit.memory.content))));
+  status(`${data.results.length} hit(s) for "${query}"`);
+}
+
+// ------------------------------------------------------------------ manager
+async function showManager() {
+  if (!state.user) return;
+  const data = await api('GET', `/v1/users/${encodeURIComponent(state.user)}/manager`);
+  const tier = (name, memories) => el('div', { class: 'card' }, el('h4', {}, `${name} (${memories.length})`),
+    el('ul', {}, memories.map((m) => el('li', {}, `${m.kind}: `, m.content))));
+  const gate = el('div', { class: 'card' }, el('h4', {}, `recall gate: last ${data.gate.length} decisions`),
+    el('table', {}, el('thead', {}, el('tr', {}, el('th', {}, 't'), el('th', {}, 'query'), el('th', {}, 'recall'), el('th', {}, 'score'))),
+      el('tbody', {}, data.gate.map((g) => el('tr', {}, el('td', {}, short(g.t)), el('td', {}, g.detail.query),
+        el('td', {}, String(g.detail.recall)), el('td', {}, Number(g.detail.score).toFixed(3)))))));
+  const moves = el('p', { class: 'muted' }, 'moves: ' + Object.entries(data.moves).map(([k, v]) => `${k} ${v}`).join(', '));
+  $('manager').replaceChildren(tier('context window', data.context), tier('working memory', data.working),
+    tier('write buffer', data.pending), gate, moves);
+}
+
+// ------------------------------------------------------------------ pack metrics as SVG bar charts
+function numericLeaves(value, prefix = '') {
+  if (typeof value === 'number') return [[prefix, value]];
+  if (!value || typeof value !== 'object') return [];
+  return Object.entries(value).flatMap(([k, v]) => numericLeaves(v, prefix ? `${prefix}.${k}` : k));
+}
+
+function barChart(title, pairs) {
+  const ns = 'http://www.w3.org/2000/svg';
+  const width = 560, row = 18, left = 220, height = pairs.length * row + 28;
+  const max = Math.max(1e-9, ...pairs.map(([, v]) => Math.abs(v)));
+  const svg = document.createElementNS(ns, 'svg');
+  svg.setAttribute('width', width); svg.setAttribute('height', height); svg.setAttribute('role', 'img');
+  const add = (tag, attrs, text) => {
+    const node = document.createElementNS(ns, tag);
+    for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
+    if (text !== undefined) node.textContent = text;
+    svg.append(node);
+  };
+  add('text', { x: 0, y: 14, 'font-weight': 600 }, title);
+  pairs.forEach(([name, value], i) => {
+    const y = 24 + i * row;
+    add('text', { x: left - 6, y: y + 12, 'text-anchor': 'end' }, name);
+    add('rect', { x: left, y: y + 2, width: Math.abs(value) / max * (width - left - 60), height: row - 6, fill: '#2563eb' });
+    add('text', { x: left + Math.abs(value) / max * (width - left - 60) + 4, y: y + 12 }, value.toFixed(3));
+  });
+  return el('div', { class: 'card' }, svg);
+}
+
+async function showPack() {
+  const data = await api('GET', '/v1/pack');
+  const box = $('pack');
+  if (!data.pack) {
+    box.replaceChildren(el('p', {}, `This server runs without a pack (search ranked by ${data.ranker}); start it with --pack DIR to see the pack's evaluation figures.`));
+    return;
+  }
+  const metrics = data.pack.metrics || {};
+  const groups = Object.entries(metrics).map(([name, value]) => [name, numericLeaves(value)]).filter(([, pairs]) => pairs.length);
+  box.replaceChildren(el('p', { class: 'muted' }, `pack format ${data.pack.format_version}, embedding dim ${data.pack.embedding_dim}, search ranked by ${data.ranker}`),
+    ...(groups.length ? groups.map(([name, pairs]) => barChart(name, pairs)) : [el('p', {}, 'the manifest holds no metrics')]));
+}
+
+// ------------------------------------------------------------------ wiring
+function showTab(name) {
+  for (const button of document.querySelectorAll('nav button')) button.classList.toggle('active', button.dataset.tab === name);
+  for (const tab of document.querySelectorAll('.tab')) tab.classList.toggle('hidden', tab.id !== `tab-${name}`);
+  if (name === 'manager') guarded(showManager)();
+  if (name === 'pack') guarded(showPack)();
+}
+
+window.addEventListener('DOMContentLoaded', () => {
+  $('token').value = sessionStorage.getItem('memnets-token') || '';
+  $('load').addEventListener('click', guarded(loadUsers));
+  $('user').addEventListener('change', () => { $('user-typed').value = ''; pickUser($('user').value); });
+  $('filter').addEventListener('click', guarded(() => { state.offset = 0; return listMemories(); }));
+  $('prev').addEventListener('click', guarded(() => { state.offset = Math.max(0, state.offset - PAGE); return listMemories(); }));
+  $('next').addEventListener('click', guarded(() => { if (state.nextOffset !== null) { state.offset = state.nextOffset; return listMemories(); } }));
+  $('delete-all').addEventListener('click', guarded(deleteAll));
+  $('search').addEventListener('click', guarded(search));
+  $('query').addEventListener('keydown', (e) => { if (e.key === 'Enter') guarded(search)(); });
+  $('refresh-manager').addEventListener('click', guarded(showManager));
+  for (const button of document.querySelectorAll('nav button')) button.addEventListener('click', () => showTab(button.dataset.tab));
+  guarded(loadUsers)();
+});

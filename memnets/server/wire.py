@@ -1,0 +1,143 @@
+"""The server's JSON: memories and results to JSON and back, request values to API arguments, errors.
+
+One definition shared by the server (:mod:`memnets.server.app`) and :class:`memnets.Client`, so
+that a memory crosses the wire and comes back equal. Datetimes travel as ISO 8601 strings (aware,
+UTC); tuples as lists; a :class:`~memnets.store.MemoryFilter` as the mapping ``MemoryFilter.parse``
+reads. Any dataclass result of the API (a memory, an add outcome) becomes an object of its fields.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from memnets.records import Memory
+from memnets.store.filters import MemoryFilter
+from memnets.timeutil import as_utc
+
+TIME_ARGUMENTS = ("t", "since", "until", "now", "expires_at", "created_at", "updated_at")  # ISO strings on the wire
+
+
+def to_json(value: Any) -> Any:
+    """A JSON-ready copy of an API value: dataclasses by field, datetimes ISO, tuples and sets as lists."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: to_json(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if hasattr(value, "_asdict"):  # NamedTuple (SearchHit)
+        return {name: to_json(item) for name, item in value._asdict().items()}
+    if isinstance(value, datetime):
+        return as_utc(value, "datetime").isoformat()
+    if isinstance(value, Mapping):
+        return {str(k): to_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [to_json(v) for v in value]
+    if hasattr(value, "item") and callable(value.item):  # numpy scalars
+        return value.item()
+    if hasattr(value, "value") and type(value).__module__.startswith("memnets"):  # enums of memnets
+        return value.value
+    return value
+
+
+def _time_fields(cls) -> set[str]:
+    return {f.name for f in dataclasses.fields(cls) if "datetime" in str(f.type)}
+
+
+def memory_from_json(data: Mapping, where: str = "memory") -> Memory:
+    """A :class:`Memory` from :func:`to_json`'s object of one (fields it does not know are refused)."""
+    if not isinstance(data, Mapping):
+        raise TypeError(f"{where} must be an object of Memory fields, got {type(data).__name__}")
+    known = {f.name for f in dataclasses.fields(Memory)}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ValueError(f"{where}: unknown Memory fields {unknown}; known: {sorted(known)}")
+    values = dict(data)
+    for name in _time_fields(Memory) & set(values):
+        values[name] = parse_time(values[name], f"{where}.{name}")
+    for name in ("links", "objects"):
+        if isinstance(values.get(name), list):
+            values[name] = tuple(values[name])
+    return Memory(**values)
+
+
+def parse_time(value: Any, name: str) -> datetime | None:
+    """``value`` as an aware datetime: None, a datetime, or an ISO 8601 string; TypeError naming ``name`` else."""
+    if value is None or isinstance(value, datetime):
+        return value
+    if isinstance(value, str):
+        try:
+            return datetime.fromisoformat(value)
+        except ValueError:
+            pass
+    raise TypeError(f"{name} must be a datetime (on the wire an ISO 8601 string), got {value!r:.60}")
+
+
+def filters_to_json(filters: Any) -> Any:
+    """The JSON form of a search/list ``filters`` argument (a MemoryFilter, a mapping or None)."""
+    if isinstance(filters, MemoryFilter):
+        out = {}
+        for f in dataclasses.fields(filters):
+            value = getattr(filters, f.name)
+            if value is None:
+                continue
+            key = "kind" if f.name == "kinds" else f.name
+            out[key] = to_json(dict(value) if isinstance(value, Mapping) else value)
+        return out
+    return to_json(filters)
+
+
+def filters_from_json(filters: Any) -> Any:
+    """A ``filters`` argument from its JSON form: the time bounds back to datetimes, the rest as given."""
+    if not isinstance(filters, Mapping):
+        return filters  # the API names what is wrong with it
+    out = dict(filters)
+    for name in ("since", "until"):
+        if isinstance(out.get(name), str):
+            out[name] = parse_time(out[name], f"filters.{name}")
+    return out
+
+
+def arguments_from_json(values: Mapping[str, Any]) -> dict[str, Any]:
+    """API keyword arguments from a request's JSON: times parsed, a filter's bounds parsed, a record built."""
+    out = dict(values)
+    for name in TIME_ARGUMENTS:
+        if isinstance(out.get(name), str):
+            out[name] = parse_time(out[name], name)
+    if "filters" in out:
+        out["filters"] = filters_from_json(out["filters"])
+    return out
+
+
+# ---------------------------------------------------------------- errors
+ERROR_STATUS = {
+    "invalid_argument": 422,  # ValueError of the API (a value out of range, an unknown filter field)
+    "invalid_type": 422,  # TypeError of the API (a wrong type)
+    "invalid_memory": 422,  # InvalidMemoryError of the store (empty text, a NaN vector, bad Unicode)
+    "malformed_request": 400,  # not JSON, or not the request's shape
+    "not_found": 404,
+    "unauthorized": 401,
+    "forbidden": 403,
+    "too_large": 413,
+    "conflict": 409,  # the store refuses: another format, dim or encoder
+    "unavailable": 503,  # the store cannot be reached (retry after Retry-After seconds)
+    "not_ready": 503,
+    "internal": 500,
+}
+_WORD = re.compile(r"[A-Za-z_][A-Za-z_0-9]*")
+
+
+def field_named(message: str, candidates) -> str | None:
+    """Which of ``candidates`` (argument names) ``message`` names first, else None."""
+    positions = {m.group(): m.start() for m in reversed(list(_WORD.finditer(message)))}
+    named = [name for name in candidates if name in positions]
+    return min(named, key=positions.__getitem__) if named else None
+
+
+def error_body(code: str, message: str, field: str | None = None, kind: str | None = None) -> dict:
+    """The JSON of an error response: ``{"error": {"code", "message", "field", "type"}}``.
+
+    ``type`` is the Python exception class the API raised (ValueError, TypeError, KeyError, ...),
+    so that :class:`memnets.Client` raises the same one.
+    """
+    return {"error": {"code": code, "message": message, "field": field, "type": kind}}

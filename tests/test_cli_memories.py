@@ -1,0 +1,168 @@
+"""`memnets memories LOCATION COMMAND` on a real folder (SQLite + FAISS) and a real PostgreSQL,
+written through memnets.open and read back through the command (and the other way round)."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+
+import pytest
+
+import memnets
+from memnets.cli import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, main
+
+T0 = datetime(2024, 5, 1, 12, 0, tzinfo=timezone.utc)
+
+
+def fill(memory) -> str:
+    """Ann's three memories (one updated twice) and one of Bob's; returns the id of the updated one."""
+    tea = memory.add("Ann drinks green tea", user="ann", t=T0, metadata={"topic": "food"})
+    memory.add("Ann lives in Lisbon", user="ann", t=T0.replace(hour=13), importance=0.9)
+    memory.add("Ann plays chess on Sundays", user="ann", t=T0.replace(hour=14), kind="message")
+    memory.update(tea.id, "Ann drinks black tea", user="ann", t=T0.replace(day=2))
+    memory.update(tea.id, user="ann", metadata={"topic": "drinks"}, t=T0.replace(day=3))
+    memory.add("Bob plays the violin", user="bob", t=T0)
+    return tea.id
+
+
+@pytest.fixture()
+def folder(tmp_path, tiny_model_dir):
+    folder = tmp_path / "memory"
+    with memnets.open(folder, encoder=tiny_model_dir) as memory:
+        tea = fill(memory)
+    return folder, tea
+
+
+def run(capsys, *argv) -> tuple[int, str, str]:
+    code = main(["memories", *map(str, argv)])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_users_list_show_history_as_json(folder, tiny_model_dir, capsys):
+    folder, tea = folder
+    at = [folder, "--encoder", tiny_model_dir]
+    code, out, _ = run(capsys, *at, "users", "--json")
+    assert code == EXIT_OK and json.loads(out) == ["ann", "bob"]
+
+    code, out, _ = run(capsys, *at, "list", "--user", "ann", "--json")
+    listed = json.loads(out)
+    assert code == EXIT_OK
+    # in creation order: the tea memory keeps its creation time through its versions
+    assert [m["content"] for m in listed] == [
+        "Ann drinks black tea",
+        "Ann lives in Lisbon",
+        "Ann plays chess on Sundays",
+    ]
+    assert all(m["owner"] == "ann" for m in listed)
+    code, out, _ = run(capsys, *at, "list", "--user", "ann", "--kind", "message", "--json")
+    assert [m["content"] for m in json.loads(out)] == ["Ann plays chess on Sundays"]
+
+    code, out, _ = run(capsys, *at, "show", "--user", "ann", tea, "--json")
+    shown = json.loads(out)
+    assert shown["content"] == "Ann drinks black tea" and shown["metadata"] == {"topic": "drinks"}
+
+    code, out, _ = run(capsys, *at, "history", "--user", "ann", tea, "--json")
+    versions = json.loads(out)
+    assert [v["content"] for v in versions] == ["Ann drinks green tea", "Ann drinks black tea", "Ann drinks black tea"]
+    assert [v["metadata"] for v in versions] == [{"topic": "food"}, {"topic": "food"}, {"topic": "drinks"}]
+
+
+def test_search_finds_the_exact_text_first_and_tables_print(folder, tiny_model_dir, capsys):
+    folder, _ = folder
+    at = [folder, "--encoder", tiny_model_dir]
+    code, out, _ = run(capsys, *at, "search", "--user", "ann", "Ann lives in Lisbon", "-k", "2", "--json")
+    hits = json.loads(out)
+    assert code == EXIT_OK and len(hits) == 2 and hits[0]["content"] == "Ann lives in Lisbon"
+    assert hits[0]["score"] >= hits[1]["score"]
+    code, out, _ = run(capsys, *at, "list", "--user", "ann")
+    assert code == EXIT_OK and "memories of ann" in out and "Ann lives in Lisbon" in out and "Bob" not in out
+
+
+def test_show_and_delete_of_a_missing_memory_fail_with_exit_1(folder, tiny_model_dir, capsys):
+    folder, _ = folder
+    at = [folder, "--encoder", tiny_model_dir]
+    code, _, err = run(capsys, *at, "show", "--user", "ann", "nope")
+    assert code == EXIT_FAILURE and "user 'ann' has no memory 'nope'" in err
+    code, out, _ = run(capsys, *at, "delete", "--user", "ann", "nope", "--json")
+    assert code == EXIT_FAILURE and json.loads(out) == {"deleted": 0, "missing": ["nope"]}
+
+
+def test_delete_one_and_all(folder, tiny_model_dir, capsys):
+    folder, tea = folder
+    at = [folder, "--encoder", tiny_model_dir]
+    code, out, _ = run(capsys, *at, "delete", "--user", "ann", tea)
+    assert code == EXIT_OK and out.startswith("deleted 1 memory of ann")
+    code, _, err = run(capsys, *at, "delete", "--user", "ann", "--all")
+    assert code == EXIT_USAGE and "add --yes" in err
+    code, out, _ = run(capsys, *at, "delete", "--user", "ann", "--all", "--yes")
+    assert code == EXIT_OK
+    with memnets.open(folder, encoder=tiny_model_dir) as memory:
+        assert memory.list_memories(user="ann") == [] and memory.history(tea, user="ann") == []
+        assert [m.content for m in memory.list_memories(user="bob")] == ["Bob plays the violin"]
+
+
+def test_export_then_import_round_trips_a_user_with_history(folder, tiny_model_dir, tmp_path, capsys):
+    folder, tea = folder
+    exported = tmp_path / "ann.jsonl"
+    code, out, _ = run(capsys, folder, "--encoder", tiny_model_dir, "export", "--user", "ann", "-o", exported)
+    assert code == EXIT_OK and out.strip() == f"wrote 3 memories of ann to {exported}"
+    lines = [json.loads(line) for line in exported.read_text().splitlines()]
+    assert [len(line["versions"]) for line in lines] == [2, 0, 0]
+
+    other = tmp_path / "other"
+    code, out, _ = run(capsys, other, "--encoder", tiny_model_dir, "import", "--user", "ann", exported)
+    assert code == EXIT_OK and "imported 3 memories of ann (2 older versions)" in out
+    code, again, _ = run(capsys, other, "--encoder", tiny_model_dir, "export", "--user", "ann")
+    assert again == exported.read_text()  # the same lines: ids, times, metadata, importance, versions
+    with memnets.open(other, encoder=tiny_model_dir) as memory:
+        assert [m.content for m in memory.history(tea, user="ann")] == [
+            "Ann drinks green tea",
+            "Ann drinks black tea",
+            "Ann drinks black tea",
+        ]
+        assert memory.users() == ["ann"]
+
+
+def test_import_checks_every_line_before_writing(tmp_path, tiny_model_dir, capsys):
+    good = {"id": "a", "t": T0.isoformat(), "content": "Ann drinks tea"}
+    bad = {"id": "b", "t": "yesterday", "content": "Ann reads"}
+    source = tmp_path / "in.jsonl"
+    source.write_text(json.dumps(good) + "\n" + json.dumps(bad) + "\n")
+    target = tmp_path / "memory"
+    code, _, err = run(capsys, target, "--encoder", tiny_model_dir, "import", "--user", "ann", source)
+    assert code == EXIT_FAILURE and f"{source} line 2: t 'yesterday' is not an ISO 8601 time" in err
+    assert not target.exists()  # nothing opened, nothing written
+    source.write_text(json.dumps({**good, "colour": "red"}) + "\n")
+    code, _, err = run(capsys, target, "--encoder", tiny_model_dir, "import", "--user", "ann", source)
+    assert code == EXIT_FAILURE and "line 1: unknown fields ['colour']" in err
+
+
+def test_a_wrong_key_is_exit_1_and_a_missing_variable_exit_2(tmp_path, tiny_model_dir, capsys, monkeypatch):
+    folder = tmp_path / "sealed"
+    with memnets.open(folder, encoder=tiny_model_dir, key="right passphrase") as memory:
+        memory.add("Ann's secret", user="ann")
+    monkeypatch.setenv("MEMNETS_TEST_KEY", "wrong passphrase")
+    code, _, err = run(capsys, folder, "--encoder", tiny_model_dir, "--key-env", "MEMNETS_TEST_KEY", "users")
+    assert code == EXIT_FAILURE and f"cannot open {folder}" in err
+    monkeypatch.setenv("MEMNETS_TEST_KEY", "right passphrase")
+    code, out, _ = run(capsys, folder, "--encoder", tiny_model_dir, "--key-env", "MEMNETS_TEST_KEY", "users")
+    assert code == EXIT_OK and out.strip() == "ann"
+    code, _, err = run(capsys, folder, "--key-env", "MEMNETS_NOT_SET_ANYWHERE", "users")
+    assert code == EXIT_USAGE and "MEMNETS_NOT_SET_ANYWHERE is not set" in err
+
+
+def test_postgres_location(pg_url, tiny_model_dir, tmp_path, capsys):
+    table = "cli_memories"
+    with memnets.open(pg_url, encoder=tiny_model_dir, table=table) as memory:
+        memory.delete_all(user="ann")
+        tea = fill(memory)
+    at = [pg_url, "--table", table, "--encoder", tiny_model_dir]
+    code, out, _ = run(capsys, *at, "history", "--user", "ann", tea, "--json")
+    assert code == EXIT_OK and len(json.loads(out)) == 3
+    exported = tmp_path / "ann.jsonl"
+    assert run(capsys, *at, "export", "--user", "ann", "-o", exported)[0] == EXIT_OK
+    folder = tmp_path / "copy"
+    assert run(capsys, folder, "--encoder", tiny_model_dir, "import", "--user", "ann", exported)[0] == EXIT_OK
+    code, again, _ = run(capsys, folder, "--encoder", tiny_model_dir, "export", "--user", "ann")
+    assert again == exported.read_text()

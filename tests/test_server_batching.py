@@ -1,0 +1,92 @@
+"""BatchingEncoder: concurrent encode calls share forward passes (bounded wait), each caller gets
+exactly the rows a direct encode gives, kinds are never mixed, and an error reaches its callers."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from memnets.server.batching import BatchingEncoder
+
+
+class CountingEncoder:
+    """The real tiny encoder, with the sizes of its forward passes recorded (a spy)."""
+
+    def __init__(self, encoder):
+        self.encoder, self.passes, self.kinds = encoder, [], []
+        self.dim, self.tokenizer = encoder.dim, encoder.tokenizer
+
+    def encode(self, texts, kind="memory"):
+        self.passes.append(len(texts))
+        self.kinds.append(kind)
+        if "explode" in texts:
+            raise RuntimeError("the model failed")
+        return self.encoder.encode(texts, kind=kind)
+
+
+@pytest.fixture(scope="module")
+def encoder(tiny_model_dir):
+    from memnets.nn.encoder import MemoryEncoder
+
+    return MemoryEncoder.from_pretrained(tiny_model_dir)
+
+
+def _concurrently(function, arguments):
+    results, barrier = [None] * len(arguments), threading.Barrier(len(arguments))
+
+    def run(n):
+        barrier.wait()
+        try:
+            results[n] = function(*arguments[n])
+        except Exception as error:  # returned, to be checked
+            results[n] = error
+
+    threads = [threading.Thread(target=run, args=(n,)) for n in range(len(arguments))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return results
+
+
+def test_concurrent_calls_share_forward_passes_and_get_their_own_rows(encoder):
+    spy = CountingEncoder(encoder)
+    batching = BatchingEncoder(spy, max_wait_s=0.2, max_batch=64)
+    texts = [[f"text number {n}", f"another {n}"] for n in range(16)]
+    results = _concurrently(lambda t: batching.encode(t, kind="memory"), [(t,) for t in texts])
+    assert sum(spy.passes) == 32 and len(spy.passes) < 16  # fewer passes than calls
+    for got, given in zip(results, texts):
+        np.testing.assert_allclose(np.asarray(got), np.asarray(encoder.encode(given, kind="memory")), atol=1e-5)
+    assert batching.last_vectors() is None  # this thread encoded nothing
+    batching.encode(["one"], kind="query")
+    assert batching.last_vectors().shape == (1, encoder.dim)
+    batching.close()
+
+
+def test_kinds_are_never_mixed_and_batches_are_bounded(encoder):
+    spy = CountingEncoder(encoder)
+    batching = BatchingEncoder(spy, max_wait_s=0.2, max_batch=4)
+    calls = [([f"q{n}"], "query" if n % 2 else "memory") for n in range(12)]
+    results = _concurrently(batching.encode, calls)
+    assert all(not isinstance(r, Exception) for r in results)
+    assert max(spy.passes) <= 4 and sum(spy.passes) == 12
+    for (texts, kind), got in zip(calls, results):
+        np.testing.assert_allclose(np.asarray(got), np.asarray(encoder.encode(texts, kind=kind)), atol=1e-5)
+    batching.close()
+
+
+def test_an_error_reaches_the_callers_of_its_batch_only(encoder):
+    spy = CountingEncoder(encoder)
+    batching = BatchingEncoder(spy, max_wait_s=0.0)
+    with pytest.raises(RuntimeError, match="the model failed"):
+        batching.encode(["explode"])
+    assert np.asarray(batching.encode(["fine"])).shape == (1, encoder.dim)  # the batcher goes on
+    batching.close()
+
+
+@pytest.mark.parametrize(("option", "value"), [("max_wait_s", -1), ("max_wait_s", 5), ("max_batch", 0)])
+def test_bad_settings_are_named(encoder, option, value):
+    with pytest.raises(ValueError, match=option):
+        BatchingEncoder(encoder, **{option: value})

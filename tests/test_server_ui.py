@@ -1,0 +1,230 @@
+"""The inspector (/ui) in a real browser: Debian's headless Chromium driven by Playwright (never a
+browser downloaded at run time). It loads, lists a user's memories, searches and shows each hit's
+score parts, shows a memory's versions and derived reflections, the manager's tiers and gate,
+deletes a memory (after the confirmation), and respects a scoped token.
+
+Set MEMNETS_SCREENSHOTS=DIR to keep the screenshots (docs/img/ holds the ones the docs show) and
+MEMNETS_UI_ENCODER=DIR to fill the memory with another encoder (the docs' use all-MiniLM-L6-v2).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import uuid
+from pathlib import Path
+
+import httpx
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from bench.server_process import ServerProcess  # noqa: E402
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+ADMIN = "admin-" + uuid.uuid4().hex
+ANN = "ann-" + uuid.uuid4().hex
+FACTS = [
+    "I adopted a beagle named Rex last spring",
+    "Rex loves chasing squirrels in the park",
+    "My sister Maria lives in Lyon",
+    "I work as a nurse on night shifts",
+    "We are planning a trip to Lisbon in May",
+]
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not Path(CHROMIUM).is_file():
+        pytest.skip(f"no Chromium at {CHROMIUM}: apt-get install -y chromium chromium-driver")
+    sync_api = pytest.importorskip("playwright.sync_api", reason="the dev extra's playwright package is not installed")
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture(scope="module")
+def server(tiny_model_dir, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("ui")
+    (folder / "tokens.json").write_text(json.dumps({ANN: "ann"}))
+    encoder = os.environ.get("MEMNETS_UI_ENCODER") or str(tiny_model_dir)
+    args = ["--encoder", encoder, "--token-env", "MEMNETS_UI_ADMIN", "--tokens", str(folder / "tokens.json")]
+    with ServerProcess(folder / "memory", *args, env={"MEMNETS_UI_ADMIN": ADMIN}) as process:
+        process.wait_ready(token=ADMIN)
+        with httpx.Client(base_url=process.url, headers={"Authorization": f"Bearer {ADMIN}"}) as admin:
+            for n, fact in enumerate(FACTS):
+                admin.post(
+                    "/v1/memories",
+                    json={"user": "ann", "text": fact, "id": f"f{n}", "t": f"2024-0{n + 1}-01T09:00:00Z"},
+                ).raise_for_status()
+            admin.patch(
+                "/v1/memories/f0", json={"user": "ann", "text": FACTS[0] + " from a shelter"}
+            ).raise_for_status()
+            reflection = {"id": "r1", "owner": "ann", "t": "2024-06-01T00:00:00Z", "kind": "reflection",
+                          "content": "Ann is a dog person: Rex matters to her", "links": ["f0", "f1"]}  # fmt: skip
+            admin.post("/v1/memories", json={"user": "ann", "record": reflection}).raise_for_status()
+            admin.post("/v1/memories", json={"user": "bob", "text": "bob's secret"}).raise_for_status()
+            for fact in FACTS[:3]:
+                admin.post("/v1/users/ann/observe", json={"text": fact, "importance": 0.9}).raise_for_status()
+            admin.post("/v1/users/ann/context", json={"query": "what is my dog called?"}).raise_for_status()
+        yield process
+
+
+def shot(page, name: str) -> None:
+    page.screenshot(path=str(Path(os.environ.get("TMPDIR", "/tmp")) / f"memnets-ui-{name}.png"), full_page=True)
+    keep = os.environ.get("MEMNETS_SCREENSHOTS")
+    if keep:
+        Path(keep).mkdir(parents=True, exist_ok=True)
+        shutil.copy(
+            Path(os.environ.get("TMPDIR", "/tmp")) / f"memnets-ui-{name}.png", Path(keep) / f"inspector-{name}.png"
+        )
+
+
+def test_inspector_lists_searches_explains_and_deletes(browser, server):
+    page = browser.new_page(viewport={"width": 1400, "height": 900})
+    offsite = []
+    page.on("request", lambda r: offsite.append(r.url) if not r.url.startswith(server.url) else None)
+    page.goto(f"{server.url}/ui/")
+    assert page.title() == "memnets inspector"
+    page.fill("#token", ADMIN)
+    page.click("#load")
+    page.wait_for_selector("#memories tbody tr")
+    assert page.locator("#user option").all_inner_texts() == ["ann", "bob"]
+    rows = page.locator("#memories tbody tr")
+    assert rows.count() == len(FACTS) + 1 and "Rex loves chasing squirrels" in page.inner_text("#memories")
+    page.fill("#metadata", "")
+    page.select_option("#kind", "reflection")
+    page.click("#filter")
+    page.wait_for_function("document.querySelectorAll('#memories tbody tr').length === 1")
+    page.select_option("#kind", "")
+    page.click("#filter")
+    page.wait_for_function(f"document.querySelectorAll('#memories tbody tr').length === {len(FACTS) + 1}")
+    shot(page, "memories")
+
+    page.click("#memories tbody tr[data-id='f0']")
+    page.wait_for_selector("#detail:not(.hidden)")
+    detail = page.inner_text("#detail")
+    assert "versions (2)" in detail and FACTS[0] in detail and "from a shelter" in detail
+    assert "derived reflections, summaries, plans (1)" in detail and "Rex matters to her" in detail
+
+    page.click("nav button[data-tab='search']")
+    page.fill("#query", FACTS[1])
+    page.click("#search")
+    page.wait_for_selector("#hits tbody tr")
+    hits = page.locator("#hits tbody tr")
+    assert hits.count() == 5
+    first = hits.nth(0).inner_text()
+    assert FACTS[1] in first and "relevance" in first and "recency" in first and "importance" in first
+    assert float(hits.nth(0).locator(".score").inner_text()) == pytest.approx(1.0, abs=1e-3)
+    bar = hits.nth(0).locator(".fill.relevance").get_attribute("style")
+    assert bar.startswith("width:") and float(bar[len("width:") : -1]) > 99
+    assert "ranked by cosine" in page.inner_text("#ranker")
+    shot(page, "search")
+
+    page.click("nav button[data-tab='manager']")
+    page.wait_for_selector("#manager .card")
+    manager = page.inner_text("#manager")
+    assert "context window (3)" in manager and "what is my dog called?" in manager
+    shot(page, "manager")
+    page.click("nav button[data-tab='pack']")
+    page.wait_for_selector("#pack p")
+    assert "without a pack" in page.inner_text("#pack")
+
+    page.click("nav button[data-tab='memories']")
+    page.click("#memories tbody tr[data-id='f3']")
+    page.wait_for_selector("#detail:not(.hidden)")
+    dialogs = []
+    page.once("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+    page.click("#delete-memory")
+    page.wait_for_timeout(300)
+    assert dialogs and "f3" in dialogs[0]
+    assert httpx.get(f"{server.url}/v1/memories/f3", params={"user": "ann"}, headers=_admin()).status_code == 200
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.click("#delete-memory")
+    page.wait_for_function(f"document.querySelectorAll('#memories tbody tr').length === {len(FACTS)}")
+    assert httpx.get(f"{server.url}/v1/memories/f3", params={"user": "ann"}, headers=_admin()).status_code == 404
+    assert offsite == []  # nothing fetched from the network
+    page.close()
+
+
+def test_inspector_respects_a_scoped_token(browser, server):
+    page = browser.new_page()
+    page.goto(f"{server.url}/ui/")
+    page.fill("#token", ANN)
+    page.click("#load")
+    page.wait_for_selector("#memories tbody tr")
+    assert page.locator("#user option").all_inner_texts() == ["ann"]
+    page.fill("#user-typed", "bob")
+    page.click("#load")
+    page.wait_for_selector("#status.error")
+    assert "403" in page.inner_text("#status") and "bob's secret" not in page.content()
+    page.close()
+
+
+def _admin() -> dict:
+    return {"Authorization": f"Bearer {ADMIN}"}
+
+
+@pytest.fixture(scope="module")
+def pack_server(tiny_model_dir, tmp_path_factory):
+    import torch
+
+    from memnets.nn.encoder import MemoryEncoder
+    from memnets.nn.heads import ImportanceHead, RecallGateHead
+    from memnets.pack import export_pack
+    from memnets.scoring import ScorerWeights
+
+    encoder = MemoryEncoder.from_pretrained(tiny_model_dir)
+    torch.manual_seed(0)
+    folder = tmp_path_factory.mktemp("ui-pack")
+    pack = export_pack(
+        folder / "pack",
+        encoder,
+        importance=ImportanceHead(encoder.dim, hidden_dims=(8,)),
+        gate=RecallGateHead(encoder.dim, hidden_dims=(8,), attention_dim=4, threshold=0.5),
+        scorer_weights=ScorerWeights(recency=3.0, relevance=1.0, importance=0.5),
+        metrics={"retrieval": {"recall@1": 0.31, "recall@5": 0.62, "mrr@10": 0.44}, "gate": {"auroc": 0.71}},
+    )
+    with ServerProcess(folder / "memory", "--pack", str(pack)) as process:
+        process.wait_ready()
+        for fact in FACTS:
+            httpx.post(f"{process.url}/v1/memories", json={"user": "ann", "text": fact}).raise_for_status()
+        yield process
+
+
+def test_inspector_plots_the_pack_figures_and_shows_the_learned_score(browser, pack_server):
+    found = httpx.post(f"{pack_server.url}/v1/search", json={"user": "ann", "query": FACTS[2], "k": 3}).json()
+    assert found["ranker"] == "learned" and found["weights"]["recency"] == 3.0
+    assert all(hit["parts"]["learned"] == hit["score"] for hit in found["results"])
+    page = browser.new_page(viewport={"width": 1400, "height": 900})
+    page.goto(f"{pack_server.url}/ui/")
+    page.wait_for_selector("#memories tbody tr")
+    page.click("nav button[data-tab='pack']")
+    page.wait_for_selector("#pack svg")
+    charts = page.locator("#pack svg")
+    assert charts.count() == 2 and page.locator("#pack svg rect").count() == 4
+    assert "recall@5" in page.inner_text("#pack") and "0.620" in page.inner_text("#pack")
+    shot(page, "pack")
+    page.click("nav button[data-tab='search']")
+    page.fill("#query", FACTS[2])
+    page.click("#search")
+    page.wait_for_selector("#hits tbody tr")
+    assert "ranked by learned" in page.inner_text("#ranker")
+    learned = page.locator("#hits tbody tr").nth(0).locator(".parts").inner_text()
+    assert "learned" in learned and "-" not in learned.split("learned")[1][:3]
+    page.close()
