@@ -425,7 +425,7 @@ class AgentMemory:
         _check_id(id, "id")
         expiry = {} if ttl is KEEP_TTL else _expiry(self._ttl(ttl))
         if text is None and metadata is None and not expiry:
-            raise ValueError("update: give text, metadata and/or ttl to change")
+            raise ValueError("update: give text and/or metadata (or ttl) to change")
         if text is not None:
             check_text(text, "text")
         if metadata is not None and not isinstance(metadata, dict):
