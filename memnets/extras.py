@@ -26,6 +26,10 @@ EXTRA_OF_MODULE: dict[str, str] = {
     "onnxruntime": "onnx",
     "onnx": "onnx",
     "onnxscript": "onnx",
+    "fastapi": "server",
+    "uvicorn": "server",
+    "httpx": "server",
+    "prometheus_client": "server",
 }
 
 
