@@ -17,7 +17,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
@@ -29,7 +29,7 @@ FULL = {"users": 10, "per_user": 10_000, "adds": 200, "searches": 300, "encodes"
 QUICK = {"users": 3, "per_user": 1_000, "adds": 30, "searches": 60, "encodes": 10}
 BATCH = 2_000
 K = 5
-START = datetime(2023, 1, 1, tzinfo=timezone.utc)
+START = datetime(2023, 1, 1, tzinfo=UTC)
 
 
 class LookupEncoder:

@@ -7,7 +7,7 @@ import json
 import os
 import platform
 import resource
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -136,7 +136,7 @@ def write_result(out: Path, name: str, settings: dict, results: dict, notes: lis
     out.mkdir(parents=True, exist_ok=True)
     payload = {
         "benchmark": name,
-        "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": machine(),
         "versions": versions(),
         "settings": settings,

@@ -19,11 +19,11 @@ bench/results/fact_changes.json; tests/test_fact_changes.py runs it on the tiny 
 from __future__ import annotations
 
 import tempfile
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from bench.common import parser, write_result
 
-DAY_START = datetime(2024, 5, 6, 7, 0, tzinfo=timezone.utc)
+DAY_START = datetime(2024, 5, 6, 7, 0, tzinfo=UTC)
 # (minutes after DAY_START, fact, statement): a fact's statements in order, each changing one detail (a time, a number, a name, a negation)
 DAY = [
     (0, "flight", "My flight to Berlin leaves at 10:30 on Monday"),

@@ -32,7 +32,7 @@ import subprocess
 import tempfile
 import time
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
@@ -55,7 +55,7 @@ def fill(location: str, memories: int, users: int, options: dict, seed: int = 0)
     from memnets.store import open_store
 
     rng = np.random.default_rng(seed)
-    t0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
+    t0 = datetime(2024, 1, 1, tzinfo=UTC)
     started = time.perf_counter()
     store = open_store(location, DIM, **options)
     try:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import importlib
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from bench.figures import table
@@ -24,7 +24,7 @@ def header_lines(payloads: dict, quick: bool) -> list[str]:
         "# memnets benchmarks",
         "",
         f"Written by `memnets bench{' --quick' if quick else ''}` on "
-        f"{datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')} from the benchmark results in its output "
+        f"{datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')} from the benchmark results in its output "
         "folder (each benchmark's finish time is listed below). Every number comes from those runs; rerun the "
         "command to reproduce them. Raw results: `results.json` next to this report.",
         "",

@@ -22,7 +22,7 @@ import os
 import shutil
 import tempfile
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
@@ -57,7 +57,7 @@ def build(folder: Path, n: int, dim: int, key: bytes) -> float:
     from memnets.store.archive import Archive
 
     rng = np.random.default_rng(0)
-    t0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
+    t0 = datetime(2024, 1, 1, tzinfo=UTC)
     start = time.perf_counter()
     with Archive(folder, dim, key=key) as archive:
         for begin in range(0, n, 5000):

@@ -26,7 +26,7 @@ import sys
 import tempfile
 import time
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
@@ -44,7 +44,7 @@ QUICK_SIZES = (10_000,)
 INGEST_BATCH = 1_000
 LIVE_WRITES, LIVE_BATCH = 2_000, 100  # upserts into a built index, in a manager's write-buffer batches
 FILTER_EVERY = 100  # one memory in this many is a "plan": the selective filter
-EPOCH = datetime(2024, 1, 1, tzinfo=timezone.utc)
+EPOCH = datetime(2024, 1, 1, tzinfo=UTC)
 PG_EF_SWEEP = (40, 100, 200)  # hnsw.ef_search values timed besides the store's default
 ARCHIVE_INDEX = "hnsw"
 STORES = ("archive", "postgres")

@@ -39,7 +39,7 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from memnets.safefiles import UnsafeFileError, copy_verified, read_regular
@@ -329,7 +329,7 @@ def export_pack(
             "thresholds": thresholds,
             "training": training or {},
             "metrics": metrics or {},
-            "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "created": datetime.now(UTC).isoformat(timespec="seconds"),
             "files": {name: sha256(staging / name) for name in _files(staging)},
         }
         (staging / MANIFEST).write_text(json.dumps(manifest, indent=2))

@@ -8,7 +8,7 @@ another zone keeps its instant and is converted to UTC. Where a time may be omit
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 
 def as_utc(moment: datetime, name: str = "time") -> datetime:
@@ -16,13 +16,13 @@ def as_utc(moment: datetime, name: str = "time") -> datetime:
     if not isinstance(moment, datetime):
         raise TypeError(f"{name} must be a datetime, got {type(moment).__name__} {moment!r:.40}")
     if moment.tzinfo is None:
-        return moment.replace(tzinfo=timezone.utc)
-    return moment.astimezone(timezone.utc)
+        return moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC)
 
 
 def now() -> datetime:
     """The current time, aware UTC."""
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 def as_utc_or_now(moment: datetime | None, name: str = "time") -> datetime:

@@ -5,7 +5,7 @@ live manager's tiers and write buffer, other processes, restarts)."""
 from __future__ import annotations
 
 import multiprocessing
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import numpy as np
 import pytest
@@ -17,7 +17,7 @@ from memnets.memory.manager import ManagerConfig
 from memnets.records import Memory
 from memnets.store import MemoryFilter, open_store
 
-T0 = datetime(2024, 3, 1, 12, 0, tzinfo=timezone.utc)
+T0 = datetime(2024, 3, 1, 12, 0, tzinfo=UTC)
 TEXTS = ["red green blue", "one two three", "cat dog bird", "north south east", "sun moon star", "left right up"]
 EXACT = 0.9999  # the tiny random encoder puts every text near every other: merge identical texts only
 
@@ -67,12 +67,12 @@ def test_add_search_get_are_scoped_to_the_user_and_durable(encoder, tmp_path):
 
 def test_one_rule_for_time(memory):
     naive = memory.add("naive time", user="ann", t=datetime(2024, 1, 1, 9, 0))
-    assert naive.t == datetime(2024, 1, 1, 9, 0, tzinfo=timezone.utc)
+    assert naive.t == datetime(2024, 1, 1, 9, 0, tzinfo=UTC)
     other = memory.add("aware time", user="ann", t=datetime(2024, 1, 1, 9, 0, tzinfo=timezone(timedelta(hours=2))))
-    assert other.t == datetime(2024, 1, 1, 7, 0, tzinfo=timezone.utc) and other.t.tzinfo == timezone.utc
-    before = datetime.now(timezone.utc)
+    assert other.t == datetime(2024, 1, 1, 7, 0, tzinfo=UTC) and other.t.tzinfo == UTC
+    before = datetime.now(UTC)
     default = memory.add("no time given", user="ann")
-    assert before <= default.t <= datetime.now(timezone.utc)
+    assert before <= default.t <= datetime.now(UTC)
     stored = memory.get(naive.id, user="ann")
     assert stored.t == naive.t and stored.t.tzinfo is not None
     in_range = memory.list_memories(
@@ -315,7 +315,7 @@ def test_users_share_one_encoder_loaded_once(tiny_model_dir, tmp_path, monkeypat
 
 def test_manager_observe_fields_identity_and_defaults(memory):
     manager = memory.manager("ann", context_budget=100, write_through_threshold=0.0)
-    before = datetime.now(timezone.utc)
+    before = datetime.now(UTC)
     seen = manager.observe(
         "I kicked the ball in the park", speaker="Ann", action="kick", objects=["ball"], location="park"
     )

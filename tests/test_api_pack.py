@@ -3,7 +3,7 @@ the managers, and search re-ranks a candidate set from the store with the Learne
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pytest
@@ -12,7 +12,7 @@ import memnets
 from memnets.memory.signals import HeadGate, HeadImportance
 from memnets.scoring import LearnedScorer, ScorerWeights
 
-T0 = datetime(2024, 3, 1, 12, 0, tzinfo=timezone.utc)
+T0 = datetime(2024, 3, 1, 12, 0, tzinfo=UTC)
 TEXTS = [
     "red green blue",
     "one two three",
@@ -66,7 +66,7 @@ def test_search_re_ranks_store_candidates_with_the_learned_scorer(pack, tmp_path
         scores = memory.scorer.score(
             [m for m, _ in candidates],
             TEXTS[0],
-            datetime.now(timezone.utc),
+            datetime.now(UTC),
             query_vector=query,
             memory_vectors=memory.store.vectors(ids, "ann"),
         )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 import sqlite3
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import numpy as np
@@ -65,11 +65,7 @@ def test_round_trip_of_every_field_survives_reopen(tmp_path):
     with Archive(tmp_path, None) as archive:  # dim=None reads the stored dim
         assert archive.dim == DIM and archive.index_source == "loaded"
         assert archive.get(["m2", "missing", "conv-26/D1:3"], "alice") == [plain, rich]  # order asked, missing skipped
-        assert (
-            archive.list_memories("alice") == [plain, rich]
-            if plain.t.replace(tzinfo=timezone.utc) < aware
-            else [rich, plain]
-        )
+        assert archive.list_memories("alice") == [plain, rich] if plain.t.replace(tzinfo=UTC) < aware else [rich, plain]
         assert archive.export("alice") == archive.list_memories("alice")
         np.testing.assert_array_equal(archive.vectors(["m2"], "alice")[0], vector_for("m2"))
 
@@ -113,8 +109,8 @@ def test_touch_updates_last_access_only_for_the_owner(tmp_path):
         archive.upsert([memory_for("m", "alice"), memory_for("m", "bob")], vectors_for([memory_for("m", "a")] * 2))
         assert archive.touch(["m", "nope"], "alice", when) == 1
     with Archive(tmp_path, DIM) as archive:
-        assert archive.get(["m"], "alice")[0].last_access == when.replace(tzinfo=timezone.utc)
-        assert archive.get(["m"], "bob")[0].last_access == EPOCH.replace(tzinfo=timezone.utc)
+        assert archive.get(["m"], "alice")[0].last_access == when.replace(tzinfo=UTC)
+        assert archive.get(["m"], "bob")[0].last_access == EPOCH.replace(tzinfo=UTC)
 
 
 def test_saved_index_is_rebuilt_when_missing_corrupt_stale_or_of_another_kind(tmp_path):
@@ -197,7 +193,7 @@ def test_purge_reads_naive_times_as_utc(archive):
     archive.upsert([aware, naive], vectors_for([aware, naive]))
     assert archive.purge_older_than(datetime(2024, 1, 1, 8)) == 1
     assert [m.id for m in archive.list_memories("a")] == ["naive"]
-    assert archive.purge_older_than(datetime(2024, 1, 1, 10, tzinfo=timezone.utc), owner="a") == 1
+    assert archive.purge_older_than(datetime(2024, 1, 1, 10, tzinfo=UTC), owner="a") == 1
 
 
 # ---------------------------------------------------------------- encryption

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import sys
+from datetime import UTC
 from pathlib import Path
 
 import numpy as np
@@ -185,13 +186,13 @@ def test_memnets_bench_runs_the_checkout_runner_in_a_child_process(tmp_path, mon
 def test_archive_search_looks_hits_up_by_primary_key(tmp_path):
     """Found by the manager benchmark: Archive.search fetched its k hits with a plan that scanned
     every row of the owner (linear in the archive: 0.4 s per search at 1M memories)."""
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     from memnets.records import Memory
     from memnets.store.archive import Archive
 
     vectors = unit(200, 8, 4)
-    now = datetime(2024, 1, 1, tzinfo=timezone.utc)
+    now = datetime(2024, 1, 1, tzinfo=UTC)
     with Archive(tmp_path / "archive", 8) as archive:
         archive.upsert(
             [

@@ -4,14 +4,14 @@ written through memnets.open and read back through the command (and the other wa
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
 import memnets
 from memnets.cli import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, main
 
-T0 = datetime(2024, 5, 1, 12, 0, tzinfo=timezone.utc)
+T0 = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
 
 
 def fill(memory) -> str:

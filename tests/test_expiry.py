@@ -12,7 +12,7 @@ import asyncio
 import json
 import time
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -20,7 +20,7 @@ import memnets
 from memnets import timeutil
 from memnets.store import open_store
 
-START = datetime(2030, 1, 1, tzinfo=timezone.utc)
+START = datetime(2030, 1, 1, tzinfo=UTC)
 
 
 class Clock:

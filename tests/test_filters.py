@@ -10,7 +10,7 @@ Hypothesis draws filter trees; every one runs on the embedded Archive and on Pos
 from __future__ import annotations
 
 import uuid
-from datetime import timedelta, timezone
+from datetime import UTC, timedelta
 
 import numpy as np
 import pytest
@@ -157,7 +157,7 @@ _leaf_filter = st.one_of(
     st.fixed_dictionaries({"session": _field_condition(SESSIONS)}),
     st.fixed_dictionaries({"metadata": metadata_conditions}),
     st.fixed_dictionaries(
-        {"since": st.integers(0, 600).map(lambda m: EPOCH.replace(tzinfo=timezone.utc) + timedelta(minutes=m))}
+        {"since": st.integers(0, 600).map(lambda m: EPOCH.replace(tzinfo=UTC) + timedelta(minutes=m))}
     ),
     st.fixed_dictionaries(
         {"agent": _field_condition(AGENTS), "metadata": metadata_conditions, "kind": st.just(KINDS[:2])}

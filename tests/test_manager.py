@@ -4,7 +4,7 @@ compression, planning and persistence, on small hand-checked fixtures with the t
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pytest
@@ -16,7 +16,7 @@ from memnets.memory.planning import Goal
 from memnets.memory.signals import FixedGate, HeuristicGate
 from memnets.store.archive import Archive
 
-T0 = datetime(2023, 5, 8, 13, 0, tzinfo=timezone.utc)
+T0 = datetime(2023, 5, 8, 13, 0, tzinfo=UTC)
 # each of these is exactly three word-piece tokens for the MiniLM tokenizer (checked below)
 TEXTS = ["red green blue", "one two three", "cat dog bird", "north south east", "sun moon star", "left right up"]
 

@@ -3,7 +3,7 @@ heuristics (tiny encoder and small random heads; thresholds set so decisions are
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pytest
@@ -13,7 +13,7 @@ from memnets.memory.manager import MemoryManager
 from memnets.memory.signals import FixedGate, HeadGate, HeadImportance
 from memnets.scoring import LearnedScorer, ScorerWeights
 
-T0 = datetime(2023, 5, 8, 13, 0, tzinfo=timezone.utc)
+T0 = datetime(2023, 5, 8, 13, 0, tzinfo=UTC)
 
 
 @pytest.fixture(scope="module")
@@ -92,6 +92,7 @@ def test_replay_with_a_pack(encoder, tmp_path, tiny_locomo_path, tiny_model_dir)
     rows = json.loads(out.read_text())["rows"]
     assert [(row["name"], row["gate"]) for row in rows] == [
         ("heuristic", "heuristic"),
+        ("generative agents", "heuristic"),
         ("plain vector memory", "none"),
         ("pack:pack", "learned"),
     ]

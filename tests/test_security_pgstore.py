@@ -83,7 +83,7 @@ def test_a_format_1_store_is_upgraded_and_its_rows_bound(make, pg_url):
     """Turn a store back into format 1 (no version column, no store id, rows sealed the old way), reopen it."""
     from memnets.store import rows as rowcodec
     from memnets.store.crypto import RowCipher, derive_key, parse_kdf_record
-    from memnets.store.postgres import PgVectorStore
+    from memnets.store.postgres import FORMAT_VERSION, PgVectorStore
     from memnets.timeutil import as_utc
 
     key = "a passphrase"
@@ -126,7 +126,10 @@ def test_a_format_1_store_is_upgraded_and_its_rows_bound(make, pg_url):
         assert [m.id for m in upgraded.list_memories("alice")] == ["m0", "m1", "m2"]
         assert upgraded.archive_id != meta["archive_id"].decode()
     with psycopg.connect(pg_url, autocommit=True) as conn:
-        assert conn.execute(f"SELECT value FROM {table}_meta WHERE key = 'format'").fetchone()[0] == b"3"
+        assert (
+            conn.execute(f"SELECT value FROM {table}_meta WHERE key = 'format'").fetchone()[0]
+            == str(FORMAT_VERSION).encode()
+        )
 
 
 # ---------------------------------------------------------------------- erasure from the table files

@@ -9,7 +9,7 @@ each test that relies on it asserts the cosine first.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -19,7 +19,7 @@ from memnets.memory.writes import MAX_TEXT_CHARS, classify, facts, normalise
 from memnets.records import Memory
 from memnets.store.errors import InvalidMemoryError
 
-T0 = datetime(2024, 3, 1, 9, 0, tzinfo=timezone.utc)
+T0 = datetime(2024, 3, 1, 9, 0, tzinfo=UTC)
 FLIGHT = "My flight to Berlin leaves at 10:30 on Monday"
 LATER = "My flight to Berlin leaves at 11:30 on Monday"
 PHONE = "My phone number is 555-123-4567"
@@ -276,6 +276,7 @@ class StrictTokenizer:
 def test_text_the_tokenizer_cannot_take_is_refused_with_its_position(encoder, tmp_path):
     class Strict:
         dim, tokenizer = encoder.dim, StrictTokenizer(encoder.tokenizer, "\ue000")
+        fingerprint = f"strict:{encoder.fingerprint}"
 
         def encode(self, texts, kind="memory"):
             return encoder.encode(texts, kind=kind)

@@ -17,7 +17,7 @@ from enum import Enum
 from pathlib import Path
 
 
-class Move(str, Enum):
+class Move(str, Enum):  # noqa: UP042 (str() of a member stays "Move.X", as the event logs were written)
     """What happened. The first four are the tier moves of MemGPT; the rest are decisions and writes."""
 
     RECALL = "RECALL"  # archive -> working, by query

@@ -35,7 +35,7 @@ import sys
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pytest
@@ -240,7 +240,7 @@ BAD_CALLS = [
 ]
 
 
-EXPIRY_START = datetime(2030, 1, 1, tzinfo=timezone.utc)
+EXPIRY_START = datetime(2030, 1, 1, tzinfo=UTC)
 
 
 class _Clock:
@@ -320,11 +320,11 @@ class StoreContract:
         rich = Memory(
             id="r",
             owner="a",
-            t=datetime(2024, 3, 1, 12, 30, 15, 123456, tzinfo=timezone.utc),
+            t=datetime(2024, 3, 1, 12, 30, 15, 123456, tzinfo=UTC),
             content="naïve café ☕ — multi\nline",
             importance=0.75,
             kind="reflection",
-            last_access=datetime(2024, 3, 2, tzinfo=timezone.utc),
+            last_access=datetime(2024, 3, 2, tzinfo=UTC),
             links=("x", "y"),
             agent="Ann",
             action="says",
@@ -337,7 +337,7 @@ class StoreContract:
         store.upsert([rich, plain], vectors_for([rich, plain]))
         assert store.get(["r", "p"], "a") == [rich, plain]
         assert store.touch(["r", "missing"], "a", datetime(2025, 1, 1)) == 1
-        assert store.get(["r"], "a")[0].last_access == datetime(2025, 1, 1, tzinfo=timezone.utc)
+        assert store.get(["r"], "a")[0].last_access == datetime(2025, 1, 1, tzinfo=UTC)
         store.upsert([plain.replace(content="changed")], vectors_for([plain]))  # upsert replaces
         assert store.get(["p"], "a")[0].content == "changed" and store.count("a") == 2
 
