@@ -9,6 +9,8 @@ ends within the first :data:`SPEAKER_PREFIX_MAX` characters (speaker names are s
 
 from __future__ import annotations
 
+import re
+
 SPEAKER_PREFIX_MAX = 40
 SEPARATOR = ": "
 
@@ -16,3 +18,15 @@ SEPARATOR = ": "
 def strip_speaker(text: str) -> str:
     """The body of a memory text: what follows a ``"{speaker}: "`` prefix, or the whole text."""
     return text.split(SEPARATOR, 1)[1] if SEPARATOR in text[:SPEAKER_PREFIX_MAX] else text
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def lone_surrogate(value: str) -> int | None:
+    """The position of the first lone surrogate in ``value`` (JSON's ``"\\ud800"``: not text, which
+    tokenizers refuse with a TypeError), or None when it is valid Unicode."""
+    if value.isascii():
+        return None
+    found = _SURROGATE.search(value)
+    return None if found is None else found.start()

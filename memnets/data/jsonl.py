@@ -31,7 +31,6 @@ line, the conversation and the field (e.g. ``sessions[0].turns[2].speaker``).
 from __future__ import annotations
 
 import json
-import re
 from datetime import datetime
 from pathlib import Path
 
@@ -44,9 +43,8 @@ from memnets.data.locomo import (
     Session,
     Turn,
 )
+from memnets.text import lone_surrogate
 from memnets.timeutil import as_utc
-
-_SURROGATE = re.compile("[\ud800-\udfff]")
 
 CATEGORY_IDS = {name: category for category, name in CATEGORY_NAMES.items()}
 DEFAULT_CATEGORY = 4
@@ -93,10 +91,9 @@ class _Line:
             self.fail(f"{field}.{key}".lstrip("."), f"should be a string, got {_type(value)}")
         if not empty and not value.strip():
             self.fail(f"{field}.{key}".lstrip("."), "must not be empty")
-        if not value.isascii() and _SURROGATE.search(value):  # JSON "\ud800": no text, tokenizers refuse it
-            self.fail(
-                f"{field}.{key}".lstrip("."), f"holds a lone surrogate at position {_SURROGATE.search(value).start()}"
-            )
+        surrogate = lone_surrogate(value)
+        if surrogate is not None:
+            self.fail(f"{field}.{key}".lstrip("."), f"holds a lone surrogate at position {surrogate}")
         return value
 
     def items(self, mapping: dict, key: str, field: str) -> list:

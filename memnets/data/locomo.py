@@ -17,6 +17,7 @@ from functools import cached_property
 from pathlib import Path
 
 from memnets.data.location import find_data
+from memnets.text import lone_surrogate
 
 CATEGORY_NAMES = {
     1: "multi-hop",
@@ -28,7 +29,6 @@ CATEGORY_NAMES = {
 DATE_FORMAT = "%I:%M %p on %d %B, %Y"  # "1:56 pm on 8 May, 2023"
 _SESSION_KEY = re.compile(r"session_(\d+)")
 _DIA_ID = re.compile(r"D:?(\d+):(\d+)")
-_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class DataFormatError(ValueError):
@@ -141,9 +141,9 @@ def _require(mapping: dict, key: str, kind: type, where: str):
     value = mapping[key]
     if not isinstance(value, kind):
         raise LocomoFormatError(f"{where}: field {key!r} should be {kind.__name__}, got {type(value).__name__}")
-    surrogate = _SURROGATE.search(value) if isinstance(value, str) and not value.isascii() else None
-    if surrogate is not None:  # JSON "\ud800": not text; tokenizers refuse it later with a TypeError
-        raise LocomoFormatError(f"{where}: field {key!r} holds a lone surrogate at position {surrogate.start()}")
+    surrogate = lone_surrogate(value) if isinstance(value, str) else None
+    if surrogate is not None:
+        raise LocomoFormatError(f"{where}: field {key!r} holds a lone surrogate at position {surrogate}")
     return value
 
 
