@@ -53,7 +53,8 @@ def step_timer():
 
 
 def run(config_path: Path = CONFIG, steps: int = 10) -> dict:
-    """Time ``steps`` training steps (the first is warm-up) at the config's settings."""
+    """Time ``steps`` training steps (the first is warm-up) at the config's settings, on one device
+    of the config's accelerator."""
     import lightning as L
 
     from memnets.lit.data import RetrievalDataModule
@@ -70,8 +71,9 @@ def run(config_path: Path = CONFIG, steps: int = 10) -> dict:
     module = EncoderModule(**model_args)
     setup_s = time.perf_counter() - start
     timer = step_timer()
+    accelerator = config["trainer"].get("accelerator", "cpu")  # bench.gpu times encoder/gpu on its GPU
     trainer = L.Trainer(
-        accelerator="cpu",
+        accelerator=accelerator,
         devices=1,
         precision=config["trainer"].get("precision", "32-true"),
         max_steps=steps,
@@ -92,6 +94,7 @@ def run(config_path: Path = CONFIG, steps: int = 10) -> dict:
         if Path(config_path).is_relative_to(REPO_ROOT)
         else str(config_path),
         "steps": steps,
+        "accelerator": accelerator,
         "step_seconds": timer.seconds,
         "median_step_s": step_s,
         "batch_size": batch_size,
