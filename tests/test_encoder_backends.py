@@ -111,3 +111,19 @@ def test_real_minilm_backends_agree_with_torch(turns, backend):
     fast = MemoryEncoder.from_pretrained(backend=backend)
     cosines = _cosines(fast.encode(turns), exact.encode(turns))
     assert cosines.min() >= MINILM_BOUNDS[backend], json.dumps({"min": float(cosines.min())})
+
+
+@pytest.mark.parametrize("kind", ["dense_int8", "learned_int8"])
+def test_the_retrieval_evaluation_ranks_with_the_fast_path(tiny_model_dir, tmp_path, kind):
+    from memnets.pack import export_pack
+    from memnets.retrieval.rankers import build_ranker
+    from memnets.scoring import ScorerWeights
+
+    encoder = MemoryEncoder.from_pretrained(tiny_model_dir, max_length=64)
+    pack = export_pack(tmp_path / "pack", encoder, scorer_weights=ScorerWeights(relevance=2.0))
+    ranker = build_ranker(kind, str(pack / "encoder" if kind == "dense_int8" else pack))
+    fast = ranker.encoder if kind == "dense_int8" else ranker.scorer.encoder
+    assert fast.backend == "int8" and fast._runner is not None
+    conversation = load_locomo()[0]
+    rankings = ranker.rank(conversation, ["where did they go?", "what did she paint?"])
+    assert len(rankings) == 2 and sorted(rankings[0]) == sorted(turn.dia_id for turn in conversation.turns)

@@ -10,7 +10,8 @@ retrieval`` and the benchmarks all take rankers from here. Kinds built in:
   ``"int8"`` backends (the fast path's retrieval quality beside the exact one's);
 - ``heuristic[:ENCODER]``: Generative Agents' score (recency + relevance + importance, weights 1)
   on an encoder folder (default: the backbone); importance is a constant for LoCoMo turns;
-- ``learned:PACK``: the LearnedScorer of a memory pack (trained encoder, importance head, fitted weights).
+- ``learned:PACK``: the LearnedScorer of a memory pack (trained encoder, importance head, fitted weights);
+  ``learned_onnx:PACK`` and ``learned_int8:PACK`` the same with the pack's encoder on those backends.
 
 Other components add kinds with :func:`register_ranker`.
 """
@@ -70,14 +71,22 @@ def _heuristic(path: str | None) -> Ranker:
     return ScorerRanker(HeuristicScorer.generative_agents(_encoder(path)), name="heuristic")
 
 
-def _learned(path: str | None) -> Ranker:
+def _learned(path: str | None, backend: str = "torch") -> Ranker:
     from memnets.pack import load_pack
     from memnets.retrieval.scored import ScorerRanker
     from memnets.scoring import LearnedScorer
 
     if not path:
         raise ValueError("learned needs a pack folder: learned:checkpoints/pack")
-    return ScorerRanker(LearnedScorer.from_pack(load_pack(path)), name="learned")
+    return ScorerRanker(LearnedScorer.from_pack(load_pack(path, backend=backend)), name="learned")
+
+
+def _learned_onnx(path: str | None) -> Ranker:
+    return _learned(path, "onnx")
+
+
+def _learned_int8(path: str | None) -> Ranker:
+    return _learned(path, "int8")
 
 
 # KIND -> factory(path or None) -> ranker
@@ -88,6 +97,8 @@ RANKERS: dict[str, RankerFactory] = {
     "dense_int8": _dense_int8,
     "heuristic": _heuristic,
     "learned": _learned,
+    "learned_onnx": _learned_onnx,
+    "learned_int8": _learned_int8,
 }
 
 
