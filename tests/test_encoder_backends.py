@@ -127,3 +127,19 @@ def test_the_retrieval_evaluation_ranks_with_the_fast_path(tiny_model_dir, tmp_p
     conversation = load_locomo()[0]
     rankings = ranker.rank(conversation, ["where did they go?", "what did she paint?"])
     assert len(rankings) == 2 and sorted(rankings[0]) == sorted(turn.dia_id for turn in conversation.turns)
+
+
+def test_int8_keeps_attention_and_the_ffn_down_projections_in_float32(tiny_model_dir, tmp_path):
+    import onnx
+
+    from memnets.nn.onnx_encoder import FP32_NODES, export_onnx
+
+    encoder = MemoryEncoder.from_pretrained(tiny_model_dir, max_length=64)
+    graph = onnx.load(str(export_onnx(encoder, tmp_path, "int8"))).graph
+    ops = {node.name: node.op_type for node in graph.node}
+    layers = encoder.backbone.config.num_hidden_layers
+    kept = [name for name, op in ops.items() if FP32_NODES.search(name)]
+    assert len(kept) == layers and all(ops[name] == "MatMul" for name in kept)  # one per layer, float32
+    assert list(ops.values()).count("Attention") == layers and "QAttention" not in ops.values()
+    quantised = [op for op in ops.values() if op in ("MatMulInteger", "DynamicQuantizeMatMul")]
+    assert len(quantised) >= 2 * layers  # the attention output and FFN up-projections of every layer
