@@ -78,6 +78,7 @@ def test_fit_lowers_the_loss_logs_recall_and_exports_a_loadable_encoder(tmp_path
     best = tmp_path / "best"
     info = json.loads((best / "training.json").read_text())
     assert info["best_score"] == pytest.approx(max(recalls)) and info["best_checkpoint"].endswith(".ckpt")
+    assert info["torch_threads"] == torch.get_num_threads()  # what the steps ran with
     trained = MemoryEncoder.from_pretrained(best)
     assert trained.query_prefix == "query: " and trained.max_length == 32
     untrained = MemoryEncoder.from_pretrained(tiny_model_dir)

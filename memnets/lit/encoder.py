@@ -210,6 +210,7 @@ class ExportEncoder(L.Callback):
             "train_step_seconds": round(self.train_seconds, 1),
             "pairs_seen": self.pairs_seen,
             "pairs_per_second": round(self.pairs_seen / max(self.train_seconds, 1e-9), 1),
+            "torch_threads": torch.get_num_threads(),  # the steps' intra-op threads (rank 0's)
         }
         targets = [run_dir / "encoder"] + ([Path(self.export_dir)] if self.export_dir else [])
         for target in targets:
