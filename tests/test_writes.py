@@ -90,9 +90,9 @@ def test_classify_needs_a_near_match_and_the_same_kind():
     assert classify(other_agent, [(stored, 0.99)], 0.98) == ("added", None)
 
 
-def test_classify_takes_the_same_sentence_with_other_facts_as_an_update_at_any_cosine():
+def test_classify_takes_the_same_sentence_with_other_names_as_an_update_at_any_cosine():
     """A changed name moves the cosine far below the threshold (0.54 for "meeting with Priya" /
-    "with Omar" with all-MiniLM-L6-v2): the sentence frame catches it, and only it."""
+    "with Omar" with all-MiniLM-L6-v2): the sentence frame catches it, and only a change of names."""
     assert frame("The meeting with Priya is at 4 pm") == frame("The meeting with Omar is at 4 pm")
     assert facts("The meeting with Priya is at 4 pm") == ("priya", "4", "pm")
     stored = record("The meeting with Priya is at 4 pm", id="old")
@@ -100,6 +100,10 @@ def test_classify_takes_the_same_sentence_with_other_facts_as_an_update_at_any_c
         "updated",
         stored,
     )
+    # a changed number is left to the cosine: "note 3" / "note 4" far apart are two memories
+    note = record("note 3 red green blue", id="old")
+    assert classify(record("note 4 red green blue", id="new"), [(note, 0.9)], 0.96) == ("added", None)
+    assert classify(record("The meeting with Omar is at 5 pm", id="new"), [(stored, 0.54)], 0.96) == ("added", None)
     # another sentence about other facts stays a memory of its own
     assert classify(record("The dinner with Omar is at 4 pm", id="new"), [(stored, 0.54)], 0.96) == ("added", None)
     # another speaker's same sentence is theirs
