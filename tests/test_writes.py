@@ -100,6 +100,8 @@ def test_classify_takes_the_same_sentence_with_other_names_as_an_update_at_any_c
         "updated",
         stored,
     )
+    paris = record("I live in Paris", id="old")  # 0.65 with all-MiniLM-L6-v2
+    assert classify(record("I live in Lisbon", id="new"), [(paris, 0.65)], 0.96) == ("updated", paris)
     # a changed number is left to the cosine: "note 3" / "note 4" far apart are two memories
     note = record("note 3 red green blue", id="old")
     assert classify(record("note 4 red green blue", id="new"), [(note, 0.9)], 0.96) == ("added", None)

@@ -134,7 +134,7 @@ def frame(text: str) -> tuple[str, ...]:
 
 
 FACT_SLOT = "\x00"  # a fact's place in a frame (no token of a text is this)
-MIN_FRAME_WORDS = 4  # a frame match needs this many words besides the facts ("Bye Nate!" / "Bye Omar!" is none)
+MIN_FRAME_WORDS = 3  # a frame match needs this many words besides the facts ("Bye Nate!" / "Bye Omar!" has one)
 
 
 def _parse(text: str) -> tuple[tuple[str, ...], tuple[str, ...], tuple[bool, ...]]:
