@@ -21,8 +21,9 @@ a memory written through any door is checked, merged, versioned and read back th
      :func:`frame` (its words with each fact as a slot, at least :data:`MIN_FRAME_WORDS` of them)
      whose differing facts are all names (the puppy named Rex that is now named Max: a changed
      name moves the cosine far below any safe threshold; a changed number does not, and "note 3
-     ..." / "note 4 ..." stay two memories unless they are near matches). The new text becomes the current memory under the old id, the
-     old one is kept in its history (:func:`successor`, :func:`write_version`): nothing said is lost.
+     ..." / "note 4 ..." stay two memories unless they are near matches). The new text becomes
+     the current memory under the old id, the old one is kept in its history (:func:`successor`,
+     :func:`write_version`): nothing said is lost.
    - *added*: anything else; a new memory.
 
    An add with an explicit id (or a Memory record) is keyed by it: an existing memory with that

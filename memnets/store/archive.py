@@ -694,7 +694,11 @@ class Archive:
             where, params = _clear_conditions(owner, None, now)
             with self._read() as conn:
                 best = best_scores(
-                    conn.execute(f"SELECT id, chunks FROM memories WHERE {where} AND chunks IS NOT NULL", params),
+                    conn.execute(  # the partial index: only long memories' rows are read, however many others
+                        f"SELECT id, chunks FROM memories INDEXED BY memories_owner_chunked WHERE {where} "
+                        "AND chunks IS NOT NULL",
+                        params,
+                    ),
                     query[0],
                     self.dim,
                 )
