@@ -766,16 +766,24 @@ class PgVectorStore:
         filters = MemoryFilter.parse(filters)
         where, params = _clear_conditions(owner, filters, timeutil.now())
         with self._transaction() as conn:
-            self._check_encoder(conn)  # a re-embedding may have moved the store to another encoder
+            # A re-embedding's swap may commit at any moment. Taking the table's ACCESS SHARE lock
+            # before checking the encoder makes a swap that changes the dim (it drops the column
+            # under ACCESS EXCLUSIVE) wait for this search, or come before the check; checking again
+            # after the ranking catches a same-dim swap that committed while it ran. Either way the
+            # answer is from one space, or EncoderMismatchError.
+            conn.execute(self._sql("LOCK TABLE {memories} IN ACCESS SHARE MODE"))
+            self._check_encoder(conn)
             found = self._ranked(conn, query, k, where, params, filters)
-            best = best_scores(
+            best = best_scores(  # a long memory's further windows (memnets.store.chunks)
                 conn.execute(
                     self._sql(f"SELECT id, chunks FROM {{memories}} WHERE {where} AND chunks IS NOT NULL"), params
                 ),
                 query,
                 self.dim,
             )
-            return merge(found, best, k, lambda ids: self._matching(conn, ids, owner, filters))
+            found = merge(found, best, k, lambda ids: self._matching(conn, ids, owner, filters))
+            self._check_encoder(conn)
+        return found
 
     def _matching(self, conn, ids: list[str], owner: str, filters: MemoryFilter | None) -> list[Memory]:
         """The owner's current, unexpired memories with these ids that pass ``filters``."""
@@ -791,7 +799,8 @@ class PgVectorStore:
     def _ranked(
         self, conn, query: np.ndarray, k: int, where: str, params: list, filters: MemoryFilter | None
     ) -> list[tuple[Memory, float]]:
-        """The k best rows by their main vector (see the module docstring for how each kind of filter runs)."""
+        """Inside search's transaction: the k best (memory, score) of the rows matching ``where`` and ``filters``
+        by their main vector."""
         if filters is not None and filters.needs_payload:
             return self._search_streaming(conn, query, k, where, params, filters)
         # a filter on clear columns: rank exactly when few rows match (the planner misjudges
