@@ -166,6 +166,22 @@ def test_erasure_leaves_no_window_vector_in_any_file(encoder, tmp_path):
     assert b"bicycle lock" not in data and b"Bob waters" in data
 
 
+def test_erasure_on_postgresql_leaves_no_window_vector_in_the_table_files(encoder, pg_url):
+    pytest.importorskip("psycopg")
+    from test_security_pgstore import _relation_bytes
+
+    table = "e" + uuid.uuid4().hex[:12]
+    with memnets.open(pg_url, encoder=encoder, table=table) as memory:
+        long = fill(memory, user="zoe")
+        memory.add("Bob waters the plants on Sundays", user="bob")
+        [chunks] = memory.store.chunk_vectors([long.id], "zoe")
+        needles = [to_blob(chunks[n : n + 1]) for n in (0, len(chunks) // 2, len(chunks) - 1)]
+        assert all(needle in _relation_bytes(pg_url, table) for needle in needles)
+        memory.delete_all(user="zoe")  # the default scrub: VACUUM FULL
+        on_disk = _relation_bytes(pg_url, table)
+    assert not [n for n in needles if n in on_disk]
+
+
 def _wal(folder: Path) -> bytes:
     wal = folder / "archive.sqlite3-wal"
     return wal.read_bytes() if wal.exists() else b""
