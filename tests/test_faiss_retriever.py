@@ -358,6 +358,37 @@ def test_compaction_swaps_atomically_with_concurrent_adds_and_removes():
     assert not {row[0] for row in got} - live
 
 
+def test_writes_made_during_a_rebuild_are_replayed_mostly_outside_the_lock(monkeypatch, caplog):
+    """A journal longer than REPLAY_UNDER_LOCK is replayed without the lock, pass by pass, and only
+    what is left when it is short enough under it; the swapped index holds every write, in order."""
+    import memnets.retrieval.faiss_retriever as module
+
+    monkeypatch.setattr(module, "REPLAY_UNDER_LOCK", 100)
+    retriever = PausedBuild(DIM, "ivf", use_gpu=False, exact_below=0, retrain_growth=2.0)
+    vectors = unit_vectors(2000, seed=5)
+    ids = [f"m{i}" for i in range(2000)]
+    retriever.add(ids[:500], vectors[:500], "o")
+    retriever.add(ids[500:1001], vectors[500:1001], "o")  # 1,001 > 2 x 500: a retrain starts
+    assert retriever.started.wait(30)
+    for start in range(1001, 2000, 50):  # 999 vectors journalled during the build (2,000 <= 2 x 1,001)
+        retriever.add(ids[start : start + 50], vectors[start : start + 50], "o")
+    retriever.remove(ids[1001:1101])  # a remove in the journal too, after the adds of these ids
+    with caplog.at_level("INFO", logger=module.__name__):
+        retriever.go.set()
+        assert retriever.wait(timeout=60)
+    swaps = [r.upkeep for r in caplog.records if getattr(r, "upkeep", {}).get("event") == "swapped"]
+    assert len(swaps) == 1
+    assert swaps[0]["replayed"] == 1099 and swaps[0]["replayed_under_lock"] == 0
+    assert swaps[0]["trained_size"] == 1001 and retriever.stats("o")["trained_size"] == 1001
+    live = ids[:1001] + ids[1101:]
+    assert retriever.ids("o") == live and retriever.count("o") == 1900
+    got, _ = retriever.search(vectors[1001::37], 1, "o", nprobe=retriever.stats("o")["nlist"])
+    assert [row for row, i in zip(got, range(1001, 2000, 37)) if i >= 1101] == [
+        [ids[i]] for i in range(1001, 2000, 37) if i >= 1101
+    ]  # each replayed add finds itself
+    assert not {row[0] for row in got} & set(ids[1001:1101])  # the replayed remove holds
+
+
 def test_background_retrain_when_an_ivf_owner_outgrows_its_training():
     retriever = FaissRetriever(DIM, "ivf", use_gpu=False, exact_below=0, retrain_growth=2.0)
     vectors = unit_vectors(2000, seed=4)

@@ -69,6 +69,10 @@ AUTO_EXACT_BELOW = 50_000
 # a named approximate index ("hnsw", "ivf", a factory string) still searches tiny owners exactly.
 APPROX_EXACT_BELOW = 1_000
 SINGLE_THREAD_MAX_BATCH = 1  # batches up to this size are searched on one OpenMP thread
+# a rebuild replays the writes journalled during its build without the lock until at most this many
+# vectors are left (or after REPLAY_PASSES passes), then those under the lock, and swaps
+REPLAY_UNDER_LOCK = 10_000
+REPLAY_PASSES = 4
 
 
 class FaissRetriever:
@@ -380,8 +384,14 @@ class FaissRetriever:
     def _rebuild(self, owner: str, reason: str) -> bool:
         """Rebuild one owner's index from its live vectors, then swap it in; True when swapped.
 
-        The copy is taken and the swap made under the lock; the build between them runs without it,
-        while adds and removes go on and are journalled, then replayed into the new index."""
+        The copy is taken under the lock; the build runs without it while adds and removes go on
+        and are journalled; the journal is replayed into the new index without the lock too, pass
+        after pass, until what is left is at most ``REPLAY_UNDER_LOCK`` vectors: those are replayed
+        and the index swapped under the lock, so searches wait for a short replay, not for every
+        write made during the build. Its log records carry ``upkeep`` ("start"; "swapped" with the
+        seconds of each phase and how many journalled writes were replayed under the lock and
+        outside it; or "dropped")."""
+        started = time.perf_counter()
         try:
             with self._lock:
                 state = self._owners.get(owner)
@@ -389,26 +399,72 @@ class FaissRetriever:
                     return False
                 labels, vectors = live_contents(state)
                 state.journal = []
-            logger.info("rebuilding the index of %r (%s)", owner, reason)
+            copied = time.perf_counter()
+            logger.info(
+                "rebuilding the index of %r (%s)", owner, reason, extra={"upkeep": {"event": "start", "owner": owner}}
+            )
             try:
                 fresh = self._build(self._wanted_kind(len(labels)), vectors, labels)
                 del vectors
             except Exception:
-                logger.exception("rebuilding the index of %r failed; the current index stays", owner)
+                logger.exception(
+                    "rebuilding the index of %r failed; the current index stays",
+                    owner,
+                    extra={"upkeep": {"event": "dropped", "owner": owner}},
+                )
                 with self._lock:
                     state.journal = None
                 return False
+            built = time.perf_counter()
+            replayed = outside = 0  # journal entries replayed so far; writes replayed without the lock
+            for _ in range(REPLAY_PASSES):
+                with self._lock:
+                    pending = state.journal[replayed:]
+                if sum(len(entry[1]) for entry in pending) <= REPLAY_UNDER_LOCK:
+                    break
+                outside += _replay(fresh, pending)
+                replayed += len(pending)
             with self._lock:
                 if self._owners.get(owner) is not state:  # the owner was emptied meanwhile
+                    logger.info(
+                        "dropped the rebuild of %r: emptied meanwhile",
+                        owner,
+                        extra={"upkeep": {"event": "dropped", "owner": owner}},
+                    )
                     return False
-                for op, op_labels, op_vectors in state.journal:
-                    if op == "add":
-                        append(fresh, op_vectors, op_labels)
-                    else:
-                        delete(fresh, op_labels)
+                locked_start = time.perf_counter()
+                under_lock = _replay(fresh, state.journal[replayed:])
                 self._owners[owner] = fresh
                 state.journal = None
-                logger.info("swapped in the new %s index of %r (%d vectors)", fresh.kind, owner, fresh.live)
+                swapped = time.perf_counter()
+            phases = {
+                "copy_s": copied - started,
+                "build_s": built - copied,
+                "replay_s": locked_start - built,
+                "swap_s": swapped - locked_start,
+            }
+            logger.info(
+                "swapped in the new %s index of %r (%d vectors, trained at %d; %d writes replayed outside the "
+                "lock, %d under it; copy %.2f s, build %.2f s, replay %.2f s, swap %.2f s)",
+                fresh.kind,
+                owner,
+                fresh.live,
+                fresh.trained_size,
+                outside,
+                under_lock,
+                *phases.values(),
+                extra={
+                    "upkeep": {
+                        "event": "swapped",
+                        "owner": owner,
+                        "kind": fresh.kind,
+                        "trained_size": fresh.trained_size,
+                        "replayed": outside,
+                        "replayed_under_lock": under_lock,
+                        **phases,
+                    }
+                },
+            )
         finally:
             with self._lock:
                 if self._upkeep.get(owner) is threading.current_thread():
@@ -565,6 +621,18 @@ class FaissRetriever:
 
 
 # ---------------------------------------------------------------------- index helpers
+def _replay(fresh: OwnerIndex, entries: list) -> int:
+    """Apply journalled writes, in order, to a rebuilt index; returns how many vectors they touched."""
+    count = 0
+    for op, labels, vectors in entries:
+        if op == "add":
+            append(fresh, vectors, labels)
+        else:
+            delete(fresh, labels)
+        count += len(labels)
+    return count
+
+
 def _check_positive_int(value, name: str, where: str) -> None:
     if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
         raise ValueError(f"{where}: {name} must be an int >= 1, got {value!r}")
