@@ -389,6 +389,44 @@ def test_writes_made_during_a_rebuild_are_replayed_mostly_outside_the_lock(monke
     assert not {row[0] for row in got} & set(ids[1001:1101])  # the replayed remove holds
 
 
+def test_a_rebuild_copies_an_ivf_owner_in_pieces_while_writes_go_on(monkeypatch):
+    """The copy of an IVF owner takes the lock one piece at a time; adds and removes made between
+    pieces (into lists copied already or not yet) all end up in the rebuilt index, once."""
+    import memnets.retrieval.faiss_retriever as module
+
+    monkeypatch.setattr(module, "COPY_PIECE", 100)
+    retriever = FaissRetriever(DIM, "ivf", use_gpu=False, exact_below=0, retrain_growth=2.0)
+    vectors = unit_vectors(1700, seed=6)
+    ids = [f"m{i}" for i in range(1700)]
+    pieces, real_copy = [], module.copy_lists
+
+    def copy_then_write(state, start, max_vectors):  # the real copy; writes between pieces
+        out = real_copy(state, start, max_vectors)
+        pieces.append(len(out[1]))
+        if len(pieces) == 2:
+            retriever.remove(ids[::7][:100])  # old vectors, in lists copied or not
+            retriever.add(ids[1001:1401], vectors[1001:1401], "o")
+        elif len(pieces) == 4:
+            retriever.remove(ids[1001:1051])  # some of those new ones
+            retriever.add(ids[1401:1500], vectors[1401:1500], "o")
+        return out
+
+    monkeypatch.setattr(module, "copy_lists", copy_then_write)
+    retriever.add(ids[:500], vectors[:500], "o")
+    retriever.add(ids[500:1001], vectors[500:1001], "o")  # 1,001 > 2 x 500: a retrain starts
+    assert retriever.wait(timeout=60)
+    assert len(pieces) >= 5  # whole lists until 100 vectors or more, not the whole index at once
+    gone = set(ids[::7][:100]) | set(ids[1001:1051])
+    live = [i for i in ids[:1500] if i not in gone]
+    assert retriever.ids("o") == live and retriever.count("o") == len(live)
+    state = retriever._owners["o"]
+    # built from the 1,001 old vectors less the removed ones whose lists were copied after the remove
+    assert 901 <= state.trained_size < 1001 and state.live == state.index.ntotal == len(live)
+    order = [i for i in range(1500) if ids[i] not in gone]
+    got, _ = retriever.search(vectors[order], 1, "o", nprobe=retriever.stats("o")["nlist"])
+    assert got == [[ids[i]] for i in order]
+
+
 def test_background_retrain_when_an_ivf_owner_outgrows_its_training():
     retriever = FaissRetriever(DIM, "ivf", use_gpu=False, exact_below=0, retrain_growth=2.0)
     vectors = unit_vectors(2000, seed=4)

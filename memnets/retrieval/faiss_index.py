@@ -335,6 +335,24 @@ def live_contents(state: OwnerIndex) -> tuple[np.ndarray, np.ndarray]:
     return labels, state.index.reconstruct_batch(labels)
 
 
+def copy_lists(state: OwnerIndex, start: int, max_vectors: int) -> tuple[int, np.ndarray, np.ndarray]:
+    """(next list, labels, vectors) of an IVF owner's whole lists from ``start`` on, as copies, up to
+    about ``max_vectors`` vectors: a rebuild copies a large index in such pieces, taking the lock
+    for one piece at a time, so that no search waits for a copy of the whole index."""
+    ivf = faiss.extract_index_ivf(state.index)
+    invlists, stop, count, parts = ivf.invlists, start, 0, []
+    while stop < ivf.nlist and count < max_vectors:
+        size = invlists.list_size(stop)
+        if size:
+            parts.append(faiss.rev_swig_ptr(invlists.get_ids(stop), size).copy())
+            count += size
+        stop += 1
+    if not parts:
+        return stop, np.zeros(0, "int64"), np.zeros((0, ivf.d), "float32")
+    labels = np.concatenate(parts)
+    return stop, labels, state.index.reconstruct_batch(labels)
+
+
 def index_bytes(state: OwnerIndex) -> int:
     """Bytes the owner's index stores: codes, ids, graph links, centroids, direct map, labels."""
     index, total = state.index, 0

@@ -47,6 +47,7 @@ from memnets.retrieval.faiss_index import (
     OwnerIndex,
     append,
     build_index,
+    copy_lists,
     default_nprobe,
     delete,
     extend_gpu,
@@ -73,6 +74,7 @@ SINGLE_THREAD_MAX_BATCH = 1  # batches up to this size are searched on one OpenM
 # vectors are left (or after REPLAY_PASSES passes), then those under the lock, and swaps
 REPLAY_UNDER_LOCK = 10_000
 REPLAY_PASSES = 4
+COPY_PIECE = 8_192  # a rebuild copies an IVF owner's vectors this many at a time under the lock
 
 
 class FaissRetriever:
@@ -384,8 +386,9 @@ class FaissRetriever:
     def _rebuild(self, owner: str, reason: str) -> bool:
         """Rebuild one owner's index from its live vectors, then swap it in; True when swapped.
 
-        The copy is taken under the lock; the build runs without it while adds and removes go on
-        and are journalled; the journal is replayed into the new index without the lock too, pass
+        The copy is taken under the lock (an IVF owner's in pieces of ``COPY_PIECE`` vectors, the
+        lock taken per piece); the build runs without it while adds and removes go on and are
+        journalled; the journal is replayed into the new index without the lock too, pass
         after pass, until what is left is at most ``REPLAY_UNDER_LOCK`` vectors: those are replayed
         and the index swapped under the lock, so searches wait for a short replay, not for every
         write made during the build. Its log records carry ``upkeep`` ("start"; "swapped" with the
@@ -397,8 +400,16 @@ class FaissRetriever:
                 state = self._owners.get(owner)
                 if state is None or state.journal is not None:
                     return False
-                labels, vectors = live_contents(state)
                 state.journal = []
+                if state.positional:
+                    labels, vectors = live_contents(state)
+                else:
+                    labels, vectors = None, None
+                    cutoff = self._next_label  # labels from here on are journalled adds
+            if labels is None:
+                labels, vectors = self._copy_in_pieces(owner, state, cutoff)
+                if labels is None:
+                    return False
             copied = time.perf_counter()
             logger.info(
                 "rebuilding the index of %r (%s)", owner, reason, extra={"upkeep": {"event": "start", "owner": owner}}
@@ -473,6 +484,30 @@ class FaissRetriever:
             if self._owners.get(owner) is fresh:
                 self._maybe_upkeep(owner, fresh)
         return True
+
+    def _copy_in_pieces(self, owner: str, state: OwnerIndex, cutoff: int):
+        """(labels ascending, vectors) of an IVF owner, copied COPY_PIECE vectors at a time under the
+        lock, for a rebuild whose journal started when labels below ``cutoff`` had been handed out.
+
+        Writes go on between pieces, and all of them are in the journal: a list copied after a
+        remove lacks the removed vector, one copied before it has it and the replayed remove drops
+        it; vectors of labels from ``cutoff`` on, whichever piece caught them, are left to the
+        replayed adds. (None, None) when the owner was emptied meanwhile."""
+        parts, start = [], 0
+        while True:
+            with self._lock:
+                if self._owners.get(owner) is not state:
+                    return None, None
+                if start >= faiss.extract_index_ivf(state.index).nlist:
+                    break
+                start, labels, vectors = copy_lists(state, start, COPY_PIECE)
+            parts.append((labels, vectors))
+        labels = np.concatenate([labels for labels, _ in parts])
+        vectors = np.concatenate([vectors for _, vectors in parts])
+        del parts
+        keep = np.flatnonzero(labels < cutoff)
+        order = keep[np.argsort(labels[keep], kind="stable")]
+        return labels[order], vectors[order]
 
     def compact(self, owner: str | None = None) -> int:
         """Rebuild the tombstoned (or outgrown) indexes of one owner or all, now, in this thread.
