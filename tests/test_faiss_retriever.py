@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from memnets.retrieval.faiss_index import omp_threads
 from memnets.retrieval.faiss_retriever import FaissRetriever, gpu_available
 
 DIM = 16
@@ -425,6 +426,26 @@ def test_a_rebuild_copies_an_ivf_owner_in_pieces_while_writes_go_on(monkeypatch)
     order = [i for i in range(1500) if ids[i] not in gone]
     got, _ = retriever.search(vectors[order], 1, "o", nprobe=retriever.stats("o")["nlist"])
     assert got == [[ids[i]] for i in order]
+
+
+def test_a_background_rebuild_runs_on_one_openmp_thread():
+    """Upkeep keeps to UPKEEP_THREADS (1) OpenMP threads, so searches keep a core; the setting is the
+    upkeep thread's own: the caller's stays as it was."""
+
+    class Recording(FaissRetriever):
+        def _build(self, kind, vectors, labels):
+            threads.append((threading.current_thread().name, faiss.omp_get_max_threads()))
+            return super()._build(kind, vectors, labels)
+
+    threads: list[tuple[str, int]] = []
+    retriever = Recording(DIM, "ivf", use_gpu=False, exact_below=0, retrain_growth=2.0)
+    vectors = unit_vectors(1000, seed=7)
+    with omp_threads(3):  # the caller's setting, whatever this machine's core count
+        retriever.add([f"m{i}" for i in range(400)], vectors[:400], "o")  # built here, by the caller
+        retriever.add([f"m{i}" for i in range(400, 1000)], vectors[400:], "o")  # 1,000 > 2 x 400: upkeep
+        assert retriever.wait(timeout=60)
+        assert faiss.omp_get_max_threads() == 3
+    assert threads == [("MainThread", 3), ("faiss-upkeep-o", 1)]
 
 
 def test_background_retrain_when_an_ivf_owner_outgrows_its_training():

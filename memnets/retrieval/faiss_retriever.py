@@ -74,6 +74,9 @@ SINGLE_THREAD_MAX_BATCH = 1  # batches up to this size are searched on one OpenM
 # vectors are left (or after REPLAY_PASSES passes), then those under the lock, and swaps
 REPLAY_UNDER_LOCK = 10_000
 REPLAY_PASSES = 4
+# background rebuilds (k-means, adds) run on this many OpenMP threads (the setting is per calling
+# thread), so that on a small machine searches keep a core; None: FAISS's default (every core)
+UPKEEP_THREADS: int | None = 1
 COPY_PIECE = 8_192  # a rebuild copies an IVF owner's vectors this many at a time under the lock
 
 
@@ -379,9 +382,19 @@ class FaissRetriever:
         if not self.background:
             self._rebuild(owner, reason)
             return
-        thread = threading.Thread(target=self._rebuild, args=(owner, reason), daemon=True, name=f"faiss-upkeep-{owner}")
+        thread = threading.Thread(
+            target=self._rebuild_in_background, args=(owner, reason), daemon=True, name=f"faiss-upkeep-{owner}"
+        )
         self._upkeep[owner] = thread
         thread.start()
+
+    def _rebuild_in_background(self, owner: str, reason: str) -> None:
+        """The upkeep thread: a rebuild on ``UPKEEP_THREADS`` OpenMP threads (None: FAISS's default)."""
+        if UPKEEP_THREADS is None:
+            self._rebuild(owner, reason)
+            return
+        with omp_threads(UPKEEP_THREADS):
+            self._rebuild(owner, reason)
 
     def _rebuild(self, owner: str, reason: str) -> bool:
         """Rebuild one owner's index from its live vectors, then swap it in; True when swapped.
