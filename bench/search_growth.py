@@ -35,6 +35,8 @@ ADDS = (1_000, 100_000, 0)  # 0: everything at once
 QUICK_ADDS = (1_000, 10_000, 0)
 RECALL_QUERIES = 1_000  # queries for recall@10 (a batch search)
 LATENCY_CALLS = 200  # batch-1 calls for p50 / p99 at a checkpoint
+SWEEP_NPROBES = (8, 16, 32, 64)  # at each checkpoint, recall@10 and p50 at these probe counts too (IVF)
+SWEEP_CALLS = 100
 AGENT_INTERVAL_S = 0.01  # the agent thread's pause between its batch-1 searches
 
 
@@ -111,12 +113,24 @@ def measure(retriever, queries: np.ndarray, truth: list[list[str]]) -> dict:
     found, _ = retriever.search(queries, K, OWNER)
     latency = time_calls(lambda q: retriever.search(q, K, OWNER), queries, LATENCY_CALLS)
     stats = retriever.stats(OWNER)
-    return {
+    out = {
         "recall@10": recall_against(found, truth),
         "latency": latency,
         "upkeep_in_flight": in_flight,
         **{key: stats.get(key) for key in ("kind", "live", "trained_size", "nlist", "nprobe")},
     }
+    if "nlist" in stats:  # what other probe counts would give on the same index, now
+        out["by_nprobe"] = {
+            p: {
+                "recall@10": recall_against(retriever.search(queries, K, OWNER, nprobe=p)[0], truth),
+                "p50_ms": time_calls(lambda q, p=p: retriever.search(q, K, OWNER, nprobe=p), queries, SWEEP_CALLS)[
+                    "p50_ms"
+                ],
+            }
+            for p in SWEEP_NPROBES
+            if p != stats["nprobe"] and p <= stats["nlist"]
+        }
+    return out
 
 
 def split_calls(calls: list[tuple[float, float]], rebuilds: list[dict], adds: list[tuple[float, float]], origin):
@@ -235,7 +249,8 @@ def log_point(adds: int, point: dict) -> None:
         f"{a['latency']['p50_ms']:.2f} ms ({a['kind']}, nlist {a['nlist']}, nprobe {a['nprobe']}, trained "
         f"{a['trained_size']}, upkeep {'running' if a['upkeep_in_flight'] else 'idle'}); after wait "
         f"({point['wait_s']:.1f} s) recall@10 {w['recall@10']:.3f} p50 {w['latency']['p50_ms']:.2f} ms "
-        f"(nlist {w['nlist']}, trained {w['trained_size']}); load {os.getloadavg()[0]:.2f}",
+        f"(nlist {w['nlist']}, trained {w['trained_size']}); by nprobe after add "
+        f"{a.get('by_nprobe')}; load {os.getloadavg()[0]:.2f}",
         file=sys.stderr,
         flush=True,
     )

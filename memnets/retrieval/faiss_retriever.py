@@ -72,7 +72,7 @@ APPROX_EXACT_BELOW = 1_000
 SINGLE_THREAD_MAX_BATCH = 1  # batches up to this size are searched on one OpenMP thread
 # a rebuild replays the writes journalled during its build without the lock until at most this many
 # vectors are left (or after REPLAY_PASSES passes), then those under the lock, and swaps
-REPLAY_UNDER_LOCK = 10_000
+REPLAY_UNDER_LOCK = 2_048
 REPLAY_PASSES = 4
 # background rebuilds (k-means, adds) run on this many OpenMP threads (the setting is per calling
 # thread), so that on a small machine searches keep a core; None: FAISS's default (every core)
@@ -112,7 +112,7 @@ class FaissRetriever:
         ef_construction: int = 200,
         nprobe: int | None = None,
         compact_at: float = 0.2,
-        retrain_growth: float = 4.0,
+        retrain_growth: float = 2.0,
         background: bool = True,
     ) -> None:
         if not isinstance(dim, (int, np.integer)) or isinstance(dim, bool) or dim < 1:
