@@ -464,6 +464,20 @@ def test_background_retrain_when_an_ivf_owner_outgrows_its_training():
     assert got == [[ids[i]] for i in range(0, 2000, 100)]
 
 
+def test_an_ivf_owner_is_retrained_once_it_doubles_by_default():
+    """The default retrain_growth is 2: an IVF owner trained at 400 is retrained past 800, not at
+    800 (a factor of 4 let an index trained at 100k serve 400k+ memories in the growth benchmark)."""
+    retriever = FaissRetriever(DIM, "ivf", use_gpu=False, exact_below=0, background=False)
+    assert retriever.retrain_growth == 2.0
+    vectors = unit_vectors(1000, seed=8)
+    ids = [f"m{i}" for i in range(1000)]
+    retriever.add(ids[:400], vectors[:400], "o")
+    retriever.add(ids[400:800], vectors[400:800], "o")  # 800 = 2 x 400: not yet
+    assert retriever.stats("o")["trained_size"] == 400 and retriever.stats("o")["nlist"] == 10
+    retriever.add(ids[800:801], vectors[800:801], "o")
+    assert retriever.stats("o")["trained_size"] == 801 and retriever.stats("o")["nlist"] == 20
+
+
 # ---------------------------------------------------------------------- options and persistence
 def test_nprobe_and_ef_search_per_call():
     retriever, data = filled("ivf", owners=1, per_owner=2000, exact_below=0)

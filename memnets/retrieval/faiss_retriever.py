@@ -14,12 +14,15 @@ writes made during a rebuild, the background upkeep and save/load.
 
 Upkeep never runs in a search or a deletion: when an owner's tombstones pass ``compact_at`` of its
 index, when it grows past ``exact_below`` (flat -> approximate), or when it grows
-``retrain_growth`` times past the size its IVF was trained at, a background thread copies the live
-vectors, builds the new index, then, under the lock, replays the adds and removes that happened
-meanwhile and swaps it in atomically (``background=False`` runs it at the end of the add or
-remove that calls for it instead). ``compact()`` does the same on demand, ``wait()`` waits for
-upkeep in flight. A new owner's first batch builds its index synchronously (a bulk load).
-Batch-1 searches run on one OpenMP thread (scoped to the call, the setting restored after it).
+``retrain_growth`` (2) times past the size its IVF was trained at, a background thread copies the
+live vectors (an IVF owner's a piece at a time, taking the lock per piece), builds the new index on
+one OpenMP thread (so that searches keep a core), replays the adds and removes journalled meanwhile
+and swaps it in atomically, with the lock held only for the last short stretch of the replay
+(``background=False`` runs all of it at the end of the add or remove that calls for it instead).
+``compact()`` does the same on demand, ``wait()`` waits for upkeep in flight. A new owner's first
+batch builds its index synchronously (a bulk load). Batch-1 searches run on one OpenMP thread
+(scoped to the call, the setting restored after it). Growth figures: ``python -m bench.search
+--growth`` (docs/benchmarks.md).
 
 With a GPU (faiss-gpu), flat and IVF owners are searched on a GPU copy of the CPU index; HNSW
 owners on the CPU.
