@@ -109,10 +109,9 @@ def measure(retriever, queries: np.ndarray, truth: list[list[str]]) -> dict:
     """recall@10 (one batch search), batch-1 latency, and the owner's index as it is now."""
     from bench.search import recall_against, time_calls
 
-    in_flight = not retriever.wait(timeout=0)
+    in_flight, stats = not retriever.wait(timeout=0), retriever.stats(OWNER)  # a swap may follow
     found, _ = retriever.search(queries, K, OWNER)
     latency = time_calls(lambda q: retriever.search(q, K, OWNER), queries, LATENCY_CALLS)
-    stats = retriever.stats(OWNER)
     out = {
         "recall@10": recall_against(found, truth),
         "latency": latency,

@@ -416,6 +416,12 @@ class FaissRetriever:
                 state = self._owners.get(owner)
                 if state is None or state.journal is not None:
                     return False
+                logger.info(
+                    "rebuilding the index of %r (%s)",
+                    owner,
+                    reason,
+                    extra={"upkeep": {"event": "start", "owner": owner}},
+                )
                 state.journal = []
                 if state.positional:
                     labels, vectors = live_contents(state)
@@ -427,9 +433,6 @@ class FaissRetriever:
                 if labels is None:
                     return False
             copied = time.perf_counter()
-            logger.info(
-                "rebuilding the index of %r (%s)", owner, reason, extra={"upkeep": {"event": "start", "owner": owner}}
-            )
             try:
                 fresh = self._build(self._wanted_kind(len(labels)), vectors, labels)
                 del vectors
