@@ -8,6 +8,10 @@ recall@10 against exact search. The approximate kinds (IVF, IVF-SQ8, HNSW) are b
 retriever's defaults for the size and swept over nprobe / efSearch through the per-search options;
 the default setting is the main row. Then, on the same index, 1,000 memories (the queries' exact
 best matches) are deleted and the first search after it is timed, with a check that none comes back.
+
+``--growth`` runs bench.search_growth instead: the default index grown in adds of 1k, 100k or all
+at once, recall and latency at each checkpoint right after the add and after ``wait()``, its rebuilds
+and the searches made during them.
 """
 
 from __future__ import annotations

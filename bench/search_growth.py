@@ -330,10 +330,11 @@ def rebuild_table(results: dict) -> str:
     rows = []
     for run in results["runs"]:
         for r in run["rebuilds"]:
+            phases = [r.get(key) for key in ("copy_s", "build_s", "replay_s", "swap_s")]
             rows.append(
                 [
                     adds_label(run["adds"]),
-                    fmt(r["start_s"]),
+                    fmt(r["end_s"]),
                     size(r.get("trained_size") or 0) if r.get("trained_size") else r["event"],
                     fmt(r.get("copy_s"), 2),
                     fmt(r.get("build_s")),
@@ -341,10 +342,11 @@ def rebuild_table(results: dict) -> str:
                     fmt(r.get("replayed")),
                     fmt(r.get("swap_s"), 2),
                     fmt(r.get("replayed_under_lock")),
+                    fmt(sum(phases)) if None not in phases else "-",
                 ]
             )
-    header = ["adds", "started s", "rebuilt at", "copy s (lock)", "build s", "replay s", "replayed"]
-    lines = [table([*header, "swap s (lock)", "replayed under lock"], rows)]
+    header = ["adds", "swapped in at s", "rebuilt at", "copy s (lock)", "build s", "replay s", "replayed"]
+    lines = [table([*header, "swap s (lock)", "replayed under lock", "whole s"], rows)]
     agent_rows = [
         [adds_label(run["adds"]), name, s["calls"], fmt(s["p50_ms"], 2), fmt(s["p99_ms"], 2), fmt(s["max_ms"], 1)]
         for run in results["runs"]
