@@ -448,6 +448,40 @@ def test_a_background_rebuild_runs_on_one_openmp_thread():
     assert threads == [("MainThread", 3), ("faiss-upkeep-o", 1)]
 
 
+def test_a_large_add_to_an_ivf_owner_assigns_its_lists_without_the_lock(monkeypatch):
+    """An add of ASSIGN_UNLOCKED_FROM vectors or more finds their IVF lists before taking the lock
+    (searches go on meanwhile); the index ends up exactly as a plain add would leave it."""
+    import memnets.retrieval.faiss_retriever as module
+
+    vectors = unit_vectors(4000, seed=9)
+    ids = [f"m{i}" for i in range(4000)]
+    monkeypatch.setattr(module, "ASSIGN_UNLOCKED_FROM", 10**9)  # the reference: every add assigned under the lock
+    reference = FaissRetriever(DIM, "ivf", use_gpu=False, exact_below=0, background=False)
+    reference.add(ids[:2000], vectors[:2000], "o")
+    reference.add(ids[2000:], vectors[2000:], "o")
+    monkeypatch.setattr(module, "ASSIGN_UNLOCKED_FROM", 1_024)
+    locked, real_assign = [], module.assign_lists
+
+    def recording(state, batch):
+        locked.append(retriever._lock._is_owned())
+        return real_assign(state, batch)
+
+    monkeypatch.setattr(module, "assign_lists", recording)
+    retriever = FaissRetriever(DIM, "ivf", use_gpu=False, exact_below=0, background=False)
+    retriever.add(ids[:2000], vectors[:2000], "o")  # a new owner: built, nothing to assign
+    retriever.add(ids[2000:2500], vectors[2000:2500], "o")  # under 1,024: assigned in the add
+    retriever.add(ids[2500:], vectors[2500:], "o")
+    assert locked == [False]
+
+    def lists(r):
+        invlists = faiss.extract_index_ivf(r._owners["o"].index).invlists
+        return [sorted(faiss.rev_swig_ptr(invlists.get_ids(i), invlists.list_size(i))) for i in range(invlists.nlist)]
+
+    assert lists(retriever) == lists(reference)
+    queries = unit_vectors(20, seed=10)
+    assert retriever.search(queries, 10, "o")[0] == reference.search(queries, 10, "o")[0]
+
+
 def test_background_retrain_when_an_ivf_owner_outgrows_its_training():
     retriever = FaissRetriever(DIM, "ivf", use_gpu=False, exact_below=0, retrain_growth=2.0)
     vectors = unit_vectors(2000, seed=4)

@@ -267,14 +267,29 @@ def ivf_params(ivf, nprobe: int):
     return params
 
 
-def append(state: OwnerIndex, vectors: np.ndarray, labels: np.ndarray) -> None:
-    """Add vectors under their labels (ascending, above every label the owner holds)."""
+def assign_lists(state: OwnerIndex, vectors: np.ndarray) -> np.ndarray | None:
+    """The IVF list of each vector [N] (int64), for an owner whose index is an IVF itself (not
+    wrapped in a transform), else None. Only reads the coarse quantizer, which a trained IVF never
+    changes: the retriever runs it without its lock, so that a large add does not hold up searches
+    while its vectors are assigned (most of an IVF add)."""
+    index = faiss.downcast_index(state.index)
+    if state.positional or not isinstance(index, faiss.IndexIVF):
+        return None
+    return index.quantizer.assign(vectors, 1).ravel().astype("int64", copy=False)
+
+
+def append(state: OwnerIndex, vectors: np.ndarray, labels: np.ndarray, lists: np.ndarray | None = None) -> None:
+    """Add vectors under their labels (ascending, above every label the owner holds); ``lists``:
+    their IVF lists from ``assign_lists`` on this same index, to skip the assignment."""
     if state.positional:
         state.index.add(vectors)
         state.labels = np.concatenate([state.labels, labels])
         if state.alive is not None:
             state.alive = np.concatenate([state.alive, np.ones(len(labels), bool)])
             state.selector = None
+    elif lists is not None:
+        index = faiss.downcast_index(state.index)
+        index.add_core(len(labels), faiss.swig_ptr(vectors), faiss.swig_ptr(labels), faiss.swig_ptr(lists))
     else:
         state.index.add_with_ids(vectors, labels)
     state.live += len(labels)

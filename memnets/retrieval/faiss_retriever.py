@@ -49,6 +49,7 @@ from memnets.retrieval.faiss_index import (
     NAMED_KINDS,
     OwnerIndex,
     append,
+    assign_lists,
     build_index,
     copy_lists,
     default_nprobe,
@@ -80,6 +81,8 @@ REPLAY_PASSES = 4
 # background rebuilds (k-means, adds) run on this many OpenMP threads (the setting is per calling
 # thread), so that on a small machine searches keep a core; None: FAISS's default (every core)
 UPKEEP_THREADS: int | None = 1
+# an add of at least this many vectors to an IVF owner assigns them to lists before taking the lock
+ASSIGN_UNLOCKED_FROM = 1_024
 COPY_PIECE = 8_192  # a rebuild copies an IVF owner's vectors this many at a time under the lock
 
 
@@ -241,6 +244,12 @@ class FaissRetriever:
         repeated = sorted(i for i, count in Counter(ids).items() if count > 1)
         if repeated:
             raise ValueError(f"FaissRetriever.add: duplicate ids in the batch: {repeated[:5]!r}")
+        assigned, lists = None, None  # a large batch for an IVF owner: its lists found without the lock
+        if len(ids) >= ASSIGN_UNLOCKED_FROM:
+            with self._lock:
+                assigned = self._owners.get(owner)
+            if assigned is not None:
+                lists = assign_lists(assigned, vectors)
         with self._lock:
             present = [i for i in ids if i in self._int_of]
             if present:
@@ -255,7 +264,7 @@ class FaissRetriever:
                 state = self._build(self._wanted_kind(len(ids)), vectors, labels)
                 self._owners[owner] = state
             else:
-                append(state, vectors, labels)
+                append(state, vectors, labels, lists if state is assigned else None)  # None: swapped meanwhile
                 if state.journal is not None:
                     state.journal.append(("add", labels, vectors.copy()))  # the caller may reuse its array
                 extend_gpu(state, vectors, labels)
