@@ -29,7 +29,8 @@ owners on the CPU.
 
 Vectors are compared by inner product; pass L2-normalised vectors (as MemoryEncoder returns) to get
 cosine similarity. Memory ids are strings, unique across owners, mapped to int64 labels internally.
-The retriever is thread-safe: one re-entrant lock guards every call.
+The retriever is thread-safe: one re-entrant lock guards every call (an add of many vectors to an
+IVF owner finds their lists before taking it, and only inserts them under it).
 """
 
 from __future__ import annotations
@@ -226,7 +227,8 @@ class FaissRetriever:
         """Add vectors [N, dim] under their memory ids for one owner.
 
         A new owner's index is built from this batch (flat, or trained here when the batch already
-        passes ``exact_below``); later batches are appended to it in place.
+        passes ``exact_below``); later batches are appended to it in place (to an IVF, a batch of
+        ``ASSIGN_UNLOCKED_FROM`` or more is assigned to its lists before the lock is taken).
         Raises ValueError for a length mismatch, a wrong dimension, NaN/inf values, an empty or
         non-string id, an id repeated in the batch or already in the retriever (under any owner).
         """
