@@ -16,7 +16,7 @@ Upkeep never runs in a search or a deletion: when an owner's tombstones pass ``c
 index, when it grows past ``exact_below`` (flat -> approximate), or when it grows
 ``retrain_growth`` (2) times past the size its IVF was trained at, a background thread copies the
 live vectors (an IVF owner's a piece at a time, taking the lock per piece), builds the new index on
-one OpenMP thread (so that searches keep a core), replays the adds and removes journalled meanwhile
+all cores but one (on 2 cores: one thread, so that searches keep a core), replays the adds and removes journalled meanwhile
 and swaps it in atomically, with the lock held only for the last short stretch of the replay
 (``background=False`` runs all of it at the end of the add or remove that calls for it instead).
 ``compact()`` does the same on demand, ``wait()`` waits for upkeep in flight. A new owner's first
@@ -79,9 +79,9 @@ SINGLE_THREAD_MAX_BATCH = 1  # batches up to this size are searched on one OpenM
 # vectors are left (or after REPLAY_PASSES passes), then those under the lock, and swaps
 REPLAY_UNDER_LOCK = 2_048
 REPLAY_PASSES = 4
-# background rebuilds (k-means, adds) run on this many OpenMP threads (the setting is per calling
-# thread), so that on a small machine searches keep a core; None: FAISS's default (every core)
-UPKEEP_THREADS: int | None = 1
+# background rebuilds (k-means, adds) leave this many of FAISS's OpenMP threads to searches (the
+# setting is per calling thread): on 2 cores the rebuild runs on one, the searches keep the other
+UPKEEP_SPARE_THREADS = 1
 # an add of at least this many vectors to an IVF owner assigns them to lists before taking the lock
 ASSIGN_UNLOCKED_FROM = 1_024
 COPY_PIECE = 8_192  # a rebuild copies an IVF owner's vectors this many at a time under the lock
@@ -403,11 +403,9 @@ class FaissRetriever:
         thread.start()
 
     def _rebuild_in_background(self, owner: str, reason: str) -> None:
-        """The upkeep thread: a rebuild on ``UPKEEP_THREADS`` OpenMP threads (None: FAISS's default)."""
-        if UPKEEP_THREADS is None:
-            self._rebuild(owner, reason)
-            return
-        with omp_threads(UPKEEP_THREADS):
+        """The upkeep thread: a rebuild on all but ``UPKEEP_SPARE_THREADS`` of FAISS's default
+        OpenMP threads (what a new thread gets: the core count or OMP_NUM_THREADS), at least one."""
+        with omp_threads(max(1, faiss.omp_get_max_threads() - UPKEEP_SPARE_THREADS)):
             self._rebuild(owner, reason)
 
     def _rebuild(self, owner: str, reason: str) -> bool:
