@@ -29,6 +29,8 @@ bench/fact_changes.py (a time, a number, a name changed in one sentence) are nea
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import numpy as np
 
 from bench.common import parser, write_result
@@ -123,6 +125,7 @@ def consistency(per: dict, encoder) -> dict:
     threshold, and how many one-detail fact changes are near matches at it."""
     from bench.fact_changes import CHANGES
     from memnets.memory.writes import classify, normalise
+    from memnets.records import Memory
 
     def outcomes(keys, threshold):
         counts = {"turns": 0, "identical": 0, "merged": 0, "updated": 0}
@@ -158,6 +161,11 @@ def consistency(per: dict, encoder) -> dict:
     )
     vectors = encoder.encode([text for pair in CHANGES for text in pair], kind="memory").numpy()
     change_cosines = [float(vectors[2 * i] @ vectors[2 * i + 1]) for i in range(len(CHANGES))]
+    when = datetime(2024, 5, 6, tzinfo=UTC)
+    change_outcomes = [
+        classify(Memory("b", "u", when, b), [(Memory("a", "u", when, a), c)], chosen)[0]
+        for c, (a, b) in zip(change_cosines, CHANGES)
+    ]
     splits = {"train": train, "validation": [VALIDATION], "test": [TEST]}
     return {
         "threshold": chosen,
@@ -169,6 +177,7 @@ def consistency(per: dict, encoder) -> dict:
         "fact_changes": {
             "pairs": len(CHANGES),
             "near_at_threshold": int(sum(c >= chosen for c in change_cosines)),
+            "updated_by_the_rule": change_outcomes.count("updated"),  # near matches and same-frame changes
             "cosines": [[round(c, 4), a, b] for c, (a, b) in zip(change_cosines, CHANGES)],
         },
     }
@@ -189,7 +198,8 @@ def main(argv=None) -> None:
             )
     changes = rule["fact_changes"]
     print(
-        f"  fact changes that are near matches at {rule['threshold']:.2f}: {changes['near_at_threshold']}/{changes['pairs']}"
+        f"  fact changes that are near matches at {rule['threshold']:.2f}: {changes['near_at_threshold']}/{changes['pairs']}; "
+        f"updates by the rule: {changes['updated_by_the_rule']}/{changes['pairs']}"
     )
     print(f"wrote {path}")
 

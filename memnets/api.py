@@ -313,7 +313,7 @@ class AgentMemory:
             ttl=ttl,
         )
         explicit = id is not None or isinstance(text_or_record, Memory)
-        memories, vectors = self._writes.prepare(
+        memories, vectors, chunks = self._writes.prepare(
             [memory], [importance is not None or isinstance(text_or_record, Memory)]
         )
         with self._lock:
@@ -323,7 +323,7 @@ class AgentMemory:
                 replaced = self._current(replaces, user, "replaces")
                 if replaced.id == memories[0].id:
                     raise ValueError(f"add: replaces={replaces!r} is the id of the memory being added")
-            return self._writes.commit(memories, vectors, explicit=[explicit], replaces=replaced)[0]
+            return self._writes.commit(memories, vectors, chunks, explicit=[explicit], replaces=replaced)[0]
 
     def add_many(
         self,
@@ -390,14 +390,14 @@ class AgentMemory:
             return []
         records = [isinstance(item, Memory) for item in items]
         explicit = [record or memory_id is not None for record, memory_id in zip(records, ids)]
-        memories, vectors = self._writes.prepare(
+        memories, vectors, chunks = self._writes.prepare(
             memories,
             [r or importance is not None for r in records],
             [f"add_many: items[{n}]" for n in range(len(items))],
         )
         with self._lock:
             self._require_open()
-            return self._writes.commit(memories, vectors, explicit=explicit)
+            return self._writes.commit(memories, vectors, chunks, explicit=explicit)
 
     def update(
         self,
@@ -440,14 +440,14 @@ class AgentMemory:
                 content=content, t=when, metadata=dict(metadata) if metadata is not None else {}, **expiry
             )
             new = successor(current, given, merge_metadata=metadata is None or merge_metadata)
-            vector = None
+            vector = chunks = None
             if content != current.content:
-                [new], vectors = self._writes.prepare([new], [False])
+                [new], vectors, [chunks] = self._writes.prepare([new], [False])
                 vector = vectors[0]
             with self._lock:
                 self._require_open()
                 if self._current(id, user, "id") == current:
-                    return self._writes.update(current, new, vector)
+                    return self._writes.update(current, new, vector, chunks)
             # another writer changed the memory while this one was encoded: redo on top of its version
         raise RuntimeError(
             f"update: memory {id!r} of user {user!r} changed {UPDATE_ATTEMPTS} times while this update was "

@@ -41,9 +41,9 @@ class RecordingStore:
     def __init__(self, store):
         self.store, self.batches = store, []
 
-    def upsert(self, memories, vectors):
+    def upsert(self, memories, vectors, **options):  # options: chunks, as the store takes them
         self.batches.append([m.id for m in memories])
-        return self.store.upsert(memories, vectors)
+        return self.store.upsert(memories, vectors, **options)
 
     def __getattr__(self, name):
         return getattr(self.store, name)

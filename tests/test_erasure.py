@@ -170,6 +170,9 @@ def test_a_ledger_of_names_is_tagged_when_an_older_store_is_upgraded(request, tm
             conn.execute("DROP INDEX memories_owner_expires")
             for column in ("expires_at", "expires_epoch", "ttl"):
                 conn.execute(f"ALTER TABLE memories DROP COLUMN {column}")
+            conn.execute("DROP INDEX memories_owner_chunked")  # nor the chunks of format 6
+            conn.execute("ALTER TABLE memories DROP COLUMN chunks")
+            conn.execute("ALTER TABLE reembed DROP COLUMN chunks")
             conn.execute("PRAGMA user_version = 3")
     else:
         import psycopg
@@ -179,6 +182,9 @@ def test_a_ledger_of_names_is_tagged_when_an_older_store_is_upgraded(request, tm
             conn.execute(f"UPDATE {table}_deletions SET owner = %s, id = %s", (NAME, "gone"))
             conn.execute(f"ALTER TABLE {table}_memories DROP COLUMN expires_at")
             conn.execute(f"ALTER TABLE {table}_memories DROP COLUMN ttl")
+            conn.execute(f"DROP INDEX {table}_chunked")  # nor the chunks of format 5
+            conn.execute(f"ALTER TABLE {table}_memories DROP COLUMN chunks")
+            conn.execute(f"ALTER TABLE {table}_reembed DROP COLUMN chunks")
             conn.execute(f"UPDATE {table}_meta SET value = %s WHERE key = 'format'", (b"2",))
     with open_store(location, None, **options) as store:
         held = [memory_for("gone", NAME), memory_for("kept", NAME)]

@@ -24,6 +24,7 @@ LAYERS: list[tuple[str, set[str]]] = [
         {
             "memnets.timeutil",
             "memnets.text",
+            "memnets.chunking",
             "memnets.protocols",
             "memnets.safefiles",
             "memnets.netutil",

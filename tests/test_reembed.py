@@ -94,10 +94,12 @@ def test_a_second_writer_with_another_encoder_is_refused_at_its_first_write(tmp_
 def test_an_archive_of_the_previous_format_opens_and_records_its_encoder(tmp_path, old):
     folder = tmp_path / "m"
     fill(folder, old, TEXTS[:4])
-    with sqlite3.connect(folder / DB_FILE) as db:  # back to the previous format: no reembed table, no identity
+    with sqlite3.connect(folder / DB_FILE) as db:  # back to format 4: no reembed table, no identity, no chunks
         db.execute("DROP TABLE reembed")
         db.execute("DELETE FROM meta WHERE key = 'encoder'")
-        db.execute(f"PRAGMA user_version = {FORMAT_VERSION - 1}")
+        db.execute("DROP INDEX memories_owner_chunked")
+        db.execute("ALTER TABLE memories DROP COLUMN chunks")
+        db.execute("PRAGMA user_version = 4")
     with memnets.open(folder, encoder=old) as memory:
         assert memory.store.encoder_identity() == EncoderIdentity.of(old)
         assert memory.store.count("ann") == 2

@@ -120,6 +120,9 @@ def test_a_format_1_store_is_upgraded_and_its_rows_bound(make, pg_url):
         conn.execute(f"ALTER TABLE {table}_memories DROP COLUMN version")
         conn.execute(f"ALTER TABLE {table}_memories DROP COLUMN expires_at")  # nor the expiry of format 3
         conn.execute(f"ALTER TABLE {table}_memories DROP COLUMN ttl")
+        conn.execute(f"DROP INDEX {table}_chunked")  # nor the chunks of format 5
+        conn.execute(f"ALTER TABLE {table}_memories DROP COLUMN chunks")
+        conn.execute(f"ALTER TABLE {table}_reembed DROP COLUMN chunks")
         conn.execute(f"DELETE FROM {table}_meta WHERE key IN ('archive_id', 'ledger_secret')")
         conn.execute(f"UPDATE {table}_meta SET value = %s WHERE key = 'format'", (b"1",))
     with PgVectorStore(pg_url, None, key=key, table=table, pool_size=1) as upgraded:

@@ -125,6 +125,7 @@ def test_archive_of_format_1_is_migrated_on_open(tmp_path):
         conn.execute("DROP INDEX memories_owner_expires")  # nor the expiry of format 4
         for column in ("expires_at", "expires_epoch", "ttl"):
             conn.execute(f"ALTER TABLE memories DROP COLUMN {column}")
+        _drop_chunks(conn, "")  # nor the chunks of format 6
         conn.execute("PRAGMA user_version = 1")
     with open_store(folder, DIM) as store:
         assert store.get(["m"], "a") == [memory_for("m", "a")]
@@ -132,6 +133,42 @@ def test_archive_of_format_1_is_migrated_on_open(tmp_path):
         assert ids(store.history("m", "a")) == ["m@1"] and store.count("a") == 1
     with sqlite3.connect(folder / "archive.sqlite3") as conn:
         assert conn.execute("PRAGMA user_version").fetchone()[0] == FORMAT_VERSION
+
+
+def _drop_chunks(conn, prefix: str) -> None:
+    """Take a store back to before chunks (archive format 5, PostgreSQL format 4): no chunks columns, no index."""
+    conn.execute(f"DROP INDEX {prefix + 'chunked' if prefix else 'memories_owner_chunked'}")
+    conn.execute(f"ALTER TABLE {prefix}memories DROP COLUMN chunks")
+    conn.execute(f"ALTER TABLE {prefix}reembed DROP COLUMN chunks")
+
+
+def test_a_store_of_the_format_before_chunks_opens_and_takes_long_memories(make, location):
+    """The migration step of chunks (archive format 5 -> 6, PostgreSQL 4 -> 5) on a store with memories."""
+    with make() as store:
+        store.upsert(
+            [memory_for("m", "a"), memory_for("n", "a")], vectors_for([memory_for("m", "a"), memory_for("n", "a")])
+        )
+    if location[0].startswith("postgresql"):
+        import psycopg
+
+        from memnets.store.postgres import FORMAT_VERSION as CURRENT
+
+        table = location[1]["table"]
+        with psycopg.connect(location[0], autocommit=True) as conn:
+            _drop_chunks(conn, f"{table}_")
+            conn.execute(f"UPDATE {table}_meta SET value = %s WHERE key = 'format'", (str(CURRENT - 1).encode(),))
+    else:
+        CURRENT = FORMAT_VERSION
+        with sqlite3.connect(os.path.join(location[0], "archive.sqlite3")) as conn:
+            _drop_chunks(conn, "")
+            conn.execute(f"PRAGMA user_version = {CURRENT - 1}")
+    store = make(None)
+    assert store.get(["m"], "a") == [memory_for("m", "a")]
+    assert store.chunk_vectors(["m"], "a")[0].shape == (0, DIM)
+    long = memory_for("long", "a", content="long " * 100)
+    store.upsert([long], vector_for("long")[None], chunks=[vector_for("probe")[None]])
+    assert hit_ids(store.search(vector_for("probe"), 1, "a")) == ["long"]
+    assert hit_ids(store.search(vector_for("n"), 1, "a")) == ["n"]
 
 
 def test_postgres_index_path_also_fills_k_under_a_filter(pg_url, monkeypatch):

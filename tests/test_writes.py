@@ -15,7 +15,7 @@ import pytest
 
 import memnets
 from memnets.memory.manager import DUPLICATE_THRESHOLD
-from memnets.memory.writes import MAX_TEXT_CHARS, classify, facts, normalise
+from memnets.memory.writes import MAX_TEXT_CHARS, MIN_FRAME_WORDS, classify, facts, frame, normalise
 from memnets.records import Memory
 from memnets.store.errors import InvalidMemoryError
 
@@ -81,12 +81,42 @@ def test_classify(old, new, outcome):
 
 def test_classify_needs_a_near_match_and_the_same_kind():
     stored = record(FLIGHT, id="old")
-    assert classify(record(LATER, id="new"), [(stored, 0.9)], 0.98) == ("added", None)  # not near
+    train = record("My train to Berlin leaves at 11:30 on Monday", id="new")
+    assert classify(train, [(stored, 0.9)], 0.98) == ("added", None)  # not near, another sentence
     assert classify(record(FLIGHT, id="new"), [(stored, 0.2)], 0.98) == ("unchanged", stored)  # equal text
     assert classify(record(LATER, id="new", kind="plan"), [(stored, 0.99)], 0.98) == ("added", None)
     assert classify(record(FLIGHT, id="new"), [(stored, 1.0)], None) == ("added", None)  # turned off
     other_agent = record(LATER, id="new", agent="bob")
     assert classify(other_agent, [(stored, 0.99)], 0.98) == ("added", None)
+
+
+def test_classify_takes_the_same_sentence_with_other_names_as_an_update_at_any_cosine():
+    """A changed name moves the cosine far below the threshold (0.54 for "meeting with Priya" /
+    "with Omar" with all-MiniLM-L6-v2): the sentence frame catches it, and only a change of names."""
+    assert frame("The meeting with Priya is at 4 pm") == frame("The meeting with Omar is at 4 pm")
+    assert facts("The meeting with Priya is at 4 pm") == ("priya", "4", "pm")
+    stored = record("The meeting with Priya is at 4 pm", id="old")
+    assert classify(record("The meeting with Omar is at 4 pm", id="new"), [(stored, 0.54)], 0.96) == (
+        "updated",
+        stored,
+    )
+    paris = record("I live in Paris", id="old")  # 0.65 with all-MiniLM-L6-v2
+    assert classify(record("I live in Lisbon", id="new"), [(paris, 0.65)], 0.96) == ("updated", paris)
+    # a changed number is left to the cosine: "note 3" / "note 4" far apart are two memories
+    note = record("note 3 red green blue", id="old")
+    assert classify(record("note 4 red green blue", id="new"), [(note, 0.9)], 0.96) == ("added", None)
+    assert classify(record("The meeting with Omar is at 5 pm", id="new"), [(stored, 0.54)], 0.96) == ("added", None)
+    # another sentence about other facts stays a memory of its own
+    assert classify(record("The dinner with Omar is at 4 pm", id="new"), [(stored, 0.54)], 0.96) == ("added", None)
+    # another speaker's same sentence is theirs
+    said = record("Joanna: I will meet Priya at the station", id="old")
+    assert classify(record("Nate: I will meet Omar at the station", id="new"), [(said, 0.5)], 0.96) == ("added", None)
+    # a frame of fewer than MIN_FRAME_WORDS words says too little to be the same sentence
+    bye = record("Joanna: Bye Nate!", id="old")
+    assert len([w for w in frame(bye.content) if w.isalpha()]) < MIN_FRAME_WORDS
+    assert classify(record("Joanna: Bye Omar!", id="new"), [(bye, 0.5)], 0.96) == ("added", None)
+    # the check turned off
+    assert classify(record("The meeting with Omar is at 4 pm", id="new"), [(stored, 0.54)], None) == ("added", None)
 
 
 # ---------------------------------------------------------------------- through AgentMemory

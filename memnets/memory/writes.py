@@ -17,15 +17,23 @@ a memory written through any door is checked, merged, versioned and read back th
      numbers, dates, times, names, negations, in order) are equal. Nothing is written but the
      memory's last access.
    - *updated*: a near match by the same speaker whose facts differ (the flight at 10:30 that now
-     leaves at 11:30). The new text becomes the current memory under the old id, the old one is
-     kept in its history (:func:`successor`, :func:`write_version`): nothing said is lost.
+     leaves at 11:30), or, at any cosine, a memory by the same speaker with the same sentence
+     :func:`frame` (its words with each fact as a slot, at least :data:`MIN_FRAME_WORDS` of them)
+     whose differing facts are all names (the puppy named Rex that is now named Max: a changed
+     name moves the cosine far below any safe threshold; a changed number does not, and "note 3
+     ..." / "note 4 ..." stay two memories unless they are near matches). The new text becomes
+     the current memory under the old id, the old one is kept in its history (:func:`successor`,
+     :func:`write_version`): nothing said is lost.
    - *added*: anything else; a new memory.
 
    An add with an explicit id (or a Memory record) is keyed by it: an existing memory with that
    id is *unchanged* when the new record states the same (:func:`same_record`), else *updated*.
-3. **Encode** (:func:`embed`): one vector per memory, of the encoder's first window (chunking a
-   longer text into several vectors needs the stores to hold them: not there yet, docs/memory.md).
-4. **Store**, with history; the important memories first (:func:`write_hybrid`).
+3. **Chunk and encode** (:func:`embed`, :func:`chunk_vectors`): the memory's vector is the
+   encoder's embedding of its text (the first window); a text longer than the window also gets
+   the vectors of its further windows (:mod:`memnets.chunking`: overlapping token windows cut on
+   the tokenizer's offsets), which a store with the Chunks capability keeps with the memory, so
+   that search finds a fact anywhere in it and returns the memory once.
+4. **Store**, with history; the important memories first (:func:`write_hybrid`, :func:`upsert`).
 5. **Live managers** of the user learn new versions (``refresh``) and superseded memories
    (``forget``) at once; the caller (``AgentMemory``) hands them in.
 
@@ -43,9 +51,10 @@ from datetime import timedelta
 import numpy as np
 
 import memnets.timeutil as timeutil
+from memnets.chunking import windows
 from memnets.records import Memory, Outcome
 from memnets.store.errors import InvalidMemoryError
-from memnets.store.protocol import Expiry, supports
+from memnets.store.protocol import Chunks, Expiry, supports
 from memnets.store.rows import VERSION_SEPARATOR  # older versions of memory "x" are "x~1", "x~2", ...
 from memnets.text import SEPARATOR, SPEAKER_PREFIX_MAX, strip_speaker
 
@@ -111,21 +120,48 @@ def facts(text: str) -> tuple[str, ...]:
     ``never``, ``n't``, ...) and names (capitalised words that do not start a sentence; ``I`` is no
     name), all case-folded. A ``"{speaker}: "`` prefix is not part of them (:func:`speaker` compares it).
     """
+    return _parse(text)[0]
+
+
+def frame(text: str) -> tuple[str, ...]:
+    """The words around a text's :func:`facts`, case-folded, each fact as :data:`FACT_SLOT`: its sentence frame.
+
+    Two texts with one frame say the same sentence about possibly other facts ("a puppy named Rex" /
+    "a puppy named Max"): a changed name moves the cosine far more than a changed number (0.78 and
+    0.54 with all-MiniLM-L6-v2, below any safe near-match threshold), so :func:`classify` matches
+    frames as well as cosines for a change of names.
+    """
+    return _parse(text)[1]
+
+
+FACT_SLOT = "\x00"  # a fact's place in a frame (no token of a text is this)
+MIN_FRAME_WORDS = 3  # a frame match needs this many words besides the facts ("Bye Nate!" / "Bye Omar!" has one)
+
+
+def _parse(text: str) -> tuple[tuple[str, ...], tuple[str, ...], tuple[bool, ...]]:
+    """(:func:`facts`, :func:`frame`, which facts are names) of a text, in one pass over its tokens."""
     found: list[str] = []
+    words: list[str] = []
+    names: list[bool] = []
     sentence_start = True
     for token in _TOKEN.findall(unicodedata.normalize("NFKC", strip_speaker(text))):
         if token in ".!?":
             sentence_start = True
+            words.append(token)
             continue
         word = token.casefold()
-        if token[0].isdigit() or word in _FACT_WORDS:
+        if word.endswith(("n't", "n’t")):
+            words.append(word[:-3])  # "don't": "do" is in the frame, the negation is a fact
+            word = "not"
+        name = token[0].isupper() and not sentence_start and token != "I" and word not in _FACT_WORDS
+        if token[0].isdigit() or word in _FACT_WORDS or name:
             found.append(word)
-        elif word.endswith(("n't", "n’t")):
-            found.append("not")
-        elif token[0].isupper() and not sentence_start and token != "I":
-            found.append(word)
+            words.append(FACT_SLOT)
+            names.append(name)
+        else:
+            words.append(word)
         sentence_start = False
-    return tuple(found)
+    return tuple(found), tuple(words), tuple(names)
 
 
 def speaker(memory: Memory) -> tuple[str | None, str | None]:
@@ -150,14 +186,26 @@ def classify(
     for candidate, _ in same:
         if normalise(candidate.content) == text:
             return "unchanged", candidate
-    near = [c for c, s in same if s >= threshold and speaker(c) == speaker(memory)]
-    if not near:
-        return "added", None
-    stated = facts(memory.content)
+    said_by = speaker(memory)
+    near = [c for c, s in same if s >= threshold and speaker(c) == said_by]
+    stated, shape, names = _parse(memory.content)
     for candidate in near:
         if facts(candidate.content) == stated:
             return "unchanged", candidate
-    return "updated", near[0]
+    if near:
+        return "updated", near[0]
+    if sum(word != FACT_SLOT and word not in ".!?" for word in shape) < MIN_FRAME_WORDS:
+        return "added", None
+    for candidate, _ in same:  # the same sentence with other names, however far its cosine
+        their, their_shape, their_names = _parse(candidate.content)
+        if speaker(candidate) != said_by or their_shape != shape:
+            continue
+        changed = [n for n, (a, b) in enumerate(zip(stated, their)) if a != b]
+        if not changed:
+            return "unchanged", candidate
+        if all(names[n] and their_names[n] for n in changed):
+            return "updated", candidate
+    return "added", None
 
 
 def same_record(current: Memory, new: Memory) -> bool:
@@ -212,27 +260,43 @@ def version_id(store, memory_id: str, owner: str, taken: int = 0) -> str:
     return f"{memory_id}{VERSION_SEPARATOR}{n}"
 
 
-def write_version(store, current: Memory, new: Memory, vector: np.ndarray) -> Memory:
-    """Store ``new`` under ``current``'s id and keep ``current`` as ``{id}~{n}`` superseded by it.
+def write_version(store, current: Memory, new: Memory, vector: np.ndarray, chunks: np.ndarray | None = None) -> Memory:
+    """Store ``new`` (with its further window vectors ``chunks``) under ``current``'s id and keep
+    ``current`` as ``{id}~{n}`` superseded by it.
 
     One atomic step of the store (``MemoryStore.new_version``): concurrent updates of one id, from
     any thread, process or machine, each keep their version in the history, in commit order.
     """
-    store.new_version(new, vector)
+    if chunks is not None and supports(store, Chunks):
+        store.new_version(new, vector, chunks=chunks)
+    else:
+        store.new_version(new, vector)
     return new
 
 
-def write_hybrid(store, memories: list[Memory], vectors: np.ndarray, threshold: float, batch_size: int) -> None:
+def upsert(store, memories: list[Memory], vectors: np.ndarray, chunks: Sequence[np.ndarray] | None) -> None:
+    """``store.upsert``, with each memory's further window vectors where the store keeps them (Chunks)."""
+    if chunks is not None and supports(store, Chunks):
+        store.upsert(memories, vectors, chunks=chunks)
+    else:
+        store.upsert(memories, vectors)
+
+
+def write_hybrid(
+    store,
+    memories: list[Memory],
+    vectors: np.ndarray,
+    threshold: float,
+    batch_size: int,
+    chunks: Sequence[np.ndarray] | None = None,
+) -> None:
     """The seed's hybrid ingestion: importance >= ``threshold`` first in one upsert, then the rest in batches."""
     if not memories:
         return
     important = [n for n, m in enumerate(memories) if m.importance >= threshold]
     rest = [n for n, m in enumerate(memories) if m.importance < threshold]
-    if important:
-        store.upsert([memories[n] for n in important], vectors[important])
-    for start in range(0, len(rest), batch_size):
-        part = rest[start : start + batch_size]
-        store.upsert([memories[n] for n in part], vectors[part])
+    for part in [important] * bool(important) + [rest[i : i + batch_size] for i in range(0, len(rest), batch_size)]:
+        upsert(store, [memories[n] for n in part], vectors[part], None if chunks is None else [chunks[n] for n in part])
 
 
 # ---------------------------------------------------------------------- 3. encode
@@ -267,6 +331,12 @@ def embed(encoder, texts: Sequence[str], kind: str = "memory") -> np.ndarray:
     return np.asarray(encoder.encode(list(texts), kind=kind), dtype=np.float32).reshape(len(texts), encoder.dim)
 
 
+def chunk_vectors(encoder, text: str) -> np.ndarray:
+    """The vectors ``[m, dim]`` of ``text``'s windows after the first (:func:`memnets.chunking.windows`; m = 0 when it fits one)."""
+    texts = windows(encoder, text)
+    return embed(encoder, texts) if texts else np.zeros((0, encoder.dim), np.float32)
+
+
 # ---------------------------------------------------------------------- 4-5. store and managers
 class WritePath:
     """Steps 2-5 for ``AgentMemory``: score, check consistency, version and write prepared records.
@@ -294,28 +364,37 @@ class WritePath:
 
     def prepare(
         self, memories: list[Memory], scored: list[bool], names: Sequence[str] | None = None
-    ) -> tuple[list[Memory], np.ndarray]:
-        """Check the texts, encode them ``[n, dim]``, and score the importance of those without one."""
+    ) -> tuple[list[Memory], np.ndarray, list[np.ndarray]]:
+        """Check the texts, encode them ``[n, dim]`` (and a long text's further windows: one array
+        ``[m, dim]`` per memory), and score the importance of those without one."""
         for memory, name in zip(memories, names or ["text"] * len(memories)):
             check_text(memory.content, name)
             check_tokens(memory.content, self.encoder, name)
         vectors = embed(self.encoder, [m.content for m in memories])
+        chunks = [chunk_vectors(self.encoder, m.content) for m in memories]
         unscored = [n for n, done in enumerate(scored) if not done]
         if unscored:
             values = self.importance([memories[n].content for n in unscored], vectors[unscored])
             memories = list(memories)
             for n, value in zip(unscored, values):
                 memories[n] = memories[n].replace(importance=float(value))
-        return memories, vectors
+        return memories, vectors, chunks
 
     def commit(
-        self, memories: list[Memory], vectors: np.ndarray, *, explicit: list[bool], replaces: Memory | None = None
+        self,
+        memories: list[Memory],
+        vectors: np.ndarray,
+        chunks: list[np.ndarray],
+        *,
+        explicit: list[bool],
+        replaces: Memory | None = None,
     ) -> list[Memory]:
         """Write prepared records (call under the caller's lock); each returned with its ``outcome``."""
         if replaces is not None:
             new = memories[0]
             old_vector = self.store.vectors([replaces.id], replaces.owner)[0]
-            self.store.upsert([new, replaces.replace(superseded_by=new.id)], np.stack([vectors[0], old_vector]))
+            pair = [new, replaces.replace(superseded_by=new.id)]  # the older version keeps no chunks
+            upsert(self.store, pair, np.stack([vectors[0], old_vector]), [chunks[0], chunks[0][:0]])
             self._refresh(new, vectors[0])
             for manager in self.managers(new.owner):
                 manager.forget([replaces.id], reason="superseded")
@@ -330,7 +409,7 @@ class WritePath:
             if explicit[n]:
                 existing = self.store.get([memory.id], user)
                 if existing and existing[0].superseded_by is None:
-                    out[n] = self._keyed(existing[0], memory, vectors[n])
+                    out[n] = self._keyed(existing[0], memory, vectors[n], chunks[n])
                     continue
             else:
                 current = [where[key] for key in where if batch[where[key]].kind == memory.kind]
@@ -346,7 +425,7 @@ class WritePath:
                     out[n] = self._unchanged(match, memory)
                     continue
                 if outcome == "updated" and match.id not in where:
-                    out[n] = self._version(match, successor(match, memory), vectors[n])
+                    out[n] = self._version(match, successor(match, memory), vectors[n], chunks[n])
                     continue
                 if outcome == "updated":  # it changes an item of this very call: that one becomes its history
                     at = where.pop(match.id)
@@ -359,7 +438,12 @@ class WritePath:
             out[n] = (memory.id, outcome)
         if batch:
             write_hybrid(
-                self.store, batch, vectors[source], self.config.write_through_threshold, self.config.batch_size
+                self.store,
+                batch,
+                vectors[source],
+                self.config.write_through_threshold,
+                self.config.batch_size,
+                [chunks[n] for n in source],  # an older version's are dropped by the store
             )
         # an item that a later one of this call repeated or changed answers with its id's row as written
         answers = []
@@ -372,24 +456,28 @@ class WritePath:
                 answers.append(batch[where[item[0]]].replace(outcome=item[1]))
         return answers
 
-    def update(self, current: Memory, new: Memory, vector: np.ndarray | None) -> Memory:
-        """A new version ``new`` of ``current`` (``vector`` None: the text is unchanged, its vector kept)."""
+    def update(
+        self, current: Memory, new: Memory, vector: np.ndarray | None, chunks: np.ndarray | None = None
+    ) -> Memory:
+        """A new version ``new`` of ``current`` (``vector`` None: the text is unchanged, its vector and chunks kept)."""
         if same_record(current, new):
             if new.ttl is not None and new.expires_at != current.expires_at:  # the same TTL again: restarted
                 return self._refreshed(current).replace(outcome="unchanged")
             return current.replace(outcome="unchanged")
         if vector is None:
             vector = self.store.vectors([current.id], current.owner)[0]
-        return self._version(current, new, vector)
+            if supports(self.store, Chunks):
+                chunks = self.store.chunk_vectors([current.id], current.owner)[0]
+        return self._version(current, new, vector, chunks)
 
-    def _keyed(self, existing: Memory, memory: Memory, vector: np.ndarray) -> Memory:
+    def _keyed(self, existing: Memory, memory: Memory, vector: np.ndarray, chunks: np.ndarray) -> Memory:
         """An add keyed by the id of an existing memory: unchanged if it states the same, else its next version."""
         if same_record(existing, memory):
             return self._unchanged(existing, memory)
-        return self._version(existing, successor(existing, memory, merge_metadata=False), vector)
+        return self._version(existing, successor(existing, memory, merge_metadata=False), vector, chunks)
 
-    def _version(self, current: Memory, new: Memory, vector: np.ndarray) -> Memory:
-        written = write_version(self.store, current, new, vector)
+    def _version(self, current: Memory, new: Memory, vector: np.ndarray, chunks: np.ndarray | None) -> Memory:
+        written = write_version(self.store, current, new, vector, chunks)
         self._refresh(written, vector)
         return written.replace(outcome="updated")
 
@@ -419,8 +507,10 @@ __all__ = [
     "check_text",
     "classify",
     "check_tokens",
+    "chunk_vectors",
     "embed",
     "facts",
+    "frame",
     "nearest",
     "normalise",
     "successor",

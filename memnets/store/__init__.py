@@ -21,6 +21,7 @@ from memnets.store.errors import (
 from memnets.store.filters import MemoryFilter
 from memnets.store.protocol import (
     CAPABILITIES,
+    Chunks,
     Compaction,
     DeletionLedger,
     EncoderBinding,
@@ -37,6 +38,7 @@ __all__ = [
     "ArchiveFormatError",
     "ArchiveIntegrityError",
     "ArchiveKeyError",
+    "Chunks",
     "Compaction",
     "DeletionLedger",
     "EncoderBinding",

@@ -53,6 +53,7 @@ writes. The SQLite schema, format migrations and re-sealing rows (key rotation) 
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import logging
 import os
@@ -71,6 +72,7 @@ from memnets.progress import track
 from memnets.records import Memory
 from memnets.retrieval.faiss_retriever import FaissRetriever
 from memnets.store import rows as rowcodec
+from memnets.store.chunks import best_scores, check_chunks, from_blob, merge, to_blob
 from memnets.store.crypto import DEFAULT_KDF, RowCipher
 from memnets.store.disk_reserve import RESERVE_BYTES, DiskReserve
 from memnets.store.errors import StoreError, StoreIntegrityError, StoreKeyError
@@ -139,6 +141,7 @@ class Archive:
     supports_encoder_binding = True
     supports_reembed = True
     supports_expiry = True
+    supports_chunks = True
 
     def __init__(
         self,
@@ -379,16 +382,22 @@ class Archive:
         self._saved_generation = -1
 
     # ------------------------------------------------------------------ writes
-    def upsert(self, memories: Sequence[Memory], vectors) -> None:
+    def upsert(self, memories: Sequence[Memory], vectors, *, chunks=None) -> None:
         """Store memories with their vectors [N, dim] in one transaction (all or nothing).
 
         A memory whose (owner, id) exists already is replaced. Raises InvalidMemoryError, naming
         the memory, for empty/whitespace content, text that is not valid Unicode, a vector with
         NaN/inf or of the wrong dim, a repeated (owner, id) in the batch, or unserialisable metadata.
-        Content of any length is stored whole (the encoder, not the archive, truncates).
+        Content of any length is stored whole; ``chunks`` (one array [m, dim] per memory) are the
+        vectors of a long memory's further windows (:mod:`memnets.store.chunks`; kept for current
+        memories only, none given: none kept).
         """
         memories, array = rowcodec.check_batch(memories, vectors, self.dim, "Archive.upsert")
-        rows = [rowcodec.encode_row(memory, vector, "Archive.upsert") for memory, vector in zip(memories, array)]
+        extra = check_chunks(chunks, len(memories), self.dim, "Archive.upsert")
+        rows = [
+            _with_chunks(rowcodec.encode_row(memory, vector, "Archive.upsert"), more)
+            for memory, vector, more in zip(memories, array, extra)
+        ]
         if not rows:
             return
         with self._lock:
@@ -410,7 +419,7 @@ class Archive:
                 self.compact()
             self._sync()
 
-    def new_version(self, memory: Memory, vector) -> Memory:
+    def new_version(self, memory: Memory, vector, *, chunks=None) -> Memory:
         """Make ``memory`` the current version of its (owner, id), keeping the current one as history: one atomic step.
 
         Inside one ``BEGIN IMMEDIATE`` transaction (the write lock is taken before anything is
@@ -418,10 +427,12 @@ class Archive:
         a new row ``{id}~{n}`` superseded by ``id`` (n: the next free version number) and
         ``memory`` with ``vector`` [dim] is written over it. Returns that older version. KeyError
         when the owner has no current memory ``id`` (never stored, deleted, or an older version),
-        so a deletion is never undone by an update.
+        so a deletion is never undone by an update. ``chunks`` [m, dim]: the new text's further
+        windows (the older version keeps none).
         """
         array = rowcodec.check_new_version(memory, vector, self.dim, "Archive.new_version")
-        new = rowcodec.encode_row(memory, array, "Archive.new_version")
+        extra = check_chunks(None if chunks is None else [chunks], 1, self.dim, "Archive.new_version")[0]
+        new = _with_chunks(rowcodec.encode_row(memory, array, "Archive.new_version"), extra)
         with self._lock:
             with self._write() as conn:
                 record = conn.execute(
@@ -643,6 +654,21 @@ class Archive:
                 out[n] = _unpack_vector(record[0], self.dim, memory_id)
         return out
 
+    def chunk_vectors(self, ids: Iterable[str], owner: str) -> list[np.ndarray]:
+        """The further window vectors [m, dim] of the owner's memories with these ids, in order (all must exist)."""
+        ids = rowcodec.check_ids(ids, "Archive.chunk_vectors")
+        rowcodec.check_owner(owner, "Archive.chunk_vectors")
+        out = []
+        with self._lock, self._read() as conn:
+            for memory_id in ids:
+                record = conn.execute(
+                    "SELECT chunks FROM memories WHERE owner = ? AND id = ?", (owner, memory_id)
+                ).fetchone()
+                if record is None:
+                    raise KeyError(f"Archive.chunk_vectors: owner {owner!r} has no memory {memory_id!r}")
+                out.append(from_blob(record[0], self.dim))
+        return out
+
     def search(self, vector, k: int, owner: str, *, filters: MemoryFilter | None = None) -> list[tuple[Memory, float]]:
         """The owner's k current memories passing ``filters`` of highest inner product with ``vector`` [dim], best first.
 
@@ -662,7 +688,36 @@ class Archive:
             ids, scores = self._retriever.search(query, k, owner)
             rows = [int(i) for i in ids[0]]
             records = self._records_by_row(rows, owner, now)
-            return [(self._decode(records[row]), float(score)) for row, score in zip(rows, scores[0]) if row in records]
+            found = [
+                (self._decode(records[row]), float(score)) for row, score in zip(rows, scores[0]) if row in records
+            ]
+            where, params = _clear_conditions(owner, None, now)
+            with self._read() as conn:
+                best = best_scores(
+                    conn.execute(  # the partial index: only long memories' rows are read, however many others
+                        f"SELECT id, chunks FROM memories INDEXED BY memories_owner_chunked WHERE {where} "
+                        "AND chunks IS NOT NULL",
+                        params,
+                    ),
+                    query[0],
+                    self.dim,
+                )
+            return merge(found, best, k, lambda ids: self._current(ids, owner, now))
+
+    def _current(self, ids: Sequence[str], owner: str, now: float) -> list[Memory]:
+        """The owner's current, unexpired memories with these ids."""
+        out = []
+        with self._read() as conn:
+            for chunk in chunks(ids, 500):
+                out += [
+                    self._decode(r)
+                    for r in conn.execute(
+                        f"SELECT {COLUMNS} FROM memories WHERE owner = ? AND id IN ({','.join('?' * len(chunk))}) "
+                        f"AND {CURRENT} AND {LIVE}",
+                        [owner, *chunk, now],
+                    )
+                ]
+        return out
 
     def _has_expired(self, owner: str, now: float) -> bool:
         """Whether the owner has a current row that expired and is not swept yet (one indexed look-up)."""
@@ -698,13 +753,16 @@ class Archive:
         SQL, metadata and scopes on the decoded records, checked best first until k match."""
         where, params = _clear_conditions(owner, filters, now)
         with self._read() as conn:
-            candidates = conn.execute(f"SELECT row, vector FROM memories WHERE {where}", params).fetchall()
+            candidates = conn.execute(f"SELECT row, vector, chunks FROM memories WHERE {where}", params).fetchall()
         if not candidates:
             return []
-        vectors = np.frombuffer(b"".join(bytes(v) for _, v in candidates), dtype="<f4").reshape(
+        vectors = np.frombuffer(b"".join(bytes(v) for _, v, _ in candidates), dtype="<f4").reshape(
             len(candidates), self.dim
         )
         scores = vectors @ query
+        for p, (_, _, blob) in enumerate(candidates):  # a long memory ranks at its best window
+            if blob is not None:
+                scores[p] = max(scores[p], float((from_blob(blob, self.dim) @ query).max()))
         order = np.argsort(-scores, kind="stable")
         found: list[tuple[Memory, float]] = []
         batch = k if not filters.needs_payload else max(k, 256)
@@ -894,18 +952,23 @@ class Archive:
         batch, are committed when the block ends (nothing is committed if it raises)."""
         with self._lock, self._read() as conn:
             records = conn.execute(f"SELECT {COLUMNS} {self._TODO} ORDER BY m.row LIMIT ?", (size,)).fetchall()
-        batch = ReembedBatch([self._decode(r).content for r in records], [(r[0], r[10]) for r in records])
+        batch = ReembedBatch(
+            [self._decode(r).content for r in records],
+            [(r[0], r[10]) for r in records],
+            [r[9] is None for r in records],
+        )
         yield batch
         if batch.vectors is None or not records:
             return
         payload = [
-            (row, version, vector.astype("<f4").tobytes()) for (row, version), vector in zip(batch.keys, batch.vectors)
+            (row, version, vector.astype("<f4").tobytes(), to_blob(more))
+            for (row, version), vector, more in zip(batch.keys, batch.vectors, batch.chunks)
         ]
         with self._lock, self._write() as conn:
             # rows rewritten or deleted since they were read are skipped: the next batch embeds their new version
             conn.executemany(
-                "INSERT OR REPLACE INTO reembed (row, version, vector) "
-                "SELECT ?, ?, ? WHERE EXISTS (SELECT 1 FROM memories WHERE row = ?1 AND version = ?2)",
+                "INSERT OR REPLACE INTO reembed (row, version, vector, chunks) "
+                "SELECT ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM memories WHERE row = ?1 AND version = ?2)",
                 payload,
             )
 
@@ -925,16 +988,17 @@ class Archive:
                 if target is None or conn.execute(f"SELECT 1 {self._TODO} LIMIT 1").fetchone() is not None:
                     return False
                 records = conn.execute(
-                    f"SELECT {', '.join('m.' + c.strip() for c in COLUMNS.split(','))}, r.vector "
+                    f"SELECT {', '.join('m.' + c.strip() for c in COLUMNS.split(','))}, r.vector, r.chunks "
                     "FROM memories m JOIN reembed r ON r.row = m.row ORDER BY m.row"
                 ).fetchall()
                 for record in records:
-                    memory = self._decode(record[:-1])
-                    row = rowcodec.encode_row(memory, np.frombuffer(record[-1], dtype="<f4"), "Archive.reembed")
+                    memory = self._decode(record[:-2])
+                    row = rowcodec.encode_row(memory, np.frombuffer(record[-2], dtype="<f4"), "Archive.reembed")
+                    row = dataclasses.replace(row, chunks=record[-1])
                     row = rowcodec.seal_row(row, self._cipher, self.archive_id, record[10] + 1)
                     conn.execute(
-                        "UPDATE memories SET payload = ?, vector = ?, version = ? WHERE row = ?",
-                        (row.payload, row.vector, row.version, record[0]),
+                        "UPDATE memories SET payload = ?, vector = ?, chunks = ?, version = ? WHERE row = ?",
+                        (row.payload, row.vector, row.chunks, row.version, record[0]),
                     )
                 self._log_changes(conn, "1 = 1", ())
                 conn.execute("DELETE FROM reembed")
@@ -972,9 +1036,21 @@ class Archive:
 
     # ------------------------------------------------------------------ encoding
     def _decode(self, record: tuple) -> Memory:
-        _, owner, memory_id, t, last_access, importance, kind, payload, vector, superseded_by, version, expires, ttl = (
-            record
-        )
+        (
+            _,
+            owner,
+            memory_id,
+            t,
+            last_access,
+            importance,
+            kind,
+            payload,
+            vector,
+            superseded_by,
+            version,
+            expires,
+            ttl,
+        ) = record[:13]
         return rowcodec.decode_row(
             self._cipher,
             store_id=self.archive_id,
@@ -990,6 +1066,7 @@ class Archive:
             vector=vector,
             expires_at=expires,
             ttl=ttl,
+            chunks=record[13],
         )
 
 
@@ -1028,13 +1105,13 @@ def rotate_key(
 # one row written: inserted, or over the stored (owner, id) keeping its row number (its FAISS id)
 _UPSERT = (
     "INSERT INTO memories (owner, id, t, t_epoch, last_access, importance, kind, payload, vector, "
-    "superseded_by, version, expires_at, expires_epoch, ttl) VALUES (:owner, :id, :t, :t_epoch, :last_access, "
-    ":importance, :kind, :payload, :vector, :superseded_by, :version, :expires_at, :expires_epoch, :ttl) "
+    "superseded_by, version, expires_at, expires_epoch, ttl, chunks) VALUES (:owner, :id, :t, :t_epoch, :last_access, "
+    ":importance, :kind, :payload, :vector, :superseded_by, :version, :expires_at, :expires_epoch, :ttl, :chunks) "
     "ON CONFLICT (owner, id) DO UPDATE SET t = excluded.t, t_epoch = excluded.t_epoch, "
     "last_access = excluded.last_access, importance = excluded.importance, kind = excluded.kind, "
     "payload = excluded.payload, vector = excluded.vector, superseded_by = excluded.superseded_by, "
     "version = excluded.version, expires_at = excluded.expires_at, expires_epoch = excluded.expires_epoch, "
-    "ttl = excluded.ttl"
+    "ttl = excluded.ttl, chunks = excluded.chunks"
 )
 _TOMBSTONES = (
     "CREATE TABLE IF NOT EXISTS deletions (seq INTEGER PRIMARY KEY AUTOINCREMENT, owner TEXT, id TEXT, before REAL)"
@@ -1075,6 +1152,11 @@ def _clear_conditions(owner: str, filters: MemoryFilter | None, now: float) -> t
             where.append("t_epoch < ?")
             params.append(filters.until.timestamp())
     return " AND ".join(where), params
+
+
+def _with_chunks(row: rowcodec.Row, chunks: np.ndarray) -> rowcodec.Row:
+    """``row`` with its further window vectors (a current memory's only: an older version keeps none)."""
+    return dataclasses.replace(row, chunks=to_blob(chunks) if row.superseded_by is None else None)
 
 
 def _group_pairs(pairs: Iterable[tuple[str, str]]) -> Iterator[tuple[str, list[str]]]:

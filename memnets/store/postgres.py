@@ -43,6 +43,7 @@ sees the row, no index returns it). The bytes stay in dead tuples until (auto)va
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import re
 from collections.abc import Iterable, Iterator, Sequence
@@ -55,6 +56,7 @@ import numpy as np
 import memnets.timeutil as timeutil
 from memnets.records import Memory
 from memnets.store import rows as rowcodec
+from memnets.store.chunks import best_scores, check_chunks, from_blob, merge, to_blob
 from memnets.store.crypto import RowCipher
 from memnets.store.errors import StoreError, StoreFormatError, StoreUnavailableError
 from memnets.store.filters import MemoryFilter
@@ -74,7 +76,7 @@ except ImportError as error:  # pragma: no cover - depends on the installed extr
 
 log = logging.getLogger(__name__)
 
-FORMAT_VERSION = 4  # in {table}_meta; bump with a migration in _MIGRATIONS when the schema changes
+FORMAT_VERSION = 5  # in {table}_meta; bump with a migration in _MIGRATIONS when the schema changes
 # a re-embedding's new vectors (memnets.store.reembed), one per row at the version it was embedded from;
 # they go with their row (ON DELETE CASCADE). The encoder that filled the store is the meta key "encoder".
 _REEMBED = """CREATE TABLE IF NOT EXISTS {reembed} (
@@ -82,6 +84,7 @@ _REEMBED = """CREATE TABLE IF NOT EXISTS {reembed} (
         id text NOT NULL,
         version integer NOT NULL,
         embedding vector NOT NULL,
+        chunks bytea,
         PRIMARY KEY (owner, id),
         FOREIGN KEY (owner, id) REFERENCES {memories} (owner, id) ON DELETE CASCADE
     )"""
@@ -94,10 +97,17 @@ _MIGRATIONS: dict[int, list[str]] = {
         "CREATE INDEX {expires} ON {memories} (owner, expires_at) WHERE expires_at IS NOT NULL",
     ],
     3: [_REEMBED],
+    4: [  # long memories: the vectors of their further windows (memnets.store.chunks), also while re-embedding
+        "ALTER TABLE {memories} ADD COLUMN chunks bytea",
+        "ALTER TABLE {reembed} ADD COLUMN IF NOT EXISTS chunks bytea",
+        "CREATE INDEX {chunked} ON {memories} (owner) WHERE chunks IS NOT NULL",
+    ],
 }
 _SCRUBS = ("full", "vacuum", "off")  # PgVectorStore(scrub=...): the upkeep after a deletion
 _TABLE_NAME = re.compile(r"[a-z_][a-z0-9_]{0,40}")
-_COLUMNS = "owner, id, t, last_access, importance, kind, superseded_by, payload, embedding, version, expires_at, ttl"
+_COLUMNS = (
+    "owner, id, t, last_access, importance, kind, superseded_by, payload, embedding, version, expires_at, ttl, chunks"
+)
 _CURRENT = "superseded_by IS NULL"
 _LIVE = "(expires_at IS NULL OR expires_at > %s)"  # not expired at the time bound to the "%s"
 # A search with a kind/time filter ranks the matching rows exactly when at most this many match
@@ -110,11 +120,11 @@ _STREAM_BATCH = 256  # rows fetched per round trip when metadata is checked clie
 # one row written: inserted, or over the stored (owner, id)
 _UPSERT = (
     "INSERT INTO {memories} (owner, id, t, last_access, importance, kind, superseded_by, payload, embedding, "
-    "version, expires_at, ttl) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
+    "version, expires_at, ttl, chunks) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
     "ON CONFLICT (owner, id) DO UPDATE SET "
     "t = excluded.t, last_access = excluded.last_access, importance = excluded.importance, kind = excluded.kind, "
     "superseded_by = excluded.superseded_by, payload = excluded.payload, embedding = excluded.embedding, "
-    "version = excluded.version, expires_at = excluded.expires_at, ttl = excluded.ttl"
+    "version = excluded.version, expires_at = excluded.expires_at, ttl = excluded.ttl, chunks = excluded.chunks"
 )
 _HNSW = """CREATE INDEX {hnsw} ON {memories} USING hnsw (embedding vector_ip_ops)
     WITH (m = {m}, ef_construction = {ef_construction}) WHERE superseded_by IS NULL"""
@@ -134,12 +144,14 @@ _SCHEMA = [
         embedding vector({dim}) NOT NULL,
         expires_at timestamptz,                    -- NULL: never expires (not sealed, like last_access)
         ttl double precision,                      -- seconds a refresh on read gives the row again
+        chunks bytea,                              -- float32 [m, dim]: a long memory's further windows
         PRIMARY KEY (owner, id)
     )""",
     """CREATE INDEX {expires} ON {memories} (owner, expires_at) WHERE expires_at IS NOT NULL""",
     """CREATE INDEX {owner_t} ON {memories} (owner, t, id) WHERE superseded_by IS NULL""",
     """CREATE INDEX {owner_kind} ON {memories} (owner, kind) WHERE superseded_by IS NULL""",
     """CREATE INDEX {versions} ON {memories} (owner, superseded_by) WHERE superseded_by IS NOT NULL""",
+    """CREATE INDEX {chunked} ON {memories} (owner) WHERE chunks IS NOT NULL""",
     _HNSW,
     _REEMBED,
 ]
@@ -179,6 +191,7 @@ class PgVectorStore:
     supports_encoder_binding = True
     supports_reembed = True
     supports_expiry = True
+    supports_chunks = True
 
     def __init__(
         self,
@@ -226,6 +239,7 @@ class PgVectorStore:
             "hnsw": sql.Identifier(f"{table}_hnsw"),
             "reembed": sql.Identifier(f"{table}_reembed"),
             "expires": sql.Identifier(f"{table}_expires"),
+            "chunked": sql.Identifier(f"{table}_chunked"),
         }
         self._encoder: EncoderIdentity | None = None  # bound by bind_encoder (None: unchecked)
         self._pool: ConnectionPool | None = None
@@ -422,10 +436,15 @@ class PgVectorStore:
         return StoreUnavailableError(f"database unavailable: PostgreSQL at {self._where()} ({detail})")
 
     # ------------------------------------------------------------------ writes
-    def upsert(self, memories: Sequence[Memory], vectors) -> None:
-        """Store memories with their vectors [N, dim] in one transaction; an existing (owner, id) is replaced."""
+    def upsert(self, memories: Sequence[Memory], vectors, *, chunks=None) -> None:
+        """Store memories with their vectors [N, dim] in one transaction; an existing (owner, id) is replaced.
+        ``chunks``: as :meth:`memnets.store.archive.Archive.upsert` (a long memory's further windows)."""
         memories, array = rowcodec.check_batch(memories, vectors, self.dim, "PgVectorStore.upsert")
-        rows = [rowcodec.encode_row(memory, vector, "PgVectorStore.upsert") for memory, vector in zip(memories, array)]
+        extra = check_chunks(chunks, len(memories), self.dim, "PgVectorStore.upsert")
+        rows = [
+            _with_chunks(rowcodec.encode_row(memory, vector, "PgVectorStore.upsert"), more)
+            for memory, vector, more in zip(memories, array, extra)
+        ]
         if not rows:
             return
         order = sorted(range(len(rows)), key=lambda i: (rows[i].owner, rows[i].id))  # one lock order: no deadlocks
@@ -460,16 +479,18 @@ class PgVectorStore:
                     (owner, [i for o, i in stored if o == owner]),
                 )
 
-    def new_version(self, memory: Memory, vector) -> Memory:
+    def new_version(self, memory: Memory, vector, *, chunks=None) -> Memory:
         """Make ``memory`` the current version of its (owner, id), keeping the current one as history: one atomic step.
 
         Same contract as :meth:`memnets.store.archive.Archive.new_version`. The current row is
         locked (``SELECT ... FOR UPDATE``) before anything is read, so concurrent calls on one id
         from any connection queue behind it; the older version is a new row ``{id}~{n}`` (its
-        ``seq`` orders the history). KeyError when there is no current memory ``id``.
+        ``seq`` orders the history). KeyError when there is no current memory ``id``. ``chunks``
+        [m, dim]: the new text's further windows (the older version keeps none).
         """
         array = rowcodec.check_new_version(memory, vector, self.dim, "PgVectorStore.new_version")
-        new = rowcodec.encode_row(memory, array, "PgVectorStore.new_version")
+        extra = check_chunks(None if chunks is None else [chunks], 1, self.dim, "PgVectorStore.new_version")[0]
+        new = _with_chunks(rowcodec.encode_row(memory, array, "PgVectorStore.new_version"), extra)
         with self._transaction() as conn:
             record = conn.execute(
                 self._sql(
@@ -718,6 +739,22 @@ class PgVectorStore:
             raise KeyError(f"PgVectorStore.vectors: owner {owner!r} has no memory {missing[0]!r}")
         return np.stack([_array(found[i]) for i in ids]) if ids else np.zeros((0, self.dim), np.float32)
 
+    def chunk_vectors(self, ids: Iterable[str], owner: str) -> list[np.ndarray]:
+        """The further window vectors [m, dim] of these ids, in order (KeyError naming the first missing one)."""
+        ids = rowcodec.check_ids(ids, "PgVectorStore.chunk_vectors")
+        rowcodec.check_owner(owner, "PgVectorStore.chunk_vectors")
+        with self._transaction() as conn:
+            found = dict(
+                conn.execute(
+                    self._sql("SELECT id, chunks FROM {memories} WHERE owner = %s AND id = ANY(%s)"),
+                    (owner, list(dict.fromkeys(ids))),
+                ).fetchall()
+            )
+        missing = [i for i in ids if i not in found]
+        if missing:
+            raise KeyError(f"PgVectorStore.chunk_vectors: owner {owner!r} has no memory {missing[0]!r}")
+        return [from_blob(found[i], self.dim) for i in ids]
+
     def search(self, vector, k: int, owner: str, *, filters: MemoryFilter | None = None) -> list[tuple[Memory, float]]:
         """The owner's k current memories passing ``filters`` of highest inner product with ``vector``, best first.
 
@@ -737,13 +774,33 @@ class PgVectorStore:
             conn.execute(self._sql("LOCK TABLE {memories} IN ACCESS SHARE MODE"))
             self._check_encoder(conn)
             found = self._ranked(conn, query, k, where, params, filters)
+            best = best_scores(  # a long memory's further windows (memnets.store.chunks)
+                conn.execute(
+                    self._sql(f"SELECT id, chunks FROM {{memories}} WHERE {where} AND chunks IS NOT NULL"), params
+                ),
+                query,
+                self.dim,
+            )
+            found = merge(found, best, k, lambda ids: self._matching(conn, ids, owner, filters))
             self._check_encoder(conn)
         return found
+
+    def _matching(self, conn, ids: list[str], owner: str, filters: MemoryFilter | None) -> list[Memory]:
+        """The owner's current, unexpired memories with these ids that pass ``filters``."""
+        records = conn.execute(
+            self._sql(
+                f"SELECT {_COLUMNS} FROM {{memories}} WHERE owner = %s AND id = ANY(%s) AND {_CURRENT} AND {_LIVE}"
+            ),
+            (owner, ids, timeutil.now()),
+        ).fetchall()
+        memories = [self._decode(record) for record in records]
+        return [m for m in memories if filters is None or filters.matches(m)]
 
     def _ranked(
         self, conn, query: np.ndarray, k: int, where: str, params: list, filters: MemoryFilter | None
     ) -> list[tuple[Memory, float]]:
-        """Inside search's transaction: the k best (memory, score) of the rows matching ``where`` and ``filters``."""
+        """Inside search's transaction: the k best (memory, score) of the rows matching ``where`` and ``filters``
+        by their main vector."""
         if filters is not None and filters.needs_payload:
             return self._search_streaming(conn, query, k, where, params, filters)
         # a filter on clear columns: rank exactly when few rows match (the planner misjudges
@@ -955,16 +1012,24 @@ class PgVectorStore:
                 self._sql(f"SELECT {columns} {self._TODO} ORDER BY m.owner, m.id LIMIT %s FOR UPDATE OF m SKIP LOCKED"),
                 (size,),
             ).fetchall()
-            batch = ReembedBatch([self._decode(r).content for r in records], [(r[0], r[1], r[9]) for r in records])
+            batch = ReembedBatch(
+                [self._decode(r).content for r in records],
+                [(r[0], r[1], r[9]) for r in records],
+                [r[6] is None for r in records],
+            )
             yield batch
             if batch.vectors is not None and records:
                 with conn.cursor() as cursor:
                     cursor.executemany(
                         self._sql(
-                            "INSERT INTO {reembed} (owner, id, version, embedding) VALUES (%s, %s, %s, %s) "
-                            "ON CONFLICT (owner, id) DO UPDATE SET version = excluded.version, embedding = excluded.embedding"
+                            "INSERT INTO {reembed} (owner, id, version, embedding, chunks) VALUES (%s, %s, %s, %s, %s) "
+                            "ON CONFLICT (owner, id) DO UPDATE SET version = excluded.version, "
+                            "embedding = excluded.embedding, chunks = excluded.chunks"
                         ),
-                        [(*key, vector) for key, vector in zip(batch.keys, batch.vectors)],
+                        [
+                            (*key, vector, to_blob(more))
+                            for key, vector, more in zip(batch.keys, batch.vectors, batch.chunks)
+                        ],
                     )
 
     def reembed_progress(self) -> tuple[int, int]:
@@ -988,14 +1053,17 @@ class PgVectorStore:
             if target is None or conn.execute(self._sql(f"SELECT 1 {self._TODO} LIMIT 1")).fetchone() is not None:
                 return False
             records = conn.execute(
-                self._sql(f"SELECT {columns}, r.embedding FROM {{memories}} m JOIN {{reembed}} r USING (owner, id)")
+                self._sql(
+                    f"SELECT {columns}, r.embedding, r.chunks FROM {{memories}} m JOIN {{reembed}} r USING (owner, id)"
+                )
             ).fetchall()
             params = []
             for record in records:
-                vector = _array(record[-1])
-                row = rowcodec.encode_row(self._decode(record[:-1]), vector, "PgVectorStore.reembed")
+                vector = _array(record[-2])
+                row = rowcodec.encode_row(self._decode(record[:-2]), vector, "PgVectorStore.reembed")
+                row = dataclasses.replace(row, chunks=None if record[-1] is None else bytes(record[-1]))
                 row = rowcodec.seal_row(row, self._cipher, self.archive_id, record[9] + 1)
-                params.append((row.payload, vector, row.version, record[0], record[1]))
+                params.append((row.payload, vector, row.chunks, row.version, record[0], record[1]))
             resized = target.dim != self.dim
             if resized:  # another dim: a new column (and index) of that dim
                 conn.execute(self._sql("DROP INDEX IF EXISTS {hnsw}"))
@@ -1006,7 +1074,8 @@ class PgVectorStore:
             with conn.cursor() as cursor:
                 cursor.executemany(
                     self._sql(
-                        "UPDATE {memories} SET payload = %s, embedding = %s, version = %s WHERE owner = %s AND id = %s"
+                        "UPDATE {memories} SET payload = %s, embedding = %s, chunks = %s, version = %s "
+                        "WHERE owner = %s AND id = %s"
                     ),
                     params,
                 )
@@ -1027,7 +1096,7 @@ class PgVectorStore:
 
     def _decode(self, record: Sequence) -> Memory:
         owner, memory_id, t, last_access, importance, kind, superseded_by, payload, embedding, version, expires, ttl = (
-            record
+            record[:12]
         )
         return rowcodec.decode_row(
             self._cipher,
@@ -1044,6 +1113,7 @@ class PgVectorStore:
             vector=_array(embedding).astype("<f4").tobytes(),
             expires_at=None if expires is None else as_utc(expires).isoformat(),
             ttl=ttl,
+            chunks=None if record[12] is None else bytes(record[12]),
         )
 
 
@@ -1062,7 +1132,13 @@ def _params(row: rowcodec.Row, vector: np.ndarray) -> tuple:
         row.version,
         None if row.expires_at is None else datetime.fromisoformat(row.expires_at),
         row.ttl,
+        row.chunks,
     )
+
+
+def _with_chunks(row: rowcodec.Row, chunks: np.ndarray) -> rowcodec.Row:
+    """``row`` with its further window vectors (a current memory's only: an older version keeps none)."""
+    return dataclasses.replace(row, chunks=to_blob(chunks) if row.superseded_by is None else None)
 
 
 def _array(embedding) -> np.ndarray:

@@ -41,6 +41,12 @@ and a store that implements one sets the flag to True as a class attribute. Call
   ``owners`` at once, and ``search`` still fills k from the others; ``history`` and ``vectors``
   still return it (the deletion path and callers holding an id read them) until a sweep deletes
   it; ``expired`` lists what a sweep takes, ``refresh_expiry`` moves an expiry on a read.
+- :class:`Chunks` (``supports_chunks``): a memory longer than the encoder's window keeps the
+  vectors of its further windows (:mod:`memnets.chunking`) with its current row: ``upsert`` and
+  ``new_version`` take them as ``chunks=`` (one array [m, dim] per memory; none given: the row has
+  none), ``chunk_vectors`` reads them back, and ``search`` returns each memory once at its best
+  window's score (:mod:`memnets.store.chunks`). Every path that rewrites or removes the row takes
+  its chunks with it; an older version keeps its main vector only.
 
 A store without a flag has none of these; the manager then forgets deletions made in its own
 process only. The contract suite (:mod:`memnets.store.testing`) checks every declared capability.
@@ -197,6 +203,16 @@ class Expiry(Protocol):
         """(owner, id) of every stored row expired at ``now`` (of one owner or all), sorted: what a sweep deletes."""
 
 
+@runtime_checkable
+class Chunks(Protocol):
+    """Capability: several vectors per long memory, searched as one memory at its best window."""
+
+    supports_chunks: bool
+
+    def chunk_vectors(self, ids: Iterable[str], owner: str) -> list[np.ndarray]:
+        """The further window vectors [m, dim] of these memories, in order (m = 0 for a memory without; KeyError for an unknown id)."""
+
+
 CAPABILITIES: dict[type, str] = {
     DeletionLedger: "supports_deletion_ledger",
     Compaction: "supports_compaction",
@@ -204,6 +220,7 @@ CAPABILITIES: dict[type, str] = {
     EncoderBinding: "supports_encoder_binding",
     Reembedding: "supports_reembed",
     Expiry: "supports_expiry",
+    Chunks: "supports_chunks",
 }
 """Every optional capability and the flag a store sets to declare it."""
 

@@ -4,6 +4,8 @@ A store filled by one encoder cannot be searched with another (:mod:`memnets.sto
 move it to a new encoder (a trained pack's, another backend), :func:`reembed` embeds every row of
 every user again (current memories, their older versions and any other stored row) in batches:
 
+- a current memory longer than the encoder's window is embedded window by window
+  (:mod:`memnets.chunking`), its further windows' vectors saved with its new main vector;
 - each batch's new vectors go to a side table (keyed by row and by the row's version, so a memory
   rewritten meanwhile is embedded again), committed per batch: a worker killed at any moment
   (SIGKILL included) loses at most the batch it was encoding, and the next run carries on from the
@@ -30,6 +32,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from tqdm import tqdm
 
+from memnets.chunking import windows
 from memnets.store.identity import EncoderIdentity
 
 log = logging.getLogger(__name__)
@@ -39,20 +42,27 @@ DEFAULT_BATCH = 64
 @dataclass
 class ReembedBatch:
     """Rows claimed for re-embedding: their ``texts`` (the memories' content) and, once set with
-    :meth:`save`, their new vectors; ``keys`` are the store's own row references."""
+    :meth:`save`, their new vectors and chunk vectors; ``keys`` are the store's own row references,
+    ``current`` whether each row is a current memory (only those keep chunks)."""
 
     texts: list[str]
     keys: list = field(default_factory=list)
+    current: list[bool] = field(default_factory=list)
     vectors: np.ndarray | None = None
+    chunks: list[np.ndarray] | None = None
 
-    def save(self, vectors, dim: int) -> None:
-        """The new vectors [len(texts), dim], checked: finite, of the target dim, one per text."""
+    def save(self, vectors, dim: int, chunks: list | None = None) -> None:
+        """The new vectors [len(texts), dim] and (a store with the Chunks capability) each row's further
+        window vectors [m, dim], checked: finite, of the target dim, one per text."""
         array = np.asarray(vectors.numpy() if hasattr(vectors, "numpy") else vectors, dtype=np.float32)
         if array.shape != (len(self.texts), dim):
             raise ValueError(f"reembed: expected vectors of shape ({len(self.texts)}, {dim}), got {array.shape}")
-        if not np.isfinite(array).all():
+        extra = [np.zeros((0, dim), np.float32)] * len(self.texts) if chunks is None else list(chunks)
+        if len(extra) != len(self.texts) or any(np.shape(c)[1:] != (dim,) for c in extra):
+            raise ValueError(f"reembed: expected one chunk array [m, {dim}] per text")
+        if not np.isfinite(array).all() or not all(np.isfinite(c).all() for c in extra):
             raise ValueError("reembed: the encoder returned NaN or inf")
-        self.vectors = array
+        self.vectors, self.chunks = array, [np.asarray(c, dtype=np.float32) for c in extra]
 
 
 @dataclass(frozen=True)
@@ -95,7 +105,15 @@ def reembed(
             with store.reembed_batch(batch_size) as batch:
                 if not batch.texts:
                     break
-                batch.save(encoder.encode(batch.texts, kind="memory"), identity.dim)
+                chunked = [
+                    windows(encoder, text) if current else [] for text, current in zip(batch.texts, batch.current)
+                ]
+                flat = batch.texts + [text for texts in chunked for text in texts]  # one encode call per batch
+                vectors = np.asarray(encoder.encode(flat, kind="memory"), dtype=np.float32).reshape(len(flat), -1)
+                ends = np.cumsum([len(batch.texts)] + [len(texts) for texts in chunked])
+                batch.save(
+                    vectors[: len(batch.texts)], identity.dim, [vectors[a:b] for a, b in zip(ends[:-1], ends[1:])]
+                )
             embedded += len(batch.texts)
             batches += 1
             bar.update(len(batch.texts))

@@ -39,6 +39,7 @@ from datetime import datetime
 import numpy as np
 
 from memnets.records import Memory
+from memnets.store.chunks import sealed_bytes
 from memnets.store.crypto import (
     DEFAULT_KDF,
     RowCipher,
@@ -75,6 +76,7 @@ class Row:
     expires_at: str | None = None  # ISO 8601 UTC; None: never expires
     expires_epoch: float | None = None  # the same instant, for SQL comparisons
     ttl: float | None = None  # seconds; what a refresh on read adds to its time
+    chunks: bytes | None = None  # float32 [m, dim] of a long memory's further windows (memnets.store.chunks)
 
 
 def new_store_id() -> str:
@@ -186,7 +188,7 @@ def seal_row(row: Row, cipher: RowCipher | None, store_id: str, version: int) ->
                 row.t,
                 row.kind,
                 row.importance,
-                row.vector,
+                sealed_bytes(row.vector, row.chunks),
                 row.superseded_by,
                 store_id=store_id,
                 version=version,
@@ -291,13 +293,13 @@ def decode_row(
     vector: bytes,
     expires_at: str | None = None,
     ttl: float | None = None,
+    chunks: bytes | None = None,
 ) -> Memory:
     """The Memory of a stored row; StoreIntegrityError, naming the row, when its seal or payload does not check out."""
     payload = bytes(payload)
     if cipher is not None:
-        aad = row_aad(
-            owner, memory_id, t, kind, importance, bytes(vector), superseded_by, store_id=store_id, version=version
-        )
+        vector = sealed_bytes(vector, chunks)
+        aad = row_aad(owner, memory_id, t, kind, importance, vector, superseded_by, store_id=store_id, version=version)
         payload = cipher.open(payload, aad, what=f"memory {memory_id!r} of owner {owner!r} (row version {version})")
     try:
         fields = json.loads(payload.decode("utf-8"))

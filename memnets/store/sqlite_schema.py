@@ -22,12 +22,15 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from memnets.store import rows as rowcodec
+from memnets.store.chunks import sealed_bytes
 from memnets.store.crypto import RowCipher
 from memnets.store.errors import StoreCorruptError, StoreError, StoreFormatError, StoreReadOnlyError
 
-FORMAT_VERSION = 5  # stored in PRAGMA user_version; bump with a migration (MIGRATIONS) when the schema changes
+FORMAT_VERSION = 6  # stored in PRAGMA user_version; bump with a migration (MIGRATIONS) when the schema changes
 DB_FILE = "archive.sqlite3"
-COLUMNS = "row, owner, id, t, last_access, importance, kind, payload, vector, superseded_by, version, expires_at, ttl"
+COLUMNS = (
+    "row, owner, id, t, last_access, importance, kind, payload, vector, superseded_by, version, expires_at, ttl, chunks"
+)
 CURRENT = "superseded_by IS NULL"  # rows that search, listings, counts and the FAISS index see
 LIVE = "(expires_epoch IS NULL OR expires_epoch > ?)"  # not expired at the time bound to the "?"
 
@@ -49,6 +52,7 @@ CREATE TABLE memories (
     expires_at TEXT,                        -- ISO 8601 UTC (NULL: never expires), not sealed, like last_access
     expires_epoch REAL,                     -- the same instant, for comparisons
     ttl REAL,                               -- seconds a refresh on read gives the row again
+    chunks BLOB,                            -- float32 [m, dim]: a long memory's further windows (NULL: none)
     UNIQUE (owner, id)
 );
 CREATE INDEX memories_owner_expires ON memories (owner, expires_epoch) WHERE expires_epoch IS NOT NULL;
@@ -56,8 +60,9 @@ CREATE INDEX memories_owner_t ON memories (owner, t_epoch);
 CREATE INDEX memories_t ON memories (t_epoch);
 CREATE INDEX memories_owner_superseded ON memories (owner, superseded_by);
 CREATE INDEX memories_owner_kind ON memories (owner, kind);  -- kind filters read only matching rows
+CREATE INDEX memories_owner_chunked ON memories (owner) WHERE chunks IS NOT NULL;  -- a search reads only long memories' chunks
 CREATE TABLE changes (seq INTEGER PRIMARY KEY AUTOINCREMENT, row INTEGER NOT NULL);
-CREATE TABLE reembed (row INTEGER PRIMARY KEY, version INTEGER NOT NULL, vector BLOB NOT NULL);
+CREATE TABLE reembed (row INTEGER PRIMARY KEY, version INTEGER NOT NULL, vector BLOB NOT NULL, chunks BLOB);
 """
 # reembed: a re-embedding's new vectors (memnets.store.reembed), one per memories row at the version
 # it was embedded from; swapped into memories in one transaction when every row has one. The encoder
@@ -79,6 +84,11 @@ MIGRATIONS = {
         "CREATE INDEX memories_owner_expires ON memories (owner, expires_epoch) WHERE expires_epoch IS NOT NULL",
     ],
     4: ["CREATE TABLE IF NOT EXISTS reembed (row INTEGER PRIMARY KEY, version INTEGER NOT NULL, vector BLOB NOT NULL)"],
+    5: [  # long memories: the vectors of their further windows (memnets.store.chunks), also while re-embedding
+        "ALTER TABLE memories ADD COLUMN chunks BLOB",
+        "ALTER TABLE reembed ADD COLUMN chunks BLOB",
+        "CREATE INDEX memories_owner_chunked ON memories (owner) WHERE chunks IS NOT NULL",
+    ],
 }
 CHECKS = ("quick", "full", "off")  # Archive(check=...): what is verified on open, see check_file
 _UNIQUE_INDEX = "sqlite_autoindex_memories_1"  # the (owner, id) index SQLite builds for UNIQUE (owner, id)
@@ -288,8 +298,9 @@ def record_aad(record: tuple, store_id: str | None) -> bytes:
     """The associated data of a stored record (columns as in :data:`COLUMNS`) in a store with this id
     (``None``: the layout from before archive ids, see :func:`memnets.store.rows.row_aad`)."""
     _, owner, memory_id, t, _, importance, kind, _, vector, superseded_by, version = record[:11]
+    vector = sealed_bytes(vector, record[13])
     return rowcodec.row_aad(
-        owner, memory_id, t, kind, importance, bytes(vector), superseded_by, store_id=store_id, version=version
+        owner, memory_id, t, kind, importance, vector, superseded_by, store_id=store_id, version=version
     )
 
 

@@ -46,6 +46,7 @@ from memnets.store.errors import InvalidMemoryError
 from memnets.store.filters import MemoryFilter
 from memnets.store.protocol import (
     CAPABILITIES,
+    Chunks,
     Compaction,
     DeletionLedger,
     Expiry,
@@ -648,3 +649,64 @@ class StoreContract:
         back = store.get(["m"], "ann")[0]
         assert back.expires_at == moment and back.ttl == pytest.approx(12.345678)
         np.testing.assert_allclose(store.vectors(["m"], "ann")[0], vector_for("m"), atol=1e-6)
+
+    # ---------------------------------------------------------------------- chunks (long memories)
+    def _chunked(self, store) -> tuple[Memory, np.ndarray]:
+        """A long memory "long" whose main vector is far from the probe and whose third window is it."""
+        if not supports(store, Chunks):
+            pytest.skip(f"{type(store).__name__} does not declare Chunks (supports_chunks)")
+        others = [memory_for(f"m{i}", "ann", minutes=i, metadata={"tag": "x"}) for i in range(30)]
+        store.upsert(others, vectors_for(others))
+        long = memory_for("long", "ann", minutes=40, metadata={"tag": "x"}, content="a long memory " * 50)
+        windows = np.stack([vector_for("w1"), vector_for("w2"), vector_for("probe")])
+        store.upsert([long], vector_for("long")[None], chunks=[windows])
+        return long, windows
+
+    def test_chunks_find_a_long_memory_once_at_its_best_window(self, store):
+        long, windows = self._chunked(store)
+        probe = vector_for("probe")
+        for filters in (None, {"kind": "observation"}, {"metadata": {"tag": "x"}}):
+            hits = store.search(probe, 5, "ann", filters=filters)
+            assert hit_ids(hits)[0] == "long", filters
+            assert hit_ids(hits).count("long") == 1 and len(hits) == 5, filters
+            assert hits[0][1] == pytest.approx(1.0, abs=1e-5), filters  # the best window's score, not the main one's
+        assert hit_ids(store.search(probe, 5, "ann", filters={"metadata": {"tag": "y"}})) == []  # filters still apply
+        assert hit_ids(store.search(vector_for("m3"), 1, "ann")) == ["m3"]  # the main vectors rank as before
+        np.testing.assert_allclose(store.chunk_vectors(["long", "m1"], "ann")[0], windows, atol=1e-6)
+        assert store.chunk_vectors(["m1"], "ann")[0].shape == (0, DIM)
+        with pytest.raises(KeyError):
+            store.chunk_vectors(["missing"], "ann")
+        assert hit_ids(store.search(probe, 5, "bob")) == []  # owner-scoped
+
+    def test_chunks_follow_the_row_through_replace_version_and_delete(self, store):
+        long, _ = self._chunked(store)
+        probe = vector_for("probe")
+        older = store.new_version(long.replace(content="a long memory, rewritten " * 40), vector_for("long2"))
+        assert store.chunk_vectors([older.id], "ann")[0].shape == (0, DIM)  # history is not searched
+        assert store.chunk_vectors(["long"], "ann")[0].shape == (0, DIM)  # the new text gave none
+        assert "long" not in hit_ids(store.search(probe, 3, "ann"))
+        store.new_version(
+            store.get(["long"], "ann")[0].replace(content="again " * 60),
+            vector_for("long3"),
+            chunks=vector_for("probe")[None],
+        )
+        assert hit_ids(store.search(probe, 1, "ann")) == ["long"]
+        store.upsert([store.get(["long"], "ann")[0]], vector_for("long3")[None])  # replaced without chunks
+        assert "long" not in hit_ids(store.search(probe, 3, "ann"))
+        store.upsert([store.get(["long"], "ann")[0]], vector_for("long3")[None], chunks=[vector_for("probe")[None]])
+        store.delete(["long"], "ann")
+        assert "long" not in hit_ids(store.search(probe, 3, "ann"))
+        assert len(store.search(probe, 40, "ann")) == 30
+
+    @pytest.mark.parametrize(
+        "chunks",
+        [[np.full((2, DIM), np.nan)], [np.zeros((2, DIM + 1))], [np.zeros(DIM)], [None, None]],
+        ids=["nan", "wrong-dim", "one-dimensional", "one-too-many"],
+    )
+    def test_bad_chunks_are_refused_and_nothing_is_written(self, store, chunks):
+        if not supports(store, Chunks):
+            pytest.skip(f"{type(store).__name__} does not declare Chunks (supports_chunks)")
+        memory = memory_for("m", "ann")
+        with pytest.raises(InvalidMemoryError, match="chunks"):
+            store.upsert([memory], vector_for("m")[None], chunks=chunks)
+        assert store.count("ann") == 0
