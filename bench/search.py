@@ -8,6 +8,10 @@ recall@10 against exact search. The approximate kinds (IVF, IVF-SQ8, HNSW) are b
 retriever's defaults for the size and swept over nprobe / efSearch through the per-search options;
 the default setting is the main row. Then, on the same index, 1,000 memories (the queries' exact
 best matches) are deleted and the first search after it is timed, with a check that none comes back.
+
+``--growth`` runs bench.search_growth instead: the default index grown in adds of 1k, 100k or all
+at once, recall and latency at each checkpoint right after the add and after ``wait()``, its rebuilds
+and the searches made during them.
 """
 
 from __future__ import annotations
@@ -398,7 +402,22 @@ def main(argv: list[str] | None = None) -> int:
         default=DELETES,
         help=f"memories deleted before the after-delete figures (default {DELETES:,}; at most n/10)",
     )
+    p.add_argument(
+        "--growth",
+        action="store_true",
+        help="the growth mode instead (bench.search_growth): recall and latency of the default index as it "
+        "grows through --sizes (default 10k,100k,300k,1M; --quick: 10k,60k) in adds of --adds",
+    )
+    p.add_argument(
+        "--adds",
+        type=lambda s: tuple(0 if x == "all" else int(x) for x in s.split(",")),
+        default=None,
+        help="growth mode: comma-separated add sizes, 'all' for everything at once (default 1000,100000,all; "
+        "--quick: 1000,10000,all)",
+    )
     args = p.parse_args(argv)
+    if args.growth:
+        return growth_main(args)
     sizes = args.sizes or (QUICK_SIZES if args.quick else FULL_SIZES)
     nprobes, ef_searches = (QUICK_NPROBES, QUICK_EF_SEARCHES) if args.quick else (NPROBES, EF_SEARCHES)
     base, queries = real_embeddings(CACHE_DIR)
@@ -449,6 +468,36 @@ def main(argv: list[str] | None = None) -> int:
         f"memory has near-duplicates. Queries: the {len(queries):,} LoCoMo questions.",
     )
     write_result(args.out, "search", settings, results, notes)
+    return 0
+
+
+def growth_main(args) -> int:
+    """``--growth``: run bench.search_growth, print its tables, save ``search_growth.json``."""
+    from bench import search_growth
+
+    checkpoints = args.sizes or (search_growth.QUICK_CHECKPOINTS if args.quick else search_growth.CHECKPOINTS)
+    adds = args.adds or (search_growth.QUICK_ADDS if args.quick else search_growth.ADDS)
+    bad = [a for a in adds if a < 0]
+    if bad:
+        raise SystemExit(f"python -m bench.search: --adds must be sizes >= 1 or 'all', got {bad}")
+    base, queries = real_embeddings(CACHE_DIR)
+    results, notes = search_growth.run_growth(base, queries, checkpoints, adds, noise=DEFAULT_NOISE)
+    settings = {
+        "checkpoints": list(checkpoints),
+        "adds": list(adds),
+        "k": K,
+        "noise_std": DEFAULT_NOISE,
+        "real_memories": len(base),
+        "recall_queries": min(len(queries), search_growth.RECALL_QUERIES),
+        "latency_calls": search_growth.LATENCY_CALLS,
+        "agent_interval_s": search_growth.AGENT_INTERVAL_S,
+        "throughput_threads": __import__("faiss").omp_get_max_threads(),
+    }
+    path = write_result(args.out, "search_growth", settings, results, notes)
+    print(search_growth.growth_table(results))
+    print()
+    print(search_growth.rebuild_table(results))
+    print(f"\nwritten {path}")
     return 0
 
 

@@ -85,6 +85,33 @@ def test_brute_force_agrees_with_exact_faiss(search_results):
     assert ivf[-1]["recall@10"] >= ivf[0]["recall@10"]  # visiting more lists is at least as good as one
 
 
+def test_growth_mode_measures_each_checkpoint_and_the_rebuilds(monkeypatch):
+    """bench.search_growth on a few thousand vectors, with the retriever's flat -> IVF switch lowered
+    to 1,000 so that a background rebuild happens: every checkpoint measured twice, the rebuild's
+    phases read from the retriever's log, the agent's calls split, and the tables written."""
+    import memnets.retrieval.faiss_retriever as retriever_module
+    from bench import search_growth
+
+    monkeypatch.setattr(retriever_module, "AUTO_EXACT_BELOW", 1_000)
+    monkeypatch.setattr(search_growth, "LATENCY_CALLS", 5)
+    monkeypatch.setattr(search_growth, "SWEEP_CALLS", 2)
+    results, notes = search_growth.run_growth(unit(400, 32, 0), unit(50, 32, 1), (500, 3000), (250, 0), noise=0.02)
+    grown, at_once = results["runs"]
+    assert [p["n"] for p in grown["points"]] == [500, 3000] == [p["n"] for p in at_once["points"]]
+    first, last = grown["points"]
+    assert first["after_add"]["kind"] == "flat" and first["after_add"]["recall@10"] == 1.0
+    assert last["after_wait"]["kind"] == "ivf" and not last["after_wait"]["upkeep_in_flight"]
+    assert last["after_wait"]["trained_size"] >= 1_000 and 0.0 < last["after_wait"]["recall@10"] <= 1.0
+    wait = last["after_wait"]
+    assert set(wait["by_nprobe"]) == {p for p in (8, 32, 64) if p <= wait["nlist"]} and wait["nprobe"] == 16
+    swapped = [r for r in grown["rebuilds"] if r["event"] == "swapped"]
+    assert swapped and all(r["end_s"] >= r["start_s"] >= 0 and r["build_s"] > 0 for r in swapped)
+    assert sum(group["calls"] for group in grown["agent"].values()) > 0
+    assert at_once["rebuilds"] == [] and at_once["points"][1]["after_add"]["kind"] == "ivf"
+    assert "| adds of 250 | 3k |" in search_growth.growth_table(results)
+    assert "| adds of 250 |" in search_growth.rebuild_table(results) and notes
+
+
 def test_report_has_tables_plots_and_raw_json(search_results, tmp_path):
     out, _ = search_results
     payload = json.loads((out / "search.json").read_text())

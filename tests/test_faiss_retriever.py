@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from memnets.retrieval.faiss_index import omp_threads
 from memnets.retrieval.faiss_retriever import FaissRetriever, gpu_available
 
 DIM = 16
@@ -358,6 +359,133 @@ def test_compaction_swaps_atomically_with_concurrent_adds_and_removes():
     assert not {row[0] for row in got} - live
 
 
+def test_writes_made_during_a_rebuild_are_replayed_mostly_outside_the_lock(monkeypatch, caplog):
+    """A journal longer than REPLAY_UNDER_LOCK is replayed without the lock, pass by pass, and only
+    what is left when it is short enough under it; the swapped index holds every write, in order."""
+    import memnets.retrieval.faiss_retriever as module
+
+    monkeypatch.setattr(module, "REPLAY_UNDER_LOCK", 100)
+    retriever = PausedBuild(DIM, "ivf", use_gpu=False, exact_below=0, retrain_growth=2.0)
+    vectors = unit_vectors(2000, seed=5)
+    ids = [f"m{i}" for i in range(2000)]
+    retriever.add(ids[:500], vectors[:500], "o")
+    retriever.add(ids[500:1001], vectors[500:1001], "o")  # 1,001 > 2 x 500: a retrain starts
+    assert retriever.started.wait(30)
+    for start in range(1001, 2000, 50):  # 999 vectors journalled during the build (2,000 <= 2 x 1,001)
+        retriever.add(ids[start : start + 50], vectors[start : start + 50], "o")
+    retriever.remove(ids[1001:1101])  # a remove in the journal too, after the adds of these ids
+    with caplog.at_level("INFO", logger=module.__name__):
+        retriever.go.set()
+        assert retriever.wait(timeout=60)
+    swaps = [r.upkeep for r in caplog.records if getattr(r, "upkeep", {}).get("event") == "swapped"]
+    assert len(swaps) == 1
+    assert swaps[0]["replayed"] == 1099 and swaps[0]["replayed_under_lock"] == 0
+    assert swaps[0]["trained_size"] == 1001 and retriever.stats("o")["trained_size"] == 1001
+    live = ids[:1001] + ids[1101:]
+    assert retriever.ids("o") == live and retriever.count("o") == 1900
+    got, _ = retriever.search(vectors[1001::37], 1, "o", nprobe=retriever.stats("o")["nlist"])
+    assert [row for row, i in zip(got, range(1001, 2000, 37)) if i >= 1101] == [
+        [ids[i]] for i in range(1001, 2000, 37) if i >= 1101
+    ]  # each replayed add finds itself
+    assert not {row[0] for row in got} & set(ids[1001:1101])  # the replayed remove holds
+
+
+def test_a_rebuild_copies_an_ivf_owner_in_pieces_while_writes_go_on(monkeypatch):
+    """The copy of an IVF owner takes the lock one piece at a time; adds and removes made between
+    pieces (into lists copied already or not yet) all end up in the rebuilt index, once."""
+    import memnets.retrieval.faiss_retriever as module
+
+    monkeypatch.setattr(module, "COPY_PIECE", 100)
+    retriever = FaissRetriever(DIM, "ivf", use_gpu=False, exact_below=0, retrain_growth=2.0)
+    vectors = unit_vectors(1700, seed=6)
+    ids = [f"m{i}" for i in range(1700)]
+    pieces, real_copy = [], module.copy_lists
+
+    def copy_then_write(state, start, max_vectors):  # the real copy; writes between pieces
+        out = real_copy(state, start, max_vectors)
+        pieces.append(len(out[1]))
+        if len(pieces) == 2:
+            retriever.remove(ids[::7][:100])  # old vectors, in lists copied or not
+            retriever.add(ids[1001:1401], vectors[1001:1401], "o")
+        elif len(pieces) == 4:
+            retriever.remove(ids[1001:1051])  # some of those new ones
+            retriever.add(ids[1401:1500], vectors[1401:1500], "o")
+        return out
+
+    monkeypatch.setattr(module, "copy_lists", copy_then_write)
+    retriever.add(ids[:500], vectors[:500], "o")
+    retriever.add(ids[500:1001], vectors[500:1001], "o")  # 1,001 > 2 x 500: a retrain starts
+    assert retriever.wait(timeout=60)
+    assert len(pieces) >= 5  # whole lists until 100 vectors or more, not the whole index at once
+    gone = set(ids[::7][:100]) | set(ids[1001:1051])
+    live = [i for i in ids[:1500] if i not in gone]
+    assert retriever.ids("o") == live and retriever.count("o") == len(live)
+    state = retriever._owners["o"]
+    # built from the 1,001 old vectors less the removed ones whose lists were copied after the remove
+    assert 901 <= state.trained_size < 1001 and state.live == state.index.ntotal == len(live)
+    order = [i for i in range(1500) if ids[i] not in gone]
+    got, _ = retriever.search(vectors[order], 1, "o", nprobe=retriever.stats("o")["nlist"])
+    assert got == [[ids[i]] for i in order]
+
+
+def test_a_background_rebuild_leaves_a_core_to_searches():
+    """Upkeep runs on all but UPKEEP_SPARE_THREADS (1) of the OpenMP threads a new thread gets, at
+    least one, so searches keep a core; the setting is the upkeep thread's own: the caller's stays."""
+
+    class Recording(FaissRetriever):
+        def _build(self, kind, vectors, labels):
+            threads.append((threading.current_thread().name, faiss.omp_get_max_threads()))
+            return super()._build(kind, vectors, labels)
+
+    threads: list[tuple[str, int]] = []
+    retriever = Recording(DIM, "ivf", use_gpu=False, exact_below=0, retrain_growth=2.0)
+    vectors = unit_vectors(1000, seed=7)
+    with omp_threads(3):  # the caller's setting, whatever this machine's core count
+        retriever.add([f"m{i}" for i in range(400)], vectors[:400], "o")  # built here, by the caller
+        retriever.add([f"m{i}" for i in range(400, 1000)], vectors[400:], "o")  # 1,000 > 2 x 400: upkeep
+        assert retriever.wait(timeout=60)
+        assert faiss.omp_get_max_threads() == 3
+    fresh: list[int] = []  # what any new thread starts with
+    probe = threading.Thread(target=lambda: fresh.append(faiss.omp_get_max_threads()))
+    probe.start()
+    probe.join()
+    assert threads == [("MainThread", 3), ("faiss-upkeep-o", max(1, fresh[0] - 1))]
+
+
+def test_a_large_add_to_an_ivf_owner_assigns_its_lists_without_the_lock(monkeypatch):
+    """An add of ASSIGN_UNLOCKED_FROM vectors or more finds their IVF lists before taking the lock
+    (searches go on meanwhile); the index ends up exactly as a plain add would leave it."""
+    import memnets.retrieval.faiss_retriever as module
+
+    vectors = unit_vectors(4000, seed=9)
+    ids = [f"m{i}" for i in range(4000)]
+    monkeypatch.setattr(module, "ASSIGN_UNLOCKED_FROM", 10**9)  # the reference: every add assigned under the lock
+    reference = FaissRetriever(DIM, "ivf", use_gpu=False, exact_below=0, background=False)
+    reference.add(ids[:2000], vectors[:2000], "o")
+    reference.add(ids[2000:], vectors[2000:], "o")
+    monkeypatch.setattr(module, "ASSIGN_UNLOCKED_FROM", 1_024)
+    locked, real_assign = [], module.assign_lists
+
+    def recording(state, batch):
+        locked.append(retriever._lock._is_owned())
+        return real_assign(state, batch)
+
+    monkeypatch.setattr(module, "assign_lists", recording)
+    retriever = FaissRetriever(DIM, "ivf", use_gpu=False, exact_below=0, background=False)
+    retriever.add(ids[:2000], vectors[:2000], "o")  # a new owner: built, nothing to assign
+    retriever.add(ids[2000:2500], vectors[2000:2500], "o")  # under 1,024: assigned in the add
+    retriever.add(ids[2500:], vectors[2500:], "o")
+    assert locked == [False]
+
+    def lists(r):
+        invlists = faiss.extract_index_ivf(r._owners["o"].index).invlists
+        return [sorted(faiss.rev_swig_ptr(invlists.get_ids(i), invlists.list_size(i))) for i in range(invlists.nlist)]
+
+    assert lists(retriever) == lists(reference)
+    queries = unit_vectors(20, seed=10)
+    assert retriever.search(queries, 10, "o")[0] == reference.search(queries, 10, "o")[0]
+
+
 def test_background_retrain_when_an_ivf_owner_outgrows_its_training():
     retriever = FaissRetriever(DIM, "ivf", use_gpu=False, exact_below=0, retrain_growth=2.0)
     vectors = unit_vectors(2000, seed=4)
@@ -372,6 +500,20 @@ def test_background_retrain_when_an_ivf_owner_outgrows_its_training():
     assert stats["trained_size"] == 2000 and stats["nlist"] == 51 and stats["live"] == 2000
     got, _ = retriever.search(vectors[::100], 1, "o")
     assert got == [[ids[i]] for i in range(0, 2000, 100)]
+
+
+def test_an_ivf_owner_is_retrained_once_it_doubles_by_default():
+    """The default retrain_growth is 2: an IVF owner trained at 400 is retrained past 800, not at
+    800 (a factor of 4 let an index trained at 100k serve 400k+ memories in the growth benchmark)."""
+    retriever = FaissRetriever(DIM, "ivf", use_gpu=False, exact_below=0, background=False)
+    assert retriever.retrain_growth == 2.0
+    vectors = unit_vectors(1000, seed=8)
+    ids = [f"m{i}" for i in range(1000)]
+    retriever.add(ids[:400], vectors[:400], "o")
+    retriever.add(ids[400:800], vectors[400:800], "o")  # 800 = 2 x 400: not yet
+    assert retriever.stats("o")["trained_size"] == 400 and retriever.stats("o")["nlist"] == 10
+    retriever.add(ids[800:801], vectors[800:801], "o")
+    assert retriever.stats("o")["trained_size"] == 801 and retriever.stats("o")["nlist"] == 20
 
 
 # ---------------------------------------------------------------------- options and persistence

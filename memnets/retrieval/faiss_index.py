@@ -267,14 +267,29 @@ def ivf_params(ivf, nprobe: int):
     return params
 
 
-def append(state: OwnerIndex, vectors: np.ndarray, labels: np.ndarray) -> None:
-    """Add vectors under their labels (ascending, above every label the owner holds)."""
+def assign_lists(state: OwnerIndex, vectors: np.ndarray) -> np.ndarray | None:
+    """The IVF list of each vector [N] (int64), for an owner whose index is an IVF itself (not
+    wrapped in a transform), else None. Only reads the coarse quantizer, which a trained IVF never
+    changes: the retriever runs it without its lock, so that a large add does not hold up searches
+    while its vectors are assigned (most of an IVF add)."""
+    index = faiss.downcast_index(state.index)
+    if state.positional or not isinstance(index, faiss.IndexIVF):
+        return None
+    return index.quantizer.assign(vectors, 1).ravel().astype("int64", copy=False)
+
+
+def append(state: OwnerIndex, vectors: np.ndarray, labels: np.ndarray, lists: np.ndarray | None = None) -> None:
+    """Add vectors under their labels (ascending, above every label the owner holds); ``lists``:
+    their IVF lists from ``assign_lists`` on this same index, to skip the assignment."""
     if state.positional:
         state.index.add(vectors)
         state.labels = np.concatenate([state.labels, labels])
         if state.alive is not None:
             state.alive = np.concatenate([state.alive, np.ones(len(labels), bool)])
             state.selector = None
+    elif lists is not None:
+        index = faiss.downcast_index(state.index)
+        index.add_core(len(labels), faiss.swig_ptr(vectors), faiss.swig_ptr(labels), faiss.swig_ptr(lists))
     else:
         state.index.add_with_ids(vectors, labels)
     state.live += len(labels)
@@ -333,6 +348,24 @@ def live_contents(state: OwnerIndex) -> tuple[np.ndarray, np.ndarray]:
         vectors = state.index.reconstruct_n(0, state.index.ntotal)
         return labels, vectors if state.alive is None else vectors[state.alive]
     return labels, state.index.reconstruct_batch(labels)
+
+
+def copy_lists(state: OwnerIndex, start: int, max_vectors: int) -> tuple[int, np.ndarray, np.ndarray]:
+    """(next list, labels, vectors) of an IVF owner's whole lists from ``start`` on, as copies, up to
+    about ``max_vectors`` vectors: a rebuild copies a large index in such pieces, taking the lock
+    for one piece at a time, so that no search waits for a copy of the whole index."""
+    ivf = faiss.extract_index_ivf(state.index)
+    invlists, stop, count, parts = ivf.invlists, start, 0, []
+    while stop < ivf.nlist and count < max_vectors:
+        size = invlists.list_size(stop)
+        if size:
+            parts.append(faiss.rev_swig_ptr(invlists.get_ids(stop), size).copy())
+            count += size
+        stop += 1
+    if not parts:
+        return stop, np.zeros(0, "int64"), np.zeros((0, ivf.d), "float32")
+    labels = np.concatenate(parts)
+    return stop, labels, state.index.reconstruct_batch(labels)
 
 
 def index_bytes(state: OwnerIndex) -> int:

@@ -14,19 +14,23 @@ writes made during a rebuild, the background upkeep and save/load.
 
 Upkeep never runs in a search or a deletion: when an owner's tombstones pass ``compact_at`` of its
 index, when it grows past ``exact_below`` (flat -> approximate), or when it grows
-``retrain_growth`` times past the size its IVF was trained at, a background thread copies the live
-vectors, builds the new index, then, under the lock, replays the adds and removes that happened
-meanwhile and swaps it in atomically (``background=False`` runs it at the end of the add or
-remove that calls for it instead). ``compact()`` does the same on demand, ``wait()`` waits for
-upkeep in flight. A new owner's first batch builds its index synchronously (a bulk load).
-Batch-1 searches run on one OpenMP thread (scoped to the call, the setting restored after it).
+``retrain_growth`` (2) times past the size its IVF was trained at, a background thread copies the
+live vectors (an IVF owner's a piece at a time, taking the lock per piece), builds the new index on
+all cores but one (on 2 cores: one thread, so that searches keep a core), replays the adds and removes journalled meanwhile
+and swaps it in atomically, with the lock held only for the last short stretch of the replay
+(``background=False`` runs all of it at the end of the add or remove that calls for it instead).
+``compact()`` does the same on demand, ``wait()`` waits for upkeep in flight. A new owner's first
+batch builds its index synchronously (a bulk load). Batch-1 searches run on one OpenMP thread
+(scoped to the call, the setting restored after it). Growth figures: ``python -m bench.search
+--growth`` (docs/benchmarks.md).
 
 With a GPU (faiss-gpu), flat and IVF owners are searched on a GPU copy of the CPU index; HNSW
 owners on the CPU.
 
 Vectors are compared by inner product; pass L2-normalised vectors (as MemoryEncoder returns) to get
 cosine similarity. Memory ids are strings, unique across owners, mapped to int64 labels internally.
-The retriever is thread-safe: one re-entrant lock guards every call.
+The retriever is thread-safe: one re-entrant lock guards every call (an add of many vectors to an
+IVF owner finds their lists before taking it, and only inserts them under it).
 """
 
 from __future__ import annotations
@@ -46,7 +50,9 @@ from memnets.retrieval.faiss_index import (
     NAMED_KINDS,
     OwnerIndex,
     append,
+    assign_lists,
     build_index,
+    copy_lists,
     default_nprobe,
     delete,
     extend_gpu,
@@ -69,6 +75,16 @@ AUTO_EXACT_BELOW = 50_000
 # a named approximate index ("hnsw", "ivf", a factory string) still searches tiny owners exactly.
 APPROX_EXACT_BELOW = 1_000
 SINGLE_THREAD_MAX_BATCH = 1  # batches up to this size are searched on one OpenMP thread
+# a rebuild replays the writes journalled during its build without the lock until at most this many
+# vectors are left (or after REPLAY_PASSES passes), then those under the lock, and swaps
+REPLAY_UNDER_LOCK = 2_048
+REPLAY_PASSES = 4
+# background rebuilds (k-means, adds) leave this many of FAISS's OpenMP threads to searches (the
+# setting is per calling thread): on 2 cores the rebuild runs on one, the searches keep the other
+UPKEEP_SPARE_THREADS = 1
+# an add of at least this many vectors to an IVF owner assigns them to lists before taking the lock
+ASSIGN_UNLOCKED_FROM = 1_024
+COPY_PIECE = 8_192  # a rebuild copies an IVF owner's vectors this many at a time under the lock
 
 
 class FaissRetriever:
@@ -103,7 +119,7 @@ class FaissRetriever:
         ef_construction: int = 200,
         nprobe: int | None = None,
         compact_at: float = 0.2,
-        retrain_growth: float = 4.0,
+        retrain_growth: float = 2.0,
         background: bool = True,
     ) -> None:
         if not isinstance(dim, (int, np.integer)) or isinstance(dim, bool) or dim < 1:
@@ -211,7 +227,8 @@ class FaissRetriever:
         """Add vectors [N, dim] under their memory ids for one owner.
 
         A new owner's index is built from this batch (flat, or trained here when the batch already
-        passes ``exact_below``); later batches are appended to it in place.
+        passes ``exact_below``); later batches are appended to it in place (to an IVF, a batch of
+        ``ASSIGN_UNLOCKED_FROM`` or more is assigned to its lists before the lock is taken).
         Raises ValueError for a length mismatch, a wrong dimension, NaN/inf values, an empty or
         non-string id, an id repeated in the batch or already in the retriever (under any owner).
         """
@@ -229,6 +246,12 @@ class FaissRetriever:
         repeated = sorted(i for i, count in Counter(ids).items() if count > 1)
         if repeated:
             raise ValueError(f"FaissRetriever.add: duplicate ids in the batch: {repeated[:5]!r}")
+        assigned, lists = None, None  # a large batch for an IVF owner: its lists found without the lock
+        if len(ids) >= ASSIGN_UNLOCKED_FROM:
+            with self._lock:
+                assigned = self._owners.get(owner)
+            if assigned is not None:
+                lists = assign_lists(assigned, vectors)
         with self._lock:
             present = [i for i in ids if i in self._int_of]
             if present:
@@ -243,7 +266,7 @@ class FaissRetriever:
                 state = self._build(self._wanted_kind(len(ids)), vectors, labels)
                 self._owners[owner] = state
             else:
-                append(state, vectors, labels)
+                append(state, vectors, labels, lists if state is assigned else None)  # None: swapped meanwhile
                 if state.journal is not None:
                     state.journal.append(("add", labels, vectors.copy()))  # the caller may reuse its array
                 extend_gpu(state, vectors, labels)
@@ -373,42 +396,114 @@ class FaissRetriever:
         if not self.background:
             self._rebuild(owner, reason)
             return
-        thread = threading.Thread(target=self._rebuild, args=(owner, reason), daemon=True, name=f"faiss-upkeep-{owner}")
+        thread = threading.Thread(
+            target=self._rebuild_in_background, args=(owner, reason), daemon=True, name=f"faiss-upkeep-{owner}"
+        )
         self._upkeep[owner] = thread
         thread.start()
+
+    def _rebuild_in_background(self, owner: str, reason: str) -> None:
+        """The upkeep thread: a rebuild on all but ``UPKEEP_SPARE_THREADS`` of FAISS's default
+        OpenMP threads (what a new thread gets: the core count or OMP_NUM_THREADS), at least one."""
+        with omp_threads(max(1, faiss.omp_get_max_threads() - UPKEEP_SPARE_THREADS)):
+            self._rebuild(owner, reason)
 
     def _rebuild(self, owner: str, reason: str) -> bool:
         """Rebuild one owner's index from its live vectors, then swap it in; True when swapped.
 
-        The copy is taken and the swap made under the lock; the build between them runs without it,
-        while adds and removes go on and are journalled, then replayed into the new index."""
+        The copy is taken under the lock (an IVF owner's in pieces of ``COPY_PIECE`` vectors, the
+        lock taken per piece); the build runs without it while adds and removes go on and are
+        journalled; the journal is replayed into the new index without the lock too, pass
+        after pass, until what is left is at most ``REPLAY_UNDER_LOCK`` vectors: those are replayed
+        and the index swapped under the lock, so searches wait for a short replay, not for every
+        write made during the build. Its log records carry ``upkeep`` ("start"; "swapped" with the
+        seconds of each phase and how many journalled writes were replayed under the lock and
+        outside it; or "dropped")."""
+        started = time.perf_counter()
         try:
             with self._lock:
                 state = self._owners.get(owner)
                 if state is None or state.journal is not None:
                     return False
-                labels, vectors = live_contents(state)
+                logger.info(
+                    "rebuilding the index of %r (%s)",
+                    owner,
+                    reason,
+                    extra={"upkeep": {"event": "start", "owner": owner}},
+                )
                 state.journal = []
-            logger.info("rebuilding the index of %r (%s)", owner, reason)
+                if state.positional:
+                    labels, vectors = live_contents(state)
+                else:
+                    labels, vectors = None, None
+                    cutoff = self._next_label  # labels from here on are journalled adds
+            if labels is None:
+                labels, vectors = self._copy_in_pieces(owner, state, cutoff)
+                if labels is None:
+                    return False
+            copied = time.perf_counter()
             try:
                 fresh = self._build(self._wanted_kind(len(labels)), vectors, labels)
                 del vectors
             except Exception:
-                logger.exception("rebuilding the index of %r failed; the current index stays", owner)
+                logger.exception(
+                    "rebuilding the index of %r failed; the current index stays",
+                    owner,
+                    extra={"upkeep": {"event": "dropped", "owner": owner}},
+                )
                 with self._lock:
                     state.journal = None
                 return False
+            built = time.perf_counter()
+            replayed = outside = 0  # journal entries replayed so far; writes replayed without the lock
+            for _ in range(REPLAY_PASSES):
+                with self._lock:
+                    pending = state.journal[replayed:]
+                if sum(len(entry[1]) for entry in pending) <= REPLAY_UNDER_LOCK:
+                    break
+                outside += _replay(fresh, pending)
+                replayed += len(pending)
             with self._lock:
                 if self._owners.get(owner) is not state:  # the owner was emptied meanwhile
+                    logger.info(
+                        "dropped the rebuild of %r: emptied meanwhile",
+                        owner,
+                        extra={"upkeep": {"event": "dropped", "owner": owner}},
+                    )
                     return False
-                for op, op_labels, op_vectors in state.journal:
-                    if op == "add":
-                        append(fresh, op_vectors, op_labels)
-                    else:
-                        delete(fresh, op_labels)
+                locked_start = time.perf_counter()
+                under_lock = _replay(fresh, state.journal[replayed:])
                 self._owners[owner] = fresh
                 state.journal = None
-                logger.info("swapped in the new %s index of %r (%d vectors)", fresh.kind, owner, fresh.live)
+                swapped = time.perf_counter()
+            phases = {
+                "copy_s": copied - started,
+                "build_s": built - copied,
+                "replay_s": locked_start - built,
+                "swap_s": swapped - locked_start,
+            }
+            logger.info(
+                "swapped in the new %s index of %r (%d vectors, trained at %d; %d writes replayed outside the "
+                "lock, %d under it; copy %.2f s, build %.2f s, replay %.2f s, swap %.2f s)",
+                fresh.kind,
+                owner,
+                fresh.live,
+                fresh.trained_size,
+                outside,
+                under_lock,
+                *phases.values(),
+                extra={
+                    "upkeep": {
+                        "event": "swapped",
+                        "owner": owner,
+                        "kind": fresh.kind,
+                        "trained_size": fresh.trained_size,
+                        "replayed": outside,
+                        "replayed_under_lock": under_lock,
+                        **phases,
+                    }
+                },
+            )
         finally:
             with self._lock:
                 if self._upkeep.get(owner) is threading.current_thread():
@@ -417,6 +512,30 @@ class FaissRetriever:
             if self._owners.get(owner) is fresh:
                 self._maybe_upkeep(owner, fresh)
         return True
+
+    def _copy_in_pieces(self, owner: str, state: OwnerIndex, cutoff: int):
+        """(labels ascending, vectors) of an IVF owner, copied COPY_PIECE vectors at a time under the
+        lock, for a rebuild whose journal started when labels below ``cutoff`` had been handed out.
+
+        Writes go on between pieces, and all of them are in the journal: a list copied after a
+        remove lacks the removed vector, one copied before it has it and the replayed remove drops
+        it; vectors of labels from ``cutoff`` on, whichever piece caught them, are left to the
+        replayed adds. (None, None) when the owner was emptied meanwhile."""
+        parts, start = [], 0
+        while True:
+            with self._lock:
+                if self._owners.get(owner) is not state:
+                    return None, None
+                if start >= faiss.extract_index_ivf(state.index).nlist:
+                    break
+                start, labels, vectors = copy_lists(state, start, COPY_PIECE)
+            parts.append((labels, vectors))
+        labels = np.concatenate([labels for labels, _ in parts])
+        vectors = np.concatenate([vectors for _, vectors in parts])
+        del parts
+        keep = np.flatnonzero(labels < cutoff)
+        order = keep[np.argsort(labels[keep], kind="stable")]
+        return labels[order], vectors[order]
 
     def compact(self, owner: str | None = None) -> int:
         """Rebuild the tombstoned (or outgrown) indexes of one owner or all, now, in this thread.
@@ -565,6 +684,18 @@ class FaissRetriever:
 
 
 # ---------------------------------------------------------------------- index helpers
+def _replay(fresh: OwnerIndex, entries: list) -> int:
+    """Apply journalled writes, in order, to a rebuilt index; returns how many vectors they touched."""
+    count = 0
+    for op, labels, vectors in entries:
+        if op == "add":
+            append(fresh, vectors, labels)
+        else:
+            delete(fresh, labels)
+        count += len(labels)
+    return count
+
+
 def _check_positive_int(value, name: str, where: str) -> None:
     if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
         raise ValueError(f"{where}: {name} must be an int >= 1, got {value!r}")
