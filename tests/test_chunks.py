@@ -111,6 +111,55 @@ def test_a_fact_at_the_end_is_found_through_langchain(encoder, tmp_path):
         assert [doc.page_content for doc in found].count(LONG) == 1
 
 
+def test_a_fact_at_the_end_is_found_through_langgraph(encoder, tmp_path):
+    pytest.importorskip("langgraph")
+    from memnets.integrations.langgraph import MemnetsStore
+
+    with memnets.open(tmp_path / "memory", encoder=encoder) as memory:
+        store = MemnetsStore(memory)
+        for n, text in enumerate(UNRELATED):
+            store.put(("notes", "ann"), f"u{n}", {"content": text})
+        store.put(("notes", "ann"), "long", {"content": LONG, "src": "notes"})
+        found = store.search(("notes", "ann"), query=FACT, limit=3)
+        assert found[0].key == "long" and found[0].value["content"] == LONG
+        assert [item.key for item in found].count("long") == 1
+        assert found[0].score == pytest.approx(best_window_score(encoder, memory, "long", "notes.ann"), abs=1e-5)
+
+
+def test_a_fact_at_the_end_is_found_through_mcp(encoder, tmp_path):
+    pytest.importorskip("mcp")
+    import anyio
+    from mcp.shared.memory import create_connected_server_and_client_session
+
+    from memnets.integrations.mcp_server import build_server
+
+    with memnets.open(tmp_path / "memory", encoder=encoder) as memory:
+        server = build_server(memory)
+
+        async def run():
+            async with create_connected_server_and_client_session(server) as session:
+                for text in UNRELATED:
+                    assert not (await session.call_tool("add_memory", {"text": text, "user_id": "ann"})).isError
+                added = await session.call_tool("add_memory", {"text": LONG, "user_id": "ann"})
+                found = await session.call_tool("search_memory", {"query": FACT, "user_id": "ann", "k": 3})
+                return added.structuredContent, found.structuredContent
+
+        added, found = anyio.run(run)
+        hits = found["results"]
+        assert hits[0]["id"] == added["id"] and hits[0]["content"] == LONG
+        assert [hit["id"] for hit in hits].count(added["id"]) == 1
+        assert hits[0]["score"] == pytest.approx(best_window_score(encoder, memory, added["id"], "ann"), abs=1e-5)
+
+
+def best_window_score(encoder, memory, memory_id: str, user: str) -> float:
+    """The best score of FACT against the memory's stored windows (the door must report it: a search
+    by the first window alone would score lower)."""
+    [chunks] = memory.store.chunk_vectors([memory_id], user)
+    assert len(chunks) == len(windows(encoder, LONG))
+    query = np.asarray(encoder.encode([FACT], kind="query")[0])
+    return float((chunks @ query).max())
+
+
 def test_the_manager_writes_a_long_observation_with_its_windows(encoder, tmp_path):
     with memnets.open(tmp_path / "memory", encoder=encoder) as memory:
         for text in UNRELATED:
