@@ -89,6 +89,16 @@ def test_classify_needs_a_near_match_and_the_same_kind():
     assert classify(other_agent, [(stored, 0.99)], 0.98) == ("added", None)
 
 
+def test_classify_compares_a_memory_with_its_own_scope_only():
+    stored = record(FLIGHT, id="old", agent="planner", session="s1")
+    for scope in ({"agent": "critic", "session": "s1"}, {"agent": "planner", "session": "s2"}, {}):
+        assert classify(record(FLIGHT, id="new", **scope), [(stored, 1.0)], 0.98) == ("added", None)  # equal text
+        assert classify(record(LATER, id="new", **scope), [(stored, 0.99)], 0.98) == ("added", None)  # changed fact
+    same = {"agent": "planner", "session": "s1"}
+    assert classify(record(FLIGHT, id="new", **same), [(stored, 1.0)], 0.98) == ("unchanged", stored)
+    assert classify(record(LATER, id="new", **same), [(stored, 0.99)], 0.98) == ("updated", stored)
+
+
 # ---------------------------------------------------------------------- through AgentMemory
 def test_a_changed_fact_is_an_update_with_history(memory, encoder):
     assert cosine(encoder, FLIGHT, LATER) >= DUPLICATE_THRESHOLD > cosine(encoder, FLIGHT, OTHER)
