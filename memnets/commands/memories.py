@@ -276,7 +276,10 @@ RUN = {
 
 
 def show_memories(memories, args, *, title: str, scores: list[float] | None = None) -> None:
-    """A table of memories (id, time, kind, importance, content), or their JSON with --json."""
+    """A table of memories (id, created and updated times, kind, importance, content), or their JSON with --json.
+
+    Both times, because ``t`` is when a memory was first written: the versions of an updated
+    memory share it and differ in ``updated_at``."""
     from memnets.portable import memory_to_json
 
     if args.json:
@@ -286,11 +289,11 @@ def show_memories(memories, args, *, title: str, scores: list[float] | None = No
         print(json.dumps(records, ensure_ascii=False, indent=2))
         return
     table = Table(title=title)
-    for column in ("id", "t", "kind", "importance", *(["score"] if scores else []), "content"):
+    for column in ("id", "created", "updated", "kind", "importance", *(["score"] if scores else []), "content"):
         table.add_column(column, justify="right" if column in ("importance", "score") else "left")
     for n, m in enumerate(memories):
         content = m.content if len(m.content) <= CONTENT_WIDTH else m.content[: CONTENT_WIDTH - 1] + "…"
-        row = [m.id, m.t.strftime("%Y-%m-%d %H:%M"), m.kind, f"{m.importance:.2f}"]
+        row = [m.id, f"{m.created_at:%Y-%m-%d %H:%M}", f"{m.updated_at:%Y-%m-%d %H:%M}", m.kind, f"{m.importance:.2f}"]
         if scores:
             row.append(f"{scores[n]:.3f}")
         table.add_row(*row, content)
