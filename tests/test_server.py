@@ -411,3 +411,25 @@ def test_the_door_guard_refuses_big_bodies_foreign_hosts_and_origins(server, adm
     same = admin.post("/v1/memories", json={"user": "ann", "text": "x"}, headers={"Origin": server.url})
     assert same.status_code == 200  # the inspector's own requests
     assert admin.get("/v1/users").json()["users"] == ["ann"]
+
+
+@pytest.mark.parametrize(
+    ("entry", "match"),
+    [
+        ({"user": "ann", "session": ""}, "entry 0: session must be a non-empty string"),
+        ({"user": "ann", "agent": 7}, "entry 0: agent must be a non-empty string"),
+        ({"user": "ann", "team": "x"}, r"entry 0 must map the token to a user or to \{user, agent, session\}"),
+        ({"agent": "planner"}, "entry 0 must map"),
+    ],
+)
+def test_a_tokens_file_with_a_bad_scope_is_refused(tmp_path, entry, match):
+    from memnets.server.auth import Principal, Tokens
+
+    path = tmp_path / "tokens.json"
+    path.write_text(json.dumps({"t": entry}))
+    with pytest.raises(ValueError, match=match):
+        Tokens.load(None, path)
+    path.write_text(json.dumps({"t": {"user": "ann", "agent": "planner", "session": "s1"}}))
+    principal = Tokens.load(None, path).principal("Bearer t")
+    assert principal == Principal(admin=False, user="ann", agent="planner", session="s1")
+    assert principal.scope == {"agent": "planner", "session": "s1"}
