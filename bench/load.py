@@ -7,9 +7,11 @@ with precomputed all-MiniLM-L6-v2 vectors: the real MiniLM vectors of LoCoMo's ~
 observation facts (bench/embeddings.py, computed once and cached), then noisy renormalised copies
 of them up to the size asked (each copy's text is its original's with a copy number), so the
 neighbourhoods are real MiniLM ones but every text has many near copies. On PostgreSQL the fill
-is pgvector's bulk-import recipe (drop the HNSW index, load, ``rebuild_index`` once): inserting
-100k rows into a live HNSW index is what kept the last session's fill from finishing (~28 rows/s
-on a loaded machine). The fill and the index build are timed apart from the serving.
+is pgvector's bulk-import recipe (drop the HNSW index, load, ``rebuild_index`` once). The last
+session's fill inserted random vectors into the live HNSW index, batch after batch: idle that
+costs ~2.4x a load plus one build per row (docs/scaling.md: 1,024 against 2,470 rows/s at 100k),
+and on a machine at load 14-20 it ran at ~28 rows/s and never finished. The fill and the index
+build are timed apart from the serving.
 
 Then a real server with the bundled all-MiniLM-L6-v2 serves it, once with batched encoding and once
 without (``--no-batching``), and 1, 10 and 50 concurrent closed-loop clients (``--clients``) each
