@@ -454,7 +454,8 @@ def create_app(
                 )
             items = [memory_from_json(i, f"items[{n}]") if isinstance(i, dict) else i for n, i in enumerate(items)]
             write_scope(principal, arguments, items, "items")
-            named = [i.id for i in items if isinstance(i, Memory)] + list(arguments.get("ids") or [])
+            ids = arguments.get("ids")
+            named = [i.id for i in items if isinstance(i, Memory)] + (ids if isinstance(ids, list) else [])
             await check_ids(principal, memory, named, user, "add")
             added = await call(memory.add_many, items, user=user, **arguments)
             return {"memories": to_json(added)}
