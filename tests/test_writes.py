@@ -119,6 +119,16 @@ def test_classify_takes_the_same_sentence_with_other_names_as_an_update_at_any_c
     assert classify(record("The meeting with Omar is at 4 pm", id="new"), [(stored, 0.54)], None) == ("added", None)
 
 
+def test_classify_compares_a_memory_with_its_own_scope_only():
+    stored = record(FLIGHT, id="old", agent="planner", session="s1")
+    for scope in ({"agent": "critic", "session": "s1"}, {"agent": "planner", "session": "s2"}, {}):
+        assert classify(record(FLIGHT, id="new", **scope), [(stored, 1.0)], 0.98) == ("added", None)  # equal text
+        assert classify(record(LATER, id="new", **scope), [(stored, 0.99)], 0.98) == ("added", None)  # changed fact
+    same = {"agent": "planner", "session": "s1"}
+    assert classify(record(FLIGHT, id="new", **same), [(stored, 1.0)], 0.98) == ("unchanged", stored)
+    assert classify(record(LATER, id="new", **same), [(stored, 0.99)], 0.98) == ("updated", stored)
+
+
 # ---------------------------------------------------------------------- through AgentMemory
 def test_a_changed_fact_is_an_update_with_history(memory, encoder):
     assert cosine(encoder, FLIGHT, LATER) >= DUPLICATE_THRESHOLD > cosine(encoder, FLIGHT, OTHER)

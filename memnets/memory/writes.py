@@ -26,6 +26,8 @@ a memory written through any door is checked, merged, versioned and read back th
      :func:`write_version`): nothing said is lost.
    - *added*: anything else; a new memory.
 
+   Only memories of the same scope (:func:`same_scope`: agent and session) are candidates.
+
    An add with an explicit id (or a Memory record) is keyed by it: an existing memory with that
    id is *unchanged* when the new record states the same (:func:`same_record`), else *updated*.
 3. **Chunk and encode** (:func:`embed`, :func:`chunk_vectors`): the memory's vector is the
@@ -171,6 +173,16 @@ def speaker(memory: Memory) -> tuple[str | None, str | None]:
     return memory.agent, prefix
 
 
+def same_scope(a: Memory, b: Memory) -> bool:
+    """Whether two memories of a user share their scope (agent and session).
+
+    A memory of another agent or session is never the one a new memory repeats or updates: each
+    scope keeps its own statements, so deleting one scope (``delete_all(agent=...)``) takes nothing
+    another scope said, and a token narrowed to one agent never sees or changes another's memory.
+    """
+    return a.agent == b.agent and a.session == b.session
+
+
 def classify(
     memory: Memory, candidates: Sequence[tuple[Memory, float]], threshold: float | None
 ) -> tuple[Outcome, Memory | None]:
@@ -182,7 +194,11 @@ def classify(
     if threshold is None:
         return "added", None
     text = normalise(memory.content)
-    same = [(c, s) for c, s in candidates if c.kind == memory.kind and c.superseded_by is None and c.id != memory.id]
+    same = [
+        (c, s)
+        for c, s in candidates
+        if c.kind == memory.kind and c.superseded_by is None and c.id != memory.id and same_scope(c, memory)
+    ]
     for candidate, _ in same:
         if normalise(candidate.content) == text:
             return "unchanged", candidate

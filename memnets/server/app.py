@@ -39,9 +39,9 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.staticfiles import StaticFiles
 
 from memnets.memory.events import Move
-from memnets.records import DERIVED_KINDS
+from memnets.records import DERIVED_KINDS, Memory
 from memnets.scoring import DEFAULT_DECAY, cosine, recency
-from memnets.server.auth import AuthError, Principal, Tokens, authorize
+from memnets.server.auth import AuthError, Principal, Tokens, authorize, authorize_memory, authorize_scope
 from memnets.server.batching import BatchingEncoder
 from memnets.server.metrics import ServerMetrics
 from memnets.server.wire import (
@@ -54,6 +54,7 @@ from memnets.server.wire import (
     to_json,
 )
 from memnets.store.errors import InvalidMemoryError, StoreError
+from memnets.store.filters import MemoryFilter
 from memnets.timeutil import now as utc_now
 
 logger = logging.getLogger(__name__)
@@ -309,6 +310,29 @@ def create_app(
             raise AuthError(403, "forbidden: a scoped token must name its user")
         return principal
 
+    def whole_user(request: Request, user: str, where: str) -> Principal:
+        """``scoped``, for routes that span every scope of the user (the manager's tiers hold all its agents')."""
+        principal = scoped(request, user)
+        if principal.scope:
+            raise AuthError(
+                403,
+                f"forbidden: {where} spans every agent and session of user {user!r}; this token is narrowed to "
+                f"{principal.describe()}",
+            )
+        return principal
+
+    def narrowed(principal: Principal, filters) -> Any:
+        """``filters`` and the token's scope, both to hold (``filters`` as given without a scope)."""
+        return MemoryFilter.combine(filters, principal.scope) if principal.scope else filters
+
+    async def check_ids(principal: Principal, memory, ids, user: str, where: str) -> None:
+        """403 when a memory the request names by id exists outside the token's scope (a narrowed token
+        may neither read nor overwrite, replace or delete another agent's or session's memory)."""
+        ids = [i for i in ids if isinstance(i, str)]
+        if principal.scope and ids:
+            for found in await call(memory.store.get, ids, user):
+                authorize_memory(principal, found, where)
+
     # ------------------------------------------------------------ middleware: size, metrics, worker id
     @app.middleware("http")
     async def measure(request: Request, call_next):
@@ -397,14 +421,16 @@ def create_app(
         return HTMLResponse(_ui_file("docs.html"))
 
     # ------------------------------------------------------------ memories
-    def _agent_scope(principal: Principal, arguments: dict, where: str) -> None:
-        """A token for one agent writes as that agent only."""
-        if principal.agent is None:
+    def write_scope(principal: Principal, arguments: dict, items, where: str) -> None:
+        """A narrowed token writes in its scope only: agent/session filled in, records of another refused."""
+        if not principal.scope:
             return
-        given = arguments.get("agent")
-        if given is not None and given != principal.agent:
-            raise AuthError(403, f"forbidden: this token writes as agent {principal.agent!r}, not {given!r} ({where})")
-        arguments["agent"] = principal.agent
+        arguments.update(authorize_scope(principal, {name: arguments.get(name) for name in principal.scope}, where))
+        for item in items:
+            if isinstance(item, Memory) and not principal.holds(item):
+                raise AuthError(
+                    403, f"forbidden: record {item.id!r} is outside this token's scope ({principal.describe()})"
+                )
 
     @app.post("/v1/memories", tags=["memories"])
     async def add(body: AddBody, request: Request):
@@ -427,13 +453,16 @@ def create_app(
                     "too_large", f"items: {len(items)} items, at most {MAX_BATCH_ITEMS} per call", "items"
                 )
             items = [memory_from_json(i, f"items[{n}]") if isinstance(i, dict) else i for n, i in enumerate(items)]
-            _agent_scope(principal, arguments, "items")
-            _check_records_agent(principal, items)
+            write_scope(principal, arguments, items, "items")
+            ids = arguments.get("ids")
+            named = [i.id for i in items if isinstance(i, Memory)] + (ids if isinstance(ids, list) else [])
+            await check_ids(principal, memory, named, user, "add")
             added = await call(memory.add_many, items, user=user, **arguments)
             return {"memories": to_json(added)}
         item = memory_from_json(record, "record") if record is not None else text
-        _agent_scope(principal, arguments, "add")
-        _check_records_agent(principal, [item])
+        write_scope(principal, arguments, [item], "add")
+        named = [item.id if isinstance(item, Memory) else arguments.get("id"), arguments.get("replaces")]
+        await check_ids(principal, memory, named, user, "add")
         return {"memory": to_json(await call(memory.add, item, user=user, **arguments))}
 
     @app.post("/v1/search", tags=["memories"])
@@ -444,22 +473,25 @@ def create_app(
         arguments = body.arguments()
         if "users" in arguments:
             users = arguments.pop("users")
+            principal = principal_of(request)
             for user in users if isinstance(users, list) else []:
-                scoped(request, user)
+                principal = scoped(request, user)
             if not isinstance(users, list):
                 scoped(request, None)
             arguments.pop("user", None)
+            arguments["filters"] = narrowed(principal, arguments.get("filters"))
             memory = state.require()
             return await call(_search_many_explained, memory, arguments.pop("query"), users, arguments)
-        scoped(request, body.user)
+        principal = scoped(request, body.user)
         memory = state.require()
         user, query = arguments.pop("user"), arguments.pop("query")
+        arguments["filters"] = narrowed(principal, arguments.get("filters"))
         return await call(_search_explained, memory, query, user, arguments)
 
     @app.get("/v1/memories", tags=["memories"])
     async def list_memories(request: Request, user: str, limit: int = 100, offset: int = 0, filters: str | None = None):
         """AgentMemory.list_memories: one page, by (t, id); ``filters`` is a JSON object; ``next_offset`` pages on."""
-        scoped(request, user)
+        principal = scoped(request, user)
         memory = state.require()
         parsed = None
         if filters is not None:
@@ -467,17 +499,22 @@ def create_app(
                 parsed = filters_from_json(json.loads(filters))
             except json.JSONDecodeError as error:
                 raise ServerError("malformed_request", f"filters must be a JSON object: {error}", "filters") from None
-        found = await call(memory.list_memories, user=user, limit=limit, offset=offset, filters=parsed)
+        found = await call(
+            memory.list_memories, user=user, limit=limit, offset=offset, filters=narrowed(principal, parsed)
+        )
         full = limit is not None and len(found) == limit and limit > 0
         return {"memories": to_json(found), "next_offset": offset + len(found) if full else None}
 
     @app.delete("/v1/memories", tags=["memories"])
-    async def delete_all(request: Request, user: str):
-        """AgentMemory.delete_all: every memory of ``user``; returns how many current ones went."""
-        scoped(request, user)
+    async def delete_all(request: Request, user: str, agent: str | None = None, session: str | None = None):
+        """AgentMemory.delete_all: every memory of ``user``, or of its ``agent`` and/or ``session`` (a
+        narrowed token: of its own scope); returns how many current ones went."""
+        principal = scoped(request, user)
         memory = state.require()
-        deleted = await call(memory.delete_all, user=user)
-        for manager in [state.managers.pop(user, None)]:
+        scope = authorize_scope(principal, {"agent": agent, "session": session}, "delete_all")
+        deleted = await call(memory.delete_all, user=user, **scope)
+        if scope["agent"] is None and scope["session"] is None:
+            manager = state.managers.pop(user, None)
             if manager is not None:
                 await call(manager.close)
         return {"deleted": deleted}
@@ -485,63 +522,84 @@ def create_app(
     @app.get("/v1/memories/{id:path}/history", tags=["memories"])
     async def history(id: str, request: Request, user: str):
         """AgentMemory.history: every version, oldest first, the current one last."""
-        scoped(request, user)
-        return {"memories": to_json(await call(state.require().history, id, user=user))}
+        principal = scoped(request, user)
+        memory = state.require()
+        await check_ids(principal, memory, [id], user, "history")
+        return {"memories": to_json(await call(memory.history, id, user=user))}
 
     @app.get("/v1/memories/{id:path}/derived", tags=["memories"])
     async def derived(id: str, request: Request, user: str):
         """The reflections, summaries and plans that link to memory ``id`` (what deleting it also deletes, first level)."""
-        scoped(request, user)
+        principal = scoped(request, user)
         memory = state.require()
-        found = await call(memory.list_memories, user=user, limit=None, filters={"kind": list(DERIVED_KINDS)})
+        await check_ids(principal, memory, [id], user, "derived")
+        kinds = narrowed(principal, {"kind": list(DERIVED_KINDS)})
+        found = await call(memory.list_memories, user=user, limit=None, filters=kinds)
         return {"memories": to_json([m for m in found if id in m.links])}
 
     @app.get("/v1/memories/{id:path}", tags=["memories"])
     async def get(id: str, request: Request, user: str):
         """AgentMemory.get: one memory (an older version too, by its own id); 404 if ``user`` has none."""
-        scoped(request, user)
+        principal = scoped(request, user)
         found = await call(state.require().get, id, user=user)
         if found is None:
             raise ServerError("not_found", f"id={id!r}: user {user!r} has no memory with this id", "id")
+        authorize_memory(principal, found, "get")
         return {"memory": to_json(found)}
 
     @app.patch("/v1/memories/{id:path}", tags=["memories"])
     async def update(id: str, body: UpdateBody, request: Request):
         """AgentMemory.update: a new version (text and/or metadata); the old one stays in the history."""
-        scoped(request, body.user)
+        principal = scoped(request, body.user)
+        memory = state.require()
         arguments = body.arguments()
         user = arguments.pop("user")
-        return {"memory": to_json(await call(state.require().update, id, user=user, **arguments))}
+        await check_ids(principal, memory, [id], user, "update")
+        return {"memory": to_json(await call(memory.update, id, user=user, **arguments))}
 
     @app.delete("/v1/memories/{id:path}", tags=["memories"])
     async def delete(id: str, request: Request, user: str):
         """AgentMemory.delete: the memory, its older versions and what was derived from it; ``deleted``: whether anything held it."""
-        scoped(request, user)
-        return {"deleted": await call(state.require().delete, id, user=user)}
+        principal = scoped(request, user)
+        memory = state.require()
+        await check_ids(principal, memory, [id], user, "delete")
+        return {"deleted": await call(memory.delete, id, user=user)}
 
     @app.get("/v1/users", tags=["users"])
     async def users(request: Request):
-        """AgentMemory.users for the admin; a scoped token sees its own user only (if it has memories)."""
+        """AgentMemory.users for the admin; a scoped token sees its own user only (if it has memories in its scope)."""
         principal = principal_of(request)
-        everyone = await call(state.require().users)
-        return {"users": everyone if principal.admin else [u for u in everyone if u == principal.user]}
+        memory = state.require()
+        if principal.admin:
+            return {"users": await call(memory.users)}
+        mine = await call(memory.list_memories, user=principal.user, limit=1, filters=narrowed(principal, None))
+        return {"users": [principal.user] if mine else []}
+
+    @app.get("/v1/whoami", tags=["users"])
+    async def whoami(request: Request):
+        """What the request's token reaches: ``{"admin", "user", "agent", "session"}`` (the inspector narrows itself to it)."""
+        principal = principal_of(request)
+        return {
+            "admin": principal.admin,
+            "user": principal.user,
+            "agent": principal.agent,
+            "session": principal.session,
+        }
 
     # ------------------------------------------------------------ the manager of a user (this process's)
     @app.post("/v1/users/{user}/observe", tags=["manager"])
     async def observe(user: str, body: ObserveBody, request: Request):
         """MemoryManager.observe: the message enters the user's context; kept ones are written through."""
-        principal = scoped(request, user)
+        whole_user(request, user, "the manager")
         arguments = body.arguments()
         text = arguments.pop("text")
-        if principal.agent is not None:
-            arguments.setdefault("speaker", principal.agent)
         manager = await call(state.manager, user)
         return {"memory": to_json(await call(manager.observe, text, **arguments))}
 
     @app.post("/v1/users/{user}/context", tags=["manager"])
     async def context(user: str, body: ContextBody, request: Request):
         """MemoryManager.context_for: the recall gate's verdict, maybe a RECALL, and the memories for the prompt."""
-        scoped(request, user)
+        whole_user(request, user, "the manager")
         arguments = body.arguments()
         manager = await call(state.manager, user)
         view = await call(manager.context_for, arguments.pop("query"), **arguments)
@@ -556,7 +614,7 @@ def create_app(
     @app.get("/v1/users/{user}/manager", tags=["manager"])
     async def manager_state(user: str, request: Request):
         """What this process's manager of ``user`` holds in each tier, and the recall gate's last decisions."""
-        scoped(request, user)
+        whole_user(request, user, "the manager")
         manager = await call(state.manager, user)
         return await call(_tiers, manager)
 
@@ -574,16 +632,6 @@ def create_app(
     # ------------------------------------------------------------ the inspector
     app.mount("/ui", StaticFiles(packages=[("memnets.server", "ui")], html=True), name="ui")
     return app
-
-
-def _check_records_agent(principal: Principal, items) -> None:
-    from memnets.records import Memory
-
-    if principal.agent is None:
-        return
-    for item in items:
-        if isinstance(item, Memory) and item.agent != principal.agent:
-            raise AuthError(403, f"forbidden: this token writes as agent {principal.agent!r}, not {item.agent!r}")
 
 
 def _search_explained(memory, query, user: str, arguments: dict) -> dict:

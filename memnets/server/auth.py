@@ -1,9 +1,13 @@
-"""Who a request is: the admin token, a scoped token (one user, or one user's agent), or nobody.
+"""Who a request is: the admin token, a scoped token (one user, or one scope of a user), or nobody.
 
 - ``admin``: the token of ``--token-env VAR``; reads and changes every user's memories.
 - Scoped tokens (``--tokens FILE``): a JSON object ``{"<token>": "<user>"}`` or
-  ``{"<token>": {"user": "<user>", "agent": "<agent>"}}``; such a token reaches its user's memories
-  only (any other user: 403), and with an agent, writes as that agent only.
+  ``{"<token>": {"user": "<user>", "agent": "<agent>", "session": "<session>"}}`` (agent and
+  session each optional): the memory API's scopes. Such a token reaches its user's memories only
+  (any other user: 403); with an agent and/or a session, only the memories of that agent and/or
+  session, for reads and writes alike (another scope's memory: 403; searches and listings see its
+  scope only; its writes are filled in with its scope). The server applies it
+  (:mod:`memnets.server.app`); :class:`Principal` says what it is.
 - Without any token configured the server accepts every request as admin; the server then
   refuses a host other machines can reach (:func:`memnets.httpguard.check_bind`, as ``memnets
   serve mcp`` does).
@@ -21,17 +25,35 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from memnets.store.filters import SCOPES  # the scopes of a user's memories a token may be narrowed to
+
 
 @dataclass(frozen=True)
 class Principal:
-    """What a request may reach: everything (admin) or one user (and maybe one of its agents)."""
+    """What a request may reach: everything (admin), one user, or one scope (agent, session) of a user."""
 
     admin: bool
     user: str | None = None
     agent: str | None = None
+    session: str | None = None
 
     def may_read(self, user: str) -> bool:
         return self.admin or user == self.user
+
+    @property
+    def scope(self) -> dict[str, str]:
+        """The scopes this token is narrowed to, ``{"agent": ..., "session": ...}`` (those set; {} for none)."""
+        return {name: getattr(self, name) for name in SCOPES if getattr(self, name) is not None}
+
+    def holds(self, memory) -> bool:
+        """Whether ``memory`` (of this token's user) lies in its scope."""
+        return all(getattr(memory, name) == value for name, value in self.scope.items())
+
+    def describe(self) -> str:
+        """``user 'ann', agent 'planner'``: the scope in words, for error messages."""
+        if self.admin:
+            return "admin"
+        return ", ".join([f"user {self.user!r}", *(f"{name} {value!r}" for name, value in self.scope.items())])
 
 
 ADMIN = Principal(admin=True)
@@ -81,21 +103,22 @@ class Tokens:
             except (OSError, ValueError) as error:
                 raise ValueError(f"tokens file {path}: cannot read it as JSON: {error}") from None
             if not isinstance(data, dict):
-                raise ValueError(f"tokens file {path}: must be a JSON object of token -> user or {{user, agent}}")
+                raise ValueError(
+                    f"tokens file {path}: must be a JSON object of token -> user or {{user, agent, session}}"
+                )
             for n, (token, scope) in enumerate(data.items()):
                 if isinstance(scope, str):
                     scope = {"user": scope}
-                if not isinstance(scope, dict) or set(scope) - {"user", "agent"} or "user" not in scope:
+                if not isinstance(scope, dict) or set(scope) - {"user", *SCOPES} or "user" not in scope:
                     raise ValueError(
-                        f"tokens file {path}: entry {n} must map the token to a user or to {{user, agent}}, "
+                        f"tokens file {path}: entry {n} must map the token to a user or to {{user, agent, session}}, "
                         f"got {scope!r:.80}"
                     )
-                user, agent = scope["user"], scope.get("agent")
-                if not isinstance(user, str) or not user.strip():
-                    raise ValueError(f"tokens file {path}: entry {n}: user must be a non-empty string")
-                if agent is not None and (not isinstance(agent, str) or not agent.strip()):
-                    raise ValueError(f"tokens file {path}: entry {n}: agent must be a non-empty string")
-                scoped[token] = Principal(admin=False, user=user, agent=agent)
+                for name in ("user", *SCOPES):
+                    value = scope.get(name)
+                    if (name == "user" or value is not None) and (not isinstance(value, str) or not value.strip()):
+                        raise ValueError(f"tokens file {path}: entry {n}: {name} must be a non-empty string")
+                scoped[token] = Principal(admin=False, **scope)
         return cls(admin, scoped)
 
     def principal(self, authorization: str | None) -> Principal:
@@ -130,3 +153,23 @@ def authorize(principal: Principal, user: str) -> None:
     """AuthError(403) unless ``principal`` may reach ``user``'s memories."""
     if not principal.may_read(user):
         raise AuthError(403, f"forbidden: this token is for user {principal.user!r}, not user {user!r}")
+
+
+def authorize_memory(principal: Principal, memory, where: str) -> None:
+    """AuthError(403) unless ``memory`` (None: nothing to check) lies in ``principal``'s scope."""
+    if memory is not None and not principal.holds(memory):
+        raise AuthError(
+            403, f"forbidden: memory {memory.id!r} is outside this token's scope ({principal.describe()}) ({where})"
+        )
+
+
+def authorize_scope(principal: Principal, given: dict, where: str) -> dict:
+    """The scope arguments of a write or a scope deletion, narrowed to ``principal``'s: ``given``
+    (agent/session, None where not given) with the token's values filled in; AuthError(403) when a
+    given value is another scope than the token's."""
+    narrowed = dict(given)
+    for name, value in principal.scope.items():
+        if given.get(name) is not None and given[name] != value:
+            raise AuthError(403, f"forbidden: this token is for {name} {value!r}, not {name} {given[name]!r} ({where})")
+        narrowed[name] = value
+    return narrowed

@@ -204,9 +204,16 @@ class Client:
         """AgentMemory.delete on the server: True if anything held the memory."""
         return bool(self._request("DELETE", f"/v1/memories/{_segment(id, 'id')}", params={"user": user})["deleted"])
 
-    def delete_all(self, *, user: str) -> int:
-        """AgentMemory.delete_all on the server: how many current memories went."""
-        return int(self._request("DELETE", "/v1/memories", params={"user": user})["deleted"])
+    def delete_all(self, *, user: str, agent: str | None = None, session: str | None = None) -> int:
+        """AgentMemory.delete_all on the server, of one user (and maybe one agent and/or session of it):
+        how many current memories went. (Over HTTP the user is required: a scope of every user at
+        once is the embedded API's only.)"""
+        params = {"user": user, "agent": agent, "session": session}
+        return int(
+            self._request("DELETE", "/v1/memories", params={k: v for k, v in params.items() if v is not None})[
+                "deleted"
+            ]
+        )
 
     # ------------------------------------------------------------------ lifecycle
     def close(self) -> None:

@@ -51,9 +51,25 @@ function guarded(fn) {
 function short(t) { return t ? t.replace('T', ' ').slice(0, 19) : ''; }
 
 // ------------------------------------------------------------------ users
+// The token's scope (/v1/whoami): a token for one user, agent or session fixes those fields, so the
+// page shows what the server lets it reach (the server enforces the scope on every route anyway).
+async function applyScope() {
+  const who = await api('GET', '/v1/whoami');
+  for (const name of ['agent', 'session']) {
+    if (who[name]) $(name).value = who[name];
+    else if ($(name).disabled) $(name).value = '';  // the previous token's scope, not this one's
+    $(name).disabled = Boolean(who[name]);
+  }
+  const parts = who.admin ? ['admin'] : [`user ${who.user}`, ...['agent', 'session'].filter((n) => who[n]).map((n) => `${n} ${who[n]}`)];
+  $('scope').textContent = `token: ${parts.join(', ')}`;
+  return who;
+}
+
 async function loadUsers() {
   sessionStorage.setItem('memnets-token', $('token').value);
-  const { users } = await api('GET', '/v1/users');
+  const who = await applyScope();
+  let { users } = await api('GET', '/v1/users');
+  if (!who.admin && !users.includes(who.user)) users = [who.user];  // nothing in its scope yet: still its user
   const select = $('user');
   const keep = state.user;
   select.replaceChildren(...users.map((u) => el('option', { value: u }, u)));
@@ -71,8 +87,17 @@ function pickUser(user) {
 }
 
 // ------------------------------------------------------------------ memories
+function scopeFields() {
+  const scope = {};
+  for (const name of ['agent', 'session']) {
+    const value = $(name).value.trim();
+    if (value) scope[name] = value;
+  }
+  return scope;
+}
+
 function readFilters() {
-  const filters = {};
+  const filters = scopeFields();
   if ($('kind').value) filters.kind = $('kind').value;
   const metadata = $('metadata').value.trim();
   if (metadata) filters.metadata = JSON.parse(metadata);
@@ -85,13 +110,12 @@ async function listMemories() {
   const data = await api('GET', '/v1/memories', {
     params: { user: state.user, limit: PAGE, offset: state.offset, filters: filters ? JSON.stringify(filters) : null },
   });
-  const agent = $('agent').value.trim();
-  const shown = data.memories.filter((m) => !agent || m.agent === agent);
+  const shown = data.memories;
   state.nextOffset = data.next_offset;
   $('page').textContent = ` ${state.offset + 1}-${state.offset + data.memories.length} `;
   $('memories').tBodies[0].replaceChildren(...shown.map((m) => el('tr', { onclick: () => guarded(showMemory)(m.id), 'data-id': m.id },
     el('td', {}, short(m.t)), el('td', {}, m.kind), el('td', {}, m.content),
-    el('td', {}, m.importance.toFixed(2)), el('td', {}, m.agent || ''))));
+    el('td', {}, m.importance.toFixed(2)), el('td', {}, m.agent || ''), el('td', {}, m.session || ''))));
   status(`${state.user}: ${shown.length} memories on this page`);
 }
 
@@ -102,7 +126,7 @@ async function showMemory(id) {
     api('GET', `/v1/memories/${encodeURIComponent(id)}/history`, { params: { user } }),
     api('GET', `/v1/memories/${encodeURIComponent(id)}/derived`, { params: { user } }),
   ]);
-  const fields = ['id', 'kind', 't', 'updated_at', 'last_access', 'importance', 'agent', 'links', 'superseded_by'];
+  const fields = ['id', 'kind', 't', 'updated_at', 'last_access', 'importance', 'agent', 'session', 'links', 'superseded_by'];
   const rows = fields.filter((f) => memory[f] !== null && memory[f] !== undefined && String(memory[f]) !== '')
     .map((f) => el('tr', {}, el('th', {}, f), el('td', {}, Array.isArray(memory[f]) ? memory[f].join(', ') : String(memory[f]))));
   rows.push(el('tr', {}, el('th', {}, 'metadata'), el('td', {}, JSON.stringify(memory.metadata))));
@@ -130,9 +154,11 @@ async function deleteMemory(id) {
 
 async function deleteAll() {
   if (!state.user) return;
-  if (!window.confirm(`Delete ALL memories of user ${state.user}? This is final.`)) return;
-  const { deleted } = await api('DELETE', '/v1/memories', { params: { user: state.user } });
-  status(`deleted ${deleted} memories of ${state.user}`);
+  const scope = scopeFields();
+  const what = [`user ${state.user}`, ...Object.entries(scope).map(([k, v]) => `${k} ${v}`)].join(', ');
+  if (!window.confirm(`Delete ALL memories of ${what}? This is final.`)) return;
+  const { deleted } = await api('DELETE', '/v1/memories', { params: { user: state.user, ...scope } });
+  status(`deleted ${deleted} memories of ${what}`);
   await loadUsers();
 }
 
