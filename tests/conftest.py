@@ -9,6 +9,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import tempfile
+import uuid
 from pathlib import Path
 
 import pytest
@@ -72,3 +73,20 @@ def pg_url():
     yield url
     server.cleanup()
     shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def encoder(tiny_model_dir):
+    """A MemoryEncoder on the tiny random model (MiniLM's tokenizer), one per test module."""
+    from memnets.nn.encoder import MemoryEncoder
+
+    return MemoryEncoder.from_pretrained(tiny_model_dir)
+
+
+@pytest.fixture(params=["archive", "postgres"])
+def location(request, tmp_path) -> tuple[str, dict]:
+    """(where, extra options of memnets.open) of an empty memory on each store: a folder for the
+    embedded archive, or the test server's URL with a table of its own."""
+    if request.param == "archive":
+        return str(tmp_path / "memory"), {}
+    return request.getfixturevalue("pg_url"), {"table": "t" + uuid.uuid4().hex[:16]}

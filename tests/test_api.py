@@ -22,13 +22,6 @@ TEXTS = ["red green blue", "one two three", "cat dog bird", "north south east", 
 EXACT = 0.9999  # the tiny random encoder puts every text near every other: merge identical texts only
 
 
-@pytest.fixture(scope="module")
-def encoder(tiny_model_dir):
-    from memnets.nn.encoder import MemoryEncoder
-
-    return MemoryEncoder.from_pretrained(tiny_model_dir)
-
-
 @pytest.fixture()
 def memory(encoder, tmp_path):
     with memnets.open(tmp_path / "memory", encoder=encoder, duplicate_threshold=EXACT) as opened:

@@ -36,20 +36,6 @@ UNRELATED = [
 ]
 
 
-@pytest.fixture(scope="module")
-def encoder(tiny_model_dir):
-    from memnets.nn.encoder import MemoryEncoder
-
-    return MemoryEncoder.from_pretrained(tiny_model_dir)
-
-
-@pytest.fixture(params=["archive", "postgres"])
-def location(request, tmp_path) -> tuple[str, dict]:
-    if request.param == "archive":
-        return str(tmp_path / "memory"), {}
-    return request.getfixturevalue("pg_url"), {"table": "c" + uuid.uuid4().hex[:16]}
-
-
 def fill(memory, user: str = "ann"):
     for text in UNRELATED:
         memory.add(text, user=user)

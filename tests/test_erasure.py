@@ -28,13 +28,6 @@ TEXTS = [
 OTHER_TEXTS = ["Bob waters the plants on Sundays", "Bob's cat is called Miso"]
 
 
-@pytest.fixture(scope="module")
-def encoder(tiny_model_dir):
-    from memnets.nn.encoder import MemoryEncoder
-
-    return MemoryEncoder.from_pretrained(tiny_model_dir)
-
-
 def needles() -> list[bytes]:
     """The name and a distinctive piece of every text, in the encodings a store might use."""
     pieces = [NAME, "zoraida", "flowerpot", "80417", "kiwifruit", "Vilnius", "Zoraida"]

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -43,21 +42,7 @@ def clock(monkeypatch) -> Clock:
     return clock
 
 
-@pytest.fixture(params=["archive", "postgres"])
-def location(request, tmp_path) -> tuple[str, dict]:
-    if request.param == "archive":
-        return str(tmp_path / "store"), {}
-    return request.getfixturevalue("pg_url"), {"table": "x" + uuid.uuid4().hex[:16]}
-
-
 # ---------------------------------------------------------------------- AgentMemory
-@pytest.fixture(scope="module")
-def encoder(tiny_model_dir):
-    from memnets.nn.encoder import MemoryEncoder
-
-    return MemoryEncoder.from_pretrained(tiny_model_dir)
-
-
 @pytest.fixture
 def memory(location, encoder):
     with memnets.open(location[0], encoder=encoder, duplicate_threshold=None, **location[1]) as opened:

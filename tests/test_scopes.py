@@ -7,25 +7,9 @@ through AgentMemory, the LangGraph store and LangChain's vector store.
 
 from __future__ import annotations
 
-import uuid
-
 import pytest
 
 import memnets
-
-
-@pytest.fixture(scope="module")
-def encoder(tiny_model_dir):
-    from memnets.nn.encoder import MemoryEncoder
-
-    return MemoryEncoder.from_pretrained(tiny_model_dir)
-
-
-@pytest.fixture(params=["archive", "postgres"])
-def location(request, tmp_path) -> tuple[str, dict]:
-    if request.param == "archive":
-        return str(tmp_path / "memory"), {}
-    return request.getfixturevalue("pg_url"), {"table": "s" + uuid.uuid4().hex[:16]}
 
 
 def fill(memory):

@@ -27,13 +27,6 @@ PHONE2 = "My phone number is 555-123-4568"
 OTHER = "I adopted a beagle named Rex"
 
 
-@pytest.fixture(scope="module")
-def encoder(tiny_model_dir):
-    from memnets.nn.encoder import MemoryEncoder
-
-    return MemoryEncoder.from_pretrained(tiny_model_dir)
-
-
 @pytest.fixture()
 def memory(encoder, tmp_path):
     with memnets.open(tmp_path / "memory", encoder=encoder) as opened:
@@ -258,15 +251,6 @@ def test_the_records_validation_is_the_one_every_door_uses(memory):
 
 
 # ---------------------------------------------------------------------- times on both stores
-@pytest.fixture(params=["folder", "postgres"])
-def location(request, tmp_path):
-    if request.param == "folder":
-        return tmp_path / "memory", {}
-    import uuid
-
-    return request.getfixturevalue("pg_url"), {"table": f"w_{uuid.uuid4().hex[:12]}"}
-
-
 def test_created_and_updated_times_survive_reopening_on_both_stores(encoder, location):
     where, options = location
     with memnets.open(where, encoder=encoder, **options) as memory:
