@@ -725,35 +725,32 @@ class PgVectorStore:
 
     def vectors(self, ids: Iterable[str], owner: str) -> np.ndarray:
         """The stored vectors [N, dim] of these ids, in order (KeyError naming the first missing one)."""
-        ids = rowcodec.check_ids(ids, "PgVectorStore.vectors")
-        rowcodec.check_owner(owner, "PgVectorStore.vectors")
-        with self._transaction() as conn:
-            found = dict(
-                conn.execute(
-                    self._sql("SELECT id, embedding FROM {memories} WHERE owner = %s AND id = ANY(%s)"),
-                    (owner, list(dict.fromkeys(ids))),
-                ).fetchall()
-            )
-        missing = [i for i in ids if i not in found]
-        if missing:
-            raise KeyError(f"PgVectorStore.vectors: owner {owner!r} has no memory {missing[0]!r}")
+        ids, found = self._column_by_id("embedding", ids, owner, "PgVectorStore.vectors")
         return np.stack([_array(found[i]) for i in ids]) if ids else np.zeros((0, self.dim), np.float32)
 
     def chunk_vectors(self, ids: Iterable[str], owner: str) -> list[np.ndarray]:
         """The further window vectors [m, dim] of these ids, in order (KeyError naming the first missing one)."""
-        ids = rowcodec.check_ids(ids, "PgVectorStore.chunk_vectors")
-        rowcodec.check_owner(owner, "PgVectorStore.chunk_vectors")
+        ids, found = self._column_by_id("chunks", ids, owner, "PgVectorStore.chunk_vectors")
+        return [from_blob(found[i], self.dim) for i in ids]
+
+    def _column_by_id(self, column: str, ids: Iterable[str], owner: str, where: str) -> tuple[list[str], dict]:
+        """(the checked ids, {id: the column's value}) of the owner's rows; KeyError naming the first id it lacks."""
+        ids = rowcodec.check_ids(ids, where)
+        rowcodec.check_owner(owner, where)
         with self._transaction() as conn:
             found = dict(
                 conn.execute(
-                    self._sql("SELECT id, chunks FROM {memories} WHERE owner = %s AND id = ANY(%s)"),
+                    self._sql(
+                        "SELECT id, {column} FROM {memories} WHERE owner = %s AND id = ANY(%s)",
+                        column=sql.Identifier(column),
+                    ),
                     (owner, list(dict.fromkeys(ids))),
                 ).fetchall()
             )
         missing = [i for i in ids if i not in found]
         if missing:
-            raise KeyError(f"PgVectorStore.chunk_vectors: owner {owner!r} has no memory {missing[0]!r}")
-        return [from_blob(found[i], self.dim) for i in ids]
+            raise KeyError(f"{where}: owner {owner!r} has no memory {missing[0]!r}")
+        return ids, found
 
     def search(self, vector, k: int, owner: str, *, filters: MemoryFilter | None = None) -> list[tuple[Memory, float]]:
         """The owner's k current memories passing ``filters`` of highest inner product with ``vector``, best first.
