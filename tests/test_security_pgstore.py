@@ -193,6 +193,21 @@ def test_a_dead_port_is_database_unavailable_not_a_psycopg_error():
         PgVectorStore(f"postgresql://postgres@127.0.0.1:{port}/postgres", DIM, connect_timeout=0)
 
 
+def test_a_cancelled_statement_is_its_own_error_not_a_lost_server(pg_url):
+    """A statement the server cancels (here its statement_timeout) is an OperationalError too, but the
+    server is there: it propagates as QueryCanceled, never as StoreUnavailableError (or a 503)."""
+    from memnets.store.postgres import PgVectorStore
+
+    store = PgVectorStore(pg_url, DIM, table="c" + uuid.uuid4().hex[:12])
+    try:
+        with pytest.raises(psycopg.errors.QueryCanceled), store._transaction() as conn:
+            conn.execute("SET LOCAL statement_timeout = 10")
+            conn.execute("SELECT pg_sleep(2)")
+        assert store.count("alice") == 0  # the pool and the server are fine
+    finally:
+        store.close()
+
+
 @pytest.fixture
 def own_server():
     """A PostgreSQL server of this test's own (the shared one stays up), stopped and removed at the end."""

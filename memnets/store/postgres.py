@@ -427,7 +427,7 @@ class PgVectorStore:
         except PoolTimeout as error:
             raise self._unavailable(error) from None
         except psycopg.OperationalError as error:
-            if isinstance(error, (psycopg.errors.TransactionRollbackError, psycopg.errors.QueryCanceled)):
+            if isinstance(error, (psycopg.errors.TransactionRollback, psycopg.errors.QueryCanceled)):
                 raise  # a conflict or a timeout of this statement, not a lost server
             raise self._unavailable(error) from None
 
