@@ -1003,12 +1003,8 @@ class PgVectorStore:
         """Claim up to ``size`` rows without a new vector (``FOR UPDATE SKIP LOCKED``: concurrent workers
         take other rows; writers of these rows wait for the batch) and commit their new vectors when
         the block ends, in the same transaction."""
-        columns = ", ".join(f"m.{c.strip()}" for c in _COLUMNS.split(","))
         with self._transaction() as conn:
-            records = conn.execute(
-                self._sql(f"SELECT {columns} {self._TODO} ORDER BY m.owner, m.id LIMIT %s FOR UPDATE OF m SKIP LOCKED"),
-                (size,),
-            ).fetchall()
+            records = self._claim_unembedded(conn, size)
             batch = ReembedBatch(
                 [self._decode(r).content for r in records],
                 [(r[0], r[1], r[9]) for r in records],
@@ -1028,6 +1024,32 @@ class PgVectorStore:
                             for key, vector, more in zip(batch.keys, batch.vectors, batch.chunks)
                         ],
                     )
+
+    def _claim_unembedded(self, conn, size: int) -> list:
+        """Lock up to ``size`` rows that have no new vector yet, for this transaction.
+
+        The claim's NOT EXISTS reads the snapshot its statement started with; a row another worker
+        embedded and committed while this statement waited for or skipped its lock is then taken
+        too (READ COMMITTED re-checks a locked row, not the subquery). Once the rows are locked, a
+        fresh statement sees every such commit: those rows are dropped, and the claim is made again
+        if none is left."""
+        columns = ", ".join(f"m.{c.strip()}" for c in _COLUMNS.split(","))
+        while True:
+            records = conn.execute(
+                self._sql(f"SELECT {columns} {self._TODO} ORDER BY m.owner, m.id LIMIT %s FOR UPDATE OF m SKIP LOCKED"),
+                (size,),
+            ).fetchall()
+            if not records:
+                return records
+            done = set(
+                conn.execute(
+                    self._sql("SELECT owner, id, version FROM {reembed} WHERE owner = ANY(%s) AND id = ANY(%s)"),
+                    ([r[0] for r in records], [r[1] for r in records]),
+                ).fetchall()
+            )
+            fresh = [r for r in records if (r[0], r[1], r[9]) not in done]
+            if fresh:
+                return fresh
 
     def reembed_progress(self) -> tuple[int, int]:
         """(rows with their new vector, rows in the store)."""
