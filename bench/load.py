@@ -42,6 +42,7 @@ import json
 import random
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 import uuid
@@ -236,11 +237,12 @@ def main(argv: list[str] | None = None) -> int:
         "--parts", nargs="+", default=["encode", "load"], choices=PARTS, help="what to run (default: encode load)"
     )
     parser.add_argument("--out", default=None, help="save the figures as JSON here")
+    argv = sys.argv[1:] if argv is None else argv  # saved with the figures as the command that made them
     args = parser.parse_args(argv)
     if not 1 <= args.memories <= 1_000_000 or not 0 < args.seconds <= 120 or max(args.clients) > 200:
         parser.error("bounded runs only: --memories 1..1M, --seconds up to 120, at most 200 clients")
     encoder_args = ["--encoder", args.encoder] if args.encoder else []
-    report = {"command": "python -m bench.load " + " ".join(argv or []), "load_before": load_average(), "runs": []}
+    report = {"command": "python -m bench.load " + " ".join(argv), "load_before": load_average(), "runs": []}
     print(report["load_before"])
     if "encode" in args.parts:
         report["encode"] = [encode_comparison(args.encoder, threads=n) for n in (1, 10, 50)]

@@ -4,11 +4,12 @@
   on the same memory and every add that got a 2xx is looked up (acknowledged, present, lost).
 - :func:`postgres_restart_run`: writers add and search while the PostgreSQL server under the memory
   is stopped and started again; every answer is counted by status (200, 503 with Retry-After, any
-  other), the time until the server answers 200 again without being restarted, and the
-  acknowledged adds looked up afterwards.
+  other), the slowest answer (each request should be answered within about the store's
+  connect_timeout, never cut off by the client's timeout), the time until the server answers 200
+  again without being restarted, and the acknowledged adds looked up afterwards.
 
 Both return a dict of counts; tests/test_server_faults.py runs them small and asserts nothing was
-lost and nothing but 200 and 503 came back; bench/load.py --faults runs them larger and saves them.
+lost and nothing but 200 and 503 came back; bench/load.py --parts faults runs them larger and saves them.
 """
 
 from __future__ import annotations
@@ -25,12 +26,23 @@ from bench.server_process import ServerProcess
 
 
 class _Writers:
-    """``n`` threads adding (and, with ``search``, searching) until stopped; what was acknowledged."""
+    """``n`` threads adding (and, with ``search``, searching) until stopped; what was acknowledged, the
+    answers by status and the slowest one (a request the client gave up on after ``timeout`` s is "no answer")."""
 
-    def __init__(self, url: str, n: int, *, user: str, search: bool = False, headers: dict | None = None) -> None:
-        self.url, self.user, self.search, self.headers = url, user, search, headers or {}
+    def __init__(
+        self,
+        url: str,
+        n: int,
+        *,
+        user: str,
+        search: bool = False,
+        headers: dict | None = None,
+        timeout: float = 10.0,
+    ) -> None:
+        self.url, self.user, self.search, self.headers, self.timeout = url, user, search, headers or {}, timeout
         self.acknowledged: list[str] = []
         self.statuses: Counter = Counter()
+        self.slowest_s = 0.0
         self.missing_retry_after = 0
         self.stop = threading.Event()
         self._lock = threading.Lock()
@@ -47,7 +59,7 @@ class _Writers:
             thread.join(timeout=60)
 
     def _run(self, worker: int) -> None:
-        with httpx.Client(base_url=self.url, headers=self.headers, timeout=10) as client:
+        with httpx.Client(base_url=self.url, headers=self.headers, timeout=self.timeout) as client:
             n = 0
             while not self.stop.is_set():
                 n += 1
@@ -64,6 +76,7 @@ class _Writers:
                     time.sleep(0.05)
 
     def _call(self, client: httpx.Client, method: str, path: str, body: dict) -> int | None:
+        started = time.monotonic()
         try:
             response = client.request(method, path, json=body)
         except httpx.TransportError:
@@ -72,6 +85,7 @@ class _Writers:
             time.sleep(0.05)
             return None
         with self._lock:
+            self.slowest_s = max(self.slowest_s, time.monotonic() - started)
             self.statuses[response.status_code] += 1
             if response.status_code == 503 and "retry-after" not in response.headers:
                 self.missing_retry_after += 1
@@ -122,13 +136,15 @@ def postgres_restart_run(
     before_s: float = 3.0,
     down_s: float = 5.0,
     recover_within_s: float = 60.0,
+    client_timeout_s: float = 10.0,
     env=None,
 ) -> dict:
-    """Stop PostgreSQL for ``down_s`` under load and start it again; count the answers and the recovery."""
+    """Stop PostgreSQL for ``down_s`` under load and start it again; count the answers and the recovery.
+    Each writer's client gives up on a request after ``client_timeout_s`` (counted as "no answer")."""
     user = "pg-" + uuid.uuid4().hex[:6]
     with ServerProcess(url, *server_args, env=env) as server:
         server.wait_ready()
-        load = _Writers(server.url, writers, user=user, search=True).start()
+        load = _Writers(server.url, writers, user=user, search=True, timeout=client_timeout_s).start()
         time.sleep(before_s)
         stop_postgres()
         time.sleep(down_s)
@@ -155,6 +171,8 @@ def postgres_restart_run(
         "answers": {str(k): v for k, v in load.statuses.items()},
         "answers_until_restart": {str(k): v for k, v in down.items()},
         "503_without_retry_after": load.missing_retry_after,
+        "client_timeout_s": client_timeout_s,
+        "slowest_answer_s": round(load.slowest_s, 2),
         "recovered_after_s": recovered_after,
         "server_still_running": server_pid_alive,
         "acknowledged": len(load.acknowledged),

@@ -250,6 +250,45 @@ def test_a_server_stopped_mid_use_gives_database_unavailable_and_the_store_recov
         store.close()
 
 
+def test_a_pool_timeout_with_every_connection_busy_is_load_not_an_outage(pg_url):
+    """The server is up but the store's one connection is busy past connect_timeout: that call is
+    database unavailable (a 503), yet the next call still waits its whole connect_timeout and gets
+    the connection once it is free. The short wait of a known outage (UNREACHABLE_WAIT_S: calls
+    queued behind a lost server fail at once) is only for a server that is gone: a lost connection
+    or failed attempts to connect, not a busy pool."""
+    import threading
+    import time
+
+    from memnets.store.errors import StoreUnavailableError
+    from memnets.store.postgres import PgVectorStore
+
+    store = PgVectorStore(pg_url, DIM, table="b" + uuid.uuid4().hex[:12], pool_size=1, connect_timeout=1)
+    counted: list[int] = []
+    try:
+        memories = [memory_for(f"m{i}", "alice", minutes=i) for i in range(3)]
+        store.upsert(memories, vectors_for(memories))
+        with psycopg.connect(pg_url) as blocker:  # its lock holds the store's one connection in a count
+            blocker.execute(f"LOCK TABLE {store.table}_memories IN ACCESS EXCLUSIVE MODE")
+            holder = threading.Thread(target=lambda: counted.append(store.count("alice")))
+            holder.start()
+            for _ in range(100):  # until the holder's count waits on the lock
+                waiting = _sql(store, "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'")
+                if waiting[0][0]:
+                    break
+                time.sleep(0.05)
+            with pytest.raises(StoreUnavailableError, match="couldn't get a connection"):
+                store.count("alice")  # waited connect_timeout for the busy connection
+            later = threading.Thread(target=lambda: counted.append(store.count("alice")))
+            later.start()
+            time.sleep(0.3)  # `later` waits for the connection (up to 1 s), not UNREACHABLE_WAIT_S
+            blocker.commit()
+        holder.join(timeout=10)
+        later.join(timeout=10)
+        assert counted == [3, 3]
+    finally:
+        store.close()
+
+
 def _once_back(call, attempts: int = 120):
     """``call()``'s result once it stops raising StoreUnavailableError (the pool retries in the background)."""
     import time

@@ -116,6 +116,15 @@ _LIVE = "(expires_at IS NULL OR expires_at > %s)"  # not expired at the time bou
 # pgvector's hnsw.max_scan_tuples, the most rows an iterative scan visits.
 EXACT_BELOW = 20_000
 _STREAM_BATCH = 256  # rows fetched per round trip when metadata is checked client-side
+# How long a call waits for a pooled connection while the server is known to be unreachable (the
+# pool failed to connect, or a connection was lost), instead of the whole connect_timeout. Calls
+# that run one after another each waited the whole timeout: the memory API's writer lock holds the
+# store calls of one add at a time, so with the server down the n-th queued add was answered after
+# n x connect_timeout (8 writers, connect_timeout 2: adds waited over 10 s). Now the first call
+# waits connect_timeout and the ones queued behind it fail at once (n x this wait, 1.3 s for the
+# server's 64 request threads); a connection the pool hands out again (it reconnects by itself in
+# the background, and a ready connection is handed out in microseconds) ends the state.
+UNREACHABLE_WAIT_S = 0.02
 
 # one row written: inserted, or over the stored (owner, id)
 _UPSERT = (
@@ -174,6 +183,8 @@ class PgVectorStore:
         connect_timeout: seconds to wait for the server and for a pooled connection (default 5: a
             call while the server is down fails after about this long with StoreUnavailableError,
             "database unavailable", and the store recovers by itself once the server is back).
+            Once the server is known to be unreachable, calls wait at most ``UNREACHABLE_WAIT_S``
+            for a connection until one is handed out again (see :meth:`_connection`).
         scrub: what a deletion does once it committed, so that the deleted text leaves the table
             files (docs/security.md): "full" (default) rewrites the table (``VACUUM FULL``: the
             deleted rows' bytes are in no table file after it; other calls on the table wait for
@@ -242,6 +253,9 @@ class PgVectorStore:
             "chunked": sql.Identifier(f"{table}_chunked"),
         }
         self._encoder: EncoderIdentity | None = None  # bound by bind_encoder (None: unchecked)
+        self._connect_timeout = float(connect_timeout)
+        self._unreachable = False  # see _connection
+        self._connect_errors = 0  # the pool's failed connection attempts counted so far (_connect_failed)
         self._pool: ConnectionPool | None = None
         self.dim, self._cipher, self.archive_id, self._ledger_secret = self._init_schema(dim, key, connect_timeout)
         self._pool = ConnectionPool(
@@ -418,18 +432,50 @@ class PgVectorStore:
 
     @contextmanager
     def _connection(self) -> Iterator[psycopg.Connection]:
-        """A pooled connection (see :meth:`_transaction` for the errors)."""
-        if self._pool is None:
+        """A pooled connection (see :meth:`_transaction` for the errors).
+
+        The wait for it is ``connect_timeout``, or ``UNREACHABLE_WAIT_S`` while the server is known
+        to be unreachable: a connection was lost, or the pool timed out after failed attempts to
+        connect (a timeout with every connection busy and no failed attempt is load, not an
+        outage, and changes nothing). So a call while the server is down fails within about
+        connect_timeout however many calls queue before it, and the first connection handed out
+        again (the pool reconnects in the background) ends the state.
+        """
+        pool = self._pool
+        if pool is None:
             raise StoreError(f"PgVectorStore {self._where()} is closed")
+        wait = min(UNREACHABLE_WAIT_S, self._connect_timeout) if self._unreachable else None
         try:
-            with self._pool.connection() as conn:
+            with pool.connection(timeout=wait) as conn:
+                if self._unreachable:
+                    self._unreachable = False
+                    log.info("PostgreSQL at %s answers again", self._where())
                 yield conn
         except PoolTimeout as error:
+            if self._connect_failed(pool):
+                self._mark_unreachable(error)
             raise self._unavailable(error) from None
         except psycopg.OperationalError as error:
             if isinstance(error, (psycopg.errors.TransactionRollback, psycopg.errors.QueryCanceled)):
                 raise  # a conflict or a timeout of this statement, not a lost server
+            self._mark_unreachable(error)
             raise self._unavailable(error) from None
+
+    def _connect_failed(self, pool: ConnectionPool) -> bool:
+        """Whether the pool failed an attempt to connect since this was last asked (its public stats)."""
+        errors = pool.get_stats().get("connections_errors", 0)
+        failed, self._connect_errors = errors > self._connect_errors, errors
+        return failed
+
+    def _mark_unreachable(self, error: Exception) -> None:
+        if not self._unreachable:
+            self._unreachable = True
+            log.warning(
+                "PostgreSQL at %s is unreachable (%s): calls wait at most %.2f s for a connection until it answers",
+                self._where(),
+                type(error).__name__,
+                min(UNREACHABLE_WAIT_S, self._connect_timeout),
+            )
 
     def _unavailable(self, error: Exception) -> StoreUnavailableError:
         detail = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
