@@ -248,7 +248,7 @@ class AgentMemory:
                 f"AgentMemory: the store holds {store.dim}-d vectors but the encoder gives {encoder.dim}-d ones"
             )
         self.store = store
-        self.encoder = encoder
+        self._encoder = encoder
         self.config = config or ManagerConfig()
         self.importance = importance if importance is not None else HeuristicImportance()
         self.gate = gate if gate is not None else HeuristicGate()
@@ -263,6 +263,23 @@ class AgentMemory:
         self._lock = threading.RLock()  # one writer at a time: dedup check and write are one step
         self._managers: weakref.WeakSet[MemoryManager] = weakref.WeakSet()
         self._writes = WritePath(store, encoder, self.importance, self.config, self._live)
+
+    @property
+    def encoder(self):
+        """The encoder of this memory's writes and queries."""
+        return self._encoder
+
+    @encoder.setter
+    def encoder(self, encoder) -> None:
+        """Replace it with a wrapper of the same model (the server's BatchingEncoder): the write path
+        encodes with it too, and so do the managers opened after."""
+        if getattr(encoder, "dim", None) != self.store.dim:
+            raise ValueError(
+                f"encoder: the store holds {self.store.dim}-d vectors but this encoder gives "
+                f"{getattr(encoder, 'dim', None)}-d ones"
+            )
+        self._encoder = encoder
+        self._writes.encoder = encoder
 
     # ------------------------------------------------------------------ writing
     def add(

@@ -285,6 +285,20 @@ def test_search_many_encodes_the_query_once_and_matches_search_per_user(encoder,
             memory.search_many(TEXTS[2], users=["ann", ""])
 
 
+def test_a_replaced_encoder_is_used_by_writes_and_searches(encoder, tmp_path):
+    """``memory.encoder = wrapper`` (the server's BatchingEncoder) reaches the write path too; before,
+    adds kept encoding with the encoder the memory was opened with."""
+    with memnets.open(tmp_path / "m", encoder=encoder) as memory:
+        spy = CountingEncoder(encoder)
+        memory.encoder = spy
+        memory.add(TEXTS[0], user="ann")
+        memory.search(TEXTS[0], user="ann")
+        assert spy.calls == ["memory", "query"]
+        with pytest.raises(ValueError, match=r"encoder: the store holds \d+-d vectors but this encoder gives 3-d"):
+            memory.encoder = type("Small", (), {"dim": 3})()
+        assert memory.encoder is spy
+
+
 def test_users_share_one_encoder_loaded_once(tiny_model_dir, tmp_path, monkeypatch):
     from memnets.nn.encoder import MemoryEncoder
 

@@ -1,9 +1,12 @@
 """BatchingEncoder: concurrent encode calls share forward passes (bounded wait), each caller gets
-exactly the rows a direct encode gives, kinds are never mixed, and an error reaches its callers."""
+exactly the rows a direct encode gives, kinds are never mixed, and an error reaches its callers.
+Through the app (in process, a real tiny encoder): adds go through it too, and a search encodes its
+query once, its score breakdown included, with batching and without."""
 
 from __future__ import annotations
 
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -17,6 +20,11 @@ class CountingEncoder:
     def __init__(self, encoder):
         self.encoder, self.passes, self.kinds = encoder, [], []
         self.dim, self.tokenizer = encoder.dim, encoder.tokenizer
+
+    def __getattr__(self, name):  # fingerprint, window, ... of the real encoder (memnets.open needs them)
+        if name == "encoder":
+            raise AttributeError(name)
+        return getattr(self.encoder, name)
 
     def encode(self, texts, kind="memory"):
         self.passes.append(len(texts))
@@ -90,3 +98,33 @@ def test_an_error_reaches_the_callers_of_its_batch_only(encoder):
 def test_bad_settings_are_named(encoder, option, value):
     with pytest.raises(ValueError, match=option):
         BatchingEncoder(encoder, **{option: value})
+
+
+@pytest.mark.parametrize("batching", [True, False])
+def test_the_app_encodes_adds_through_it_and_a_search_query_once(encoder, tmp_path, batching):
+    """Before: the write path kept the encoder the memory opened with, so adds bypassed the batcher
+    (and its metrics); without batching the search route encoded the query again for ``_explain``."""
+    from starlette.testclient import TestClient
+
+    import memnets
+    from memnets.server.app import create_app
+
+    spy = CountingEncoder(encoder)
+    app = create_app(lambda: memnets.open(str(tmp_path / "memory"), encoder=spy), batching=batching)
+    with TestClient(app) as client:
+        for _ in range(200):  # the memory opens in a background thread
+            if client.get("/readyz").status_code == 200:
+                break
+            time.sleep(0.05)
+        for text in ("ann walks her beagle in the park", "ann's sister lives in lyon"):
+            assert client.post("/v1/memories", json={"user": "ann", "text": text}).status_code == 200
+        assert spy.kinds.count("memory") == 2
+        metrics = client.get("/metrics").text
+        assert "memnets_encode_batch_size_sum 2.0" in metrics, metrics  # both adds' texts went through it
+        spy.kinds.clear()
+        found = client.post("/v1/search", json={"user": "ann", "query": "the dog", "k": 2}).json()
+        assert spy.kinds == ["query"]  # the hits and their score parts from one encode
+        query = np.asarray(encoder.encode(["the dog"], kind="query"), dtype=np.float32)[0]
+        for hit in found["results"]:
+            stored = np.asarray(encoder.encode([hit["memory"]["content"]], kind="memory"), dtype=np.float32)[0]
+            assert hit["parts"]["relevance"] == pytest.approx(float(query @ stored), abs=1e-4)

@@ -7,7 +7,8 @@ request's JSON fields are the call's keyword arguments (times as ISO 8601 string
 argument the API gains reaches it without a change here, and the API's own validation names what
 is wrong. Memory calls run in worker threads (the event loop never waits on the model or the
 database); the encoder is wrapped in a :class:`~memnets.server.batching.BatchingEncoder` so
-concurrent requests share forward passes.
+concurrent requests share forward passes (with ``batching=False`` it encodes every call alone) and
+a search's score breakdown reuses the query's vector instead of encoding the query again.
 
 Errors are JSON ``{"error": {"code", "message", "field", "type"}}`` (see
 :data:`memnets.server.wire.ERROR_STATUS`): the API's ValueError/TypeError are 422, KeyError 404, a
@@ -166,10 +167,9 @@ class ServerState:
         """Open the memory (load the encoder, reach the store); on failure keep the reason for /readyz."""
         try:
             memory = self._opener()
-            if self.batching:
-                memory.encoder = BatchingEncoder(
-                    memory.encoder, max_wait_s=self.max_wait_s, on_batch=self.metrics.batch.observe
-                )
+            memory.encoder = BatchingEncoder(
+                memory.encoder, max_wait_s=self.max_wait_s, on_batch=self.metrics.batch.observe, batch=self.batching
+            )
             self.memory = memory
             logger.info("memnets server: memory open (%r)", memory)
         except Exception as error:  # reported by /readyz and every route
@@ -199,9 +199,7 @@ class ServerState:
         for manager in self.managers.values():
             manager.close()
         memory.close()
-        encoder = memory.encoder
-        if isinstance(encoder, BatchingEncoder):
-            encoder.close()
+        memory.encoder.close()  # the BatchingEncoder of load()
 
 
 # ---------------------------------------------------------------- errors
@@ -656,9 +654,9 @@ def _explain(memory, query, found: dict, user: str) -> dict:
     }
     if not hits:
         return out
-    encoder = memory.encoder
-    vector = encoder.last_vectors() if isinstance(encoder, BatchingEncoder) else None
-    if vector is None or vector.shape != (1, encoder.dim):
+    encoder = memory.encoder  # the server's BatchingEncoder (ServerState.load), batching or not
+    vector = encoder.last_vectors()  # the query's row: the search encoded it last, in this thread
+    if vector is None or vector.shape != (1, encoder.dim):  # not expected; correct scores all the same
         vector = np.asarray(encoder.encode([query], kind="query"), dtype=np.float32).reshape(1, encoder.dim)
     memories = [hit.memory for hit in hits]
     relevance = cosine(vector[0], memory.store.vectors([m.id for m in memories], user))

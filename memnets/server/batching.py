@@ -9,7 +9,9 @@ most ``max_wait_s`` (a bounded delay); under load the forward passes carry many 
 throughput is far above one pass per request (bench/load.py measures both).
 
 The rows a thread got last are kept per thread (:meth:`last_vectors`), so the server can explain a
-search's scores (relevance = cosine with the query's vector) without encoding the query twice.
+search's scores (relevance = cosine with the query's vector) without encoding the query twice. With
+``batch=False`` (the server's ``--no-batching``) every call encodes alone in its own thread, one
+forward pass per call, and still keeps its rows: the server wraps its encoder either way.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ class BatchingEncoder:
         max_wait_s: how long the first call of a batch waits for others (0: take only what is queued).
         max_batch: the most texts in one forward pass (a single larger call still goes alone).
         on_batch: called with the number of texts of every forward pass (the server's metrics).
+        batch: False: no batching (each call encodes alone, in its caller's thread; no background thread).
     """
 
     def __init__(
@@ -55,6 +58,7 @@ class BatchingEncoder:
         max_wait_s: float = DEFAULT_MAX_WAIT_S,
         max_batch: int = DEFAULT_MAX_BATCH,
         on_batch: Callable[[int], None] | None = None,
+        batch: bool = True,
     ) -> None:
         if isinstance(max_wait_s, bool) or not isinstance(max_wait_s, (int, float)) or not 0 <= max_wait_s <= 1:
             raise ValueError(f"BatchingEncoder: max_wait_s must be a number of seconds in [0, 1], got {max_wait_s!r}")
@@ -66,10 +70,13 @@ class BatchingEncoder:
         self.max_wait_s = float(max_wait_s)
         self.max_batch = max_batch
         self.on_batch = on_batch
+        self.batch = bool(batch)
         self._queue: queue.Queue[_Call | None] = queue.Queue()
         self._local = threading.local()
-        self._thread = threading.Thread(target=self._run, name="memnets-encode-batcher", daemon=True)
-        self._thread.start()
+        self._thread = None
+        if self.batch:
+            self._thread = threading.Thread(target=self._run, name="memnets-encode-batcher", daemon=True)
+            self._thread.start()
 
     def __getattr__(self, name):  # fingerprint, model, ... of the wrapped encoder
         if name == "encoder":
@@ -80,8 +87,10 @@ class BatchingEncoder:
         """[len(texts), dim] unit rows (of the wrapped encoder's type: a tensor or an array), computed in a
         forward pass shared with concurrent callers."""
         texts = list(texts)
-        if kwargs or not texts:  # options the batch cannot share: encode alone
+        if kwargs or not texts or not self.batch:  # options a batch cannot share, or no batching: encode alone
             vectors = self.encoder.encode(texts, kind=kind, **kwargs)
+            if texts:
+                self._observe(len(texts))
         else:
             call = _Call(texts, kind)
             self._queue.put(call)
@@ -99,8 +108,9 @@ class BatchingEncoder:
 
     def close(self) -> None:
         """Stop the batching thread (calls already queued are served first)."""
-        self._queue.put(None)
-        self._thread.join(timeout=5)
+        if self._thread is not None:
+            self._queue.put(None)
+            self._thread.join(timeout=5)
 
     def _run(self) -> None:
         held: list = []  # a call (or the stop mark) taken while filling a batch that does not fit in it
@@ -131,13 +141,16 @@ class BatchingEncoder:
                 call.error = error
                 call.done.set()
             return
-        if self.on_batch is not None:
-            try:
-                self.on_batch(size)
-            except Exception:  # metrics must never fail an encode
-                logger.exception("BatchingEncoder: on_batch failed")
+        self._observe(size)
         start = 0
         for call in batch:
             call.vectors = vectors[start : start + len(call.texts)]
             start += len(call.texts)
             call.done.set()
+
+    def _observe(self, size: int) -> None:
+        if self.on_batch is not None:
+            try:
+                self.on_batch(size)
+            except Exception:  # metrics must never fail an encode
+                logger.exception("BatchingEncoder: on_batch failed")
