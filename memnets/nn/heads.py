@@ -30,7 +30,7 @@ import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 from torch import nn
 
-from memnets.nn.modes import evaluating
+from memnets.nn.modes import evaluating, single_threaded
 from memnets.nn.weights import WeightsMismatch, check_shapes, meta_shapes, read_json, tensor_shapes
 from memnets.text import strip_speaker
 
@@ -243,7 +243,7 @@ class ImportanceHead(Head):
             if len(texts) != x.shape[0]:
                 raise ValueError(f"{len(texts)} texts for {x.shape[0]} embeddings")
             features = text_features(texts)
-        with evaluating(self):
+        with evaluating(self), single_threaded():
             return self._proba(self(x, features))
 
 
@@ -381,7 +381,7 @@ class RecallGateHead(Head):
             raise ValueError(
                 f"shapes disagree: query_emb {tuple(query.shape)}, context_embs {tuple(context.shape)}, mask {tuple(mask.shape)}"
             )
-        with evaluating(self):
+        with evaluating(self), single_threaded():
             return self._proba(self(query, context, mask))
 
 
