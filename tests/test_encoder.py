@@ -69,6 +69,34 @@ def test_loaded_encoder_is_in_eval_mode_and_encode_switches_no_mode(tiny_model_d
     assert torch.equal(encoder.encode(TEXTS[:2]), exact) and switches
 
 
+def test_batches_stay_padded_while_other_threads_use_the_tokenizer(tiny_model_dir):
+    """A fast tokenizer's padding setting is state every call sets: before tokenize() padded with a
+    copy of its own, an unpadded call in another thread (the memory API's token check) left about
+    one batch of texts of different lengths in five unpadded, "Unable to create tensor"."""
+    import threading
+
+    enc = MemoryEncoder.from_pretrained(tiny_model_dir)
+    done, errors = threading.Event(), []
+
+    def check_tokens():
+        while not done.is_set():
+            enc.tokenizer("a short text to check", add_special_tokens=False, verbose=False)
+
+    checker = threading.Thread(target=check_tokens)
+    checker.start()
+    try:
+        for _ in range(60):
+            try:
+                vectors = enc.encode(["short", "a much longer text with many more words in it than the first"])
+                assert vectors.shape == (2, enc.dim)
+            except ValueError as error:
+                errors.append(str(error))
+    finally:
+        done.set()
+        checker.join()
+    assert errors == []
+
+
 def test_prefixes_change_queries_only(tiny_model_dir):
     encoder = MemoryEncoder.from_pretrained(tiny_model_dir, query_prefix="query: ")
     plain = MemoryEncoder.from_pretrained(tiny_model_dir)

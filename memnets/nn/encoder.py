@@ -17,6 +17,7 @@ tokenisation and are saved with the model (also as sentence-transformers prompts
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import logging
@@ -81,6 +82,13 @@ class MemoryEncoder(torch.nn.Module):
             raise ValueError(f"projection_dim must be a positive integer or None, got {projection_dim}")
         self.backbone = backbone
         self.tokenizer = tokenizer
+        # A fast tokenizer keeps its padding and truncation settings in its (Rust) state, and every
+        # call sets them to its own: an unpadded call in another thread (cut() here, the memory API's
+        # token check, the chunker) between a padded call's setting and its encoding left that batch
+        # unpadded ("Unable to create tensor ... activate truncation and/or padding"; the server met it
+        # when batched encodes ran beside concurrent adds). tokenize() pads with a copy of its own,
+        # which only ever sees its one setting, so no other call changes its state.
+        self._padding_tokenizer = copy.deepcopy(tokenizer)
         self.max_length = int(max_length)
         self.query_prefix = query_prefix
         self.memory_prefix = memory_prefix
@@ -348,7 +356,7 @@ class MemoryEncoder(torch.nn.Module):
         if isinstance(texts, str):
             raise TypeError("texts must be a sequence of strings, not one string")
         prefix = self.prefix(kind)
-        batch = self.tokenizer(
+        batch = self._padding_tokenizer(
             [self.cut(prefix + text) for text in texts],
             padding=True,
             truncation=True,
