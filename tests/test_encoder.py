@@ -49,7 +49,24 @@ def test_forward_has_gradients_and_encode_restores_mode(tiny_model_dir):
     out.sum().backward()
     assert out.requires_grad and any(p.grad is not None for p in encoder.parameters())
     encoder.encode(TEXTS[:1])
-    assert encoder.training
+    assert encoder.training and all(module.training for module in encoder.modules())
+
+
+def test_loaded_encoder_is_in_eval_mode_and_encode_switches_no_mode(tiny_model_dir, monkeypatch):
+    """A loaded encoder is in eval mode everywhere, so encode (one query per agent turn) writes no
+    mode flag: Module.train over MiniLM's tree cost 3 ms per call, twice per query."""
+    encoder = MemoryEncoder.from_pretrained(tiny_model_dir)
+    assert not any(module.training for module in encoder.modules())
+    switches = []
+    real_train = torch.nn.Module.train
+    monkeypatch.setattr(
+        torch.nn.Module, "train", lambda self, mode=True: switches.append(mode) or real_train(self, mode)
+    )
+    encoder.encode(TEXTS[:2])
+    assert switches == []
+    exact = encoder.encode(TEXTS[:2])
+    encoder.backbone.encoder.layer[0].train()  # one submodule in training mode (dropout on): encode switches
+    assert torch.equal(encoder.encode(TEXTS[:2]), exact) and switches
 
 
 def test_prefixes_change_queries_only(tiny_model_dir):

