@@ -1,8 +1,18 @@
-"""The trainer section of a `memnets fit encoder` config for tests: CPU, quiet, CSV metrics, best encoder exported."""
+"""For `memnets fit encoder` tests: the tiny data config, and a trainer section (CPU, quiet, CSV metrics, best encoder exported)."""
 
 from __future__ import annotations
 
 from pathlib import Path
+
+import yaml
+
+
+def tiny_data_config(tmp_path: Path, locomo_path: Path) -> Path:
+    """A data config over the tiny LoCoMo file (tiny-1 trains, tiny-2 validates), its cache in ``tmp_path``."""
+    path = tmp_path / "data.yaml"
+    splits = {"train": ["tiny-1"], "validation": ["tiny-2"], "test": []}
+    path.write_text(yaml.safe_dump({"path": str(locomo_path), "cache_dir": str(tmp_path / "cache"), "splits": splits}))
+    return path
 
 
 def encoder_trainer_config(tmp_path: Path, max_epochs: int) -> dict:

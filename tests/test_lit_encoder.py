@@ -9,27 +9,18 @@ from collections import defaultdict
 import pytest
 import torch
 import yaml
-from fit_helpers import encoder_trainer_config
+from fit_helpers import encoder_trainer_config, tiny_data_config
 
 from memnets.commands.fit import main
 from memnets.lit.cli import COMPONENTS, build_cli
 from memnets.lit.data import NoDuplicatesBatchSampler, RetrievalDataModule
+from memnets.lit.threads import TorchThreads
 from memnets.nn.encoder import MemoryEncoder
 
 
 @pytest.fixture
 def data_config(tmp_path, tiny_locomo_path):
-    path = tmp_path / "data.yaml"
-    path.write_text(
-        yaml.safe_dump(
-            {
-                "path": str(tiny_locomo_path),
-                "cache_dir": str(tmp_path / "cache"),
-                "splits": {"train": ["tiny-1"], "validation": ["tiny-2"], "test": []},
-            }
-        )
-    )
-    return path
+    return tiny_data_config(tmp_path, tiny_locomo_path)
 
 
 def _fit_config(tmp_path, tiny_model_dir, data_config, epochs=4):
@@ -92,8 +83,11 @@ def test_fit_lowers_the_loss_logs_recall_and_exports_a_loadable_encoder(tmp_path
 
 
 def test_cli_builds_without_fitting_and_rejects_unknown_components(tmp_path, tiny_model_dir, data_config, capsys):
-    cli = build_cli("encoder", ["-c", str(_fit_config(tmp_path, tiny_model_dir, data_config))], run=False)
+    config = str(_fit_config(tmp_path, tiny_model_dir, data_config))
+    cli = build_cli("encoder", ["-c", config, "--torch_threads.per_process", "1"], run=False)
     assert cli.model.encoder.dim == 32 and cli.datamodule.hparams.batch_size == 4
+    # every fit sets its threads, also with a config whose callbacks do not name TorchThreads
+    assert [c.per_process for c in cli.trainer.callbacks if isinstance(c, TorchThreads)] == [1]
     assert main(["nonsense"]) == 2 and "unknown component" in capsys.readouterr().err
     assert set(COMPONENTS) >= {"encoder"}
 

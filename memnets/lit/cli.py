@@ -54,6 +54,8 @@ def build_cli(component: str, args: list[str], run: bool = True):
     """
     from lightning.pytorch.cli import LightningCLI
 
+    from memnets.lit.threads import TorchThreads
+
     # LightningCLI warns when args differ from sys.argv; here they differ by design (`memnets fit X`).
     warnings.filterwarnings("ignore", message="LightningCLI's args parameter")
 
@@ -64,6 +66,8 @@ def build_cli(component: str, args: list[str], run: bool = True):
 
     class LinkedCLI(LightningCLI):
         def add_arguments_to_parser(self, parser) -> None:
+            # in every fit, whatever its callbacks: `torch_threads: {per_process: N}` / --torch_threads.per_process
+            parser.add_lightning_class_args(TorchThreads, "torch_threads")
             for source, target in links:
                 parser.link_arguments(source, target, apply_on="instantiate")
 

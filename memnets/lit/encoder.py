@@ -78,6 +78,8 @@ class EncoderModule(L.LightningModule):
             memory_prefix=memory_prefix,
             backbone_config=backbone_config,
         )
+        # the backbone's pooler is never run (mean pooling): frozen, or DDP stops on its missing gradients
+        self.encoder.freeze_unused_parameters()
         self.loss_fn = InfoNCELoss(
             temperature,
             learnable_temperature,
@@ -143,6 +145,8 @@ class EncoderModule(L.LightningModule):
         hp = self.hparams
         decay, no_decay = [], []
         for parameter in self.encoder.parameters():
+            if not parameter.requires_grad:  # the frozen pooler (freeze_unused_parameters)
+                continue
             (no_decay if parameter.ndim < 2 else decay).append(parameter)
         groups = [
             {"params": decay, "weight_decay": hp.weight_decay, "lr": hp.lr},
@@ -169,8 +173,9 @@ class ExportEncoder(L.Callback):
 
     Writes ``<log_dir>/encoder/`` (next to that run's metrics and config) and a stable copy at
     ``export_dir`` (default ``checkpoints/encoder/best``), each with ``training.json``: the run's
-    folder, the best checkpoint, its monitored score, the epochs trained, the wall time of the fit
-    and the throughput of the training steps (pairs/s of this rank, step time only). Without a
+    folder, the best checkpoint, its monitored score, the epochs trained, the wall time of the fit,
+    the number of processes (``world_size``), the torch threads of each and the throughput of the
+    training steps (pairs of all ranks per second of the slowest rank's step time). Without a
     ModelCheckpoint (or before any checkpoint) the last weights are exported. After this the module
     holds the exported (best) weights.
     """
@@ -196,25 +201,39 @@ class ExportEncoder(L.Callback):
         if best:
             state = torch.load(best, map_location="cpu", weights_only=True)["state_dict"]
             pl_module.load_state_dict(state)
-        if not trainer.is_global_zero:
-            return
+        # collectives: every rank takes part (a rank that skipped them left rank 0 waiting on a closed peer)
         run_dir = Path(trainer.log_dir or trainer.default_root_dir)
-        info = {
-            "run_dir": str(run_dir),
-            "best_checkpoint": best or None,
-            "monitor": getattr(callback, "monitor", None),
-            "best_score": float(callback.best_model_score) if best and callback.best_model_score is not None else None,
-            "epochs_trained": trainer.current_epoch,
-            "temperature": float(pl_module.loss_fn.temperature().detach()),
-            "fit_seconds": round(time.perf_counter() - self.fit_started, 1),
-            "train_step_seconds": round(self.train_seconds, 1),
-            "pairs_seen": self.pairs_seen,
-            "pairs_per_second": round(self.pairs_seen / max(self.train_seconds, 1e-9), 1),
-            "torch_threads": torch.get_num_threads(),  # the steps' intra-op threads (rank 0's)
-        }
-        targets = [run_dir / "encoder"] + ([Path(self.export_dir)] if self.export_dir else [])
-        for target in targets:
-            if target.exists():
-                shutil.rmtree(target)
-            pl_module.encoder.save_pretrained(target)
-            (target / "training.json").write_text(json.dumps(info, indent=2) + "\n")
+        pairs_seen, train_seconds = self._totals(trainer)
+        if trainer.is_global_zero:
+            info = {
+                "run_dir": str(run_dir),
+                "best_checkpoint": best or None,
+                "monitor": getattr(callback, "monitor", None),
+                "best_score": float(callback.best_model_score)
+                if best and callback.best_model_score is not None
+                else None,
+                "epochs_trained": trainer.current_epoch,
+                "temperature": float(pl_module.loss_fn.temperature().detach()),
+                "fit_seconds": round(time.perf_counter() - self.fit_started, 1),
+                "world_size": trainer.world_size,
+                "train_step_seconds": round(train_seconds, 1),
+                "pairs_seen": pairs_seen,
+                "pairs_per_second": round(pairs_seen / max(train_seconds, 1e-9), 1),
+                "torch_threads": torch.get_num_threads(),  # the steps' intra-op threads, per process (rank 0's)
+            }
+            targets = [run_dir / "encoder"] + ([Path(self.export_dir)] if self.export_dir else [])
+            for target in targets:
+                if target.exists():
+                    shutil.rmtree(target)
+                pl_module.encoder.save_pretrained(target)
+                (target / "training.json").write_text(json.dumps(info, indent=2) + "\n")
+        trainer.strategy.barrier("memnets-export-encoder")  # no rank returns before the encoder is written
+
+    def _totals(self, trainer: L.Trainer) -> tuple[int, float]:
+        """(pairs of all ranks, the slowest rank's step seconds): the global throughput's terms."""
+        device = trainer.strategy.root_device
+        pairs = trainer.strategy.reduce(torch.tensor(self.pairs_seen, device=device), reduce_op="sum")
+        seconds = trainer.strategy.reduce(
+            torch.tensor(self.train_seconds, dtype=torch.float64, device=device), reduce_op="max"
+        )
+        return int(pairs), float(seconds)

@@ -266,6 +266,22 @@ class MemoryEncoder(torch.nn.Module):
         )
         return path
 
+    def freeze_unused_parameters(self) -> list[str]:
+        """Stop gradients of the backbone parameters that mean pooling never reads; their names.
+
+        BERT-like backbones carry a pooler (a dense layer over the first token, for next-sentence
+        prediction) that :meth:`forward` never runs, so its parameters get no gradient. Under DDP such
+        parameters stop training after the first step ("parameters that were not used in producing
+        loss"); frozen, DDP waits for no gradient of theirs, without ``find_unused_parameters``'
+        walk over the graph on every step. The weights stay where they are: the state_dict, the saved
+        folder and the :attr:`fingerprint` are unchanged.
+        """
+        pooler = getattr(self.backbone, "pooler", None)
+        if not isinstance(pooler, torch.nn.Module):
+            return []
+        pooler.requires_grad_(False)
+        return [f"backbone.pooler.{name}" for name, _ in pooler.named_parameters()]
+
     # ------------------------------------------------------------------ computation
     @property
     def dim(self) -> int:
