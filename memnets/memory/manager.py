@@ -335,7 +335,7 @@ class MemoryManager:
         gone = self._forget_deleted(t)
         entries = [e for e in entries if e.id not in gone]
         if entries:
-            chunks = [chunk_vectors(self.encoder, e.memory.content) for e in entries]  # a long memory's windows
+            chunks = chunk_vectors(self.encoder, [e.memory.content for e in entries])  # a long memory's windows
             upsert(self.store, [e.memory for e in entries], np.stack([e.vector for e in entries]), chunks)
         for entry in entries:
             self.pending.pop(entry.id, None)
@@ -626,7 +626,7 @@ class MemoryManager:
         history), in place of the held entry, at the end of the context."""
         if current.id in self.pending or not self.store.get([current.id], self.owner):
             self._write([self._entry_of(current)], "through", t)  # its history needs the old version stored
-        write_version(self.store, current, new, vector, chunk_vectors(self.encoder, new.content))
+        write_version(self.store, current, new, vector, chunk_vectors(self.encoder, [new.content])[0])
         self.forget([current.id], t, reason="updated")
         entry = self._entry(new, vector)
         self.context.add(entry)

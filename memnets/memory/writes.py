@@ -283,19 +283,18 @@ def write_version(store, current: Memory, new: Memory, vector: np.ndarray, chunk
     One atomic step of the store (``MemoryStore.new_version``): concurrent updates of one id, from
     any thread, process or machine, each keep their version in the history, in commit order.
     """
-    if chunks is not None and supports(store, Chunks):
-        store.new_version(new, vector, chunks=chunks)
-    else:
-        store.new_version(new, vector)
+    store.new_version(new, vector, **_chunks_for(store, chunks))
     return new
 
 
 def upsert(store, memories: list[Memory], vectors: np.ndarray, chunks: Sequence[np.ndarray] | None) -> None:
     """``store.upsert``, with each memory's further window vectors where the store keeps them (Chunks)."""
-    if chunks is not None and supports(store, Chunks):
-        store.upsert(memories, vectors, chunks=chunks)
-    else:
-        store.upsert(memories, vectors)
+    store.upsert(memories, vectors, **_chunks_for(store, chunks))
+
+
+def _chunks_for(store, chunks) -> dict:
+    """The ``chunks=`` argument of a store write: given only when there are chunks and the store keeps them."""
+    return {"chunks": chunks} if chunks is not None and supports(store, Chunks) else {}
 
 
 def write_hybrid(
@@ -311,7 +310,8 @@ def write_hybrid(
         return
     important = [n for n, m in enumerate(memories) if m.importance >= threshold]
     rest = [n for n, m in enumerate(memories) if m.importance < threshold]
-    for part in [important] * bool(important) + [rest[i : i + batch_size] for i in range(0, len(rest), batch_size)]:
+    parts = ([important] if important else []) + [rest[i : i + batch_size] for i in range(0, len(rest), batch_size)]
+    for part in parts:
         upsert(store, [memories[n] for n in part], vectors[part], None if chunks is None else [chunks[n] for n in part])
 
 
@@ -347,10 +347,14 @@ def embed(encoder, texts: Sequence[str], kind: str = "memory") -> np.ndarray:
     return np.asarray(encoder.encode(list(texts), kind=kind), dtype=np.float32).reshape(len(texts), encoder.dim)
 
 
-def chunk_vectors(encoder, text: str) -> np.ndarray:
-    """The vectors ``[m, dim]`` of ``text``'s windows after the first (:func:`memnets.chunking.windows`; m = 0 when it fits one)."""
-    texts = windows(encoder, text)
-    return embed(encoder, texts) if texts else np.zeros((0, encoder.dim), np.float32)
+def chunk_vectors(encoder, texts: Sequence[str]) -> list[np.ndarray]:
+    """Per text, the vectors ``[m, dim]`` of its windows after the first (:func:`memnets.chunking.windows`;
+    m = 0 when it fits one), the windows of all texts encoded in one call."""
+    per_text = [windows(encoder, text) for text in texts]
+    flat = [window for texts_windows in per_text for window in texts_windows]
+    vectors = embed(encoder, flat) if flat else np.zeros((0, encoder.dim), np.float32)
+    ends = np.cumsum([0, *map(len, per_text)])
+    return [vectors[a:b] for a, b in zip(ends[:-1], ends[1:])]
 
 
 # ---------------------------------------------------------------------- 4-5. store and managers
@@ -387,7 +391,7 @@ class WritePath:
             check_text(memory.content, name)
             check_tokens(memory.content, self.encoder, name)
         vectors = embed(self.encoder, [m.content for m in memories])
-        chunks = [chunk_vectors(self.encoder, m.content) for m in memories]
+        chunks = chunk_vectors(self.encoder, [m.content for m in memories])
         unscored = [n for n, done in enumerate(scored) if not done]
         if unscored:
             values = self.importance([memories[n].content for n in unscored], vectors[unscored])
