@@ -60,16 +60,18 @@ from typing import NamedTuple
 import numpy as np
 
 import memnets.timeutil as timeutil
-from memnets.memory.manager import ManagerConfig, MemoryManager, default_state_path, legacy_state_path
-from memnets.memory.signals import HeuristicGate, HeuristicImportance, pack_components
-from memnets.memory.writes import VERSION_SEPARATOR, WritePath, check_new_id, check_text, embed, successor
+from memnets.memory import expiry
+from memnets.memory.deletion import DeletionPath
+from memnets.memory.manager import ManagerConfig, MemoryManager
+from memnets.memory.search import Searcher
+from memnets.memory.signals import HeuristicGate, HeuristicImportance, memory_components
+from memnets.memory.writes import WritePath, check_new_id, check_text, embed, successor
 from memnets.protocols import TextEncoder
-from memnets.records import DERIVED_KINDS, Memory
+from memnets.records import Memory
 from memnets.scoring import HeuristicScorer
-from memnets.store import Expiry, MemoryFilter, StoreFormatError, open_store, supports
+from memnets.store import MemoryFilter, StoreFormatError, open_store
 from memnets.store.identity import bind_encoder
-from memnets.timeutil import as_utc_or_now, ttl_seconds
-from memnets.timeutil import now as utc_now
+from memnets.timeutil import as_utc_or_now
 
 
 class _KeepTTL:
@@ -127,22 +129,8 @@ def open(
     """
     names = {f.name for f in fields(ManagerConfig)}
     settings = {name: options.pop(name) for name in list(options) if name in names}
-    components: dict = {}
-    if pack is not None:
-        if encoder is not None:
-            raise ValueError(
-                "memnets.open: give pack or encoder, not both (the pack's heads and scorer were fitted to its encoder)"
-            )
-        if isinstance(pack, (str, os.PathLike)):
-            from memnets.pack import load_pack
-
-            pack = load_pack(pack, backend=backend)
-        components = pack_components(pack)
-        encoder = components.pop("encoder")
-    elif encoder is None or isinstance(encoder, (str, os.PathLike)):
-        from memnets.nn.encoder import MemoryEncoder
-
-        encoder = MemoryEncoder.from_pretrained(*([encoder] if encoder is not None else []), backend=backend)
+    components = memory_components(pack, encoder, backend=backend)
+    encoder = components.pop("encoder")
     for name in names & set(components):  # thresholds the pack chose (write-through, duplicate), unless given
         settings.setdefault(name, components.pop(name))
     config = ManagerConfig.build(**settings)
@@ -167,17 +155,7 @@ def open(
 def load_encoder(pack=None, encoder: TextEncoder | str | os.PathLike | None = None) -> TextEncoder:
     """The encoder of ``pack`` (a folder or a loaded Pack), else ``encoder`` (an object or a folder),
     else the bundled all-MiniLM-L6-v2."""
-    if pack is not None:
-        if encoder is not None:
-            raise ValueError("give pack or encoder, not both")
-        from memnets.pack import load_pack
-
-        return (load_pack(pack) if isinstance(pack, (str, os.PathLike)) else pack).encoder
-    if encoder is None or isinstance(encoder, (str, os.PathLike)):
-        from memnets.nn.encoder import MemoryEncoder
-
-        return MemoryEncoder.from_pretrained(*([encoder] if encoder is not None else []))
-    return encoder
+    return memory_components(pack, encoder, where="memnets.reembed")["encoder"]
 
 
 def reembed(
@@ -263,6 +241,7 @@ class AgentMemory:
         self._lock = threading.RLock()  # one writer at a time: dedup check and write are one step
         self._managers: weakref.WeakSet[MemoryManager] = weakref.WeakSet()
         self._writes = WritePath(store, encoder, self.importance, self.config, self._live)
+        self._deletion = DeletionPath(store, self._live)
 
     @property
     def encoder(self):
@@ -440,8 +419,8 @@ class AgentMemory:
         """
         _check_user(user)
         _check_id(id, "id")
-        expiry = {} if ttl is KEEP_TTL else _expiry(self._ttl(ttl))
-        if text is None and metadata is None and not expiry:
+        expires = {} if ttl is KEEP_TTL else expiry.expiry_fields(expiry.check_ttl(self.store, ttl))
+        if text is None and metadata is None and not expires:
             raise ValueError("update: give text and/or metadata (or ttl) to change")
         if text is not None:
             check_text(text, "text")
@@ -454,7 +433,7 @@ class AgentMemory:
                 current = self._current(id, user, "id")
             content = text if text is not None else current.content
             given = current.replace(
-                content=content, t=when, metadata=dict(metadata) if metadata is not None else {}, **expiry
+                content=content, t=when, metadata=dict(metadata) if metadata is not None else {}, **expires
             )
             new = successor(current, given, merge_metadata=metadata is None or merge_metadata)
             vector = chunks = None
@@ -520,7 +499,7 @@ class AgentMemory:
         found = {user: self._search_encoded(query, vector, user, k, parsed) for user in users}
         if refresh_ttl:
             for user, hits in found.items():
-                memories = self._refresh_ttl([hit.memory for hit in hits], user)
+                memories = expiry.refresh(self.store, [hit.memory for hit in hits], user)
                 found[user] = [SearchHit(memory, hit.score) for memory, hit in zip(memories, hits)]
         return found
 
@@ -549,24 +528,8 @@ class AgentMemory:
     def _search_encoded(
         self, query: str, vector: np.ndarray, user: str, k: int, parsed: MemoryFilter | None
     ) -> list[SearchHit]:
-        if self.scorer is None:
-            return [SearchHit(m, float(s)) for m, s in self.store.search(vector, k, user, filters=parsed)]
-        candidates = self.store.search(vector, self.config.fetch_factor * k, user, filters=parsed)
-        if not candidates:
-            return []
-        memories = [m for m, _ in candidates]
-        scores = np.asarray(
-            self.scorer.score(
-                memories,
-                query,
-                utc_now(),
-                query_vector=vector,
-                memory_vectors=self.store.vectors([m.id for m in memories], user),
-            ),
-            dtype=np.float64,
-        ).reshape(-1)
-        order = np.argsort(-scores, kind="stable")[:k]
-        return [SearchHit(memories[i], float(scores[i])) for i in order]
+        searcher = Searcher(self.store, self.scorer, self.config.fetch_factor)
+        return [SearchHit(m, s) for m, s in searcher.search(query, vector, user, k, parsed, timeutil.now())]
 
     def get(self, id: str, *, user: str, refresh_ttl: bool = False) -> Memory | None:
         """Memory ``id`` of ``user`` (an older version too, by its own id), or None (also once it expired).
@@ -577,24 +540,8 @@ class AgentMemory:
         _check_id(id, "id")
         found = self.store.get([id], user)
         if found and refresh_ttl:
-            found = self._refresh_ttl(found, user)
+            found = expiry.refresh(self.store, found, user)
         return found[0] if found else None
-
-    def _ttl(self, ttl) -> float | None:
-        """A ttl argument in seconds (None: no expiry); an error naming it if bad or the store cannot expire."""
-        seconds = ttl_seconds(ttl, "ttl")
-        if seconds is not None and not supports(self.store, Expiry):
-            raise ValueError(f"ttl: {type(self.store).__name__} does not support expiry (supports_expiry)")
-        return seconds
-
-    def _refresh_ttl(self, memories: list[Memory], user: str) -> list[Memory]:
-        """The memories with a TTL, their expiry moved to now + ttl in the store; returned as refreshed."""
-        with_ttl = [m for m in memories if m.ttl is not None]
-        if not with_ttl or not supports(self.store, Expiry):
-            return memories
-        when = timeutil.now()
-        self.store.refresh_expiry([m.id for m in with_ttl], user, when)
-        return [m if m.ttl is None else m.replace(expires_at=when + timedelta(seconds=m.ttl)) for m in memories]
 
     def history(self, id: str, *, user: str) -> list[Memory]:
         """Every version of memory ``id``: the older ones oldest first, then the current one ([] if unknown).
@@ -605,15 +552,7 @@ class AgentMemory:
         _check_id(id, "id")
         current = self.store.get([id], user)
         now = timeutil.now()
-        return [*(m for m in self._older(id, user) if not m.expired(now)), *current]
-
-    def _older(self, id: str, user: str) -> list[Memory]:
-        older = []
-        for version in self.store.history(id, user):
-            if not version.id.startswith(f"{id}{VERSION_SEPARATOR}"):
-                older.extend(self._older(version.id, user))  # a replaced memory brings its own history
-            older.append(version)
-        return older
+        return [*(m for m in self._deletion.older(id, user) if not m.expired(now)), *current]
 
     def list_memories(
         self,
@@ -634,7 +573,7 @@ class AgentMemory:
         if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
             raise ValueError(f"offset must be an int >= 0, got {offset!r}")
         listed = self.store.list_memories(user, limit=limit, offset=offset, filters=MemoryFilter.parse(filters))
-        return self._refresh_ttl(listed, user) if refresh_ttl else listed
+        return expiry.refresh(self.store, listed, user) if refresh_ttl else listed
 
     def users(self) -> list[str]:
         """Every user with at least one memory, sorted."""
@@ -651,34 +590,10 @@ class AgentMemory:
         """
         _check_user(user)
         _check_id(id, "id")
-        removed, held = self._delete([id], user, reason="deleted")
-        return bool(removed or held)
-
-    def _delete(self, ids: Sequence[str], user: str, *, reason: str) -> tuple[int, bool]:
-        """The one deletion path (delete, delete_all by scope, the expiry sweep): these memories of
-        ``user``, their older versions and the memories derived from them, out of the store and every
-        live manager; returns how many rows the store deleted and whether a manager held any."""
         with self._lock:
             self._require_open()
-            versions = [version for id in ids for version in self._versions(id, user)]
-            for derived in self._derived_from(versions, user):
-                versions += self._versions(derived, user)
-            held = self._forget_in_managers(user, versions, reason=reason)
-            return self.store.delete(versions, user), held
-
-    def _versions(self, id: str, user: str) -> list[str]:
-        """``id`` and the ids of its older versions."""
-        return [id, *(m.id for m in self._older(id, user))]
-
-    def _derived_from(self, ids: Sequence[str], user: str) -> list[str]:
-        """Ids of the user's derived memories (DERIVED_KINDS) that link to one of ``ids``, directly or
-        through other derived memories."""
-        derived = self.store.list_memories(user, limit=None, filters=MemoryFilter(kinds=DERIVED_KINDS))
-        gone, found = set(ids), []
-        while new := [m.id for m in derived if m.id not in gone and gone.intersection(m.links)]:
-            gone.update(new)
-            found.extend(new)
-        return found
+            removed, held = self._deletion.delete([id], user, reason="deleted")
+        return bool(removed or held)
 
     def delete_all(self, *, user: str | None = None, agent: str | None = None, session: str | None = None) -> int:
         """Delete every memory of a scope for good; returns how many current memories went.
@@ -694,29 +609,13 @@ class AgentMemory:
                 _check_id(value, name)
         if user is None and agent is None and session is None:
             raise ValueError("delete_all: give user, agent and/or session (the scope to delete)")
-        if agent is not None or session is not None:
-            scope = MemoryFilter(agent=agent, session=session)
-            with self._lock:
-                self._require_open()
-                count = 0
-                for owner in [user] if user is not None else self.store.owners():
-                    ids = [m.id for m in self.store.list_memories(owner, limit=None, filters=scope)]
-                    if ids:
-                        count += len(ids)
-                        self._delete(ids, owner, reason="deleted_all")
-                return count
-        _check_user(user)
+        if agent is None and session is None:
+            _check_user(user)
         with self._lock:
             self._require_open()
-            for manager in self._live(user):
-                manager.forget(list(manager._held()), reason="deleted_all")
-            count = self.store.count(user)
-            self.store.delete_owner(user)
-            directory = getattr(self.store, "directory", None)
-            if directory is not None:  # they name deleted ids (the managers closed later write none)
-                default_state_path(directory, user).unlink(missing_ok=True)
-                legacy_state_path(directory, user).unlink(missing_ok=True)
-            return count
+            if agent is not None or session is not None:
+                return self._deletion.delete_scope(user, agent, session)
+            return self._deletion.erase(user)
 
     def sweep_expired(self) -> int:
         """Delete for good every memory that has expired (of every user); returns how many rows went.
@@ -728,12 +627,7 @@ class AgentMemory:
         """
         with self._lock:
             self._require_open()
-            if not supports(self.store, Expiry):
-                return 0  # no memory of such a store has a TTL (add refuses one)
-            expired: dict[str, list[str]] = {}
-            for owner, memory_id in self.store.expired(timeutil.now()):
-                expired.setdefault(owner, []).append(memory_id)
-            return sum(self._delete(ids, owner, reason="expired")[0] for owner, ids in expired.items())
+            return self._deletion.sweep_expired()
 
     # ------------------------------------------------------------------ managers
     def manager(self, user: str, **config) -> MemoryManager:
@@ -762,10 +656,6 @@ class AgentMemory:
 
     def _live(self, user: str) -> list[MemoryManager]:
         return [m for m in list(self._managers) if m.owner == user and not m.closed]
-
-    def _forget_in_managers(self, user: str, ids: list[str], *, reason: str) -> bool:
-        held = [manager.forget(ids, reason=reason) for manager in self._live(user)]  # every one, no short cut
-        return any(held)
 
     # ------------------------------------------------------------------ lifecycle
     def close(self) -> None:
@@ -846,15 +736,8 @@ class AgentMemory:
             location=location,
             metadata={} if metadata is None else (dict(metadata) if isinstance(metadata, dict) else metadata),
             session=session if session is not None else self.scope["session"],
-            **_expiry(self._ttl(ttl)),
+            **expiry.expiry_fields(expiry.check_ttl(self.store, ttl)),
         )
-
-
-def _expiry(seconds: float | None) -> dict:
-    """The ``expires_at``/``ttl`` fields of a record whose time to live (seconds, or None) starts now."""
-    if seconds is None:
-        return {"expires_at": None, "ttl": None}
-    return {"expires_at": timeutil.now() + timedelta(seconds=seconds), "ttl": seconds}
 
 
 def _check_user(user) -> None:

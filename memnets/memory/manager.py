@@ -41,13 +41,10 @@ the trained encoder, heads and scorer weights of a pack.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
-import re
 import uuid
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
@@ -56,57 +53,30 @@ import numpy as np
 import memnets.timeutil as timeutil
 from memnets.llm import LLM, ExtractiveLLM
 from memnets.memory import compression
+from memnets.memory.config import DUPLICATE_THRESHOLD, ManagerConfig
 from memnets.memory.events import EventLog, Move
 from memnets.memory.mmr import mmr
 from memnets.memory.planning import Goal, Plan, Planner
 from memnets.memory.reflection import Reflector
-from memnets.memory.signals import Gate, HeuristicGate, HeuristicImportance, Importance, pack_components
-from memnets.memory.tiers import ContextWindow, Entry, WorkingMemory, policy
-from memnets.memory.writes import (
-    check_text,
-    check_tokens,
-    chunk_vectors,
-    classify,
-    embed,
-    nearest,
-    same_record,
-    successor,
-    upsert,
-    write_version,
-)
+from memnets.memory.search import Searcher, score
+from memnets.memory.signals import Gate, HeuristicGate, HeuristicImportance, Importance, memory_components
+from memnets.memory.state import STATE_VERSION, default_state_path, legacy_state_path, read_state, write_state
+from memnets.memory.tiers import ContextWindow, Entry, WorkingMemory
+from memnets.memory.writes import WritePath, embed
 from memnets.protocols import TextEncoder
 from memnets.records import Memory
 from memnets.scoring import HeuristicScorer, min_max
 from memnets.store.identity import bind_encoder
-from memnets.store.protocol import DeletionLedger, supports
+from memnets.store.protocol import DeletionLedger, LocalState, supports
 from memnets.timeutil import as_utc_or_now
 
 logger = logging.getLogger(__name__)
-STATE_VERSION = 1
-# near-match cosine for the bundled all-MiniLM-L6-v2: the smallest multiple of 0.01 at which at most 0.1% of
-# LoCoMo's training turns (conv-26/30/41/42/43/47) merge into or update an earlier one (bench/duplicates.py,
-# docs/memory.md: 3 of 3,443 at 0.96; 8 of bench/fact_changes.py's 10 one-detail changes are near matches)
-DUPLICATE_THRESHOLD = 0.96
 
 
 def _positive_k(k) -> int:
     if not isinstance(k, int) or isinstance(k, bool) or k < 1:
         raise ValueError(f"k must be an int >= 1, got {k!r}")
     return k
-
-
-def default_state_path(directory: str | Path, owner: str) -> Path:
-    """Where a manager of ``owner`` saves its tiers in a store folder: ``manager-<sha256 of owner>.json``.
-
-    A hash, not the name: distinct owners never share a file ("a b" and "a_b" did when names were
-    sanitised), and no file name in the folder spells a user's name.
-    """
-    return Path(directory) / f"manager-{hashlib.sha256(owner.encode('utf-8')).hexdigest()}.json"
-
-
-def legacy_state_path(directory: str | Path, owner: str) -> Path:
-    """Where memnets before the hashed names saved ``owner``'s state (read once, then replaced)."""
-    return Path(directory) / f"manager-{re.sub(r'[^A-Za-z0-9_.-]', '_', owner)}.json"
 
 
 @dataclass(frozen=True)
@@ -130,78 +100,6 @@ class ContextView:
         if self.messages:
             parts.append("Conversation:\n" + "\n".join(f"- {m.content}" for m in self.messages))
         return "\n\n".join(parts)
-
-
-@dataclass(frozen=True)
-class ManagerConfig:
-    """The manager's settings (the pluggable decisions are passed beside it, not in it).
-
-    Attributes:
-        context_budget: tokens the context's messages may take.
-        working_capacity: memories working memory may hold.
-        k: memories recalled per archive search, and memories added to the context per query.
-        keep_threshold: observations with importance below it are not kept (0 keeps all).
-        write_through_threshold: observations at or above it are written to the archive at once.
-        batch_size: the other kept observations are written when this many are waiting.
-        reflection_threshold: accumulated importance that triggers a reflection (None: never reflect).
-        mmr_lambda: relevance against diversity when picking memories (1 = plain top-k).
-        fetch_factor: an archive search fetches ``fetch_factor * k`` candidates for re-scoring and MMR.
-        context_policy, working_policy: overflow policies (see :mod:`memnets.memory.tiers`).
-        duplicate_threshold: the cosine of a near match: an observation (or ``AgentMemory.add``)
-            without an explicit id that reaches it with a memory of the same kind and speaker is
-            that memory again ("unchanged") when its facts are the same, else its new version
-            ("updated"); see :mod:`memnets.memory.writes` (None: every text is a new memory).
-            Chosen on LoCoMo's training conversations, see docs/memory.md.
-    """
-
-    context_budget: int = 512
-    working_capacity: int = 50
-    k: int = 5
-    keep_threshold: float = 0.0
-    write_through_threshold: float = 0.5
-    batch_size: int = 32
-    reflection_threshold: float | None = None
-    mmr_lambda: float = 1.0  # plain top-k; chosen on conv-49 over 0.7 and 0.5 (docs/memory.md)
-    fetch_factor: int = 3
-    context_policy: str = "least_recent"
-    working_policy: str = "least_important"
-    duplicate_threshold: float | None = DUPLICATE_THRESHOLD
-
-    def __post_init__(self) -> None:
-        for name in ("context_budget", "working_capacity", "k", "batch_size", "fetch_factor"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"ManagerConfig.{name} must be an int >= 1, got {value!r}")
-        for name in ("keep_threshold", "write_through_threshold", "mmr_lambda"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
-                raise ValueError(f"ManagerConfig.{name} must be a number in [0, 1], got {value!r}")
-        if self.reflection_threshold is not None and not (
-            isinstance(self.reflection_threshold, (int, float)) and self.reflection_threshold > 0
-        ):
-            raise ValueError(
-                f"ManagerConfig.reflection_threshold must be None or a positive number, got {self.reflection_threshold!r}"
-            )
-        if self.duplicate_threshold is not None and not (
-            isinstance(self.duplicate_threshold, (int, float)) and -1.0 <= self.duplicate_threshold <= 1.0
-        ):
-            raise ValueError(
-                f"ManagerConfig.duplicate_threshold is a cosine: None or a number in [-1, 1], got {self.duplicate_threshold!r}"
-            )
-        policy(self.working_policy)  # an unknown name raises ValueError naming the choices
-        if self.context_policy != "least_recent":
-            raise ValueError(
-                f"the context spills in arrival order; context_policy must be 'least_recent', got {self.context_policy!r}"
-            )
-
-    @classmethod
-    def build(cls, config: ManagerConfig | None = None, **settings) -> ManagerConfig:
-        """``config`` (default: the defaults) with some settings changed; an unknown name is a TypeError naming it."""
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(settings) - known)
-        if unknown:
-            raise TypeError(f"unknown manager setting(s) {unknown}; ManagerConfig has {sorted(known)}")
-        return replace(config or cls(), **settings)
 
 
 class MemoryManager:
@@ -261,6 +159,9 @@ class MemoryManager:
         self.reflector = Reflector(self.llm, threshold=threshold) if threshold else None
         self.planner = Planner(self.llm)
         self.pending: dict[str, Entry] = {}  # kept, not yet in the archive
+        self._writes = WritePath(store, encoder, self.importance, self.config)
+        self._policy = _TierPolicy(self)
+        self._searcher = Searcher(store, self.scorer, self.config.fetch_factor)
         self.unkept: set[str] = set()  # in the context only; dropped when they leave it
         self.owns_store = owns_store
         self.closed = False
@@ -275,7 +176,7 @@ class MemoryManager:
                 owner,
             )
         self._legacy_state: Path | None = None  # a state file under the old name, removed once saved anew
-        if state_path is None and getattr(store, "directory", None) is not None:
+        if state_path is None and supports(store, LocalState):
             state_path = default_state_path(store.directory, owner)
             legacy = legacy_state_path(store.directory, owner)
             if not state_path.is_file() and legacy.is_file():
@@ -293,13 +194,7 @@ class MemoryManager:
     @classmethod
     def open(cls, archive_dir: str | Path, *, encoder=None, key=None, **kwargs) -> MemoryManager:
         """The heuristic manager: an encoder (default: the untrained backbone) and an archive folder."""
-        from memnets.nn.encoder import MemoryEncoder
-        from memnets.store import open_store
-
-        if encoder is None or isinstance(encoder, (str, Path)):
-            encoder = MemoryEncoder.from_pretrained(*([encoder] if encoder is not None else []))
-        store = open_store(archive_dir, encoder.dim, key=key)
-        return cls(encoder, store, owns_store=True, **kwargs)
+        return cls._open(archive_dir, memory_components(encoder=encoder), key, kwargs)
 
     @classmethod
     def from_pretrained(cls, pack_dir: str | Path, archive_dir: str | Path, *, key=None, **kwargs) -> MemoryManager:
@@ -308,14 +203,16 @@ class MemoryManager:
         Parts the pack lacks fall back to the heuristics; keyword arguments override the rest
         (e.g. ``gate=FixedGate(True)``). See :func:`memnets.memory.signals.pack_components`.
         """
-        from memnets.pack import load_pack
+        return cls._open(archive_dir, memory_components(pack=pack_dir), key, kwargs)
+
+    @classmethod
+    def _open(cls, archive_dir: str | Path, components: dict, key, overrides: dict) -> MemoryManager:
+        """A manager owning the store it opens at ``archive_dir`` for these components, ``overrides`` applied."""
         from memnets.store import open_store
 
-        components = pack_components(load_pack(pack_dir))
-        components.update(kwargs)
+        components = {**components, **overrides}
         encoder = components.pop("encoder")
-        store = open_store(archive_dir, encoder.dim, key=key)
-        return cls(encoder, store, owns_store=True, **components)
+        return cls(encoder, open_store(archive_dir, encoder.dim, key=key), owns_store=True, **components)
 
     # ------------------------------------------------------------------ helpers
     def _embed(self, texts: Sequence[str], kind: str = "memory") -> np.ndarray:
@@ -335,8 +232,7 @@ class MemoryManager:
         gone = self._forget_deleted(t)
         entries = [e for e in entries if e.id not in gone]
         if entries:
-            chunks = chunk_vectors(self.encoder, [e.memory.content for e in entries])  # a long memory's windows
-            upsert(self.store, [e.memory for e in entries], np.stack([e.vector for e in entries]), chunks)
+            self._writes.persist([e.memory for e in entries], np.stack([e.vector for e in entries]))
         for entry in entries:
             self.pending.pop(entry.id, None)
         return entries
@@ -411,17 +307,17 @@ class MemoryManager:
         return True
 
     def _score(self, entries: list[Entry], query: str, query_vector: np.ndarray, now: datetime) -> np.ndarray:
-        memories = [e.memory for e in entries]
+        """The scorer's scores of held entries for the query (:func:`memnets.memory.search.score`)."""
+        if not entries:
+            return np.empty(0)
         vectors = np.stack([e.vector for e in entries])
-        scores = self.scorer.score(memories, query, now, query_vector=query_vector, memory_vectors=vectors)
-        return np.asarray(scores, dtype=np.float64).reshape(len(entries))
+        return score(self.scorer, [e.memory for e in entries], query, now, query_vector, vectors)
 
-    def _pick(self, entries: list[Entry], query: str, query_vector: np.ndarray, now: datetime, k: int) -> list[Entry]:
-        """The best ``k`` entries for the query: scorer scores, min-max scaled, diversified by MMR."""
+    def _pick(self, entries: list[Entry], scores: np.ndarray, k: int) -> list[Entry]:
+        """The best ``k`` entries by their scorer ``scores``, min-max scaled, diversified by MMR."""
         if not entries:
             return []
-        relevance = min_max(self._score(entries, query, query_vector, now))
-        order = mmr(np.stack([e.vector for e in entries]), relevance, k, lambda_=self.config.mmr_lambda)
+        order = mmr(np.stack([e.vector for e in entries]), min_max(scores), k, lambda_=self.config.mmr_lambda)
         return [entries[i] for i in order]
 
     # ------------------------------------------------------------------ the moves
@@ -491,14 +387,14 @@ class MemoryManager:
         self.flush(now)
         if query_vector is None:
             query_vector = self._embed([query], "query")[0]
-        found = self.store.search(query_vector, self.config.fetch_factor * k, self.owner)
+        found = self._searcher.fetch(query_vector, k, self.owner)
         self.events.log(Move.SEARCH, [m.id for m, _ in found], now, query=query, fetched=len(found))
         fresh = [m for m, _ in found if m.id not in self.working and m.id not in self.context]
         if not fresh:
             return []
-        vectors = self.store.vectors([m.id for m in fresh], self.owner)
+        vectors, scores = self._searcher.rerank(fresh, query, query_vector, self.owner, now)
         entries = [self._entry(m, v) for m, v in zip(fresh, vectors)]
-        chosen = self._pick(entries, query, query_vector, now, k)
+        chosen = self._pick(entries, scores, k)
         for entry in chosen:
             self.working.add(entry)
         self.events.log(Move.RECALL, [e.id for e in chosen], now, query=query)
@@ -568,39 +464,10 @@ class MemoryManager:
             location=location,
             metadata={} if metadata is None else (dict(metadata) if isinstance(metadata, dict) else metadata),
         )  # validates every field before anything changes
-        check_text(content, "observe: content")
-        t = memory.t
-        self._forget_deleted(t)
-        check_tokens(content, self.encoder, "observe: content")
-        vector = self._embed([content])[0]
-        if importance is None:
-            memory = memory.replace(importance=float(self.importance([content], vector[None, :])[0]))
-        if id is None:
-            outcome, match = classify(memory, self._candidates(vector, kind), self.config.duplicate_threshold)
-        else:
-            match = self._held().get(id) or next(iter(self.store.get([id], self.owner)), None)
-            outcome = "added" if match is None else "unchanged" if same_record(match, memory) else "updated"
-        if outcome == "unchanged":
-            return self._refresh_duplicate(self._entry_of(match), t)
-        if outcome == "updated":
-            return self._observe_version(match, successor(match, memory, merge_metadata=id is None), vector, t)
-        entry = self._entry(memory, vector)
-        self.context.add(entry)
-        kept = memory.importance >= self.config.keep_threshold
-        self.events.log(Move.OBSERVE, [memory.id], t, importance=memory.importance, tokens=entry.tokens, kept=kept)
-        if kept:
-            if memory.importance >= self.config.write_through_threshold:
-                self._write([entry], "through", t)
-            else:
-                self.pending[memory.id] = entry
-                if len(self.pending) >= self.config.batch_size:
-                    self.flush(t)
-            if self.reflector is not None and self.reflector.add(memory):
-                self.reflect(now=t)
-        else:
-            self.unkept.add(memory.id)
-        self._settle_context(t)
-        return memory.replace(outcome="added")
+        self._forget_deleted(memory.t)
+        return self._writes.observe(
+            memory, self._policy, scored=importance is not None, explicit=id is not None, name="observe: content"
+        )
 
     def _settle_context(self, t: datetime) -> None:
         """Context overflow: RETAIN the least recent messages until the rest fits."""
@@ -608,44 +475,11 @@ class MemoryManager:
         if overflow:
             self.retain([e.id for e in overflow], t)
 
-    def _candidates(self, vector: np.ndarray, kind: str) -> list[tuple[Memory, float]]:
-        """The memories of this kind held here and the nearest stored ones, with their cosine, best first."""
-        held = {e.id: e for e in (*self.context.entries, *self.working.entries.values()) if e.memory.kind == kind}
-        found = [(e.memory, float(e.vector @ vector)) for e in held.values()]
-        found += [(m, s) for m, s in nearest(self.store, vector, self.owner, kind) if m.id not in self._held()]
-        return sorted(found, key=lambda c: -c[1])
-
     def _entry_of(self, memory: Memory) -> Entry:
         """The held entry of ``memory``, or a new one from the store's vector."""
         held = self.working.get(memory.id) or next((e for e in self.context.entries if e.id == memory.id), None)
         held = held or self.pending.get(memory.id)
         return held if held is not None else self._entry(memory, self.store.vectors([memory.id], self.owner)[0])
-
-    def _observe_version(self, current: Memory, new: Memory, vector: np.ndarray, t: datetime) -> Memory:
-        """An observation that changes ``current``: written at once as its new version (the old one in its
-        history), in place of the held entry, at the end of the context."""
-        if current.id in self.pending or not self.store.get([current.id], self.owner):
-            self._write([self._entry_of(current)], "through", t)  # its history needs the old version stored
-        write_version(self.store, current, new, vector, chunk_vectors(self.encoder, [new.content])[0])
-        self.forget([current.id], t, reason="updated")
-        entry = self._entry(new, vector)
-        self.context.add(entry)
-        self.events.log(Move.OBSERVE, [new.id], t, importance=new.importance, tokens=entry.tokens, updated=True)
-        self.events.log(Move.WRITE, [new.id], t, mode="version")
-        self._settle_context(t)
-        return new.replace(outcome="updated")
-
-    def _refresh_duplicate(self, entry: Entry, t: datetime) -> Memory:
-        """The same fact observed again: the held (or stored) memory is accessed now and moves to the context's end."""
-        entry.memory = entry.memory.replace(last_access=max(t, entry.memory.last_access))
-        self.context.remove([entry.id])
-        self.working.remove([entry.id])
-        self.context.add(entry)
-        if entry.id not in self.pending:
-            self.store.touch([entry.id], self.owner, entry.memory.last_access)
-        self.events.log(Move.OBSERVE, [entry.id], t, duplicate=True, tokens=entry.tokens)
-        self._settle_context(t)
-        return entry.memory.replace(outcome="unchanged")
 
     def context_for(self, query: str, *, now: datetime | None = None, k: int | None = None) -> ContextView:
         """What the LLM should see for ``query``: gate, maybe RECALL, then the best of working memory (``now``: default now)."""
@@ -667,7 +501,8 @@ class MemoryManager:
         recalled = self._recall(query, now, k, query_vector) if verdict.recall else []
         # the view is picked before working memory settles its overflow, so what the search found
         # competes with everything held and nothing the query needs is buried before it is shown
-        chosen = self._pick(list(self.working.entries.values()), query, query_vector, now, k)
+        held = list(self.working.entries.values())
+        chosen = self._pick(held, self._score(held, query, query_vector, now), k)
         shown = {e.id for e in chosen} | {e.id for e in recalled}
         self._stamp([e for e in self.working.entries.values() if e.id in shown], now)
         # what the view shows and the search found stay at hand; what it shows at least, if both do not fit
@@ -754,13 +589,7 @@ class MemoryManager:
         }
 
     def _restore(self) -> None:
-        path = self._legacy_state or self.state_path
-        state = json.loads(path.read_text())
-        if state.get("version") != STATE_VERSION or state.get("owner") != self.owner:
-            raise ValueError(
-                f"manager state {path} has version {state.get('version')} and owner "
-                f"{state.get('owner')!r}; expected version {STATE_VERSION} and owner {self.owner!r}"
-            )
+        state = read_state(self._legacy_state or self.state_path, self.owner)
         for tier, ids in (("context", state["context"]), ("working", state["working"])):
             memories = self.store.get(ids, self.owner) if ids else []
             if not memories:
@@ -786,11 +615,7 @@ class MemoryManager:
         self._forget_deleted()
         self.flush()
         if self.state_path is not None:
-            state = self.state()
-            if state["context"] or state["working"] or (state["reflection"] or {}).get("pending"):
-                self.state_path.write_text(json.dumps(state, indent=2) + "\n")
-            else:
-                self.state_path.unlink(missing_ok=True)
+            write_state(self.state_path, self.state())
             if self._legacy_state is not None:
                 self._legacy_state.unlink(missing_ok=True)
         self.closed = True
@@ -802,3 +627,79 @@ class MemoryManager:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+class _TierPolicy:
+    """The manager's side of :meth:`WritePath.observe` (a :class:`~memnets.memory.writes.ObservePolicy`).
+
+    Its context, working memory and write buffer hold memories; a repeated or updated memory moves
+    to the end of the context; a new observation enters the context and is kept (importance >=
+    ``keep_threshold``) or not, written at once (>= ``write_through_threshold``) or buffered until
+    ``batch_size`` wait, and counted towards reflection.
+    """
+
+    def __init__(self, manager: MemoryManager):
+        self.manager = manager
+
+    def held(self) -> dict[str, Memory]:
+        return self.manager._held()
+
+    def held_vectors(self, kind: str) -> list[tuple[Memory, np.ndarray]]:
+        tiers = (*self.manager.context.entries, *self.manager.working.entries.values())
+        held = {e.id: e for e in tiers if e.memory.kind == kind}
+        return [(e.memory, e.vector) for e in held.values()]
+
+    def buffered(self, memory_id: str) -> bool:
+        return memory_id in self.manager.pending
+
+    def repeated(self, memory: Memory, t: datetime) -> Memory:
+        manager = self.manager
+        entry = manager._entry_of(memory)
+        entry.memory = entry.memory.replace(last_access=max(t, entry.memory.last_access))
+        manager.context.remove([entry.id])
+        manager.working.remove([entry.id])
+        manager.context.add(entry)
+        manager.events.log(Move.OBSERVE, [entry.id], t, duplicate=True, tokens=entry.tokens)
+        manager._settle_context(t)
+        return entry.memory
+
+    def store_held(self, memory: Memory, t: datetime) -> None:
+        self.manager._write([self.manager._entry_of(memory)], "through", t)
+
+    def versioned(self, current: Memory, new: Memory, vector: np.ndarray, t: datetime) -> None:
+        manager = self.manager
+        manager.forget([current.id], t, reason="updated")
+        entry = manager._entry(new, vector)
+        manager.context.add(entry)
+        manager.events.log(Move.OBSERVE, [new.id], t, importance=new.importance, tokens=entry.tokens, updated=True)
+        manager.events.log(Move.WRITE, [new.id], t, mode="version")
+        manager._settle_context(t)
+
+    def added(self, memory: Memory, vector: np.ndarray) -> None:
+        manager, config, t = self.manager, self.manager.config, memory.t
+        entry = manager._entry(memory, vector)
+        manager.context.add(entry)
+        kept = memory.importance >= config.keep_threshold
+        manager.events.log(Move.OBSERVE, [memory.id], t, importance=memory.importance, tokens=entry.tokens, kept=kept)
+        if kept:
+            if memory.importance >= config.write_through_threshold:
+                manager._write([entry], "through", t)
+            else:
+                manager.pending[memory.id] = entry
+                if len(manager.pending) >= config.batch_size:
+                    manager.flush(t)
+            if manager.reflector is not None and manager.reflector.add(memory):
+                manager.reflect(now=t)
+        else:
+            manager.unkept.add(memory.id)
+        manager._settle_context(t)
+
+
+__all__ = [
+    "DUPLICATE_THRESHOLD",  # its home is memnets.memory.config; named here too, where callers found it
+    "ContextView",
+    "ManagerConfig",
+    "MemoryManager",
+    "default_state_path",
+    "legacy_state_path",
+]

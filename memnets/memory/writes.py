@@ -47,16 +47,17 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Callable, Sequence
-from datetime import timedelta
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
+from typing import Protocol
 
 import numpy as np
 
-import memnets.timeutil as timeutil
 from memnets.chunking import windows
+from memnets.memory import expiry
 from memnets.records import Memory, Outcome
 from memnets.store.errors import InvalidMemoryError
-from memnets.store.protocol import Chunks, Expiry, supports
+from memnets.store.protocol import Chunks, supports
 from memnets.store.rows import VERSION_SEPARATOR  # older versions of memory "x" are "x~1", "x~2", ...
 from memnets.text import SEPARATOR, SPEAKER_PREFIX_MAX, strip_speaker
 
@@ -358,8 +359,39 @@ def chunk_vectors(encoder, texts: Sequence[str]) -> list[np.ndarray]:
 
 
 # ---------------------------------------------------------------------- 4-5. store and managers
+class ObservePolicy(Protocol):
+    """What a writer that holds memories in process (a ``MemoryManager``) brings to :meth:`WritePath.observe`.
+
+    The memories it holds are consistency candidates beside the stored ones; those in its write
+    buffer are not in the store yet; and its observation filter and buffering decide where a new
+    observation goes (kept or not, written at once or later in a batch). The hooks change only
+    what it holds; the write path makes the consistency decision and the store's writes.
+    """
+
+    def held(self) -> Mapping[str, Memory]:
+        """Every memory held in process, by id."""
+
+    def held_vectors(self, kind: str) -> list[tuple[Memory, np.ndarray]]:
+        """The held memories of ``kind`` that a new observation is compared with, with their vectors."""
+
+    def buffered(self, memory_id: str) -> bool:
+        """Whether the memory waits in the write buffer (the store has not seen it)."""
+
+    def repeated(self, memory: Memory, t: datetime) -> Memory:
+        """An observation at ``t`` said again what ``memory`` (held or stored) says: it is accessed now; returns it."""
+
+    def store_held(self, memory: Memory, t: datetime) -> None:
+        """Write ``memory`` (held, not stored) now: its next version is about to be written over it."""
+
+    def versioned(self, current: Memory, new: Memory, vector: np.ndarray, t: datetime) -> None:
+        """``new`` (stored) is the next version of ``current``: held in its place."""
+
+    def added(self, memory: Memory, vector: np.ndarray) -> None:
+        """A new observation: kept or not, written through :meth:`WritePath.persist` at once or buffered."""
+
+
 class WritePath:
-    """Steps 2-5 for ``AgentMemory``: score, check consistency, version and write prepared records.
+    """Steps 1-5 of every door: ``AgentMemory``'s writes and ``MemoryManager.observe``.
 
     Args:
         store: the memory's store.
@@ -367,13 +399,13 @@ class WritePath:
         importance: the importance decision (texts, vectors) -> scores.
         config: the ``ManagerConfig`` (duplicate threshold, write-through threshold, batch size).
         managers: user -> that user's live managers (each with ``refresh(memory, vector)`` and
-            ``forget(ids, reason=...)``).
+            ``forget(ids, reason=...)``), told of the versions this path writes; none by default.
 
     The caller holds its write lock around :meth:`commit` (the consistency check and the write are
     one step); :meth:`prepare` (encoding) runs outside it.
     """
 
-    def __init__(self, store, encoder, importance, config, managers: Callable[[str], list]):
+    def __init__(self, store, encoder, importance, config, managers: Callable[[str], list] = lambda user: []):
         self.store, self.encoder, self.importance, self.config, self.managers = (
             store,
             encoder,
@@ -382,23 +414,76 @@ class WritePath:
             managers,
         )
 
-    def prepare(
+    def encode(
         self, memories: list[Memory], scored: list[bool], names: Sequence[str] | None = None
-    ) -> tuple[list[Memory], np.ndarray, list[np.ndarray]]:
-        """Check the texts, encode them ``[n, dim]`` (and a long text's further windows: one array
-        ``[m, dim]`` per memory), and score the importance of those without one."""
+    ) -> tuple[list[Memory], np.ndarray]:
+        """Check the texts, encode them ``[n, dim]`` and score the importance of those without one."""
         for memory, name in zip(memories, names or ["text"] * len(memories)):
             check_text(memory.content, name)
             check_tokens(memory.content, self.encoder, name)
         vectors = embed(self.encoder, [m.content for m in memories])
-        chunks = chunk_vectors(self.encoder, [m.content for m in memories])
         unscored = [n for n, done in enumerate(scored) if not done]
         if unscored:
             values = self.importance([memories[n].content for n in unscored], vectors[unscored])
             memories = list(memories)
             for n, value in zip(unscored, values):
                 memories[n] = memories[n].replace(importance=float(value))
-        return memories, vectors, chunks
+        return memories, vectors
+
+    def prepare(
+        self, memories: list[Memory], scored: list[bool], names: Sequence[str] | None = None
+    ) -> tuple[list[Memory], np.ndarray, list[np.ndarray]]:
+        """:meth:`encode`, and a long text's further windows (one array ``[m, dim]`` per memory)."""
+        memories, vectors = self.encode(memories, scored, names)
+        return memories, vectors, chunk_vectors(self.encoder, [m.content for m in memories])
+
+    def persist(self, memories: list[Memory], vectors: np.ndarray) -> None:
+        """Store encoded records in one upsert, with a long text's further window vectors."""
+        upsert(self.store, memories, vectors, chunk_vectors(self.encoder, [m.content for m in memories]))
+
+    def observe(
+        self, memory: Memory, policy: ObservePolicy, *, scored: bool, explicit: bool, name: str = "content"
+    ) -> Memory:
+        """A manager's observation through steps 1-5; returned with its ``outcome``.
+
+        The same consistency rule as :meth:`commit`, against the stored memories and those
+        ``policy`` holds; where an added observation goes (kept, written, buffered) is the policy's.
+        """
+        [memory], [vector] = self.encode([memory], [scored], [name])
+        if explicit:
+            match = policy.held().get(memory.id) or next(iter(self.store.get([memory.id], memory.owner)), None)
+            outcome = "added" if match is None else "unchanged" if same_record(match, memory) else "updated"
+        else:
+            held = [(m, float(v @ vector)) for m, v in policy.held_vectors(memory.kind)]
+            candidates = self._candidates(memory, vector, held, exclude=policy.held())
+            outcome, match = classify(memory, candidates, self.config.duplicate_threshold)
+        if outcome == "unchanged":
+            buffered = policy.buffered(match.id)
+            repeated = policy.repeated(match, memory.t)
+            if not buffered:
+                self.store.touch([repeated.id], repeated.owner, repeated.last_access)
+            return repeated.replace(outcome="unchanged")
+        if outcome == "updated":
+            if policy.buffered(match.id) or not self.store.get([match.id], match.owner):
+                policy.store_held(match, memory.t)  # its history needs the old version stored
+            new = successor(match, memory, merge_metadata=not explicit)
+            write_version(self.store, match, new, vector, chunk_vectors(self.encoder, [new.content])[0])
+            policy.versioned(match, new, vector, memory.t)
+            return new.replace(outcome="updated")
+        policy.added(memory, vector)
+        return memory.replace(outcome="added")
+
+    def _candidates(
+        self,
+        memory: Memory,
+        vector: np.ndarray,
+        held: list[tuple[Memory, float]],
+        exclude: Mapping | frozenset = frozenset(),
+    ) -> list[tuple[Memory, float]]:
+        """The memories a new text may repeat or update, with their cosine, best first: ``held`` (in process)
+        and its nearest stored ones of its kind (:func:`nearest`) but those in ``exclude``."""
+        stored = [(m, s) for m, s in nearest(self.store, vector, memory.owner, memory.kind) if m.id not in exclude]
+        return sorted(held + stored, key=lambda c: -c[1])
 
     def commit(
         self,
@@ -435,7 +520,7 @@ class WritePath:
                 current = [where[key] for key in where if batch[where[key]].kind == memory.kind]
                 scores = vectors[[source[i] for i in current]] @ vectors[n] if current else []
                 pending = [(batch[i], float(score)) for i, score in zip(current, scores)]
-                candidates = sorted(pending + nearest(self.store, vectors[n], user, memory.kind), key=lambda c: -c[1])
+                candidates = self._candidates(memory, vectors[n], pending)
                 outcome, match = classify(memory, candidates, self.config.duplicate_threshold)
                 if outcome == "unchanged" and match.id in where:
                     batch[where[match.id]] = match.replace(last_access=max(memory.t, match.last_access))
@@ -509,11 +594,7 @@ class WritePath:
 
     def _refreshed(self, memory: Memory) -> Memory:
         """``memory`` with its TTL (if any) restarted from now, in the store too: a write refreshes it, as a read may."""
-        if memory.ttl is None or not supports(self.store, Expiry):
-            return memory
-        when = timeutil.now()
-        self.store.refresh_expiry([memory.id], memory.owner, when)
-        return memory.replace(expires_at=when + timedelta(seconds=memory.ttl))
+        return expiry.refresh(self.store, [memory], memory.owner)[0]
 
     def _refresh(self, memory: Memory, vector: np.ndarray) -> None:
         for manager in self.managers(memory.owner):
@@ -522,6 +603,7 @@ class WritePath:
 
 __all__ = [
     "MAX_TEXT_CHARS",
+    "ObservePolicy",
     "VERSION_SEPARATOR",
     "WritePath",
     "check_text",

@@ -142,6 +142,7 @@ class Archive:
     supports_reembed = True
     supports_expiry = True
     supports_chunks = True
+    supports_local_state = True
 
     def __init__(
         self,

@@ -47,6 +47,9 @@ and a store that implements one sets the flag to True as a class attribute. Call
   none), ``chunk_vectors`` reads them back, and ``search`` returns each memory once at its best
   window's score (:mod:`memnets.store.chunks`). Every path that rewrites or removes the row takes
   its chunks with it; an older version keeps its main vector only.
+- :class:`LocalState` (``supports_local_state``): the store lives in a folder of this machine
+  (``directory``), where the memory keeps per-user files beside it (a manager's saved tiers) that
+  erasing the user removes too. A server-side store (PostgreSQL) has no such folder.
 
 A store without a flag has none of these; the manager then forgets deletions made in its own
 process only. The contract suite (:mod:`memnets.store.testing`) checks every declared capability.
@@ -56,6 +59,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from datetime import datetime
+from pathlib import Path
 from typing import Protocol, TypeGuard, TypeVar, runtime_checkable
 
 import numpy as np
@@ -213,6 +217,14 @@ class Chunks(Protocol):
         """The further window vectors [m, dim] of these memories, in order (m = 0 for a memory without; KeyError for an unknown id)."""
 
 
+@runtime_checkable
+class LocalState(Protocol):
+    """Capability: the store's files are in a folder of this machine, where per-user state may sit beside them."""
+
+    supports_local_state: bool
+    directory: Path
+
+
 CAPABILITIES: dict[type, str] = {
     DeletionLedger: "supports_deletion_ledger",
     Compaction: "supports_compaction",
@@ -221,6 +233,7 @@ CAPABILITIES: dict[type, str] = {
     Reembedding: "supports_reembed",
     Expiry: "supports_expiry",
     Chunks: "supports_chunks",
+    LocalState: "supports_local_state",
 }
 """Every optional capability and the flag a store sets to declare it."""
 

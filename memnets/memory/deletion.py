@@ -1,0 +1,107 @@
+"""The one deletion path: a memory goes with its older versions and the memories derived from it.
+
+``AgentMemory.delete``, ``delete_all`` and ``sweep_expired`` all end here, so whatever removes a
+memory removes the same things:
+
+- its older versions (``{id}~n``, and the memories it replaced with ``add(..., replaces=...)``,
+  with their own history: :meth:`DeletionPath.older`);
+- the reflections, summaries and plans derived from it (``DERIVED_KINDS`` that link to it,
+  directly or through one another): their text may quote it;
+- every copy held in process: the tiers and write buffer of each live manager of the user
+  (managers in other processes learn it from the store's deletion ledger);
+- for an erasure of a whole user, the managers' saved state beside a local store
+  (:class:`~memnets.store.protocol.LocalState`), which names the user's memory ids.
+
+The caller (``AgentMemory``) holds its write lock around each call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import memnets.timeutil as timeutil
+from memnets.memory.state import default_state_path, legacy_state_path
+from memnets.records import DERIVED_KINDS, Memory
+from memnets.store.filters import MemoryFilter
+from memnets.store.protocol import Expiry, LocalState, supports
+from memnets.store.rows import VERSION_SEPARATOR
+
+
+class DeletionPath:
+    """Deletes memories of one store with everything that goes with them.
+
+    Args:
+        store: the memory's store.
+        managers: user -> that user's live managers (each with ``forget(ids, reason=...)``).
+    """
+
+    def __init__(self, store, managers: Callable[[str], list]):
+        self.store, self.managers = store, managers
+
+    def older(self, memory_id: str, user: str) -> list[Memory]:
+        """The older versions of memory ``memory_id``, oldest first; a memory it replaced brings its own history."""
+        older = []
+        for version in self.store.history(memory_id, user):
+            if not version.id.startswith(f"{memory_id}{VERSION_SEPARATOR}"):
+                older.extend(self.older(version.id, user))
+            older.append(version)
+        return older
+
+    def delete(self, ids: Sequence[str], user: str, *, reason: str) -> tuple[int, bool]:
+        """These memories of ``user``, their older versions and the memories derived from them, out of the
+        store and every live manager; returns how many rows the store deleted and whether a manager held any."""
+        versions = [version for memory_id in ids for version in self._versions(memory_id, user)]
+        for derived in self._derived_from(versions, user):
+            versions += self._versions(derived, user)
+        held = [manager.forget(versions, reason=reason) for manager in self.managers(user)]  # every one
+        return self.store.delete(versions, user), any(held)
+
+    def delete_scope(self, user: str | None, agent: str | None, session: str | None) -> int:
+        """The current memories of an agent and/or session scope (of ``user``, or of every user), through
+        :meth:`delete`; returns how many current memories went."""
+        scope = MemoryFilter(agent=agent, session=session)
+        count = 0
+        for owner in [user] if user is not None else self.store.owners():
+            ids = [m.id for m in self.store.list_memories(owner, limit=None, filters=scope)]
+            if ids:
+                count += len(ids)
+                self.delete(ids, owner, reason="deleted_all")
+        return count
+
+    def erase(self, user: str) -> int:
+        """Everything of ``user``: the store's rows, what live managers hold, their saved state; returns how
+        many current memories went."""
+        for manager in self.managers(user):
+            manager.forget(list(manager._held()), reason="deleted_all")
+        count = self.store.count(user)
+        self.store.delete_owner(user)
+        if supports(self.store, LocalState):  # the state files name deleted ids (managers closed later write none)
+            default_state_path(self.store.directory, user).unlink(missing_ok=True)
+            legacy_state_path(self.store.directory, user).unlink(missing_ok=True)
+        return count
+
+    def sweep_expired(self) -> int:
+        """Every expired memory of every user through :meth:`delete`; returns how many rows went."""
+        if not supports(self.store, Expiry):
+            return 0  # no memory of such a store has a TTL (add refuses one)
+        expired: dict[str, list[str]] = {}
+        for owner, memory_id in self.store.expired(timeutil.now()):
+            expired.setdefault(owner, []).append(memory_id)
+        return sum(self.delete(ids, owner, reason="expired")[0] for owner, ids in expired.items())
+
+    def _versions(self, memory_id: str, user: str) -> list[str]:
+        """``memory_id`` and the ids of its older versions."""
+        return [memory_id, *(m.id for m in self.older(memory_id, user))]
+
+    def _derived_from(self, ids: Sequence[str], user: str) -> list[str]:
+        """Ids of the user's derived memories (DERIVED_KINDS) that link to one of ``ids``, directly or
+        through other derived memories."""
+        derived = self.store.list_memories(user, limit=None, filters=MemoryFilter(kinds=DERIVED_KINDS))
+        gone, found = set(ids), []
+        while new := [m.id for m in derived if m.id not in gone and gone.intersection(m.links)]:
+            gone.update(new)
+            found.extend(new)
+        return found
+
+
+__all__ = ["DeletionPath"]

@@ -1,0 +1,72 @@
+"""The one re-rank rule of archive search: fetch ``fetch_factor * k`` nearest, read their vectors, score them.
+
+``AgentMemory.search`` (with a pack's scorer) and ``MemoryManager``'s RECALL both find memories this
+way: the store's inner-product search narrows a user's memories to ``fetch_factor * k`` candidates
+(filtered before ranking), and a :class:`~memnets.scoring.Scorer` (recency, relevance, importance)
+scores them from their stored vectors. What each caller does with the scores differs: the API keeps
+the top ``k``; the manager leaves out what it already holds and diversifies with MMR.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+import numpy as np
+
+from memnets.records import Memory
+from memnets.store.filters import MemoryFilter
+
+
+def score(scorer, memories: Sequence[Memory], query: str, now: datetime, query_vector, vectors) -> np.ndarray:
+    """``scorer``'s scores of ``memories`` (with their ``vectors`` [n, dim]) for the query: float64 [n]."""
+    scores = scorer.score(memories, query, now, query_vector=query_vector, memory_vectors=vectors)
+    return np.asarray(scores, dtype=np.float64).reshape(len(memories))
+
+
+class Searcher:
+    """Archive search of one store re-ranked by ``scorer`` (None: the store's cosine, as it ranks).
+
+    Args:
+        store: the memory store searched.
+        scorer: a :class:`~memnets.scoring.Scorer`, or None for the store's own ranking.
+        fetch_factor: candidates fetched per result wanted, for the scorer to choose from.
+    """
+
+    def __init__(self, store, scorer, fetch_factor: int):
+        self.store, self.scorer, self.fetch_factor = store, scorer, fetch_factor
+
+    def fetch(
+        self, query_vector: np.ndarray, k: int, owner: str, filters: MemoryFilter | None = None
+    ) -> list[tuple[Memory, float]]:
+        """The ``fetch_factor * k`` nearest current memories of ``owner`` passing ``filters``, nearest first."""
+        return self.store.search(query_vector, self.fetch_factor * k, owner, filters=filters)
+
+    def rerank(
+        self, memories: Sequence[Memory], query: str, query_vector: np.ndarray, owner: str, now: datetime
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(the stored vectors [n, dim], the scorer's scores [n]) of ``owner``'s ``memories`` for the query."""
+        vectors = self.store.vectors([m.id for m in memories], owner)
+        return vectors, score(self.scorer, memories, query, now, query_vector, vectors)
+
+    def search(
+        self,
+        query: str,
+        query_vector: np.ndarray,
+        owner: str,
+        k: int,
+        filters: MemoryFilter | None,
+        now: datetime,
+    ) -> list[tuple[Memory, float]]:
+        """The ``k`` best memories of ``owner`` for the query with their scores, best first (ties: nearer first)."""
+        if self.scorer is None:
+            return [(m, float(s)) for m, s in self.store.search(query_vector, k, owner, filters=filters)]
+        memories = [m for m, _ in self.fetch(query_vector, k, owner, filters)]
+        if not memories:
+            return []
+        _, scores = self.rerank(memories, query, query_vector, owner, now)
+        order = np.argsort(-scores, kind="stable")[:k]
+        return [(memories[i], float(scores[i])) for i in order]
+
+
+__all__ = ["Searcher", "score"]
