@@ -16,17 +16,13 @@ What it guarantees (each tested in tests/test_api*.py):
   hybrid ingestion of ``add_many`` writes the important memories first, then the rest in batches,
   all before it returns; only a :class:`~memnets.memory.manager.MemoryManager` buffers).
 - One write path (:mod:`memnets.memory.writes`, also the manager's ``observe``): every add says
-  what it did in ``outcome``. An add without an explicit id whose text says what one of that
-  user's memories of its kind says (equal after normalisation, or a near match - cosine >=
-  ``duplicate_threshold`` - by the same speaker with the same numbers, dates, times, names and
-  negations) is "unchanged": that memory is returned, its last access moved to ``t``. A near match
-  that changes one of those facts is "updated": the new text becomes that memory's current
-  version (same id, creation time kept, metadata merged), the old one stays in its history.
-  Anything else is "added". An add with the id of an existing memory, or ``update``, writes a new
-  version ("unchanged" when nothing differs) and keeps the old one: it is re-stored under the id
-  ``f"{id}~{n}"`` (n = 1, 2, ...) with ``superseded_by=id``, so search and listings skip it and
-  ``history(id)`` returns it. ``add(..., replaces=old)`` stores a new memory and marks ``old``
-  (kept under its own id) ``superseded_by`` the new one ("updated").
+  what it did in ``outcome``: "unchanged" (one of the user's memories of its kind, in its scope,
+  says this already: that memory is returned, its last access moved to ``t``), "updated" (a near
+  match changes a fact of it, or the add names its id, or ``update``: the new text becomes that
+  memory's current version, same id and creation time, and the old one stays in its history as
+  ``f"{id}~{n}"``, ``superseded_by=id``, which search and listings skip and ``history(id)``
+  returns; ``add(..., replaces=old)`` marks ``old`` superseded by the new memory) or "added". The
+  rule and its measurements are in :mod:`memnets.memory.writes`.
 - Times: ``t`` (``created_at``) is when a memory was first written and stays with every version,
   so listings keep creation order; ``updated_at`` is when its current version was written.
 - Deletion is final: ``delete``/``delete_all`` remove the memory and all its older versions from
@@ -43,17 +39,21 @@ Ranking: without a pack, ``search`` ranks by cosine (the store's inner product o
 Generative Agents' hand-set recency + importance mix retrieves far worse on LoCoMo, see
 docs/benchmarks.md). With a pack that has fitted scorer weights, the store returns
 ``fetch_factor * k`` candidates (filtered first) and the pack's LearnedScorer re-ranks them.
+
+``AgentMemory`` is a facade: it checks the arguments, holds the write lock and the registry of
+live managers, and hands the work to the write path (:class:`~memnets.memory.writes.WritePath`),
+the searcher (:class:`~memnets.memory.search.Searcher`, the one re-rank rule, shared with the
+managers' RECALL) and the deletion path (:class:`~memnets.memory.deletion.DeletionPath`);
+:mod:`memnets.memory.opening` turns ``open``'s arguments into its parts.
 """
 
 from __future__ import annotations
 
 import os
 import threading
-import uuid
 import weakref
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import fields
 from datetime import datetime, timedelta
 from typing import NamedTuple
 
@@ -62,14 +62,16 @@ import numpy as np
 import memnets.timeutil as timeutil
 from memnets.memory import expiry
 from memnets.memory.deletion import DeletionPath
+from memnets.memory.intake import new_record
 from memnets.memory.manager import ManagerConfig, MemoryManager
+from memnets.memory.opening import open_parts, reembed
 from memnets.memory.search import Searcher
-from memnets.memory.signals import HeuristicGate, HeuristicImportance, memory_components
-from memnets.memory.writes import WritePath, check_new_id, check_text, embed, successor
+from memnets.memory.signals import HeuristicGate, HeuristicImportance
+from memnets.memory.writes import WritePath, check_text, embed, successor
 from memnets.protocols import TextEncoder
 from memnets.records import Memory
 from memnets.scoring import HeuristicScorer
-from memnets.store import MemoryFilter, StoreFormatError, open_store
+from memnets.store import MemoryFilter
 from memnets.store.identity import bind_encoder
 from memnets.timeutil import as_utc_or_now
 
@@ -127,64 +129,20 @@ def open(
             and ``batch_size`` also apply to ``add``/``add_many``/``search``); the rest go to the
             store (e.g. ``index="hnsw"``).
     """
-    names = {f.name for f in fields(ManagerConfig)}
-    settings = {name: options.pop(name) for name in list(options) if name in names}
-    components = memory_components(pack, encoder, backend=backend)
-    encoder = components.pop("encoder")
-    for name in names & set(components):  # thresholds the pack chose (write-through, duplicate), unless given
-        settings.setdefault(name, components.pop(name))
-    config = ManagerConfig.build(**settings)
+    parts = open_parts(location, pack=pack, key=key, encoder=encoder, backend=backend, options=options)
     try:
-        store = open_store(location, encoder.dim, key=key, **options)
-    except StoreFormatError as error:
-        # vectors of another dim: open it as it is, so that the identity check names the encoder that filled it
-        try:
-            store = open_store(location, None, key=key, **options)
-        except Exception:
-            raise error from None
-        if store.dim == encoder.dim:  # the format error was about something else
-            store.close()
-            raise
-    try:
-        return AgentMemory(store, encoder, config=config, owns_store=True, agent=agent, session=session, **components)
+        return AgentMemory(
+            parts.store,
+            parts.encoder,
+            config=parts.config,
+            owns_store=True,
+            agent=agent,
+            session=session,
+            **parts.components,
+        )
     except BaseException:
-        store.close()
+        parts.store.close()
         raise
-
-
-def load_encoder(pack=None, encoder: TextEncoder | str | os.PathLike | None = None) -> TextEncoder:
-    """The encoder of ``pack`` (a folder or a loaded Pack), else ``encoder`` (an object or a folder),
-    else the bundled all-MiniLM-L6-v2."""
-    return memory_components(pack, encoder, where="memnets.reembed")["encoder"]
-
-
-def reembed(
-    location: str | os.PathLike,
-    *,
-    pack=None,
-    encoder: TextEncoder | str | os.PathLike | None = None,
-    key: bytes | str | None = None,
-    batch_size: int = 64,
-    progress: bool | None = None,
-    **options,
-):
-    """Move the store at ``location`` to a new encoder: re-embed every memory of every user with the
-    encoder of ``pack`` (or ``encoder``, or the bundled one), then swap in one transaction.
-
-    Resumable (a killed run carries on where it stopped), answering from the old vectors until the
-    swap, and on PostgreSQL shareable by several workers at once; see :mod:`memnets.store.reembed`.
-    ``options`` go to the store. Returns a :class:`~memnets.store.reembed.ReembedReport`.
-
-    Example::
-
-        memnets.reembed("memories/", pack="checkpoints/pack")
-        memory = memnets.open("memories/", pack="checkpoints/pack")  # now accepted
-    """
-    from memnets.store.reembed import reembed as run
-
-    new = load_encoder(pack, encoder)
-    with open_store(location, None, key=key, **options) as store:
-        return run(store, new, batch_size=batch_size, progress=progress)
 
 
 class AgentMemory:
@@ -693,51 +651,15 @@ class AgentMemory:
             raise ValueError(f"{name}={id!r} is an older version, superseded by {found[0].superseded_by!r}")
         return found[0]
 
-    def _record(
-        self,
-        item,
-        user: str,
-        *,
-        t,
-        kind,
-        metadata,
-        id,
-        importance,
-        agent,
-        action,
-        objects,
-        location,
-        session=None,
-        ttl=None,
-        where: str = "add",
-    ) -> Memory:
-        """A record of ``user`` from a text and the keyword arguments (the record validates them), or a given record."""
+    def _record(self, item, user: str, *, id, agent, session, ttl, where: str = "add", **fields) -> Memory:
+        """A record of ``user`` from a text and the keyword arguments (the record validates them), or a given
+        record (:func:`~memnets.memory.intake.new_record`); ``agent``/``session`` default to this memory's scope."""
         _check_user(user)
-        if isinstance(item, Memory):
-            if item.owner != user:
-                raise ValueError(f"{where}: the record's owner {item.owner!r} is not user {user!r}")
-            check_new_id(item.id, where)
-            return item
-        if not isinstance(item, str):
-            raise TypeError(f"{where}: text must be a str or a Memory record, got {type(item).__name__}")
-        if id is not None:
+        if id is not None and isinstance(item, str):
             _check_id(id, "id")
-            check_new_id(id, where)
-        return Memory(
-            id=id if id is not None else uuid.uuid4().hex,
-            owner=user,
-            t=as_utc_or_now(t, "t"),
-            content=item,
-            importance=0.0 if importance is None else importance,
-            kind=kind,
-            agent=agent if agent is not None else self.scope["agent"],
-            action=action,
-            objects=() if objects is None else objects,
-            location=location,
-            metadata={} if metadata is None else (dict(metadata) if isinstance(metadata, dict) else metadata),
-            session=session if session is not None else self.scope["session"],
-            **expiry.expiry_fields(expiry.check_ttl(self.store, ttl)),
-        )
+        agent = agent if agent is not None else self.scope["agent"]
+        session = session if session is not None else self.scope["session"]
+        return new_record(item, user, where, self.store, id=id, agent=agent, session=session, ttl=ttl, **fields)
 
 
 def _check_user(user) -> None:
@@ -761,4 +683,4 @@ def _check_k(k) -> None:
         raise ValueError(f"k must be at least 1, got {k}")
 
 
-__all__ = ["AgentMemory", "SearchHit", "open"]
+__all__ = ["AgentMemory", "SearchHit", "open", "reembed"]

@@ -44,7 +44,6 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
@@ -56,12 +55,13 @@ from memnets.memory import compression
 from memnets.memory.config import DUPLICATE_THRESHOLD, ManagerConfig
 from memnets.memory.events import EventLog, Move
 from memnets.memory.mmr import mmr
+from memnets.memory.opening import memory_components
 from memnets.memory.planning import Goal, Plan, Planner
 from memnets.memory.reflection import Reflector
 from memnets.memory.search import Searcher, score
-from memnets.memory.signals import Gate, HeuristicGate, HeuristicImportance, Importance, memory_components
+from memnets.memory.signals import Gate, HeuristicGate, HeuristicImportance, Importance
 from memnets.memory.state import STATE_VERSION, default_state_path, legacy_state_path, read_state, write_state
-from memnets.memory.tiers import ContextWindow, Entry, WorkingMemory
+from memnets.memory.tiers import ContextView, ContextWindow, Entry, WorkingMemory
 from memnets.memory.writes import WritePath, embed
 from memnets.protocols import TextEncoder
 from memnets.records import Memory
@@ -77,29 +77,6 @@ def _positive_k(k) -> int:
     if not isinstance(k, int) or isinstance(k, bool) or k < 1:
         raise ValueError(f"k must be an int >= 1, got {k!r}")
     return k
-
-
-@dataclass(frozen=True)
-class ContextView:
-    """What the LLM is shown for a query: the context's messages and the memories brought to it."""
-
-    messages: tuple[Memory, ...]
-    memories: tuple[Memory, ...]
-    recalled: bool
-    gate_score: float
-
-    def ids(self) -> list[str]:
-        """Ids of everything in view (messages first, then memories)."""
-        return [m.id for m in self.messages] + [m.id for m in self.memories]
-
-    def render(self) -> str:
-        """The prompt text: the memories, then the conversation, each line a bullet (see memnets.llm)."""
-        parts = []
-        if self.memories:
-            parts.append("Relevant memories:\n" + "\n".join(f"- {m.content}" for m in self.memories))
-        if self.messages:
-            parts.append("Conversation:\n" + "\n".join(f"- {m.content}" for m in self.messages))
-        return "\n\n".join(parts)
 
 
 class MemoryManager:
@@ -201,7 +178,7 @@ class MemoryManager:
         """The trained manager: encoder, importance head, recall gate and scorer weights of a pack.
 
         Parts the pack lacks fall back to the heuristics; keyword arguments override the rest
-        (e.g. ``gate=FixedGate(True)``). See :func:`memnets.memory.signals.pack_components`.
+        (e.g. ``gate=FixedGate(True)``). See :func:`memnets.memory.opening.memory_components`.
         """
         return cls._open(archive_dir, memory_components(pack=pack_dir), key, kwargs)
 

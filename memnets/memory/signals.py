@@ -11,7 +11,6 @@ The heuristics run with no trained parts (the baseline and the default before tr
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -183,28 +182,3 @@ def pack_components(pack) -> dict:
     if "duplicate" in pack.thresholds:  # the near-duplicate cosine measured for this pack's encoder
         components["duplicate_threshold"] = float(pack.thresholds["duplicate"])
     return components
-
-
-def memory_components(pack=None, encoder=None, *, backend: str = "torch", where: str = "memnets.open") -> dict:
-    """What a memory or a manager is built from: :func:`pack_components` of ``pack`` (a folder or a
-    loaded Pack), else ``{"encoder": ...}`` of ``encoder`` (an object, an encoder folder, or None:
-    the bundled all-MiniLM-L6-v2), folders loaded with ``backend``.
-
-    The one rule of ``memnets.open``, ``memnets.reembed`` and ``MemoryManager.open`` /
-    ``from_pretrained``; ``where`` names the caller in the error for both given.
-    """
-    if pack is not None:
-        if encoder is not None:
-            raise ValueError(
-                f"{where}: give pack or encoder, not both (the pack's heads and scorer were fitted to its encoder)"
-            )
-        if isinstance(pack, (str, os.PathLike)):
-            from memnets.pack import load_pack
-
-            pack = load_pack(pack, backend=backend)
-        return pack_components(pack)
-    if encoder is None or isinstance(encoder, (str, os.PathLike)):
-        from memnets.nn.encoder import MemoryEncoder
-
-        encoder = MemoryEncoder.from_pretrained(*([encoder] if encoder is not None else []), backend=backend)
-    return {"encoder": encoder}

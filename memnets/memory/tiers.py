@@ -3,6 +3,8 @@
 - :class:`ContextWindow`: the messages the LLM sees, bounded by a token budget counted with the
   encoder's tokenizer (MemGPT's main context / registers).
 - :class:`WorkingMemory`: memories at hand, bounded by a capacity in memory units (RAM).
+- :class:`ContextView`: what the LLM is shown for a query, the context's messages and the memories
+  the manager brought to it.
 
 The third tier, the archive (disk), is :class:`memnets.store.archive.Archive`. The tiers only hold
 entries and say what overflows; the moves between them, and their event log, belong to
@@ -21,6 +23,29 @@ from dataclasses import dataclass
 import numpy as np
 
 from memnets.records import Memory
+
+
+@dataclass(frozen=True)
+class ContextView:
+    """What the LLM is shown for a query: the context's messages and the memories brought to it."""
+
+    messages: tuple[Memory, ...]
+    memories: tuple[Memory, ...]
+    recalled: bool
+    gate_score: float
+
+    def ids(self) -> list[str]:
+        """Ids of everything in view (messages first, then memories)."""
+        return [m.id for m in self.messages] + [m.id for m in self.memories]
+
+    def render(self) -> str:
+        """The prompt text: the memories, then the conversation, each line a bullet (see memnets.llm)."""
+        parts = []
+        if self.memories:
+            parts.append("Relevant memories:\n" + "\n".join(f"- {m.content}" for m in self.memories))
+        if self.messages:
+            parts.append("Conversation:\n" + "\n".join(f"- {m.content}" for m in self.messages))
+        return "\n\n".join(parts)
 
 
 @dataclass(eq=False)

@@ -1,0 +1,70 @@
+"""A write's record from the API's arguments: a text with its fields, or a record given as it is.
+
+``AgentMemory.add``/``add_many`` build each record here, after checking the user and the id, so
+both take texts and :class:`~memnets.records.Memory` records by one rule: a record must be the
+user's and may not use an id of the older-version form; a text gets a new id unless given one,
+its time ``t`` (default now), and the expiry of its ``ttl`` (:mod:`memnets.memory.expiry`). The
+record validates its own fields when it is built, before anything is written.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from datetime import datetime
+
+from memnets.memory import expiry
+from memnets.memory.writes import check_new_id
+from memnets.records import Memory
+from memnets.timeutil import as_utc_or_now
+
+
+def new_record(
+    item,
+    user: str,
+    where: str,
+    store,
+    *,
+    id: str | None,
+    t: datetime | None,
+    kind: str,
+    metadata: dict | None,
+    importance: float | None,
+    agent: str | None,
+    action: str | None,
+    objects: Sequence[str] | None,
+    location: str | None,
+    session: str | None,
+    ttl,
+) -> Memory:
+    """``item`` (a text, or a Memory of ``user`` kept as it is) as a record of ``user``; errors name ``where``.
+
+    ``store`` decides whether a ``ttl`` can be kept (:func:`~memnets.memory.expiry.check_ttl`).
+    """
+    if isinstance(item, Memory):
+        if item.owner != user:
+            raise ValueError(f"{where}: the record's owner {item.owner!r} is not user {user!r}")
+        check_new_id(item.id, where)
+        return item
+    if not isinstance(item, str):
+        raise TypeError(f"{where}: text must be a str or a Memory record, got {type(item).__name__}")
+    if id is not None:
+        check_new_id(id, where)
+    return Memory(
+        id=id if id is not None else uuid.uuid4().hex,
+        owner=user,
+        t=as_utc_or_now(t, "t"),
+        content=item,
+        importance=0.0 if importance is None else importance,
+        kind=kind,
+        agent=agent,
+        action=action,
+        objects=() if objects is None else objects,
+        location=location,
+        metadata={} if metadata is None else (dict(metadata) if isinstance(metadata, dict) else metadata),
+        session=session,
+        **expiry.expiry_fields(expiry.check_ttl(store, ttl)),
+    )
+
+
+__all__ = ["new_record"]

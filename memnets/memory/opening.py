@@ -1,0 +1,113 @@
+"""From ``memnets.open``'s arguments to the parts of a memory: components, settings and the store.
+
+``memnets.open(location, pack=..., encoder=..., **options)`` routes its options here: the
+:class:`~memnets.memory.config.ManagerConfig` fields become the memory's settings (a pack's
+thresholds fill those not given), the rest go to the store; the pack (or encoder) gives the encoder
+and the decisions. ``memnets.reembed`` and ``MemoryManager.open`` / ``from_pretrained`` load their
+components by the same rule (:func:`memory_components`).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import fields
+from typing import NamedTuple
+
+from memnets.memory.config import ManagerConfig
+from memnets.memory.signals import pack_components
+from memnets.protocols import TextEncoder
+from memnets.store import StoreFormatError, open_store
+
+
+class MemoryParts(NamedTuple):
+    """What an ``AgentMemory`` is built from: an open store, its encoder, the settings and the decisions."""
+
+    store: object
+    encoder: object
+    config: ManagerConfig
+    components: dict  # importance, gate, scorer: what a pack supplies
+
+
+def memory_components(pack=None, encoder=None, *, backend: str = "torch", where: str = "memnets.open") -> dict:
+    """What a memory or a manager is built from: :func:`~memnets.memory.signals.pack_components` of
+    ``pack`` (a folder or a loaded Pack), else ``{"encoder": ...}`` of ``encoder`` (an object, an
+    encoder folder, or None: the bundled all-MiniLM-L6-v2), folders loaded with ``backend``.
+
+    ``where`` names the caller in the error for both given.
+    """
+    if pack is not None:
+        if encoder is not None:
+            raise ValueError(
+                f"{where}: give pack or encoder, not both (the pack's heads and scorer were fitted to its encoder)"
+            )
+        if isinstance(pack, (str, os.PathLike)):
+            from memnets.pack import load_pack
+
+            pack = load_pack(pack, backend=backend)
+        return pack_components(pack)
+    if encoder is None or isinstance(encoder, (str, os.PathLike)):
+        from memnets.nn.encoder import MemoryEncoder
+
+        encoder = MemoryEncoder.from_pretrained(*([encoder] if encoder is not None else []), backend=backend)
+    return {"encoder": encoder}
+
+
+def open_parts(location, *, pack, key, encoder, backend: str, options: dict) -> MemoryParts:
+    """The parts of ``memnets.open(location, ...)``: ``options`` split into settings and store options."""
+    names = {f.name for f in fields(ManagerConfig)}
+    settings = {name: value for name, value in options.items() if name in names}
+    store_options = {name: value for name, value in options.items() if name not in names}
+    components = memory_components(pack, encoder, backend=backend)
+    encoder = components.pop("encoder")
+    for name in names & set(components):  # thresholds the pack chose (write-through, duplicate), unless given
+        settings.setdefault(name, components.pop(name))
+    config = ManagerConfig.build(**settings)
+    return MemoryParts(open_for(location, encoder, key, store_options), encoder, config, components)
+
+
+def reembed(
+    location: str | os.PathLike,
+    *,
+    pack=None,
+    encoder: TextEncoder | str | os.PathLike | None = None,
+    key: bytes | str | None = None,
+    batch_size: int = 64,
+    progress: bool | None = None,
+    **options,
+):
+    """Move the store at ``location`` to a new encoder: re-embed every memory of every user with the
+    encoder of ``pack`` (or ``encoder``, or the bundled one), then swap in one transaction.
+
+    Resumable (a killed run carries on where it stopped), answering from the old vectors until the
+    swap, and on PostgreSQL shareable by several workers at once; see :mod:`memnets.store.reembed`.
+    ``options`` go to the store. Returns a :class:`~memnets.store.reembed.ReembedReport`.
+
+    Example::
+
+        memnets.reembed("memories/", pack="checkpoints/pack")
+        memory = memnets.open("memories/", pack="checkpoints/pack")  # now accepted
+    """
+    from memnets.store.reembed import reembed as run
+
+    new = memory_components(pack, encoder, where="memnets.reembed")["encoder"]
+    with open_store(location, None, key=key, **options) as store:
+        return run(store, new, batch_size=batch_size, progress=progress)
+
+
+def open_for(location, encoder, key, options: dict):
+    """The store at ``location`` opened for ``encoder``'s dim; one that holds vectors of another dim is
+    opened as it is, so that the encoder identity check names the encoder that filled it."""
+    try:
+        return open_store(location, encoder.dim, key=key, **options)
+    except StoreFormatError as error:
+        try:
+            store = open_store(location, None, key=key, **options)
+        except Exception:
+            raise error from None
+        if store.dim == encoder.dim:  # the format error was about something else
+            store.close()
+            raise
+        return store
+
+
+__all__ = ["MemoryParts", "memory_components", "open_for", "open_parts", "reembed"]
