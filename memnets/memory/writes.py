@@ -458,7 +458,7 @@ class WritePath:
             candidates = self._candidates(memory, vector, held, exclude=policy.held())
             outcome, match = classify(memory, candidates, self.config.duplicate_threshold)
         if outcome == "unchanged":
-            buffered = policy.buffered(match.id)
+            buffered = policy.buffered(match.id)  # asked first: the policy's moves may write its buffer
             repeated = policy.repeated(match, memory.t)
             if not buffered:
                 self.store.touch([repeated.id], repeated.owner, repeated.last_access)
