@@ -60,9 +60,10 @@ from typing import NamedTuple
 import numpy as np
 
 import memnets.timeutil as timeutil
+from memnets.memory.ids import check_id, check_new_id
 from memnets.memory.manager import ManagerConfig, MemoryManager, default_state_path, legacy_state_path
 from memnets.memory.signals import HeuristicGate, HeuristicImportance, pack_components
-from memnets.memory.writes import VERSION_SEPARATOR, WritePath, check_new_id, check_text, embed, successor
+from memnets.memory.writes import VERSION_SEPARATOR, WritePath, check_text, embed, successor
 from memnets.protocols import TextEncoder
 from memnets.records import DERIVED_KINDS, Memory
 from memnets.scoring import HeuristicScorer
@@ -257,7 +258,7 @@ class AgentMemory:
         self.owns_store = owns_store
         for name, value in (("agent", agent), ("session", session)):
             if value is not None:
-                _check_id(value, name)
+                _check_scope(value, name)
         self.scope = {"agent": agent, "session": session}  # the default scope of writes
         self.closed = False
         self._lock = threading.RLock()  # one writer at a time: dedup check and write are one step
@@ -313,7 +314,7 @@ class AgentMemory:
         the stored memory's expiry, refreshed when it has a TTL.
         """
         if replaces is not None:
-            _check_id(replaces, "replaces")
+            check_id(replaces, "replaces")
         memory = self._record(
             text_or_record,
             user,
@@ -439,7 +440,7 @@ class AgentMemory:
         memory ``id``.
         """
         _check_user(user)
-        _check_id(id, "id")
+        check_id(id, "id")
         expiry = {} if ttl is KEEP_TTL else _expiry(self._ttl(ttl))
         if text is None and metadata is None and not expiry:
             raise ValueError("update: give text and/or metadata (or ttl) to change")
@@ -574,7 +575,7 @@ class AgentMemory:
         ``refresh_ttl``: a memory with a TTL expires ``ttl`` from now again (LangGraph's refresh on read).
         """
         _check_user(user)
-        _check_id(id, "id")
+        check_id(id, "id")
         found = self.store.get([id], user)
         if found and refresh_ttl:
             found = self._refresh_ttl(found, user)
@@ -602,17 +603,34 @@ class AgentMemory:
         Memories it replaced (``add(..., replaces=...)``) count as its older versions, with theirs.
         """
         _check_user(user)
-        _check_id(id, "id")
+        check_id(id, "id")
         current = self.store.get([id], user)
         now = timeutil.now()
         return [*(m for m in self._older(id, user) if not m.expired(now)), *current]
 
     def _older(self, id: str, user: str) -> list[Memory]:
-        older = []
-        for version in self.store.history(id, user):
-            if not version.id.startswith(f"{id}{VERSION_SEPARATOR}"):
-                older.extend(self._older(version.id, user))  # a replaced memory brings its own history
-            older.append(version)
+        """The older versions of ``id``, oldest first; a memory it replaced comes after that one's own older versions.
+
+        Walked with a stack and a set of the ids seen, not by recursion: ``superseded_by`` links
+        that form a cycle (``c1`` <-> ``c2``, rows written before callers were refused lineage
+        fields) or a long chain of replaced memories end the walk instead of a RecursionError.
+        """
+        older: list[Memory] = []
+        seen = {id}
+        frames = [(id, iter(self.store.history(id, user)), None)]  # (id, its versions left, the version it is)
+        while frames:
+            frame_id, versions, version_of = frames[-1]
+            version = next(versions, None)
+            if version is None:
+                frames.pop()
+                if version_of is not None:
+                    older.append(version_of)
+            elif version.id not in seen:
+                seen.add(version.id)
+                if version.id.startswith(f"{frame_id}{VERSION_SEPARATOR}"):
+                    older.append(version)
+                else:  # a replaced memory brings its own history first
+                    frames.append((version.id, iter(self.store.history(version.id, user)), version))
         return older
 
     def list_memories(
@@ -650,7 +668,7 @@ class AgentMemory:
         (directly or through one another, by their ``links``) go with it: their text may quote it.
         """
         _check_user(user)
-        _check_id(id, "id")
+        check_id(id, "id")
         removed, held = self._delete([id], user, reason="deleted")
         return bool(removed or held)
 
@@ -691,7 +709,7 @@ class AgentMemory:
         """
         for name, value in (("user", user), ("agent", agent), ("session", session)):
             if value is not None:
-                _check_id(value, name)
+                _check_scope(value, name)
         if user is None and agent is None and session is None:
             raise ValueError("delete_all: give user, agent and/or session (the scope to delete)")
         if agent is not None or session is not None:
@@ -826,13 +844,17 @@ class AgentMemory:
         if isinstance(item, Memory):
             if item.owner != user:
                 raise ValueError(f"{where}: the record's owner {item.owner!r} is not user {user!r}")
-            check_new_id(item.id, where)
+            check_new_id(item.id, f"{where}: id")
+            if item.superseded_by is not None:  # lineage is the write path's: versions, replaces=
+                raise ValueError(
+                    f"{where}: the record {item.id!r} sets superseded_by={item.superseded_by!r}; lineage fields are "
+                    "set by the write path (update, add with an existing id, replaces=), not by a caller"
+                )
             return item
         if not isinstance(item, str):
             raise TypeError(f"{where}: text must be a str or a Memory record, got {type(item).__name__}")
         if id is not None:
-            _check_id(id, "id")
-            check_new_id(id, where)
+            check_new_id(id, f"{where}: id")
         return Memory(
             id=id if id is not None else uuid.uuid4().hex,
             owner=user,
@@ -864,7 +886,8 @@ def _check_user(user) -> None:
         raise ValueError(f"user must be a non-empty string, got {user!r}")
 
 
-def _check_id(value, name: str) -> None:
+def _check_scope(value, name: str) -> None:
+    """A user, agent or session named as a scope to delete: a non-empty str."""
     if not isinstance(value, str):
         raise TypeError(f"{name} must be a str, got {type(value).__name__}")
     if not value:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
@@ -88,6 +89,7 @@ class Memory:
             raise ValueError(f"Memory {self.id!r}: importance must lie in [0, 1], got {self.importance!r}")
         if not isinstance(self.metadata, dict):
             raise TypeError(f"Memory {self.id!r}: metadata must be a dict, got {type(self.metadata).__name__}")
+        check_finite_json(self.metadata, f"Memory {self.id!r}: metadata")
         for name in ("agent", "action", "location", "session"):
             value = getattr(self, name)
             if value is not None and not isinstance(value, str):
@@ -128,3 +130,23 @@ class Memory:
     def replace(self, **changes) -> Memory:
         """A copy with some fields changed (records are passed between tiers by value)."""
         return dataclasses.replace(self, **changes)
+
+
+def check_finite_json(value, where: str) -> None:
+    """ValueError naming the place (``where['key'][2]``) of the first float in ``value`` that is NaN or infinite.
+
+    Python's json reads ``NaN``, ``-Infinity`` and ``1e400`` (as inf) and writes them back, but they
+    are not JSON: a response or export that holds one cannot be encoded, so one such metadata value
+    made every later listing and search of its user fail. Memories hold finite JSON only.
+    """
+    stack: list[tuple[object, tuple]] = [(value, ())]
+    while stack:
+        item, keys = stack.pop()
+        if isinstance(item, float):
+            if not math.isfinite(item):
+                place = where + "".join(f"[{key!r}]" for key in keys)
+                raise ValueError(f"{place} is {item!r}: metadata must be finite JSON numbers (no NaN or Infinity)")
+        elif isinstance(item, dict):
+            stack.extend((child, (*keys, key)) for key, child in item.items())
+        elif isinstance(item, (list, tuple)):
+            stack.extend((child, (*keys, n)) for n, child in enumerate(item))

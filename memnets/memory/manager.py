@@ -57,6 +57,7 @@ import memnets.timeutil as timeutil
 from memnets.llm import LLM, ExtractiveLLM
 from memnets.memory import compression
 from memnets.memory.events import EventLog, Move
+from memnets.memory.ids import check_new_id
 from memnets.memory.mmr import mmr
 from memnets.memory.planning import Goal, Plan, Planner
 from memnets.memory.reflection import Reflector
@@ -555,6 +556,8 @@ class MemoryManager:
         """
         if not isinstance(content, str):
             raise TypeError(f"observe: content must be a str, got {type(content).__name__}")
+        if id is not None:
+            check_new_id(id, "observe: id")
         memory = Memory(
             id=id if id is not None else f"{self.owner}/{uuid.uuid4().hex[:12]}",
             owner=self.owner,
