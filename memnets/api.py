@@ -83,6 +83,11 @@ class _KeepTTL:
 KEEP_TTL = _KeepTTL()
 
 
+# the ranges of search's k and of a listing's limit and offset: far above any real call, and inside
+# what the stores take (FAISS's and SQL's 64-bit integers, a pack's fetch_factor * k candidates)
+MAX_K = 10_000
+MAX_COUNT = 10**12
+
 # tries of one update when other writers keep changing the memory while it is encoded (each try
 # re-reads the current version; a retry is rare, so a few are plenty)
 UPDATE_ATTEMPTS = 5
@@ -647,10 +652,9 @@ class AgentMemory:
         ``refresh_ttl``: as in :meth:`get`, for the memories returned.
         """
         _check_user(user)
-        if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 0):
-            raise ValueError(f"limit must be None or an int >= 0, got {limit!r}")
-        if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
-            raise ValueError(f"offset must be an int >= 0, got {offset!r}")
+        if limit is not None:
+            _check_count(limit, "limit")
+        _check_count(offset, "offset")
         listed = self.store.list_memories(user, limit=limit, offset=offset, filters=MemoryFilter.parse(filters))
         return self._refresh_ttl(listed, user) if refresh_ttl else listed
 
@@ -897,8 +901,14 @@ def _check_scope(value, name: str) -> None:
 def _check_k(k) -> None:
     if not isinstance(k, int) or isinstance(k, bool):
         raise TypeError(f"k must be an int, got {type(k).__name__}")
-    if k < 1:
-        raise ValueError(f"k must be at least 1, got {k}")
+    if not 1 <= k <= MAX_K:
+        raise ValueError(f"k must lie in [1, {MAX_K:,}], got {k}")
+
+
+def _check_count(value, name: str) -> None:
+    """A listing's limit or offset: an int in [0, MAX_COUNT] (10**20 overflowed the stores' 64-bit SQL integers)."""
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= MAX_COUNT:
+        raise ValueError(f"{name} must be an int in [0, {MAX_COUNT:,}], got {value!r:.40}")
 
 
 __all__ = ["AgentMemory", "SearchHit", "open"]

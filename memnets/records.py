@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
-from memnets.timeutil import as_utc
+from memnets.timeutil import MAX_TTL_SECONDS, as_utc
 
 MEMORY_KINDS = ("observation", "reflection", "plan", "summary", "message")
 DERIVED_KINDS = ("reflection", "plan", "summary")  # written by the manager from other memories (``links``)
@@ -112,8 +112,15 @@ class Memory:
         if self.expires_at is not None:
             self.expires_at = as_utc(self.expires_at, f"Memory {self.id!r}: expires_at")
         if self.ttl is not None:
-            if isinstance(self.ttl, bool) or not isinstance(self.ttl, (int, float)) or not 0 < self.ttl < float("inf"):
-                raise ValueError(f"Memory {self.id!r}: ttl must be a positive number of seconds, got {self.ttl!r}")
+            if (
+                isinstance(self.ttl, bool)
+                or not isinstance(self.ttl, (int, float))
+                or not 0 < self.ttl <= MAX_TTL_SECONDS
+            ):
+                raise ValueError(
+                    f"Memory {self.id!r}: ttl must be a positive number of seconds, at most {MAX_TTL_SECONDS:.0f} "
+                    f"(100 years), got {self.ttl!r}"
+                )
             if self.expires_at is None:
                 raise ValueError(f"Memory {self.id!r}: a ttl needs its expires_at")
             self.ttl = float(self.ttl)
@@ -145,7 +152,7 @@ def check_finite_json(value, where: str) -> None:
         if isinstance(item, float):
             if not math.isfinite(item):
                 place = where + "".join(f"[{key!r}]" for key in keys)
-                raise ValueError(f"{place} is {item!r}: metadata must be finite JSON numbers (no NaN or Infinity)")
+                raise ValueError(f"{place} is {item!r}: JSON numbers must be finite (no NaN or Infinity)")
         elif isinstance(item, dict):
             stack.extend((child, (*keys, key)) for key, child in item.items())
         elif isinstance(item, (list, tuple)):
