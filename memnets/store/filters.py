@@ -277,6 +277,7 @@ def _check_metadata(conditions: Any, where: str, depth: int = 1) -> Mapping[str,
 def _check_condition(condition: Any, what: str) -> dict[str, Any]:
     """The operator dict of one condition (a plain value becomes ``{"$eq": value}``)."""
     if not isinstance(condition, Mapping):
+        check_finite_json(condition, f"MemoryFilter: {what}")
         return {"$eq": condition}
     if not condition:
         raise ValueError(
