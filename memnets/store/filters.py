@@ -23,8 +23,8 @@ A condition is a plain value (equality) or a dict of operators, all of which mus
 ``$eq``   equal (JSON equality: ``True`` equals neither ``1`` nor ``1.0``)
 ``$ne``   not equal; a missing field passes
 ``$gt``   greater than (``$gte``, ``$lt``, ``$lte`` alike); only between two numbers or two strings
-``$in``   equal to one of a list
-``$nin``  equal to none of a list; a missing field passes
+``$in``   equal to one of a list of scalars (strings, numbers, booleans, None)
+``$nin``  equal to none of a list of scalars; a missing field passes
 ========= ==========================================================================
 
 A missing metadata field fails every condition except ``$ne`` and ``$nin``. Any other key that
@@ -37,8 +37,9 @@ other users wait: a ``$in`` of 200,000 values held a store's lock for seconds):
 
 - at most :data:`MAX_FILTER_CLAUSES` clauses in all: each operator of a condition, ``kind``,
   ``since`` and ``until`` count one;
-- at most :data:`MAX_FILTER_VALUES` values in one ``$in``/``$nin`` list (matched through a hash
-  set: one lookup per row, whatever the list's length);
+- at most :data:`MAX_FILTER_VALUES` values in one operand (a ``$in``/``$nin`` list's items, a
+  list's or dict's values for ``$eq``/``$ne``, counted to the leaves); a ``$in``/``$nin`` list
+  holds strings, numbers, booleans or None, matched through a hash set: one lookup per row;
 - ``$and``/``$or`` nested at most :data:`MAX_FILTER_DEPTH` deep (whole filters and metadata
   conditions each).
 
@@ -66,9 +67,10 @@ _ORDER = {
     "$lte": lambda a, b: a <= b,
 }
 _LISTS = ("$in", "$nin")
+_SCALARS = (str, int, float, bool, type(None))  # what a $in / $nin list holds
 _KEYS = ("kind", "metadata", "since", "until", *SCOPES, *COMBINATORS)
 MAX_FILTER_CLAUSES = 128  # conditions of one filter, all nested parts included
-MAX_FILTER_VALUES = 1_000  # values of one $in / $nin list
+MAX_FILTER_VALUES = 1_000  # values of one operand (a $in / $nin list, a list or dict to compare with)
 MAX_FILTER_DEPTH = 8  # nesting of $and / $or
 
 
@@ -277,8 +279,7 @@ def _check_metadata(conditions: Any, where: str, depth: int = 1) -> Mapping[str,
 def _check_condition(condition: Any, what: str) -> dict[str, Any]:
     """The operator dict of one condition (a plain value becomes ``{"$eq": value}``)."""
     if not isinstance(condition, Mapping):
-        check_finite_json(condition, f"MemoryFilter: {what}")
-        return {"$eq": condition}
+        condition = {"$eq": condition}
     if not condition:
         raise ValueError(
             f"MemoryFilter: the condition for {what} is an empty dict; give a value or operators {OPERATORS}"
@@ -291,18 +292,40 @@ def _check_condition(condition: Any, what: str) -> dict[str, Any]:
         )
     checked = dict(condition)
     for op, operand in condition.items():
+        size = _operand_size(operand)
+        if size > MAX_FILTER_VALUES:
+            raise ValueError(
+                f"MemoryFilter: {op} on {what} has {size:,} values, over the limit of {MAX_FILTER_VALUES:,}"
+            )
         if op in _ORDER and not (_is_number(operand) or isinstance(operand, str)):
             raise ValueError(f"MemoryFilter: {op} on {what} needs a number or a string, got {operand!r}")
         if op in _LISTS:
             if isinstance(operand, (str, bytes, Mapping)) or not isinstance(operand, (list, tuple, set, frozenset)):
                 raise ValueError(f"MemoryFilter: {op} on {what} needs a list of values, got {operand!r:.80}")
-            if len(operand) > MAX_FILTER_VALUES:
+            not_scalar = [value for value in operand if not isinstance(value, _SCALARS)]
+            if not_scalar:
                 raise ValueError(
-                    f"MemoryFilter: {op} on {what} has {len(operand):,} values, over the limit of {MAX_FILTER_VALUES:,}"
+                    f"MemoryFilter: {op} on {what} takes strings, numbers, booleans and None, got {not_scalar[0]!r:.60}"
+                    " (to compare with a list or a dict, give {'$eq': ...})"
                 )
             checked[op] = _Options(operand)
         check_finite_json(operand, f"MemoryFilter: {op} on {what}")
     return checked
+
+
+def _operand_size(operand: Any) -> int:
+    """How many values an operand holds: 1 for a scalar, a list's or dict's values counted to the leaves
+    (what comparing it with a row may cost: ``$eq`` with a 200,000-item list walks it for every row)."""
+    size, stack = 0, [operand]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, Mapping):
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple, set, frozenset)):
+            stack.extend(item)
+        else:
+            size += 1
+    return size
 
 
 class _Options(tuple):
@@ -311,28 +334,17 @@ class _Options(tuple):
 
     def __new__(cls, values) -> _Options:
         options = super().__new__(cls, values)
-        options.keys = set()
-        options.unhashable = []  # lists and dicts: compared one by one (they equal no hashable value)
-        for value in options:
-            try:
-                options.keys.add(_json_key(value))
-            except TypeError:
-                options.unhashable.append(value)
+        options.keys = {_json_key(value) for value in options}
         return options
 
     def holds(self, value: Any) -> bool:
-        """Whether ``value`` equals one of the options (JSON equality)."""
-        try:
-            return _json_key(value) in self.keys
-        except TypeError:
-            return any(_equal(value, option) for option in self.unhashable)
+        """Whether ``value`` equals one of the options (a list or dict value equals none: they are scalars)."""
+        return isinstance(value, _SCALARS) and _json_key(value) in self.keys
 
 
 def _json_key(value: Any) -> tuple:
-    """A hashable key under which JSON-equal values meet: booleans apart from numbers (TypeError if unhashable)."""
-    key = ("bool" if isinstance(value, bool) else "value", value)
-    hash(key)
-    return key
+    """The key under which JSON-equal scalars meet: booleans apart from numbers, ``1`` with ``1.0``."""
+    return ("bool" if isinstance(value, bool) else "value", value)
 
 
 def _metadata_holds(conditions: Mapping[str, Any], fields: Mapping[str, Any]) -> bool:
