@@ -315,6 +315,25 @@ def test_numbers_out_of_range_are_value_errors_naming_them(memory):
     assert memory.add("a century", user="ann", ttl=timedelta(days=36_500)).ttl == 36_500 * 86_400
 
 
+def test_rest_numbers_out_of_range_are_4xx_naming_them(server):
+    with _http(server) as http:
+        http.post("/v1/memories", json={"user": "ann", "text": "a memory"})
+        answers = {
+            "limit": http.get("/v1/memories", params={"user": "ann", "limit": 10**20}),
+            "offset": http.get("/v1/memories", params={"user": "ann", "offset": 10**20}),
+            "since": http.get(
+                "/v1/memories", params={"user": "ann", "filters": json.dumps({"since": "0001-01-01T00:00:00+14:00"})}
+            ),
+            "ttl": http.post("/v1/memories", json={"user": "ann", "text": "expiring", "ttl": 1e300}),
+            "deep": http.post("/v1/search", json={"user": "ann", "query": "a memory", "filters": _nested_and(400)}),
+        }
+        for named, answer in answers.items():
+            assert 400 <= answer.status_code < 500 and named in answer.text, (named, answer.status_code, answer.text)
+        assert [m["content"] for m in http.get("/v1/memories", params={"user": "ann"}).json()["memories"]] == [
+            "a memory"
+        ]
+
+
 def _nested_metadata(depth: int) -> dict:
     spec: dict = {"v": 1}
     for _ in range(depth - 1):
