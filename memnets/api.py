@@ -62,6 +62,7 @@ import numpy as np
 import memnets.timeutil as timeutil
 from memnets.memory import expiry
 from memnets.memory.deletion import DeletionPath
+from memnets.memory.ids import check_id
 from memnets.memory.intake import new_record
 from memnets.memory.manager import ManagerConfig, MemoryManager
 from memnets.memory.opening import open_parts, reembed
@@ -85,6 +86,11 @@ class _KeepTTL:
 
 KEEP_TTL = _KeepTTL()
 
+
+# the ranges of search's k and of a listing's limit and offset: far above any real call, and inside
+# what the stores take (FAISS's and SQL's 64-bit integers, a pack's fetch_factor * k candidates)
+MAX_K = 10_000
+MAX_COUNT = 10**12
 
 # tries of one update when other writers keep changing the memory while it is encoded (each try
 # re-reads the current version; a retry is rare, so a few are plenty)
@@ -193,7 +199,7 @@ class AgentMemory:
         self.owns_store = owns_store
         for name, value in (("agent", agent), ("session", session)):
             if value is not None:
-                _check_id(value, name)
+                _check_scope(value, name)
         self.scope = {"agent": agent, "session": session}  # the default scope of writes
         self.closed = False
         self._lock = threading.RLock()  # one writer at a time: dedup check and write are one step
@@ -250,7 +256,7 @@ class AgentMemory:
         the stored memory's expiry, refreshed when it has a TTL.
         """
         if replaces is not None:
-            _check_id(replaces, "replaces")
+            check_id(replaces, "replaces")
         memory = self._record(
             text_or_record,
             user,
@@ -376,7 +382,7 @@ class AgentMemory:
         memory ``id``.
         """
         _check_user(user)
-        _check_id(id, "id")
+        check_id(id, "id")
         expires = {} if ttl is KEEP_TTL else expiry.expiry_fields(expiry.check_ttl(self.store, ttl))
         if text is None and metadata is None and not expires:
             raise ValueError("update: give text and/or metadata (or ttl) to change")
@@ -495,7 +501,7 @@ class AgentMemory:
         ``refresh_ttl``: a memory with a TTL expires ``ttl`` from now again (LangGraph's refresh on read).
         """
         _check_user(user)
-        _check_id(id, "id")
+        check_id(id, "id")
         found = self.store.get([id], user)
         if found and refresh_ttl:
             found = expiry.refresh(self.store, found, user)
@@ -507,7 +513,7 @@ class AgentMemory:
         Memories it replaced (``add(..., replaces=...)``) count as its older versions, with theirs.
         """
         _check_user(user)
-        _check_id(id, "id")
+        check_id(id, "id")
         current = self.store.get([id], user)
         now = timeutil.now()
         return [*(m for m in self._deletion.older(id, user) if not m.expired(now)), *current]
@@ -526,10 +532,9 @@ class AgentMemory:
         ``refresh_ttl``: as in :meth:`get`, for the memories returned.
         """
         _check_user(user)
-        if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 0):
-            raise ValueError(f"limit must be None or an int >= 0, got {limit!r}")
-        if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
-            raise ValueError(f"offset must be an int >= 0, got {offset!r}")
+        if limit is not None:
+            _check_count(limit, "limit")
+        _check_count(offset, "offset")
         listed = self.store.list_memories(user, limit=limit, offset=offset, filters=MemoryFilter.parse(filters))
         return expiry.refresh(self.store, listed, user) if refresh_ttl else listed
 
@@ -547,7 +552,7 @@ class AgentMemory:
         (directly or through one another, by their ``links``) go with it: their text may quote it.
         """
         _check_user(user)
-        _check_id(id, "id")
+        check_id(id, "id")
         with self._lock:
             self._require_open()
             removed, held = self._deletion.delete([id], user, reason="deleted")
@@ -564,7 +569,7 @@ class AgentMemory:
         """
         for name, value in (("user", user), ("agent", agent), ("session", session)):
             if value is not None:
-                _check_id(value, name)
+                _check_scope(value, name)
         if user is None and agent is None and session is None:
             raise ValueError("delete_all: give user, agent and/or session (the scope to delete)")
         if agent is None and session is None:
@@ -656,7 +661,7 @@ class AgentMemory:
         record (:func:`~memnets.memory.intake.new_record`); ``agent``/``session`` default to this memory's scope."""
         _check_user(user)
         if id is not None and isinstance(item, str):
-            _check_id(id, "id")
+            check_id(id, "id")
         agent = agent if agent is not None else self.scope["agent"]
         session = session if session is not None else self.scope["session"]
         return new_record(item, user, where, self.store, id=id, agent=agent, session=session, ttl=ttl, **fields)
@@ -669,7 +674,8 @@ def _check_user(user) -> None:
         raise ValueError(f"user must be a non-empty string, got {user!r}")
 
 
-def _check_id(value, name: str) -> None:
+def _check_scope(value, name: str) -> None:
+    """A user, agent or session named as a scope to delete: a non-empty str."""
     if not isinstance(value, str):
         raise TypeError(f"{name} must be a str, got {type(value).__name__}")
     if not value:
@@ -679,8 +685,14 @@ def _check_id(value, name: str) -> None:
 def _check_k(k) -> None:
     if not isinstance(k, int) or isinstance(k, bool):
         raise TypeError(f"k must be an int, got {type(k).__name__}")
-    if k < 1:
-        raise ValueError(f"k must be at least 1, got {k}")
+    if not 1 <= k <= MAX_K:
+        raise ValueError(f"k must lie in [1, {MAX_K:,}], got {k}")
+
+
+def _check_count(value, name: str) -> None:
+    """A listing's limit or offset: an int in [0, MAX_COUNT] (10**20 overflowed the stores' 64-bit SQL integers)."""
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= MAX_COUNT:
+        raise ValueError(f"{name} must be an int in [0, {MAX_COUNT:,}], got {value!r:.40}")
 
 
 __all__ = ["AgentMemory", "SearchHit", "open", "reembed"]

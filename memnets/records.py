@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
-from memnets.timeutil import as_utc
+from memnets.timeutil import MAX_TTL_SECONDS, as_utc
 
 MEMORY_KINDS = ("observation", "reflection", "plan", "summary", "message")
 DERIVED_KINDS = ("reflection", "plan", "summary")  # written by the manager from other memories (``links``)
@@ -88,6 +89,7 @@ class Memory:
             raise ValueError(f"Memory {self.id!r}: importance must lie in [0, 1], got {self.importance!r}")
         if not isinstance(self.metadata, dict):
             raise TypeError(f"Memory {self.id!r}: metadata must be a dict, got {type(self.metadata).__name__}")
+        check_finite_json(self.metadata, f"Memory {self.id!r}: metadata")
         for name in ("agent", "action", "location", "session"):
             value = getattr(self, name)
             if value is not None and not isinstance(value, str):
@@ -110,8 +112,15 @@ class Memory:
         if self.expires_at is not None:
             self.expires_at = as_utc(self.expires_at, f"Memory {self.id!r}: expires_at")
         if self.ttl is not None:
-            if isinstance(self.ttl, bool) or not isinstance(self.ttl, (int, float)) or not 0 < self.ttl < float("inf"):
-                raise ValueError(f"Memory {self.id!r}: ttl must be a positive number of seconds, got {self.ttl!r}")
+            if (
+                isinstance(self.ttl, bool)
+                or not isinstance(self.ttl, (int, float))
+                or not 0 < self.ttl <= MAX_TTL_SECONDS
+            ):
+                raise ValueError(
+                    f"Memory {self.id!r}: ttl must be a positive number of seconds, at most {MAX_TTL_SECONDS:.0f} "
+                    f"(100 years), got {self.ttl!r}"
+                )
             if self.expires_at is None:
                 raise ValueError(f"Memory {self.id!r}: a ttl needs its expires_at")
             self.ttl = float(self.ttl)
@@ -128,3 +137,23 @@ class Memory:
     def replace(self, **changes) -> Memory:
         """A copy with some fields changed (records are passed between tiers by value)."""
         return dataclasses.replace(self, **changes)
+
+
+def check_finite_json(value, where: str) -> None:
+    """ValueError naming the place (``where['key'][2]``) of the first float in ``value`` that is NaN or infinite.
+
+    Python's json reads ``NaN``, ``-Infinity`` and ``1e400`` (as inf) and writes them back, but they
+    are not JSON: a response or export that holds one cannot be encoded, so one such metadata value
+    made every later listing and search of its user fail. Memories hold finite JSON only.
+    """
+    stack: list[tuple[object, tuple]] = [(value, ())]
+    while stack:
+        item, keys = stack.pop()
+        if isinstance(item, float):
+            if not math.isfinite(item):
+                place = where + "".join(f"[{key!r}]" for key in keys)
+                raise ValueError(f"{place} is {item!r}: JSON numbers must be finite (no NaN or Infinity)")
+        elif isinstance(item, dict):
+            stack.extend((child, (*keys, key)) for key, child in item.items())
+        elif isinstance(item, (list, tuple)):
+            stack.extend((child, (*keys, n)) for n, child in enumerate(item))

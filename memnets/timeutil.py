@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+MAX_TTL_SECONDS = 100 * 365.25 * 24 * 3600  # a time to live of at most a century
+
 
 def as_utc(moment: datetime, name: str = "time") -> datetime:
     """``moment`` as an aware UTC datetime (naive ones are read as UTC); TypeError naming ``name`` otherwise."""
@@ -17,7 +19,10 @@ def as_utc(moment: datetime, name: str = "time") -> datetime:
         raise TypeError(f"{name} must be a datetime, got {type(moment).__name__} {moment!r:.40}")
     if moment.tzinfo is None:
         return moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC)
+    try:
+        return moment.astimezone(UTC)
+    except OverflowError:  # 0001-01-01T00:00+14:00 is before year 1 in UTC (9999-12-31T23:00-02:00 after 9999)
+        raise ValueError(f"{name} {moment.isoformat()} lies outside years 1-9999 once converted to UTC") from None
 
 
 def now() -> datetime:
@@ -33,7 +38,9 @@ def as_utc_or_now(moment: datetime | None, name: str = "time") -> datetime:
 def ttl_seconds(ttl, name: str = "ttl") -> float | None:
     """A time to live as positive, finite seconds: a ``timedelta`` or a number of seconds (None stays None).
 
-    ValueError/TypeError naming ``name`` for anything else (zero, negative, NaN, inf, a bool, a string).
+    ValueError/TypeError naming ``name`` for anything else (zero, negative, NaN, over
+    :data:`MAX_TTL_SECONDS`, a bool, a string): an expiry ``now + ttl`` must be a datetime (before
+    year 10000), and 1e300 s overflowed it.
     """
     if ttl is None:
         return None
@@ -43,6 +50,8 @@ def ttl_seconds(ttl, name: str = "ttl") -> float | None:
         seconds = float(ttl)
     else:
         raise TypeError(f"{name} must be a timedelta or a number of seconds, got {type(ttl).__name__} {ttl!r:.40}")
-    if not 0 < seconds < float("inf"):
-        raise ValueError(f"{name} must be a positive, finite duration, got {ttl!r}")
+    if not 0 < seconds <= MAX_TTL_SECONDS:
+        raise ValueError(
+            f"{name} must be a positive duration of at most {MAX_TTL_SECONDS:.0f} s (100 years), got {ttl!r}"
+        )
     return seconds

@@ -39,12 +39,29 @@ class DeletionPath:
         self.store, self.managers = store, managers
 
     def older(self, memory_id: str, user: str) -> list[Memory]:
-        """The older versions of memory ``memory_id``, oldest first; a memory it replaced brings its own history."""
-        older = []
-        for version in self.store.history(memory_id, user):
-            if not version.id.startswith(f"{memory_id}{VERSION_SEPARATOR}"):
-                older.extend(self.older(version.id, user))
-            older.append(version)
+        """The older versions of memory ``memory_id``, oldest first; a memory it replaced comes after that one's
+        own older versions.
+
+        Walked with a stack and a set of the ids seen, not by recursion: ``superseded_by`` links that form a
+        cycle (``c1`` <-> ``c2``, rows written before callers were refused lineage fields) or a long chain of
+        replaced memories end the walk instead of a RecursionError.
+        """
+        older: list[Memory] = []
+        seen = {memory_id}
+        frames = [(memory_id, iter(self.store.history(memory_id, user)), None)]  # (id, versions left, version it is)
+        while frames:
+            frame_id, versions, version_of = frames[-1]
+            version = next(versions, None)
+            if version is None:
+                frames.pop()
+                if version_of is not None:
+                    older.append(version_of)
+            elif version.id not in seen:
+                seen.add(version.id)
+                if version.id.startswith(f"{frame_id}{VERSION_SEPARATOR}"):
+                    older.append(version)
+                else:  # a replaced memory brings its own history first
+                    frames.append((version.id, iter(self.store.history(version.id, user)), version))
         return older
 
     def delete(self, ids: Sequence[str], user: str, *, reason: str) -> tuple[int, bool]:

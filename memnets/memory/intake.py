@@ -2,7 +2,8 @@
 
 ``AgentMemory.add``/``add_many`` build each record here, after checking the user and the id, so
 both take texts and :class:`~memnets.records.Memory` records by one rule: a record must be the
-user's and may not use an id of the older-version form; a text gets a new id unless given one,
+user's, may not use an id of the older-version form (:mod:`memnets.memory.ids`) nor set a lineage
+field (``superseded_by``: versions are the write path's); a text gets a new id unless given one,
 its time ``t`` (default now), and the expiry of its ``ttl`` (:mod:`memnets.memory.expiry`). The
 record validates its own fields when it is built, before anything is written.
 """
@@ -14,7 +15,7 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from memnets.memory import expiry
-from memnets.memory.writes import check_new_id
+from memnets.memory.ids import check_new_id
 from memnets.records import Memory
 from memnets.timeutil import as_utc_or_now
 
@@ -44,12 +45,17 @@ def new_record(
     if isinstance(item, Memory):
         if item.owner != user:
             raise ValueError(f"{where}: the record's owner {item.owner!r} is not user {user!r}")
-        check_new_id(item.id, where)
+        check_new_id(item.id, f"{where}: id")
+        if item.superseded_by is not None:  # lineage is the write path's: versions, replaces=
+            raise ValueError(
+                f"{where}: the record {item.id!r} sets superseded_by={item.superseded_by!r}; lineage fields are "
+                "set by the write path (update, add with an existing id, replaces=), not by a caller"
+            )
         return item
     if not isinstance(item, str):
         raise TypeError(f"{where}: text must be a str or a Memory record, got {type(item).__name__}")
     if id is not None:
-        check_new_id(id, where)
+        check_new_id(id, f"{where}: id")
     return Memory(
         id=id if id is not None else uuid.uuid4().hex,
         owner=user,

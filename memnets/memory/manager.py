@@ -54,6 +54,7 @@ from memnets.llm import LLM, ExtractiveLLM
 from memnets.memory import compression
 from memnets.memory.config import DUPLICATE_THRESHOLD, ManagerConfig
 from memnets.memory.events import EventLog, Move
+from memnets.memory.ids import check_new_id
 from memnets.memory.mmr import mmr
 from memnets.memory.opening import memory_components
 from memnets.memory.planning import Goal, Plan, Planner
@@ -428,6 +429,8 @@ class MemoryManager:
         """
         if not isinstance(content, str):
             raise TypeError(f"observe: content must be a str, got {type(content).__name__}")
+        if id is not None:
+            check_new_id(id, "observe: id")
         memory = Memory(
             id=id if id is not None else f"{self.owner}/{uuid.uuid4().hex[:12]}",
             owner=self.owner,

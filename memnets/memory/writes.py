@@ -87,12 +87,6 @@ def check_text(text, name: str = "text") -> str:
     return text
 
 
-def check_new_id(memory_id: str, where: str) -> None:
-    """A caller's id may not contain :data:`VERSION_SEPARATOR` (reserved for older versions)."""
-    if VERSION_SEPARATOR in memory_id:
-        raise ValueError(f"{where}: id {memory_id!r} contains {VERSION_SEPARATOR!r}, reserved for older versions")
-
-
 # ---------------------------------------------------------------------- 2. consistency
 _NUMBER_WORDS = (
     "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "

@@ -24,10 +24,12 @@ from __future__ import annotations
 import json as _json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 
 from memnets.api import SearchHit
+from memnets.memory.ids import check_id
 from memnets.records import Memory
 from memnets.server.wire import filters_to_json, memory_from_json, to_json
 from memnets.store.errors import InvalidMemoryError
@@ -233,14 +235,13 @@ class Client:
 
 
 def _segment(value, name: str) -> str:
-    """``value`` as one URL path segment (the API's checks for the rest happen on the server)."""
-    if not isinstance(value, str):
-        raise TypeError(f"{name} must be a str, got {type(value).__name__}")
-    if not value:
-        raise ValueError(f"{name} must be a non-empty string")
-    from urllib.parse import quote
+    """``value``, an id that passes the id grammar (:mod:`memnets.memory.ids`), as one URL path segment.
 
-    return quote(value, safe="")
+    Checked here, before a URL exists: ``quote`` keeps ``"."`` and ``".."``, and the HTTP client
+    removes such dot segments, so ``DELETE /v1/memories/.`` would go out as ``DELETE /v1/memories``
+    (delete every memory of the user). ``"/"`` is percent-encoded: the server's id routes take it back.
+    """
+    return quote(check_id(value, name), safe="")
 
 
 def _hits(results: list[dict]) -> list[SearchHit]:

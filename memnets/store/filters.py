@@ -23,13 +23,27 @@ A condition is a plain value (equality) or a dict of operators, all of which mus
 ``$eq``   equal (JSON equality: ``True`` equals neither ``1`` nor ``1.0``)
 ``$ne``   not equal; a missing field passes
 ``$gt``   greater than (``$gte``, ``$lt``, ``$lte`` alike); only between two numbers or two strings
-``$in``   equal to one of a list
-``$nin``  equal to none of a list; a missing field passes
+``$in``   equal to one of a list of scalars (strings, numbers, booleans, None)
+``$nin``  equal to none of a list of scalars; a missing field passes
 ========= ==========================================================================
 
 A missing metadata field fails every condition except ``$ne`` and ``$nin``. Any other key that
 starts with ``$``, anywhere (``{"metadata": {"$regex": ...}}``, ``{"$xor": ...}``), is an error
 naming it, never a field name that matches nothing; so metadata field names cannot start with ``$``.
+Operands are finite JSON (NaN or Infinity is an error, as in metadata).
+
+Cost is bounded, since a store evaluates a filter on every candidate row of the user (while its
+other users wait: a ``$in`` of 200,000 values held a store's lock for seconds):
+
+- at most :data:`MAX_FILTER_CLAUSES` clauses in all: each operator of a condition, ``kind``,
+  ``since`` and ``until`` count one;
+- at most :data:`MAX_FILTER_VALUES` values in one operand (a ``$in``/``$nin`` list's items, a
+  list's or dict's values for ``$eq``/``$ne``, counted to the leaves); a ``$in``/``$nin`` list
+  holds strings, numbers, booleans or None, matched through a hash set: one lookup per row;
+- ``$and``/``$or`` nested at most :data:`MAX_FILTER_DEPTH` deep (whole filters and metadata
+  conditions each).
+
+Beyond a bound, building the filter is a ValueError naming the bound (a 4xx at the server).
 """
 
 from __future__ import annotations
@@ -40,7 +54,7 @@ from datetime import datetime
 from types import MappingProxyType
 from typing import Any
 
-from memnets.records import MEMORY_KINDS, Memory
+from memnets.records import MEMORY_KINDS, Memory, check_finite_json
 from memnets.timeutil import as_utc
 
 OPERATORS = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte", "$in", "$nin")
@@ -53,7 +67,11 @@ _ORDER = {
     "$lte": lambda a, b: a <= b,
 }
 _LISTS = ("$in", "$nin")
+_SCALARS = (str, int, float, bool, type(None))  # what a $in / $nin list holds
 _KEYS = ("kind", "metadata", "since", "until", *SCOPES, *COMBINATORS)
+MAX_FILTER_CLAUSES = 128  # conditions of one filter, all nested parts included
+MAX_FILTER_VALUES = 1_000  # values of one operand (a $in / $nin list, a list or dict to compare with)
+MAX_FILTER_DEPTH = 8  # nesting of $and / $or
 
 
 @dataclass(frozen=True)
@@ -95,6 +113,15 @@ class MemoryFilter:
                 object.__setattr__(self, name, MappingProxyType(_check_condition(value, name)))
         for name, word in (("all_of", "$and"), ("any_of", "$or")):
             object.__setattr__(self, name, _check_filters(getattr(self, name), word))
+        parts = (*self.all_of, *self.any_of)
+        depth = 1 + max((part._depth for part in parts), default=0)
+        if depth > MAX_FILTER_DEPTH:
+            raise ValueError(f"MemoryFilter: $and/$or nest {depth} deep, over the limit of {MAX_FILTER_DEPTH}")
+        clauses = sum(part._clauses for part in parts) + _own_clauses(self)
+        if clauses > MAX_FILTER_CLAUSES:
+            raise ValueError(f"MemoryFilter: {clauses} clauses, over the limit of {MAX_FILTER_CLAUSES}")
+        object.__setattr__(self, "_depth", depth)  # not fields: no part of equality, repr or the JSON form
+        object.__setattr__(self, "_clauses", clauses)
 
     @property
     def needs_payload(self) -> bool:
@@ -133,6 +160,13 @@ class MemoryFilter:
         ``kind`` is one kind or a list of kinds. An empty mapping (or one whose values are all None)
         means no filter and gives None. Unknown keys (and unknown ``$`` operators) raise ValueError naming them.
         """
+        return cls._parse(filters, 1)
+
+    @classmethod
+    def _parse(cls, filters: MemoryFilter | Mapping | None, depth: int) -> MemoryFilter | None:
+        """:meth:`parse` of a filter ``depth`` levels of ``$and``/``$or`` down (deeper is refused before recursing)."""
+        if depth > MAX_FILTER_DEPTH:
+            raise ValueError(f"filters: $and/$or nest over {MAX_FILTER_DEPTH} deep, the limit")
         if filters is None or isinstance(filters, MemoryFilter):
             return filters
         if not isinstance(filters, Mapping):
@@ -152,8 +186,8 @@ class MemoryFilter:
             until=filters.get("until"),
             agent=filters.get("agent"),
             session=filters.get("session"),
-            all_of=_parse_list(filters.get("$and"), "$and"),
-            any_of=_parse_list(filters.get("$or"), "$or"),
+            all_of=_parse_list(filters.get("$and"), "$and", depth),
+            any_of=_parse_list(filters.get("$or"), "$or", depth),
         )
 
     @classmethod
@@ -179,11 +213,25 @@ class MemoryFilter:
         )
 
 
-def _parse_list(items: Any, word: str) -> tuple[MemoryFilter, ...]:
-    """The filters of a ``$and``/``$or`` list of mappings (or MemoryFilters)."""
+def _parse_list(items: Any, word: str, depth: int) -> tuple[MemoryFilter, ...]:
+    """The filters of a ``$and``/``$or`` list of mappings (or MemoryFilters) at ``depth``."""
     if items is None:
         return ()
-    return tuple(MemoryFilter.parse(item) or MemoryFilter() for item in _check_list(items, word, "filters"))
+    return tuple(MemoryFilter._parse(item, depth + 1) or MemoryFilter() for item in _check_list(items, word, "filters"))
+
+
+def _own_clauses(memory_filter: MemoryFilter) -> int:
+    """The clauses of a filter's own conditions (its ``$and``/``$or`` parts not included)."""
+    count = sum(getattr(memory_filter, name) is not None for name in ("kinds", "since", "until"))
+    count += sum(len(getattr(memory_filter, name) or ()) for name in SCOPES)
+    return count + (_metadata_clauses(memory_filter.metadata) if memory_filter.metadata is not None else 0)
+
+
+def _metadata_clauses(conditions: Mapping[str, Any]) -> int:
+    return sum(
+        sum(_metadata_clauses(part) for part in condition) if name in COMBINATORS else len(condition)
+        for name, condition in conditions.items()
+    )
 
 
 def _check_filters(items: Any, word: str) -> tuple[MemoryFilter, ...]:
@@ -201,8 +249,10 @@ def _check_list(items: Any, word: str, what: str) -> list:
     return list(items)
 
 
-def _check_metadata(conditions: Any, where: str) -> Mapping[str, Any]:
+def _check_metadata(conditions: Any, where: str, depth: int = 1) -> Mapping[str, Any]:
     """The checked, normalised metadata conditions: ``{field: {op: operand}}`` and ``$and``/``$or`` lists of such."""
+    if depth > MAX_FILTER_DEPTH:
+        raise ValueError(f"MemoryFilter: $and/$or in {where} nest over {MAX_FILTER_DEPTH} deep, the limit")
     if not isinstance(conditions, Mapping):
         raise TypeError(
             f"MemoryFilter: {where} must be a mapping of field -> condition, got {type(conditions).__name__}"
@@ -213,7 +263,7 @@ def _check_metadata(conditions: Any, where: str) -> Mapping[str, Any]:
             raise ValueError(f"MemoryFilter: {where} field names must be non-empty strings, got {name!r}")
         if name in COMBINATORS:
             checked[name] = tuple(
-                _check_metadata(part, f"{where} {name}[{n}]")
+                _check_metadata(part, f"{where} {name}[{n}]", depth + 1)
                 for n, part in enumerate(_check_list(condition, f"{where} {name}", "metadata conditions"))
             )
         elif name.startswith("$"):
@@ -229,7 +279,7 @@ def _check_metadata(conditions: Any, where: str) -> Mapping[str, Any]:
 def _check_condition(condition: Any, what: str) -> dict[str, Any]:
     """The operator dict of one condition (a plain value becomes ``{"$eq": value}``)."""
     if not isinstance(condition, Mapping):
-        return {"$eq": condition}
+        condition = {"$eq": condition}
     if not condition:
         raise ValueError(
             f"MemoryFilter: the condition for {what} is an empty dict; give a value or operators {OPERATORS}"
@@ -242,13 +292,59 @@ def _check_condition(condition: Any, what: str) -> dict[str, Any]:
         )
     checked = dict(condition)
     for op, operand in condition.items():
+        size = _operand_size(operand)
+        if size > MAX_FILTER_VALUES:
+            raise ValueError(
+                f"MemoryFilter: {op} on {what} has {size:,} values, over the limit of {MAX_FILTER_VALUES:,}"
+            )
         if op in _ORDER and not (_is_number(operand) or isinstance(operand, str)):
             raise ValueError(f"MemoryFilter: {op} on {what} needs a number or a string, got {operand!r}")
         if op in _LISTS:
             if isinstance(operand, (str, bytes, Mapping)) or not isinstance(operand, (list, tuple, set, frozenset)):
-                raise ValueError(f"MemoryFilter: {op} on {what} needs a list of values, got {operand!r}")
-            checked[op] = tuple(operand)
+                raise ValueError(f"MemoryFilter: {op} on {what} needs a list of values, got {operand!r:.80}")
+            not_scalar = [value for value in operand if not isinstance(value, _SCALARS)]
+            if not_scalar:
+                raise ValueError(
+                    f"MemoryFilter: {op} on {what} takes strings, numbers, booleans and None, got {not_scalar[0]!r:.60}"
+                    " (to compare with a list or a dict, give {'$eq': ...})"
+                )
+            checked[op] = _Options(operand)
+        check_finite_json(operand, f"MemoryFilter: {op} on {what}")
     return checked
+
+
+def _operand_size(operand: Any) -> int:
+    """How many values an operand holds: 1 for a scalar, a list's or dict's values counted to the leaves
+    (what comparing it with a row may cost: ``$eq`` with a 200,000-item list walks it for every row)."""
+    size, stack = 0, [operand]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, Mapping):
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple, set, frozenset)):
+            stack.extend(item)
+        else:
+            size += 1
+    return size
+
+
+class _Options(tuple):
+    """The values of a ``$in``/``$nin`` list (a tuple: equal to the list, and its JSON form), plus a
+    hash set of them, so that membership under JSON equality (:func:`_equal`) is one lookup per row."""
+
+    def __new__(cls, values) -> _Options:
+        options = super().__new__(cls, values)
+        options.keys = {_json_key(value) for value in options}
+        return options
+
+    def holds(self, value: Any) -> bool:
+        """Whether ``value`` equals one of the options (a list or dict value equals none: they are scalars)."""
+        return isinstance(value, _SCALARS) and _json_key(value) in self.keys
+
+
+def _json_key(value: Any) -> tuple:
+    """The key under which JSON-equal scalars meet: booleans apart from numbers, ``1`` with ``1.0``."""
+    return ("bool" if isinstance(value, bool) else "value", value)
 
 
 def _metadata_holds(conditions: Mapping[str, Any], fields: Mapping[str, Any]) -> bool:
@@ -283,12 +379,12 @@ def _holds(op: str, present: bool, value: Any, operand: Any) -> bool:
     if op == "$ne":
         return not present or not _equal(value, operand)
     if op == "$nin":
-        return not present or not any(_equal(value, option) for option in operand)
+        return not present or not operand.holds(value)
     if not present:
         return False
     if op == "$eq":
         return _equal(value, operand)
     if op == "$in":
-        return any(_equal(value, option) for option in operand)
+        return operand.holds(value)
     comparable = (_is_number(value) and _is_number(operand)) or (isinstance(value, str) and isinstance(operand, str))
     return comparable and _ORDER[op](value, operand)
