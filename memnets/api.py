@@ -60,8 +60,10 @@ from typing import NamedTuple
 import numpy as np
 
 import memnets.timeutil as timeutil
+from memnets.memory.explain import Explanation, explain_hits, explanation
 from memnets.memory.manager import ManagerConfig, MemoryManager, default_state_path, legacy_state_path
 from memnets.memory.signals import HeuristicGate, HeuristicImportance, pack_components
+from memnets.memory.snapshot import GATE_DECISIONS_SHOWN, ManagerSnapshot, snapshot
 from memnets.memory.writes import VERSION_SEPARATOR, WritePath, check_new_id, check_text, embed, successor
 from memnets.protocols import TextEncoder
 from memnets.records import DERIVED_KINDS, Memory
@@ -766,6 +768,58 @@ class AgentMemory:
     def _forget_in_managers(self, user: str, ids: list[str], *, reason: str) -> bool:
         held = [manager.forget(ids, reason=reason) for manager in self._live(user)]  # every one, no short cut
         return any(held)
+
+    # ------------------------------------------------------------------ for servers and inspectors
+    def get_many(self, ids: Sequence[str], *, user: str) -> list[Memory]:
+        """The memories of ``user`` among ``ids`` (older versions too, by their own ids; unknown and
+        expired ids left out): one store read for many ids, e.g. a server checking a token's scope."""
+        _check_user(user)
+        if isinstance(ids, str) or not isinstance(ids, Sequence):
+            raise TypeError(f"ids must be a list of memory ids, got {type(ids).__name__}")
+        for n, id in enumerate(ids):
+            _check_id(id, f"ids[{n}]")
+        self._require_open()
+        return self.store.get(list(ids), user) if ids else []
+
+    def explain(
+        self,
+        query: str,
+        *,
+        users: Sequence[str],
+        k: int = 5,
+        filters: MemoryFilter | Mapping | None = None,
+        refresh_ttl: bool = False,
+    ) -> Explanation:
+        """:meth:`search_many` with each hit's score taken apart (relevance, recency, importance and
+        the learned score: :mod:`memnets.memory.explain`), the query encoded once for both."""
+        if isinstance(users, str) or not isinstance(users, Sequence):
+            raise TypeError(f"users must be a list of user ids, got {users!r}")
+        check_text(query, "query")
+        _check_k(k)
+        vector = embed(self.encoder, [query], kind="query")[0]
+        now, by_user = utc_now(), {}
+        for user in users:
+            hits = self.search_vector(vector, user=user, k=k, filters=filters)
+            if refresh_ttl:
+                memories = self._refresh_ttl([hit.memory for hit in hits], user)
+                hits = [SearchHit(memory, hit.score) for memory, hit in zip(memories, hits)]
+            vectors = self.store.vectors([hit.memory.id for hit in hits], user) if hits else None
+            by_user[user] = explain_hits(hits, vector, vectors, now=now, scorer=self.scorer)
+        return explanation(by_user, self.scorer)
+
+    def manager_snapshot(
+        self, manager: MemoryManager, *, gate_decisions: int = GATE_DECISIONS_SHOWN
+    ) -> ManagerSnapshot:
+        """What ``manager`` (one of this memory's, from :meth:`manager`) holds in each tier, its recall
+        gate's last ``gate_decisions`` decisions and its move counts, as a copy."""
+        if manager not in self._managers:
+            raise ValueError(f"manager_snapshot: {manager!r} is not a manager of this memory (see manager(user))")
+        return snapshot(manager, gate_decisions)
+
+    def ping(self) -> None:
+        """Return once the store answers a query now; raise its error otherwise (a readiness probe)."""
+        self._require_open()
+        self.store.count("memnets-ping")
 
     # ------------------------------------------------------------------ lifecycle
     def close(self) -> None:
