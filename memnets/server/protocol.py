@@ -133,8 +133,13 @@ class GuardedH11Protocol(H11Protocol):
 
     def _evict(self) -> None:
         """Close the connection that has waited longest for its request head (this new one if none)."""
-        waiting = [c for c in self.connections if isinstance(c, GuardedH11Protocol) and c._phase == "head"]
+        waiting = [
+            c
+            for c in self.connections
+            if isinstance(c, GuardedH11Protocol) and c._phase == "head" and not c.transport.is_closing()
+        ]  # a closed one stays in the set until the loop delivers its connection_lost
         oldest = min(waiting, key=lambda c: c._waiting_since, default=self)
+        oldest._disarm()
         logger.warning(
             "memnets server: %d connections, over the limit: closing the longest waiting", len(self.connections)
         )
