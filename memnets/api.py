@@ -35,16 +35,14 @@ What it guarantees (each tested in tests/test_api*.py):
   not valid Unicode, longer than ``MAX_TEXT_CHARS`` or refused by the encoder's tokenizer raises
   InvalidMemoryError naming the position or the limit.
 
-Ranking: without a pack, ``search`` ranks by cosine (the store's inner product of unit vectors;
-Generative Agents' hand-set recency + importance mix retrieves far worse on LoCoMo, see
-docs/benchmarks.md). With a pack that has fitted scorer weights, the store returns
-``fetch_factor * k`` candidates (filtered first) and the pack's LearnedScorer re-ranks them.
+Ranking: without a pack, ``search`` ranks by cosine (the store's inner product of unit vectors; a hand-set
+recency + importance mix retrieves far worse on LoCoMo, docs/benchmarks.md); with a pack's fitted weights,
+its LearnedScorer re-ranks ``fetch_factor * k`` candidates (filtered first).
 
-``AgentMemory`` is a facade: it checks the arguments, holds the write lock and the registry of
-live managers, and hands the work to the write path (:class:`~memnets.memory.writes.WritePath`),
-the searcher (:class:`~memnets.memory.search.Searcher`, the one re-rank rule, shared with the
-managers' RECALL) and the deletion path (:class:`~memnets.memory.deletion.DeletionPath`);
-:mod:`memnets.memory.opening` turns ``open``'s arguments into its parts.
+``AgentMemory`` is a facade: it checks the arguments, holds the write lock and the registry of live
+managers, and hands the work to the write path (:class:`~memnets.memory.writes.WritePath`), the searcher
+(:class:`~memnets.memory.search.Searcher`, the one re-rank rule, shared with the managers' RECALL) and the
+deletion path (:class:`~memnets.memory.deletion.DeletionPath`); :mod:`memnets.memory.opening` opens its parts.
 """
 
 from __future__ import annotations
@@ -61,13 +59,16 @@ import numpy as np
 
 import memnets.timeutil as timeutil
 from memnets.memory import expiry
+from memnets.memory.arguments import check_count, check_k, check_scope, check_user, check_users
 from memnets.memory.deletion import DeletionPath
-from memnets.memory.ids import check_id
+from memnets.memory.explain import Explanation, explain_hits, explanation
+from memnets.memory.ids import check_id, check_ids
 from memnets.memory.intake import new_record
 from memnets.memory.manager import ManagerConfig, MemoryManager
 from memnets.memory.opening import open_parts, reembed
 from memnets.memory.search import Searcher
 from memnets.memory.signals import HeuristicGate, HeuristicImportance
+from memnets.memory.snapshot import GATE_DECISIONS_SHOWN, ManagerSnapshot, snapshot
 from memnets.memory.writes import WritePath, check_text, embed, successor
 from memnets.protocols import TextEncoder
 from memnets.records import Memory
@@ -86,15 +87,7 @@ class _KeepTTL:
 
 KEEP_TTL = _KeepTTL()
 
-
-# the ranges of search's k and of a listing's limit and offset: far above any real call, and inside
-# what the stores take (FAISS's and SQL's 64-bit integers, a pack's fetch_factor * k candidates)
-MAX_K = 10_000
-MAX_COUNT = 10**12
-
-# tries of one update when other writers keep changing the memory while it is encoded (each try
-# re-reads the current version; a retry is rare, so a few are plenty)
-UPDATE_ATTEMPTS = 5
+UPDATE_ATTEMPTS = 5  # tries of an update while other writers change the memory (each re-reads it; retries are rare)
 
 
 class SearchHit(NamedTuple):
@@ -199,7 +192,7 @@ class AgentMemory:
         self.owns_store = owns_store
         for name, value in (("agent", agent), ("session", session)):
             if value is not None:
-                _check_scope(value, name)
+                check_scope(value, name)
         self.scope = {"agent": agent, "session": session}  # the default scope of writes
         self.closed = False
         self._lock = threading.RLock()  # one writer at a time: dedup check and write are one step
@@ -211,18 +204,6 @@ class AgentMemory:
     def encoder(self):
         """The encoder of this memory's writes and queries."""
         return self._encoder
-
-    @encoder.setter
-    def encoder(self, encoder) -> None:
-        """Replace it with a wrapper of the same model (the server's BatchingEncoder): the write path
-        encodes with it too, and so do the managers opened after."""
-        if getattr(encoder, "dim", None) != self.store.dim:
-            raise ValueError(
-                f"encoder: the store holds {self.store.dim}-d vectors but this encoder gives "
-                f"{getattr(encoder, 'dim', None)}-d ones"
-            )
-        self._encoder = encoder
-        self._writes.encoder = encoder
 
     # ------------------------------------------------------------------ writing
     def add(
@@ -381,7 +362,7 @@ class AgentMemory:
         expires that long from now; None, it never expires. KeyError when ``user`` has no current
         memory ``id``.
         """
-        _check_user(user)
+        check_user(user)
         check_id(id, "id")
         expires = {} if ttl is KEEP_TTL else expiry.expiry_fields(expiry.check_ttl(self.store, ttl))
         if text is None and metadata is None and not expires:
@@ -449,23 +430,26 @@ class AgentMemory:
         For callers that search several users' memories with one query (the LangGraph store over a
         namespace prefix); each user's hits are exactly what ``search`` returns for that user.
         """
-        if isinstance(users, str) or not isinstance(users, Sequence):
-            raise TypeError(f"users must be a list of user ids, got {users!r}")
-        for user in users:
-            _check_user(user)
+        return self._search_users(query, users, k, filters, refresh_ttl)[1]
+
+    def _search_users(
+        self, query, users, k, filters, refresh_ttl
+    ) -> tuple[np.ndarray | None, dict[str, list[SearchHit]]]:
+        """(the query's vector, or None for no users; :meth:`search_many`'s ``{user: hits}``)."""
+        check_users(users)
         check_text(query, "query")
-        _check_k(k)
+        check_k(k)
         parsed = MemoryFilter.parse(filters)
         self._require_open()
         if not users:
-            return {}
+            return None, {}
         vector = embed(self.encoder, [query], kind="query")[0]
         found = {user: self._search_encoded(query, vector, user, k, parsed) for user in users}
         if refresh_ttl:
             for user, hits in found.items():
                 memories = expiry.refresh(self.store, [hit.memory for hit in hits], user)
                 found[user] = [SearchHit(memory, hit.score) for memory, hit in zip(memories, hits)]
-        return found
+        return vector, found
 
     def search_vector(
         self,
@@ -480,8 +464,8 @@ class AgentMemory:
         ``search`` ranks (the store's cosine, or a pack's scorer, which needs no query text once the
         vector is given). For framework calls that hand over an embedding (LangChain's ``*_by_vector``).
         """
-        _check_user(user)
-        _check_k(k)
+        check_user(user)
+        check_k(k)
         vector = np.asarray(vector, dtype=np.float32).reshape(-1)
         if vector.shape != (self.encoder.dim,) or not np.isfinite(vector).all():
             raise ValueError(f"vector must be {self.encoder.dim} finite numbers, got shape {vector.shape}")
@@ -500,7 +484,7 @@ class AgentMemory:
 
         ``refresh_ttl``: a memory with a TTL expires ``ttl`` from now again (LangGraph's refresh on read).
         """
-        _check_user(user)
+        check_user(user)
         check_id(id, "id")
         found = self.store.get([id], user)
         if found and refresh_ttl:
@@ -512,7 +496,7 @@ class AgentMemory:
 
         Memories it replaced (``add(..., replaces=...)``) count as its older versions, with theirs.
         """
-        _check_user(user)
+        check_user(user)
         check_id(id, "id")
         current = self.store.get([id], user)
         now = timeutil.now()
@@ -531,10 +515,10 @@ class AgentMemory:
 
         ``refresh_ttl``: as in :meth:`get`, for the memories returned.
         """
-        _check_user(user)
+        check_user(user)
         if limit is not None:
-            _check_count(limit, "limit")
-        _check_count(offset, "offset")
+            check_count(limit, "limit")
+        check_count(offset, "offset")
         listed = self.store.list_memories(user, limit=limit, offset=offset, filters=MemoryFilter.parse(filters))
         return expiry.refresh(self.store, listed, user) if refresh_ttl else listed
 
@@ -551,7 +535,7 @@ class AgentMemory:
         processes before their next write. The reflections, summaries and plans derived from it
         (directly or through one another, by their ``links``) go with it: their text may quote it.
         """
-        _check_user(user)
+        check_user(user)
         check_id(id, "id")
         with self._lock:
             self._require_open()
@@ -569,11 +553,11 @@ class AgentMemory:
         """
         for name, value in (("user", user), ("agent", agent), ("session", session)):
             if value is not None:
-                _check_scope(value, name)
+                check_scope(value, name)
         if user is None and agent is None and session is None:
             raise ValueError("delete_all: give user, agent and/or session (the scope to delete)")
         if agent is None and session is None:
-            _check_user(user)
+            check_user(user)
         with self._lock:
             self._require_open()
             if agent is not None or session is not None:
@@ -600,7 +584,7 @@ class AgentMemory:
         ``events``/``state_path``/``resume``/``llm`` for the manager itself. It stays registered
         (weakly) so that ``delete`` reaches its tiers and buffer; ``close`` closes it.
         """
-        _check_user(user)
+        check_user(user)
         self._require_open()
         own = {name: config.pop(name) for name in ("events", "state_path", "resume", "llm") if name in config}
         own.setdefault("llm", self.llm)
@@ -619,6 +603,50 @@ class AgentMemory:
 
     def _live(self, user: str) -> list[MemoryManager]:
         return [m for m in list(self._managers) if m.owner == user and not m.closed]
+
+    # ------------------------------------------------------------------ for servers and inspectors
+    def get_many(self, ids: Sequence[str], *, user: str) -> list[Memory]:
+        """The memories of ``user`` among ``ids`` (older versions too, by their own ids; unknown and
+        expired ids left out): one store read for many ids, e.g. a server checking a token's scope."""
+        check_user(user)
+        ids = check_ids(ids)
+        self._require_open()
+        return self.store.get(ids, user) if ids else []
+
+    def explain(
+        self,
+        query: str,
+        *,
+        users: Sequence[str],
+        k: int = 5,
+        filters: MemoryFilter | Mapping | None = None,
+        refresh_ttl: bool = False,
+    ) -> Explanation:
+        """:meth:`search_many` with each hit's score taken apart (relevance, recency, importance and
+        the learned score: :mod:`memnets.memory.explain`), the query encoded once for both."""
+        vector, found = self._search_users(query, users, k, filters, refresh_ttl)
+        now = timeutil.now()
+        by_user = {
+            user: explain_hits(
+                hits, vector, self.store.vectors([h.memory.id for h in hits], user), now=now, scorer=self.scorer
+            )
+            for user, hits in found.items()
+        }
+        return explanation(by_user, self.scorer)
+
+    def manager_snapshot(
+        self, manager: MemoryManager, *, gate_decisions: int = GATE_DECISIONS_SHOWN
+    ) -> ManagerSnapshot:
+        """What ``manager`` (one of this memory's, from :meth:`manager`) holds in each tier, its recall
+        gate's last ``gate_decisions`` decisions and its move counts, as a copy."""
+        if manager not in self._managers:
+            raise ValueError(f"manager_snapshot: {manager!r} is not a manager of this memory (see manager(user))")
+        return snapshot(manager, gate_decisions)
+
+    def ping(self) -> None:
+        """Return once the store answers a query now; raise its error otherwise (a readiness probe)."""
+        self._require_open()
+        self.store.count("memnets-ping")
 
     # ------------------------------------------------------------------ lifecycle
     def close(self) -> None:
@@ -659,40 +687,12 @@ class AgentMemory:
     def _record(self, item, user: str, *, id, agent, session, ttl, where: str = "add", **fields) -> Memory:
         """A record of ``user`` from a text and the keyword arguments (the record validates them), or a given
         record (:func:`~memnets.memory.intake.new_record`); ``agent``/``session`` default to this memory's scope."""
-        _check_user(user)
+        check_user(user)
         if id is not None and isinstance(item, str):
             check_id(id, "id")
         agent = agent if agent is not None else self.scope["agent"]
         session = session if session is not None else self.scope["session"]
         return new_record(item, user, where, self.store, id=id, agent=agent, session=session, ttl=ttl, **fields)
-
-
-def _check_user(user) -> None:
-    if not isinstance(user, str):
-        raise TypeError(f"user must be a str, got {type(user).__name__}")
-    if not user.strip():
-        raise ValueError(f"user must be a non-empty string, got {user!r}")
-
-
-def _check_scope(value, name: str) -> None:
-    """A user, agent or session named as a scope to delete: a non-empty str."""
-    if not isinstance(value, str):
-        raise TypeError(f"{name} must be a str, got {type(value).__name__}")
-    if not value:
-        raise ValueError(f"{name} must be a non-empty string")
-
-
-def _check_k(k) -> None:
-    if not isinstance(k, int) or isinstance(k, bool):
-        raise TypeError(f"k must be an int, got {type(k).__name__}")
-    if not 1 <= k <= MAX_K:
-        raise ValueError(f"k must lie in [1, {MAX_K:,}], got {k}")
-
-
-def _check_count(value, name: str) -> None:
-    """A listing's limit or offset: an int in [0, MAX_COUNT] (10**20 overflowed the stores' 64-bit SQL integers)."""
-    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= MAX_COUNT:
-        raise ValueError(f"{name} must be an int in [0, {MAX_COUNT:,}], got {value!r:.40}")
 
 
 __all__ = ["AgentMemory", "SearchHit", "open", "reembed"]

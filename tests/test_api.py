@@ -285,17 +285,17 @@ def test_search_many_encodes_the_query_once_and_matches_search_per_user(encoder,
             memory.search_many(TEXTS[2], users=["ann", ""])
 
 
-def test_a_replaced_encoder_is_used_by_writes_and_searches(encoder, tmp_path):
-    """``memory.encoder = wrapper`` (the server's BatchingEncoder) reaches the write path too; before,
-    adds kept encoding with the encoder the memory was opened with."""
-    with memnets.open(tmp_path / "m", encoder=encoder) as memory:
-        spy = CountingEncoder(encoder)
-        memory.encoder = spy
+def test_the_encoder_is_chosen_at_open_and_never_swapped_after(encoder, tmp_path):
+    """A wrapper (the server's BatchingEncoder) is passed to ``memnets.open``, and the writes and searches
+    use it; replacing the encoder of an open memory is refused (before, a setter swapped it after the
+    write path was built)."""
+    spy = CountingEncoder(encoder)
+    with memnets.open(tmp_path / "m", encoder=spy) as memory:
         memory.add(TEXTS[0], user="ann")
         memory.search(TEXTS[0], user="ann")
         assert spy.calls == ["memory", "query"]
-        with pytest.raises(ValueError, match=r"encoder: the store holds \d+-d vectors but this encoder gives 3-d"):
-            memory.encoder = type("Small", (), {"dim": 3})()
+        with pytest.raises(AttributeError):
+            memory.encoder = encoder
         assert memory.encoder is spy
 
 

@@ -166,6 +166,35 @@ def http_parser() -> argparse.ArgumentParser:
         metavar="NAME",
         help="a name clients reach the server by besides --host (a reverse proxy's); others get 421",
     )
+    parser.add_argument(
+        "--header-timeout",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="close a connection whose request head is not in within this many seconds (default: 10; 0: never)",
+    )
+    parser.add_argument(
+        "--body-timeout",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="close a connection whose request body is not in this long after its head (default: 30; 0: never)",
+    )
+    parser.add_argument(
+        "--max-connections",
+        type=int,
+        default=None,
+        metavar="N",
+        help="open connections per process; one more closes the one waiting longest for its request "
+        "(default: half the file-descriptor limit; 0: no limit)",
+    )
+    parser.add_argument(
+        "--access-log",
+        choices=("route", "full", "off"),
+        default="route",
+        help="route: method, route template and status, no query string or path values (default); "
+        "full: uvicorn's lines with the whole path and query string (user names, ids, filter values); off",
+    )
     return add_output_options(parser)
 
 
@@ -211,6 +240,10 @@ def http_main(argv: list[str]) -> int:
         max_body=args.max_body,
         cors_origins=args.cors_origin,
         allowed_hosts=args.allowed_host,
+        header_timeout_s=args.header_timeout,
+        body_timeout_s=args.body_timeout,
+        max_connections=args.max_connections,
+        access_log=args.access_log,
     )
     try:
         check(config)

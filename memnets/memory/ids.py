@@ -22,6 +22,7 @@ ValueError (TypeError for a non-str) naming the argument and the id.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from memnets.store.rows import VERSION_SEPARATOR
 
@@ -51,6 +52,14 @@ def check_id(value, name: str = "id") -> str:
             "ids may not contain control characters or lone surrogates"
         )
     return value
+
+
+def check_ids(values, name: str = "ids") -> list[str]:
+    """``values`` as a list if it is a list (or other sequence, not a str) of valid ids; else an error naming
+    ``name`` and, for a bad id, its position."""
+    if isinstance(values, str) or not isinstance(values, Sequence):
+        raise TypeError(f"{name} must be a list of memory ids, got {type(values).__name__}")
+    return [check_id(value, f"{name}[{n}]") for n, value in enumerate(values)]
 
 
 def check_new_id(value, name: str = "id") -> str:

@@ -8,10 +8,8 @@ the wrapped encoder once on all their texts and hands each caller its rows. A ca
 most ``max_wait_s`` (a bounded delay); under load the forward passes carry many requests each, so
 throughput is far above one pass per request (bench/load.py measures both).
 
-The rows a thread got last are kept per thread (:meth:`last_vectors`), so the server can explain a
-search's scores (relevance = cosine with the query's vector) without encoding the query twice. With
-``batch=False`` (the server's ``--no-batching``) every call encodes alone in its own thread, one
-forward pass per call, and still keeps its rows: the server wraps its encoder either way.
+With ``batch=False`` (the server's ``--no-batching``) every call encodes alone in its own thread,
+one forward pass per call: the server wraps its encoder either way (its metrics count the passes).
 """
 
 from __future__ import annotations
@@ -72,7 +70,6 @@ class BatchingEncoder:
         self.on_batch = on_batch
         self.batch = bool(batch)
         self._queue: queue.Queue[_Call | None] = queue.Queue()
-        self._local = threading.local()
         self._thread = None
         if self.batch:
             self._thread = threading.Thread(target=self._run, name="memnets-encode-batcher", daemon=True)
@@ -98,13 +95,7 @@ class BatchingEncoder:
             if call.error is not None:
                 raise call.error
             vectors = call.vectors
-        self._local.last = vectors
         return vectors
-
-    def last_vectors(self) -> np.ndarray | None:
-        """The rows the calling thread's last ``encode`` returned, as a float32 array (None before its first)."""
-        last = getattr(self._local, "last", None)
-        return None if last is None else np.asarray(last, dtype=np.float32).reshape(-1, self.dim)
 
     def close(self) -> None:
         """Stop the batching thread (calls already queued are served first)."""

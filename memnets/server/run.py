@@ -23,14 +23,17 @@ from __future__ import annotations
 import json
 import logging
 import os
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
 
 from memnets.httpguard import HTTPGuard, check_bind
 from memnets.server.auth import Tokens
+from memnets.server.protocol import ConnectionLimits, GuardedH11Protocol, use_limits
 
 logger = logging.getLogger(__name__)
 
 CONFIG_ENV = "MEMNETS_SERVER_CONFIG"
+ACCESS_LOGS = ("route", "full", "off")
 
 
 @dataclass
@@ -52,6 +55,19 @@ class ServerConfig:
     max_body: int = 4 * 1024 * 1024
     cors_origins: list[str] = field(default_factory=list)
     allowed_hosts: list[str] = field(default_factory=list)  # names clients reach the server by besides --host
+    header_timeout_s: float = 10.0  # a request head not in by then: the connection is closed
+    body_timeout_s: float = 30.0  # a body not in this long after its head: closed
+    max_connections: int | None = None  # None: half the file-descriptor limit (memnets.server.protocol)
+    access_log: str = "route"  # "route" (method, route template, status), "full" (uvicorn's, with query strings), "off"
+
+    def limits(self) -> ConnectionLimits:
+        """The read deadlines and connection limit of every connection (:mod:`memnets.server.protocol`)."""
+        return ConnectionLimits(
+            header_timeout_s=self.header_timeout_s,
+            body_timeout_s=self.body_timeout_s,
+            max_connections=self.max_connections,
+            full_access_log=self.access_log == "full",
+        )
 
     def tokens(self) -> Tokens:
         admin = os.environ.get(self.token_env) if self.token_env else None
@@ -67,10 +83,22 @@ class ServerConfig:
             raise ValueError(f"--key-env: the environment variable {self.key_env} is not set")
         return key
 
-    def open_memory(self):
+    def open_memory(self, wrap: Callable | None = None):
+        """Open the memory; ``wrap`` (the server's: a BatchingEncoder around it) turns the encoder of
+        the pack, of ``--encoder`` or the default one into the encoder the memory is opened with."""
         import memnets
+        from memnets.nn.encoder import MemoryEncoder
+        from memnets.pack import load_pack
 
-        return memnets.open(self.location, pack=self.pack, encoder=self.encoder, key=self.key(), **self.options)
+        wrap = wrap or (lambda encoder: encoder)
+        options = dict(self.options)
+        backend = options.pop("backend", "torch")
+        if self.pack is not None:
+            pack = load_pack(self.pack, backend=backend)
+            pack = replace(pack, encoder=wrap(pack.encoder))
+            return memnets.open(self.location, pack=pack, key=self.key(), **options)
+        encoder = MemoryEncoder.from_pretrained(*([self.encoder] if self.encoder is not None else []), backend=backend)
+        return memnets.open(self.location, encoder=wrap(encoder), key=self.key(), **options)
 
 
 def build_app(config: ServerConfig):
@@ -86,6 +114,7 @@ def build_app(config: ServerConfig):
         max_wait_s=config.max_wait_s,
         cors_origins=config.cors_origins or None,
         pack=config.pack,
+        access_log=config.access_log == "route",
     )
     return HTTPGuard(app, host=config.host, allowed_hosts=config.allowed_hosts, max_body_bytes=config.max_body)
 
@@ -95,7 +124,9 @@ def app_from_environment():
     raw = os.environ.get(CONFIG_ENV)
     if not raw:
         raise RuntimeError(f"{CONFIG_ENV} is not set: start workers with memnets.server.run.serve")
-    return build_app(ServerConfig(**json.loads(raw)))
+    config = ServerConfig(**json.loads(raw))
+    use_limits(config.limits())
+    return build_app(config)
 
 
 def check(config: ServerConfig) -> None:
@@ -105,6 +136,9 @@ def check(config: ServerConfig) -> None:
         raise ValueError(f"--port must be in 1..65535, got {config.port}")
     if config.workers < 1:
         raise ValueError(f"--workers must be at least 1, got {config.workers}")
+    if config.access_log not in ACCESS_LOGS:
+        raise ValueError(f"--access-log must be one of {', '.join(ACCESS_LOGS)}, got {config.access_log!r}")
+    config.limits()  # a timeout or connection limit out of range: its name and range
     check_bind(config.host, "configured" if config.tokens().required else None)
     config.key()
 
@@ -115,7 +149,8 @@ def serve(config: ServerConfig) -> None:
 
     check(config)
     if config.workers == 1:
-        uvicorn.run(build_app(config), host=config.host, port=config.port, log_level="info")
+        use_limits(config.limits())
+        uvicorn.run(build_app(config), host=config.host, port=config.port, log_level="info", http=GuardedH11Protocol)
         return
     with config.open_memory():  # create the store once, before the workers race to (and fail fast here)
         pass
@@ -127,4 +162,5 @@ def serve(config: ServerConfig) -> None:
         port=config.port,
         workers=config.workers,
         log_level="info",
+        http=GuardedH11Protocol,
     )

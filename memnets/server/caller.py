@@ -1,0 +1,82 @@
+"""Who is calling and what they may reach, as a FastAPI dependency of every route (``CallerDep``).
+
+:class:`Caller` pairs the request's :class:`~memnets.server.auth.Principal` (from its bearer token)
+with the app's state, and holds the scope rules the routes share: a token reaches its own user only;
+a token narrowed to an agent and/or a session reads, searches and writes in that scope only
+(filters narrowed, writes filled in, memories named by id checked through the API's batch get).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import Depends, Request
+
+from memnets.records import Memory
+from memnets.server.auth import AuthError, Principal, authorize, authorize_memory, authorize_scope
+from memnets.server.state import ServerState
+from memnets.store.filters import MemoryFilter
+
+
+class Caller:
+    """The principal of one request and the checks of its scope."""
+
+    def __init__(self, principal: Principal, state: ServerState) -> None:
+        self.principal = principal
+        self.state = state
+
+    def may_reach(self, user) -> None:
+        """AuthError(403) unless this caller may reach ``user`` (a scoped token must name its user)."""
+        if isinstance(user, str):  # anything else: the API names the wrong type
+            authorize(self.principal, user)
+        elif not self.principal.admin:
+            raise AuthError(403, "forbidden: a scoped token must name its user")
+
+    def whole_user(self, user: str, where: str) -> None:
+        """:meth:`may_reach`, for routes that span every scope of the user (the manager's tiers hold all its agents')."""
+        self.may_reach(user)
+        if self.principal.scope:
+            raise AuthError(
+                403,
+                f"forbidden: {where} spans every agent and session of user {user!r}; this token is narrowed to "
+                f"{self.principal.describe()}",
+            )
+
+    def narrowed(self, filters) -> Any:
+        """``filters`` and the token's scope, both to hold (``filters`` as given without a scope)."""
+        return MemoryFilter.combine(filters, self.principal.scope) if self.principal.scope else filters
+
+    async def check_ids(self, ids, user: str, where: str) -> None:
+        """403 when a memory the request names by id exists outside the token's scope (a narrowed token
+        may neither read nor overwrite, replace or delete another agent's or session's memory)."""
+        ids = [i for i in ids if isinstance(i, str)]
+        if self.principal.scope and ids:
+            for found in await self.state.call(self.state.require().get_many, ids, user=user):
+                authorize_memory(self.principal, found, where)
+
+    def write_scope(self, arguments: dict, items, where: str) -> None:
+        """A narrowed token writes in its scope only: agent/session filled in, records of another refused."""
+        principal = self.principal
+        if not principal.scope:
+            return
+        arguments.update(authorize_scope(principal, {name: arguments.get(name) for name in principal.scope}, where))
+        for item in items:
+            if isinstance(item, Memory) and not principal.holds(item):
+                raise AuthError(
+                    403, f"forbidden: record {item.id!r} is outside this token's scope ({principal.describe()})"
+                )
+
+
+def server_state(request: Request) -> ServerState:
+    """The app's :class:`ServerState` (a dependency)."""
+    return request.app.state.memnets
+
+
+def caller(request: Request) -> Caller:
+    """The request's caller: AuthError(401) without a valid token when tokens are configured."""
+    state = server_state(request)
+    return Caller(state.tokens.principal(request.headers.get("authorization")), state)
+
+
+CallerDep = Annotated[Caller, Depends(caller)]
+StateDep = Annotated[ServerState, Depends(server_state)]

@@ -1,0 +1,69 @@
+"""``/v1/users/{user}/...``: this process's manager of a user (its tiers span every agent and session
+of the user, so a narrowed token is refused): observe, context (the recall gate), its tiers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+
+from memnets.server.caller import CallerDep
+from memnets.server.routes.bodies import ArgumentsBody
+from memnets.server.wire import to_json
+
+router = APIRouter(prefix="/v1/users/{user}", tags=["manager"])
+WHERE = "the manager"
+
+
+class ObserveBody(ArgumentsBody):
+    """Arguments of ``MemoryManager.observe``: the text as ``text`` and its fields (t, kind, importance, ...)."""
+
+    text: Any
+
+
+class ContextBody(ArgumentsBody):
+    """Arguments of ``MemoryManager.context_for``: the query, k and now."""
+
+    query: Any
+
+
+@router.post("/observe")
+async def observe(user: str, body: ObserveBody, caller: CallerDep):
+    """MemoryManager.observe: the message enters the user's context; kept ones are written through."""
+    caller.whole_user(user, WHERE)
+    arguments = body.arguments()
+    text = arguments.pop("text")
+    manager = await caller.state.call(caller.state.manager, user)
+    return {"memory": to_json(await caller.state.call(manager.observe, text, **arguments))}
+
+
+@router.post("/context")
+async def context(user: str, body: ContextBody, caller: CallerDep):
+    """MemoryManager.context_for: the recall gate's verdict, maybe a RECALL, and the memories for the prompt."""
+    caller.whole_user(user, WHERE)
+    arguments = body.arguments()
+    manager = await caller.state.call(caller.state.manager, user)
+    view = await caller.state.call(manager.context_for, arguments.pop("query"), **arguments)
+    caller.state.metrics.gate.labels("true" if view.recalled else "false").inc()
+    return {
+        "recalled": view.recalled,
+        "gate_score": to_json(view.gate_score),
+        "memories": to_json(list(view.memories)),
+        "messages": to_json(list(view.messages)),
+    }
+
+
+@router.get("/manager")
+async def manager_state(user: str, caller: CallerDep):
+    """What this process's manager of ``user`` holds in each tier, and the recall gate's last decisions."""
+    caller.whole_user(user, WHERE)
+    state = caller.state
+    manager = await state.call(state.manager, user)
+    found = await state.call(state.require().manager_snapshot, manager)
+    return {
+        "context": to_json(found.context),
+        "working": to_json(found.working),
+        "pending": to_json(found.pending),
+        "gate": [event.to_json() for event in found.gate],
+        "moves": found.moves,
+    }

@@ -1,0 +1,153 @@
+"""``/v1/memories``: add (one or a batch), list, get, update, history, derived, delete, delete_all."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from fastapi import APIRouter
+from pydantic import Field
+
+from memnets.records import DERIVED_KINDS, Memory
+from memnets.server.auth import authorize_memory, authorize_scope
+from memnets.server.caller import CallerDep
+from memnets.server.routes.bodies import ArgumentsBody
+from memnets.server.state import ServerError
+from memnets.server.wire import filters_from_json, memory_from_json, to_json
+
+MAX_BATCH_ITEMS = 10_000  # items of one batch add
+
+router = APIRouter(prefix="/v1/memories", tags=["memories"])
+
+
+class AddBody(ArgumentsBody):
+    """One memory (``text``, or ``record``: a whole Memory object) or a batch (``items``); any other
+    field is an argument of ``AgentMemory.add`` / ``add_many`` (t, kind, metadata, id, importance, ...)."""
+
+    user: Any = Field(description="whose memory it is")
+    text: Any = Field(None, description="the memory's text (one memory)")
+    record: Any = Field(None, description="a Memory record as JSON (one memory, stored as it is)")
+    items: Any = Field(None, description="a batch: texts and/or Memory records as JSON")
+
+
+class UpdateBody(ArgumentsBody):
+    """Arguments of ``AgentMemory.update``: user, and text and/or metadata (and t)."""
+
+    user: Any
+
+
+@router.post("")
+async def add(body: AddBody, caller: CallerDep):
+    """Add one memory (``text`` or ``record``) or a batch (``items``): AgentMemory.add / add_many."""
+    caller.may_reach(body.user)
+    memory = caller.state.require()
+    arguments = body.arguments()
+    user = arguments.pop("user")
+    text, record, items = arguments.pop("text", None), arguments.pop("record", None), arguments.pop("items", None)
+    given = [name for name, value in (("text", text), ("record", record), ("items", items)) if value is not None]
+    if len(given) != 1:
+        raise ServerError(
+            "malformed_request", f"give exactly one of text, record, items; got {given or 'none'}", "text"
+        )
+    if items is not None:
+        if not isinstance(items, list):
+            raise ServerError("malformed_request", "items must be a list of texts and/or memory records", "items")
+        if len(items) > MAX_BATCH_ITEMS:
+            raise ServerError("too_large", f"items: {len(items)} items, at most {MAX_BATCH_ITEMS} per call", "items")
+        items = [memory_from_json(i, f"items[{n}]") if isinstance(i, dict) else i for n, i in enumerate(items)]
+        caller.write_scope(arguments, items, "items")
+        ids = arguments.get("ids")
+        named = [i.id for i in items if isinstance(i, Memory)] + (ids if isinstance(ids, list) else [])
+        await caller.check_ids(named, user, "add")
+        added = await caller.state.call(memory.add_many, items, user=user, **arguments)
+        return {"memories": to_json(added)}
+    item = memory_from_json(record, "record") if record is not None else text
+    caller.write_scope(arguments, [item], "add")
+    named = [item.id if isinstance(item, Memory) else arguments.get("id"), arguments.get("replaces")]
+    await caller.check_ids(named, user, "add")
+    return {"memory": to_json(await caller.state.call(memory.add, item, user=user, **arguments))}
+
+
+@router.get("")
+async def list_memories(caller: CallerDep, user: str, limit: int = 100, offset: int = 0, filters: str | None = None):
+    """AgentMemory.list_memories: one page, by (t, id); ``filters`` is a JSON object; ``next_offset`` pages on."""
+    caller.may_reach(user)
+    memory = caller.state.require()
+    parsed = None
+    if filters is not None:
+        try:
+            parsed = filters_from_json(json.loads(filters))
+        except json.JSONDecodeError as error:
+            raise ServerError("malformed_request", f"filters must be a JSON object: {error}", "filters") from None
+    found = await caller.state.call(
+        memory.list_memories, user=user, limit=limit, offset=offset, filters=caller.narrowed(parsed)
+    )
+    full = limit is not None and len(found) == limit and limit > 0
+    return {"memories": to_json(found), "next_offset": offset + len(found) if full else None}
+
+
+@router.delete("")
+async def delete_all(caller: CallerDep, user: str, agent: str | None = None, session: str | None = None):
+    """AgentMemory.delete_all: every memory of ``user``, or of its ``agent`` and/or ``session`` (a
+    narrowed token: of its own scope); returns how many current ones went."""
+    caller.may_reach(user)
+    state = caller.state
+    memory = state.require()
+    scope = authorize_scope(caller.principal, {"agent": agent, "session": session}, "delete_all")
+    deleted = await state.call(memory.delete_all, user=user, **scope)
+    if scope["agent"] is None and scope["session"] is None:
+        manager = state.drop_manager(user)
+        if manager is not None:
+            await state.call(manager.close)
+    return {"deleted": deleted}
+
+
+@router.get("/{id:path}/history")
+async def history(id: str, caller: CallerDep, user: str):
+    """AgentMemory.history: every version, oldest first, the current one last."""
+    caller.may_reach(user)
+    memory = caller.state.require()
+    await caller.check_ids([id], user, "history")
+    return {"memories": to_json(await caller.state.call(memory.history, id, user=user))}
+
+
+@router.get("/{id:path}/derived")
+async def derived(id: str, caller: CallerDep, user: str):
+    """The reflections, summaries and plans that link to memory ``id`` (what deleting it also deletes, first level)."""
+    caller.may_reach(user)
+    memory = caller.state.require()
+    await caller.check_ids([id], user, "derived")
+    kinds = caller.narrowed({"kind": list(DERIVED_KINDS)})
+    found = await caller.state.call(memory.list_memories, user=user, limit=None, filters=kinds)
+    return {"memories": to_json([m for m in found if id in m.links])}
+
+
+@router.get("/{id:path}")
+async def get(id: str, caller: CallerDep, user: str):
+    """AgentMemory.get: one memory (an older version too, by its own id); 404 if ``user`` has none."""
+    caller.may_reach(user)
+    found = await caller.state.call(caller.state.require().get, id, user=user)
+    if found is None:
+        raise ServerError("not_found", f"id={id!r}: user {user!r} has no memory with this id", "id")
+    authorize_memory(caller.principal, found, "get")
+    return {"memory": to_json(found)}
+
+
+@router.patch("/{id:path}")
+async def update(id: str, body: UpdateBody, caller: CallerDep):
+    """AgentMemory.update: a new version (text and/or metadata); the old one stays in the history."""
+    caller.may_reach(body.user)
+    memory = caller.state.require()
+    arguments = body.arguments()
+    user = arguments.pop("user")
+    await caller.check_ids([id], user, "update")
+    return {"memory": to_json(await caller.state.call(memory.update, id, user=user, **arguments))}
+
+
+@router.delete("/{id:path}")
+async def delete(id: str, caller: CallerDep, user: str):
+    """AgentMemory.delete: the memory, its older versions and what was derived from it; ``deleted``: whether anything held it."""
+    caller.may_reach(user)
+    memory = caller.state.require()
+    await caller.check_ids([id], user, "delete")
+    return {"deleted": await caller.state.call(memory.delete, id, user=user)}

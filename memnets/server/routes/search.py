@@ -1,0 +1,51 @@
+"""``/v1/search``: the k best memories of a user (or of several), each with its score and the score's parts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+
+from memnets.memory.explain import Explanation
+from memnets.server.caller import CallerDep
+from memnets.server.routes.bodies import ArgumentsBody
+from memnets.server.wire import to_json
+
+router = APIRouter(prefix="/v1/search", tags=["memories"])
+
+
+class SearchBody(ArgumentsBody):
+    """Arguments of ``AgentMemory.search``: user, query, k, filters (kind, metadata operators, since, until);
+    or ``users`` (a list) instead of ``user`` for ``search_many``."""
+
+    user: Any = None
+    query: Any
+    k: Any = 5
+    filters: Any = None
+
+
+@router.post("")
+async def search(body: SearchBody, caller: CallerDep):
+    """AgentMemory.search: the k best memories, each with its score and its parts (relevance, recency,
+    importance, the learned score). With ``users`` (a list) instead of ``user``: search_many, the
+    query encoded once, ``{"by_user": {user: results}}``."""
+    arguments = body.arguments()
+    many = "users" in arguments
+    users = arguments.pop("users") if many else [arguments.pop("user", None)]
+    for user in users if isinstance(users, list) else [None]:
+        caller.may_reach(user)
+    memory = caller.state.require()
+    arguments.pop("user", None)
+    arguments["filters"] = caller.narrowed(arguments.get("filters"))
+    found = await caller.state.call(memory.explain, arguments.pop("query"), users=users, **arguments)
+    if many:
+        return {"by_user": {user: _results(hits) for user, hits in found.by_user.items()}}
+    return {**_ranking(found), "results": _results(found.by_user[users[0]])}
+
+
+def _ranking(found: Explanation) -> dict:
+    return {"ranker": found.ranker, "weights": to_json(found.weights) if found.weights is not None else None}
+
+
+def _results(hits) -> list[dict]:
+    return [{"memory": to_json(hit.memory), "score": hit.score, "parts": to_json(hit.parts)} for hit in hits]
