@@ -33,14 +33,14 @@ import numpy as np
 
 from bench.common import (
     BUILD_MEMORY,
-    CACHE_DIR,
     DEFAULT_NOISE,
     K,
+    add_vector_options,
     brute_numpy,
     drop_hnsw,
     latency_summary,
+    memory_and_query_vectors,
     parser,
-    real_embeddings,
     scaled,
     start_postgres,
     write_result,
@@ -283,11 +283,12 @@ def main(argv: list[str] | None = None) -> int:
         help=f"the embedded store's FAISS index kind (default {ARCHIVE_INDEX}; 'auto' is IVF-Flat from 50k memories)",
     )
     p.add_argument("--pg-url", default=None, help="an existing PostgreSQL with pgvector (default: start a local one)")
+    add_vector_options(p)
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     sizes = args.sizes or (QUICK_SIZES if args.quick else FULL_SIZES)
     n_queries = args.queries or (100 if args.quick else 200)
-    base, all_queries = real_embeddings(CACHE_DIR)
+    base, all_queries = memory_and_query_vectors(args)
     queries = all_queries[:n_queries]
     work = Path(tempfile.mkdtemp(prefix="memnets-store-bench-"))
     try:
@@ -311,6 +312,7 @@ def main(argv: list[str] | None = None) -> int:
             "iterative_scan": "relaxed_order",
         },
         "noise_std": DEFAULT_NOISE,
+        "random_vectors": args.random,
         "dim": int(base.shape[1]),
     }
     notes = [

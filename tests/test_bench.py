@@ -119,6 +119,21 @@ def test_encoding_benchmark_compares_every_backend_with_sentence_transformers(ti
     assert "memnets-int8" in text and "2x sentence-transformers" in text
 
 
+def test_store_benchmark_runs_both_stores(pg_url, tmp_path):
+    """bench.store on 2,000 random vectors: the embedded store and PostgreSQL (the tests' server) each
+    load, build, search exactly enough at this size, filter, and take writes into a built index."""
+    args = ["--random", "--sizes", "2000", "--queries", "20", "--pg-url", pg_url, "--out", tmp_path]
+    run_bench("bench.store", *args)
+    rows = {row["store"].split(" ")[0]: row for row in result(tmp_path, "store")["results"]["rows"]}
+    assert set(rows) == {"Archive", "PgVectorStore"}
+    for row in rows.values():
+        assert row["n"] == 2000 and row["search"]["calls"] == row["filtered"]["calls"] > 0
+        assert row["search"]["recall_at_10"] > 0.9 and row["filtered"]["recall_at_10"] > 0.9
+        assert row["live_upsert_per_s"] > 0 and row["bytes_per_vector"] > 0
+    run_bench("bench", "--only", "store", "--out", tmp_path, "--report-only")
+    assert "PgVectorStore" in (tmp_path / "report.md").read_text()
+
+
 def test_command_rejects_unknown_benchmarks_and_reports_from_existing_json(search_out, tmp_path):
     refused = run_bench("bench", "--only", "search,speed", expect=2)
     assert "speed" in refused.stderr
