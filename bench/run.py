@@ -20,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench.common import REPO_ROOT, script_env
+from bench.common import DEFAULT_OUT, REPO_ROOT, script_env
 from bench.report import write_report
 from bench.sections import BENCHMARKS
 
@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--out",
         type=Path,
-        default=Path("bench/results"),
+        default=DEFAULT_OUT,
         help="folder for the report and raw JSON (default bench/results)",
     )
     parser.add_argument(
