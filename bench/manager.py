@@ -21,9 +21,19 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.common import CACHE_DIR, latency_summary, parser, rss_mb, write_result
-from bench.embeddings import DEFAULT_NOISE, locomo_texts, real_embeddings, scaled
-from bench.search import ivf_lists
+from bench.common import (
+    DEFAULT_NOISE,
+    add_vector_options,
+    encoder_from,
+    latency_summary,
+    locomo_texts,
+    memory_and_query_vectors,
+    parser,
+    rss_mb,
+    scaled,
+    write_result,
+)
+from memnets.retrieval.faiss_index import ivf_lists
 
 OWNER = "bench"
 FULL_SIZES = (1_000, 10_000, 100_000, 1_000_000)
@@ -141,15 +151,17 @@ def main(argv: list[str] | None = None) -> int:
         help="archive sizes (default 1k,10k,100k,1M; --quick: 1k,10k)",
     )
     p.add_argument("--calls", type=int, default=None, help="timed observe/query calls per size (default 12; --quick 6)")
+    add_vector_options(p)
     args = p.parse_args(argv)
     sizes = args.sizes or (QUICK_SIZES if args.quick else FULL_SIZES)
     calls = args.calls or (6 if args.quick else 12)
-    base, query_vectors = real_embeddings(CACHE_DIR)
+    encoder = encoder_from(args)
+    base, query_vectors = memory_and_query_vectors(args, encoder.dim)
     memory_texts, questions = locomo_texts()
     vectors = scaled(base, max(sizes), noise=DEFAULT_NOISE)
     directory = Path(tempfile.mkdtemp(prefix="memnets-bench-archive-"))
     try:
-        rows = run(vectors, memory_texts, questions, query_vectors, sizes, directory, calls=calls)
+        rows = run(vectors, memory_texts, questions, query_vectors, sizes, directory, calls=calls, encoder=encoder)
     finally:
         shutil.rmtree(directory, ignore_errors=True)
     ratio = None
@@ -173,7 +185,8 @@ def main(argv: list[str] | None = None) -> int:
             "sizes": list(sizes),
             "calls": calls,
             "ingest_batch": INGEST_BATCH,
-            "encoder": "untrained all-MiniLM-L6-v2",
+            "encoder": args.encoder or "untrained all-MiniLM-L6-v2",
+            "random_vectors": args.random,
             "manager": "MemoryManager defaults (heuristic importance/gate/scorer, k=5, fetch_factor=3)",
             "noise_std": DEFAULT_NOISE,
             "archive_key": None,

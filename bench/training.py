@@ -71,7 +71,7 @@ def run(config_path: Path = CONFIG, steps: int = 10) -> dict:
     module = EncoderModule(**model_args)
     setup_s = time.perf_counter() - start
     timer = step_timer()
-    accelerator = config["trainer"].get("accelerator", "cpu")  # bench.gpu times encoder/gpu on its GPU
+    accelerator = config["trainer"].get("accelerator", "cpu")  # bench.experiments.gpu times encoder/gpu on its GPU
     trainer = L.Trainer(
         accelerator=accelerator,
         devices=1,

@@ -1,17 +1,13 @@
-"""bench/query_path.py on tiny sizes (the tiny encoder in a pack with a learned scorer): one store
-filled through the store with the encoder's vectors and bound to it, searched end to end through
-memnets.open and part by part."""
+"""bench/experiments/query_path.py on tiny sizes (the tiny encoder in a pack with a learned scorer), run
+as its own process: one store filled through the store with the encoder's vectors and bound to it,
+searched end to end through memnets.open and part by part."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
+from bench_helpers import result, run_bench
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/ lives in the source tree
-
-from bench.query_path import PARTS, main, run_backend  # noqa: E402
+PARTS = {"tokenise", "encode", "index", "store_read", "vectors", "score"}  # the parts the module docstring names
 
 
 @pytest.fixture(scope="module")
@@ -34,20 +30,17 @@ def pack(tiny_model_dir, tmp_path_factory):
 
 
 def test_query_path_times_search_end_to_end_and_by_part(pack, tmp_path):
-    import memnets
-
-    questions = ["what did she paint?", "where did they travel?", "who adopted a dog?"]
-    result = run_backend(pack, "torch", tmp_path / "store", memories=300, base=40, queries=questions, noise=0.5)
-    assert result["fingerprint"].startswith("torch:")
-    assert result["end_to_end"]["calls"] == 3 and 0 < result["end_to_end"]["p50_ms"] <= result["end_to_end"]["p99_ms"]
-    assert set(result["parts"]) == set(PARTS) and all(part["calls"] == 3 for part in result["parts"].values())
-    assert result["parts"]["encode"]["p50_ms"] > 0 and result["parts"]["score"]["p50_ms"] > 0
-    with memnets.open(tmp_path / "store", pack=pack) as memory:  # the fill is the pack encoder's own store
-        assert memory.store.count("user-00") == 300
-        assert len(memory.search(questions[0], user="user-00", k=5)) == 5
+    args = ["--pack", pack, "--backends", "torch", "--memories", "300", "--base", "40", "--queries", "3"]
+    run_bench("bench.experiments.query_path", *args, "--out", tmp_path)
+    found = result(tmp_path, "query_path")["results"]["torch"]
+    assert found["fingerprint"].startswith("torch:")
+    assert found["end_to_end"]["calls"] == 3 and 0 < found["end_to_end"]["p50_ms"] <= found["end_to_end"]["p99_ms"]
+    assert set(found["parts"]) == PARTS and all(part["calls"] == 3 for part in found["parts"].values())
+    assert found["parts"]["encode"]["p50_ms"] > 0 and found["parts"]["score"]["p50_ms"] > 0
 
 
-def test_query_path_refuses_a_folder_that_is_not_a_pack(tmp_path, capsys):
-    with pytest.raises(SystemExit):
-        main(["--pack", str(tmp_path), "--quick", "--out", str(tmp_path / "out")])
-    assert "is not a memory pack" in capsys.readouterr().err and not (tmp_path / "out").exists()
+def test_query_path_refuses_a_folder_that_is_not_a_pack(tmp_path):
+    refused = run_bench(
+        "bench.experiments.query_path", "--pack", tmp_path, "--quick", "--out", tmp_path / "out", expect=2
+    )
+    assert "is not a memory pack" in refused.stderr and not (tmp_path / "out").exists()

@@ -6,23 +6,16 @@ from __future__ import annotations
 
 import inspect
 import json
-import sys
 import uuid
-from pathlib import Path
 
 import pytest
+import test_api  # tests/ is on sys.path under pytest
+import test_writes
 
 import memnets
 from memnets.api import SearchHit
 from memnets.records import Memory
-
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-import test_api  # noqa: E402 (tests/ is on sys.path under pytest)
-import test_writes  # noqa: E402
-
-from bench.server_process import ServerProcess  # noqa: E402
+from memnets.server.testing import ServerProcess
 
 EXACT = test_api.EXACT
 TOKEN = "ann-" + uuid.uuid4().hex
@@ -203,6 +196,6 @@ def test_client_returns_the_api_types_and_raises_its_errors(embedded_server, tin
 
 
 def _closed_port() -> int:
-    from bench.server_process import free_port
+    from memnets.server.testing import free_port
 
     return free_port()

@@ -5,17 +5,12 @@ while it is down, never another error, and the server recovers by itself."""
 from __future__ import annotations
 
 import shutil
-import sys
 import tempfile
 import uuid
-from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from bench.server_faults import kill_run, postgres_restart_run  # noqa: E402
+from memnets.server.testing import kill_run, postgres_restart_run
 
 pytestmark = pytest.mark.slow
 

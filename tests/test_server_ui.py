@@ -15,17 +15,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import sys
 import uuid
 from pathlib import Path
 
 import httpx
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from bench.server_process import ServerProcess  # noqa: E402
+from memnets.server.testing import ServerProcess
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = [

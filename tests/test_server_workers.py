@@ -4,18 +4,13 @@ the requests spread over the workers; the X-Memnets-Worker header says which one
 
 from __future__ import annotations
 
-import sys
 import time
 import uuid
-from pathlib import Path
 
 import httpx
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from bench.server_process import ServerProcess  # noqa: E402
+from memnets.server.testing import ServerProcess
 
 pytestmark = pytest.mark.slow
 ROUNDS = 6

@@ -7,8 +7,8 @@ from dataclasses import dataclass, fields, replace
 from memnets.memory.tiers import policy
 
 # near-match cosine for the bundled all-MiniLM-L6-v2: the smallest multiple of 0.01 at which at most 0.1% of
-# LoCoMo's training turns (conv-26/30/41/42/43/47) merge into or update an earlier one (bench/duplicates.py,
-# docs/memory.md: 3 of 3,443 at 0.96; 8 of bench/fact_changes.py's 10 one-detail changes are near matches)
+# LoCoMo's training turns (conv-26/30/41/42/43/47) merge into or update an earlier one (bench/experiments/duplicates.py,
+# docs/memory.md: 3 of 3,443 at 0.96; 8 of bench/experiments/fact_changes.py's 10 one-detail changes are near matches)
 DUPLICATE_THRESHOLD = 0.96
 
 

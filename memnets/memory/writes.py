@@ -39,7 +39,7 @@ a memory written through any door is checked, merged, versioned and read back th
 5. **Live managers** of the user learn new versions (``refresh``) and superseded memories
    (``forget``) at once; the caller (``AgentMemory``) hands them in.
 
-The rule was chosen and measured on LoCoMo's training conversations (``python -m bench.duplicates``,
+The rule was chosen and measured on LoCoMo's training conversations (``python -m bench.experiments.duplicates``,
 docs/memory.md): what merges, what becomes an update, with examples.
 """
 

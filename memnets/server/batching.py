@@ -6,7 +6,7 @@ replaces ``AgentMemory.encoder`` without the memory API knowing: request threads
 waits at most ``max_wait_s`` for more calls of the same ``kind`` (up to ``max_batch`` texts), runs
 the wrapped encoder once on all their texts and hands each caller its rows. A call alone waits at
 most ``max_wait_s`` (a bounded delay); under load the forward passes carry many requests each, so
-throughput is far above one pass per request (bench/load.py measures both).
+throughput is far above one pass per request (bench/experiments/load.py measures both).
 
 With ``batch=False`` (the server's ``--no-batching``) every call encodes alone in its own thread,
 one forward pass per call: the server wraps its encoder either way (its metrics count the passes).

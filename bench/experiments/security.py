@@ -12,8 +12,8 @@
 The same script runs against an older checkout for the "before" figures (it uses only
 ``Archive(...)``, ``upsert`` and ``index_source``)::
 
-    python -m bench.security --sizes 100000                          # this checkout
-    PYTHONPATH=/path/to/old/checkout python -m bench.security --sizes 100000 --label before --out /tmp/b
+    python -m bench.experiments.security --sizes 100000                          # this checkout
+    PYTHONPATH=/path/to/old/checkout python -m bench.experiments.security --sizes 100000 --label before --out /tmp/b
 """
 
 from __future__ import annotations
@@ -106,7 +106,7 @@ def open_seconds(folder: Path, key: bytes, repeats: int) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = parser("security", __doc__.splitlines()[0])
+    p = parser("experiments.security", __doc__.splitlines()[0])
     p.add_argument("--sizes", default="100000", help="comma-separated archive sizes (default: 100000)")
     p.add_argument("--dim", type=int, default=384)
     p.add_argument("--repeats", type=int, default=3)

@@ -7,7 +7,7 @@ MatMul, u8 and s8 (7 bits) on every quantisable op. Per variant: texts/s at batc
 ``--repeats``), p50 of one text per call, and the cosine of its vectors to the exact torch ones.
 It shows what the default gives up for its agreement: docs/benchmarks.md, "Encoder backends".
 
-Usage: ``python -m bench.int8_variants`` (1,024 LoCoMo turns, the bundled MiniLM; ``--encoder DIR``
+Usage: ``python -m bench.experiments.int8_variants`` (1,024 LoCoMo turns, the bundled MiniLM; ``--encoder DIR``
 for a pack's encoder); ``--quick``: 256 turns.
 """
 
@@ -20,8 +20,9 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.common import latency_summary, parser, write_result
-from bench.encoding import AGREEMENT_TEXTS, turn_texts
+from bench.common import latency_summary, parser, turn_texts, write_result
+
+AGREEMENT_TEXTS = 256  # texts whose vectors each variant is compared on with the exact ones (as bench.encoding)
 
 SINGLE = 100
 
@@ -74,7 +75,7 @@ def measure(encoder, texts: list[str], exact: np.ndarray, repeats: int) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = parser("int8_variants", __doc__)
+    p = parser("experiments.int8_variants", __doc__)
     p.add_argument("--encoder", default=None, help="an encoder folder (default: the bundled all-MiniLM-L6-v2)")
     p.add_argument("--texts", type=int, default=None, help="LoCoMo turns (default 1024; --quick 256)")
     p.add_argument("--repeats", type=int, default=2)

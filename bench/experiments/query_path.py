@@ -3,7 +3,7 @@
 Per encoder backend (``--backends``, default torch and int8), one user's store is filled with
 ``--memories`` memories through the store, with vectors of that backend's encoder: the first
 ``--base`` LoCoMo memory texts (turns and observation facts) encoded by it, repeated with noise to
-the size (:func:`bench.embeddings.scaled`). The store records that encoder's identity, so
+the size (:func:`bench.common.scaled`). The store records that encoder's identity, so
 ``memnets.open(pack=...)`` opens it as its own. The timed call is the public one, one question at a
 time as an agent asks: ``AgentMemory.search(question, user=..., k=5)`` with the pack's
 LearnedScorer (the store's ``fetch_factor * k`` candidates re-scored). Queries are LoCoMo questions.
@@ -18,7 +18,7 @@ and decode of the candidates), ``vectors`` (``Archive.vectors`` of the candidate
 Threads: ``--threads`` (default 2, the cores of the machine the target is for) for torch, ONNX
 Runtime (its sessions take torch's thread count when they are made) and BLAS/OpenMP (FAISS).
 
-Usage: ``python -m bench.query_path --pack checkpoints/pack`` (100k memories, 300 queries);
+Usage: ``python -m bench.experiments.query_path --pack checkpoints/pack`` (100k memories, 300 queries);
 ``--quick``: 5,000 memories, 30 queries.
 """
 
@@ -32,9 +32,16 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.api import bulk_load, user_name
-from bench.common import latency_summary, parser, write_result
-from bench.embeddings import DEFAULT_NOISE, locomo_texts, scaled
+from bench.common import (
+    DEFAULT_NOISE,
+    bulk_load,
+    latency_summary,
+    locomo_texts,
+    parser,
+    scaled,
+    user_name,
+    write_result,
+)
 
 K = 5
 PARTS = ("tokenise", "encode", "index", "store_read", "vectors", "score")
@@ -117,7 +124,7 @@ def run_backend(
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = parser("query_path", __doc__)
+    p = parser("experiments.query_path", __doc__)
     p.add_argument(
         "--pack", type=Path, default=Path("checkpoints/pack"), help="a memory pack (default checkpoints/pack)"
     )

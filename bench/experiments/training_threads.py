@@ -14,7 +14,7 @@ included), the processes and each one's torch threads. Variants:
   process does);
 - `ddp`: `encoder/ddp_cpu` as shipped (torch's count // 2 per process).
 
-Not part of `memnets bench` (minutes of the real MiniLM per variant): `python -m bench.training_threads`.
+Not part of `memnets bench` (minutes of the real MiniLM per variant): `python -m bench.experiments.training_threads`.
 ``--quick`` runs the same variants on a tiny random encoder (seconds, for the plumbing only).
 """
 
@@ -92,7 +92,7 @@ def fit(variant: str, steps: int, scratch: Path, quick: bool, timeout_s: int) ->
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = parser("training_threads", __doc__)
+    p = parser("experiments.training_threads", __doc__)
     p.add_argument("--variants", default=",".join(VARIANTS), help=f"comma-separated, of {', '.join(VARIANTS)}")
     p.add_argument("--steps", type=int, default=8, help="training steps per run (default 8; --quick 2)")
     p.add_argument("--timeout", type=int, default=600, help="seconds one run may take (default 600)")

@@ -1,5 +1,10 @@
-"""Fault runs of `memnets serve http` on loopback, with their counts.
+"""A real ``memnets serve http`` process on 127.0.0.1, and the fault runs made with it.
 
+For test code and benchmarks, never imported by ``import memnets`` (like :mod:`memnets.store.testing`):
+the server tests (tests/test_server*.py) start servers with :class:`ServerProcess`, and
+bench/experiments/load.py serves its load from one.
+
+- :class:`ServerProcess`: start, wait until ready, stop (SIGTERM) or kill (SIGKILL) a server.
 - :func:`kill_run`: writers add memories while the server is SIGKILLed; the server is started again
   on the same memory and every add that got a 2xx is looked up (acknowledged, present, lost).
 - :func:`postgres_restart_run`: writers add and search while the PostgreSQL server under the memory
@@ -8,21 +13,99 @@
   connect_timeout, never cut off by the client's timeout), the time until the server answers 200
   again without being restarted, and the acknowledged adds looked up afterwards.
 
-Both return a dict of counts; tests/test_server_faults.py runs them small and asserts nothing was
-lost and nothing but 200 and 503 came back; bench/load.py --parts faults runs them larger and saves them.
+Both fault runs return a dict of counts; tests/test_server_faults.py runs them small and asserts
+nothing was lost and nothing but 200 and 503 came back; ``python -m bench.experiments.load --parts
+faults`` runs them larger and saves them.
 """
 
 from __future__ import annotations
 
+import os
+import signal
+import socket
+import subprocess
+import sys
 import threading
 import time
 import uuid
 from collections import Counter
 from collections.abc import Callable
+from pathlib import Path
 
 import httpx
 
-from bench.server_process import ServerProcess
+# the folder holding this memnets package, first on a server's path: the child runs the parent's code
+PACKAGE_PARENT = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that is free now (the system picks it)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class ServerProcess:
+    """``python -m memnets serve http LOCATION ARGS`` in a child process, its output in ``log``."""
+
+    def __init__(self, location, *args: str, env: dict | None = None, log: Path | None = None) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = (
+            Path(log) if log is not None else Path(os.environ.get("TMPDIR", "/tmp")) / f"memnets-server-{self.port}.log"
+        )
+        environment = {**os.environ, "PYTHONPATH": str(PACKAGE_PARENT), **(env or {})}
+        self._out = open(self.log, "wb")  # noqa: SIM115 - closed in stop()
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "memnets", "serve", "http", str(location), "--port", str(self.port), *args],
+            env=environment,
+            stdout=self._out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    def wait_ready(self, timeout: float = 120.0, token: str | None = None) -> ServerProcess:
+        """Block until /readyz answers 200 (the encoder loaded, the store answering)."""
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"the server exited with {self.process.returncode}:\n{self.output()}")
+            try:
+                if httpx.get(f"{self.url}/readyz", headers=headers, timeout=2).status_code == 200:
+                    return self
+            except httpx.TransportError:
+                pass
+            time.sleep(0.2)
+        raise TimeoutError(f"the server was not ready within {timeout} s:\n{self.output()}")
+
+    def output(self) -> str:
+        self._out.flush()
+        return self.log.read_text(errors="replace")[-4000:]
+
+    def kill(self) -> None:
+        """SIGKILL the server and its workers (its own process group): no shutdown code runs."""
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait(timeout=30)
+        self._out.close()
+
+    def stop(self) -> None:
+        """SIGTERM (uvicorn's clean shutdown: the memory is closed), SIGKILL after 30 s."""
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait(timeout=30)
+        self._out.close()
+
+    def __enter__(self) -> ServerProcess:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
 
 
 class _Writers:

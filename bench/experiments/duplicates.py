@@ -24,7 +24,7 @@ of an earlier one hides that one from search (it stays in the history); a turn *
 earlier one with another text is a merge (it is stored nowhere). The near-match threshold is the
 smallest multiple of 0.01 at which at most 0.1% of the training turns do either. The output lists
 how many merge and update at each threshold, with the pairs, and how many of the fact changes of
-bench/fact_changes.py (a time, a number, a name changed in one sentence) are near matches.
+bench/experiments/fact_changes.py (a time, a number, a name changed in one sentence) are near matches.
 """
 
 from __future__ import annotations
@@ -123,7 +123,7 @@ def _rule_inputs(conversation, similarity: np.ndarray) -> list:
 def consistency(per: dict, encoder) -> dict:
     """The write path's outcomes on LoCoMo turns per threshold (train / validation / test), the chosen
     threshold, and how many one-detail fact changes are near matches at it."""
-    from bench.fact_changes import CHANGES
+    from bench.common import CHANGES
     from memnets.memory.writes import classify, normalise
     from memnets.records import Memory
 
@@ -184,7 +184,7 @@ def consistency(per: dict, encoder) -> dict:
 
 
 def main(argv=None) -> None:
-    args = parser("duplicates", __doc__.splitlines()[0]).parse_args(argv)
+    args = parser("experiments.duplicates", __doc__.splitlines()[0]).parse_args(argv)
     result = measure()
     path = write_result(args.out, "duplicates", {"encoder": "untrained all-MiniLM-L6-v2", "test": TEST}, result)
     print(f"threshold {result['threshold']:.2f}; choice {result['choice']}; test {result['test']}")

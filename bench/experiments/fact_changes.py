@@ -12,52 +12,18 @@ adds what it is told. Afterwards, for every fact:
 - ``add`` said "added" for the first statement and "updated" for each change.
 
 ``replay`` returns the per-fact findings and a list of failures (empty when all hold);
-``python -m bench.fact_changes`` runs it on the bundled all-MiniLM-L6-v2 and writes
-bench/results/fact_changes.json; tests/test_fact_changes.py runs it on the tiny test encoder.
+``python -m bench.experiments.fact_changes`` runs it on the bundled all-MiniLM-L6-v2 (its measured
+near-match threshold) and writes bench/results/fact_changes.json; tests/test_fact_changes.py runs it
+on the tiny test encoder (``--encoder DIR --duplicate-threshold T``).
 """
 
 from __future__ import annotations
 
+import argparse
 import tempfile
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
-from bench.common import parser, write_result
-
-DAY_START = datetime(2024, 5, 6, 7, 0, tzinfo=UTC)
-# (minutes after DAY_START, fact, statement): a fact's statements in order, each changing one detail (a time, a number, a name, a negation)
-DAY = [
-    (0, "flight", "My flight to Berlin leaves at 10:30 on Monday"),
-    (5, "phone", "My new phone number is 555-123-4567"),
-    (12, "dog", "I adopted a beagle puppy named Rex"),
-    (30, "meeting", "The team meeting with Priya is at 3 pm on Tuesday"),
-    (41, "tickets", "I bought 2 tickets for the jazz concert on Friday"),
-    (55, "dentist", "My dentist appointment is on May 14 at 9:00"),
-    (70, "diet", "I am vegetarian and I cook every evening"),
-    (95, "flight", "My flight to Berlin leaves at 11:30 on Monday"),
-    (120, "phone", "My new phone number is 555-123-4568"),
-    (150, "dog", "I adopted a beagle puppy named Max"),
-    (200, "meeting", "The team meeting with Priya is at 4 pm on Tuesday"),
-    (240, "tickets", "I bought 3 tickets for the jazz concert on Friday"),
-    (300, "dentist", "My dentist appointment is on May 16 at 9:00"),
-    (330, "diet", "I am not vegetarian and I cook every evening"),
-    (360, "meeting", "The team meeting with Omar is at 4 pm on Tuesday"),
-    (420, "flight", "My flight to Berlin leaves at 12:15 on Monday"),
-    (480, "dentist", "My dentist appointment is on May 16 at 9:30"),
-]
-STEADY = [  # facts said once, which no change may touch
-    (20, "I am allergic to peanuts"),
-    (90, "My sister lives in Lisbon and plays the cello"),
-    (250, "I started learning Portuguese this spring"),
-]
-
-
-def statements(fact: str) -> list[str]:
-    """The statements of one fact of :data:`DAY`, in the order they are said."""
-    return [text for _, name, text in DAY if name == fact]
-
-
-FACTS = list(dict.fromkeys(fact for _, fact, _ in DAY))
-CHANGES = [pair for fact in FACTS for pair in zip(statements(fact)[:-1], statements(fact)[1:])]  # (earlier, later)
+from bench.common import DAY, DAY_START, STEADY, parser, statements, write_result
 
 
 def replay(memory, user: str = "ann") -> dict:
@@ -94,16 +60,38 @@ def replay(memory, user: str = "ann") -> dict:
     return {"facts": facts, "current": len(current), "failures": failures}
 
 
+def threshold_or_none(value: str) -> float | None:
+    """A near-match threshold in (0, 1], or None for "none" (the consistency check off)."""
+    if value == "none":
+        return None
+    threshold = float(value)
+    if not 0 < threshold <= 1:
+        raise argparse.ArgumentTypeError(f"a threshold in (0, 1] or 'none', got {value!r}")
+    return threshold
+
+
 def main(argv=None) -> None:
-    args = parser("fact_changes", __doc__.splitlines()[0]).parse_args(argv)
+    p = parser("experiments.fact_changes", __doc__.splitlines()[0])
+    p.add_argument("--encoder", default=None, help="encoder folder (default: the bundled all-MiniLM-L6-v2)")
+    p.add_argument(
+        "--duplicate-threshold",
+        type=threshold_or_none,
+        default=argparse.SUPPRESS,
+        help="memnets.open's near-match threshold, 'none' for no consistency check (default: the encoder's)",
+    )
+    args = p.parse_args(argv)
     import memnets
 
-    with tempfile.TemporaryDirectory() as folder, memnets.open(folder) as memory:
+    options = {key: value for key, value in vars(args).items() if key == "duplicate_threshold"}
+    if args.encoder:
+        from memnets.nn.encoder import MemoryEncoder
+
+        options["encoder"] = MemoryEncoder.from_pretrained(args.encoder)
+    with tempfile.TemporaryDirectory() as folder, memnets.open(folder, **options) as memory:
         result = replay(memory)
         threshold = memory.config.duplicate_threshold
-    path = write_result(
-        args.out, "fact_changes", {"encoder": "untrained all-MiniLM-L6-v2", "duplicate_threshold": threshold}, result
-    )
+    settings = {"encoder": args.encoder or "untrained all-MiniLM-L6-v2", "duplicate_threshold": threshold}
+    path = write_result(args.out, "fact_changes", settings, result)
     for fact, found in result["facts"].items():
         print(f"{fact:8s} {' -> '.join(found['outcomes'])}; current: {found['current']!r}")
     print(f"{len(result['failures'])} failures" + "".join(f"\n  {line}" for line in result["failures"]))

@@ -18,8 +18,8 @@ same is timed with no heavy thread ("alone"). Filters:
 The script uses only ``Archive``, ``upsert``, ``search`` and ``MemoryFilter.parse``, so it runs
 unchanged in an older checkout for the "before" figures::
 
-    python -m bench.filter_cost --label after --out docs/results
-    PYTHONPATH=/path/to/old/checkout python -m bench.filter_cost --label before --out docs/results
+    python -m bench.experiments.filter_cost --label after --out docs/results
+    PYTHONPATH=/path/to/old/checkout python -m bench.experiments.filter_cost --label before --out docs/results
 """
 
 from __future__ import annotations

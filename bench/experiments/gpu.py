@@ -5,18 +5,32 @@ says so and exits 1, writing nothing.
 - encode: texts/s of every LoCoMo turn at batch 64 and batch-1 p50 / p99 per backend, cosine to fp32;
 - index: FaissRetriever with ``use_gpu=True`` (faiss-gpu) at 100k and 1M scaled MiniLM vectors,
   build seconds, batch-1 p50 and batch-1024 queries/s, recall@10 against exact search;
-- training: bench.training's timed Lightning steps at the GPU config.
+- training: bench.training's timed Lightning steps at the GPU config (that script, run as a child process).
 """
 
 from __future__ import annotations
 
+import json
+import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 
-from bench.common import CACHE_DIR, latency_summary, parser, write_result
-from bench.encoding import turn_texts
+from bench.common import (
+    CACHE_DIR,
+    REPO_ROOT,
+    brute_numpy,
+    latency_summary,
+    parser,
+    real_embeddings,
+    scaled,
+    script_env,
+    turn_texts,
+    write_result,
+)
 
 GPU_BACKENDS = ("torch", "fp16", "bf16")
 INDEX_SIZES = (100_000, 1_000_000)
@@ -52,8 +66,6 @@ def encode_gpu(texts: list[str], batch_size: int = 64, single: int = 200) -> dic
 
 
 def index_gpu(quick: bool) -> list[dict]:
-    from bench.embeddings import real_embeddings, scaled
-    from bench.search import brute_numpy
     from memnets.retrieval.faiss_retriever import FaissRetriever
 
     base, questions = real_embeddings(CACHE_DIR)
@@ -80,15 +92,25 @@ def index_gpu(quick: bool) -> list[dict]:
     return rows
 
 
+def training_steps(steps: int) -> dict:
+    """The results of ``python -m bench.training`` at configs/encoder/gpu.yaml for ``steps`` steps (its
+    accelerator: the GPU), run as a child process."""
+    from memnets.configs import resolve_config
+
+    with tempfile.TemporaryDirectory() as out:
+        command = [sys.executable, "-m", "bench.training", "--config", str(resolve_config("encoder/gpu"))]
+        command += ["--steps", str(steps), "--out", out]
+        subprocess.run(command, cwd=REPO_ROOT, env=script_env(), check=True)
+        return json.loads((Path(out) / "training.json").read_text())["results"]
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = parser("gpu", __doc__).parse_args(argv)
+    args = parser("experiments.gpu", __doc__).parse_args(argv)
     import torch
 
     if not torch.cuda.is_available():
-        print("bench.gpu: no CUDA device on this machine; nothing measured", file=sys.stderr)
+        print("bench.experiments.gpu: no CUDA device on this machine; nothing measured", file=sys.stderr)
         return 1
-    from bench import training
-    from memnets.configs import resolve_config
     from memnets.retrieval.faiss_index import gpu_available
 
     texts = turn_texts(256 if args.quick else 2048)
@@ -96,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
         "device": torch.cuda.get_device_name(0),
         "encode": encode_gpu(texts, single=20 if args.quick else 200),
         "index": index_gpu(args.quick) if gpu_available() else "faiss has no GPU support here (install faiss-gpu)",
-        "training": training.run(resolve_config("encoder/gpu"), steps=3 if args.quick else 10),
+        "training": training_steps(3 if args.quick else 10),
     }
     write_result(args.out, "gpu", {"texts": len(texts), "index_sizes": INDEX_SIZES}, results)
     return 0

