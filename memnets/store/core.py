@@ -122,26 +122,19 @@ class SqlStore:
             clause, values = d.in_list(column, ids[start : start + d.in_batch])
             yield f"owner = {d.mark} AND {clause}", [owner, *values]
 
+    def _of_owner(self, condition: str, value, owner: str | None, where: str) -> tuple[str, list]:
+        """``condition`` (its one parameter: ``value``) on the rows of ``owner``, or of every owner (None)."""
+        if owner is None:
+            return condition, [value]
+        rowcodec.check_owner(owner, where)
+        return f"owner = {self._dialect.mark} AND {condition}", [owner, value]
+
     def _decode(self, record: Sequence) -> Memory:
         """The Memory of a selected record (the columns of ``rows.FIELDS`` first): the one place records are read."""
         fields = self._dialect.row_text(rowcodec.named(record))
-        return rowcodec.decode_row(
-            self._cipher,
-            store_id=self.archive_id,
-            version=fields["version"],
-            owner=fields["owner"],
-            memory_id=fields["id"],
-            t=fields["t"],
-            last_access=fields["last_access"],
-            importance=fields["importance"],
-            kind=fields["kind"],
-            superseded_by=fields["superseded_by"],
-            payload=fields["payload"],
-            vector=fields["vector"],
-            expires_at=fields["expires_at"],
-            ttl=fields["ttl"],
-            chunks=fields["chunks"],
-        )
+        del fields["key"]
+        memory_id = fields.pop("id")
+        return rowcodec.decode_row(self._cipher, store_id=self.archive_id, memory_id=memory_id, **fields)
 
     # ------------------------------------------------------------------ writes
     def upsert(self, memories: Sequence[Memory], vectors, *, chunks=None) -> None:
@@ -286,10 +279,7 @@ class SqlStore:
         """
         d = self._dialect
         now = d.time(as_utc(now, f"{self._name}.expired: now"))
-        where, params = f"{d.expires_column} <= {d.mark}", [now]
-        if owner is not None:
-            rowcodec.check_owner(owner, f"{self._name}.expired")
-            where, params = f"owner = {d.mark} AND {where}", [owner, now]
+        where, params = self._of_owner(f"{d.expires_column} <= {d.mark}", now, owner, f"{self._name}.expired")
         query = f"SELECT owner, id FROM {d.memories} WHERE {where} ORDER BY owner{d.binary_order}, id{d.binary_order}"
         with self._reading() as conn:
             return [tuple(r) for r in conn.execute(query, params)]
@@ -311,10 +301,7 @@ class SqlStore:
         returns how many rows. Naive datetimes, stored or given, are read as UTC."""
         d = self._dialect
         cutoff = d.time(as_utc(cutoff, f"{self._name}.purge_older_than: cutoff"))
-        where, params = f"{d.t_column} < {d.mark}", [cutoff]
-        if owner is not None:
-            rowcodec.check_owner(owner, f"{self._name}.purge_older_than")
-            where, params = f"owner = {d.mark} AND {where}", [owner, cutoff]
+        where, params = self._of_owner(f"{d.t_column} < {d.mark}", cutoff, owner, f"{self._name}.purge_older_than")
         return self._delete([(where, params)], [(owner, None, cutoff)])
 
     def _delete(

@@ -46,22 +46,7 @@ class PgDialect(SqlDialect):
     """PostgreSQL with pgvector, for the store whose tables start with ``table`` (a checked lower-case SQL name)."""
 
     mark = "%s"
-    columns = (  # rowcodec.FIELDS
-        "seq",
-        "owner",
-        "id",
-        "t",
-        "last_access",
-        "importance",
-        "kind",
-        "superseded_by",
-        "payload",
-        "embedding",
-        "version",
-        "expires_at",
-        "ttl",
-        "chunks",
-    )
+    columns = tuple({"key": "seq", "vector": "embedding"}.get(field, field) for field in rowcodec.FIELDS)
     for_update = " FOR UPDATE"
     binary_order = ' COLLATE "C"'
     in_batch = 10_000
