@@ -428,13 +428,16 @@ class Archive:
         ``memory`` with ``vector`` [dim] is written over it. Returns that older version. KeyError
         when the owner has no current memory ``id`` (never stored, deleted, or an older version),
         so a deletion is never undone by an update. ``chunks`` [m, dim]: the new text's further
-        windows (the older version keeps none).
+        windows (the older version keeps none). Like every write, it checks the bound encoder inside
+        its transaction: after a re-embedding swapped the archive to another encoder (another process,
+        or another handle), EncoderMismatchError, and nothing is written.
         """
         array = rowcodec.check_new_version(memory, vector, self.dim, "Archive.new_version")
         extra = check_chunks(None if chunks is None else [chunks], 1, self.dim, "Archive.new_version")[0]
         new = _with_chunks(rowcodec.encode_row(memory, array, "Archive.new_version"), extra)
         with self._lock:
             with self._write() as conn:
+                self._check_encoder(conn)  # a re-embedding swapped encoders elsewhere: write nothing
                 record = conn.execute(
                     f"SELECT {COLUMNS} FROM memories WHERE owner = ? AND id = ? AND {CURRENT} AND {LIVE}",
                     (new.owner, new.id, timeutil.now().timestamp()),

