@@ -81,6 +81,29 @@ def test_a_write_opened_before_a_reembedding_is_refused_after_the_swap_and_write
         )
 
 
+# ---------------------------------------------------------------------- 9. the sweep and a fresh put of the same key
+def test_the_sweep_keeps_a_memory_put_again_between_its_listing_and_its_deletion(location, encoder, clock):
+    where, options = location
+    with (
+        memnets.open(where, encoder=encoder, duplicate_threshold=None, **options) as sweeper,
+        memnets.open(where, encoder=encoder, duplicate_threshold=None, **options) as writer,
+    ):
+        sweeper.add("a one minute note", user="ann", id="k", ttl=60)
+        sweeper.add("another one minute note", user="ann", id="gone", ttl=60)
+        clock.advance(61)
+        listed = sweeper.store.expired
+
+        def expired_then_put(now, owner=None):  # the other writer's put lands right after the listing
+            found = listed(now, owner)
+            writer.add("a fresh note under the same key", user="ann", id="k")
+            return found
+
+        sweeper.store.expired = expired_then_put
+        assert sweeper.sweep_expired() == 1  # "gone" only
+        assert writer.get("k", user="ann").content == "a fresh note under the same key"
+        assert writer.get("gone", user="ann") is None and sweeper.store.get(["gone"], "ann") == []
+
+
 # ---------------------------------------------------------------------- 11. PostgreSQL search with k > 1000
 def test_postgres_search_with_k_beyond_ef_search_range_returns_k_hits_in_score_order(pg_url):
     from memnets.store.postgres import PgVectorStore

@@ -520,11 +520,28 @@ class Archive:
 
     def delete(self, ids: Iterable[str], owner: str) -> int:
         """Delete the owner's memories with these ids and their older versions (others' are untouched); returns how many rows."""
-        ids = rowcodec.check_ids(ids, "Archive.delete")
-        rowcodec.check_owner(owner, "Archive.delete")
+        return self._delete_ids(ids, owner, "Archive.delete")
+
+    def delete_expired(self, id: str, owner: str, now: datetime, *, with_ids: Iterable[str] = ()) -> int:
+        """The expiry sweep's deletion: the owner's memory ``id``, expired at ``now``, with ``with_ids`` (what
+        goes with it: its versions, derived memories) and their older versions; returns how many rows.
+
+        Only while ``id`` is still expired at ``now``, checked in the deletion's own transaction: a
+        memory put again or refreshed by another writer after the sweep listed it is kept, with
+        everything that would have gone with it (0 rows, no tombstone).
+        """
+        now = as_utc(now, "Archive.delete_expired: now").timestamp()
+        guard = ("owner = ? AND id = ? AND expires_epoch <= ?", [owner, id, now])
+        return self._delete_ids([id, *with_ids], owner, "Archive.delete_expired", guard=guard)
+
+    def _delete_ids(self, ids: Iterable[str], owner: str, where: str, guard: tuple[str, Sequence] | None = None) -> int:
+        """:meth:`delete` (``where`` names the caller in errors); ``guard``: as in :meth:`_delete_rows`."""
+        ids = rowcodec.check_ids(ids, where)
+        rowcodec.check_owner(owner, where)
         return self._delete_where(
             [(f"owner = ? AND id IN ({','.join('?' * len(chunk))})", [owner, *chunk]) for chunk in chunks(ids, 500)],
             tombstones=[(owner, i, None) for i in ids],
+            guard=guard,
         )
 
     def delete_owner(self, owner: str) -> int:
@@ -546,21 +563,25 @@ class Archive:
         )
 
     def _delete_where(
-        self, clauses: Sequence[tuple[str, Sequence]], tombstones: Sequence[tuple] = (), erase_owner: str | None = None
+        self,
+        clauses: Sequence[tuple[str, Sequence]],
+        tombstones: Sequence[tuple] = (),
+        erase_owner: str | None = None,
+        guard: tuple[str, Sequence] | None = None,
     ) -> int:
         """Delete the rows matching any (where, params) clause and the older versions of the current ones
         among them, in one transaction (with the deletion's ``tombstones``, see :meth:`deleted_since`),
         then scrub the disk. On a full disk the reserve (:mod:`memnets.store.disk_reserve`) makes room.
         ``erase_owner``: the deletion takes every row of this owner, so the owner's earlier tombstones
-        go too (the new one covers them), leaving one row with no id."""
+        go too (the new one covers them), leaving one row with no id. ``guard``: see :meth:`_delete_rows`."""
         with self._lock:
             try:
-                deleted = self._delete_rows(clauses, tombstones, erase_owner)
+                deleted = self._delete_rows(clauses, tombstones, erase_owner, guard)
             except sqlite3.OperationalError as error:
                 if getattr(error, "sqlite_errorname", "") != "SQLITE_FULL" or not self._reserve.release():
                     raise
                 self._require_open().execute("PRAGMA wal_checkpoint(TRUNCATE)")  # the log's room, for the retry
-                deleted = self._delete_rows(clauses, tombstones, erase_owner)
+                deleted = self._delete_rows(clauses, tombstones, erase_owner, guard)
             if deleted:
                 self._drop_saved_index()
                 self.compact()
@@ -569,12 +590,22 @@ class Archive:
             return deleted
 
     def _delete_rows(
-        self, clauses: Sequence[tuple[str, Sequence]], tombstones: Sequence[tuple], erase_owner: str | None
+        self,
+        clauses: Sequence[tuple[str, Sequence]],
+        tombstones: Sequence[tuple],
+        erase_owner: str | None,
+        guard: tuple[str, Sequence] | None = None,
     ) -> int:
-        """The transaction of :meth:`_delete_where`; returns how many rows it deleted."""
+        """The transaction of :meth:`_delete_where`; returns how many rows it deleted. ``guard`` (where,
+        params): nothing is deleted unless a row matches it inside the transaction."""
         with self._lock:
             deleted = 0
             with self._write() as conn:
+                if (
+                    guard is not None
+                    and conn.execute(f"SELECT 1 FROM memories WHERE {guard[0]}", guard[1]).fetchone() is None
+                ):
+                    return 0
                 stones = [rowcodec.ledger_row(self._ledger_secret, *stone) for stone in tombstones]
                 if erase_owner is not None and _has_ledger(conn):
                     conn.execute("DELETE FROM deletions WHERE owner = ?", (stones[0][0],))

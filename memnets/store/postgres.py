@@ -624,9 +624,30 @@ class PgVectorStore:
 
     def delete(self, ids: Iterable[str], owner: str) -> int:
         """Delete the owner's memories with these ids and their older versions; returns how many rows."""
-        ids = list(dict.fromkeys(rowcodec.check_ids(ids, "PgVectorStore.delete")))
-        rowcodec.check_owner(owner, "PgVectorStore.delete")
+        return self._delete_ids(ids, owner, "PgVectorStore.delete")
+
+    def delete_expired(self, id: str, owner: str, now: datetime, *, with_ids: Iterable[str] = ()) -> int:
+        """The expiry sweep's deletion, as :meth:`memnets.store.archive.Archive.delete_expired`: nothing
+        unless ``id`` is still expired at ``now`` (its row is locked for the check, so a put or refresh
+        committed meanwhile is seen, and one arriving later waits for the deletion)."""
+        return self._delete_ids(
+            [id, *with_ids], owner, "PgVectorStore.delete_expired", as_utc(now, "PgVectorStore.delete_expired: now")
+        )
+
+    def _delete_ids(self, ids: Iterable[str], owner: str, where: str, expired_at: datetime | None = None) -> int:
+        """:meth:`delete` (``where`` names the caller in errors); ``expired_at``: only while ``ids[0]`` is
+        expired then (:meth:`delete_expired`)."""
+        ids = list(dict.fromkeys(rowcodec.check_ids(ids, where)))
+        rowcodec.check_owner(owner, where)
         with self._transaction() as conn:
+            if (
+                expired_at is not None
+                and not conn.execute(
+                    self._sql("SELECT 1 FROM {memories} WHERE owner = %s AND id = %s AND expires_at <= %s FOR UPDATE"),
+                    (owner, ids[0], expired_at),
+                ).fetchone()
+            ):
+                return 0
             self._record_tombstones(conn, [(owner, i, None) for i in ids])
             deleted = conn.execute(
                 self._sql("DELETE FROM {memories} WHERE owner = %s AND (id = ANY(%s) OR superseded_by = ANY(%s))"),

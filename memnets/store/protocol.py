@@ -40,7 +40,8 @@ and a store that implements one sets the flag to True as a class attribute. Call
   :func:`memnets.timeutil.now`) is skipped by ``get``, ``search``, ``list_memories``, ``count`` and
   ``owners`` at once, and ``search`` still fills k from the others; ``history`` and ``vectors``
   still return it (the deletion path and callers holding an id read them) until a sweep deletes
-  it; ``expired`` lists what a sweep takes, ``refresh_expiry`` moves an expiry on a read.
+  it; ``expired`` lists what a sweep takes, ``delete_expired`` deletes one of them only if it is
+  still expired in the deletion's transaction, ``refresh_expiry`` moves an expiry on a read.
 - :class:`Chunks` (``supports_chunks``): a memory longer than the encoder's window keeps the
   vectors of its further windows (:mod:`memnets.chunking`) with its current row: ``upsert`` and
   ``new_version`` take them as ``chunks=`` (one array [m, dim] per memory; none given: the row has
@@ -201,6 +202,10 @@ class Expiry(Protocol):
 
     def expired(self, now: datetime, owner: str | None = None) -> list[tuple[str, str]]:
         """(owner, id) of every stored row expired at ``now`` (of one owner or all), sorted: what a sweep deletes."""
+
+    def delete_expired(self, id: str, owner: str, now: datetime, *, with_ids: Iterable[str] = ()) -> int:
+        """Delete ``id`` with ``with_ids`` (and their older versions) only if ``id`` is still expired at ``now``,
+        checked in the deletion's transaction (a put or refresh since the sweep listed it keeps it); rows deleted."""
 
 
 @runtime_checkable
