@@ -5,11 +5,14 @@ real ``memnets serve http`` process for the token scopes."""
 
 from __future__ import annotations
 
+import json
 import sys
+import time
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import httpx
 import numpy as np
 import pytest
 import torch
@@ -25,6 +28,7 @@ from memnets.store.reembed import reembed
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from bench.server_process import ServerProcess  # noqa: E402
 
 START = datetime(2030, 1, 1, tzinfo=UTC)
 
@@ -79,6 +83,47 @@ def test_a_write_opened_before_a_reembedding_is_refused_after_the_swap_and_write
             same_dim_encoder.encode(["Ann lives in Porto"]).numpy()[0],
             atol=1e-5,
         )
+
+
+# ---------------------------------------------------------------------- 3. an expired id taken over across agents
+ADMIN = "admin-" + uuid.uuid4().hex
+AGENT_A = "agent-a-" + uuid.uuid4().hex  # ann's, agent "a" only
+AGENT_B = "agent-b-" + uuid.uuid4().hex  # ann's, agent "b" only
+
+
+@pytest.fixture(params=["archive", "postgres"])
+def scoped_server(request, tiny_model_dir, tmp_path):
+    """A real server on each store, with tokens narrowed to ann's agents "a" and "b"."""
+    tokens = tmp_path / "tokens.json"
+    tokens.write_text(json.dumps({AGENT_A: {"user": "ann", "agent": "a"}, AGENT_B: {"user": "ann", "agent": "b"}}))
+    args = ["--encoder", str(tiny_model_dir), "--tokens", str(tokens), "--token-env", "MEMNETS_TEST_ADMIN"]
+    location = tmp_path / "memory"
+    if request.param == "postgres":
+        location = request.getfixturevalue("pg_url")
+        args += ["--set", f"table=t{uuid.uuid4().hex[:12]}"]
+    with ServerProcess(location, *args, env={"MEMNETS_TEST_ADMIN": ADMIN}) as process:
+        yield process.wait_ready(token=ADMIN)
+
+
+def test_an_expired_id_of_one_agent_cannot_be_taken_over_by_another(scoped_server):
+    def client(token):
+        return httpx.Client(base_url=scoped_server.url, headers={"Authorization": f"Bearer {token}"}, timeout=30)
+
+    with client(AGENT_A) as a, client(AGENT_B) as b, client(ADMIN) as admin:
+        a.post("/v1/memories", json={"user": "ann", "text": "a's first secret", "id": "x"}).raise_for_status()
+        a.patch("/v1/memories/x", json={"user": "ann", "text": "a's second secret", "ttl": 1}).raise_for_status()
+        time.sleep(1.5)  # x expires (its older version x~1, written without a TTL, does not)
+        assert a.get("/v1/memories/x", params={"user": "ann"}).status_code == 404  # gone for every read
+        refusals = [
+            b.post("/v1/memories", json={"user": "ann", "text": "b's own", "id": "x"}),
+            b.get("/v1/memories/x/history", params={"user": "ann"}),
+            b.delete("/v1/memories/x", params={"user": "ann"}),
+        ]
+        for response in refusals:
+            assert response.status_code == 403, response.text
+            assert "'x'" in response.json()["error"]["message"]
+        history = admin.get("/v1/memories/x/history", params={"user": "ann"}).json()["memories"]
+        assert [(m["id"], m["content"], m["agent"]) for m in history] == [("x~1", "a's first secret", "a")]
 
 
 # ---------------------------------------------------------------------- 9. the sweep and a fresh put of the same key

@@ -653,18 +653,21 @@ class Archive:
             return busy == 0
 
     # ------------------------------------------------------------------ reads (all owner-scoped)
-    def get(self, ids: Iterable[str], owner: str) -> list[Memory]:
-        """The owner's memories with these ids (older versions included), in the order asked; ids not found (or another owner's) are skipped."""
+    def get(self, ids: Iterable[str], owner: str, *, include_expired: bool = False) -> list[Memory]:
+        """The owner's memories with these ids (older versions included), in the order asked; ids not found (or another owner's) are skipped.
+
+        ``include_expired``: expired rows not swept yet too, which hold their ids until the sweep: what
+        a check of who may use an id must see (the server's token scopes), never a read's answer.
+        """
         ids = rowcodec.check_ids(ids, "Archive.get")
         rowcodec.check_owner(owner, "Archive.get")
-        now = timeutil.now().timestamp()
+        live, now = ("", []) if include_expired else (f" AND {LIVE}", [timeutil.now().timestamp()])
         found: dict[str, Memory] = {}
         with self._lock, self._read() as conn:
             for chunk in chunks(ids, 500):
                 marks = ",".join("?" * len(chunk))
                 for record in conn.execute(
-                    f"SELECT {COLUMNS} FROM memories WHERE owner = ? AND id IN ({marks}) AND {LIVE}",
-                    [owner, *chunk, now],
+                    f"SELECT {COLUMNS} FROM memories WHERE owner = ? AND id IN ({marks}){live}", [owner, *chunk, *now]
                 ):
                     found[record[2]] = self._decode(record)
         return [found[i] for i in dict.fromkeys(ids) if i in found]

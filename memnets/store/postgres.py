@@ -787,14 +787,16 @@ class PgVectorStore:
             conn.execute(self._sql("ANALYZE {memories}"))  # fresh statistics, or the planner may not pick the index
 
     # ------------------------------------------------------------------ reads (all owner-scoped)
-    def get(self, ids: Iterable[str], owner: str) -> list[Memory]:
-        """The owner's memories with these ids (older versions included), in the order asked; unknown ids are skipped."""
+    def get(self, ids: Iterable[str], owner: str, *, include_expired: bool = False) -> list[Memory]:
+        """The owner's memories with these ids (older versions included), in the order asked; unknown ids are skipped.
+        ``include_expired``: as :meth:`memnets.store.archive.Archive.get` (for checks of who may use an id)."""
         ids = rowcodec.check_ids(ids, "PgVectorStore.get")
         rowcodec.check_owner(owner, "PgVectorStore.get")
+        live, now = ("", []) if include_expired else (f" AND {_LIVE}", [timeutil.now()])
         with self._transaction() as conn:
             records = conn.execute(
-                self._sql(f"SELECT {_COLUMNS} FROM {{memories}} WHERE owner = %s AND id = ANY(%s) AND {_LIVE}"),
-                (owner, list(dict.fromkeys(ids)), timeutil.now()),
+                self._sql(f"SELECT {_COLUMNS} FROM {{memories}} WHERE owner = %s AND id = ANY(%s){live}"),
+                (owner, list(dict.fromkeys(ids)), *now),
             ).fetchall()
         found = {record[1]: self._decode(record) for record in records}
         return [found[i] for i in dict.fromkeys(ids) if i in found]

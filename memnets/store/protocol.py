@@ -38,7 +38,8 @@ and a store that implements one sets the flag to True as a class attribute. Call
   answers, resumably (:mod:`memnets.store.reembed`).
 - :class:`Expiry` (``supports_expiry``): a row whose ``expires_at`` has passed (by
   :func:`memnets.timeutil.now`) is skipped by ``get``, ``search``, ``list_memories``, ``count`` and
-  ``owners`` at once, and ``search`` still fills k from the others; ``history`` and ``vectors``
+  ``owners`` at once (``get(..., include_expired=True)`` still finds it: its id stays taken until the
+  sweep, and a check of who may use an id must see it), and ``search`` still fills k from the others; ``history`` and ``vectors``
   still return it (the deletion path and callers holding an id read them) until a sweep deletes
   it; ``expired`` lists what a sweep takes, ``delete_expired`` deletes one of them only if it is
   still expired in the deletion's transaction, ``refresh_expiry`` moves an expiry on a read.
