@@ -19,7 +19,9 @@ import torch
 
 import memnets
 from memnets import timeutil
+from memnets.cli import EXIT_OK, main
 from memnets.nn.encoder import MemoryEncoder
+from memnets.portable import export_lines
 from memnets.records import Memory
 from memnets.store import open_store
 from memnets.store.identity import EncoderMismatchError
@@ -147,6 +149,38 @@ def test_the_sweep_keeps_a_memory_put_again_between_its_listing_and_its_deletion
         assert sweeper.sweep_expired() == 1  # "gone" only
         assert writer.get("k", user="ann").content == "a fresh note under the same key"
         assert writer.get("gone", user="ann") is None and sweeper.store.get(["gone"], "ann") == []
+
+
+# ---------------------------------------------------------------------- 10. export under concurrent writes
+def test_export_is_one_snapshot_under_deletes_and_back_dated_adds_and_imports(
+    location, encoder, tiny_model_dir, tmp_path, monkeypatch, capsys
+):
+    where, options = location
+    monkeypatch.setattr("memnets.portable.PAGE", 2, raising=False)  # offset pages of two, where export paged
+    t0 = datetime(2024, 5, 1, tzinfo=UTC)
+    with memnets.open(where, encoder=encoder, duplicate_threshold=None, **options) as memory:
+        for n in range(6):
+            memory.add(f"Ann's fact number {n}", user="ann", id=f"f{n}", t=t0 + timedelta(hours=n))
+        memory.update("f3", "Ann's fact number 3, corrected", user="ann")
+        lines = export_lines(memory, "ann")
+        exported = [next(lines)]
+        memory.delete("f0", user="ann")  # behind the export's position: offset paging skipped f2
+        exported += [next(lines), next(lines)]
+        memory.add("Ann's back-dated fact", user="ann", id="early", t=t0 - timedelta(days=1))  # it repeated f4
+        exported += list(lines)
+    records = [json.loads(line) for line in exported]
+    assert [r["id"] for r in records] == [f"f{n}" for n in range(6)]  # every memory live at the start, once
+    assert [v["content"] for v in records[3]["versions"]] == ["Ann's fact number 3"]
+    file = tmp_path / "ann.jsonl"
+    file.write_text("".join(line + "\n" for line in exported), encoding="utf-8")
+    target = ["memories", str(tmp_path / "imported"), "--encoder", str(tiny_model_dir)]
+    assert main([*target, "import", "--user", "ann", str(file)]) == EXIT_OK, capsys.readouterr().err
+    with memnets.open(tmp_path / "imported", encoder=encoder) as imported:
+        assert [m.id for m in imported.list_memories(user="ann")] == [f"f{n}" for n in range(6)]
+        assert [m.content for m in imported.history("f3", user="ann")] == [
+            "Ann's fact number 3",
+            "Ann's fact number 3, corrected",
+        ]
 
 
 # ---------------------------------------------------------------------- 11. PostgreSQL search with k > 1000

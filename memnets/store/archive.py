@@ -848,7 +848,8 @@ class Archive:
             return out
 
     def export(self, owner: str) -> list[Memory]:
-        """Every stored row of the owner (older versions too), decrypted, by (t, id): the right-of-access dump."""
+        """Every stored row of the owner (older versions and rows expired but not swept too), decrypted, by
+        (t, id): the right-of-access dump, and the one snapshot ``memnets memories export`` writes from."""
         rowcodec.check_owner(owner, "Archive.export")
         with self._lock, self._read() as conn:
             return [

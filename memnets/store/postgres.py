@@ -964,6 +964,18 @@ class PgVectorStore:
                             out.append(memory)
             return out
 
+    def export(self, owner: str) -> list[Memory]:
+        """Every stored row of the owner (older versions and rows expired but not swept too), decrypted, by
+        (t, id): the right-of-access dump, read by one statement, so one snapshot (as ``Archive.export``)."""
+        rowcodec.check_owner(owner, "PgVectorStore.export")
+        with self._transaction() as conn:
+            return [
+                self._decode(r)
+                for r in conn.execute(
+                    self._sql(f"SELECT {_COLUMNS} FROM {{memories}} WHERE owner = %s ORDER BY t, id"), (owner,)
+                )
+            ]
+
     def history(self, id: str, owner: str) -> list[Memory]:
         """The older versions of the owner's memory ``id`` (rows superseded by it), first written first."""
         rowcodec.check_ids([id], "PgVectorStore.history")

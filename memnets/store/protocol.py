@@ -89,6 +89,10 @@ class MemoryStore(Protocol):
     ) -> list[Memory]:
         """The owner's current memories passing ``filters``, ordered by (t, id), paged by offset/limit."""
 
+    def export(self, owner: str) -> list[Memory]:
+        """Every stored row of the owner (older versions, expired rows not swept yet), by (t, id), read as one
+        snapshot: what the right of access and ``memnets memories export`` read, unskewed by concurrent writes."""
+
     def count(self, owner: str) -> int:
         """How many current (not superseded) memories the owner has."""
 
