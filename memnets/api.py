@@ -654,15 +654,21 @@ class AgentMemory:
         removed, held = self._delete([id], user, reason="deleted")
         return bool(removed or held)
 
-    def _delete(self, ids: Sequence[str], user: str, *, reason: str) -> tuple[int, bool]:
+    def _delete(
+        self, ids: Sequence[str], user: str, *, reason: str, expired_at: datetime | None = None
+    ) -> tuple[int, bool]:
         """The one deletion path (delete, delete_all by scope, the expiry sweep): these memories of
         ``user``, their older versions and the memories derived from them, out of the store and every
-        live manager; returns how many rows the store deleted and whether a manager held any."""
+        live manager; returns how many rows the store deleted and whether a manager held any.
+        ``expired_at`` (the sweep, one id): only if that memory is still expired, checked by the store."""
         with self._lock:
             self._require_open()
             versions = [version for id in ids for version in self._versions(id, user)]
             for derived in self._derived_from(versions, user):
                 versions += self._versions(derived, user)
+            if expired_at is not None:
+                deleted = self.store.delete_expired(ids[0], user, expired_at, with_ids=versions)
+                return deleted, bool(deleted) and self._forget_in_managers(user, versions, reason=reason)
             held = self._forget_in_managers(user, versions, reason=reason)
             return self.store.delete(versions, user), held
 
@@ -730,10 +736,11 @@ class AgentMemory:
             self._require_open()
             if not supports(self.store, Expiry):
                 return 0  # no memory of such a store has a TTL (add refuses one)
-            expired: dict[str, list[str]] = {}
-            for owner, memory_id in self.store.expired(timeutil.now()):
-                expired.setdefault(owner, []).append(memory_id)
-            return sum(self._delete(ids, owner, reason="expired")[0] for owner, ids in expired.items())
+            now = timeutil.now()  # a memory put again or refreshed after this listing is kept (delete_expired)
+            return sum(
+                self._delete([memory_id], owner, reason="expired", expired_at=now)[0]
+                for owner, memory_id in self.store.expired(now)
+            )
 
     # ------------------------------------------------------------------ managers
     def manager(self, user: str, **config) -> MemoryManager:

@@ -328,7 +328,7 @@ def create_app(
         may neither read nor overwrite, replace or delete another agent's or session's memory)."""
         ids = [i for i in ids if isinstance(i, str)]
         if principal.scope and ids:
-            for found in await call(memory.store.get, ids, user):
+            for found in await call(memory.store.get, ids, user, include_expired=True):  # an expired id is still held
                 authorize_memory(principal, found, where)
 
     # ------------------------------------------------------------ middleware: size, metrics, worker id

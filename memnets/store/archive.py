@@ -249,16 +249,16 @@ class Archive(FaissSync, SqlStore):
                 self.compact()
             self._sync()
 
-    def _delete_rows(self, clauses, tombstones, erase_owner) -> int:
+    def _delete_rows(self, *deletion) -> int:
         """The deletion's transaction; on a full disk the reserve (:mod:`memnets.store.disk_reserve`) makes room."""
         with self._lock:
             try:
-                return super()._delete_rows(clauses, tombstones, erase_owner)
+                return super()._delete_rows(*deletion)
             except sqlite3.OperationalError as error:
                 if getattr(error, "sqlite_errorname", "") != "SQLITE_FULL" or not self._reserve.release():
                     raise
                 self._require_open().execute("PRAGMA wal_checkpoint(TRUNCATE)")  # the log's room, for the retry
-                return super()._delete_rows(clauses, tombstones, erase_owner)
+                return super()._delete_rows(*deletion)
 
     def _deleted(self, count: int) -> None:
         with self._lock:

@@ -196,7 +196,9 @@ class SqlStore:
         by ``id`` (n: the next free version number) and ``memory`` with ``vector`` [dim] is written
         over it. Returns that older version. KeyError when the owner has no current memory ``id``
         (never stored, deleted, or an older version), so a deletion is never undone by an update.
-        ``chunks`` [m, dim]: the new text's further windows (the older version keeps none).
+        ``chunks`` [m, dim]: the new text's further windows (the older version keeps none). Like every
+        write, it checks the bound encoder inside its transaction: after a re-embedding swapped the store
+        to another encoder (another process, or another handle), EncoderMismatchError, and nothing is written.
         """
         where = f"{self._name}.new_version"
         array = rowcodec.check_new_version(memory, vector, self.dim, where)
@@ -204,6 +206,7 @@ class SqlStore:
         new = _with_chunks(rowcodec.encode_row(memory, array, where), extra)
         d, m = self._dialect, self._dialect.mark
         with self._writing() as conn:
+            self._check_encoder(conn)  # a re-embedding swapped encoders elsewhere: write nothing
             record = conn.execute(
                 f"SELECT {d.select()} FROM {d.memories} WHERE owner = {m} AND id = {m} AND {CURRENT} AND {d.live}"
                 f"{d.for_update}",
@@ -287,9 +290,31 @@ class SqlStore:
     # ------------------------------------------------------------------ deletions and their ledger
     def delete(self, ids: Iterable[str], owner: str) -> int:
         """Delete the owner's memories with these ids and their older versions (others' are untouched); returns how many rows."""
-        ids = list(dict.fromkeys(rowcodec.check_ids(ids, f"{self._name}.delete")))
-        rowcodec.check_owner(owner, f"{self._name}.delete")
-        return self._delete(list(self._owner_ids(owner, ids)), [(owner, i, None) for i in ids])
+        return self._delete_ids(ids, owner, f"{self._name}.delete")
+
+    def delete_expired(self, id: str, owner: str, now: datetime, *, with_ids: Iterable[str] = ()) -> int:
+        """The expiry sweep's deletion: the owner's memory ``id``, expired at ``now``, with ``with_ids`` (what
+        goes with it: its versions, derived memories) and their older versions; returns how many rows.
+
+        Only while ``id`` is still expired at ``now``, checked in the deletion's own transaction (its row
+        locked where the engine locks rows, so a put or refresh committed meanwhile is seen and one
+        arriving later waits): a memory put again or refreshed by another writer after the sweep listed
+        it is kept, with everything that would have gone with it (0 rows, no tombstone).
+        """
+        d = self._dialect
+        now = d.time(as_utc(now, f"{self._name}.delete_expired: now"))
+        guard = (
+            f"SELECT 1 FROM {d.memories} WHERE owner = {d.mark} AND id = {d.mark} AND {d.expires_column} <= {d.mark}"
+            f"{d.for_update}",
+            [owner, id, now],
+        )
+        return self._delete_ids([id, *with_ids], owner, f"{self._name}.delete_expired", guard)
+
+    def _delete_ids(self, ids: Iterable[str], owner: str, where: str, guard: tuple[str, list] | None = None) -> int:
+        """:meth:`delete` (``where`` names the caller in errors); ``guard``: as in :meth:`_delete_rows`."""
+        ids = list(dict.fromkeys(rowcodec.check_ids(ids, where)))
+        rowcodec.check_owner(owner, where)
+        return self._delete(list(self._owner_ids(owner, ids)), [(owner, i, None) for i in ids], guard=guard)
 
     def delete_owner(self, owner: str) -> int:
         """Delete every memory of an owner; returns how many rows."""
@@ -305,20 +330,34 @@ class SqlStore:
         return self._delete([(where, params)], [(owner, None, cutoff)])
 
     def _delete(
-        self, clauses: Sequence[tuple[str, list]], tombstones: Sequence[tuple], erase_owner: bool = False
+        self,
+        clauses: Sequence[tuple[str, list]],
+        tombstones: Sequence[tuple],
+        erase_owner: bool = False,
+        guard: tuple[str, list] | None = None,
     ) -> int:
         """Delete the rows matching any (where, params) clause and the older versions of the current ones
         among them in one transaction, with the deletion's ``tombstones`` (see :meth:`deleted_since`);
-        ``erase_owner``: the deletion takes every row of its one owner, whose earlier tombstones go too."""
-        deleted = self._delete_rows(clauses, tombstones, erase_owner)
+        ``erase_owner``: the deletion takes every row of its one owner, whose earlier tombstones go too;
+        ``guard``: see :meth:`_delete_rows`."""
+        deleted = self._delete_rows(clauses, tombstones, erase_owner, guard)
         self._deleted(deleted)
         return deleted
 
-    def _delete_rows(self, clauses: Sequence[tuple[str, list]], tombstones: Sequence[tuple], erase_owner: bool) -> int:
-        """The transaction of :meth:`_delete`; returns how many rows it deleted."""
+    def _delete_rows(
+        self,
+        clauses: Sequence[tuple[str, list]],
+        tombstones: Sequence[tuple],
+        erase_owner: bool,
+        guard: tuple[str, list] | None = None,
+    ) -> int:
+        """The transaction of :meth:`_delete`; returns how many rows it deleted. ``guard`` (a query and its
+        parameters): nothing is deleted, nor a tombstone recorded, unless it finds a row inside the transaction."""
         d = self._dialect
         deleted = 0
         with self._writing() as conn:
+            if guard is not None and conn.execute(*guard).fetchone() is None:
+                return 0
             self._record_tombstones(conn, tombstones, erase_owner)
             for where, params in clauses:
                 current = conn.execute(f"SELECT owner, id FROM {d.memories} WHERE {where} AND {CURRENT}", params)
@@ -392,17 +431,22 @@ class SqlStore:
         return newest, forgotten
 
     # ------------------------------------------------------------------ reads (all owner-scoped)
-    def get(self, ids: Iterable[str], owner: str) -> list[Memory]:
+    def get(self, ids: Iterable[str], owner: str, *, include_expired: bool = False) -> list[Memory]:
         """The owner's memories with these ids (older versions included), in the order asked; ids not found
-        (or another owner's) are skipped."""
+        (or another owner's) are skipped.
+
+        ``include_expired``: expired rows not swept yet too, which hold their ids until the sweep: what
+        a check of who may use an id must see (the server's token scopes), never a read's answer.
+        """
         ids = rowcodec.check_ids(ids, f"{self._name}.get")
         rowcodec.check_owner(owner, f"{self._name}.get")
-        d, now = self._dialect, self._dialect.time(timeutil.now())
+        d = self._dialect
+        live, now = ("", []) if include_expired else (f" AND {d.live}", [d.time(timeutil.now())])
         found: dict[str, Memory] = {}
         with self._reading() as conn:
             for clause, params in self._owner_ids(owner, list(dict.fromkeys(ids))):
-                query = f"SELECT {d.select()} FROM {d.memories} WHERE {clause} AND {d.live}"
-                found.update((memory.id, memory) for memory in map(self._decode, conn.execute(query, [*params, now])))
+                query = f"SELECT {d.select()} FROM {d.memories} WHERE {clause}{live}"
+                found.update((m.id, m) for m in map(self._decode, conn.execute(query, [*params, *now])))
         return [found[i] for i in dict.fromkeys(ids) if i in found]
 
     def vectors(self, ids: Iterable[str], owner: str) -> np.ndarray:
@@ -491,7 +535,9 @@ class SqlStore:
             return out
 
     def export(self, owner: str) -> list[Memory]:
-        """Every stored row of the owner (older versions too), decrypted, by (t, id): the right-of-access dump."""
+        """Every stored row of the owner (older versions and rows expired but not swept too), decrypted, by
+        (t, id): the right-of-access dump, read by one statement, so one snapshot (what ``memnets memories
+        export`` writes from)."""
         rowcodec.check_owner(owner, f"{self._name}.export")
         return self._rows_of(owner, "", f"ORDER BY {self._dialect.t_column}, id")
 

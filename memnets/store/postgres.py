@@ -78,7 +78,7 @@ except ImportError as error:  # pragma: no cover - depends on the installed extr
         f"the PostgreSQL store needs the pgvector extra: pip install 'memnets[pgvector]' (missing: {error.name})"
     ) from None
 
-__all__ = ["EXACT_BELOW", "FORMAT_VERSION", "UNREACHABLE_WAIT_S", "PgVectorStore"]
+__all__ = ["EF_SEARCH_MAX", "EXACT_BELOW", "FORMAT_VERSION", "UNREACHABLE_WAIT_S", "PgVectorStore"]
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +89,9 @@ _TABLE_NAME = re.compile(r"[a-z_][a-z0-9_]{0,40}")
 # filter matching 10,000 rows had recall@10 0.48 through the HNSW iterative scan. 20,000 is also
 # pgvector's hnsw.max_scan_tuples, the most rows an iterative scan visits.
 EXACT_BELOW = 20_000
+# pgvector's range of hnsw.ef_search: a search sets max(ef_search, k) capped here (SET refuses 1001 and up);
+# a k beyond it is still filled, by the iterative scan past ef_search or else the exact fallback
+EF_SEARCH_MAX = 1000
 _STREAM_BATCH = 256  # rows fetched per round trip when metadata is checked client-side
 # How long a call waits for a pooled connection while the server is known to be unreachable (the
 # pool failed to connect, or a connection was lost), instead of the whole connect_timeout. Calls
@@ -112,8 +115,8 @@ class PgVectorStore(SqlStore):
         table: name prefix of the store's tables (several stores may share a database).
         pool_size: most connections the pool opens (one per concurrent call).
         m, ef_construction: HNSW build parameters (used when the table is created).
-        ef_search: HNSW candidate list per search (raised to k when k is larger). 100, not pgvector's
-            40: at 100k memnets memories it lifts recall@10 from 0.92 to 0.97 for no measurable
+        ef_search: HNSW candidate list per search, 1 .. ``EF_SEARCH_MAX`` (pgvector's range; raised to k
+            when k is larger, up to that bound). 100, not pgvector's 40: at 100k memnets memories it lifts recall@10 from 0.92 to 0.97 for no measurable
             latency (docs/scaling.md).
         connect_timeout: seconds to wait for the server and for a pooled connection (default 5: a
             call while the server is down fails after about this long with StoreUnavailableError,
@@ -157,6 +160,10 @@ class PgVectorStore(SqlStore):
         ):
             if not isinstance(value, int) or isinstance(value, bool) or value < low:
                 raise ValueError(f"PgVectorStore: {name} must be an int >= {low}, got {value!r}")
+        if ef_search > EF_SEARCH_MAX:
+            raise ValueError(
+                f"PgVectorStore: ef_search must be at most {EF_SEARCH_MAX} (pgvector's range), got {ef_search}"
+            )
         if scrub not in _SCRUBS:
             raise ValueError(f"PgVectorStore: scrub must be one of {_SCRUBS}, got {scrub!r}")
         if isinstance(connect_timeout, bool) or not isinstance(connect_timeout, (int, float)) or connect_timeout <= 0:
@@ -360,7 +367,7 @@ class PgVectorStore(SqlStore):
         records = []
         if not exact:
             conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-            conn.execute(f"SET LOCAL hnsw.ef_search = {int(max(self.ef_search, k))}")
+            conn.execute(f"SET LOCAL hnsw.ef_search = {int(min(max(self.ef_search, k), EF_SEARCH_MAX))}")
             records = conn.execute(
                 f"WITH hits AS MATERIALIZED (SELECT {d.select()}, embedding <#> %s AS distance FROM {d.memories} "
                 f"WHERE {where} ORDER BY distance LIMIT %s) SELECT * FROM hits ORDER BY distance",

@@ -38,9 +38,11 @@ and a store that implements one sets the flag to True as a class attribute. Call
   answers, resumably (:mod:`memnets.store.reembed`).
 - :class:`Expiry` (``supports_expiry``): a row whose ``expires_at`` has passed (by
   :func:`memnets.timeutil.now`) is skipped by ``get``, ``search``, ``list_memories``, ``count`` and
-  ``owners`` at once, and ``search`` still fills k from the others; ``history`` and ``vectors``
+  ``owners`` at once (``get(..., include_expired=True)`` still finds it: its id stays taken until the
+  sweep, and a check of who may use an id must see it), and ``search`` still fills k from the others; ``history`` and ``vectors``
   still return it (the deletion path and callers holding an id read them) until a sweep deletes
-  it; ``expired`` lists what a sweep takes, ``refresh_expiry`` moves an expiry on a read.
+  it; ``expired`` lists what a sweep takes, ``delete_expired`` deletes one of them only if it is
+  still expired in the deletion's transaction, ``refresh_expiry`` moves an expiry on a read.
 - :class:`Chunks` (``supports_chunks``): a memory longer than the encoder's window keeps the
   vectors of its further windows (:mod:`memnets.chunking`) with its current row: ``upsert`` and
   ``new_version`` take them as ``chunks=`` (one array [m, dim] per memory; none given: the row has
@@ -86,6 +88,10 @@ class MemoryStore(Protocol):
         self, owner: str, *, limit: int | None = None, offset: int = 0, filters: MemoryFilter | None = None
     ) -> list[Memory]:
         """The owner's current memories passing ``filters``, ordered by (t, id), paged by offset/limit."""
+
+    def export(self, owner: str) -> list[Memory]:
+        """Every stored row of the owner (older versions, expired rows not swept yet), by (t, id), read as one
+        snapshot: what the right of access and ``memnets memories export`` read, unskewed by concurrent writes."""
 
     def count(self, owner: str) -> int:
         """How many current (not superseded) memories the owner has."""
@@ -201,6 +207,10 @@ class Expiry(Protocol):
 
     def expired(self, now: datetime, owner: str | None = None) -> list[tuple[str, str]]:
         """(owner, id) of every stored row expired at ``now`` (of one owner or all), sorted: what a sweep deletes."""
+
+    def delete_expired(self, id: str, owner: str, now: datetime, *, with_ids: Iterable[str] = ()) -> int:
+        """Delete ``id`` with ``with_ids`` (and their older versions) only if ``id`` is still expired at ``now``,
+        checked in the deletion's transaction (a put or refresh since the sweep listed it keeps it); rows deleted."""
 
 
 @runtime_checkable
