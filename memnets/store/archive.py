@@ -139,7 +139,7 @@ class Archive(FaissSync, SqlStore):
         if not writable(self.directory):
             raise read_only_error(self.directory)
         self.index_kind = index
-        self._dialect = SqliteDialect()
+        super().__init__(SqliteDialect())
         self._lock = threading.RLock()
         self._conn: sqlite3.Connection | None = None
         self._conn = self._connect(busy_timeout)
@@ -199,7 +199,12 @@ class Archive(FaissSync, SqlStore):
     # ------------------------------------------------------------------ transactions
     @contextmanager
     def _transaction(self, begin: str) -> Iterator[sqlite3.Connection]:
+        """``begin`` ... COMMIT; inside a transaction already (atomic_write, whose thread holds the lock),
+        a savepoint of it instead."""
         conn = self._require_open()
+        if conn.in_transaction:
+            yield from self._savepoint(conn)
+            return
         conn.execute(begin)
         try:
             yield conn
@@ -208,6 +213,32 @@ class Archive(FaissSync, SqlStore):
                 conn.execute("ROLLBACK")
             raise
         conn.execute("COMMIT")
+
+    @staticmethod
+    def _savepoint(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+        conn.execute("SAVEPOINT memnets")
+        try:
+            yield conn
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK TO memnets")
+                conn.execute("RELEASE memnets")
+            raise
+        conn.execute("RELEASE memnets")
+
+    @contextmanager
+    def _held_transaction(self) -> Iterator[None]:
+        """atomic_write's transaction: ``BEGIN IMMEDIATE`` held, with the archive's lock, for the whole block.
+        If it rolls back after a search synced the index with its writes, the index is rebuilt."""
+        with self._lock:
+            generation = self._generation
+            try:
+                with self._write():
+                    yield
+            except BaseException:
+                if self._generation != generation:
+                    self._rebuild()
+                raise
 
     def _write(self):
         """One write transaction, taken at once (IMMEDIATE) so concurrent writers queue, never deadlock."""

@@ -14,6 +14,7 @@ An engine's store adds what only it has and runs the transactions. It gives:
   snapshot) or one write transaction (committed when the block ends, rolled back on an error);
 - ``_search(query, k, owner, filters)``: ranking (FAISS or pgvector), after the core's checks;
 - ``_where()`` (the store in messages, without credentials) and ``_is_open()``;
+- ``_held_transaction()``: the one transaction of :meth:`~SqlStore.atomic_write`;
 - and may override the hooks, which do nothing here: ``_changing`` (inside a write, before rows
   matching a condition change: the archive logs them for its index files), ``_written`` and
   ``_deleted`` (after a write or a deletion committed: index sync, scrubbing the disk),
@@ -24,8 +25,9 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import AbstractContextManager
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime, timedelta
 from typing import Self
 
@@ -55,6 +57,7 @@ class SqlStore:
     supports_reembed = True
     supports_expiry = True
     supports_chunks = True
+    supports_atomic_write = True
 
     _dialect: SqlDialect
     dim: int
@@ -63,6 +66,10 @@ class SqlStore:
     _ledger_secret: bytes  # keys the deletion ledger's tags
     _encoder: EncoderIdentity | None = None  # the encoder bound by bind_encoder (None: unchecked)
     _deletions_exist = False  # see _has_deletions
+
+    def __init__(self, dialect: SqlDialect) -> None:
+        self._dialect = dialect
+        self._hold = threading.local()  # this thread's atomic_write: .pending (None outside one), see _after
 
     # ------------------------------------------------------------------ what an engine gives
     def _reading(self) -> AbstractContextManager:
@@ -91,6 +98,11 @@ class SqlStore:
     def _deleted(self, count: int) -> None:
         """After a deletion of ``count`` rows committed."""
 
+    def _held_transaction(self) -> AbstractContextManager:
+        """The transaction of :meth:`atomic_write`: until it ends, this thread's ``_reading()`` and
+        ``_writing()`` are savepoints inside it."""
+        raise NotImplementedError
+
     def _swap_vectors(self, conn, target: EncoderIdentity, updates: list[tuple]) -> None:
         """Inside a re-embedding's swap: write the re-sealed rows (parameters of ``update_vector``)."""
         self._run_many(conn, self._dialect.update_vector(), updates)
@@ -101,6 +113,46 @@ class SqlStore:
     def _stream(self, conn, query: str, params: Sequence) -> Iterable:
         """The records of a read that may be stopped early."""
         return conn.execute(query, params)
+
+    # ------------------------------------------------------------------ one transaction for a write path
+    @contextmanager
+    def atomic_write(self, owner: str) -> Iterator[None]:
+        """A block whose calls on this store (from this thread) are one transaction holding the owner's
+        write lock: a write path's near-match search and the write it decides happen at once, so two
+        processes adding the same sentence for one user store it once (the archive: ``BEGIN IMMEDIATE``
+        held across the calls; PostgreSQL: one connection's transaction holding an advisory lock of the
+        owner). Committed when the block ends, rolled back (nothing written) when it raises; what a
+        write does once committed (index sync, scrubbing) runs after the commit. Blocks nest: an inner
+        one adds its owner's lock to the outer transaction (take several owners' in sorted order)."""
+        rowcodec.check_owner(owner, f"{self._name}.atomic_write")
+        if getattr(self._hold, "pending", None) is not None:
+            self._lock_writes(owner)
+            yield
+            return
+        self._hold.pending = []
+        try:
+            with self._held_transaction():
+                self._lock_writes(owner)
+                yield
+        finally:
+            pending, self._hold.pending = self._hold.pending, None
+        for after in pending:  # reached only once the block committed
+            after()
+
+    def _lock_writes(self, owner: str) -> None:
+        """Inside :meth:`atomic_write`: hold the owner's write lock until the transaction ends."""
+        lock = self._dialect.lock(f"write-{owner}")
+        if lock is not None:
+            with self._writing() as conn:
+                conn.execute(*lock)
+
+    def _after(self, step: Callable[[], None]) -> None:
+        """Run ``step`` (what follows a committed write) now, or inside :meth:`atomic_write` once it commits."""
+        pending = getattr(self._hold, "pending", None)
+        if pending is None:
+            step()
+        else:
+            pending.append(step)
 
     # ------------------------------------------------------------------ helpers
     @property
@@ -175,7 +227,7 @@ class SqlStore:
             for owner, ids in _group_pairs(stored):  # a pending re-embedding's vector of the old text goes with it
                 for clause, params in self._owner_ids(owner, ids):
                     conn.execute(*d.drop_reembedded(clause, params))
-        self._written(scrub=bool(stored))
+        self._after(lambda: self._written(scrub=bool(stored)))
 
     def _stored_versions(self, conn, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], int]:
         """{(owner, id): stored version} of the rows about to be rewritten, locked (where the engine locks rows) in order."""
@@ -239,7 +291,7 @@ class SqlStore:
                 ],
             )
             self._changing(conn, f"owner = {m} AND id = {m}", (new.owner, new.id))  # its vector changed
-        self._written(scrub=False)
+        self._after(lambda: self._written(scrub=False))
         return older
 
     def touch(self, ids: Iterable[str], owner: str, when: datetime) -> int:
@@ -341,7 +393,7 @@ class SqlStore:
         ``erase_owner``: the deletion takes every row of its one owner, whose earlier tombstones go too;
         ``guard``: see :meth:`_delete_rows`."""
         deleted = self._delete_rows(clauses, tombstones, erase_owner, guard)
-        self._deleted(deleted)
+        self._after(lambda: self._deleted(deleted))
         return deleted
 
     def _delete_rows(

@@ -173,7 +173,7 @@ class PgVectorStore(SqlStore):
         self.table = table
         self.ef_search = ef_search
         self.m, self.ef_construction = m, ef_construction
-        self._dialect = PgDialect(table)
+        super().__init__(PgDialect(table))
         self._connect_timeout = float(connect_timeout)
         self._unreachable = False  # see _connection
         self._connect_errors = 0  # the pool's failed connection attempts counted so far (_connect_failed)
@@ -224,10 +224,27 @@ class PgVectorStore(SqlStore):
 
         A lost or unreachable server (psycopg's OperationalError, AdminShutdown among them, or the
         pool's PoolTimeout) becomes StoreUnavailableError; the pool replaces broken connections, so
-        the next call after the server is back works.
+        the next call after the server is back works. Inside :meth:`atomic_write` it is a savepoint of
+        the block's transaction, on its connection.
         """
+        held = getattr(self._hold, "conn", None)
+        if held is not None:
+            with held.transaction():
+                yield held
+            return
         with self._connection() as conn, conn.transaction():
             yield conn
+
+    @contextmanager
+    def _held_transaction(self) -> Iterator[None]:
+        """atomic_write's transaction: one pooled connection for the whole block (its advisory lock is the
+        owner's write lock, see SqlStore._lock_writes)."""
+        with self._connection() as conn, conn.transaction():
+            self._hold.conn = conn
+            try:
+                yield
+            finally:
+                self._hold.conn = None
 
     @contextmanager
     def _connection(self) -> Iterator[psycopg.Connection]:

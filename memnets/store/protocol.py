@@ -50,6 +50,12 @@ and a store that implements one sets the flag to True as a class attribute. Call
   window's score (:mod:`memnets.store.chunks`). Every path that rewrites or removes the row takes
   its chunks with it; an older version keeps its main vector only.
 
+- :class:`AtomicWrites` (``supports_atomic_write``): ``with store.atomic_write(owner):`` makes every
+  call on the store inside the block (from this thread) one transaction that no other writer of the
+  owner interleaves with, from any thread, process or machine: a write path reads the near matches
+  and writes what it decided from them in one step, so two processes adding the same sentence for
+  one user at once store it once.
+
 A store without a flag has none of these; the manager then forgets deletions made in its own
 process only. The contract suite (:mod:`memnets.store.testing`) checks every declared capability.
 """
@@ -57,6 +63,7 @@ process only. The contract suite (:mod:`memnets.store.testing`) checks every dec
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Protocol, TypeGuard, TypeVar, runtime_checkable
 
@@ -223,6 +230,18 @@ class Chunks(Protocol):
         """The further window vectors [m, dim] of these memories, in order (m = 0 for a memory without; KeyError for an unknown id)."""
 
 
+@runtime_checkable
+class AtomicWrites(Protocol):
+    """Capability: several reads and writes of one owner as one transaction, serialised with other writers."""
+
+    supports_atomic_write: bool
+
+    def atomic_write(self, owner: str) -> AbstractContextManager[None]:
+        """A block whose store calls (this thread's) are one transaction, holding the owner's write lock:
+        committed when it ends, rolled back (nothing written) when it raises. Blocks nest (an inner one
+        adds its owner's lock to the outer transaction); take several owners' in sorted order."""
+
+
 CAPABILITIES: dict[type, str] = {
     DeletionLedger: "supports_deletion_ledger",
     Compaction: "supports_compaction",
@@ -231,6 +250,7 @@ CAPABILITIES: dict[type, str] = {
     Reembedding: "supports_reembed",
     Expiry: "supports_expiry",
     Chunks: "supports_chunks",
+    AtomicWrites: "supports_atomic_write",
 }
 """Every optional capability and the flag a store sets to declare it."""
 
