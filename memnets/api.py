@@ -605,13 +605,14 @@ class AgentMemory:
         return [m for m in list(self._managers) if m.owner == user and not m.closed]
 
     # ------------------------------------------------------------------ for servers and inspectors
-    def get_many(self, ids: Sequence[str], *, user: str) -> list[Memory]:
-        """The memories of ``user`` among ``ids`` (older versions too, by their own ids; unknown and
-        expired ids left out): one store read for many ids, e.g. a server checking a token's scope."""
+    def get_many(self, ids: Sequence[str], *, user: str, include_expired: bool = False) -> list[Memory]:
+        """The memories of ``user`` among ``ids`` (older versions too, by their own ids; unknown ids left out, and
+        expired ones unless ``include_expired``: an expired memory holds its id until the sweep), in one store
+        read: e.g. a server checking a token's scope over every row that holds an id."""
         check_user(user)
         ids = check_ids(ids)
         self._require_open()
-        return self.store.get(ids, user) if ids else []
+        return self.store.get(ids, user, include_expired=include_expired) if ids else []
 
     def explain(
         self,

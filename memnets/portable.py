@@ -21,12 +21,13 @@ import typing
 from collections.abc import Iterable, Iterator
 from datetime import datetime
 
+import memnets.timeutil as timeutil
 from memnets.records import Memory
+from memnets.store.rows import VERSION_SEPARATOR
 
 VERSIONS = "versions"
 _VERSION_OMITS = ("id", "owner", "superseded_by")  # a version gets them from its line when imported
 TRANSIENT = ("outcome",)  # what a write did, not part of the memory: never exported
-PAGE = 500  # memories listed per store call while exporting
 
 
 def _datetime_fields() -> frozenset[str]:
@@ -80,17 +81,50 @@ def memory_from_json(record: dict, *, owner: str, id: str | None = None, where: 
 
 
 def export_lines(memory, user: str) -> Iterator[str]:
-    """JSON lines of every current memory of ``user`` (oldest first), each with its older versions."""
-    offset = 0
-    while page := memory.list_memories(user=user, limit=PAGE, offset=offset):
-        for current in page:
-            versions = memory.history(current.id, user=user)[:-1]
-            line = memory_to_json(current)
-            line[VERSIONS] = [
-                {k: v for k, v in memory_to_json(version).items() if k not in _VERSION_OMITS} for version in versions
-            ]
-            yield json.dumps(line, ensure_ascii=False, sort_keys=True)
-        offset += len(page)
+    """JSON lines of every current memory of ``user`` (oldest first), each with its older versions.
+
+    All of it comes from one snapshot: the store's ``export`` (every row of the user, read at once), so
+    deletes and adds running meanwhile neither skip a memory nor repeat one; each memory current
+    when the export starts is written once, with the history it had then. (The listing paged by
+    offset did both, and ``import`` then refused the file.) The user's rows are held in memory
+    while the lines are written.
+    """
+    rows = memory.store.export(user)
+    now = timeutil.now()
+    older: dict[str, list[Memory]] = {}
+    for row in rows:
+        if row.superseded_by is not None:
+            older.setdefault(row.superseded_by, []).append(row)
+    for current in rows:  # by (t, id), as list_memories
+        if current.superseded_by is not None or current.expired(now):
+            continue
+        line = memory_to_json(current)
+        line[VERSIONS] = [
+            {k: v for k, v in memory_to_json(version).items() if k not in _VERSION_OMITS}
+            for version in _history(current.id, older)
+            if not version.expired(now)
+        ]
+        yield json.dumps(line, ensure_ascii=False, sort_keys=True)
+
+
+def _history(memory_id: str, older: dict[str, list[Memory]], seen: frozenset[str] = frozenset()) -> list[Memory]:
+    """The older versions of ``memory_id`` among ``older`` (rows by the id that superseded them), oldest
+    first, as ``AgentMemory.history`` lists them: a memory it replaced (``add(replaces=...)``, written
+    before any version), after that one's own history, then its versions ``{id}~n`` by n (their
+    write order). ``seen``: the ids on the way here, so that a cycle of replacements ends."""
+
+    def write_order(version: Memory) -> tuple:
+        prefix, _, n = version.id.rpartition(VERSION_SEPARATOR)
+        numbered = prefix == memory_id and n.isdigit()
+        return (numbered, int(n) if numbered else 0, version.t, version.id)
+
+    out: list[Memory] = []
+    for version in sorted(older.get(memory_id, []), key=write_order):
+        replaced = not version.id.startswith(f"{memory_id}{VERSION_SEPARATOR}")
+        if replaced and version.id not in seen:
+            out.extend(_history(version.id, older, seen | {memory_id}))
+        out.append(version)
+    return out
 
 
 def parse_lines(lines: Iterable[str], user: str, source: str = "input") -> list[list[Memory]]:

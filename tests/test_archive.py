@@ -380,9 +380,9 @@ def test_closed_archive_refuses_calls(tmp_path):
 
 
 def test_a_reader_far_behind_the_pruned_change_log_rebuilds_and_agrees(tmp_path, monkeypatch):
-    import memnets.store.archive as archive_module
+    import memnets.store.faiss_sync as faiss_sync
 
-    monkeypatch.setattr(archive_module, "CHANGELOG_KEEP", 4)
+    monkeypatch.setattr(faiss_sync, "CHANGELOG_KEEP", 4)
     with Archive(tmp_path, DIM) as reader, Archive(tmp_path, DIM) as writer:
         reader.upsert([memory_for("first", "a")], vector_for("first")[None])
         for i in range(20):

@@ -247,3 +247,43 @@ def test_two_processes_updating_one_memory_keep_all_80_versions(location, tiny_m
     assert sorted(versions[1:]) == sorted(tag.replace("-", " says version ") for tag in acknowledged)
     for n in range(2):
         assert [int(v.split()[-1]) for v in versions if v.startswith(f"w{n} ")] == list(range(40))
+
+
+# ---------------------------------------------------------------------- the near-match decision and its write, at once
+ADDER = """
+import os, sys, time
+import memnets
+location, table, encoder, go = sys.argv[1:5]
+with memnets.open(location, encoder=encoder, **({"table": table} if table else {})) as memory:
+    memory.add("warm up the encoder", user="other")
+    print("open", flush=True)
+    while not os.path.exists(go):  # both processes start adding at the same moment
+        time.sleep(0.001)
+    for i in range(25):  # one user a round: the sentence is the user's only memory
+        print(memory.add("the budget meeting moved to room four", user=f"u{i}").outcome, flush=True)
+"""
+
+
+def test_two_processes_adding_the_same_sentences_at_once_store_each_once(location, tiny_model_dir, tmp_path):
+    """The near-match check and the write it decides are one transaction of the store (atomic_write):
+    two processes adding the same sentence for one user at once (25 users in turn) store it once per
+    user, added by one process and found "unchanged" by the other. Checked apart, both found no match
+    for the sentence the other was writing, and each stored it (before: 2 of 25 users had it twice on
+    the archive, 10 on PostgreSQL)."""
+    import memnets
+
+    where, table = location[0], location[1].get("table", "")
+    go = tmp_path / "go"
+    adders = [start_child(ADDER, where, table, str(tiny_model_dir), str(go)) for _ in range(2)]
+    for process in adders:
+        assert process.stdout.readline().strip() == "open", process.stderr.read()[-2000:]
+    go.touch()
+    outcomes = []
+    for process in adders:
+        out, err = process.communicate(timeout=600)
+        assert process.returncode == 0, err[-2000:]
+        outcomes += out.split()
+    with memnets.open(where, encoder=str(tiny_model_dir), **location[1]) as memory:
+        stored = {f"u{i}": len(memory.list_memories(user=f"u{i}")) for i in range(25)}
+    assert stored == {f"u{i}": 1 for i in range(25)}
+    assert sorted(outcomes) == ["added"] * 25 + ["unchanged"] * 25

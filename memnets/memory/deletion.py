@@ -18,6 +18,7 @@ The caller (``AgentMemory``) holds its write lock around each call.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from datetime import datetime
 
 import memnets.timeutil as timeutil
 from memnets.memory.state import default_state_path, legacy_state_path
@@ -64,12 +65,19 @@ class DeletionPath:
                     frames.append((version.id, iter(self.store.history(version.id, user)), version))
         return older
 
-    def delete(self, ids: Sequence[str], user: str, *, reason: str) -> tuple[int, bool]:
+    def delete(
+        self, ids: Sequence[str], user: str, *, reason: str, expired_at: datetime | None = None
+    ) -> tuple[int, bool]:
         """These memories of ``user``, their older versions and the memories derived from them, out of the
-        store and every live manager; returns how many rows the store deleted and whether a manager held any."""
+        store and every live manager; returns how many rows the store deleted and whether a manager held any.
+        ``expired_at`` (the sweep, one id): only if that memory is still expired then, which the store checks
+        in the deletion's own transaction, so a memory put again after the sweep listed it stays."""
         versions = [version for memory_id in ids for version in self._versions(memory_id, user)]
         for derived in self._derived_from(versions, user):
             versions += self._versions(derived, user)
+        if expired_at is not None:
+            deleted = self.store.delete_expired(ids[0], user, expired_at, with_ids=versions)
+            return deleted, bool(deleted) and any([m.forget(versions, reason=reason) for m in self.managers(user)])
         held = [manager.forget(versions, reason=reason) for manager in self.managers(user)]  # every one
         return self.store.delete(versions, user), any(held)
 
@@ -98,13 +106,15 @@ class DeletionPath:
         return count
 
     def sweep_expired(self) -> int:
-        """Every expired memory of every user through :meth:`delete`; returns how many rows went."""
+        """Every expired memory of every user through :meth:`delete`, one at a time and only if still expired
+        when deleted (a memory put again or refreshed after the listing is kept); returns how many rows went."""
         if not supports(self.store, Expiry):
             return 0  # no memory of such a store has a TTL (add refuses one)
-        expired: dict[str, list[str]] = {}
-        for owner, memory_id in self.store.expired(timeutil.now()):
-            expired.setdefault(owner, []).append(memory_id)
-        return sum(self.delete(ids, owner, reason="expired")[0] for owner, ids in expired.items())
+        now = timeutil.now()
+        return sum(
+            self.delete([memory_id], owner, reason="expired", expired_at=now)[0]
+            for owner, memory_id in self.store.expired(now)
+        )
 
     def _versions(self, memory_id: str, user: str) -> list[str]:
         """``memory_id`` and the ids of its older versions."""

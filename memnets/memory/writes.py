@@ -47,7 +47,8 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import ExitStack, contextmanager
 from datetime import datetime
 from typing import Protocol
 
@@ -57,7 +58,7 @@ from memnets.chunking import windows
 from memnets.memory import expiry
 from memnets.records import Memory, Outcome
 from memnets.store.errors import InvalidMemoryError
-from memnets.store.protocol import Chunks, supports
+from memnets.store.protocol import AtomicWrites, Chunks, supports
 from memnets.store.rows import VERSION_SEPARATOR  # older versions of memory "x" are "x~1", "x~2", ...
 from memnets.text import SEPARATOR, SPEAKER_PREFIX_MAX, strip_speaker
 
@@ -287,6 +288,17 @@ def upsert(store, memories: list[Memory], vectors: np.ndarray, chunks: Sequence[
     store.upsert(memories, vectors, **_chunks_for(store, chunks))
 
 
+@contextmanager
+def atomic_write(store, owners: Iterable[str]) -> Iterator[None]:
+    """The store calls of the block as one transaction holding these owners' write locks (taken in
+    sorted order), where the store can (:class:`~memnets.store.AtomicWrites`); else the calls as they are."""
+    with ExitStack() as stack:
+        if supports(store, AtomicWrites):
+            for owner in sorted(set(owners)):
+                stack.enter_context(store.atomic_write(owner))
+        yield
+
+
 def _chunks_for(store, chunks) -> dict:
     """The ``chunks=`` argument of a store write: given only when there are chunks and the store keeps them."""
     return {"chunks": chunks} if chunks is not None and supports(store, Chunks) else {}
@@ -441,9 +453,14 @@ class WritePath:
         """A manager's observation through steps 1-5; returned with its ``outcome``.
 
         The same consistency rule as :meth:`commit`, against the stored memories and those
-        ``policy`` holds; where an added observation goes (kept, written, buffered) is the policy's.
+        ``policy`` holds; where an added observation goes (kept, written, buffered) is the policy's. As in
+        :meth:`commit`, the decision and the writes it makes are one transaction where the store can.
         """
         [memory], [vector] = self.encode([memory], [scored], [name])
+        with atomic_write(self.store, [memory.owner]):
+            return self._observe(memory, vector, policy, explicit=explicit)
+
+    def _observe(self, memory: Memory, vector: np.ndarray, policy: ObservePolicy, *, explicit: bool) -> Memory:
         if explicit:
             match = policy.held().get(memory.id) or next(iter(self.store.get([memory.id], memory.owner)), None)
             outcome = "added" if match is None else "unchanged" if same_record(match, memory) else "updated"
@@ -488,7 +505,23 @@ class WritePath:
         explicit: list[bool],
         replaces: Memory | None = None,
     ) -> list[Memory]:
-        """Write prepared records (call under the caller's lock); each returned with its ``outcome``."""
+        """Write prepared records (call under the caller's lock); each returned with its ``outcome``.
+
+        The near-match search and the writes it decides are one transaction of the store where it
+        can (:class:`~memnets.store.AtomicWrites`), so another process's write cannot come between them.
+        """
+        with atomic_write(self.store, {m.owner for m in memories}):
+            return self._commit(memories, vectors, chunks, explicit=explicit, replaces=replaces)
+
+    def _commit(
+        self,
+        memories: list[Memory],
+        vectors: np.ndarray,
+        chunks: list[np.ndarray],
+        *,
+        explicit: list[bool],
+        replaces: Memory | None = None,
+    ) -> list[Memory]:
         if replaces is not None:
             new = memories[0]
             old_vector = self.store.vectors([replaces.id], replaces.owner)[0]

@@ -48,10 +48,12 @@ class Caller:
 
     async def check_ids(self, ids, user: str, where: str) -> None:
         """403 when a memory the request names by id exists outside the token's scope (a narrowed token
-        may neither read nor overwrite, replace or delete another agent's or session's memory)."""
+        may neither read nor overwrite, replace or delete another agent's or session's memory, nor take over
+        the id of one that expired but is not swept yet)."""
         ids = [i for i in ids if isinstance(i, str)]
         if self.principal.scope and ids:
-            for found in await self.state.call(self.state.require().get_many, ids, user=user):
+            memory = self.state.require()
+            for found in await self.state.call(memory.get_many, ids, user=user, include_expired=True):
                 authorize_memory(self.principal, found, where)
 
     def write_scope(self, arguments: dict, items, where: str) -> None:

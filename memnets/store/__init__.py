@@ -21,6 +21,7 @@ from memnets.store.errors import (
 from memnets.store.filters import MemoryFilter
 from memnets.store.protocol import (
     CAPABILITIES,
+    AtomicWrites,
     Chunks,
     Compaction,
     DeletionLedger,
@@ -39,6 +40,7 @@ __all__ = [
     "ArchiveFormatError",
     "ArchiveIntegrityError",
     "ArchiveKeyError",
+    "AtomicWrites",
     "Chunks",
     "Compaction",
     "DeletionLedger",

@@ -38,9 +38,11 @@ and a store that implements one sets the flag to True as a class attribute. Call
   answers, resumably (:mod:`memnets.store.reembed`).
 - :class:`Expiry` (``supports_expiry``): a row whose ``expires_at`` has passed (by
   :func:`memnets.timeutil.now`) is skipped by ``get``, ``search``, ``list_memories``, ``count`` and
-  ``owners`` at once, and ``search`` still fills k from the others; ``history`` and ``vectors``
+  ``owners`` at once (``get(..., include_expired=True)`` still finds it: its id stays taken until the
+  sweep, and a check of who may use an id must see it), and ``search`` still fills k from the others; ``history`` and ``vectors``
   still return it (the deletion path and callers holding an id read them) until a sweep deletes
-  it; ``expired`` lists what a sweep takes, ``refresh_expiry`` moves an expiry on a read.
+  it; ``expired`` lists what a sweep takes, ``delete_expired`` deletes one of them only if it is
+  still expired in the deletion's transaction, ``refresh_expiry`` moves an expiry on a read.
 - :class:`Chunks` (``supports_chunks``): a memory longer than the encoder's window keeps the
   vectors of its further windows (:mod:`memnets.chunking`) with its current row: ``upsert`` and
   ``new_version`` take them as ``chunks=`` (one array [m, dim] per memory; none given: the row has
@@ -50,6 +52,11 @@ and a store that implements one sets the flag to True as a class attribute. Call
 - :class:`LocalState` (``supports_local_state``): the store lives in a folder of this machine
   (``directory``), where the memory keeps per-user files beside it (a manager's saved tiers) that
   erasing the user removes too. A server-side store (PostgreSQL) has no such folder.
+- :class:`AtomicWrites` (``supports_atomic_write``): ``with store.atomic_write(owner):`` makes every
+  call on the store inside the block (from this thread) one transaction that no other writer of the
+  owner interleaves with, from any thread, process or machine: a write path reads the near matches
+  and writes what it decided from them in one step, so two processes adding the same sentence for
+  one user at once store it once.
 
 A store without a flag has none of these; the manager then forgets deletions made in its own
 process only. The contract suite (:mod:`memnets.store.testing`) checks every declared capability.
@@ -58,6 +65,7 @@ process only. The contract suite (:mod:`memnets.store.testing`) checks every dec
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from contextlib import AbstractContextManager
 from datetime import datetime
 from pathlib import Path
 from typing import Protocol, TypeGuard, TypeVar, runtime_checkable
@@ -90,6 +98,10 @@ class MemoryStore(Protocol):
         self, owner: str, *, limit: int | None = None, offset: int = 0, filters: MemoryFilter | None = None
     ) -> list[Memory]:
         """The owner's current memories passing ``filters``, ordered by (t, id), paged by offset/limit."""
+
+    def export(self, owner: str) -> list[Memory]:
+        """Every stored row of the owner (older versions, expired rows not swept yet), by (t, id), read as one
+        snapshot: what the right of access and ``memnets memories export`` read, unskewed by concurrent writes."""
 
     def count(self, owner: str) -> int:
         """How many current (not superseded) memories the owner has."""
@@ -206,6 +218,10 @@ class Expiry(Protocol):
     def expired(self, now: datetime, owner: str | None = None) -> list[tuple[str, str]]:
         """(owner, id) of every stored row expired at ``now`` (of one owner or all), sorted: what a sweep deletes."""
 
+    def delete_expired(self, id: str, owner: str, now: datetime, *, with_ids: Iterable[str] = ()) -> int:
+        """Delete ``id`` with ``with_ids`` (and their older versions) only if ``id`` is still expired at ``now``,
+        checked in the deletion's transaction (a put or refresh since the sweep listed it keeps it); rows deleted."""
+
 
 @runtime_checkable
 class Chunks(Protocol):
@@ -225,6 +241,18 @@ class LocalState(Protocol):
     directory: Path
 
 
+@runtime_checkable
+class AtomicWrites(Protocol):
+    """Capability: several reads and writes of one owner as one transaction, serialised with other writers."""
+
+    supports_atomic_write: bool
+
+    def atomic_write(self, owner: str) -> AbstractContextManager[None]:
+        """A block whose store calls (this thread's) are one transaction, holding the owner's write lock:
+        committed when it ends, rolled back (nothing written) when it raises. Blocks nest (an inner one
+        adds its owner's lock to the outer transaction); take several owners' in sorted order."""
+
+
 CAPABILITIES: dict[type, str] = {
     DeletionLedger: "supports_deletion_ledger",
     Compaction: "supports_compaction",
@@ -234,6 +262,7 @@ CAPABILITIES: dict[type, str] = {
     Expiry: "supports_expiry",
     Chunks: "supports_chunks",
     LocalState: "supports_local_state",
+    AtomicWrites: "supports_atomic_write",
 }
 """Every optional capability and the flag a store sets to declare it."""
 

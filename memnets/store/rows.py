@@ -56,6 +56,30 @@ from memnets.store.errors import (
 from memnets.timeutil import as_utc
 
 VERSION_SEPARATOR = "~"  # older versions of memory "x" are stored as "x~1", "x~2", ... (see new_version)
+# The fields of a stored memory as every store selects them, in this order (each dialect names its
+# columns, :attr:`memnets.store.dialect.SqlDialect.columns`); "key" is the row's write order (the
+# archive's row number, the PostgreSQL seq). Records are read by these names only (:func:`named`).
+FIELDS = (
+    "key",
+    "owner",
+    "id",
+    "t",
+    "last_access",
+    "importance",
+    "kind",
+    "superseded_by",
+    "payload",
+    "vector",
+    "version",
+    "expires_at",
+    "ttl",
+    "chunks",
+)
+
+
+def named(record) -> dict:
+    """A selected memory record (its first ``len(FIELDS)`` values) by field name."""
+    return dict(zip(FIELDS, record))
 
 
 @dataclass(frozen=True)

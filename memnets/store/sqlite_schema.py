@@ -28,8 +28,8 @@ from memnets.store.errors import StoreCorruptError, StoreError, StoreFormatError
 
 FORMAT_VERSION = 6  # stored in PRAGMA user_version; bump with a migration (MIGRATIONS) when the schema changes
 DB_FILE = "archive.sqlite3"
-COLUMNS = (
-    "row, owner, id, t, last_access, importance, kind, payload, vector, superseded_by, version, expires_at, ttl, chunks"
+COLUMNS = (  # the memories columns of memnets.store.rows.FIELDS, in its order
+    "row, owner, id, t, last_access, importance, kind, superseded_by, payload, vector, version, expires_at, ttl, chunks"
 )
 CURRENT = "superseded_by IS NULL"  # rows that search, listings, counts and the FAISS index see
 LIVE = "(expires_epoch IS NULL OR expires_epoch > ?)"  # not expired at the time bound to the "?"
@@ -266,12 +266,15 @@ def reseal(
     for done, chunk in enumerate(chunks(rows, 500), start=1):
         marks = ",".join("?" * len(chunk))
         for record in conn.execute(f"SELECT {COLUMNS} FROM memories WHERE row IN ({marks})", chunk).fetchall():
+            fields = rowcodec.named(record)
             plaintext = opener.open(
-                bytes(record[7]), record_aad(record, old_id), what=f"memory {record[2]!r} of owner {record[1]!r}"
+                bytes(fields["payload"]),
+                record_aad(fields, old_id),
+                what=f"memory {fields['id']!r} of owner {fields['owner']!r}",
             )
             conn.execute(
                 "UPDATE memories SET payload = ? WHERE row = ?",
-                (sealer.seal(plaintext, record_aad(record, new_id)), record[0]),
+                (sealer.seal(plaintext, record_aad(fields, new_id)), fields["key"]),
             )
         if progress is not None:
             progress(min(done * 500, len(rows)), len(rows))
@@ -294,13 +297,19 @@ def rotate_rows(
     return count
 
 
-def record_aad(record: tuple, store_id: str | None) -> bytes:
-    """The associated data of a stored record (columns as in :data:`COLUMNS`) in a store with this id
-    (``None``: the layout from before archive ids, see :func:`memnets.store.rows.row_aad`)."""
-    _, owner, memory_id, t, _, importance, kind, _, vector, superseded_by, version = record[:11]
-    vector = sealed_bytes(vector, record[13])
+def record_aad(fields: dict, store_id: str | None) -> bytes:
+    """The associated data of a stored record (by field name, :func:`memnets.store.rows.named`) in a store
+    with this id (``None``: the layout from before archive ids, see :func:`memnets.store.rows.row_aad`)."""
     return rowcodec.row_aad(
-        owner, memory_id, t, kind, importance, vector, superseded_by, store_id=store_id, version=version
+        fields["owner"],
+        fields["id"],
+        fields["t"],
+        fields["kind"],
+        fields["importance"],
+        sealed_bytes(fields["vector"], fields["chunks"]),
+        fields["superseded_by"],
+        store_id=store_id,
+        version=fields["version"],
     )
 
 

@@ -1,0 +1,765 @@
+"""The store core: the memory-store contract written once, over a SQL dialect per engine.
+
+:class:`SqlStore` is the base of :class:`~memnets.store.archive.Archive` (SQLite + FAISS files) and
+:class:`~memnets.store.postgres.PgVectorStore` (PostgreSQL + pgvector). It holds what the contract
+says, for both: argument checks, sealing rows (:mod:`memnets.store.rows`), versions
+(:meth:`~SqlStore.new_version`), the deletion ledger, expiry, a long memory's chunk vectors,
+re-embedding, the encoder binding and its check, the clear-column filters, and the reads. Its
+statements come from the store's dialect (:mod:`memnets.store.dialect`); records are read by field
+name in one place (:meth:`SqlStore._decode`, over :data:`memnets.store.rows.FIELDS`).
+
+An engine's store adds what only it has and runs the transactions. It gives:
+
+- ``_reading()`` and ``_writing()``: context managers yielding a connection inside one read (one
+  snapshot) or one write transaction (committed when the block ends, rolled back on an error);
+- ``_search(query, k, owner, filters)``: ranking (FAISS or pgvector), after the core's checks;
+- ``_where()`` (the store in messages, without credentials) and ``_is_open()``;
+- ``_held_transaction()``: the one transaction of :meth:`~SqlStore.atomic_write`;
+- and may override the hooks, which do nothing here: ``_changing`` (inside a write, before rows
+  matching a condition change: the archive logs them for its index files), ``_written`` and
+  ``_deleted`` (after a write or a deletion committed: index sync, scrubbing the disk),
+  ``_swap_vectors`` and ``_swapped`` (a re-embedding's swap), ``_stream`` (a large read).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from datetime import datetime, timedelta
+from typing import Self
+
+import numpy as np
+
+import memnets.timeutil as timeutil
+from memnets.records import Memory
+from memnets.store import rows as rowcodec
+from memnets.store.chunks import best_scores, check_chunks, from_blob, to_blob
+from memnets.store.dialect import CURRENT, SqlDialect
+from memnets.store.filters import MemoryFilter
+from memnets.store.identity import META_KEY, TARGET_KEY, EncoderIdentity, check_identity
+from memnets.store.reembed import ReembedBatch
+from memnets.timeutil import as_utc
+
+log = logging.getLogger(__name__)
+
+
+class SqlStore:
+    """The contract of :class:`memnets.store.MemoryStore` on a SQL table of memories (see the module docstring)."""
+
+    # optional capabilities both stores declare (memnets.store.protocol)
+    supports_deletion_ledger = True
+    supports_compaction = True
+    supports_index_rebuild = True
+    supports_encoder_binding = True
+    supports_reembed = True
+    supports_expiry = True
+    supports_chunks = True
+    supports_atomic_write = True
+
+    _dialect: SqlDialect
+    dim: int
+    archive_id: str  # the store's random id, bound into every seal
+    _cipher = None  # RowCipher of the key, None without one
+    _ledger_secret: bytes  # keys the deletion ledger's tags
+    _encoder: EncoderIdentity | None = None  # the encoder bound by bind_encoder (None: unchecked)
+    _deletions_exist = False  # see _has_deletions
+
+    def __init__(self, dialect: SqlDialect) -> None:
+        self._dialect = dialect
+        self._hold = threading.local()  # this thread's atomic_write: .pending (None outside one), see _after
+
+    # ------------------------------------------------------------------ what an engine gives
+    def _reading(self) -> AbstractContextManager:
+        raise NotImplementedError
+
+    def _writing(self) -> AbstractContextManager:
+        raise NotImplementedError
+
+    def _search(
+        self, query: np.ndarray, k: int, owner: str, filters: MemoryFilter | None
+    ) -> list[tuple[Memory, float]]:
+        raise NotImplementedError
+
+    def _where(self) -> str:
+        raise NotImplementedError
+
+    def _is_open(self) -> bool:
+        raise NotImplementedError
+
+    def _changing(self, conn, where: str, params: Sequence) -> None:
+        """Inside a write: the rows matching ``where`` are about to change (their vectors or their existence)."""
+
+    def _written(self, scrub: bool) -> None:
+        """After a write committed (``scrub``: it replaced rows, whose old text must leave the disk)."""
+
+    def _deleted(self, count: int) -> None:
+        """After a deletion of ``count`` rows committed."""
+
+    def _held_transaction(self) -> AbstractContextManager:
+        """The transaction of :meth:`atomic_write`: until it ends, this thread's ``_reading()`` and
+        ``_writing()`` are savepoints inside it."""
+        raise NotImplementedError
+
+    def _swap_vectors(self, conn, target: EncoderIdentity, updates: list[tuple]) -> None:
+        """Inside a re-embedding's swap: write the re-sealed rows (parameters of ``update_vector``)."""
+        self._run_many(conn, self._dialect.update_vector(), updates)
+
+    def _swapped(self) -> None:
+        """After a re-embedding's swap committed."""
+
+    def _stream(self, conn, query: str, params: Sequence) -> Iterable:
+        """The records of a read that may be stopped early."""
+        return conn.execute(query, params)
+
+    # ------------------------------------------------------------------ one transaction for a write path
+    @contextmanager
+    def atomic_write(self, owner: str) -> Iterator[None]:
+        """A block whose calls on this store (from this thread) are one transaction holding the owner's
+        write lock: a write path's near-match search and the write it decides happen at once, so two
+        processes adding the same sentence for one user store it once (the archive: ``BEGIN IMMEDIATE``
+        held across the calls; PostgreSQL: one connection's transaction holding an advisory lock of the
+        owner). Committed when the block ends, rolled back (nothing written) when it raises; what a
+        write does once committed (index sync, scrubbing) runs after the commit. Blocks nest: an inner
+        one adds its owner's lock to the outer transaction (take several owners' in sorted order)."""
+        rowcodec.check_owner(owner, f"{self._name}.atomic_write")
+        if getattr(self._hold, "pending", None) is not None:
+            self._lock_writes(owner)
+            yield
+            return
+        self._hold.pending = []
+        try:
+            with self._held_transaction():
+                self._lock_writes(owner)
+                yield
+        finally:
+            pending, self._hold.pending = self._hold.pending, None
+        for after in pending:  # reached only once the block committed
+            after()
+
+    def _lock_writes(self, owner: str) -> None:
+        """Inside :meth:`atomic_write`: hold the owner's write lock until the transaction ends."""
+        lock = self._dialect.lock(f"write-{owner}")
+        if lock is not None:
+            with self._writing() as conn:
+                conn.execute(*lock)
+
+    def _after(self, step: Callable[[], None]) -> None:
+        """Run ``step`` (what follows a committed write) now, or inside :meth:`atomic_write` once it commits."""
+        pending = getattr(self._hold, "pending", None)
+        if pending is None:
+            step()
+        else:
+            pending.append(step)
+
+    # ------------------------------------------------------------------ helpers
+    @property
+    def _name(self) -> str:
+        return type(self).__name__
+
+    @staticmethod
+    def _run_many(conn, query: str, params: Sequence) -> None:
+        cursor = conn.cursor()
+        try:
+            cursor.executemany(query, params)
+        finally:
+            cursor.close()
+
+    def _owner_ids(self, owner: str, ids: Sequence[str], column: str = "id") -> Iterator[tuple[str, list]]:
+        """(condition, parameters) selecting the owner's rows whose ``column`` is one of ``ids``, in batches."""
+        d = self._dialect
+        for start in range(0, len(ids), d.in_batch):
+            clause, values = d.in_list(column, ids[start : start + d.in_batch])
+            yield f"owner = {d.mark} AND {clause}", [owner, *values]
+
+    def _of_owner(self, condition: str, value, owner: str | None, where: str) -> tuple[str, list]:
+        """``condition`` (its one parameter: ``value``) on the rows of ``owner``, or of every owner (None)."""
+        if owner is None:
+            return condition, [value]
+        rowcodec.check_owner(owner, where)
+        return f"owner = {self._dialect.mark} AND {condition}", [owner, value]
+
+    def _decode(self, record: Sequence) -> Memory:
+        """The Memory of a selected record (the columns of ``rows.FIELDS`` first): the one place records are read."""
+        fields = self._dialect.row_text(rowcodec.named(record))
+        del fields["key"]
+        memory_id = fields.pop("id")
+        return rowcodec.decode_row(self._cipher, store_id=self.archive_id, memory_id=memory_id, **fields)
+
+    # ------------------------------------------------------------------ writes
+    def upsert(self, memories: Sequence[Memory], vectors, *, chunks=None) -> None:
+        """Store memories with their vectors [N, dim] in one transaction (all or nothing).
+
+        A memory whose (owner, id) exists already is replaced. Raises InvalidMemoryError, naming
+        the memory, for empty/whitespace content, text that is not valid Unicode, a vector with
+        NaN/inf or of the wrong dim, a repeated (owner, id) in the batch, or unserialisable metadata.
+        Content of any length is stored whole; ``chunks`` (one array [m, dim] per memory) are the
+        vectors of a long memory's further windows (:mod:`memnets.store.chunks`; kept for current
+        memories only, none given: none kept). Rows are written in (owner, id) order, one lock order
+        for every writer.
+        """
+        where = f"{self._name}.upsert"
+        memories, array = rowcodec.check_batch(memories, vectors, self.dim, where)
+        extra = check_chunks(chunks, len(memories), self.dim, where)
+        rows = sorted(
+            (
+                (_with_chunks(rowcodec.encode_row(memory, vector, where), more), vector)
+                for memory, vector, more in zip(memories, array, extra)
+            ),
+            key=lambda pair: (pair[0].owner, pair[0].id),
+        )
+        if not rows:
+            return
+        d = self._dialect
+        with self._writing() as conn:
+            self._check_encoder(conn, record=True)
+            stored = self._stored_versions(conn, [(row.owner, row.id) for row, _ in rows])
+            sealed = [
+                rowcodec.seal_row(row, self._cipher, self.archive_id, stored.get((row.owner, row.id), 0) + 1)
+                for row, _ in rows
+            ]
+            self._run_many(conn, d.upsert, [d.row_params(row, vector) for row, (_, vector) in zip(sealed, rows)])
+            for owner, ids in _group_pairs((row.owner, row.id) for row in sealed):
+                for clause, params in self._owner_ids(owner, ids):
+                    self._changing(conn, clause, params)
+            for owner, ids in _group_pairs(stored):  # a pending re-embedding's vector of the old text goes with it
+                for clause, params in self._owner_ids(owner, ids):
+                    conn.execute(*d.drop_reembedded(clause, params))
+        self._after(lambda: self._written(scrub=bool(stored)))
+
+    def _stored_versions(self, conn, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], int]:
+        """{(owner, id): stored version} of the rows about to be rewritten, locked (where the engine locks rows) in order."""
+        d = self._dialect
+        stored = {}
+        for owner, ids in _group_pairs(keys):
+            for clause, params in self._owner_ids(owner, sorted(ids)):
+                query = f"SELECT id, version FROM {d.memories} WHERE {clause} ORDER BY id{d.for_update}"
+                stored.update(((owner, memory_id), version) for memory_id, version in conn.execute(query, params))
+        return stored
+
+    def new_version(self, memory: Memory, vector, *, chunks=None) -> Memory:
+        """Make ``memory`` the current version of its (owner, id), keeping the current one as history: one atomic step.
+
+        Inside one write transaction (the archive's ``BEGIN IMMEDIATE`` takes the write lock before
+        anything is read; PostgreSQL locks the current row, ``FOR UPDATE``; so concurrent calls from
+        any thread or process queue): the current row is copied to a new row ``{id}~{n}`` superseded
+        by ``id`` (n: the next free version number) and ``memory`` with ``vector`` [dim] is written
+        over it. Returns that older version. KeyError when the owner has no current memory ``id``
+        (never stored, deleted, or an older version), so a deletion is never undone by an update.
+        ``chunks`` [m, dim]: the new text's further windows (the older version keeps none). Like every
+        write, it checks the bound encoder inside its transaction: after a re-embedding swapped the store
+        to another encoder (another process, or another handle), EncoderMismatchError, and nothing is written.
+        """
+        where = f"{self._name}.new_version"
+        array = rowcodec.check_new_version(memory, vector, self.dim, where)
+        extra = check_chunks(None if chunks is None else [chunks], 1, self.dim, where)[0]
+        new = _with_chunks(rowcodec.encode_row(memory, array, where), extra)
+        d, m = self._dialect, self._dialect.mark
+        with self._writing() as conn:
+            self._check_encoder(conn)  # a re-embedding swapped encoders elsewhere: write nothing
+            record = conn.execute(
+                f"SELECT {d.select()} FROM {d.memories} WHERE owner = {m} AND id = {m} AND {CURRENT} AND {d.live}"
+                f"{d.for_update}",
+                (new.owner, new.id, d.time(timeutil.now())),
+            ).fetchone()
+            if record is None:
+                raise KeyError(f"{where}: owner {new.owner!r} has no current memory {new.id!r}")
+            fields = rowcodec.named(record)
+            count = conn.execute(
+                f"SELECT count(*) FROM {d.memories} WHERE owner = {m} AND superseded_by = {m}", (new.owner, new.id)
+            ).fetchone()[0]
+            older = rowcodec.older_version(
+                self._decode(record),
+                count,
+                lambda memory_id: (
+                    conn.execute(
+                        f"SELECT 1 FROM {d.memories} WHERE owner = {m} AND id = {m}", (new.owner, memory_id)
+                    ).fetchone()
+                    is not None
+                ),
+            )
+            old_vector = d.vector_array(fields["vector"], self.dim, older.id)
+            old = rowcodec.encode_row(older, old_vector, where)
+            self._run_many(
+                conn,
+                d.upsert,
+                [
+                    d.row_params(rowcodec.seal_row(old, self._cipher, self.archive_id, 1), old_vector),
+                    d.row_params(rowcodec.seal_row(new, self._cipher, self.archive_id, fields["version"] + 1), array),
+                ],
+            )
+            self._changing(conn, f"owner = {m} AND id = {m}", (new.owner, new.id))  # its vector changed
+        self._after(lambda: self._written(scrub=False))
+        return older
+
+    def touch(self, ids: Iterable[str], owner: str, when: datetime) -> int:
+        """Set last_access of the owner's memories with these ids; returns how many were updated."""
+        ids = rowcodec.check_ids(ids, f"{self._name}.touch")
+        rowcodec.check_owner(owner, f"{self._name}.touch")
+        when = as_utc(when, f"{self._name}.touch: when")
+        d = self._dialect
+        with self._writing() as conn:
+            return sum(
+                conn.execute(
+                    f"UPDATE {d.memories} SET last_access = {d.mark} WHERE {clause}", [d.stamp(when), *params]
+                ).rowcount
+                for clause, params in self._owner_ids(owner, list(dict.fromkeys(ids)))
+            )
+
+    def refresh_expiry(self, ids: Iterable[str], owner: str, now: datetime) -> int:
+        """Move the expiry of the owner's unexpired memories with these ids and a TTL to ``now + ttl``; returns how many."""
+        ids = rowcodec.check_ids(ids, f"{self._name}.refresh_expiry")
+        rowcodec.check_owner(owner, f"{self._name}.refresh_expiry")
+        now = as_utc(now, f"{self._name}.refresh_expiry: now")
+        d = self._dialect
+        update = f"UPDATE {d.memories} SET {d.expiry_set} WHERE owner = {d.mark} AND id = {d.mark}"
+        refreshed = 0
+        with self._writing() as conn:
+            for clause, params in self._owner_ids(owner, list(dict.fromkeys(ids))):
+                rows = conn.execute(
+                    f"SELECT id, ttl FROM {d.memories} WHERE {clause} AND ttl IS NOT NULL AND {d.live}",
+                    [*params, d.time(now)],
+                ).fetchall()
+                expiries = [[*d.expiry_values(now + timedelta(seconds=ttl)), owner, i] for i, ttl in rows]
+                self._run_many(conn, update, expiries)
+                refreshed += len(rows)
+        return refreshed
+
+    def expired(self, now: datetime, owner: str | None = None) -> list[tuple[str, str]]:
+        """(owner, id) of every stored row (older versions too) expired at ``now``, of one owner or all, sorted.
+
+        What a sweep deletes; every read already skips them.
+        """
+        d = self._dialect
+        now = d.time(as_utc(now, f"{self._name}.expired: now"))
+        where, params = self._of_owner(f"{d.expires_column} <= {d.mark}", now, owner, f"{self._name}.expired")
+        query = f"SELECT owner, id FROM {d.memories} WHERE {where} ORDER BY owner{d.binary_order}, id{d.binary_order}"
+        with self._reading() as conn:
+            return [tuple(r) for r in conn.execute(query, params)]
+
+    # ------------------------------------------------------------------ deletions and their ledger
+    def delete(self, ids: Iterable[str], owner: str) -> int:
+        """Delete the owner's memories with these ids and their older versions (others' are untouched); returns how many rows."""
+        return self._delete_ids(ids, owner, f"{self._name}.delete")
+
+    def delete_expired(self, id: str, owner: str, now: datetime, *, with_ids: Iterable[str] = ()) -> int:
+        """The expiry sweep's deletion: the owner's memory ``id``, expired at ``now``, with ``with_ids`` (what
+        goes with it: its versions, derived memories) and their older versions; returns how many rows.
+
+        Only while ``id`` is still expired at ``now``, checked in the deletion's own transaction (its row
+        locked where the engine locks rows, so a put or refresh committed meanwhile is seen and one
+        arriving later waits): a memory put again or refreshed by another writer after the sweep listed
+        it is kept, with everything that would have gone with it (0 rows, no tombstone).
+        """
+        d = self._dialect
+        now = d.time(as_utc(now, f"{self._name}.delete_expired: now"))
+        guard = (
+            f"SELECT 1 FROM {d.memories} WHERE owner = {d.mark} AND id = {d.mark} AND {d.expires_column} <= {d.mark}"
+            f"{d.for_update}",
+            [owner, id, now],
+        )
+        return self._delete_ids([id, *with_ids], owner, f"{self._name}.delete_expired", guard)
+
+    def _delete_ids(self, ids: Iterable[str], owner: str, where: str, guard: tuple[str, list] | None = None) -> int:
+        """:meth:`delete` (``where`` names the caller in errors); ``guard``: as in :meth:`_delete_rows`."""
+        ids = list(dict.fromkeys(rowcodec.check_ids(ids, where)))
+        rowcodec.check_owner(owner, where)
+        return self._delete(list(self._owner_ids(owner, ids)), [(owner, i, None) for i in ids], guard=guard)
+
+    def delete_owner(self, owner: str) -> int:
+        """Delete every memory of an owner; returns how many rows."""
+        rowcodec.check_owner(owner, f"{self._name}.delete_owner")
+        return self._delete([(f"owner = {self._dialect.mark}", [owner])], [(owner, None, None)], erase_owner=True)
+
+    def purge_older_than(self, cutoff: datetime, owner: str | None = None) -> int:
+        """Delete memories created (``t``) before ``cutoff`` with their older versions, of one owner or of all;
+        returns how many rows. Naive datetimes, stored or given, are read as UTC."""
+        d = self._dialect
+        cutoff = d.time(as_utc(cutoff, f"{self._name}.purge_older_than: cutoff"))
+        where, params = self._of_owner(f"{d.t_column} < {d.mark}", cutoff, owner, f"{self._name}.purge_older_than")
+        return self._delete([(where, params)], [(owner, None, cutoff)])
+
+    def _delete(
+        self,
+        clauses: Sequence[tuple[str, list]],
+        tombstones: Sequence[tuple],
+        erase_owner: bool = False,
+        guard: tuple[str, list] | None = None,
+    ) -> int:
+        """Delete the rows matching any (where, params) clause and the older versions of the current ones
+        among them in one transaction, with the deletion's ``tombstones`` (see :meth:`deleted_since`);
+        ``erase_owner``: the deletion takes every row of its one owner, whose earlier tombstones go too;
+        ``guard``: see :meth:`_delete_rows`."""
+        deleted = self._delete_rows(clauses, tombstones, erase_owner, guard)
+        self._after(lambda: self._deleted(deleted))
+        return deleted
+
+    def _delete_rows(
+        self,
+        clauses: Sequence[tuple[str, list]],
+        tombstones: Sequence[tuple],
+        erase_owner: bool,
+        guard: tuple[str, list] | None = None,
+    ) -> int:
+        """The transaction of :meth:`_delete`; returns how many rows it deleted. ``guard`` (a query and its
+        parameters): nothing is deleted, nor a tombstone recorded, unless it finds a row inside the transaction."""
+        d = self._dialect
+        deleted = 0
+        with self._writing() as conn:
+            if guard is not None and conn.execute(*guard).fetchone() is None:
+                return 0
+            self._record_tombstones(conn, tombstones, erase_owner)
+            for where, params in clauses:
+                current = conn.execute(f"SELECT owner, id FROM {d.memories} WHERE {where} AND {CURRENT}", params)
+                current = current.fetchall()
+                deleted += self._delete_matching(conn, where, params)
+                for owner, ids in _group_pairs(current):
+                    for clause, values in self._owner_ids(owner, ids, column="superseded_by"):
+                        deleted += self._delete_matching(conn, clause, values)
+        return deleted
+
+    def _delete_matching(self, conn, where: str, params: list) -> int:
+        self._changing(conn, where, params)
+        conn.execute(*self._dialect.drop_reembedded(where, params))
+        return conn.execute(f"DELETE FROM {self._dialect.memories} WHERE {where}", params).rowcount
+
+    def _record_tombstones(self, conn, tombstones: Sequence[tuple], erase_owner: bool) -> None:
+        """Append (owner or None = all, id or None = all, t cutoff or None) tombstones, owners and ids by
+        their ledger tags (the table is created on first use, so older stores gain it without a migration)."""
+        d = self._dialect
+        stones = [rowcodec.ledger_row(self._ledger_secret, *stone) for stone in tombstones]
+        lock = d.lock("store")
+        if lock is not None:
+            conn.execute(*lock)
+        conn.execute(d.deletions_table)
+        if erase_owner:
+            conn.execute(f"DELETE FROM {d.deletions} WHERE owner = {d.mark}", (stones[0][0],))
+        self._run_many(
+            conn, f"INSERT INTO {d.deletions} (owner, id, before) VALUES ({d.mark}, {d.mark}, {d.mark})", stones
+        )
+
+    def _has_deletions(self, conn) -> bool:
+        """Whether the tombstone table exists yet (the first delete creates it); a yes is remembered,
+        since the table is never dropped, so readers of the ledger stop asking the catalog."""
+        if not self._deletions_exist:
+            self._deletions_exist = conn.execute(*self._dialect.deletions_exist()).fetchone()[0] is not None
+        return self._deletions_exist
+
+    def _ledger_mark(self, conn) -> int:
+        if not self._has_deletions(conn):
+            return 0
+        return int(conn.execute(f"SELECT coalesce(max(seq), 0) FROM {self._dialect.deletions}").fetchone()[0])
+
+    def deletion_mark(self) -> int:
+        """The newest tombstone's sequence number (0: nothing was ever deleted); see :meth:`deleted_since`."""
+        with self._reading() as conn:
+            return self._ledger_mark(conn)
+
+    def deleted_since(self, mark: int, owner: str, memories: Sequence[Memory]) -> tuple[int, set[str]]:
+        """Which of ``memories`` (the owner's, held in memory by a writer) were deleted after ``mark``.
+
+        Every delete, delete_owner and purge records a tombstone (owner or all, id or all, a
+        ``t`` cutoff) in its transaction, even for ids the table does not hold: a memory still in a
+        manager's write buffer. Before a writer writes or keeps what it holds, it asks here, so a
+        deletion from any connection or process is never undone by a later write. Returns the
+        newest mark (of every owner: a caller never re-reads others' tombstones) and the ids to
+        forget. Tombstones hold ids and times, never content.
+        """
+        rowcodec.check_owner(owner, f"{self._name}.deleted_since")
+        d, m = self._dialect, self._dialect.mark
+        with self._reading() as conn:
+            newest = self._ledger_mark(conn)
+            if newest <= mark or not memories:
+                return max(int(mark), newest), set()
+            stones = conn.execute(
+                f"SELECT id, before FROM {d.deletions} WHERE seq > {m} AND seq <= {m} AND (owner = {m} OR owner IS NULL)",
+                (int(mark), newest, rowcodec.ledger_tag(self._ledger_secret, owner)),
+            ).fetchall()
+        forgotten = rowcodec.deleted_by_tombstones(
+            memories, stones, lambda memory: d.time(memory.t), self._ledger_secret
+        )
+        return newest, forgotten
+
+    # ------------------------------------------------------------------ reads (all owner-scoped)
+    def get(self, ids: Iterable[str], owner: str, *, include_expired: bool = False) -> list[Memory]:
+        """The owner's memories with these ids (older versions included), in the order asked; ids not found
+        (or another owner's) are skipped.
+
+        ``include_expired``: expired rows not swept yet too, which hold their ids until the sweep: what
+        a check of who may use an id must see (the server's token scopes), never a read's answer.
+        """
+        ids = rowcodec.check_ids(ids, f"{self._name}.get")
+        rowcodec.check_owner(owner, f"{self._name}.get")
+        d = self._dialect
+        live, now = ("", []) if include_expired else (f" AND {d.live}", [d.time(timeutil.now())])
+        found: dict[str, Memory] = {}
+        with self._reading() as conn:
+            for clause, params in self._owner_ids(owner, list(dict.fromkeys(ids))):
+                query = f"SELECT {d.select()} FROM {d.memories} WHERE {clause}{live}"
+                found.update((m.id, m) for m in map(self._decode, conn.execute(query, [*params, *now])))
+        return [found[i] for i in dict.fromkeys(ids) if i in found]
+
+    def vectors(self, ids: Iterable[str], owner: str) -> np.ndarray:
+        """The stored vectors [N, dim] of the owner's memories with these ids (in order; KeyError naming the
+        first missing one). Expired rows not yet swept still answer (callers ask for ids a read just
+        returned, and a vector holds no text)."""
+        ids, found = self._field_by_id("vector", ids, owner, f"{self._name}.vectors")
+        if not ids:
+            return np.zeros((0, self.dim), np.float32)
+        return np.stack([self._dialect.vector_array(found[i], self.dim, i) for i in ids])
+
+    def chunk_vectors(self, ids: Iterable[str], owner: str) -> list[np.ndarray]:
+        """The further window vectors [m, dim] of the owner's memories with these ids, in order (all must exist)."""
+        ids, found = self._field_by_id("chunks", ids, owner, f"{self._name}.chunk_vectors")
+        return [from_blob(None if found[i] is None else bytes(found[i]), self.dim) for i in ids]
+
+    def _field_by_id(self, field: str, ids: Iterable[str], owner: str, where: str) -> tuple[list[str], dict]:
+        """(the checked ids, {id: the field's value}) of the owner's rows; KeyError naming the first id it lacks."""
+        ids = rowcodec.check_ids(ids, where)
+        rowcodec.check_owner(owner, where)
+        d = self._dialect
+        column = d.columns[rowcodec.FIELDS.index(field)]
+        found = {}
+        with self._reading() as conn:
+            for clause, params in self._owner_ids(owner, list(dict.fromkeys(ids))):
+                found.update(conn.execute(f"SELECT id, {column} FROM {d.memories} WHERE {clause}", params).fetchall())
+        missing = [i for i in ids if i not in found]
+        if missing:
+            raise KeyError(f"{where}: owner {owner!r} has no memory {missing[0]!r}")
+        return ids, found
+
+    def search(self, vector, k: int, owner: str, *, filters: MemoryFilter | None = None) -> list[tuple[Memory, float]]:
+        """The owner's k current memories passing ``filters`` of highest inner product with ``vector`` [dim],
+        best first; k results whenever k memories match (a long memory ranks at its best window)."""
+        rowcodec.check_owner(owner, f"{self._name}.search")
+        k = rowcodec.check_k(k, f"{self._name}.search")
+        query = rowcodec.check_vectors(vector, 1, self.dim, f"{self._name}.search", single=True)[0]
+        return self._search(query, k, owner, MemoryFilter.parse(filters))
+
+    def _window_scores(self, conn, where: str, params: list, query: np.ndarray) -> dict[str, float]:
+        """{id: best window score} of the long memories among the rows matching ``where`` (memnets.store.chunks)."""
+        d = self._dialect
+        rows = conn.execute(
+            f"SELECT id, chunks FROM {d.memories} {d.chunked_hint} WHERE {where} AND chunks IS NOT NULL", params
+        )
+        return best_scores(((memory_id, bytes(blob)) for memory_id, blob in rows), query, self.dim)
+
+    def _current(
+        self, conn, ids: Sequence[str], owner: str, now: datetime, filters: MemoryFilter | None = None
+    ) -> list[Memory]:
+        """The owner's current memories with these ids, unexpired at ``now``, that pass ``filters``."""
+        d = self._dialect
+        out = []
+        for clause, params in self._owner_ids(owner, list(ids)):
+            query = f"SELECT {d.select()} FROM {d.memories} WHERE {clause} AND {CURRENT} AND {d.live}"
+            out += [self._decode(r) for r in conn.execute(query, [*params, d.time(now)])]
+        return [memory for memory in out if filters is None or filters.matches(memory)]
+
+    def list_memories(
+        self, owner: str, *, limit: int | None = None, offset: int = 0, filters: MemoryFilter | None = None
+    ) -> list[Memory]:
+        """The owner's current memories passing ``filters``, ordered by (t, id); ``offset`` skipped, at most ``limit``."""
+        rowcodec.check_owner(owner, f"{self._name}.list_memories")
+        rowcodec.check_page(limit, offset, f"{self._name}.list_memories")
+        filters = MemoryFilter.parse(filters)
+        d = self._dialect
+        where, params = d.clear_conditions(owner, filters, timeutil.now())
+        query = f"SELECT {d.select()} FROM {d.memories} WHERE {where} ORDER BY {d.t_column}, id"
+        with self._reading() as conn:
+            if filters is None or not filters.needs_payload:
+                page = [d.no_limit if limit is None else limit, offset]
+                return [
+                    self._decode(r) for r in conn.execute(f"{query} LIMIT {d.mark} OFFSET {d.mark}", [*params, *page])
+                ]
+            out: list[Memory] = []
+            skipped = 0
+            for record in self._stream(conn, query, params):
+                if limit is not None and len(out) >= limit:
+                    break
+                memory = self._decode(record)
+                if filters.matches(memory):
+                    if skipped < offset:
+                        skipped += 1
+                    else:
+                        out.append(memory)
+            return out
+
+    def export(self, owner: str) -> list[Memory]:
+        """Every stored row of the owner (older versions and rows expired but not swept too), decrypted, by
+        (t, id): the right-of-access dump, read by one statement, so one snapshot (what ``memnets memories
+        export`` writes from)."""
+        rowcodec.check_owner(owner, f"{self._name}.export")
+        return self._rows_of(owner, "", f"ORDER BY {self._dialect.t_column}, id")
+
+    def history(self, id: str, owner: str) -> list[Memory]:
+        """The older versions of the owner's memory ``id`` (rows superseded by it), oldest (first written) first."""
+        rowcodec.check_ids([id], f"{self._name}.history")
+        rowcodec.check_owner(owner, f"{self._name}.history")
+        d = self._dialect
+        return self._rows_of(owner, f"AND superseded_by = {d.mark}", f"ORDER BY {d.columns[0]}", id)
+
+    def _rows_of(self, owner: str, condition: str, order: str, *params) -> list[Memory]:
+        d = self._dialect
+        query = f"SELECT {d.select()} FROM {d.memories} WHERE owner = {d.mark} {condition} {order}"
+        with self._reading() as conn:
+            return [self._decode(r) for r in conn.execute(query, (owner, *params))]
+
+    def count(self, owner: str) -> int:
+        """How many current (not superseded, not expired) memories the owner has."""
+        rowcodec.check_owner(owner, f"{self._name}.count")
+        d = self._dialect
+        with self._reading() as conn:
+            return conn.execute(
+                f"SELECT count(*) FROM {d.memories} WHERE owner = {d.mark} AND {CURRENT} AND {d.live}",
+                (owner, d.time(timeutil.now())),
+            ).fetchone()[0]
+
+    def owners(self) -> list[str]:
+        """Every owner with at least one stored memory, sorted."""
+        d = self._dialect
+        with self._reading() as conn:
+            query = f"SELECT DISTINCT owner FROM {d.memories} WHERE {d.live} ORDER BY owner"
+            return [r[0] for r in conn.execute(query, (d.time(timeutil.now()),))]
+
+    # ------------------------------------------------------------------ encoder identity
+    def _meta_identity(self, conn, key: str) -> EncoderIdentity | None:
+        row = conn.execute(*self._dialect.get_meta(key)).fetchone()
+        return None if row is None else EncoderIdentity.from_json(row[0], self._where())
+
+    def _check_encoder(self, conn, record: bool = False) -> None:
+        """Inside a transaction: the bound encoder is still the store's (``record``: write it if none is)."""
+        if self._encoder is None:
+            return
+        stored = self._meta_identity(conn, META_KEY)
+        check_identity(stored, self._encoder, self._where())
+        if stored is None and record:
+            conn.execute(*self._dialect.set_meta(META_KEY, self._encoder.to_json(), replace=False))
+            check_identity(self._meta_identity(conn, META_KEY), self._encoder, self._where())  # a racing writer
+
+    def encoder_identity(self) -> EncoderIdentity | None:
+        """The encoder that filled the store (None before the first vector); see memnets.store.identity."""
+        with self._reading() as conn:
+            return self._meta_identity(conn, META_KEY)
+
+    def bind_encoder(self, identity: EncoderIdentity) -> None:
+        """Check that ``identity`` is the encoder that filled the store (EncoderMismatchError naming
+        both if not); from now on every write records it with the first vector or checks it again, and
+        every search checks it (a re-embedding elsewhere). A store filled before identities were
+        recorded is taken to be this encoder's, with a warning."""
+        d = self._dialect
+        with self._writing() as conn:
+            stored = self._meta_identity(conn, META_KEY)
+            check_identity(stored, identity, self._where())
+            if stored is None and conn.execute(f"SELECT 1 FROM {d.memories} LIMIT 1").fetchone() is not None:
+                log.warning(
+                    "%s was filled before memnets recorded encoders; recording %s as its encoder",
+                    self._where(),
+                    identity.describe(),
+                )
+                conn.execute(*d.set_meta(META_KEY, identity.to_json()))
+        self._encoder = identity
+
+    # ------------------------------------------------------------------ re-embedding
+    def reembed_start(self, identity: EncoderIdentity) -> str:
+        """Begin (or resume) re-embedding to ``identity``: "current" if the store is embedded by it
+        already, "resumed" if a re-embedding to it was under way, else "started" (a re-embedding to
+        another encoder is dropped). Workers on other connections share it."""
+        d = self._dialect
+        with self._writing() as conn:
+            lock = d.lock("reembed")
+            if lock is not None:
+                conn.execute(*lock)
+            target = self._meta_identity(conn, TARGET_KEY)
+            if target is not None and target.fingerprint == identity.fingerprint:
+                return "resumed"
+            conn.execute(f"DELETE FROM {d.reembed}")
+            current = self._meta_identity(conn, META_KEY)
+            if current is not None and current.fingerprint == identity.fingerprint:
+                conn.execute(f"DELETE FROM {d.meta} WHERE key = {d.mark}", (TARGET_KEY,))
+                return "current"
+            conn.execute(*d.set_meta(TARGET_KEY, identity.to_json()))
+            return "started"
+
+    def _reembed_batch(self, records: Sequence, key_fields: tuple[str, ...]) -> ReembedBatch:
+        """The batch of these selected records, each keyed by ``key_fields`` (the engine's row reference)."""
+        fields = [rowcodec.named(record) for record in records]
+        return ReembedBatch(
+            [self._decode(record).content for record in records],
+            [tuple(f[name] for name in key_fields) for f in fields],
+            [f["superseded_by"] is None for f in fields],
+        )
+
+    @staticmethod
+    def _reembedded(batch: ReembedBatch) -> list[tuple]:
+        """(key..., vector, chunk blob) of a saved batch's rows."""
+        return [(*key, vector, to_blob(more)) for key, vector, more in zip(batch.keys, batch.vectors, batch.chunks)]
+
+    def reembed_progress(self) -> tuple[int, int]:
+        """(rows with their new vector, rows in the store)."""
+        d = self._dialect
+        with self._reading() as conn:
+            total = conn.execute(f"SELECT count(*) FROM {d.memories}").fetchone()[0]
+            left = conn.execute(f"SELECT count(*) {d.todo()}").fetchone()[0]
+        return total - left, total
+
+    def reembed_finish(self) -> bool:
+        """Swap to the new vectors and encoder in one transaction, if every row has its new vector;
+        True if it swapped. Rows are re-sealed (the vector is bound into each row's seal)."""
+        d = self._dialect
+        with self._writing() as conn:
+            if d.swap_lock:
+                conn.execute(d.swap_lock)
+            target = self._meta_identity(conn, TARGET_KEY)
+            if target is None or conn.execute(f"SELECT 1 {d.todo()} LIMIT 1").fetchone() is not None:
+                return False
+            records = conn.execute(
+                f"SELECT {d.select('m')}, r.{d.columns[rowcodec.FIELDS.index('vector')]}, r.chunks "
+                f"FROM {d.memories} m JOIN {d.reembed} r USING ({d.reembed_key}) ORDER BY m.{d.columns[0]}"
+            ).fetchall()
+            updates = []
+            for record in records:
+                fields = rowcodec.named(record)
+                vector = d.vector_array(record[-2], target.dim, fields["id"])
+                row = rowcodec.encode_row(self._decode(record), vector, f"{self._name}.reembed")
+                row = dataclasses.replace(row, chunks=None if record[-1] is None else bytes(record[-1]))
+                row = rowcodec.seal_row(row, self._cipher, self.archive_id, fields["version"] + 1)
+                updates.append((row.payload, d.vector_param(vector), row.chunks, row.version, row.owner, row.id))
+            self._changing(conn, "1 = 1", ())
+            self._swap_vectors(conn, target, updates)
+            conn.execute(f"DELETE FROM {d.reembed}")
+            conn.execute(f"DELETE FROM {d.meta} WHERE key = {d.mark}", (TARGET_KEY,))
+            conn.execute(*d.set_meta(META_KEY, target.to_json()))
+            conn.execute(*d.set_meta("dim", str(target.dim)))
+        self.dim, self._encoder = target.dim, target
+        self._swapped()
+        log.info("%s: re-embedded %d rows; now %s", self._where(), len(records), target.describe())
+        return True
+
+    # ------------------------------------------------------------------ lifecycle
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "open" if self._is_open() else "closed"
+        return f"{self._name}({self._where()!r}, dim={self.dim}, encrypted={self._cipher is not None}, {state})"
+
+
+def _with_chunks(row: rowcodec.Row, chunks: np.ndarray) -> rowcodec.Row:
+    """``row`` with its further window vectors (a current memory's only: an older version keeps none)."""
+    return dataclasses.replace(row, chunks=to_blob(chunks) if row.superseded_by is None else None)
+
+
+def _group_pairs(pairs: Iterable[tuple[str, str]]) -> list[tuple[str, list[str]]]:
+    """(owner, [ids]) groups of (owner, id) pairs, owners in first-seen order."""
+    grouped: dict[str, list[str]] = {}
+    for owner, memory_id in pairs:
+        grouped.setdefault(owner, []).append(memory_id)
+    return list(grouped.items())

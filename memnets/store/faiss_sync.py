@@ -1,0 +1,191 @@
+"""The embedded archive's FAISS index: kept in step with the SQLite table through a change log, and saved beside it.
+
+SQLite is the source of truth; the index (:class:`~memnets.retrieval.faiss_retriever.FaissRetriever`)
+is a cache of the current rows' vectors that can always be rebuilt from the table:
+
+- Every write that changes which vectors exist appends the touched row numbers to a ``changes``
+  table in the same transaction (:meth:`FaissSync._changing`). Its highest sequence number is the
+  archive's *generation*. Before each search the in-memory index replays the changes it has not
+  seen, so writes from other threads and other processes are visible and nothing half-written is
+  ever indexed. The log keeps about ``CHANGELOG_KEEP`` rows; a process further behind rebuilds.
+- The index is saved on ``close`` together with the generation it reflects. On open it is loaded
+  only when that generation equals the database's and its size matches the table; otherwise (a
+  crash after the last save, a deletion, a foreign or corrupt file) it is rebuilt from SQLite.
+- Row numbers (``AUTOINCREMENT``) are never reused, so a stale index can never map an old vector
+  to a different memory; every read also re-checks the owner in SQL.
+- The saved files are authenticated before FAISS parses any of them (:mod:`memnets.store.index_files`);
+  a file that fails makes the open rebuild the index and say so (``index_source == "rebuilt:untrusted"``).
+
+:class:`FaissSync` is a part of :class:`~memnets.store.archive.Archive` (a base class): it uses the
+archive's ``_reading()``, ``_lock``, ``dim``, ``index_kind`` and ``_index_files``.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from collections.abc import Iterable, Iterator, Sequence
+
+import numpy as np
+
+from memnets.progress import track
+from memnets.retrieval.faiss_retriever import FaissRetriever
+from memnets.store.dialect import CURRENT
+from memnets.store.index_files import UntrustedIndex
+from memnets.store.sqlite_dialect import unpack_vector
+
+CHANGELOG_KEEP = 100_000  # change-log rows kept for other processes to catch up; older ones force a rebuild
+_REBUILD_PROGRESS_FROM = 50_000  # show a progress bar when rebuilding at least this many vectors
+log = logging.getLogger(__name__)
+
+
+class FaissSync:
+    """The archive's FAISS index and its change-log sync (see the module docstring)."""
+
+    _retriever: FaissRetriever
+    _generation = 0  # the change-log position the in-memory index reflects
+    _saved_generation = -1  # the generation of the index files on disk (-1: none/unknown)
+
+    def _db_generation(self, conn: sqlite3.Connection) -> int:
+        row = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'changes'").fetchone()
+        return int(row[0]) if row else 0
+
+    def _open_index(self) -> str:
+        """Load the saved index when it reflects the current generation, else rebuild it from SQLite;
+        returns how the index came to be ("loaded", "rebuilt" or "rebuilt:untrusted")."""
+        with self._reading() as conn:
+            generation = self._db_generation(conn)
+            count = conn.execute(f"SELECT count(*) FROM memories WHERE {CURRENT}").fetchone()[0]
+        expected = {"generation": generation, "count": count, "dim": self.dim, "index": self.index_kind}
+        try:
+            retriever = self._index_files.load(expected)
+        except UntrustedIndex as error:
+            log.warning(
+                "%s: the saved index files failed their check (%s); rebuilding the index from SQLite",
+                self._index_files.folder,
+                error,
+            )
+            self._rebuild()
+            return "rebuilt:untrusted"
+        if retriever is not None and len(retriever) == count and retriever.dim == self.dim:
+            self._retriever, self._generation = retriever, generation
+            self._saved_generation = generation
+            self._sync()
+            return "loaded"
+        self._rebuild()
+        return "rebuilt"
+
+    def _rebuild(self) -> None:
+        """A fresh index of every vector in the table, at one consistent snapshot."""
+        retriever = FaissRetriever(self.dim, index=self.index_kind)
+        with self._reading() as conn:
+            generation = self._db_generation(conn)
+            total = conn.execute(f"SELECT count(*) FROM memories WHERE {CURRENT}").fetchone()[0]
+            rows = conn.execute(f"SELECT row, owner, vector FROM memories WHERE {CURRENT} ORDER BY owner, row")
+            with track(
+                total=total, desc="rebuilding memory index", unit="mem", disable=total < _REBUILD_PROGRESS_FROM
+            ) as progress:
+                for owner, ids, vectors in _group_by_owner(rows, self.dim):
+                    retriever.add(ids, vectors, owner)
+                    progress.update(len(ids))
+        self._retriever, self._generation = retriever, generation
+
+    def _sync(self, check_encoder: bool = True) -> None:
+        """Replay the changes this process's index has not seen (its own writes and other processes'),
+        first checking (``check_encoder``) that no re-embedding elsewhere moved the archive to another encoder."""
+        with self._lock:
+            with self._reading() as conn:
+                generation = self._db_generation(conn)
+                if generation == self._generation:
+                    return
+                if check_encoder:
+                    self._check_encoder(conn)
+                if int(conn.execute("SELECT value FROM meta WHERE key = 'dim'").fetchone()[0]) != self.dim:
+                    return  # re-embedded elsewhere to another dim: this index stays in the old space (to be reopened)
+                pruned = conn.execute("SELECT value FROM meta WHERE key = 'pruned_through'").fetchone()
+                if pruned is not None and self._generation < int(pruned[0]):
+                    changed = None  # the log no longer reaches back to our position
+                else:
+                    changed = [
+                        r[0]
+                        for r in conn.execute(
+                            "SELECT DISTINCT row FROM changes WHERE seq > ? AND seq <= ?",
+                            (self._generation, generation),
+                        )
+                    ]
+                    present = conn.execute(
+                        f"SELECT row, owner, vector FROM memories WHERE {CURRENT} AND row IN "
+                        "(SELECT row FROM changes WHERE seq > ? AND seq <= ?) ORDER BY owner, row",
+                        (self._generation, generation),
+                    ).fetchall()
+            if changed is None:
+                self._rebuild()
+                return
+            self._retriever.remove([str(row) for row in changed], missing_ok=True)
+            for owner, ids, vectors in _group_by_owner(present, self.dim):
+                self._retriever.add(ids, vectors, owner)
+            self._generation = generation
+
+    def _changing(self, conn: sqlite3.Connection, where: str, params: Sequence) -> None:
+        """Record, inside the caller's transaction, the rows matching ``where`` (about to change)."""
+        conn.execute(f"INSERT INTO changes (row) SELECT row FROM memories WHERE {where}", params)
+        generation = self._db_generation(conn)
+        oldest = conn.execute("SELECT min(seq) FROM changes").fetchone()[0]
+        if oldest is not None and generation - oldest > CHANGELOG_KEEP * 3 // 2:
+            cutoff = generation - CHANGELOG_KEEP
+            conn.execute("DELETE FROM changes WHERE seq <= ?", (cutoff,))
+            conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('pruned_through', ?)", (cutoff,))
+
+    def rebuild_index(self) -> int:
+        """Rebuild the FAISS index from the SQLite table and save it; returns how many vectors it holds."""
+        with self._lock:
+            self._rebuild()
+            self._saved_generation = -1
+            self.save_index()
+            return len(self._retriever)
+
+    def save_index(self) -> None:
+        """Write the index and the generation it reflects, atomically replacing the previous files."""
+        with self._lock:
+            self._sync(check_encoder=False)  # saving what this process holds is no search
+            if self._saved_generation == self._generation:
+                return
+            with self._reading() as conn:
+                count = conn.execute(f"SELECT count(*) FROM memories WHERE {CURRENT}").fetchone()[0]
+                if self._db_generation(conn) != self._generation or count != len(self._retriever):
+                    return  # another process wrote meanwhile; the next open rebuilds or a later save wins
+            marker = {"generation": self._generation, "count": count, "dim": self.dim, "index": self.index_kind}
+            if not self._index_files.save(self._retriever, marker):
+                return  # another process saved or deleted at the same moment; the next open decides
+            with self._reading() as conn:
+                if self._db_generation(conn) != self._generation:
+                    # another process wrote (maybe deleted) while we saved: these files are already
+                    # stale and might hold a deleted vector, so do not leave them on disk
+                    self._drop_saved_index()
+                    return
+            self._saved_generation = self._generation
+
+    def _drop_saved_index(self) -> None:
+        """Delete the index files on disk (they hold vectors of deleted memories); the next open rebuilds."""
+        self._index_files.drop()
+        self._saved_generation = -1
+
+    def index_size(self) -> int:
+        """How many vectors the in-memory FAISS index holds after catching up (equals the table's row count)."""
+        with self._lock:
+            self._sync()
+            return len(self._retriever)
+
+
+def _group_by_owner(rows: Iterable[tuple], dim: int) -> Iterator[tuple[str, list[str], np.ndarray]]:
+    """(owner, [row ids as str], vectors) for rows (row, owner, vector) sorted by owner."""
+    owner, ids, vectors = None, [], []
+    for row, row_owner, blob in rows:
+        if row_owner != owner and ids:
+            yield owner, ids, np.stack(vectors)
+            ids, vectors = [], []
+        owner = row_owner
+        ids.append(str(row))
+        vectors.append(unpack_vector(blob, dim, row))
+    if ids:
+        yield owner, ids, np.stack(vectors)

@@ -1,0 +1,81 @@
+"""The embedded archive's SQL dialect: SQLite's spelling of the store core's statements (:mod:`memnets.store.dialect`).
+
+Times are compared as epoch seconds (``t_epoch``, ``expires_epoch``, beside the ISO text the seal
+binds), vectors are little-endian float32 blobs, a row's write order is its ``row`` number (the
+FAISS id), and the re-embedding table is keyed by it. Every write transaction is ``BEGIN
+IMMEDIATE``, exclusive for the whole file, so nothing locks rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+import numpy as np
+
+from memnets.store import rows as rowcodec
+from memnets.store.dialect import SqlDialect
+from memnets.store.errors import StoreIntegrityError
+from memnets.store.sqlite_schema import COLUMNS
+from memnets.timeutil import as_utc
+
+# one row written: inserted, or over the stored (owner, id) keeping its row number (its FAISS id)
+_UPSERT = (
+    "INSERT INTO memories (owner, id, t, t_epoch, last_access, importance, kind, payload, vector, "
+    "superseded_by, version, expires_at, expires_epoch, ttl, chunks) VALUES (:owner, :id, :t, :t_epoch, :last_access, "
+    ":importance, :kind, :payload, :vector, :superseded_by, :version, :expires_at, :expires_epoch, :ttl, :chunks) "
+    "ON CONFLICT (owner, id) DO UPDATE SET t = excluded.t, t_epoch = excluded.t_epoch, "
+    "last_access = excluded.last_access, importance = excluded.importance, kind = excluded.kind, "
+    "payload = excluded.payload, vector = excluded.vector, superseded_by = excluded.superseded_by, "
+    "version = excluded.version, expires_at = excluded.expires_at, expires_epoch = excluded.expires_epoch, "
+    "ttl = excluded.ttl, chunks = excluded.chunks"
+)
+
+
+class SqliteDialect(SqlDialect):
+    """SQLite: ``?`` parameters, epoch-second comparisons, float32 blobs."""
+
+    columns = tuple(column.strip() for column in COLUMNS.split(","))
+    t_column = "t_epoch"
+    expires_column = "expires_epoch"
+    reembed_key = "row"
+    no_limit = -1
+    upsert = _UPSERT
+    deletions_table = (
+        "CREATE TABLE IF NOT EXISTS deletions (seq INTEGER PRIMARY KEY AUTOINCREMENT, owner TEXT, id TEXT, before REAL)"
+    )
+    chunked_hint = "INDEXED BY memories_owner_chunked"  # only long memories' rows are read, however many others
+    expiry_set = "expires_at = ?, expires_epoch = ?"
+
+    def time(self, when: datetime) -> float:
+        return as_utc(when).timestamp()
+
+    def stamp(self, when: datetime) -> str:
+        return when.isoformat()
+
+    def expiry_values(self, expires: datetime) -> list:
+        return [expires.isoformat(), expires.timestamp()]
+
+    def vector_param(self, vector: np.ndarray) -> bytes:
+        return np.asarray(vector).astype("<f4").tobytes()
+
+    def vector_array(self, value: bytes, dim: int, memory_id) -> np.ndarray:
+        return unpack_vector(value, dim, memory_id)
+
+    def row_params(self, row: rowcodec.Row, vector: np.ndarray) -> dict:
+        return vars(row)  # the row's vector bytes are the vector's
+
+    def deletions_exist(self) -> tuple[str, list]:
+        return "SELECT (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'deletions')", []
+
+
+def unpack_vector(blob: bytes, dim: int, memory_id) -> np.ndarray:
+    """A stored vector blob as float32 [dim]; StoreIntegrityError naming the row when its length is wrong."""
+    if len(blob) != dim * 4:
+        raise StoreIntegrityError(f"memory {memory_id!r}: stored vector has {len(blob)} bytes, expected {dim * 4}")
+    return np.frombuffer(blob, dtype="<f4")
+
+
+def in_marks(values: Sequence) -> str:
+    """The ``?`` list of an IN clause over ``values``."""
+    return ",".join("?" * len(values))
