@@ -16,7 +16,6 @@ either store, with ``memnets.Client`` or plain HTTP.
 from __future__ import annotations
 
 import json
-import sys
 import uuid
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
@@ -27,10 +26,8 @@ import pytest
 
 import memnets
 from memnets.records import Memory
+from memnets.server.testing import ServerProcess
 from memnets.store.filters import MAX_FILTER_CLAUSES, MAX_FILTER_DEPTH, MAX_FILTER_VALUES
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.server_process import ServerProcess  # noqa: E402
 
 ADMIN = "admin-" + uuid.uuid4().hex
 ANN = "ann-" + uuid.uuid4().hex  # a token of user ann only

@@ -6,11 +6,9 @@ real ``memnets serve http`` process for the token scopes."""
 from __future__ import annotations
 
 import json
-import sys
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import httpx
 import numpy as np
@@ -23,14 +21,10 @@ from memnets.cli import EXIT_OK, main
 from memnets.nn.encoder import MemoryEncoder
 from memnets.portable import export_lines
 from memnets.records import Memory
+from memnets.server.testing import ServerProcess
 from memnets.store import open_store
 from memnets.store.identity import EncoderMismatchError
 from memnets.store.reembed import reembed
-
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from bench.server_process import ServerProcess  # noqa: E402
 
 START = datetime(2030, 1, 1, tzinfo=UTC)
 

@@ -7,17 +7,12 @@ from __future__ import annotations
 
 import json
 import socket
-import sys
 import uuid
-from pathlib import Path
 
 import httpx
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))  # bench/ lives in the source tree, next to the package
-
-from bench.server_process import ServerProcess  # noqa: E402
+from memnets.server.testing import ServerProcess
 
 ADMIN = "admin-" + uuid.uuid4().hex
 ANN = "ann-" + uuid.uuid4().hex
