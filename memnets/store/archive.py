@@ -532,7 +532,7 @@ class Archive:
         """
         now = as_utc(now, "Archive.delete_expired: now").timestamp()
         guard = ("owner = ? AND id = ? AND expires_epoch <= ?", [owner, id, now])
-        return self._delete_ids([id, *with_ids], owner, "Archive.delete_expired", guard=guard)
+        return self._delete_ids(dict.fromkeys([id, *with_ids]), owner, "Archive.delete_expired", guard=guard)
 
     def _delete_ids(self, ids: Iterable[str], owner: str, where: str, guard: tuple[str, Sequence] | None = None) -> int:
         """:meth:`delete` (``where`` names the caller in errors); ``guard``: as in :meth:`_delete_rows`."""
