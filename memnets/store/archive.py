@@ -385,7 +385,8 @@ class Archive:
     def upsert(self, memories: Sequence[Memory], vectors, *, chunks=None) -> None:
         """Store memories with their vectors [N, dim] in one transaction (all or nothing).
 
-        A memory whose (owner, id) exists already is replaced. Raises InvalidMemoryError, naming
+        A memory whose (owner, id) exists already is replaced; over an expired row not swept yet, the
+        expired memory's older versions go too (:meth:`_drop_expired_histories`). Raises InvalidMemoryError, naming
         the memory, for empty/whitespace content, text that is not valid Unicode, a vector with
         NaN/inf or of the wrong dim, a repeated (owner, id) in the batch, or unserialisable metadata.
         Content of any length is stored whole; ``chunks`` (one array [m, dim] per memory) are the
@@ -404,6 +405,7 @@ class Archive:
             replaced = 0
             with self._write() as conn:
                 self._check_encoder(conn, record=True)
+                self._drop_expired_histories(conn, rows)
                 for row in rows:
                     stored = conn.execute(
                         "SELECT version FROM memories WHERE owner = ? AND id = ?", (row.owner, row.id)
@@ -418,6 +420,23 @@ class Archive:
                 self._drop_saved_index()
                 self.compact()
             self._sync()
+
+    def _drop_expired_histories(self, conn: sqlite3.Connection, rows: Sequence[rowcodec.Row]) -> None:
+        """Inside an upsert's transaction, before it writes: a current row written over an expired one (not
+        swept yet) takes a dead memory's id, so that memory's older versions go, as the sweep would have
+        taken them: the new memory starts without them (no one reads another memory's history as its own)."""
+        now = timeutil.now().timestamp()
+        for row in rows:
+            if (
+                row.superseded_by is None
+                and conn.execute(
+                    "SELECT 1 FROM memories WHERE owner = ? AND id = ? AND expires_epoch <= ?", (row.owner, row.id, now)
+                ).fetchone()
+            ):
+                versions = "owner = ? AND superseded_by = ?"
+                self._log_changes(conn, versions, (row.owner, row.id))
+                self._drop_reembedded(conn, versions, (row.owner, row.id))
+                conn.execute(f"DELETE FROM memories WHERE {versions}", (row.owner, row.id))
 
     def new_version(self, memory: Memory, vector, *, chunks=None) -> Memory:
         """Make ``memory`` the current version of its (owner, id), keeping the current one as history: one atomic step.

@@ -491,7 +491,8 @@ class PgVectorStore:
 
     # ------------------------------------------------------------------ writes
     def upsert(self, memories: Sequence[Memory], vectors, *, chunks=None) -> None:
-        """Store memories with their vectors [N, dim] in one transaction; an existing (owner, id) is replaced.
+        """Store memories with their vectors [N, dim] in one transaction; an existing (owner, id) is replaced
+        (an expired one's older versions go with it, as in :meth:`memnets.store.archive.Archive.upsert`).
         ``chunks``: as :meth:`memnets.store.archive.Archive.upsert` (a long memory's further windows)."""
         memories, array = rowcodec.check_batch(memories, vectors, self.dim, "PgVectorStore.upsert")
         extra = check_chunks(chunks, len(memories), self.dim, "PgVectorStore.upsert")
@@ -517,6 +518,7 @@ class PgVectorStore:
                         (owner, ids),
                     )
                 )
+            self._drop_expired_histories(conn, rows)
             params = [
                 _params(
                     rowcodec.seal_row(
@@ -532,6 +534,19 @@ class PgVectorStore:
                     self._sql("DELETE FROM {reembed} WHERE owner = %s AND id = ANY(%s)"),
                     (owner, [i for o, i in stored if o == owner]),
                 )
+
+    def _drop_expired_histories(self, conn: psycopg.Connection, rows: Sequence[rowcodec.Row]) -> None:
+        """Inside an upsert's transaction, with its rows locked and before it writes: the older versions of
+        an expired memory whose id a current row takes (as :meth:`memnets.store.archive.Archive.upsert`)."""
+        taken = [(row.owner, row.id) for row in rows if row.superseded_by is None]
+        conn.execute(
+            self._sql(
+                "DELETE FROM {memories} m USING unnest(%s::text[], %s::text[]) AS g(owner, id), {memories} e "
+                "WHERE e.owner = g.owner AND e.id = g.id AND e.expires_at <= %s "
+                "AND m.owner = g.owner AND m.superseded_by = g.id"
+            ),
+            ([owner for owner, _ in taken], [memory_id for _, memory_id in taken], timeutil.now()),
+        )
 
     def new_version(self, memory: Memory, vector, *, chunks=None) -> Memory:
         """Make ``memory`` the current version of its (owner, id), keeping the current one as history: one atomic step.
