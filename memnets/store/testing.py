@@ -565,6 +565,24 @@ class StoreContract:
         clock.advance(60)
         assert [m.id for m, _ in store.search(probe, 5, "ann")] == ["kept"]
 
+    def test_expiry_sweep_deletes_only_rows_still_expired(self, store, clock):
+        """The sweep's deletion step (``delete_expired``) re-checks the expiry in its own transaction: a
+        key put again after the sweep listed it survives; one still expired goes with what is named
+        with it. Until then an expired row still holds its id (``get(..., include_expired=True)``)."""
+        if not supports(store, Expiry):
+            pytest.skip(f"{type(store).__name__} does not declare Expiry (supports_expiry)")
+        memories = [_expiring("k", "ann", 60), _expiring("gone", "ann", 60), memory_for("note", "ann")]
+        store.upsert(memories, vectors_for(memories))
+        clock.advance(61)
+        assert store.expired(clock.now) == [("ann", "gone"), ("ann", "k")]
+        assert store.get(["k"], "ann") == [] and ids(store.get(["k"], "ann", include_expired=True)) == ["k"]
+        store.upsert([memory_for("k", "ann", content="put again")], vector_for("k")[None])  # another writer
+        assert store.delete_expired("k", "ann", clock.now) == 0
+        assert store.delete_expired("gone", "ann", clock.now, with_ids=["note"]) == 2
+        assert [(m.id, m.content) for m in store.get(["k", "gone", "note"], "ann", include_expired=True)] == [
+            ("k", "put again")
+        ]
+
     def test_expiry_refresh_moves_the_expiry_from_the_read(self, store, clock):
         if not supports(store, Expiry):
             pytest.skip(f"{type(store).__name__} does not declare Expiry (supports_expiry)")
