@@ -43,6 +43,7 @@ from memnets.store.errors import InvalidMemoryError
 from memnets.store.filters import MemoryFilter
 from memnets.store.protocol import (
     CAPABILITIES,
+    AtomicWrites,
     Chunks,
     Compaction,
     DeletionLedger,
@@ -668,3 +669,25 @@ class StoreContract:
         with pytest.raises(InvalidMemoryError, match="chunks"):
             store.upsert([memory], vector_for("m")[None], chunks=chunks)
         assert store.count("ann") == 0
+
+    def test_an_atomic_write_is_one_transaction_all_or_nothing(self, store):
+        if not supports(store, AtomicWrites):
+            pytest.skip(f"{type(store).__name__} does not declare AtomicWrites (supports_atomic_write)")
+        kept, dropped = memory_for("kept", "ann"), memory_for("dropped", "ann")
+        with pytest.raises(RuntimeError, match="abort"), store.atomic_write("ann"):
+            store.upsert([dropped], vector_for("dropped")[None])
+            assert hit_ids(store.search(vector_for("dropped"), 1, "ann")) == ["dropped"]  # its own write, seen
+            with store.atomic_write("bob"):  # nested: one more owner's lock in the same transaction
+                store.upsert([memory_for("b", "bob")], vector_for("b")[None])
+            raise RuntimeError("abort")
+        later = [kept, memory_for("other", "ann")]
+        store.upsert(later, vectors_for(later))  # the next writes, and an index that saw the rolled-back one
+        assert store.get(["dropped"], "ann") == [] and store.count("bob") == 0
+        for memory in later:  # each found at its own vector (score 1), none at a rolled-back one
+            [(found, score)] = store.search(vector_for(memory.id), 1, "ann")
+            assert found.id == memory.id and score == pytest.approx(1.0, abs=1e-5)
+        assert "dropped" not in hit_ids(store.search(vector_for("dropped"), 3, "ann"))
+        with store.atomic_write("ann"):
+            store.new_version(kept.replace(content="kept, again"), vector_for("kept2"))
+        assert [m.content for m in store.history("kept", "ann")] == [kept.content]
+        assert hit_ids(store.search(vector_for("kept2"), 1, "ann")) == ["kept"]
