@@ -122,6 +122,19 @@ def test_an_expired_id_of_one_agent_cannot_be_taken_over_by_another(scoped_serve
         assert [(m["id"], m["content"], m["agent"]) for m in history] == [("x~1", "a's first secret", "a")]
 
 
+def test_a_memory_written_under_an_expired_id_starts_without_the_expired_ones_history(location, encoder, clock):
+    """Whoever may take an expired id (its own scope, a whole-user token, the API in process) gets a new
+    memory: the expired one's older versions go, as the sweep would have taken them."""
+    where, options = location
+    with memnets.open(where, encoder=encoder, duplicate_threshold=None, **options) as memory:
+        memory.add("a's first secret", user="ann", id="x", agent="a")
+        memory.update("x", "a's second secret", user="ann", ttl=60)  # x~1 keeps no TTL
+        clock.advance(61)
+        memory.add("b's own note", user="ann", id="x", agent="b")
+        assert [m.content for m in memory.history("x", user="ann")] == ["b's own note"]
+        assert memory.store.get(["x~1"], "ann", include_expired=True) == []
+
+
 # ---------------------------------------------------------------------- 9. the sweep and a fresh put of the same key
 def test_the_sweep_keeps_a_memory_put_again_between_its_listing_and_its_deletion(location, encoder, clock):
     where, options = location

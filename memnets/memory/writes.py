@@ -57,6 +57,7 @@ import numpy as np
 from memnets.chunking import windows
 from memnets.memory import expiry
 from memnets.records import Memory, Outcome
+from memnets.store import rows
 from memnets.store.errors import InvalidMemoryError
 from memnets.store.protocol import AtomicWrites, Chunks, supports
 from memnets.store.rows import VERSION_SEPARATOR  # older versions of memory "x" are "x~1", "x~2", ...
@@ -265,11 +266,10 @@ def successor(current: Memory, new: Memory, *, merge_metadata: bool = True) -> M
 
 
 def version_id(store, memory_id: str, owner: str, taken: int = 0) -> str:
-    """A free id for the next older version of ``memory_id``: ``{id}~{n}``, n after its stored history and ``taken``."""
-    n = len(store.history(memory_id, owner)) + taken + 1
-    while store.get([f"{memory_id}{VERSION_SEPARATOR}{n}"], owner):
-        n += 1  # an id a caller chose happens to have the form: never overwrite it
-    return f"{memory_id}{VERSION_SEPARATOR}{n}"
+    """A free id for the next older version of ``memory_id``, after its stored history and ``taken`` more
+    of this call: the stores' own numbering (:func:`memnets.store.rows.version_id`)."""
+    count = len(store.history(memory_id, owner)) + taken
+    return rows.version_id(memory_id, count, lambda candidate: bool(store.get([candidate], owner)))
 
 
 def write_version(store, current: Memory, new: Memory, vector: np.ndarray, chunks: np.ndarray | None = None) -> Memory:

@@ -37,16 +37,16 @@ import memnets.timeutil as timeutil
 from memnets.records import Memory
 from memnets.store import rows as rowcodec
 from memnets.store.chunks import best_scores, check_chunks, from_blob, to_blob
+from memnets.store.core_encoding import SqlEncoding
 from memnets.store.dialect import CURRENT, SqlDialect
 from memnets.store.filters import MemoryFilter
-from memnets.store.identity import META_KEY, TARGET_KEY, EncoderIdentity, check_identity
-from memnets.store.reembed import ReembedBatch
+from memnets.store.identity import EncoderIdentity
 from memnets.timeutil import as_utc
 
 log = logging.getLogger(__name__)
 
 
-class SqlStore:
+class SqlStore(SqlEncoding):
     """The contract of :class:`memnets.store.MemoryStore` on a SQL table of memories (see the module docstring)."""
 
     # optional capabilities both stores declare (memnets.store.protocol)
@@ -64,7 +64,6 @@ class SqlStore:
     archive_id: str  # the store's random id, bound into every seal
     _cipher = None  # RowCipher of the key, None without one
     _ledger_secret: bytes  # keys the deletion ledger's tags
-    _encoder: EncoderIdentity | None = None  # the encoder bound by bind_encoder (None: unchecked)
     _deletions_exist = False  # see _has_deletions
 
     def __init__(self, dialect: SqlDialect) -> None:
@@ -192,7 +191,8 @@ class SqlStore:
     def upsert(self, memories: Sequence[Memory], vectors, *, chunks=None) -> None:
         """Store memories with their vectors [N, dim] in one transaction (all or nothing).
 
-        A memory whose (owner, id) exists already is replaced. Raises InvalidMemoryError, naming
+        A memory whose (owner, id) exists already is replaced; over an expired row not swept yet, the
+        expired memory's older versions go too (:meth:`_drop_expired_histories`). Raises InvalidMemoryError, naming
         the memory, for empty/whitespace content, text that is not valid Unicode, a vector with
         NaN/inf or of the wrong dim, a repeated (owner, id) in the batch, or unserialisable metadata.
         Content of any length is stored whole; ``chunks`` (one array [m, dim] per memory) are the
@@ -216,6 +216,7 @@ class SqlStore:
         with self._writing() as conn:
             self._check_encoder(conn, record=True)
             stored = self._stored_versions(conn, [(row.owner, row.id) for row, _ in rows])
+            self._drop_expired_histories(conn, [(row.owner, row.id) for row, _ in rows if row.superseded_by is None])
             sealed = [
                 rowcodec.seal_row(row, self._cipher, self.archive_id, stored.get((row.owner, row.id), 0) + 1)
                 for row, _ in rows
@@ -238,6 +239,20 @@ class SqlStore:
                 query = f"SELECT id, version FROM {d.memories} WHERE {clause} ORDER BY id{d.for_update}"
                 stored.update(((owner, memory_id), version) for memory_id, version in conn.execute(query, params))
         return stored
+
+    def _drop_expired_histories(self, conn, keys: Sequence[tuple[str, str]]) -> None:
+        """Inside an upsert's transaction, its rows locked, before it writes the current rows ``keys``: one
+        written over an expired row (not swept yet) takes a dead memory's id, so that memory's older
+        versions go, as the sweep would have taken them: the new memory starts without them (no one
+        reads another memory's history as its own)."""
+        d = self._dialect
+        now = d.time(timeutil.now())
+        for owner, ids in _group_pairs(keys):
+            for clause, params in self._owner_ids(owner, ids):
+                query = f"SELECT id FROM {d.memories} WHERE {clause} AND {d.expires_column} <= {d.mark}"
+                expired = [r[0] for r in conn.execute(query, [*params, now])]
+                for versions, values in self._owner_ids(owner, expired, column="superseded_by"):
+                    self._delete_matching(conn, versions, values)
 
     def new_version(self, memory: Memory, vector, *, chunks=None) -> Memory:
         """Make ``memory`` the current version of its (owner, id), keeping the current one as history: one atomic step.
@@ -622,120 +637,6 @@ class SqlStore:
         with self._reading() as conn:
             query = f"SELECT DISTINCT owner FROM {d.memories} WHERE {d.live} ORDER BY owner"
             return [r[0] for r in conn.execute(query, (d.time(timeutil.now()),))]
-
-    # ------------------------------------------------------------------ encoder identity
-    def _meta_identity(self, conn, key: str) -> EncoderIdentity | None:
-        row = conn.execute(*self._dialect.get_meta(key)).fetchone()
-        return None if row is None else EncoderIdentity.from_json(row[0], self._where())
-
-    def _check_encoder(self, conn, record: bool = False) -> None:
-        """Inside a transaction: the bound encoder is still the store's (``record``: write it if none is)."""
-        if self._encoder is None:
-            return
-        stored = self._meta_identity(conn, META_KEY)
-        check_identity(stored, self._encoder, self._where())
-        if stored is None and record:
-            conn.execute(*self._dialect.set_meta(META_KEY, self._encoder.to_json(), replace=False))
-            check_identity(self._meta_identity(conn, META_KEY), self._encoder, self._where())  # a racing writer
-
-    def encoder_identity(self) -> EncoderIdentity | None:
-        """The encoder that filled the store (None before the first vector); see memnets.store.identity."""
-        with self._reading() as conn:
-            return self._meta_identity(conn, META_KEY)
-
-    def bind_encoder(self, identity: EncoderIdentity) -> None:
-        """Check that ``identity`` is the encoder that filled the store (EncoderMismatchError naming
-        both if not); from now on every write records it with the first vector or checks it again, and
-        every search checks it (a re-embedding elsewhere). A store filled before identities were
-        recorded is taken to be this encoder's, with a warning."""
-        d = self._dialect
-        with self._writing() as conn:
-            stored = self._meta_identity(conn, META_KEY)
-            check_identity(stored, identity, self._where())
-            if stored is None and conn.execute(f"SELECT 1 FROM {d.memories} LIMIT 1").fetchone() is not None:
-                log.warning(
-                    "%s was filled before memnets recorded encoders; recording %s as its encoder",
-                    self._where(),
-                    identity.describe(),
-                )
-                conn.execute(*d.set_meta(META_KEY, identity.to_json()))
-        self._encoder = identity
-
-    # ------------------------------------------------------------------ re-embedding
-    def reembed_start(self, identity: EncoderIdentity) -> str:
-        """Begin (or resume) re-embedding to ``identity``: "current" if the store is embedded by it
-        already, "resumed" if a re-embedding to it was under way, else "started" (a re-embedding to
-        another encoder is dropped). Workers on other connections share it."""
-        d = self._dialect
-        with self._writing() as conn:
-            lock = d.lock("reembed")
-            if lock is not None:
-                conn.execute(*lock)
-            target = self._meta_identity(conn, TARGET_KEY)
-            if target is not None and target.fingerprint == identity.fingerprint:
-                return "resumed"
-            conn.execute(f"DELETE FROM {d.reembed}")
-            current = self._meta_identity(conn, META_KEY)
-            if current is not None and current.fingerprint == identity.fingerprint:
-                conn.execute(f"DELETE FROM {d.meta} WHERE key = {d.mark}", (TARGET_KEY,))
-                return "current"
-            conn.execute(*d.set_meta(TARGET_KEY, identity.to_json()))
-            return "started"
-
-    def _reembed_batch(self, records: Sequence, key_fields: tuple[str, ...]) -> ReembedBatch:
-        """The batch of these selected records, each keyed by ``key_fields`` (the engine's row reference)."""
-        fields = [rowcodec.named(record) for record in records]
-        return ReembedBatch(
-            [self._decode(record).content for record in records],
-            [tuple(f[name] for name in key_fields) for f in fields],
-            [f["superseded_by"] is None for f in fields],
-        )
-
-    @staticmethod
-    def _reembedded(batch: ReembedBatch) -> list[tuple]:
-        """(key..., vector, chunk blob) of a saved batch's rows."""
-        return [(*key, vector, to_blob(more)) for key, vector, more in zip(batch.keys, batch.vectors, batch.chunks)]
-
-    def reembed_progress(self) -> tuple[int, int]:
-        """(rows with their new vector, rows in the store)."""
-        d = self._dialect
-        with self._reading() as conn:
-            total = conn.execute(f"SELECT count(*) FROM {d.memories}").fetchone()[0]
-            left = conn.execute(f"SELECT count(*) {d.todo()}").fetchone()[0]
-        return total - left, total
-
-    def reembed_finish(self) -> bool:
-        """Swap to the new vectors and encoder in one transaction, if every row has its new vector;
-        True if it swapped. Rows are re-sealed (the vector is bound into each row's seal)."""
-        d = self._dialect
-        with self._writing() as conn:
-            if d.swap_lock:
-                conn.execute(d.swap_lock)
-            target = self._meta_identity(conn, TARGET_KEY)
-            if target is None or conn.execute(f"SELECT 1 {d.todo()} LIMIT 1").fetchone() is not None:
-                return False
-            records = conn.execute(
-                f"SELECT {d.select('m')}, r.{d.columns[rowcodec.FIELDS.index('vector')]}, r.chunks "
-                f"FROM {d.memories} m JOIN {d.reembed} r USING ({d.reembed_key}) ORDER BY m.{d.columns[0]}"
-            ).fetchall()
-            updates = []
-            for record in records:
-                fields = rowcodec.named(record)
-                vector = d.vector_array(record[-2], target.dim, fields["id"])
-                row = rowcodec.encode_row(self._decode(record), vector, f"{self._name}.reembed")
-                row = dataclasses.replace(row, chunks=None if record[-1] is None else bytes(record[-1]))
-                row = rowcodec.seal_row(row, self._cipher, self.archive_id, fields["version"] + 1)
-                updates.append((row.payload, d.vector_param(vector), row.chunks, row.version, row.owner, row.id))
-            self._changing(conn, "1 = 1", ())
-            self._swap_vectors(conn, target, updates)
-            conn.execute(f"DELETE FROM {d.reembed}")
-            conn.execute(f"DELETE FROM {d.meta} WHERE key = {d.mark}", (TARGET_KEY,))
-            conn.execute(*d.set_meta(META_KEY, target.to_json()))
-            conn.execute(*d.set_meta("dim", str(target.dim)))
-        self.dim, self._encoder = target.dim, target
-        self._swapped()
-        log.info("%s: re-embedded %d rows; now %s", self._where(), len(records), target.describe())
-        return True
 
     # ------------------------------------------------------------------ lifecycle
     def close(self) -> None:

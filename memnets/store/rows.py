@@ -221,17 +221,23 @@ def seal_row(row: Row, cipher: RowCipher | None, store_id: str, version: int) ->
     return replace(row, payload=payload, version=int(version))
 
 
-def older_version(current: Memory, count: int, exists: Callable[[str], bool]) -> Memory:
-    """``current`` as the older version it becomes in ``new_version``: id ``{id}~{n}``, superseded by ``id``.
-
-    ``n`` is one more than the ``count`` of versions the memory has, moved on past any id that
-    ``exists`` (an id a user chose may happen to have the form: it is never overwritten). Both
-    stores call this inside the write transaction that holds the memory's lock.
-    """
+def version_id(memory_id: str, count: int, exists: Callable[[str], bool]) -> str:
+    """The id of the next older version of ``memory_id``: ``{id}~{n}``, ``n`` one more than the ``count`` of
+    versions it has, moved on past any id that ``exists`` (an id a user chose may happen to have the
+    form: it is never overwritten). The one numbering of versions: the stores' ``new_version`` and a
+    write path that versions an item of its own batch both call it."""
     n = count + 1
-    while exists(f"{current.id}{VERSION_SEPARATOR}{n}"):
+    while exists(f"{memory_id}{VERSION_SEPARATOR}{n}"):
         n += 1
-    return current.replace(id=f"{current.id}{VERSION_SEPARATOR}{n}", superseded_by=current.id)
+    return f"{memory_id}{VERSION_SEPARATOR}{n}"
+
+
+def older_version(current: Memory, count: int, exists: Callable[[str], bool]) -> Memory:
+    """``current`` as the older version it becomes in ``new_version``: id :func:`version_id`, superseded by ``id``.
+
+    Both stores call this inside the write transaction that holds the memory's lock.
+    """
+    return current.replace(id=version_id(current.id, count, exists), superseded_by=current.id)
 
 
 def check_new_version(memory: Memory, vector, dim: int, where: str) -> np.ndarray:

@@ -43,6 +43,7 @@ from memnets.store.errors import InvalidMemoryError
 from memnets.store.filters import MemoryFilter
 from memnets.store.protocol import (
     CAPABILITIES,
+    AtomicWrites,
     Chunks,
     Compaction,
     DeletionLedger,
@@ -565,6 +566,24 @@ class StoreContract:
         clock.advance(60)
         assert [m.id for m, _ in store.search(probe, 5, "ann")] == ["kept"]
 
+    def test_expiry_sweep_deletes_only_rows_still_expired(self, store, clock):
+        """The sweep's deletion step (``delete_expired``) re-checks the expiry in its own transaction: a
+        key put again after the sweep listed it survives; one still expired goes with what is named
+        with it. Until then an expired row still holds its id (``get(..., include_expired=True)``)."""
+        if not supports(store, Expiry):
+            pytest.skip(f"{type(store).__name__} does not declare Expiry (supports_expiry)")
+        memories = [_expiring("k", "ann", 60), _expiring("gone", "ann", 60), memory_for("note", "ann")]
+        store.upsert(memories, vectors_for(memories))
+        clock.advance(61)
+        assert store.expired(clock.now) == [("ann", "gone"), ("ann", "k")]
+        assert store.get(["k"], "ann") == [] and ids(store.get(["k"], "ann", include_expired=True)) == ["k"]
+        store.upsert([memory_for("k", "ann", content="put again")], vector_for("k")[None])  # another writer
+        assert store.delete_expired("k", "ann", clock.now) == 0
+        assert store.delete_expired("gone", "ann", clock.now, with_ids=["note"]) == 2
+        assert [(m.id, m.content) for m in store.get(["k", "gone", "note"], "ann", include_expired=True)] == [
+            ("k", "put again")
+        ]
+
     def test_expiry_refresh_moves_the_expiry_from_the_read(self, store, clock):
         if not supports(store, Expiry):
             pytest.skip(f"{type(store).__name__} does not declare Expiry (supports_expiry)")
@@ -650,3 +669,25 @@ class StoreContract:
         with pytest.raises(InvalidMemoryError, match="chunks"):
             store.upsert([memory], vector_for("m")[None], chunks=chunks)
         assert store.count("ann") == 0
+
+    def test_an_atomic_write_is_one_transaction_all_or_nothing(self, store):
+        if not supports(store, AtomicWrites):
+            pytest.skip(f"{type(store).__name__} does not declare AtomicWrites (supports_atomic_write)")
+        kept, dropped = memory_for("kept", "ann"), memory_for("dropped", "ann")
+        with pytest.raises(RuntimeError, match="abort"), store.atomic_write("ann"):
+            store.upsert([dropped], vector_for("dropped")[None])
+            assert hit_ids(store.search(vector_for("dropped"), 1, "ann")) == ["dropped"]  # its own write, seen
+            with store.atomic_write("bob"):  # nested: one more owner's lock in the same transaction
+                store.upsert([memory_for("b", "bob")], vector_for("b")[None])
+            raise RuntimeError("abort")
+        later = [kept, memory_for("other", "ann")]
+        store.upsert(later, vectors_for(later))  # the next writes, and an index that saw the rolled-back one
+        assert store.get(["dropped"], "ann") == [] and store.count("bob") == 0
+        for memory in later:  # each found at its own vector (score 1), none at a rolled-back one
+            [(found, score)] = store.search(vector_for(memory.id), 1, "ann")
+            assert found.id == memory.id and score == pytest.approx(1.0, abs=1e-5)
+        assert "dropped" not in hit_ids(store.search(vector_for("dropped"), 3, "ann"))
+        with store.atomic_write("ann"):
+            store.new_version(kept.replace(content="kept, again"), vector_for("kept2"))
+        assert [m.content for m in store.history("kept", "ann")] == [kept.content]
+        assert hit_ids(store.search(vector_for("kept2"), 1, "ann")) == ["kept"]
