@@ -13,6 +13,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from wallclock import Clock
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -90,3 +91,13 @@ def location(request, tmp_path) -> tuple[str, dict]:
     if request.param == "archive":
         return str(tmp_path / "memory"), {}
     return request.getfixturevalue("pg_url"), {"table": "t" + uuid.uuid4().hex[:16]}
+
+
+@pytest.fixture
+def clock(monkeypatch) -> Clock:
+    """A test clock as memnets' wall clock (tests/wallclock.py): ``clock.advance(seconds)`` moves time on."""
+    from memnets import timeutil
+
+    clock = Clock()
+    monkeypatch.setattr(timeutil, "now", clock)
+    return clock

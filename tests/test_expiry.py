@@ -11,35 +11,13 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import pytest
+from wallclock import START
 
 import memnets
-from memnets import timeutil
 from memnets.store import open_store
-
-START = datetime(2030, 1, 1, tzinfo=UTC)
-
-
-class Clock:
-    """A settable wall clock for memnets (``memnets.timeutil.now``)."""
-
-    def __init__(self) -> None:
-        self.now = START
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += timedelta(seconds=seconds)
-
-
-@pytest.fixture
-def clock(monkeypatch) -> Clock:
-    clock = Clock()
-    monkeypatch.setattr(timeutil, "now", clock)
-    return clock
 
 
 # ---------------------------------------------------------------------- AgentMemory

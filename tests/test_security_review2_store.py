@@ -14,9 +14,9 @@ import httpx
 import numpy as np
 import pytest
 import torch
+from wallclock import START
 
 import memnets
-from memnets import timeutil
 from memnets.cli import EXIT_OK, main
 from memnets.nn.encoder import MemoryEncoder
 from memnets.portable import export_lines
@@ -25,28 +25,6 @@ from memnets.server.testing import ServerProcess
 from memnets.store import open_store
 from memnets.store.identity import EncoderMismatchError
 from memnets.store.reembed import reembed
-
-START = datetime(2030, 1, 1, tzinfo=UTC)
-
-
-class Clock:
-    """A settable wall clock for memnets (``memnets.timeutil.now``), as in tests/test_expiry.py."""
-
-    def __init__(self) -> None:
-        self.now = START
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += timedelta(seconds=seconds)
-
-
-@pytest.fixture
-def clock(monkeypatch) -> Clock:
-    clock = Clock()
-    monkeypatch.setattr(timeutil, "now", clock)
-    return clock
 
 
 # ---------------------------------------------------------------------- 2. writes after a re-embedding swap

@@ -511,17 +511,9 @@ class WritePath:
         can (:class:`~memnets.store.AtomicWrites`), so another process's write cannot come between them.
         """
         with atomic_write(self.store, {m.owner for m in memories}):
-            return self._commit(memories, vectors, chunks, explicit=explicit, replaces=replaces)
+            return self._commit(memories, vectors, chunks, explicit, replaces)
 
-    def _commit(
-        self,
-        memories: list[Memory],
-        vectors: np.ndarray,
-        chunks: list[np.ndarray],
-        *,
-        explicit: list[bool],
-        replaces: Memory | None = None,
-    ) -> list[Memory]:
+    def _commit(self, memories, vectors, chunks, explicit: list[bool], replaces: Memory | None) -> list[Memory]:
         if replaces is not None:
             new = memories[0]
             old_vector = self.store.vectors([replaces.id], replaces.owner)[0]
