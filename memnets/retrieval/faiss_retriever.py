@@ -24,8 +24,7 @@ batch builds its index synchronously (a bulk load). Batch-1 searches run on one 
 (scoped to the call, the setting restored after it). Growth figures: ``python -m bench.search
 --growth`` (docs/benchmarks.md).
 
-With a GPU (faiss-gpu), flat and IVF owners are searched on a GPU copy of the CPU index; HNSW
-owners on the CPU.
+With a GPU (faiss-gpu), flat and IVF owners are searched on a GPU copy of the CPU index; HNSW owners on the CPU.
 
 Vectors are compared by inner product; pass L2-normalised vectors (as MemoryEncoder returns) to get
 cosine similarity. Memory ids are strings, unique across owners, mapped to int64 labels internally.
@@ -82,8 +81,7 @@ REPLAY_PASSES = 4
 # background rebuilds (k-means, adds) leave this many of FAISS's OpenMP threads to searches (the
 # setting is per calling thread): on 2 cores the rebuild runs on one, the searches keep the other
 UPKEEP_SPARE_THREADS = 1
-# an add of at least this many vectors to an IVF owner assigns them to lists before taking the lock
-ASSIGN_UNLOCKED_FROM = 1_024
+ASSIGN_UNLOCKED_FROM = 1_024  # an add of this many vectors or more to an IVF owner finds their lists unlocked
 COPY_PIECE = 8_192  # a rebuild copies an IVF owner's vectors this many at a time under the lock
 
 
