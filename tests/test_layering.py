@@ -231,3 +231,15 @@ def test_the_type_checking_names_are_the_lazy_exports():
         for alias in node.names
     }
     assert shown == memnets._EXPORTS
+
+
+MAX_MODULE_LINES = 700  # issue 30: a module past this mixes jobs that belong in modules of their own
+
+
+def test_no_module_of_memnets_is_over_the_line_bound():
+    long = {
+        str(path.relative_to(ROOT)): lines
+        for path in (ROOT / "memnets").rglob("*.py")
+        if (lines := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
+    }
+    assert not long, f"modules over {MAX_MODULE_LINES} lines: {long}"
