@@ -52,7 +52,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -235,6 +235,8 @@ class PgVectorStore(SqlStore):
         with self._connection() as conn, conn.transaction():
             yield conn
 
+    _reading = _writing = _transaction  # the core's reads and writes: a pooled transaction each
+
     @contextmanager
     def _held_transaction(self) -> Iterator[None]:
         """atomic_write's transaction: one pooled connection for the whole block (its advisory lock is the
@@ -296,12 +298,6 @@ class PgVectorStore(SqlStore):
     def _unavailable(self, error: Exception) -> StoreUnavailableError:
         detail = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         return StoreUnavailableError(f"database unavailable: PostgreSQL at {self._where()} ({detail})")
-
-    def _reading(self) -> AbstractContextManager[psycopg.Connection]:
-        return self._transaction()
-
-    def _writing(self) -> AbstractContextManager[psycopg.Connection]:
-        return self._transaction()
 
     def _is_open(self) -> bool:
         return self._pool is not None
