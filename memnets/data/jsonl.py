@@ -105,10 +105,12 @@ class _Line:
     def time(self, mapping: dict, key: str, field: str) -> datetime:
         value = self.string(mapping, key, field)
         try:
-            return as_utc(datetime.fromisoformat(value.strip()))
+            moment = datetime.fromisoformat(value.strip())
         except ValueError:
             self.fail(f"{field}.{key}", f"cannot parse time {value!r} (expected ISO 8601, like '2024-03-01T09:30:00')")
-        except OverflowError:  # e.g. 9999-12-31T23:59:59-23:59, past year 9999 in UTC
+        try:
+            return as_utc(moment)
+        except ValueError:  # e.g. 9999-12-31T23:59:59-23:59, past year 9999 in UTC
             self.fail(f"{field}.{key}", f"time {value!r} is out of range in UTC (years 1-9999)")
 
     def ids(self, value, known: dict[str, int], field: str) -> tuple[str, ...]:
