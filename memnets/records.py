@@ -146,6 +146,8 @@ def check_finite_json(value, where: str) -> None:
     are not JSON: a response or export that holds one cannot be encoded, so one such metadata value
     made every later listing and search of its user fail. Memories hold finite JSON only.
     """
+    if isinstance(value, dict) and all(isinstance(v, (str, int)) for v in value.values()):
+        return  # the common case (flat text and integer fields, bool included) holds no float
     stack: list[tuple[object, tuple]] = [(value, ())]
     while stack:
         item, keys = stack.pop()

@@ -269,11 +269,16 @@ CAPABILITIES: dict[type, str] = {
 _C = TypeVar("_C")
 
 
+_IMPLEMENTED: dict[tuple[type, type], bool] = {}  # (store class, capability) -> has its methods
+
+
 def supports(store: object, capability: type[_C]) -> TypeGuard[_C]:
     """Whether ``store`` declares ``capability`` (one of :data:`CAPABILITIES`) by its ``supports_*`` flag.
 
     Raises TypeError for a capability that is not in :data:`CAPABILITIES`, and for a store that
-    sets the flag but lacks a method of the capability (a declaration that would fail later).
+    sets the flag but lacks a method of the capability (a declaration that would fail later). The
+    method check runs once per store class and capability: ``isinstance`` against a runtime Protocol
+    costs ~30 us, and the write path asks several times per add.
     """
     flag = CAPABILITIES.get(capability)
     if flag is None:
@@ -282,6 +287,9 @@ def supports(store: object, capability: type[_C]) -> TypeGuard[_C]:
         )
     if getattr(store, flag, False) is not True:
         return False
-    if not isinstance(store, capability):
+    checked = (type(store), capability)
+    if checked not in _IMPLEMENTED:
+        _IMPLEMENTED[checked] = isinstance(store, capability)
+    if not _IMPLEMENTED[checked]:
         raise TypeError(f"{type(store).__name__} sets {flag} = True but lacks a method of {capability.__name__}")
     return True
