@@ -200,12 +200,16 @@ class Archive(FaissSync, SqlStore):
 
     # ------------------------------------------------------------------ transactions
     @contextmanager
-    def _transaction(self, begin: str) -> Iterator[sqlite3.Connection]:
-        """``begin`` ... COMMIT; inside a transaction already (atomic_write, whose thread holds the lock),
-        a savepoint of it instead."""
+    def _transaction(self, begin: str, *, writes: bool) -> Iterator[sqlite3.Connection]:
+        """``begin`` ... COMMIT; inside a transaction already (atomic_write, or a search's one snapshot,
+        whose thread holds the lock), that transaction: a savepoint of it where the block ``writes``
+        (so a failed write undoes only its own rows), the transaction itself for a read."""
         conn = self._require_open()
         if conn.in_transaction:
-            yield from self._savepoint(conn)
+            if writes:
+                yield from self._savepoint(conn)
+            else:
+                yield conn
             return
         conn.execute(begin)
         try:
@@ -244,11 +248,11 @@ class Archive(FaissSync, SqlStore):
 
     def _write(self):
         """One write transaction, taken at once (IMMEDIATE) so concurrent writers queue, never deadlock."""
-        return self._transaction("BEGIN IMMEDIATE")
+        return self._transaction("BEGIN IMMEDIATE", writes=True)
 
     def _read(self):
         """One read transaction: every statement inside sees the same snapshot."""
-        return self._transaction("BEGIN")
+        return self._transaction("BEGIN", writes=False)
 
     def _require_open(self) -> sqlite3.Connection:
         if self._conn is None:
@@ -336,8 +340,8 @@ class Archive(FaissSync, SqlStore):
         """Without filters the FAISS index ranks; with filters the matching rows are ranked exactly
         (see the module docstring), so k results come back whenever k memories match."""
         now = timeutil.now()
-        with self._lock:
-            if filters is not None or self._has_expired(owner, now):
+        with self._reading() as conn:  # one snapshot: the index is synced to what the rows are read from
+            if filters is not None or self._has_expired(conn, owner, now):
                 # the index still holds expired rows until a sweep: rank exactly so that k are filled
                 return self._search_filtered(query, k, owner, filters or MemoryFilter(), now)
             self._sync()
@@ -348,15 +352,14 @@ class Archive(FaissSync, SqlStore):
                 (self._decode(records[row]), float(score)) for row, score in zip(rows, scores[0]) if row in records
             ]
             where, params = self._dialect.clear_conditions(owner, None, now)
-            with self._reading() as conn:
-                best = self._window_scores(conn, where, params, query)
-                return merge(found, best, k, lambda ids: self._current(conn, ids, owner, now))
+            best = self._window_scores(conn, where, params, query)
+            return merge(found, best, k, lambda ids: self._current(conn, ids, owner, now))
 
-    def _has_expired(self, owner: str, now: datetime) -> bool:
+    @staticmethod
+    def _has_expired(conn: sqlite3.Connection, owner: str, now: datetime) -> bool:
         """Whether the owner has a current row that expired and is not swept yet (one indexed look-up)."""
-        with self._reading() as conn:
-            query = f"SELECT 1 FROM memories WHERE owner = ? AND expires_epoch <= ? AND {CURRENT} LIMIT 1"
-            return conn.execute(query, (owner, now.timestamp())).fetchone() is not None
+        query = f"SELECT 1 FROM memories WHERE owner = ? AND expires_epoch <= ? AND {CURRENT} LIMIT 1"
+        return conn.execute(query, (owner, now.timestamp())).fetchone() is not None
 
     def _records_by_row(self, rows: Sequence[int], owner: str, now: datetime) -> dict[int, tuple]:
         """The owner's current, unexpired records with these row numbers, keyed by row."""

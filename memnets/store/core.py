@@ -216,7 +216,10 @@ class SqlStore(SqlEncoding):
         with self._writing() as conn:
             self._check_encoder(conn, record=True)
             stored = self._stored_versions(conn, [(row.owner, row.id) for row, _ in rows])
-            self._drop_expired_histories(conn, [(row.owner, row.id) for row, _ in rows if row.superseded_by is None])
+            rewritten = [
+                (row.owner, row.id) for row, _ in rows if row.superseded_by is None and (row.owner, row.id) in stored
+            ]
+            self._drop_expired_histories(conn, rewritten)  # only a row written over can have been expired
             sealed = [
                 rowcodec.seal_row(row, self._cipher, self.archive_id, stored.get((row.owner, row.id), 0) + 1)
                 for row, _ in rows
