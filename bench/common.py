@@ -21,6 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
+from memnets.machine import cpu_model, instruction_sets
+
 # The checkout these scripts belong to, from this file's place in it (not the working folder, which
 # a caller may have changed): the artefacts they read (checkpoints/...) and write (bench/results).
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -40,17 +42,6 @@ def parser(name: str, description: str) -> argparse.ArgumentParser:
     p.add_argument("--quick", action="store_true", help="small sizes (seconds to a minute)")
     p.add_argument("--out", type=Path, default=DEFAULT_OUT, help="folder for the JSON result (default: bench/results)")
     return p
-
-
-def cpu_model() -> str:
-    """The CPU model name from /proc/cpuinfo (Linux), else platform.processor()."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def total_ram_gb() -> float | None:
@@ -75,6 +66,7 @@ def machine() -> dict:
     return {
         "cpu": cpu_model(),
         "cores": os.cpu_count(),
+        "instruction_sets": instruction_sets(),
         "ram_gb": total_ram_gb(),
         "gpu": gpu_name(),
         "os": platform.platform(),

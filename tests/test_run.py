@@ -1,10 +1,14 @@
 """`memnets run`: steps from a pipeline config, each a real `memnets` process."""
 
+import json
+from pathlib import Path
+
 import pytest
 import yaml
 
 from memnets.cli import main
 from memnets.commands.run import load_steps
+from memnets.machine import SPEED_FLAGS, instruction_sets
 
 
 def _pipeline(tmp_path, tiny_locomo_path, steps):
@@ -37,11 +41,28 @@ def test_run_executes_steps_in_order_and_stops_at_a_failure(tmp_path, tiny_locom
             ("never", ["data", "prepare", "-c", "DATA"]),
         ],
     )
-    assert main(["run", "-c", str(config)]) == 2
+    record = tmp_path / "timings" / "run.json"
+    assert main(["run", "-c", str(config), "--record", str(record)]) == 2
     out, err = capfd.readouterr()
     assert "=== step data" in out and "=== step never" not in out
     assert "step 'broken' failed with exit code 2; resume with --from broken" in err
     assert any(p.name.startswith("locomo-") for p in (tmp_path / "cache").iterdir())
+    timings = json.loads(record.read_text())
+    assert [(s["step"], s["status"]) for s in timings["steps"]] == [
+        ("data", "ok"),
+        ("broken", "failed (2)"),
+        ("never", "not run"),
+    ]
+    assert timings["steps"][0]["seconds"] > 0 and timings["steps"][0]["argv"][:2] == ["data", "prepare"]
+    assert timings["total_s"] >= timings["steps"][0]["seconds"]
+    machine = timings["machine"]
+    assert machine["cpu"] and machine["cores"] >= 1 and machine["torch_threads"] >= 1
+    assert set(machine["instruction_sets"]) <= set(SPEED_FLAGS)
+
+
+def test_instruction_sets_are_read_from_the_cpu_flags():
+    flags = set(Path("/proc/cpuinfo").read_text().split("flags", 1)[1].split("\n", 1)[0].split())
+    assert instruction_sets() == [flag for flag in SPEED_FLAGS if flag in flags]
 
 
 def test_run_resumes_from_a_step(tmp_path, tiny_locomo_path, capfd):

@@ -5,14 +5,21 @@ A pipeline config is data: named steps in order, each the argv of one `memnets` 
 own process (`python -m memnets ...`), so that a DDP step can launch its ranks as it would from a
 shell, and a failure stops the run with the step's name and exit code. The GPU pipeline is the same
 command with another config. The config is a file or a packaged config name (see memnets.configs).
+
+Every run records its timing table in checkpoints/run.json (``--record``), rewritten after each
+step so that a stopped run leaves what it did: per step its argv, seconds and status, and the
+machine (CPU model, cores, instruction sets, torch's threads), so runs on two machines compare.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 from rich.table import Table
@@ -20,6 +27,9 @@ from rich.table import Table
 from memnets.commands.options import DATA_HELP, add_data_option
 from memnets.configs import load_config
 from memnets.console import add_output_options, parse_args, print_table
+from memnets.machine import describe
+
+DEFAULT_RECORD = Path("checkpoints") / "run.json"
 
 
 def load_steps(path: str | Path) -> list[tuple[str, list[str]]]:
@@ -86,6 +96,12 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--from", dest="start", default=None, help="start at this step (resume)")
     parser.add_argument("--only", nargs="+", default=None, help="run only these steps")
     parser.add_argument("--dry-run", action="store_true", help="print the steps without running them")
+    parser.add_argument(
+        "--record",
+        type=Path,
+        default=DEFAULT_RECORD,
+        help=f"JSON file of the run's timing table and machine (default {DEFAULT_RECORD})",
+    )
     add_data_option(parser, DATA_HELP + "; passed to every step that reads conversations")
     return add_output_options(parser)
 
@@ -98,7 +114,8 @@ def main(argv: list[str]) -> int:
     except (OSError, ValueError) as error:
         command.error(str(error))
 
-    timings = []
+    timings: list[tuple[str, list[str], float, int]] = []
+    started_at = datetime.now(UTC)
     for name, step_argv in steps:
         step_argv = with_data(step_argv, args.data)
         command = [sys.executable, "-m", "memnets", *step_argv]
@@ -107,18 +124,48 @@ def main(argv: list[str]) -> int:
             continue
         started = time.perf_counter()
         code = subprocess.call(command)
-        timings.append((name, time.perf_counter() - started, code))
+        timings.append((name, step_argv, time.perf_counter() - started, code))
+        write_record(args.record, args.config, started_at, timings, [n for n, _ in steps[len(timings) :]])
         if code != 0:
             print(
                 f"memnets run: step {name!r} failed with exit code {code}; resume with --from {name}", file=sys.stderr
             )
             break
     if timings:
-        table = Table(title=f"pipeline {args.config}")
+        table = Table(title=f"pipeline {args.config} (timings in {args.record})")
         for column in ("step", "seconds", "status"):
             table.add_column(column, justify="right" if column == "seconds" else "left")
-        for name, seconds, code in timings:
-            table.add_row(name, f"{seconds:.0f}", "ok" if code == 0 else f"failed ({code})")
-        table.add_row("total", f"{sum(t for _, t, _ in timings):.0f}", "")
+        for name, _, seconds, code in timings:
+            table.add_row(name, f"{seconds:.0f}", status(code))
+        table.add_row("total", f"{sum(t for _, _, t, _ in timings):.0f}", "")
         print_table(table)
-    return next((code for _, _, code in timings if code != 0), 0)
+    return next((code for *_, code in timings if code != 0), 0)
+
+
+def status(code: int) -> str:
+    return "ok" if code == 0 else f"failed ({code})"
+
+
+def write_record(
+    path: Path, config: str, started_at: datetime, timings: list[tuple[str, list[str], float, int]], pending: list[str]
+) -> None:
+    """The run so far as JSON at ``path`` (see the module docstring); ``pending``: the steps not run yet."""
+    import torch  # here, not at import: `memnets run --help` stays fast
+
+    record = {
+        "config": config,
+        "started_at": started_at.isoformat(),
+        "total_s": round(sum(seconds for _, _, seconds, _ in timings), 1),
+        "steps": [
+            {"step": name, "argv": argv, "seconds": round(seconds, 1), "status": status(code)}
+            for name, argv, seconds, code in timings
+        ]
+        + [{"step": name, "argv": None, "seconds": None, "status": "not run"} for name in pending],
+        "machine": {
+            **describe(),
+            "torch_threads": torch.get_num_threads(),
+            "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
+        },
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(record, indent=2) + "\n")
