@@ -1,0 +1,103 @@
+"""Supersession in the write path: a newer memory that ends the validity of an older one of the same speaker.
+
+"I live in Paris", then "I moved to Berlin last month": the second is a new memory (the sentence
+frame rule of :mod:`memnets.memory.writes` catches restatements only), and without this step the
+first stays current and may rank first for "Where do I live?". After each write, :class:`Supersession`
+picks the candidates (the same user's current memories of the same kind and speaker, ``agent`` and
+``"{speaker}: "`` prefix, nearest to the new one, cosine at least :data:`CANDIDATE_FLOOR`, at most
+:data:`CANDIDATES`, still valid and valid from no later than the new one) and asks a
+:class:`SupersessionJudge`. For each score at or above the judge's threshold the older memory gets a
+new version (so the decision is in its ``history``) with ``valid_to`` closed at the newer one's
+``valid_from``, ``invalidated_by`` the newer one's id and ``invalidation_score`` the score; the
+write path writes it in the same store transaction as the new memory (``WritePath.commit``).
+
+``invalidated_by`` is its own field: ``superseded_by`` marks an older *version* row, which reads
+never return, while an invalidated memory stays current (an agent may still ask about it, and
+``as_of`` reads find it valid before its end). At search it ranks just below the memory that
+invalidated it (:func:`below_successors`). ``update(id, valid_to=None)`` reopens it (a new version
+without ``valid_to`` and ``invalidated_by``): a wrong decision is reversible.
+
+The judge is given to ``memnets.open(..., supersession=judge)``; None (the default) leaves the step off.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from memnets.memory.writes import speaker
+from memnets.records import Memory
+
+CANDIDATES = 5  # older memories a new one is judged against
+CANDIDATE_FLOOR = 0.3  # cosine below which an older memory is no candidate (another subject)
+
+
+@runtime_checkable
+class SupersessionJudge(Protocol):
+    """Decides whether a newer memory ends the validity of an older one (same user, same speaker)."""
+
+    threshold: float
+
+    def score(self, older: str, newer: str) -> float:
+        """In [0, 1]; >= threshold: ``newer`` supersedes ``older``."""
+
+
+class Supersession:
+    """The supersession step of a store's write path, with ``judge`` deciding (see the module docstring)."""
+
+    def __init__(self, store, judge: SupersessionJudge):
+        if not isinstance(judge, SupersessionJudge):
+            raise TypeError(
+                f"supersession must implement SupersessionJudge (threshold, score(older, newer)), got {judge!r:.60}"
+            )
+        self.store, self.judge = store, judge
+
+    def candidates(self, newer: Memory, vector: np.ndarray) -> list[Memory]:
+        """The current memories ``newer`` may end: same user, kind and speaker, near it, still valid, not later."""
+        found = self.store.search(vector, CANDIDATES + 1, newer.owner, filters={"agent": {"$eq": newer.agent}})
+        return [
+            older
+            for older, cosine in found
+            if older.id != newer.id
+            and cosine >= CANDIDATE_FLOOR
+            and older.kind == newer.kind
+            and older.valid_to is None
+            and older.valid_from <= newer.valid_from
+            and speaker(older) == speaker(newer)
+        ][:CANDIDATES]
+
+    def endings(self, newer: Memory, vector: np.ndarray) -> list[tuple[Memory, Memory]]:
+        """(older memory, its next version, closed by ``newer``) for each candidate the judge says ``newer`` ends."""
+        out = []
+        for older in self.candidates(newer, vector):
+            score = float(self.judge.score(older.content, newer.content))
+            if not 0.0 <= score <= 1.0:
+                raise ValueError(f"supersession judge {self.judge!r:.60}: score must lie in [0, 1], got {score!r}")
+            if score >= self.judge.threshold:
+                closed = older.replace(
+                    valid_to=max(older.valid_from, newer.valid_from),
+                    invalidated_by=newer.id,
+                    invalidation_score=score,
+                    updated_at=max(older.updated_at, newer.updated_at),
+                )
+                out.append((older, closed))
+        return out
+
+
+def below_successors(hits: Sequence[tuple[Memory, float]]) -> list[tuple[Memory, float]]:
+    """``hits`` (best first) with each invalidated memory moved just below the hit that invalidated it,
+    when that one is among them and ranks lower; scores stay as they were."""
+    out = list(hits)
+    position = {memory.id: n for n, (memory, _) in enumerate(out)}
+    for memory, score in list(out):
+        successor = memory.invalidated_by
+        if successor in position and position[successor] > position[memory.id]:
+            out.remove((memory, score))
+            out.insert(out.index(next(hit for hit in out if hit[0].id == successor)) + 1, (memory, score))
+            position = {m.id: n for n, (m, _) in enumerate(out)}
+    return out
+
+
+__all__ = ["CANDIDATES", "CANDIDATE_FLOOR", "Supersession", "SupersessionJudge", "below_successors"]
