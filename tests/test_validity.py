@@ -56,7 +56,11 @@ def test_a_memory_is_valid_from_its_time_and_open_until_changed(memory):
 def test_an_update_closes_the_old_version_where_the_new_one_begins(memory):
     memory_id = fact_changed_twice(memory)
     paris, berlin, rome = memory.history(memory_id, user="ann")
-    assert [m.content for m in (paris, berlin, rome)] == ["Ann lives in Paris", "Ann lives in Berlin", "Ann lives in Rome"]
+    assert [m.content for m in (paris, berlin, rome)] == [
+        "Ann lives in Paris",
+        "Ann lives in Berlin",
+        "Ann lives in Rome",
+    ]
     assert (paris.valid_from, paris.valid_to) == (JAN, JUN)
     assert (berlin.valid_from, berlin.valid_to) == (JUN, DEC)
     assert (rome.valid_from, rome.valid_to) == (DEC, None)
