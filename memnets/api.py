@@ -586,7 +586,7 @@ class AgentMemory:
         check_user(user)
         self._require_open()
         own = {name: config.pop(name) for name in ("events", "state_path", "resume", "llm") if name in config}
-        own.setdefault("llm", self.llm)
+        own.update(llm=own.get("llm", self.llm), supersession=self._writes.supersession)
         manager = MemoryManager(
             self.encoder,
             self.store,

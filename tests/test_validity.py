@@ -164,3 +164,14 @@ def test_a_store_written_before_validity_reads_with_its_versions_in_time(locatio
             assert [m.content for m in memory.list_memories(user="ann", as_of=moment)] == [f"Ann lives in {city}"]
         memory.update(memory_id, "Ann lives in Oslo", user="ann", t=datetime(2025, 6, 1, tzinfo=UTC))
         assert memory.history(memory_id, user="ann")[-2].valid_to == datetime(2025, 6, 1, tzinfo=UTC)
+
+
+def test_a_managers_observations_pass_the_same_judge(tmp_path, encoder):
+    with memnets.open(
+        tmp_path / "m", encoder=encoder, duplicate_threshold=EXACT, supersession=KeywordJudge()
+    ) as memory:
+        manager = memory.manager("ann")
+        older = manager.observe("I'm vegetarian", t=JAN, importance=1.0)  # important: written through at once
+        newer = manager.observe("I started eating fish again", t=JUN, importance=1.0)
+        ended = memory.get(older.id, user="ann")
+        assert (ended.valid_to, ended.invalidated_by) == (JUN, newer.id)
