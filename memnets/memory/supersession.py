@@ -3,9 +3,10 @@
 "I live in Paris", then "I moved to Berlin last month": the second is a new memory (the sentence
 frame rule of :mod:`memnets.memory.writes` catches restatements only), and without this step the
 first stays current and may rank first for "Where do I live?". After each write, :class:`Supersession`
-picks the candidates (the same user's current memories of the same kind and speaker, ``agent`` and
-``"{speaker}: "`` prefix, nearest to the new one, cosine at least :data:`CANDIDATE_FLOOR`, at most
-:data:`CANDIDATES`, still valid and valid from no later than the new one) and asks a
+picks the candidates (among the user's :data:`CANDIDATE_POOL` current memories nearest to the new
+one, by the store's index as the write path's near-match lookup finds them: those of the same kind
+and speaker, ``agent`` and ``"{speaker}: "`` prefix, cosine at least :data:`CANDIDATE_FLOOR`, still
+valid and valid from no later than the new one, at most :data:`CANDIDATES`) and asks a
 :class:`SupersessionJudge`. For each score at or above the judge's threshold the older memory gets a
 new version (so the decision is in its ``history``) with ``valid_to`` closed at the newer one's
 ``valid_from``, ``invalidated_by`` the newer one's id and ``invalidation_score`` the score; the
@@ -31,6 +32,7 @@ from memnets.memory.writes import speaker
 from memnets.records import Memory
 
 CANDIDATES = 5  # older memories a new one is judged against
+CANDIDATE_POOL = 20  # nearest memories searched for them (an index search: a write stays fast on a large store)
 CANDIDATE_FLOOR = 0.3  # cosine below which an older memory is no candidate (another subject)
 
 
@@ -56,7 +58,7 @@ class Supersession:
 
     def candidates(self, newer: Memory, vector: np.ndarray) -> list[Memory]:
         """The current memories ``newer`` may end: same user, kind and speaker, near it, still valid, not later."""
-        found = self.store.search(vector, CANDIDATES + 1, newer.owner, filters={"agent": {"$eq": newer.agent}})
+        found = self.store.search(vector, CANDIDATE_POOL, newer.owner)
         return [
             older
             for older, cosine in found
@@ -90,14 +92,13 @@ def below_successors(hits: Sequence[tuple[Memory, float]]) -> list[tuple[Memory,
     """``hits`` (best first) with each invalidated memory moved just below the hit that invalidated it,
     when that one is among them and ranks lower; scores stay as they were."""
     out = list(hits)
-    position = {memory.id: n for n, (memory, _) in enumerate(out)}
-    for memory, score in list(out):
-        successor = memory.invalidated_by
-        if successor in position and position[successor] > position[memory.id]:
-            out.remove((memory, score))
-            out.insert(out.index(next(hit for hit in out if hit[0].id == successor)) + 1, (memory, score))
-            position = {m.id: n for n, (m, _) in enumerate(out)}
+    for hit in hits:
+        ids = [memory.id for memory, _ in out]
+        successor = hit[0].invalidated_by
+        if successor in ids and ids.index(successor) > ids.index(hit[0].id):
+            out.remove(hit)
+            out.insert(ids.index(successor), hit)  # one place up after the removal: just below its successor
     return out
 
 
-__all__ = ["CANDIDATES", "CANDIDATE_FLOOR", "Supersession", "SupersessionJudge", "below_successors"]
+__all__ = ["CANDIDATES", "CANDIDATE_FLOOR", "CANDIDATE_POOL", "Supersession", "SupersessionJudge", "below_successors"]
