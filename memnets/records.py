@@ -142,6 +142,7 @@ class Memory:
             self.ttl = float(self.ttl)
 
     def _check_validity(self) -> None:
+        """``valid_from`` (default ``updated_at``) and ``valid_to`` as aware UTC, in order; the supersession fields."""
         self.valid_from = (
             self.updated_at if self.valid_from is None else as_utc(self.valid_from, f"Memory {self.id!r}: valid_from")
         )
@@ -161,11 +162,6 @@ class Memory:
             isinstance(score, bool) or not isinstance(score, (int, float)) or not 0 <= score <= 1
         ):
             raise ValueError(f"Memory {self.id!r}: invalidation_score must be a number in [0, 1], got {score!r}")
-
-    def valid_at(self, moment: datetime) -> bool:
-        """Whether the fact held at ``moment``: ``valid_from <= moment < valid_to`` (an open ``valid_to``: now)."""
-        moment = as_utc(moment)
-        return self.valid_from <= moment and (self.valid_to is None or moment < self.valid_to)
 
     def expired(self, now: datetime) -> bool:
         """Whether the memory has expired at ``now`` (an aware or naive-UTC datetime)."""
