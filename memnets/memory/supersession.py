@@ -23,7 +23,7 @@ The judge is given to ``memnets.open(..., supersession=judge)``; None (the defau
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence, Set
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -56,13 +56,15 @@ class Supersession:
             )
         self.store, self.judge = store, judge
 
-    def candidates(self, newer: Memory, vector: np.ndarray) -> list[Memory]:
-        """The current memories ``newer`` may end: same user, kind and speaker, near it, still valid, not later."""
+    def candidates(self, newer: Memory, vector: np.ndarray, later: Set[str] = frozenset()) -> list[Memory]:
+        """The current memories ``newer`` may end: same user, kind and speaker, near it, still valid, not later
+        (nor among ``later``, the ids its own write stores after it)."""
         found = self.store.search(vector, CANDIDATE_POOL, newer.owner)
         return [
             older
             for older, cosine in found
             if older.id != newer.id
+            and older.id not in later
             and cosine >= CANDIDATE_FLOOR
             and older.kind == newer.kind
             and older.valid_to is None
@@ -70,10 +72,10 @@ class Supersession:
             and speaker(older) == speaker(newer)
         ][:CANDIDATES]
 
-    def endings(self, newer: Memory, vector: np.ndarray) -> list[tuple[Memory, Memory]]:
+    def endings(self, newer: Memory, vector: np.ndarray, later: Set[str] = frozenset()) -> list[tuple[Memory, Memory]]:
         """(older memory, its next version, closed by ``newer``) for each candidate the judge says ``newer`` ends."""
         out = []
-        for older in self.candidates(newer, vector):
+        for older in self.candidates(newer, vector, later):
             score = float(self.judge.score(older.content, newer.content))
             if not 0.0 <= score <= 1.0:
                 raise ValueError(f"supersession judge {self.judge!r:.60}: score must lie in [0, 1], got {score!r}")
@@ -86,6 +88,17 @@ class Supersession:
                 )
                 out.append((older, closed))
         return out
+
+    def apply(self, written: list[Memory], vectors: np.ndarray, update: Callable) -> list[Memory]:
+        """Inside a write's transaction: for each memory of ``written`` (with its row of ``vectors``) it added or
+        changed, ``update(older, closed, None)`` writes each older memory it ends as its closed version; never one
+        that the same write stores after it. Returns ``written`` as it was."""
+        for n, (memory, vector) in enumerate(zip(written, vectors)):
+            if memory.outcome != "unchanged":
+                later = {m.id for m in written[n + 1 :]}
+                for older, closed in self.endings(memory, vector, later):
+                    update(older, closed, None)
+        return written
 
 
 def below_successors(hits: Sequence[tuple[Memory, float]]) -> list[tuple[Memory, float]]:

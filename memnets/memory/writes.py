@@ -418,14 +418,8 @@ class WritePath:
     def __init__(
         self, store, encoder, importance, config, managers: Callable[[str], list] = lambda user: [], supersession=None
     ):
-        self.store, self.encoder, self.importance, self.config, self.managers = (
-            store,
-            encoder,
-            importance,
-            config,
-            managers,
-        )
-        self.supersession = supersession
+        self.store, self.encoder, self.importance, self.config = store, encoder, importance, config
+        self.managers, self.supersession = managers, supersession
 
     def encode(
         self, memories: list[Memory], scored: list[bool], names: Sequence[str] | None = None
@@ -465,8 +459,7 @@ class WritePath:
         """
         [memory], [vector] = self.encode([memory], [scored], [name])
         with atomic_write(self.store, [memory.owner]):
-            [written] = self._supersede([self._observe(memory, vector, policy, explicit=explicit)], [vector])
-            return written
+            return self._supersede([self._observe(memory, vector, policy, explicit=explicit)], [vector])[0]
 
     def _observe(self, memory: Memory, vector: np.ndarray, policy: ObservePolicy, *, explicit: bool) -> Memory:
         if explicit:
@@ -522,14 +515,8 @@ class WritePath:
             return self._supersede(self._commit(memories, vectors, chunks, explicit, replaces), vectors)
 
     def _supersede(self, written: list[Memory], vectors: np.ndarray) -> list[Memory]:
-        """Inside a write's transaction: the older memories each new or changed one of ``written`` ends get their
-        closed version (:mod:`memnets.memory.supersession`); ``written`` returned as it was."""
-        if self.supersession is not None:
-            for memory, vector in zip(written, vectors):
-                if memory.outcome != "unchanged":
-                    for older, closed in self.supersession.endings(memory, vector):
-                        self.update(older, closed, None)
-        return written
+        """Inside a write's transaction: the supersession step, if any, on what it wrote (returned as it was)."""
+        return written if self.supersession is None else self.supersession.apply(written, vectors, self.update)
 
     def _commit(self, memories, vectors, chunks, explicit: list[bool], replaces: Memory | None) -> list[Memory]:
         if replaces is not None:
