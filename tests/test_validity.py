@@ -175,3 +175,19 @@ def test_a_managers_observations_pass_the_same_judge(tmp_path, encoder):
         newer = manager.observe("I started eating fish again", t=JUN, importance=1.0)
         ended = memory.get(older.id, user="ann")
         assert (ended.valid_to, ended.invalidated_by) == (JUN, newer.id)
+
+
+class AlwaysJudge:
+    """A judge that says every newer memory ends every older one: only the write order decides."""
+
+    threshold = 0.5
+
+    def score(self, older: str, newer: str) -> float:
+        return 1.0
+
+
+def test_in_one_add_many_an_item_ends_only_the_items_before_it(tmp_path, encoder):
+    with memnets.open(tmp_path / "m", encoder=encoder, duplicate_threshold=EXACT, supersession=AlwaysJudge()) as memory:
+        first, second = memory.add_many(["I live in Paris", "I moved to Berlin"], user="ann", t=JAN)
+        assert memory.get(first.id, user="ann").invalidated_by == second.id
+        assert memory.get(second.id, user="ann").valid_to is None
