@@ -8,41 +8,37 @@ This is the layer an agent (or a framework adapter: LangGraph, LangChain, MCP) t
         memory.add("I adopted a beagle named Rex", user="ann")
         hits = memory.search("What is Ann's dog called?", user="ann", k=3)
         manager = memory.manager("ann")                    # tiers, moves, gate, reflection, planning
-
 What it guarantees (each tested in tests/test_api*.py):
 
 - Scoping: every call names a ``user``; nothing of another user is read, counted or changed.
 - Durability: ``add``/``add_many``/``update`` have written to the store when they return (the
   hybrid ingestion of ``add_many`` writes the important memories first, then the rest in batches,
   all before it returns; only a :class:`~memnets.memory.manager.MemoryManager` buffers).
-- One write path (:mod:`memnets.memory.writes`, also the manager's ``observe``): every add says
-  what it did in ``outcome``: "unchanged" (one of the user's memories of its kind, in its scope,
-  says this already: that memory is returned, its last access moved to ``t``), "updated" (a near
-  match changes a fact of it, or the add names its id, or ``update``: the new text becomes that
-  memory's current version, same id and creation time, and the old one stays in its history as
-  ``f"{id}~{n}"``, ``superseded_by=id``, which search and listings skip and ``history(id)``
-  returns; ``add(..., replaces=old)`` marks ``old`` superseded by the new memory) or "added". The
-  rule and its measurements are in :mod:`memnets.memory.writes`.
-- Times: ``t`` (``created_at``) is when a memory was first written and stays with every version,
-  so listings keep creation order; ``updated_at`` is when its current version was written.
-- Deletion is final: ``delete``/``delete_all`` remove the memory and all its older versions from
-  the store and the index, and from the tiers and write buffer of every live manager of that user
-  in this process; managers in other processes learn it from the store's deletion ledger before
-  they next write, query or close (see :meth:`MemoryManager._forget_deleted`).
+- One write path (:mod:`memnets.memory.writes`, also the manager's ``observe``; the rule and its
+  measurements there): every add says what it did in ``outcome``: "unchanged" (a memory of the
+  user, of its kind and scope, says this already: returned, its last access moved to ``t``),
+  "updated" (a near match changes a fact of it, the add names its id, or ``update``: the new text
+  is that memory's current version, the old one in its history as ``f"{id}~{n}"``,
+  ``superseded_by=id``; ``add(..., replaces=old)`` makes ``old`` its history) or "added".
+- Times: ``t`` (``created_at``) is when a memory was first written, kept by every version;
+  ``updated_at`` when its current version was; ``valid_from``/``valid_to`` when its fact held
+  (:mod:`memnets.memory.validity`, :mod:`memnets.memory.supersession`).
+- Deletion is final (no validity change): ``delete``/``delete_all`` remove the memory and its older
+  versions from the store, the index and every live manager of that user; managers in other
+  processes learn it from the store's deletion ledger (:meth:`MemoryManager._forget_deleted`).
 - Time: aware UTC; a naive datetime is read as UTC; ``t`` defaults to now (:mod:`memnets.timeutil`).
 - Bad input (an empty user or text, k < 1, an unknown filter field, a wrong type) raises
   ValueError/TypeError naming the argument, before anything is written; a text (or query) that is
   not valid Unicode, longer than ``MAX_TEXT_CHARS`` or refused by the encoder's tokenizer raises
   InvalidMemoryError naming the position or the limit.
 
-Ranking: without a pack, ``search`` ranks by cosine (the store's inner product of unit vectors; a hand-set
-recency + importance mix retrieves far worse on LoCoMo, docs/benchmarks.md); with a pack's fitted weights,
-its LearnedScorer re-ranks ``fetch_factor * k`` candidates (filtered first).
+Ranking: without a pack, ``search`` ranks by cosine (a hand-set recency + importance mix retrieves far
+worse on LoCoMo, docs/benchmarks.md); with a pack, its LearnedScorer re-ranks ``fetch_factor * k``.
 
-``AgentMemory`` is a facade: it checks the arguments, holds the write lock and the registry of live
-managers, and hands the work to the write path (:class:`~memnets.memory.writes.WritePath`), the searcher
-(:class:`~memnets.memory.search.Searcher`, the one re-rank rule, shared with the managers' RECALL) and the
-deletion path (:class:`~memnets.memory.deletion.DeletionPath`); :mod:`memnets.memory.opening` opens its parts.
+``AgentMemory`` is a facade: it checks the arguments, holds the write lock and the live managers, and
+hands the work to the write path (:class:`~memnets.memory.writes.WritePath`), the searcher
+(:class:`~memnets.memory.search.Searcher`, shared with the managers' RECALL) and the deletion path
+(:class:`~memnets.memory.deletion.DeletionPath`); :mod:`memnets.memory.opening` opens its parts.
 """
 
 from __future__ import annotations
@@ -69,6 +65,8 @@ from memnets.memory.opening import open_parts, reembed
 from memnets.memory.search import Searcher
 from memnets.memory.signals import HeuristicGate, HeuristicImportance
 from memnets.memory.snapshot import GATE_DECISIONS_SHOWN, ManagerSnapshot, snapshot
+from memnets.memory.supersession import Supersession
+from memnets.memory.validity import KEEP, KEEP_TTL, as_of_filter, revised_validity
 from memnets.memory.writes import WritePath, check_text, embed, successor
 from memnets.protocols import TextEncoder
 from memnets.records import Memory
@@ -76,16 +74,6 @@ from memnets.scoring import HeuristicScorer
 from memnets.store import MemoryFilter
 from memnets.store.identity import bind_encoder
 from memnets.timeutil import as_utc_or_now
-
-
-class _KeepTTL:
-    """The default of ``update(ttl=...)``: leave the memory's expiry as it is."""
-
-    def __repr__(self) -> str:
-        return "KEEP_TTL"
-
-
-KEEP_TTL = _KeepTTL()
 
 UPDATE_ATTEMPTS = 5  # tries of an update while other writers change the memory (each re-reads it; retries are rare)
 
@@ -106,6 +94,7 @@ def open(
     backend: str = "torch",
     agent: str | None = None,
     session: str | None = None,
+    supersession=None,
     **options,
 ) -> AgentMemory:
     """Open (or create) a memory at ``location`` for any number of users.
@@ -123,6 +112,8 @@ def open(
         agent, session: the default scope of what this memory writes (``add``/``add_many`` without
             ``agent=``/``session=``); reads filter by scope only when asked (``filters``), so a new
             session still recalls the user's older ones.
+        supersession: a :class:`~memnets.memory.supersession.SupersessionJudge`: a new memory ends
+            the validity of the older ones it judges it replaces (None: off).
         options: :class:`~memnets.memory.manager.ManagerConfig` fields (defaults of every
             ``manager(user)``; ``duplicate_threshold``, ``fetch_factor``, ``write_through_threshold``
             and ``batch_size`` also apply to ``add``/``add_many``/``search``); the rest go to the
@@ -137,6 +128,7 @@ def open(
             owns_store=True,
             agent=agent,
             session=session,
+            supersession=supersession,
             **parts.components,
         )
     except BaseException:
@@ -160,7 +152,7 @@ class AgentMemory:
             search by cosine and gives managers Generative Agents' heuristic scorer.
         llm: the text model of the managers' reflections, summaries and plans.
         owns_store: close the store in :meth:`close`.
-        agent, session: the default scope of writes (see :func:`open`).
+        agent, session, supersession: the default scope of writes and the supersession judge (see :func:`open`).
     """
 
     def __init__(
@@ -176,6 +168,7 @@ class AgentMemory:
         owns_store: bool = False,
         agent: str | None = None,
         session: str | None = None,
+        supersession=None,
     ):
         self.identity = bind_encoder(store, encoder)  # a store another encoder filled: EncoderMismatchError
         if store.dim != encoder.dim:
@@ -197,7 +190,8 @@ class AgentMemory:
         self.closed = False
         self._lock = threading.RLock()  # one writer at a time: dedup check and write are one step
         self._managers: weakref.WeakSet[MemoryManager] = weakref.WeakSet()
-        self._writes = WritePath(store, encoder, self.importance, self.config, self._live)
+        judge = None if supersession is None else Supersession(store, supersession)
+        self._writes = WritePath(store, encoder, self.importance, self.config, self._live, judge)
         self._deletion = DeletionPath(store, self._live)
 
     @property
@@ -350,23 +344,24 @@ class AgentMemory:
         merge_metadata: bool = False,
         t: datetime | None = None,
         ttl=KEEP_TTL,
+        valid_from: datetime | None = None,
+        valid_to=KEEP,
     ) -> Memory:
         """A new version of memory ``id`` (new text and/or metadata, written at ``t``); the old one stays in its history.
 
-        ``merge_metadata``: the given metadata updates the memory's (keys not given are kept);
-        else (the default) it replaces it. The text is re-encoded and its importance re-scored
-        when it changes. The memory keeps its id and creation time ``t`` (listings stay in
-        creation order); its ``updated_at`` is this call's ``t``. Returns the memory with
-        ``outcome`` "updated", or "unchanged" (nothing written) when text and metadata are the
-        same as now. ``ttl``: left out, the expiry stays as it was; a timedelta or seconds, it
-        expires that long from now; None, it never expires. KeyError when ``user`` has no current
-        memory ``id``.
+        ``merge_metadata``: the given metadata updates the memory's, else (the default) replaces it. A
+        changed text is re-encoded and its importance re-scored. The memory keeps its id and creation
+        time ``t``; its ``updated_at`` is this call's ``t``. Returns it with ``outcome`` "updated", or
+        "unchanged" (nothing written) when nothing changes. ``ttl``: left out, the expiry stays; a
+        timedelta or seconds from now; None, never. ``valid_from``/``valid_to``: when the new version's
+        fact holds (:mod:`memnets.memory.validity`; ``valid_to=None`` reopens it). KeyError when
+        ``user`` has no current memory ``id``.
         """
         check_user(user)
         check_id(id, "id")
         expires = {} if ttl is KEEP_TTL else expiry.expiry_fields(expiry.check_ttl(self.store, ttl))
-        if text is None and metadata is None and not expires:
-            raise ValueError("update: give text and/or metadata (or ttl) to change")
+        if text is None and metadata is None and not expires and valid_from is None and valid_to is KEEP:
+            raise ValueError("update: give text and/or metadata (or ttl, valid_from, valid_to) to change")
         if text is not None:
             check_text(text, "text")
         if metadata is not None and not isinstance(metadata, dict):
@@ -377,8 +372,9 @@ class AgentMemory:
                 self._require_open()
                 current = self._current(id, user, "id")
             content = text if text is not None else current.content
+            validity = revised_validity(current, content != current.content, when, valid_from, valid_to)
             given = current.replace(
-                content=content, t=when, metadata=dict(metadata) if metadata is not None else {}, **expires
+                content=content, t=when, metadata=dict(metadata) if metadata is not None else {}, **expires, **validity
             )
             new = successor(current, given, merge_metadata=metadata is None or merge_metadata)
             vector = chunks = None
@@ -404,6 +400,8 @@ class AgentMemory:
         k: int = 5,
         filters: MemoryFilter | Mapping | None = None,
         refresh_ttl: bool = False,
+        as_of: datetime | None = None,
+        known_at: datetime | None = None,
     ) -> list[SearchHit]:
         """The ``k`` memories of ``user`` best for ``query``, best first, among those passing ``filters``.
 
@@ -413,7 +411,9 @@ class AgentMemory:
         (lists of such filters); see docs/memory.md, "Filters". Filtering happens in the store
         before ranking, so k results come back whenever k memories match. Older versions and
         expired memories are never returned. ``refresh_ttl``: as in :meth:`get`, for the hits.
+        ``as_of``/``known_at``: the versions valid / written by then (:mod:`memnets.store.as_of`).
         """
+        filters = as_of_filter(filters, as_of, known_at)
         return self.search_many(query, users=[user], k=k, filters=filters, refresh_ttl=refresh_ttl)[user]
 
     def search_many(
@@ -428,8 +428,7 @@ class AgentMemory:
         """:meth:`search` for each of ``users``, the query encoded once: ``{user: hits}`` in the order given.
 
         For callers that search several users' memories with one query (the LangGraph store over a
-        namespace prefix); each user's hits are exactly what ``search`` returns for that user.
-        """
+        namespace prefix); each user's hits are exactly what ``search`` returns for that user."""
         return self._search_users(query, users, k, filters, refresh_ttl)[1]
 
     def _search_users(
@@ -459,11 +458,9 @@ class AgentMemory:
         k: int = 5,
         filters: MemoryFilter | Mapping | None = None,
     ) -> list[SearchHit]:
-        """:meth:`search` with the query already encoded: ``vector`` is a ``[dim]`` query vector of
-        this memory's encoder (``encoder.encode([q], kind="query")[0]``), ranked exactly as
-        ``search`` ranks (the store's cosine, or a pack's scorer, which needs no query text once the
-        vector is given). For framework calls that hand over an embedding (LangChain's ``*_by_vector``).
-        """
+        """:meth:`search` with the query already encoded: ``vector`` is a ``[dim]`` query vector of this
+        memory's encoder, ranked as ``search`` ranks. For framework calls that hand over an embedding
+        (LangChain's ``*_by_vector``)."""
         check_user(user)
         check_k(k)
         vector = np.asarray(vector, dtype=np.float32).reshape(-1)
@@ -510,16 +507,19 @@ class AgentMemory:
         offset: int = 0,
         filters: MemoryFilter | Mapping | None = None,
         refresh_ttl: bool = False,
+        as_of: datetime | None = None,
+        known_at: datetime | None = None,
     ) -> list[Memory]:
         """The current (unexpired) memories of ``user`` passing ``filters``, by (t, id), ``limit`` from ``offset``.
 
-        ``refresh_ttl``: as in :meth:`get`, for the memories returned.
+        ``refresh_ttl``: as in :meth:`get`, for the memories returned. ``as_of``/``known_at``: as in :meth:`search`.
         """
         check_user(user)
         if limit is not None:
             check_count(limit, "limit")
         check_count(offset, "offset")
-        listed = self.store.list_memories(user, limit=limit, offset=offset, filters=MemoryFilter.parse(filters))
+        filters = as_of_filter(filters, as_of, known_at)
+        listed = self.store.list_memories(user, limit=limit, offset=offset, filters=filters)
         return expiry.refresh(self.store, listed, user) if refresh_ttl else listed
 
     def users(self) -> list[str]:
@@ -567,10 +567,9 @@ class AgentMemory:
     def sweep_expired(self) -> int:
         """Delete for good every memory that has expired (of every user); returns how many rows went.
 
-        Expired memories are already invisible to every read; the sweep removes them through the
-        path of :meth:`delete` (older versions and derived memories with them, the deletion ledger
-        for other processes, live managers). The LangGraph store runs it on a timer when its
-        ``TTLConfig`` has a ``sweep_interval_minutes``; otherwise call it from a job of your own.
+        Expired memories are already invisible to every read; the sweep removes them through the path of
+        :meth:`delete`. The LangGraph store runs it on a timer (``TTLConfig.sweep_interval_minutes``);
+        otherwise call it from a job of your own.
         """
         with self._lock:
             self._require_open()
@@ -587,7 +586,7 @@ class AgentMemory:
         check_user(user)
         self._require_open()
         own = {name: config.pop(name) for name in ("events", "state_path", "resume", "llm") if name in config}
-        own.setdefault("llm", self.llm)
+        own.update(llm=own.get("llm", self.llm), supersession=self._writes.supersession)
         manager = MemoryManager(
             self.encoder,
             self.store,
@@ -645,7 +644,7 @@ class AgentMemory:
         return snapshot(manager, gate_decisions)
 
     def ping(self) -> None:
-        """Return once the store answers a query now; raise its error otherwise (a readiness probe)."""
+        """Return once the store answers a query; raise its error otherwise (a readiness probe)."""
         self._require_open()
         self.store.count("memnets-ping")
 

@@ -44,6 +44,17 @@ class Memory:
             sweep deletes it for good (see docs/memory.md, "Expiry").
         ttl: the time to live in seconds that set ``expires_at``, kept so that a read can refresh
             the expiry to ``now + ttl`` (None: no TTL).
+        valid_from: when the fact it states began to hold (defaults to ``updated_at``: a new memory's
+            ``t``, a new version's write time); the validity axis, apart from when it was written.
+        valid_to: when the fact stopped holding (None: it still holds). An update that replaces the
+            fact closes the older version's ``valid_to`` at the new version's ``valid_from``; a
+            supersession (see :mod:`memnets.memory.supersession`) closes it at the newer memory's.
+            A deletion is no validity change. ``valid_to == valid_from``: it never held (a correction).
+        invalidated_by: the id of another memory whose fact ended this one's validity (a
+            supersession; None otherwise). Not ``superseded_by``, which marks an older *version*
+            row that reads never return; an invalidated memory stays current, ranked below the
+            memory that invalidated it.
+        invalidation_score: the supersession judge's score of that decision, logged with it.
         outcome: what the write that returned this record did: "added" (a new memory), "updated"
             (a new version of an existing one, the old one in its history) or "unchanged" (the
             same statement was stored already; only its last access moved). Set on what
@@ -73,6 +84,10 @@ class Memory:
     expires_at: datetime | None = None
     ttl: float | None = None
     updated_at: datetime | None = None
+    valid_from: datetime | None = None
+    valid_to: datetime | None = None
+    invalidated_by: str | None = None
+    invalidation_score: float | None = None
     outcome: Outcome | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
@@ -105,6 +120,7 @@ class Memory:
         self.updated_at = (
             self.t if self.updated_at is None else as_utc(self.updated_at, f"Memory {self.id!r}: updated_at")
         )
+        self._check_validity()
         if self.superseded_by is not None and (not isinstance(self.superseded_by, str) or not self.superseded_by):
             raise ValueError(
                 f"Memory {self.id!r}: superseded_by must be None or a memory id, got {self.superseded_by!r}"
@@ -124,6 +140,28 @@ class Memory:
             if self.expires_at is None:
                 raise ValueError(f"Memory {self.id!r}: a ttl needs its expires_at")
             self.ttl = float(self.ttl)
+
+    def _check_validity(self) -> None:
+        """``valid_from`` (default ``updated_at``) and ``valid_to`` as aware UTC, in order; the supersession fields."""
+        self.valid_from = (
+            self.updated_at if self.valid_from is None else as_utc(self.valid_from, f"Memory {self.id!r}: valid_from")
+        )
+        if self.valid_to is not None:
+            self.valid_to = as_utc(self.valid_to, f"Memory {self.id!r}: valid_to")
+            if self.valid_to < self.valid_from:
+                raise ValueError(
+                    f"Memory {self.id!r}: valid_to {self.valid_to.isoformat()} is before valid_from "
+                    f"{self.valid_from.isoformat()}"
+                )
+        if self.invalidated_by is not None and (not isinstance(self.invalidated_by, str) or not self.invalidated_by):
+            raise ValueError(
+                f"Memory {self.id!r}: invalidated_by must be None or a memory id, got {self.invalidated_by!r}"
+            )
+        score = self.invalidation_score
+        if score is not None and (
+            isinstance(score, bool) or not isinstance(score, (int, float)) or not 0 <= score <= 1
+        ):
+            raise ValueError(f"Memory {self.id!r}: invalidation_score must be a number in [0, 1], got {score!r}")
 
     def expired(self, now: datetime) -> bool:
         """Whether the memory has expired at ``now`` (an aware or naive-UTC datetime)."""

@@ -19,6 +19,7 @@ import argparse
 import json
 import os
 import sys
+from datetime import datetime
 from pathlib import Path
 
 from rich.table import Table
@@ -58,6 +59,11 @@ def parser() -> argparse.ArgumentParser:
     user.add_argument("--user", required=True, help="the user (owner) whose memories to read or change")
     output = argparse.ArgumentParser(add_help=False)
     output.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    when = argparse.ArgumentParser(add_help=False)
+    when.add_argument(
+        "--as-of", type=iso_time, default=None, help="the versions valid at this ISO 8601 time (older ones too)"
+    )
+    when.add_argument("--known-at", type=iso_time, default=None, help="as written by this ISO 8601 time")
 
     commands = parser.add_subparsers(
         dest="command", metavar="COMMAND", required=True, help="what to do (each has its own --help)"
@@ -67,7 +73,7 @@ def parser() -> argparse.ArgumentParser:
     )
     listing = commands.add_parser(
         "list",
-        parents=[user, output],
+        parents=[user, output, when],
         help="a user's memories, oldest first",
         description="A user's current memories, oldest first.",
     )
@@ -78,7 +84,7 @@ def parser() -> argparse.ArgumentParser:
     )
     search = commands.add_parser(
         "search",
-        parents=[user, output],
+        parents=[user, output, when],
         help="a user's memories that best answer a query",
         description="The k memories of a user that best answer a query, best first, with their scores.",
     )
@@ -179,15 +185,30 @@ def run_users(memory, args, _) -> int:
     return 0
 
 
+def iso_time(text: str) -> datetime:
+    """An ISO 8601 time argument (naive: UTC)."""
+    try:
+        return datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an ISO 8601 time: {text!r}") from None
+
+
 def run_list(memory, args, _) -> int:
     filters = {"kind": args.kind} if args.kind else None
-    listed = memory.list_memories(user=args.user, limit=args.limit, offset=args.offset, filters=filters)
+    listed = memory.list_memories(
+        user=args.user,
+        limit=args.limit,
+        offset=args.offset,
+        filters=filters,
+        as_of=args.as_of,
+        known_at=args.known_at,
+    )
     show_memories(listed, args, title=f"memories of {args.user} ({len(listed)} from {args.offset})")
     return 0
 
 
 def run_search(memory, args, _) -> int:
-    hits = memory.search(args.query, user=args.user, k=args.k)
+    hits = memory.search(args.query, user=args.user, k=args.k, as_of=args.as_of, known_at=args.known_at)
     show_memories(
         [hit.memory for hit in hits], args, title=f"{args.user}: {args.query}", scores=[hit.score for hit in hits]
     )

@@ -28,7 +28,9 @@ How LangGraph's model maps onto memnets (see docs/integrations.md):
   refused (it is the memory's text: search with ``query=``). Filters take LangGraph's
   ``$eq $ne $gt $gte $lt $lte`` (and memnets' ``$in``) on top-level value fields with memnets'
   semantics (:class:`memnets.store.filters.MemoryFilter`); a nested dict is compared for equality;
-  ``"$and"``/``"$or"`` take lists of such filters; any other ``$`` key is an error naming it.
+  ``"$and"``/``"$or"`` take lists of such filters; ``"$as_of"``/``"$known_at"`` (a datetime or
+  an ISO string, top level) read the versions valid / written by then (``AgentMemory.search``'s
+  ``as_of``/``known_at``); any other ``$`` key is an error naming it.
 - **The root label "langgraph"** is LangGraph's own: as in its stores (``InMemoryStore``,
   ``PostgresStore``), the public ``put``/``aput`` refuse it (BaseStore's check), while a ``PutOp``
   given to ``batch``/``abatch``, the way LangGraph writes its own namespaces, is stored; reads of
@@ -55,6 +57,7 @@ import json
 import logging
 import threading
 from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 from langgraph.store.base import (
@@ -236,10 +239,15 @@ class MemnetsStore(BaseStore):
         owners = self._owners_under(op.namespace_prefix)
         if not owners or op.limit == 0:
             return []
-        conditions = _metadata_conditions(op.filter)
+        travel = _time_travel(op.filter)
+        given = op.filter
+        conditions = _metadata_conditions(
+            {k: v for k, v in given.items() if k not in TIME_KEYS} if isinstance(given, Mapping) else given
+        )
         wanted = op.offset + op.limit
         if op.query:
-            filters = MemoryFilter(metadata={**conditions, LAYOUT: {"$ne": "unindexed"}, LEGACY[1]: {"$ne": True}})
+            indexed = {**conditions, LAYOUT: {"$ne": "unindexed"}, LEGACY[1]: {"$ne": True}}
+            filters = MemoryFilter(metadata=indexed, **travel)
             by_owner = self.memory.search_many(
                 op.query, users=[owner for owner, _ in owners], k=wanted, filters=filters, refresh_ttl=op.refresh_ttl
             )
@@ -249,7 +257,7 @@ class MemnetsStore(BaseStore):
                 _item(memory, namespace, SearchItem, score=score)
                 for score, namespace, memory in hits[op.offset : wanted]
             ]
-        filters = MemoryFilter(metadata=conditions) if conditions else None
+        filters = MemoryFilter(metadata=conditions or None, **travel) if conditions or travel else None
         if len(owners) == 1:
             owner, namespace = owners[0]
             listed = self.memory.list_memories(
@@ -379,6 +387,28 @@ def _ttl_seconds(minutes: float | None) -> float | None:
     if isinstance(minutes, bool) or not isinstance(minutes, (int, float)) or not minutes > 0:
         raise ValueError(f"MemnetsStore.put: ttl must be a positive number of minutes or None, got {minutes!r}")
     return float(minutes) * 60
+
+
+TIME_KEYS = {"$as_of": "as_of", "$known_at": "known_at"}  # filter keys of an as-of read
+
+
+def _time_travel(filter: Mapping[str, Any] | None) -> dict[str, datetime]:
+    """The ``$as_of``/``$known_at`` of LangGraph's filter as MemoryFilter fields (an ISO string is parsed)."""
+    if not isinstance(filter, Mapping):
+        return {}
+    out = {}
+    for key, name in TIME_KEYS.items():
+        value = filter.get(key)
+        if isinstance(value, str):
+            try:
+                value = datetime.fromisoformat(value)
+            except ValueError:
+                raise ValueError(
+                    f"MemnetsStore.search: filter {key} must be an ISO 8601 time, got {value!r:.60}"
+                ) from None
+        if value is not None:
+            out[name] = value
+    return out
 
 
 def _metadata_conditions(filter: Mapping[str, Any] | None) -> dict[str, Any]:

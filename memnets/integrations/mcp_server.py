@@ -31,8 +31,9 @@ loop, and any failure of one, a ``BaseException`` such as a tokenizer's Rust pan
 tool error for that call: the session goes on. A request is at most 4 MiB over either transport
 (over stdio see :mod:`memnets.integrations.mcp_stdio`); a longer one gets an error naming the
 limit. Results are JSON objects (MCP structured content): a memory is ``{"id", "content", "t",
-"created_at", "updated_at", "kind", "importance", "metadata", "expires_at"}`` (``t`` is
-``created_at``; ``expires_at`` an ISO time or null), plus ``"score"`` in search results and
+"created_at", "updated_at", "kind", "importance", "metadata", "expires_at", "valid_from",
+"valid_to", "invalidated_by"}`` (``t`` is ``created_at``; ``expires_at`` and ``valid_to`` an ISO
+time or null; ``search_memory``/``list_memories`` take ``as_of``/``known_at``), plus ``"score"`` in search results and
 ``"outcome"`` ("added", "updated" or "unchanged", as ``AgentMemory.add`` says) from add_memory and
 update_memory.
 """
@@ -41,6 +42,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
+from datetime import datetime
 from functools import partial
 from typing import Annotated, Any, Literal
 
@@ -77,6 +79,9 @@ def memory_json(memory, score: float | None = None) -> dict[str, Any]:
         "importance": float(memory.importance),
         "metadata": dict(memory.metadata or {}),
         "expires_at": memory.expires_at.isoformat() if memory.expires_at is not None else None,
+        "valid_from": memory.valid_from.isoformat(),
+        "valid_to": memory.valid_to.isoformat() if memory.valid_to is not None else None,
+        "invalidated_by": memory.invalidated_by,
     }
     if score is not None:
         out["score"] = float(score)
@@ -150,6 +155,13 @@ UserId = Annotated[str, Field(min_length=1, description="the user whose memories
 MemoryId = Annotated[str, Field(min_length=1, description="the memory's id")]
 Metadata = Annotated[
     dict[str, Any] | None, Field(description="free JSON fields kept with the memory, searchable with filters")
+]
+AsOf = Annotated[
+    datetime | None,
+    Field(description="read the versions valid at this time (ISO 8601), older versions included; null: now"),
+]
+KnownAt = Annotated[
+    datetime | None, Field(description="read the memories as they had been written by this time (ISO 8601)")
 ]
 Filters = Annotated[
     dict[str, Any] | None,
@@ -242,10 +254,14 @@ def build_server(
         user_id: UserId,
         k: Annotated[int, Field(ge=1, le=MAX_K, description="how many memories to return")] = 5,
         filters: Filters = None,
+        as_of: AsOf = None,
+        known_at: KnownAt = None,
     ) -> dict[str, Any]:
         """The user's k memories that best answer the query, best first, each with its score,
         among those passing the filters."""
-        hits = await call(memory.search, query, user=scoped(user_id), k=k, filters=filters)
+        hits = await call(
+            memory.search, query, user=scoped(user_id), k=k, filters=filters, as_of=as_of, known_at=known_at
+        )
         return {"results": [memory_json(hit.memory, hit.score) for hit in hits]}
 
     @tool
@@ -254,9 +270,19 @@ def build_server(
         limit: Annotated[int, Field(ge=0, le=MAX_LIMIT, description="how many memories, at most")] = 100,
         offset: Annotated[int, Field(ge=0, description="how many to skip first")] = 0,
         filters: Filters = None,
+        as_of: AsOf = None,
+        known_at: KnownAt = None,
     ) -> dict[str, Any]:
         """The user's current memories passing the filters, oldest first, one page (limit, offset)."""
-        listed = await call(memory.list_memories, user=scoped(user_id), limit=limit, offset=offset, filters=filters)
+        listed = await call(
+            memory.list_memories,
+            user=scoped(user_id),
+            limit=limit,
+            offset=offset,
+            filters=filters,
+            as_of=as_of,
+            known_at=known_at,
+        )
         return {"memories": [memory_json(m) for m in listed]}
 
     @tool

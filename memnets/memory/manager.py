@@ -95,6 +95,7 @@ class MemoryManager:
             (default: ``manager-<owner>.json`` in the archive's directory; None with ``resume=False``).
         resume: restore the tiers saved at the last :meth:`close`, if any.
         owns_store: close the store in :meth:`close` (set by the constructors that open it).
+        supersession: the write path's supersession step (:mod:`memnets.memory.supersession`), or None.
 
     Several managers (one per user) may share one encoder and one store: :meth:`memnets.open`
     builds them with ``AgentMemory.manager(user)``.
@@ -115,6 +116,7 @@ class MemoryManager:
         state_path: str | Path | None = None,
         resume: bool = True,
         owns_store: bool = False,
+        supersession=None,
         **settings,
     ):
         if getattr(store, "dim", encoder.dim) != encoder.dim:
@@ -123,9 +125,7 @@ class MemoryManager:
             raise ValueError(f"owner must be a non-empty string, got {owner!r}")
         self.config = ManagerConfig.build(config, **settings)
         self.identity = bind_encoder(store, encoder)  # another encoder's store: EncoderMismatchError
-        self.encoder = encoder
-        self.store = store
-        self.owner = owner
+        self.encoder, self.store, self.owner = encoder, store, owner
         self.importance = importance if importance is not None else HeuristicImportance()
         self.gate = gate if gate is not None else HeuristicGate()
         self.scorer = scorer if scorer is not None else HeuristicScorer()
@@ -137,7 +137,7 @@ class MemoryManager:
         self.reflector = Reflector(self.llm, threshold=threshold) if threshold else None
         self.planner = Planner(self.llm)
         self.pending: dict[str, Entry] = {}  # kept, not yet in the archive
-        self._writes = WritePath(store, encoder, self.importance, self.config)
+        self._writes = WritePath(store, encoder, self.importance, self.config, supersession=supersession)
         self._policy = _TierPolicy(self)
         self._searcher = Searcher(store, self.scorer, self.config.fetch_factor)
         self.unkept: set[str] = set()  # in the context only; dropped when they leave it

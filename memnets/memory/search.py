@@ -14,6 +14,7 @@ from datetime import datetime
 
 import numpy as np
 
+from memnets.memory.supersession import below_successors
 from memnets.records import Memory
 from memnets.store.filters import MemoryFilter
 
@@ -58,15 +59,18 @@ class Searcher:
         filters: MemoryFilter | None,
         now: datetime,
     ) -> list[tuple[Memory, float]]:
-        """The ``k`` best memories of ``owner`` for the query with their scores, best first (ties: nearer first)."""
+        """The ``k`` best memories of ``owner`` for the query with their scores, best first (ties: nearer first);
+        a memory another one invalidated just below that one (:func:`~memnets.memory.supersession.below_successors`)."""
         if self.scorer is None:
-            return [(m, float(s)) for m, s in self.store.search(query_vector, k, owner, filters=filters)]
+            return below_successors(
+                [(m, float(s)) for m, s in self.store.search(query_vector, k, owner, filters=filters)]
+            )
         memories = [m for m, _ in self.fetch(query_vector, k, owner, filters)]
         if not memories:
             return []
         _, scores = self.rerank(memories, query, query_vector, owner, now)
         order = np.argsort(-scores, kind="stable")[:k]
-        return [(memories[i], float(scores[i])) for i in order]
+        return below_successors([(memories[i], float(scores[i])) for i in order])
 
 
 __all__ = ["Searcher", "score"]

@@ -60,7 +60,7 @@ from memnets.records import Memory, Outcome
 from memnets.store import rows
 from memnets.store.errors import InvalidMemoryError
 from memnets.store.protocol import AtomicWrites, Chunks, supports
-from memnets.store.rows import VERSION_SEPARATOR  # older versions of memory "x" are "x~1", "x~2", ...
+from memnets.store.rows import VERSION_SEPARATOR, closed_by  # older versions of memory "x" are "x~1", "x~2", ...
 from memnets.text import SEPARATOR, SPEAKER_PREFIX_MAX, strip_speaker
 
 MAX_TEXT_CHARS = 200_000  # a memory's (and a query's) text; ~50k tokens, far above any encoder window
@@ -235,6 +235,8 @@ def same_record(current: Memory, new: Memory) -> bool:
         "links",
         "session",
         "ttl",
+        "valid_to",
+        "invalidated_by",
     )
     return all(getattr(current, name) == getattr(new, name) for name in fields)
 
@@ -406,19 +408,18 @@ class WritePath:
         config: the ``ManagerConfig`` (duplicate threshold, write-through threshold, batch size).
         managers: user -> that user's live managers (each with ``refresh(memory, vector)`` and
             ``forget(ids, reason=...)``), told of the versions this path writes; none by default.
+        supersession: a :class:`~memnets.memory.supersession.Supersession` run on every memory a
+            write adds or changes, inside the write's transaction; None: off.
 
     The caller holds its write lock around :meth:`commit` (the consistency check and the write are
     one step); :meth:`prepare` (encoding) runs outside it.
     """
 
-    def __init__(self, store, encoder, importance, config, managers: Callable[[str], list] = lambda user: []):
-        self.store, self.encoder, self.importance, self.config, self.managers = (
-            store,
-            encoder,
-            importance,
-            config,
-            managers,
-        )
+    def __init__(
+        self, store, encoder, importance, config, managers: Callable[[str], list] = lambda user: [], supersession=None
+    ):
+        self.store, self.encoder, self.importance, self.config = store, encoder, importance, config
+        self.managers, self.supersession = managers, supersession
 
     def encode(
         self, memories: list[Memory], scored: list[bool], names: Sequence[str] | None = None
@@ -458,7 +459,7 @@ class WritePath:
         """
         [memory], [vector] = self.encode([memory], [scored], [name])
         with atomic_write(self.store, [memory.owner]):
-            return self._observe(memory, vector, policy, explicit=explicit)
+            return self._supersede([self._observe(memory, vector, policy, explicit=explicit)], [vector])[0]
 
     def _observe(self, memory: Memory, vector: np.ndarray, policy: ObservePolicy, *, explicit: bool) -> Memory:
         if explicit:
@@ -511,13 +512,17 @@ class WritePath:
         can (:class:`~memnets.store.AtomicWrites`), so another process's write cannot come between them.
         """
         with atomic_write(self.store, {m.owner for m in memories}):
-            return self._commit(memories, vectors, chunks, explicit, replaces)
+            return self._supersede(self._commit(memories, vectors, chunks, explicit, replaces), vectors)
+
+    def _supersede(self, written: list[Memory], vectors: np.ndarray) -> list[Memory]:
+        """Inside a write's transaction: the supersession step, if any, on what it wrote (returned as it was)."""
+        return written if self.supersession is None else self.supersession.apply(written, vectors, self.update)
 
     def _commit(self, memories, vectors, chunks, explicit: list[bool], replaces: Memory | None) -> list[Memory]:
         if replaces is not None:
             new = memories[0]
             old_vector = self.store.vectors([replaces.id], replaces.owner)[0]
-            pair = [new, replaces.replace(superseded_by=new.id)]  # the older version keeps no chunks
+            pair = [new, closed_by(replaces, new).replace(superseded_by=new.id)]  # the older version keeps no chunks
             upsert(self.store, pair, np.stack([vectors[0], old_vector]), [chunks[0], chunks[0][:0]])
             self._refresh(new, vectors[0])
             for manager in self.managers(new.owner):
@@ -554,8 +559,10 @@ class WritePath:
                 if outcome == "updated":  # it changes an item of this very call: that one becomes its history
                     at = where.pop(match.id)
                     older = sum(1 for m in batch if m.superseded_by == match.id)
-                    batch[at] = match.replace(id=version_id(self.store, match.id, user, older), superseded_by=match.id)
                     memory = successor(match, memory)
+                    batch[at] = closed_by(match, memory).replace(
+                        id=version_id(self.store, match.id, user, older), superseded_by=match.id
+                    )
             where[memory.id] = len(batch)
             batch.append(memory)
             source.append(n)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json as _json
 from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
 from typing import Any
 from urllib.parse import quote
 
@@ -142,6 +143,8 @@ class Client:
     def update(self, id: str, text: str | None = None, *, user: str, **arguments) -> Memory:
         """AgentMemory.update on the server: a new version; the old one stays in the history."""
         body = self._arguments({"user": user, "text": text, **arguments})
+        if "valid_to" in arguments and arguments["valid_to"] is None:
+            body["valid_to"] = None  # reopens the memory: None is the value here, not "left out"
         return memory_from_json(self._request("PATCH", f"/v1/memories/{_segment(id, 'id')}", json=body)["memory"])
 
     # ------------------------------------------------------------------ reading
@@ -179,10 +182,18 @@ class Client:
         return [memory_from_json(m) for m in found["memories"]]
 
     def list_memories(
-        self, *, user: str, limit: int | None = 100, offset: int = 0, filters: Mapping | Any = None
+        self,
+        *,
+        user: str,
+        limit: int | None = 100,
+        offset: int = 0,
+        filters: Mapping | Any = None,
+        as_of: datetime | None = None,
+        known_at: datetime | None = None,
     ) -> list[Memory]:
         """AgentMemory.list_memories on the server (``limit=None``: every page, fetched in turn)."""
         params: dict[str, Any] = {"user": user, "offset": offset}
+        params.update(to_json({name: value for name, value in (("as_of", as_of), ("known_at", known_at)) if value}))
         if filters is not None:
             params["filters"] = _json.dumps(filters_to_json(filters))
         if limit is not None:

@@ -18,7 +18,10 @@ from memnets.records import Memory
 from memnets.store.filters import MemoryFilter
 from memnets.timeutil import as_utc
 
-TIME_ARGUMENTS = ("t", "since", "until", "now", "expires_at", "created_at", "updated_at")  # ISO strings on the wire
+TIME_ARGUMENTS = (  # ISO strings on the wire
+    *("t", "since", "until", "now", "expires_at", "created_at", "updated_at"),
+    *("valid_from", "valid_to", "as_of", "known_at"),
+)
 
 
 def to_json(value: Any) -> Any:
@@ -104,7 +107,7 @@ def filters_from_json(filters: Any) -> Any:
     if not isinstance(filters, Mapping):
         return filters  # the API names what is wrong with it
     out = dict(filters)
-    for name in ("since", "until"):
+    for name in ("since", "until", "as_of", "known_at"):
         if isinstance(out.get(name), str):
             out[name] = parse_time(out[name], f"filters.{name}")
     for name in ("$and", "$or"):

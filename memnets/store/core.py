@@ -35,6 +35,7 @@ import numpy as np
 
 import memnets.timeutil as timeutil
 from memnets.records import Memory
+from memnets.store import as_of
 from memnets.store import rows as rowcodec
 from memnets.store.chunks import best_scores, check_chunks, from_blob, to_blob
 from memnets.store.core_encoding import SqlEncoding
@@ -297,6 +298,7 @@ class SqlStore(SqlEncoding):
                     ).fetchone()
                     is not None
                 ),
+                memory,
             )
             old_vector = d.vector_array(fields["vector"], self.dim, older.id)
             old = rowcodec.encode_row(older, old_vector, where)
@@ -554,7 +556,23 @@ class SqlStore(SqlEncoding):
         rowcodec.check_owner(owner, f"{self._name}.search")
         k = rowcodec.check_k(k, f"{self._name}.search")
         query = rowcodec.check_vectors(vector, 1, self.dim, f"{self._name}.search", single=True)[0]
-        return self._search(query, k, owner, MemoryFilter.parse(filters))
+        filters = MemoryFilter.parse(filters)
+        if filters is not None and filters.time_travel:
+            return as_of.rank(self._versions(owner), query, k, filters)
+        return self._search(query, k, owner, filters)
+
+    def _versions(self, owner: str) -> list[tuple[Memory, np.ndarray, np.ndarray]]:
+        """Every unexpired row of the owner, older versions included, in write order, with its vector and
+        window vectors: what an as-of read ranks or lists (:mod:`memnets.store.as_of`)."""
+        d = self._dialect
+        query = f"SELECT {d.select()} FROM {d.memories} WHERE owner = {d.mark} AND {d.live} ORDER BY {d.columns[0]}"
+        out = []
+        with self._reading() as conn:
+            for record in self._stream(conn, query, [owner, d.time(timeutil.now())]):
+                fields, memory = rowcodec.named(record), self._decode(record)
+                vector = d.vector_array(fields["vector"], self.dim, memory.id)
+                out.append((memory, vector, from_blob(fields["chunks"], self.dim)))
+        return out
 
     def _window_scores(self, conn, where: str, params: list, query: np.ndarray) -> dict[str, float]:
         """{id: best window score} of the long memories among the rows matching ``where`` (memnets.store.chunks)."""
@@ -582,6 +600,8 @@ class SqlStore(SqlEncoding):
         rowcodec.check_owner(owner, f"{self._name}.list_memories")
         rowcodec.check_page(limit, offset, f"{self._name}.list_memories")
         filters = MemoryFilter.parse(filters)
+        if filters is not None and filters.time_travel:
+            return as_of.listed([row[0] for row in self._versions(owner)], filters, limit, offset)
         d = self._dialect
         where, params = d.clear_conditions(owner, filters, timeutil.now())
         query = f"SELECT {d.select()} FROM {d.memories} WHERE {where} ORDER BY {d.t_column}, id"

@@ -16,6 +16,12 @@ The mapping form (:meth:`MemoryFilter.parse`), every given part must hold:
   boolean combinations of such mappings.
 - ``"$and": [filter, ...]`` / ``"$or": [filter, ...]``: boolean combinations of whole filters
   (mixing scopes, metadata, kinds and times).
+- ``as_of`` / ``known_at`` (top level only; they choose *which versions* are read, not a condition
+  on one): ``as_of=T`` reads the versions valid at T (``valid_from <= T < valid_to``, older versions
+  included), ``known_at=T`` what had been written by T (each memory as its latest version with
+  ``updated_at <= T``); both together, the versions valid at ``as_of`` as known at ``known_at``. The
+  rule is :func:`memnets.store.as_of.visible`; a store reads them by an exact scan of the user's
+  rows, so k results come back whenever k versions match.
 
 A condition is a plain value (equality) or a dict of operators, all of which must hold:
 
@@ -49,7 +55,7 @@ Beyond a bound, building the filter is a ValueError naming the bound (a 4xx at t
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from types import MappingProxyType
 from typing import Any
@@ -68,7 +74,8 @@ _ORDER = {
 }
 _LISTS = ("$in", "$nin")
 _SCALARS = (str, int, float, bool, type(None))  # what a $in / $nin list holds
-_KEYS = ("kind", "metadata", "since", "until", *SCOPES, *COMBINATORS)
+TIME_TRAVEL = ("as_of", "known_at")  # which versions a read sees (top level only)
+_KEYS = ("kind", "metadata", "since", "until", *SCOPES, *COMBINATORS, *TIME_TRAVEL)
 MAX_FILTER_CLAUSES = 128  # conditions of one filter, all nested parts included
 MAX_FILTER_VALUES = 1_000  # values of one operand (a $in / $nin list, a list or dict to compare with)
 MAX_FILTER_DEPTH = 8  # nesting of $and / $or
@@ -91,6 +98,8 @@ class MemoryFilter:
     session: Any = None
     all_of: tuple[MemoryFilter, ...] = ()
     any_of: tuple[MemoryFilter, ...] = ()
+    as_of: datetime | None = None
+    known_at: datetime | None = None
 
     def __post_init__(self) -> None:
         if self.kinds is not None:
@@ -103,7 +112,7 @@ class MemoryFilter:
             object.__setattr__(self, "kinds", tuple(dict.fromkeys(kinds)))
         if self.metadata is not None:
             object.__setattr__(self, "metadata", _check_metadata(self.metadata, "metadata"))
-        for name in ("since", "until"):
+        for name in ("since", "until", *TIME_TRAVEL):
             value = getattr(self, name)
             if value is not None:
                 object.__setattr__(self, name, as_utc(value, f"MemoryFilter: {name}"))
@@ -114,6 +123,10 @@ class MemoryFilter:
         for name, word in (("all_of", "$and"), ("any_of", "$or")):
             object.__setattr__(self, name, _check_filters(getattr(self, name), word))
         parts = (*self.all_of, *self.any_of)
+        if any(part.time_travel for part in parts):
+            raise ValueError(
+                "MemoryFilter: as_of and known_at choose the versions of a whole read; give them at the top level, not inside $and/$or"
+            )
         depth = 1 + max((part._depth for part in parts), default=0)
         if depth > MAX_FILTER_DEPTH:
             raise ValueError(f"MemoryFilter: $and/$or nest {depth} deep, over the limit of {MAX_FILTER_DEPTH}")
@@ -124,6 +137,11 @@ class MemoryFilter:
         object.__setattr__(self, "_clauses", clauses)
 
     @property
+    def time_travel(self) -> bool:
+        """Whether ``as_of`` or ``known_at`` is set: the read sees versions, not the current memories."""
+        return self.as_of is not None or self.known_at is not None
+
+    @property
     def needs_payload(self) -> bool:
         """Whether matching needs the decoded record (metadata and scopes may be sealed), not only clear columns.
 
@@ -132,11 +150,15 @@ class MemoryFilter:
         then :meth:`matches` on each decoded row.
         """
         return bool(self.metadata is not None or self.agent is not None or self.session is not None) or bool(
-            self.all_of or self.any_of
+            self.all_of or self.any_of or self.time_travel
         )
 
     def matches(self, memory: Memory) -> bool:
-        """Whether ``memory`` passes every condition: the reference semantics all stores follow."""
+        """Whether ``memory`` passes every condition: the reference semantics all stores follow.
+
+        ``as_of``/``known_at`` are no condition here: they choose the versions a read ranks
+        (:func:`memnets.store.as_of.visible`), before these conditions apply to each.
+        """
         if self.kinds is not None and memory.kind not in self.kinds:
             return False
         if self.since is not None or self.until is not None:
@@ -188,6 +210,8 @@ class MemoryFilter:
             session=filters.get("session"),
             all_of=_parse_list(filters.get("$and"), "$and", depth),
             any_of=_parse_list(filters.get("$or"), "$or", depth),
+            as_of=filters.get("as_of"),
+            known_at=filters.get("known_at"),
         )
 
     @classmethod
@@ -195,12 +219,20 @@ class MemoryFilter:
         """One filter that holds where every given one holds (None: no filter); each is parsed first.
 
         The first given filter stays at the top level (so a store can still run its kind/time
-        conditions in SQL); the others join it as ``all_of``.
+        conditions in SQL); the others join it as ``all_of``. ``as_of``/``known_at`` stay at the top
+        level (ValueError when two filters give different ones).
         """
         parsed = [f for f in map(cls.parse, filters) if f is not None]
         if len(parsed) <= 1:
             return parsed[0] if parsed else None
-        first, *rest = parsed
+        travel = {}
+        for name in TIME_TRAVEL:
+            given = {getattr(f, name) for f in parsed} - {None}
+            if len(given) > 1:
+                raise ValueError(f"filters: {name} given twice, as {sorted(given)}")
+            travel[name] = given.pop() if given else None
+        first, *rest = [replace(f, as_of=None, known_at=None) if f.time_travel else f for f in parsed]
+        rest = [f for f in rest if f != cls()]
         return cls(
             kinds=first.kinds,
             metadata=first.metadata,
@@ -210,6 +242,7 @@ class MemoryFilter:
             session=first.session,
             all_of=(*first.all_of, *rest),
             any_of=first.any_of,
+            **travel,
         )
 
 

@@ -109,7 +109,8 @@ class MemoryStore(Protocol):
     def new_version(self, memory: Memory, vector) -> Memory:
         """Make ``memory`` the current version of its (owner, id) in one atomic step; returns the older version.
 
-        The current row becomes ``{id}~{n}`` (``superseded_by=id``, n the next free number) and
+        The current row becomes ``{id}~{n}`` (``superseded_by=id``, n the next free number, its
+        ``valid_to`` closed at ``memory.valid_from``: :func:`memnets.store.rows.closed_by`) and
         ``memory`` with ``vector`` [dim] takes its place, under one lock: concurrent calls on one id
         (any thread, process or machine) are serialised, so every acknowledged version is kept in
         ``history``, in the order they committed. KeyError when there is no current memory ``id``.

@@ -232,12 +232,20 @@ def version_id(memory_id: str, count: int, exists: Callable[[str], bool]) -> str
     return f"{memory_id}{VERSION_SEPARATOR}{n}"
 
 
-def older_version(current: Memory, count: int, exists: Callable[[str], bool]) -> Memory:
-    """``current`` as the older version it becomes in ``new_version``: id :func:`version_id`, superseded by ``id``.
+def older_version(current: Memory, count: int, exists: Callable[[str], bool], newer: Memory) -> Memory:
+    """``current`` as the older version it becomes in ``new_version``: id :func:`version_id`, superseded by ``id``,
+    its validity closed where ``newer``'s begins (:func:`closed_by`).
 
     Both stores call this inside the write transaction that holds the memory's lock.
     """
-    return current.replace(id=version_id(current.id, count, exists), superseded_by=current.id)
+    return closed_by(current, newer).replace(id=version_id(current.id, count, exists), superseded_by=current.id)
+
+
+def closed_by(older: Memory, newer: Memory) -> Memory:
+    """``older`` with its ``valid_to`` closed at ``newer.valid_from`` (never before its own ``valid_from``:
+    a newer fact from before it leaves it an empty interval, a fact that never held; an earlier end is kept)."""
+    end = max(older.valid_from, newer.valid_from)
+    return older.replace(valid_to=end if older.valid_to is None else min(older.valid_to, end))
 
 
 def check_new_version(memory: Memory, vector, dim: int, where: str) -> np.ndarray:
@@ -283,6 +291,7 @@ def encode_row(memory: Memory, vector: np.ndarray, where: str) -> Row:
         "location": memory.location,
         "metadata": memory.metadata,
         "session": memory.session,
+        **validity_fields(memory),
     }
     try:
         plaintext = json.dumps(payload, ensure_ascii=False).encode("utf-8")
@@ -356,7 +365,30 @@ def decode_row(
         expires_at=None if expires_at is None else datetime.fromisoformat(expires_at),
         ttl=ttl,
         updated_at=datetime.fromisoformat(fields["updated_at"]) if "updated_at" in fields else None,
+        **validity_from(fields),
     )
+
+
+def validity_fields(memory: Memory) -> dict:
+    """The payload entries of a memory's validity (sealed with its content; see :func:`validity_from`)."""
+    return {
+        "valid_from": memory.valid_from.isoformat(),
+        "valid_to": None if memory.valid_to is None else memory.valid_to.isoformat(),
+        "invalidated_by": memory.invalidated_by,
+        "invalidation_score": memory.invalidation_score,
+    }
+
+
+def validity_from(fields: dict) -> dict:
+    """Memory arguments of a payload's validity entries; rows written before validity existed have none
+    and read as valid from their ``updated_at`` on, open (an older version's end is its successor's
+    start: :func:`memnets.store.as_of.visible`)."""
+    return {
+        "valid_from": datetime.fromisoformat(fields["valid_from"]) if fields.get("valid_from") else None,
+        "valid_to": datetime.fromisoformat(fields["valid_to"]) if fields.get("valid_to") else None,
+        "invalidated_by": fields.get("invalidated_by"),
+        "invalidation_score": fields.get("invalidation_score"),
+    }
 
 
 # ---------------------------------------------------------------------- keys

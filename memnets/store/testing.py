@@ -404,7 +404,8 @@ class StoreContract:
         store.upsert([first, memory_for("m~1", "a", content="an id the user chose")], vectors_for([first, first]))
         second = memory_for("m", "a", minutes=1, content="second")
         older = store.new_version(second, vector_for("second"))
-        assert older == first.replace(id="m~2", superseded_by="m")  # m~1 is taken: never overwritten
+        # m~1 is taken: never overwritten; the older version's validity ends where the new one's begins
+        assert older == first.replace(id="m~2", superseded_by="m", valid_to=second.valid_from)
         assert store.get(["m", "m~2", "m~1"], "a") == [
             second,
             older,

@@ -8,12 +8,13 @@ from typing import Any
 from fastapi import APIRouter
 from pydantic import Field
 
+from memnets.memory.validity import as_of_filter
 from memnets.records import DERIVED_KINDS, Memory
 from memnets.server.auth import authorize_memory, authorize_scope
 from memnets.server.caller import CallerDep
 from memnets.server.routes.bodies import ArgumentsBody
 from memnets.server.state import ServerError
-from memnets.server.wire import filters_from_json, memory_from_json, to_json
+from memnets.server.wire import filters_from_json, memory_from_json, parse_time, to_json
 
 MAX_BATCH_ITEMS = 10_000  # items of one batch add
 
@@ -69,8 +70,17 @@ async def add(body: AddBody, caller: CallerDep):
 
 
 @router.get("")
-async def list_memories(caller: CallerDep, user: str, limit: int = 100, offset: int = 0, filters: str | None = None):
-    """AgentMemory.list_memories: one page, by (t, id); ``filters`` is a JSON object; ``next_offset`` pages on."""
+async def list_memories(
+    caller: CallerDep,
+    user: str,
+    limit: int = 100,
+    offset: int = 0,
+    filters: str | None = None,
+    as_of: str | None = None,
+    known_at: str | None = None,
+):
+    """AgentMemory.list_memories: one page, by (t, id); ``filters`` is a JSON object; ``as_of``/``known_at``
+    ISO times (the versions valid / written by then); ``next_offset`` pages on."""
     caller.may_reach(user)
     memory = caller.state.require()
     parsed = None
@@ -79,8 +89,13 @@ async def list_memories(caller: CallerDep, user: str, limit: int = 100, offset: 
             parsed = filters_from_json(json.loads(filters))
         except json.JSONDecodeError as error:
             raise ServerError("malformed_request", f"filters must be a JSON object: {error}", "filters") from None
+    times = [parse_time(value, name) for name, value in (("as_of", as_of), ("known_at", known_at))]
     found = await caller.state.call(
-        memory.list_memories, user=user, limit=limit, offset=offset, filters=caller.narrowed(parsed)
+        memory.list_memories,
+        user=user,
+        limit=limit,
+        offset=offset,
+        filters=caller.narrowed(as_of_filter(parsed, *times)),
     )
     full = limit is not None and len(found) == limit and limit > 0
     return {"memories": to_json(found), "next_offset": offset + len(found) if full else None}

@@ -7,6 +7,7 @@ from typing import Any
 from fastapi import APIRouter
 
 from memnets.memory.explain import Explanation
+from memnets.memory.validity import as_of_filter
 from memnets.server.caller import CallerDep
 from memnets.server.routes.bodies import ArgumentsBody
 from memnets.server.wire import to_json
@@ -15,13 +16,15 @@ router = APIRouter(prefix="/v1/search", tags=["memories"])
 
 
 class SearchBody(ArgumentsBody):
-    """Arguments of ``AgentMemory.search``: user, query, k, filters (kind, metadata operators, since, until);
-    or ``users`` (a list) instead of ``user`` for ``search_many``."""
+    """Arguments of ``AgentMemory.search``: user, query, k, filters (kind, metadata operators, since, until),
+    as_of, known_at (the versions valid / written by then); or ``users`` (a list) instead of ``user``."""
 
     user: Any = None
     query: Any
     k: Any = 5
     filters: Any = None
+    as_of: Any = None
+    known_at: Any = None
 
 
 @router.post("")
@@ -36,7 +39,8 @@ async def search(body: SearchBody, caller: CallerDep):
         caller.may_reach(user)
     memory = caller.state.require()
     arguments.pop("user", None)
-    arguments["filters"] = caller.narrowed(arguments.get("filters"))
+    times = (arguments.pop("as_of", None), arguments.pop("known_at", None))
+    arguments["filters"] = caller.narrowed(as_of_filter(arguments.get("filters"), *times))
     found = await caller.state.call(memory.explain, arguments.pop("query"), users=users, **arguments)
     if many:
         return {"by_user": {user: _results(hits) for user, hits in found.by_user.items()}}

@@ -126,7 +126,7 @@ async function showMemory(id) {
     api('GET', `/v1/memories/${encodeURIComponent(id)}/history`, { params: { user } }),
     api('GET', `/v1/memories/${encodeURIComponent(id)}/derived`, { params: { user } }),
   ]);
-  const fields = ['id', 'kind', 't', 'updated_at', 'last_access', 'importance', 'agent', 'session', 'links', 'superseded_by'];
+  const fields = ['id', 'kind', 't', 'updated_at', 'last_access', 'importance', 'agent', 'session', 'links', 'superseded_by', 'valid_from', 'valid_to', 'invalidated_by'];
   const rows = fields.filter((f) => memory[f] !== null && memory[f] !== undefined && String(memory[f]) !== '')
     .map((f) => el('tr', {}, el('th', {}, f), el('td', {}, Array.isArray(memory[f]) ? memory[f].join(', ') : String(memory[f]))));
   rows.push(el('tr', {}, el('th', {}, 'metadata'), el('td', {}, JSON.stringify(memory.metadata))));

@@ -1,0 +1,117 @@
+"""Supersession in the write path: a newer memory that ends the validity of an older one of the same speaker.
+
+"I live in Paris", then "I moved to Berlin last month": the second is a new memory (the sentence
+frame rule of :mod:`memnets.memory.writes` catches restatements only), and without this step the
+first stays current and may rank first for "Where do I live?". After each write, :class:`Supersession`
+picks the candidates (among the user's :data:`CANDIDATE_POOL` current memories nearest to the new
+one, by the store's index as the write path's near-match lookup finds them: those of the same kind
+and speaker, ``agent`` and ``"{speaker}: "`` prefix, cosine at least :data:`CANDIDATE_FLOOR`, still
+valid and valid from no later than the new one, at most :data:`CANDIDATES`) and asks a
+:class:`SupersessionJudge`. For each score at or above the judge's threshold the older memory gets a
+new version (so the decision is in its ``history``) with ``valid_to`` closed at the newer one's
+``valid_from``, ``invalidated_by`` the newer one's id and ``invalidation_score`` the score; the
+write path writes it in the same store transaction as the new memory (``WritePath.commit``).
+
+``invalidated_by`` is its own field: ``superseded_by`` marks an older *version* row, which reads
+never return, while an invalidated memory stays current (an agent may still ask about it, and
+``as_of`` reads find it valid before its end). At search it ranks just below the memory that
+invalidated it (:func:`below_successors`). ``update(id, valid_to=None)`` reopens it (a new version
+without ``valid_to`` and ``invalidated_by``): a wrong decision is reversible.
+
+The judge is given to ``memnets.open(..., supersession=judge)``; None (the default) leaves the step off.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence, Set
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from memnets.memory.writes import speaker
+from memnets.records import Memory
+
+CANDIDATES = 5  # older memories a new one is judged against
+CANDIDATE_POOL = 20  # nearest memories searched for them (an index search: a write stays fast on a large store)
+CANDIDATE_FLOOR = 0.3  # cosine below which an older memory is no candidate (another subject)
+
+
+@runtime_checkable
+class SupersessionJudge(Protocol):
+    """Decides whether a newer memory ends the validity of an older one (same user, same speaker)."""
+
+    threshold: float
+
+    def score(self, older: str, newer: str) -> float:
+        """In [0, 1]; >= threshold: ``newer`` supersedes ``older``."""
+
+
+class Supersession:
+    """The supersession step of a store's write path, with ``judge`` deciding (see the module docstring)."""
+
+    def __init__(self, store, judge: SupersessionJudge):
+        if not isinstance(judge, SupersessionJudge):
+            raise TypeError(
+                f"supersession must implement SupersessionJudge (threshold, score(older, newer)), got {judge!r:.60}"
+            )
+        self.store, self.judge = store, judge
+
+    def candidates(self, newer: Memory, vector: np.ndarray, later: Set[str] = frozenset()) -> list[Memory]:
+        """The current memories ``newer`` may end: same user, kind and speaker, near it, still valid, not later
+        (nor among ``later``, the ids its own write stores after it)."""
+        found = self.store.search(vector, CANDIDATE_POOL, newer.owner)
+        return [
+            older
+            for older, cosine in found
+            if older.id != newer.id
+            and older.id not in later
+            and cosine >= CANDIDATE_FLOOR
+            and older.kind == newer.kind
+            and older.valid_to is None
+            and older.valid_from <= newer.valid_from
+            and speaker(older) == speaker(newer)
+        ][:CANDIDATES]
+
+    def endings(self, newer: Memory, vector: np.ndarray, later: Set[str] = frozenset()) -> list[tuple[Memory, Memory]]:
+        """(older memory, its next version, closed by ``newer``) for each candidate the judge says ``newer`` ends."""
+        out = []
+        for older in self.candidates(newer, vector, later):
+            score = float(self.judge.score(older.content, newer.content))
+            if not 0.0 <= score <= 1.0:
+                raise ValueError(f"supersession judge {self.judge!r:.60}: score must lie in [0, 1], got {score!r}")
+            if score >= self.judge.threshold:
+                closed = older.replace(
+                    valid_to=max(older.valid_from, newer.valid_from),
+                    invalidated_by=newer.id,
+                    invalidation_score=score,
+                    updated_at=max(older.updated_at, newer.updated_at),
+                )
+                out.append((older, closed))
+        return out
+
+    def apply(self, written: list[Memory], vectors: np.ndarray, update: Callable) -> list[Memory]:
+        """Inside a write's transaction: for each memory of ``written`` (with its row of ``vectors``) it added or
+        changed, ``update(older, closed, None)`` writes each older memory it ends as its closed version; never one
+        that the same write stores after it. Returns ``written`` as it was."""
+        for n, (memory, vector) in enumerate(zip(written, vectors)):
+            if memory.outcome != "unchanged":
+                later = {m.id for m in written[n + 1 :]}
+                for older, closed in self.endings(memory, vector, later):
+                    update(older, closed, None)
+        return written
+
+
+def below_successors(hits: Sequence[tuple[Memory, float]]) -> list[tuple[Memory, float]]:
+    """``hits`` (best first) with each invalidated memory moved just below the hit that invalidated it,
+    when that one is among them and ranks lower; scores stay as they were."""
+    out = list(hits)
+    for hit in hits:
+        ids = [memory.id for memory, _ in out]
+        successor = hit[0].invalidated_by
+        if successor in ids and ids.index(successor) > ids.index(hit[0].id):
+            out.remove(hit)
+            out.insert(ids.index(successor), hit)  # one place up after the removal: just below its successor
+    return out
+
+
+__all__ = ["CANDIDATES", "CANDIDATE_FLOOR", "CANDIDATE_POOL", "Supersession", "SupersessionJudge", "below_successors"]

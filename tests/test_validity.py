@@ -1,0 +1,193 @@
+"""Validity beside recording on both stores: every memory carries valid_from / valid_to, an update closes
+the old version where the new one begins, a deletion is no validity change, a supersession judge ends an
+older memory of the same speaker (logged in its history, reversible by update, ranked below), and a
+store written before validity existed reads right."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+import pytest
+
+import memnets
+from memnets.memory.supersession import SupersessionJudge
+
+EXACT = None  # the consistency check off: every text is a memory of its own (the judge decides here)
+JAN, MAR, JUN, SEP, DEC = (datetime(2024, month, 1, tzinfo=UTC) for month in (1, 3, 6, 9, 12))
+NEXT_MAR = datetime(2025, 3, 1, tzinfo=UTC)
+
+
+class KeywordJudge:
+    """A real SupersessionJudge for tests: a newer text ends an older one when it names the change of the
+    older one's subject (``moved`` after ``live``, ``fish`` after ``vegetarian``)."""
+
+    threshold = 0.5
+    CHANGES = (("live", "moved"), ("vegetarian", "fish"))
+
+    def score(self, older: str, newer: str) -> float:
+        older, newer = older.lower(), newer.lower()
+        return 0.9 if any(a in older and b in newer for a, b in self.CHANGES) else 0.1
+
+
+@pytest.fixture
+def memory(location, encoder):
+    where, options = location
+    with memnets.open(where, encoder=encoder, duplicate_threshold=EXACT, **options) as opened:
+        yield opened
+
+
+def fact_changed_twice(memory) -> str:
+    """Ann lived in Paris from January, in Berlin from June, in Rome from December (2024); returns its id."""
+    first = memory.add("Ann lives in Paris", user="ann", t=JAN)
+    memory.update(first.id, "Ann lives in Berlin", user="ann", t=JUN)
+    memory.update(first.id, "Ann lives in Rome", user="ann", t=DEC)
+    return first.id
+
+
+def test_a_memory_is_valid_from_its_time_and_open_until_changed(memory):
+    added = memory.add("Ann lives in Paris", user="ann", t=JAN)
+    assert (added.valid_from, added.valid_to, added.invalidated_by) == (JAN, None, None)
+    [stored] = memory.list_memories(user="ann")
+    assert (stored.valid_from, stored.valid_to) == (JAN, None)
+    assert memory.get(added.id, user="ann").valid_from == JAN
+
+
+def test_an_update_closes_the_old_version_where_the_new_one_begins(memory):
+    memory_id = fact_changed_twice(memory)
+    paris, berlin, rome = memory.history(memory_id, user="ann")
+    assert [m.content for m in (paris, berlin, rome)] == [
+        "Ann lives in Paris",
+        "Ann lives in Berlin",
+        "Ann lives in Rome",
+    ]
+    assert (paris.valid_from, paris.valid_to) == (JAN, JUN)
+    assert (berlin.valid_from, berlin.valid_to) == (JUN, DEC)
+    assert (rome.valid_from, rome.valid_to) == (DEC, None)
+    # a metadata-only update corrects the record: the fact's validity stays
+    corrected = memory.update(memory_id, user="ann", metadata={"source": "call"}, t=NEXT_MAR)
+    assert (corrected.valid_from, corrected.valid_to) == (DEC, None)
+
+
+def test_a_fact_that_changed_twice_reads_as_of_three_dates(memory):
+    memory_id = fact_changed_twice(memory)
+    memory.add("Ann has a beagle named Rex", user="ann", t=JAN)
+    for moment, city in ((MAR, "Paris"), (SEP, "Berlin"), (NEXT_MAR, "Rome")):
+        hits = memory.search("Where does Ann live?", user="ann", k=5, as_of=moment)
+        lives = [hit.memory for hit in hits if "lives" in hit.memory.content]
+        assert [m.content for m in lives] == [f"Ann lives in {city}"], moment
+        listed = memory.list_memories(user="ann", as_of=moment)
+        assert sorted(m.content for m in listed) == sorted([f"Ann lives in {city}", "Ann has a beagle named Rex"])
+    assert memory.list_memories(user="ann", as_of=datetime(2023, 1, 1, tzinfo=UTC)) == []
+    # known_at: what had been written by then (before the December update, Berlin held, still open)
+    believed = {m.content: m for m in memory.list_memories(user="ann", known_at=SEP)}
+    assert set(believed) == {"Ann lives in Berlin", "Ann has a beagle named Rex"}
+    assert believed["Ann lives in Berlin"].valid_to is None  # its end was written later
+    # both axes: as known in September, Ann still lived in Berlin in March next year
+    hits = memory.search("Where does Ann live?", user="ann", k=5, as_of=NEXT_MAR, known_at=SEP)
+    assert "Ann lives in Berlin" in [hit.memory.content for hit in hits]
+    assert memory.get(memory_id, user="ann").content == "Ann lives in Rome"  # plain reads: the current fact
+
+
+def test_a_deletion_is_no_validity_change(memory):
+    memory_id = fact_changed_twice(memory)
+    memory.delete(memory_id, user="ann")
+    for moment in (MAR, SEP, NEXT_MAR):  # deleted is deleted at every time: no version comes back
+        assert memory.list_memories(user="ann", as_of=moment) == []
+    assert memory.list_memories(user="ann", known_at=SEP) == []
+
+
+def test_a_judge_ends_the_older_memory_of_the_same_speaker(location, encoder):
+    where, options = location
+    judge = KeywordJudge()
+    assert isinstance(judge, SupersessionJudge)
+    with memnets.open(where, encoder=encoder, duplicate_threshold=EXACT, supersession=judge, **options) as memory:
+        paris = memory.add("I live in Paris", user="ann", agent="ann", t=JAN)
+        other = memory.add("I live in a flat with a garden", user="ann", agent="bob", t=JAN)  # another speaker
+        berlin = memory.add("I moved to Berlin last month", user="ann", agent="ann", t=JUN)
+        ended = memory.get(paris.id, user="ann")
+        assert (ended.valid_to, ended.invalidated_by, ended.invalidation_score) == (JUN, berlin.id, 0.9)
+        assert memory.get(other.id, user="ann").valid_to is None
+        [before] = memory.history(paris.id, user="ann")[:-1]  # the decision is a version in its history
+        assert before.valid_to in (None, JAN) and before.invalidated_by is None
+        hits = [hit.memory.id for hit in memory.search("I live in Paris", user="ann", k=3)]
+        assert hits.index(berlin.id) < hits.index(paris.id)  # the stale fact ranks below the current one
+        assert [m.content for m in memory.list_memories(user="ann", as_of=MAR, filters={"agent": "ann"})] == [
+            "I live in Paris"
+        ]
+        reopened = memory.update(paris.id, user="ann", valid_to=None)  # a wrong decision is reversible
+        assert (reopened.valid_to, reopened.invalidated_by, reopened.invalidation_score) == (None, None, None)
+        assert len(memory.history(paris.id, user="ann")) == 3
+
+
+def test_a_judge_that_says_no_changes_nothing(location, encoder):
+    where, options = location
+    with memnets.open(
+        where, encoder=encoder, duplicate_threshold=EXACT, supersession=KeywordJudge(), **options
+    ) as memory:
+        paris = memory.add("I live in Paris", user="ann", t=JAN)
+        memory.add("I love Paris in spring", user="ann", t=JUN)
+        assert memory.get(paris.id, user="ann").valid_to is None
+        assert len(memory.history(paris.id, user="ann")) == 1
+
+
+def test_open_refuses_a_judge_without_the_protocol(tmp_path, encoder):
+    with pytest.raises(TypeError, match="SupersessionJudge"):
+        memnets.open(tmp_path / "m", encoder=encoder, supersession=lambda a, b: 1.0)
+
+
+def strip_validity(store) -> None:
+    """Rewrite every row's payload as memnets wrote it before validity existed (no validity entries)."""
+    d = store._dialect
+    with store._writing() as conn:
+        rows = conn.execute(f"SELECT owner, id, payload FROM {d.memories}").fetchall()
+        for owner, memory_id, payload in rows:
+            fields = json.loads(bytes(payload))
+            for name in ("valid_from", "valid_to", "invalidated_by", "invalidation_score"):
+                fields.pop(name)
+            conn.execute(
+                f"UPDATE {d.memories} SET payload = {d.mark} WHERE owner = {d.mark} AND id = {d.mark}",
+                (json.dumps(fields).encode(), owner, memory_id),
+            )
+
+
+def test_a_store_written_before_validity_reads_with_its_versions_in_time(location, encoder):
+    where, options = location
+    with memnets.open(where, encoder=encoder, duplicate_threshold=EXACT, **options) as memory:
+        memory_id = fact_changed_twice(memory)
+        strip_validity(memory.store)
+    with memnets.open(where, encoder=encoder, duplicate_threshold=EXACT, **options) as memory:
+        paris, berlin, rome = memory.history(memory_id, user="ann")
+        # no validity stored: each version is valid from when it was written, and open as stored
+        assert (paris.valid_from, paris.valid_to, rome.valid_from) == (JAN, None, DEC)
+        for moment, city in ((MAR, "Paris"), (SEP, "Berlin"), (NEXT_MAR, "Rome")):  # an end is the next's start
+            assert [m.content for m in memory.list_memories(user="ann", as_of=moment)] == [f"Ann lives in {city}"]
+        memory.update(memory_id, "Ann lives in Oslo", user="ann", t=datetime(2025, 6, 1, tzinfo=UTC))
+        assert memory.history(memory_id, user="ann")[-2].valid_to == datetime(2025, 6, 1, tzinfo=UTC)
+
+
+def test_a_managers_observations_pass_the_same_judge(tmp_path, encoder):
+    with memnets.open(
+        tmp_path / "m", encoder=encoder, duplicate_threshold=EXACT, supersession=KeywordJudge()
+    ) as memory:
+        manager = memory.manager("ann")
+        older = manager.observe("I'm vegetarian", t=JAN, importance=1.0)  # important: written through at once
+        newer = manager.observe("I started eating fish again", t=JUN, importance=1.0)
+        ended = memory.get(older.id, user="ann")
+        assert (ended.valid_to, ended.invalidated_by) == (JUN, newer.id)
+
+
+class AlwaysJudge:
+    """A judge that says every newer memory ends every older one: only the write order decides."""
+
+    threshold = 0.5
+
+    def score(self, older: str, newer: str) -> float:
+        return 1.0
+
+
+def test_in_one_add_many_an_item_ends_only_the_items_before_it(tmp_path, encoder):
+    with memnets.open(tmp_path / "m", encoder=encoder, duplicate_threshold=EXACT, supersession=AlwaysJudge()) as memory:
+        first, second = memory.add_many(["I live in Paris", "I moved to Berlin"], user="ann", t=JAN)
+        assert memory.get(first.id, user="ann").invalidated_by == second.id
+        assert memory.get(second.id, user="ann").valid_to is None
