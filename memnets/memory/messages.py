@@ -2,8 +2,8 @@
 
 A message is a mapping ``{"role": ..., "content": ...}`` (OpenAI's and mem0's shape) with optional
 ``"name"`` (the speaker; default: the role), ``"time"`` (a datetime or an ISO 8601 string) and
-``"id"`` (the memory's id: adding the same message again is "unchanged", so a whole history may be
-written again after every turn). Other keys (``tool_calls``, ``tool_call_id``, ...) are ignored.
+``"id"`` (the memory's id, which keys the write as ``add(..., id=...)`` does: adding the same message
+again is "unchanged", so a whole history may be written again after every turn). Other keys (``tool_calls``, ``tool_call_id``, ...) are ignored.
 ``content`` is a string or a list of parts: its text parts (plain strings and ``{"type": "text",
 "text": ...}``) are kept, joined by newlines; other parts (images, audio) are left out.
 
@@ -77,7 +77,8 @@ class MessageOutcome:
         role: its role.
         outcome: "added", "updated" or "unchanged" (the write path's, see ``AgentMemory.add``), or
             "skipped" (nothing written for it).
-        memory: the memory as stored (for "unchanged": the one that says it already), None when skipped.
+        memory: the memory as stored when the call returns (for "unchanged": the one that says it
+            already; a later message of the call may have made it a new version), None when skipped.
         reason: why it was skipped ("role", "no text" or "unimportant"), else None.
     """
 
