@@ -8,6 +8,7 @@ This is the layer an agent (or a framework adapter: LangGraph, LangChain, MCP) t
         memory.add("I adopted a beagle named Rex", user="ann")
         hits = memory.search("What is Ann's dog called?", user="ann", k=3)
         manager = memory.manager("ann")                    # tiers, moves, gate, reflection, planning
+
 What it guarantees (each tested in tests/test_api*.py):
 
 - Scoping: every call names a ``user``; nothing of another user is read, counted or changed.
@@ -32,12 +33,9 @@ What it guarantees (each tested in tests/test_api*.py):
   not valid Unicode, longer than ``MAX_TEXT_CHARS`` or refused by the encoder's tokenizer raises
   InvalidMemoryError naming the position or the limit.
 
-Ranking: without a pack, ``search`` ranks by cosine (a hand-set recency + importance mix retrieves far
-worse on LoCoMo, docs/benchmarks.md); with a pack, its LearnedScorer re-ranks ``fetch_factor * k``.
-
 ``AgentMemory`` is a facade: it checks the arguments, holds the write lock and the live managers, and
 hands the work to the write path (:class:`~memnets.memory.writes.WritePath`), the searcher
-(:class:`~memnets.memory.search.Searcher`, shared with the managers' RECALL) and the deletion path
+(:class:`~memnets.memory.search.Searcher`: cosine, or a pack's re-rank; shared with the managers' RECALL) and the deletion path
 (:class:`~memnets.memory.deletion.DeletionPath`); :mod:`memnets.memory.opening` opens its parts.
 """
 
@@ -57,7 +55,7 @@ from memnets.memory import expiry
 from memnets.memory.arguments import check_count, check_k, check_scope, check_user, check_users
 from memnets.memory.deletion import DeletionPath
 from memnets.memory.expiry import KEEP_TTL
-from memnets.memory.explain import Explanation, explain_hits, explanation
+from memnets.memory.explain import Explanation, explain_found
 from memnets.memory.ids import check_id, check_ids
 from memnets.memory.intake import new_record
 from memnets.memory.manager import ManagerConfig, MemoryManager
@@ -67,7 +65,7 @@ from memnets.memory.search import Searcher, SearchHit
 from memnets.memory.signals import HeuristicGate, HeuristicImportance
 from memnets.memory.snapshot import GATE_DECISIONS_SHOWN, ManagerSnapshot, snapshot
 from memnets.memory.supersession import Supersession
-from memnets.memory.validity import KEEP, KEEP_TTL, as_of_filter, revised_validity
+from memnets.memory.validity import KEEP, as_of_filter, revised_validity
 from memnets.memory.writes import WritePath, check_text, embed, successor
 from memnets.protocols import TextEncoder
 from memnets.records import Memory
@@ -635,14 +633,7 @@ class AgentMemory:
         """:meth:`search_many` with each hit's score taken apart (relevance, recency, importance and
         the learned score: :mod:`memnets.memory.explain`), the query encoded once for both."""
         vector, found = self._search_users(query, users, k, filters, refresh_ttl)
-        now = timeutil.now()
-        by_user = {
-            user: explain_hits(
-                hits, vector, self.store.vectors([h.memory.id for h in hits], user), now=now, scorer=self.scorer
-            )
-            for user, hits in found.items()
-        }
-        return explanation(by_user, self.scorer)
+        return explain_found(found, vector, self.store, self.scorer)
 
     def manager_snapshot(
         self, manager: MemoryManager, *, gate_decisions: int = GATE_DECISIONS_SHOWN

@@ -53,3 +53,14 @@ def check_count(value, name: str) -> None:
 
 
 __all__ = ["MAX_COUNT", "MAX_K", "check_count", "check_k", "check_scope", "check_user", "check_users"]
+
+
+class Keep:
+    """The default of an ``update`` keyword for which None means something (no TTL, an open validity):
+    leave the memory's value as it is. Each such keyword has its one instance (``KEEP_TTL``, ``KEEP``)."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __repr__(self) -> str:
+        return self.name

@@ -12,19 +12,12 @@ from collections.abc import Sequence
 from datetime import timedelta
 
 import memnets.timeutil as timeutil
+from memnets.memory.arguments import Keep
 from memnets.records import Memory
 from memnets.store.protocol import Expiry, supports
 from memnets.timeutil import ttl_seconds
 
-
-class _KeepTTL:
-    """The default of ``AgentMemory.update(ttl=...)``: leave the memory's expiry as it is."""
-
-    def __repr__(self) -> str:
-        return "KEEP_TTL"
-
-
-KEEP_TTL = _KeepTTL()
+KEEP_TTL = Keep("KEEP_TTL")  # the default of AgentMemory.update(ttl=...): leave the memory's expiry as it is
 
 
 def check_ttl(store, ttl) -> float | None:

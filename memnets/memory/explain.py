@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+import memnets.timeutil as timeutil
 from memnets.records import Memory
 from memnets.scoring import DEFAULT_DECAY, cosine, recency
 
@@ -85,3 +86,14 @@ def explanation(by_user: dict[str, list[ExplainedHit]], scorer=None) -> Explanat
 
 
 __all__ = ["ExplainedHit", "Explanation", "ScoreParts", "explain_hits", "explanation"]
+
+
+def explain_found(found: dict, vector: np.ndarray, store, scorer=None) -> Explanation:
+    """Each user's hits (``{user: [SearchHit]}``) of one encoded query ``vector`` taken apart
+    (:func:`explain_hits`, with the hits' stored vectors), as one :class:`Explanation`."""
+    now = timeutil.now()
+    by_user = {
+        user: explain_hits(hits, vector, store.vectors([h.memory.id for h in hits], user), now=now, scorer=scorer)
+        for user, hits in found.items()
+    }
+    return explanation(by_user, scorer)

@@ -4,7 +4,9 @@
 way: the store's inner-product search narrows a user's memories to ``fetch_factor * k`` candidates
 (filtered before ranking), and a :class:`~memnets.scoring.Scorer` (recency, relevance, importance)
 scores them from their stored vectors. What each caller does with the scores differs: the API keeps
-the top ``k``; the manager leaves out what it already holds and diversifies with MMR.
+the top ``k``; the manager leaves out what it already holds and diversifies with MMR. Without a pack,
+``AgentMemory.search`` ranks by cosine alone (a hand-set recency + importance mix retrieves far worse
+on LoCoMo, docs/benchmarks.md).
 """
 
 from __future__ import annotations

@@ -14,23 +14,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import datetime
 
+from memnets.memory.arguments import Keep
 from memnets.records import Memory
 from memnets.store.filters import MemoryFilter
 from memnets.timeutil import as_utc
 
-
-class Keep:
-    """The default of an ``update`` keyword for which None means something (no TTL, an open validity): keep it."""
-
-    def __init__(self, name: str):
-        self.name = name
-
-    def __repr__(self) -> str:
-        return self.name
-
-
 KEEP = Keep("KEEP")  # update(valid_to=...) left out
-KEEP_TTL = Keep("KEEP_TTL")  # update(ttl=...) left out
 
 
 def revised_validity(current: Memory, new_text: bool, when: datetime, valid_from: datetime | None, valid_to) -> dict:
@@ -59,4 +48,4 @@ def as_of_filter(
     return MemoryFilter.combine(filters, {"as_of": as_of, "known_at": known_at})
 
 
-__all__ = ["KEEP", "KEEP_TTL", "Keep", "as_of_filter", "revised_validity"]
+__all__ = ["KEEP", "as_of_filter", "revised_validity"]
