@@ -53,7 +53,6 @@ import weakref
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import NamedTuple
 
 import numpy as np
 
@@ -61,12 +60,14 @@ import memnets.timeutil as timeutil
 from memnets.memory import expiry
 from memnets.memory.arguments import check_count, check_k, check_scope, check_user, check_users
 from memnets.memory.deletion import DeletionPath
+from memnets.memory.expiry import KEEP_TTL
 from memnets.memory.explain import Explanation, explain_hits, explanation
 from memnets.memory.ids import check_id, check_ids
 from memnets.memory.intake import new_record
 from memnets.memory.manager import ManagerConfig, MemoryManager
+from memnets.memory.messages import MessageOutcome, MessageWriter
 from memnets.memory.opening import open_parts, reembed
-from memnets.memory.search import Searcher
+from memnets.memory.search import Searcher, SearchHit
 from memnets.memory.signals import HeuristicGate, HeuristicImportance
 from memnets.memory.snapshot import GATE_DECISIONS_SHOWN, ManagerSnapshot, snapshot
 from memnets.memory.writes import WritePath, check_text, embed, successor
@@ -77,24 +78,7 @@ from memnets.store import MemoryFilter
 from memnets.store.identity import bind_encoder
 from memnets.timeutil import as_utc_or_now
 
-
-class _KeepTTL:
-    """The default of ``update(ttl=...)``: leave the memory's expiry as it is."""
-
-    def __repr__(self) -> str:
-        return "KEEP_TTL"
-
-
-KEEP_TTL = _KeepTTL()
-
 UPDATE_ATTEMPTS = 5  # tries of an update while other writers change the memory (each re-reads it; retries are rare)
-
-
-class SearchHit(NamedTuple):
-    """One search result: the memory and its score (cosine, or the pack's learned score), higher first."""
-
-    memory: Memory
-    score: float
 
 
 def open(
@@ -198,6 +182,7 @@ class AgentMemory:
         self._lock = threading.RLock()  # one writer at a time: dedup check and write are one step
         self._managers: weakref.WeakSet[MemoryManager] = weakref.WeakSet()
         self._writes = WritePath(store, encoder, self.importance, self.config, self._live)
+        self._messages = MessageWriter(self._writes, self._lock, self._require_open, store, self.scope)
         self._deletion = DeletionPath(store, self._live)
 
     @property
@@ -208,7 +193,7 @@ class AgentMemory:
     # ------------------------------------------------------------------ writing
     def add(
         self,
-        text_or_record: str | Memory,
+        text_or_record: str | Memory | None = None,
         *,
         user: str,
         t: datetime | None = None,
@@ -223,19 +208,28 @@ class AgentMemory:
         replaces: str | None = None,
         session: str | None = None,
         ttl: timedelta | float | None = None,
-    ) -> Memory:
+        messages: Sequence[Mapping] | None = None,
+        keep: str = "all",
+        roles: Sequence[str] | None = None,
+    ) -> Memory | list[MessageOutcome]:
         """Store one memory of ``user`` (durable on return) and return it as stored, with its ``outcome``.
 
-        ``text_or_record``: the text (the other arguments fill the record), or a :class:`Memory`
-        of this user (stored as it is; only ``replaces`` applies). ``importance`` defaults to the
-        importance decision's score. ``outcome`` of the returned memory: "added", "updated" (it
-        became the new version of an existing memory, whose old text is in ``history``) or
-        "unchanged" (the user's memories said this already; that memory is returned). See the
-        module docstring for the rule, ids that exist already and ``replaces``. ``agent``/``session``
-        default to this memory's scope (:func:`open`). ``ttl`` (a timedelta or seconds, counted from
-        now, not from ``t``) makes it expire (docs/memory.md, "Expiry"); a repeated statement keeps
-        the stored memory's expiry, refreshed when it has a TTL.
+        ``text_or_record``: the text (the other arguments fill the record), or a :class:`Memory` of this user
+        (stored as it is; only ``replaces`` applies). ``importance`` defaults to the importance decision's
+        score. ``outcome`` of the returned memory: "added", "updated" (it became the new version of an existing
+        memory, whose old text is in ``history``) or "unchanged" (the user's memories said this already; that
+        memory is returned). See the module docstring for the rule, ids that exist already and ``replaces``.
+        ``agent``/``session`` default to this memory's scope (:func:`open`). ``ttl`` (a timedelta or seconds,
+        counted from now, not from ``t``) makes it expire (docs/memory.md, "Expiry"); a repeated statement keeps
+        the stored memory's expiry, refreshed when it has a TTL. ``messages`` instead of a text: a chat
+        transcript, one memory and outcome per message (``keep``, ``roles``: :mod:`memnets.memory.messages`).
         """
+        if messages is not None or text_or_record is None:  # a chat transcript: memnets.memory.messages
+            unused = dict(
+                text=text_or_record, id=id, replaces=replaces, action=action, objects=objects, location=location
+            )
+            fields = dict(t=t, kind=kind, metadata=metadata, importance=importance, agent=agent, session=session)
+            return self._messages.add(messages, user=user, ttl=ttl, keep=keep, roles=roles, refused=unused, **fields)
         if replaces is not None:
             check_id(replaces, "replaces")
         memory = self._record(
@@ -282,22 +276,28 @@ class AgentMemory:
         ids: Sequence[str | None] | None = None,
         session: str | None = None,
         ttl: timedelta | float | None = None,
-    ) -> list[Memory]:
+        keep: str = "all",
+        roles: Sequence[str] | None = None,
+    ) -> list[Memory] | list[MessageOutcome]:
         """Store many memories of ``user`` with one encoder batch; returns them in order (durable on return).
 
-        Items are texts (the keyword arguments fill their records; ``ids``, aligned with the items,
-        gives them ids, else each gets a new one) or :class:`Memory` records of this user. An item
-        with an id is keyed by it, as in :meth:`add`. The seed's hybrid ingestion: the important ones
-        (importance >= ``write_through_threshold``) are written first, in one transaction, then
-        the rest in batches of ``batch_size``. Each item gets :meth:`add`'s outcome, against the
-        stored memories and the earlier items of the same call (an item that repeats an earlier
-        one returns it, "unchanged"; one that changes a fact of it makes it its history, "updated").
+        Items are texts (the keyword arguments fill their records; ``ids``, aligned with the items, gives them
+        ids, else each gets a new one) or :class:`Memory` records of this user (or messages, mappings: then it is
+        ``add(messages=items, ...)``). An item with an id is keyed by it, as in :meth:`add`. The seed's hybrid
+        ingestion: the important ones (importance >= ``write_through_threshold``) are written first, in one
+        transaction, then the rest in batches of ``batch_size``. Each item gets :meth:`add`'s outcome, against
+        the stored memories and the earlier items of the same call (an item that repeats an earlier one returns
+        it, "unchanged"; one that changes a fact of it makes it its history, "updated").
         """
         if isinstance(items, (str, Memory)):
             raise TypeError(
                 f"add_many: items must be a list of texts or Memory records, not a single {type(items).__name__}"
             )
         items = list(items)
+        if any(isinstance(item, Mapping) for item in items):  # a chat transcript: memnets.memory.messages
+            unused = dict(ids=ids, action=action, objects=objects, location=location)
+            fields = dict(t=t, kind=kind, metadata=metadata, importance=importance, agent=agent, session=session)
+            return self._messages.add(items, user=user, ttl=ttl, keep=keep, roles=roles, refused=unused, **fields)
         if ids is None:
             ids = [None] * len(items)
         elif isinstance(ids, str) or len(ids := list(ids)) != len(items):

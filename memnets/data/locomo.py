@@ -17,7 +17,7 @@ from functools import cached_property
 from pathlib import Path
 
 from memnets.data.location import find_data
-from memnets.text import lone_surrogate
+from memnets.text import lone_surrogate, turn_text
 
 CATEGORY_NAMES = {
     1: "multi-hop",
@@ -54,7 +54,7 @@ class Turn:
     def content(self) -> str:
         """The memory text: "{speaker}: {text}", plus the photo's caption for image turns."""
         photo = f" [shares a photo of {self.image_caption}]" if self.image_caption else ""
-        return f"{self.speaker}: {self.text}{photo}"
+        return turn_text(self.speaker, f"{self.text}{photo}")
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,16 @@ from memnets.store.protocol import Expiry, supports
 from memnets.timeutil import ttl_seconds
 
 
+class _KeepTTL:
+    """The default of ``AgentMemory.update(ttl=...)``: leave the memory's expiry as it is."""
+
+    def __repr__(self) -> str:
+        return "KEEP_TTL"
+
+
+KEEP_TTL = _KeepTTL()
+
+
 def check_ttl(store, ttl) -> float | None:
     """A ttl argument in seconds (None: no expiry); an error naming it if bad or the store cannot expire."""
     seconds = ttl_seconds(ttl, "ttl")

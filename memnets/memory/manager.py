@@ -60,7 +60,7 @@ from memnets.memory.opening import memory_components
 from memnets.memory.planning import Goal, Plan, Planner
 from memnets.memory.reflection import Reflector
 from memnets.memory.search import Searcher, score
-from memnets.memory.signals import Gate, HeuristicGate, HeuristicImportance, Importance
+from memnets.memory.signals import Gate, HeuristicGate, HeuristicImportance, Importance, keeps
 from memnets.memory.state import STATE_VERSION, default_state_path, legacy_state_path, read_state, write_state
 from memnets.memory.tiers import ContextView, ContextWindow, Entry, WorkingMemory
 from memnets.memory.writes import WritePath, embed
@@ -659,7 +659,7 @@ class _TierPolicy:
         manager, config, t = self.manager, self.manager.config, memory.t
         entry = manager._entry(memory, vector)
         manager.context.add(entry)
-        kept = memory.importance >= config.keep_threshold
+        kept = keeps(memory.importance, config.keep_threshold)
         manager.events.log(Move.OBSERVE, [memory.id], t, importance=memory.importance, tokens=entry.tokens, kept=kept)
         if kept:
             if memory.importance >= config.write_through_threshold:

@@ -11,11 +11,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from typing import NamedTuple
 
 import numpy as np
 
 from memnets.records import Memory
 from memnets.store.filters import MemoryFilter
+
+
+class SearchHit(NamedTuple):
+    """One search result: the memory and its score (cosine, or the pack's learned score), higher first."""
+
+    memory: Memory
+    score: float
 
 
 def score(scorer, memories: Sequence[Memory], query: str, now: datetime, query_vector, vectors) -> np.ndarray:
@@ -69,4 +77,4 @@ class Searcher:
         return [(memories[i], float(scores[i])) for i in order]
 
 
-__all__ = ["Searcher", "score"]
+__all__ = ["SearchHit", "Searcher", "score"]

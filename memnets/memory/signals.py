@@ -75,6 +75,15 @@ class HeadImportance:
         return np.clip(np.asarray(probabilities, dtype=np.float64).reshape(-1), 0.0, 1.0)
 
 
+def keeps(importance: float, threshold: float) -> bool:
+    """The observation filter: whether a new memory of this ``importance`` is kept (it reaches ``threshold``).
+
+    A manager keeps an observation at its ``keep_threshold``; ``add(messages=..., keep="important")``
+    keeps a message at the memory's ``write_through_threshold`` (:mod:`memnets.memory.messages`).
+    """
+    return importance >= threshold
+
+
 @dataclass(frozen=True)
 class GateVerdict:
     """The gate's decision and the score it thresholded (higher = more need to recall)."""

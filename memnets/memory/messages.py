@@ -1,0 +1,257 @@
+"""A chat transcript as memories: ``AgentMemory.add(messages=[...])`` and ``add_many([...messages])``.
+
+A message is a mapping ``{"role": ..., "content": ...}`` (OpenAI's and mem0's shape) with optional
+``"name"`` (the speaker; default: the role), ``"time"`` (a datetime or an ISO 8601 string) and
+``"id"`` (the memory's id: adding the same message again is "unchanged", so a whole history may be
+written again after every turn). Other keys (``tool_calls``, ``tool_call_id``, ...) are ignored.
+``content`` is a string or a list of parts: its text parts (plain strings and ``{"type": "text",
+"text": ...}``) are kept, joined by newlines; other parts (images, audio) are left out.
+
+Each kept message becomes one memory of the user:
+
+- its text is ``"{speaker}: {text}"`` (:func:`memnets.text.turn_text`), the form the encoder and the
+  heads were trained on, so a pack sees what it learned from;
+- its role and speaker are metadata (``{"role": "user", "speaker": "Ann"}``, filterable with
+  ``filters={"metadata": {"role": "user"}}``), beside the call's own ``metadata``; the ``agent``
+  and ``session`` fields stay the write's scope, as for a text;
+- its time ``t`` is the message's ``time``, else the call's ``t`` (default now) plus the message's
+  position in microseconds, so that a listing (by ``t``) keeps the transcript's order.
+
+Which messages are kept: those whose role is in ``roles`` (default :data:`DEFAULT_ROLES`, user and
+assistant: system prompts and tool output are skipped unless asked for, e.g. ``roles=("user",
+"assistant", "system", "tool")``) and that have text; with ``keep="important"``, only those the
+importance decision scores at or above the memory's ``write_through_threshold`` (with a pack: its
+importance head and its threshold, the head's verdict that a later question is likely to need the
+message; without one, the length-and-specificity heuristic), the manager's observation filter
+(:func:`~memnets.memory.signals.keeps`). ``keep="all"`` (the default) keeps every one. Nothing
+calls an LLM.
+
+The kept messages go through the one write path (:class:`~memnets.memory.writes.WritePath`) as one
+``add_many`` batch: each is checked against the stored memories and the earlier messages of the
+call (consistency per message), and the call returns one :class:`MessageOutcome` per message, in
+order. Every message is checked before anything is encoded or written: a malformed one raises
+TypeError/ValueError naming ``messages[i].field``, and nothing of the call is stored.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from memnets.memory.ids import check_new_id
+from memnets.memory.intake import new_record
+from memnets.memory.signals import keeps
+from memnets.records import Memory
+from memnets.text import turn_text
+from memnets.timeutil import as_utc, as_utc_or_now
+
+DEFAULT_ROLES = ("user", "assistant")
+KEEPS = ("all", "important")
+
+
+@dataclass(frozen=True)
+class Message:
+    """One message as read: its role, speaker, text (its text parts joined; may be empty), time and id."""
+
+    role: str
+    speaker: str
+    text: str
+    time: datetime | None = None
+    id: str | None = None
+
+    @property
+    def content(self) -> str:
+        """The memory text: ``"{speaker}: {text}"``."""
+        return turn_text(self.speaker, self.text)
+
+
+@dataclass(frozen=True)
+class MessageOutcome:
+    """What adding one message did.
+
+    Attributes:
+        index: the message's position in the list given.
+        role: its role.
+        outcome: "added", "updated" or "unchanged" (the write path's, see ``AgentMemory.add``), or
+            "skipped" (nothing written for it).
+        memory: the memory as stored (for "unchanged": the one that says it already), None when skipped.
+        reason: why it was skipped ("role", "no text" or "unimportant"), else None.
+    """
+
+    index: int
+    role: str
+    outcome: str
+    memory: Memory | None = None
+    reason: str | None = None
+
+
+def parse_message(message, where: str) -> Message:
+    """``message`` (a mapping) read as a :class:`Message`; TypeError/ValueError naming ``where`` and the field."""
+    if not isinstance(message, Mapping):
+        raise TypeError(f"{where} must be a mapping with 'role' and 'content', got {type(message).__name__}")
+    for field in ("role", "content"):
+        if field not in message:
+            raise ValueError(f"{where}.{field} is missing (a message is {{'role': ..., 'content': ...}})")
+    role = _name(message["role"], f"{where}.role")
+    speaker = _name(message["name"], f"{where}.name") if message.get("name") is not None else role
+    time = message.get("time")
+    if isinstance(time, str):
+        try:
+            time = datetime.fromisoformat(time)
+        except ValueError:
+            raise ValueError(f"{where}.time {time!r:.60} is not an ISO 8601 time") from None
+    if time is not None:
+        time = as_utc(time, f"{where}.time")
+    id = message.get("id")
+    if id is not None:
+        check_new_id(id, f"{where}.id")
+    return Message(role, speaker, text_of(message["content"], f"{where}.content"), time, id)
+
+
+def text_of(content, where: str) -> str:
+    """The text of a message's content: a str, or the text parts of a list of parts joined by newlines."""
+    if content is None or isinstance(content, str):
+        return (content or "").strip()
+    if not isinstance(content, list):
+        raise TypeError(f"{where} must be a str or a list of parts, got {type(content).__name__}")
+    texts = []
+    for n, part in enumerate(content):
+        if isinstance(part, str):
+            texts.append(part)
+        elif isinstance(part, Mapping) and isinstance(part.get("type"), str):
+            if part["type"] == "text":
+                if not isinstance(part.get("text"), str):
+                    raise TypeError(f"{where}[{n}].text must be a str, got {type(part.get('text')).__name__}")
+                texts.append(part["text"])
+        else:
+            raise TypeError(f"{where}[{n}] must be a str or a part {{'type': ..., ...}}, got {part!r:.60}")
+    return "\n".join(text.strip() for text in texts if text.strip())
+
+
+def _name(value, where: str) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"{where} must be a str, got {type(value).__name__}")
+    if not value.strip():
+        raise ValueError(f"{where} must be non-empty text, got {value!r}")
+    return value.strip()
+
+
+def check_options(keep, roles) -> tuple[str, ...]:
+    """``roles`` as a tuple (None: :data:`DEFAULT_ROLES`) once ``keep`` and ``roles`` are valid."""
+    if keep not in KEEPS:
+        raise ValueError(f"keep must be one of {KEEPS}, got {keep!r}")
+    if roles is None:
+        return DEFAULT_ROLES
+    if isinstance(roles, str) or not isinstance(roles, Sequence) or not roles:
+        raise TypeError(f"roles must be a non-empty list of role names, got {roles!r:.60}")
+    return tuple(_name(role, f"roles[{n}]") for n, role in enumerate(roles))
+
+
+def parse_messages(messages, where: str = "messages") -> list[Message]:
+    """Every message of ``messages`` read (:func:`parse_message`); ids repeated within the list refused."""
+    if isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Sequence):
+        raise TypeError(f"{where} must be a list of messages, got {type(messages).__name__}")
+    parsed = [parse_message(message, f"{where}[{n}]") for n, message in enumerate(messages)]
+    repeated = sorted(id for id, count in Counter(m.id for m in parsed if m.id is not None).items() if count > 1)
+    if repeated:
+        raise ValueError(f"{where}: ids repeated within the call: {repeated[:5]}")
+    return parsed
+
+
+class MessageWriter:
+    """Writes a transcript through an ``AgentMemory``'s write path (its :meth:`add` is the memory's).
+
+    Args:
+        writes: the memory's :class:`~memnets.memory.writes.WritePath`.
+        lock: the memory's write lock (held around the consistency check and the write).
+        require_open: raises once the memory is closed.
+        store: the memory's store (whether it keeps a ``ttl``).
+        scope: the memory's default ``{"agent": ..., "session": ...}`` of writes.
+    """
+
+    def __init__(self, writes, lock, require_open: Callable[[], None], store, scope: Mapping[str, str | None]):
+        self.writes, self.lock, self.require_open, self.store, self.scope = writes, lock, require_open, store, scope
+
+    def add(
+        self,
+        messages,
+        *,
+        user: str,
+        t: datetime | None = None,
+        kind: str = "observation",
+        metadata: dict | None = None,
+        importance: float | None = None,
+        agent: str | None = None,
+        session: str | None = None,
+        ttl=None,
+        keep: str = "all",
+        roles: Sequence[str] | None = None,
+        refused: Mapping[str, object] | None = None,
+        where: str = "messages",
+    ) -> list[MessageOutcome]:
+        """Store the kept ``messages`` of ``user`` (see the module docstring); one outcome per message, in order.
+
+        ``refused``: the caller's arguments that do not go with messages (a text, an id, ...), by name:
+        ValueError naming those that are given.
+        """
+        if messages is None:
+            raise TypeError("add: give a text (or a Memory record), or messages=[...]")
+        given = [name for name, value in (refused or {}).items() if value is not None]
+        if given:
+            raise ValueError(f"messages=[...] go without {given}: each message is one memory (its id in 'id')")
+        roles = check_options(keep, roles)
+        parsed = parse_messages(messages, where)
+        if metadata is not None and not isinstance(metadata, dict):
+            raise TypeError(f"metadata must be a dict, got {type(metadata).__name__}")
+        base = as_utc_or_now(t, "t")
+        outcomes: list[MessageOutcome | None] = [None] * len(parsed)
+        chosen, records = [], []
+        for n, message in enumerate(parsed):
+            if message.role not in roles:
+                outcomes[n] = MessageOutcome(n, message.role, "skipped", reason="role")
+            elif not message.text:
+                outcomes[n] = MessageOutcome(n, message.role, "skipped", reason="no text")
+            else:
+                chosen.append(n)
+                records.append(
+                    new_record(
+                        message.content,
+                        user,
+                        f"{where}[{n}]",
+                        self.store,
+                        id=message.id,
+                        t=message.time or base + timedelta(microseconds=n),
+                        kind=kind,
+                        metadata={**(metadata or {}), "role": message.role, "speaker": message.speaker},
+                        importance=importance,
+                        agent=agent if agent is not None else self.scope["agent"],
+                        action=None,
+                        objects=None,
+                        location=None,
+                        session=session if session is not None else self.scope["session"],
+                        ttl=ttl,
+                    )
+                )
+        if records:
+            names = [f"{where}[{n}].content" for n in chosen]
+            memories, vectors, chunks = self.writes.prepare(records, [importance is not None] * len(records), names)
+            threshold = self.writes.config.write_through_threshold
+            kept = [i for i, m in enumerate(memories) if keep == "all" or keeps(m.importance, threshold)]
+            for i in sorted(set(range(len(memories))) - set(kept)):
+                outcomes[chosen[i]] = MessageOutcome(chosen[i], parsed[chosen[i]].role, "skipped", reason="unimportant")
+            with self.lock:
+                self.require_open()
+                written = self.writes.commit(
+                    [memories[i] for i in kept],
+                    vectors[kept],
+                    [chunks[i] for i in kept],
+                    explicit=[parsed[chosen[i]].id is not None for i in kept],
+                )
+            for i, memory in zip(kept, written):
+                outcomes[chosen[i]] = MessageOutcome(chosen[i], parsed[chosen[i]].role, memory.outcome, memory)
+        return outcomes
+
+
+__all__ = ["DEFAULT_ROLES", "KEEPS", "Message", "MessageOutcome", "MessageWriter", "parse_message", "text_of"]
