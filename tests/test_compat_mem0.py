@@ -79,7 +79,9 @@ def test_the_open_source_quickstart_runs_unchanged(location, encoder, model):
     assert [r["event"] for r in result["results"]] == ["ADD", "ADD"]  # another scope keeps its own statements
     # Store raw messages without inference
     result = m.add(MOVIE_MESSAGES, user_id="alice", metadata={"category": "movie_recommendations"}, infer=False)
-    assert [(r["memory"], r["role"]) for r in result["results"]] == [(x["content"], x["role"]) for x in MOVIE_MESSAGES]
+    # each message as memnets stores one (memnets.memory.messages): "{speaker}: {text}", its role shown
+    expected = [(f"{x['role']}: {x['content']}", x["role"]) for x in MOVIE_MESSAGES]
+    assert [(r["memory"], r["role"]) for r in result["results"]] == expected
     assert len(model.requests) == 4  # two calls per inferred add, none for infer=False
 
     # Get all memories
@@ -150,7 +152,7 @@ def test_without_an_llm_infer_names_the_setting_and_infer_false_works_offline(tm
         m.add(MOVIE_MESSAGES, user_id="alice")
     assert m.get_all(user_id="alice") == {"results": []}
     result = m.add("Likes to play cricket on weekends", user_id="alice", metadata={"category": "hobbies"}, infer=False)
-    assert [r["memory"] for r in result["results"]] == ["Likes to play cricket on weekends"]
+    assert [r["memory"] for r in result["results"]] == ["user: Likes to play cricket on weekends"]
     m.close()
 
 
@@ -165,9 +167,9 @@ def test_messages_as_a_string_a_dict_or_a_list(tmp_path, encoder):
     )
     items = m.get_all(user_id="a")["results"]
     assert [(i["memory"], i["role"], i.get("actor_id")) for i in items] == [
-        ("I love pizza", "user", None),
-        ("Noted: thin crust.", "assistant", "chef"),
-        ("I live in Oslo", "user", None),  # the system message is not stored
+        ("user: I love pizza", "user", None),
+        ("chef: Noted: thin crust.", "assistant", "chef"),  # mem0's actor_id: the message's name
+        ("user: I live in Oslo", "user", None),  # the system message is not stored
     ]
     again = m.add("I love pizza", user_id="a", infer=False)
     assert again == {"results": []}  # memnets' consistency rule: said already, nothing new
@@ -183,15 +185,15 @@ def test_users_stay_apart_and_agent_reads_span_users(tmp_path, encoder):
     m.add("Alice's secret is 42", user_id="alice", agent_id="helper", infer=False)
     m.add("Bob likes jazz", user_id="bob", agent_id="helper", infer=False)
     m.add("The helper speaks French", agent_id="helper", infer=False)
-    assert [r["memory"] for r in m.search("secret", user_id="bob")["results"]] == ["Bob likes jazz"]
-    assert [r["memory"] for r in m.get_all(user_id="bob")["results"]] == ["Bob likes jazz"]
+    assert [r["memory"] for r in m.search("secret", user_id="bob")["results"]] == ["user: Bob likes jazz"]
+    assert [r["memory"] for r in m.get_all(user_id="bob")["results"]] == ["user: Bob likes jazz"]
     spanning = m.get_all(agent_id="helper")["results"]
     assert sorted(r["memory"] for r in spanning) == [
-        "Alice's secret is 42",
-        "Bob likes jazz",
-        "The helper speaks French",
+        "user: Alice's secret is 42",
+        "user: Bob likes jazz",
+        "user: The helper speaks French",
     ]
-    shared = next(r for r in spanning if r["memory"] == "The helper speaks French")
+    shared = next(r for r in spanning if r["memory"] == "user: The helper speaks French")
     assert "user_id" not in shared and shared["agent_id"] == "helper"
     assert m.memory.get(shared["id"], user=SHARED_USER) is not None
     m.delete_all(agent_id="helper")
@@ -206,13 +208,13 @@ def test_metadata_filters_take_mem0s_forms(tmp_path, encoder):
     m.add("Read Emma", user_id="a", metadata={"category": "books", "rating": 5}, infer=False)
 
     def texts(filters):
-        return sorted(r["memory"] for r in m.get_all(user_id="a", filters=filters)["results"])
+        return sorted(r["memory"].removeprefix("user: ") for r in m.get_all(user_id="a", filters=filters)["results"])
 
     assert texts({"category": "books"}) == ["Read Emma"]
     assert texts({"category": "movies", "rating": {"gte": 4}}) == ["Watched Alien", "Watched Dune"]
     assert texts({"OR": [{"rating": {"lt": 2}}, {"category": "books"}]}) == ["Read Emma", "Watched Cats"]
     assert [r["memory"] for r in m.search("film", filters={"user_id": "a", "rating": {"in": [1]}})["results"]] == [
-        "Watched Cats"
+        "user: Watched Cats"
     ]
     with pytest.raises(ValueError, match=r"operators \['icontains'\] are not supported"):
         m.get_all(user_id="a", filters={"category": {"icontains": "mov"}})
@@ -229,7 +231,7 @@ def test_the_vector_store_path_of_a_mem0_config_is_where_memnets_stores(tmp_path
         m.add("I love sci-fi movies", user_id="alice", infer=False)
     assert folder.is_dir()
     with Memory.from_config(mem0_config) as again:
-        assert [r["memory"] for r in again.get_all(user_id="alice")["results"]] == ["I love sci-fi movies"]
+        assert [r["memory"] for r in again.get_all(user_id="alice")["results"]] == ["user: I love sci-fi movies"]
 
 
 def test_an_llm_memnets_does_not_speak_is_named(tmp_path, encoder):

@@ -24,7 +24,9 @@ without it looks at every user's memories of the agent or run named.
 ``infer`` (default True, as in mem0): the messages go through the LLM extraction of
 :mod:`memnets.memory.extraction` with the config's ``llm``; without one, :class:`LLMNotConfiguredError`
 names the setting (memnets never calls a model it was not given). ``infer=False`` stores each
-message as it is (system messages left out), with its ``role`` (and ``name`` as ``actor_id``).
+message as ``add(messages=...)`` does (:mod:`memnets.memory.messages`: the text ``"{speaker}: {text}"``,
+the form memnets' encoder was trained on; system and tool messages left out), shown with its
+``role`` (and its ``name`` as ``actor_id``).
 
 Differences that remain: deletion is final in memnets (``history`` of a deleted memory is empty,
 where mem0 keeps a DELETE event); the encoder is memnets' (bundled, or a pack's), not the config's
@@ -44,7 +46,7 @@ from memnets.memory.extraction import OUTCOME_EVENTS, Change, Extraction, Extrac
 from memnets.records import Memory as Record
 
 SHARED_USER = "mem0-shared"  # the owner of memories written without a user_id
-PROMOTED = ("role", "actor_id")  # metadata fields shown beside "metadata", as mem0 does
+MESSAGE_FIELDS = ("role", "speaker")  # metadata of a stored message (memnets.memory.messages), shown as mem0 does
 FILTER_OPERATORS = {"eq", "ne", "gt", "gte", "lt", "lte", "in", "nin"}  # mem0's, memnets' with a "$"
 ENTITY_KEYS = {"user_id": "user", "agent_id": "agent", "run_id": "session"}
 
@@ -95,15 +97,8 @@ class Memory:
                 )
             changes = self.extraction.add(self.memory, messages, user=user, metadata=metadata, **scope)
             return {"results": [_event(c) for c in changes if c.event != "NONE"]}
-        stored = []
-        for message in messages:
-            if message.get("role") == "system":
-                continue
-            extra = {**(metadata or {}), "role": message.get("role", "user")}
-            if message.get("name"):
-                extra["actor_id"] = message["name"]
-            stored.append(self.memory.add(message["content"], user=user, metadata=extra, **scope))
-        return {"results": [_written(m) for m in stored if m.outcome != "unchanged"]}
+        outcomes = self.memory.add(messages=messages, user=user, metadata=dict(metadata or {}), **scope)
+        return {"results": [_written(o.memory) for o in outcomes if o.outcome in ("added", "updated")]}
 
     def update(self, memory_id: str, data: str, metadata: Mapping | None = None) -> dict:
         """Memory ``memory_id`` gets the text ``data`` (and metadata merged in); its old text stays in ``history``."""
@@ -192,7 +187,7 @@ class Memory:
                     "created_at": _iso(version.t),
                     "updated_at": _iso(version.updated_at),
                     "is_deleted": 0,
-                    **{key: version.metadata[key] for key in PROMOTED if key in version.metadata},
+                    **_speaker(version),
                 }
             )
         return events
@@ -227,17 +222,17 @@ class Memory:
         return found
 
 
-def _messages(messages) -> list[dict]:
+def _messages(messages) -> list:
     """mem0's message forms as a list of message dicts: a str is one user message, a dict one message."""
     if isinstance(messages, str):
         return [{"role": "user", "content": messages}]
     if isinstance(messages, Mapping):
         messages = [messages]
-    if not isinstance(messages, list) or not all(isinstance(m, Mapping) and "content" in m for m in messages):
+    if not isinstance(messages, list):
         raise TypeError(
             f"add: messages must be a str, a {{'role', 'content'}} dict or a list of them, got {messages!r:.80}"
         )
-    return [dict(m) for m in messages]
+    return messages
 
 
 def _owner(user_id, agent_id, run_id, call: str) -> str:
@@ -291,7 +286,7 @@ def _item(memory: Record) -> dict:
         "id": memory.id,
         "memory": memory.content,
         "hash": hashlib.md5(memory.content.encode()).hexdigest(),
-        "metadata": {k: v for k, v in memory.metadata.items() if k not in PROMOTED} or None,
+        "metadata": {k: v for k, v in memory.metadata.items() if k not in MESSAGE_FIELDS} or None,
         "created_at": _iso(memory.t),
         "updated_at": _iso(memory.updated_at),
     }
@@ -300,14 +295,20 @@ def _item(memory: Record) -> dict:
     for key, value in (("agent_id", memory.agent), ("run_id", memory.session)):
         if value is not None:
             item[key] = value
-    item.update({key: memory.metadata[key] for key in PROMOTED if key in memory.metadata})
-    return item
+    return {**item, **_speaker(memory)}
+
+
+def _speaker(memory: Record) -> dict:
+    """mem0's ``role`` and ``actor_id`` (a message's ``name``) of a stored message; {} for other memories."""
+    shown = {"role": memory.metadata["role"]} if "role" in memory.metadata else {}
+    if memory.metadata.get("speaker", shown.get("role")) != shown.get("role"):
+        shown["actor_id"] = memory.metadata["speaker"]
+    return shown
 
 
 def _written(memory: Record) -> dict:
     """An ``add`` result of a message stored as it is."""
-    result = {"id": memory.id, "memory": memory.content, "event": OUTCOME_EVENTS[memory.outcome]}
-    return {**result, **{key: memory.metadata[key] for key in PROMOTED if key in memory.metadata}}
+    return {"id": memory.id, "memory": memory.content, "event": OUTCOME_EVENTS[memory.outcome], **_speaker(memory)}
 
 
 def _event(change: Change) -> dict:

@@ -4,7 +4,8 @@ Nothing in memnets calls an LLM on a write unless asked: this is the ``infer=Tru
 (:mod:`memnets.compat.mem0`) and of anyone who builds an :class:`Extraction` with their own model.
 One call of :meth:`Extraction.add`:
 
-1. **Facts.** The LLM reads the messages (numbered; system and tool messages left out) and answers
+1. **Facts.** The LLM reads the messages (read as ``add(messages=...)`` reads them, numbered; system
+   and tool messages left out) and answers
    the facts worth keeping, each with the numbers of the messages it came from
    (:mod:`memnets.memory.extraction_prompts` holds every prompt). Each fact keeps those messages'
    ids (a message's ``"id"``, else its position in the call) in its metadata, ``source_messages``.
@@ -34,6 +35,7 @@ from typing import Any, Literal, Protocol
 
 from memnets.llm import LLM, LLMError
 from memnets.memory import extraction_prompts as prompts
+from memnets.memory.messages import DEFAULT_ROLES, parse_messages
 from memnets.records import Memory
 
 Event = Literal["ADD", "UPDATE", "DELETE", "NONE"]
@@ -41,7 +43,6 @@ EVENTS: tuple[Event, ...] = ("ADD", "UPDATE", "DELETE", "NONE")
 OUTCOME_EVENTS: dict[str, Event] = {"added": "ADD", "updated": "UPDATE", "unchanged": "NONE"}
 DECIDERS = ("llm", "rules")
 SOURCE_MESSAGES = "source_messages"  # metadata field of a fact: the ids of the messages it came from
-SKIPPED_ROLES = frozenset({"system", "tool"})
 _FENCE = re.compile(r"^```[a-zA-Z]*\s*\n?(.*?)\n?```$", re.S)
 
 
@@ -97,26 +98,18 @@ class FactWriter(Protocol):
     def history(self, id: str, *, user: str) -> list[Memory]: ...
 
 
-def message_lines(messages: Sequence[Mapping[str, Any]]) -> tuple[list[tuple[str, str]], list[str]]:
+def message_lines(messages) -> tuple[list[tuple[str, str]], list[str]]:
     """(speaker, text) of each message the fact call reads, and their ids (given ``"id"``, else the position).
 
-    A message is ``{"role", "content"}`` with optional ``"name"`` (the speaker; default the role) and
-    ``"id"``; content given as a list of parts keeps its text parts. System and tool messages are left out.
+    Messages are read as ``add(messages=...)`` reads them (:func:`memnets.memory.messages.parse_messages`:
+    the same shape, the same errors naming ``messages[i].field``); system and tool messages and those
+    without text are left out.
     """
     lines, ids = [], []
-    for n, message in enumerate(messages):
-        if not isinstance(message, Mapping) or not isinstance(message.get("role"), str):
-            raise TypeError(f"messages[{n}] must be a mapping with a 'role' string and 'content', got {message!r:.80}")
-        if message["role"] in SKIPPED_ROLES:
-            continue
-        content = message.get("content")
-        if isinstance(content, list):
-            content = " ".join(part["text"] for part in content if isinstance(part, Mapping) and "text" in part)
-        if not isinstance(content, str):
-            raise TypeError(f"messages[{n}]['content'] must be a str or a list of parts, got {type(content).__name__}")
-        if content.strip():
-            lines.append((str(message.get("name") or message["role"]), content))
-            ids.append(str(message.get("id", n)))
+    for n, message in enumerate(parse_messages(messages)):
+        if message.role in DEFAULT_ROLES and message.text:
+            lines.append((message.speaker, message.text))
+            ids.append(message.id if message.id is not None else str(n))
     return lines, ids
 
 
