@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from bench_helpers import result, run_bench
 
 import memnets
 from memnets.fake_llm import FakeChatServer
@@ -214,3 +215,16 @@ def test_bad_arguments_name_themselves(server):
         Extraction(llm(server), deadline=0)
     with pytest.raises(TypeError, match=r"messages\[0\] must be a mapping"):
         Extraction(llm(server)).facts(["hello"])
+
+
+def test_the_add_latency_benchmark_measures_every_mode(tiny_model_dir, tmp_path):
+    args = ("--quick", "--encoder", tiny_model_dir, "--llm-delay", "0.01", "--out", tmp_path)
+    printed = run_bench("bench.experiments.add_latency", *args).stdout
+    payload = result(tmp_path, "add_latency")
+    modes = payload["results"]
+    assert list(modes) == ["keep=all", "keep=important", "infer, decide=rules", "infer, decide=llm"]
+    assert [m["llm_calls"] for m in modes.values()] == [0, 0, 5, 10]  # none for memnets' own writes
+    assert all(m["calls"] == 5 and m["messages"] == 10 for m in modes.values())
+    assert modes["keep=important"]["memories_stored"] <= modes["keep=all"]["memories_stored"]
+    assert payload["settings"]["importance"] == "the heuristic (no pack at checkpoints/)"
+    assert "| infer, decide=llm |" in printed

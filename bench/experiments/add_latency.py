@@ -93,7 +93,9 @@ def main(argv: list[str] | None = None) -> None:
     p = parser("experiments.add_latency", __doc__.split("\n\n")[0])
     p.add_argument("--adds", type=int, default=40, help="adds per mode (two messages each; default 40)")
     p.add_argument("--llm-delay", type=float, default=0.2, help="seconds the fake LLM waits per call (default 0.2)")
-    p.add_argument("--pack", type=Path, default=None, help="a memory pack (default: checkpoints/pack if present)")
+    p.add_argument(
+        "--pack", type=Path, default=None, help="a memory pack (default: checkpoints/pack if present and no --encoder)"
+    )
     p.add_argument("--encoder", default=None, help="an encoder folder when no pack (default: all-MiniLM-L6-v2)")
     args = p.parse_args(argv)
 
@@ -101,7 +103,7 @@ def main(argv: list[str] | None = None) -> None:
     from memnets.fake_llm import FakeChatServer
 
     adds = exchanges(5 if args.quick else args.adds)
-    pack = find_pack(args.pack)
+    pack = find_pack(args.pack) if args.encoder is None else args.pack
     encoder = None if pack is not None else encoder_from(args)
 
     def open_memory(folder: Path):
