@@ -42,3 +42,16 @@ def test_train_on_jsonl_then_load_the_pack(tmp_path):
     assert (pack / "manifest.json").is_file() and "learned" in out and "recall@10" in out.replace("R@10", "recall@10")
     loaded = run_example("load_pack.py", str(pack), str(tmp_path / "memory"), cwd=tmp_path)
     assert "format" in loaded and loaded.count("importance") == 2  # two hits, each with the head's importance
+
+
+def test_langgraph_messages(tmp_path):
+    out = run_example("langgraph_messages.py", str(tmp_path / "memory"), cwd=tmp_path)
+    lines = out.strip().splitlines()
+    # the second turn writes the thread's whole history again: only its two new messages are added
+    assert [line.strip() for line in lines if "stored:" in line] == [
+        "stored: {'added': 2}",
+        "stored: {'added': 2, 'unchanged': 2}",
+        "stored: {'added': 2}",
+    ]
+    friday = next(line for line in lines if line.startswith("[friday] agent:"))
+    assert "Alice: My sister Ana plays the cello" in friday  # recalled from Monday's conversation

@@ -28,6 +28,7 @@ import memnets
 
 TOOLS = {
     "add_memory",
+    "add_messages",
     "search_memory",
     "list_memories",
     "get_memory",
@@ -177,6 +178,7 @@ def test_single_user_server_refuses_other_users(tmp_path, tiny_model_dir):
                 secret = await call(session, "add_memory", text="Alice's secret", user_id="alice")
                 for tool, args in [
                     ("add_memory", {"text": "intrusion"}),
+                    ("add_messages", {"messages": [{"role": "user", "content": "intrusion"}]}),
                     ("search_memory", {"query": "Alice's secret"}),
                     ("list_memories", {}),
                     ("get_memory", {"memory_id": secret["id"]}),

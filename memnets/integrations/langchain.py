@@ -14,6 +14,8 @@
 - :class:`EmbeddingsEncoder`: the other direction, any LangChain ``Embeddings`` as the encoder of a
   memnets memory (``memnets.open(folder, encoder=EmbeddingsEncoder(embeddings))``), so a memory can run
   on a hosted embedding model, or on the fake embeddings LangChain's standard tests prescribe.
+- :func:`message_dicts` (from :mod:`memnets.integrations.chat`): LangChain chat messages
+  (``HumanMessage``, ``AIMessage``, ...) as the messages ``AgentMemory.add(messages=...)`` takes.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.vectorstores import VectorStore
 
+from memnets.integrations.chat import message_dicts as message_dicts  # re-exported: LangChain messages in
 from memnets.memory.mmr import mmr
 from memnets.scoring import min_max
 from memnets.store.filters import MemoryFilter

@@ -46,6 +46,12 @@ How LangGraph's model maps onto memnets (see docs/integrations.md):
   ``with MemnetsStore(...)``). A put's ``ttl`` is ``AgentMemory.add(..., ttl=minutes * 60)``; an
   expired item is gone from every read at once (the memory hides it) and deleted for good by the
   sweep (``AgentMemory.sweep_expired``, the deletion path of ``delete``).
+
+- **A graph's conversation** (``MessagesState``): :func:`remember_messages` writes its messages into a
+  memory, one memory per user or assistant message (``AgentMemory.add(messages=...)``, the messages
+  mapped by :func:`memnets.integrations.chat.message_dicts`). LangGraph's ``add_messages`` gives every
+  message an id, which becomes the memory's: a node may write the whole history after every turn and
+  only the new messages are added. A later turn, in any thread, recalls them with ``memory.search``.
 """
 
 from __future__ import annotations
@@ -74,6 +80,7 @@ from langgraph.store.base import (
     tokenize_path,
 )
 
+from memnets.integrations.chat import message_dicts
 from memnets.records import Memory
 from memnets.store.filters import MemoryFilter
 from memnets.timeutil import now
@@ -298,6 +305,18 @@ class MemnetsStore(BaseStore):
         if paths is None:
             paths = [next((field for field in DEFAULT_FIELDS if value.get(field) is not None), "$")]
         return list(paths)
+
+
+def remember_messages(memory, state, *, user: str, session: str | None = None, **options) -> list:
+    """Write a graph's conversation into ``memory`` (an ``AgentMemory`` or a ``memnets.Client``).
+
+    ``state``: a ``MessagesState`` (its ``"messages"``) or a list of messages (LangChain messages
+    and/or mappings); ``session``: the conversation's session scope (e.g. the thread id);
+    ``options``: further arguments of ``AgentMemory.add`` (``keep``, ``roles``, ``metadata``, ...).
+    Returns ``add(messages=...)``'s outcomes, one per message.
+    """
+    messages = state["messages"] if isinstance(state, Mapping) else state
+    return memory.add(messages=message_dicts(messages), user=user, session=session, **options)
 
 
 def _indexed_text(value: dict, paths: list[str] | None) -> str | None:

@@ -7,6 +7,7 @@ subprocess) or streamable HTTP. Its tools map one to one onto :class:`memnets.ap
 tool                 AgentMemory call
 ==================== =====================================================
 add_memory           ``add(text, user=user_id, metadata=metadata, kind=kind, ttl=ttl_seconds)`` (+ its ``outcome``)
+add_messages         ``add(messages=messages, user=user_id, session=session_id, metadata=..., keep=..., roles=...)``
 search_memory        ``search(query, user=user_id, k=k, filters=filters)``
 list_memories        ``list_memories(user=user_id, limit=limit, offset=offset, filters=filters)``
 get_memory           ``get(memory_id, user=user_id)``
@@ -34,7 +35,9 @@ limit. Results are JSON objects (MCP structured content): a memory is ``{"id", "
 "created_at", "updated_at", "kind", "importance", "metadata", "expires_at"}`` (``t`` is
 ``created_at``; ``expires_at`` an ISO time or null), plus ``"score"`` in search results and
 ``"outcome"`` ("added", "updated" or "unchanged", as ``AgentMemory.add`` says) from add_memory and
-update_memory.
+update_memory. add_messages returns ``{"outcomes": [{"index", "role", "outcome", "reason", "memory"}]}``,
+one per message in order (:class:`memnets.memory.messages.MessageOutcome`; ``memory`` null for a
+skipped message): the REST route's outcomes, with the memory in this module's form.
 """
 
 from __future__ import annotations
@@ -83,6 +86,35 @@ def memory_json(memory, score: float | None = None) -> dict[str, Any]:
     if memory.outcome is not None:
         out["outcome"] = memory.outcome
     return out
+
+
+def outcome_json(outcome) -> dict[str, Any]:
+    """The JSON object add_messages returns for one message's :class:`~memnets.memory.messages.MessageOutcome`."""
+    memory = memory_json(outcome.memory) if outcome.memory is not None else None
+    return {
+        "index": outcome.index,
+        "role": outcome.role,
+        "outcome": outcome.outcome,
+        "reason": outcome.reason,
+        "memory": memory,
+    }
+
+
+MESSAGE_SCHEMA = {
+    "type": "object",
+    "description": "one chat message; other fields (tool_calls, ...) are ignored",
+    "properties": {
+        "role": {"type": "string", "description": "user, assistant, system, tool, ..."},
+        "content": {
+            "description": "the text, or a list of parts whose text parts are kept",
+            "anyOf": [{"type": "string"}, {"type": "array", "items": {}}, {"type": "null"}],
+        },
+        "name": {"type": "string", "description": "the speaker (default: the role)"},
+        "time": {"type": "string", "format": "date-time", "description": "when it was said (ISO 8601)"},
+        "id": {"type": "string", "description": "the message's id: adding it again changes nothing"},
+    },
+    "required": ["role", "content"],
+}
 
 
 JSON_SCALARS = ["string", "number", "boolean", "null"]
@@ -150,6 +182,11 @@ UserId = Annotated[str, Field(min_length=1, description="the user whose memories
 MemoryId = Annotated[str, Field(min_length=1, description="the memory's id")]
 Metadata = Annotated[
     dict[str, Any] | None, Field(description="free JSON fields kept with the memory, searchable with filters")
+]
+Messages = Annotated[
+    list[dict[str, Any]],
+    WithJsonSchema({"type": "array", "items": MESSAGE_SCHEMA}),
+    Field(description="the conversation, oldest first: [{role, content, name?, time?, id?}, ...]"),
 ]
 Filters = Annotated[
     dict[str, Any] | None,
@@ -235,6 +272,31 @@ def build_server(
         its history) or "unchanged" (the user's memories said this already)."""
         added = await call(memory.add, text, user=scoped(user_id), metadata=metadata, kind=kind, ttl=ttl_seconds)
         return memory_json(added)
+
+    @tool
+    async def add_messages(
+        messages: Messages,
+        user_id: UserId,
+        session_id: Annotated[str | None, Field(min_length=1, description="the conversation's session")] = None,
+        metadata: Metadata = None,
+        keep: Annotated[
+            Literal["all", "important"],
+            Field(description="all messages, or only those the importance model says a later question may need"),
+        ] = "all",
+        roles: Annotated[list[str] | None, Field(description="the roles to store (default user and assistant)")] = None,
+    ) -> dict[str, Any]:
+        """Store a conversation for the user: one memory per user or assistant message ("{speaker}: {text}"),
+        each with its outcome ("added", "updated", "unchanged", or "skipped" with the reason)."""
+        outcomes = await call(
+            memory.add,
+            user=scoped(user_id),
+            messages=messages,
+            session=session_id,
+            metadata=metadata,
+            keep=keep,
+            roles=roles,
+        )
+        return {"outcomes": [outcome_json(o) for o in outcomes]}
 
     @tool
     async def search_memory(

@@ -30,6 +30,7 @@ import httpx
 
 from memnets.api import SearchHit
 from memnets.memory.ids import check_id
+from memnets.memory.messages import MessageOutcome
 from memnets.records import Memory
 from memnets.server.wire import filters_to_json, memory_from_json, to_json
 from memnets.store.errors import InvalidMemoryError
@@ -120,9 +121,17 @@ class Client:
         return to_json(out)
 
     # ------------------------------------------------------------------ writing
-    def add(self, text_or_record: str | Memory, *, user: str, **arguments) -> Memory:
-        """AgentMemory.add on the server: one memory of ``user``, durable when this returns."""
+    def add(
+        self, text_or_record: str | Memory | None = None, *, user: str, messages=None, **arguments
+    ) -> Memory | list[MessageOutcome]:
+        """AgentMemory.add on the server: one memory of ``user``, durable when this returns; with
+        ``messages``, a chat transcript: one :class:`~memnets.memory.messages.MessageOutcome` per message."""
         body = self._arguments({"user": user, **arguments})
+        if messages is not None:
+            if text_or_record is not None:
+                raise ValueError("add: give either a text (or record) or messages=[...], not both")
+            body["messages"] = to_json(messages)
+            return [_outcome(o) for o in self._request("POST", "/v1/memories", json=body)["outcomes"]]
         if isinstance(text_or_record, Memory):
             body["record"] = to_json(text_or_record)
         else:
@@ -135,6 +144,9 @@ class Client:
             raise TypeError(
                 f"add_many: items must be a list of texts or Memory records, not a single {type(items).__name__}"
             )
+        items = list(items)
+        if any(isinstance(item, Mapping) for item in items):  # messages, as AgentMemory.add_many takes them
+            return self.add(user=user, messages=items, **arguments)
         body = self._arguments({"user": user, **arguments})
         body["items"] = [to_json(item) if isinstance(item, Memory) else item for item in items]
         return [memory_from_json(m) for m in self._request("POST", "/v1/memories", json=body)["memories"]]
@@ -242,6 +254,12 @@ def _segment(value, name: str) -> str:
     (delete every memory of the user). ``"/"`` is percent-encoded: the server's id routes take it back.
     """
     return quote(check_id(value, name), safe="")
+
+
+def _outcome(data: dict) -> MessageOutcome:
+    """A :class:`MessageOutcome` from its JSON (the server's ``to_json`` of one)."""
+    memory = memory_from_json(data["memory"]) if data.get("memory") is not None else None
+    return MessageOutcome(data["index"], data["role"], data["outcome"], memory, data.get("reason"))
 
 
 def _hits(results: list[dict]) -> list[SearchHit]:

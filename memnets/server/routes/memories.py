@@ -1,4 +1,4 @@
-"""``/v1/memories``: add (one or a batch), list, get, update, history, derived, delete, delete_all."""
+"""``/v1/memories``: add (one, a batch or a chat transcript), list, get, update, history, derived, delete, delete_all."""
 
 from __future__ import annotations
 
@@ -21,13 +21,15 @@ router = APIRouter(prefix="/v1/memories", tags=["memories"])
 
 
 class AddBody(ArgumentsBody):
-    """One memory (``text``, or ``record``: a whole Memory object) or a batch (``items``); any other
-    field is an argument of ``AgentMemory.add`` / ``add_many`` (t, kind, metadata, id, importance, ...)."""
+    """One memory (``text``, or ``record``: a whole Memory object), a batch (``items``) or a chat transcript
+    (``messages``); any other field is an argument of ``AgentMemory.add`` / ``add_many`` (t, kind, metadata,
+    id, importance, ...; with messages: session, keep, roles, ...)."""
 
     user: Any = Field(description="whose memory it is")
     text: Any = Field(None, description="the memory's text (one memory)")
     record: Any = Field(None, description="a Memory record as JSON (one memory, stored as it is)")
     items: Any = Field(None, description="a batch: texts and/or Memory records as JSON")
+    messages: Any = Field(None, description="a chat transcript: [{role, content, name?, time?, id?}, ...]")
 
 
 class UpdateBody(ArgumentsBody):
@@ -38,17 +40,22 @@ class UpdateBody(ArgumentsBody):
 
 @router.post("")
 async def add(body: AddBody, caller: CallerDep):
-    """Add one memory (``text`` or ``record``) or a batch (``items``): AgentMemory.add / add_many."""
+    """Add one memory (``text`` or ``record``), a batch (``items``) or a chat transcript (``messages``:
+    ``{"outcomes": [...]}``, one per message): AgentMemory.add / add_many."""
     caller.may_reach(body.user)
     memory = caller.state.require()
     arguments = body.arguments()
     user = arguments.pop("user")
     text, record, items = arguments.pop("text", None), arguments.pop("record", None), arguments.pop("items", None)
-    given = [name for name, value in (("text", text), ("record", record), ("items", items)) if value is not None]
+    messages = arguments.pop("messages", None)
+    bodies = (("text", text), ("record", record), ("items", items), ("messages", messages))
+    given = [name for name, value in bodies if value is not None]
     if len(given) != 1:
         raise ServerError(
-            "malformed_request", f"give exactly one of text, record, items; got {given or 'none'}", "text"
+            "malformed_request", f"give exactly one of text, record, items, messages; got {given or 'none'}", "text"
         )
+    if messages is not None:
+        return {"outcomes": to_json(await add_messages(caller, memory, messages, user, arguments))}
     if items is not None:
         if not isinstance(items, list):
             raise ServerError("malformed_request", "items must be a list of texts and/or memory records", "items")
@@ -66,6 +73,17 @@ async def add(body: AddBody, caller: CallerDep):
     named = [item.id if isinstance(item, Memory) else arguments.get("id"), arguments.get("replaces")]
     await caller.check_ids(named, user, "add")
     return {"memory": to_json(await caller.state.call(memory.add, item, user=user, **arguments))}
+
+
+async def add_messages(caller, memory, messages, user, arguments: dict) -> list:
+    """AgentMemory.add(messages=...) for a caller: at most MAX_BATCH_ITEMS messages, written in the token's
+    scope, the ids they name checked against it."""
+    if isinstance(messages, list) and len(messages) > MAX_BATCH_ITEMS:  # the API names any other shape
+        raise ServerError("too_large", f"messages: {len(messages)}, at most {MAX_BATCH_ITEMS} per call", "messages")
+    caller.write_scope(arguments, [], "add")
+    named = [m.get("id") for m in messages if isinstance(m, dict)] if isinstance(messages, list) else []
+    await caller.check_ids(named, user, "add")
+    return await caller.state.call(memory.add, user=user, messages=messages, **arguments)
 
 
 @router.get("")
