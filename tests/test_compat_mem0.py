@@ -256,3 +256,34 @@ def test_decide_rules_calls_the_llm_once_per_add(tmp_path, encoder, model):
     assert second == {"results": []}  # memnets' own rule: both facts are said already
     assert len(model.requests) == 2
     m.close()
+
+
+def test_add_reports_updates_with_the_previous_text_and_deletions(tmp_path, encoder):
+    shown = {}  # memory text -> its number in the decision prompt
+
+    def respond(messages):
+        if messages[0]["content"] == prompts.FACTS_SYSTEM:
+            return json.dumps(
+                {"facts": [{"text": "Drinks coffee", "messages": [0]}, {"text": "Left", "messages": [0]}]}
+            )
+        listed = messages[1]["content"].split("Existing memories:\n")[1].split("\n\nNew facts:")[0]
+        shown.update({line.split("] ", 1)[1]: int(line[1:].split("]")[0]) for line in listed.splitlines()})
+        update = {"fact": 0, "event": "UPDATE", "memory": shown["user: Drinks green tea"], "text": "Drinks coffee"}
+        return json.dumps(
+            {"decisions": [update, {"fact": 1, "event": "DELETE", "memory": shown["user: Lives in Lyon"]}]}
+        )
+
+    with FakeChatServer(respond=respond) as server:
+        m = Memory.from_config(config(str(tmp_path / "m"), encoder, server))
+        m.add("Lives in Lyon", user_id="ann", infer=False)
+        m.add("Drinks green tea", user_id="ann", infer=False)
+        result = m.add("I switched to coffee and left Lyon", user_id="ann")
+    events = sorted(result["results"], key=lambda r: r["event"])
+    assert [{k: r[k] for k in ("memory", "event")} for r in events] == [
+        {"memory": "user: Lives in Lyon", "event": "DELETE"},
+        {"memory": "Drinks coffee", "event": "UPDATE"},
+    ]
+    assert events[1]["previous_memory"] == "user: Drinks green tea"
+    assert [r["memory"] for r in m.get_all(user_id="ann")["results"]] == ["Drinks coffee"]
+    assert [h["event"] for h in m.history(events[1]["id"])] == ["ADD", "UPDATE"]
+    m.close()
