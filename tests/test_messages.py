@@ -177,6 +177,8 @@ def test_repeated_ids_unusable_arguments_and_bad_options_are_refused_before_writ
         memory.add(messages=one, user="ann", roles="user")
     with pytest.raises(TypeError, match="give a text"):
         memory.add(user="ann")
+    with pytest.raises(ValueError, match="user"):  # checked even when every message is skipped
+        memory.add(messages=[{"role": "system", "content": "hello"}], user="")
     assert memory.list_memories(user="ann") == []
 
 

@@ -26,6 +26,7 @@ from memnets.integrations.mcp_server import build_server
 EXACT = 0.9999  # the tiny random encoder puts every text near every other: merge identical texts only
 ADMIN = "admin-token-for-message-tests"
 CAROL = "carol-token-for-message-tests"  # reaches user carol only
+CAROL_S1 = "carol-s1-token-for-message-tests"  # reaches carol's session s1 only
 TRANSCRIPT = [
     {"role": "system", "content": "You are terse."},
     {"role": "user", "name": "Ann", "content": "I adopted a beagle named Rex", "time": "2024-03-01T12:00:00+00:00"},
@@ -80,7 +81,7 @@ def embedded_summary(outcomes) -> list[tuple]:
 @pytest.fixture(scope="module")
 def server(tiny_model_dir, tmp_path_factory):
     folder = tmp_path_factory.mktemp("messages-server")
-    (folder / "tokens.json").write_text(json.dumps({CAROL: "carol"}))
+    (folder / "tokens.json").write_text(json.dumps({CAROL: "carol", CAROL_S1: {"user": "carol", "session": "s1"}}))
     args = ["--encoder", str(tiny_model_dir), "--set", f"duplicate_threshold={EXACT}", "--token-env", "MEMNETS_ADMIN"]
     args += ["--tokens", str(folder / "tokens.json")]
     with ServerProcess(folder / "memory", *args, env={"MEMNETS_ADMIN": ADMIN}) as process:
@@ -142,6 +143,18 @@ def test_a_token_of_one_user_cannot_add_messages_for_another(server):
         assert [o.outcome for o in carol.add(messages=TRANSCRIPT[1:3], user="carol")] == ["added", "added"]
     with memnets.Client(server.url, token=ADMIN) as admin:
         assert admin.list_memories(user="dave") == []
+
+
+def test_a_token_narrowed_to_a_session_writes_messages_there_and_cannot_overwrite_another(server):
+    with memnets.Client(server.url, token=ADMIN) as admin:
+        admin.add(messages=[{"role": "user", "content": "kept in s2", "id": "x1"}], user="carol", session="s2")
+    with memnets.Client(server.url, token=CAROL_S1) as narrowed:
+        with pytest.raises(PermissionError, match="x1"):
+            narrowed.add(messages=[{"role": "user", "content": "overwritten", "id": "x1"}], user="carol")
+        [outcome] = narrowed.add(messages=[{"role": "user", "content": "said in s1"}], user="carol")
+        assert outcome.outcome == "added" and outcome.memory.session == "s1"  # the token's scope, filled in
+    with memnets.Client(server.url, token=ADMIN) as admin:
+        assert admin.get("x1", user="carol").content == "user: kept in s2"
 
 
 def test_langchain_messages_map_to_role_content_name_and_id():

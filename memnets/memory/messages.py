@@ -37,9 +37,10 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
+from memnets.memory.arguments import check_user
 from memnets.memory.ids import check_new_id
 from memnets.memory.intake import new_record
 from memnets.memory.signals import keeps
@@ -160,6 +161,13 @@ def parse_messages(messages, where: str = "messages") -> list[Message]:
     return parsed
 
 
+def unwritten(message: Message, roles: Sequence[str]) -> str | None:
+    """Why ``message`` is skipped before encoding: "role" (not in ``roles``), "no text", or None (it is written)."""
+    if message.role not in roles:
+        return "role"
+    return None if message.text else "no text"
+
+
 class MessageWriter:
     """Writes a transcript through an ``AgentMemory``'s write path (its :meth:`add` is the memory's).
 
@@ -189,69 +197,62 @@ class MessageWriter:
         keep: str = "all",
         roles: Sequence[str] | None = None,
         refused: Mapping[str, object] | None = None,
-        where: str = "messages",
     ) -> list[MessageOutcome]:
         """Store the kept ``messages`` of ``user`` (see the module docstring); one outcome per message, in order.
 
         ``refused``: the caller's arguments that do not go with messages (a text, an id, ...), by name:
-        ValueError naming those that are given.
+        ValueError naming those that are given. Everything is checked before the first write.
         """
         if messages is None:
             raise TypeError("add: give a text (or a Memory record), or messages=[...]")
         given = [name for name, value in (refused or {}).items() if value is not None]
         if given:
             raise ValueError(f"messages=[...] go without {given}: each message is one memory (its id in 'id')")
+        check_user(user)
         roles = check_options(keep, roles)
-        parsed = parse_messages(messages, where)
+        parsed = parse_messages(messages)
         if metadata is not None and not isinstance(metadata, dict):
             raise TypeError(f"metadata must be a dict, got {type(metadata).__name__}")
+        fields = dict(
+            kind=kind,
+            importance=importance,
+            agent=agent if agent is not None else self.scope["agent"],
+            session=session if session is not None else self.scope["session"],
+            ttl=ttl,
+        )
         base = as_utc_or_now(t, "t")
-        outcomes: list[MessageOutcome | None] = [None] * len(parsed)
-        chosen, records = [], []
-        for n, message in enumerate(parsed):
-            if message.role not in roles:
-                outcomes[n] = MessageOutcome(n, message.role, "skipped", reason="role")
-            elif not message.text:
-                outcomes[n] = MessageOutcome(n, message.role, "skipped", reason="no text")
-            else:
-                chosen.append(n)
-                records.append(
-                    new_record(
-                        message.content,
-                        user,
-                        f"{where}[{n}]",
-                        self.store,
-                        id=message.id,
-                        t=message.time or base + timedelta(microseconds=n),
-                        kind=kind,
-                        metadata={**(metadata or {}), "role": message.role, "speaker": message.speaker},
-                        importance=importance,
-                        agent=agent if agent is not None else self.scope["agent"],
-                        action=None,
-                        objects=None,
-                        location=None,
-                        session=session if session is not None else self.scope["session"],
-                        ttl=ttl,
-                    )
-                )
-        if records:
-            names = [f"{where}[{n}].content" for n in chosen]
-            memories, vectors, chunks = self.writes.prepare(records, [importance is not None] * len(records), names)
-            threshold = self.writes.config.write_through_threshold
-            kept = [i for i, m in enumerate(memories) if keep == "all" or keeps(m.importance, threshold)]
-            for i in sorted(set(range(len(memories))) - set(kept)):
-                outcomes[chosen[i]] = MessageOutcome(chosen[i], parsed[chosen[i]].role, "skipped", reason="unimportant")
+        outcomes = [MessageOutcome(n, m.role, "skipped", reason=unwritten(m, roles)) for n, m in enumerate(parsed)]
+        chosen = [n for n, outcome in enumerate(outcomes) if outcome.reason is None]  # the rest stay skipped
+        records = [
+            self._record(
+                parsed[n], n, user, metadata or {}, t=parsed[n].time or base + timedelta(microseconds=n), **fields
+            )
+            for n in chosen
+        ]
+        if not records:
+            return outcomes
+        names = [f"messages[{n}].content" for n in chosen]
+        memories, vectors, chunks = self.writes.prepare(records, [importance is not None] * len(records), names)
+        threshold = self.writes.config.write_through_threshold
+        kept = [i for i, m in enumerate(memories) if keep == "all" or keeps(m.importance, threshold)]
+        for i in sorted(set(range(len(memories))) - set(kept)):
+            outcomes[chosen[i]] = replace(outcomes[chosen[i]], reason="unimportant")
+        if kept:
+            explicit = [parsed[chosen[i]].id is not None for i in kept]
             with self.lock:
                 self.require_open()
                 written = self.writes.commit(
-                    [memories[i] for i in kept],
-                    vectors[kept],
-                    [chunks[i] for i in kept],
-                    explicit=[parsed[chosen[i]].id is not None for i in kept],
+                    [memories[i] for i in kept], vectors[kept], [chunks[i] for i in kept], explicit=explicit
                 )
             for i, memory in zip(kept, written):
                 outcomes[chosen[i]] = MessageOutcome(chosen[i], parsed[chosen[i]].role, memory.outcome, memory)
         return outcomes
+
+    def _record(self, message: Message, n: int, user: str, metadata: dict, **fields) -> Memory:
+        """The memory of message ``n`` (validated by :func:`~memnets.memory.intake.new_record`)."""
+        metadata = {**metadata, "role": message.role, "speaker": message.speaker}
+        where, unset = f"messages[{n}]", {"action": None, "objects": None, "location": None}
+        return new_record(message.content, user, where, self.store, id=message.id, metadata=metadata, **unset, **fields)
 
 
 __all__ = ["DEFAULT_ROLES", "KEEPS", "Message", "MessageOutcome", "MessageWriter", "parse_message", "text_of"]
