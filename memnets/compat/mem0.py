@@ -1,0 +1,322 @@
+"""mem0's ``Memory`` over memnets: a mem0 user switches by changing an import.
+
+::
+
+    from memnets.compat.mem0 import Memory      # was: from mem0 import Memory
+
+    m = Memory.from_config({"vector_store": {"config": {"path": "memories/"}}})
+    m.add("I love sci-fi movies", user_id="alice", infer=False)
+    m.search("What does Alice like?", user_id="alice")["results"][0]["memory"]
+
+mem0's calls with its argument names and result shapes: ``add(messages, user_id=, agent_id=, run_id=,
+metadata=, infer=)`` -> ``{"results": [{"id", "memory", "event"}]}``; ``search(query, user_id=, limit=,
+filters=, threshold=)`` and ``get_all(...)`` -> ``{"results": [item]}``; ``get(memory_id)`` -> an item;
+``update``/``delete``/``delete_all`` -> ``{"message": ...}``; ``history(memory_id)`` -> its events. An
+item is ``{"id", "memory", "hash", "metadata", "created_at", "updated_at", "user_id", "agent_id",
+"run_id", "role", "actor_id", "score"}`` (each of the last six when it has one). ``messages`` is a
+str, a ``{"role", "content"}`` dict or a list of them, as mem0 takes them.
+
+How mem0's scopes map onto memnets': ``user_id`` is the memnets user (the owner: nothing of one
+user is read or changed by a call for another); ``agent_id`` and ``run_id`` are the memory's agent
+and session scopes. A write without ``user_id`` belongs to the user :data:`SHARED_USER`; a read
+without it looks at every user's memories of the agent or run named.
+
+``infer`` (default True, as in mem0): the messages go through the LLM extraction of
+:mod:`memnets.memory.extraction` with the config's ``llm``; without one, :class:`LLMNotConfiguredError`
+names the setting (memnets never calls a model it was not given). ``infer=False`` stores each
+message as ``add(messages=...)`` does (:mod:`memnets.memory.messages`: the text ``"{speaker}: {text}"``,
+the form memnets' encoder was trained on; system and tool messages left out), shown with its
+``role`` (and its ``name`` as ``actor_id``).
+
+Differences that remain: deletion is final in memnets (``history`` of a deleted memory is empty,
+where mem0 keeps a DELETE event); the encoder is memnets' (bundled, or a pack's), not the config's
+``embedder``; ``get``/``update``/``delete``/``history`` by id alone look the id up among the users.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from typing import Any
+
+from memnets.api import AgentMemory
+from memnets.api import open as open_memory
+from memnets.compat.mem0_config import LLMNotConfiguredError, read_config
+from memnets.memory.extraction import OUTCOME_EVENTS, Change, Extraction, ExtractionError
+from memnets.records import Memory as Record
+
+SHARED_USER = "mem0-shared"  # the owner of memories written without a user_id
+MESSAGE_FIELDS = ("role", "speaker")  # metadata of a stored message (memnets.memory.messages), shown as mem0 does
+FILTER_OPERATORS = {"eq", "ne", "gt", "gte", "lt", "lte", "in", "nin"}  # mem0's, memnets' with a "$"
+ENTITY_KEYS = {"user_id": "user", "agent_id": "agent", "run_id": "session"}
+
+
+class Memory:
+    """mem0's ``Memory`` on a memnets store (see the module docstring).
+
+    Args:
+        config: a mem0 config dict (or mem0's ``MemoryConfig``); see :mod:`memnets.compat.mem0_config`.
+        memory: an open :class:`~memnets.api.AgentMemory` to use instead of the config's store.
+    """
+
+    def __init__(self, config: Mapping | Any | None = None, *, memory: AgentMemory | None = None):
+        settings = read_config(config)
+        self.memory = memory if memory is not None else open_memory(settings.location, **settings.open_options)
+        self._owns = memory is None
+        self.llm = settings.llm
+        self.extraction = Extraction(self.llm, **settings.extraction) if self.llm is not None else None
+
+    @classmethod
+    def from_config(cls, config_dict: Mapping) -> Memory:
+        """mem0's constructor from a config dict."""
+        return cls(config_dict)
+
+    # ------------------------------------------------------------------ writing
+    def add(
+        self,
+        messages: str | Mapping | list[Mapping],
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+        metadata: Mapping | None = None,
+        infer: bool = True,
+    ) -> dict:
+        """Store ``messages`` (``infer``: the facts an LLM extracts; else each message); ``{"results": [...]}``."""
+        messages = _messages(messages)
+        user = _owner(user_id, agent_id, run_id, "add")
+        scope = {"agent": agent_id, "session": run_id}
+        if metadata is not None and not isinstance(metadata, Mapping):
+            raise TypeError(f"add: metadata must be a dict, got {type(metadata).__name__}")
+        if infer:
+            if self.extraction is None:
+                raise LLMNotConfiguredError(
+                    "add(infer=True) needs an LLM to extract facts: set the config's 'llm' "
+                    "({'provider': 'openai', 'config': {'model': ..., 'openai_base_url': ...}}, any OpenAI-compatible "
+                    "server), or call add(..., infer=False) to store the messages as they are"
+                )
+            changes = self.extraction.add(self.memory, messages, user=user, metadata=metadata, **scope)
+            return {"results": [_event(c) for c in changes if c.event != "NONE"]}
+        outcomes = self.memory.add(messages=messages, user=user, metadata=dict(metadata or {}), **scope)
+        return {"results": [_written(o.memory) for o in outcomes if o.outcome in ("added", "updated")]}
+
+    def update(self, memory_id: str, data: str, metadata: Mapping | None = None) -> dict:
+        """Memory ``memory_id`` gets the text ``data`` (and metadata merged in); its old text stays in ``history``."""
+        current = self._find(memory_id, "update")
+        self.memory.update(memory_id, data, user=current.owner, metadata=dict(metadata or {}), merge_metadata=True)
+        return {"message": "Memory updated successfully!"}
+
+    def delete(self, memory_id: str) -> dict:
+        """Delete memory ``memory_id`` for good (with its older versions)."""
+        current = self._find(memory_id, "delete")
+        self.memory.delete(memory_id, user=current.owner)
+        return {"message": "Memory deleted successfully!"}
+
+    def delete_all(self, *, user_id: str | None = None, agent_id: str | None = None, run_id: str | None = None):
+        """Delete every memory of a scope (at least one of the three ids)."""
+        _owner(user_id, agent_id, run_id, "delete_all")
+        self.memory.delete_all(user=user_id, agent=agent_id, session=run_id)
+        return {"message": "Memories deleted successfully!"}
+
+    def reset(self) -> None:
+        """Delete every memory of every user."""
+        for user in self.memory.users():
+            self.memory.delete_all(user=user)
+
+    # ------------------------------------------------------------------ reading
+    def get(self, memory_id: str) -> dict | None:
+        """The item of memory ``memory_id``, or None."""
+        found = self._lookup(memory_id)
+        return _item(found) if found is not None else None
+
+    def get_all(
+        self,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+        filters: Mapping | None = None,
+        limit: int = 100,
+    ) -> dict:
+        """The memories of a scope, oldest first, at most ``limit``: ``{"results": [item]}``."""
+        user_id, agent_id, run_id, where = _scope(user_id, agent_id, run_id, filters, "get_all")
+        found = [
+            m for user in self._users(user_id) for m in self.memory.list_memories(user=user, limit=limit, filters=where)
+        ]
+        return {"results": [_item(m) for m in sorted(found, key=lambda m: (m.t, m.id))[:limit]]}
+
+    def search(
+        self,
+        query: str,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+        limit: int = 100,
+        filters: Mapping | None = None,
+        threshold: float | None = None,
+        top_k: int | None = None,
+    ) -> dict:
+        """The memories of a scope best for ``query``, best first: ``{"results": [item with "score"]}``."""
+        user_id, agent_id, run_id, where = _scope(user_id, agent_id, run_id, filters, "search")
+        k = top_k if top_k is not None else limit
+        users = self._users(user_id)
+        found = self.memory.search_many(query, users=users, k=k, filters=where) if users else {}
+        hits = sorted((hit for user in users for hit in found[user]), key=lambda hit: -hit.score)[:k]
+        return {
+            "results": [
+                {**_item(hit.memory), "score": hit.score} for hit in hits if threshold is None or hit.score >= threshold
+            ]
+        }
+
+    def history(self, memory_id: str) -> list[dict]:
+        """The events of memory ``memory_id``, oldest first: its first text (ADD), then each change (UPDATE)."""
+        current = self._lookup(memory_id)
+        if current is None:
+            return []
+        versions = self.memory.history(memory_id, user=current.owner)
+        events = []
+        for n, version in enumerate(versions):
+            events.append(
+                {
+                    "id": version.id,
+                    "memory_id": memory_id,
+                    "old_memory": versions[n - 1].content if n else None,
+                    "new_memory": version.content,
+                    "event": "UPDATE" if n else "ADD",
+                    "created_at": _iso(version.t),
+                    "updated_at": _iso(version.updated_at),
+                    "is_deleted": 0,
+                    **_speaker(version),
+                }
+            )
+        return events
+
+    def close(self) -> None:
+        if self._owns:
+            self.memory.close()
+
+    def __enter__(self) -> Memory:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ helpers
+    def _users(self, user_id: str | None) -> list[str]:
+        return [user_id] if user_id is not None else self.memory.users()
+
+    def _lookup(self, memory_id: str) -> Record | None:
+        if not isinstance(memory_id, str) or not memory_id:
+            raise ValueError(f"memory_id must be a non-empty string, got {memory_id!r}")
+        for user in self.memory.users():
+            found = self.memory.get(memory_id, user=user)
+            if found is not None:
+                return found
+        return None
+
+    def _find(self, memory_id: str, call: str) -> Record:
+        found = self._lookup(memory_id)
+        if found is None:
+            raise ValueError(f"{call}: no memory with id {memory_id!r}")
+        return found
+
+
+def _messages(messages) -> list:
+    """mem0's message forms as a list of message dicts: a str is one user message, a dict one message."""
+    if isinstance(messages, str):
+        return [{"role": "user", "content": messages}]
+    if isinstance(messages, Mapping):
+        messages = [messages]
+    if not isinstance(messages, list):
+        raise TypeError(
+            f"add: messages must be a str, a {{'role', 'content'}} dict or a list of them, got {messages!r:.80}"
+        )
+    return messages
+
+
+def _owner(user_id, agent_id, run_id, call: str) -> str:
+    """The memnets user of a write: ``user_id``, else :data:`SHARED_USER`; one of the three ids is required."""
+    if user_id is None and agent_id is None and run_id is None:
+        raise ValueError(f"{call}: give at least one of user_id, agent_id or run_id")
+    for name, value in (("user_id", user_id), ("agent_id", agent_id), ("run_id", run_id)):
+        if value is not None and (not isinstance(value, str) or not value.strip()):
+            raise ValueError(f"{call}: {name} must be a non-empty string, got {value!r}")
+    return user_id if user_id is not None else SHARED_USER
+
+
+def _scope(user_id, agent_id, run_id, filters, call: str) -> tuple:
+    """(user_id, agent_id, run_id, memnets filter) of a read: the ids given or in ``filters``, the rest as metadata."""
+    rest = dict(filters or {})
+    user_id = rest.pop("user_id", user_id)
+    agent_id = rest.pop("agent_id", agent_id)
+    run_id = rest.pop("run_id", run_id)
+    _owner(user_id, agent_id, run_id, call)
+    where: dict = {name: value for name, value in (("agent", agent_id), ("session", run_id)) if value is not None}
+    if rest:
+        where["metadata"] = _conditions(rest)
+    return user_id, agent_id, run_id, where or None
+
+
+def _conditions(filters: Mapping) -> dict:
+    """mem0's metadata filters (``{"field": value}``, ``{"field": {"gte": 3}}``, ``AND``/``OR``) in memnets' form."""
+    out: dict = {}
+    for key, condition in filters.items():
+        if key in ("AND", "OR"):
+            out["$" + key.lower()] = [_conditions(part) for part in condition]
+        elif isinstance(condition, Mapping):
+            unknown = [op for op in condition if op.lstrip("$") not in FILTER_OPERATORS]
+            if unknown:
+                raise ValueError(
+                    f"filters[{key!r}]: operators {unknown} are not supported; use {sorted(FILTER_OPERATORS)}"
+                )
+            out[key] = {"$" + op.lstrip("$"): value for op, value in condition.items()}
+        else:
+            out[key] = condition
+    return out
+
+
+def _iso(when) -> str | None:
+    return when.isoformat() if when is not None else None
+
+
+def _item(memory: Record) -> dict:
+    """A memory as mem0 shows one."""
+    item = {
+        "id": memory.id,
+        "memory": memory.content,
+        "hash": hashlib.md5(memory.content.encode()).hexdigest(),
+        "metadata": {k: v for k, v in memory.metadata.items() if k not in MESSAGE_FIELDS} or None,
+        "created_at": _iso(memory.t),
+        "updated_at": _iso(memory.updated_at),
+    }
+    if memory.owner != SHARED_USER:
+        item["user_id"] = memory.owner
+    for key, value in (("agent_id", memory.agent), ("run_id", memory.session)):
+        if value is not None:
+            item[key] = value
+    return {**item, **_speaker(memory)}
+
+
+def _speaker(memory: Record) -> dict:
+    """mem0's ``role`` and ``actor_id`` (a message's ``name``) of a stored message; {} for other memories."""
+    shown = {"role": memory.metadata["role"]} if "role" in memory.metadata else {}
+    if memory.metadata.get("speaker", shown.get("role")) != shown.get("role"):
+        shown["actor_id"] = memory.metadata["speaker"]
+    return shown
+
+
+def _written(memory: Record) -> dict:
+    """An ``add`` result of a message stored as it is."""
+    return {"id": memory.id, "memory": memory.content, "event": OUTCOME_EVENTS[memory.outcome], **_speaker(memory)}
+
+
+def _event(change: Change) -> dict:
+    """An ``add`` result of an extracted fact, as mem0 reports it."""
+    result = {"id": change.memory.id, "memory": change.memory.content, "event": change.event}
+    if change.previous is not None:
+        result["previous_memory"] = change.previous
+    return result
+
+
+__all__ = ["ExtractionError", "LLMNotConfiguredError", "Memory", "SHARED_USER"]
