@@ -15,14 +15,13 @@ What it guarantees (each tested in tests/test_api*.py):
 - Durability: ``add``/``add_many``/``update`` have written to the store when they return (the
   hybrid ingestion of ``add_many`` writes the important memories first, then the rest in batches,
   all before it returns; only a :class:`~memnets.memory.manager.MemoryManager` buffers).
-- One write path (:mod:`memnets.memory.writes`, also the manager's ``observe``): every add says
-  what it did in ``outcome``: "unchanged" (one of the user's memories of its kind, in its scope,
-  says this already: that memory is returned, its last access moved to ``t``), "updated" (a near
-  match changes a fact of it, or the add names its id, or ``update``: the new text becomes that
-  memory's current version, same id and creation time, and the old one stays in its history as
-  ``f"{id}~{n}"``, ``superseded_by=id``, which search and listings skip and ``history(id)``
-  returns; ``add(..., replaces=old)`` marks ``old`` superseded by the new memory) or "added". The
-  rule and its measurements are in :mod:`memnets.memory.writes`.
+- One write path (:mod:`memnets.memory.writes`, also the manager's ``observe``): every add says what it did in
+  ``outcome``: "unchanged" (one of the user's memories of its kind, in its scope, says this already: that memory is
+  returned, its last access moved to ``t``), "updated" (a near match changes a fact of it, or the add names its id, or
+  ``update``: the new text becomes that memory's current version, same id and creation time, and the old one stays in
+  its history as ``f"{id}~{n}"``, ``superseded_by=id``, which search and listings skip and ``history(id)`` returns;
+  ``add(..., replaces=old)`` marks ``old`` superseded by the new memory) or "added". The rule and its measurements are
+  in :mod:`memnets.memory.writes`.
 - Times: ``t`` (``created_at``) is when a memory was first written and stays with every version,
   so listings keep creation order; ``updated_at`` is when its current version was written.
 - Deletion is final: ``delete``/``delete_all`` remove the memory and all its older versions from
@@ -30,10 +29,9 @@ What it guarantees (each tested in tests/test_api*.py):
   in this process; managers in other processes learn it from the store's deletion ledger before
   they next write, query or close (see :meth:`MemoryManager._forget_deleted`).
 - Time: aware UTC; a naive datetime is read as UTC; ``t`` defaults to now (:mod:`memnets.timeutil`).
-- Bad input (an empty user or text, k < 1, an unknown filter field, a wrong type) raises
-  ValueError/TypeError naming the argument, before anything is written; a text (or query) that is
-  not valid Unicode, longer than ``MAX_TEXT_CHARS`` or refused by the encoder's tokenizer raises
-  InvalidMemoryError naming the position or the limit.
+- Bad input (an empty user or text, k < 1, an unknown filter field, a wrong type) raises ValueError/TypeError naming
+  the argument, before anything is written; a text (or query) that is not valid Unicode, longer than
+  ``MAX_TEXT_CHARS`` or refused by the encoder's tokenizer raises InvalidMemoryError naming the position or the limit.
 
 Ranking: without a pack, ``search`` ranks by cosine (the store's inner product of unit vectors; a hand-set
 recency + importance mix retrieves far worse on LoCoMo, docs/benchmarks.md); with a pack's fitted weights,
@@ -76,6 +74,7 @@ from memnets.scoring import HeuristicScorer
 from memnets.store import MemoryFilter
 from memnets.store.identity import bind_encoder
 from memnets.timeutil import as_utc_or_now
+from memnets.tracing import traced_methods
 
 
 class _KeepTTL:
@@ -144,6 +143,7 @@ def open(
         raise
 
 
+@traced_methods("memnets", "add", "add_many", _search_users="search")
 class AgentMemory:
     """One memory for many users: a store, one encoder and the decisions, shared by every user.
 

@@ -30,6 +30,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "memnets.netutil",
             "memnets.progress",
             "memnets.extras",
+            "memnets.tracing",
         },
     ),
     ("records, settings, HTTP door checks", {"memnets.records", "memnets.configs", "memnets.llm", "memnets.httpguard"}),
