@@ -4,16 +4,17 @@ With the extra ``otel`` (opentelemetry-api and -sdk) installed, :func:`span` ope
 tracer ``"memnets"`` as a child of the current one, and :func:`traced` wraps a function in one. In
 the server, :func:`request_span` opens each request's span, whose parent is the caller's W3C
 ``traceparent`` header, so a client's trace runs on through the server's add, search, encode,
-store and LLM spans (docs/server.md, "Tracing", lists them). Spans are exported only where the
-application configured a ``TracerProvider`` (e.g. ``opentelemetry-instrument memnets serve http``);
-without one the API's spans are non-recording.
+store and LLM spans (docs/server.md, "Tracing", lists them). Spans exist only once the application
+set a ``TracerProvider`` (the SDK's, with an exporter; e.g. ``opentelemetry-instrument memnets serve
+http``); until then no span is started.
 
 Attributes carry counts, sizes and names of code only: never a memory's text, a query, a user or
 any other value a caller wrote. A string attribute is refused (ValueError) unless its name is in
 :data:`TEXT_ATTRIBUTES`, so that one cannot slip in later.
 
-Without OpenTelemetry, :func:`traced` returns the function itself and :func:`span` a shared empty
-context manager: no import, and one function call per span site.
+Without OpenTelemetry, :func:`traced` and :func:`traced_methods` return what they were given and
+:func:`span` a shared empty context manager; with the API but no provider, :func:`span` checks for
+one and returns that empty context manager.
 """
 
 from __future__ import annotations
@@ -37,14 +38,14 @@ Attributes = Mapping[str, int | float | bool | str | None]
 
 
 def enabled() -> bool:
-    """Whether the OpenTelemetry API is installed (spans exist; they record once a provider is set)."""
+    """Whether the OpenTelemetry API is installed (spans are started once a provider is set)."""
     return _trace is not None
 
 
 def span(name: str, attributes: Attributes | None = None):
     """A context manager: the span ``name`` with ``attributes`` (None values left out), current inside;
     an exception is recorded on it and raised on."""
-    if _trace is None:
+    if not _provider_set():
         return _NO_SPAN
     return _trace.get_tracer(TRACER_NAME).start_as_current_span(name, attributes=_checked(attributes))
 
@@ -94,7 +95,7 @@ def _traced_method(function: Callable, name: str) -> Callable:
 
 def set_attributes(attributes: Attributes) -> None:
     """Add ``attributes`` to the current span, if one is recording (a result's size, known at the end)."""
-    if _trace is None:
+    if not _provider_set():
         return
     current = _trace.get_current_span()
     if current.is_recording():
@@ -106,7 +107,7 @@ def request_span(method: str, headers: Mapping[str, str]) -> Iterator[Callable[[
     """A server request's span (kind SERVER), the child of the W3C trace context in ``headers``
     (``traceparent``, ``tracestate``), current inside; yields ``finish(route, status)``, which names
     the span by the route template (never the path: it holds ids and user names) and sets the status."""
-    if _trace is None:
+    if not _provider_set():
         yield lambda route, status: None
         return
     parent = _propagate.extract(headers)
@@ -122,6 +123,13 @@ def request_span(method: str, headers: Mapping[str, str]) -> Iterator[Callable[[
                 current.set_status(_trace.Status(_trace.StatusCode.ERROR))
 
         yield finish
+
+
+def _provider_set() -> bool:
+    """Whether the application set a tracer provider. Until it does, the API's spans would record
+    nothing, yet cost tens of microseconds each (nested context managers, the context's copy): none is
+    started then, so that an installed API (FastAPI depends on it) costs one check per span site."""
+    return _trace is not None and not isinstance(_trace.get_tracer_provider(), _trace.ProxyTracerProvider)
 
 
 def _checked(attributes: Attributes | None) -> dict:

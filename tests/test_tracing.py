@@ -155,6 +155,24 @@ def test_a_string_attribute_must_be_a_name_of_code():
         pass
 
 
+def run_python(script: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-c", script], env={"PYTHONPATH": str(PACKAGE_PARENT)}, capture_output=True, text=True
+    )
+
+
+def test_without_a_tracer_provider_no_span_is_started():
+    """The API alone (FastAPI depends on it) starts no span until the application sets a provider."""
+    script = """
+from memnets import tracing
+assert tracing.enabled()
+assert tracing.span("memnets.add") is tracing.span("memnets.search")  # the shared no-op
+print("no spans")
+"""
+    done = run_python(script)
+    assert done.returncode == 0 and done.stdout.strip() == "no spans", done.stderr
+
+
 def test_without_opentelemetry_nothing_is_wrapped():
     """Zero cost without the extra: the decorators return what they were given, span() a shared no-op."""
     script = """
@@ -172,9 +190,7 @@ with tracing.request_span("GET", {}) as finish:
     finish("/v1/users", 200)
 print("no spans")
 """
-    done = subprocess.run(
-        [sys.executable, "-c", script], env={"PYTHONPATH": str(PACKAGE_PARENT)}, capture_output=True, text=True
-    )
+    done = run_python(script)
     assert done.returncode == 0 and done.stdout.strip() == "no spans", done.stderr
     from memnets.api import AgentMemory
 
