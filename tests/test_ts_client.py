@@ -55,7 +55,7 @@ def test_the_typescript_client_passes_its_tests_against_a_real_server(tiny_model
             pytest.fail("MEMNETS_REQUIRE_NODE=1 but node >= 18 and npm are not on PATH")
         pytest.skip("node >= 18 and npm are not on PATH")
     node, npm = tools
-    for step in ([npm, "ci", "--no-audit", "--no-fund"], [npm, "run", "build"]):
+    for step in ([npm, "ci", "--no-audit", "--no-fund"], [npm, "run", "build"], [npm, "run", "lint"]):
         done = subprocess.run(step, cwd=CLIENT, capture_output=True, text=True, timeout=600)
         assert done.returncode == 0, f"{' '.join(step)}:\n{done.stdout}\n{done.stderr}"
     tokens = tmp_path / "tokens.json"

@@ -56,14 +56,20 @@ export class MemnetsClient {
 
   constructor(url: string, options: ClientOptions = {}) {
     if (typeof url !== "string" || !/^https?:\/\//.test(url)) {
-      throw new InvalidArgumentError(`MemnetsClient: url must be an http:// or https:// URL, got ${JSON.stringify(url)}`, local("url"));
+      throw new InvalidArgumentError(
+        `MemnetsClient: url must be an http:// or https:// URL, got ${JSON.stringify(url)}`,
+        local("url"),
+      );
     }
     const { token, timeoutMs = DEFAULT_TIMEOUT_MS } = options;
     if (token !== undefined && (typeof token !== "string" || !token.trim())) {
       throw new InvalidArgumentError("MemnetsClient: token must be a non-empty string or undefined", local("token"));
     }
     if (!Number.isFinite(timeoutMs) || timeoutMs <= 0) {
-      throw new InvalidArgumentError(`MemnetsClient: timeoutMs must be a positive number, got ${timeoutMs}`, local("timeoutMs"));
+      throw new InvalidArgumentError(
+        `MemnetsClient: timeoutMs must be a positive number, got ${timeoutMs}`,
+        local("timeoutMs"),
+      );
     }
     this.url = url.replace(/\/+$/, "");
     this.timeoutMs = timeoutMs;
@@ -82,7 +88,10 @@ export class MemnetsClient {
   /** AgentMemory.add_many: many memories in one request and one encoder batch, in order. */
   async addMany(texts: string[], options: AddManyOptions): Promise<Memory[]> {
     if (!Array.isArray(texts)) {
-      throw new InvalidTypeError(`addMany: texts must be an array of texts, not a single ${typeof texts}`, local("items"));
+      throw new InvalidTypeError(
+        `addMany: texts must be an array of texts, not a single ${typeof texts}`,
+        local("items"),
+      );
     }
     const { memories } = await this.#call<{ memories: Memory[] }>("POST", "/v1/memories", { ...options, items: texts });
     return memories;
@@ -94,7 +103,10 @@ export class MemnetsClient {
    */
   async addMessages(messages: Message[], options: AddMessagesOptions): Promise<Memory[]> {
     if (!Array.isArray(messages)) {
-      throw new InvalidTypeError(`addMessages: messages must be an array of {role, content} objects`, local("messages"));
+      throw new InvalidTypeError(
+        `addMessages: messages must be an array of {role, content} objects`,
+        local("messages"),
+      );
     }
     const { memories } = await this.#call<{ memories: Memory[] }>("POST", "/v1/memories", { ...options, messages });
     return memories;
@@ -157,7 +169,12 @@ export class MemnetsClient {
     if (filters !== undefined) query.filters = JSON.stringify(toJson(filters));
     const out: Memory[] = [];
     for (;;) {
-      const page = await this.#call<{ memories: Memory[]; next_offset: number | null }>("GET", "/v1/memories", undefined, query);
+      const page = await this.#call<{ memories: Memory[]; next_offset: number | null }>(
+        "GET",
+        "/v1/memories",
+        undefined,
+        query,
+      );
       out.push(...page.memories);
       if (limit !== null || page.next_offset === null) return out;
       query.offset = page.next_offset;
@@ -178,7 +195,9 @@ export class MemnetsClient {
   /** AgentMemory.delete: the memory, its older versions and what was derived from it; true if anything held it. */
   async delete(id: string, options: { user: string }): Promise<boolean> {
     const query: QueryOf<"/v1/memories/{id}", "delete"> = { user: options.user };
-    return Boolean((await this.#call<{ deleted: boolean }>("DELETE", `/v1/memories/${segment(id)}`, undefined, query)).deleted);
+    return Boolean(
+      (await this.#call<{ deleted: boolean }>("DELETE", `/v1/memories/${segment(id)}`, undefined, query)).deleted,
+    );
   }
 
   /** AgentMemory.delete_all of one user (and maybe one agent and/or session of it): how many current memories went. */
@@ -190,8 +209,9 @@ export class MemnetsClient {
   /** MemoryManager.observe: the message enters the user's context; kept ones are written through. */
   async observe(user: string, text: string, options: ObserveOptions = {}): Promise<Memory> {
     requireText(text, "text");
-    return (await this.#call<{ memory: Memory }>("POST", `/v1/users/${segment(user, "user")}/observe`, { ...options, text }))
-      .memory;
+    return (
+      await this.#call<{ memory: Memory }>("POST", `/v1/users/${segment(user, "user")}/observe`, { ...options, text })
+    ).memory;
   }
 
   /** MemoryManager.context_for: the recall gate's verdict and the memories for the prompt. */
@@ -239,7 +259,10 @@ export class MemnetsClient {
         signal: AbortSignal.timeout(this.timeoutMs),
       });
     } catch (error) {
-      const why = error instanceof Error && error.name === "TimeoutError" ? `no answer within ${this.timeoutMs} ms` : String(error);
+      const why =
+        error instanceof Error && error.name === "TimeoutError"
+          ? `no answer within ${this.timeoutMs} ms`
+          : String(error);
       throw new ServerUnavailableError(`${method} ${this.url}${path}: ${why}`, { status: null, code: null });
     }
     const text = await response.text();
@@ -288,8 +311,11 @@ function toJson(value: unknown): unknown {
   if (value instanceof Date) return value.toISOString();
   if (Array.isArray(value)) return value.map(toJson);
   if (value !== null && typeof value === "object") {
-    return Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined).map(([k, v]) => [k, toJson(v)]));
+    return Object.fromEntries(
+      Object.entries(value)
+        .filter(([, v]) => v !== undefined)
+        .map(([k, v]) => [k, toJson(v)]),
+    );
   }
   return value;
 }
-

@@ -106,9 +106,9 @@ export function errorFromResponse(status: number, body: string, retryAfterHeader
   } catch {
     // not JSON: the body's text is the message
   }
-  const code = (typeof error?.code === "string" && error.code in CLASS_OF_CODE ? error.code : CODE_OF_STATUS[status]) as
-    | ErrorCode
-    | undefined;
+  const code = (
+    typeof error?.code === "string" && error.code in CLASS_OF_CODE ? error.code : CODE_OF_STATUS[status]
+  ) as ErrorCode | undefined;
   const message = typeof error?.message === "string" ? error.message : body.slice(0, 500);
   const detail: ErrorDetail = {
     status,

@@ -18,7 +18,8 @@ import {
 const URL_ = process.env.MEMNETS_URL;
 const ADMIN = process.env.MEMNETS_TOKEN;
 const ANN = process.env.MEMNETS_ANN_TOKEN; // a token scoped to user "ann"
-if (!URL_ || !ADMIN || !ANN) throw new Error("set MEMNETS_URL, MEMNETS_TOKEN and MEMNETS_ANN_TOKEN (tests/test_ts_client.py does)");
+if (!URL_ || !ADMIN || !ANN)
+  throw new Error("set MEMNETS_URL, MEMNETS_TOKEN and MEMNETS_ANN_TOKEN (tests/test_ts_client.py does)");
 
 const memory = new MemnetsClient(URL_, { token: ADMIN, timeoutMs: 30_000 });
 const run = Math.random().toString(36).slice(2, 8);
@@ -31,7 +32,11 @@ after(async () => {
 
 describe("memories", () => {
   test("add, get, update, history, delete round trip", async () => {
-    const added = await memory.add("ann adopted a beagle named rex", { user, metadata: { topic: "pets" }, t: new Date("2024-05-01T10:00:00Z") });
+    const added = await memory.add("ann adopted a beagle named rex", {
+      user,
+      metadata: { topic: "pets" },
+      t: new Date("2024-05-01T10:00:00Z"),
+    });
     assert.equal(added.content, "ann adopted a beagle named rex");
     assert.equal(added.owner, user);
     assert.equal(added.outcome, "added");
@@ -43,7 +48,10 @@ describe("memories", () => {
     assert.equal(updated.id, added.id);
     assert.equal(updated.content, "ann adopted a beagle named max");
     const versions = await memory.history(added.id, { user });
-    assert.deepEqual(versions.map((m) => m.content), ["ann adopted a beagle named rex", "ann adopted a beagle named max"]);
+    assert.deepEqual(
+      versions.map((m) => m.content),
+      ["ann adopted a beagle named rex", "ann adopted a beagle named max"],
+    );
 
     assert.equal(await memory.delete(added.id, { user }), true);
     assert.equal(await memory.delete(added.id, { user }), false);
@@ -60,7 +68,10 @@ describe("memories", () => {
   test("addMany writes a batch in order; listMemories pages through every page with limit null", async () => {
     const texts = Array.from({ length: 7 }, (_, n) => `fact number ${n} about the garden ${run}`);
     const added = await memory.addMany(texts, { user, kind: "observation", session: "s1" });
-    assert.deepEqual(added.map((m) => m.content), texts);
+    assert.deepEqual(
+      added.map((m) => m.content),
+      texts,
+    );
     assert.ok(added.every((m) => m.session === "s1"));
     const page = await memory.listMemories({ user, limit: 3 });
     assert.equal(page.length, 3);
@@ -74,7 +85,10 @@ describe("memories", () => {
 
 describe("search", () => {
   before(async () => {
-    await memory.add("ann walks her beagle in the park every morning", { user, metadata: { topic: "pets", year: 2024 } });
+    await memory.add("ann walks her beagle in the park every morning", {
+      user,
+      metadata: { topic: "pets", year: 2024 },
+    });
     await memory.add("ann's sister lives in lyon", { user, metadata: { topic: "family", year: 2021 } });
     await memory.add("ann plans a trip to kyoto", { user, kind: "plan", metadata: { topic: "travel", year: 2025 } });
   });
@@ -97,8 +111,15 @@ describe("search", () => {
     const recent = await memory.search("ann", { user, k: 5, filters: { metadata: { year: { $gte: 2024 } } } });
     assert.deepEqual(new Set(recent.map((h) => h.memory.metadata.topic)), new Set(["pets", "travel"]));
     const plans = await memory.search("ann", { user, k: 5, filters: { kind: "plan" } });
-    assert.deepEqual(plans.map((h) => h.memory.content), ["ann plans a trip to kyoto"]);
-    const either = await memory.search("ann", { user, k: 5, filters: { $or: [{ kind: "plan" }, { metadata: { topic: "family" } }] } });
+    assert.deepEqual(
+      plans.map((h) => h.memory.content),
+      ["ann plans a trip to kyoto"],
+    );
+    const either = await memory.search("ann", {
+      user,
+      k: 5,
+      filters: { $or: [{ kind: "plan" }, { metadata: { topic: "family" } }] },
+    });
     assert.equal(either.length, 2);
     const none = await memory.search("ann", { user, k: 5, filters: { since: new Date(Date.now() + 86_400_000) } });
     assert.deepEqual(none, []);
@@ -160,6 +181,7 @@ describe("errors", () => {
     await assert.rejects(memory.search("x", { user, filters: { colour: "red" } }), InvalidArgumentError);
     await assert.rejects(memory.update("no-such-id", { user, text: "x" }), (error) => {
       assert.ok(error instanceof NotFoundError);
+      assert.equal(error.status, 404);
       assert.equal(error.code, "not_found");
       return true;
     });
@@ -170,9 +192,15 @@ describe("errors", () => {
     const ann = new MemnetsClient(URL_, { token: ANN });
     assert.equal((await ann.add("ann's own memory", { user: "ann" })).owner, "ann");
     assert.deepEqual(await ann.users(), ["ann"]);
-    await assert.rejects(ann.search("x", { user }), (error) => error instanceof PermissionDeniedError && error.status === 403);
+    await assert.rejects(
+      ann.search("x", { user }),
+      (error) => error instanceof PermissionDeniedError && error.status === 403,
+    );
     const stranger = new MemnetsClient(URL_, { token: "not-a-token" });
-    await assert.rejects(stranger.users(), (error) => error instanceof PermissionDeniedError && error.code === "unauthorized");
+    await assert.rejects(
+      stranger.users(),
+      (error) => error instanceof PermissionDeniedError && error.code === "unauthorized",
+    );
     await assert.rejects(new MemnetsClient(URL_).users(), PermissionDeniedError);
   });
 
@@ -191,7 +219,10 @@ describe("errors", () => {
     const { port } = silent.address();
     try {
       const waiting = new MemnetsClient(`http://127.0.0.1:${port}`, { timeoutMs: 300 });
-      await assert.rejects(waiting.users(), (error) => error instanceof ServerUnavailableError && /no answer within 300 ms/.test(error.message));
+      await assert.rejects(
+        waiting.users(),
+        (error) => error instanceof ServerUnavailableError && /no answer within 300 ms/.test(error.message),
+      );
     } finally {
       silent.close();
     }
