@@ -5,11 +5,13 @@ a user; and without OpenTelemetry nothing is wrapped at all."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
 import uuid
 
+import httpx
 import pytest
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
@@ -19,7 +21,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 import memnets
 from memnets import tracing
 from memnets.llm import ExtractiveLLM
-from memnets.server.testing import PACKAGE_PARENT
+from memnets.server.testing import PACKAGE_PARENT, ServerProcess
 
 USER = "zelda-" + uuid.uuid4().hex[:8]
 SECRET = "quokka" + uuid.uuid4().hex[:6]  # a word of every text and query, found in no attribute
@@ -138,6 +140,47 @@ def test_a_server_request_continues_the_callers_trace(encoder, tmp_path, spans):
     assert format(get.context.trace_id, "032x") != TRACE_ID and get.parent is None
     assert memory_id not in get.name
     assert_no_caller_data(finished)
+
+
+SERVER_TRACING = """
+import os
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SimpleSpanProcessor
+
+out = open(os.environ["MEMNETS_TEST_SPANS"], "a", buffering=1)
+exporter = ConsoleSpanExporter(out=out, formatter=lambda span: span.to_json(indent=None) + "\\n")
+provider = TracerProvider()
+provider.add_span_processor(SimpleSpanProcessor(exporter))
+trace.set_tracer_provider(provider)
+"""
+
+
+def test_a_real_server_process_traces_a_request_under_the_callers_traceparent(tiny_model_dir, tmp_path):
+    """`memnets serve http` with a tracer provider set at startup (a sitecustomize, as an
+    ``opentelemetry-instrument`` launcher would): uvicorn, the batching encoder, the worker threads."""
+    (tmp_path / "hooks").mkdir()
+    (tmp_path / "hooks" / "sitecustomize.py").write_text(SERVER_TRACING)
+    written = tmp_path / "spans.jsonl"
+    env = {"PYTHONPATH": f"{tmp_path / 'hooks'}:{PACKAGE_PARENT}", "MEMNETS_TEST_SPANS": str(written)}
+    with ServerProcess(tmp_path / "memory", "--encoder", str(tiny_model_dir), env=env) as server:
+        server.wait_ready()
+        answer = httpx.post(
+            f"{server.url}/v1/memories",
+            json={"user": USER, "text": f"ann keeps a {SECRET} in the garden"},
+            headers={"traceparent": f"00-{TRACE_ID}-{CALLER_SPAN_ID}-01"},
+            timeout=60,
+        )
+        assert answer.status_code == 200, answer.text
+    finished = [json.loads(line) for line in written.read_text().splitlines()]
+    (request,) = [s for s in finished if s["name"] == "POST /v1/memories"]
+    assert request["context"]["trace_id"] == f"0x{TRACE_ID}" and request["parent_id"] == f"0x{CALLER_SPAN_ID}"
+    (add,) = [s for s in finished if s["name"] == "memnets.add"]
+    assert add["parent_id"] == request["context"]["span_id"]
+    under_add = {s["name"] for s in finished if s["parent_id"] == add["context"]["span_id"]}
+    assert under_add >= {"memnets.encode", "memnets.store.upsert"}
+    for span in finished:
+        assert SECRET not in json.dumps(span["attributes"]) and USER not in json.dumps(span["attributes"]), span
 
 
 def test_an_llm_call_is_a_span_without_its_prompt(spans):
