@@ -1,18 +1,18 @@
 """OpenTelemetry spans of memnets' calls, and nothing at all when OpenTelemetry is not installed.
 
 With the extra ``otel`` (opentelemetry-api and -sdk) installed, :func:`span` opens a span of the
-tracer ``"memnets"`` as a child of the current one, and :func:`traced` wraps a function in one. In
-the server, :func:`request_span` opens each request's span, whose parent is the caller's W3C
-``traceparent`` header, so a client's trace runs on through the server's add, search, encode,
-store and LLM spans (docs/server.md, "Tracing", lists them). Spans exist only once the application
-set a ``TracerProvider`` (the SDK's, with an exporter; e.g. ``opentelemetry-instrument memnets serve
-http``); until then no span is started.
+tracer ``"memnets"`` as a child of the current one, and :func:`traced_methods` wraps calls of a
+class in one each. In the server, :func:`request_span` opens each request's span, whose parent is
+the caller's W3C ``traceparent`` header, so a client's trace runs on through the server's add,
+search, encode, store and LLM spans (docs/server.md, "Tracing", lists them). Spans exist only once
+the application set a ``TracerProvider`` (the SDK's, with an exporter; e.g.
+``opentelemetry-instrument memnets serve http``); until then no span is started.
 
 Attributes carry counts, sizes and names of code only: never a memory's text, a query, a user or
 any other value a caller wrote. A string attribute is refused (ValueError) unless its name is in
 :data:`TEXT_ATTRIBUTES`, so that one cannot slip in later.
 
-Without OpenTelemetry, :func:`traced` and :func:`traced_methods` return what they were given and
+Without OpenTelemetry, :func:`traced_methods` returns the class it was given and
 :func:`span` a shared empty context manager; with the API but no provider, :func:`span` checks for
 one and returns that empty context manager.
 """
@@ -50,24 +50,6 @@ def span(name: str, attributes: Attributes | None = None):
     return _trace.get_tracer(TRACER_NAME).start_as_current_span(name, attributes=_checked(attributes))
 
 
-def traced(name: str) -> Callable[[Callable], Callable]:
-    """A decorator: each call of the function runs inside the span ``name`` (the function itself
-    when OpenTelemetry is not installed)."""
-
-    def decorate(function: Callable) -> Callable:
-        if _trace is None:
-            return function
-
-        @functools.wraps(function)
-        def wrapper(*args, **kwargs):
-            with span(name):
-                return function(*args, **kwargs)
-
-        return wrapper
-
-    return decorate
-
-
 def traced_methods(prefix: str, *methods: str, **renamed: str) -> Callable[[type], type]:
     """A class decorator: each of ``methods`` runs inside the span ``f"{prefix}.{method}"`` (``renamed``:
     method -> the name after the prefix), with the attribute ``memnets.class``, the instance's class
@@ -91,15 +73,6 @@ def _traced_method(function: Callable, name: str) -> Callable:
             return function(self, *args, **kwargs)
 
     return wrapper
-
-
-def set_attributes(attributes: Attributes) -> None:
-    """Add ``attributes`` to the current span, if one is recording (a result's size, known at the end)."""
-    if not _provider_set():
-        return
-    current = _trace.get_current_span()
-    if current.is_recording():
-        current.set_attributes(_checked(attributes))
 
 
 @contextlib.contextmanager
@@ -151,8 +124,6 @@ __all__ = [
     "TRACER_NAME",
     "enabled",
     "request_span",
-    "set_attributes",
     "span",
-    "traced",
     "traced_methods",
 ]

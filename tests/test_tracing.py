@@ -226,8 +226,9 @@ from memnets.api import AgentMemory
 from memnets.store.core import SqlStore
 assert not tracing.enabled()
 assert not hasattr(AgentMemory.add, "__wrapped__") and not hasattr(SqlStore.search, "__wrapped__")
-function = lambda: 1
-assert tracing.traced("x")(function) is function
+class Calls:
+    def call(self): ...
+assert tracing.traced_methods("memnets", "call")(Calls).call is Calls.__dict__["call"]
 assert tracing.span("x", {"memnets.texts": 1}) is tracing.span("y")
 with tracing.request_span("GET", {}) as finish:
     finish("/v1/users", 200)
