@@ -30,7 +30,7 @@ a memory written through any door is checked, merged, versioned and read back th
 
    An add with an explicit id (or a Memory record) is keyed by it: an existing memory with that
    id is *unchanged* when the new record states the same (:func:`same_record`), else *updated*.
-3. **Chunk and encode** (:func:`embed`, :func:`chunk_vectors`): the memory's vector is the
+3. **Chunk and encode** (:mod:`memnets.memory.encoding`): the memory's vector is the
    encoder's embedding of its text (the first window); a text longer than the window also gets
    the vectors of its further windows (:mod:`memnets.chunking`: overlapping token windows cut on
    the tokenizer's offsets), which a store with the Chunks capability keeps with the memory, so
