@@ -7,6 +7,7 @@
  */
 
 import {
+  type ErrorDetail,
   InvalidArgumentError,
   InvalidTypeError,
   NotFoundError,
@@ -24,6 +25,7 @@ import type {
   ManagerSnapshot,
   Memory,
   Message,
+  MessageOutcome,
   ObserveOptions,
   QueryOf,
   SearchAnswer,
@@ -58,17 +60,20 @@ export class MemnetsClient {
     if (typeof url !== "string" || !/^https?:\/\//.test(url)) {
       throw new InvalidArgumentError(
         `MemnetsClient: url must be an http:// or https:// URL, got ${JSON.stringify(url)}`,
-        local("url"),
+        refused("url", "invalid_argument"),
       );
     }
     const { token, timeoutMs = DEFAULT_TIMEOUT_MS } = options;
     if (token !== undefined && (typeof token !== "string" || !token.trim())) {
-      throw new InvalidArgumentError("MemnetsClient: token must be a non-empty string or undefined", local("token"));
+      throw new InvalidArgumentError(
+        "MemnetsClient: token must be a non-empty string or undefined",
+        refused("token", "invalid_argument"),
+      );
     }
     if (!Number.isFinite(timeoutMs) || timeoutMs <= 0) {
       throw new InvalidArgumentError(
         `MemnetsClient: timeoutMs must be a positive number, got ${timeoutMs}`,
-        local("timeoutMs"),
+        refused("timeoutMs", "invalid_argument"),
       );
     }
     this.url = url.replace(/\/+$/, "");
@@ -90,7 +95,7 @@ export class MemnetsClient {
     if (!Array.isArray(texts)) {
       throw new InvalidTypeError(
         `addMany: texts must be an array of texts, not a single ${typeof texts}`,
-        local("items"),
+        refused("items", "invalid_type"),
       );
     }
     const { memories } = await this.#call<{ memories: Memory[] }>("POST", "/v1/memories", { ...options, items: texts });
@@ -98,18 +103,21 @@ export class MemnetsClient {
   }
 
   /**
-   * A conversation's messages as memories of `options.user` (the server's add of `messages`, each
-   * `{role, content, name?, time?, id?}`): the memories it wrote, in order.
+   * AgentMemory.add of a chat transcript (docs/memory.md, "Messages"): one memory per kept message,
+   * `"{speaker}: {text}"`, with its role and speaker as metadata; one outcome per message, in order.
    */
-  async addMessages(messages: Message[], options: AddMessagesOptions): Promise<Memory[]> {
+  async addMessages(messages: Message[], options: AddMessagesOptions): Promise<MessageOutcome[]> {
     if (!Array.isArray(messages)) {
       throw new InvalidTypeError(
-        `addMessages: messages must be an array of {role, content} objects`,
-        local("messages"),
+        "addMessages: messages must be an array of {role, content} objects",
+        refused("messages", "invalid_type"),
       );
     }
-    const { memories } = await this.#call<{ memories: Memory[] }>("POST", "/v1/memories", { ...options, messages });
-    return memories;
+    const { outcomes } = await this.#call<{ outcomes: MessageOutcome[] }>("POST", "/v1/memories", {
+      ...options,
+      messages,
+    });
+    return outcomes;
   }
 
   /** AgentMemory.update: a new version (text and/or metadata); the old one stays in the history. */
@@ -134,7 +142,7 @@ export class MemnetsClient {
   async searchMany(query: string, options: SearchManyOptions): Promise<Record<string, SearchHit[]>> {
     requireText(query, "query");
     if (!Array.isArray(options.users)) {
-      throw new InvalidTypeError("searchMany: users must be an array of user ids", local("users"));
+      throw new InvalidTypeError("searchMany: users must be an array of user ids", refused("users", "invalid_type"));
     }
     const { by_user } = await this.#call<{ by_user: Record<string, SearchHit[]> }>("POST", "/v1/search", {
       k: 5,
@@ -271,18 +279,17 @@ export class MemnetsClient {
   }
 }
 
-function local(field: string) {
-  return { status: null, code: "invalid_argument" as const, field, type: "ValueError" };
+/** The detail of an argument refused before any request: the server's code for it, and the Python exception. */
+function refused(field: string, code: "invalid_argument" | "invalid_type"): ErrorDetail {
+  return { status: null, code, field, type: code === "invalid_type" ? "TypeError" : "ValueError" };
 }
 
 function requireText(value: unknown, name: string): void {
   if (typeof value !== "string") {
-    throw new InvalidTypeError(`${name} must be a string, got ${value === null ? "null" : typeof value}`, {
-      status: null,
-      code: "invalid_type",
-      field: name,
-      type: "TypeError",
-    });
+    throw new InvalidTypeError(
+      `${name} must be a string, got ${value === null ? "null" : typeof value}`,
+      refused(name, "invalid_type"),
+    );
   }
 }
 
@@ -293,15 +300,13 @@ function requireText(value: unknown, name: string): void {
  */
 function segment(value: unknown, name = "id"): string {
   if (typeof value !== "string") {
-    throw new InvalidTypeError(`${name} must be a string, got ${typeof value}`, {
-      status: null,
-      code: "invalid_type",
-      field: name,
-      type: "TypeError",
-    });
+    throw new InvalidTypeError(`${name} must be a string, got ${typeof value}`, refused(name, "invalid_type"));
   }
   if (value === "" || value === "." || value === "..") {
-    throw new InvalidArgumentError(`${name}=${JSON.stringify(value)} is not a valid ${name}`, local(name));
+    throw new InvalidArgumentError(
+      `${name}=${JSON.stringify(value)} is not a valid ${name}`,
+      refused(name, "invalid_argument"),
+    );
   }
   return encodeURIComponent(value);
 }

@@ -114,19 +114,45 @@ export interface AddManyOptions extends MemoryFields {
   ids?: (string | null)[];
 }
 
-/** One message of a conversation, for {@link MemnetsClient.addMessages}. */
+/** A text part of a message's content; other parts (images, ...) are left out by the server. */
+export type MessagePart = string | { type: "text"; text: string } | { type: string; [key: string]: unknown };
+
+/** One message of a chat transcript, for {@link MemnetsClient.addMessages}. */
 export interface Message {
   role: string;
-  content: string;
+  content: string | MessagePart[];
+  /** The speaker (default: the role). */
   name?: string;
   time?: Time;
+  /** Keys the message: writing a whole history again adds only the new messages. */
   id?: string;
 }
 
-/** The arguments of an add of messages. */
+/** The arguments of an add of messages (docs/memory.md, "Messages"). */
 export interface AddMessagesOptions {
   user: string;
+  /** The conversation or thread. */
   session?: string;
+  agent?: string;
+  /** "important": only the messages the importance decision keeps. */
+  keep?: "all" | "important";
+  /** The roles stored (default: user and assistant). */
+  roles?: string[];
+  t?: Time;
+  kind?: string;
+  metadata?: Record<string, unknown>;
+  importance?: number;
+  ttl?: number;
+}
+
+/** What adding one message did: its memory as stored, or "skipped" with the reason. */
+export interface MessageOutcome {
+  index: number;
+  role: string;
+  outcome: "added" | "updated" | "unchanged" | "skipped";
+  memory: Memory | null;
+  /** Why it was skipped: "role", "no text" or "unimportant"; null otherwise. */
+  reason: string | null;
 }
 
 /** AgentMemory.update's arguments: a new text and/or metadata. */

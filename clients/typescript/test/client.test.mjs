@@ -149,21 +149,39 @@ describe("the manager routes", () => {
 });
 
 describe("messages", () => {
-  test("addMessages sends a conversation as {messages, user, session}", async (t) => {
+  test("addMessages stores a transcript: one outcome per message, a message id keys it", async (t) => {
     const document = await (await fetch(`${URL_}/openapi.json`)).json();
     if (!("messages" in (document.components.schemas.AddBody.properties ?? {}))) {
       t.skip("this server's add route has no messages body yet (branch messages)");
       return;
     }
-    const added = await memory.addMessages(
+    const chat = [
+      { role: "system", content: "You are a helpful assistant." },
+      { role: "user", name: "Ann", content: "I moved to Lyon last spring", id: `m1-${run}` },
+      { role: "assistant", content: [{ type: "text", text: "Noted: you live in Lyon." }], id: `m2-${run}` },
+    ];
+    const outcomes = await memory.addMessages(chat, { user, session: "chat-1" });
+    assert.deepEqual(
+      outcomes.map((o) => [o.index, o.role, o.outcome, o.reason]),
       [
-        { role: "user", content: "I moved to Lyon last spring", name: "ann" },
-        { role: "assistant", content: "Noted: you live in Lyon." },
+        [0, "system", "skipped", "role"],
+        [1, "user", "added", null],
+        [2, "assistant", "added", null],
       ],
-      { user, session: "chat-1" },
     );
-    assert.ok(added.length >= 1);
-    assert.ok(added.every((m) => m.owner === user));
+    assert.equal(outcomes[0].memory, null);
+    assert.equal(outcomes[1].memory.content, "Ann: I moved to Lyon last spring");
+    assert.deepEqual(outcomes[1].memory.metadata, { role: "user", speaker: "Ann" });
+    assert.equal(outcomes[2].memory.session, "chat-1");
+    const again = await memory.addMessages(chat, { user, session: "chat-1" }); // the whole history again
+    assert.deepEqual(
+      again.slice(1).map((o) => o.outcome),
+      ["unchanged", "unchanged"],
+    );
+    await assert.rejects(
+      memory.addMessages([{ content: "no role" }], { user }),
+      (error) => error instanceof MemnetsError && error.status === 422 && /messages\[0\]\.role/.test(error.message),
+    );
   });
 });
 
