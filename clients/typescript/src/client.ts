@@ -36,7 +36,7 @@ import type {
   WhoAmI,
 } from "./types.js";
 
-/** Seconds the Python client waits for an answer, in milliseconds. */
+/** How long a call waits for its answer unless told otherwise: 60 s, as memnets.Client. */
 export const DEFAULT_TIMEOUT_MS = 60_000;
 const PAGE = 1000; // memories per page when listing every page
 

@@ -5,7 +5,7 @@
  * Times travel as ISO 8601 strings (UTC); a `Date` given as an argument is sent as one.
  */
 
-import type { components, paths } from "./schema.js";
+import type { paths } from "./schema.js";
 
 /** A route of the server. */
 export type Route = keyof paths;
@@ -221,6 +221,3 @@ export interface WhoAmI {
   agent: string | null;
   session: string | null;
 }
-
-/** The body fields a search takes, as the server's OpenAPI document names them. */
-export type SearchBodyFields = keyof components["schemas"]["SearchBody"];
