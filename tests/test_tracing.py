@@ -38,7 +38,8 @@ def exporter():
         trace.set_tracer_provider(provider)
     found = InMemorySpanExporter()
     provider.add_span_processor(SimpleSpanProcessor(found))
-    return found
+    yield found
+    found.shutdown()  # the provider stays (set once per process): later modules' spans are dropped, not kept
 
 
 @pytest.fixture()
