@@ -28,10 +28,9 @@ What it guarantees (each tested in tests/test_api*.py):
   versions from the store, the index and every live manager of that user; managers in other
   processes learn it from the store's deletion ledger (:meth:`MemoryManager._forget_deleted`).
 - Time: aware UTC; a naive datetime is read as UTC; ``t`` defaults to now (:mod:`memnets.timeutil`).
-- Bad input (an empty user or text, k < 1, an unknown filter field, a wrong type) raises
-  ValueError/TypeError naming the argument, before anything is written; a text (or query) that is
-  not valid Unicode, longer than ``MAX_TEXT_CHARS`` or refused by the encoder's tokenizer raises
-  InvalidMemoryError naming the position or the limit.
+- Bad input (an empty user or text, k < 1, an unknown filter field, a wrong type) raises ValueError/TypeError naming
+  the argument, before anything is written; a text (or query) that is not valid Unicode, longer than
+  ``MAX_TEXT_CHARS`` or refused by the encoder's tokenizer raises InvalidMemoryError naming the position or the limit.
 
 ``AgentMemory`` is a facade: it checks the arguments, holds the write lock and the live managers, and
 hands the work to the write path (:class:`~memnets.memory.writes.WritePath`), the searcher
@@ -73,6 +72,7 @@ from memnets.scoring import HeuristicScorer
 from memnets.store import MemoryFilter
 from memnets.store.identity import bind_encoder
 from memnets.timeutil import as_utc_or_now
+from memnets.tracing import traced_methods
 
 UPDATE_ATTEMPTS = 5  # tries of an update while other writers change the memory (each re-reads it; retries are rare)
 
@@ -128,6 +128,7 @@ def open(
         raise
 
 
+@traced_methods("memnets", "add", "add_many", _search_users="search")
 class AgentMemory:
     """One memory for many users: a store, one encoder and the decisions, shared by every user.
 

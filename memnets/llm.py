@@ -30,6 +30,7 @@ from typing import Protocol, runtime_checkable
 from urllib.parse import urlsplit
 
 from memnets.netutil import is_loopback
+from memnets.tracing import traced_methods
 
 EXTRACTIVE_PREFIX = "[extractive]"
 _WORD = re.compile(r"[a-z0-9']+")
@@ -111,6 +112,7 @@ def _words(text: str) -> set[str]:
     return {w for w in _WORD.findall(text.lower()) if w not in _STOPWORDS}
 
 
+@traced_methods("memnets.llm", "complete")
 class ExtractiveLLM:
     """The no-model default: picks the prompt's most central bullet lines; says what it is.
 
@@ -144,6 +146,7 @@ class ExtractiveLLM:
         return f"{EXTRACTIVE_PREFIX} " + " ".join(items[i] for i in sorted(top))
 
 
+@traced_methods("memnets.llm", "complete")
 class TransformersLLM:
     """A local causal LM folder (``AutoModelForCausalLM`` + its tokenizer), greedy decoding.
 
@@ -228,6 +231,7 @@ class _SameOriginRedirects(urllib.request.HTTPRedirectHandler):
         return urllib.request.Request(newurl, data=req.data, headers=dict(req.header_items()), method=req.get_method())
 
 
+@traced_methods("memnets.llm", "complete")
 class OpenAIChatLLM:
     """An OpenAI-compatible chat endpoint: ``POST {base_url}/v1/chat/completions`` via urllib.
 

@@ -31,6 +31,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "memnets.progress",
             "memnets.extras",
             "memnets.machine",
+            "memnets.tracing",
         },
     ),
     (

@@ -30,7 +30,7 @@ a memory written through any door is checked, merged, versioned and read back th
 
    An add with an explicit id (or a Memory record) is keyed by it: an existing memory with that
    id is *unchanged* when the new record states the same (:func:`same_record`), else *updated*.
-3. **Chunk and encode** (:func:`embed`, :func:`chunk_vectors`): the memory's vector is the
+3. **Chunk and encode** (:mod:`memnets.memory.encoding`): the memory's vector is the
    encoder's embedding of its text (the first window); a text longer than the window also gets
    the vectors of its further windows (:mod:`memnets.chunking`: overlapping token windows cut on
    the tokenizer's offsets), which a store with the Chunks capability keeps with the memory, so
@@ -54,8 +54,8 @@ from typing import Protocol
 
 import numpy as np
 
-from memnets.chunking import windows
 from memnets.memory import expiry
+from memnets.memory.encoding import chunk_vectors, embed  # re-exported: the write path's encoder calls
 from memnets.records import Memory, Outcome
 from memnets.store import rows
 from memnets.store.errors import InvalidMemoryError
@@ -349,21 +349,6 @@ def _tokenizes(tokenizer, text: str) -> bool:
     except Exception:  # a tokenizer's own error type, whichever library it comes from
         return False
     return True
-
-
-def embed(encoder, texts: Sequence[str], kind: str = "memory") -> np.ndarray:
-    """``encoder.encode`` as float32 numpy rows ``[n, dim]``."""
-    return np.asarray(encoder.encode(list(texts), kind=kind), dtype=np.float32).reshape(len(texts), encoder.dim)
-
-
-def chunk_vectors(encoder, texts: Sequence[str]) -> list[np.ndarray]:
-    """Per text, the vectors ``[m, dim]`` of its windows after the first (:func:`memnets.chunking.windows`;
-    m = 0 when it fits one), the windows of all texts encoded in one call."""
-    per_text = [windows(encoder, text) for text in texts]
-    flat = [window for texts_windows in per_text for window in texts_windows]
-    vectors = embed(encoder, flat) if flat else np.zeros((0, encoder.dim), np.float32)
-    ends = np.cumsum([0, *map(len, per_text)])
-    return [vectors[a:b] for a, b in zip(ends[:-1], ends[1:])]
 
 
 # ---------------------------------------------------------------------- 4-5. store and managers

@@ -15,6 +15,7 @@ The body limit, Host/Origin checks and the containment of failures outside the a
 
 from __future__ import annotations
 
+import inspect
 import logging
 import os
 import threading
@@ -25,6 +26,7 @@ from typing import Any
 import anyio
 from fastapi import FastAPI, Request
 
+from memnets import tracing
 from memnets.server import errors
 from memnets.server.auth import Tokens
 from memnets.server.routes import ROUTERS, ui
@@ -75,6 +77,7 @@ def create_app(
         docs_url=None,
         redoc_url=None,
         lifespan=lifespan,
+        **_without_native_telemetry(),
     )
     app.state.memnets = state
     if cors_origins:
@@ -86,14 +89,17 @@ def create_app(
 
     @app.middleware("http")
     async def measure(request: Request, call_next):
-        """Count and time every request by route, and name the worker that answered."""
+        """Count, time and trace every request by route (its span the parent of the memory's spans, the
+        child of the caller's W3C traceparent), and name the worker that answered."""
         started = time.perf_counter()
-        try:
-            response = await call_next(request)
-        except Exception as error:  # one no handler took: this request only
-            response = errors.api_error_response(state, request, error)
-        route = request.scope.get("route")
-        path = getattr(route, "path", "unmatched")
+        with tracing.request_span(request.method, request.headers) as finish:
+            try:
+                response = await call_next(request)
+            except Exception as error:  # one no handler took: this request only
+                response = errors.api_error_response(state, request, error)
+            route = request.scope.get("route")
+            path = getattr(route, "path", "unmatched")
+            finish(path, response.status_code)
         state.metrics.requests.labels(request.method, path, str(response.status_code)).inc()
         state.metrics.latency.labels(request.method, path).observe(time.perf_counter() - started)
         response.headers["X-Memnets-Worker"] = str(os.getpid())
@@ -108,6 +114,15 @@ def create_app(
         app.include_router(router)
     ui.mount_inspector(app)
     return app
+
+
+def _without_native_telemetry() -> dict:
+    """FastAPI's own OpenTelemetry (in releases that have it: the ``telemetry`` argument) turned off:
+    its request span holds ``url.path`` and ``url.query`` (memory ids, user names) and its logs hold
+    invalid input. The app's request span (:func:`memnets.tracing.request_span`) names the route only."""
+    if "telemetry" not in inspect.signature(FastAPI).parameters:
+        return {}
+    return {"telemetry": {"tracing": False, "metrics": False, "logs": False, "operation_spans": False}}
 
 
 __all__ = ["ServerError", "ServerState", "create_app"]

@@ -1,12 +1,11 @@
 """The store core: the memory-store contract written once, over a SQL dialect per engine.
 
 :class:`SqlStore` is the base of :class:`~memnets.store.archive.Archive` (SQLite + FAISS files) and
-:class:`~memnets.store.postgres.PgVectorStore` (PostgreSQL + pgvector). It holds what the contract
-says, for both: argument checks, sealing rows (:mod:`memnets.store.rows`), versions
-(:meth:`~SqlStore.new_version`), the deletion ledger, expiry, a long memory's chunk vectors,
-re-embedding, the encoder binding and its check, the clear-column filters, and the reads. Its
-statements come from the store's dialect (:mod:`memnets.store.dialect`); records are read by field
-name in one place (:meth:`SqlStore._decode`, over :data:`memnets.store.rows.FIELDS`).
+:class:`~memnets.store.postgres.PgVectorStore` (PostgreSQL + pgvector). It holds what the contract says, for both:
+argument checks, sealing rows (:mod:`memnets.store.rows`), versions (:meth:`~SqlStore.new_version`), the deletion
+ledger, expiry, a long memory's chunk vectors, re-embedding, the encoder binding and its check, the clear-column
+filters, and the reads. Its statements come from the store's dialect (:mod:`memnets.store.dialect`); records are read
+by field name in one place (:meth:`SqlStore._decode`, over :data:`memnets.store.rows.FIELDS`).
 
 An engine's store adds what only it has and runs the transactions. It gives:
 
@@ -43,10 +42,12 @@ from memnets.store.dialect import CURRENT, SqlDialect
 from memnets.store.filters import MemoryFilter
 from memnets.store.identity import EncoderIdentity
 from memnets.timeutil import as_utc
+from memnets.tracing import traced_methods
 
 log = logging.getLogger(__name__)
 
 
+@traced_methods("memnets.store", "upsert", "new_version", "delete", "get", "vectors", "search", "list_memories")
 class SqlStore(SqlEncoding):
     """The contract of :class:`memnets.store.MemoryStore` on a SQL table of memories (see the module docstring)."""
 
@@ -625,9 +626,8 @@ class SqlStore(SqlEncoding):
             return out
 
     def export(self, owner: str) -> list[Memory]:
-        """Every stored row of the owner (older versions and rows expired but not swept too), decrypted, by
-        (t, id): the right-of-access dump, read by one statement, so one snapshot (what ``memnets memories
-        export`` writes from)."""
+        """Every stored row of the owner (older versions and rows expired but not swept too), decrypted, by (t, id):
+        the right-of-access dump, read by one statement, one snapshot (what ``memnets memories export`` writes from)."""
         rowcodec.check_owner(owner, f"{self._name}.export")
         return self._rows_of(owner, "", f"ORDER BY {self._dialect.t_column}, id")
 

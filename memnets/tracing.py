@@ -1,0 +1,129 @@
+"""OpenTelemetry spans of memnets' calls, and nothing at all when OpenTelemetry is not installed.
+
+With the extra ``otel`` (opentelemetry-api and -sdk) installed, :func:`span` opens a span of the
+tracer ``"memnets"`` as a child of the current one, and :func:`traced_methods` wraps calls of a
+class in one each. In the server, :func:`request_span` opens each request's span, whose parent is
+the caller's W3C ``traceparent`` header, so a client's trace runs on through the server's add,
+search, encode, store and LLM spans (docs/server.md, "Tracing", lists them). Spans exist only once
+the application set a ``TracerProvider`` (the SDK's, with an exporter; e.g.
+``opentelemetry-instrument memnets serve http``); until then no span is started.
+
+Attributes carry counts, sizes and names of code only: never a memory's text, a query, a user or
+any other value a caller wrote. A string attribute is refused (ValueError) unless its name is in
+:data:`TEXT_ATTRIBUTES`, so that one cannot slip in later.
+
+Without OpenTelemetry, :func:`traced_methods` returns the class it was given and
+:func:`span` a shared empty context manager; with the API but no provider, :func:`span` checks for
+one and returns that empty context manager.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from collections.abc import Callable, Iterator, Mapping
+
+try:
+    from opentelemetry import propagate as _propagate
+    from opentelemetry import trace as _trace
+except ModuleNotFoundError:  # the extra [otel] is not installed: no spans, no cost
+    _propagate = _trace = None
+
+TRACER_NAME = "memnets"
+# the only attributes that may hold a string: names of code, routes and settings, never data a caller wrote
+TEXT_ATTRIBUTES = frozenset({"memnets.class", "memnets.kind", "http.request.method", "http.route"})
+_NO_SPAN = contextlib.nullcontext()
+
+Attributes = Mapping[str, int | float | bool | str | None]
+
+
+def enabled() -> bool:
+    """Whether the OpenTelemetry API is installed (spans are started once a provider is set)."""
+    return _trace is not None
+
+
+def span(name: str, attributes: Attributes | None = None):
+    """A context manager: the span ``name`` with ``attributes`` (None values left out), current inside;
+    an exception is recorded on it and raised on."""
+    if not _provider_set():
+        return _NO_SPAN
+    return _trace.get_tracer(TRACER_NAME).start_as_current_span(name, attributes=_checked(attributes))
+
+
+def traced_methods(prefix: str, *methods: str, **renamed: str) -> Callable[[type], type]:
+    """A class decorator: each of ``methods`` runs inside the span ``f"{prefix}.{method}"`` (``renamed``:
+    method -> the name after the prefix), with the attribute ``memnets.class``, the instance's class
+    (``Archive``, ``PgVectorStore``). One line on a class whose calls are the spans (the store contract,
+    ``AgentMemory``'s add and search, an LLM's complete); the class itself without OpenTelemetry."""
+
+    def decorate(cls: type) -> type:
+        if _trace is None:
+            return cls
+        for method, name in {**{method: method for method in methods}, **renamed}.items():
+            setattr(cls, method, _traced_method(getattr(cls, method), f"{prefix}.{name}"))
+        return cls
+
+    return decorate
+
+
+def _traced_method(function: Callable, name: str) -> Callable:
+    @functools.wraps(function)
+    def wrapper(self, *args, **kwargs):
+        with span(name, {"memnets.class": type(self).__name__}):
+            return function(self, *args, **kwargs)
+
+    return wrapper
+
+
+@contextlib.contextmanager
+def request_span(method: str, headers: Mapping[str, str]) -> Iterator[Callable[[str, int], None]]:
+    """A server request's span (kind SERVER), the child of the W3C trace context in ``headers``
+    (``traceparent``, ``tracestate``), current inside; yields ``finish(route, status)``, which names
+    the span by the route template (never the path: it holds ids and user names) and sets the status."""
+    if not _provider_set():
+        yield lambda route, status: None
+        return
+    parent = _propagate.extract(headers)
+    tracer = _trace.get_tracer(TRACER_NAME)
+    with tracer.start_as_current_span(
+        method, context=parent, kind=_trace.SpanKind.SERVER, attributes={"http.request.method": method}
+    ) as current:
+
+        def finish(route: str, status: int) -> None:
+            current.update_name(f"{method} {route}")
+            current.set_attributes(_checked({"http.route": route, "http.response.status_code": status}))
+            if status >= 500:
+                current.set_status(_trace.Status(_trace.StatusCode.ERROR))
+
+        yield finish
+
+
+def _provider_set() -> bool:
+    """Whether the application set a tracer provider. Until it does, the API's spans would record
+    nothing, yet cost tens of microseconds each (nested context managers, the context's copy): none is
+    started then, so that an installed API (FastAPI depends on it) costs one check per span site."""
+    return _trace is not None and not isinstance(_trace.get_tracer_provider(), _trace.ProxyTracerProvider)
+
+
+def _checked(attributes: Attributes | None) -> dict:
+    out = {}
+    for name, value in (attributes or {}).items():
+        if value is None:
+            continue
+        if isinstance(value, str) and name not in TEXT_ATTRIBUTES:
+            raise ValueError(
+                f"span attribute {name!r}: a string attribute may hold only the name of code or a setting "
+                f"({', '.join(sorted(TEXT_ATTRIBUTES))}), never data a caller wrote"
+            )
+        out[name] = value
+    return out
+
+
+__all__ = [
+    "TEXT_ATTRIBUTES",
+    "TRACER_NAME",
+    "enabled",
+    "request_span",
+    "span",
+    "traced_methods",
+]
