@@ -34,6 +34,7 @@ LAYERS: list[tuple[str, set[str]]] = [
     ),
     ("records, settings, HTTP door checks", {"memnets.records", "memnets.configs", "memnets.llm", "memnets.httpguard"}),
     ("data and networks", {"memnets.data", "memnets.nn"}),
+    ("time", {"memnets.temporal"}),
     ("scoring", {"memnets.scoring"}),
     ("pack", {"memnets.pack"}),
     ("retrieval", {"memnets.retrieval"}),
