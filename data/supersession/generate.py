@@ -252,17 +252,16 @@ def pairs(rng: random.Random, per_slot: int) -> list[dict]:
             split = "val" if held_out(a) or held_out(b) or held_out(person) else "train"
             older = fill(rng.choice(facts), person, a, b, "")
 
-            def make(templates: list[str], kind: str, label: int, fill_from=(person, a, b)) -> None:
-                when = rng.choice(WHEN)
-                newer = fill(rng.choice(templates), fill_from[0], fill_from[1], fill_from[2], when)
-                rows.append({"older": older, "newer": newer, "label": label, "kind": kind, "slot": slot,
-                             "split": split})  # fmt: skip
-
-            make(changes, "change", 1)
-            make(changes, "change", 1)
-            make(restatements, "restatement", 0)
-            make(lookalikes, "lookalike", 0)
-            make(UNRELATED, "unrelated", 0)
+            for templates, kind, label, count in (
+                (changes, "change", 1, 2),
+                (restatements, "restatement", 0, 1),
+                (lookalikes, "lookalike", 0, 1),
+                (UNRELATED, "unrelated", 0, 1),
+            ):
+                for _ in range(count):
+                    newer = fill(rng.choice(templates), person, a, b, rng.choice(WHEN))
+                    row = {"older": older, "newer": newer, "label": label, "kind": kind, "slot": slot}
+                    rows.append({**row, "split": split})
     return rows
 
 
