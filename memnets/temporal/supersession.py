@@ -30,8 +30,12 @@ CHANGE_CUES: dict[str, float] = {
     "started": 0.8, "began": 0.8, "stopped": 1.0, "quit": 1.0, "gave up": 1.0, "left": 0.4,
     "now": 0.8, "these days": 0.8, "instead": 0.9, "new": 0.4, "used to": 0.9,
     "became": 0.8, "got a": 0.5, "got divorced": 1.0, "broke up": 1.0, "got married": 1.0,
-    "sold": 0.8, "replaced": 1.0, "updated": 0.8, "is now": 1.0, "are now": 1.0, "from now on": 1.0,
+    "sold": 0.8, "replaced": 1.0, "updated": 0.4, "is now": 1.0, "are now": 1.0, "from now on": 1.0,
     "not any longer": 1.0, "ended": 0.8, "retired": 1.0, "dropped": 0.8, "upgraded": 0.9,
+    "closed": 0.9, "opened": 0.6, "promoted": 1.0, "shifted": 1.0, "slipped": 1.0, "went up": 1.0,
+    "went down": 1.0, "raised": 0.8, "lowered": 0.8, "migrated": 1.0, "cut out": 1.0, "handed": 0.8,
+    "took over": 0.9, "passed away": 1.0, "died": 1.0, "got an": 0.5, "finally": 0.6, "took up": 0.8,
+    "pushed": 0.8, "since": 0.5, "starting": 0.7, "alone": 0.5, "hasn't": 0.7, "seeing": 0.6,
 }  # fmt: skip
 # Words that mark the newer text as a restatement, not a change.
 STILL_CUES = ("still", "as always", "as before", "again and again", "like always", "same as")
@@ -64,17 +68,41 @@ STOPWORDS = frozenset(
     "what when where who which how up out over again only own same s t".split()
 )
 _WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
-FEATURE_NAMES = ("change_cue", "still_cue", "negation_flip", "word_overlap", "same_slot", "rule_score")
+_NUMBER = re.compile(r"\d+(?:[:.,]\d+)*")
+FEATURE_NAMES = ("change_cue", "still_cue", "negation_flip", "value_change", "word_overlap", "same_slot", "rule_score")
 
 
 def words(text: str) -> list[str]:
-    return _WORD.findall(text.lower())
+    """Lower-case words, a possessive "'s" taken off ("Ann's" -> "ann")."""
+    return [word.removesuffix("'s") for word in _WORD.findall(text.lower())]
+
+
+def stem(word: str) -> str:
+    """A crude stem, enough to meet "gym" in "gyms" and "teach" in "teaching": a plural "s" off, then
+    the first five letters."""
+    return (word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word)[:5]
 
 
 def content_words(text: str) -> set[str]:
-    """The words of ``text`` that name things (stop words, change cues and numbers left out)."""
+    """The stems of the words of ``text`` that name things (stop words, change cues and numbers left out)."""
     cues = {word for cue in CHANGE_CUES for word in cue.split()}
-    return {word for word in words(text) if word not in STOPWORDS and word not in cues and not word.isdigit()}
+    return {stem(word) for word in words(text) if word not in STOPWORDS and word not in cues and not word.isdigit()}
+
+
+def subject_words(older: str, newer: str) -> tuple[set[str], set[str]]:
+    """The content words of both texts, less the speaker's own name where both open with it: the
+    pair is of one speaker already, so "Ann" in common says nothing about a common subject."""
+    a, b = content_words(older), content_words(newer)
+    first_a, first_b = words(older)[:1], words(newer)[:1]
+    if first_a and first_a == first_b:
+        a, b = a - {stem(first_a[0])}, b - {stem(first_a[0])}
+    return a, b
+
+
+def value_change(older: str, newer: str) -> bool:
+    """Both texts state a number or a time and the newer's are other ones ("at 10:30" -> "at 11:30")."""
+    old, new = set(_NUMBER.findall(older)), set(_NUMBER.findall(newer))
+    return bool(old and new and not new & old)
 
 
 def _has(phrase: str, padded: str) -> bool:
@@ -104,22 +132,24 @@ def slots(text: str) -> set[str]:
 def pair_features(older: str, newer: str) -> list[float]:
     """The lexical features of a pair, in :data:`FEATURE_NAMES` order (the rule judge reads them,
     and the trained head takes them beside the embeddings)."""
-    a, b = content_words(older), content_words(newer)
+    a, b = subject_words(older, newer)
     overlap = len(a & b) / max(1, min(len(a), len(b)))
     same_slot = 1.0 if slots(older) & slots(newer) else 0.0
     cue, still = change_cue(newer), still_cue(newer)
     flip = 1.0 if negated(older) != negated(newer) else 0.0
+    values = 1.0 if value_change(older, newer) else 0.0
     subject = max(min(1.0, 2 * overlap), same_slot)
-    score = 0.0 if still else subject * max(cue, 0.9 * flip)
-    return [cue, float(still), flip, overlap, same_slot, score]
+    score = 0.0 if still else subject * max(cue, 0.9 * flip, 0.8 * values)
+    return [cue, float(still), flip, values, overlap, same_slot, score]
 
 
 class RuleJudge:
     """The default supersession decision, by rule (see the module docstring); no model, no LLM.
 
     ``score(older, newer)`` = subject x change: subject is 1 for a shared slot or twice the share of
-    content words in common (at most 1); change is the strongest cue of the newer text, or 0.9 when
-    exactly one of the two is negated; 0 when the newer says "still". Supersedes at ``threshold``.
+    content words in common (at most 1; the speaker's name left out); change is the strongest cue of
+    the newer text, 0.9 when exactly one of the two is negated, 0.8 when the newer states other
+    numbers or times; 0 when the newer says "still". Supersedes at ``threshold``.
     """
 
     def __init__(self, threshold: float = 0.5):
