@@ -16,8 +16,10 @@ with the default encoder (the bundled all-MiniLM-L6-v2; ``--encoder`` for anothe
 :func:`current_first` is the end-to-end check for a memory that applies supersession in its write
 path: each case's older and newer fact are added for one user, and the case counts when the first
 hit for its question holds the current fact's answer word and not the stale one above it. It takes
-an ``AgentMemory`` (built with the judge by the caller); ``--end-to-end`` runs it on
-``memnets.open`` with its defaults (whatever supersession that memory does).
+an ``AgentMemory`` (built with the judge by the caller; with ``judge=``, the ranking rule "a
+superseded memory ranks below the memory that superseded it" is imitated on the hits, for a memory
+that does not apply supersession yet); ``--end-to-end`` runs it on ``memnets.open`` with its
+defaults, alone and with each judge.
 
     python -m bench.experiments.supersession --out docs/results
 """
@@ -54,15 +56,21 @@ def judge_table(judge, changes=CHANGES, lookalikes=LOOKALIKES) -> dict:
     }
 
 
-def current_first(memory, changes=CHANGES) -> dict:
-    """End to end: the share of changes whose question finds the current fact first (see the module docstring)."""
+def current_first(memory, changes=CHANGES, judge=None) -> dict:
+    """End to end: the share of changes whose question finds the current fact first (see the module docstring).
+
+    With ``judge``, the rule the write path applies is imitated here, for a memory that does not
+    apply it yet: when the judge supersedes the older fact, the older one is ranked below the newer.
+    """
     wins, losses = 0, []
     for index, (older, newer, question, answer) in enumerate(changes):
-        user = f"case-{index}"
+        user = f"case-{index}-{id(judge)}"
         memory.add(older, user=user)
         memory.add(newer, user=user)
-        hits = memory.search(question, user=user, k=2)
-        top = hits[0].memory.text if hits else ""
+        texts = [hit.memory.content for hit in memory.search(question, user=user, k=2)]
+        if judge is not None and judge.score(older, newer) >= judge.threshold and older in texts:
+            texts = [text for text in texts if text != older] + [older]
+        top = texts[0] if texts else ""
         if answer.lower() in top.lower():
             wins += 1
         else:
@@ -109,9 +117,11 @@ def main(argv: list[str] | None = None) -> None:
 
         with tempfile.TemporaryDirectory() as folder:
             memory = memnets.open(Path(folder) / "memory")
-            results["end_to_end (memnets.open defaults)"] = current_first(memory)
+            for name, judge in [("memnets.open defaults", None), *judges(args).items()]:
+                label = name if judge is None else f"memnets.open defaults + {name}, superseded ranked below"
+                results[f"end_to_end ({label})"] = row = current_first(memory, judge=judge)
+                print(f"end to end, current fact first, {label}: {row['current_first']:.1%}")
             memory.close()
-        print(f"end to end, current fact first: {results['end_to_end (memnets.open defaults)']['current_first']:.1%}")
     write_result(Path(args.out), "supersession", {"cases": len(CHANGES), "lookalikes": len(LOOKALIKES)}, results)
 
 
