@@ -10,6 +10,7 @@ Layout (format version 1)::
                             SentenceTransformer(pack/"encoder")
       importance/           ImportanceHead.save(dir): safetensors + JSON config   (optional)
       gate/                 RecallGateHead.save(dir): safetensors + JSON config          (optional)
+      supersession/         SupersessionHead.save(dir): safetensors + JSON config   (optional)
       scorer_weights.json   the LearnedScorer's fitted weights                      (optional)
       thresholds.json       decision thresholds of the heads ({"importance": p, "gate": p})
 
@@ -48,9 +49,13 @@ from memnets.scoring import ScorerWeights
 PACK_FORMAT = "memnets-pack"
 FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
-ENCODER_DIR, IMPORTANCE_DIR, GATE_DIR = "encoder", "importance", "gate"
+ENCODER_DIR, IMPORTANCE_DIR, GATE_DIR, SUPERSESSION_DIR = "encoder", "importance", "gate", "supersession"
 SCORER_WEIGHTS, THRESHOLDS = "scorer_weights.json", "thresholds.json"
-HEADS = {"importance": (IMPORTANCE_DIR, "ImportanceHead"), "gate": (GATE_DIR, "RecallGateHead")}
+HEADS = {
+    "importance": (IMPORTANCE_DIR, "ImportanceHead"),
+    "gate": (GATE_DIR, "RecallGateHead"),
+    "supersession": (SUPERSESSION_DIR, "SupersessionHead"),
+}
 # The files a pack may hold besides manifest.json, relative to the pack folder. Anything else is
 # refused on load, whatever its suffix: weights only as safetensors, configs as JSON, the tokenizer
 # as its JSON/text files (sentencepiece models are protobuf, parsed without code execution).
@@ -83,7 +88,7 @@ ALLOWED_FILES = frozenset(
         THRESHOLDS,
         SCORER_WEIGHTS,
         *(f"{ENCODER_DIR}/{name}" for name in ENCODER_FILES),
-        *(f"{folder}/{name}" for folder in (IMPORTANCE_DIR, GATE_DIR) for name in HEAD_FILES),
+        *(f"{folder}/{name}" for folder, _ in HEADS.values() for name in HEAD_FILES),
     }
 )
 # suffixes of formats that unpickle (or may) on load; export refuses source folders holding them
@@ -139,10 +144,19 @@ class Pack:
     gate: object | None = None  # RecallGateHead
     scorer_weights: ScorerWeights | None = None
     thresholds: dict = field(default_factory=dict)
+    supersession: object | None = None  # SupersessionHead
 
     @property
     def dim(self) -> int:
         return int(self.manifest["embedding_dim"])
+
+    def supersession_judge(self):
+        """The pack's supersession head with its encoder as a SupersessionJudge (None without one)."""
+        if self.supersession is None:
+            return None
+        from memnets.temporal.supersession import HeadJudge
+
+        return HeadJudge(self.encoder, self.supersession)
 
 
 def sha256(path: Path) -> str:
@@ -228,7 +242,7 @@ def _read_json(copy: Path, root: Path, name: str, what: str) -> object:
 
 
 def load_head(name: str, folder: str | Path, shown: str | Path | None = None):
-    """Load the trained head `name` ("importance" or "gate") from a folder written by its ``save``
+    """Load the trained head `name` ("importance", "gate" or "supersession") from a folder written by its ``save``
     (``shown``: the folder its messages name)."""
     try:
         from memnets.nn import heads
@@ -258,6 +272,7 @@ def export_pack(
     *,
     importance=None,
     gate=None,
+    supersession=None,
     scorer_weights: ScorerWeights | str | Path | None = None,
     thresholds: dict | None = None,
     training: dict | None = None,
@@ -270,8 +285,8 @@ def export_pack(
     Args:
         out: the pack folder to create (refused if it exists, unless ``overwrite``).
         encoder: a MemoryEncoder, or a folder written by ``MemoryEncoder.save_pretrained``.
-        importance, gate: an ImportanceHead / RecallGateHead, or a folder written by its ``save``;
-            either may be None (a pack may hold only an encoder).
+        importance, gate, supersession: an ImportanceHead / RecallGateHead / SupersessionHead, or a
+            folder written by its ``save``; any may be None (a pack may hold only an encoder).
         scorer_weights: ScorerWeights or a JSON file of them; None = no fitted weights.
         thresholds: decision thresholds; defaults to the heads' ``threshold`` attributes.
         training: what the components were trained on (data, split, configs), stored in the manifest.
@@ -293,7 +308,7 @@ def export_pack(
         _refuse_pickles(Path(encoder), "export_pack encoder")
         encoder = MemoryEncoder.from_pretrained(encoder)
     heads = {}
-    for name, head in (("importance", importance), ("gate", gate)):
+    for name, head in (("importance", importance), ("gate", gate), ("supersession", supersession)):
         if isinstance(head, (str, Path)):
             _refuse_pickles(Path(head), f"export_pack {name}")
             head = load_head(name, head)
@@ -508,4 +523,5 @@ def _build(root: Path, copy: Path, manifest: dict, backend: str = "torch") -> Pa
         gate=heads.get("gate"),
         scorer_weights=weights,
         thresholds=thresholds,
+        supersession=heads.get("supersession"),
     )

@@ -104,7 +104,7 @@ def test_fit_usage_line_says_what_to_type(capsys):
     assert main(["fit", "encoder", "--help"]) == EXIT_OK
     assert capsys.readouterr().out.startswith("usage: memnets fit encoder [-c CONFIG]")
     assert main(["fit", "--help"]) == EXIT_OK
-    assert "memnets fit {encoder, gate, importance} -c CONFIG" in capsys.readouterr().out
+    assert "memnets fit {encoder, gate, importance, supersession} -c CONFIG" in capsys.readouterr().out
     assert main(["fit", "nope"]) == EXIT_USAGE
 
 

@@ -38,6 +38,7 @@ LAYERS: list[tuple[str, set[str]]] = [
         "records, settings, HTTP door checks",
         {"memnets.records", "memnets.configs", "memnets.llm", "memnets.fake_llm", "memnets.httpguard"},
     ),
+    ("time: dates of time expressions, supersession rules", {"memnets.temporal"}),
     ("data and networks", {"memnets.data", "memnets.nn"}),
     ("scoring", {"memnets.scoring"}),
     ("pack", {"memnets.pack"}),

@@ -1,5 +1,5 @@
-"""`memnets export`: bundle a trained encoder, importance head, recall-gate head and scorer weights
-into one verified memory pack (see memnets/pack.py for the format).
+"""`memnets export`: bundle a trained encoder, importance head, recall-gate head, supersession head
+and scorer weights into one verified memory pack (see memnets/pack.py for the format).
 
 Without --scorer-weights, the LearnedScorer's weights are fitted here by logistic regression on
 the --fit-split conversations (default: validation), with the exported encoder and importance head;
@@ -40,6 +40,7 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--encoder", required=True, help="trained encoder folder (MemoryEncoder.save_pretrained)")
     parser.add_argument("--importance", default=None, help="trained importance head folder (ImportanceHead.save)")
     parser.add_argument("--gate", default=None, help="trained recall gate folder (RecallGateHead.save)")
+    parser.add_argument("--supersession", default=None, help="trained supersession head folder (SupersessionHead.save)")
     parser.add_argument("--scorer-weights", default=None, help="fitted scorer weights JSON (skips fitting)")
     parser.add_argument(
         "--fit-split",
@@ -77,7 +78,7 @@ def main(argv: list[str]) -> int:
     try:
         metrics = _read_json_object(args.metrics, "--metrics")
         training = _read_json_object(args.training, "--training")
-        for option in ("encoder", "importance", "gate"):
+        for option in ("encoder", "importance", "gate", "supersession"):
             path = getattr(args, option)
             if path is not None and not Path(path).is_dir():
                 raise ValueError(f"--{option} {path}: not a folder")
@@ -111,6 +112,7 @@ def main(argv: list[str]) -> int:
             "encoder": args.encoder,
             "importance": args.importance,
             "gate": args.gate,
+            "supersession": args.supersession,
             "scorer_weights": args.scorer_weights or (f"fitted on {args.fit_split}" if weights else None),
         },
     } | training
@@ -119,6 +121,7 @@ def main(argv: list[str]) -> int:
         encoder,
         importance=importance,
         gate=args.gate,
+        supersession=args.supersession,
         scorer_weights=weights,
         training=training,
         metrics=metrics,

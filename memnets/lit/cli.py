@@ -17,6 +17,7 @@ COMPONENTS: dict[str, tuple[str, str]] = {
     "encoder": ("memnets.lit.encoder:EncoderModule", "memnets.lit.data:RetrievalDataModule"),
     "importance": ("memnets.lit.heads:ImportanceModule", "memnets.lit.heads:ImportanceDataModule"),
     "gate": ("memnets.lit.heads:GateModule", "memnets.lit.heads:GateDataModule"),
+    "supersession": ("memnets.lit.supersession:SupersessionModule", "memnets.lit.supersession:SupersessionDataModule"),
 }
 
 # COMPONENT -> (source, target) arguments linked once the DataModule exists: a head is built in its
@@ -24,6 +25,7 @@ COMPONENTS: dict[str, tuple[str, str]] = {
 LINKS: dict[str, tuple[tuple[str, str], ...]] = {
     "importance": (("data.dim", "model.dim"),),
     "gate": (("data.dim", "model.dim"),),
+    "supersession": (("data.dim", "model.dim"),),
 }
 
 

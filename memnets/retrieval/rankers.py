@@ -8,6 +8,8 @@ retrieval`` and the benchmarks all take rankers from here. Kinds built in:
 - ``dense[:ENCODER]``: cosine of a MemoryEncoder folder (default: the bundled untrained backbone);
   ``dense_onnx[:ENCODER]`` and ``dense_int8[:ENCODER]`` the same encoder on its ``"onnx"`` and
   ``"int8"`` backends (the fast path's retrieval quality beside the exact one's);
+- ``dated[:ENCODER]``: ``dense`` plus a weighted time feature (:mod:`memnets.retrieval.dated`:
+  "when" questions lift turns that date their event, a named time lifts the turns dated in it);
 - ``heuristic[:ENCODER]``: Generative Agents' score (recency + relevance + importance, weights 1)
   on an encoder folder (default: the backbone); importance is a constant for LoCoMo turns;
 - ``learned:PACK``: the LearnedScorer of a memory pack (trained encoder, importance head, fitted weights);
@@ -64,6 +66,12 @@ def _dense_int8(path: str | None) -> Ranker:
     return _dense(path, "int8")
 
 
+def _dated(path: str | None) -> Ranker:
+    from memnets.retrieval.dated import DatedRanker
+
+    return DatedRanker(_encoder(path))
+
+
 def _heuristic(path: str | None) -> Ranker:
     from memnets.retrieval.scored import ScorerRanker
     from memnets.scoring import HeuristicScorer
@@ -95,6 +103,7 @@ RANKERS: dict[str, RankerFactory] = {
     "dense": _dense,
     "dense_onnx": _dense_onnx,
     "dense_int8": _dense_int8,
+    "dated": _dated,
     "heuristic": _heuristic,
     "learned": _learned,
     "learned_onnx": _learned_onnx,

@@ -1,0 +1,129 @@
+"""Reworded changes of fact: does a supersession judge end the old fact, and only when it changed?
+
+The cases (bench/experiments/supersession_cases.py) are written apart from the training templates
+of data/supersession/generate.py: 42 reworded changes ("I live in Paris" -> "I moved to Berlin last
+month"), each with the question an agent would ask, and 42 pairs that only look alike ("I live in
+Paris" -> "I love Paris in spring"). For each judge:
+
+- ``supersedes``: the share of the changes it scores at or above its threshold (target >= 0.9);
+- ``false``: the look-alikes it scores at or above its threshold (target: none).
+
+Judges: the rule judge (``memnets.temporal.supersession.RuleJudge``, the default before training),
+the trained head of a pack (``--pack``, default ``checkpoints/pack`` when it holds one) and a head
+folder (``--head``, default ``checkpoints/supersession/best`` from ``memnets fit supersession``)
+with the default encoder (the bundled all-MiniLM-L6-v2; ``--encoder`` for another).
+
+:func:`current_first` is the end-to-end check for a memory that applies supersession in its write
+path: each case's older and newer fact are added for one user, and the case counts when the first
+hit for its question holds the current fact's answer word and not the stale one above it. It takes
+an ``AgentMemory`` (built with the judge by the caller; with ``judge=``, the ranking rule "a
+superseded memory ranks below the memory that superseded it" is imitated on the hits, for a memory
+that does not apply supersession yet); ``--end-to-end`` runs it on ``memnets.open`` with its
+defaults, alone and with each judge.
+
+    python -m bench.experiments.supersession --out docs/results
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+from pathlib import Path
+
+from bench.common import parser, write_result
+from bench.experiments.supersession_cases import CHANGES, LOOKALIKES
+
+
+def judge_table(judge, changes=CHANGES, lookalikes=LOOKALIKES) -> dict:
+    """How ``judge`` (``score(older, newer)``, ``threshold``) decides the changes and the look-alikes."""
+    many = getattr(judge, "scores", None)
+    change_pairs = [(older, newer) for older, newer, _, _ in changes]
+    if many is not None:
+        change_scores, lookalike_scores = many(change_pairs), many(list(lookalikes))
+    else:
+        change_scores = [judge.score(older, newer) for older, newer in change_pairs]
+        lookalike_scores = [judge.score(older, newer) for older, newer in lookalikes]
+    missed = [pair for pair, score in zip(change_pairs, change_scores) if score < judge.threshold]
+    false = [pair for pair, score in zip(lookalikes, lookalike_scores) if score >= judge.threshold]
+    return {
+        "threshold": judge.threshold,
+        "changes": len(change_pairs),
+        "supersedes": 1 - len(missed) / len(change_pairs),
+        "lookalikes": len(lookalikes),
+        "false_supersessions": len(false),
+        "missed": [list(pair) for pair in missed],
+        "false": [list(pair) for pair in false],
+    }
+
+
+def current_first(memory, changes=CHANGES, judge=None) -> dict:
+    """End to end: the share of changes whose question finds the current fact first (see the module docstring).
+
+    With ``judge``, the rule the write path applies is imitated here, for a memory that does not
+    apply it yet: when the judge supersedes the older fact, the older one is ranked below the newer.
+    """
+    wins, losses = 0, []
+    for index, (older, newer, question, answer) in enumerate(changes):
+        user = f"case-{index}-{id(judge)}"
+        memory.add(older, user=user)
+        memory.add(newer, user=user)
+        texts = [hit.memory.content for hit in memory.search(question, user=user, k=2)]
+        if judge is not None and judge.score(older, newer) >= judge.threshold and older in texts:
+            texts = [text for text in texts if text != older] + [older]
+        top = texts[0] if texts else ""
+        if answer.lower() in top.lower():
+            wins += 1
+        else:
+            losses.append([older, newer, question, top])
+    return {"cases": len(changes), "current_first": wins / len(changes), "stale_first": losses}
+
+
+def judges(args: argparse.Namespace) -> dict:
+    """name -> judge: the rule judge, and the trained heads that exist."""
+    from memnets.temporal.supersession import HeadJudge, RuleJudge
+
+    found = {"rule": RuleJudge()}
+    pack = Path(args.pack)
+    if (pack / "manifest.json").is_file():
+        from memnets.pack import load_pack
+
+        judge = load_pack(pack).supersession_judge()
+        if judge is not None:
+            found[f"pack ({pack})"] = judge
+    if Path(args.head, "config.json").is_file():
+        from memnets.nn.encoder import DEFAULT_BACKBONE, MemoryEncoder
+        from memnets.pack import load_head
+
+        encoder = MemoryEncoder.from_pretrained(args.encoder or DEFAULT_BACKBONE)
+        found[f"head ({args.head}, {'encoder ' + args.encoder if args.encoder else 'all-MiniLM-L6-v2'})"] = HeadJudge(
+            encoder, load_head("supersession", args.head)
+        )
+    return found
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = parser("experiments.supersession", __doc__)
+    p.add_argument("--pack", default="checkpoints/pack", help="a pack with a supersession head")
+    p.add_argument("--head", default="checkpoints/supersession/best", help="a trained supersession head folder")
+    p.add_argument("--encoder", default=None, help="the head's encoder (default: the bundled all-MiniLM-L6-v2)")
+    p.add_argument("--end-to-end", action="store_true", help="also run current_first on memnets.open's defaults")
+    args = p.parse_args(argv)
+    results = {name: judge_table(judge) for name, judge in judges(args).items()}
+    print(f"{'judge':<70} {'changes superseded':>18} {'false (of ' + str(len(LOOKALIKES)) + ')':>12}")
+    for name, row in results.items():
+        print(f"{name:<70} {row['supersedes']:>18.1%} {row['false_supersessions']:>12}")
+    if args.end_to_end:
+        import memnets
+
+        with tempfile.TemporaryDirectory() as folder:
+            memory = memnets.open(Path(folder) / "memory")
+            for name, judge in [("memnets.open defaults", None), *judges(args).items()]:
+                label = name if judge is None else f"memnets.open defaults + {name}, superseded ranked below"
+                results[f"end_to_end ({label})"] = row = current_first(memory, judge=judge)
+                print(f"end to end, current fact first, {label}: {row['current_first']:.1%}")
+            memory.close()
+    write_result(Path(args.out), "supersession", {"cases": len(CHANGES), "lookalikes": len(LOOKALIKES)}, results)
+
+
+if __name__ == "__main__":
+    main()

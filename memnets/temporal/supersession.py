@@ -1,0 +1,184 @@
+"""Does a newer memory end the validity of an older one? Two judges of the same contract.
+
+The memory layer asks a ``SupersessionJudge`` (``memnets.memory.supersession``) about a candidate
+pair, an older and a newer memory of the same speaker: ``score(older, newer)`` in [0, 1], and the
+newer supersedes when the score reaches ``threshold``. Two judges here:
+
+- :class:`RuleJudge`, the default before training: the newer text carries a change cue ("moved
+  to", "started", "stopped", "no longer", "now", "switched", "rescheduled", ...) or negates the
+  older, AND the two are about the same subject: shared content words, or the same slot of
+  :data:`SLOTS` (where one lives, what one eats, one's job, a flight's time, ...). "I love Paris in
+  spring" after "I live in Paris" shares a word but carries no change: no supersession. "I still
+  live in Paris" is a restatement ("still" cancels a change).
+- :class:`HeadJudge`: a trained head (``memnets.nn.heads.SupersessionHead``, exported in the pack)
+  over the encoder's embeddings of the pair and the lexical features of :func:`pair_features`.
+
+Both are plain text-in, score-out objects, so this module imports no torch.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+# Change cues in the newer text, with their strength. A cue only counts with a shared subject.
+CHANGE_CUES: dict[str, float] = {
+    "no longer": 1.0, "not anymore": 1.0, "anymore": 0.9, "any more": 0.9, "moved to": 1.0, "moved": 0.9,
+    "relocated": 1.0, "changed": 1.0, "switched": 1.0, "rescheduled": 1.0, "postponed": 1.0,
+    "pushed back": 1.0, "brought forward": 1.0, "moved up": 1.0, "cancelled": 0.9, "canceled": 0.9,
+    "started": 0.8, "began": 0.8, "stopped": 1.0, "quit": 1.0, "gave up": 1.0, "left": 0.4,
+    "now": 0.8, "these days": 0.8, "instead": 0.9, "new": 0.4, "used to": 0.9,
+    "became": 0.8, "got a": 0.5, "got divorced": 1.0, "broke up": 1.0, "got married": 1.0,
+    "sold": 0.8, "replaced": 1.0, "updated": 0.4, "is now": 1.0, "are now": 1.0, "from now on": 1.0,
+    "not any longer": 1.0, "ended": 0.8, "retired": 1.0, "dropped": 0.8, "upgraded": 0.9,
+    "closed": 0.9, "opened": 0.6, "promoted": 1.0, "shifted": 1.0, "slipped": 1.0, "went up": 1.0,
+    "went down": 1.0, "raised": 0.8, "lowered": 0.8, "migrated": 1.0, "cut out": 1.0, "handed": 0.8,
+    "took over": 0.9, "passed away": 1.0, "died": 1.0, "got an": 0.5, "finally": 0.6, "took up": 0.8,
+    "pushed": 0.8, "since": 0.5, "starting": 0.7, "alone": 0.5, "hasn't": 0.7, "seeing": 0.6,
+}  # fmt: skip
+# Words that mark the newer text as a restatement, not a change.
+STILL_CUES = ("still", "as always", "as before", "again and again", "like always", "same as")
+NEGATIONS = ("not", "no", "never", "n't", "don't", "doesn't", "didn't", "isn't", "aren't", "won't", "can't")
+
+# Slots: words that name the same attribute of a person; two texts touching one slot share a subject.
+SLOTS: dict[str, tuple[str, ...]] = {
+    "home": ("live", "lives", "living", "lived", "moved", "move", "moving", "relocated", "home", "apartment",
+             "flat", "house", "city", "town", "neighborhood", "neighbourhood", "address", "rent"),
+    "diet": ("eat", "eats", "eating", "ate", "vegetarian", "vegan", "meat", "fish", "diet", "pescatarian",
+             "gluten", "dairy", "food", "keto", "chicken"),
+    "work": ("work", "works", "working", "job", "employer", "company", "hired", "position", "role", "office",
+             "career", "boss", "team", "engineer", "teacher", "nurse", "manager"),
+    "schedule": ("flight", "train", "bus", "meeting", "appointment", "call", "dinner", "leaves", "departs",
+                 "starts", "deadline", "rescheduled", "postponed", "interview", "party", "class", "lesson"),
+    "relationship": ("married", "wife", "husband", "boyfriend", "girlfriend", "partner", "dating", "divorced",
+                     "engaged", "single", "fiance", "fiancee"),
+    "drink": ("drink", "drinks", "drinking", "coffee", "tea", "alcohol", "beer", "wine", "sober"),
+    "vehicle": ("car", "drive", "drives", "bike", "cycle", "commute", "scooter"),
+    "contact": ("phone", "number", "email", "address", "handle"),
+    "health": ("smoke", "smoking", "smoker", "cigarettes", "medication", "pills", "allergic", "allergy"),
+    "pet": ("dog", "cat", "pet", "puppy", "kitten"),
+    "study": ("study", "studying", "school", "university", "college", "degree", "course", "major"),
+}  # fmt: skip
+SLOT_OF = {word: slot for slot, words in SLOTS.items() for word in words}
+STOPWORDS = frozenset(
+    "a an the i i'm im me my mine we our you your he she his her they their it its is am are was were be been "
+    "being to of in on at for from with by and or but so that this these those there here as about into than "
+    "then do does did have has had will would can could should just really very also too some any all "
+    "what when where who which how up out over again only own same s t".split()
+)
+_WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
+_NUMBER = re.compile(r"\d+(?:[:.,]\d+)*")
+FEATURE_NAMES = ("change_cue", "still_cue", "negation_flip", "value_change", "word_overlap", "same_slot", "rule_score")
+
+
+def words(text: str) -> list[str]:
+    """Lower-case words, a possessive "'s" taken off ("Ann's" -> "ann")."""
+    return [word.removesuffix("'s") for word in _WORD.findall(text.lower())]
+
+
+def stem(word: str) -> str:
+    """A crude stem, enough to meet "gym" in "gyms" and "teach" in "teaching": a plural "s" off, then
+    the first five letters."""
+    return (word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word)[:5]
+
+
+def content_words(text: str) -> set[str]:
+    """The stems of the words of ``text`` that name things (stop words, change cues and numbers left out)."""
+    cues = {word for cue in CHANGE_CUES for word in cue.split()}
+    return {stem(word) for word in words(text) if word not in STOPWORDS and word not in cues and not word.isdigit()}
+
+
+def subject_words(older: str, newer: str) -> tuple[set[str], set[str]]:
+    """The content words of both texts, less the speaker's own name where both open with it: the
+    pair is of one speaker already, so "Ann" in common says nothing about a common subject."""
+    a, b = content_words(older), content_words(newer)
+    first_a, first_b = words(older)[:1], words(newer)[:1]
+    if first_a and first_a == first_b:
+        a, b = a - {stem(first_a[0])}, b - {stem(first_a[0])}
+    return a, b
+
+
+def value_change(older: str, newer: str) -> bool:
+    """Both texts state a number or a time and the newer's are other ones ("at 10:30" -> "at 11:30")."""
+    old, new = set(_NUMBER.findall(older)), set(_NUMBER.findall(newer))
+    return bool(old and new and not new & old)
+
+
+def _has(phrase: str, padded: str) -> bool:
+    return f" {phrase} " in padded
+
+
+def change_cue(text: str) -> float:
+    """The strongest change cue of ``text`` (0 when none)."""
+    padded = " " + " ".join(words(text)) + " "
+    return max((weight for cue, weight in CHANGE_CUES.items() if _has(cue, padded)), default=0.0)
+
+
+def still_cue(text: str) -> bool:
+    padded = " " + " ".join(words(text)) + " "
+    return any(_has(cue, padded) for cue in STILL_CUES)
+
+
+def negated(text: str) -> bool:
+    found = words(text)
+    return any(word in NEGATIONS or word.endswith("n't") for word in found)
+
+
+def slots(text: str) -> set[str]:
+    return {SLOT_OF[word] for word in words(text) if word in SLOT_OF}
+
+
+def pair_features(older: str, newer: str) -> list[float]:
+    """The lexical features of a pair, in :data:`FEATURE_NAMES` order (the rule judge reads them,
+    and the trained head takes them beside the embeddings)."""
+    a, b = subject_words(older, newer)
+    overlap = len(a & b) / max(1, min(len(a), len(b)))
+    same_slot = 1.0 if slots(older) & slots(newer) else 0.0
+    cue, still = change_cue(newer), still_cue(newer)
+    flip = 1.0 if negated(older) != negated(newer) else 0.0
+    values = 1.0 if value_change(older, newer) else 0.0
+    subject = max(min(1.0, 2 * overlap), same_slot)
+    score = 0.0 if still else subject * max(cue, 0.9 * flip, 0.8 * values)
+    return [cue, float(still), flip, values, overlap, same_slot, score]
+
+
+class RuleJudge:
+    """The default supersession decision, by rule (see the module docstring); no model, no LLM.
+
+    ``score(older, newer)`` = subject x change: subject is 1 for a shared slot or twice the share of
+    content words in common (at most 1; the speaker's name left out); change is the strongest cue of
+    the newer text, 0.9 when exactly one of the two is negated, 0.8 when the newer states other
+    numbers or times; 0 when the newer says "still". Supersedes at ``threshold``.
+    """
+
+    def __init__(self, threshold: float = 0.5):
+        if not 0 <= threshold <= 1:
+            raise ValueError(f"RuleJudge: threshold must be in [0, 1], got {threshold!r}")
+        self.threshold = float(threshold)
+
+    def score(self, older: str, newer: str) -> float:
+        return pair_features(older, newer)[-1]
+
+
+class HeadJudge:
+    """A trained supersession head as a judge: the encoder embeds the pair, the head scores it.
+
+    ``encoder``: a ``TextEncoder``; ``head``: a ``SupersessionHead`` (its ``threshold`` is the one
+    chosen on validation when it was trained). Load both from a pack with ``Pack.supersession_judge``.
+    """
+
+    def __init__(self, encoder: Any, head: Any, threshold: float | None = None):
+        self.encoder, self.head = encoder, head
+        self.threshold = float(head.threshold if threshold is None else threshold)
+
+    def scores(self, pairs: Sequence[tuple[str, str]]) -> list[float]:
+        """The scores of many (older, newer) pairs, embedded in one batch."""
+        if not pairs:
+            return []
+        vectors = self.encoder.encode([text for pair in pairs for text in pair], "memory")
+        features = [pair_features(older, newer) for older, newer in pairs]
+        return [float(p) for p in self.head.predict_proba(vectors[0::2], vectors[1::2], features)]
+
+    def score(self, older: str, newer: str) -> float:
+        return self.scores([(older, newer)])[0]

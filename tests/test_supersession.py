@@ -1,0 +1,136 @@
+"""The supersession decision: the rule judge, the trained head (`memnets fit supersession`) and the pack.
+
+The rule judge is checked on the issue's own examples and their look-alikes; the head is fitted by
+real Lightning on pairs written by data/supersession/generate.py (run as a script), with the tiny
+random encoder; the pack carries the head and hands it back as a judge.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import lightning as L
+import numpy as np
+import pytest
+from sklearn.metrics import average_precision_score
+
+from memnets.temporal.supersession import FEATURE_NAMES, HeadJudge, RuleJudge, pair_features
+
+ROOT = Path(__file__).resolve().parents[1]
+
+CHANGES = [  # issue 32's reworded changes of fact
+    ("I live in Paris", "I moved to Berlin last month"),
+    ("I'm vegetarian", "I started eating fish again"),
+    ("My flight leaves at 10:30", "The flight moved to 11:30"),
+]
+NOT_CHANGES = [
+    ("I live in Paris", "I love Paris in spring"),  # a look-alike
+    ("I live in Paris", "I still live in Paris"),  # a restatement
+    ("My flight leaves at 10:30", "I bought a new raincoat"),  # unrelated
+    ("Ann works at Acme", "Ann moved her desk closer to the window at the new cafe"),  # a cue, no shared subject
+]
+
+
+@pytest.mark.parametrize(("older", "newer"), CHANGES)
+def test_the_rule_judge_supersedes_reworded_changes(older, newer):
+    judge = RuleJudge()
+    assert judge.score(older, newer) >= judge.threshold
+
+
+@pytest.mark.parametrize(("older", "newer"), NOT_CHANGES)
+def test_the_rule_judge_keeps_look_alikes_restatements_and_unrelated_facts(older, newer):
+    judge = RuleJudge()
+    assert judge.score(older, newer) < judge.threshold
+
+
+def test_the_speaker_s_name_is_not_a_shared_subject():
+    # "Ann" opens both texts and "moved" is a change cue: with the name counted, this would supersede
+    assert RuleJudge().score("Ann works at Acme", "Ann moved the sofa") < 0.5
+    assert RuleJudge().score("Ann works at Acme", "Ann moved from Acme to Globex") >= 0.5
+
+
+def test_pair_features_follow_their_names_and_the_threshold_is_checked():
+    features = pair_features("My flight leaves at 10:30", "The flight moved to 11:30")
+    named = dict(zip(FEATURE_NAMES, features, strict=True))
+    assert named["change_cue"] == 1.0 and named["value_change"] == 1.0 and named["word_overlap"] == 1.0
+    with pytest.raises(ValueError, match="threshold must be in \\[0, 1\\], got 1.5"):
+        RuleJudge(threshold=1.5)
+
+
+# ---------------------------------------------------------------------------------------- the head
+@pytest.fixture(scope="module")
+def pairs_file(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("pairs") / "pairs.jsonl"
+    subprocess.run(
+        [sys.executable, str(ROOT / "data/supersession/generate.py"), "--per-slot", "12", "--out", str(out)],
+        check=True,
+        capture_output=True,
+    )
+    return out
+
+
+def test_the_generator_writes_both_classes_in_both_splits(pairs_file):
+    rows = [json.loads(line) for line in pairs_file.read_text().splitlines()]
+    found = {(row["split"], row["label"]) for row in rows}
+    assert found == {("train", 0), ("train", 1), ("val", 0), ("val", 1)}
+    assert {row["kind"] for row in rows} == {"change", "restatement", "lookalike", "unrelated"}
+
+
+def test_a_bad_pairs_line_is_named(tmp_path):
+    from memnets.lit.supersession import read_pairs
+
+    path = tmp_path / "pairs.jsonl"
+    path.write_text('{"older": "a", "newer": "b", "label": 1, "split": "train"}\n{"older": "a", "newer": "b"}\n')
+    with pytest.raises(ValueError, match=r"pairs.jsonl:2: 'label' must be 0 or 1"):
+        read_pairs(path)
+
+
+@pytest.fixture(scope="module")
+def fitted(tiny_model_dir, pairs_file, tmp_path_factory):
+    """`memnets fit supersession` (its LightningCLI) on the generated pairs with the tiny encoder."""
+    from memnets.lit.cli import build_cli
+
+    out = tmp_path_factory.mktemp("fit")
+    L.seed_everything(0, verbose=False)
+    cli = build_cli(
+        "supersession",
+        [
+            "--data.encoder_path", str(tiny_model_dir), "--data.pairs_path", str(pairs_file),
+            "--data.embedding_cache", str(out / "cache"), "--data.progress", "false",
+            "--model.output_dir", str(out / "head"), "--trainer.max_epochs", "15", "--trainer.logger", "false",
+            "--trainer.enable_checkpointing", "false", "--trainer.enable_progress_bar", "false",
+        ],
+    )  # fmt: skip
+    return cli, out / "head"
+
+
+def test_fit_supersession_trains_and_saves_a_head_that_ranks_held_out_changes_first(fitted):
+    from memnets.nn.heads import SupersessionHead
+
+    cli, folder = fitted
+    head = SupersessionHead.load(folder)
+    data = cli.datamodule.splits["validation"]
+    probabilities = head.predict_proba(data["older"], data["newer"], data["features"])
+    labels = data["labels"].numpy()
+    # validation pairs name places, firms and times that training never saw
+    assert average_precision_score(labels, probabilities) > 0.9
+    assert 0 < head.threshold < 1 and head.metadata["validation"]["f1"] > 0.8
+
+
+def test_the_pack_carries_the_head_and_gives_it_back_as_a_judge(fitted, tiny_model_dir, tmp_path):
+    from memnets.nn.encoder import MemoryEncoder
+    from memnets.pack import export_pack, load_pack
+
+    _, folder = fitted
+    encoder = MemoryEncoder.from_pretrained(tiny_model_dir)
+    pack = load_pack(export_pack(tmp_path / "pack", encoder, supersession=folder))
+    assert pack.manifest["components"]["supersession"] == "supersession"
+    judge = pack.supersession_judge()
+    direct = HeadJudge(encoder, pack.supersession)
+    assert judge.threshold == pack.supersession.threshold == pack.thresholds["supersession"]
+    np.testing.assert_allclose(judge.scores(CHANGES + NOT_CHANGES), direct.scores(CHANGES + NOT_CHANGES), atol=1e-6)
+    assert all(0 <= score <= 1 for score in judge.scores(CHANGES))
+    assert load_pack(export_pack(tmp_path / "plain", encoder)).supersession_judge() is None
