@@ -21,13 +21,12 @@ What it guarantees (each tested in tests/test_api*.py):
   "updated" (a near match changes a fact of it, the add names its id, or ``update``: the new text
   is that memory's current version, the old one in its history as ``f"{id}~{n}"``,
   ``superseded_by=id``; ``add(..., replaces=old)`` makes ``old`` its history) or "added".
-- Times: ``t`` (``created_at``) is when a memory was first written, kept by every version;
-  ``updated_at`` when its current version was; ``valid_from``/``valid_to`` when its fact held
-  (:mod:`memnets.memory.validity`, :mod:`memnets.memory.supersession`).
+- Times (aware UTC; a naive datetime is read as UTC; ``t`` defaults to now): ``t`` (``created_at``)
+  is when a memory was first written, kept by every version; ``updated_at`` when its current version
+  was; ``valid_from``/``valid_to`` when its fact held (:mod:`memnets.memory.validity`, ``.supersession``).
 - Deletion is final (no validity change): ``delete``/``delete_all`` remove the memory and its older
   versions from the store, the index and every live manager of that user; managers in other
   processes learn it from the store's deletion ledger (:meth:`MemoryManager._forget_deleted`).
-- Time: aware UTC; a naive datetime is read as UTC; ``t`` defaults to now (:mod:`memnets.timeutil`).
 - Bad input (an empty user or text, k < 1, an unknown filter field, a wrong type) raises ValueError/TypeError naming
   the argument, before anything is written; a text (or query) that is not valid Unicode, longer than
   ``MAX_TEXT_CHARS`` or refused by the encoder's tokenizer raises InvalidMemoryError naming the position or the limit.
@@ -86,7 +85,7 @@ def open(
     backend: str = "torch",
     agent: str | None = None,
     session: str | None = None,
-    supersession=None,
+    supersession="default",
     **options,
 ) -> AgentMemory:
     """Open (or create) a memory at ``location`` for any number of users.
@@ -104,14 +103,16 @@ def open(
         agent, session: the default scope of what this memory writes (``add``/``add_many`` without
             ``agent=``/``session=``); reads filter by scope only when asked (``filters``), so a new
             session still recalls the user's older ones.
-        supersession: a :class:`~memnets.memory.supersession.SupersessionJudge`: a new memory ends
-            the validity of the older ones it judges it replaces (None: off).
+        supersession: a :class:`~memnets.memory.supersession.SupersessionJudge`: a new memory ends the
+            validity of older ones it replaces; "default": the pack's head, else the rule judge; None: off.
         options: :class:`~memnets.memory.manager.ManagerConfig` fields (defaults of every
             ``manager(user)``; ``duplicate_threshold``, ``fetch_factor``, ``write_through_threshold``
             and ``batch_size`` also apply to ``add``/``add_many``/``search``); the rest go to the
             store (e.g. ``index="hnsw"``).
     """
-    parts = open_parts(location, pack=pack, key=key, encoder=encoder, backend=backend, options=options)
+    parts = open_parts(
+        location, pack=pack, key=key, encoder=encoder, backend=backend, options=options, supersession=supersession
+    )
     try:
         return AgentMemory(
             parts.store,
@@ -120,7 +121,6 @@ def open(
             owns_store=True,
             agent=agent,
             session=session,
-            supersession=supersession,
             **parts.components,
         )
     except BaseException:

@@ -17,6 +17,7 @@ from memnets.memory.config import ManagerConfig
 from memnets.memory.signals import pack_components
 from memnets.protocols import TextEncoder
 from memnets.store import StoreFormatError, open_store
+from memnets.temporal.supersession import RuleJudge
 
 
 class MemoryParts(NamedTuple):
@@ -52,12 +53,23 @@ def memory_components(pack=None, encoder=None, *, backend: str = "torch", where:
     return {"encoder": encoder}
 
 
-def open_parts(location, *, pack, key, encoder, backend: str, options: dict) -> MemoryParts:
+def supersession_judge(given, from_pack):
+    """``memnets.open``'s ``supersession``: "default" is the pack's trained judge when it has one, else the
+    rule judge (:class:`~memnets.temporal.supersession.RuleJudge`); None turns the step off; a judge is kept."""
+    if isinstance(given, str):
+        if given != "default":
+            raise ValueError(f'supersession: expected "default", None or a SupersessionJudge, got {given!r}')
+        return from_pack if from_pack is not None else RuleJudge()
+    return given
+
+
+def open_parts(location, *, pack, key, encoder, backend: str, options: dict, supersession="default") -> MemoryParts:
     """The parts of ``memnets.open(location, ...)``: ``options`` split into settings and store options."""
     names = {f.name for f in fields(ManagerConfig)}
     settings = {name: value for name, value in options.items() if name in names}
     store_options = {name: value for name, value in options.items() if name not in names}
     components = memory_components(pack, encoder, backend=backend)
+    components["supersession"] = supersession_judge(supersession, components.get("supersession"))
     encoder = components.pop("encoder")
     for name in names & set(components):  # thresholds the pack chose (write-through, duplicate), unless given
         settings.setdefault(name, components.pop(name))
