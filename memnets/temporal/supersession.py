@@ -49,8 +49,6 @@ SLOTS: dict[str, tuple[str, ...]] = {
              "gluten", "dairy", "food", "keto", "chicken"),
     "work": ("work", "works", "working", "job", "employer", "company", "hired", "position", "role", "office",
              "career", "boss", "team", "engineer", "teacher", "nurse", "manager"),
-    "schedule": ("flight", "train", "bus", "meeting", "appointment", "call", "dinner", "leaves", "departs",
-                 "starts", "deadline", "rescheduled", "postponed", "interview", "party", "class", "lesson"),
     "relationship": ("married", "wife", "husband", "boyfriend", "girlfriend", "partner", "dating", "divorced",
                      "engaged", "single", "fiance", "fiancee"),
     "drink": ("drink", "drinks", "drinking", "coffee", "tea", "alcohol", "beer", "wine", "sober"),
