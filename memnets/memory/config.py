@@ -32,6 +32,9 @@ class ManagerConfig:
             that memory again ("unchanged") when its facts are the same, else its new version
             ("updated"); see :mod:`memnets.memory.writes` (None: every text is a new memory).
             Chosen on LoCoMo's training conversations, see docs/memory.md.
+        resolve_dates: the relative dates a text names ("yesterday", "last Friday", "in May") are
+            resolved from its own time ``t`` when it is written and kept in its metadata under
+            ``"resolved_dates"`` (:mod:`memnets.temporal.dates`); False leaves the metadata as given.
     """
 
     context_budget: int = 512
@@ -46,6 +49,7 @@ class ManagerConfig:
     context_policy: str = "least_recent"
     working_policy: str = "least_important"
     duplicate_threshold: float | None = DUPLICATE_THRESHOLD
+    resolve_dates: bool = True
 
     def __post_init__(self) -> None:
         for name in ("context_budget", "working_capacity", "k", "batch_size", "fetch_factor"):
@@ -68,6 +72,8 @@ class ManagerConfig:
             raise ValueError(
                 f"ManagerConfig.duplicate_threshold is a cosine: None or a number in [-1, 1], got {self.duplicate_threshold!r}"
             )
+        if not isinstance(self.resolve_dates, bool):
+            raise ValueError(f"ManagerConfig.resolve_dates must be True or False, got {self.resolve_dates!r}")
         policy(self.working_policy)  # an unknown name raises ValueError naming the choices
         if self.context_policy != "least_recent":
             raise ValueError(

@@ -61,6 +61,7 @@ from memnets.store import rows
 from memnets.store.errors import InvalidMemoryError
 from memnets.store.protocol import AtomicWrites, Chunks, supports
 from memnets.store.rows import VERSION_SEPARATOR, closed_by  # older versions of memory "x" are "x~1", "x~2", ...
+from memnets.temporal.dates import DATES_KEY, date_metadata
 from memnets.text import SEPARATOR, SPEAKER_PREFIX_MAX, strip_speaker
 
 MAX_TEXT_CHARS = 200_000  # a memory's (and a query's) text; ~50k tokens, far above any encoder window
@@ -383,6 +384,15 @@ class ObservePolicy(Protocol):
         """A new observation: kept or not, written through :meth:`WritePath.persist` at once or buffered."""
 
 
+def with_resolved_dates(memory: Memory) -> Memory:
+    """``memory`` with the dates its text names, resolved from its own time, in its metadata
+    (:data:`~memnets.temporal.dates.DATES_KEY`), unless the caller gave that key."""
+    if DATES_KEY in memory.metadata:
+        return memory
+    found = date_metadata(memory.content, memory.t)
+    return memory.replace(metadata={**memory.metadata, **found}) if found else memory
+
+
 class WritePath:
     """Steps 1-5 of every door: ``AgentMemory``'s writes and ``MemoryManager.observe``.
 
@@ -413,6 +423,8 @@ class WritePath:
         for memory, name in zip(memories, names or ["text"] * len(memories)):
             check_text(memory.content, name)
             check_tokens(memory.content, self.encoder, name)
+        if self.config.resolve_dates:
+            memories = [with_resolved_dates(m) for m in memories]
         vectors = embed(self.encoder, [m.content for m in memories])
         unscored = [n for n, done in enumerate(scored) if not done]
         if unscored:
