@@ -13,13 +13,11 @@ the trained head of a pack (``--pack``, default ``checkpoints/pack`` when it hol
 folder (``--head``, default ``checkpoints/supersession/best`` from ``memnets fit supersession``)
 with the default encoder (the bundled all-MiniLM-L6-v2; ``--encoder`` for another).
 
-:func:`current_first` is the end-to-end check for a memory that applies supersession in its write
-path: each case's older and newer fact are added for one user, and the case counts when the first
-hit for its question holds the current fact's answer word and not the stale one above it. It takes
-an ``AgentMemory`` (built with the judge by the caller; with ``judge=``, the ranking rule "a
-superseded memory ranks below the memory that superseded it" is imitated on the hits, for a memory
-that does not apply supersession yet); ``--end-to-end`` runs it on ``memnets.open`` with its
-defaults, alone and with each judge.
+:func:`current_first` is the end-to-end check through the write path: each case's older and newer
+fact are added for one user, and the case counts when the first hit for its question holds the
+current fact's answer word; :func:`closed_lookalikes` adds each look-alike pair and counts the older
+memories the write path closed. ``--end-to-end`` runs both on ``memnets.open`` (the bundled
+encoder) with supersession off and with each judge.
 
     python -m bench.experiments.supersession --out docs/results
 """
@@ -56,26 +54,33 @@ def judge_table(judge, changes=CHANGES, lookalikes=LOOKALIKES) -> dict:
     }
 
 
-def current_first(memory, changes=CHANGES, judge=None) -> dict:
-    """End to end: the share of changes whose question finds the current fact first (see the module docstring).
-
-    With ``judge``, the rule the write path applies is imitated here, for a memory that does not
-    apply it yet: when the judge supersedes the older fact, the older one is ranked below the newer.
-    """
+def current_first(memory, changes=CHANGES) -> dict:
+    """End to end: the share of changes whose question finds the current fact first, through ``memory``
+    (an AgentMemory whose write path applies its supersession judge, or none)."""
     wins, losses = 0, []
     for index, (older, newer, question, answer) in enumerate(changes):
-        user = f"case-{index}-{id(judge)}"
+        user = f"change-{index}"
         memory.add(older, user=user)
         memory.add(newer, user=user)
-        texts = [hit.memory.content for hit in memory.search(question, user=user, k=2)]
-        if judge is not None and judge.score(older, newer) >= judge.threshold and older in texts:
-            texts = [text for text in texts if text != older] + [older]
-        top = texts[0] if texts else ""
+        hits = memory.search(question, user=user, k=2)
+        top = hits[0].memory.content if hits else ""
         if answer.lower() in top.lower():
             wins += 1
         else:
             losses.append([older, newer, question, top])
     return {"cases": len(changes), "current_first": wins / len(changes), "stale_first": losses}
+
+
+def closed_lookalikes(memory, lookalikes=LOOKALIKES) -> dict:
+    """End to end: the look-alike pairs whose older memory the write path closed (false supersessions)."""
+    closed = []
+    for index, (older, newer) in enumerate(lookalikes):
+        user = f"lookalike-{index}"
+        first = memory.add(older, user=user)
+        memory.add(newer, user=user)
+        if memory.get(first.id, user=user).invalidated_by is not None:
+            closed.append([older, newer])
+    return {"lookalikes": len(lookalikes), "false_supersessions": len(closed), "closed": closed}
 
 
 def judges(args: argparse.Namespace) -> dict:
@@ -106,7 +111,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--pack", default="checkpoints/pack", help="a pack with a supersession head")
     p.add_argument("--head", default="checkpoints/supersession/best", help="a trained supersession head folder")
     p.add_argument("--encoder", default=None, help="the head's encoder (default: the bundled all-MiniLM-L6-v2)")
-    p.add_argument("--end-to-end", action="store_true", help="also run current_first on memnets.open's defaults")
+    p.add_argument(
+        "--end-to-end", action="store_true", help="also run every case through memnets.open with each judge (and none)"
+    )
     args = p.parse_args(argv)
     results = {name: judge_table(judge) for name, judge in judges(args).items()}
     print(f"{'judge':<70} {'changes superseded':>18} {'false (of ' + str(len(LOOKALIKES)) + ')':>12}")
@@ -116,12 +123,14 @@ def main(argv: list[str] | None = None) -> None:
         import memnets
 
         with tempfile.TemporaryDirectory() as folder:
-            memory = memnets.open(Path(folder) / "memory")
-            for name, judge in [("memnets.open defaults", None), *judges(args).items()]:
-                label = name if judge is None else f"memnets.open defaults + {name}, superseded ranked below"
-                results[f"end_to_end ({label})"] = row = current_first(memory, judge=judge)
-                print(f"end to end, current fact first, {label}: {row['current_first']:.1%}")
-            memory.close()
+            for name, judge in [("off", None), *judges(args).items()]:
+                with memnets.open(Path(folder) / f"memory-{len(results)}", supersession=judge) as memory:
+                    row = current_first(memory) | closed_lookalikes(memory)
+                results[f"end_to_end (memnets.open, supersession {name})"] = row
+                print(
+                    f"end to end, supersession {name}: current fact first {row['current_first']:.1%}, "
+                    f"look-alikes closed {row['false_supersessions']}"
+                )
     write_result(Path(args.out), "supersession", {"cases": len(CHANGES), "lookalikes": len(LOOKALIKES)}, results)
 
 
