@@ -25,15 +25,18 @@ from typing import Any
 import numpy as np
 import torch
 import torch.nn.functional as F
-from langchain_core.callbacks import CallbackManagerForRetrieverRun
-from langchain_core.documents import Document
-from langchain_core.embeddings import Embeddings
-from langchain_core.retrievers import BaseRetriever
-from langchain_core.vectorstores import VectorStore
 
+from memnets.extras import needs_extra
 from memnets.memory.mmr import mmr
 from memnets.scoring import min_max
 from memnets.store.filters import MemoryFilter
+
+with needs_extra("memnets.integrations.langchain", "langchain"):
+    from langchain_core.callbacks import CallbackManagerForRetrieverRun
+    from langchain_core.documents import Document
+    from langchain_core.embeddings import Embeddings
+    from langchain_core.retrievers import BaseRetriever
+    from langchain_core.vectorstores import VectorStore
 
 
 class MemnetsEmbeddings(Embeddings):

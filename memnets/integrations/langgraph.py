@@ -57,26 +57,28 @@ import threading
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from langgraph.store.base import (
-    BaseStore,
-    GetOp,
-    InvalidNamespaceError,
-    Item,
-    ListNamespacesOp,
-    MatchCondition,
-    Op,
-    PutOp,
-    Result,
-    SearchItem,
-    SearchOp,
-    TTLConfig,
-    get_text_at_path,
-    tokenize_path,
-)
-
+from memnets.extras import needs_extra
 from memnets.records import Memory
 from memnets.store.filters import MemoryFilter
 from memnets.timeutil import now
+
+with needs_extra("memnets.integrations.langgraph", "langgraph"):
+    from langgraph.store.base import (
+        BaseStore,
+        GetOp,
+        InvalidNamespaceError,
+        Item,
+        ListNamespacesOp,
+        MatchCondition,
+        Op,
+        PutOp,
+        Result,
+        SearchItem,
+        SearchOp,
+        TTLConfig,
+        get_text_at_path,
+        tokenize_path,
+    )
 
 log = logging.getLogger(__name__)
 RESERVED_PREFIX = "__memnets_"

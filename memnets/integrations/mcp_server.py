@@ -44,15 +44,17 @@ from collections.abc import Iterable
 from functools import partial
 from typing import Annotated, Any, Literal
 
-import anyio
-from mcp.server.fastmcp import FastMCP
-from mcp.server.fastmcp.exceptions import ToolError
-from mcp.server.transport_security import TransportSecuritySettings
-from pydantic import ConfigDict, Field, WithJsonSchema
-
+from memnets.extras import needs_extra
 from memnets.httpguard import HTTPGuard, check_bind, is_control_flow
 from memnets.records import MEMORY_KINDS
 from memnets.store.filters import COMBINATORS, OPERATORS, SCOPES
+
+with needs_extra("memnets.integrations.mcp_server", "mcp"):
+    import anyio
+    from mcp.server.fastmcp import FastMCP
+    from mcp.server.fastmcp.exceptions import ToolError
+    from mcp.server.transport_security import TransportSecuritySettings
+    from pydantic import ConfigDict, Field, WithJsonSchema
 
 logger = logging.getLogger(__name__)
 

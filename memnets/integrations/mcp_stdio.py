@@ -17,11 +17,13 @@ import re
 import sys
 from io import TextIOWrapper
 
-import anyio
-from mcp.server.fastmcp import FastMCP
-from mcp.server.stdio import stdio_server
-
+from memnets.extras import needs_extra
 from memnets.httpguard import DEFAULT_MAX_BODY_BYTES
+
+with needs_extra("memnets.integrations.mcp_stdio", "mcp"):
+    import anyio
+    from mcp.server.fastmcp import FastMCP
+    from mcp.server.stdio import stdio_server
 
 DEFAULT_MAX_MESSAGE_BYTES = DEFAULT_MAX_BODY_BYTES  # the same 4 MiB as over HTTP
 EDGE_BYTES = 64 * 1024  # how much of each end of an oversized line is kept to find its id

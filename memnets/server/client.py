@@ -26,13 +26,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 from urllib.parse import quote
 
-import httpx
-
 from memnets.api import SearchHit
+from memnets.extras import needs_extra
 from memnets.memory.ids import check_id
 from memnets.records import Memory
 from memnets.server.wire import filters_to_json, memory_from_json, to_json
 from memnets.store.errors import InvalidMemoryError
+
+with needs_extra("memnets.Client", "server"):
+    import httpx
 
 DEFAULT_TIMEOUT_S = 60.0
 
