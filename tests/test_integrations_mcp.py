@@ -43,7 +43,7 @@ STARTUP_S = 180  # importing torch and transformers on a loaded 2-core machine i
 
 
 def server_args(folder, encoder_dir, *extra) -> list[str]:
-    return ["-m", "memnets", "serve", "mcp", "--memory", str(folder), "--encoder", str(encoder_dir), *extra]
+    return ["-m", "memnets", "serve", "mcp", str(folder), "--encoder", str(encoder_dir), *extra]
 
 
 @asynccontextmanager
@@ -229,7 +229,6 @@ def test_streamable_http_round_trip_with_a_pack_behind_a_bearer_token(tmp_path, 
                 "memnets",
                 "serve",
                 "mcp",
-                "--memory",
                 str(tmp_path / "memory"),
                 "--pack",
                 str(pack),
@@ -302,9 +301,23 @@ def test_serve_command_refuses_bad_arguments(tmp_path, capsys, monkeypatch, extr
     from memnets.cli import main
 
     monkeypatch.delenv("MEMNETS_TEST_UNSET_KEY", raising=False)
-    assert main(["serve", "mcp", "--memory", str(tmp_path / "memory"), *extra]) == 2
+    assert main(["serve", "mcp", str(tmp_path / "memory"), *extra]) == 2
     assert message in capsys.readouterr().err
     assert not (tmp_path / "memory").exists()  # nothing opened or created
+
+
+def test_serve_mcp_takes_location_as_serve_http_does_and_memory_as_a_deprecated_alias(tmp_path, capsys):
+    from memnets.cli import main
+
+    folder = str(tmp_path / "memory")
+    assert main(["serve", "mcp", "--memory", folder, "--token-env", "PATH"]) == 2  # parsed up to the stdio check
+    err = capsys.readouterr().err
+    assert "--memory DIR is deprecated, give LOCATION as the first argument" in err and "http transport only" in err
+    assert main(["serve", "mcp", folder, "--memory", folder]) == 2
+    assert "give LOCATION once" in capsys.readouterr().err
+    assert main(["serve", "mcp"]) == 2
+    assert "LOCATION is required" in capsys.readouterr().err
+    assert not (tmp_path / "memory").exists()
 
 
 def test_serve_command_reports_an_unopenable_memory(tmp_path, tiny_model_dir, capsys):
@@ -312,7 +325,7 @@ def test_serve_command_reports_an_unopenable_memory(tmp_path, tiny_model_dir, ca
 
     with memnets.open(tmp_path / "memory", encoder=tiny_model_dir):
         pass  # a 32-d memory
-    assert main(["serve", "mcp", "--memory", str(tmp_path / "memory"), "--encoder", str(tmp_path / "missing")]) == 1
+    assert main(["serve", "mcp", str(tmp_path / "memory"), "--encoder", str(tmp_path / "missing")]) == 1
     assert "cannot open the memory" in capsys.readouterr().err
 
 

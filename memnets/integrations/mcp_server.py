@@ -1,6 +1,6 @@
 """An MCP server on a memnets memory, built on the official ``mcp`` SDK (1.x, ``FastMCP``).
 
-``memnets serve mcp --memory DIR_OR_URI`` runs it over stdio (for hosts that start the server as a
+``memnets serve mcp LOCATION`` runs it over stdio (for hosts that start the server as a
 subprocess) or streamable HTTP. Its tools map one to one onto :class:`memnets.api.AgentMemory`:
 
 ==================== =====================================================
