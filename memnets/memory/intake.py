@@ -20,6 +20,18 @@ from memnets.records import Memory
 from memnets.timeutil import as_utc_or_now
 
 
+class _MemoryScope:
+    """The default of ``add``'s ``agent``/``session``: the memory's scope (``memnets.open(agent=...)``).
+
+    A sentinel, so that an explicit None says "no agent" (or no session) rather than "the default"."""
+
+    def __repr__(self) -> str:
+        return "<the memory's scope>"
+
+
+MEMORY_SCOPE = _MemoryScope()
+
+
 def new_record(
     item,
     user: str,
@@ -73,4 +85,4 @@ def new_record(
     )
 
 
-__all__ = ["new_record"]
+__all__ = ["MEMORY_SCOPE", "new_record"]
