@@ -71,6 +71,45 @@ async def error_of(session: ClientSession, tool: str, **arguments) -> str:
     return result.content[0].text
 
 
+def test_raw_stdio_names_memnets_version_and_answers_a_lone_surrogate_with_a_parse_error(tmp_path, tiny_model_dir):
+    """Raw JSON-RPC lines to the real stdio server: serverInfo.version is memnets'; a string holding
+    an escaped lone surrogate (which the SDK's parser refuses without a reply) gets a -32700 reply
+    with its id, and the server answers the next request."""
+    import queue
+    import threading
+
+    server = subprocess.Popen(
+        [sys.executable, *server_args(tmp_path / "memory", tiny_model_dir)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    replies: queue.Queue = queue.Queue()
+    threading.Thread(target=lambda: [replies.put(json.loads(line)) for line in server.stdout], daemon=True).start()
+
+    def send(line: str) -> None:
+        server.stdin.write(line.encode() + b"\n")
+        server.stdin.flush()
+
+    try:
+        init = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}
+        send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init}))
+        reply = replies.get(timeout=STARTUP_S)
+        assert reply["result"]["serverInfo"] == {"name": "memnets", "version": memnets.__version__}
+        send(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        lone = '{"name": "add_memory", "arguments": {"text": "a \\ud800 b", "user_id": "u"}}'  # \ud800 escaped
+        send('{"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": ' + lone + "}")
+        reply = replies.get(timeout=120)
+        assert reply["id"] == 2 and reply["error"]["code"] == -32700, reply
+        assert "lone UTF-16 surrogate" in reply["error"]["message"]
+        send(json.dumps({"jsonrpc": "2.0", "id": 3, "method": "tools/list"}))
+        reply = replies.get(timeout=120)
+        assert reply["id"] == 3 and "add_memory" in {tool["name"] for tool in reply["result"]["tools"]}
+    finally:
+        server.stdin.close()
+        server.wait(timeout=60)
+
+
 def test_stdio_round_trip(tmp_path, tiny_model_dir):
     folder = tmp_path / "memory"
     server_log = tmp_path / "server.log"

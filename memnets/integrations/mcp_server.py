@@ -44,6 +44,7 @@ from collections.abc import Iterable
 from functools import partial
 from typing import Annotated, Any, Literal
 
+from memnets import __version__
 from memnets.extras import needs_extra
 from memnets.httpguard import HTTPGuard, check_bind, is_control_flow
 from memnets.records import MEMORY_KINDS
@@ -193,6 +194,7 @@ def build_server(
         log_level=log_level,
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
     )
+    server._mcp_server.version = __version__  # serverInfo.version: memnets', not the SDK's (FastMCP takes none)
 
     def scoped(user_id: str) -> str:
         if user is not None and user_id != user:
