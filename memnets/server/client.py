@@ -29,6 +29,7 @@ from urllib.parse import quote
 from memnets.api import SearchHit
 from memnets.extras import needs_extra
 from memnets.memory.ids import check_id
+from memnets.memory.intake import check_item
 from memnets.records import Memory
 from memnets.server.wire import filters_to_json, memory_from_json, to_json
 from memnets.store.errors import InvalidMemoryError
@@ -98,7 +99,7 @@ class Client:
             error = response.json()["error"]
         except (ValueError, KeyError, TypeError):
             error = response.text[:500]
-        if not isinstance(error, dict):  # the door guard's refusals: {"error": "<message>"}
+        if not isinstance(error, dict):  # not a memnets server's error shape (a proxy's page)
             error = {"code": None, "message": str(error), "type": None}
         message, kind = error.get("message") or "", error.get("type")
         if response.status_code in (401, 403):
@@ -124,6 +125,7 @@ class Client:
     # ------------------------------------------------------------------ writing
     def add(self, text_or_record: str | Memory, *, user: str, **arguments) -> Memory:
         """AgentMemory.add on the server: one memory of ``user``, durable when this returns."""
+        check_item(text_or_record, "add")
         body = self._arguments({"user": user, **arguments})
         if isinstance(text_or_record, Memory):
             body["record"] = to_json(text_or_record)
@@ -137,6 +139,9 @@ class Client:
             raise TypeError(
                 f"add_many: items must be a list of texts or Memory records, not a single {type(items).__name__}"
             )
+        items = list(items)
+        for n, item in enumerate(items):
+            check_item(item, f"add_many: items[{n}]")
         body = self._arguments({"user": user, **arguments})
         body["items"] = [to_json(item) if isinstance(item, Memory) else item for item in items]
         return [memory_from_json(m) for m in self._request("POST", "/v1/memories", json=body)["memories"]]
