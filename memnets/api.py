@@ -55,7 +55,7 @@ from memnets.memory.deletion import DeletionPath
 from memnets.memory.expiry import KEEP_TTL
 from memnets.memory.explain import Explanation, explain_found
 from memnets.memory.ids import check_id, check_ids
-from memnets.memory.intake import new_record
+from memnets.memory.intake import MEMORY_SCOPE, new_record
 from memnets.memory.manager import ManagerConfig, MemoryManager
 from memnets.memory.messages import MessageOutcome, MessageWriter
 from memnets.memory.opening import open_parts, reembed
@@ -204,12 +204,12 @@ class AgentMemory:
         metadata: dict | None = None,
         id: str | None = None,
         importance: float | None = None,
-        agent: str | None = None,
+        agent: str | None = MEMORY_SCOPE,  # type: ignore[assignment]
         action: str | None = None,
         objects: Sequence[str] | None = None,
         location: str | None = None,
         replaces: str | None = None,
-        session: str | None = None,
+        session: str | None = MEMORY_SCOPE,  # type: ignore[assignment]
         ttl: timedelta | float | None = None,
         messages: Sequence[Mapping] | None = None,
         keep: str = "all",
@@ -222,7 +222,7 @@ class AgentMemory:
         score. ``outcome`` of the returned memory: "added", "updated" (it became the new version of an existing
         memory, whose old text is in ``history``) or "unchanged" (the user's memories said this already; that
         memory is returned). See the module docstring for the rule, ids that exist already and ``replaces``.
-        ``agent``/``session`` default to this memory's scope (:func:`open`). ``ttl`` (a timedelta or seconds,
+        ``agent``/``session`` left out are this memory's scope (:func:`open`), None is none. ``ttl`` (a timedelta or seconds,
         counted from now, not from ``t``) makes it expire (docs/memory.md, "Expiry"); a repeated statement keeps
         the stored memory's expiry, refreshed when it has a TTL. ``messages`` instead of a text: a chat
         transcript, one memory and outcome per message (``keep``, ``roles``: :mod:`memnets.memory.messages`).
@@ -272,12 +272,12 @@ class AgentMemory:
         kind: str = "observation",
         metadata: dict | None = None,
         importance: float | None = None,
-        agent: str | None = None,
+        agent: str | None = MEMORY_SCOPE,  # type: ignore[assignment]
         action: str | None = None,
         objects: Sequence[str] | None = None,
         location: str | None = None,
         ids: Sequence[str | None] | None = None,
-        session: str | None = None,
+        session: str | None = MEMORY_SCOPE,  # type: ignore[assignment]
         ttl: timedelta | float | None = None,
         keep: str = "all",
         roles: Sequence[str] | None = None,
@@ -688,12 +688,12 @@ class AgentMemory:
 
     def _record(self, item, user: str, *, id, agent, session, ttl, where: str = "add", **fields) -> Memory:
         """A record of ``user`` from a text and the keyword arguments (the record validates them), or a given
-        record (:func:`~memnets.memory.intake.new_record`); ``agent``/``session`` default to this memory's scope."""
+        record (:func:`~memnets.memory.intake.new_record`); ``agent``/``session`` left out are this memory's scope."""
         check_user(user)
         if id is not None and isinstance(item, str):
             check_id(id, "id")
-        agent = agent if agent is not None else self.scope["agent"]
-        session = session if session is not None else self.scope["session"]
+        agent = self.scope["agent"] if agent is MEMORY_SCOPE else agent
+        session = self.scope["session"] if session is MEMORY_SCOPE else session
         return new_record(item, user, where, self.store, id=id, agent=agent, session=session, ttl=ttl, **fields)
 
 

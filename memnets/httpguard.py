@@ -35,7 +35,7 @@ import json
 import logging
 import re
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from urllib.parse import urlsplit
 
 from memnets.netutil import is_loopback
@@ -109,6 +109,12 @@ def host_names(host: str, allowed_hosts: Iterable[str] = ()) -> set[str]:
     return names
 
 
+def plain_error_body(status: int, message: str) -> dict:
+    """The guard's own error JSON, ``{"error": message}`` (a server with an error shape of its own passes
+    ``error_body`` to :class:`HTTPGuard`)."""
+    return {"error": message}
+
+
 class HTTPGuard:
     """ASGI middleware: Host/Origin validation for the bind ``host``, an optional bearer ``token``, a
     body limit and contained failures, in that order (see the module docstring).
@@ -119,6 +125,8 @@ class HTTPGuard:
         token: the bearer token every request must carry, or None for none.
         allowed_hosts: further names (or addresses) clients reach the server by, e.g. a proxy's.
         max_body_bytes: the largest request body accepted.
+        error_body: the JSON of a refusal from its status and message (default ``{"error": message}``;
+            the REST server passes its documented ``{"error": {"code", "message", ...}}``).
     """
 
     def __init__(
@@ -129,6 +137,7 @@ class HTTPGuard:
         token: str | None = None,
         allowed_hosts: Iterable[str] = (),
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+        error_body: Callable[[int, str], dict] = plain_error_body,
     ) -> None:
         if token is not None and (not isinstance(token, str) or not token.strip()):
             raise ValueError("HTTPGuard: token must be a non-empty string or None")
@@ -137,6 +146,7 @@ class HTTPGuard:
         self.app = app
         self.token = None if token is None else token.encode()
         self.max_body_bytes = max_body_bytes
+        self.error_body = error_body  # (status, message) -> the JSON of a refusal
         self.names = host_names(host, allowed_hosts)
         bound = next(iter(host_names(host)))
         self.any_ip = _ip(bound) in _WILDCARDS
@@ -178,7 +188,9 @@ class HTTPGuard:
             if scope["type"] == "websocket":
                 await send({"type": "websocket.close", "code": 1008, "reason": message[:120]})
             else:
-                await _respond(send, status, message, {401: [(b"www-authenticate", b"Bearer")]}.get(status, []))
+                await _respond(
+                    send, self.error_body, status, message, {401: [(b"www-authenticate", b"Bearer")]}.get(status, [])
+                )
             return
         if scope["type"] == "http":
             replay = await self._bounded_body(scope, receive, send)
@@ -193,10 +205,12 @@ class HTTPGuard:
         declared = _values(list(scope.get("headers") or ()), b"content-length")
         if declared:
             if len(declared) != 1 or not declared[0].isascii() or not declared[0].strip().isdigit():
-                await _respond(send, 400, f"bad request: Content-Length {declared!r} is not one byte count")
+                await _respond(
+                    send, self.error_body, 400, f"bad request: Content-Length {declared!r} is not one byte count"
+                )
                 return None
             if int(declared[0]) > limit:
-                await _respond(send, 413, _too_large(limit))
+                await _respond(send, self.error_body, 413, _too_large(limit))
                 return None
         body, messages = bytearray(), []
         while True:
@@ -206,7 +220,7 @@ class HTTPGuard:
                 break
             body += message.get("body", b"")
             if len(body) > limit:
-                await _respond(send, 413, _too_large(limit))
+                await _respond(send, self.error_body, 413, _too_large(limit))
                 return None
             if not message.get("more_body", False):
                 break
@@ -237,7 +251,9 @@ class HTTPGuard:
             if scope["type"] == "websocket":
                 await send({"type": "websocket.close", "code": 1011})
             else:
-                await _respond(send, 500, f"internal error: {type(error).__name__} (logged by the server)")
+                await _respond(
+                    send, self.error_body, 500, f"internal error: {type(error).__name__} (logged by the server)"
+                )
 
 
 def _ip(host: str):
@@ -278,8 +294,10 @@ def _too_large(limit: int) -> str:
     return f"request body too large: the limit is {limit} bytes ({limit / 2**20:g} MiB)"
 
 
-async def _respond(send, status: int, message: str, headers: list[tuple[bytes, bytes]] = ()) -> None:
-    body = json.dumps({"error": message}).encode()
+async def _respond(
+    send, error_body: Callable[[int, str], dict], status: int, message: str, headers: list[tuple[bytes, bytes]] = ()
+) -> None:
+    body = json.dumps(error_body(status, message)).encode()
     await send(
         {
             "type": "http.response.start",

@@ -74,6 +74,8 @@ def memory_from_json(record: dict, *, owner: str, id: str | None = None, where: 
     for name in ("id", "t", "content"):
         if values.get(name) is None:
             raise ValueError(f"{where}: the field {name!r} is missing")
+    if not isinstance(values["content"], str):  # a memory's text; a number or a list would fail deep in the encoder
+        raise ValueError(f"{where}: content must be a string (the memory's text), got {values['content']!r:.60}")
     try:
         return Memory(**values)
     except (TypeError, ValueError) as error:

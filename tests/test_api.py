@@ -15,7 +15,7 @@ from memnets.api import AgentMemory, SearchHit
 from memnets.memory.events import Move
 from memnets.memory.manager import ManagerConfig
 from memnets.records import Memory
-from memnets.store import MemoryFilter, open_store
+from memnets.store import InvalidMemoryError, MemoryFilter, open_store
 
 T0 = datetime(2024, 3, 1, 12, 0, tzinfo=UTC)
 TEXTS = ["red green blue", "one two three", "cat dog bird", "north south east", "sun moon star", "left right up"]
@@ -442,3 +442,15 @@ def test_update_and_replaces_reach_live_managers(memory):
     np.testing.assert_allclose(entry.vector, memory.store.vectors(["m1"], "ann")[0], atol=1e-6)
     memory.add(TEXTS[3], user="ann", id="m3", replaces=old.id)
     assert "m2" not in manager.context.ids() and manager.events.of(Move.FORGET)[-1].detail["reason"] == "superseded"
+
+
+@pytest.mark.parametrize("metadata", [{"$a": 1}, {"topic": "x", "$or": [1]}])
+def test_a_metadata_field_that_starts_with_a_dollar_is_refused(encoder, tmp_path, metadata):
+    """A filter reads a "$" key as an operator, so such a field could never be matched: refused at write."""
+    with memnets.open(tmp_path / "memory", encoder=encoder) as memory:
+        with pytest.raises(InvalidMemoryError, match="metadata field names may not start with '\\$'"):
+            memory.add("Ann likes olives", user="ann", metadata=metadata)
+        kept = memory.add("Ann likes olives", user="ann", metadata={"topic": "food"})
+        with pytest.raises(InvalidMemoryError, match="'\\$a'"):
+            memory.update(kept.id, user="ann", metadata={"$a": 1})
+        assert [m.metadata for m in memory.list_memories(user="ann")] == [{"topic": "food"}]

@@ -111,7 +111,7 @@ def test_export_then_import_round_trips_a_user_with_history(folder, tiny_model_d
     assert [len(line["versions"]) for line in lines] == [2, 0, 0]
 
     other = tmp_path / "other"
-    code, out, _ = run(capsys, other, "--encoder", tiny_model_dir, "import", "--user", "ann", exported)
+    code, out, _ = run(capsys, other, "--encoder", tiny_model_dir, "import", "--create", "--user", "ann", exported)
     assert code == EXIT_OK and "imported 3 memories of ann (2 older versions)" in out
     code, again, _ = run(capsys, other, "--encoder", tiny_model_dir, "export", "--user", "ann")
     assert again == exported.read_text()  # the same lines: ids, times, metadata, importance, versions
@@ -163,6 +163,73 @@ def test_postgres_location(pg_url, tiny_model_dir, tmp_path, capsys):
     exported = tmp_path / "ann.jsonl"
     assert run(capsys, *at, "export", "--user", "ann", "-o", exported)[0] == EXIT_OK
     folder = tmp_path / "copy"
-    assert run(capsys, folder, "--encoder", tiny_model_dir, "import", "--user", "ann", exported)[0] == EXIT_OK
+    assert (
+        run(capsys, folder, "--encoder", tiny_model_dir, "import", "--create", "--user", "ann", exported)[0] == EXIT_OK
+    )
     code, again, _ = run(capsys, folder, "--encoder", tiny_model_dir, "export", "--user", "ann")
     assert again == exported.read_text()
+
+
+@pytest.mark.parametrize("command", [["users"], ["list", "--user", "ann"], ["search", "--user", "ann", "tea"]])
+def test_a_location_that_holds_no_memory_is_refused_and_left_as_it_was(tmp_path, tiny_model_dir, command, capsys):
+    typo = tmp_path / "typo-folder"
+    code, out, err = run(capsys, typo, "--encoder", tiny_model_dir, *command)
+    assert code == EXIT_USAGE and out == ""
+    assert f"{typo} holds no memnets memory; nothing was created" in err
+    assert not typo.exists()
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert run(capsys, empty, *command)[0] == EXIT_USAGE
+    assert list(empty.iterdir()) == []  # no archive file left behind
+
+
+def test_import_makes_a_memory_only_with_create(tmp_path, tiny_model_dir, capsys):
+    source = tmp_path / "in.jsonl"
+    source.write_text(json.dumps({"id": "a", "t": T0.isoformat(), "content": "Ann drinks tea"}) + "\n")
+    target = tmp_path / "new"
+    code, _, err = run(capsys, target, "--encoder", tiny_model_dir, "import", "--user", "ann", source)
+    assert code == EXIT_USAGE and "(import --create makes one)" in err and not target.exists()
+    code, out, _ = run(capsys, target, "--encoder", tiny_model_dir, "import", "--create", "--user", "ann", source)
+    assert code == EXIT_OK and "imported 1 memories of ann" in out
+
+
+def test_read_commands_do_not_load_the_encoder(folder, capsys):
+    """Without --encoder the store's recorded encoder stands in: no torch, and a store filled by
+    another encoder than the bundled one still lists (it would be an EncoderMismatchError)."""
+    import subprocess
+    import sys
+
+    folder, tea = folder
+    code = (
+        "import sys; from memnets.cli import main; "
+        f"codes = [main(['memories', {str(folder)!r}, *argv]) for argv in "
+        f"(['users'], ['list', '--user', 'ann'], ['show', '--user', 'ann', {tea!r}], ['history', '--user', 'ann', {tea!r}])]; "
+        "print(codes, 'torch' in sys.modules, 'transformers' in sys.modules)"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "[0, 0, 0, 0] False False"
+
+
+def test_tables_never_cut_an_id_on_a_narrow_terminal(folder, tiny_model_dir, capsys, monkeypatch):
+    import re
+
+    folder, tea = folder
+    monkeypatch.setenv("FORCE_COLOR", "1")  # rich draws for a terminal, of $COLUMNS columns
+    monkeypatch.setenv("COLUMNS", "80")
+    for command in (["list", "--user", "ann"], ["search", "--user", "ann", "tea"], ["history", "--user", "ann", tea]):
+        code, out, _ = run(capsys, folder, "--encoder", tiny_model_dir, *command)
+        text = re.sub(r"\x1b\[[0-9;]*m", "", out)
+        assert code == EXIT_OK and tea in text, text
+        assert max(len(line) for line in text.splitlines()) <= 80
+
+
+def test_import_of_a_line_whose_content_is_a_number_is_a_clear_error(folder, tiny_model_dir, tmp_path, capsys):
+    folder, _ = folder
+    source = tmp_path / "in.jsonl"
+    source.write_text(json.dumps({"id": "n", "t": T0.isoformat(), "content": 42}) + "\n")
+    code, _, err = run(capsys, folder, "--encoder", tiny_model_dir, "import", "--user", "ann", source)
+    assert code == EXIT_FAILURE
+    assert (
+        err.strip() == f"memnets memories import: {source} line 1: content must be a string (the memory's text), got 42"
+    )

@@ -177,6 +177,22 @@ def test_vector_store_refuses_bad_input(tmp_path, tiny_encoder):
         assert memory.users() == []
 
 
+def test_unknown_arguments_and_a_string_of_texts_are_type_errors_before_any_write(placed):
+    with pytest.raises(TypeError, match="unknown arguments \\['fetch'\\]"):
+        placed.similarity_search("a", k=2, fetch=3)
+    with pytest.raises(TypeError, match="bogus"):
+        placed.as_retriever(search_kwargs={"bogus": 1}).invoke("a")
+    with pytest.raises(TypeError, match="colour"):
+        placed.add_texts(["unrelated"], colour=1)
+    with pytest.raises(TypeError, match="not one string"):
+        placed.add_texts("hello world")
+    with pytest.raises(TypeError, match=r"texts\[1\] must be a str"):
+        placed.add_texts(["unrelated", 7])
+    with pytest.raises(ValueError, match=r"texts\[1\] must be non-empty"):
+        placed.add_texts(["unrelated", " "])
+    assert sorted(m.id for m in placed.memory.list_memories(user="ann")) == ["a1", "a2", "b"]  # nothing written
+
+
 def test_retriever_documents_carry_scores_and_filters(notes_memory):
     retriever = MemnetsRetriever(memory=notes_memory, user="alice", k=3)
     docs = retriever.invoke("Alice's sister Ana plays the cello")
@@ -198,7 +214,14 @@ class PlacedEmbeddings(Embeddings):
     as far from a2 (0.69): plain top-2 gives a1, a2; MMR with lambda 0.3 gives a1, b.
     """
 
-    VECTORS = {"a1": [1.0, 0.0, 0.0], "a2": [0.99, 0.14107, 0.0], "b": [0.7, 0.0, 0.71414], "a": [1.0, 0.0, 0.0]}
+    VECTORS = {
+        "a1": [1.0, 0.0, 0.0],
+        "a2": [0.99, 0.14107, 0.0],
+        "b": [0.7, 0.0, 0.71414],
+        "a": [1.0, 0.0, 0.0],
+        "unrelated": [0.0, 0.0, 1.0],  # cos(a, unrelated) = 0
+        "opposite": [-1.0, 0.0, 0.0],  # cos(a, opposite) = -1
+    }
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         return [self.VECTORS[text] for text in texts]
@@ -217,9 +240,11 @@ def placed(tmp_path):
 
 
 def test_relevance_scores_follow_langchains_convention(placed):
-    scored = placed.similarity_search_with_relevance_scores("a", k=3)
-    assert [doc.id for doc, _ in scored] == ["a1", "a2", "b"]
-    assert [score for _, score in scored] == pytest.approx([1.0, (1 + 0.99) / 2, (1 + 0.7) / 2], abs=1e-4)
+    """Relevance is the cosine clipped at 0: an unrelated memory scores 0, not (1 + cos) / 2 = 0.5."""
+    placed.add_texts(["unrelated", "opposite"], ids=["u", "o"])
+    scored = placed.similarity_search_with_relevance_scores("a", k=5)
+    assert [doc.id for doc, _ in scored] == ["a1", "a2", "b", "u", "o"]
+    assert [score for _, score in scored] == pytest.approx([1.0, 0.99, 0.7, 0.0, 0.0], abs=1e-4)
     kept = placed.similarity_search_with_relevance_scores("a", k=3, score_threshold=0.9)
     assert [doc.id for doc, _ in kept] == ["a1", "a2"]
     retriever = placed.as_retriever(search_type="similarity_score_threshold", search_kwargs={"score_threshold": 0.9})

@@ -66,7 +66,7 @@ FRUIT = [
     ("b", {"content": "bananas are yellow", "n": 2, "tag": "y"}),
     ("c", {"content": "cherries are dark", "n": 3, "tag": "x", "nested": {"k": 2}}),
     ("d", {"content": "dates are sweet", "n": 4.5}),
-    ("e", {"content": "elderberries are tart", "n": 5, "tag": "x"}),
+    ("e", {"content": "elderberries are tart", "n": 5, "tag": "x", "best-before": "june", "1st": True, "a.b": 1}),
 ]
 
 
@@ -156,6 +156,26 @@ def test_namespace_rules_refuse_and_write_nothing(store, memory, namespace):
     assert memory.users() == []
 
 
+@pytest.mark.parametrize(
+    ("content", "error", "message"),
+    [
+        ("", ValueError, "non-empty text"),
+        ("  ", ValueError, "non-empty text"),
+        (42, TypeError, "got int"),
+        (None, TypeError, "got NoneType"),
+        (True, TypeError, "got bool"),
+    ],
+)
+def test_a_content_that_is_no_text_is_refused_as_at_the_other_doors(store, memory, content, error, message):
+    with pytest.raises(error, match=message):
+        store.put(("ns",), "k", {"content": content})
+    with pytest.raises(error, match=message):
+        memory.add(content, user="ns")  # the API refuses the same input with the same error
+    assert memory.users() == []
+    store.put(("ns",), "s", {"content": {"fact": "structured content, as langmem writes it"}})
+    assert store.get(("ns",), "s").value == {"content": {"fact": "structured content, as langmem writes it"}}
+
+
 def test_bad_values_and_filters_are_refused(store, memory):
     with pytest.raises(ValueError, match="__memnets_"):
         store.put(("ns",), "k", {"content": "x", "__memnets_created_at": "now"})
@@ -183,6 +203,10 @@ def test_bad_values_and_filters_are_refused(store, memory):
         {"tag": "x", "n": {"$lte": 3}},
         {"nested": {"k": 2}},
         {"missing": "x"},
+        {"best-before": "june"},  # a key with a hyphen, one that starts with a digit, one with a period
+        {"1st": True},
+        {"a.b": 1},
+        {"best-before": {"$ne": "june"}},
     ],
 )
 def test_filters_agree_with_langgraph_in_memory_store(any_store, filter):

@@ -44,7 +44,7 @@ STARTUP_S = 180  # importing torch and transformers on a loaded 2-core machine i
 
 
 def server_args(folder, encoder_dir, *extra) -> list[str]:
-    return ["-m", "memnets", "serve", "mcp", "--memory", str(folder), "--encoder", str(encoder_dir), *extra]
+    return ["-m", "memnets", "serve", "mcp", str(folder), "--encoder", str(encoder_dir), *extra]
 
 
 @asynccontextmanager
@@ -70,6 +70,45 @@ async def error_of(session: ClientSession, tool: str, **arguments) -> str:
     result = await session.call_tool(tool, arguments)
     assert result.isError
     return result.content[0].text
+
+
+def test_raw_stdio_names_memnets_version_and_answers_a_lone_surrogate_with_a_parse_error(tmp_path, tiny_model_dir):
+    """Raw JSON-RPC lines to the real stdio server: serverInfo.version is memnets'; a string holding
+    an escaped lone surrogate (which the SDK's parser refuses without a reply) gets a -32700 reply
+    with its id, and the server answers the next request."""
+    import queue
+    import threading
+
+    server = subprocess.Popen(
+        [sys.executable, *server_args(tmp_path / "memory", tiny_model_dir)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    replies: queue.Queue = queue.Queue()
+    threading.Thread(target=lambda: [replies.put(json.loads(line)) for line in server.stdout], daemon=True).start()
+
+    def send(line: str) -> None:
+        server.stdin.write(line.encode() + b"\n")
+        server.stdin.flush()
+
+    try:
+        init = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}
+        send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init}))
+        reply = replies.get(timeout=STARTUP_S)
+        assert reply["result"]["serverInfo"] == {"name": "memnets", "version": memnets.__version__}
+        send(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        lone = '{"name": "add_memory", "arguments": {"text": "a \\ud800 b", "user_id": "u"}}'  # \ud800 escaped
+        send('{"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": ' + lone + "}")
+        reply = replies.get(timeout=120)
+        assert reply["id"] == 2 and reply["error"]["code"] == -32700, reply
+        assert "lone UTF-16 surrogate" in reply["error"]["message"]
+        send(json.dumps({"jsonrpc": "2.0", "id": 3, "method": "tools/list"}))
+        reply = replies.get(timeout=120)
+        assert reply["id"] == 3 and "add_memory" in {tool["name"] for tool in reply["result"]["tools"]}
+    finally:
+        server.stdin.close()
+        server.wait(timeout=60)
 
 
 def test_stdio_round_trip(tmp_path, tiny_model_dir):
@@ -231,7 +270,6 @@ def test_streamable_http_round_trip_with_a_pack_behind_a_bearer_token(tmp_path, 
                 "memnets",
                 "serve",
                 "mcp",
-                "--memory",
                 str(tmp_path / "memory"),
                 "--pack",
                 str(pack),
@@ -304,9 +342,23 @@ def test_serve_command_refuses_bad_arguments(tmp_path, capsys, monkeypatch, extr
     from memnets.cli import main
 
     monkeypatch.delenv("MEMNETS_TEST_UNSET_KEY", raising=False)
-    assert main(["serve", "mcp", "--memory", str(tmp_path / "memory"), *extra]) == 2
+    assert main(["serve", "mcp", str(tmp_path / "memory"), *extra]) == 2
     assert message in capsys.readouterr().err
     assert not (tmp_path / "memory").exists()  # nothing opened or created
+
+
+def test_serve_mcp_takes_location_as_serve_http_does_and_memory_as_a_deprecated_alias(tmp_path, capsys):
+    from memnets.cli import main
+
+    folder = str(tmp_path / "memory")
+    assert main(["serve", "mcp", "--memory", folder, "--token-env", "PATH"]) == 2  # parsed up to the stdio check
+    err = capsys.readouterr().err
+    assert "--memory DIR is deprecated, give LOCATION as the first argument" in err and "http transport only" in err
+    assert main(["serve", "mcp", folder, "--memory", folder]) == 2
+    assert "give LOCATION once" in capsys.readouterr().err
+    assert main(["serve", "mcp"]) == 2
+    assert "LOCATION is required" in capsys.readouterr().err
+    assert not (tmp_path / "memory").exists()
 
 
 def test_serve_command_reports_an_unopenable_memory(tmp_path, tiny_model_dir, capsys):
@@ -314,7 +366,7 @@ def test_serve_command_reports_an_unopenable_memory(tmp_path, tiny_model_dir, ca
 
     with memnets.open(tmp_path / "memory", encoder=tiny_model_dir):
         pass  # a 32-d memory
-    assert main(["serve", "mcp", "--memory", str(tmp_path / "memory"), "--encoder", str(tmp_path / "missing")]) == 1
+    assert main(["serve", "mcp", str(tmp_path / "memory"), "--encoder", str(tmp_path / "missing")]) == 1
     assert "cannot open the memory" in capsys.readouterr().err
 
 

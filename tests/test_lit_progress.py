@@ -39,3 +39,33 @@ def test_every_fit_config_uses_it():
     for name in ("encoder/cpu", "encoder/smoke", "importance/cpu", "gate/cpu", "importance/smoke", "gate/smoke"):
         callbacks = load_config(name)["trainer"].get("callbacks", [])
         assert "memnets.lit.progress.TerminalProgressBar" in [c["class_path"] for c in callbacks], name
+
+
+def test_a_command_prints_each_lightning_line_once_and_no_tips(capfd, tmp_path):
+    """Under a command's handler (setup_output) a real fit's Lightning lines come out once each, in
+    memnets' format, and Lightning's litlogger/litmodels tips not at all."""
+    import logging
+
+    from memnets.console import setup_output
+    from memnets.lit.logs import adopt_lightning_logging
+
+    setup_output(verbose=1)
+    try:
+        adopt_lightning_logging()
+        trainer = L.Trainer(  # with a checkpoint callback (in tmp_path), whose tip is dropped too
+            max_epochs=1,
+            limit_train_batches=2,
+            limit_val_batches=1,
+            enable_progress_bar=False,
+            logger=False,
+            default_root_dir=tmp_path,
+        )
+        trainer.fit(BoringModel())
+    finally:
+        root = logging.getLogger()
+        for handler in [h for h in root.handlers if getattr(h, "memnets_command", False)]:
+            root.removeHandler(handler)
+    err = capfd.readouterr().err
+    assert err.count("`Trainer.fit` stopped: `max_epochs=1` reached.") == 1, err
+    assert "INFO: " not in err  # Lightning's own handler's format
+    assert "Tip" not in err and "litlogger" not in err and "litmodels" not in err

@@ -210,3 +210,12 @@ def test_a_killed_reembedding_resumes_without_losing_or_duplicating(tmp_path, ti
             new.encode([m.content for m in memories]).numpy(),
             atol=1e-5,
         )
+
+
+def test_reembed_of_a_location_that_holds_no_store_is_refused_and_creates_nothing(tmp_path, tiny_model_dir, capsys):
+    from memnets.cli import EXIT_USAGE, main
+
+    typo = tmp_path / "typo-folder"
+    assert main(["archive", "reembed", str(typo), "--encoder", str(tiny_model_dir)]) == EXIT_USAGE
+    assert f"{typo} holds no memnets store; nothing was created" in capsys.readouterr().err
+    assert not typo.exists()

@@ -49,6 +49,16 @@ def test_default_scope_fills_writes_and_reads_are_filtered_only_when_asked(locat
         memnets.open(location[0], encoder=encoder, agent=3, **location[1])
 
 
+def test_an_explicit_none_writes_no_agent_or_session_under_a_default_scope(location, encoder):
+    with memnets.open(location[0], encoder=encoder, agent="planner", session="s9", **location[1]) as memory:
+        loose = memory.add("Ann's birthday is 3 March", user="ann", agent=None)
+        assert (loose.agent, loose.session) == (None, "s9")
+        assert memory.get(loose.id, user="ann").agent is None  # stored so, not only returned
+        many = memory.add_many(["Ann reads at night", "Ann swims"], user="ann", agent=None, session=None)
+        assert {(m.agent, m.session) for m in many} == {(None, None)}
+        assert memory.add("Ann likes figs", user="ann").agent == "planner"  # left out: the default scope
+
+
 def test_scope_filters_on_search_and_list(location, encoder):
     with memnets.open(location[0], encoder=encoder, duplicate_threshold=None, **location[1]) as memory:
         fill(memory)

@@ -96,7 +96,7 @@ def http_servers(tmp_path, encoder_dir, hosts, *extra, env=None):
         for number, host in enumerate(hosts):
             port = _free_port(host)
             log = (tmp_path / f"server{number}.log").open("w")
-            command = [sys.executable, "-m", "memnets", "serve", "mcp", "--memory", str(tmp_path / f"memory{number}")]
+            command = [sys.executable, "-m", "memnets", "serve", "mcp", str(tmp_path / f"memory{number}")]
             command += ["--encoder", str(encoder_dir), "--transport", "http", "--host", host, "--port", str(port)]
             process = subprocess.Popen(
                 [*command, *extra], stdout=subprocess.DEVNULL, stderr=log, env=dict(os.environ, **(env or {}))
@@ -229,7 +229,6 @@ def test_a_panic_and_an_oversized_message_leave_the_stdio_server_serving(tmp_pat
             "memnets",
             "serve",
             "mcp",
-            "--memory",
             str(tmp_path / "memory"),
             "--encoder",
             str(panicking_encoder_dir),

@@ -10,6 +10,8 @@ import uuid
 import httpx
 import pytest
 
+import memnets
+from memnets.server.client import ServerError
 from memnets.server.testing import ServerProcess
 
 ADMIN = "admin-" + uuid.uuid4().hex
@@ -397,12 +399,19 @@ def test_other_bad_requests(admin, method, path, kwargs, status, field):
 
 
 def test_the_door_guard_refuses_big_bodies_foreign_hosts_and_origins(server, admin):
+    """The guard's refusals have the one documented error shape: {"error": {"code", "message", ...}}."""
     big = admin.post("/v1/memories", content=b"x" * 70000, headers={"content-type": "application/json"})
-    assert big.status_code == 413 and "65536 bytes" in big.json()["error"]
+    error = big.json()["error"]
+    assert big.status_code == 413 and error["code"] == "too_large" and "65536 bytes" in error["message"]
     rebound = admin.get("/v1/users", headers={"Host": "evil.example"})
-    assert rebound.status_code == 421 and "evil.example" in rebound.json()["error"]
+    error = rebound.json()["error"]
+    assert rebound.status_code == 421 and error["code"] == "misdirected" and "evil.example" in error["message"]
     cross = admin.post("/v1/memories", json={"user": "ann", "text": "x"}, headers={"Origin": "http://evil.example"})
-    assert cross.status_code == 403 and "evil.example" in cross.json()["error"]
+    error = cross.json()["error"]
+    assert cross.status_code == 403 and error["code"] == "forbidden" and "evil.example" in error["message"]
+    with memnets.Client(server.url, token=ADMIN) as client, pytest.raises(ServerError) as raised:
+        client.add("x" * 70000, user="ann")
+    assert (raised.value.status, raised.value.code) == (413, "too_large")  # the Client reads the code
     same = admin.post("/v1/memories", json={"user": "ann", "text": "x"}, headers={"Origin": server.url})
     assert same.status_code == 200  # the inspector's own requests
     assert admin.get("/v1/users").json()["users"] == ["ann"]

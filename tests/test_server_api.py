@@ -195,6 +195,23 @@ def test_client_returns_the_api_types_and_raises_its_errors(embedded_server, tin
         memnets.Client("127.0.0.1:8000")
 
 
+@pytest.mark.parametrize("item", [b"bytes", None, 42])
+def test_the_client_raises_what_agent_memory_raises_before_any_request(encoder, tmp_path, item):
+    """No server listens: an item the API refuses is its TypeError, with its message, not a ConnectionError."""
+    with memnets.open(tmp_path / "memory", encoder=encoder) as memory:
+        with pytest.raises(TypeError) as embedded:
+            memory.add(item, user="ann")
+        with pytest.raises(TypeError) as embedded_many:
+            memory.add_many(["fine", item], user="ann")
+    with memnets.Client(f"http://127.0.0.1:{_closed_port()}", timeout=2) as nowhere:
+        with pytest.raises(TypeError) as remote:
+            nowhere.add(item, user="ann")
+        with pytest.raises(TypeError) as remote_many:
+            nowhere.add_many(["fine", item], user="ann")
+    assert str(remote.value) == str(embedded.value)
+    assert str(remote_many.value) == str(embedded_many.value)
+
+
 def _closed_port() -> int:
     from memnets.server.testing import free_port
 

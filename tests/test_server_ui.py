@@ -139,12 +139,32 @@ def test_inspector_lists_searches_explains_and_deletes(browser, server):
     hits = page.locator("#hits tbody tr")
     assert hits.count() == 5
     first = hits.nth(0).inner_text()
-    assert FACTS[1] in first and "relevance" in first and "recency" in first and "importance" in first
+    # no pack: the cosine alone ranked, so only its bar is drawn and the page says so
+    assert FACTS[1] in first and "relevance" in first and "recency" not in first and "importance" not in first
+    assert hits.nth(0).locator(".fill").count() == 1
     assert float(hits.nth(0).locator(".score").inner_text()) == pytest.approx(1.0, abs=1e-3)
     bar = hits.nth(0).locator(".fill.relevance").get_attribute("style")
     assert bar.startswith("width:") and float(bar[len("width:") : -1]) > 99
-    assert "ranked by cosine" in page.inner_text("#ranker")
+    assert "ranked by cosine similarity alone" in page.inner_text("#ranker")
     shot(page, "search")
+    # a filter the server refuses (422): the previous results go, they are not left under the error
+    page.click("nav button[data-tab='memories']")
+    page.fill("#metadata", '{"colour": {"$regex": "x"}}')
+    page.click("nav button[data-tab='search']")
+    page.click("#search")
+    page.wait_for_selector("#status.error")
+    assert "422" in page.inner_text("#status") and page.locator("#hits tbody tr").count() == 0
+    assert page.inner_text("#ranker") == ""
+    page.click("nav button[data-tab='memories']")
+    page.click("#filter")
+    page.wait_for_function("document.querySelectorAll('#memories tbody tr').length === 0")
+    page.fill("#metadata", "")
+    page.click("#filter")
+    page.wait_for_function(f"document.querySelectorAll('#memories tbody tr').length === {len(FACTS) + 1}")
+    page.click("#memories tbody tr[data-id='f1']")
+    page.wait_for_selector("#detail:not(.hidden)")
+    page.click("nav button[data-tab='search']")
+    assert page.locator("#detail").is_hidden()  # the detail panel closes with its tab
 
     page.click("nav button[data-tab='manager']")
     page.wait_for_selector("#manager .card")

@@ -193,4 +193,9 @@ def test_a_core_install_runs_the_readme_example(wheel, tmp_path):
     assert "Rex" in out, out  # the first search finds the dog
 
     fit = _run([str(target / "bin" / "memnets"), "fit", "encoder", "-c", "encoder/cpu"], work, env, check=False)
-    assert fit.returncode == 1 and "memnets[train]" in fit.stderr, fit.stderr
+    assert fit.returncode == 1 and f"of the extra [train]: pip install '{wheel}[train]'" in fit.stderr, fit.stderr
+    client = _run([python, "-c", "import memnets; memnets.Client"], work, env, check=False)
+    assert (
+        f"memnets.Client needs the optional dependency 'httpx' of the extra [server]: pip install '{wheel}[server]'"
+        in client.stderr
+    )

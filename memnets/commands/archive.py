@@ -113,7 +113,7 @@ def reembed_parser() -> argparse.ArgumentParser:
 def reembed_main(argv: list[str]) -> int:
     args = parse_args(reembed_parser(), argv)
     from memnets.api import reembed
-    from memnets.store.errors import StoreError
+    from memnets.store.errors import StoreError, StoreNotFoundError
 
     if args.batch_size < 1:
         print(f"memnets archive reembed: --batch-size must be >= 1, got {args.batch_size}", file=sys.stderr)
@@ -130,6 +130,9 @@ def reembed_main(argv: list[str]) -> int:
         report = reembed(
             args.location, pack=args.pack, encoder=args.encoder, key=key, batch_size=args.batch_size, **options
         )
+    except StoreNotFoundError:
+        print(f"memnets archive reembed: {args.location} holds no memnets store; nothing was created", file=sys.stderr)
+        return 2
     except (StoreError, ValueError, FileNotFoundError) as error:
         print(f"memnets archive reembed: {error}", file=sys.stderr)
         return 1

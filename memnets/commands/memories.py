@@ -10,7 +10,10 @@ Examples:
   memnets memories ./memory search --user ann "Where does Ann live?" -k 3
   memnets memories postgresql://db/memnets --key-env MEMNETS_KEY show --user ann 3f2a...
   memnets memories ./memory export --user ann -o ann.jsonl
-  memnets memories ./other import --user ann ann.jsonl
+  memnets memories ./other import --create --user ann ann.jsonl
+
+A LOCATION that holds no memory is refused (exit 2) and left as it was: only `import --create`
+makes one. Commands that do not embed a text (all but search and import) do not load the encoder.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from memnets.console import add_output_options, parse_args, print_table
 
 PROG = "memnets memories"
 CONTENT_WIDTH = 70  # characters of a memory's content shown in a table row
+EMBEDS = {"search", "import"}  # the commands that encode text, and so load the encoder
 
 
 def parser() -> argparse.ArgumentParser:
@@ -126,6 +130,9 @@ def parser() -> argparse.ArgumentParser:
         "texts are encoded with this memory's encoder. Every line is checked before anything is written.",
     )
     importing.add_argument("file", help="the JSON lines file, or - for standard input")
+    importing.add_argument(
+        "--create", action="store_true", help="create the memory at LOCATION if it holds none (default: refuse)"
+    )
     return parser
 
 
@@ -157,12 +164,23 @@ def main(argv: list[str]) -> int:
             print(f"{PROG} import: {error}", file=sys.stderr)
             return 1
 
-    import memnets
-    from memnets.store.errors import ArchiveError
+    from memnets.commands.memory_opening import open_memory
+    from memnets.store.errors import ArchiveError, StoreNotFoundError
 
     try:
-        options = {"table": args.table} if args.table is not None else {}
-        memory = memnets.open(args.location, key=key, encoder=args.encoder, pack=args.pack, **options)
+        memory = open_memory(
+            args.location,
+            key=key,
+            encoder=args.encoder,
+            pack=args.pack,
+            options={"table": args.table} if args.table is not None else {},
+            embeds=args.command in EMBEDS,
+            create=getattr(args, "create", False),
+        )
+    except StoreNotFoundError:
+        create = " (import --create makes one)" if args.command == "import" else ""
+        print(f"{PROG}: {args.location} holds no memnets memory; nothing was created{create}", file=sys.stderr)
+        return 2
     except (OSError, ValueError, TypeError, ArchiveError) as error:
         print(f"{PROG}: cannot open {args.location}: {error}", file=sys.stderr)
         return 1
@@ -310,8 +328,11 @@ def show_memories(memories, args, *, title: str, scores: list[float] | None = No
         print(json.dumps(records, ensure_ascii=False, indent=2))
         return
     table = Table(title=title)
-    for column in ("id", "created", "updated", "kind", "importance", *(["score"] if scores else []), "content"):
+    id_width = max((len(m.id) for m in memories), default=2)
+    table.add_column("id", no_wrap=True, min_width=id_width)  # an id is copied into show/delete: never cut
+    for column in ("created", "updated", "kind", "importance", *(["score"] if scores else [])):
         table.add_column(column, justify="right" if column in ("importance", "score") else "left")
+    table.add_column("content", overflow="fold")  # the column that gives way to a narrow terminal
     for n, m in enumerate(memories):
         content = m.content if len(m.content) <= CONTENT_WIDTH else m.content[: CONTENT_WIDTH - 1] + "…"
         row = [m.id, f"{m.created_at:%Y-%m-%d %H:%M}", f"{m.updated_at:%Y-%m-%d %H:%M}", m.kind, f"{m.importance:.2f}"]

@@ -22,8 +22,12 @@ def mcp_parser() -> argparse.ArgumentParser:
         "add_memory, search_memory, list_memories, get_memory, update_memory, delete_memory, delete_all_memories.",
     )
     parser.add_argument(
-        "--memory", required=True, help="the memory: a folder (created if missing) or a postgresql:// URL"
+        "location",
+        nargs="?",
+        metavar="LOCATION",
+        help="the memory: a folder (created if missing) or a postgresql:// URL, as for serve http and memories",
     )
+    parser.add_argument("--memory", default=None, metavar="LOCATION", help="deprecated spelling of LOCATION")
     parser.add_argument("--pack", default=None, help="a memory pack folder: its encoder and learned scorer")
     parser.add_argument(
         "--encoder",
@@ -68,6 +72,13 @@ def mcp_parser() -> argparse.ArgumentParser:
 def mcp_main(argv: list[str]) -> int:
     parser = mcp_parser()
     args = parse_args(parser, argv)
+    if args.memory is not None:
+        if args.location is not None:
+            parser.error(f"give LOCATION once: {args.location!r} and --memory {args.memory!r}")
+        print("memnets serve mcp: --memory DIR is deprecated, give LOCATION as the first argument", file=sys.stderr)
+        args.location = args.memory
+    if args.location is None:
+        parser.error("LOCATION is required: a folder or a postgresql:// URL")
     if args.pack is not None and args.encoder is not None:
         parser.error("give --pack or --encoder, not both (a pack's scorer was fitted to its own encoder)")
     if args.user is not None and not args.user.strip():
@@ -100,7 +111,7 @@ def mcp_main(argv: list[str]) -> int:
     from memnets.store.errors import ArchiveError
 
     try:
-        memory = memnets.open(args.memory, pack=args.pack, key=key, encoder=args.encoder)
+        memory = memnets.open(args.location, pack=args.pack, key=key, encoder=args.encoder)
     except (OSError, ValueError, TypeError, ArchiveError) as error:  # a bad pack or encoder folder, a wrong key or dim
         print(f"memnets serve mcp: cannot open the memory: {error}", file=sys.stderr)
         return 1

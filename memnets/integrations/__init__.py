@@ -4,11 +4,12 @@ Each adapter is thin: it translates the framework's calls into :class:`memnets.a
 methods and nothing else, so scoping by user, deletion and scoring behave the same everywhere.
 
 - :mod:`memnets.integrations.langgraph`: ``MemnetsStore``, a LangGraph ``BaseStore``
-  (extra ``memnets[langgraph]``).
+  (extra ``langgraph``; langmem's tools: extra ``langmem``).
 - :mod:`memnets.integrations.langchain`: ``MemnetsRetriever``, ``MemnetsVectorStore``,
-  ``MemnetsEmbeddings`` (extra ``memnets[langchain]``).
+  ``MemnetsEmbeddings`` (extra ``langchain``).
 - :mod:`memnets.integrations.mcp_server`: the MCP server behind ``memnets serve mcp``
-  (extra ``memnets[mcp]``).
+  (extra ``mcp``).
 
-The submodules import their framework at import time; this package imports none of them.
+The submodules import their framework at import time (a missing one is an ImportError naming its
+extra and the pip command, :func:`memnets.extras.needs_extra`); this package imports none of them.
 """

@@ -27,16 +27,21 @@ from typing import Any
 import numpy as np
 import torch
 import torch.nn.functional as F
-from langchain_core.callbacks import CallbackManagerForRetrieverRun
-from langchain_core.documents import Document
-from langchain_core.embeddings import Embeddings
-from langchain_core.retrievers import BaseRetriever
-from langchain_core.vectorstores import VectorStore
 
-from memnets.integrations.chat import message_dicts as message_dicts  # re-exported: LangChain messages in
+from memnets.extras import needs_extra
 from memnets.memory.mmr import mmr
+from memnets.memory.writes import check_text
 from memnets.scoring import min_max
 from memnets.store.filters import MemoryFilter
+
+with needs_extra("memnets.integrations.langchain", "langchain"):
+    from langchain_core.callbacks import CallbackManagerForRetrieverRun
+    from langchain_core.documents import Document
+    from langchain_core.embeddings import Embeddings
+    from langchain_core.retrievers import BaseRetriever
+    from langchain_core.vectorstores import VectorStore
+
+    from memnets.integrations.chat import message_dicts as message_dicts  # re-exported: LangChain messages in
 
 
 class MemnetsEmbeddings(Embeddings):
@@ -186,7 +191,12 @@ class MemnetsVectorStore(VectorStore):
         updated (the old text stays in its history), anything else a new id. A given id that
         exists gets a new version (the old one stays in its history).
         """
+        _no_extra(kwargs, "add_texts")
+        if isinstance(texts, str):  # a str is an iterable of one-letter texts: refuse it before writing any
+            raise TypeError(f"add_texts: texts must be a list of strings, not one string ({texts!r:.40})")
         texts = list(texts)
+        for n, text in enumerate(texts):  # every text checked first, so a bad one leaves nothing written
+            check_text(text, f"add_texts: texts[{n}]")
         metadatas = list(metadatas) if metadatas is not None else [{} for _ in texts]
         ids = list(ids) if ids is not None else [None] * len(texts)
         if not (len(metadatas) == len(ids) == len(texts)):
@@ -212,7 +222,7 @@ class MemnetsVectorStore(VectorStore):
     def similarity_search(
         self, query: str, k: int = 4, filter: Mapping[str, Any] | MemoryFilter | None = None, **kwargs: Any
     ) -> list[Document]:
-        return [doc for doc, _ in self.similarity_search_with_score(query, k=k, filter=filter)]
+        return [doc for doc, _ in self.similarity_search_with_score(query, k=k, filter=filter, **kwargs)]
 
     def similarity_search_with_score(
         self, query: str, k: int = 4, filter: Mapping[str, Any] | MemoryFilter | None = None, **kwargs: Any
@@ -246,9 +256,11 @@ class MemnetsVectorStore(VectorStore):
         return [(_document(hit.memory), float(hit.score)) for hit in hits]
 
     def _select_relevance_score_fn(self) -> Callable[[float], float]:
-        """LangChain's relevance convention, [0, 1] with 1 the most relevant: ``(1 + cosine) / 2``
-        for a cosine-ranked memory; with a pack, the sigmoid of its learned score (a logistic
-        regression's logit, so the result is its probability that the memory is evidence)."""
+        """LangChain's relevance convention, [0, 1] with 1 the most relevant: for a cosine-ranked
+        memory the cosine clipped at 0 (LangChain's own cosine relevance, ``1 - distance``, is the
+        cosine; clipped so that it stays in [0, 1]), so an unrelated memory scores near 0, not the
+        0.5 and more of ``(1 + cosine) / 2``; with a pack, the sigmoid of its learned score (a
+        logistic regression's logit, so the result is its probability that the memory is evidence)."""
         if self.memory.scorer is None:
             return _cosine_relevance
         return _sigmoid
@@ -352,7 +364,7 @@ def _check_mmr(k: int, fetch_k: int, lambda_mult: float) -> None:
 
 
 def _cosine_relevance(score: float) -> float:
-    return (1.0 + score) / 2.0
+    return max(score, 0.0)
 
 
 def _sigmoid(score: float) -> float:

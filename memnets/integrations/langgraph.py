@@ -66,27 +66,31 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from langgraph.store.base import (
-    BaseStore,
-    GetOp,
-    InvalidNamespaceError,
-    Item,
-    ListNamespacesOp,
-    MatchCondition,
-    Op,
-    PutOp,
-    Result,
-    SearchItem,
-    SearchOp,
-    TTLConfig,
-    get_text_at_path,
-    tokenize_path,
-)
-
-from memnets.integrations.chat import message_dicts
+from memnets.extras import needs_extra
+from memnets.memory.writes import check_text
 from memnets.records import Memory
 from memnets.store.filters import MemoryFilter
 from memnets.timeutil import now
+
+with needs_extra("memnets.integrations.langgraph", "langgraph"):
+    from langgraph.store.base import (
+        BaseStore,
+        GetOp,
+        InvalidNamespaceError,
+        Item,
+        ListNamespacesOp,
+        MatchCondition,
+        Op,
+        PutOp,
+        Result,
+        SearchItem,
+        SearchOp,
+        TTLConfig,
+        get_text_at_path,
+        tokenize_path,
+    )
+
+    from memnets.integrations.chat import message_dicts
 
 log = logging.getLogger(__name__)
 RESERVED_PREFIX = "__memnets_"
@@ -375,6 +379,14 @@ def _check_value(value) -> dict:
     if bad:
         raise ValueError(
             f"MemnetsStore.put: value keys must be strings not starting with {RESERVED_PREFIX!r}, got {bad!r}"
+        )
+    content = value.get(TEXT_FIELD)
+    if isinstance(content, str):  # the memory's text: refused where every other door refuses it
+        check_text(content, f"MemnetsStore.put: value[{TEXT_FIELD!r}]")
+    elif TEXT_FIELD in value and not isinstance(content, (Mapping, list)):  # structured content (langmem's) is kept
+        raise TypeError(
+            f"MemnetsStore.put: value[{TEXT_FIELD!r}] must be text (or a dict or list of structured content), "
+            f"got {type(content).__name__}"
         )
     return dict(value)
 

@@ -1,6 +1,6 @@
 """An MCP server on a memnets memory, built on the official ``mcp`` SDK (1.x, ``FastMCP``).
 
-``memnets serve mcp --memory DIR_OR_URI`` runs it over stdio (for hosts that start the server as a
+``memnets serve mcp LOCATION`` runs it over stdio (for hosts that start the server as a
 subprocess) or streamable HTTP. Its tools map one to one onto :class:`memnets.api.AgentMemory`:
 
 ==================== =====================================================
@@ -49,15 +49,18 @@ from datetime import datetime
 from functools import partial
 from typing import Annotated, Any, Literal
 
-import anyio
-from mcp.server.fastmcp import FastMCP
-from mcp.server.fastmcp.exceptions import ToolError
-from mcp.server.transport_security import TransportSecuritySettings
-from pydantic import ConfigDict, Field, WithJsonSchema
-
+from memnets import __version__
+from memnets.extras import needs_extra
 from memnets.httpguard import HTTPGuard, check_bind, is_control_flow
 from memnets.records import MEMORY_KINDS
 from memnets.store.filters import COMBINATORS, OPERATORS, SCOPES
+
+with needs_extra("memnets.integrations.mcp_server", "mcp"):
+    import anyio
+    from mcp.server.fastmcp import FastMCP
+    from mcp.server.fastmcp.exceptions import ToolError
+    from mcp.server.transport_security import TransportSecuritySettings
+    from pydantic import ConfigDict, Field, WithJsonSchema
 
 logger = logging.getLogger(__name__)
 
@@ -240,6 +243,7 @@ def build_server(
         log_level=log_level,
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
     )
+    server._mcp_server.version = __version__  # serverInfo.version: memnets', not the SDK's (FastMCP takes none)
 
     def scoped(user_id: str) -> str:
         if user is not None and user_id != user:

@@ -17,11 +17,13 @@ import re
 import sys
 from io import TextIOWrapper
 
-import anyio
-from mcp.server.fastmcp import FastMCP
-from mcp.server.stdio import stdio_server
-
+from memnets.extras import needs_extra
 from memnets.httpguard import DEFAULT_MAX_BODY_BYTES
+
+with needs_extra("memnets.integrations.mcp_stdio", "mcp"):
+    import anyio
+    from mcp.server.fastmcp import FastMCP
+    from mcp.server.stdio import stdio_server
 
 DEFAULT_MAX_MESSAGE_BYTES = DEFAULT_MAX_BODY_BYTES  # the same 4 MiB as over HTTP
 EDGE_BYTES = 64 * 1024  # how much of each end of an oversized line is kept to find its id
@@ -29,6 +31,8 @@ _VALUE = rb'(-?[0-9]+|"(?:[^"\\]|\\.)*")'
 _HEAD_ID = re.compile(rb'"id"\s*:\s*' + _VALUE)
 _TAIL_ID = re.compile(rb'"id"\s*:\s*' + _VALUE + rb'\s*(?:,\s*"jsonrpc"\s*:\s*"2\.0"\s*)?\}\s*\Z')
 INVALID_REQUEST = -32600
+PARSE_ERROR = -32700
+_SURROGATE_ESCAPE = re.compile(rb"\\[uU][dD][89a-fA-F]")  # a \uD800-\uDFFF escape: checked before the SDK parses
 
 
 def request_id(head: bytes, tail: bytes):
@@ -70,9 +74,12 @@ class _BoundedLines:
             line = await self._readline(self.limit + 1)
             if not line:
                 raise StopAsyncIteration
-            if line.endswith(b"\n") or len(line) <= self.limit:
+            if not (line.endswith(b"\n") or len(line) <= self.limit):
+                await self._refuse(line)
+            elif _SURROGATE_ESCAPE.search(line) and not _valid_unicode(line):
+                await self._error(line, line, PARSE_ERROR, "parse error: a string holds a lone UTF-16 surrogate")
+            else:
                 return line.decode("utf-8", errors="replace")  # what the SDK's own reader does
-            await self._refuse(line)
 
     async def _readline(self, size: int) -> bytes:
         return await anyio.to_thread.run_sync(self.stdin.readline, size)
@@ -88,8 +95,24 @@ class _BoundedLines:
             f"request too large: a message over stdio is limited to {self.limit} bytes "
             f"({self.limit / 2**20:g} MiB); this one is longer"
         )
-        error = {"jsonrpc": "2.0", "id": request_id(head, tail), "error": {"code": INVALID_REQUEST, "message": message}}
+        await self._error(head, tail, INVALID_REQUEST, message)
+
+    async def _error(self, head: bytes, tail: bytes, code: int, message: str) -> None:
+        """A JSON-RPC error reply for a line the SDK is not given, with the line's id where it can be read."""
+        error = {"jsonrpc": "2.0", "id": request_id(head, tail), "error": {"code": code, "message": message}}
         await self.stdout.write(json.dumps(error) + "\n")
+
+
+def _valid_unicode(line: bytes) -> bool:
+    """Whether the JSON line's strings are valid Unicode: Python's json decodes an escaped lone
+    surrogate (``"\\ud800"``), which the SDK's parser then refuses without a reply."""
+    try:
+        json.dumps(json.loads(line), ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    except ValueError:  # not JSON at all: the SDK's own parse error
+        return True
+    return True
 
 
 async def run_stdio(server: FastMCP, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> None:

@@ -56,7 +56,10 @@ def build_cli(component: str, args: list[str], run: bool = True):
     """
     from lightning.pytorch.cli import LightningCLI
 
+    from memnets.lit.logs import adopt_lightning_logging
     from memnets.lit.threads import TorchThreads
+
+    adopt_lightning_logging()  # one line per Lightning record, and no tips
 
     # LightningCLI warns when args differ from sys.argv; here they differ by design (`memnets fit X`).
     warnings.filterwarnings("ignore", message="LightningCLI's args parameter")

@@ -20,6 +20,25 @@ from memnets.records import Memory
 from memnets.timeutil import as_utc_or_now
 
 
+class _MemoryScope:
+    """The default of ``add``'s ``agent``/``session``: the memory's scope (``memnets.open(agent=...)``).
+
+    A sentinel, so that an explicit None says "no agent" (or no session) rather than "the default"."""
+
+    def __repr__(self) -> str:
+        return "<the memory's scope>"
+
+
+MEMORY_SCOPE = _MemoryScope()
+
+
+def check_item(item, where: str) -> None:
+    """TypeError naming ``where`` unless ``item`` is what add and add_many take: a text or a Memory record
+    (memnets.Client checks it too, so that it raises before a request, as the embedded API raises)."""
+    if not isinstance(item, (str, Memory)):
+        raise TypeError(f"{where}: text must be a str or a Memory record, got {type(item).__name__}")
+
+
 def new_record(
     item,
     user: str,
@@ -52,8 +71,7 @@ def new_record(
                 "set by the write path (update, add with an existing id, replaces=), not by a caller"
             )
         return item
-    if not isinstance(item, str):
-        raise TypeError(f"{where}: text must be a str or a Memory record, got {type(item).__name__}")
+    check_item(item, where)
     if id is not None:
         check_new_id(id, f"{where}: id")
     return Memory(
@@ -73,4 +91,4 @@ def new_record(
     )
 
 
-__all__ = ["new_record"]
+__all__ = ["MEMORY_SCOPE", "check_item", "new_record"]

@@ -101,8 +101,8 @@ def reembed(
     """
     from memnets.store.reembed import reembed as run
 
-    new = memory_components(pack, encoder, where="memnets.reembed")["encoder"]
-    with open_store(location, None, key=key, **options) as store:
+    with open_store(location, None, key=key, **options) as store:  # a location without a store: refused first
+        new = memory_components(pack, encoder, where="memnets.reembed")["encoder"]
         return run(store, new, batch_size=batch_size, progress=progress)
 
 

@@ -23,6 +23,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from memnets.extras import needs_extra
+
 logger = logging.getLogger(__name__)
 
 ONNX_DIR = "onnx"  # inside an encoder folder
@@ -40,12 +42,8 @@ FP32_NODES = re.compile(r"layer\.\d+/output/dense/MatMul$")  # the FFN down-proj
 
 def require_onnxruntime():
     """The onnxruntime module, or an ImportError naming the extra to install."""
-    try:
+    with needs_extra("the encoder backends 'onnx' and 'int8'", "onnx"):
         import onnxruntime
-    except ImportError:
-        raise ImportError(
-            "the encoder backends 'onnx' and 'int8' need ONNX Runtime of the extra [onnx]: pip install 'memnets[onnx]'"
-        ) from None
     return onnxruntime
 
 

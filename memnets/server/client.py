@@ -27,14 +27,17 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import quote
 
-import httpx
-
 from memnets.api import SearchHit
+from memnets.extras import needs_extra
 from memnets.memory.ids import check_id
+from memnets.memory.intake import check_item
 from memnets.memory.messages import MessageOutcome
 from memnets.records import Memory
 from memnets.server.wire import filters_to_json, memory_from_json, to_json
 from memnets.store.errors import InvalidMemoryError
+
+with needs_extra("memnets.Client", "server"):
+    import httpx
 
 DEFAULT_TIMEOUT_S = 60.0
 
@@ -98,7 +101,7 @@ class Client:
             error = response.json()["error"]
         except (ValueError, KeyError, TypeError):
             error = response.text[:500]
-        if not isinstance(error, dict):  # the door guard's refusals: {"error": "<message>"}
+        if not isinstance(error, dict):  # not a memnets server's error shape (a proxy's page)
             error = {"code": None, "message": str(error), "type": None}
         message, kind = error.get("message") or "", error.get("type")
         if response.status_code in (401, 403):
@@ -127,6 +130,8 @@ class Client:
     ) -> Memory | list[MessageOutcome]:
         """AgentMemory.add on the server: one memory of ``user``, durable when this returns; with
         ``messages``, a chat transcript: one :class:`~memnets.memory.messages.MessageOutcome` per message."""
+        if messages is None:
+            check_item(text_or_record, "add")
         body = self._arguments({"user": user, **arguments})
         if messages is not None:
             if text_or_record is not None:
@@ -148,6 +153,8 @@ class Client:
         items = list(items)
         if any(isinstance(item, Mapping) for item in items):  # messages, as AgentMemory.add_many takes them
             return self.add(user=user, messages=items, **arguments)
+        for n, item in enumerate(items):
+            check_item(item, f"add_many: items[{n}]")
         body = self._arguments({"user": user, **arguments})
         body["items"] = [to_json(item) if isinstance(item, Memory) else item for item in items]
         return [memory_from_json(m) for m in self._request("POST", "/v1/memories", json=body)["memories"]]

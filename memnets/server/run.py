@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass, field, replace
 from memnets.httpguard import HTTPGuard, check_bind
 from memnets.server.auth import Tokens
 from memnets.server.protocol import ConnectionLimits, GuardedH11Protocol, use_limits
+from memnets.server.wire import guard_error_body
 
 logger = logging.getLogger(__name__)
 
@@ -116,7 +117,13 @@ def build_app(config: ServerConfig):
         pack=config.pack,
         access_log=config.access_log == "route",
     )
-    return HTTPGuard(app, host=config.host, allowed_hosts=config.allowed_hosts, max_body_bytes=config.max_body)
+    return HTTPGuard(
+        app,
+        host=config.host,
+        allowed_hosts=config.allowed_hosts,
+        max_body_bytes=config.max_body,
+        error_body=guard_error_body,
+    )
 
 
 def app_from_environment():

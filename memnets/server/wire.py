@@ -137,6 +137,7 @@ ERROR_STATUS = {
     "unauthorized": 401,
     "forbidden": 403,
     "too_large": 413,
+    "misdirected": 421,  # the Host header names another server (DNS rebinding)
     "conflict": 409,  # the store refuses: another format, dim or encoder
     "unavailable": 503,  # the store cannot be reached (retry after Retry-After seconds)
     "not_ready": 503,
@@ -150,6 +151,15 @@ def field_named(message: str, candidates) -> str | None:
     positions = {m.group(): m.start() for m in reversed(list(_WORD.finditer(message)))}
     named = [name for name in candidates if name in positions]
     return min(named, key=positions.__getitem__) if named else None
+
+
+GUARD_CODES = {400: "malformed_request", 401: "unauthorized", 403: "forbidden", 413: "too_large", 421: "misdirected"}
+
+
+def guard_error_body(status: int, message: str) -> dict:
+    """:func:`error_body` of a refusal of the HTTP door guard (body limit, Host, Origin, a failure),
+    so that every REST error has one shape."""
+    return error_body(GUARD_CODES.get(status, "internal"), message)
 
 
 def error_body(code: str, message: str, field: str | None = None, kind: str | None = None) -> dict:

@@ -60,7 +60,7 @@ from memnets.store.core import SqlStore
 from memnets.store.crypto import DEFAULT_KDF, RowCipher
 from memnets.store.dialect import CURRENT
 from memnets.store.disk_reserve import RESERVE_BYTES, DiskReserve
-from memnets.store.errors import StoreError, StoreKeyError
+from memnets.store.errors import StoreError, StoreKeyError, StoreNotFoundError
 from memnets.store.faiss_sync import FaissSync
 from memnets.store.filters import MemoryFilter
 from memnets.store.index_files import INDEX_AUTH, INDEX_DIR, INDEX_MARKER, IndexFolder
@@ -132,6 +132,8 @@ class Archive(FaissSync, SqlStore):
         if isinstance(reserve, bool) or not isinstance(reserve, int) or reserve < 0:
             raise ValueError(f"Archive: reserve must be a number of bytes >= 0, got {reserve!r}")
         self.directory = Path(directory)
+        if dim is None and not (self.directory / DB_FILE).exists():  # a typo must not leave a folder behind
+            raise StoreNotFoundError(f"Archive: {self.directory} holds no archive yet; give dim to create one")
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
         except OSError as error:

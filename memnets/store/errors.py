@@ -36,6 +36,10 @@ class StoreUnavailableError(StoreError):
     """The database server cannot be reached or went away mid-call (stopped, restarted, network down)."""
 
 
+class StoreNotFoundError(StoreError, ValueError):
+    """No store at the location, which was opened to read an existing one (``dim=None``); nothing was created."""
+
+
 class InvalidMemoryError(StoreError, ValueError):
     """A memory or vector handed to the store is unusable (empty text, NaN vector, bad Unicode...)."""
 

@@ -16,7 +16,7 @@ import re
 
 from memnets.store import rows as rowcodec
 from memnets.store.crypto import RowCipher
-from memnets.store.errors import StoreError, StoreFormatError
+from memnets.store.errors import StoreError, StoreFormatError, StoreNotFoundError
 from memnets.store.pg_dialect import PgDialect, as_array
 from memnets.timeutil import as_utc
 
@@ -107,7 +107,7 @@ def open_schema(
     conn.execute(*d.lock("store"))
     if conn.execute("SELECT to_regclass(%s)", (f"{d.table}_meta",)).fetchone()[0] is None:
         if dim is None:
-            raise ValueError(f"PgVectorStore: {where} holds no memnets store yet; give dim to create one")
+            raise StoreNotFoundError(f"PgVectorStore: {where} holds no memnets store yet; give dim to create one")
         for statement in _SCHEMA:
             conn.execute(statement.format(**d.names, dim=int(dim), **hnsw))
         cipher, key_meta = rowcodec.new_cipher(key)

@@ -57,6 +57,7 @@ from contextlib import contextmanager
 import numpy as np
 
 import memnets.timeutil as timeutil
+from memnets.extras import needs_extra
 from memnets.records import Memory
 from memnets.store import rows as rowcodec
 from memnets.store.chunks import merge
@@ -69,14 +70,10 @@ from memnets.store.pg_dialect import PgDialect
 from memnets.store.pg_schema import FORMAT_VERSION, HNSW, check_extension, open_schema
 from memnets.store.reembed import ReembedBatch
 
-try:
+with needs_extra("the PostgreSQL store", "pgvector"):
     import psycopg
     from pgvector.psycopg import register_vector
     from psycopg_pool import ConnectionPool, PoolTimeout
-except ImportError as error:  # pragma: no cover - depends on the installed extras
-    raise ImportError(
-        f"the PostgreSQL store needs the pgvector extra: pip install 'memnets[pgvector]' (missing: {error.name})"
-    ) from None
 
 __all__ = ["EF_SEARCH_MAX", "EXACT_BELOW", "FORMAT_VERSION", "UNREACHABLE_WAIT_S", "PgVectorStore"]
 

@@ -281,6 +281,9 @@ def encode_row(memory: Memory, vector: np.ndarray, where: str) -> Row:
         updated_at = as_utc(memory.updated_at or memory.t, f"{what}: updated_at")
     except TypeError as error:
         raise InvalidMemoryError(str(error)) from None
+    operators = [name for name in memory.metadata if isinstance(name, str) and name.startswith("$")]
+    if operators:  # a filter reads a "$" key as an operator, so such a field could never be matched
+        raise InvalidMemoryError(f"{what}: metadata field names may not start with '$', got {operators[0]!r}")
     payload = {
         "content": memory.content,
         "updated_at": updated_at.isoformat(),  # sealed with the content; rows written before it read t

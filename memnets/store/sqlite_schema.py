@@ -24,7 +24,13 @@ from pathlib import Path
 from memnets.store import rows as rowcodec
 from memnets.store.chunks import sealed_bytes
 from memnets.store.crypto import RowCipher
-from memnets.store.errors import StoreCorruptError, StoreError, StoreFormatError, StoreReadOnlyError
+from memnets.store.errors import (
+    StoreCorruptError,
+    StoreError,
+    StoreFormatError,
+    StoreNotFoundError,
+    StoreReadOnlyError,
+)
 
 FORMAT_VERSION = 6  # stored in PRAGMA user_version; bump with a migration (MIGRATIONS) when the schema changes
 DB_FILE = "archive.sqlite3"
@@ -224,7 +230,7 @@ def _create(
     conn: sqlite3.Connection, path: Path, dim: int | None, key: bytes | str | None
 ) -> tuple[int, RowCipher | None, str, bytes]:
     if dim is None:
-        raise ValueError(f"Archive: {path.parent} holds no archive yet; give dim to create one")
+        raise StoreNotFoundError(f"Archive: {path.parent} holds no archive yet; give dim to create one")
     for statement in _SCHEMA.split(";"):
         if statement.strip():
             conn.execute(statement)

@@ -106,6 +106,7 @@ function readFilters() {
 
 async function listMemories() {
   if (!state.user) return;
+  $('memories').tBodies[0].replaceChildren();  // a refused request (422) leaves no stale rows under its error
   const filters = readFilters();
   const data = await api('GET', '/v1/memories', {
     params: { user: state.user, limit: PAGE, offset: state.offset, filters: filters ? JSON.stringify(filters) : null },
@@ -175,14 +176,20 @@ async function search() {
   const query = $('query').value.trim();
   if (!query) { status('type a query', true); return; }
   const body = { user: state.user, query, k: Number($('k').value) || 5 };
+  $('hits').tBodies[0].replaceChildren();  // a refused search (422) leaves no stale results under its error
+  $('ranker').textContent = '';
   const filters = readFilters();
   if (filters) body.filters = filters;
   const data = await api('POST', '/v1/search', { body });
-  $('ranker').textContent = `ranked by ${data.ranker}` + (data.weights
-    ? ` (weights: relevance ${data.weights.relevance.toFixed(2)}, recency ${data.weights.recency.toFixed(2)}, importance ${data.weights.importance.toFixed(2)})` : '');
+  // without a pack the rank is the cosine alone: say so, and draw only the part that counted
+  const counted = data.ranker === 'cosine' ? ['relevance'] : ['relevance', 'recency', 'importance', 'learned'];
+  $('ranker').textContent = data.ranker === 'cosine'
+    ? 'ranked by cosine similarity alone (no pack: recency and importance do not count)'
+    : `ranked by ${data.ranker}` + (data.weights
+      ? ` (weights: relevance ${data.weights.relevance.toFixed(2)}, recency ${data.weights.recency.toFixed(2)}, importance ${data.weights.importance.toFixed(2)})` : '');
   $('hits').tBodies[0].replaceChildren(...data.results.map((hit) => el('tr', { class: 'hit', onclick: () => guarded(showMemory)(hit.memory.id) },
     el('td', { class: 'score' }, hit.score.toFixed(4)),
-    el('td', {}, el('div', { class: 'parts' }, ['relevance', 'recency', 'importance', 'learned'].map((p) => partBar(p, hit.parts[p])))),
+    el('td', {}, el('div', { class: 'parts' }, counted.map((p) => partBar(p, hit.parts[p])))),
     el('td', {}, hit.memory.content))));
   status(`${data.results.length} hit(s) for "${query}"`);
 }
@@ -248,6 +255,7 @@ async function showPack() {
 function showTab(name) {
   for (const button of document.querySelectorAll('nav button')) button.classList.toggle('active', button.dataset.tab === name);
   for (const tab of document.querySelectorAll('.tab')) tab.classList.toggle('hidden', tab.id !== `tab-${name}`);
+  $('detail').classList.add('hidden');  // a memory's panel belongs to the tab it was opened from
   if (name === 'manager') guarded(showManager)();
   if (name === 'pack') guarded(showPack)();
 }
