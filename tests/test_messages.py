@@ -175,7 +175,7 @@ def test_repeated_ids_unusable_arguments_and_bad_options_are_refused_before_writ
         memory.add(messages=one, user="ann", keep="some")
     with pytest.raises(TypeError, match="roles must be a non-empty list"):
         memory.add(messages=one, user="ann", roles="user")
-    with pytest.raises(TypeError, match="give a text"):
+    with pytest.raises(TypeError, match="text must be a str or a Memory record"):
         memory.add(user="ann")
     with pytest.raises(ValueError, match="user"):  # checked even when every message is skipped
         memory.add(messages=[{"role": "system", "content": "hello"}], user="")

@@ -9,7 +9,7 @@ SAID_AT = datetime(2024, 5, 8, 15, 0, tzinfo=UTC)  # a Wednesday
 
 
 def test_dates_a_text_names_are_resolved_from_its_own_time(tiny_model_dir, tmp_path):
-    with memnets.open(tmp_path / "m", encoder=tiny_model_dir) as memory:
+    with memnets.open(tmp_path / "m", encoder=tiny_model_dir, resolve_dates=True) as memory:
         went = memory.add("I went to the support group yesterday", user="ann", t=SAID_AT, metadata={"topic": 1})
         plain = memory.add("I like green tea", user="ann", t=SAID_AT)
         given = memory.add("We met last Friday", user="ann", t=SAID_AT, metadata={DATES_KEY: []})
@@ -28,7 +28,7 @@ def test_dates_a_text_names_are_resolved_from_its_own_time(tiny_model_dir, tmp_p
     ]
 
 
-def test_resolve_dates_false_leaves_the_metadata_as_given(tiny_model_dir, tmp_path):
-    with memnets.open(tmp_path / "m", encoder=tiny_model_dir, resolve_dates=False) as memory:
+def test_by_default_the_metadata_stays_as_given(tiny_model_dir, tmp_path):
+    with memnets.open(tmp_path / "m", encoder=tiny_model_dir) as memory:
         went = memory.add("I went to the support group yesterday", user="ann", t=SAID_AT)
     assert went.metadata == {}

@@ -34,7 +34,8 @@ class ManagerConfig:
             Chosen on LoCoMo's training conversations, see docs/memory.md.
         resolve_dates: the relative dates a text names ("yesterday", "last Friday", "in May") are
             resolved from its own time ``t`` when it is written and kept in its metadata under
-            ``"resolved_dates"`` (:mod:`memnets.temporal.dates`); False leaves the metadata as given.
+            ``"resolved_dates"`` (:mod:`memnets.temporal.dates`); off by default, so that a memory's
+            metadata stays what its writer gave.
     """
 
     context_budget: int = 512
@@ -49,7 +50,7 @@ class ManagerConfig:
     context_policy: str = "least_recent"
     working_policy: str = "least_important"
     duplicate_threshold: float | None = DUPLICATE_THRESHOLD
-    resolve_dates: bool = True
+    resolve_dates: bool = False
 
     def __post_init__(self) -> None:
         for name in ("context_budget", "working_capacity", "k", "batch_size", "fetch_factor"):

@@ -42,7 +42,7 @@ from datetime import datetime, timedelta
 
 from memnets.memory.arguments import check_user
 from memnets.memory.ids import check_new_id
-from memnets.memory.intake import new_record
+from memnets.memory.intake import MEMORY_SCOPE, check_item, new_record
 from memnets.memory.signals import keeps
 from memnets.records import Memory
 from memnets.text import turn_text
@@ -192,8 +192,8 @@ class MessageWriter:
         kind: str = "observation",
         metadata: dict | None = None,
         importance: float | None = None,
-        agent: str | None = None,
-        session: str | None = None,
+        agent: str | None = MEMORY_SCOPE,  # type: ignore[assignment]
+        session: str | None = MEMORY_SCOPE,  # type: ignore[assignment]
         ttl=None,
         keep: str = "all",
         roles: Sequence[str] | None = None,
@@ -204,8 +204,8 @@ class MessageWriter:
         ``refused``: the caller's arguments that do not go with messages (a text, an id, ...), by name:
         ValueError naming those that are given. Everything is checked before the first write.
         """
-        if messages is None:
-            raise TypeError("add: give a text (or a Memory record), or messages=[...]")
+        if messages is None:  # add() with neither a text nor messages: the text's own error
+            check_item(None, "add")
         given = [name for name, value in (refused or {}).items() if value is not None]
         if given:
             raise ValueError(f"messages=[...] go without {given}: each message is one memory (its id in 'id')")
@@ -217,8 +217,8 @@ class MessageWriter:
         fields = dict(
             kind=kind,
             importance=importance,
-            agent=agent if agent is not None else self.scope["agent"],
-            session=session if session is not None else self.scope["session"],
+            agent=self.scope["agent"] if agent is MEMORY_SCOPE else agent,
+            session=self.scope["session"] if session is MEMORY_SCOPE else session,
             ttl=ttl,
         )
         base = as_utc_or_now(t, "t")
