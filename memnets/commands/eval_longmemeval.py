@@ -30,8 +30,8 @@ def metrics_table(report: LongMemEvalReport, ks: Sequence[int] = LONGMEMEVAL_KS)
     """One retriever's overall metrics: a row per level and metric, a column per k (percent)."""
     counts = report.counts
     table = Table(
-        title=f"{report.name} on LongMemEval ({counts['questions']} questions; left out: "
-        f"{counts['abstention']} abstention, {counts['no_evidence']} without a has_answer user turn)"
+        title=f"{report.name} on LongMemEval: {counts['questions']} questions (left out: "
+        f"{counts['abstention']} abstention, {counts['no_evidence']} without evidence)"
     )
     table.add_column("metric")
     for k in ks:

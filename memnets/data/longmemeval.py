@@ -143,13 +143,14 @@ def parse_question(record, item: _Item) -> LongMemEvalQuestion:
     """One decoded list item -> LongMemEvalQuestion; ``item`` names file, item and line in errors."""
     if not isinstance(record, dict):
         item.fail("(the item)", f"expected a JSON object, got {_type(record)}")
-    for key, kind in _REQUIRED.items():
+    for key, kind in _REQUIRED.items():  # question_id first: later errors name the question
         if key not in record:
             item.fail(key, "missing")
         if not isinstance(record[key], kind) or isinstance(record[key], bool):
             expected = "a string or a number" if key == "answer" else f"a {kind.__name__}"
             item.fail(key, f"should be {expected}, got {_type(record[key])}")
-    item.question_id = item.text(record["question_id"], "question_id")
+        if key == "question_id":
+            item.question_id = item.text(record["question_id"], "question_id")
     question_type = item.text(record["question_type"], "question_type")
     if question_type not in QUESTION_TYPES:
         item.fail("question_type", f"should be one of {list(QUESTION_TYPES)}, got {question_type!r}")
