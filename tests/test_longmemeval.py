@@ -25,7 +25,7 @@ from memnets.cli import main
 from memnets.data.builders import build_importance_examples, build_retrieval_pairs
 from memnets.data.formats import detect_format, load_conversations
 from memnets.data.longmemeval import LongMemEvalFormatError, load_longmemeval
-from memnets.evaluation.longmemeval import cache_encodings, evaluate_longmemeval
+from memnets.evaluation.longmemeval import cache_encodings, corpus_texts, evaluate_longmemeval
 from memnets.retrieval.dense import DenseRanker
 from memnets.retrieval.longmemeval_metrics import session_metrics, turn_metrics
 
@@ -171,7 +171,7 @@ def test_sessions_shared_between_questions_are_embedded_once(tiny_model_dir):
     questions = load_longmemeval(FIXTURE)
     plain = evaluate_longmemeval(DenseRanker(MemoryEncoder.from_pretrained(tiny_model_dir)), questions)
     counting = _CountingEncoder(MemoryEncoder.from_pretrained(tiny_model_dir))
-    cached = evaluate_longmemeval(cache_encodings(DenseRanker(counting), questions), questions)
+    cached = evaluate_longmemeval(cache_encodings(DenseRanker(counting), corpus_texts(questions)), questions)
     assert len(cached.per_question) == len(plain.per_question) == 3
     for with_cache, without in zip(cached.per_question, plain.per_question):
         metrics = [key for key in without if "@" in key]

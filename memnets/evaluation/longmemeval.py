@@ -59,17 +59,24 @@ def rank_question(ranker: Ranker, question: LongMemEvalQuestion) -> list[str]:
     return ranker.rank(question.user_turns_only(), [question.question])[0]
 
 
-def cache_encodings(ranker: Ranker, questions: Sequence[LongMemEvalQuestion]) -> Ranker:
-    """Give an embedding ranker an encoder cache keyed by text, filled with every distinct user turn once."""
+def cache_encodings(ranker: Ranker, texts: Iterable[str]) -> Ranker:
+    """Give an embedding ranker an encoder cache keyed by text, filled with each distinct text of ``texts`` once.
+
+    A ranker without an encoder (BM25) is returned as it is.
+    """
     from memnets.nn.embedding_cache import CachedEncoder
 
     holder = ranker if hasattr(ranker, "encoder") else getattr(ranker, "scorer", None)
     if getattr(holder, "encoder", None) is None:
-        return ranker  # BM25: nothing to embed
+        return ranker
     holder.encoder = CachedEncoder(holder.encoder)
-    texts = dict.fromkeys(turn.content for q in questions for turn in q.user_turns_only().turns)
-    holder.encoder.prefill(list(texts), kind="memory")
+    holder.encoder.prefill(list(dict.fromkeys(texts)), kind="memory")
     return ranker
+
+
+def corpus_texts(questions: Iterable[LongMemEvalQuestion]) -> Iterable[str]:
+    """The memory texts of every question's retrieval corpus (its haystack's user turns)."""
+    return (turn.content for q in questions for turn in q.user_turns_only().turns)
 
 
 def evaluate_longmemeval(
@@ -131,7 +138,7 @@ def compare_on_longmemeval(
     reports = []
     for name, kind, path in parsed:
         started = time.perf_counter()
-        ranker = cache_encodings(build_ranker(kind, path), scored)
+        ranker = cache_encodings(build_ranker(kind, path), corpus_texts(scored))
         report = evaluate_longmemeval(ranker, questions, ks, name=name)
         logger.info(
             "%s: session recall_any@5 %.3f (%.1f s)",
