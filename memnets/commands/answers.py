@@ -56,7 +56,7 @@ def _number(value: float | None) -> str:
 def report_table(report: AnswerReport) -> Table:
     """Accuracy per category beside recall@k, tokens per question and latency."""
     table = Table(title=f"answers with {report.retriever} (top {report.k})")
-    for column in ("category", "questions", "accuracy", f"recall@{report.k}", "unjudged", "tokens in", "tokens out"):
+    for column in ("category", "questions", "accuracy", f"recall@{report.k}", "unjudged", "answer tokens in", "out"):
         table.add_column(column, justify="left" if column == "category" else "right")
     table.add_column("latency s (mean / p95)", justify="right")
     for category, values in [*report.by_category.items(), ("overall", report.overall)]:
