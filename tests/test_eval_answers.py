@@ -158,6 +158,33 @@ def test_eval_answers_on_locomo_judges_with_the_locomo_rule(model_server, tmp_pa
     assert all("Gold answer:" in p for p in _ScriptedModel.requests if not p.startswith("Memories:"))
 
 
+def test_eval_answers_with_an_encoder_retrieves_the_top_k_of_each_haystack(model_server, tmp_path, tiny_model_dir):
+    out = tmp_path / "answers.json"
+    argv = [
+        "eval",
+        "answers",
+        "--data",
+        str(LONGMEMEVAL),
+        "--llm",
+        model_server,
+        "--retriever",
+        f"dense:{tiny_model_dir}",
+    ]
+    assert main([*argv, "-k", "3", "--limit", "2", "--json", str(out), "-q"]) == 0
+    payload = json.loads(out.read_text())
+    assert payload["retriever"] == f"dense:{tiny_model_dir}" and payload["k"] == 3
+    q1, q2 = payload["questions"]
+    assert len(q1["retrieved"]) == 3 and set(q1["retrieved"]) <= {
+        "s1_1",
+        "s1_2",
+        "s1_3",
+        "answer_s2_1",
+        "answer_s2_2",
+        "s3_1",
+    }
+    assert len(q2["retrieved"]) == 3 and all(row["verdict"] is not None for row in payload["questions"])
+
+
 def test_an_unreachable_model_leaves_every_question_unjudged_with_its_error(tmp_path, capsys):
     out = tmp_path / "answers.json"
     argv = ["eval", "answers", "--data", str(LONGMEMEVAL), "--llm", "http://127.0.0.1:9", "--retries", "0"]

@@ -20,9 +20,11 @@ import re
 from pathlib import Path
 
 import pytest
+import yaml
 
 from memnets.cli import main
-from memnets.data.builders import build_importance_examples, build_retrieval_pairs
+from memnets.data.builders import build_importance_examples, build_retrieval_pairs, prepare_datasets
+from memnets.data.config import load_data_config
 from memnets.data.formats import detect_format, load_conversations
 from memnets.data.longmemeval import LongMemEvalFormatError, load_longmemeval
 from memnets.evaluation.longmemeval import cache_encodings, corpus_texts, evaluate_longmemeval
@@ -147,6 +149,18 @@ def test_training_reads_a_longmemeval_file_with_the_has_answer_turns_as_positive
         (c, d) for c, d, label in zip(importance["conv_id"], importance["dia_id"], importance["label"]) if label
     }
     assert positives == {("q1", "answer_s2_1"), ("q2", "answer_a_1"), ("q2", "answer_b_1"), ("q3", "answer_p_1")}
+
+
+def test_data_prepare_reads_a_longmemeval_file_named_by_a_data_config(tmp_path):
+    config = tmp_path / "lme.yaml"
+    splits = {"train": ["q1", "q2"], "validation": ["q3"], "test": ["q4_abs", "q5"]}
+    config.write_text(yaml.safe_dump({"path": str(FIXTURE), "cache_dir": str(tmp_path / "cache"), "splits": splits}))
+    assert main(["data", "prepare", "-c", str(config), "-q"]) == 0
+    datasets = prepare_datasets(load_data_config(config), progress=False)
+    assert sorted(datasets["retrieval"]["train"]["positive_id"]) == ["answer_a_1", "answer_b_1", "answer_s2_1"]
+    assert len(datasets["retrieval"]["test"]) == 0  # abstention and assistant-evidence questions give no pair
+    gate = datasets["gate"]["validation"]
+    assert set(gate["conv_id"]) == {"q3"} and set(map(tuple, gate["evidence_ids"])) == {("answer_p_1",)}
 
 
 class _CountingEncoder:
