@@ -261,6 +261,16 @@ def test_eval_retrieval_on_a_malformed_longmemeval_file_exits_2_with_the_field(t
         load_longmemeval(path)
 
 
+def test_a_longmemeval_file_is_told_by_its_first_item_however_long(tmp_path, tiny_locomo_path, capsys):
+    records = json.loads(FIXTURE.read_text())
+    records[0]["haystack_sessions"][0][0]["content"] = "word " * 100_000  # 500 kB: past the first read
+    path = tmp_path / "long.json"
+    path.write_text(json.dumps(records))
+    assert detect_format(path) == "longmemeval" and detect_format(tiny_locomo_path) == "locomo"
+    assert main(["eval", "retrieval", "bm25", "--data", str(FIXTURE), "--split", "test"]) == 2
+    assert "is a LongMemEval file, whose every question is evaluated; it has no splits" in capsys.readouterr().err
+
+
 def test_a_file_of_only_abstention_questions_has_nothing_to_score(tmp_path, capsys):
     path = tmp_path / "lme.json"
     path.write_text(json.dumps([q for q in json.loads(FIXTURE.read_text()) if q["question_id"] in {"q4_abs", "q5"}]))

@@ -57,6 +57,8 @@ def type_table(report: LongMemEvalReport) -> Table:
 
 def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     """Evaluate ``args.retrievers`` on the LongMemEval file ``args.data``; print the tables, write ``--json``."""
+    if args.split is not None:
+        parser.error(f"--split: {args.data} is a LongMemEval file, whose every question is evaluated; it has no splits")
     try:
         questions = load_longmemeval(args.data)
     except (OSError, ValueError) as error:
