@@ -135,6 +135,18 @@ def test_a_question_is_a_conversation_of_its_haystack_with_its_has_answer_user_t
     assert load_conversations(FIXTURE, ["q3"])[0].sample_id == "q3"
 
 
+def test_an_empty_session_is_kept_as_longmemeval_files_have_some(tmp_path):
+    records = json.loads(FIXTURE.read_text())
+    records[1]["haystack_sessions"][2] = []  # session y
+    path = tmp_path / "lme.json"
+    path.write_text(json.dumps(records))
+    q2 = load_longmemeval(path)[1]
+    assert [len(s.turns) for s in q2.conversation.sessions] == [3, 2, 0, 2] and q2.evidence == (
+        "answer_a_1",
+        "answer_b_1",
+    )
+
+
 def test_training_reads_a_longmemeval_file_with_the_has_answer_turns_as_positives():
     conversations = load_conversations(FIXTURE)
     pairs = build_retrieval_pairs(conversations)
@@ -238,6 +250,14 @@ def _broken(change) -> Path:
             r"item 3 \(line \d+\), question 'q1', field question_id: 'q1' repeats item 0",
         ),
         (lambda r: r[4].update(haystack_sessions=5), r"field haystack_sessions: should be a list, got int"),
+        (
+            lambda r: r[2].update(haystack_sessions=[[], []]),
+            r"question 'q3', field haystack_sessions: no session has any turn",
+        ),
+        (
+            lambda r: r[2]["haystack_sessions"].__setitem__(1, "turns"),
+            r"question 'q3', field haystack_sessions\[1\]: should be a list of turns, got str",
+        ),
         (
             lambda r: r[0]["haystack_sessions"][0][0].update(text="x"),
             r"field haystack_sessions\[0\]\[0\]: unknown key\(s\) \['text'\]",
