@@ -28,6 +28,10 @@ COMMANDS: dict[tuple[str, ...], tuple[str, str]] = {
         "memnets.commands.evaluate:retrieval_main",
         "recall@k / MRR / nDCG of a retriever on a split",
     ),
+    ("eval", "answers"): (
+        "memnets.commands.answers:main",
+        "answer accuracy with your model, judged as LongMemEval / LoCoMo do",
+    ),
     ("eval", "heads"): (
         "memnets.commands.evaluate:heads_main",
         "importance and recall-gate heads against their baselines on a split",

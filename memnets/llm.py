@@ -25,6 +25,7 @@ import re
 import urllib.error
 import urllib.request
 from contextlib import suppress
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 from urllib.parse import urlsplit
@@ -202,6 +203,15 @@ class TransformersLLM:
         return self.tokenizer.decode(output[0, input_ids.shape[1] :], skip_special_tokens=True).strip()
 
 
+@dataclass(frozen=True)
+class ChatReply:
+    """A chat completion's text and the tokens the server counted in and out (None when it did not say)."""
+
+    text: str
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+
+
 class LLMError(RuntimeError):
     """An LLM endpoint failed or answered something that is not a chat completion."""
 
@@ -277,6 +287,10 @@ class OpenAIChatLLM:
         self._opener = urllib.request.build_opener(_SameOriginRedirects)
 
     def complete(self, prompt: str, *, system: str | None = None, max_new_tokens: int = 128) -> str:
+        return self.chat(prompt, system=system, max_new_tokens=max_new_tokens).text
+
+    def chat(self, prompt: str, *, system: str | None = None, max_new_tokens: int = 128) -> ChatReply:
+        """:meth:`complete` with the token counts the server reports (``usage``; None where it reports none)."""
         messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": prompt}]
         body = json.dumps(
             {
@@ -311,9 +325,15 @@ class OpenAIChatLLM:
         except (UnicodeDecodeError, json.JSONDecodeError) as error:
             raise LLMError(f"{self.url} answered something that is not JSON: {error}") from error
         try:
-            return payload["choices"][0]["message"]["content"].strip()
+            text = payload["choices"][0]["message"]["content"].strip()
         except (KeyError, IndexError, TypeError, AttributeError) as error:
             raise LLMError(f"{self.url} answered JSON without choices[0].message.content: {payload!r:.300}") from error
+        usage = payload.get("usage") if isinstance(payload.get("usage"), dict) else {}
+        return ChatReply(text, _count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens")))
+
+
+def _count(value) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
 def load_llm(spec: str | None) -> LLM:

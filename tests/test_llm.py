@@ -12,6 +12,7 @@ import pytest
 from memnets.llm import (
     EXTRACTIVE_PREFIX,
     LLM,
+    ChatReply,
     ExtractiveLLM,
     LLMError,
     OpenAIChatLLM,
@@ -138,6 +139,8 @@ def test_openai_adapter_against_a_real_local_server(chat_server):
         {"role": "system", "content": "be brief"},
         {"role": "user", "content": "hello"},
     ]
+    # chat() gives the same text with the server's token counts: this server reports none
+    assert llm.chat("hello") == ChatReply("olleh", None, None)
     # a base URL that already ends in /v1 reaches the same endpoint; the spec form works too
     assert OpenAIChatLLM(chat_server + "/v1/", "m").complete("abc") == "cba"
     assert load_llm(f"openai:m@{chat_server}").complete("xy") == "yx"

@@ -1,7 +1,9 @@
 """`memnets eval retrieval` and `memnets eval heads`.
 
 `memnets eval retrieval`: recall@k (LoCoMo rule), MRR@10 and nDCG@10 of one or more
-retrievers on a split, side by side, as a table and as JSON.
+retrievers on a split, side by side, as a table and as JSON. On a LongMemEval file (`--data`),
+LongMemEval's own metrics instead: recall_any, recall_all and NDCG at k at turn and session level,
+per question type (memnets.commands.eval_longmemeval).
 
 Retrievers are given as specs `[NAME=]KIND[:PATH]` (the registry of memnets.retrieval.rankers), for example
 `bm25`, `dense` (the bundled all-MiniLM-L6-v2), `trained=dense:checkpoints/encoder/best`,
@@ -24,7 +26,7 @@ from rich.table import Table
 from memnets.commands.options import DATA_HELP, add_data_option
 from memnets.console import add_output_options, parse_args, print_table
 from memnets.data.config import SPLIT_NAMES, load_data_config
-from memnets.data.formats import load_conversations
+from memnets.data.formats import detect_format, load_conversations
 from memnets.data.locomo import CATEGORY_NAMES
 from memnets.evaluation.retrieval import compare_rankers, unscorable
 from memnets.retrieval.metrics import DEFAULT_KS, RetrievalReport
@@ -94,6 +96,14 @@ def retrieval_main(argv: list[str]) -> int:
         categories = tuple(int(c) for c in args.categories.split(","))
     except ValueError as error:
         parser.error(str(error))
+    try:
+        longmemeval = args.data is not None and args.data.is_file() and detect_format(args.data) == "longmemeval"
+    except ValueError as error:
+        parser.error(str(error))
+    if longmemeval:
+        from memnets.commands import eval_longmemeval
+
+        return eval_longmemeval.run(args, parser)
     split = args.split or ("all" if args.data else "test")
     try:
         config = load_data_config(args.config, data=args.data)

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 DATA_HELP = (
-    "conversations to read: a LoCoMo JSON or memnets JSONL file (docs/data.md); "
+    "conversations to read: a LoCoMo JSON, LongMemEval JSON or memnets JSONL file (docs/data.md); "
     "default: the data config's path, else $MEMNETS_DATA, else data/locomo of a checkout"
 )
 
