@@ -85,7 +85,7 @@ def open(
     backend: str = "torch",
     agent: str | None = None,
     session: str | None = None,
-    supersession="default",
+    supersession=None,
     **options,
 ) -> AgentMemory:
     """Open (or create) a memory at ``location`` for any number of users.
@@ -104,7 +104,7 @@ def open(
             ``agent=``/``session=``); reads filter by scope only when asked (``filters``), so a new
             session still recalls the user's older ones.
         supersession: a :class:`~memnets.memory.supersession.SupersessionJudge`: a new memory ends the
-            validity of older ones it replaces; "default": the pack's head, else the rule judge; None: off.
+            validity of older ones it replaces; "auto": the pack's head, else the rule judge; None: off.
         options: :class:`~memnets.memory.manager.ManagerConfig` fields (defaults of every
             ``manager(user)``; ``duplicate_threshold``, ``fetch_factor``, ``write_through_threshold``
             and ``batch_size`` also apply to ``add``/``add_many``/``search``); the rest go to the

@@ -69,6 +69,8 @@ def traced_methods(prefix: str, *methods: str, **renamed: str) -> Callable[[type
 def _traced_method(function: Callable, name: str) -> Callable:
     @functools.wraps(function)
     def wrapper(self, *args, **kwargs):
+        if not _provider_set():  # the hot path of every store and API call: no span, no attributes built
+            return function(self, *args, **kwargs)
         with span(name, {"memnets.class": type(self).__name__}):
             return function(self, *args, **kwargs)
 

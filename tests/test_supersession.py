@@ -134,3 +134,17 @@ def test_the_pack_carries_the_head_and_gives_it_back_as_a_judge(fitted, tiny_mod
     np.testing.assert_allclose(judge.scores(CHANGES + NOT_CHANGES), direct.scores(CHANGES + NOT_CHANGES), atol=1e-6)
     assert all(0 <= score <= 1 for score in judge.scores(CHANGES))
     assert load_pack(export_pack(tmp_path / "plain", encoder)).supersession_judge() is None
+
+
+def test_open_with_auto_supersession_ends_a_reworded_change_and_none_leaves_it(tiny_model_dir, tmp_path):
+    """``memnets.open(supersession="auto")`` without a pack is the rule judge in the write path; the default is off."""
+    import memnets
+
+    for setting, ended in (("auto", True), (None, False)):
+        with memnets.open(tmp_path / str(setting), encoder=tiny_model_dir, supersession=setting) as memory:
+            old = memory.add("I live in Paris", user="ann")
+            new = memory.add("I moved to Berlin last month", user="ann")
+            closed = memory.get(old.id, user="ann")
+        assert (closed.invalidated_by == new.id) is ended and (closed.valid_to is not None) is ended
+    with pytest.raises(ValueError, match="auto"):
+        memnets.open(tmp_path / "bad", encoder=tiny_model_dir, supersession="rules")

@@ -54,11 +54,12 @@ def memory_components(pack=None, encoder=None, *, backend: str = "torch", where:
 
 
 def supersession_judge(given, from_pack):
-    """``memnets.open``'s ``supersession``: "default" is the pack's trained judge when it has one, else the
-    rule judge (:class:`~memnets.temporal.supersession.RuleJudge`); None turns the step off; a judge is kept."""
+    """``memnets.open``'s ``supersession``: "auto" is the pack's trained judge when it has one, else the
+    rule judge (:class:`~memnets.temporal.supersession.RuleJudge`); None (the default) turns the step off;
+    a judge is kept."""
     if isinstance(given, str):
-        if given != "default":
-            raise ValueError(f'supersession: expected "default", None or a SupersessionJudge, got {given!r}')
+        if given != "auto":
+            raise ValueError(f'supersession: expected "auto", None or a SupersessionJudge, got {given!r}')
         return from_pack if from_pack is not None else RuleJudge()
     return given
 

@@ -43,8 +43,11 @@ def revised_validity(current: Memory, new_text: bool, when: datetime, valid_from
 
 def as_of_filter(
     filters: MemoryFilter | Mapping | None, as_of: datetime | None, known_at: datetime | None
-) -> MemoryFilter | None:
-    """``filters`` with the reads' ``as_of`` / ``known_at`` joined as its filter keys."""
+) -> MemoryFilter | Mapping | None:
+    """``filters`` with the reads' ``as_of`` / ``known_at`` joined as its filter keys; ``filters`` as given
+    (parsed once, where it is used) when neither is set, as in most reads."""
+    if as_of is None and known_at is None:
+        return filters
     return MemoryFilter.combine(filters, {"as_of": as_of, "known_at": known_at})
 
 
