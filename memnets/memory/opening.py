@@ -64,13 +64,18 @@ def supersession_judge(given, from_pack):
     return given
 
 
-def open_parts(location, *, pack, key, encoder, backend: str, options: dict, supersession="default") -> MemoryParts:
+def open_parts(location, *, pack, key, encoder, backend: str, options: dict, supersession=None) -> MemoryParts:
     """The parts of ``memnets.open(location, ...)``: ``options`` split into settings and store options."""
     names = {f.name for f in fields(ManagerConfig)}
     settings = {name: value for name, value in options.items() if name in names}
     store_options = {name: value for name, value in options.items() if name not in names}
+    if isinstance(pack, (str, os.PathLike)):  # loaded once: its heads and, with "auto", its supersession judge
+        from memnets.pack import load_pack
+
+        pack = load_pack(pack, backend=backend)
     components = memory_components(pack, encoder, backend=backend)
-    components["supersession"] = supersession_judge(supersession, components.get("supersession"))
+    from_pack = pack.supersession_judge() if pack is not None and supersession == "auto" else None
+    components["supersession"] = supersession_judge(supersession, from_pack)
     encoder = components.pop("encoder")
     for name in names & set(components):  # thresholds the pack chose (write-through, duplicate), unless given
         settings.setdefault(name, components.pop(name))

@@ -173,7 +173,8 @@ def pack_components(pack) -> dict:
     (:class:`HeadGate`, threshold ``"gate"`` of the pack or the head's own) when it has the recall
     gate; ``scorer`` (:class:`~memnets.scoring.LearnedScorer`) when it has fitted scorer weights;
     ``duplicate_threshold`` from a threshold named ``"duplicate"`` (``memnets.open``'s near-duplicate
-    cosine, which depends on the encoder); ``supersession`` (a HeadJudge) when it has the supersession head.
+    cosine, which depends on the encoder). A pack's supersession head is not among them: supersession is
+    opt-in (``memnets.open(..., supersession="auto")`` takes it, :mod:`memnets.memory.opening`).
     Parts the pack lacks are left out, so the caller's defaults (the heuristics) stay. It lives here,
     not on the Pack, because the memory layer sits above the pack format.
     """
@@ -188,8 +189,6 @@ def pack_components(pack) -> dict:
         components["gate"] = HeadGate(pack.gate, pack.thresholds.get("gate"))
     if pack.scorer_weights is not None:
         components["scorer"] = LearnedScorer.from_pack(pack)
-    if (judge := pack.supersession_judge()) is not None:
-        components["supersession"] = judge
     if "duplicate" in pack.thresholds:  # the near-duplicate cosine measured for this pack's encoder
         components["duplicate_threshold"] = float(pack.thresholds["duplicate"])
     return components
