@@ -63,10 +63,10 @@ def install_command(extra: str) -> str:
 
 def _install_source() -> tuple[str, bool] | None:
     """The local folder or wheel this memnets was installed from, and whether it is editable."""
-    try:
-        record = metadata.distribution("memnets").read_text("direct_url.json")
-    except metadata.PackageNotFoundError:
-        return None
+    # the installed distribution's record: a checkout may also hold a build's memnets.egg-info, found
+    # first when the checkout is on sys.path, which pip wrote no direct_url.json into
+    records = (d.read_text("direct_url.json") for d in metadata.distributions(name="memnets"))
+    record = next((text for text in records if text), None)
     try:
         url = json.loads(record or "")
     except json.JSONDecodeError:

@@ -61,7 +61,7 @@ def test_gpu_half_backends_agree_with_torch(tiny_model_dir, turns, backend):
 
 def test_a_missing_onnxruntime_names_the_extra(tiny_model_dir, monkeypatch):
     monkeypatch.setitem(sys.modules, "onnxruntime", None)  # what Python does when it is not installed
-    with pytest.raises(ImportError, match=r"memnets\[onnx\]"):
+    with pytest.raises(ImportError, match=r"extra \[onnx\]: pip install"):
         MemoryEncoder.from_pretrained(tiny_model_dir, backend="int8")
 
 

@@ -159,7 +159,7 @@ def test_export_is_one_snapshot_under_deletes_and_back_dated_adds_and_imports(
     file = tmp_path / "ann.jsonl"
     file.write_text("".join(line + "\n" for line in exported), encoding="utf-8")
     target = ["memories", str(tmp_path / "imported"), "--encoder", str(tiny_model_dir)]
-    assert main([*target, "import", "--user", "ann", str(file)]) == EXIT_OK, capsys.readouterr().err
+    assert main([*target, "import", "--create", "--user", "ann", str(file)]) == EXIT_OK, capsys.readouterr().err
     with memnets.open(tmp_path / "imported", encoder=encoder) as imported:
         assert [m.id for m in imported.list_memories(user="ann")] == [f"f{n}" for n in range(6)]
         assert [m.content for m in imported.history("f3", user="ann")] == [

@@ -102,6 +102,7 @@ def fitted(tiny_model_dir, pairs_file, tmp_path_factory):
             "--data.embedding_cache", str(out / "cache"), "--data.progress", "false",
             "--model.output_dir", str(out / "head"), "--trainer.max_epochs", "15", "--trainer.logger", "false",
             "--trainer.enable_checkpointing", "false", "--trainer.enable_progress_bar", "false",
+            "--trainer.default_root_dir", str(out),  # LightningCLI saves its config.yaml there, not in the checkout
         ],
     )  # fmt: skip
     return cli, out / "head"
