@@ -69,7 +69,7 @@ def open_parts(location, *, pack, key, encoder, backend: str, options: dict, sup
     names = {f.name for f in fields(ManagerConfig)}
     settings = {name: value for name, value in options.items() if name in names}
     store_options = {name: value for name, value in options.items() if name not in names}
-    if isinstance(pack, (str, os.PathLike)):  # loaded once: its heads and, with "auto", its supersession judge
+    if isinstance(pack, (str, os.PathLike)) and encoder is None:  # loaded once: heads and "auto"'s judge
         from memnets.pack import load_pack
 
         pack = load_pack(pack, backend=backend)
