@@ -27,9 +27,9 @@ What it guarantees (each tested in tests/test_api*.py):
 - Deletion is final (no validity change): ``delete``/``delete_all`` remove the memory and its older
   versions from the store, the index and every live manager of that user; managers in other
   processes learn it from the store's deletion ledger (:meth:`MemoryManager._forget_deleted`).
-- Bad input (an empty user or text, k < 1, an unknown filter field, a wrong type) raises ValueError/TypeError naming
-  the argument, before anything is written; a text (or query) that is not valid Unicode, longer than
-  ``MAX_TEXT_CHARS`` or refused by the encoder's tokenizer raises InvalidMemoryError naming the position or the limit.
+- Bad input raises ValueError/TypeError (an unknown id KeyError) naming the argument in its ``field``
+  (:mod:`memnets.argerrors`), before anything is written; a text that is not valid Unicode, too long or
+  refused by the tokenizer raises InvalidMemoryError naming the position or the limit.
 
 ``AgentMemory`` is a facade: it checks the arguments, holds the write lock and the live managers, and
 hands the work to the write path (:class:`~memnets.memory.writes.WritePath`), the searcher
@@ -42,15 +42,25 @@ from __future__ import annotations
 import os
 import threading
 import weakref
-from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 
 import numpy as np
 
 import memnets.timeutil as timeutil
+from memnets.argerrors import ArgumentTypeError, ArgumentValueError, UnknownIdError
 from memnets.memory import expiry
-from memnets.memory.arguments import check_count, check_k, check_scope, check_user, check_users
+from memnets.memory.arguments import (
+    aligned_ids,
+    check_count,
+    check_items,
+    check_k,
+    check_scope,
+    check_unrepeated,
+    check_user,
+    check_users,
+    check_vector,
+)
 from memnets.memory.deletion import DeletionPath
 from memnets.memory.expiry import KEEP_TTL
 from memnets.memory.explain import Explanation, explain_found
@@ -260,7 +270,9 @@ class AgentMemory:
             if replaces is not None:
                 replaced = self._current(replaces, user, "replaces")
                 if replaced.id == memories[0].id:
-                    raise ValueError(f"add: replaces={replaces!r} is the id of the memory being added")
+                    raise ArgumentValueError(
+                        f"add: replaces={replaces!r} is the id of the memory being added", field="replaces"
+                    )
             return self._writes.commit(memories, vectors, chunks, explicit=[explicit], replaces=replaced)[0]
 
     def add_many(
@@ -292,23 +304,14 @@ class AgentMemory:
         the stored memories and the earlier items of the same call (an item that repeats an earlier one returns
         it, "unchanged"; one that changes a fact of it makes it its history, "updated").
         """
-        if isinstance(items, (str, Memory)):
-            raise TypeError(
-                f"add_many: items must be a list of texts or Memory records, not a single {type(items).__name__}"
-            )
-        items = list(items)
+        items = check_items(items)
         if any(isinstance(item, Mapping) for item in items):  # a chat transcript: memnets.memory.messages
             unused = dict(ids=ids, action=action, objects=objects, location=location)
             fields = dict(t=t, kind=kind, metadata=metadata, importance=importance, agent=agent, session=session)
             return self._messages.add(items, user=user, ttl=ttl, keep=keep, roles=roles, refused=unused, **fields)
-        if ids is None:
-            ids = [None] * len(items)
-        elif isinstance(ids, str) or len(ids := list(ids)) != len(items):
-            raise ValueError(f"add_many: ids must be a list with one entry (an id or None) per item, got {ids!r:.60}")
+        ids = aligned_ids(items, ids)
         memories = []
         for n, (item, memory_id) in enumerate(zip(items, ids)):
-            if memory_id is not None and isinstance(item, Memory):
-                raise ValueError(f"add_many: ids[{n}] given for a Memory record, which has its own id")
             memories.append(
                 self._record(
                     item,
@@ -327,9 +330,7 @@ class AgentMemory:
                     where=f"add_many: items[{n}]",
                 )
             )
-        repeated = sorted(i for i, count in Counter(m.id for m in memories).items() if count > 1)
-        if repeated:
-            raise ValueError(f"add_many: ids repeated within the call: {repeated[:5]}")
+        check_unrepeated(m.id for m in memories)
         if not memories:
             return []
         records = [isinstance(item, Memory) for item in items]
@@ -370,11 +371,11 @@ class AgentMemory:
         check_id(id, "id")
         expires = {} if ttl is KEEP_TTL else expiry.expiry_fields(expiry.check_ttl(self.store, ttl))
         if text is None and metadata is None and not expires and valid_from is None and valid_to is KEEP:
-            raise ValueError("update: give text and/or metadata (or ttl, valid_from, valid_to) to change")
+            raise ArgumentValueError("update: give text, metadata, ttl, valid_from or valid_to to change", field="text")
         if text is not None:
             check_text(text, "text")
         if metadata is not None and not isinstance(metadata, dict):
-            raise TypeError(f"update: metadata must be a dict, got {type(metadata).__name__}")
+            raise ArgumentTypeError(f"update: metadata must be a dict, got {type(metadata).__name__}", field="metadata")
         when = as_utc_or_now(t, "t")
         for _ in range(UPDATE_ATTEMPTS):  # encode outside the lock; build on what is current when writing
             with self._lock:
@@ -472,9 +473,7 @@ class AgentMemory:
         (LangChain's ``*_by_vector``)."""
         check_user(user)
         check_k(k)
-        vector = np.asarray(vector, dtype=np.float32).reshape(-1)
-        if vector.shape != (self.encoder.dim,) or not np.isfinite(vector).all():
-            raise ValueError(f"vector must be {self.encoder.dim} finite numbers, got shape {vector.shape}")
+        vector = check_vector(vector, self.encoder.dim)
         parsed = MemoryFilter.parse(filters)
         self._require_open()
         return self._search_encoded("", vector, user, k, parsed)
@@ -681,9 +680,9 @@ class AgentMemory:
     def _current(self, id: str, user: str, name: str) -> Memory:
         found = self.store.get([id], user)
         if not found:
-            raise KeyError(f"{name}={id!r}: user {user!r} has no memory with this id")
-        if found[0].superseded_by is not None:
-            raise ValueError(f"{name}={id!r} is an older version, superseded by {found[0].superseded_by!r}")
+            raise UnknownIdError(f"{name}={id!r}: user {user!r} has no memory with this id", field=name)
+        if (newer := found[0].superseded_by) is not None:
+            raise ArgumentValueError(f"{name}={id!r} is an older version, superseded by {newer!r}", field=name)
         return found[0]
 
     def _record(self, item, user: str, *, id, agent, session, ttl, where: str = "add", **fields) -> Memory:

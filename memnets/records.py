@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
+from memnets.argerrors import ArgumentTypeError, ArgumentValueError
 from memnets.timeutil import MAX_TTL_SECONDS, as_utc
 
 MEMORY_KINDS = ("observation", "reflection", "plan", "summary", "message")
@@ -94,25 +95,40 @@ class Memory:
         if not isinstance(self.id, str) or not self.id:
             raise ValueError(f"Memory.id must be a non-empty string, got {self.id!r}")
         if not isinstance(self.owner, str) or not self.owner:
-            raise ValueError(f"Memory {self.id!r}: owner must be a non-empty string, got {self.owner!r}")
+            raise ArgumentValueError(
+                f"Memory {self.id!r}: owner must be a non-empty string, got {self.owner!r}", field="owner"
+            )
         self.t = as_utc(self.t, f"Memory {self.id!r}: t")
         if self.kind not in MEMORY_KINDS:
-            raise ValueError(f"Memory {self.id!r}: kind must be one of {MEMORY_KINDS}, got {self.kind!r}")
+            raise ArgumentValueError(
+                f"Memory {self.id!r}: kind must be one of {MEMORY_KINDS}, got {self.kind!r}", field="kind"
+            )
         if isinstance(self.importance, bool) or not isinstance(self.importance, (int, float)):
-            raise TypeError(f"Memory {self.id!r}: importance must be a number, got {type(self.importance).__name__}")
+            raise ArgumentTypeError(
+                f"Memory {self.id!r}: importance must be a number, got {type(self.importance).__name__}",
+                field="importance",
+            )
         if not 0.0 <= float(self.importance) <= 1.0:
-            raise ValueError(f"Memory {self.id!r}: importance must lie in [0, 1], got {self.importance!r}")
+            raise ArgumentValueError(
+                f"Memory {self.id!r}: importance must lie in [0, 1], got {self.importance!r}", field="importance"
+            )
         if not isinstance(self.metadata, dict):
-            raise TypeError(f"Memory {self.id!r}: metadata must be a dict, got {type(self.metadata).__name__}")
+            raise ArgumentTypeError(
+                f"Memory {self.id!r}: metadata must be a dict, got {type(self.metadata).__name__}", field="metadata"
+            )
         check_finite_json(self.metadata, f"Memory {self.id!r}: metadata")
         for name in ("agent", "action", "location", "session"):
             value = getattr(self, name)
             if value is not None and not isinstance(value, str):
-                raise TypeError(f"Memory {self.id!r}: {name} must be a str or None, got {type(value).__name__}")
+                raise ArgumentTypeError(
+                    f"Memory {self.id!r}: {name} must be a str or None, got {type(value).__name__}", field=name
+                )
         for name in ("links", "objects"):
             values = getattr(self, name)
             if isinstance(values, str) or not all(isinstance(value, str) for value in values):
-                raise TypeError(f"Memory {self.id!r}: {name} must be a list of strings, got {values!r:.60}")
+                raise ArgumentTypeError(
+                    f"Memory {self.id!r}: {name} must be a list of strings, got {values!r:.60}", field=name
+                )
             setattr(self, name, tuple(values))
         self.last_access = (
             self.t if self.last_access is None else as_utc(self.last_access, f"Memory {self.id!r}: last_access")
@@ -133,9 +149,10 @@ class Memory:
                 or not isinstance(self.ttl, (int, float))
                 or not 0 < self.ttl <= MAX_TTL_SECONDS
             ):
-                raise ValueError(
+                raise ArgumentValueError(
                     f"Memory {self.id!r}: ttl must be a positive number of seconds, at most {MAX_TTL_SECONDS:.0f} "
-                    f"(100 years), got {self.ttl!r}"
+                    f"(100 years), got {self.ttl!r}",
+                    field="ttl",
                 )
             if self.expires_at is None:
                 raise ValueError(f"Memory {self.id!r}: a ttl needs its expires_at")
@@ -149,9 +166,10 @@ class Memory:
         if self.valid_to is not None:
             self.valid_to = as_utc(self.valid_to, f"Memory {self.id!r}: valid_to")
             if self.valid_to < self.valid_from:
-                raise ValueError(
+                raise ArgumentValueError(
                     f"Memory {self.id!r}: valid_to {self.valid_to.isoformat()} is before valid_from "
-                    f"{self.valid_from.isoformat()}"
+                    f"{self.valid_from.isoformat()}",
+                    field="valid_to",
                 )
         if self.invalidated_by is not None and (not isinstance(self.invalidated_by, str) or not self.invalidated_by):
             raise ValueError(

@@ -154,7 +154,7 @@ def test_stdio_round_trip(tmp_path, tiny_model_dir):
             ("Alice drinks black tea", {"source": "form"}),
         ]
         assert "no memory" in await error_of(session, "memory_history", memory_id="nope", user_id="alice")
-        assert "text and/or metadata" in await error_of(session, "update_memory", memory_id=tea["id"], user_id="alice")
+        assert "give text, metadata" in await error_of(session, "update_memory", memory_id=tea["id"], user_id="alice")
         # filters are applied in the store, before ranking: the query is the other memory's text
         lisbon_query = {"query": "Alice lives in Lisbon", "user_id": "alice", "k": 5}
         only = await call(session, "search_memory", **lisbon_query, filters={"metadata": {"source": "form"}})

@@ -19,6 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # Bottom to top; a unit may import the units of lower layers only (docs/architecture.md).
 LAYERS: list[tuple[str, set[str]]] = [
+    ("argument errors", {"memnets.argerrors"}),
     (
         "foundation",
         {

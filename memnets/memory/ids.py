@@ -24,6 +24,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from memnets.argerrors import ArgumentTypeError, ArgumentValueError
 from memnets.store.rows import VERSION_SEPARATOR
 
 MAX_ID_CHARS = 512  # far above uuid4 hex (32), LoCoMo's ids and the manager's {user}/{12 hex}
@@ -36,20 +37,25 @@ _REFUSED_CHARS = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")  # Unicode Cc (
 def check_id(value, name: str = "id") -> str:
     """``value`` if it is a valid id to name a memory (new, current or an older version); else an error naming ``name``."""
     if not isinstance(value, str):
-        raise TypeError(f"{name} must be a str, got {type(value).__name__}")
+        raise ArgumentTypeError(f"{name} must be a str, got {type(value).__name__}", field=name)
     if not value:
-        raise ValueError(f"{name} must be a non-empty string")
+        raise ArgumentValueError(f"{name} must be a non-empty string", field=name)
     if len(value) > MAX_ID_CHARS + VERSION_ROOM:
-        raise ValueError(f"{name} has {len(value):,} characters, over the limit of {MAX_ID_CHARS} (memnets.memory.ids)")
+        raise ArgumentValueError(
+            f"{name} has {len(value):,} characters, over the limit of {MAX_ID_CHARS} (memnets.memory.ids)", field=name
+        )
     if any(segment in DOT_SEGMENTS for segment in value.split("/")):
-        raise ValueError(f"{name} {value!r:.80}: '.' and '..' are not ids, nor segments of one between '/'")
+        raise ArgumentValueError(
+            f"{name} {value!r:.80}: '.' and '..' are not ids, nor segments of one between '/'", field=name
+        )
     if SEPARATOR_REFUSED in value:
-        raise ValueError(f"{name} {value!r:.80} contains a backslash, which ids may not contain")
+        raise ArgumentValueError(f"{name} {value!r:.80} contains a backslash, which ids may not contain", field=name)
     refused = _REFUSED_CHARS.search(value)
     if refused is not None:
-        raise ValueError(
+        raise ArgumentValueError(
             f"{name} {value!r:.80} contains {refused.group()!r} at position {refused.start()}: "
-            "ids may not contain control characters or lone surrogates"
+            "ids may not contain control characters or lone surrogates",
+            field=name,
         )
     return value
 
@@ -58,7 +64,7 @@ def check_ids(values, name: str = "ids") -> list[str]:
     """``values`` as a list if it is a list (or other sequence, not a str) of valid ids; else an error naming
     ``name`` and, for a bad id, its position."""
     if isinstance(values, str) or not isinstance(values, Sequence):
-        raise TypeError(f"{name} must be a list of memory ids, got {type(values).__name__}")
+        raise ArgumentTypeError(f"{name} must be a list of memory ids, got {type(values).__name__}", field=name)
     return [check_id(value, f"{name}[{n}]") for n, value in enumerate(values)]
 
 
@@ -66,7 +72,11 @@ def check_new_id(value, name: str = "id") -> str:
     """:func:`check_id` for the id of a new memory: at most :data:`MAX_ID_CHARS` and no ``"~"``."""
     check_id(value, name)
     if len(value) > MAX_ID_CHARS:
-        raise ValueError(f"{name} has {len(value):,} characters, over the limit of {MAX_ID_CHARS} (memnets.memory.ids)")
+        raise ArgumentValueError(
+            f"{name} has {len(value):,} characters, over the limit of {MAX_ID_CHARS} (memnets.memory.ids)", field=name
+        )
     if VERSION_SEPARATOR in value:
-        raise ValueError(f"{name} {value!r:.80} contains {VERSION_SEPARATOR!r}, reserved for older versions")
+        raise ArgumentValueError(
+            f"{name} {value!r:.80} contains {VERSION_SEPARATOR!r}, reserved for older versions", field=name
+        )
     return value

@@ -14,6 +14,7 @@ import uuid
 from collections.abc import Sequence
 from datetime import datetime
 
+from memnets.argerrors import ArgumentTypeError
 from memnets.memory import expiry
 from memnets.memory.ids import check_new_id
 from memnets.records import Memory
@@ -36,7 +37,9 @@ def check_item(item, where: str) -> None:
     """TypeError naming ``where`` unless ``item`` is what add and add_many take: a text or a Memory record
     (memnets.Client checks it too, so that it raises before a request, as the embedded API raises)."""
     if not isinstance(item, (str, Memory)):
-        raise TypeError(f"{where}: text must be a str or a Memory record, got {type(item).__name__}")
+        raise ArgumentTypeError(
+            f"{where}: text must be a str or a Memory record, got {type(item).__name__}", field="text"
+        )
 
 
 def new_record(

@@ -50,6 +50,7 @@ from pathlib import Path
 import numpy as np
 
 import memnets.timeutil as timeutil
+from memnets.argerrors import ArgumentTypeError, ArgumentValueError
 from memnets.llm import LLM, ExtractiveLLM
 from memnets.memory import compression
 from memnets.memory.config import DUPLICATE_THRESHOLD, ManagerConfig
@@ -76,7 +77,7 @@ logger = logging.getLogger(__name__)
 
 def _positive_k(k) -> int:
     if not isinstance(k, int) or isinstance(k, bool) or k < 1:
-        raise ValueError(f"k must be an int >= 1, got {k!r}")
+        raise ArgumentValueError(f"k must be an int >= 1, got {k!r}", field="k")
     return k
 
 
@@ -122,7 +123,7 @@ class MemoryManager:
         if getattr(store, "dim", encoder.dim) != encoder.dim:
             raise ValueError(f"store dim {store.dim} does not match the encoder's dim {encoder.dim}")
         if not isinstance(owner, str) or not owner:
-            raise ValueError(f"owner must be a non-empty string, got {owner!r}")
+            raise ArgumentValueError(f"owner must be a non-empty string, got {owner!r}", field="owner")
         self.config = ManagerConfig.build(config, **settings)
         self.identity = bind_encoder(store, encoder)  # another encoder's store: EncoderMismatchError
         self.encoder, self.store, self.owner = encoder, store, owner
@@ -428,7 +429,7 @@ class MemoryManager:
         states the same, else a new version of it.
         """
         if not isinstance(content, str):
-            raise TypeError(f"observe: content must be a str, got {type(content).__name__}")
+            raise ArgumentTypeError(f"observe: content must be a str, got {type(content).__name__}", field="content")
         if id is not None:
             check_new_id(id, "observe: id")
         memory = Memory(
@@ -464,7 +465,7 @@ class MemoryManager:
     def context_for(self, query: str, *, now: datetime | None = None, k: int | None = None) -> ContextView:
         """What the LLM should see for ``query``: gate, maybe RECALL, then the best of working memory (``now``: default now)."""
         if not isinstance(query, str) or not query.strip():
-            raise ValueError(f"context_for: query must be non-empty text, got {query!r:.60}")
+            raise ArgumentValueError(f"context_for: query must be non-empty text, got {query!r:.60}", field="query")
         now = as_utc_or_now(now, "context_for: now")
         k = self.config.k if k is None else _positive_k(k)
         self._forget_deleted(now)

@@ -40,6 +40,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
+from memnets.argerrors import ArgumentTypeError, ArgumentValueError
 from memnets.memory.arguments import check_user
 from memnets.memory.ids import check_new_id
 from memnets.memory.intake import MEMORY_SCOPE, check_item, new_record
@@ -92,10 +93,14 @@ class MessageOutcome:
 def parse_message(message, where: str) -> Message:
     """``message`` (a mapping) read as a :class:`Message`; TypeError/ValueError naming ``where`` and the field."""
     if not isinstance(message, Mapping):
-        raise TypeError(f"{where} must be a mapping with 'role' and 'content', got {type(message).__name__}")
+        raise ArgumentTypeError(
+            f"{where} must be a mapping with 'role' and 'content', got {type(message).__name__}", field="messages"
+        )
     for field in ("role", "content"):
         if field not in message:
-            raise ValueError(f"{where}.{field} is missing (a message is {{'role': ..., 'content': ...}})")
+            raise ArgumentValueError(
+                f"{where}.{field} is missing (a message is {{'role': ..., 'content': ...}})", field="messages"
+            )
     role = _name(message["role"], f"{where}.role")
     speaker = _name(message["name"], f"{where}.name") if message.get("name") is not None else role
     time = message.get("time")
@@ -103,7 +108,7 @@ def parse_message(message, where: str) -> Message:
         try:
             time = datetime.fromisoformat(time)
         except ValueError:
-            raise ValueError(f"{where}.time {time!r:.60} is not an ISO 8601 time") from None
+            raise ArgumentValueError(f"{where}.time {time!r:.60} is not an ISO 8601 time", field="messages") from None
     if time is not None:
         time = as_utc(time, f"{where}.time")
     id = message.get("id")
@@ -117,7 +122,9 @@ def text_of(content, where: str) -> str:
     if content is None or isinstance(content, str):
         return (content or "").strip()
     if not isinstance(content, list):
-        raise TypeError(f"{where} must be a str or a list of parts, got {type(content).__name__}")
+        raise ArgumentTypeError(
+            f"{where} must be a str or a list of parts, got {type(content).__name__}", field="messages"
+        )
     texts = []
     for n, part in enumerate(content):
         if isinstance(part, str):
@@ -125,40 +132,44 @@ def text_of(content, where: str) -> str:
         elif isinstance(part, Mapping) and isinstance(part.get("type"), str):
             if part["type"] == "text":
                 if not isinstance(part.get("text"), str):
-                    raise TypeError(f"{where}[{n}].text must be a str, got {type(part.get('text')).__name__}")
+                    raise ArgumentTypeError(
+                        f"{where}[{n}].text must be a str, got {type(part.get('text')).__name__}", field="messages"
+                    )
                 texts.append(part["text"])
         else:
-            raise TypeError(f"{where}[{n}] must be a str or a part {{'type': ..., ...}}, got {part!r:.60}")
+            raise ArgumentTypeError(
+                f"{where}[{n}] must be a str or a part {{'type': ..., ...}}, got {part!r:.60}", field="messages"
+            )
     return "\n".join(text.strip() for text in texts if text.strip())
 
 
 def _name(value, where: str) -> str:
     if not isinstance(value, str):
-        raise TypeError(f"{where} must be a str, got {type(value).__name__}")
+        raise ArgumentTypeError(f"{where} must be a str, got {type(value).__name__}", field="messages")
     if not value.strip():
-        raise ValueError(f"{where} must be non-empty text, got {value!r}")
+        raise ArgumentValueError(f"{where} must be non-empty text, got {value!r}", field="messages")
     return value.strip()
 
 
 def check_options(keep, roles) -> tuple[str, ...]:
     """``roles`` as a tuple (None: :data:`DEFAULT_ROLES`) once ``keep`` and ``roles`` are valid."""
     if keep not in KEEPS:
-        raise ValueError(f"keep must be one of {KEEPS}, got {keep!r}")
+        raise ArgumentValueError(f"keep must be one of {KEEPS}, got {keep!r}", field="messages")
     if roles is None:
         return DEFAULT_ROLES
     if isinstance(roles, str) or not isinstance(roles, Sequence) or not roles:
-        raise TypeError(f"roles must be a non-empty list of role names, got {roles!r:.60}")
+        raise ArgumentTypeError(f"roles must be a non-empty list of role names, got {roles!r:.60}", field="messages")
     return tuple(_name(role, f"roles[{n}]") for n, role in enumerate(roles))
 
 
 def parse_messages(messages, where: str = "messages") -> list[Message]:
     """Every message of ``messages`` read (:func:`parse_message`); ids repeated within the list refused."""
     if isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Sequence):
-        raise TypeError(f"{where} must be a list of messages, got {type(messages).__name__}")
+        raise ArgumentTypeError(f"{where} must be a list of messages, got {type(messages).__name__}", field="messages")
     parsed = [parse_message(message, f"{where}[{n}]") for n, message in enumerate(messages)]
     repeated = sorted(id for id, count in Counter(m.id for m in parsed if m.id is not None).items() if count > 1)
     if repeated:
-        raise ValueError(f"{where}: ids repeated within the call: {repeated[:5]}")
+        raise ArgumentValueError(f"{where}: ids repeated within the call: {repeated[:5]}", field="messages")
     return parsed
 
 
@@ -208,12 +219,14 @@ class MessageWriter:
             check_item(None, "add")
         given = [name for name, value in (refused or {}).items() if value is not None]
         if given:
-            raise ValueError(f"messages=[...] go without {given}: each message is one memory (its id in 'id')")
+            raise ArgumentValueError(
+                f"messages=[...] go without {given}: each message is one memory (its id in 'id')", field="messages"
+            )
         check_user(user)
         roles = check_options(keep, roles)
         parsed = parse_messages(messages)
         if metadata is not None and not isinstance(metadata, dict):
-            raise TypeError(f"metadata must be a dict, got {type(metadata).__name__}")
+            raise ArgumentTypeError(f"metadata must be a dict, got {type(metadata).__name__}", field="metadata")
         fields = dict(
             kind=kind,
             importance=importance,

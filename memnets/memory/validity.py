@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import datetime
 
+from memnets.argerrors import ArgumentValueError
 from memnets.memory.arguments import Keep
 from memnets.records import Memory
 from memnets.store.filters import MemoryFilter
@@ -37,7 +38,9 @@ def revised_validity(current: Memory, new_text: bool, when: datetime, valid_from
         fields.update(invalidated_by=None, invalidation_score=None)
     start, end = fields.get("valid_from", current.valid_from), fields.get("valid_to", current.valid_to)
     if end is not None and end < start:
-        raise ValueError(f"update: valid_to {end.isoformat()} is before valid_from {start.isoformat()}")
+        raise ArgumentValueError(
+            f"update: valid_to {end.isoformat()} is before valid_from {start.isoformat()}", field="valid_to"
+        )
     return fields
 
 

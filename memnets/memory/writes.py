@@ -54,6 +54,7 @@ from typing import Protocol
 
 import numpy as np
 
+from memnets.argerrors import ArgumentTypeError, ArgumentValueError
 from memnets.memory import expiry
 from memnets.memory.encoding import chunk_vectors, embed  # re-exported: the write path's encoder calls
 from memnets.records import Memory, Outcome
@@ -72,20 +73,22 @@ DUPLICATE_CANDIDATES = 5  # nearest memories (any kind) looked at for a near mat
 def check_text(text, name: str = "text") -> str:
     """``text`` if it can be a memory's (or a query's) text: TypeError, ValueError or InvalidMemoryError naming ``name``."""
     if not isinstance(text, str):
-        raise TypeError(f"{name} must be a str, got {type(text).__name__}")
+        raise ArgumentTypeError(f"{name} must be a str, got {type(text).__name__}", field=name)
     if not text.strip():
-        raise ValueError(f"{name} must be non-empty text, got {text!r:.60}")
+        raise ArgumentValueError(f"{name} must be non-empty text, got {text!r:.60}", field=name)
     if len(text) > MAX_TEXT_CHARS:
         raise InvalidMemoryError(
             f"{name} has {len(text):,} characters, over the limit of {MAX_TEXT_CHARS:,} "
-            "(memnets.memory.writes.MAX_TEXT_CHARS); split it into several memories"
+            "(memnets.memory.writes.MAX_TEXT_CHARS); split it into several memories",
+            field=name,
         )
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as error:
         raise InvalidMemoryError(
             f"{name} is not valid Unicode: {error.reason} at position {error.start} "
-            f"({text[max(0, error.start - 10) : error.start + 10]!r})"
+            f"({text[max(0, error.start - 10) : error.start + 10]!r})",
+            field=name,
         ) from None
     return text
 
@@ -340,7 +343,8 @@ def check_tokens(text: str, encoder, name: str = "text") -> None:
     position = high - 1
     raise InvalidMemoryError(
         f"{name}: the encoder's tokenizer cannot take it at position {position} "
-        f"({text[max(0, position - 10) : position + 10]!r})"
+        f"({text[max(0, position - 10) : position + 10]!r})",
+        field=name,
     )
 
 

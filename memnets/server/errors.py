@@ -16,39 +16,13 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from memnets.argerrors import field_of
 from memnets.server.auth import AuthError
 from memnets.server.state import RETRY_AFTER_S, ServerError, ServerState
-from memnets.server.wire import ERROR_STATUS, error_body, field_named
+from memnets.server.wire import ERROR_STATUS, error_body
 from memnets.store.errors import InvalidMemoryError, StoreError, StoreUnavailableError
 
 logger = logging.getLogger(__name__)
-
-ARGUMENT_NAMES = (  # what an error message may name (the first one it names is the error's field)
-    "user",
-    "users",
-    "text",
-    "record",
-    "items",
-    "ids",
-    "query",
-    "k",
-    "filters",
-    "limit",
-    "offset",
-    "metadata",
-    "t",
-    "kind",
-    "id",
-    "importance",
-    "agent",
-    "action",
-    "objects",
-    "location",
-    "replaces",
-    "since",
-    "until",
-    "ttl",
-)
 
 
 def _store_unavailable(error: BaseException) -> bool:
@@ -62,19 +36,20 @@ def _store_unavailable(error: BaseException) -> bool:
     return False
 
 
-def classify(error: BaseException, candidates) -> tuple[str, str, str | None]:
-    """(code, message, field) of an exception a memory call raised."""
+def classify(error: BaseException) -> tuple[str, str, str | None]:
+    """(code, message, field) of an exception a memory call raised; the field is the argument the
+    error names itself (:mod:`memnets.argerrors`), never guessed from its message."""
     if _store_unavailable(error):
         return "unavailable", f"the store cannot be reached: {error}", None
     if isinstance(error, InvalidMemoryError):
-        return "invalid_memory", str(error), field_named(str(error), candidates)
+        return "invalid_memory", str(error), field_of(error)
     if isinstance(error, KeyError):
         message = str(error.args[0]) if error.args else "not found"
-        return "not_found", message, field_named(message, candidates)
+        return "not_found", message, field_of(error)
     if isinstance(error, TypeError):
-        return "invalid_type", str(error), field_named(str(error), candidates)
+        return "invalid_type", str(error), field_of(error)
     if isinstance(error, (ValueError, OverflowError)):  # OverflowError: a number or a date out of every range
-        return "invalid_argument", str(error), field_named(str(error), candidates)
+        return "invalid_argument", str(error), field_of(error)
     if isinstance(error, StoreError):
         return "conflict", str(error), None
     return "internal", "internal error (logged by the server)", None
@@ -88,7 +63,7 @@ def error_response(state: ServerState, code: str, message: str, field=None, kind
 
 def api_error_response(state: ServerState, request: Request, error: BaseException) -> JSONResponse:
     """The JSON error answer to an exception of a memory call (logged when it is not the caller's fault)."""
-    code, message, field = classify(error, [*ARGUMENT_NAMES, *request.query_params])
+    code, message, field = classify(error)
     if code == "internal":
         logger.error("memnets server: %s %s failed", request.method, request.url.path, exc_info=error)
     elif code == "unavailable":
@@ -99,8 +74,12 @@ def api_error_response(state: ServerState, request: Request, error: BaseExceptio
 
 
 def _kind(error: BaseException) -> str:
-    """The exception class the client raises again (an OverflowError is a ValueError to it)."""
-    return "ValueError" if isinstance(error, OverflowError) else type(error).__name__
+    """The exception class the client raises again: the store's own, else the built-in one (an
+    OverflowError is a ValueError to it; an ArgumentValueError is the ValueError it derives from)."""
+    if isinstance(error, StoreError):
+        return type(error).__name__
+    builtin = next(base for base in type(error).__mro__ if base.__module__ == "builtins")
+    return "ValueError" if builtin is OverflowError else builtin.__name__
 
 
 def install(app: FastAPI, state: ServerState) -> None:

@@ -9,11 +9,11 @@ reads. Any dataclass result of the API (a memory, an add outcome) becomes an obj
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+from memnets.argerrors import ArgumentTypeError
 from memnets.records import Memory
 from memnets.store.filters import MemoryFilter
 from memnets.timeutil import as_utc
@@ -73,7 +73,9 @@ def parse_time(value: Any, name: str) -> datetime | None:
             return datetime.fromisoformat(value)
         except ValueError:
             pass
-    raise TypeError(f"{name} must be a datetime (on the wire an ISO 8601 string), got {value!r:.60}")
+    raise ArgumentTypeError(
+        f"{name} must be a datetime (on the wire an ISO 8601 string), got {value!r:.60}", field=name
+    )
 
 
 _FILTER_KEYS = {"kinds": "kind", "all_of": "$and", "any_of": "$or"}  # MemoryFilter field -> its mapping key
@@ -143,14 +145,6 @@ ERROR_STATUS = {
     "not_ready": 503,
     "internal": 500,
 }
-_WORD = re.compile(r"[A-Za-z_][A-Za-z_0-9]*")
-
-
-def field_named(message: str, candidates) -> str | None:
-    """Which of ``candidates`` (argument names) ``message`` names first, else None."""
-    positions = {m.group(): m.start() for m in reversed(list(_WORD.finditer(message)))}
-    named = [name for name in candidates if name in positions]
-    return min(named, key=positions.__getitem__) if named else None
 
 
 GUARD_CODES = {400: "malformed_request", 401: "unauthorized", 403: "forbidden", 413: "too_large", 421: "misdirected"}

@@ -33,6 +33,7 @@ from typing import Self
 import numpy as np
 
 import memnets.timeutil as timeutil
+from memnets.argerrors import UnknownIdError
 from memnets.records import Memory
 from memnets.store import as_of
 from memnets.store import rows as rowcodec
@@ -285,7 +286,7 @@ class SqlStore(SqlEncoding):
                 (new.owner, new.id, d.time(timeutil.now())),
             ).fetchone()
             if record is None:
-                raise KeyError(f"{where}: owner {new.owner!r} has no current memory {new.id!r}")
+                raise UnknownIdError(f"{where}: owner {new.owner!r} has no current memory {new.id!r}", field="id")
             fields = rowcodec.named(record)
             count = conn.execute(
                 f"SELECT count(*) FROM {d.memories} WHERE owner = {m} AND superseded_by = {m}", (new.owner, new.id)
@@ -548,7 +549,7 @@ class SqlStore(SqlEncoding):
                 found.update(conn.execute(f"SELECT id, {column} FROM {d.memories} WHERE {clause}", params).fetchall())
         missing = [i for i in ids if i not in found]
         if missing:
-            raise KeyError(f"{where}: owner {owner!r} has no memory {missing[0]!r}")
+            raise UnknownIdError(f"{where}: owner {owner!r} has no memory {missing[0]!r}", field="ids")
         return ids, found
 
     def search(self, vector, k: int, owner: str, *, filters: MemoryFilter | None = None) -> list[tuple[Memory, float]]:

@@ -7,6 +7,8 @@ ArchiveError`` keeps catching every store's errors.
 
 from __future__ import annotations
 
+from memnets.argerrors import NamedArgument
+
 
 class StoreError(Exception):
     """Base class of every error a store raises on purpose."""
@@ -40,8 +42,9 @@ class StoreNotFoundError(StoreError, ValueError):
     """No store at the location, which was opened to read an existing one (``dim=None``); nothing was created."""
 
 
-class InvalidMemoryError(StoreError, ValueError):
-    """A memory or vector handed to the store is unusable (empty text, NaN vector, bad Unicode...)."""
+class InvalidMemoryError(NamedArgument, StoreError, ValueError):
+    """A memory or vector handed to the store is unusable (empty text, NaN vector, bad Unicode...);
+    ``field`` names the argument when one is to blame."""
 
 
 # the names of earlier releases, kept so that old code keeps working (same classes, not subclasses)

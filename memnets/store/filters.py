@@ -60,6 +60,7 @@ from datetime import datetime
 from types import MappingProxyType
 from typing import Any
 
+from memnets.argerrors import ArgumentTypeError, ArgumentValueError
 from memnets.records import MEMORY_KINDS, Memory, check_finite_json
 from memnets.timeutil import as_utc
 
@@ -105,10 +106,15 @@ class MemoryFilter:
         if self.kinds is not None:
             kinds = (self.kinds,) if isinstance(self.kinds, str) else self.kinds
             if not isinstance(kinds, (tuple, list, set, frozenset)) or not kinds:
-                raise ValueError(f"MemoryFilter: kinds must be a kind or a non-empty list of kinds, got {self.kinds!r}")
+                raise ArgumentValueError(
+                    f"MemoryFilter: kinds must be a kind or a non-empty list of kinds, got {self.kinds!r}",
+                    field="filters",
+                )
             unknown = [k for k in kinds if k not in MEMORY_KINDS]
             if unknown:
-                raise ValueError(f"MemoryFilter: unknown kinds {unknown!r}; known kinds are {MEMORY_KINDS}")
+                raise ArgumentValueError(
+                    f"MemoryFilter: unknown kinds {unknown!r}; known kinds are {MEMORY_KINDS}", field="filters"
+                )
             object.__setattr__(self, "kinds", tuple(dict.fromkeys(kinds)))
         if self.metadata is not None:
             object.__setattr__(self, "metadata", _check_metadata(self.metadata, "metadata"))
@@ -124,15 +130,20 @@ class MemoryFilter:
             object.__setattr__(self, name, _check_filters(getattr(self, name), word))
         parts = (*self.all_of, *self.any_of)
         if any(part.time_travel for part in parts):
-            raise ValueError(
-                "MemoryFilter: as_of and known_at choose the versions of a whole read; give them at the top level, not inside $and/$or"
+            raise ArgumentValueError(
+                "MemoryFilter: as_of and known_at choose the versions of a whole read; give them at the top level, not inside $and/$or",
+                field="filters",
             )
         depth = 1 + max((part._depth for part in parts), default=0)
         if depth > MAX_FILTER_DEPTH:
-            raise ValueError(f"MemoryFilter: $and/$or nest {depth} deep, over the limit of {MAX_FILTER_DEPTH}")
+            raise ArgumentValueError(
+                f"MemoryFilter: $and/$or nest {depth} deep, over the limit of {MAX_FILTER_DEPTH}", field="filters"
+            )
         clauses = sum(part._clauses for part in parts) + _own_clauses(self)
         if clauses > MAX_FILTER_CLAUSES:
-            raise ValueError(f"MemoryFilter: {clauses} clauses, over the limit of {MAX_FILTER_CLAUSES}")
+            raise ArgumentValueError(
+                f"MemoryFilter: {clauses} clauses, over the limit of {MAX_FILTER_CLAUSES}", field="filters"
+            )
         object.__setattr__(self, "_depth", depth)  # not fields: no part of equality, repr or the JSON form
         object.__setattr__(self, "_clauses", clauses)
 
@@ -188,17 +199,24 @@ class MemoryFilter:
     def _parse(cls, filters: MemoryFilter | Mapping | None, depth: int) -> MemoryFilter | None:
         """:meth:`parse` of a filter ``depth`` levels of ``$and``/``$or`` down (deeper is refused before recursing)."""
         if depth > MAX_FILTER_DEPTH:
-            raise ValueError(f"filters: $and/$or nest over {MAX_FILTER_DEPTH} deep, the limit")
+            raise ArgumentValueError(f"filters: $and/$or nest over {MAX_FILTER_DEPTH} deep, the limit", field="filters")
         if filters is None or isinstance(filters, MemoryFilter):
             return filters
         if not isinstance(filters, Mapping):
-            raise TypeError(f"filters must be a MemoryFilter, a mapping or None, got {type(filters).__name__}")
+            raise ArgumentTypeError(
+                f"filters must be a MemoryFilter, a mapping or None, got {type(filters).__name__}", field="filters"
+            )
         operators = [key for key in filters if isinstance(key, str) and key.startswith("$") and key not in _KEYS]
         if operators:
-            raise ValueError(f"filters: unknown operators {operators!r}; the operators of a filter are {COMBINATORS}")
+            raise ArgumentValueError(
+                f"filters: unknown operators {operators!r}; the operators of a filter are {COMBINATORS}",
+                field="filters",
+            )
         unknown = [key for key in filters if key not in _KEYS]
         if unknown:
-            raise ValueError(f"filters: unknown keys {unknown!r}; allowed keys are {list(_KEYS)}")
+            raise ArgumentValueError(
+                f"filters: unknown keys {unknown!r}; allowed keys are {list(_KEYS)}", field="filters"
+            )
         if all(filters.get(key) is None for key in _KEYS):
             return None
         return cls(
@@ -229,7 +247,7 @@ class MemoryFilter:
         for name in TIME_TRAVEL:
             given = {getattr(f, name) for f in parsed} - {None}
             if len(given) > 1:
-                raise ValueError(f"filters: {name} given twice, as {sorted(given)}")
+                raise ArgumentValueError(f"filters: {name} given twice, as {sorted(given)}", field="filters")
             travel[name] = given.pop() if given else None
         first, *rest = [replace(f, as_of=None, known_at=None) if f.time_travel else f for f in parsed]
         rest = [f for f in rest if f != cls()]
@@ -272,37 +290,47 @@ def _check_filters(items: Any, word: str) -> tuple[MemoryFilter, ...]:
     items = tuple(_check_list(items, word, "filters")) if items else ()
     bad = [item for item in items if not isinstance(item, MemoryFilter)]
     if bad:
-        raise TypeError(f"MemoryFilter: {word} takes MemoryFilters (or, in parse, mappings), got {bad[0]!r:.60}")
+        raise ArgumentTypeError(
+            f"MemoryFilter: {word} takes MemoryFilters (or, in parse, mappings), got {bad[0]!r:.60}", field="filters"
+        )
     return items
 
 
 def _check_list(items: Any, word: str, what: str) -> list:
     if isinstance(items, (str, bytes, Mapping)) or not isinstance(items, (list, tuple)) or not items:
-        raise ValueError(f"MemoryFilter: {word} needs a non-empty list of {what}, got {items!r:.80}")
+        raise ArgumentValueError(
+            f"MemoryFilter: {word} needs a non-empty list of {what}, got {items!r:.80}", field="filters"
+        )
     return list(items)
 
 
 def _check_metadata(conditions: Any, where: str, depth: int = 1) -> Mapping[str, Any]:
     """The checked, normalised metadata conditions: ``{field: {op: operand}}`` and ``$and``/``$or`` lists of such."""
     if depth > MAX_FILTER_DEPTH:
-        raise ValueError(f"MemoryFilter: $and/$or in {where} nest over {MAX_FILTER_DEPTH} deep, the limit")
+        raise ArgumentValueError(
+            f"MemoryFilter: $and/$or in {where} nest over {MAX_FILTER_DEPTH} deep, the limit", field="filters"
+        )
     if not isinstance(conditions, Mapping):
-        raise TypeError(
-            f"MemoryFilter: {where} must be a mapping of field -> condition, got {type(conditions).__name__}"
+        raise ArgumentTypeError(
+            f"MemoryFilter: {where} must be a mapping of field -> condition, got {type(conditions).__name__}",
+            field="filters",
         )
     checked: dict[str, Any] = {}
     for name, condition in conditions.items():
         if not isinstance(name, str) or not name:
-            raise ValueError(f"MemoryFilter: {where} field names must be non-empty strings, got {name!r}")
+            raise ArgumentValueError(
+                f"MemoryFilter: {where} field names must be non-empty strings, got {name!r}", field="filters"
+            )
         if name in COMBINATORS:
             checked[name] = tuple(
                 _check_metadata(part, f"{where} {name}[{n}]", depth + 1)
                 for n, part in enumerate(_check_list(condition, f"{where} {name}", "metadata conditions"))
             )
         elif name.startswith("$"):
-            raise ValueError(
+            raise ArgumentValueError(
                 f"MemoryFilter: unknown operator {name!r} in {where}; a metadata mapping takes field names "
-                f"and {COMBINATORS}, a field's condition takes {OPERATORS}"
+                f"and {COMBINATORS}, a field's condition takes {OPERATORS}",
+                field="filters",
             )
         else:
             checked[name] = _check_condition(condition, f"{where} field {name!r}")
@@ -314,32 +342,40 @@ def _check_condition(condition: Any, what: str) -> dict[str, Any]:
     if not isinstance(condition, Mapping):
         condition = {"$eq": condition}
     if not condition:
-        raise ValueError(
-            f"MemoryFilter: the condition for {what} is an empty dict; give a value or operators {OPERATORS}"
+        raise ArgumentValueError(
+            f"MemoryFilter: the condition for {what} is an empty dict; give a value or operators {OPERATORS}",
+            field="filters",
         )
     unknown = [op for op in condition if op not in OPERATORS]
     if unknown:
-        raise ValueError(
+        raise ArgumentValueError(
             f"MemoryFilter: unknown operators {unknown!r} for {what}; allowed: {OPERATORS} "
-            "(to compare with a dict, give {'$eq': {...}})"
+            "(to compare with a dict, give {'$eq': {...}})",
+            field="filters",
         )
     checked = dict(condition)
     for op, operand in condition.items():
         size = _operand_size(operand)
         if size > MAX_FILTER_VALUES:
-            raise ValueError(
-                f"MemoryFilter: {op} on {what} has {size:,} values, over the limit of {MAX_FILTER_VALUES:,}"
+            raise ArgumentValueError(
+                f"MemoryFilter: {op} on {what} has {size:,} values, over the limit of {MAX_FILTER_VALUES:,}",
+                field="filters",
             )
         if op in _ORDER and not (_is_number(operand) or isinstance(operand, str)):
-            raise ValueError(f"MemoryFilter: {op} on {what} needs a number or a string, got {operand!r}")
+            raise ArgumentValueError(
+                f"MemoryFilter: {op} on {what} needs a number or a string, got {operand!r}", field="filters"
+            )
         if op in _LISTS:
             if isinstance(operand, (str, bytes, Mapping)) or not isinstance(operand, (list, tuple, set, frozenset)):
-                raise ValueError(f"MemoryFilter: {op} on {what} needs a list of values, got {operand!r:.80}")
+                raise ArgumentValueError(
+                    f"MemoryFilter: {op} on {what} needs a list of values, got {operand!r:.80}", field="filters"
+                )
             not_scalar = [value for value in operand if not isinstance(value, _SCALARS)]
             if not_scalar:
-                raise ValueError(
+                raise ArgumentValueError(
                     f"MemoryFilter: {op} on {what} takes strings, numbers, booleans and None, got {not_scalar[0]!r:.60}"
-                    " (to compare with a list or a dict, give {'$eq': ...})"
+                    " (to compare with a list or a dict, give {'$eq': ...})",
+                    field="filters",
                 )
             checked[op] = _Options(operand)
         check_finite_json(operand, f"MemoryFilter: {op} on {what}")

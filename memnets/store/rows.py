@@ -38,6 +38,7 @@ from datetime import datetime
 
 import numpy as np
 
+from memnets.argerrors import ArgumentTypeError, ArgumentValueError, field_of
 from memnets.records import Memory
 from memnets.store.chunks import sealed_bytes
 from memnets.store.crypto import (
@@ -280,10 +281,12 @@ def encode_row(memory: Memory, vector: np.ndarray, where: str) -> Row:
         expires = None if memory.expires_at is None else as_utc(memory.expires_at, f"{what}: expires_at")
         updated_at = as_utc(memory.updated_at or memory.t, f"{what}: updated_at")
     except TypeError as error:
-        raise InvalidMemoryError(str(error)) from None
+        raise InvalidMemoryError(str(error), field=field_of(error)) from None
     operators = [name for name in memory.metadata if isinstance(name, str) and name.startswith("$")]
     if operators:  # a filter reads a "$" key as an operator, so such a field could never be matched
-        raise InvalidMemoryError(f"{what}: metadata field names may not start with '$', got {operators[0]!r}")
+        raise InvalidMemoryError(
+            f"{what}: metadata field names may not start with '$', got {operators[0]!r}", field="metadata"
+        )
     payload = {
         "content": memory.content,
         "updated_at": updated_at.isoformat(),  # sealed with the content; rows written before it read t
@@ -299,7 +302,9 @@ def encode_row(memory: Memory, vector: np.ndarray, where: str) -> Row:
     try:
         plaintext = json.dumps(payload, ensure_ascii=False).encode("utf-8")
     except (TypeError, ValueError, UnicodeEncodeError) as error:
-        raise InvalidMemoryError(f"{what}: metadata must be JSON-serialisable valid Unicode ({error})") from None
+        raise InvalidMemoryError(
+            f"{what}: metadata must be JSON-serialisable valid Unicode ({error})", field="metadata"
+        ) from None
     vector_bytes = np.asarray(vector, dtype="<f4").tobytes()
     t_text = t.isoformat()
     return Row(
@@ -438,38 +443,42 @@ def check_unicode(value: str | None, what: str) -> None:
 def check_owner(owner: str, where: str) -> None:
     """ValueError unless ``owner`` is a non-empty valid-Unicode string."""
     if not isinstance(owner, str) or not owner:
-        raise ValueError(f"{where}: owner must be a non-empty string, got {owner!r}")
+        raise ArgumentValueError(f"{where}: owner must be a non-empty string, got {owner!r}", field="owner")
     check_unicode(owner, f"{where}: owner")
 
 
 def check_ids(ids: Iterable[str], where: str) -> list[str]:
     """The ids as a list; TypeError for a bare string or non-string ids."""
     if isinstance(ids, (str, bytes)):
-        raise TypeError(f"{where}: ids must be a list of ids, not a single {type(ids).__name__} ({ids!r:.40})")
+        raise ArgumentTypeError(
+            f"{where}: ids must be a list of ids, not a single {type(ids).__name__} ({ids!r:.40})", field="ids"
+        )
     ids = list(ids)
     for memory_id in ids:
         if not isinstance(memory_id, str):
-            raise TypeError(f"{where}: ids must be strings, got {type(memory_id).__name__} {memory_id!r:.40}")
+            raise ArgumentTypeError(
+                f"{where}: ids must be strings, got {type(memory_id).__name__} {memory_id!r:.40}", field="ids"
+            )
         check_unicode(memory_id, f"{where}: id")
     return ids
 
 
 def check_k(k: int, where: str) -> int:
     if not isinstance(k, (int, np.integer)) or isinstance(k, bool) or k < 1:
-        raise ValueError(f"{where}: k must be an int >= 1, got {k!r}")
+        raise ArgumentValueError(f"{where}: k must be an int >= 1, got {k!r}", field="k")
     return int(k)
 
 
 def check_page(limit: int | None, offset: int, where: str) -> None:
     if limit is not None and (not isinstance(limit, (int, np.integer)) or isinstance(limit, bool) or limit < 0):
-        raise ValueError(f"{where}: limit must be a non-negative int or None, got {limit!r}")
+        raise ArgumentValueError(f"{where}: limit must be a non-negative int or None, got {limit!r}", field="limit")
     if not isinstance(offset, (int, np.integer)) or isinstance(offset, bool) or offset < 0:
-        raise ValueError(f"{where}: offset must be a non-negative int, got {offset!r}")
+        raise ArgumentValueError(f"{where}: offset must be a non-negative int, got {offset!r}", field="offset")
 
 
 def check_dim(dim: int | None, where: str) -> int | None:
     if dim is not None and (not isinstance(dim, (int, np.integer)) or isinstance(dim, bool) or dim < 1):
-        raise ValueError(f"{where}: dim must be a positive int or None, got {dim!r}")
+        raise ArgumentValueError(f"{where}: dim must be a positive int or None, got {dim!r}", field="dim")
     return None if dim is None else int(dim)
 
 
@@ -478,15 +487,19 @@ def check_vectors(vectors, n: int, dim: int, where: str, *, single: bool = False
     try:
         array = np.asarray(vectors, dtype=np.float64)
     except (TypeError, ValueError) as error:
-        raise InvalidMemoryError(f"{where}: vectors must be a numeric array ({error})") from None
+        raise InvalidMemoryError(f"{where}: vectors must be a numeric array ({error})", field="vectors") from None
     if single and array.ndim == 1:
         array = array[None, :]
     if array.ndim != 2 or array.shape != (n, dim):
         expected = f"[{dim}]" if single else f"[{n}, {dim}] (one row per memory)"
-        raise InvalidMemoryError(f"{where}: vectors must have shape {expected}, got {tuple(np.shape(vectors))}")
+        raise InvalidMemoryError(
+            f"{where}: vectors must have shape {expected}, got {tuple(np.shape(vectors))}", field="vectors"
+        )
     if not np.isfinite(array).all() or np.abs(array).max(initial=0.0) > np.finfo(np.float32).max:
         bad = np.flatnonzero(~(np.isfinite(array) & (np.abs(array) <= np.finfo(np.float32).max)).all(axis=1))
-        raise InvalidMemoryError(f"{where}: vector rows {bad[:5].tolist()} contain NaN, inf or values beyond float32")
+        raise InvalidMemoryError(
+            f"{where}: vector rows {bad[:5].tolist()} contain NaN, inf or values beyond float32", field="vector"
+        )
     return array.astype(np.float32)
 
 
