@@ -96,7 +96,7 @@ def main(argv: list[str]) -> int:
         print(
             f"fitted scorer weights on {args.fit_split}: "
             + ", ".join(
-                f"{name}={getattr(weights, name):+.3f}" for name in ("recency", "relevance", "importance", "bias")
+                f"{name}={getattr(weights, name):+.3f}" for name in ("recency", "relevance", "importance", "time", "bias")
             )
         )
     runs = {
