@@ -40,12 +40,12 @@ import numpy as np
 
 from memnets.protocols import TextEncoder
 from memnets.records import Memory
-from memnets.temporal.questions import memory_dated, time_features
+from memnets.temporal.questions import dated_record, time_features
 from memnets.timeutil import as_utc
 
 FEATURES = ("recency", "relevance", "importance", "time")
 GENERATIVE_AGENTS_FEATURES = FEATURES[:3]  # the hand-set score's; a HeuristicScorer weighs time 0
-OPTIONAL_FEATURES = {"time": 0.0}  # absent from weights saved before it was added: weighed 0
+OPTIONAL_FEATURES = frozenset({"time"})  # absent from weights saved before it was added: weighed 0
 DEFAULT_DECAY = 0.995  # per hour, as in Generative Agents
 GENERATIVE_AGENTS_WEIGHTS = (1.0, 1.0, 1.0)  # Park et al.'s hand-set a (recency, relevance, importance)
 # the untrained manager's default: relevance alone, chosen on conv-49 over (1, 1, 1), (0.1, 1, 0.1) (docs/memory.md)
@@ -110,7 +110,7 @@ class ScorerWeights:
         if not isinstance(data, dict):
             raise ValueError(f"{where}: expected a JSON object, got {type(data).__name__}")
         unknown = set(data) - {f.name for f in cls.__dataclass_fields__.values()}
-        missing = set(FEATURES) - set(data) - set(OPTIONAL_FEATURES)
+        missing = set(FEATURES) - set(data) - OPTIONAL_FEATURES
         if unknown or missing:
             raise ValueError(f"{where}: unknown keys {sorted(unknown)}, missing keys {sorted(missing)}")
         try:
@@ -164,7 +164,7 @@ def cosine(query_vector: np.ndarray, memory_vectors: np.ndarray) -> np.ndarray:
 
 def time_column(memories: Sequence[Memory], query: str, now: datetime) -> np.ndarray:
     """The time feature [N] of ``query`` asked at ``now`` (:func:`memnets.temporal.questions.time_features`)."""
-    return np.asarray(time_features(query, now, [memory_dated(m) for m in memories]), dtype=np.float64)
+    return np.asarray(time_features(query, now, [dated_record(m) for m in memories]), dtype=np.float64)
 
 
 def score_features(

@@ -31,10 +31,14 @@ JUNE = [
     ("june-1", "Ann", "Now I live in Berlin, I moved last week"),
     ("june-2", "Bob", "Good luck with the move"),
 ]
+LATE_TURN = {"june-2": "2024-06-01T10:07:00"}  # a turn's own time, after its session's start
 
 
 def _turns(rows):
-    return [{"id": dia_id, "speaker": speaker, "text": text} for dia_id, speaker, text in rows]
+    return [
+        {"id": dia_id, "speaker": speaker, "text": text} | ({"time": LATE_TURN[dia_id]} if dia_id in LATE_TURN else {})
+        for dia_id, speaker, text in rows
+    ]
 
 
 def _conversation_file(tmp_path, asked: str | None):
@@ -64,7 +68,8 @@ def test_without_a_time_a_question_follows_the_last_session_and_sees_everything(
     (conversation,) = load_jsonl(_conversation_file(tmp_path, None))
     item = conversation.qa[0]
     assert item.asked is None
-    assert asked_at(conversation, item) == conversation.sessions[-1].t
+    # after the last session: its start, or a later turn's own time (june-2, at 10:07), so every turn is seen
+    assert asked_at(conversation, item) == datetime(2024, 6, 1, 10, 7, tzinfo=UTC)
     assert seen_at(conversation, asked_at(conversation, item)) is conversation  # LoCoMo's case: nothing hidden
 
 

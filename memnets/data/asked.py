@@ -17,8 +17,12 @@ from memnets.timeutil import as_utc
 
 
 def asked_at(conversation: Conversation, item: QAItem) -> datetime:
-    """When ``item`` is asked: its own time where the data gives one, else the conversation's last session."""
-    return item.asked if item.asked is not None else conversation.sessions[-1].t
+    """When ``item`` is asked: its own time where the data gives one, else the end of the conversation
+    (its last session's time, or a later turn's own time), from where it sees every turn."""
+    if item.asked is not None:
+        return item.asked
+    times = [conversation.sessions[-1].t, *(turn.t for turn in conversation.turns)]
+    return max(times, key=as_utc)
 
 
 def seen_at(conversation: Conversation, asked: datetime) -> Conversation:

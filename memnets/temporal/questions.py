@@ -10,7 +10,7 @@ Two signals, both from rules (no LLM):
 
 :func:`time_features` gives a memory 1.0 when it carries the signal the question asks for, else 0;
 a ranker adds it, weighted, to the similarity (``memnets.retrieval.dated``), and the scorers weigh
-it beside recency, relevance and importance (``memnets.scoring``, through :func:`memory_dated`).
+it beside recency, relevance and importance (``memnets.scoring``, through :func:`dated_record`).
 """
 
 from __future__ import annotations
@@ -52,16 +52,16 @@ def overlaps(dates: list[ResolvedDate], written: date, span: tuple[date, date]) 
 DatedMemory = tuple[list[ResolvedDate], date]  # a memory's resolved dates and the day it was written
 
 
+@lru_cache(maxsize=1 << 16)
+def _resolved(text: str, day: date) -> tuple[ResolvedDate, ...]:
+    """resolve_dates, kept: the same memories are scored for question after question."""
+    return tuple(resolve_dates(text, day))
+
+
 def dated_memory(text: str, written: datetime | date) -> DatedMemory:
     """What :func:`time_features` needs of a memory, computed once per memory."""
     day = written.date() if isinstance(written, datetime) else written
-    return resolve_dates(text, day), day
-
-
-@lru_cache(maxsize=1 << 16)
-def _resolved(text: str, day: date) -> tuple[ResolvedDate, ...]:
-    """resolve_dates, kept: a store's memories are scored for query after query."""
-    return tuple(resolve_dates(text, day))
+    return list(_resolved(text, day)), day
 
 
 def _stored_dates(entries) -> list[ResolvedDate] | None:
@@ -75,12 +75,11 @@ def _stored_dates(entries) -> list[ResolvedDate] | None:
         return None
 
 
-def memory_dated(memory: Memory) -> DatedMemory:
-    """A stored memory's dates: those its metadata holds (the write path's ``resolve_dates`` option),
-    else those its text names, resolved from its own time."""
-    day = memory.t.date()
+def dated_record(memory: Memory) -> DatedMemory:
+    """:func:`dated_memory` of a stored memory: the dates its metadata holds (the write path's
+    ``resolve_dates`` option), else those its text names, resolved from its own time."""
     stored = _stored_dates(memory.metadata[DATES_KEY]) if DATES_KEY in memory.metadata else None
-    return (stored if stored is not None else list(_resolved(memory.content, day))), day
+    return (stored, memory.t.date()) if stored is not None else dated_memory(memory.content, memory.t)
 
 
 def time_features(question: str, asked: datetime | date, memories: Sequence[DatedMemory]) -> list[float]:
