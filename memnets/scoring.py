@@ -8,15 +8,19 @@ with recency = decay ** (hours since m was last accessed), relevance = cosine(E(
 importance in [0, 1]; each of the three is min-max normalised over the candidate memories before
 the weighted sum, and the weights are 1 (their hand-set choice).
 
-Both scorers here compute exactly these features (:func:`score_features`) and differ only in where
-the numbers come from:
+Both scorers here compute these features (:func:`score_features`), plus a fourth, ``time``
+(:func:`memnets.temporal.questions.time_features`: 1 for a memory that dates its event when the
+query asks *when*, or that falls in the time the query names, else 0), and differ only in where the
+numbers come from:
 
 - :class:`HeuristicScorer`: any encoder (default: none, so vectors must be passed), the importance
   stored on the memory, hand-set weights a: by default relevance alone (0, 1, 0), the untrained
   manager's; :meth:`HeuristicScorer.generative_agents` gives Generative Agents' (1, 1, 1).
 - :class:`LearnedScorer`: the trained encoder, importance from the trained importance head, and
-  weights b fitted on validation data by logistic regression (:func:`fit_scorer_weights`), so that
-  the weighted sum predicts "this memory is evidence for this query".
+  weights b, time's included, fitted on validation data by logistic regression
+  (:func:`fit_scorer_weights`), so that the weighted sum predicts "this memory is evidence for this
+  query". Weights saved before the time feature existed have no ``time`` and weigh it 0: they
+  score as they did, and the feature is not computed.
 
 Both implement the :class:`Scorer` protocol and are interchangeable everywhere.
 """
@@ -36,9 +40,12 @@ import numpy as np
 
 from memnets.protocols import TextEncoder
 from memnets.records import Memory
+from memnets.temporal.questions import dated_record, time_features
 from memnets.timeutil import as_utc
 
-FEATURES = ("recency", "relevance", "importance")
+FEATURES = ("recency", "relevance", "importance", "time")
+GENERATIVE_AGENTS_FEATURES = FEATURES[:3]  # the hand-set score's; a HeuristicScorer weighs time 0
+OPTIONAL_FEATURES = frozenset({"time"})  # absent from weights saved before it was added: weighed 0
 DEFAULT_DECAY = 0.995  # per hour, as in Generative Agents
 GENERATIVE_AGENTS_WEIGHTS = (1.0, 1.0, 1.0)  # Park et al.'s hand-set a (recency, relevance, importance)
 # the untrained manager's default: relevance alone, chosen on conv-49 over (1, 1, 1), (0.1, 1, 0.1) (docs/memory.md)
@@ -63,15 +70,17 @@ class Scorer(Protocol):
 
 @dataclass
 class ScorerWeights:
-    """The weights of the three features (and a bias, which does not change rankings).
+    """The weights of the features (and a bias, which does not change rankings).
 
-    ``normalize`` says whether features are min-max normalised over the candidates (as in
-    Generative Agents); weights fitted with one setting only make sense with the same setting.
+    ``normalize`` says whether recency, relevance and importance are min-max normalised over the
+    candidates (as in Generative Agents); weights fitted with one setting only make sense with the
+    same setting. ``time`` defaults to 0, so weights without it score as before.
     """
 
     recency: float = 1.0
     relevance: float = 1.0
     importance: float = 1.0
+    time: float = 0.0
     bias: float = 0.0
     decay: float = DEFAULT_DECAY
     normalize: bool = True
@@ -101,7 +110,7 @@ class ScorerWeights:
         if not isinstance(data, dict):
             raise ValueError(f"{where}: expected a JSON object, got {type(data).__name__}")
         unknown = set(data) - {f.name for f in cls.__dataclass_fields__.values()}
-        missing = set(FEATURES) - set(data)
+        missing = set(FEATURES) - set(data) - OPTIONAL_FEATURES
         if unknown or missing:
             raise ValueError(f"{where}: unknown keys {sorted(unknown)}, missing keys {sorted(missing)}")
         try:
@@ -153,6 +162,11 @@ def cosine(query_vector: np.ndarray, memory_vectors: np.ndarray) -> np.ndarray:
     return (matrix @ query) / np.maximum(norms, 1e-12)
 
 
+def time_column(memories: Sequence[Memory], query: str, now: datetime) -> np.ndarray:
+    """The time feature [N] of ``query`` asked at ``now`` (:func:`memnets.temporal.questions.time_features`)."""
+    return np.asarray(time_features(query, now, [dated_record(m) for m in memories]), dtype=np.float64)
+
+
 def score_features(
     memories: Sequence[Memory],
     now: datetime,
@@ -160,12 +174,15 @@ def score_features(
     memory_vectors: np.ndarray,
     *,
     importance: np.ndarray | None = None,
+    time: np.ndarray | None = None,
     decay: float = DEFAULT_DECAY,
     normalize: bool = True,
 ) -> np.ndarray:
-    """The features [N, 3] in FEATURES order (recency, relevance, importance).
+    """The features [N, 4] in FEATURES order (recency, relevance, importance, time).
 
     ``importance`` overrides the memories' stored importance (e.g. the trained head's probabilities).
+    ``time`` is the 0/1 time feature (:func:`time_column`), zeros when None; it is not normalised
+    (already on [0, 1], where min-max would turn "no memory carries it" into 0.5).
     """
     importance = (
         np.array([m.importance for m in memories], dtype=np.float64)
@@ -175,6 +192,7 @@ def score_features(
     columns = [recency(memories, now, decay), cosine(query_vector, memory_vectors), importance]
     if normalize:
         columns = [min_max(column) for column in columns]
+    columns.append(np.zeros(len(memories)) if time is None else np.asarray(time, dtype=np.float64))
     return np.stack(columns, axis=1) if len(memories) else np.zeros((0, len(FEATURES)))
 
 
@@ -229,9 +247,20 @@ class WeightedScorer:
         return query_vector, memory_vectors
 
     def features(
-        self, memories: Sequence[Memory], query: str, now: datetime, *, query_vector=None, memory_vectors=None
+        self,
+        memories: Sequence[Memory],
+        query: str,
+        now: datetime,
+        *,
+        query_vector=None,
+        memory_vectors=None,
+        with_time: bool | None = None,
     ) -> np.ndarray:
-        """The [N, 3] features this scorer weighs (see :func:`score_features`)."""
+        """The [N, 4] features this scorer weighs (see :func:`score_features`).
+
+        ``with_time``: compute the time feature (True when fitting weights); None computes it when
+        the weights use it, and leaves it 0 otherwise (it is then weighed 0).
+        """
         if not isinstance(now, datetime):
             raise TypeError(f"now must be a datetime, got {type(now).__name__}")
         if not len(memories):
@@ -247,12 +276,15 @@ class WeightedScorer:
             importance = np.asarray(
                 self.importance_head.predict_proba(memory_vectors.astype(np.float32), **texts), dtype=np.float64
             ).reshape(-1)
+        if with_time is None:
+            with_time = self.weights.time != 0.0
         return score_features(
             memories,
             now,
             query_vector,
             memory_vectors,
             importance=importance,
+            time=time_column(memories, query, now) if with_time else None,
             decay=self.weights.decay,
             normalize=self.weights.normalize,
         )
@@ -265,7 +297,8 @@ class WeightedScorer:
 
 
 class HeuristicScorer(WeightedScorer):
-    """A hand-set score a = (a_recency, a_relevance, a_importance); default :data:`DEFAULT_HEURISTIC_WEIGHTS`.
+    """A hand-set score a = (a_recency, a_relevance, a_importance); default :data:`DEFAULT_HEURISTIC_WEIGHTS`
+    (the time feature is weighed 0: it is the learned weights' to use).
 
     The default is relevance alone, the untrained manager's ranking: Generative Agents' (1, 1, 1)
     (:meth:`generative_agents`, kept as the named baseline) puts less evidence in the agent's view
@@ -280,8 +313,11 @@ class HeuristicScorer(WeightedScorer):
         a: Sequence[float] = DEFAULT_HEURISTIC_WEIGHTS,
         decay: float = DEFAULT_DECAY,
     ) -> None:
-        if len(a) != len(FEATURES):
-            raise ValueError(f"HeuristicScorer: a must hold {len(FEATURES)} weights {FEATURES}, got {a!r}")
+        if len(a) != len(GENERATIVE_AGENTS_FEATURES):
+            raise ValueError(
+                f"HeuristicScorer: a must hold {len(GENERATIVE_AGENTS_FEATURES)} weights "
+                f"{GENERATIVE_AGENTS_FEATURES}, got {a!r}"
+            )
         super().__init__(encoder, ScorerWeights(*a, decay=decay, info={"source": "heuristic", "a": list(a)}))
 
     @classmethod
@@ -291,8 +327,8 @@ class HeuristicScorer(WeightedScorer):
 
 
 class LearnedScorer(WeightedScorer):
-    """The trained encoder's relevance, the importance head's probability and recency, with weights
-    fitted on validation data (:func:`fit_scorer_weights`)."""
+    """The trained encoder's relevance, the importance head's probability, recency and the time
+    feature, with weights fitted on validation data (:func:`fit_scorer_weights`)."""
 
     def __init__(self, encoder: TextEncoder, weights: ScorerWeights, importance_head=None) -> None:
         if encoder is None:
@@ -338,7 +374,7 @@ def fit_scorer_weights(
             raise ValueError(
                 f"fit_scorer_weights: {len(positives)} labels for {len(memories)} memories (query {query!r})"
             )
-        rows.append(scorer.features(memories, query, now, **vectors))
+        rows.append(scorer.features(memories, query, now, **vectors, with_time=True))
         labels.append(np.asarray(positives, dtype=bool))
     if not rows:
         raise ValueError("fit_scorer_weights: no examples")

@@ -199,6 +199,7 @@ def test_export_command_fits_weights_and_writes_a_loadable_pack(tiny_model_dir, 
     assert main(argv) == 0
     pack = load_pack(out)
     assert pack.scorer_weights.info["split"] == "validation" and pack.scorer_weights.info["queries"] == 4
+    assert "time" in json.loads((out / "scorer_weights.json").read_text())  # fitted with the other weights
     assert pack.manifest["metrics"] == {"test": {"recall@10": 0.9}}
     assert pack.manifest["training"]["splits"]["validation"] == ["tiny-1"]
     report = tmp_path / "eval.json"

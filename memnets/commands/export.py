@@ -73,7 +73,7 @@ def main(argv: list[str]) -> int:
     from memnets.nn.encoder import MemoryEncoder
     from memnets.pack import export_pack, load_head
     from memnets.retrieval.scored import fit_split_weights
-    from memnets.scoring import ScorerWeights
+    from memnets.scoring import FEATURES, ScorerWeights
 
     try:
         metrics = _read_json_object(args.metrics, "--metrics")
@@ -95,9 +95,7 @@ def main(argv: list[str]) -> int:
         weights = fit_split_weights(encoder, importance, config, args.fit_split)
         print(
             f"fitted scorer weights on {args.fit_split}: "
-            + ", ".join(
-                f"{name}={getattr(weights, name):+.3f}" for name in ("recency", "relevance", "importance", "bias")
-            )
+            + ", ".join(f"{name}={getattr(weights, name):+.3f}" for name in (*FEATURES, "bias"))
         )
     runs = {
         name: _read_json_object(str(Path(folder) / "training.json"), f"--{name}")

@@ -19,7 +19,9 @@ Fields (docs/data.md has the full description):
   and optionally ``image_caption`` and ``time`` (defaults to the session's).
 - ``questions`` (list, may be empty): ``question``, ``evidence`` (turn ids; an empty list is allowed
   and such a question is left out of retrieval metrics), optionally ``answer`` and ``category``
-  (1-5 or its name: multi-hop, temporal, open-domain, single-hop, adversarial; default 4).
+  (1-5 or its name: multi-hop, temporal, open-domain, single-hop, adversarial; default 4) and
+  ``time`` (when it is asked, ISO 8601; default: after the last session): the evaluations hide the
+  sessions that start after it.
 - ``observations`` (optional list): facts about the speakers with the turn ids they come from; each
   becomes a (fact -> turn) training pair, as LoCoMo's observations do.
 
@@ -52,7 +54,7 @@ _KEYS = {
     "conversation": ({"id", "sessions"}, {"questions", "observations"}),
     "session": ({"time", "turns"}, set()),
     "turn": ({"id", "speaker", "text"}, {"image_caption", "time"}),
-    "question": ({"question", "evidence"}, {"answer", "category"}),
+    "question": ({"question", "evidence"}, {"answer", "category", "time"}),
     "observation": ({"text", "evidence"}, {"speaker"}),
 }
 
@@ -200,6 +202,7 @@ def parse_conversation(record, line: _Line) -> Conversation:
                 if "category" in raw
                 else DEFAULT_CATEGORY,
                 evidence=line.ids(raw["evidence"], turn_session, f"{where}.evidence"),
+                asked=line.time(raw, "time", where) if "time" in raw else None,
             )
         )
 

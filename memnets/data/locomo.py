@@ -74,6 +74,7 @@ class QAItem:
     category: int
     evidence: tuple[str, ...]
     dropped_evidence: tuple[str, ...] = ()
+    asked: datetime | None = None  # when the question is asked; None: after the last session (LoCoMo's case)
 
 
 @dataclass(frozen=True)

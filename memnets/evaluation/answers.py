@@ -2,7 +2,8 @@
 
 For each question (a LongMemEval question over its haystack, or a LoCoMo / JSONL question over its
 conversation), a ranker of the registry (:mod:`memnets.retrieval.rankers`: bm25, dense, a trained
-encoder, a pack) ranks the conversation's turns; the top k go to the answerer with the question's
+encoder, a pack) ranks the conversation's turns written by the time the question is asked
+(:mod:`memnets.retrieval.asked`); the top k go to the answerer with the question's
 date (:func:`memnets.evaluation.answer_prompts.answer_prompt`), and the judge compares the answer
 with the gold one under the rule of the question's protocol (LongMemEval's per-type rules,
 abstention, or LoCoMo's). The report gives accuracy per category beside the evidence recall@k of
@@ -26,10 +27,12 @@ from datetime import datetime
 
 import numpy as np
 
+from memnets.data.asked import asked_at
 from memnets.data.locomo import CATEGORY_NAMES, Conversation
 from memnets.data.longmemeval import LongMemEvalQuestion
 from memnets.evaluation.answer_prompts import ANSWER_SYSTEM, answer_prompt, judge_prompt, parse_verdict
 from memnets.llm import LLM, ChatReply, LLMError
+from memnets.retrieval.asked import rank_as_asked
 from memnets.retrieval.rankers import Ranker
 
 logger = logging.getLogger(__name__)
@@ -70,7 +73,7 @@ def longmemeval_items(questions: Iterable[LongMemEvalQuestion]) -> list[AnswerIt
 def conversation_items(
     conversations: Iterable[Conversation], categories: Sequence[int] = (1, 2, 3, 4)
 ) -> list[AnswerItem]:
-    """LoCoMo / JSONL questions in ``categories``, asked after the conversation's last session."""
+    """LoCoMo / JSONL questions in ``categories``, asked at their own time, else after the last session."""
     return [
         AnswerItem(
             id=f"{conv.sample_id}/{item.index}",
@@ -79,7 +82,7 @@ def conversation_items(
             gold=item.answer,
             conversation=conv,
             evidence=item.evidence,
-            asked=conv.sessions[-1].t,
+            asked=asked_at(conv, item),
             rule="locomo",
         )
         for conv in conversations
@@ -149,7 +152,7 @@ def answer_question(
     item: AnswerItem, ranker: Ranker, answerer: LLM, judge_llm: LLM, k: int, retries: int, pause: float
 ) -> dict:
     """Retrieve, answer and judge one question; its row for the report."""
-    ranked = ranker.rank(item.conversation, [item.question])[0][:k]
+    ranked = rank_as_asked(ranker, item.conversation, [item.question], [item.asked])[0][:k]
     turns = [item.conversation.turn(dia_id) for dia_id in ranked]
     answered = call(
         answerer,

@@ -11,8 +11,8 @@ The haystacks of LongMemEval's S split share most of their sessions, so a ranker
 (:class:`memnets.nn.embedding_cache.CachedEncoder`), filled up front with every distinct user turn
 of the file in large batches: a shared session is encoded once, not once per question.
 
-The loop goes question by question with the question's date at hand (``question_date`` in each
-row), so that hiding what was said after the question is one change in :func:`rank_question`.
+Each question ranks only the sessions dated by its ``question_date`` (:func:`rank_question`): what
+was said after the question is hidden, as it would be from an agent asked then.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from memnets.data.longmemeval import LongMemEvalQuestion
+from memnets.retrieval.asked import rank_as_asked
 from memnets.retrieval.longmemeval_metrics import LONGMEMEVAL_KS, question_metrics
 from memnets.retrieval.rankers import Ranker, build_ranker, parse_spec
 
@@ -55,8 +56,8 @@ def scored_questions(questions: Iterable[LongMemEvalQuestion]) -> list[LongMemEv
 
 
 def rank_question(ranker: Ranker, question: LongMemEvalQuestion) -> list[str]:
-    """The question's haystack user turns (LongMemEval's corpus), best first for the question."""
-    return ranker.rank(question.user_turns_only(), [question.question])[0]
+    """The question's haystack user turns (LongMemEval's corpus) dated by its ``question_date``, best first."""
+    return rank_as_asked(ranker, question.user_turns_only(), [question.question], [question.question_date])[0]
 
 
 def cache_encodings(ranker: Ranker, texts: Iterable[str]) -> Ranker:

@@ -7,6 +7,8 @@ Per question, against its own conversation's turns (the LoCoMo rule):
 - nDCG@10 with binary relevance: sum over evidence turns in the top 10 of 1/log2(rank + 1),
   divided by the same sum for an ideal ranking (all evidence first).
 
+A question sees only the turns written by the time it is asked (:mod:`memnets.retrieval.asked`; in
+LoCoMo every question follows the last session, so it sees them all).
 Questions whose evidence did not resolve to any turn are left out and counted (`skipped`).
 A ranker is anything with `rank(conversation, queries) -> list[list[dia_id]]`, best first
 (:class:`memnets.retrieval.rankers.Ranker`). The encoder's validation and
@@ -22,7 +24,9 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from memnets.data.asked import asked_at
 from memnets.data.locomo import Conversation
+from memnets.retrieval.asked import rank_as_asked
 from memnets.retrieval.rankers import Ranker
 
 DEFAULT_KS = (1, 5, 10, 25, 50)
@@ -120,7 +124,7 @@ def evaluate_retriever(
     ks: Sequence[int] = DEFAULT_KS,
     name: str = "retriever",
 ) -> RetrievalReport:
-    """Rank each question's own conversation's turns and average the metrics."""
+    """Rank each question's own conversation's turns, as they stood when it was asked, and average the metrics."""
     rows, skipped = [], 0
     for conv in conversations:
         items = [item for item in conv.qa if item.category in categories]
@@ -128,9 +132,12 @@ def evaluate_retriever(
         items = [item for item in items if item.evidence]
         if not items:
             continue
-        rankings = ranker.rank(conv, [item.question for item in items])
-        if len(rankings) != len(items):
-            raise ValueError(f"{name}: ranker returned {len(rankings)} rankings for {len(items)} queries")
+        try:
+            rankings = rank_as_asked(
+                ranker, conv, [item.question for item in items], [asked_at(conv, item) for item in items]
+            )
+        except ValueError as error:
+            raise ValueError(f"{name}: {error}") from error
         for item, ranked in zip(items, rankings):
             rows.append(
                 {"conv_id": conv.sample_id, "qa_index": item.index, "category": item.category}

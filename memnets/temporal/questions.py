@@ -9,7 +9,8 @@ Two signals, both from rules (no LLM):
   (the dates their text resolves to, else the day they were written) fall in that range.
 
 :func:`time_features` gives a memory 1.0 when it carries the signal the question asks for, else 0;
-a ranker adds it, weighted, to the similarity (``memnets.retrieval.dated``).
+a ranker adds it, weighted, to the similarity (``memnets.retrieval.dated``), and the scorers weigh
+it beside recency, relevance and importance (``memnets.scoring``, through :func:`dated_record`).
 """
 
 from __future__ import annotations
@@ -17,8 +18,10 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from datetime import date, datetime
+from functools import lru_cache
 
-from memnets.temporal.dates import ResolvedDate, resolve_dates
+from memnets.records import Memory
+from memnets.temporal.dates import DATES_KEY, ResolvedDate, resolve_dates
 
 _WHEN = re.compile(
     r"\b(when|what (?:year|month|day|date|time|week)|which (?:year|month|day|date|week)|how long ago"
@@ -49,10 +52,34 @@ def overlaps(dates: list[ResolvedDate], written: date, span: tuple[date, date]) 
 DatedMemory = tuple[list[ResolvedDate], date]  # a memory's resolved dates and the day it was written
 
 
+@lru_cache(maxsize=1 << 16)
+def _resolved(text: str, day: date) -> tuple[ResolvedDate, ...]:
+    """resolve_dates, kept: the same memories are scored for question after question."""
+    return tuple(resolve_dates(text, day))
+
+
 def dated_memory(text: str, written: datetime | date) -> DatedMemory:
     """What :func:`time_features` needs of a memory, computed once per memory."""
     day = written.date() if isinstance(written, datetime) else written
-    return resolve_dates(text, day), day
+    return list(_resolved(text, day)), day
+
+
+def _stored_dates(entries) -> list[ResolvedDate] | None:
+    """The :data:`DATES_KEY` metadata the write path stored, or None when it is not a list of such dates."""
+    try:
+        return [
+            ResolvedDate(entry["text"], date.fromisoformat(entry["start"]), date.fromisoformat(entry["end"]))
+            for entry in entries
+        ]
+    except (TypeError, KeyError, ValueError):
+        return None
+
+
+def dated_record(memory: Memory) -> DatedMemory:
+    """:func:`dated_memory` of a stored memory: the dates its metadata holds (the write path's
+    ``resolve_dates`` option), else those its text names, resolved from its own time."""
+    stored = _stored_dates(memory.metadata[DATES_KEY]) if DATES_KEY in memory.metadata else None
+    return (stored, memory.t.date()) if stored is not None else dated_memory(memory.content, memory.t)
 
 
 def time_features(question: str, asked: datetime | date, memories: Sequence[DatedMemory]) -> list[float]:
