@@ -58,6 +58,7 @@ def build_cli(component: str, args: list[str], run: bool = True):
 
     from memnets.lit.logs import adopt_lightning_logging
     from memnets.lit.threads import TorchThreads
+    from memnets.lit.time_estimate import FitTimeEstimate
 
     adopt_lightning_logging()  # one line per Lightning record, and no tips
 
@@ -73,6 +74,8 @@ def build_cli(component: str, args: list[str], run: bool = True):
         def add_arguments_to_parser(self, parser) -> None:
             # in every fit, whatever its callbacks: `torch_threads: {per_process: N}` / --torch_threads.per_process
             parser.add_lightning_class_args(TorchThreads, "torch_threads")
+            # and the expected time on this machine after a few steps: `time_estimate: {budget_minutes: ...}`
+            parser.add_lightning_class_args(FitTimeEstimate, "time_estimate")
             for source, target in links:
                 parser.link_arguments(source, target, apply_on="instantiate")
 
