@@ -37,7 +37,7 @@ def asks_when(question: str) -> bool:
 
 def named_range(question: str, at: datetime | date) -> tuple[date, date] | None:
     """The span of the times ``question`` names, read from ``at`` (when it is asked); None if it names none."""
-    resolved = resolve_dates(question, at)
+    resolved, _ = dated_memory(question, at)  # cached: an agent asks the same question again
     if not resolved:
         return None
     return min(item.start for item in resolved), max(item.end for item in resolved)
