@@ -184,10 +184,7 @@ class SqlStore(SqlEncoding):
 
     def _decode(self, record: Sequence) -> Memory:
         """The Memory of a selected record (the columns of ``rows.FIELDS`` first): the one place records are read."""
-        fields = self._dialect.row_text(rowcodec.named(record))
-        del fields["key"]
-        memory_id = fields.pop("id")
-        return rowcodec.decode_row(self._cipher, store_id=self.archive_id, memory_id=memory_id, **fields)
+        return rowcodec.decode_row(self._cipher, self.archive_id, self._dialect.row_text(rowcodec.named(record)))
 
     # ------------------------------------------------------------------ writes
     def upsert(self, memories: Sequence[Memory], vectors, *, chunks=None) -> None:
