@@ -32,7 +32,7 @@ import statistics
 import sys
 import tempfile
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
@@ -40,7 +40,7 @@ import numpy as np
 from bench.common import REPO_ROOT, parser, single_thread, write_result
 
 DIM = 384
-START = datetime(2024, 1, 1, tzinfo=timezone.utc)
+START = datetime(2024, 1, 1, tzinfo=UTC)
 USERS = 3
 BLOCK = 20  # calls of one kind per side before the other side runs the same calls
 _IN_USE: list[dict] = []  # the modules dict of the checkout whose modules are in sys.modules
@@ -149,7 +149,9 @@ def timed_block(call, indices) -> list[float]:
 def main(argv: list[str] | None = None) -> int:
     p = parser("experiments.search_before_after", __doc__)
     p.add_argument("--before", type=Path, required=True, help="the folder of the checkout compared against")
-    p.add_argument("--after", type=Path, default=REPO_ROOT, help="the folder of the changed checkout (default: this one)")
+    p.add_argument(
+        "--after", type=Path, default=REPO_ROOT, help="the folder of the changed checkout (default: this one)"
+    )
     p.add_argument("--memories", type=int, default=10_000, help="the archive's memories (default 10000)")
     p.add_argument("--per-user", type=int, default=1_000, help="memories per API user (default 1000)")
     p.add_argument("--queries", type=int, default=None, help="queries per round (default 200; --quick 60)")
