@@ -42,6 +42,8 @@ import time
 import uuid
 from pathlib import Path
 
+import numpy as np
+
 from bench.common import (
     BUILD_MEMORY,
     DEFAULT_NOISE,
@@ -80,14 +82,12 @@ def stand_in_pack(folder: Path, backends: list[str]) -> Path:
     )
 
 
-def fill(location: str, options: dict, encoder, texts: list[str], memories: int, noise: float) -> float:
-    """A store at ``location`` bound to ``encoder``, with ``memories`` memories of one user whose
-    vectors are ``encoder``'s of ``texts``, scaled up; returns the seconds the fill took."""
-    from memnets.memory.encoding import embed
+def fill(location: str, options: dict, encoder, texts: list[str], vectors: np.ndarray) -> float:
+    """A store at ``location`` bound to ``encoder``, with one memory of one user per row of ``vectors``
+    (``encoder``'s vectors of ``texts``, scaled up); returns the seconds the fill took."""
     from memnets.store import open_store
     from memnets.store.identity import bind_encoder
 
-    vectors = scaled(embed(encoder, texts), memories, noise=noise)
     postgres = location.startswith("postgres")
     store = open_store(location, encoder.dim, **options)
     try:
@@ -95,7 +95,7 @@ def fill(location: str, options: dict, encoder, texts: list[str], memories: int,
         if postgres:  # pgvector's bulk-import recipe, as bench.store fills it: the HNSW index built once after
             drop_hnsw(store)
         started = time.perf_counter()
-        bulk_load(store, vectors, texts, users=1, per_user=memories)
+        bulk_load(store, vectors, texts, users=1, per_user=len(vectors))
         store.rebuild_index(**({"maintenance_work_mem": BUILD_MEMORY} if postgres else {}))
         return time.perf_counter() - started
     finally:
@@ -129,12 +129,12 @@ def parts(memory, question: str, user: str) -> dict[str, float]:
     return seconds
 
 
-def run_one(pack, location: str, options: dict, *, memories: int, base: int, queries: list[str], noise: float) -> dict:
-    """Fill a store at ``location`` for ``pack``'s encoder, then time ``queries`` end to end and part by part."""
+def run_one(pack, location: str, options: dict, texts: list[str], vectors: np.ndarray, queries: list[str]) -> dict:
+    """Fill a store at ``location`` for ``pack``'s encoder (:func:`fill`), then time ``queries`` end to end
+    and part by part."""
     import memnets
 
-    texts = locomo_texts()[0][:base]
-    fill_s = fill(location, options, pack.encoder, texts, memories, noise)
+    fill_s = fill(location, options, pack.encoder, texts, vectors)
     user = user_name(0)
     with memnets.open(location, pack=pack, **options) as memory:
         if memory.scorer is None:
@@ -205,6 +205,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
     from threadpoolctl import threadpool_limits
 
+    from memnets.memory.encoding import embed
     from memnets.pack import load_pack
 
     torch.set_num_threads(args.threads)
@@ -221,14 +222,14 @@ def main(argv: list[str] | None = None) -> int:
         with threadpool_limits(args.threads):
             for backend in backends:
                 pack = load_pack(pack_path, backend=backend)
+                texts = locomo_texts()[0][:base]
+                vectors = scaled(embed(pack.encoder, texts), memories, noise=DEFAULT_NOISE)
                 for store in stores:
                     if store == "archive":
                         location, options = str(work / f"archive-{backend}"), {}
                     else:
                         location, options = pg_url, {"table": f"query_{uuid.uuid4().hex[:8]}"}
-                    result = run_one(
-                        pack, location, options, memories=memories, base=base, queries=queries, noise=DEFAULT_NOISE
-                    )
+                    result = run_one(pack, location, options, texts, vectors, queries)
                     results[f"{store}/{backend}"] = result
                     print(
                         f"[query_path] {store}/{backend}: p50 {result['end_to_end']['p50_ms']:.2f} ms, "

@@ -38,6 +38,7 @@ from memnets.store import as_of
 from memnets.store import rows as rowcodec
 from memnets.store.chunks import best_scores, check_chunks, from_blob, to_blob
 from memnets.store.core_encoding import SqlEncoding
+from memnets.store.core_search import SearchVectors
 from memnets.store.dialect import CURRENT, SqlDialect
 from memnets.store.filters import MemoryFilter
 from memnets.store.identity import EncoderIdentity
@@ -48,7 +49,7 @@ log = logging.getLogger(__name__)
 
 
 @traced_methods("memnets.store", "upsert", "new_version", "delete", "get", "vectors", "search", "list_memories")
-class SqlStore(SqlEncoding):
+class SqlStore(SqlEncoding, SearchVectors):
     """The contract of :class:`memnets.store.MemoryStore` on a SQL table of memories (see the module docstring)."""
 
     # optional capabilities both stores declare (memnets.store.protocol)
@@ -60,6 +61,7 @@ class SqlStore(SqlEncoding):
     supports_expiry = True
     supports_chunks = True
     supports_atomic_write = True
+    supports_search_vectors = True
 
     _dialect: SqlDialect
     dim: int
@@ -184,7 +186,9 @@ class SqlStore(SqlEncoding):
 
     def _decode(self, record: Sequence) -> Memory:
         """The Memory of a selected record (the columns of ``rows.FIELDS`` first): the one place records are read."""
-        return rowcodec.decode_row(self._cipher, self.archive_id, self._dialect.row_text(rowcodec.named(record)))
+        fields = self._dialect.row_text(rowcodec.named(record))
+        self._decoded(fields)
+        return rowcodec.decode_row(self._cipher, self.archive_id, fields)
 
     # ------------------------------------------------------------------ writes
     def upsert(self, memories: Sequence[Memory], vectors, *, chunks=None) -> None:
