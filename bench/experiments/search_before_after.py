@@ -8,7 +8,7 @@ checkouts' ``memnets`` are imported into this one process (each import's modules
 and put back in ``sys.modules`` before that side runs, so imports made inside functions resolve to
 the same checkout), each side builds the same stores from the same vectors, and the calls alternate
 side by side in small blocks: before, after, after, before, ... Printed: per call, the median over
-every call on each side and after / before.
+every call on each side and after / before (``search_before_after.json`` and ``.md`` under ``--out``).
 
 The calls are those of ``bench.store`` and ``bench.api`` that moved between f6ce896 and the store
 core of issue 30:
@@ -20,7 +20,9 @@ core of issue 30:
   user=..., k=5)`` over 3 users of ``--per-user`` memories (default 1,000, bench.api --quick's
   size; one in 50 a plan, a ``topic`` of 0-9), with no filter, ``{"kind": "plan"}`` and
   ``{"metadata": {"topic": 3}}``, through an encoder that looks the query vectors up (the API's
-  path without the encoder).
+  path without the encoder);
+- ``api search_reranked``: the same search re-ranked by a LearnedScorer (default weights, no
+  importance head), as a pack's scorer re-ranks: ``fetch_factor * k`` candidates and their vectors.
 
 Vectors are random unit vectors (d=384): what is timed is everything but the ranking's quality.
 """
@@ -65,6 +67,7 @@ def import_checkout(root: Path) -> dict:
     try:
         import memnets.api
         import memnets.records
+        import memnets.scoring
         import memnets.store  # noqa: F401
     finally:
         sys.path.remove(str(root))
@@ -121,7 +124,10 @@ def build(modules: dict, folder: Path, vectors: np.ndarray, per_user: int, queri
     for u in range(USERS):
         first = n + u * per_user
         api_store.upsert(memories(Memory, first, first + per_user, f"user{u}", 50), vectors[first : first + per_user])
-    memory = AgentMemory(api_store, LookupEncoder(queries), owns_store=True)
+    encoder = LookupEncoder(queries)
+    memory = AgentMemory(api_store, encoder, owns_store=True)
+    scoring = modules["memnets.scoring"]
+    reranked = AgentMemory(api_store, encoder, scorer=scoring.LearnedScorer(encoder, scoring.ScorerWeights()))
     texts = list(queries)
     calls = {
         "archive search": lambda i: archive.search(queries[texts[i]], 10, "owner"),
@@ -131,6 +137,7 @@ def build(modules: dict, folder: Path, vectors: np.ndarray, per_user: int, queri
         "api search_metadata": lambda i: memory.search(
             texts[i], user=f"user{i % USERS}", k=5, filters={"metadata": {"topic": 3}}
         ),
+        "api search_reranked": lambda i: reranked.search(texts[i], user=f"user{i % USERS}", k=5),
     }
     for call in calls.values():  # warm up: the indexes caught up, the caches filled
         call(0)
@@ -203,10 +210,14 @@ def main(argv: list[str] | None = None) -> int:
     }
     notes = ["p50 over every call of both sides, interleaved in blocks of 20 calls; ratio = after / before"]
     path = write_result(args.out, "search_before_after", settings, results, notes)
-    print(f"wrote {path}")
-    print(f"{'call':<22}{'before p50 ms':>15}{'after p50 ms':>15}{'after/before':>14}")
-    for name, row in results.items():
-        print(f"{name:<22}{row['before_p50_ms']:>15.3f}{row['after_p50_ms']:>15.3f}{row['ratio']:>14.2f}")
+    lines = ["| call | before p50 ms | after p50 ms | after / before |", "|---|---|---|---|"]
+    lines += [
+        f"| {name} | {row['before_p50_ms']:.3f} | {row['after_p50_ms']:.3f} | {row['ratio']:.2f} |"
+        for name, row in results.items()
+    ]
+    path.with_suffix(".md").write_text("\n".join(lines) + "\n")
+    print(f"wrote {path} and {path.with_suffix('.md')}")
+    print("\n".join(lines))
     return 0
 
 
