@@ -1,13 +1,15 @@
 """bench/experiments/query_path.py on tiny sizes (the tiny encoder in a pack with a learned scorer), run
-as its own process: one store filled through the store with the encoder's vectors and bound to it,
-searched end to end through memnets.open and part by part."""
+as its own process: each store (the embedded archive, the test's PostgreSQL) filled through the store
+with the encoder's vectors and bound to it, searched end to end through memnets.open and part by part,
+and its ratio to the encoder's time."""
 
 from __future__ import annotations
 
 import pytest
 from bench_helpers import result, run_bench
 
-PARTS = {"tokenise", "encode", "index", "store_read", "vectors", "score"}  # the parts the module docstring names
+PARTS = {"tokenise", "encode", "index", "store_read", "score"}  # the parts the module docstring names
+SAVED = {"vectors_apart", "search_apart"}  # what the search no longer pays, timed for reference
 
 
 @pytest.fixture(scope="module")
@@ -29,14 +31,20 @@ def pack(tiny_model_dir, tmp_path_factory):
     )
 
 
-def test_query_path_times_search_end_to_end_and_by_part(pack, tmp_path):
+def test_query_path_times_search_end_to_end_and_by_part_on_both_stores(pack, tmp_path, pg_url):
     args = ["--pack", pack, "--backends", "torch", "--memories", "300", "--base", "40", "--queries", "3"]
-    run_bench("bench.experiments.query_path", *args, "--out", tmp_path)
-    found = result(tmp_path, "query_path")["results"]["torch"]
-    assert found["fingerprint"].startswith("torch:")
-    assert found["end_to_end"]["calls"] == 3 and 0 < found["end_to_end"]["p50_ms"] <= found["end_to_end"]["p99_ms"]
-    assert set(found["parts"]) == PARTS and all(part["calls"] == 3 for part in found["parts"].values())
-    assert found["parts"]["encode"]["p50_ms"] > 0 and found["parts"]["score"]["p50_ms"] > 0
+    run_bench("bench.experiments.query_path", *args, "--pg-url", pg_url, "--out", tmp_path)
+    results = result(tmp_path, "query_path")["results"]
+    assert set(results) == {"archive/torch", "postgres/torch"}
+    for found in results.values():
+        assert found["fingerprint"].startswith("torch:")
+        e2e = found["end_to_end"]
+        assert e2e["calls"] == 3 and 0 < e2e["p50_ms"] <= e2e["p99_ms"]
+        assert set(found["parts"]) == PARTS | SAVED and all(part["calls"] == 3 for part in found["parts"].values())
+        assert found["parts"]["encode"]["p50_ms"] > 0 and found["parts"]["score"]["p50_ms"] > 0
+        assert found["ratio_to_encoder"] == pytest.approx(e2e["p50_ms"] / found["parts"]["encode"]["p50_ms"])
+    assert results["postgres/torch"]["parts"]["index"]["p50_ms"] == 0  # PostgreSQL ranks inside its SQL
+    assert (tmp_path / "query_path.md").read_text().count("| torch |") == 2
 
 
 def test_query_path_refuses_a_folder_that_is_not_a_pack(tmp_path):

@@ -14,11 +14,13 @@ import sqlite3
 import subprocess
 import sys
 import uuid
+from datetime import UTC, datetime
 
+import numpy as np
 import pytest
 from archive_helpers import DIM, memory_for, start_child, vector_for, vectors_for
 
-from memnets.store import MemoryStore, open_store
+from memnets.store import MemoryStore, SearchVectors, open_store, supports
 from memnets.store.errors import ArchiveFormatError, ArchiveKeyError
 from memnets.store.sqlite_schema import FORMAT_VERSION
 from memnets.store.testing import StoreContract, StoreSpec, hit_ids, ids
@@ -64,6 +66,28 @@ def make(location):
 def test_open_without_dim_of_an_empty_store_says_to_give_it(location):
     with pytest.raises(ValueError, match="give dim"):
         open_store(location[0], None, **location[1])
+
+
+@pytest.mark.parametrize("key", [None, os.urandom(32)], ids=["plain", "encrypted"])
+def test_search_with_vectors_is_search_with_the_vectors_of_its_rows(make, key):
+    """SearchVectors: the results of search, with what vectors() reads for them, on every path a search takes."""
+    store = make(key=key)
+    assert supports(store, SearchVectors)
+    kinds = ("plan", "observation")
+    memories = [memory_for(f"m{i}", "a", minutes=i, kind=kinds[i % 2], metadata={"tag": i % 3}) for i in range(15)]
+    store.upsert(memories, vectors_for(memories))
+    long = memory_for("long", "a", minutes=20, content="a long memory " * 50)
+    store.upsert([long], vector_for("long")[None], chunks=[vector_for("probe")[None]])  # found at its window
+    store.new_version(memories[0].replace(content="m0, rewritten"), vector_for("m0 again"))  # a version's row
+    probe = vector_for("probe")
+    as_of = {"as_of": datetime.now(UTC)}
+    for filters in (None, {"kind": "plan"}, {"metadata": {"tag": 1}}, as_of):
+        found, vectors = store.search_with_vectors(probe, 5, "a", filters=filters)
+        assert [(m.id, s) for m, s in found] == [(m.id, s) for m, s in store.search(probe, 5, "a", filters=filters)]
+        assert len(found) == 5 and vectors.dtype == np.float32, filters
+        np.testing.assert_array_equal(vectors, store.vectors(hit_ids(found), "a"))
+    found, vectors = store.search_with_vectors(probe, 3, "nobody")
+    assert found == [] and vectors.shape == (0, DIM)
 
 
 # ---------------------------------------------------------------------- encryption and formats

@@ -20,6 +20,7 @@ import numpy as np
 from memnets.memory.supersession import below_successors
 from memnets.records import Memory
 from memnets.store.filters import MemoryFilter
+from memnets.store.protocol import SearchVectors, supports
 
 
 class SearchHit(NamedTuple):
@@ -53,6 +54,17 @@ class Searcher:
         """The ``fetch_factor * k`` nearest current memories of ``owner`` passing ``filters``, nearest first."""
         return self.store.search(query_vector, self.fetch_factor * k, owner, filters=filters)
 
+    def candidates(
+        self, query_vector: np.ndarray, k: int, owner: str, filters: MemoryFilter | None = None
+    ) -> tuple[list[Memory], np.ndarray]:
+        """:meth:`fetch`'s memories with their stored vectors [n, dim]: from the search's own read where the
+        store returns them (:class:`~memnets.store.protocol.SearchVectors`), else read by id after it."""
+        if supports(self.store, SearchVectors):
+            found, vectors = self.store.search_with_vectors(query_vector, self.fetch_factor * k, owner, filters=filters)
+            return [m for m, _ in found], vectors
+        memories = [m for m, _ in self.fetch(query_vector, k, owner, filters)]
+        return memories, self.store.vectors([m.id for m in memories], owner)
+
     def rerank(
         self, memories: Sequence[Memory], query: str, query_vector: np.ndarray, owner: str, now: datetime
     ) -> tuple[np.ndarray, np.ndarray]:
@@ -75,10 +87,10 @@ class Searcher:
             return below_successors(
                 [(m, float(s)) for m, s in self.store.search(query_vector, k, owner, filters=filters)]
             )
-        memories = [m for m, _ in self.fetch(query_vector, k, owner, filters)]
+        memories, vectors = self.candidates(query_vector, k, owner, filters)
         if not memories:
             return []
-        _, scores = self.rerank(memories, query, query_vector, owner, now)
+        scores = score(self.scorer, memories, query, now, query_vector, vectors)
         order = np.argsort(-scores, kind="stable")[:k]
         return below_successors([(memories[i], float(scores[i])) for i in order])
 

@@ -31,6 +31,7 @@ from memnets.store.protocol import (
     LocalState,
     MemoryStore,
     Reembedding,
+    SearchVectors,
     supports,
 )
 
@@ -52,6 +53,7 @@ __all__ = [
     "MemoryFilter",
     "MemoryStore",
     "Reembedding",
+    "SearchVectors",
     "StoreCorruptError",
     "StoreError",
     "StoreFormatError",

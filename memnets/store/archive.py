@@ -345,11 +345,11 @@ class Archive(FaissSync, SqlStore):
         with self._reading() as conn:  # one snapshot: the index is synced to what the rows are read from
             if filters is not None or self._has_expired(conn, owner, now):
                 # the index still holds expired rows until a sweep: rank exactly so that k are filled
-                return self._search_filtered(query, k, owner, filters or MemoryFilter(), now)
+                return self._search_filtered(conn, query, k, owner, filters or MemoryFilter(), now)
             self._sync()
             ids, scores = self._retriever.search(query[None], k, owner)
             rows = [int(i) for i in ids[0]]
-            records = self._records_by_row(rows, owner, now)
+            records = self._records_by_row(conn, rows, owner, now)
             found = [
                 (self._decode(records[row]), float(score)) for row, score in zip(rows, scores[0]) if row in records
             ]
@@ -363,33 +363,35 @@ class Archive(FaissSync, SqlStore):
         query = f"SELECT 1 FROM memories WHERE owner = ? AND expires_epoch <= ? AND {CURRENT} LIMIT 1"
         return conn.execute(query, (owner, now.timestamp())).fetchone() is not None
 
-    def _records_by_row(self, rows: Sequence[int], owner: str, now: datetime) -> dict[int, tuple]:
-        """The owner's current, unexpired records with these row numbers, keyed by row."""
+    def _records_by_row(
+        self, conn: sqlite3.Connection, rows: Sequence[int], owner: str, now: datetime
+    ) -> dict[int, tuple]:
+        """The owner's current, unexpired records with these row numbers, keyed by row (read in ``conn``,
+        the search's transaction)."""
         d = self._dialect
         records = {}
-        with self._reading() as conn:
-            for start in range(0, len(rows), d.in_batch):
-                chunk = rows[start : start + d.in_batch]
-                records.update(
-                    (r[0], r)
-                    for r in conn.execute(
-                        # "+owner": filter by owner but look rows up by primary key; with a plain
-                        # "owner = ?" SQLite picks the owner index and scans all the owner's rows
-                        f"SELECT {d.select()} FROM memories WHERE +owner = ? AND {CURRENT} AND {d.live} "
-                        f"AND row IN ({in_marks(chunk)})",
-                        [owner, now.timestamp(), *chunk],
-                    )
+        for start in range(0, len(rows), d.in_batch):
+            chunk = rows[start : start + d.in_batch]
+            records.update(
+                (r[0], r)
+                for r in conn.execute(
+                    # "+owner": filter by owner but look rows up by primary key; with a plain
+                    # "owner = ?" SQLite picks the owner index and scans all the owner's rows
+                    f"SELECT {d.select()} FROM memories WHERE +owner = ? AND {CURRENT} AND {d.live} "
+                    f"AND row IN ({in_marks(chunk)})",
+                    [owner, now.timestamp(), *chunk],
                 )
+            )
         return records
 
     def _search_filtered(
-        self, query: np.ndarray, k: int, owner: str, filters: MemoryFilter, now: datetime
+        self, conn: sqlite3.Connection, query: np.ndarray, k: int, owner: str, filters: MemoryFilter, now: datetime
     ) -> list[tuple[Memory, float]]:
-        """Exact ranking of the owner's current, unexpired rows that pass ``filters``: clear columns in
-        SQL, metadata and scopes on the decoded records, checked best first until k match."""
+        """Exact ranking of the owner's current, unexpired rows that pass ``filters`` (read in ``conn``, the
+        search's transaction): clear columns in SQL, metadata and scopes on the decoded records, checked
+        best first until k match (a filter of clear columns only is whole in SQL: no record is checked again)."""
         where, params = self._dialect.clear_conditions(owner, filters, now)
-        with self._reading() as conn:
-            candidates = conn.execute(f"SELECT row, vector, chunks FROM memories WHERE {where}", params).fetchall()
+        candidates = conn.execute(f"SELECT row, vector, chunks FROM memories WHERE {where}", params).fetchall()
         if not candidates:
             return []
         vectors = np.frombuffer(b"".join(bytes(v) for _, v, _ in candidates), dtype="<f4").reshape(
@@ -401,16 +403,14 @@ class Archive(FaissSync, SqlStore):
                 scores[p] = max(scores[p], float((from_blob(blob, self.dim) @ query).max()))
         order = np.argsort(-scores, kind="stable")
         found: list[tuple[Memory, float]] = []
-        batch = k if not filters.needs_payload else max(k, 256)
+        check = filters.needs_payload
+        batch = max(k, 256) if check else k
         for start in range(0, len(order), batch):
             positions = order[start : start + batch]
-            records = self._records_by_row([candidates[p][0] for p in positions], owner, now)
-            for p in positions:
-                record = records.get(candidates[p][0])
-                if record is None:  # deleted since the candidates were read
-                    continue
-                memory = self._decode(record)
-                if filters.matches(memory):
+            records = self._records_by_row(conn, [candidates[p][0] for p in positions], owner, now)
+            for p in positions:  # one snapshot: every candidate's record is there
+                memory = self._decode(records[candidates[p][0]])
+                if not check or filters.matches(memory):
                     found.append((memory, float(scores[p])))
                     if len(found) == k:
                         return found

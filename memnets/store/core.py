@@ -39,6 +39,7 @@ from memnets.store import as_of
 from memnets.store import rows as rowcodec
 from memnets.store.chunks import best_scores, check_chunks, from_blob, to_blob
 from memnets.store.core_encoding import SqlEncoding
+from memnets.store.core_search import SearchVectors
 from memnets.store.dialect import CURRENT, SqlDialect
 from memnets.store.filters import MemoryFilter
 from memnets.store.identity import EncoderIdentity
@@ -49,7 +50,7 @@ log = logging.getLogger(__name__)
 
 
 @traced_methods("memnets.store", "upsert", "new_version", "delete", "get", "vectors", "search", "list_memories")
-class SqlStore(SqlEncoding):
+class SqlStore(SqlEncoding, SearchVectors):
     """The contract of :class:`memnets.store.MemoryStore` on a SQL table of memories (see the module docstring)."""
 
     # optional capabilities both stores declare (memnets.store.protocol)
@@ -61,6 +62,7 @@ class SqlStore(SqlEncoding):
     supports_expiry = True
     supports_chunks = True
     supports_atomic_write = True
+    supports_search_vectors = True
 
     _dialect: SqlDialect
     dim: int
@@ -186,9 +188,8 @@ class SqlStore(SqlEncoding):
     def _decode(self, record: Sequence) -> Memory:
         """The Memory of a selected record (the columns of ``rows.FIELDS`` first): the one place records are read."""
         fields = self._dialect.row_text(rowcodec.named(record))
-        del fields["key"]
-        memory_id = fields.pop("id")
-        return rowcodec.decode_row(self._cipher, store_id=self.archive_id, memory_id=memory_id, **fields)
+        self._decoded(fields)
+        return rowcodec.decode_row(self._cipher, self.archive_id, fields)
 
     # ------------------------------------------------------------------ writes
     def upsert(self, memories: Sequence[Memory], vectors, *, chunks=None) -> None:

@@ -376,8 +376,10 @@ class PgVectorStore(SqlStore):
         )
         records = []
         if not exact:
-            conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-            conn.execute(f"SET LOCAL hnsw.ef_search = {int(min(max(self.ef_search, k), EF_SEARCH_MAX))}")
+            conn.execute(  # SET LOCAL of both in one round trip
+                "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), set_config('hnsw.ef_search', %s, true)",
+                [str(int(min(max(self.ef_search, k), EF_SEARCH_MAX)))],
+            )
             records = conn.execute(
                 f"WITH hits AS MATERIALIZED (SELECT {d.select()}, embedding <#> %s AS distance FROM {d.memories} "
                 f"WHERE {where} ORDER BY distance LIMIT %s) SELECT * FROM hits ORDER BY distance",

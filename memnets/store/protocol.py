@@ -58,6 +58,10 @@ and a store that implements one sets the flag to True as a class attribute. Call
   and writes what it decided from them in one step, so two processes adding the same sentence for
   one user at once store it once.
 
+- :class:`SearchVectors` (``supports_search_vectors``): ``search_with_vectors`` returns a search's
+  results with their stored vectors, taken from the rows the search read: a re-ranker's candidates
+  and their vectors in one read (:class:`memnets.memory.search.Searcher`).
+
 A store without a flag has none of these; the manager then forgets deletions made in its own
 process only. The contract suite (:mod:`memnets.store.testing`) checks every declared capability.
 """
@@ -254,6 +258,19 @@ class AtomicWrites(Protocol):
         adds its owner's lock to the outer transaction); take several owners' in sorted order."""
 
 
+@runtime_checkable
+class SearchVectors(Protocol):
+    """Capability: a search that returns its results' stored vectors too, from the rows it read."""
+
+    supports_search_vectors: bool
+
+    def search_with_vectors(
+        self, vector, k: int, owner: str, *, filters: MemoryFilter | None = None
+    ) -> tuple[list[tuple[Memory, float]], np.ndarray]:
+        """(``search``'s results, their stored vectors [n, dim] in that order): what ``vectors`` of their ids
+        returns, without reading the rows again."""
+
+
 CAPABILITIES: dict[type, str] = {
     DeletionLedger: "supports_deletion_ledger",
     Compaction: "supports_compaction",
@@ -264,6 +281,7 @@ CAPABILITIES: dict[type, str] = {
     Chunks: "supports_chunks",
     LocalState: "supports_local_state",
     AtomicWrites: "supports_atomic_write",
+    SearchVectors: "supports_search_vectors",
 }
 """Every optional capability and the flag a store sets to declare it."""
 

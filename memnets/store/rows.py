@@ -324,57 +324,56 @@ def encode_row(memory: Memory, vector: np.ndarray, where: str) -> Row:
     )
 
 
-def decode_row(
-    cipher: RowCipher | None,
-    *,
-    store_id: str,
-    version: int,
-    owner: str,
-    memory_id: str,
-    t: str,
-    last_access: str,
-    importance: float,
-    kind: str,
-    superseded_by: str | None,
-    payload: bytes,
-    vector: bytes,
-    expires_at: str | None = None,
-    ttl: float | None = None,
-    chunks: bytes | None = None,
-) -> Memory:
-    """The Memory of a stored row; StoreIntegrityError, naming the row, when its seal or payload does not check out."""
-    payload = bytes(payload)
+def decode_row(cipher: RowCipher | None, store_id: str, fields: dict) -> Memory:
+    """The Memory of a stored row, from its record by field name (:func:`named`, times as ISO text and the
+    vector as bytes: :meth:`memnets.store.dialect.SqlDialect.row_text`); StoreIntegrityError, naming the
+    row, when its seal or payload does not check out.
+
+    A search decodes every result this way, so the work is kept to what the Memory needs: a time equal
+    to ``t`` as stored (``last_access`` of an untouched memory, ``updated_at`` and ``valid_from`` of a
+    first version) is passed as None, which Memory reads as ``t``, instead of being parsed again.
+    """
+    owner, memory_id, t, version = fields["owner"], fields["id"], fields["t"], fields["version"]
+    kind, importance, superseded_by = fields["kind"], fields["importance"], fields["superseded_by"]
+    payload = bytes(fields["payload"])
     if cipher is not None:
-        vector = sealed_bytes(vector, chunks)
+        vector = sealed_bytes(fields["vector"], fields["chunks"])
         aad = row_aad(owner, memory_id, t, kind, importance, vector, superseded_by, store_id=store_id, version=version)
         payload = cipher.open(payload, aad, what=f"memory {memory_id!r} of owner {owner!r} (row version {version})")
     try:
-        fields = json.loads(payload.decode("utf-8"))
+        stored = json.loads(payload.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         raise StoreIntegrityError(
             f"memory {memory_id!r} of owner {owner!r}: stored payload is corrupt ({error})"
         ) from None
+    expires_at, updated_at = fields["expires_at"], stored.get("updated_at")
     return Memory(
         id=memory_id,
         owner=owner,
         t=datetime.fromisoformat(t),
         importance=importance,
         kind=kind,
-        last_access=datetime.fromisoformat(last_access),
-        content=fields["content"],
-        links=tuple(fields["links"]),
-        agent=fields["agent"],
-        action=fields["action"],
-        objects=tuple(fields["objects"]),
-        location=fields["location"],
-        metadata=fields["metadata"],
+        last_access=_time_unless(fields["last_access"], t),
+        content=stored["content"],
+        links=tuple(stored["links"]),
+        agent=stored["agent"],
+        action=stored["action"],
+        objects=tuple(stored["objects"]),
+        location=stored["location"],
+        metadata=stored["metadata"],
         superseded_by=superseded_by,
-        session=fields.get("session"),  # rows written before scopes have none
+        session=stored.get("session"),  # rows written before scopes have none
         expires_at=None if expires_at is None else datetime.fromisoformat(expires_at),
-        ttl=ttl,
-        updated_at=datetime.fromisoformat(fields["updated_at"]) if "updated_at" in fields else None,
-        **validity_from(fields),
+        ttl=fields["ttl"],
+        updated_at=_time_unless(updated_at, t),
+        **validity_from(stored, updated_at or t),
     )
+
+
+def _time_unless(text: str | None, default: str) -> datetime | None:
+    """The stored time ``text``, or None (what Memory fills from the time it defaults to) when it is absent
+    or the same text as ``default``, that time as stored."""
+    return None if text is None or text == default else datetime.fromisoformat(text)
 
 
 def validity_fields(memory: Memory) -> dict:
@@ -387,12 +386,13 @@ def validity_fields(memory: Memory) -> dict:
     }
 
 
-def validity_from(fields: dict) -> dict:
+def validity_from(fields: dict, updated_at: str | None = None) -> dict:
     """Memory arguments of a payload's validity entries; rows written before validity existed have none
     and read as valid from their ``updated_at`` on, open (an older version's end is its successor's
-    start: :func:`memnets.store.as_of.visible`)."""
+    start: :func:`memnets.store.as_of.visible`). A ``valid_from`` that is the text ``updated_at`` (the
+    row's, as stored) is left None too: Memory's default, that same time, without a second parse."""
     return {
-        "valid_from": datetime.fromisoformat(fields["valid_from"]) if fields.get("valid_from") else None,
+        "valid_from": _time_unless(fields.get("valid_from") or None, updated_at),
         "valid_to": datetime.fromisoformat(fields["valid_to"]) if fields.get("valid_to") else None,
         "invalidated_by": fields.get("invalidated_by"),
         "invalidation_score": fields.get("invalidation_score"),
