@@ -222,6 +222,72 @@ def encode_comparison(encoder_path: str | None, threads: int = 10, calls: int = 
     }
 
 
+class EncoderLimit:
+    """The encoder's own batched throughput, the ceiling of a server whose every request encodes one text:
+    texts/s of the encoder the server loads (``MemoryEncoder.from_pretrained``, same backend) called
+    straight, one batch after another, at a given batch size (the mean batch the server formed at that
+    level, from its /metrics), in this process while the server is idle between levels."""
+
+    def __init__(self, encoder_path: str | None, queries: list[str]) -> None:
+        from memnets.nn.encoder import MemoryEncoder
+
+        self.encoder = MemoryEncoder.from_pretrained(*([encoder_path] if encoder_path else []))
+        self.queries = queries
+        self.encoder.encode(queries[:8], kind="query")  # first calls of a process are slow
+
+    def texts_per_s(self, batch: int, seconds: float) -> float:
+        """Texts/s over at least ``seconds`` (and 3 batches) of ``batch`` queries each."""
+        rng = random.Random(batch)
+        texts, passes = 0, 0
+        started = time.perf_counter()
+        while passes < 3 or time.perf_counter() - started < seconds:
+            self.encoder.encode([rng.choice(self.queries) for _ in range(batch)], kind="query")
+            texts, passes = texts + batch, passes + 1
+        return texts / (time.perf_counter() - started)
+
+
+def with_limit(row: dict, limit: EncoderLimit, seconds: float) -> dict:
+    """``row`` (one load level) with searches/s, adds/s, the encoder's limit at the level's mean batch and
+    the ratios: every request encodes one text, so requests/s over the limit is the share of the encoder's
+    ceiling the server delivers; searches/s over it is that share spent on searches."""
+    batch = max(1, round(row["mean_encode_batch"] or 1))
+    tps = limit.texts_per_s(batch, seconds)
+    row["searches_per_s"] = round(row["search_n"] / row["seconds"], 1)
+    row["adds_per_s"] = round(row["add_n"] / row["seconds"], 1)
+    row["limit_batch"] = batch
+    row["encoder_limit_tps"] = round(tps, 1)
+    row["ratio"] = round(row["throughput_rps"] / tps, 3)
+    row["search_ratio"] = round(row["searches_per_s"] / tps, 3)
+    return row
+
+
+TABLE = (
+    "store",
+    "batching",
+    "clients",
+    "searches_per_s",
+    "adds_per_s",
+    "mean_encode_batch",
+    "limit_batch",
+    "encoder_limit_tps",
+    "ratio",
+    "search_ratio",
+    "search_p50_ms",
+    "search_p99_ms",
+    "errors",
+    "load",
+)
+
+
+def print_table(rows: list[dict]) -> str:
+    """The load levels as a markdown table (returned, and printed)."""
+    lines = ["| " + " | ".join(TABLE) + " |", "|" + "---|" * len(TABLE)]
+    lines += ["| " + " | ".join(str(row.get(name)) for name in TABLE) + " |" for row in rows]
+    text = "\n".join(lines)
+    print(text)
+    return text
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.experiments.load", description=__doc__.split("\n\n")[0])
     parser.add_argument("--memories", type=int, default=100_000)
@@ -234,7 +300,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--parts", nargs="+", default=["encode", "load"], choices=PARTS, help="what to run (default: encode load)"
     )
-    parser.add_argument("--out", default=None, help="save the figures as JSON here")
+    parser.add_argument("--limit-seconds", type=float, default=5.0, help="encoder-limit measure after each level")
+    parser.add_argument(
+        "--batching", nargs="+", default=["on", "off"], choices=["on", "off"], help="server runs (default: on off)"
+    )
+    parser.add_argument("--out", default=None, help="save the figures as JSON (and a .md table beside it) here")
     argv = sys.argv[1:] if argv is None else argv  # saved with the figures as the command that made them
     args = parser.parse_args(argv)
     if not 1 <= args.memories <= 1_000_000 or not 0 < args.seconds <= 120 or max(args.clients) > 200:
@@ -256,6 +326,7 @@ def main(argv: list[str] | None = None) -> int:
         if "load" in args.parts:
             texts, vectors, queries = fill_data(args.memories, args.encoder)
             report["fills"] = {}
+            limit = EncoderLimit(args.encoder, queries)
         for store in args.stores if "load" in args.parts else []:
             if store == "postgres":
                 pg = pg or _postgres(work)
@@ -266,7 +337,7 @@ def main(argv: list[str] | None = None) -> int:
             report["fills"][store]["load"] = load_average().split("load average:")[-1].strip()
             print(f"{store}: {args.memories} memories over {args.users} users: {json.dumps(report['fills'][store])}")
             sets = [arg for name, value in options.items() for arg in ("--set", f"{name}={value}")]
-            for batching in (True, False):
+            for batching in [mode == "on" for mode in args.batching]:
                 flags = [] if batching else ["--no-batching"]
                 with ServerProcess(location, *encoder_args, *sets, *flags) as server:
                     server.wait_ready(timeout=600)
@@ -278,6 +349,7 @@ def main(argv: list[str] | None = None) -> int:
                             run_clients(server.url, clients, args.seconds, args.users, args.add_share, queries, clients)
                         )
                         row["load"] = load_average().split("load average:")[-1].strip()
+                        with_limit(row, limit, args.limit_seconds)
                         report["runs"].append(row)
                         print(json.dumps(row))
         if "faults" in args.parts:
@@ -286,6 +358,8 @@ def main(argv: list[str] | None = None) -> int:
         if pg is not None:
             pg[0].cleanup()
         shutil.rmtree(work, ignore_errors=True)
+    if report["runs"]:
+        report["table"] = print_table(report["runs"])
     _save(report, args.out)
     return 0
 
@@ -319,6 +393,8 @@ def _save(report: dict, out: str | None) -> None:
     if out:
         Path(out).parent.mkdir(parents=True, exist_ok=True)
         Path(out).write_text(json.dumps(report, indent=2) + "\n")
+        if report.get("table"):
+            Path(out).with_suffix(".md").write_text(f"`{report['command']}`\n\n{report['table']}\n")
         print(f"saved {out}")
 
 
