@@ -39,6 +39,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import random
 import shutil
 import subprocess
@@ -53,6 +54,7 @@ import httpx
 import numpy as np
 
 from bench.common import BUILD_MEMORY, CACHE_DIR, drop_hnsw, locomo_texts, scaled, start_postgres
+from memnets.server.batching import DEFAULT_MAX_BATCH
 from memnets.server.testing import ServerProcess, kill_run, postgres_restart_run
 
 FILL_BATCH = 5000
@@ -235,29 +237,47 @@ class EncoderLimit:
         self.queries = queries
         self.encoder.encode(queries[:8], kind="query")  # first calls of a process are slow
 
-    def texts_per_s(self, batch: int, seconds: float) -> float:
-        """Texts/s over at least ``seconds`` (and 3 batches) of ``batch`` queries each."""
+    def measure(self, batch: int, seconds: float) -> tuple[float, float]:
+        """(texts/s, CPU ms per text) over at least ``seconds`` (and 3 batches) of ``batch`` queries each."""
         rng = random.Random(batch)
         texts, passes = 0, 0
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         while passes < 3 or time.perf_counter() - started < seconds:
             self.encoder.encode([rng.choice(self.queries) for _ in range(batch)], kind="query")
             texts, passes = texts + batch, passes + 1
-        return texts / (time.perf_counter() - started)
+        return texts / (time.perf_counter() - started), (time.process_time() - cpu) * 1000 / texts
+
+
+def process_cpu_s(pid: int) -> float:
+    """CPU seconds (user + system, all threads) a process has used so far, from /proc (Linux)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def with_limit(row: dict, limit: EncoderLimit, seconds: float) -> dict:
-    """``row`` (one load level) with searches/s, adds/s, the encoder's limit at the level's mean batch and
-    the ratios: every request encodes one text, so requests/s over the limit is the share of the encoder's
-    ceiling the server delivers; searches/s over it is that share spent on searches."""
+    """``row`` (one load level) with searches/s, adds/s, the encoder's limit and the ratios.
+
+    Every request encodes one text, so requests/s over the encoder's texts/s at the level's mean batch
+    (``ratio``) is the share of the encoder's ceiling the server delivers (``search_ratio``: the share
+    spent on searches). ``full_batch_ratio`` is the same against the encoder at a batch of every client
+    (capped at the batching encoder's maximum): what batching could reach if every waiting request met
+    the encoder at once. ``cpu_ratio``, the encoder's CPU per text at the mean batch over the server's
+    CPU per request, is the encoder's share of the server's work, which the machine's load moves little.
+    """
     batch = max(1, round(row["mean_encode_batch"] or 1))
-    tps = limit.texts_per_s(batch, seconds)
+    tps, cpu_ms = limit.measure(batch, seconds)
+    full = min(row["clients"], DEFAULT_MAX_BATCH)
+    full_tps = limit.measure(full, seconds)[0] if full != batch else tps
     row["searches_per_s"] = round(row["search_n"] / row["seconds"], 1)
     row["adds_per_s"] = round(row["add_n"] / row["seconds"], 1)
     row["limit_batch"] = batch
     row["encoder_limit_tps"] = round(tps, 1)
     row["ratio"] = round(row["throughput_rps"] / tps, 3)
     row["search_ratio"] = round(row["searches_per_s"] / tps, 3)
+    row["full_batch_tps"] = round(full_tps, 1)
+    row["full_batch_ratio"] = round(row["throughput_rps"] / full_tps, 3)
+    row["encoder_cpu_ms_per_text"] = round(cpu_ms, 2)
+    row["cpu_ratio"] = round(cpu_ms / row["server_cpu_ms_per_request"], 3) if row["requests"] else None
     return row
 
 
@@ -272,6 +292,11 @@ TABLE = (
     "encoder_limit_tps",
     "ratio",
     "search_ratio",
+    "full_batch_tps",
+    "full_batch_ratio",
+    "server_cpu_ms_per_request",
+    "encoder_cpu_ms_per_text",
+    "cpu_ratio",
     "search_p50_ms",
     "search_p99_ms",
     "errors",
@@ -345,9 +370,12 @@ def main(argv: list[str] | None = None) -> int:
                     run_clients(server.url, 1, 2.0, args.users, args.add_share, queries, 0)
                     for clients in args.clients:
                         row = {"store": store, "batching": batching, "memories": args.memories}
+                        cpu = process_cpu_s(server.process.pid)
                         row.update(
                             run_clients(server.url, clients, args.seconds, args.users, args.add_share, queries, clients)
                         )
+                        cpu = process_cpu_s(server.process.pid) - cpu
+                        row["server_cpu_ms_per_request"] = round(cpu * 1000 / max(row["requests"], 1), 2)
                         row["load"] = load_average().split("load average:")[-1].strip()
                         with_limit(row, limit, args.limit_seconds)
                         report["runs"].append(row)
