@@ -18,7 +18,10 @@ without (``--no-batching``), and 1, 10 and 50 concurrent closed-loop clients (``
 run ``--seconds`` seconds of a mix of adds (new texts) and searches (LoCoMo's questions, k=5) in
 the share ``--add-share``. Every request encodes one text with MiniLM. Printed and saved per run:
 requests, errors, throughput, p50/p99 latency of adds and searches, and the mean encoder batch size
-from the server's /metrics.
+from the server's /metrics. After each level, with the server idle, the encoder's own limit is measured
+in this process (:class:`EncoderLimit`: the server's encoder at the level's mean batch, and at a batch of
+every client) with the server's CPU per request beside the encoder's CPU per text; the ratios to them
+(:func:`with_limit`) and a table of every level are printed and saved (the table as .md beside ``--out``).
 
 ``--parts`` picks what runs: ``encode`` (the in-process encoder comparison, plain against
 BatchingEncoder), ``load`` (the above, for each of ``--stores``), ``faults`` (the fault runs of
