@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memnets.store import MemoryFilter, open_store
+from memnets.store.filters import MAX_FILTER_CLAUSES
 
 TAGS = ["red", "green", "blue"]
 AGENTS = ["planner", "critic", None]
@@ -252,6 +253,28 @@ def test_an_unknown_operator_anywhere_is_an_error_naming_it(filled, spec, named)
         filled.list_memories("a", filters=spec)
     with pytest.raises(ValueError, match=named):
         filled.search(QUERY, 3, "a", filters=spec)
+
+
+def test_fields_is_a_subset_match_of_a_dict_field_nested_within_the_depth_bound(filled):
+    memory = memory_for("nested", "a", metadata={"place": {"city": "lyon", "geo": {"lat": 45.7}}})
+    match = MemoryFilter.parse
+    assert match({"metadata": {"place": {"$fields": {"city": "lyon"}}}}).matches(memory)
+    assert match({"metadata": {"place": {"$fields": {"geo": {"$fields": {"lat": {"$gt": 45}}}}}}}).matches(memory)
+    assert match({"metadata": {"place": {"$fields": {}}}}).matches(memory)  # any dict
+    assert not match({"metadata": {"place": {"$fields": {"city": "paris"}}}}).matches(memory)
+    assert not match({"metadata": {"tag": {"$fields": {}}}}).matches(memory_for("m", "a", metadata={"tag": "x"}))
+    with pytest.raises(TypeError, match=r"field 'place' \$fields must be a mapping"):
+        match({"metadata": {"place": {"$fields": ["city"]}}})
+    with pytest.raises(ValueError, match=r"\$regex"):
+        filled.list_memories("a", filters={"metadata": {"place": {"$fields": {"city": {"$regex": "l"}}}}})
+    deep: dict = {"x": 1}
+    for _ in range(8):
+        deep = {"x": {"$fields": deep}}
+    with pytest.raises(ValueError, match="nest over 8 deep"):
+        match({"metadata": deep})
+    many = {f"f{i}": i for i in range(MAX_FILTER_CLAUSES)}
+    with pytest.raises(ValueError, match="clauses, over the limit"):
+        match({"metadata": {"place": {"$fields": many}}})  # the nested conditions count
 
 
 def test_combine_keeps_every_condition():

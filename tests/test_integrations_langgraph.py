@@ -62,9 +62,9 @@ def any_store(request, tmp_path, tiny_encoder):
 
 
 FRUIT = [
-    ("a", {"content": "apples are red", "n": 1, "tag": "x", "nested": {"k": 1}}),
-    ("b", {"content": "bananas are yellow", "n": 2, "tag": "y"}),
-    ("c", {"content": "cherries are dark", "n": 3, "tag": "x", "nested": {"k": 2}}),
+    ("a", {"content": "apples are red", "n": 1, "tag": "x", "nested": {"k": 1, "deep": {"z": 2, "s": "q"}}}),
+    ("b", {"content": "bananas are yellow", "n": 2, "tag": "y", "nested": "flat"}),
+    ("c", {"content": "cherries are dark", "n": 3, "tag": "x", "nested": {"k": 2, "w": 3}}),
     ("d", {"content": "dates are sweet", "n": 4.5}),
     ("e", {"content": "elderberries are tart", "n": 5, "tag": "x", "best-before": "june", "1st": True, "a.b": 1}),
 ]
@@ -207,6 +207,15 @@ def test_bad_values_and_filters_are_refused(store, memory):
         {"1st": True},
         {"a.b": 1},
         {"best-before": {"$ne": "june"}},
+        # a nested dict is a subset match of the value's dict, its operators one level down (LangGraph's rule)
+        {"nested": {}},  # any dict: not the string, not a missing field
+        {"nested": {"k": {"$gt": 1}}},
+        {"nested": {"k": {"$gte": 1}, "w": 3}},
+        {"nested": {"k": 1, "w": 3}},
+        {"nested": {"w": {"$ne": 3}}},  # a missing inner field passes $ne
+        {"nested": {"deep": {"z": 2}}},
+        {"nested": {"deep": {"z": {"$lt": 3}, "s": "q"}}, "tag": "x"},
+        {"nested": {"deep": {"s": "other"}}},
     ],
 )
 def test_filters_agree_with_langgraph_in_memory_store(any_store, filter):

@@ -18,7 +18,10 @@ without (``--no-batching``), and 1, 10 and 50 concurrent closed-loop clients (``
 run ``--seconds`` seconds of a mix of adds (new texts) and searches (LoCoMo's questions, k=5) in
 the share ``--add-share``. Every request encodes one text with MiniLM. Printed and saved per run:
 requests, errors, throughput, p50/p99 latency of adds and searches, and the mean encoder batch size
-from the server's /metrics.
+from the server's /metrics. After each level, with the server idle, the encoder's own limit is measured
+in this process (:class:`EncoderLimit`: the server's encoder at the level's mean batch, and at a batch of
+every client) with the server's CPU per request beside the encoder's CPU per text; the ratios to them
+(:func:`with_limit`) and a table of every level are printed and saved (the table as .md beside ``--out``).
 
 ``--parts`` picks what runs: ``encode`` (the in-process encoder comparison, plain against
 BatchingEncoder), ``load`` (the above, for each of ``--stores``), ``faults`` (the fault runs of
@@ -39,6 +42,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import random
 import shutil
 import subprocess
@@ -53,6 +57,7 @@ import httpx
 import numpy as np
 
 from bench.common import BUILD_MEMORY, CACHE_DIR, drop_hnsw, locomo_texts, scaled, start_postgres
+from memnets.server.batching import DEFAULT_MAX_BATCH
 from memnets.server.testing import ServerProcess, kill_run, postgres_restart_run
 
 FILL_BATCH = 5000
@@ -222,6 +227,95 @@ def encode_comparison(encoder_path: str | None, threads: int = 10, calls: int = 
     }
 
 
+class EncoderLimit:
+    """The encoder's own batched throughput, the ceiling of a server whose every request encodes one text:
+    texts/s of the encoder the server loads (``MemoryEncoder.from_pretrained``, same backend) called
+    straight, one batch after another, at a given batch size (the mean batch the server formed at that
+    level, from its /metrics), in this process while the server is idle between levels."""
+
+    def __init__(self, encoder_path: str | None, queries: list[str]) -> None:
+        from memnets.nn.encoder import MemoryEncoder
+
+        self.encoder = MemoryEncoder.from_pretrained(*([encoder_path] if encoder_path else []))
+        self.queries = queries
+        self.encoder.encode(queries[:8], kind="query")  # first calls of a process are slow
+
+    def measure(self, batch: int, seconds: float) -> tuple[float, float]:
+        """(texts/s, CPU ms per text) over at least ``seconds`` (and 3 batches) of ``batch`` queries each."""
+        rng = random.Random(batch)
+        texts, passes = 0, 0
+        started, cpu = time.perf_counter(), time.process_time()
+        while passes < 3 or time.perf_counter() - started < seconds:
+            self.encoder.encode([rng.choice(self.queries) for _ in range(batch)], kind="query")
+            texts, passes = texts + batch, passes + 1
+        return texts / (time.perf_counter() - started), (time.process_time() - cpu) * 1000 / texts
+
+
+def process_cpu_s(pid: int) -> float:
+    """CPU seconds (user + system, all threads) a process has used so far, from /proc (Linux)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def with_limit(row: dict, limit: EncoderLimit, seconds: float) -> dict:
+    """``row`` (one load level) with searches/s, adds/s, the encoder's limit and the ratios.
+
+    Every request encodes one text, so requests/s over the encoder's texts/s at the level's mean batch
+    (``ratio``) is the share of the encoder's ceiling the server delivers (``search_ratio``: the share
+    spent on searches). ``full_batch_ratio`` is the same against the encoder at a batch of every client
+    (capped at the batching encoder's maximum): what batching could reach if every waiting request met
+    the encoder at once. ``cpu_ratio``, the encoder's CPU per text at the mean batch over the server's
+    CPU per request, is the encoder's share of the server's work, which the machine's load moves little.
+    """
+    batch = max(1, round(row["mean_encode_batch"] or 1))
+    tps, cpu_ms = limit.measure(batch, seconds)
+    full = min(row["clients"], DEFAULT_MAX_BATCH)
+    full_tps = limit.measure(full, seconds)[0] if full != batch else tps
+    row["searches_per_s"] = round(row["search_n"] / row["seconds"], 1)
+    row["adds_per_s"] = round(row["add_n"] / row["seconds"], 1)
+    row["limit_batch"] = batch
+    row["encoder_limit_tps"] = round(tps, 1)
+    row["ratio"] = round(row["throughput_rps"] / tps, 3)
+    row["search_ratio"] = round(row["searches_per_s"] / tps, 3)
+    row["full_batch_tps"] = round(full_tps, 1)
+    row["full_batch_ratio"] = round(row["throughput_rps"] / full_tps, 3)
+    row["encoder_cpu_ms_per_text"] = round(cpu_ms, 2)
+    row["cpu_ratio"] = round(cpu_ms / row["server_cpu_ms_per_request"], 3) if row["requests"] else None
+    return row
+
+
+TABLE = (
+    "store",
+    "batching",
+    "clients",
+    "searches_per_s",
+    "adds_per_s",
+    "mean_encode_batch",
+    "limit_batch",
+    "encoder_limit_tps",
+    "ratio",
+    "search_ratio",
+    "full_batch_tps",
+    "full_batch_ratio",
+    "server_cpu_ms_per_request",
+    "encoder_cpu_ms_per_text",
+    "cpu_ratio",
+    "search_p50_ms",
+    "search_p99_ms",
+    "errors",
+    "load",
+)
+
+
+def print_table(rows: list[dict]) -> str:
+    """The load levels as a markdown table (returned, and printed)."""
+    lines = ["| " + " | ".join(TABLE) + " |", "|" + "---|" * len(TABLE)]
+    lines += ["| " + " | ".join(str(row.get(name)) for name in TABLE) + " |" for row in rows]
+    text = "\n".join(lines)
+    print(text)
+    return text
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.experiments.load", description=__doc__.split("\n\n")[0])
     parser.add_argument("--memories", type=int, default=100_000)
@@ -234,7 +328,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--parts", nargs="+", default=["encode", "load"], choices=PARTS, help="what to run (default: encode load)"
     )
-    parser.add_argument("--out", default=None, help="save the figures as JSON here")
+    parser.add_argument("--limit-seconds", type=float, default=5.0, help="encoder-limit measure after each level")
+    parser.add_argument(
+        "--batching", nargs="+", default=["on", "off"], choices=["on", "off"], help="server runs (default: on off)"
+    )
+    parser.add_argument("--out", default=None, help="save the figures as JSON (and a .md table beside it) here")
     argv = sys.argv[1:] if argv is None else argv  # saved with the figures as the command that made them
     args = parser.parse_args(argv)
     if not 1 <= args.memories <= 1_000_000 or not 0 < args.seconds <= 120 or max(args.clients) > 200:
@@ -256,6 +354,7 @@ def main(argv: list[str] | None = None) -> int:
         if "load" in args.parts:
             texts, vectors, queries = fill_data(args.memories, args.encoder)
             report["fills"] = {}
+            limit = EncoderLimit(args.encoder, queries)
         for store in args.stores if "load" in args.parts else []:
             if store == "postgres":
                 pg = pg or _postgres(work)
@@ -266,7 +365,7 @@ def main(argv: list[str] | None = None) -> int:
             report["fills"][store]["load"] = load_average().split("load average:")[-1].strip()
             print(f"{store}: {args.memories} memories over {args.users} users: {json.dumps(report['fills'][store])}")
             sets = [arg for name, value in options.items() for arg in ("--set", f"{name}={value}")]
-            for batching in (True, False):
+            for batching in [mode == "on" for mode in args.batching]:
                 flags = [] if batching else ["--no-batching"]
                 with ServerProcess(location, *encoder_args, *sets, *flags) as server:
                     server.wait_ready(timeout=600)
@@ -274,10 +373,14 @@ def main(argv: list[str] | None = None) -> int:
                     run_clients(server.url, 1, 2.0, args.users, args.add_share, queries, 0)
                     for clients in args.clients:
                         row = {"store": store, "batching": batching, "memories": args.memories}
+                        cpu = process_cpu_s(server.process.pid)
                         row.update(
                             run_clients(server.url, clients, args.seconds, args.users, args.add_share, queries, clients)
                         )
+                        cpu = process_cpu_s(server.process.pid) - cpu
+                        row["server_cpu_ms_per_request"] = round(cpu * 1000 / max(row["requests"], 1), 2)
                         row["load"] = load_average().split("load average:")[-1].strip()
+                        with_limit(row, limit, args.limit_seconds)
                         report["runs"].append(row)
                         print(json.dumps(row))
         if "faults" in args.parts:
@@ -286,6 +389,8 @@ def main(argv: list[str] | None = None) -> int:
         if pg is not None:
             pg[0].cleanup()
         shutil.rmtree(work, ignore_errors=True)
+    if report["runs"]:
+        report["table"] = print_table(report["runs"])
     _save(report, args.out)
     return 0
 
@@ -319,6 +424,8 @@ def _save(report: dict, out: str | None) -> None:
     if out:
         Path(out).parent.mkdir(parents=True, exist_ok=True)
         Path(out).write_text(json.dumps(report, indent=2) + "\n")
+        if report.get("table"):
+            Path(out).with_suffix(".md").write_text(f"`{report['command']}`\n\n{report['table']}\n")
         print(f"saved {out}")
 
 

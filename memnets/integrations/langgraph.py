@@ -27,7 +27,9 @@ How LangGraph's model maps onto memnets (see docs/integrations.md):
   Without a query, items come oldest first (by creation time). A filter on ``"content"`` is
   refused (it is the memory's text: search with ``query=``). Filters take LangGraph's
   ``$eq $ne $gt $gte $lt $lte`` (and memnets' ``$in``) on top-level value fields with memnets'
-  semantics (:class:`memnets.store.filters.MemoryFilter`); a nested dict is compared for equality;
+  semantics (:class:`memnets.store.filters.MemoryFilter`); a nested dict is a subset match as in
+  LangGraph (``{"a": {"b": 1}}`` finds ``{"a": {"b": 1, "c": 2}}``; operators inside it apply one level
+  down: ``{"a": {"b": {"$gt": 1}}}``), MemoryFilter's ``$fields``;
   ``"$and"``/``"$or"`` take lists of such filters; ``"$as_of"``/``"$known_at"`` (a datetime or
   an ISO string, top level) read the versions valid / written by then (``AgentMemory.search``'s
   ``as_of``/``known_at``); any other ``$`` key is an error naming it.
@@ -443,7 +445,7 @@ def _time_travel(filter: Mapping[str, Any] | None) -> dict[str, datetime]:
 
 
 def _metadata_conditions(filter: Mapping[str, Any] | None) -> dict[str, Any]:
-    """LangGraph's value filter as MemoryFilter metadata conditions (a nested dict means equality;
+    """LangGraph's value filter as MemoryFilter metadata conditions (a nested dict is a subset match;
     ``$and``/``$or`` lists of filters are converted part by part)."""
     if not filter:
         return {}
@@ -462,9 +464,19 @@ def _metadata_conditions(filter: Mapping[str, Any] | None) -> dict[str, Any]:
             raise ValueError(
                 f"MemnetsStore.search: filter field {TEXT_FIELD!r} is the memory's text; search it with query=..."
             )
-        operators = isinstance(condition, Mapping) and condition and all(str(op).startswith("$") for op in condition)
-        conditions[name] = dict(condition) if operators else {"$eq": condition}
+        conditions[name] = _condition(condition)
     return conditions
+
+
+def _condition(condition: Any) -> dict[str, Any]:
+    """One field's condition as LangGraph's stores read it: a dict with a ``$`` key holds operators
+    (any other key of it is an unknown operator), another dict a subset match of the field's dict
+    (``$fields``, each of its fields read the same way, nested as deep as given), anything else equality."""
+    if not isinstance(condition, Mapping):
+        return {"$eq": condition}
+    if any(str(key).startswith("$") for key in condition):
+        return dict(condition)
+    return {"$fields": {name: _condition(inner) for name, inner in condition.items()}}
 
 
 def _matches(condition: MatchCondition, namespace: tuple[str, ...]) -> bool:

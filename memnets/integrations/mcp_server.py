@@ -137,6 +137,7 @@ OPERATOR_WORDS = {
     "$lte": "less than or equal to",
     "$in": "equal to one of",
     "$nin": "equal to none of (or the field is missing)",
+    "$fields": "a dict whose own fields pass these conditions (field -> condition, as in metadata)",
 }
 
 
@@ -146,7 +147,11 @@ def filters_schema() -> dict[str, Any]:
     ``AgentMemory.search(..., filters=...)`` and ``list_memories`` accept."""
     scalar = {"type": JSON_SCALARS}
     ordered = {"type": ["string", "number"]}
-    operand = {op: LIST_OPERATORS.get(op, ordered if op in ORDER_OPERATORS else scalar) for op in OPERATORS}
+    nested = {"type": "object"}  # $fields: a metadata mapping one level down
+    operand = {
+        op: nested if op == "$fields" else LIST_OPERATORS.get(op, ordered if op in ORDER_OPERATORS else scalar)
+        for op in OPERATORS
+    }
     condition = {
         "type": "object",
         "description": "operators on one metadata field, all of which must hold",

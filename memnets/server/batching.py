@@ -18,6 +18,7 @@ import logging
 import queue
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -104,24 +105,42 @@ class BatchingEncoder:
             self._thread.join(timeout=5)
 
     def _run(self) -> None:
-        held: list = []  # a call (or the stop mark) taken while filling a batch that does not fit in it
+        # Calls taken while filling a batch they do not join (another kind, too many texts), oldest
+        # first, and the stop mark: they are served before anything newer. A batch skips over calls
+        # of the other kind instead of ending at the first one: with searches (queries) and adds
+        # (memories) interleaved, ending there made the mean batch the mean run of one kind (~3 at
+        # 20% adds, whatever the concurrency).
+        pending: deque[_Call | None] = deque()
         while True:
-            first = held.pop() if held else self._queue.get()
+            first = pending.popleft() if pending else self._queue.get()
             if first is None:
-                return
+                if not pending:
+                    return
+                pending.append(None)  # serve the calls set aside before stopping
+                continue
             batch, size = [first], len(first.texts)
+            for call in [call for call in pending if self._joins(call, first, 0)]:
+                if not self._joins(call, first, size):
+                    break
+                pending.remove(call)
+                batch.append(call)
+                size += len(call.texts)
             deadline = time.monotonic() + self.max_wait_s
             while size < self.max_batch:
                 try:
                     nxt = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
                 except queue.Empty:
                     break
-                if nxt is None or nxt.kind != first.kind or size + len(nxt.texts) > self.max_batch:
-                    held.append(nxt)
-                    break
-                batch.append(nxt)
-                size += len(nxt.texts)
+                if self._joins(nxt, first, size):
+                    batch.append(nxt)
+                    size += len(nxt.texts)
+                else:
+                    pending.append(nxt)
             self._encode(batch, size)
+
+    def _joins(self, call: _Call | None, first: _Call, size: int) -> bool:
+        """Whether ``call`` may join the batch of ``first`` that holds ``size`` texts so far."""
+        return call is not None and call.kind == first.kind and size + len(call.texts) <= self.max_batch
 
     def _encode(self, batch: list[_Call], size: int) -> None:
         texts = [text for call in batch for text in call.texts]

@@ -31,6 +31,9 @@ A condition is a plain value (equality) or a dict of operators, all of which mus
 ``$gt``   greater than (``$gte``, ``$lt``, ``$lte`` alike); only between two numbers or two strings
 ``$in``   equal to one of a list of scalars (strings, numbers, booleans, None)
 ``$nin``  equal to none of a list of scalars; a missing field passes
+``$fields`` the field is a dict whose own fields pass these conditions (a mapping like
+          ``metadata``'s, nested as deep as needed): ``{"a": {"$fields": {"b": 1}}}`` holds
+          for ``{"a": {"b": 1, "c": 2}}``, a subset match (LangGraph's nested-dict filter)
 ========= ==========================================================================
 
 A missing metadata field fails every condition except ``$ne`` and ``$nin``. Any other key that
@@ -64,7 +67,7 @@ from memnets.argerrors import ArgumentTypeError, ArgumentValueError
 from memnets.records import MEMORY_KINDS, Memory, check_finite_json
 from memnets.timeutil import as_utc
 
-OPERATORS = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte", "$in", "$nin")
+OPERATORS = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte", "$in", "$nin", "$fields")
 COMBINATORS = ("$and", "$or")
 SCOPES = ("agent", "session")  # scope fields of a memory beside its owner (the user)
 _ORDER = {
@@ -280,9 +283,15 @@ def _own_clauses(memory_filter: MemoryFilter) -> int:
 
 def _metadata_clauses(conditions: Mapping[str, Any]) -> int:
     return sum(
-        sum(_metadata_clauses(part) for part in condition) if name in COMBINATORS else len(condition)
+        sum(_metadata_clauses(part) for part in condition) if name in COMBINATORS else _condition_clauses(condition)
         for name, condition in conditions.items()
     )
+
+
+def _condition_clauses(condition: Mapping[str, Any]) -> int:
+    """One clause per operator, and those of a ``$fields`` operand's conditions."""
+    nested = condition.get("$fields")
+    return len(condition) + (_metadata_clauses(nested) if nested is not None else 0)
 
 
 def _check_filters(items: Any, word: str) -> tuple[MemoryFilter, ...]:
@@ -308,7 +317,7 @@ def _check_metadata(conditions: Any, where: str, depth: int = 1) -> Mapping[str,
     """The checked, normalised metadata conditions: ``{field: {op: operand}}`` and ``$and``/``$or`` lists of such."""
     if depth > MAX_FILTER_DEPTH:
         raise ArgumentValueError(
-            f"MemoryFilter: $and/$or in {where} nest over {MAX_FILTER_DEPTH} deep, the limit", field="filters"
+            f"MemoryFilter: $and/$or/$fields in {where} nest over {MAX_FILTER_DEPTH} deep, the limit", field="filters"
         )
     if not isinstance(conditions, Mapping):
         raise ArgumentTypeError(
@@ -333,12 +342,13 @@ def _check_metadata(conditions: Any, where: str, depth: int = 1) -> Mapping[str,
                 field="filters",
             )
         else:
-            checked[name] = _check_condition(condition, f"{where} field {name!r}")
+            checked[name] = _check_condition(condition, f"{where} field {name!r}", depth)
     return MappingProxyType(checked)
 
 
-def _check_condition(condition: Any, what: str) -> dict[str, Any]:
-    """The operator dict of one condition (a plain value becomes ``{"$eq": value}``)."""
+def _check_condition(condition: Any, what: str, depth: int = 1) -> dict[str, Any]:
+    """The operator dict of one condition (a plain value becomes ``{"$eq": value}``); ``depth``: how deep
+    in ``$and``/``$or``/``$fields`` it stands (a ``$fields`` operand is checked one level deeper)."""
     if not isinstance(condition, Mapping):
         condition = {"$eq": condition}
     if not condition:
@@ -378,6 +388,8 @@ def _check_condition(condition: Any, what: str) -> dict[str, Any]:
                     field="filters",
                 )
             checked[op] = _Options(operand)
+        if op == "$fields":
+            checked[op] = _check_metadata(operand, f"{what} $fields", depth + 1)
         check_finite_json(operand, f"MemoryFilter: {op} on {what}")
     return checked
 
@@ -455,5 +467,7 @@ def _holds(op: str, present: bool, value: Any, operand: Any) -> bool:
         return _equal(value, operand)
     if op == "$in":
         return operand.holds(value)
+    if op == "$fields":
+        return isinstance(value, Mapping) and _metadata_holds(operand, value)
     comparable = (_is_number(value) and _is_number(operand)) or (isinstance(value, str) and isinstance(operand, str))
     return comparable and _ORDER[op](value, operand)
