@@ -462,7 +462,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def growth_main(args) -> int:
-    """``--growth``: run bench.search_growth, print its tables, save ``search_growth.json``."""
+    """``--growth``: run bench.search_growth, print its tables, save ``search_growth.json`` and the
+    tables as ``search_growth.md``."""
     from bench import search_growth
 
     checkpoints = args.sizes or (search_growth.QUICK_CHECKPOINTS if args.quick else search_growth.CHECKPOINTS)
@@ -487,10 +488,10 @@ def growth_main(args) -> int:
         "throughput_threads": __import__("faiss").omp_get_max_threads(),
     }
     path = write_result(args.out, "search_growth", settings, results, notes)
-    print(search_growth.growth_table(results))
-    print()
-    print(search_growth.rebuild_table(results))
-    print(f"\nwritten {path}")
+    tables = f"{search_growth.growth_table(results)}\n\n{search_growth.rebuild_table(results)}\n"
+    print(tables)
+    path.with_suffix(".md").write_text(tables)
+    print(f"written {path} and {path.with_suffix('.md').name}")
     return 0
 
 

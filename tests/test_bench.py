@@ -76,6 +76,7 @@ def test_growth_mode_measures_each_checkpoint_and_the_rebuilds(tmp_path):
     assert at_once["rebuilds"] == [] and at_once["points"][1]["after_add"]["kind"] == "ivf"
     assert "| real | adds of 250 | 3k |" in printed and "| drift | adds of 250 | 3k |" in printed and payload["notes"]
     assert payload["settings"]["exact_below"] == 1000
+    assert "| drift | adds of 250 | 3k |" in (tmp_path / "search_growth.md").read_text()
 
 
 def test_report_has_tables_plots_and_raw_json(search_out, tmp_path):

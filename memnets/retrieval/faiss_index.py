@@ -45,6 +45,8 @@ IVF_HNSW_QUANTIZER_FROM = 1024  # from this many lists, an HNSW graph over the c
 HNSW_QUANTIZER_ADD_EF = 32  # its beam when adding: 2.2x faster than ef 64 (and than BLAS over 2,000
 # centroids), the same list for 99.9% of vectors (measured on bench vectors, 2,000 centroids)
 HNSW_QUANTIZER_EF = 64  # its beam when searching: max(this, 2 * nprobe)
+STRAINED_GROWTH = 1.25  # an IVF grown by this share since training is retrained when its self-check needs
+STRAINED_NPROBE = 2  # this many times the default nprobe (see retrain_reason)
 GPU_MAX_K = 2048  # FAISS GPU kernels select at most this many neighbours
 
 
@@ -197,6 +199,22 @@ def calibrate(state: OwnerIndex) -> None:
         state.index.reconstruct_batch(labels[ivf_calibration.pick(len(labels))]),
     )
     _size_nprobe(state)
+
+
+def retrain_reason(state: OwnerIndex, retrain_growth: float) -> str | None:
+    """Why an IVF owner's lists should be retrained now, or None: it holds ``retrain_growth`` times
+    the vectors it was trained on; or it has grown by ``STRAINED_GROWTH`` since and its self-check
+    needs ``STRAINED_NPROBE`` x the default nprobe (lists trained on other data, as when later adds
+    come from new clusters: trained on all of it, the lists need fewer probes and so less time)."""
+    ivf = faiss.try_extract_index_ivf(state.index)
+    if ivf is None:
+        return None
+    if state.live > retrain_growth * max(state.trained_size, 1):
+        return f"{state.live} vectors, trained at {state.trained_size}"
+    if state.nprobe and state.live > STRAINED_GROWTH * state.trained_size:
+        if state.nprobe >= STRAINED_NPROBE * default_nprobe(ivf.nlist):
+            return f"{state.live} vectors, trained at {state.trained_size}; its self-check needs nprobe {state.nprobe}"
+    return None
 
 
 def _size_nprobe(state: OwnerIndex) -> None:

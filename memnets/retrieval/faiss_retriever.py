@@ -61,6 +61,7 @@ from memnets.retrieval.faiss_index import (
     live_labels,
     omp_threads,
     owner_nprobe,
+    retrain_reason,
     search_index,
 )
 
@@ -100,7 +101,8 @@ class FaissRetriever:
         nprobe: IVF lists visited per query; None: each owner's own, sized by its self-check.
         compact_at: rebuild an owner's tombstoned index (HNSW) once tombstones pass this share of it.
         retrain_growth: retrain an owner's IVF once it holds this many times the vectors it was
-            trained on (and move a flat owner to its approximate kind once it passes exact_below).
+            trained on, or sooner when its self-check asks for more lists than its lists were trained
+            for (``retrain_reason``); and move a flat owner to its approximate kind past exact_below.
         background: run compaction and retraining in a background thread (True), or synchronously
             at the end of the add/remove that calls for them (False: deterministic, for scripts).
     """
@@ -381,12 +383,8 @@ class FaissRetriever:
             reason = f"{state.tombstones} tombstones of {state.index.ntotal}"
         elif self._wanted_kind(state.live) != state.kind and state.live >= self.exact_below:
             reason = f"{state.live} vectors: {state.kind} -> {self._wanted_kind(state.live)}"
-        elif (
-            state.kind != "flat"
-            and state.live > self.retrain_growth * max(state.trained_size, 1)
-            and faiss.try_extract_index_ivf(state.index) is not None
-        ):
-            reason = f"{state.live} vectors, trained at {state.trained_size}"
+        elif state.kind != "flat":
+            reason = retrain_reason(state, self.retrain_growth)
         if reason is not None:
             self._start_upkeep(owner, reason)
 
