@@ -38,6 +38,7 @@ from bench.common import (
     time_calls,
     write_result,
 )
+from bench.vector_sets import VECTOR_SETS
 from memnets.retrieval.faiss_index import ivf_lists
 
 OWNER = "bench"
@@ -391,6 +392,12 @@ def main(argv: list[str] | None = None) -> int:
         "--quick: 1000,10000,all)",
     )
     p.add_argument(
+        "--sets",
+        type=lambda s: tuple(s.split(",")),
+        default=VECTOR_SETS,
+        help=f"growth mode: comma-separated vector sets (default {','.join(VECTOR_SETS)}; bench/vector_sets.py)",
+    )
+    p.add_argument(
         "--exact-below",
         type=int,
         default=None,
@@ -455,7 +462,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def growth_main(args) -> int:
-    """``--growth``: run bench.search_growth, print its tables, save ``search_growth.json``."""
+    """``--growth``: run bench.search_growth, print its tables, save ``search_growth.json`` and the
+    tables as ``search_growth.md``."""
     from bench import search_growth
 
     checkpoints = args.sizes or (search_growth.QUICK_CHECKPOINTS if args.quick else search_growth.CHECKPOINTS)
@@ -463,28 +471,27 @@ def growth_main(args) -> int:
     bad = [a for a in adds if a < 0]
     if bad:
         raise SystemExit(f"python -m bench.search: --adds must be sizes >= 1 or 'all', got {bad}")
-    base, queries = memory_and_query_vectors(args)
     results, notes = search_growth.run_growth(
-        base, queries, checkpoints, adds, noise=DEFAULT_NOISE, exact_below=args.exact_below
+        memory_and_query_vectors(args), checkpoints, adds, sets=args.sets, exact_below=args.exact_below
     )
     settings = {
+        "sets": list(args.sets),
         "random_vectors": args.random,
         "exact_below": args.exact_below,
         "checkpoints": list(checkpoints),
         "adds": list(adds),
         "k": K,
         "noise_std": DEFAULT_NOISE,
-        "real_memories": len(base),
-        "recall_queries": min(len(queries), search_growth.RECALL_QUERIES),
+        "recall_queries": search_growth.RECALL_QUERIES,
         "latency_calls": search_growth.LATENCY_CALLS,
         "agent_interval_s": search_growth.AGENT_INTERVAL_S,
         "throughput_threads": __import__("faiss").omp_get_max_threads(),
     }
     path = write_result(args.out, "search_growth", settings, results, notes)
-    print(search_growth.growth_table(results))
-    print()
-    print(search_growth.rebuild_table(results))
-    print(f"\nwritten {path}")
+    tables = f"{search_growth.growth_table(results)}\n\n{search_growth.rebuild_table(results)}\n"
+    print(tables)
+    path.with_suffix(".md").write_text(tables)
+    print(f"written {path} and {path.with_suffix('.md').name}")
     return 0
 
 

@@ -24,7 +24,8 @@ import time
 import faiss
 import numpy as np
 
-from bench.common import K, latency_summary, recall_against, scaled, time_calls
+from bench.common import K, latency_summary, recall_against, time_calls
+from bench.vector_sets import CLUSTERS, DRIFT_SPREAD, LOOSE_SPREAD, QUERY_NOISE, TIGHT_SPREAD, VECTOR_SETS, vector_set
 
 OWNER = "bench"
 CHECKPOINTS = (10_000, 100_000, 300_000, 1_000_000)
@@ -142,10 +143,9 @@ def split_calls(calls: list[tuple[float, float]], rebuilds: list[dict], adds: li
     return {name: {**latency_summary(s), "max_ms": 1000 * max(s)} for name, s in groups.items() if s}
 
 
-def grow(
-    data: np.ndarray, queries: np.ndarray, adds: int, checkpoints, *, agent: bool, exact_below: int | None = None
-) -> dict:
-    """One add size: the retriever grown to every checkpoint, measured right after and after wait()."""
+def grow(data: np.ndarray, queries_for, adds: int, checkpoints, *, agent: bool, exact_below: int | None = None) -> dict:
+    """One add size: the retriever grown to every checkpoint, measured right after and after wait()
+    on the queries ``queries_for(checkpoint)``."""
     from memnets.retrieval.faiss_retriever import FaissRetriever
 
     dim = data.shape[1]
@@ -155,7 +155,7 @@ def grow(
     retriever_log.setLevel(logging.INFO)
     exact = faiss.IndexFlatIP(dim)
     retriever = FaissRetriever(dim, "auto", use_gpu=False, exact_below=exact_below)
-    thread = Agent(retriever, queries, AGENT_INTERVAL_S) if agent else None
+    thread = Agent(retriever, queries_for(checkpoints[0]), AGENT_INTERVAL_S) if agent else None
     origin, done, add_spans, points = time.perf_counter(), 0, [], []
     try:
         if thread is not None:
@@ -170,6 +170,7 @@ def grow(
                 add_seconds += add_spans[-1][1] - start
                 exact.add(data[done:stop])
                 done = stop
+            queries = queries_for(target)
             truth = exact_top(exact, queries)
             if thread is not None:
                 thread.paused.set()
@@ -207,7 +208,7 @@ def grow(
     return out
 
 
-def all_at_once(data: np.ndarray, queries: np.ndarray, checkpoints, exact_below: int | None = None) -> dict:
+def all_at_once(data: np.ndarray, queries_for, checkpoints, exact_below: int | None = None) -> dict:
     """A new retriever per checkpoint, filled in one call (a bulk load: its index built in the add)."""
     from memnets.retrieval.faiss_retriever import FaissRetriever
 
@@ -216,6 +217,7 @@ def all_at_once(data: np.ndarray, queries: np.ndarray, checkpoints, exact_below:
         gc.collect()
         exact = faiss.IndexFlatIP(data.shape[1])
         exact.add(data[:n])
+        queries = queries_for(n)
         truth = exact_top(exact, queries)
         del exact
         retriever = FaissRetriever(data.shape[1], "auto", use_gpu=False, exact_below=exact_below)
@@ -254,34 +256,41 @@ def log_point(adds: int, point: dict) -> None:
 
 
 def run_growth(
-    base: np.ndarray,
-    queries: np.ndarray,
+    real: tuple[np.ndarray, np.ndarray],
     checkpoints,
     adds_list,
     *,
-    noise: float,
+    sets=VECTOR_SETS,
     agent: bool = True,
     exact_below: int | None = None,
 ):
-    """Every add size over the checkpoints; returns (results, notes). ``exact_below``: the retriever's
-    flat -> IVF switch (None: its default, AUTO_EXACT_BELOW)."""
-    data = scaled(base, max(checkpoints), noise=noise)
-    queries = queries[:RECALL_QUERIES]
-    runs = []
-    for adds in adds_list:
+    """Every vector set and add size over the checkpoints; returns (results, notes). ``real``: the
+    LoCoMo (memory, question) vectors; ``exact_below``: the retriever's flat -> IVF switch (None:
+    its default, AUTO_EXACT_BELOW)."""
+    results = {"k": K, "checkpoints": list(checkpoints), "sets": {}}
+    for name in sets:
         gc.collect()
-        run = (
-            all_at_once(data, queries, checkpoints, exact_below)
-            if adds == 0
-            else grow(data, queries, adds, checkpoints, agent=agent, exact_below=exact_below)
-        )
-        run["load"] = list(os.getloadavg())
-        runs.append(run)
-    results = {"k": K, "checkpoints": list(checkpoints), "runs": runs}
+        data, queries_for = vector_set(name, max(checkpoints), RECALL_QUERIES, real)
+        runs = []
+        for adds in adds_list:
+            gc.collect()
+            run = (
+                all_at_once(data, queries_for, checkpoints, exact_below)
+                if adds == 0
+                else grow(data, queries_for, adds, checkpoints, agent=agent, exact_below=exact_below)
+            )
+            run["load"] = list(os.getloadavg())
+            runs.append(run)
+        results["sets"][name] = {"runs": runs}
+        del data
     notes = [
-        f"FaissRetriever(dim, 'auto') with its defaults (what memnets.open builds); recall@10 over the first "
-        f"{len(queries):,} LoCoMo questions against exact search of the memories added so far; p50 / p99 of "
+        f"FaissRetriever(dim, 'auto') with its defaults (what memnets.open builds); recall@10 over "
+        f"{RECALL_QUERIES:,} queries against exact search of the memories added so far; p50 / p99 of "
         f"{LATENCY_CALLS} batch-1 searches on one thread",
+        "vector sets (bench/vector_sets.py): real = LoCoMo MiniLM vectors and noisy copies, LoCoMo questions "
+        f"as queries; loose / tight = {CLUSTERS:,} Gaussian clusters in 384 dims, member noise {LOOSE_SPREAD} / "
+        f"{TIGHT_SPREAD} of the centres' spread, shuffled; drift = the clusters at {DRIFT_SPREAD} in cluster "
+        f"order (later adds from unseen clusters); synthetic queries: stored vectors plus noise {QUERY_NOISE}",
         "right after the add: what an agent sees at once (a background rebuild may be running); after "
         "wait(): once upkeep in flight has finished",
         f"agent: a thread searching at batch 1 every {AGENT_INTERVAL_S * 1000:.0f} ms while the archive "
@@ -295,11 +304,12 @@ def growth_table(results: dict) -> str:
     from bench.figures import fmt, size, table
 
     rows = []
-    for run in results["runs"]:
+    for name, run in each_run(results):
         for point in run["points"]:
             a, w = point["after_add"], point["after_wait"]
             rows.append(
                 [
+                    name,
                     adds_label(run["adds"]),
                     size(point["n"]),
                     f"{a['recall@10']:.3f}",
@@ -315,6 +325,7 @@ def growth_table(results: dict) -> str:
             )
     return table(
         [
+            "data",
             "adds",
             "n",
             "recall@10 after add",
@@ -336,11 +347,12 @@ def rebuild_table(results: dict) -> str:
     from bench.figures import fmt, size, table
 
     rows = []
-    for run in results["runs"]:
+    for name, run in each_run(results):
         for r in run["rebuilds"]:
             phases = [r.get(key) for key in ("copy_s", "build_s", "replay_s", "swap_s")]
             rows.append(
                 [
+                    name,
                     adds_label(run["adds"]),
                     fmt(r["end_s"]),
                     size(r.get("trained_size") or 0) if r.get("trained_size") else r["event"],
@@ -353,13 +365,18 @@ def rebuild_table(results: dict) -> str:
                     fmt(sum(phases)) if None not in phases else "-",
                 ]
             )
-    header = ["adds", "swapped in at s", "rebuilt at", "copy s (lock)", "build s", "replay s", "replayed"]
+    header = ["data", "adds", "swapped in at s", "rebuilt at", "copy s (lock)", "build s", "replay s", "replayed"]
     lines = [table([*header, "swap s (lock)", "replayed under lock", "whole s"], rows)]
     agent_rows = [
-        [adds_label(run["adds"]), name, s["calls"], fmt(s["p50_ms"], 2), fmt(s["p99_ms"], 2), fmt(s["max_ms"], 1)]
-        for run in results["runs"]
+        [data, adds_label(run["adds"]), name, s["calls"], fmt(s["p50_ms"], 2), fmt(s["p99_ms"], 2), fmt(s["max_ms"], 1)]
+        for data, run in each_run(results)
         for name, s in run.get("agent", {}).items()
     ]
     if agent_rows:
-        lines += ["", table(["adds", "agent search", "calls", "p50 ms", "p99 ms", "max ms"], agent_rows)]
+        lines += ["", table(["data", "adds", "agent search", "calls", "p50 ms", "p99 ms", "max ms"], agent_rows)]
     return "\n".join(lines)
+
+
+def each_run(results: dict):
+    """(vector set, run) pairs of a growth result, in order."""
+    return [(name, run) for name, entry in results["sets"].items() for run in entry["runs"]]

@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 import faiss
 import numpy as np
 
+from memnets.retrieval import ivf_calibration
+
 NAMED_KINDS = ("flat", "hnsw", "ivf", "ivf-sq8")
 IVF_TRAIN_PER_LIST = 32  # k-means of the IVF lists runs on a sample of this many vectors per list
 IVF_TRAIN_SAMPLE = 65_536  # sample size for factory-string indexes (PQ codebooks and the like)
@@ -43,6 +45,8 @@ IVF_HNSW_QUANTIZER_FROM = 1024  # from this many lists, an HNSW graph over the c
 HNSW_QUANTIZER_ADD_EF = 32  # its beam when adding: 2.2x faster than ef 64 (and than BLAS over 2,000
 # centroids), the same list for 99.9% of vectors (measured on bench vectors, 2,000 centroids)
 HNSW_QUANTIZER_EF = 64  # its beam when searching: max(this, 2 * nprobe)
+STRAINED_GROWTH = 1.25  # an IVF grown by this share since training is retrained when its self-check needs
+STRAINED_NPROBE = 2  # this many times the default nprobe (see retrain_reason)
 GPU_MAX_K = 2048  # FAISS GPU kernels select at most this many neighbours
 
 
@@ -60,6 +64,11 @@ def default_nprobe(nlist: int) -> int:
     Chosen on realistic MiniLM vectors (bench/search.py): recall@10 0.976-0.980 against exact search
     for IVF-Flat at 10k, 100k and 1M memories (200, 632, 2,000 lists), 0.956-0.972 for IVF-SQ8."""
     return min(nlist, max(16, nlist // 128))
+
+
+def owner_nprobe(state: OwnerIndex) -> int:
+    """Lists an IVF owner's searches visit unless told: its self-check's, else ``default_nprobe``."""
+    return state.nprobe or default_nprobe(faiss.extract_index_ivf(state.index).nlist)
 
 
 def gpu_available() -> bool:
@@ -111,6 +120,8 @@ class OwnerIndex:
     journal: list | None = None  # while a rebuild is in flight: ("add", labels, vectors) / ("remove", labels)
     gpu: object | None = None  # GPU copy, or None
     gpu_stale: bool = True
+    calibration: ivf_calibration.Calibration | None = None  # IVF kinds: the self-check that sizes nprobe
+    nprobe: int | None = None  # IVF kinds: lists a search visits unless told (from the self-check)
     extra: dict = field(default_factory=dict)
 
     @property
@@ -170,7 +181,46 @@ def build_index(
         state = OwnerIndex(kind=kind, index=index, labels=np.zeros(0, "int64"))
     append(state, vectors, labels)
     state.trained_size = n
+    calibrate(state)
     return state
+
+
+def calibrate(state: OwnerIndex) -> None:
+    """Start the self-check of a named IVF owner (built or loaded) and size its nprobe from it; other
+    kinds keep none (a factory string's codes, PQ and the like, make the list rank no recall bound)."""
+    if state.kind not in ("ivf", "ivf-sq8"):
+        return
+    labels = live_labels(state)
+    if not len(labels):
+        return
+    state.calibration = ivf_calibration.start(
+        faiss.extract_index_ivf(state.index),
+        labels,
+        state.index.reconstruct_batch(labels[ivf_calibration.pick(len(labels))]),
+    )
+    _size_nprobe(state)
+
+
+def retrain_reason(state: OwnerIndex, retrain_growth: float) -> str | None:
+    """Why an IVF owner's lists should be retrained now, or None: it holds ``retrain_growth`` times
+    the vectors it was trained on; or it has grown by ``STRAINED_GROWTH`` since and its self-check
+    needs ``STRAINED_NPROBE`` x the default nprobe (lists trained on other data, as when later adds
+    come from new clusters: trained on all of it, the lists need fewer probes and so less time)."""
+    ivf = faiss.try_extract_index_ivf(state.index)
+    if ivf is None:
+        return None
+    if state.live > retrain_growth * max(state.trained_size, 1):
+        return f"{state.live} vectors, trained at {state.trained_size}"
+    if state.nprobe and state.live > STRAINED_GROWTH * state.trained_size:
+        if state.nprobe >= STRAINED_NPROBE * default_nprobe(ivf.nlist):
+            return f"{state.live} vectors, trained at {state.trained_size}; its self-check needs nprobe {state.nprobe}"
+    return None
+
+
+def _size_nprobe(state: OwnerIndex) -> None:
+    """nprobe from the self-check: the smallest reaching its target recall, never below the default."""
+    nlist = faiss.extract_index_ivf(state.index).nlist
+    state.nprobe = ivf_calibration.needed_nprobe(state.calibration, default_nprobe(nlist), nlist)
 
 
 def search_index(
@@ -184,7 +234,7 @@ def search_index(
         return _search_gpu(state, vectors, k, nprobe)
     ivf = faiss.try_extract_index_ivf(index)
     if ivf is not None:
-        params = ivf_params(ivf, nprobe or default_nprobe(ivf.nlist))
+        params = ivf_params(ivf, nprobe or owner_nprobe(state))
     elif hnsw is not None:
         # with tombstones, a wider beam keeps k live results within reach
         ef = max(int(ef_search), k * (2 if state.tombstones else 1))
@@ -226,7 +276,7 @@ def _search_gpu(state: OwnerIndex, vectors: np.ndarray, k: int, nprobe: int | No
         state.gpu_stale = False
     ivf = faiss.try_extract_index_ivf(state.gpu)
     if ivf is not None:
-        ivf.nprobe = min(int(nprobe or default_nprobe(ivf.nlist)), ivf.nlist)
+        ivf.nprobe = min(int(nprobe or owner_nprobe(state)), ivf.nlist)
     scores, found = state.gpu.search(vectors, k)
     positions = state.extra.get("gpu_labels")
     if positions is not None:
@@ -293,6 +343,9 @@ def append(state: OwnerIndex, vectors: np.ndarray, labels: np.ndarray, lists: np
     else:
         state.index.add_with_ids(vectors, labels)
     state.live += len(labels)
+    if state.calibration is not None:
+        ivf_calibration.absorb(state.calibration, faiss.extract_index_ivf(state.index), vectors, labels)
+        _size_nprobe(state)
 
 
 def delete(state: OwnerIndex, labels: np.ndarray) -> int:
@@ -316,6 +369,9 @@ def delete(state: OwnerIndex, labels: np.ndarray) -> int:
             state.selector = None
             removed = len(positions)
     state.live -= removed
+    if state.calibration is not None:
+        ivf_calibration.forget(state.calibration, labels)
+        _size_nprobe(state)
     return removed
 
 

@@ -16,13 +16,12 @@ Upkeep never runs in a search or a deletion: when an owner's tombstones pass ``c
 index, when it grows past ``exact_below`` (flat -> approximate), or when it grows
 ``retrain_growth`` (2) times past the size its IVF was trained at, a background thread copies the
 live vectors (an IVF owner's a piece at a time, taking the lock per piece), builds the new index on
-all cores but one (on 2 cores: one thread, so that searches keep a core), replays the adds and removes journalled meanwhile
-and swaps it in atomically, with the lock held only for the last short stretch of the replay
-(``background=False`` runs all of it at the end of the add or remove that calls for it instead).
-``compact()`` does the same on demand, ``wait()`` waits for upkeep in flight. A new owner's first
-batch builds its index synchronously (a bulk load). Batch-1 searches run on one OpenMP thread
-(scoped to the call, the setting restored after it). Growth figures: ``python -m bench.search
---growth`` (docs/benchmarks.md).
+all cores but one (on 2 cores: one thread, so that searches keep a core), replays the adds and
+removes journalled meanwhile and swaps it in atomically, with the lock held only for the last short
+stretch of the replay (``background=False`` runs all of it at the end of the add or remove that
+calls for it instead). ``compact()`` does the same on demand, ``wait()`` waits for upkeep in flight.
+A new owner's first batch builds its index synchronously. An IVF owner's nprobe follows a
+self-check on its own vectors that every add keeps current (:mod:`.ivf_calibration`).
 
 With a GPU (faiss-gpu), flat and IVF owners are searched on a GPU copy of the CPU index; HNSW owners on the CPU.
 
@@ -51,8 +50,8 @@ from memnets.retrieval.faiss_index import (
     append,
     assign_lists,
     build_index,
+    calibrate,
     copy_lists,
-    default_nprobe,
     delete,
     extend_gpu,
     find_hnsw,
@@ -61,6 +60,8 @@ from memnets.retrieval.faiss_index import (
     live_contents,
     live_labels,
     omp_threads,
+    owner_nprobe,
+    retrain_reason,
     search_index,
 )
 
@@ -73,7 +74,7 @@ MANIFEST = "retriever.json"
 AUTO_EXACT_BELOW = 50_000
 # a named approximate index ("hnsw", "ivf", a factory string) still searches tiny owners exactly.
 APPROX_EXACT_BELOW = 1_000
-SINGLE_THREAD_MAX_BATCH = 1  # batches up to this size are searched on one OpenMP thread
+SINGLE_THREAD_MAX_BATCH = 1  # batches up to this size are searched on one OpenMP thread (python -m bench.search)
 # a rebuild replays the writes journalled during its build without the lock until at most this many
 # vectors are left (or after REPLAY_PASSES passes), then those under the lock, and swaps
 REPLAY_UNDER_LOCK = 2_048
@@ -97,10 +98,11 @@ class FaissRetriever:
         exact_below: owners with fewer vectors are searched exactly; default 50,000 for "auto",
             1,000 for the approximate kinds; 0 forces the approximate index for every owner.
         hnsw_m, ef_search, ef_construction: HNSW graph degree and beam widths (efSearch >= k always).
-        nprobe: IVF lists visited per query; None picks ``default_nprobe(nlist)``.
+        nprobe: IVF lists visited per query; None: each owner's own, sized by its self-check.
         compact_at: rebuild an owner's tombstoned index (HNSW) once tombstones pass this share of it.
         retrain_growth: retrain an owner's IVF once it holds this many times the vectors it was
-            trained on (and move a flat owner to its approximate kind once it passes exact_below).
+            trained on, or sooner when its self-check asks for more lists than its lists were trained
+            for (``retrain_reason``); and move a flat owner to its approximate kind past exact_below.
         background: run compaction and retraining in a background thread (True), or synchronously
             at the end of the add/remove that calls for them (False: deterministic, for scripts).
     """
@@ -217,7 +219,7 @@ class FaissRetriever:
             ivf = faiss.try_extract_index_ivf(state.index)
             if ivf is not None:
                 out["nlist"] = int(ivf.nlist)
-                out["nprobe"] = self.nprobe or default_nprobe(int(ivf.nlist))
+                out["nprobe"] = self.nprobe or owner_nprobe(state)
             return out
 
     # ------------------------------------------------------------------ writes
@@ -381,12 +383,8 @@ class FaissRetriever:
             reason = f"{state.tombstones} tombstones of {state.index.ntotal}"
         elif self._wanted_kind(state.live) != state.kind and state.live >= self.exact_below:
             reason = f"{state.live} vectors: {state.kind} -> {self._wanted_kind(state.live)}"
-        elif (
-            state.kind != "flat"
-            and state.live > self.retrain_growth * max(state.trained_size, 1)
-            and faiss.try_extract_index_ivf(state.index) is not None
-        ):
-            reason = f"{state.live} vectors, trained at {state.trained_size}"
+        elif state.kind != "flat":
+            reason = retrain_reason(state, self.retrain_growth)
         if reason is not None:
             self._start_upkeep(owner, reason)
 
@@ -650,6 +648,7 @@ class FaissRetriever:
                     )
             elif (ivf := faiss.try_extract_index_ivf(index)) is not None:
                 ivf.set_direct_map_type(faiss.DirectMap.Hashtable)
+                calibrate(state)
             for memory_id, label in zip(ids, labels.tolist()):
                 if memory_id in retriever._int_of or label in retriever._str_of or label >= retriever._next_label:
                     raise ValueError(
