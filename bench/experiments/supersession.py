@@ -19,7 +19,11 @@ current fact's answer word; :func:`closed_lookalikes` adds each look-alike pair 
 memories the write path closed. ``--end-to-end`` runs both on ``memnets.open`` (the bundled
 encoder) with supersession off and with each judge.
 
-    python -m bench.experiments.supersession --out docs/results
+``--cases dev`` runs the development set (bench/experiments/supersession_dev_cases.py) instead: every
+rule, threshold and training choice is made on it; the bench cases are the test set.
+
+    python -m bench.experiments.supersession --out docs/results --end-to-end              # test set
+    python -m bench.experiments.supersession --out docs/results --end-to-end --cases dev  # dev set
 """
 
 from __future__ import annotations
@@ -30,6 +34,9 @@ from pathlib import Path
 
 from bench.common import parser, write_result
 from bench.experiments.supersession_cases import CHANGES, LOOKALIKES
+from bench.experiments.supersession_dev_cases import DEV_CHANGES, DEV_LOOKALIKES
+
+CASES = {"bench": (CHANGES, LOOKALIKES), "dev": (DEV_CHANGES, DEV_LOOKALIKES)}  # --cases: test set, dev set
 
 
 def judge_table(judge, changes=CHANGES, lookalikes=LOOKALIKES) -> dict:
@@ -114,9 +121,12 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument(
         "--end-to-end", action="store_true", help="also run every case through memnets.open with each judge (and none)"
     )
+    p.add_argument("--cases", choices=sorted(CASES), default="bench", help="bench: the test set; dev: the dev set")
     args = p.parse_args(argv)
-    results = {name: judge_table(judge) for name, judge in judges(args).items()}
-    print(f"{'judge':<70} {'changes superseded':>18} {'false (of ' + str(len(LOOKALIKES)) + ')':>12}")
+    changes, lookalikes = CASES[args.cases]
+    results = {name: judge_table(judge, changes, lookalikes) for name, judge in judges(args).items()}
+    print(f"{args.cases} cases: {len(changes)} changes, {len(lookalikes)} look-alikes")
+    print(f"{'judge':<70} {'changes superseded':>18} {'false (of ' + str(len(lookalikes)) + ')':>12}")
     for name, row in results.items():
         print(f"{name:<70} {row['supersedes']:>18.1%} {row['false_supersessions']:>12}")
     if args.end_to_end:
@@ -125,13 +135,16 @@ def main(argv: list[str] | None = None) -> None:
         with tempfile.TemporaryDirectory() as folder:
             for name, judge in [("off", None), *judges(args).items()]:
                 with memnets.open(Path(folder) / f"memory-{len(results)}", supersession=judge) as memory:
-                    row = current_first(memory) | closed_lookalikes(memory)
+                    row = current_first(memory, changes) | closed_lookalikes(memory, lookalikes)
                 results[f"end_to_end (memnets.open, supersession {name})"] = row
                 print(
                     f"end to end, supersession {name}: current fact first {row['current_first']:.1%}, "
                     f"look-alikes closed {row['false_supersessions']}"
                 )
-    write_result(Path(args.out), "supersession", {"cases": len(CHANGES), "lookalikes": len(LOOKALIKES)}, results)
+    name = "supersession" if args.cases == "bench" else f"supersession_{args.cases}"
+    write_result(
+        Path(args.out), name, {"cases": args.cases, "changes": len(changes), "lookalikes": len(lookalikes)}, results
+    )
 
 
 if __name__ == "__main__":
