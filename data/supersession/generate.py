@@ -4,8 +4,8 @@ Each line is ``{"older": ..., "newer": ..., "label": 0|1, "kind": ..., "slot": .
 label 1 when the newer text ends the older fact (kind ``change``), 0 for a restatement of it
 (``restatement``), a text that only looks alike (same place, food, company or time, another
 relation to it: ``lookalike``) and an unrelated fact of the same speaker (``unrelated``). Every slot
-(where one lives, diet, job, a schedule, a partner, a provider, who one sees, a hobby, ...) has its own fact templates with many
-paraphrases, filled from value lists; one in five values is held out for the ``val`` split, so
+(where one lives, diet, job, a schedule, a partner, a provider, who one sees, a hobby, ...) has its
+own fact templates with many paraphrases, filled from value lists; one in five values is held out for the ``val`` split, so
 validation pairs mention places, firms and times that training never saw.
 
 The bench set of reworded changes (bench/supersession.py) is written apart from these templates:
