@@ -52,6 +52,22 @@ def test_the_speaker_s_name_is_not_a_shared_subject():
     assert RuleJudge().score("Ann works at Acme", "Ann moved from Acme to Globex") >= 0.5
 
 
+def test_a_swapped_name_is_a_value_change_and_a_kept_one_is_not():
+    # the older's name gone and a new one in its place: another value, as "10:30" -> "11:30" is
+    named = dict(zip(FEATURE_NAMES, pair_features("Rob's broadband is BT", "Rob went with Sky instead"), strict=True))
+    assert named["value_change"] == 1.0
+    # the older's name still there (a new name beside it): no other value
+    named = dict(zip(FEATURE_NAMES, pair_features("Rob's broadband is BT", "Rob's BT router met Sky TV"), strict=True))
+    assert named["value_change"] == 0.0
+
+
+def test_a_newer_text_that_keeps_every_word_of_the_older_is_a_restatement_with_a_detail():
+    # "now" is a change cue, but nothing of the older fact is dropped or replaced
+    assert RuleJudge().score("Pia cycles to the lab", "Pia now cycles to the lab with her neighbour") == 0.0
+    # the same cue with the old detail replaced still supersedes
+    assert RuleJudge().score("Pia cycles to the lab", "Pia now walks to the lab") >= 0.5
+
+
 def test_pair_features_follow_their_names_and_the_threshold_is_checked():
     features = pair_features("My flight leaves at 10:30", "The flight moved to 11:30")
     named = dict(zip(FEATURE_NAMES, features, strict=True))

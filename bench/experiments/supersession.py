@@ -19,7 +19,15 @@ current fact's answer word; :func:`closed_lookalikes` adds each look-alike pair 
 memories the write path closed. ``--end-to-end`` runs both on ``memnets.open`` (the bundled
 encoder) with supersession off and with each judge.
 
-    python -m bench.experiments.supersession --out docs/results
+``--cases dev`` runs the development set (bench/experiments/supersession_dev_cases.py) instead: every
+rule, threshold and training choice is made on it; the bench cases are the test set.
+
+``--set-threshold`` first sets the ``--head`` folder's threshold on the dev set: the lowest (on a 0.05
+grid) at which no dev look-alike is superseded (the max-F1 threshold of validation is kept in its
+metadata).
+
+    python -m bench.experiments.supersession --out docs/results --end-to-end              # test set
+    python -m bench.experiments.supersession --out docs/results --end-to-end --cases dev  # dev set
 """
 
 from __future__ import annotations
@@ -30,6 +38,9 @@ from pathlib import Path
 
 from bench.common import parser, write_result
 from bench.experiments.supersession_cases import CHANGES, LOOKALIKES
+from bench.experiments.supersession_dev_cases import DEV_CHANGES, DEV_LOOKALIKES
+
+CASES = {"bench": (CHANGES, LOOKALIKES), "dev": (DEV_CHANGES, DEV_LOOKALIKES)}  # --cases: test set, dev set
 
 
 def judge_table(judge, changes=CHANGES, lookalikes=LOOKALIKES) -> dict:
@@ -83,6 +94,30 @@ def closed_lookalikes(memory, lookalikes=LOOKALIKES) -> dict:
     return {"lookalikes": len(lookalikes), "false_supersessions": len(closed), "closed": closed}
 
 
+def threshold_on_dev(judge, changes=DEV_CHANGES, lookalikes=DEV_LOOKALIKES, step: float = 0.05) -> float:
+    """The lowest threshold, on a grid of ``step``, at which ``judge`` supersedes none of the dev look-alikes
+    (no false supersession comes first; the lowest such threshold keeps the most changes)."""
+    many = getattr(judge, "scores", None) or (lambda pairs: [judge.score(*pair) for pair in pairs])
+    highest_false = max(many(list(lookalikes)), default=0.0)
+    grid = [round(step * n, 4) for n in range(1, int(round(1 / step)) + 1)]
+    return next((t for t in grid if t > highest_false), 1.0)
+
+
+def set_head_threshold(folder: str, encoder: str | None) -> float:
+    """Rewrite the head at ``folder`` with its threshold chosen on the dev set (:func:`threshold_on_dev`), the
+    threshold of validation (max F1 on the generated pairs) kept in its metadata."""
+    from memnets.nn.encoder import DEFAULT_BACKBONE, MemoryEncoder
+    from memnets.pack import load_head
+    from memnets.temporal.supersession import HeadJudge
+
+    head = load_head("supersession", folder)
+    chosen = threshold_on_dev(HeadJudge(MemoryEncoder.from_pretrained(encoder or DEFAULT_BACKBONE), head, 0.5))
+    head.metadata = {**(head.metadata or {}), "validation_threshold": head.threshold, "threshold_from": "dev set"}
+    head.threshold = chosen
+    head.save(folder)
+    return chosen
+
+
 def judges(args: argparse.Namespace) -> dict:
     """name -> judge: the rule judge, and the trained heads that exist."""
     from memnets.temporal.supersession import HeadJudge, RuleJudge
@@ -114,9 +149,19 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument(
         "--end-to-end", action="store_true", help="also run every case through memnets.open with each judge (and none)"
     )
+    p.add_argument("--cases", choices=sorted(CASES), default="bench", help="bench: the test set; dev: the dev set")
+    p.add_argument(
+        "--set-threshold",
+        action="store_true",
+        help="first rewrite the --head folder's threshold: the lowest with no dev look-alike superseded",
+    )
     args = p.parse_args(argv)
-    results = {name: judge_table(judge) for name, judge in judges(args).items()}
-    print(f"{'judge':<70} {'changes superseded':>18} {'false (of ' + str(len(LOOKALIKES)) + ')':>12}")
+    if args.set_threshold:
+        print(f"{args.head}: threshold {set_head_threshold(args.head, args.encoder)} (chosen on the dev set)")
+    changes, lookalikes = CASES[args.cases]
+    results = {name: judge_table(judge, changes, lookalikes) for name, judge in judges(args).items()}
+    print(f"{args.cases} cases: {len(changes)} changes, {len(lookalikes)} look-alikes")
+    print(f"{'judge':<70} {'changes superseded':>18} {'false (of ' + str(len(lookalikes)) + ')':>12}")
     for name, row in results.items():
         print(f"{name:<70} {row['supersedes']:>18.1%} {row['false_supersessions']:>12}")
     if args.end_to_end:
@@ -125,13 +170,16 @@ def main(argv: list[str] | None = None) -> None:
         with tempfile.TemporaryDirectory() as folder:
             for name, judge in [("off", None), *judges(args).items()]:
                 with memnets.open(Path(folder) / f"memory-{len(results)}", supersession=judge) as memory:
-                    row = current_first(memory) | closed_lookalikes(memory)
+                    row = current_first(memory, changes) | closed_lookalikes(memory, lookalikes)
                 results[f"end_to_end (memnets.open, supersession {name})"] = row
                 print(
                     f"end to end, supersession {name}: current fact first {row['current_first']:.1%}, "
                     f"look-alikes closed {row['false_supersessions']}"
                 )
-    write_result(Path(args.out), "supersession", {"cases": len(CHANGES), "lookalikes": len(LOOKALIKES)}, results)
+    name = "supersession" if args.cases == "bench" else f"supersession_{args.cases}"
+    write_result(
+        Path(args.out), name, {"cases": args.cases, "changes": len(changes), "lookalikes": len(lookalikes)}, results
+    )
 
 
 if __name__ == "__main__":

@@ -4,8 +4,8 @@ Each line is ``{"older": ..., "newer": ..., "label": 0|1, "kind": ..., "slot": .
 label 1 when the newer text ends the older fact (kind ``change``), 0 for a restatement of it
 (``restatement``), a text that only looks alike (same place, food, company or time, another
 relation to it: ``lookalike``) and an unrelated fact of the same speaker (``unrelated``). Every slot
-(where one lives, diet, job, a schedule, a partner, ...) has its own fact templates with many
-paraphrases, filled from value lists; one in five values is held out for the ``val`` split, so
+(where one lives, diet, job, a schedule, a partner, a provider, who one sees, a hobby, ...) has its
+own fact templates with many paraphrases, filled from value lists; one in five values is held out for the ``val`` split, so
 validation pairs mention places, firms and times that training never saw.
 
 The bench set of reworded changes (bench/supersession.py) is written apart from these templates:
@@ -226,6 +226,91 @@ SLOTS = {
         ["{S} quit smoking{when}", "{S} stopped smoking", "{S} {do} smoke anymore", "{S} {be} no longer a smoker"],
         ["{S} still smoke{v}", "{S} smoke{v} a pack a day"],
         ["{S} hate{v} the smell of smoke", "The bar was smoky"],
+    ),
+    "provider": (
+        ["Comcast", "Verizon", "Netflix", "Hulu", "Revolut", "Monzo", "Allianz", "Geico", "Aldi", "Tesco"],
+        ["{Pos} provider is {a}", "{S} {be} with {a}", "{S} use{v} {a}", "{S} pay{v} for {a}", "{S} bank{v} with {a}"],
+        [
+            "{S} cancelled {a} and signed up with {b}",
+            "{S} ditched {a} for {b}{when}",
+            "{S} went over to {b}",
+            "{S} {be} with {b} these days",
+            "{S} dropped {a}, {s} use{v} {b} instead",
+            "{S} changed from {a} to {b}",
+            "{S} finally left {a} for {b}",
+            "{S} only use{v} {b} now",
+        ],
+        ["{S} {be} still with {a}", "{S} renewed with {a} for another year", "{S} stay{v} with {a}"],
+        [
+            "{S} called {a} about a bill",
+            "{a} raised its prices",
+            "{S} saw an ad for {b}",
+            "{S} had a new problem with {a}",
+            "{Pos} friend switched to {b}",
+            "{a} now offers a student discount",
+            "{S} updated the {a} app",
+        ],
+    ),
+    "person": (
+        ["Dr. Reyes", "Mr. Lund", "Ms. Ito", "Nadia", "Felix", "Bruno", "Carmen"],
+        ["{Pos} doctor is {a}", "{Pos} manager is {a}", "{Pos} piano teacher is {a}", "{S} report{v} to {a}"],
+        [
+            "{S} see{v} {b} now, {a} retired",
+            "{a} left, so {s} report{v} to {b}",
+            "{Pos} new doctor is {b}",
+            "{a} handed over to {b}{when}",
+            "{S} found a new teacher, {b}",
+            "{b} took over from {a}{when}",
+            "{S} {be} with {b} since {a} moved away",
+        ],
+        ["{S} still see{v} {a}", "{a} is still {Pos} manager"],
+        [
+            "{a} was on holiday last week",
+            "{a} gave {s} good advice",
+            "{S} met {b} at a conference",
+            "{a} started a new project",
+            "{S} sent {a} a thank-you card",
+        ],
+    ),
+    "schedule": (
+        ["7 am", "8 am", "6:30", "noon", "5 pm", "9 pm"],
+        ["{Pos} alarm is set for {a}", "{Pos} class starts at {a}", "{S} head{v} to bed at {a}", "Dinner is at {a}"],
+        [
+            "{S} bumped it to {b}",
+            "{Pos} class starts at {b} as of next week",
+            "{S} head{v} to bed at {b} these days",
+            "Dinner got pushed to {b}",
+            "{S} set the alarm to {b} instead",
+            "It's {b} from now on",
+        ],
+        ["{Pos} alarm is still set for {a}", "{S} head{v} to bed at {a} as usual"],
+        [
+            "{S} slept through the alarm",
+            "{S} was late for class",
+            "{S} made pasta for dinner",
+            "{S} woke up at {b} once",
+        ],
+    ),
+    "hobby": (
+        ["guitar", "violin", "chess", "tennis", "climbing", "pottery", "judo"],
+        ["{S} play{v} {a}", "{S} practise{v} {a} every week", "{Pos} hobby is {a}", "{S} take{v} {a} lessons"],
+        [
+            "{S} traded {a} for {b}{when}",
+            "{S} gave up {a} and took up {b}",
+            "{S} {be} into {b} now",
+            "{S} stopped {a} after an injury",
+            "{S} swapped {a} for {b}",
+            "No more {a} for {s}, it's {b} now",
+        ],
+        ["{S} still play{v} {a}", "{S} love{v} {a} as much as ever"],
+        [
+            "{S} started a new {a} course",
+            "{S} bought new {a} gear",
+            "{Pos} {a} coach is now on holiday",
+            "{S} watched a {b} match",
+            "{S} won a {a} tournament",
+            "{S} now practise{v} {a} with a friend",
+        ],
     ),
 }
 UNRELATED = ["{S} like{v} jazz", "{S} played tennis{when}", "{Pos} sister is a doctor", "{S} read a novel",

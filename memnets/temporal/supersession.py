@@ -36,6 +36,11 @@ CHANGE_CUES: dict[str, float] = {
     "went down": 1.0, "raised": 0.8, "lowered": 0.8, "migrated": 1.0, "cut out": 1.0, "handed": 0.8,
     "took over": 0.9, "passed away": 1.0, "died": 1.0, "got an": 0.5, "finally": 0.6, "took up": 0.8,
     "pushed": 0.8, "since": 0.5, "starting": 0.7, "alone": 0.5, "hasn't": 0.7, "seeing": 0.6,
+    "ditched": 1.0, "dumped": 1.0, "traded": 0.9, "swapped": 1.0, "went back to": 1.0, "back to": 0.7,
+    "stepped back": 1.0, "stepped down": 1.0, "as of": 0.8, "renamed": 1.0, "ported": 0.9, "lapse": 0.9,
+    "remortgaged": 1.0, "renewed": 0.7, "got a raise": 1.0, "bumped": 0.9, "gave birth": 1.0,
+    "stolen": 0.9, "found a": 0.6, "took over from": 1.0, "no more": 1.0, "dyed": 0.8,
+    "signed": 0.6, "is led by": 1.0, "defended": 0.5, "not until": 0.8, "until": 0.5,
 }  # fmt: skip
 # Words that mark the newer text as a restatement, not a change.
 STILL_CUES = ("still", "as always", "as before", "again and again", "like always", "same as")
@@ -97,10 +102,31 @@ def subject_words(older: str, newer: str) -> tuple[set[str], set[str]]:
     return a, b
 
 
+def names(text: str) -> set[str]:
+    """The capitalised words of ``text`` after its first word: the names of places, firms, people
+    ("Vodafone", "Three", "Dr. Okafor" -> "okafor"), lower-cased."""
+    found = re.findall(r"[A-Za-z][\w'-]*", text)[1:]
+    return {word.lower().removesuffix("'s") for word in found if word[0].isupper() and word != "I"}
+
+
 def value_change(older: str, newer: str) -> bool:
-    """Both texts state a number or a time and the newer's are other ones ("at 10:30" -> "at 11:30")."""
+    """The newer text states another value than the older: both state numbers or times and the newer's
+    are other ones ("at 10:30" -> "at 11:30"), or it names something new while a name of the older
+    is gone from it ("carrier is Vodafone" -> "ported his number to Three"; words compared by their stems)."""
     old, new = set(_NUMBER.findall(older)), set(_NUMBER.findall(newer))
-    return bool(old and new and not new & old)
+    if old and new and not new & old:
+        return True
+    old_words, new_words = {stem(word) for word in words(older)}, {stem(word) for word in words(newer)}
+    gone = {stem(name) for name in names(older)} - new_words
+    added = {stem(name) for name in names(newer)} - old_words
+    return bool(gone and added)
+
+
+def restated(older: str, newer: str) -> bool:
+    """Every content word of the older text is in the newer one: it keeps the old fact and adds a detail
+    ("kids walk to school" -> "kids now walk to school with the twins"), unless the older is negated in it."""
+    a, b = subject_words(older, newer)
+    return bool(a) and a <= b
 
 
 def _has(phrase: str, padded: str) -> bool:
@@ -137,7 +163,8 @@ def pair_features(older: str, newer: str) -> list[float]:
     flip = 1.0 if negated(older) != negated(newer) else 0.0
     values = 1.0 if value_change(older, newer) else 0.0
     subject = max(min(1.0, 2 * overlap), same_slot)
-    score = 0.0 if still else subject * max(cue, 0.9 * flip, 0.8 * values)
+    kept = restated(older, newer) and not flip and not values
+    score = 0.0 if still or kept else subject * max(cue, 0.9 * flip, 0.8 * values)
     return [cue, float(still), flip, values, overlap, same_slot, score]
 
 
