@@ -48,8 +48,9 @@ FORMAT_VERSION = 1
 # that make no tokens: there the window is what that many characters hold).
 # How encode() computes: "torch" (exact, the default), "onnx" (the same graph on ONNX Runtime),
 # "int8" (ONNX Runtime with int8 weights: the fast CPU path), "fp16" / "bf16" (torch autocast on a
-# CUDA device). Training (forward) is always torch, in float32.
-BACKENDS = ("torch", "onnx", "int8", "fp16", "bf16")
+# CUDA device), "auto" (the fastest of int8 / onnx that loads and agrees with torch on this machine,
+# else torch: memnets.nn.backend_choice). Training (forward) is always torch, in float32.
+BACKENDS = ("torch", "onnx", "int8", "fp16", "bf16", "auto")
 GPU_BACKENDS = {"fp16": torch.float16, "bf16": torch.bfloat16}
 CUT_CHARS_PER_TOKEN = 8
 CUT_MAX_CHARS_PER_TOKEN = 128
@@ -126,6 +127,8 @@ class MemoryEncoder(torch.nn.Module):
         read ``onnx/model.onnx`` / ``onnx/model_int8.onnx`` from the folder (``memnets export
         --backend int8`` writes them into a pack), else convert the encoder at load (seconds);
         they need the ``[onnx]`` extra. ``"fp16"`` and ``"bf16"`` need the encoder on a CUDA device.
+        ``"auto"`` takes the fastest CPU backend that loads and agrees with the exact encoder here
+        (:func:`memnets.nn.backend_choice.choose_backend`), else torch; :attr:`backend` names the choice.
 
         The encoder comes in eval mode, as Hugging Face's ``from_pretrained`` returns its models
         (a Lightning fit switches it to training and back), so that :meth:`encode` switches nothing.
@@ -176,6 +179,12 @@ class MemoryEncoder(torch.nn.Module):
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
         self._runner = None
+        if backend == "auto":
+            from memnets.nn.backend_choice import choose_backend
+
+            self.backend = "torch"
+            choose_backend(self, folder)
+            return self
         if backend in ("onnx", "int8"):
             from memnets.nn.onnx_encoder import ONNX_DIR, ONNX_FILES, OnnxRunner, export_onnx
 
