@@ -42,8 +42,12 @@ CALIBRATION_TEXTS = 256  # memory texts the static quantisation's ranges are tak
 
 def static_qdq(fused: Path, target: Path, encoder, texts: list[str]) -> Path:
     """``fused`` with static QDQ int8 on the MatMuls the ``int8`` backend quantises (the same nodes
-    left in float32), activation ranges calibrated (min/max) on ``texts`` in batches of 16."""
+    left in float32), activation ranges calibrated (min/max) on ``texts`` in batches of 16. The
+    tensors' shapes are inferred first (symbolic shape inference knows the fused contrib ops), or
+    the quantiser skips every MatMul whose input type it cannot infer."""
+    import onnx
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+    from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference
 
     from memnets.nn.onnx_encoder import fp32_nodes
 
@@ -57,8 +61,10 @@ def static_qdq(fused: Path, target: Path, encoder, texts: list[str]) -> Path:
         def get_next(self):
             return next(self.feeds, None)
 
+    shaped = target.with_name("shaped.onnx")
+    onnx.save(SymbolicShapeInference.infer_shapes(onnx.load(str(fused)), auto_merge=True), str(shaped))
     quantize_static(
-        str(fused),
+        str(shaped),
         str(target),
         Reader(),
         quant_format=QuantFormat.QDQ,
