@@ -117,9 +117,14 @@ def test_encoding_benchmark_compares_every_backend_with_sentence_transformers(ti
     for side in found["sides"].values():
         assert len(side["seconds"]) == 2 and side["texts_per_s"] > 0 and side["single"]["calls"] == 6
     assert found["sides"]["memnets-onnx"]["cosine_to_exact"]["min"] > 0.9999
+    throughput = found["ratios"]["texts_per_s"]  # memnets' fastest over sentence-transformers' fastest
+    fastest = max(found["sides"][s]["texts_per_s"] for s in found["sides"] if s.startswith("memnets-"))
+    assert throughput["st"] == "st-torch" and throughput["ratio"] == fastest / found["sides"]["st-torch"]["texts_per_s"]
+    assert any("instruction sets: " in line for line in found["header"])
+    assert (tmp_path / "encoding.md").read_text().count("| memnets-") == 3
     run_bench("bench", "--only", "encoding", "--out", tmp_path, "--report-only")
     text = (tmp_path / "report.md").read_text()
-    assert "memnets-int8" in text and "2x sentence-transformers" in text
+    assert "memnets-int8" in text and "1.25x sentence-transformers' fastest" in text
 
 
 def test_store_benchmark_runs_both_stores(pg_url, tmp_path):

@@ -1,5 +1,6 @@
 """The report's section on encoding speed: every MemoryEncoder backend beside sentence-transformers'
-torch, ONNX and ONNX-int8 paths (bench/encoding.py), with the fast path's targets."""
+torch, ONNX and ONNX-int8 paths (bench/encoding.py), with the targets of issue 34 (memnets' fastest against sentence-transformers'
+fastest, in one run)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ from pathlib import Path
 from bench.figures import fmt, table
 
 TITLE = "Encoding speed"
-FAST = "memnets-int8"  # the fast CPU path the targets are about
-THROUGHPUT_TARGET_X = 2.0  # texts/s at batch 64, against sentence-transformers' torch path
+# issue 34: memnets' fastest side against sentence-transformers' fastest (bench.encoding's ratios)
+THROUGHPUT_TARGET_X = 1.25  # texts/s at batch 64, at least
+P50_TARGET_X = 0.8  # batch-1 p50, at most
 
 
 def write(payload: dict, out: Path, targets: list) -> list[str]:
@@ -39,22 +41,25 @@ def write(payload: dict, out: Path, targets: list) -> list[str]:
         f"memnets torch and sentence-transformers torch differ by at most "
         f"{r['max_abs_diff_memnets_torch_vs_st_torch']:.1e} (the same computation).",
     ]
-    fast, st_torch, st_int8 = sides.get(FAST), sides.get("st-torch"), sides.get("st-onnx-int8")
-    if fast and st_torch:
-        ratio = fast["texts_per_s"] / st_torch["texts_per_s"]
+    for line in r.get("header", []):  # the CPU's instruction sets, auto's choice, fp16/bf16
+        lines.append(f"- {line}")
+    ratios = r.get("ratios") or {}
+    if "texts_per_s" in ratios:
+        best = ratios["texts_per_s"]
         targets.append(
             [
-                f"encoding: {FAST} >= {THROUGHPUT_TARGET_X:g}x sentence-transformers torch texts/s at batch 64",
-                f"{ratio:.2f}x",
-                "met" if ratio >= THROUGHPUT_TARGET_X else "missed",
+                f"encoding: memnets' fastest >= {THROUGHPUT_TARGET_X:g}x sentence-transformers' fastest texts/s at batch 64",
+                f"{best['ratio']:.2f}x ({best['memnets']} / {best['st']})",
+                "met" if best["ratio"] >= THROUGHPUT_TARGET_X else "missed",
             ]
         )
-    if fast and st_int8:
+    if "p50" in ratios:
+        quick = ratios["p50"]
         targets.append(
             [
-                f"encoding: {FAST} batch-1 p50 <= sentence-transformers ONNX-int8",
-                f"{fast['single']['p50_ms']:.2f} ms vs {st_int8['single']['p50_ms']:.2f} ms",
-                "met" if fast["single"]["p50_ms"] <= st_int8["single"]["p50_ms"] else "missed",
+                f"encoding: memnets' batch-1 p50 <= {P50_TARGET_X:g}x sentence-transformers' lowest",
+                f"{quick['ratio']:.2f}x ({quick['memnets']} / {quick['st']})",
+                "met" if quick["ratio"] <= P50_TARGET_X else "missed",
             ]
         )
     return lines

@@ -69,22 +69,9 @@ def export_onnx(encoder, folder: str | Path, backend: str) -> Path:
     out = Path(folder) / ONNX_DIR
     out.mkdir(parents=True, exist_ok=True)
     config = encoder.backbone.config
-    exported = copy.deepcopy(encoder).eval()  # the same weights with eager attention (fusable)
-    exported.backbone.set_attn_implementation("eager")
-    sample = encoder.tokenize(["an example memory to trace the graph with", "and a second one"])
     with tempfile.TemporaryDirectory(prefix="memnets-onnx-") as scratch:
         raw, fused = Path(scratch) / "raw.onnx", Path(scratch) / "fused.onnx"
-        with torch.inference_mode():
-            torch.onnx.export(
-                _Forward(exported),
-                (sample["input_ids"], sample["attention_mask"]),
-                str(raw),
-                input_names=["input_ids", "attention_mask"],
-                output_names=["embedding"],
-                dynamic_axes={"input_ids": {0: "batch", 1: "tokens"}, "attention_mask": {0: "batch", 1: "tokens"}},
-                opset_version=OPSET,
-                dynamo=False,
-            )
+        trace_onnx(encoder, raw)
         optimized = optimize_model(
             str(raw), model_type="bert", num_heads=config.num_attention_heads, hidden_size=config.hidden_size
         )
@@ -96,6 +83,26 @@ def export_onnx(encoder, folder: str | Path, backend: str) -> Path:
             optimized.save_model_to_file(str(fused))
             quantize_int8(fused, target)
     return target
+
+
+def trace_onnx(encoder, target: str | Path) -> Path:
+    """Write ``target``: the encoder's forward traced to ONNX as it is, before ONNX Runtime's BERT
+    optimizer fuses it (eager attention, so that the optimizer can)."""
+    exported = copy.deepcopy(encoder).eval()  # the same weights with eager attention (fusable)
+    exported.backbone.set_attn_implementation("eager")
+    sample = encoder.tokenize(["an example memory to trace the graph with", "and a second one"])
+    with torch.inference_mode():
+        torch.onnx.export(
+            _Forward(exported),
+            (sample["input_ids"], sample["attention_mask"]),
+            str(target),
+            input_names=["input_ids", "attention_mask"],
+            output_names=["embedding"],
+            dynamic_axes={"input_ids": {0: "batch", 1: "tokens"}, "attention_mask": {0: "batch", 1: "tokens"}},
+            opset_version=OPSET,
+            dynamo=False,
+        )
+    return Path(target)
 
 
 def fp32_nodes(model_path: str | Path) -> list[str]:
@@ -125,20 +132,30 @@ def quantize_int8(fused: str | Path, target: str | Path) -> Path:
     return Path(target)
 
 
-class OnnxRunner:
-    """One ONNX Runtime session of an exported encoder: token ids and mask in, unit vectors out."""
+def session_options(threads: int | None = None):
+    """ONNX Runtime's settings for an encoder session: every graph optimisation, ``threads`` intra-op
+    threads (default: torch's), and idle threads that sleep instead of spinning."""
+    ort = require_onnxruntime()
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.intra_op_num_threads = threads or torch.get_num_threads()
+    # Idle threads sleep instead of spinning: a spinning pool kept both cores busy after each call,
+    # so the torch, FAISS and SQLite work of the same query (or a concurrent request) waited for
+    # it. Batch-1 p50 10.7 ms against 13.1 ms, texts/s at batch 64 equal (docs/benchmarks.md).
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    return options
 
-    def __init__(self, path: str | Path, *, threads: int | None = None) -> None:
+
+class OnnxRunner:
+    """One ONNX Runtime session of an exported encoder: token ids and mask in, unit vectors out.
+    ``options`` (an ``onnxruntime.SessionOptions``) replaces :func:`session_options`' defaults."""
+
+    def __init__(self, path: str | Path, *, threads: int | None = None, options=None) -> None:
         ort = require_onnxruntime()
-        options = ort.SessionOptions()
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        options.intra_op_num_threads = threads or torch.get_num_threads()
-        # Idle threads sleep instead of spinning: a spinning pool kept both cores busy after each call,
-        # so the torch, FAISS and SQLite work of the same query (or a concurrent request) waited for
-        # it. Batch-1 p50 10.7 ms against 13.1 ms, texts/s at batch 64 equal (docs/benchmarks.md).
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         self.path = Path(path)
-        self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        self.session = ort.InferenceSession(
+            str(path), options or session_options(threads), providers=["CPUExecutionProvider"]
+        )
 
     def __call__(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         feeds = {"input_ids": input_ids.numpy().astype(np.int64), "attention_mask": attention_mask.numpy()}
