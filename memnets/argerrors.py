@@ -38,6 +38,11 @@ class UnknownIdError(NamedArgument, KeyError):
         return str(self.args[0])
 
 
+def argument_name(described: str) -> str:
+    """The argument a checker's description of it names: ``"Memory 'm1': t"`` -> ``"t"`` (its last part)."""
+    return described.rsplit(": ", 1)[-1]
+
+
 def field_of(error: BaseException) -> str | None:
     """The argument ``error`` is about, when it says so; else None."""
     return getattr(error, "field", None)

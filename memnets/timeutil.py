@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from memnets.argerrors import ArgumentTypeError, ArgumentValueError
+from memnets.argerrors import ArgumentTypeError, ArgumentValueError, argument_name
 
 MAX_TTL_SECONDS = 100 * 365.25 * 24 * 3600  # a time to live of at most a century
 
@@ -18,14 +18,16 @@ MAX_TTL_SECONDS = 100 * 365.25 * 24 * 3600  # a time to live of at most a centur
 def as_utc(moment: datetime, name: str = "time") -> datetime:
     """``moment`` as an aware UTC datetime (naive ones are read as UTC); TypeError naming ``name`` otherwise."""
     if not isinstance(moment, datetime):
-        raise ArgumentTypeError(f"{name} must be a datetime, got {type(moment).__name__} {moment!r:.40}", field=name)
+        raise ArgumentTypeError(
+            f"{name} must be a datetime, got {type(moment).__name__} {moment!r:.40}", field=argument_name(name)
+        )
     if moment.tzinfo is None:
         return moment.replace(tzinfo=UTC)
     try:
         return moment.astimezone(UTC)
     except OverflowError:  # 0001-01-01T00:00+14:00 is before year 1 in UTC (9999-12-31T23:00-02:00 after 9999)
         raise ArgumentValueError(
-            f"{name} {moment.isoformat()} lies outside years 1-9999 once converted to UTC", field=name
+            f"{name} {moment.isoformat()} lies outside years 1-9999 once converted to UTC", field=argument_name(name)
         ) from None
 
 
@@ -54,11 +56,12 @@ def ttl_seconds(ttl, name: str = "ttl") -> float | None:
         seconds = float(ttl)
     else:
         raise ArgumentTypeError(
-            f"{name} must be a timedelta or a number of seconds, got {type(ttl).__name__} {ttl!r:.40}", field=name
+            f"{name} must be a timedelta or a number of seconds, got {type(ttl).__name__} {ttl!r:.40}",
+            field=argument_name(name),
         )
     if not 0 < seconds <= MAX_TTL_SECONDS:
         raise ArgumentValueError(
             f"{name} must be a positive duration of at most {MAX_TTL_SECONDS:.0f} s (100 years), got {ttl!r}",
-            field=name,
+            field=argument_name(name),
         )
     return seconds

@@ -10,6 +10,7 @@ import pytest
 
 import memnets
 from memnets.argerrors import ArgumentTypeError, ArgumentValueError, UnknownIdError, field_of
+from memnets.records import Memory
 from memnets.store.errors import InvalidMemoryError
 
 
@@ -60,3 +61,9 @@ def test_named_errors_are_the_builtin_errors_and_keep_their_field_through_pickli
         assert type(copy) is type(error) and str(copy) == str(error) and field_of(copy) == error.field
     assert isinstance(UnknownIdError("m", field="id"), KeyError) and str(UnknownIdError("m", field="id")) == "m"
     assert field_of(ValueError("k must be >= 1")) is None  # a plain error names no field
+
+
+def test_a_record_checked_below_the_api_names_the_field_not_its_description():
+    with pytest.raises(TypeError) as raised:
+        Memory(id="m1", owner="ann", t="yesterday", content="x")
+    assert field_of(raised.value) == "t" and "Memory 'm1': t" in str(raised.value)
