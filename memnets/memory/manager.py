@@ -366,13 +366,14 @@ class MemoryManager:
         self.flush(now)
         if query_vector is None:
             query_vector = self._embed([query], "query")[0]
-        found = self._searcher.fetch(query_vector, k, self.owner)
-        self.events.log(Move.SEARCH, [m.id for m, _ in found], now, query=query, fetched=len(found))
-        fresh = [m for m, _ in found if m.id not in self.working and m.id not in self.context]
+        found, vectors = self._searcher.candidates(query_vector, k, self.owner)
+        self.events.log(Move.SEARCH, [m.id for m in found], now, query=query, fetched=len(found))
+        fresh = [n for n, m in enumerate(found) if m.id not in self.working and m.id not in self.context]
         if not fresh:
             return []
-        vectors, scores = self._searcher.rerank(fresh, query, query_vector, self.owner, now)
-        entries = [self._entry(m, v) for m, v in zip(fresh, vectors)]
+        memories, vectors = [found[n] for n in fresh], vectors[fresh]
+        scores = score(self.scorer, memories, query, now, query_vector, vectors)
+        entries = [self._entry(m, v) for m, v in zip(memories, vectors)]
         chosen = self._pick(entries, scores, k)
         for entry in chosen:
             self.working.add(entry)

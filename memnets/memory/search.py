@@ -65,13 +65,6 @@ class Searcher:
         memories = [m for m, _ in self.fetch(query_vector, k, owner, filters)]
         return memories, self.store.vectors([m.id for m in memories], owner)
 
-    def rerank(
-        self, memories: Sequence[Memory], query: str, query_vector: np.ndarray, owner: str, now: datetime
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """(the stored vectors [n, dim], the scorer's scores [n]) of ``owner``'s ``memories`` for the query."""
-        vectors = self.store.vectors([m.id for m in memories], owner)
-        return vectors, score(self.scorer, memories, query, now, query_vector, vectors)
-
     def search(
         self,
         query: str,

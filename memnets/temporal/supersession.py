@@ -122,11 +122,11 @@ def value_change(older: str, newer: str) -> bool:
     return bool(gone and added)
 
 
-def restated(older: str, newer: str) -> bool:
-    """Every content word of the older text is in the newer one: it keeps the old fact and adds a detail
-    ("kids walk to school" -> "kids now walk to school with the twins"), unless the older is negated in it."""
-    a, b = subject_words(older, newer)
-    return bool(a) and a <= b
+def restated(older_words: set[str], newer_words: set[str]) -> bool:
+    """Every content word of the older text (:func:`subject_words`) is in the newer one: it keeps the old
+    fact and adds a detail ("kids walk to school" -> "kids now walk to school with the twins"); the
+    caller rules out a newer text that negates the older or changes a value."""
+    return bool(older_words) and older_words <= newer_words
 
 
 def _has(phrase: str, padded: str) -> bool:
@@ -163,7 +163,7 @@ def pair_features(older: str, newer: str) -> list[float]:
     flip = 1.0 if negated(older) != negated(newer) else 0.0
     values = 1.0 if value_change(older, newer) else 0.0
     subject = max(min(1.0, 2 * overlap), same_slot)
-    kept = restated(older, newer) and not flip and not values
+    kept = restated(a, b) and not flip and not values
     score = 0.0 if still or kept else subject * max(cue, 0.9 * flip, 0.8 * values)
     return [cue, float(still), flip, values, overlap, same_slot, score]
 
