@@ -194,6 +194,27 @@ class Memory:
         """A copy with some fields changed (records are passed between tiers by value)."""
         return dataclasses.replace(self, **changes)
 
+    @classmethod
+    def restored(cls, **values) -> Memory:
+        """A Memory read back from a store's row: ``values`` as the store checked them when the row was
+        written (aware UTC times, tuples, a dict of finite JSON), so they are not checked again. A
+        search decodes every hit this way: the checks of construction cost more than the rest of the
+        decoding. The times that default to another (``last_access``, ``updated_at`` to ``t``,
+        ``valid_from`` to ``updated_at``) may be None, as in construction; ``metadata`` must be given."""
+        memory = cls.__new__(cls)
+        memory.__dict__.update(_RESTORE_DEFAULTS, **values)
+        if memory.last_access is None:
+            memory.last_access = memory.t
+        if memory.updated_at is None:
+            memory.updated_at = memory.t
+        if memory.valid_from is None:
+            memory.valid_from = memory.updated_at
+        return memory
+
+
+# the fields' plain defaults (metadata's factory excepted), the base a restored Memory is filled over
+_RESTORE_DEFAULTS = {f.name: f.default for f in dataclasses.fields(Memory) if f.default is not dataclasses.MISSING}
+
 
 def check_finite_json(value, where: str) -> None:
     """ValueError naming the place (``where['key'][2]``) of the first float in ``value`` that is NaN or infinite.

@@ -81,6 +81,8 @@ from memnets.store.sqlite_schema import (
 __all__ = ["DB_FILE", "FORMAT_VERSION", "INDEX_AUTH", "INDEX_DIR", "INDEX_MARKER", "Archive", "rotate_key"]
 
 log = logging.getLogger(__name__)
+# records read at once when a filter is checked on decoded records; each further read takes twice as many
+FIRST_CHECKED_BATCH = 32
 
 
 class Archive(FaissSync, SqlStore):
@@ -404,8 +406,8 @@ class Archive(FaissSync, SqlStore):
         order = np.argsort(-scores, kind="stable")
         found: list[tuple[Memory, float]] = []
         check = filters.needs_payload
-        batch = max(k, 256) if check else k
-        for start in range(0, len(order), batch):
+        start, batch = 0, max(k, FIRST_CHECKED_BATCH) if check else k
+        while start < len(order):
             positions = order[start : start + batch]
             records = self._records_by_row(conn, [candidates[p][0] for p in positions], owner, now)
             for p in positions:  # one snapshot: every candidate's record is there
@@ -414,6 +416,7 @@ class Archive(FaissSync, SqlStore):
                     found.append((memory, float(scores[p])))
                     if len(found) == k:
                         return found
+            start, batch = start + batch, 2 * batch  # a selective filter: read further ahead each time
         return found
 
     # ------------------------------------------------------------------ re-embedding

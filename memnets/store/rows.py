@@ -347,7 +347,7 @@ def decode_row(cipher: RowCipher | None, store_id: str, fields: dict) -> Memory:
             f"memory {memory_id!r} of owner {owner!r}: stored payload is corrupt ({error})"
         ) from None
     expires_at, updated_at = fields["expires_at"], stored.get("updated_at")
-    return Memory(
+    return Memory.restored(
         id=memory_id,
         owner=owner,
         t=datetime.fromisoformat(t),
