@@ -452,38 +452,42 @@ def test_a_background_rebuild_leaves_a_core_to_searches():
     assert threads == [("MainThread", 3), ("faiss-upkeep-o", max(1, fresh[0] - 1))]
 
 
-def test_a_large_add_to_an_ivf_owner_assigns_its_lists_without_the_lock(monkeypatch):
-    """An add of ASSIGN_UNLOCKED_FROM vectors or more finds their IVF lists before taking the lock
-    (searches go on meanwhile); the index ends up exactly as a plain add would leave it."""
+def test_a_large_add_to_an_ivf_owner_prepares_its_lists_and_self_check_without_the_lock(monkeypatch):
+    """An add of ASSIGN_UNLOCKED_FROM vectors or more finds their IVF lists and the self-check's
+    neighbours among them before taking the lock (searches go on meanwhile); the index and its
+    self-check end up exactly as a plain add would leave them."""
     import memnets.retrieval.faiss_retriever as module
 
     vectors = unit_vectors(4000, seed=9)
     ids = [f"m{i}" for i in range(4000)]
-    monkeypatch.setattr(module, "ASSIGN_UNLOCKED_FROM", 10**9)  # the reference: every add assigned under the lock
+    monkeypatch.setattr(module, "ASSIGN_UNLOCKED_FROM", 10**9)  # the reference: every add prepared under the lock
     reference = FaissRetriever(DIM, "ivf", use_gpu=False, exact_below=0, background=False)
-    reference.add(ids[:2000], vectors[:2000], "o")
-    reference.add(ids[2000:], vectors[2000:], "o")
+    for first, last in ((0, 2000), (2000, 2500), (2500, 4000)):
+        reference.add(ids[first:last], vectors[first:last], "o")
     monkeypatch.setattr(module, "ASSIGN_UNLOCKED_FROM", 1_024)
-    locked, real_assign = [], module.assign_lists
+    locked, prepared, real_prepare = [], [], module.prepare_add
 
     def recording(state, batch):
         locked.append(retriever._lock._is_owned())
-        return real_assign(state, batch)
+        prepared.append(real_prepare(state, batch))
+        return prepared[-1]
 
-    monkeypatch.setattr(module, "assign_lists", recording)
+    monkeypatch.setattr(module, "prepare_add", recording)
     retriever = FaissRetriever(DIM, "ivf", use_gpu=False, exact_below=0, background=False)
-    retriever.add(ids[:2000], vectors[:2000], "o")  # a new owner: built, nothing to assign
-    retriever.add(ids[2000:2500], vectors[2000:2500], "o")  # under 1,024: assigned in the add
+    retriever.add(ids[:2000], vectors[:2000], "o")  # a new owner: built, nothing to prepare
+    retriever.add(ids[2000:2500], vectors[2000:2500], "o")  # under 1,024: done in the add
     retriever.add(ids[2500:], vectors[2500:], "o")
-    assert locked == [False]
+    assert locked == [False] and prepared[0].among is not None
 
     def lists(r):
         invlists = faiss.extract_index_ivf(r._owners["o"].index).invlists
         return [sorted(faiss.rev_swig_ptr(invlists.get_ids(i), invlists.list_size(i))) for i in range(invlists.nlist)]
 
     assert lists(retriever) == lists(reference)
-    queries = unit_vectors(20, seed=10)  # at one nprobe: each self-check samples its adds by their sizes
-    assert retriever.search(queries, 10, "o", nprobe=16)[0] == reference.search(queries, 10, "o", nprobe=16)[0]
+    mine, theirs = retriever._owners["o"].calibration, reference._owners["o"].calibration
+    assert (mine.truth_labels == theirs.truth_labels).all() and (mine.truth_lists == theirs.truth_lists).all()
+    queries = unit_vectors(20, seed=10)
+    assert retriever.search(queries, 10, "o")[0] == reference.search(queries, 10, "o")[0]
 
 
 def test_background_retrain_when_an_ivf_owner_outgrows_its_training():

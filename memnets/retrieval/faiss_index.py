@@ -317,34 +317,52 @@ def ivf_params(ivf, nprobe: int):
     return params
 
 
-def assign_lists(state: OwnerIndex, vectors: np.ndarray) -> np.ndarray | None:
-    """The IVF list of each vector [N] (int64), for an owner whose index is an IVF itself (not
-    wrapped in a transform), else None. Only reads the coarse quantizer, which a trained IVF never
-    changes: the retriever runs it without its lock, so that a large add does not hold up searches
-    while its vectors are assigned (most of an IVF add)."""
+@dataclass(frozen=True)
+class PreparedAdd:
+    """What an add to an IVF owner works out before the retriever takes its lock (:func:`prepare_add`),
+    so that a large add holds up searches only while its vectors enter the lists: the IVF list of
+    each vector and the self-check's neighbours among them. Used only on the index it was made for."""
+
+    index: object  # the owner's index when it was prepared (a rebuild meanwhile: not used)
+    lists: np.ndarray  # [N] int64
+    among: ivf_calibration.Among | None
+
+
+def prepare_add(state: OwnerIndex, vectors: np.ndarray) -> PreparedAdd | None:
+    """For an owner whose index is an IVF itself (not wrapped in a transform), else None. Reads only
+    the coarse quantizer, which a trained IVF never changes, and the self-check's queries, which an
+    add replaces but never edits: safe without the retriever's lock."""
     index = faiss.downcast_index(state.index)
     if state.positional or not isinstance(index, faiss.IndexIVF):
         return None
-    return index.quantizer.assign(vectors, 1).ravel().astype("int64", copy=False)
+    calibration = state.calibration
+    return PreparedAdd(
+        index=state.index,
+        lists=index.quantizer.assign(vectors, 1).ravel().astype("int64", copy=False),
+        among=None if calibration is None else ivf_calibration.neighbours_among(calibration, vectors),
+    )
 
 
-def append(state: OwnerIndex, vectors: np.ndarray, labels: np.ndarray, lists: np.ndarray | None = None) -> None:
-    """Add vectors under their labels (ascending, above every label the owner holds); ``lists``:
-    their IVF lists from ``assign_lists`` on this same index, to skip the assignment."""
+def append(state: OwnerIndex, vectors: np.ndarray, labels: np.ndarray, prepared: PreparedAdd | None = None) -> None:
+    """Add vectors under their labels (ascending, above every label the owner holds); ``prepared``:
+    :func:`prepare_add` of these vectors on this owner's index (ignored if the index changed since)."""
+    if prepared is not None and prepared.index is not state.index:
+        prepared = None
     if state.positional:
         state.index.add(vectors)
         state.labels = np.concatenate([state.labels, labels])
         if state.alive is not None:
             state.alive = np.concatenate([state.alive, np.ones(len(labels), bool)])
             state.selector = None
-    elif lists is not None:
+    elif prepared is not None:
         index = faiss.downcast_index(state.index)
-        index.add_core(len(labels), faiss.swig_ptr(vectors), faiss.swig_ptr(labels), faiss.swig_ptr(lists))
+        index.add_core(len(labels), faiss.swig_ptr(vectors), faiss.swig_ptr(labels), faiss.swig_ptr(prepared.lists))
     else:
         state.index.add_with_ids(vectors, labels)
     state.live += len(labels)
     if state.calibration is not None:
-        ivf_calibration.absorb(state.calibration, faiss.extract_index_ivf(state.index), vectors, labels)
+        among = None if prepared is None else prepared.among
+        ivf_calibration.absorb(state.calibration, faiss.extract_index_ivf(state.index), vectors, labels, among)
         _size_nprobe(state)
 
 

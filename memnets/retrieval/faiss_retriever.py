@@ -48,7 +48,6 @@ from memnets.retrieval.faiss_index import (
     NAMED_KINDS,
     OwnerIndex,
     append,
-    assign_lists,
     build_index,
     calibrate,
     copy_lists,
@@ -61,6 +60,7 @@ from memnets.retrieval.faiss_index import (
     live_labels,
     omp_threads,
     owner_nprobe,
+    prepare_add,
     retrain_reason,
     search_index,
 )
@@ -246,12 +246,12 @@ class FaissRetriever:
         repeated = sorted(i for i, count in Counter(ids).items() if count > 1)
         if repeated:
             raise ValueError(f"FaissRetriever.add: duplicate ids in the batch: {repeated[:5]!r}")
-        assigned, lists = None, None  # a large batch for an IVF owner: its lists found without the lock
+        prepared = None  # a large batch for an IVF owner: its lists and self-check part found without the lock
         if len(ids) >= ASSIGN_UNLOCKED_FROM:
             with self._lock:
                 assigned = self._owners.get(owner)
             if assigned is not None:
-                lists = assign_lists(assigned, vectors)
+                prepared = prepare_add(assigned, vectors)
         with self._lock:
             present = [i for i in ids if i in self._int_of]
             if present:
@@ -266,7 +266,7 @@ class FaissRetriever:
                 state = self._build(self._wanted_kind(len(ids)), vectors, labels)
                 self._owners[owner] = state
             else:
-                append(state, vectors, labels, lists if state is assigned else None)  # None: swapped meanwhile
+                append(state, vectors, labels, prepared)  # ignored if the owner's index was swapped meanwhile
                 if state.journal is not None:
                     state.journal.append(("add", labels, vectors.copy()))  # the caller may reuse its array
                 extend_gpu(state, vectors, labels)

@@ -77,13 +77,42 @@ def pick(n: int) -> np.ndarray:
     return np.sort(np.random.default_rng(n).choice(n, min(CALIBRATION_QUERIES, n), replace=False))
 
 
-def absorb(calibration: Calibration, ivf, vectors: np.ndarray, labels: np.ndarray) -> None:
+@dataclass(frozen=True)
+class Among:
+    """Each check query's exact top-k among an add's own vectors: the costly part of :func:`absorb`
+    (check queries x added vectors), which reads no index, so that the retriever works it out before
+    it takes its lock (a search then waits for the add's index update only). Valid while the
+    self-check's queries are the ones it was computed for."""
+
+    queries: np.ndarray  # the check queries (the calibration's array when it was computed)
+    scores: np.ndarray  # [S, k] descending; -inf where the add had fewer than k vectors
+    positions: np.ndarray  # [S, k] positions in the add (-1 where none)
+
+
+def neighbours_among(calibration: Calibration, vectors: np.ndarray) -> Among:
+    """The self-check queries' exact top-k among ``vectors`` (an add's), by position in them."""
+    queries = calibration.queries  # read once: an add under the lock replaces the array, never edits it
+    block = queries @ vectors.T
+    none = (len(queries), CALIBRATION_K)
+    scores, positions = _merge(
+        np.full(none, -np.inf, "float32"),
+        np.full(none, -1, "int64"),
+        block,
+        np.broadcast_to(np.arange(len(vectors)), block.shape),
+    )
+    return Among(queries=queries, scores=scores, positions=positions)
+
+
+def absorb(calibration: Calibration, ivf, vectors: np.ndarray, labels: np.ndarray, among: Among | None = None) -> None:
     """Take an add (already in the index) into the self-check: merge it into every query's exact
-    top-k, then draw a reservoir share of its vectors as new check queries, swapped in (their
-    neighbours from one exact scan of the owner) once ``SWAP_BATCH`` are drawn."""
+    top-k (``among``, worked out before, or here), then draw a reservoir share of its vectors as new
+    check queries, swapped in (their neighbours from one exact scan of the owner) once
+    ``SWAP_BATCH`` are drawn."""
     c = calibration
-    block = c.queries @ vectors.T
-    merged_scores, merged_labels = _merge(c.truth_scores, c.truth_labels, block, np.broadcast_to(labels, block.shape))
+    if among is None or among.queries is not c.queries:
+        among = neighbours_among(c, vectors)
+    found = np.where(among.positions >= 0, labels[np.maximum(among.positions, 0)], -1)
+    merged_scores, merged_labels = _merge(c.truth_scores, c.truth_labels, among.scores, found)
     c.truth_lists = np.where(merged_labels != c.truth_labels, -1, c.truth_lists)
     c.truth_scores, c.truth_labels = merged_scores, merged_labels
     c.seen += len(labels)
