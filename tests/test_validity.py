@@ -191,3 +191,17 @@ def test_in_one_add_many_an_item_ends_only_the_items_before_it(tmp_path, encoder
         first, second = memory.add_many(["I live in Paris", "I moved to Berlin"], user="ann", t=JAN)
         assert memory.get(first.id, user="ann").invalidated_by == second.id
         assert memory.get(second.id, user="ann").valid_to is None
+
+
+def test_a_restored_memory_equals_the_one_construction_gives():
+    """Stores decode rows with Memory.restored (no second check of what they checked when writing): the
+    defaults that follow another time (last_access and updated_at from t, valid_from from updated_at)
+    and every other field come out as construction makes them."""
+    from memnets.records import Memory
+
+    fields = dict(id="m1", owner="ann", t=JAN, content="Ann lives in Paris", links=("m0",), metadata={"a": 1})
+    built, restored = Memory(**fields), Memory.restored(**fields)
+    assert restored == built and restored.last_access == restored.updated_at == restored.valid_from == JAN
+    later = dict(fields, last_access=MAR, updated_at=JUN, valid_to=SEP, invalidated_by="m2", invalidation_score=0.9)
+    assert Memory.restored(**later) == Memory(**later) and Memory.restored(**later).valid_from == JUN
+    assert Memory.restored(**fields).outcome is None and Memory.restored(**fields).ttl is None
