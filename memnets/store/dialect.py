@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from functools import cached_property
 
 import numpy as np
 
@@ -54,7 +55,14 @@ class SqlDialect:
 
     def select(self, alias: str = "") -> str:
         """The memory columns to select (``alias``: of the table so named in a join)."""
-        return ", ".join(f"{alias}.{column}" if alias else column for column in self.columns)
+        if not alias:
+            return self._columns_text
+        return ", ".join(f"{alias}.{column}" for column in self.columns)
+
+    @cached_property
+    def _columns_text(self) -> str:
+        """The memory columns as every read without a join selects them (built once: each search reads it)."""
+        return ", ".join(self.columns)
 
     def in_list(self, column: str, values: Sequence) -> tuple[str, list]:
         """``column`` is one of ``values`` (at most :attr:`in_batch` of them)."""

@@ -130,7 +130,8 @@ class MemoryFilter:
             if value is not None:
                 object.__setattr__(self, name, MappingProxyType(_check_condition(value, name)))
         for name, word in (("all_of", "$and"), ("any_of", "$or")):
-            object.__setattr__(self, name, _check_filters(getattr(self, name), word))
+            if getattr(self, name) != ():  # most filters have no $and / $or: nothing to check
+                object.__setattr__(self, name, _check_filters(getattr(self, name), word))
         parts = (*self.all_of, *self.any_of)
         if any(part.time_travel for part in parts):
             raise ArgumentValueError(
@@ -220,7 +221,7 @@ class MemoryFilter:
             raise ArgumentValueError(
                 f"filters: unknown keys {unknown!r}; allowed keys are {list(_KEYS)}", field="filters"
             )
-        if all(filters.get(key) is None for key in _KEYS):
+        if all(value is None for value in filters.values()):  # every key is known by now
             return None
         return cls(
             kinds=filters.get("kind"),
