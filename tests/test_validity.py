@@ -144,7 +144,7 @@ def strip_validity(store) -> None:
         for owner, memory_id, payload in rows:
             fields = json.loads(bytes(payload))
             for name in ("valid_from", "valid_to", "invalidated_by", "invalidation_score"):
-                fields.pop(name)
+                fields.pop(name, None)  # entries at their defaults are not written at all
             conn.execute(
                 f"UPDATE {d.memories} SET payload = {d.mark} WHERE owner = {d.mark} AND id = {d.mark}",
                 (json.dumps(fields).encode(), owner, memory_id),

@@ -289,7 +289,6 @@ def encode_row(memory: Memory, vector: np.ndarray, where: str) -> Row:
         )
     payload = {
         "content": memory.content,
-        "updated_at": updated_at.isoformat(),  # sealed with the content; rows written before it read t
         "links": list(memory.links),
         "agent": memory.agent,
         "action": memory.action,
@@ -297,8 +296,10 @@ def encode_row(memory: Memory, vector: np.ndarray, where: str) -> Row:
         "location": memory.location,
         "metadata": memory.metadata,
         "session": memory.session,
-        **validity_fields(memory),
+        **validity_fields(memory, updated_at),
     }
+    if updated_at != t:  # sealed with the content; a row without it (a first version, or written before it) reads t
+        payload["updated_at"] = updated_at.isoformat()
     try:
         plaintext = json.dumps(payload, ensure_ascii=False).encode("utf-8")
     except (TypeError, ValueError, UnicodeEncodeError) as error:
@@ -376,14 +377,17 @@ def _time_unless(text: str | None, default: str) -> datetime | None:
     return None if text is None or text == default else datetime.fromisoformat(text)
 
 
-def validity_fields(memory: Memory) -> dict:
-    """The payload entries of a memory's validity (sealed with its content; see :func:`validity_from`)."""
-    return {
-        "valid_from": memory.valid_from.isoformat(),
+def validity_fields(memory: Memory, updated_at: datetime) -> dict:
+    """The payload entries of a memory's validity (sealed with its content; see :func:`validity_from`),
+    those at their defaults left out: every row is read, and most are a current fact valid from
+    when it was written (``valid_from`` = ``updated_at``, no end, no invalidation)."""
+    entries = {
+        "valid_from": None if memory.valid_from == updated_at else memory.valid_from.isoformat(),
         "valid_to": None if memory.valid_to is None else memory.valid_to.isoformat(),
         "invalidated_by": memory.invalidated_by,
         "invalidation_score": memory.invalidation_score,
     }
+    return {name: value for name, value in entries.items() if value is not None}
 
 
 def validity_from(fields: dict, updated_at: str | None = None) -> dict:
