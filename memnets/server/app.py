@@ -5,7 +5,8 @@ background thread by ``opener`` (so ``/healthz`` answers at once and ``/readyz``
 loaded and the store answers), and includes the routers of :mod:`memnets.server.routes`, one per
 resource. Who calls is a dependency of every route (:mod:`memnets.server.caller`); what the app
 holds is :class:`~memnets.server.state.ServerState`; errors become JSON by
-:mod:`memnets.server.errors`. The encoder is wrapped in a
+:mod:`memnets.server.errors`; every request is counted, timed and traced by
+:class:`~memnets.server.measure.RequestMeasure`. The encoder is wrapped in a
 :class:`~memnets.server.batching.BatchingEncoder` before the memory is opened with it, so
 concurrent requests share forward passes (with ``batching=False`` it encodes every call alone).
 
@@ -16,23 +17,18 @@ The body limit, Host/Origin checks and the containment of failures outside the a
 from __future__ import annotations
 
 import inspect
-import logging
-import os
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
 import anyio
-from fastapi import FastAPI, Request
+from fastapi import FastAPI
 
-from memnets import tracing
 from memnets.server import errors
 from memnets.server.auth import Tokens
+from memnets.server.measure import RequestMeasure
 from memnets.server.routes import ROUTERS, ui
 from memnets.server.state import ServerError, ServerState
-
-ACCESS_LOG = logging.getLogger("uvicorn.access")  # uvicorn's handler and format; the route in place of the path
 
 
 def create_app(
@@ -87,28 +83,7 @@ def create_app(
             CORSMiddleware, allow_origins=cors_origins, allow_methods=["*"], allow_headers=["Authorization", "*"]
         )
 
-    @app.middleware("http")
-    async def measure(request: Request, call_next):
-        """Count, time and trace every request by route (its span the parent of the memory's spans, the
-        child of the caller's W3C traceparent), and name the worker that answered."""
-        started = time.perf_counter()
-        with tracing.request_span(request.method, request.headers) as finish:
-            try:
-                response = await call_next(request)
-            except Exception as error:  # one no handler took: this request only
-                response = errors.api_error_response(state, request, error)
-            route = request.scope.get("route")
-            path = getattr(route, "path", "unmatched")
-            finish(path, response.status_code)
-        state.metrics.requests.labels(request.method, path, str(response.status_code)).inc()
-        state.metrics.latency.labels(request.method, path).observe(time.perf_counter() - started)
-        response.headers["X-Memnets-Worker"] = str(os.getpid())
-        if access_log:
-            client = request.client.host if request.client else "-"
-            version = request.scope.get("http_version", "1.1")
-            ACCESS_LOG.info('%s - "%s %s HTTP/%s" %d', client, request.method, path, version, response.status_code)
-        return response
-
+    app.add_middleware(RequestMeasure, state=state, access_log=access_log)
     errors.install(app, state)
     for router in ROUTERS:
         app.include_router(router)

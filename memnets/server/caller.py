@@ -69,14 +69,18 @@ class Caller:
                 )
 
 
-def server_state(request: Request) -> ServerState:
+# Both dependencies are coroutines, though they never wait: FastAPI runs a plain function dependency
+# in its thread pool, a hand-off to a thread and back on every request.
+
+
+async def server_state(request: Request) -> ServerState:
     """The app's :class:`ServerState` (a dependency)."""
     return request.app.state.memnets
 
 
-def caller(request: Request) -> Caller:
+async def caller(request: Request) -> Caller:
     """The request's caller: AuthError(401) without a valid token when tokens are configured."""
-    state = server_state(request)
+    state = await server_state(request)
     return Caller(state.tokens.principal(request.headers.get("authorization")), state)
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import sys
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 
@@ -35,6 +36,11 @@ logger = logging.getLogger(__name__)
 
 CONFIG_ENV = "MEMNETS_SERVER_CONFIG"
 ACCESS_LOGS = ("route", "full", "off")
+# OpenMP's wait policy for a server process (unless OMP_WAIT_POLICY is set). torch's and FAISS's
+# OpenMP threads spin after every parallel region by default; a server's event loop, worker threads and
+# the clients share their cores, so the spinning burns the CPU the others need. 50 clients on 2 shared
+# cores (load 6-7): server CPU 30.6 -> 10.7 ms per request, 14.8 -> 69.5 requests/s (docs/benchmarks.md).
+OPENMP_WAIT_POLICY = "PASSIVE"
 
 
 @dataclass
@@ -150,10 +156,25 @@ def check(config: ServerConfig) -> None:
     config.key()
 
 
+def passive_openmp() -> None:
+    """OpenMP threads that sleep when they have no work instead of spinning (``OMP_WAIT_POLICY``, unless
+    set), for the OpenMP runtimes loaded after this call (torch's, FAISS's; uvicorn's workers inherit it):
+    see :data:`OPENMP_WAIT_POLICY`. A runtime reads the variable once, when it loads."""
+    if "OMP_WAIT_POLICY" in os.environ:
+        return
+    os.environ["OMP_WAIT_POLICY"] = OPENMP_WAIT_POLICY
+    if "torch" in sys.modules or "faiss" in sys.modules:
+        logger.warning(
+            "memnets server: torch or faiss was imported before serve(); OMP_WAIT_POLICY applies only if set before"
+        )
+
+
 def serve(config: ServerConfig) -> None:
-    """Serve ``config`` until stopped (SIGINT/SIGTERM shut down cleanly; SIGKILL loses no acknowledged write)."""
+    """Serve ``config`` until stopped (SIGINT/SIGTERM shut down cleanly; SIGKILL loses no acknowledged write).
+    OpenMP's threads sleep when idle (:func:`passive_openmp`) unless ``OMP_WAIT_POLICY`` is set."""
     import uvicorn
 
+    passive_openmp()
     check(config)
     if config.workers == 1:
         use_limits(config.limits())

@@ -9,6 +9,7 @@ reads. Any dataclass result of the API (a memory, an add outcome) becomes an obj
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
@@ -24,10 +25,15 @@ TIME_ARGUMENTS = (  # ISO strings on the wire
 )
 
 
+_PLAIN = frozenset({str, int, float, bool, type(None)})  # JSON values as they are (exact types: not enums)
+
+
 def to_json(value: Any) -> Any:
     """A JSON-ready copy of an API value: dataclasses by field, datetimes ISO, tuples and sets as lists."""
+    if type(value) in _PLAIN:  # most values of a response: answered before the checks below
+        return value
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: to_json(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        return {name: to_json(getattr(value, name)) for name in _field_names(type(value))}
     if hasattr(value, "_asdict"):  # NamedTuple (SearchHit)
         return {name: to_json(item) for name, item in value._asdict().items()}
     if isinstance(value, datetime):
@@ -41,6 +47,12 @@ def to_json(value: Any) -> Any:
     if hasattr(value, "value") and type(value).__module__.startswith("memnets"):  # enums of memnets
         return value.value
     return value
+
+
+@functools.cache
+def _field_names(cls) -> tuple[str, ...]:
+    """The field names of dataclass ``cls``, in order (read once per class: every response walks them)."""
+    return tuple(f.name for f in dataclasses.fields(cls))
 
 
 def _time_fields(cls) -> set[str]:

@@ -8,7 +8,7 @@ from typing import Any
 from fastapi import APIRouter
 
 from memnets.server.caller import CallerDep
-from memnets.server.routes.bodies import ArgumentsBody
+from memnets.server.routes.bodies import ArgumentsBody, answer
 from memnets.server.wire import to_json
 
 router = APIRouter(prefix="/v1/users/{user}", tags=["manager"])
@@ -34,7 +34,7 @@ async def observe(user: str, body: ObserveBody, caller: CallerDep):
     arguments = body.arguments()
     text = arguments.pop("text")
     manager = await caller.state.call(caller.state.manager, user)
-    return {"memory": to_json(await caller.state.call(manager.observe, text, **arguments))}
+    return answer({"memory": to_json(await caller.state.call(manager.observe, text, **arguments))})
 
 
 @router.post("/context")
@@ -45,12 +45,14 @@ async def context(user: str, body: ContextBody, caller: CallerDep):
     manager = await caller.state.call(caller.state.manager, user)
     view = await caller.state.call(manager.context_for, arguments.pop("query"), **arguments)
     caller.state.metrics.gate.labels("true" if view.recalled else "false").inc()
-    return {
-        "recalled": view.recalled,
-        "gate_score": to_json(view.gate_score),
-        "memories": to_json(list(view.memories)),
-        "messages": to_json(list(view.messages)),
-    }
+    return answer(
+        {
+            "recalled": view.recalled,
+            "gate_score": to_json(view.gate_score),
+            "memories": to_json(list(view.memories)),
+            "messages": to_json(list(view.messages)),
+        }
+    )
 
 
 @router.get("/manager")

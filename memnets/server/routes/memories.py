@@ -12,7 +12,7 @@ from memnets.memory.validity import as_of_filter
 from memnets.records import DERIVED_KINDS, Memory
 from memnets.server.auth import authorize_memory, authorize_scope
 from memnets.server.caller import CallerDep
-from memnets.server.routes.bodies import ArgumentsBody
+from memnets.server.routes.bodies import ArgumentsBody, answer
 from memnets.server.state import ServerError
 from memnets.server.wire import filters_from_json, memory_from_json, parse_time, to_json
 
@@ -56,7 +56,7 @@ async def add(body: AddBody, caller: CallerDep):
             "malformed_request", f"give exactly one of text, record, items, messages; got {given or 'none'}", "text"
         )
     if messages is not None:
-        return {"outcomes": to_json(await add_messages(caller, memory, messages, user, arguments))}
+        return answer({"outcomes": to_json(await add_messages(caller, memory, messages, user, arguments))})
     if items is not None:
         if not isinstance(items, list):
             raise ServerError("malformed_request", "items must be a list of texts and/or memory records", "items")
@@ -68,12 +68,12 @@ async def add(body: AddBody, caller: CallerDep):
         named = [i.id for i in items if isinstance(i, Memory)] + (ids if isinstance(ids, list) else [])
         await caller.check_ids(named, user, "add")
         added = await caller.state.call(memory.add_many, items, user=user, **arguments)
-        return {"memories": to_json(added)}
+        return answer({"memories": to_json(added)})
     item = memory_from_json(record, "record") if record is not None else text
     caller.write_scope(arguments, [item], "add")
     named = [item.id if isinstance(item, Memory) else arguments.get("id"), arguments.get("replaces")]
     await caller.check_ids(named, user, "add")
-    return {"memory": to_json(await caller.state.call(memory.add, item, user=user, **arguments))}
+    return answer({"memory": to_json(await caller.state.call(memory.add, item, user=user, **arguments))})
 
 
 async def add_messages(caller, memory, messages, user, arguments: dict) -> list:
@@ -116,7 +116,7 @@ async def list_memories(
         filters=caller.narrowed(as_of_filter(parsed, *times)),
     )
     full = limit is not None and len(found) == limit and limit > 0
-    return {"memories": to_json(found), "next_offset": offset + len(found) if full else None}
+    return answer({"memories": to_json(found), "next_offset": offset + len(found) if full else None})
 
 
 @router.delete("")
@@ -141,7 +141,7 @@ async def history(id: str, caller: CallerDep, user: str):
     caller.may_reach(user)
     memory = caller.state.require()
     await caller.check_ids([id], user, "history")
-    return {"memories": to_json(await caller.state.call(memory.history, id, user=user))}
+    return answer({"memories": to_json(await caller.state.call(memory.history, id, user=user))})
 
 
 @router.get("/{id:path}/derived")
@@ -152,7 +152,7 @@ async def derived(id: str, caller: CallerDep, user: str):
     await caller.check_ids([id], user, "derived")
     kinds = caller.narrowed({"kind": list(DERIVED_KINDS)})
     found = await caller.state.call(memory.list_memories, user=user, limit=None, filters=kinds)
-    return {"memories": to_json([m for m in found if id in m.links])}
+    return answer({"memories": to_json([m for m in found if id in m.links])})
 
 
 @router.get("/{id:path}")
@@ -163,7 +163,7 @@ async def get(id: str, caller: CallerDep, user: str):
     if found is None:
         raise ServerError("not_found", f"id={id!r}: user {user!r} has no memory with this id", "id")
     authorize_memory(caller.principal, found, "get")
-    return {"memory": to_json(found)}
+    return answer({"memory": to_json(found)})
 
 
 @router.patch("/{id:path}")
@@ -174,7 +174,7 @@ async def update(id: str, body: UpdateBody, caller: CallerDep):
     arguments = body.arguments()
     user = arguments.pop("user")
     await caller.check_ids([id], user, "update")
-    return {"memory": to_json(await caller.state.call(memory.update, id, user=user, **arguments))}
+    return answer({"memory": to_json(await caller.state.call(memory.update, id, user=user, **arguments))})
 
 
 @router.delete("/{id:path}")

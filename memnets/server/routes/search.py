@@ -9,7 +9,7 @@ from fastapi import APIRouter
 from memnets.memory.explain import Explanation
 from memnets.memory.validity import as_of_filter
 from memnets.server.caller import CallerDep
-from memnets.server.routes.bodies import ArgumentsBody
+from memnets.server.routes.bodies import ArgumentsBody, answer
 from memnets.server.wire import to_json
 
 router = APIRouter(prefix="/v1/search", tags=["memories"])
@@ -43,8 +43,8 @@ async def search(body: SearchBody, caller: CallerDep):
     arguments["filters"] = caller.narrowed(as_of_filter(arguments.get("filters"), *times))
     found = await caller.state.call(memory.explain, arguments.pop("query"), users=users, **arguments)
     if many:
-        return {"by_user": {user: _results(hits) for user, hits in found.by_user.items()}}
-    return {**_ranking(found), "results": _results(found.by_user[users[0]])}
+        return answer({"by_user": {user: _results(hits) for user, hits in found.by_user.items()}})
+    return answer({**_ranking(found), "results": _results(found.by_user[users[0]])})
 
 
 def _ranking(found: Explanation) -> dict:
