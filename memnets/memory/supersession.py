@@ -105,6 +105,8 @@ def below_successors(hits: Sequence[tuple[Memory, float]]) -> list[tuple[Memory,
     """``hits`` (best first) with each invalidated memory moved just below the hit that invalidated it,
     when that one is among them and ranks lower; scores stay as they were."""
     out = list(hits)
+    if all(memory.invalidated_by is None for memory, _ in hits):  # most searches: nothing to move
+        return out
     for hit in hits:
         ids = [memory.id for memory, _ in out]
         successor = hit[0].invalidated_by
