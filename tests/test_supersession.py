@@ -68,6 +68,46 @@ def test_a_newer_text_that_keeps_every_word_of_the_older_is_a_restatement_with_a
     assert RuleJudge().score("Pia cycles to the lab", "Pia now walks to the lab") >= 0.5
 
 
+def test_a_strong_cue_is_a_change_even_when_the_older_words_are_all_repeated():
+    # "quit" ends the older fact although "studies" and "French" are both in the newer text
+    assert RuleJudge().score("Kim studies French", "Kim quit French and studies Korean instead") >= 0.5
+
+
+def test_verbs_of_change_count_in_all_their_forms():
+    # "swapping" as "swapped"; "pushing" as "pushed" (cues by family, not by phrase)
+    assert RuleJudge().score("Lea drives a Volvo", "Lea is swapping the Volvo for an electric car") >= 0.5
+    assert RuleJudge().score("The launch is on the 4th", "They are pushing the launch to the 9th") >= 0.5
+
+
+@pytest.mark.parametrize(
+    ("older", "newer"),
+    [
+        ("Jo goes to bed at 10", "Jo sleeps at 1 these days"),  # sleep: "bed" and "sleeps"
+        ("Ola earns 40,000 a year", "Ola got a raise to 45,000"),  # money: "earns" and "raise"
+        ("Bea commutes by tram", "Bea cycles in these days"),  # "commutes" meets "commute", "cycles" "cycle"
+    ],
+)
+def test_one_slot_is_one_subject_in_any_form_of_its_words(older, newer):
+    assert RuleJudge().score(older, newer) >= 0.5
+
+
+@pytest.mark.parametrize(
+    ("older", "newer"),
+    [
+        # a weak cue about another subject: the school, not Eli's daughter
+        ("Eli's daughter goes to Oak Hill school", "Oak Hill school now has a new gym"),
+        # a weak cue about another of the same thing: a chess club beside the chess
+        ("Sam plays chess", "Sam started a new chess club at work"),
+        # another person: the brother's move is not the speaker's
+        ("I live in Leeds", "My brother moved to York"),
+        # a wish, not a change
+        ("Tess lives in Cork", "Tess would like to move to Galway someday"),
+    ],
+)
+def test_no_change_of_the_older_fact_when_the_newer_is_about_another_subject_or_unreal(older, newer):
+    assert RuleJudge().score(older, newer) < 0.5
+
+
 def test_pair_features_follow_their_names_and_the_threshold_is_checked():
     features = pair_features("My flight leaves at 10:30", "The flight moved to 11:30")
     named = dict(zip(FEATURE_NAMES, features, strict=True))

@@ -9,7 +9,11 @@ newer supersedes when the score reaches ``threshold``. Two judges here:
   older, AND the two are about the same subject: shared content words, or the same slot of
   :data:`SLOTS` (where one lives, what one eats, one's job, a flight's time, ...). "I love Paris in
   spring" after "I live in Paris" shares a word but carries no change: no supersession. "I still
-  live in Paris" is a restatement ("still" cancels a change).
+  live in Paris" is a restatement ("still" cancels a change), and so is a newer text that repeats
+  every content word of the older with only a weak cue ("now"); a strong one ("quit", "instead",
+  :data:`STRONG_CUE`) is a change all the same. A wish or a plan ("would like to move") changes
+  nothing, nor does a text about another person ("My cousin moved to Lima"); a weak cue counts only
+  when the newer text opens on the older's subject and does not name "a new" one of the older's things.
 - :class:`HeadJudge`: a trained head (``memnets.nn.heads.SupersessionHead``, exported in the pack)
   over the encoder's embeddings of the pair and the lexical features of :func:`pair_features`.
 
@@ -23,7 +27,7 @@ from collections.abc import Sequence
 from typing import Any
 
 # Change cues in the newer text, with their strength. A cue only counts with a shared subject.
-CHANGE_CUES: dict[str, float] = {
+CHANGE_PHRASES: dict[str, float] = {
     "no longer": 1.0, "not anymore": 1.0, "anymore": 0.9, "any more": 0.9, "moved to": 1.0, "moved": 0.9,
     "relocated": 1.0, "changed": 1.0, "switched": 1.0, "rescheduled": 1.0, "postponed": 1.0,
     "pushed back": 1.0, "brought forward": 1.0, "moved up": 1.0, "cancelled": 0.9, "canceled": 0.9,
@@ -35,15 +39,54 @@ CHANGE_CUES: dict[str, float] = {
     "closed": 0.9, "opened": 0.6, "promoted": 1.0, "shifted": 1.0, "slipped": 1.0, "went up": 1.0,
     "went down": 1.0, "raised": 0.8, "lowered": 0.8, "migrated": 1.0, "cut out": 1.0, "handed": 0.8,
     "took over": 0.9, "passed away": 1.0, "died": 1.0, "got an": 0.5, "finally": 0.6, "took up": 0.8,
-    "pushed": 0.8, "since": 0.5, "starting": 0.7, "alone": 0.5, "hasn't": 0.7, "seeing": 0.6,
+    "pushed": 0.9, "since": 0.5, "starting": 0.7, "alone": 0.5, "hasn't": 0.7, "seeing": 0.6,
     "ditched": 1.0, "dumped": 1.0, "traded": 0.9, "swapped": 1.0, "went back to": 1.0, "back to": 0.7,
     "stepped back": 1.0, "stepped down": 1.0, "as of": 0.8, "renamed": 1.0, "ported": 0.9, "lapse": 0.9,
-    "remortgaged": 1.0, "renewed": 0.7, "got a raise": 1.0, "bumped": 0.9, "gave birth": 1.0,
+    "remortgaged": 1.0, "renewed": 0.4, "got a raise": 1.0, "bumped": 0.9, "gave birth": 1.0,
     "stolen": 0.9, "found a": 0.6, "took over from": 1.0, "no more": 1.0, "dyed": 0.8,
     "signed": 0.6, "is led by": 1.0, "defended": 0.5, "not until": 0.8, "until": 0.5,
+    "given up": 1.0, "giving up": 1.0, "not any more": 1.0, "gave away": 1.0, "got rid of": 1.0,
 }  # fmt: skip
+# Verbs of change, by family: each counts in its past and its -ing form (:func:`verb_forms`: "swap" ->
+# swapped, swapping), so that "switching" counts as "switched" does. Not the bare or "-s" forms, which
+# are nouns as often ("a night shift", "the bus stop") or habits ("she switches to decaf after noon").
+CHANGE_VERBS: dict[str, float] = {
+    "move": 0.9, "relocate": 1.0, "change": 1.0, "switch": 1.0, "swap": 1.0, "trade": 0.9, "stop": 1.0,
+    "quit": 1.0, "start": 0.8, "begin": 0.8, "reschedule": 1.0, "postpone": 1.0, "push": 0.9, "cancel": 0.9,
+    "replace": 1.0, "retire": 1.0, "drop": 0.8, "ditch": 1.0, "dump": 1.0, "upgrade": 0.9, "downgrade": 0.9,
+    "migrate": 1.0, "shift": 1.0, "rename": 1.0, "become": 0.8, "sell": 0.8, "promote": 1.0, "bump": 0.9,
+    "port": 0.9, "renew": 0.4,
+}  # fmt: skip
+IRREGULAR = {  # verb -> its past and -ing forms, where the rule of verb_forms does not give them
+    "begin": ("began", "begun", "beginning"), "become": ("became", "becoming"), "sell": ("sold", "selling"),
+    "quit": ("quit", "quitting"), "cancel": ("cancelled", "canceled", "cancelling", "canceling"),
+}  # fmt: skip
+STRONG_CUE = 0.9  # a cue this strong is a change even when the newer text repeats every older word
+
+
+def verb_forms(verb: str) -> tuple[str, ...]:
+    """The past and -ing forms of a verb of change: "move" -> moved, moving; "stop" -> stopped, stopping
+    (a short verb ending in consonant, vowel, consonant doubles its last letter); else :data:`IRREGULAR`'s."""
+    if verb in IRREGULAR:
+        return IRREGULAR[verb]
+    if verb.endswith("e"):
+        return (f"{verb}d", f"{verb[:-1]}ing")
+    vowels = "aeiou"
+    doubled = len(verb) <= 4 and verb[-1] not in vowels + "wxy" and verb[-2] in vowels and verb[-3] not in vowels
+    base = verb + verb[-1] if doubled else verb
+    return (f"{base}ed", f"{base}ing")
+
+
+CHANGE_CUES: dict[str, float] = {
+    **{form: weight for verb, weight in CHANGE_VERBS.items() for form in verb_forms(verb)},
+    **CHANGE_PHRASES,  # a phrase's own weight wins ("moved to" over "moved")
+}
 # Words that mark the newer text as a restatement, not a change.
 STILL_CUES = ("still", "as always", "as before", "again and again", "like always", "same as")
+# Words that make the newer text a wish, a plan or a maybe, which leaves the older fact standing
+# ("I would like to move to Madrid someday" after "I live in Austin").
+UNREAL_CUES = ("would like", "might", "maybe", "someday", "one day", "thinking of", "thinking about",
+               "considering", "planning to", "hoping to", "wants to", "want to", "dreams of", "wish")  # fmt: skip
 NEGATIONS = ("not", "no", "never", "n't", "don't", "doesn't", "didn't", "isn't", "aren't", "won't", "can't")
 
 # Slots: words that name the same attribute of a person; two texts touching one slot share a subject.
@@ -52,18 +95,24 @@ SLOTS: dict[str, tuple[str, ...]] = {
              "flat", "house", "city", "town", "neighborhood", "neighbourhood", "address", "rent"),
     "diet": ("eat", "eats", "eating", "ate", "vegetarian", "vegan", "meat", "fish", "diet", "pescatarian",
              "gluten", "dairy", "food", "keto", "chicken"),
-    "work": ("work", "works", "working", "job", "employer", "company", "hired", "position", "role", "office",
-             "career", "boss", "team", "engineer", "teacher", "nurse", "manager"),
+    "work": ("work", "works", "working", "job", "employer", "employed", "company", "hired", "position", "role",
+             "office", "career", "boss", "team", "engineer", "teacher", "nurse", "manager"),
     "relationship": ("married", "wife", "husband", "boyfriend", "girlfriend", "partner", "dating", "divorced",
                      "engaged", "single", "fiance", "fiancee"),
     "drink": ("drink", "drinks", "drinking", "coffee", "tea", "alcohol", "beer", "wine", "sober"),
-    "vehicle": ("car", "drive", "drives", "bike", "cycle", "commute", "scooter"),
-    "contact": ("phone", "number", "email", "address", "handle"),
-    "health": ("smoke", "smoking", "smoker", "cigarettes", "medication", "pills", "allergic", "allergy"),
-    "pet": ("dog", "cat", "pet", "puppy", "kitten"),
-    "study": ("study", "studying", "school", "university", "college", "degree", "course", "major"),
+    "transport": ("car", "drive", "drives", "driving", "bike", "cycle", "cycling", "commute", "scooter", "train",
+                  "bus", "tube", "subway", "metro", "tram", "ride", "rides"),
+    "contact": ("phone", "number", "email", "address", "handle", "mobile", "carrier", "sim", "username"),
+    "health": ("smoke", "smoking", "smoker", "cigarettes", "medication", "pills", "allergic", "allergy", "dose",
+               "prescription"),
+    "pet": ("dog", "cat", "pet", "puppy", "kitten", "rabbit", "hamster", "parrot", "bird", "horse"),
+    "study": ("study", "studying", "school", "university", "college", "degree", "course", "major", "student",
+              "phd", "thesis", "postdoc", "lessons", "class"),
+    "sleep": ("sleep", "sleeps", "sleeping", "slept", "wake", "wakes", "woke", "waking", "bed", "bedtime", "nap"),
+    "money": ("salary", "pay", "paid", "wage", "raise", "earn", "earns", "income", "budget", "mortgage",
+              "remortgaged", "loan", "savings", "pension", "debt"),
+    "pregnancy": ("pregnant", "pregnancy", "baby", "birth", "born", "expecting"),
 }  # fmt: skip
-SLOT_OF = {word: slot for slot, words in SLOTS.items() for word in words}
 STOPWORDS = frozenset(
     "a an the i i'm im me my mine we our you your he she his her they their it its is am are was were be been "
     "being to of in on at for from with by and or but so that this these those there here as about into than "
@@ -84,6 +133,9 @@ def stem(word: str) -> str:
     """A crude stem, enough to meet "gym" in "gyms" and "teach" in "teaching": a plural "s" off, then
     the first five letters."""
     return (word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word)[:5]
+
+
+SLOT_OF = {stem(word): slot for slot, words in SLOTS.items() for word in words}  # by stem: "commutes" meets "commute"
 
 
 def content_words(text: str) -> set[str]:
@@ -129,6 +181,52 @@ def restated(older_words: set[str], newer_words: set[str]) -> bool:
     return bool(older_words) and older_words <= newer_words
 
 
+PERSONS = {"i": "i", "i'm": "i", "i've": "i", "i'd": "i", "i'll": "i", "me": "i", "my": "i", "we": "we",
+           "we're": "we", "we've": "we", "us": "we", "our": "we"}  # fmt: skip
+ARTICLES = frozenset({"the", "a", "an", "his", "her", "their", "your", "its", "this", "that"})
+# People one speaks of: "my cousin ..." and "Ann's sister ..." are about them, not about the speaker or Ann.
+RELATIONS = frozenset(
+    "mum mom mother dad father parent parents sister brother sibling cousin aunt uncle niece nephew grandma "
+    "grandpa grandmother grandfather son daughter kid kids child children wife husband partner boyfriend "
+    "girlfriend friend friends neighbour neighbor colleague coworker boss flatmate roommate".split()
+)
+
+
+def opener(text: str) -> set[str]:
+    """Who or what ``text`` is about, from its first words (stems): the speaker for "I ..." ({"i"}) and
+    "My flight ..." ({"i", "fligh"}), a name and its thing for "Ulla's team ..." ({"ulla", "team"}),
+    the noun after an article for "The flight ..." ({"fligh"}), else the first word. Another person
+    (:data:`RELATIONS`) after a possessive is that person alone: "My cousin ..." -> {"cousi"}."""
+    found = _WORD.findall(text.lower())
+    if not found:
+        return set()
+    first, second = found[0], found[1].removesuffix("'s") if len(found) > 1 else ""
+    owner = first in ("my", "our") or first.endswith("'s")
+    if owner and second in RELATIONS:
+        return {stem(second)}
+    after = {stem(second)} if second else set()
+    if first in PERSONS:
+        return {PERSONS[first], *(after if owner else ())}
+    if first in ARTICLES:
+        return after
+    return {stem(first.removesuffix("'s")), *(after if owner else ())}
+
+
+def about_another(older: str, newer: str) -> bool:
+    """The newer text is about another person than the older (it opens on one of :data:`RELATIONS`
+    that the older does not): "My cousin moved to Lima" ends nothing of "I live in Denver"."""
+    about = opener(newer)
+    return bool(about & {stem(word) for word in RELATIONS}) and not opener(older) & about
+
+
+def another_of(older_words: set[str], newer: str) -> bool:
+    """The newer text names "a new X" where X is a thing of the older one: another of the same thing
+    ("Sam plays chess" -> "Sam started a new chess club"), which leaves the older fact
+    standing (a replaced value, "Ann's new employer is Globex", is :func:`value_change`'s to see)."""
+    found = words(newer)
+    return any(word == "new" and stem(next_) in older_words for word, next_ in zip(found, found[1:]))
+
+
 def _has(phrase: str, padded: str) -> bool:
     return f" {phrase} " in padded
 
@@ -140,8 +238,10 @@ def change_cue(text: str) -> float:
 
 
 def still_cue(text: str) -> bool:
+    """``text`` leaves the older fact standing: it restates it (:data:`STILL_CUES`) or only wishes, plans or
+    guesses (:data:`UNREAL_CUES`)."""
     padded = " " + " ".join(words(text)) + " "
-    return any(_has(cue, padded) for cue in STILL_CUES)
+    return any(_has(cue, padded) for cue in (*STILL_CUES, *UNREAL_CUES))
 
 
 def negated(text: str) -> bool:
@@ -150,7 +250,8 @@ def negated(text: str) -> bool:
 
 
 def slots(text: str) -> set[str]:
-    return {SLOT_OF[word] for word in words(text) if word in SLOT_OF}
+    """The :data:`SLOTS` the words of ``text`` touch (compared by their stems)."""
+    return {SLOT_OF[stem(word)] for word in words(text) if stem(word) in SLOT_OF}
 
 
 def pair_features(older: str, newer: str) -> list[float]:
@@ -163,8 +264,12 @@ def pair_features(older: str, newer: str) -> list[float]:
     flip = 1.0 if negated(older) != negated(newer) else 0.0
     values = 1.0 if value_change(older, newer) else 0.0
     subject = max(min(1.0, 2 * overlap), same_slot)
-    kept = restated(a, b) and not flip and not values
-    score = 0.0 if still or kept else subject * max(cue, 0.9 * flip, 0.8 * values)
+    kept = restated(a, b) and not flip and not values and cue < STRONG_CUE
+    # a weak cue speaks of the newer text's own subject: none when that is another one than the older's
+    # ("Eli's daughter goes to Oak Hill" -> "Oak Hill now has a gym") or it is another of the same thing
+    weak_elsewhere = cue < STRONG_CUE and (not opener(older) & opener(newer) or another_of(a, newer))
+    change = max(0.0 if weak_elsewhere else cue, 0.9 * flip, 0.8 * values)
+    score = 0.0 if still or kept or about_another(older, newer) else subject * change
     return [cue, float(still), flip, values, overlap, same_slot, score]
 
 
