@@ -2,7 +2,7 @@
 
 The memory layer asks a ``SupersessionJudge`` (``memnets.memory.supersession``) about a candidate
 pair, an older and a newer memory of the same speaker: ``score(older, newer)`` in [0, 1], and the
-newer supersedes when the score reaches ``threshold``. Two judges here:
+newer supersedes when the score reaches ``threshold``. The judges here:
 
 - :class:`RuleJudge`, the default before training: the newer text carries a change cue ("moved
   to", "started", "stopped", "no longer", "now", "switched", "rescheduled", ...) or negates the
@@ -15,16 +15,21 @@ newer supersedes when the score reaches ``threshold``. Two judges here:
   nothing, nor does a text about another person ("My cousin moved to Lima"); a weak cue counts only
   when the newer text opens on the older's subject and does not name "a new" one of the older's things.
 - :class:`HeadJudge`: a trained head (``memnets.nn.heads.SupersessionHead``, exported in the pack)
-  over the encoder's embeddings of the pair and the lexical features of :func:`pair_features`.
+  over the encoder's embeddings of the pair and the lexical features of :func:`pair_features`; a
+  pair with no sign of change in its features scores 0.
+- :class:`EitherJudge`: a pack's judge, the head and the rule judge together (either one suffices).
 
 Both are plain text-in, score-out objects, so this module imports no torch.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Sequence
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 # Change cues in the newer text, with their strength. A cue only counts with a shared subject.
 CHANGE_PHRASES: dict[str, float] = {
@@ -161,17 +166,36 @@ def names(text: str) -> set[str]:
     return {word.lower().removesuffix("'s") for word in found if word[0].isupper() and word != "I"}
 
 
-def value_change(older: str, newer: str) -> bool:
-    """The newer text states another value than the older: both state numbers or times and the newer's
-    are other ones ("at 10:30" -> "at 11:30"), or it names something new while a name of the older
-    is gone from it ("carrier is Vodafone" -> "ported his number to Three"; words compared by their stems)."""
+def numbers_changed(older: str, newer: str) -> bool:
+    """Both texts state numbers or times and the newer's are all other ones ("at 10:30" -> "at 11:30")."""
     old, new = set(_NUMBER.findall(older)), set(_NUMBER.findall(newer))
-    if old and new and not new & old:
+    return bool(old and new and not new & old)
+
+
+def named_after(text: str) -> set[tuple[str, str]]:
+    """(the word before, the name) for each name of ``text`` (:func:`names`): ("with", "admiral")."""
+    found = re.findall(r"[A-Za-z][\w'-]*", text)
+    return {
+        (before.lower(), word.lower().removesuffix("'s"))
+        for before, word in zip(found[1:], found[2:])
+        if word[0].isupper() and word != "I"
+    }
+
+
+def value_change(older: str, newer: str) -> bool:
+    """The newer text states another value than the older: :func:`numbers_changed`; or it names something
+    new while a name of the older is gone from it ("carrier is Vodafone" -> "ported his number to Three";
+    words compared by their stems); or it names something new in the older name's place, after the same
+    word, the old name kept only as an aside ("insurance is with Admiral" -> "insurance renewed with
+    Aviva, Admiral was dearer")."""
+    if numbers_changed(older, newer):
         return True
     old_words, new_words = {stem(word) for word in words(older)}, {stem(word) for word in words(newer)}
     gone = {stem(name) for name in names(older)} - new_words
     added = {stem(name) for name in names(newer)} - old_words
-    return bool(gone and added)
+    old_places = {before for before, _ in named_after(older)}
+    in_place = {name for before, name in named_after(newer) if before in old_places and stem(name) in added}
+    return bool(added and (gone or in_place))
 
 
 def restated(older_words: set[str], newer_words: set[str]) -> bool:
@@ -263,7 +287,8 @@ def pair_features(older: str, newer: str) -> list[float]:
     cue, still = change_cue(newer), still_cue(newer)
     flip = 1.0 if negated(older) != negated(newer) else 0.0
     values = 1.0 if value_change(older, newer) else 0.0
-    subject = max(min(1.0, 2 * overlap), same_slot)
+    # one slot, or words in common (a changed number or time of a thing both name is the same subject)
+    subject = max(min(1.0, 2 * overlap), same_slot, 1.0 if overlap and numbers_changed(older, newer) else 0.0)
     kept = restated(a, b) and not flip and not values and cue < STRONG_CUE
     # a weak cue speaks of the newer text's own subject: none when that is another one than the older's
     # ("Eli's daughter goes to Oak Hill" -> "Oak Hill now has a gym") or it is another of the same thing
@@ -291,11 +316,22 @@ class RuleJudge:
         return pair_features(older, newer)[-1]
 
 
+def signalled(features: Sequence[float]) -> bool:
+    """A pair's :func:`pair_features` carry a sign of change: a change cue, a negation that flips or a
+    changed value, and no "still" (nor a wish). Without one, nothing in the text says the fact changed."""
+    named = dict(zip(FEATURE_NAMES, features, strict=True))
+    return not named["still_cue"] and bool(named["change_cue"] or named["negation_flip"] or named["value_change"])
+
+
 class HeadJudge:
     """A trained supersession head as a judge: the encoder embeds the pair, the head scores it.
 
-    ``encoder``: a ``TextEncoder``; ``head``: a ``SupersessionHead`` (its ``threshold`` is the one
-    chosen on validation when it was trained). Load both from a pack with ``Pack.supersession_judge``.
+    ``encoder``: a ``TextEncoder``; ``head``: a ``SupersessionHead`` (its ``threshold`` as saved: set on
+    the dev set by ``bench.experiments.supersession --set-threshold``, else the one of validation).
+    Load both from a pack with ``Pack.supersession_judge``. A pair with no sign of change
+    (:func:`signalled`) scores 0, as it does for the rule judge: the head judges whether a signalled
+    change ends the older fact (same subject, same slot, said of the same person), never that two texts
+    only look alike ("The billing migration hit a snag" after "Gustav's project is the billing migration").
     """
 
     def __init__(self, encoder: Any, head: Any, threshold: float | None = None):
@@ -308,7 +344,46 @@ class HeadJudge:
             return []
         vectors = self.encoder.encode([text for pair in pairs for text in pair], "memory")
         features = [pair_features(older, newer) for older, newer in pairs]
-        return [float(p) for p in self.head.predict_proba(vectors[0::2], vectors[1::2], features)]
+        found = self.head.predict_proba(vectors[0::2], vectors[1::2], features)
+        return [float(p) if signalled(f) else 0.0 for p, f in zip(found, features, strict=True)]
+
+    def score(self, older: str, newer: str) -> float:
+        return self.scores([(older, newer)])[0]
+
+
+def at_half(score: float, threshold: float) -> float:
+    """``score`` mapped onto [0, 1] piecewise linearly so that ``threshold`` lands on 0.5 (order kept)."""
+    if score >= threshold:
+        return 1.0 if threshold >= 1 else 0.5 + 0.5 * (score - threshold) / (1 - threshold)
+    return 0.5 * score / threshold
+
+
+class EitherJudge:
+    """The pack's judge: the trained head and the rule judge together; the newer supersedes when either
+    would at its own threshold (the head's set on the dev set). Its score is the larger of the two, each
+    mapped so that its threshold is 0.5 (:func:`at_half`), and its threshold is 0.5; each decision is
+    logged (DEBUG, ``memnets.temporal.supersession``) with both judges' own scores and thresholds.
+
+    The head meets changes whose subject no word list names ("ported his number" after "the carrier is
+    Vodafone"); the rule judge meets changes the head, trained on generated templates, has not seen.
+    """
+
+    threshold = 0.5
+
+    def __init__(self, head: HeadJudge, rule: RuleJudge | None = None):
+        self.head, self.rule = head, rule or RuleJudge()
+
+    def scores(self, pairs: Sequence[tuple[str, str]]) -> list[float]:
+        out = []
+        for (older, newer), head in zip(pairs, self.head.scores(pairs), strict=True):
+            rule = self.rule.score(older, newer)
+            score = max(at_half(head, self.head.threshold), at_half(rule, self.rule.threshold))
+            log.debug(
+                "supersession %.3f: head %.3f (threshold %.2f), rule %.3f (threshold %.2f) | %r -> %r",
+                score, head, self.head.threshold, rule, self.rule.threshold, older[:60], newer[:60],
+            )  # fmt: skip
+            out.append(score)
+        return out
 
     def score(self, older: str, newer: str) -> float:
         return self.scores([(older, newer)])[0]
