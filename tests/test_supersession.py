@@ -125,6 +125,18 @@ def test_a_changed_number_of_a_thing_both_name_is_a_change():
     )
 
 
+def test_numbers_of_another_kind_are_no_changed_value():
+    # "30 a month" and "10 classes" are two facts of the plan, not one value changed
+    assert RuleJudge().score("My gym plan costs 30 a month", "My gym plan includes 10 classes") < 0.5
+    assert RuleJudge().score("My gym plan costs 30 a month", "My gym plan costs 35 a month") >= 0.5
+    assert RuleJudge().score("The dinner is at 7 pm", "We pushed the dinner to 8:15") >= 0.5  # two times
+
+
+def test_a_weak_cue_counts_in_a_text_that_opens_on_neither_subject():
+    # chat style, no subject word first: the weak cue ("handed") is about the speaker's newsletter
+    assert RuleJudge().score("I run the newsletter for the choir", "handed the newsletter over to Mei, too busy") >= 0.5
+
+
 def test_a_new_name_in_the_old_one_s_place_is_a_value_change_though_the_old_is_still_named():
     older, newer = "Noah's broadband is with Virgin", "Noah's broadband renewed with Sky, Virgin wanted too much"
     assert dict(zip(FEATURE_NAMES, pair_features(older, newer), strict=True))["value_change"] == 1.0

@@ -38,12 +38,12 @@ CHANGE_PHRASES: dict[str, float] = {
     "pushed back": 1.0, "brought forward": 1.0, "moved up": 1.0, "cancelled": 0.9, "canceled": 0.9,
     "started": 0.8, "began": 0.8, "stopped": 1.0, "quit": 1.0, "gave up": 1.0, "left": 0.4,
     "now": 0.8, "these days": 0.8, "instead": 0.9, "new": 0.4, "used to": 0.9,
-    "became": 0.8, "got a": 0.5, "got divorced": 1.0, "broke up": 1.0, "got married": 1.0,
+    "became": 0.8, "got a": 0.4, "got divorced": 1.0, "broke up": 1.0, "got married": 1.0,
     "sold": 0.8, "replaced": 1.0, "updated": 0.4, "is now": 1.0, "are now": 1.0, "from now on": 1.0,
     "not any longer": 1.0, "ended": 0.8, "retired": 1.0, "dropped": 0.8, "upgraded": 0.9,
     "closed": 0.9, "opened": 0.6, "promoted": 1.0, "shifted": 1.0, "slipped": 1.0, "went up": 1.0,
     "went down": 1.0, "raised": 0.8, "lowered": 0.8, "migrated": 1.0, "cut out": 1.0, "handed": 0.8,
-    "took over": 0.9, "passed away": 1.0, "died": 1.0, "got an": 0.5, "finally": 0.6, "took up": 0.8,
+    "took over": 0.9, "passed away": 1.0, "died": 1.0, "got an": 0.4, "finally": 0.6, "took up": 0.8,
     "pushed": 0.9, "since": 0.5, "starting": 0.7, "alone": 0.5, "hasn't": 0.7, "seeing": 0.6,
     "ditched": 1.0, "dumped": 1.0, "traded": 0.9, "swapped": 1.0, "went back to": 1.0, "back to": 0.7,
     "stepped back": 1.0, "stepped down": 1.0, "as of": 0.8, "renamed": 1.0, "ported": 0.9, "lapse": 0.9,
@@ -126,6 +126,7 @@ STOPWORDS = frozenset(
 )
 _WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
 _NUMBER = re.compile(r"\d+(?:[:.,]\d+)*")
+_NUMBERED = re.compile(r"(\d+(?:[:.,]\d+)*)([a-z]*)(?:\s+(?:a |an |per )?([a-z]+))?")  # number, suffix, next word
 FEATURE_NAMES = ("change_cue", "still_cue", "negation_flip", "value_change", "word_overlap", "same_slot", "rule_score")
 
 
@@ -166,10 +167,24 @@ def names(text: str) -> set[str]:
     return {word.lower().removesuffix("'s") for word in found if word[0].isupper() and word != "I"}
 
 
+def numbers(text: str) -> dict[str, str]:
+    """The numbers of ``text`` with their kind: "time" (``10:30``, ``7 pm``), a suffix or the unit word
+    after it ("12th" -> "th", "50 mg" -> "mg", "45 a month" -> "month"), else "" (any kind)."""
+    found = {}
+    for match in _NUMBERED.finditer(text.lower()):
+        number, suffix, unit = match.groups()
+        kind = suffix or (unit if unit and unit not in STOPWORDS else "")
+        found[number] = "time" if ":" in number or kind in ("am", "pm") else kind
+    return found
+
+
 def numbers_changed(older: str, newer: str) -> bool:
-    """Both texts state numbers or times and the newer's are all other ones ("at 10:30" -> "at 11:30")."""
-    old, new = set(_NUMBER.findall(older)), set(_NUMBER.findall(newer))
-    return bool(old and new and not new & old)
+    """Both texts state numbers or times, the newer's all other ones, of a kind the older's has ("at
+    10:30" -> "at 11:30", "50 mg" -> "100 mg"; not "45 a month" -> "20 GB")."""
+    old, new = numbers(older), numbers(newer)
+    return bool(old and new and not new.keys() & old.keys()) and any(
+        not a or not b or a == b for a in old.values() for b in new.values()
+    )
 
 
 def named_after(text: str) -> set[tuple[str, str]]:
@@ -292,7 +307,9 @@ def pair_features(older: str, newer: str) -> list[float]:
     kept = restated(a, b) and not flip and not values and cue < STRONG_CUE
     # a weak cue speaks of the newer text's own subject: none when that is another one than the older's
     # ("Eli's daughter goes to Oak Hill" -> "Oak Hill now has a gym") or it is another of the same thing
-    weak_elsewhere = cue < STRONG_CUE and (not opener(older) & opener(newer) or another_of(a, newer))
+    about = opener(newer)
+    its_thing = bool(about & content_words(older)) and not about & opener(older)
+    weak_elsewhere = cue < STRONG_CUE and (its_thing or another_of(a, newer))
     change = max(0.0 if weak_elsewhere else cue, 0.9 * flip, 0.8 * values)
     score = 0.0 if still or kept or about_another(older, newer) else subject * change
     return [cue, float(still), flip, values, overlap, same_slot, score]
