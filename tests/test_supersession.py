@@ -132,6 +132,17 @@ def test_numbers_of_another_kind_are_no_changed_value():
     assert RuleJudge().score("The dinner is at 7 pm", "We pushed the dinner to 8:15") >= 0.5  # two times
 
 
+def test_a_changed_month_or_weekday_of_a_thing_both_name_is_a_change():
+    assert RuleJudge().score("The family reunion is planned for July", "Aunt Bea pushed the reunion to October") >= 0.5
+
+
+def test_the_person_both_open_on_is_no_common_subject_across_two_slots():
+    # a dog (pet) and a flat (home): "brother" in common says nothing
+    assert RuleJudge().score("My brother walks our dog on weekdays", "my brother moved into a flat by the river") < 0.5
+    # no slot on the older side: the person may be all the two share ("switched" their instrument)
+    assert RuleJudge().score("Our son plays the trumpet", "Our son switched to drums in the band") >= 0.5
+
+
 def test_a_weak_cue_counts_in_a_text_that_opens_on_neither_subject():
     # chat style, no subject word first: the weak cue ("handed") is about the speaker's newsletter
     assert RuleJudge().score("I run the newsletter for the choir", "handed the newsletter over to Mei, too busy") >= 0.5

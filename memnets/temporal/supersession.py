@@ -126,6 +126,10 @@ STOPWORDS = frozenset(
 )
 _WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
 _NUMBER = re.compile(r"\d+(?:[:.,]\d+)*")
+_DATE_NAME = re.compile(
+    r"\b(January|February|March|April|May|June|July|August|September|October|November|December|Monday|Tuesday"
+    r"|Wednesday|Thursday|Friday|Saturday|Sunday)s?\b"
+)  # capitalised: "may" the verb is no month
 _NUMBERED = re.compile(r"(\d+(?:[:.,]\d+)*)([a-z]*)(?:\s+(?:a |an |per )?([a-z]+))?")  # number, suffix, next word
 FEATURE_NAMES = ("change_cue", "still_cue", "negation_flip", "value_change", "word_overlap", "same_slot", "rule_score")
 
@@ -152,11 +156,16 @@ def content_words(text: str) -> set[str]:
 
 def subject_words(older: str, newer: str) -> tuple[set[str], set[str]]:
     """The content words of both texts, less the speaker's own name where both open with it: the
-    pair is of one speaker already, so "Ann" in common says nothing about a common subject."""
+    pair is of one speaker already, so "Ann" in common says nothing about a common subject. Likewise
+    the person both open on (:data:`RELATIONS`) when the two touch two other slots: "My sister minds
+    our dog" and "My sister moved to a bigger flat" are about a pet and a home."""
     a, b = content_words(older), content_words(newer)
     first_a, first_b = words(older)[:1], words(newer)[:1]
     if first_a and first_a == first_b:
         a, b = a - {stem(first_a[0])}, b - {stem(first_a[0])}
+    person = opener(older) & opener(newer) & {stem(word) for word in RELATIONS}
+    if person and slots(older) and slots(newer) and not slots(older) & slots(newer):
+        a, b = a - person, b - person
     return a, b
 
 
@@ -169,18 +178,19 @@ def names(text: str) -> set[str]:
 
 def numbers(text: str) -> dict[str, str]:
     """The numbers of ``text`` with their kind: "time" (``10:30``, ``7 pm``), a suffix or the unit word
-    after it ("12th" -> "th", "50 mg" -> "mg", "45 a month" -> "month"), else "" (any kind)."""
+    after it ("12th" -> "th", "50 mg" -> "mg", "45 a month" -> "month"), else "" (any kind); and the
+    months and weekdays it names, of kind "date" ("in June", "on Tuesdays" -> "tuesday")."""
     found = {}
     for match in _NUMBERED.finditer(text.lower()):
         number, suffix, unit = match.groups()
         kind = suffix or (unit if unit and unit not in STOPWORDS else "")
         found[number] = "time" if ":" in number or kind in ("am", "pm") else kind
-    return found
+    return found | {day.lower(): "date" for day in _DATE_NAME.findall(text)}
 
 
 def numbers_changed(older: str, newer: str) -> bool:
-    """Both texts state numbers or times, the newer's all other ones, of a kind the older's has ("at
-    10:30" -> "at 11:30", "50 mg" -> "100 mg"; not "45 a month" -> "20 GB")."""
+    """Both texts state numbers, times or dates, the newer's all other ones, of a kind the older's has
+    ("at 10:30" -> "at 11:30", "50 mg" -> "100 mg", "in June" -> "in September"; not "45 a month" -> "20 GB")."""
     old, new = numbers(older), numbers(newer)
     return bool(old and new and not new.keys() & old.keys()) and any(
         not a or not b or a == b for a in old.values() for b in new.values()
@@ -253,9 +263,11 @@ def opener(text: str) -> set[str]:
 
 def about_another(older: str, newer: str) -> bool:
     """The newer text is about another person than the older (it opens on one of :data:`RELATIONS`
-    that the older does not): "My cousin moved to Lima" ends nothing of "I live in Denver"."""
-    about = opener(newer)
-    return bool(about & {stem(word) for word in RELATIONS}) and not opener(older) & about
+    after a possessive, and the older does not): "My cousin moved to Lima" ends nothing of "I live in
+    Denver" ("Aunt Bea moved the reunion to May" may end "The reunion is in July")."""
+    found, about = _WORD.findall(newer.lower())[:1], opener(newer)
+    owned = bool(found) and (found[0] in ("my", "our") or found[0].endswith("'s"))
+    return owned and bool(about & {stem(word) for word in RELATIONS}) and not opener(older) & about
 
 
 def another_of(older_words: set[str], newer: str) -> bool:
