@@ -151,12 +151,13 @@ class Pack:
         return int(self.manifest["embedding_dim"])
 
     def supersession_judge(self):
-        """The pack's supersession head with its encoder as a SupersessionJudge (None without one)."""
+        """The pack's supersession head with its encoder, together with the rule judge, as a SupersessionJudge
+        (``EitherJudge``: either one suffices); None without a head."""
         if self.supersession is None:
             return None
-        from memnets.temporal.supersession import HeadJudge
+        from memnets.temporal.supersession import EitherJudge, HeadJudge
 
-        return HeadJudge(self.encoder, self.supersession)
+        return EitherJudge(HeadJudge(self.encoder, self.supersession))
 
 
 def sha256(path: Path) -> str:

@@ -17,7 +17,14 @@ import numpy as np
 import pytest
 from sklearn.metrics import average_precision_score
 
-from memnets.temporal.supersession import FEATURE_NAMES, HeadJudge, RuleJudge, pair_features
+from memnets.temporal.supersession import (
+    FEATURE_NAMES,
+    EitherJudge,
+    HeadJudge,
+    RuleJudge,
+    at_half,
+    pair_features,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -66,6 +73,85 @@ def test_a_newer_text_that_keeps_every_word_of_the_older_is_a_restatement_with_a
     assert RuleJudge().score("Pia cycles to the lab", "Pia now cycles to the lab with her neighbour") == 0.0
     # the same cue with the old detail replaced still supersedes
     assert RuleJudge().score("Pia cycles to the lab", "Pia now walks to the lab") >= 0.5
+
+
+def test_a_strong_cue_is_a_change_even_when_the_older_words_are_all_repeated():
+    # "quit" ends the older fact although "studies" and "French" are both in the newer text
+    assert RuleJudge().score("Kim studies French", "Kim quit French and studies Korean instead") >= 0.5
+
+
+def test_verbs_of_change_count_in_all_their_forms():
+    # "swapping" as "swapped"; "pushing" as "pushed" (cues by family, not by phrase)
+    assert RuleJudge().score("Lea drives a Volvo", "Lea is swapping the Volvo for an electric car") >= 0.5
+    assert RuleJudge().score("The launch is on the 4th", "They are pushing the launch to the 9th") >= 0.5
+
+
+@pytest.mark.parametrize(
+    ("older", "newer"),
+    [
+        ("Jo goes to bed at 10", "Jo sleeps at 1 these days"),  # sleep: "bed" and "sleeps"
+        ("Ola earns 40,000 a year", "Ola got a raise to 45,000"),  # money: "earns" and "raise"
+        ("Bea commutes by tram", "Bea cycles in these days"),  # "commutes" meets "commute", "cycles" "cycle"
+    ],
+)
+def test_one_slot_is_one_subject_in_any_form_of_its_words(older, newer):
+    assert RuleJudge().score(older, newer) >= 0.5
+
+
+@pytest.mark.parametrize(
+    ("older", "newer"),
+    [
+        # a weak cue about another subject: the school, not Eli's daughter
+        ("Eli's daughter goes to Oak Hill school", "Oak Hill school now has a new gym"),
+        # a weak cue about another of the same thing: a chess club beside the chess
+        ("Sam plays chess", "Sam started a new chess club at work"),
+        # another person: the brother's move is not the speaker's
+        ("I live in Leeds", "My brother moved to York"),
+        # a wish, not a change
+        ("Tess lives in Cork", "Tess would like to move to Galway someday"),
+    ],
+)
+def test_no_change_of_the_older_fact_when_the_newer_is_about_another_subject_or_unreal(older, newer):
+    assert RuleJudge().score(older, newer) < 0.5
+
+
+def test_a_changed_number_of_a_thing_both_name_is_a_change():
+    # one word in common ("MOT") out of four: a weak subject, but the date moved
+    assert (
+        RuleJudge().score(
+            "The car's MOT is booked for the 5th of May", "The garage can't fit the MOT in until the 14th"
+        )
+        >= 0.5
+    )
+
+
+def test_numbers_of_another_kind_are_no_changed_value():
+    # "30 a month" and "10 classes" are two facts of the plan, not one value changed
+    assert RuleJudge().score("My gym plan costs 30 a month", "My gym plan includes 10 classes") < 0.5
+    assert RuleJudge().score("My gym plan costs 30 a month", "My gym plan costs 35 a month") >= 0.5
+    assert RuleJudge().score("The dinner is at 7 pm", "We pushed the dinner to 8:15") >= 0.5  # two times
+
+
+def test_a_changed_month_or_weekday_of_a_thing_both_name_is_a_change():
+    assert RuleJudge().score("The family reunion is planned for July", "Aunt Bea pushed the reunion to October") >= 0.5
+
+
+def test_the_person_both_open_on_is_no_common_subject_across_two_slots():
+    # a dog (pet) and a flat (home): "brother" in common says nothing
+    assert RuleJudge().score("My brother walks our dog on weekdays", "my brother moved into a flat by the river") < 0.5
+    # no slot on the older side: the person may be all the two share ("switched" their instrument)
+    assert RuleJudge().score("Our son plays the trumpet", "Our son switched to drums in the band") >= 0.5
+
+
+def test_a_weak_cue_counts_in_a_text_that_opens_on_neither_subject():
+    # chat style, no subject word first: the weak cue ("handed") is about the speaker's newsletter
+    assert RuleJudge().score("I run the newsletter for the choir", "handed the newsletter over to Mei, too busy") >= 0.5
+
+
+def test_a_new_name_in_the_old_one_s_place_is_a_value_change_though_the_old_is_still_named():
+    older, newer = "Noah's broadband is with Virgin", "Noah's broadband renewed with Sky, Virgin wanted too much"
+    assert dict(zip(FEATURE_NAMES, pair_features(older, newer), strict=True))["value_change"] == 1.0
+    assert RuleJudge().score(older, newer) >= 0.5
 
 
 def test_pair_features_follow_their_names_and_the_threshold_is_checked():
@@ -145,12 +231,66 @@ def test_the_pack_carries_the_head_and_gives_it_back_as_a_judge(fitted, tiny_mod
     encoder = MemoryEncoder.from_pretrained(tiny_model_dir)
     pack = load_pack(export_pack(tmp_path / "pack", encoder, supersession=folder))
     assert pack.manifest["components"]["supersession"] == "supersession"
-    judge = pack.supersession_judge()
-    direct = HeadJudge(encoder, pack.supersession)
-    assert judge.threshold == pack.supersession.threshold == pack.thresholds["supersession"]
-    np.testing.assert_allclose(judge.scores(CHANGES + NOT_CHANGES), direct.scores(CHANGES + NOT_CHANGES), atol=1e-6)
+    judge = pack.supersession_judge()  # the head together with the rule judge
+    direct, rule, pairs = HeadJudge(encoder, pack.supersession), RuleJudge(), CHANGES + NOT_CHANGES
+    assert isinstance(judge, EitherJudge) and judge.threshold == 0.5
+    assert judge.head.threshold == pack.supersession.threshold == pack.thresholds["supersession"]
+    expected = [
+        max(at_half(head, direct.threshold), at_half(rule.score(*pair), rule.threshold))
+        for pair, head in zip(pairs, direct.scores(pairs), strict=True)
+    ]
+    np.testing.assert_allclose(judge.scores(pairs), expected, atol=1e-6)
     assert all(0 <= score <= 1 for score in judge.scores(CHANGES))
     assert load_pack(export_pack(tmp_path / "plain", encoder)).supersession_judge() is None
+
+
+def test_the_head_scores_no_change_without_a_sign_of_one(fitted, tiny_model_dir):
+    """A pair with no cue, no flipped negation and no changed value scores 0 whatever the head says."""
+    from memnets.nn.encoder import MemoryEncoder
+    from memnets.nn.heads import SupersessionHead
+
+    _, folder = fitted
+    judge = HeadJudge(MemoryEncoder.from_pretrained(tiny_model_dir), SupersessionHead.load(folder))
+    quiet = [
+        ("I live in Paris", "I love Paris in spring"),
+        ("Gus runs the billing project", "The billing project hit a snag"),
+    ]
+    signalled = [
+        ("I live in Paris", "I moved to Berlin last month"),
+        ("My flight leaves at 10:30", "My flight is at 11:30"),
+    ]
+    raw = judge.head.predict_proba(
+        *(judge.encoder.encode([pair[n] for pair in signalled], "memory") for n in (0, 1)),
+        [pair_features(*pair) for pair in signalled],
+    )
+    assert judge.scores(quiet) == [0.0, 0.0]
+    np.testing.assert_allclose(judge.scores(signalled), raw, atol=1e-6)
+
+
+def test_either_judge_supersedes_when_the_head_or_the_rule_judge_would(fitted, tiny_model_dir):
+    from memnets.nn.encoder import MemoryEncoder
+    from memnets.nn.heads import SupersessionHead
+
+    _, folder = fitted
+    encoder, head = MemoryEncoder.from_pretrained(tiny_model_dir), SupersessionHead.load(folder)
+    pairs = [*CHANGES, *NOT_CHANGES, ("Hiro insures his car with Admiral", "Hiro went with Aviva this year")]
+    rule = [RuleJudge().score(*pair) >= 0.5 for pair in pairs]
+    # a head that never decides: the rule judge's decisions; one that decides every signalled pair: those too
+    never = EitherJudge(HeadJudge(encoder, head, threshold=1.0))
+    assert [score >= never.threshold for score in never.scores(pairs)] == [
+        decided or HeadJudge(encoder, head).scores([pair])[0] >= 1.0 for pair, decided in zip(pairs, rule)
+    ]
+    always = EitherJudge(HeadJudge(encoder, head, threshold=1e-9))
+    decided = [score >= 0.5 for score in always.scores(pairs)]
+    assert decided[-1] and not rule[-1]  # the rule judge sees no common subject; a head at a low threshold decides
+    assert not any(decided[len(CHANGES) : len(CHANGES) + 2])  # no sign of change: the head cannot decide it
+
+
+def test_at_half_puts_the_threshold_on_a_half_and_keeps_the_order():
+    assert at_half(0.7, 0.7) == 0.5 and at_half(0.0, 0.7) == 0.0 and at_half(1.0, 0.7) == 1.0
+    scores = [0.0, 0.1, 0.5, 0.69, 0.7, 0.9, 1.0]
+    assert [at_half(s, 0.7) for s in scores] == sorted(at_half(s, 0.7) for s in scores)
+    assert at_half(0.99, 1.0) < 0.5 <= at_half(1.0, 1.0)
 
 
 def test_open_with_auto_supersession_ends_a_reworded_change_and_none_leaves_it(tiny_model_dir, tmp_path):

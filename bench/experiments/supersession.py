@@ -9,9 +9,11 @@ Paris" -> "I love Paris in spring"). For each judge:
 - ``false``: the look-alikes it scores at or above its threshold (target: none).
 
 Judges: the rule judge (``memnets.temporal.supersession.RuleJudge``, the default before training),
-the trained head of a pack (``--pack``, default ``checkpoints/pack`` when it holds one) and a head
-folder (``--head``, default ``checkpoints/supersession/best`` from ``memnets fit supersession``)
-with the default encoder (the bundled all-MiniLM-L6-v2; ``--encoder`` for another).
+the judge of a pack (``--pack``, default ``checkpoints/pack`` when it holds one: its trained head
+together with the rule judge, ``EitherJudge``) and a head folder (``--head``, default
+``checkpoints/supersession/best`` from ``memnets fit supersession``) with the default encoder (the
+bundled all-MiniLM-L6-v2; ``--encoder`` for another), alone and together with the rule judge as a
+pack would use it.
 
 :func:`current_first` is the end-to-end check through the write path: each case's older and newer
 fact are added for one user, and the case counts when the first hit for its question holds the
@@ -120,7 +122,7 @@ def set_head_threshold(folder: str, encoder: str | None) -> float:
 
 def judges(args: argparse.Namespace) -> dict:
     """name -> judge: the rule judge, and the trained heads that exist."""
-    from memnets.temporal.supersession import HeadJudge, RuleJudge
+    from memnets.temporal.supersession import EitherJudge, HeadJudge, RuleJudge
 
     found = {"rule": RuleJudge()}
     pack = Path(args.pack)
@@ -135,9 +137,10 @@ def judges(args: argparse.Namespace) -> dict:
         from memnets.pack import load_head
 
         encoder = MemoryEncoder.from_pretrained(args.encoder or DEFAULT_BACKBONE)
-        found[f"head ({args.head}, {'encoder ' + args.encoder if args.encoder else 'all-MiniLM-L6-v2'})"] = HeadJudge(
-            encoder, load_head("supersession", args.head)
-        )
+        head = HeadJudge(encoder, load_head("supersession", args.head))
+        name = f"head ({args.head}, {'encoder ' + args.encoder if args.encoder else 'all-MiniLM-L6-v2'})"
+        found[name] = head
+        found[f"{name} + rule (a pack's judge)"] = EitherJudge(head)
     return found
 
 

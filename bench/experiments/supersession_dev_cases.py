@@ -1,5 +1,6 @@
-"""The DEVELOPMENT set of reworded changes and look-alikes: every supersession rule, threshold and training
-choice is made on these, never on the bench cases of bench/experiments/supersession_cases.py (the test set).
+"""The DEVELOPMENT set of reworded changes and look-alikes (65 and 65): every supersession rule, threshold and
+training choice is made on these, never on the bench cases of bench/experiments/supersession_cases.py (the
+test set). The last 20 of each are in chat style (lower case, no subject first, asides).
 
 Written apart from both the bench cases and the training templates of data/supersession/generate.py:
 other people (Harriet, Ivo, Jasmine, ...), other subjects (a vet, a phone carrier, a meal kit, a
@@ -98,6 +99,51 @@ DEV_CHANGES: list[tuple[str, str, str, str]] = [
      "Am I running the half marathon?", "ligament"),
     ("Our daughter plays the violin", "Our daughter switched to cello in the school orchestra",
      "Which instrument does our daughter play?", "cello"),
+    # 20 more, in chat style (lower case, no subject first, asides), written after the first 45 were
+    # exhausted as a guide, before any run on the bench set
+    ("I'm on the Monday evening shift at the bookshop",
+     "Heads up, the bookshop put me on Thursday evenings from next week",
+     "When does the speaker work at the bookshop?", "Thursday"),
+    ("My go-to lunch spot is the noodle bar by the station",
+     "honestly the noodle bar went downhill, I grab lunch at the deli on Elm now",
+     "Where does the speaker get lunch?", "deli"),
+    ("Our book club meets at Joanne's place",
+     "book club is at the library from now on, Joanne's kitchen is being redone",
+     "Where does the book club meet?", "library"),
+    ("I pay 45 a month for my phone plan", "switched phone plans, it's 30 a month now",
+     "How much is the phone plan?", "30"),
+    ("Grandpa lives with us", "Grandpa went into a care home in March",
+     "Where does Grandpa live?", "care home"),
+    ("My landlord is Mr. Patel", "the flat got sold, the new landlord is a company called Homewise",
+     "Who is the speaker's landlord?", "Homewise"),
+    ("We're planning the wedding for June", "we pushed the wedding to September because of the venue",
+     "When is the wedding?", "September"),
+    ("I bike to the office", "my knee's been bad so I take the tram to the office",
+     "How does the speaker get to the office?", "tram"),
+    ("The kids' swim class is on Saturday mornings", "swim class got moved to Sunday afternoons",
+     "When is the kids' swim class?", "Sunday"),
+    ("I'm a night owl, I write after midnight", "new baby, new routine: I write at 5 am before everyone wakes up",
+     "When does the speaker write?", "5 am"),
+    ("My therapist is Dr. Lindqvist", "I stopped seeing Dr. Lindqvist and started with a counsellor at work",
+     "Who does the speaker see for therapy?", "counsellor"),
+    ("I keep my savings at the credit union", "moved all my savings into an index fund last month",
+     "Where are the speaker's savings?", "index fund"),
+    ("Our team stand-up is at 9:30", "stand-up is 10:15 starting Monday, new manager's call",
+     "When is stand-up?", "10:15"),
+    ("I'm a member of the climbing wall in Leith", "cancelled the Leith membership, I boulder outdoors now",
+     "Where does the speaker climb?", "outdoors"),
+    ("I'm allergic to cats", "turns out it was the dust, not cats, I'm fine with them now",
+     "Is the speaker allergic to cats?", "dust"),
+    ("My sister looks after our dog when we travel", "we use a dog sitter from the app now, my sister moved abroad",
+     "Who looks after the dog?", "sitter"),
+    ("I teach Year 4", "I'm teaching Year 6 this year",
+     "Which year does the speaker teach?", "Year 6"),
+    ("The garden centre delivers our compost", "we make our own compost these days",
+     "Where does the compost come from?", "own"),
+    ("I run the newsletter for the residents' association", "handed the newsletter over to Colm, too busy",
+     "Who runs the residents' newsletter?", "Colm"),
+    ("My car is a red Fiat", "the Fiat failed its test so I got a used Skoda",
+     "What car does the speaker drive?", "Skoda"),
 ]  # fmt: skip
 
 DEV_LOOKALIKES: list[tuple[str, str]] = [
@@ -146,4 +192,26 @@ DEV_LOOKALIKES: list[tuple[str, str]] = [
     ("I use Outlook for email", "I set up a new Outlook rule for newsletters"),
     ("I'm training for a half marathon", "I ran 18 km today in my half marathon training"),
     ("Our daughter plays the violin", "Our daughter's violin needs new strings"),
+    # the 20 chat-style ones
+    ("I'm on the Monday evening shift at the bookshop", "Monday's shift at the bookshop was dead quiet"),
+    ("My go-to lunch spot is the noodle bar by the station", "the noodle bar has a new spicy broth, so good"),
+    ("Our book club meets at Joanne's place", "Joanne baked lemon bars for book club"),
+    ("I pay 45 a month for my phone plan", "my phone plan includes 20 GB of data"),
+    ("Grandpa lives with us", "Grandpa now helps with the school run every morning"),
+    ("My landlord is Mr. Patel", "Mr. Patel finally fixed the boiler"),
+    ("We're planning the wedding for June", "we booked a new photographer for the June wedding"),
+    ("I bike to the office", "got a puncture biking to the office"),
+    ("The kids' swim class is on Saturday mornings", "the kids got new goggles for Saturday swim class"),
+    ("I'm a night owl, I write after midnight", "wrote 2,000 words after midnight yesterday"),
+    ("My therapist is Dr. Lindqvist", "Dr. Lindqvist suggested journaling"),
+    ("I keep my savings at the credit union", "the credit union raised its interest rate"),
+    ("Our team stand-up is at 9:30", "stand-up at 9:30 ran long today"),
+    ("I'm a member of the climbing wall in Leith", "the Leith wall started a new bouldering league"),
+    ("I'm allergic to cats", "my friend's cat made me sneeze all night"),
+    ("My sister looks after our dog when we travel", "my sister moved to a bigger flat with a garden"),
+    ("I teach Year 4", "Year 4 put on a play about the Romans"),
+    ("The garden centre delivers our compost", "the garden centre had a sale on bulbs"),
+    ("I run the newsletter for the residents' association",
+     "the residents' association might merge with the next street's"),
+    ("My car is a red Fiat", "someone scratched the red Fiat in the car park"),
 ]  # fmt: skip
