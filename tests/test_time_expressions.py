@@ -113,3 +113,20 @@ def test_with_dates_adds_each_date_after_its_words_for_the_embedding_text():
         "moving next month (2024-06-01..2024-06-30)"
     )
     assert with_dates("nothing dated", []) == "nothing dated"
+
+
+def test_the_quick_check_for_time_words_changes_no_answer(monkeypatch):
+    """resolve_dates skips its rules when a text holds no digit and no month, weekday, unit or named
+    day at a word's start (most memories): on every LoCoMo turn and this table, the answers are those
+    of the rules run on every text."""
+    import re
+
+    from memnets.data.locomo import load_locomo
+    from memnets.temporal import dates
+
+    texts = [text for text, _, _ in TABLE] + [turn.text for c in load_locomo() for turn in c.turns]
+    texts += ["Sundays-off since MARCH", "the week-end", "Today!", "no time named here at all"]
+    quick = [resolve_dates(text, TURN) for text in texts]
+    monkeypatch.setattr(dates, "_MAY_NAME_A_TIME", re.compile(""))  # the rules on every text
+    assert quick == [resolve_dates(text, TURN) for text in texts]
+    assert sum(map(bool, quick)) > 100  # the corpus names times: the check was put to the test

@@ -232,6 +232,21 @@ def _rules(numeric: str) -> list[tuple[re.Pattern, Callable[[re.Match, date], Ra
 
 
 _RULES = {order: _rules(order) for order in NUMERIC_ORDERS}
+# A word every rule's match holds at a word's start (a month, a weekday, a unit or period, a named
+# day) or a digit: a text without one names no time, and most texts a memory writes hold none, so
+# the rules (thirteen scans of the text) run only past this one.
+_MAY_NAME_A_TIME = re.compile(
+    r"\d|\b(?:"
+    + "|".join(
+        sorted(
+            {*MONTHS, *WEEKDAYS, "yesterday", "tomorrow", "today", "tonight", "morning", "afternoon", "evening"}
+            | {"day", "week", "weekend", "month", "year"},
+            key=len,
+            reverse=True,
+        )
+    )
+    + ")"
+)  # searched in the lower-cased text: three times faster than the same pattern with IGNORECASE
 # month abbreviations that are also everyday words: only with a preposition or a day ("may", "mar")
 _AMBIGUOUS_MONTHS = {"may", "march", "mar", "jan", "jun", "dec", "aug", "sept"}
 
@@ -247,6 +262,8 @@ def resolve_dates(text: str, at: datetime | date, *, numeric: str = "mdy") -> li
         raise ValueError(f"resolve_dates: numeric must be one of {NUMERIC_ORDERS}, got {numeric!r}")
     if not isinstance(at, (date, datetime)):
         raise TypeError(f"resolve_dates: at must be a datetime or date, got {type(at).__name__}")
+    if not _MAY_NAME_A_TIME.search(text.lower()):
+        return []
     day = at.date() if isinstance(at, datetime) else at
     found: list[tuple[int, int, ResolvedDate | None]] = []  # None: words naming no real day
     for pattern, resolve in _RULES[numeric]:
