@@ -116,16 +116,16 @@ def test_with_dates_adds_each_date_after_its_words_for_the_embedding_text():
 
 
 def test_the_quick_check_for_time_words_changes_no_answer(monkeypatch):
-    """resolve_dates skips its rules when a text holds no digit and no month, weekday, unit or named
-    day at a word's start (most memories): on every LoCoMo turn and this table, the answers are those
-    of the rules run on every text."""
+    """resolve_dates skips its rules when a text holds no month, weekday, unit or named day at a word's
+    start, no four digits and no digits around a slash (most memories): on every LoCoMo turn and this
+    table, the answers are those of the rules run on every text."""
     import re
 
     from memnets.data.locomo import load_locomo
     from memnets.temporal import dates
 
     texts = [text for text, _, _ in TABLE] + [turn.text for c in load_locomo() for turn in c.turns]
-    texts += ["Sundays-off since MARCH", "the week-end", "Today!", "no time named here at all"]
+    texts += ["Sundays-off since MARCH", "the week-end", "Today!", "room 12 (new 3)", "5/7/24", "in 1999", "2024-5-7"]
     quick = [resolve_dates(text, TURN) for text in texts]
     monkeypatch.setattr(dates, "_MAY_NAME_A_TIME", re.compile(""))  # the rules on every text
     assert quick == [resolve_dates(text, TURN) for text in texts]

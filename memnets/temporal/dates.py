@@ -232,11 +232,12 @@ def _rules(numeric: str) -> list[tuple[re.Pattern, Callable[[re.Match, date], Ra
 
 
 _RULES = {order: _rules(order) for order in NUMERIC_ORDERS}
-# A word every rule's match holds at a word's start (a month, a weekday, a unit or period, a named
-# day) or a digit: a text without one names no time, and most texts a memory writes hold none, so
-# the rules (thirteen scans of the text) run only past this one.
+# What every rule's match holds: a word at a word's start (a month, a weekday, a unit or period, a
+# named day), four digits (a year, an ISO date) or digits around a slash (5/7/24). A text without
+# one names no time, and most texts a memory writes hold none ("room 12" neither), so the rules
+# (thirteen scans of the text) run only past this one search.
 _MAY_NAME_A_TIME = re.compile(
-    r"\d|\b(?:"
+    r"\d{4}|\d/\d|\b(?:"
     + "|".join(
         sorted(
             {*MONTHS, *WEEKDAYS, "yesterday", "tomorrow", "today", "tonight", "morning", "afternoon", "evening"}
