@@ -139,14 +139,12 @@ def test_the_app_encodes_adds_through_it_and_a_search_query_once(encoder, tmp_pa
 
     import memnets
     from memnets.server.app import create_app
+    from memnets.server.testing import wait_until_ready
 
     spy = CountingEncoder(encoder)
     app = create_app(lambda wrap: memnets.open(str(tmp_path / "memory"), encoder=wrap(spy)), batching=batching)
     with TestClient(app) as client:
-        for _ in range(200):  # the memory opens in a background thread
-            if client.get("/readyz").status_code == 200:
-                break
-            time.sleep(0.05)
+        wait_until_ready(client)
         for text in ("ann walks her beagle in the park", "ann's sister lives in lyon"):
             assert client.post("/v1/memories", json={"user": "ann", "text": text}).status_code == 200
         assert spy.kinds.count("memory") == 2

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import logging
 import os
-import time
 
 import pytest
 
@@ -18,13 +17,11 @@ def client(encoder, tmp_path):
     from starlette.testclient import TestClient
 
     from memnets.server.app import create_app
+    from memnets.server.testing import wait_until_ready
 
     app = create_app(lambda wrap: memnets.open(str(tmp_path / "memory"), encoder=wrap(encoder)), access_log=True)
     with TestClient(app) as client:
-        for _ in range(200):  # the memory opens in a background thread
-            if client.get("/readyz").status_code == 200:
-                break
-            time.sleep(0.05)
+        wait_until_ready(client)
         client.memory = app.state.memnets.memory
         yield client
 

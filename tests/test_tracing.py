@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 import uuid
 
 import httpx
@@ -21,7 +20,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 import memnets
 from memnets import tracing
 from memnets.llm import ExtractiveLLM
-from memnets.server.testing import PACKAGE_PARENT, ServerProcess
+from memnets.server.testing import PACKAGE_PARENT, ServerProcess, wait_until_ready
 
 USER = "zelda-" + uuid.uuid4().hex[:8]
 SECRET = "quokka" + uuid.uuid4().hex[:6]  # a word of every text and query, found in no attribute
@@ -112,10 +111,7 @@ def test_a_server_request_continues_the_callers_trace(encoder, tmp_path, spans):
     app = create_app(lambda wrap: memnets.open(str(tmp_path / "memory"), encoder=wrap(encoder)))
     traceparent = {"traceparent": f"00-{TRACE_ID}-{CALLER_SPAN_ID}-01"}
     with TestClient(app) as client:
-        for _ in range(200):  # the memory opens in a background thread
-            if client.get("/readyz").status_code == 200:
-                break
-            time.sleep(0.05)
+        wait_until_ready(client)
         spans.clear()
         body = {"user": USER, "text": f"ann keeps a {SECRET} in the garden"}
         added = client.post("/v1/memories", json=body, headers=traceparent)

@@ -45,6 +45,16 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
+def wait_until_ready(client, seconds: float = 10.0) -> None:
+    """Wait until an in-process app (a ``TestClient`` of ``create_app``'s app) answers ``/readyz`` 200:
+    its memory opens in a background thread. TimeoutError after ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while client.get("/readyz").status_code != 200:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the app was not ready within {seconds} s")
+        time.sleep(0.05)
+
+
 class ServerProcess:
     """``python -m memnets serve http LOCATION ARGS`` in a child process, its output in ``log``."""
 
