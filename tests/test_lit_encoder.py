@@ -11,6 +11,7 @@ import torch
 import yaml
 from fit_helpers import encoder_trainer_config, tiny_data_config
 
+from memnets.argerrors import ArgumentTypeError, ArgumentValueError, field_of
 from memnets.commands.fit import main
 from memnets.lit.cli import COMPONENTS, build_cli
 from memnets.lit.data import NoDuplicatesBatchSampler, RetrievalDataModule
@@ -80,6 +81,39 @@ def test_fit_lowers_the_loss_logs_recall_and_exports_a_loadable_encoder(tmp_path
         st.encode_query(texts, convert_to_tensor=True).cpu(), trained.encode(texts, kind="query"), atol=1e-5, rtol=1e-4
     )
     assert (run / "encoder" / "memnets_encoder.json").is_file()
+
+
+def test_fit_with_frozen_embeddings_and_lowest_layer_trains_only_the_rest(tmp_path, tiny_model_dir, data_config):
+    config = str(_fit_config(tmp_path, tiny_model_dir, data_config, epochs=2))
+    assert main(["encoder", "-c", config, "--model.freeze_embeddings", "true", "--model.freeze_layers", "1"]) == 0
+    before = MemoryEncoder.from_pretrained(tiny_model_dir).backbone.state_dict()
+    after = MemoryEncoder.from_pretrained(tmp_path / "best").backbone.state_dict()
+    assert before.keys() == after.keys()
+    frozen = [k for k in before if k.startswith(("embeddings.", "encoder.layer.0.", "pooler."))]
+    trained = [k for k in before if k.startswith("encoder.layer.1.")]
+    assert len(frozen) + len(trained) == len(before) and frozen and trained
+    for key in frozen:
+        torch.testing.assert_close(after[key], before[key], rtol=0, atol=0, msg=key)
+    changed = [key for key in trained if not torch.equal(after[key], before[key])]
+    assert len(changed) == len(trained), sorted(set(trained) - set(changed))
+
+
+def test_freezing_stops_gradients_where_asked_and_names_a_bad_layer_count(tiny_model_dir):
+    encoder = MemoryEncoder.from_pretrained(tiny_model_dir)
+    assert encoder.freeze_lower() == []
+    frozen = encoder.freeze_lower(embeddings=True, layers=1)
+    assert {name.split(".")[1] for name in frozen} == {"embeddings", "encoder"}
+    assert all(".layer.0." in name for name in frozen if ".encoder." in name)
+    encoder.train()
+    vectors = encoder(**encoder.tokenize(["Alice: I adopted a cat.", "Bob: nice"]))
+    vectors.sum().backward()
+    for name, parameter in encoder.named_parameters():
+        has_gradient = parameter.grad is not None
+        assert has_gradient == (name not in frozen and not name.startswith("backbone.pooler.")), name
+    for bad, error in ((3, ArgumentValueError), (-1, ArgumentValueError), (1.5, ArgumentTypeError)):
+        with pytest.raises(error, match="layers") as caught:
+            MemoryEncoder.from_pretrained(tiny_model_dir).freeze_lower(layers=bad)
+        assert field_of(caught.value) == "layers"
 
 
 def test_cli_builds_without_fitting_and_rejects_unknown_components(tmp_path, tiny_model_dir, data_config, capsys):

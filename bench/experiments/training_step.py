@@ -3,15 +3,23 @@
 One process, the real encoder/cpu recipe (bundled MiniLM, max_length 64, 32 pairs per step with one
 mined hard negative each, AdamW over every trained parameter) on the first real batches of the
 train split. Every variant starts from the same weights with its own optimiser, and the variants
-take turns on the same batches (batch 1 for A, B, C, then batch 2 for A, B, C, ...), so that a load
+take turns on the same batches (batch 1 for A, B, C, then batch 2 for C, B, A, ...), so that a load
 that moves on a shared machine weighs on them alike; the table gives medians, each step split into
 tokenise, forward (with the loss), backward and optimiser (step and zero_grad), and each variant's
-median step over the shipped one's. Variants:
+median step over the shipped one's. Beside the wall seconds each step's CPU seconds of the process
+are recorded: on a machine that others load, the CPU seconds of a one-thread run
+(``OMP_NUM_THREADS=1``) measure a step's work where wall seconds mostly measure the load (torch's
+threads wait on each other when one is descheduled). Variants:
 
 - ``shipped``: the EncoderModule as encoder/cpu builds it (SDPA attention, torch's threads);
 - ``eager``: the backbone's eager attention instead of SDPA (the same computation);
-- ``frozen-embeddings``: the 30,522 x 384 word-embedding matrix not trained (no gradient, no AdamW
-  state for it: a change to what is learned, which needs a full fit to judge);
+- ``frozen-embeddings``: the embedding block (chiefly the 30,522 x 384 word-embedding matrix) not
+  trained (no gradient, no AdamW state for it: a change to what is learned, which needs a full fit
+  to judge; ``model.freeze_embeddings``);
+- ``frozen-embeddings+1``, ``frozen-embeddings+2``: the embeddings and the lowest 1 / 2 of the six
+  transformer layers not trained (backpropagation stops above them; ``model.freeze_layers``);
+- ``compiled``: the backbone through ``torch.compile(dynamic=True)`` (the same computation; its
+  compile time lands in the first steps, which the JSON keeps step by step);
 - ``1-thread``: one torch thread instead of torch's count (the same computation).
 
 Every variant's loss on the first batch with dropout off, before any update, is recorded beside the
@@ -35,8 +43,17 @@ import torch
 
 from bench.common import REPO_ROOT, parser, write_result
 
-VARIANTS = ("shipped", "eager", "frozen-embeddings", "1-thread")
+VARIANTS = (
+    "shipped",
+    "eager",
+    "frozen-embeddings",
+    "frozen-embeddings+1",
+    "frozen-embeddings+2",
+    "compiled",
+    "1-thread",
+)
 PHASES = ("tokenize", "forward", "backward", "optimizer")
+MEASURES = (*PHASES, "cpu")
 
 
 class one_thread:
@@ -55,8 +72,10 @@ def build_module(variant: str, template):
     module = copy.deepcopy(template)
     if variant == "eager":
         module.encoder.backbone.set_attn_implementation("eager")
-    if variant == "frozen-embeddings":
-        module.encoder.backbone.embeddings.word_embeddings.requires_grad_(False)
+    if variant.startswith("frozen-embeddings"):
+        module.encoder.freeze_lower(embeddings=True, layers=int(variant.partition("+")[2] or 0))
+    if variant == "compiled":
+        module.encoder.backbone = torch.compile(module.encoder.backbone, dynamic=True)
     trained = [p for p in module.parameters() if p.requires_grad]
     return module, torch.optim.AdamW(trained, lr=module.hparams.lr, weight_decay=module.hparams.weight_decay)
 
@@ -86,6 +105,7 @@ def batch_loss(module, batch: dict, timings: dict | None = None) -> torch.Tensor
 
 
 def train_step(module, optimizer, batch: dict, timings: dict) -> float:
+    cpu_started = time.process_time()
     loss = batch_loss(module, batch, timings)
     started = time.perf_counter()
     loss.backward()
@@ -94,6 +114,7 @@ def train_step(module, optimizer, batch: dict, timings: dict) -> float:
     optimizer.zero_grad()
     timings["backward"].append(backward_done - started)
     timings["optimizer"].append(time.perf_counter() - backward_done)
+    timings["cpu"].append(time.process_time() - cpu_started)
     return float(loss.detach())
 
 
@@ -147,10 +168,10 @@ def main(argv: list[str] | None = None) -> int:
         module.encoder.train()
         modules[variant] = (module, optimizer)
 
-    timings = {v: {phase: [] for phase in PHASES} for v in variants}
+    timings = {v: {measure: [] for measure in MEASURES} for v in variants}
     losses = {v: [] for v in variants}
     for i, batch in enumerate(batches):
-        for variant in variants:
+        for variant in variants if i % 2 == 0 else variants[::-1]:
             module, optimizer = modules[variant]
             torch.manual_seed(i)  # the same dropout draws where the computation is the same
             with one_thread() if variant == "1-thread" else nullcontext():
@@ -158,25 +179,33 @@ def main(argv: list[str] | None = None) -> int:
         print(f"batch {i + 1}/{len(batches)} done", file=sys.stderr, flush=True)
     validation = validation_seconds(modules["shipped"][0], data.validation_conversations[0])
 
-    rows = []
+    rows, steps = [], {}
     for variant in variants:
-        medians = {phase: statistics.median(timings[variant][phase]) for phase in PHASES}
-        step = [sum(values) for values in zip(*(timings[variant][phase] for phase in PHASES), strict=True)]
+        medians = {measure: statistics.median(timings[variant][measure]) for measure in MEASURES}
+        steps[variant] = [sum(v) for v in zip(*(timings[variant][phase] for phase in PHASES), strict=True)]
         rows.append(
-            {"variant": variant, "step_s": statistics.median(step), **{f"{k}_s": v for k, v in medians.items()}}
+            {
+                "variant": variant,
+                "step_s": statistics.median(steps[variant]),
+                **{f"{k}_s": v for k, v in medians.items()},
+            }
         )
-    shipped = rows[0]["step_s"]
+    shipped, shipped_cpu = rows[0]["step_s"], rows[0]["cpu_s"]
     print(
-        "| variant | step s | tokenize s | forward s | backward s | optimizer s | step / shipped | first loss, no dropout |"
+        "| variant | step s | tokenize s | forward s | backward s | optimizer s | step / shipped "
+        "| CPU s | CPU / shipped | first loss, no dropout |"
     )
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for row in rows:
         row["ratio"] = row["step_s"] / shipped
+        row["cpu_ratio"] = row["cpu_s"] / shipped_cpu
         row["first_loss"] = first_losses[row["variant"]]
         row["losses"] = losses[row["variant"]]
+        row["wall_steps_s"], row["cpu_steps_s"] = steps[row["variant"]], timings[row["variant"]]["cpu"]
         print(
             f"| {row['variant']} | {row['step_s']:.2f} | {row['tokenize_s']:.3f} | {row['forward_s']:.2f} | "
-            f"{row['backward_s']:.2f} | {row['optimizer_s']:.3f} | {row['ratio']:.2f} | {row['first_loss']:.5f} |"
+            f"{row['backward_s']:.2f} | {row['optimizer_s']:.3f} | {row['ratio']:.2f} | {row['cpu_s']:.2f} | "
+            f"{row['cpu_ratio']:.2f} | {row['first_loss']:.5f} |"
         )
     loadavg_after = [round(x, 2) for x in os.getloadavg()]
     print(f"collate {collate_seconds:.3f} s per batch; one validation pass (conv-49) {validation:.1f} s")
@@ -186,7 +215,8 @@ def main(argv: list[str] | None = None) -> int:
         {"steps": len(batches), "variants": variants, "loadavg_before": loadavg_before, "loadavg_after": loadavg_after},
         {"rows": rows, "collate_seconds_per_batch": collate_seconds, "validation_pass_seconds": validation},
         [
-            "medians over the same batches, variants interleaved batch by batch in one process",
+            "medians over the same batches, variants interleaved batch by batch in one process (order reversed every other batch)",
+            "cpu_s: the process's CPU seconds per step (with one torch thread: the step's work, whatever the load)",
             "first_loss: the first batch's loss with dropout off before any update (same computation, same loss)",
         ],
     )

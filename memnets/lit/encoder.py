@@ -47,6 +47,11 @@ class EncoderModule(L.LightningModule):
         weight_decay: AdamW weight decay (not on biases and LayerNorm weights).
         warmup_ratio: share of the steps with linear warm-up; the rest decays linearly to 0.
         eval_batch_size: batch size of validation encoding.
+        freeze_embeddings: keep the backbone's embedding block (chiefly the word-embedding matrix,
+            half of MiniLM's weights) as it is: no gradient and no AdamW state for it, a cheaper
+            CPU step (:meth:`MemoryEncoder.freeze_lower`).
+        freeze_layers: keep the lowest N transformer layers as they are too; with
+            ``freeze_embeddings`` backpropagation stops above them (cheaper still).
     """
 
     def __init__(
@@ -67,6 +72,8 @@ class EncoderModule(L.LightningModule):
         warmup_ratio: float = 0.1,
         eval_batch_size: int = 64,
         backbone_config: dict[str, Any] | None = None,
+        freeze_embeddings: bool = False,
+        freeze_layers: int = 0,
     ):
         super().__init__()
         self.save_hyperparameters()
@@ -80,6 +87,7 @@ class EncoderModule(L.LightningModule):
         )
         # the backbone's pooler is never run (mean pooling): frozen, or DDP stops on its missing gradients
         self.encoder.freeze_unused_parameters()
+        self.encoder.freeze_lower(embeddings=freeze_embeddings, layers=freeze_layers)
         self.loss_fn = InfoNCELoss(
             temperature,
             learnable_temperature,
@@ -145,7 +153,7 @@ class EncoderModule(L.LightningModule):
         hp = self.hparams
         decay, no_decay = [], []
         for parameter in self.encoder.parameters():
-            if not parameter.requires_grad:  # the frozen pooler (freeze_unused_parameters)
+            if not parameter.requires_grad:  # the unused pooler, and what freeze_embeddings / freeze_layers keep
                 continue
             (no_decay if parameter.ndim < 2 else decay).append(parameter)
         groups = [

