@@ -24,7 +24,9 @@ def run(owner: int, add: int) -> dict:
     from memnets.retrieval.faiss_retriever import FaissRetriever
 
     vectors = gaussian_clusters(owner + add + 100, LOOSE_SPREAD, ordered=False, seed=0)
-    retriever = FaissRetriever(vectors.shape[1], "ivf", use_gpu=False, exact_below=0)  # upkeep in the background, as a store runs it
+    retriever = FaissRetriever(
+        vectors.shape[1], "ivf", use_gpu=False, exact_below=0
+    )  # upkeep in the background, as a store runs it
     retriever.add([f"m{i}" for i in range(owner)], vectors[:owner], "owner")
     queries, waits, adding = vectors[-100:], [], threading.Event()
     done = threading.Event()
