@@ -86,6 +86,7 @@ CHANGE_CUES: dict[str, float] = {
     **{form: weight for verb, weight in CHANGE_VERBS.items() for form in verb_forms(verb)},
     **CHANGE_PHRASES,  # a phrase's own weight wins ("moved to" over "moved")
 }
+CUE_WORDS = frozenset(word for cue in CHANGE_CUES for word in cue.split())  # no content words (content_words)
 # Words that mark the newer text as a restatement, not a change.
 STILL_CUES = ("still", "as always", "as before", "again and again", "like always", "same as")
 # Words that make the newer text a wish, a plan or a maybe, which leaves the older fact standing
@@ -150,8 +151,9 @@ SLOT_OF = {stem(word): slot for slot, words in SLOTS.items() for word in words} 
 
 def content_words(text: str) -> set[str]:
     """The stems of the words of ``text`` that name things (stop words, change cues and numbers left out)."""
-    cues = {word for cue in CHANGE_CUES for word in cue.split()}
-    return {stem(word) for word in words(text) if word not in STOPWORDS and word not in cues and not word.isdigit()}
+    return {
+        stem(word) for word in words(text) if word not in STOPWORDS and word not in CUE_WORDS and not word.isdigit()
+    }
 
 
 def subject_words(older: str, newer: str) -> tuple[set[str], set[str]]:
@@ -369,12 +371,16 @@ class HeadJudge:
 
     def scores(self, pairs: Sequence[tuple[str, str]]) -> list[float]:
         """The scores of many (older, newer) pairs, embedded in one batch."""
+        return self.scored(pairs)[0]
+
+    def scored(self, pairs: Sequence[tuple[str, str]]) -> tuple[list[float], list[list[float]]]:
+        """(:meth:`scores`, each pair's :func:`pair_features`): the features' last is the rule judge's score."""
         if not pairs:
-            return []
+            return [], []
         vectors = self.encoder.encode([text for pair in pairs for text in pair], "memory")
         features = [pair_features(older, newer) for older, newer in pairs]
         found = self.head.predict_proba(vectors[0::2], vectors[1::2], features)
-        return [float(p) if signalled(f) else 0.0 for p, f in zip(found, features, strict=True)]
+        return [float(p) if signalled(f) else 0.0 for p, f in zip(found, features, strict=True)], features
 
     def score(self, older: str, newer: str) -> float:
         return self.scores([(older, newer)])[0]
@@ -404,8 +410,8 @@ class EitherJudge:
 
     def scores(self, pairs: Sequence[tuple[str, str]]) -> list[float]:
         out = []
-        for (older, newer), head in zip(pairs, self.head.scores(pairs), strict=True):
-            rule = self.rule.score(older, newer)
+        heads, features = self.head.scored(pairs)  # the rule judge's score is the features' last: not twice
+        for (older, newer), head, rule in zip(pairs, heads, (f[-1] for f in features), strict=True):
             score = max(at_half(head, self.head.threshold), at_half(rule, self.rule.threshold))
             log.debug(
                 "supersession %.3f: head %.3f (threshold %.2f), rule %.3f (threshold %.2f) | %r -> %r",
