@@ -80,6 +80,7 @@ _LISTS = ("$in", "$nin")
 _SCALARS = (str, int, float, bool, type(None))  # what a $in / $nin list holds
 TIME_TRAVEL = ("as_of", "known_at")  # which versions a read sees (top level only)
 _KEYS = ("kind", "metadata", "since", "until", *SCOPES, *COMBINATORS, *TIME_TRAVEL)
+_KNOWN_KEYS = frozenset(_KEYS)
 MAX_FILTER_CLAUSES = 128  # conditions of one filter, all nested parts included
 MAX_FILTER_VALUES = 1_000  # values of one operand (a $in / $nin list, a list or dict to compare with)
 MAX_FILTER_DEPTH = 8  # nesting of $and / $or
@@ -129,9 +130,22 @@ class MemoryFilter:
             value = getattr(self, name)
             if value is not None:
                 object.__setattr__(self, name, MappingProxyType(_check_condition(value, name)))
+        if self.all_of != () or self.any_of != ():  # most filters have no $and / $or: nothing to check
+            depth, clauses = self._check_parts()
+        else:
+            depth, clauses = 1, _own_clauses(self)
+        if clauses > MAX_FILTER_CLAUSES:
+            raise ArgumentValueError(
+                f"MemoryFilter: {clauses} clauses, over the limit of {MAX_FILTER_CLAUSES}", field="filters"
+            )
+        object.__setattr__(self, "_depth", depth)  # not fields: no part of equality, repr or the JSON form
+        object.__setattr__(self, "_clauses", clauses)
+
+    def _check_parts(self) -> tuple[int, int]:
+        """Checks ``all_of``/``any_of`` (tuples of filters, no time travel inside, not nested too deep);
+        returns this filter's depth and its clauses, the parts' included."""
         for name, word in (("all_of", "$and"), ("any_of", "$or")):
-            if getattr(self, name) != ():  # most filters have no $and / $or: nothing to check
-                object.__setattr__(self, name, _check_filters(getattr(self, name), word))
+            object.__setattr__(self, name, _check_filters(getattr(self, name), word))
         parts = (*self.all_of, *self.any_of)
         if any(part.time_travel for part in parts):
             raise ArgumentValueError(
@@ -143,13 +157,7 @@ class MemoryFilter:
             raise ArgumentValueError(
                 f"MemoryFilter: $and/$or nest {depth} deep, over the limit of {MAX_FILTER_DEPTH}", field="filters"
             )
-        clauses = sum(part._clauses for part in parts) + _own_clauses(self)
-        if clauses > MAX_FILTER_CLAUSES:
-            raise ArgumentValueError(
-                f"MemoryFilter: {clauses} clauses, over the limit of {MAX_FILTER_CLAUSES}", field="filters"
-            )
-        object.__setattr__(self, "_depth", depth)  # not fields: no part of equality, repr or the JSON form
-        object.__setattr__(self, "_clauses", clauses)
+        return depth, sum(part._clauses for part in parts) + _own_clauses(self)
 
     @property
     def time_travel(self) -> bool:
@@ -210,17 +218,8 @@ class MemoryFilter:
             raise ArgumentTypeError(
                 f"filters must be a MemoryFilter, a mapping or None, got {type(filters).__name__}", field="filters"
             )
-        operators = [key for key in filters if isinstance(key, str) and key.startswith("$") and key not in _KEYS]
-        if operators:
-            raise ArgumentValueError(
-                f"filters: unknown operators {operators!r}; the operators of a filter are {COMBINATORS}",
-                field="filters",
-            )
-        unknown = [key for key in filters if key not in _KEYS]
-        if unknown:
-            raise ArgumentValueError(
-                f"filters: unknown keys {unknown!r}; allowed keys are {list(_KEYS)}", field="filters"
-            )
+        if not _KNOWN_KEYS.issuperset(filters):
+            _refuse_keys(filters)
         if all(value is None for value in filters.values()):  # every key is known by now
             return None
         return cls(
@@ -268,6 +267,17 @@ class MemoryFilter:
         )
 
 
+def _refuse_keys(filters: Mapping) -> None:
+    """Raises ValueError naming a filter mapping's unknown ``$`` operators, else its unknown keys."""
+    operators = [key for key in filters if isinstance(key, str) and key.startswith("$") and key not in _KNOWN_KEYS]
+    if operators:
+        raise ArgumentValueError(
+            f"filters: unknown operators {operators!r}; the operators of a filter are {COMBINATORS}", field="filters"
+        )
+    unknown = [key for key in filters if key not in _KNOWN_KEYS]
+    raise ArgumentValueError(f"filters: unknown keys {unknown!r}; allowed keys are {list(_KEYS)}", field="filters")
+
+
 def _parse_list(items: Any, word: str, depth: int) -> tuple[MemoryFilter, ...]:
     """The filters of a ``$and``/``$or`` list of mappings (or MemoryFilters) at ``depth``."""
     if items is None:
@@ -277,9 +287,10 @@ def _parse_list(items: Any, word: str, depth: int) -> tuple[MemoryFilter, ...]:
 
 def _own_clauses(memory_filter: MemoryFilter) -> int:
     """The clauses of a filter's own conditions (its ``$and``/``$or`` parts not included)."""
-    count = sum(getattr(memory_filter, name) is not None for name in ("kinds", "since", "until"))
-    count += sum(len(getattr(memory_filter, name) or ()) for name in SCOPES)
-    return count + (_metadata_clauses(memory_filter.metadata) if memory_filter.metadata is not None else 0)
+    f = memory_filter
+    count = (f.kinds is not None) + (f.since is not None) + (f.until is not None)
+    count += len(f.agent or ()) + len(f.session or ())
+    return count + (_metadata_clauses(f.metadata) if f.metadata is not None else 0)
 
 
 def _metadata_clauses(conditions: Mapping[str, Any]) -> int:
