@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 from collections.abc import Callable, Iterator, Mapping
 
 try:
@@ -104,7 +105,18 @@ def _provider_set() -> bool:
     """Whether the application set a tracer provider. Until it does, the API's spans would record
     nothing, yet cost tens of microseconds each (nested context managers, the context's copy): none is
     started then, so that an installed API (FastAPI depends on it) costs one check per span site."""
+    if _READ_PROVIDER_DIRECTLY:
+        return _trace._TRACER_PROVIDER is not None
     return _trace is not None and not isinstance(_trace.get_tracer_provider(), _trace.ProxyTracerProvider)
+
+
+# The public getter looks the environment up for a provider's name on every call while none is set (a
+# KeyError raised and caught inside os.environ: ~1 us, three times per search), so the check reads
+# OpenTelemetry's global itself. It takes the public getter where that global is missing (another
+# OpenTelemetry version) or where the environment names a provider, which the getter loads on first use.
+_READ_PROVIDER_DIRECTLY = (
+    _trace is not None and hasattr(_trace, "_TRACER_PROVIDER") and "OTEL_PYTHON_TRACER_PROVIDER" not in os.environ
+)
 
 
 def _checked(attributes: Attributes | None) -> dict:

@@ -213,6 +213,32 @@ print("no spans")
     assert done.returncode == 0 and done.stdout.strip() == "no spans", done.stderr
 
 
+def test_spans_start_once_a_provider_is_set_in_code_or_named_in_the_environment():
+    """The provider check reads OpenTelemetry's global itself; a provider set after import, and one that
+    only the environment names (``opentelemetry-instrument`` sets it; the getter loads it), both count."""
+    in_code = """
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from memnets import tracing
+before = tracing.span("memnets.search") is tracing.span("memnets.add")  # the shared no-op: no provider yet
+trace.set_tracer_provider(TracerProvider())
+print(before, tracing.span("memnets.search") is tracing.span("memnets.add"))
+"""
+    done = run_python(in_code)
+    assert done.returncode == 0 and done.stdout.split() == ["True", "False"], done.stderr
+    from_environment = """
+from memnets import tracing
+print(tracing.span("memnets.search") is tracing.span("memnets.add"))
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", from_environment],
+        env={"PYTHONPATH": str(PACKAGE_PARENT), "OTEL_PYTHON_TRACER_PROVIDER": "sdk_tracer_provider"},
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0 and done.stdout.split() == ["False"], done.stderr
+
+
 def test_without_opentelemetry_nothing_is_wrapped():
     """Zero cost without the extra: the decorators return what they were given, span() a shared no-op."""
     script = """
