@@ -1,4 +1,4 @@
-"""The DEVELOPMENT set of reworded changes and look-alikes (116 and 117): every supersession rule, threshold and
+"""The DEVELOPMENT set of reworded changes and look-alikes (116 and 127): every supersession rule, threshold and
 training choice is made on these, never on the bench cases of bench/experiments/supersession_cases.py (the
 test set). The last 20 of each are in chat style (lower case, no subject first, asides).
 
@@ -378,4 +378,16 @@ DEV_LOOKALIKES: list[tuple[str, str]] = [
      "Caroline: Jo at the centre helped me a lot with the adoption forms"),
     ("I play five-a-side on Thursdays", "I used to hate football as a kid, funny how things go"),
     ("I work at the library", "been at the library since 2019, love it"),
+    # 10 more, written after the first run of the implicit families above, to guard them: one-off
+    # episodes with another value of the slot (a beer, a taxi, a weekend away), a cancelled train
+    ("I drink coffee every morning", "had a beer with the team last night"),
+    ("I bike to the office", "took a taxi home from the party yesterday"),
+    ("I go to the gym three times a week", "went swimming with the kids on Sunday"),
+    ("I'm vegetarian", "cooked chicken for the kids tonight"),
+    ("I live in Paris", "had a great weekend in Rome with Lou"),
+    ("I work at Shopify", "had lunch at Dishoom with an old friend"),
+    ("Nina's boyfriend is Tom", "Nina went to the cinema with her ex yesterday"),
+    ("I take the train to work", "the train was cancelled so I drove in today"),
+    ("My GP is Dr. Shah", "saw a new doctor at the walk-in clinic for my ankle"),
+    ("I'm single", "went on a date with a guy from the climbing gym, it was fine"),
 ]  # fmt: skip

@@ -1,0 +1,145 @@
+"""Signs of a change of fact that carry no change word, for the rule judge (:mod:`memnets.temporal.supersession`).
+
+"I work at Shopify" -> "Just finished my first month at Stripe" says no "moved", "changed" or "now":
+the change is in what the newer text says of the older's thing or slot. Three families, each a sign of
+change and of a shared subject at once:
+
+- :func:`ended`: the newer text ends the older's own thing ("sold the Civic", "off metformin", "ex-wife
+  Claudia", "LastPass is gone", "Sven is her ex", "the covers band split", "put Pickles down") or its slot ("graduated"
+  after a master's, "handed my notice in" after a job);
+- :func:`new_role`: "my new GP, Dr. Okonjo" after "My doctor is Dr. Ferreira": a new one of a role held
+  one at a time (:data:`~memnets.temporal.lexicon.ROLES`), of the older's slot or thing;
+- :func:`values_swapped`: another value of the older's slot in the older's own one's place ("bike" ->
+  "tram", "single" -> "girlfriend", "blonde" -> "natural dark brown").
+
+Each reads only the clauses the newer text says of the pair's own subject (:func:`own_words`): "my
+husband had steak" is no value of the vegetarian speaker's. And :func:`asks` finds a newer text that asks
+about the older's thing ("should I get the new iPhone or stick with Samsung?"), which changes nothing.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Set
+
+from memnets.temporal.lexicon import (
+    DAY_MARKS,
+    ENDS_AFTER,
+    ENDS_BEFORE,
+    EPISODE_VERBS,
+    NOT_ENDING,
+    RELATIONS,
+    ROLE_STEMS,
+    SLOT_ENDS,
+    SLOT_OF,
+    STANDING,
+    VALUE_OF,
+    stem,
+    words,
+)
+
+_CLAUSE = re.compile(r"[,;:!?()]|\.(?:\s|$)|\s(?:and|but|so|while|because)\s")
+POSSESSIVES = frozenset({"my", "our", "his", "her", "their", "your"})
+PAST_MARKS = frozenset({"ex", "former", "previous", "old", "late"})  # "ex-wife Marta" is no new value
+AFTER_WINDOW, BEFORE_WINDOW = 4, 3  # words after an ending word ("got rid of my HSBC"), before one ("LastPass is gone")
+_AFTER_NEW = re.compile(r"\s*(?:[,:;.!?]|$)|\s+[A-Z]|\s+(?:is|was|has|and|who|called)\b")  # "new GP, Dr. ..."
+
+
+def own_words(newer: str, about: Set[str]) -> list[str]:
+    """The words of ``newer`` said of the pair's own subject: of a clause that opens on "my husband", "her
+    sister", "Leon's boss" (a possessive and one of :data:`~memnets.temporal.lexicon.RELATIONS`), only those
+    two words ("my girlfriend Anouk and I ..." names the speaker's partner; "my husband had steak" is no meal
+    of the speaker's), unless that person is whom the pair is about (``about``: the stems the older opens on)."""
+    kept = []
+    for clause in _CLAUSE.split(newer):
+        found = words(clause)
+        owner = bool(found) and (found[0] in POSSESSIVES or clause.split()[0].lower().endswith("'s"))
+        if owner and len(found) > 1 and found[1] in RELATIONS and stem(found[1]) not in about:
+            found = found[:2]  # the person themself is said of the speaker ("my girlfriend ...")
+        kept.extend(found)
+    return kept
+
+
+def _phrase_at(phrase: str, found: list[str]) -> list[int]:
+    """The indexes just after each occurrence of ``phrase`` (one or more words) in ``found``."""
+    parts = phrase.split()
+    return [i + len(parts) for i in range(len(found) - len(parts) + 1) if found[i : i + len(parts)] == parts]
+
+
+def ended(keys: Set[str], older_slots: Set[str], found: list[str]) -> bool:
+    """``found`` (the newer's :func:`own_words`) ends a thing of the older (``keys``: its content stems) or one
+    of its slots: an ending word of :data:`~memnets.temporal.lexicon.ENDS_BEFORE` with a key among the next
+    words, one of ``ENDS_AFTER`` with a key among the words before it, "put <key> down", or a phrase of
+    ``SLOT_ENDS`` for a slot of the older. Not in an idiom of :data:`~memnets.temporal.lexicon.NOT_ENDING`
+    ("a day off work")."""
+    padded = " " + " ".join(found) + " "
+    if any(f" {idiom} " in padded for idiom in NOT_ENDING):
+        return False
+    if any(f" {phrase} " in padded for slot in older_slots for phrase in SLOT_ENDS.get(slot, ())):
+        return True
+    stems = [stem(word) for word in found]
+
+    def keyed(span: list[str]) -> bool:
+        return any(word in keys for word in span)
+
+    for phrase in ENDS_BEFORE:
+        if any(keyed(stems[end : end + AFTER_WINDOW]) for end in _phrase_at(phrase, found)):
+            return True
+    for phrase in ENDS_AFTER:
+        starts = [end - len(phrase.split()) for end in _phrase_at(phrase, found)]
+        if any(keyed(stems[max(0, start - BEFORE_WINDOW) : start]) for start in starts):
+            return True
+    return any("down" in found[end + 1 : end + 3] and keyed(stems[end : end + 2]) for end in _phrase_at("put", found))
+
+
+def new_role(keys: Set[str], older_slots: Set[str], newer: str) -> bool:
+    """``newer`` names "a new <role>" (:data:`~memnets.temporal.lexicon.ROLES`) of the older's thing or slot,
+    the role word ending its phrase (a comma, a name, "is" after it): "my new GP, Dr. Okonjo", "the new
+    landlord is a company"; not "a new phone case", nor "a new physio" after a doctor."""
+    for match in re.finditer(r"\bnew\s+([A-Za-z]+)", newer, re.IGNORECASE):
+        role = stem(match.group(1).lower())
+        if role in ROLE_STEMS and (role in keys or SLOT_OF.get(role) in older_slots):
+            if _AFTER_NEW.match(newer[match.end() :]):
+                return True
+    return False
+
+
+def values(found: list[str]) -> dict[str, set[str]]:
+    """slot -> the values of :data:`~memnets.temporal.lexicon.SLOT_VALUES` that ``found`` states, none of
+    those marked as past ("ex-wife", "my old bike")."""
+    out: dict[str, set[str]] = {}
+    for before, word in zip(["", *found], found):
+        if before not in PAST_MARKS and stem(word) in VALUE_OF:
+            slot, value = VALUE_OF[stem(word)]
+            out.setdefault(slot, set()).add(value)
+    return out
+
+
+def values_swapped(older: str, found: list[str]) -> bool:
+    """``found`` (the newer's :func:`own_words`) states another value of a slot of the older, and none of the
+    older's values of that slot: "I take the 38 bus" -> "I cycle to work these days"."""
+    old, new = values(words(older)), values(found)
+    return any(new[slot] - old[slot] and not new[slot] & old[slot] for slot in old.keys() & new.keys())
+
+
+def asks(keys: Set[str], newer: str) -> bool:
+    """A sentence of ``newer`` that ends in "?" names a thing of the older: a question, not a new fact."""
+    return any(
+        sentence.strip().endswith("?") and any(stem(word) in keys for word in words(sentence))
+        for sentence in re.split(r"(?<=[.?!])\s+", newer)
+    )
+
+
+def one_day(newer: str) -> bool:
+    """``newer`` is told of one day (:data:`~memnets.temporal.lexicon.DAY_MARKS`: "the train was cancelled so
+    I drove in today") and says nothing of a standing fact (``STANDING``: "these days", "since", "every", ...)."""
+    padded = " " + " ".join(words(newer)) + " "
+    return any(f" {mark} " in padded for mark in DAY_MARKS) and not STANDING.search(newer.lower())
+
+
+def episode(newer: str) -> bool:
+    """``newer`` tells a one-off: of one day (:func:`one_day`) or opening on a verb of an outing
+    (:data:`~memnets.temporal.lexicon.EPISODE_VERBS`: "went swimming with the kids on Sunday", "had a beer")
+    with no word of a standing fact."""
+    opens = bool(EPISODE_VERBS & set(words(newer)[:3])) and not STANDING.search(newer.lower())
+    return one_day(newer) or opens
