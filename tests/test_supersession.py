@@ -187,6 +187,12 @@ IMPLICIT_LOOKALIKES = [  # the same thing or slot, with the words of an implicit
     ("I'm vegetarian", "my brother had steak and I had the falafel"),  # another person's value
     ("I bank with Monzo", "took a day off work to sort out my Monzo card"),  # "off" in an idiom
     ("Biscuit is our dog", "Biscuit's ex-owner sent us photos of him"),  # "ex-" of another person
+    ("We rent a flat in Leith", "the flat's fridge died again"),  # an ending cue of another thing
+    ("My boss is Karen", "Karen's gone on holiday for a week"),  # an ending word in an idiom
+    ("Rex is our dog", "Rex passed his agility test"),  # likewise
+    ("I swim on Tuesdays", "Tuesday's swim session was cancelled for a gala"),  # one instance of a weekly habit
+    ("I'm married", "my wife and I booked a cruise"),  # two words of one value of the slot
+    ("I drink tea", "I love a glass of wine with dinner"),  # a taste, not another value
 ]
 
 

@@ -1,4 +1,4 @@
-"""The DEVELOPMENT set of reworded changes and look-alikes (116 and 127): every supersession rule, threshold and
+"""The DEVELOPMENT set of reworded changes and look-alikes (116 and 139): every supersession rule, threshold and
 training choice is made on these, never on the bench cases of bench/experiments/supersession_cases.py (the
 test set). The last 20 of each are in chat style (lower case, no subject first, asides).
 
@@ -390,4 +390,18 @@ DEV_LOOKALIKES: list[tuple[str, str]] = [
     ("I take the train to work", "the train was cancelled so I drove in today"),
     ("My GP is Dr. Shah", "saw a new doctor at the walk-in clinic for my ankle"),
     ("I'm single", "went on a date with a guy from the climbing gym, it was fine"),
+    # 12 more, written while probing the implicit families for look-alikes they would wrongly end ("gone
+    # on holiday", "passed his test", "the flat's boiler died", "married" and "my husband", a taste)
+    ("My boss is Karen", "Karen's gone on holiday for two weeks"),
+    ("Our dog is Max", "Max passed his obedience test"),
+    ("I'm on the school board", "the board split on the budget vote"),
+    ("We rent a flat in Camden", "the flat's boiler died again"),
+    ("I work at the hospital", "I'm off work with the flu this week"),
+    ("I'm dating Sam", "Sam met my ex at the party"),
+    ("I'm married", "my husband and I are going on a cruise"),
+    ("I do yoga", "I'm going to try pilates"),
+    ("I drink coffee every morning", "I love a cold beer after football"),
+    ("I go running every morning", "went running with my dog this morning"),
+    ("I work at Google", "met an old friend from Google for coffee"),
+    ("I take yoga classes on Mondays", "Monday's yoga class was cancelled"),
 ]  # fmt: skip

@@ -27,12 +27,15 @@ from memnets.temporal.lexicon import (
     ENDS_AFTER,
     ENDS_BEFORE,
     EPISODE_VERBS,
+    LIKING,
+    LINKS,
     NOT_ENDING,
     RELATIONS,
     ROLE_STEMS,
     SLOT_ENDS,
     SLOT_OF,
     STANDING,
+    THING_CUES,
     VALUE_OF,
     stem,
     words,
@@ -41,7 +44,7 @@ from memnets.temporal.lexicon import (
 _CLAUSE = re.compile(r"[,;:!?()]|\.(?:\s|$)|\s(?:and|but|so|while|because)\s")
 POSSESSIVES = frozenset({"my", "our", "his", "her", "their", "your"})
 PAST_MARKS = frozenset({"ex", "former", "previous", "old", "late"})  # "ex-wife Marta" is no new value
-AFTER_WINDOW, BEFORE_WINDOW = 4, 3  # words after an ending word ("got rid of my HSBC"), before one ("LastPass is gone")
+AFTER_WINDOW = 4  # words after an ending word that may name the thing it ends ("got rid of my HSBC account")
 _AFTER_NEW = re.compile(r"\s*(?:[,:;.!?]|$)|\s+[A-Z]|\s+(?:is|was|has|and|who|called)\b")  # "new GP, Dr. ..."
 
 
@@ -66,30 +69,60 @@ def _phrase_at(phrase: str, found: list[str]) -> list[int]:
     return [i + len(parts) for i in range(len(found) - len(parts) + 1) if found[i : i + len(parts)] == parts]
 
 
+def _keyed_before(keys: Set[str], found: list[str], start: int) -> bool:
+    """The word before index ``start`` of ``found`` (:data:`~memnets.temporal.lexicon.LINKS` skipped) is a key."""
+    while start > 0 and found[start - 1] in LINKS:
+        start -= 1
+    return start > 0 and stem(found[start - 1]) in keys
+
+
+def _keyed_after(keys: Set[str], found: list[str], end: int) -> bool:
+    """One of the :data:`AFTER_WINDOW` words from index ``end`` of ``found`` is a key."""
+    return any(stem(word) in keys for word in found[end : end + AFTER_WINDOW])
+
+
+def unmasked(found: list[str]) -> list[str]:
+    """``found`` with each idiom of :data:`~memnets.temporal.lexicon.NOT_ENDING` ("a day off work", "gone on
+    holiday") as one word "_", which ends nothing."""
+    text = " " + " ".join(found) + " "
+    for idiom in NOT_ENDING:
+        text = text.replace(f" {idiom} ", " _ ")
+    return text.split()
+
+
 def ended(keys: Set[str], older_slots: Set[str], found: list[str]) -> bool:
     """``found`` (the newer's :func:`own_words`) ends a thing of the older (``keys``: its content stems) or one
     of its slots: an ending word of :data:`~memnets.temporal.lexicon.ENDS_BEFORE` with a key among the next
-    words, one of ``ENDS_AFTER`` with a key among the words before it, "put <key> down", or a phrase of
-    ``SLOT_ENDS`` for a slot of the older. Not in an idiom of :data:`~memnets.temporal.lexicon.NOT_ENDING`
-    ("a day off work")."""
+    words, one of ``ENDS_AFTER`` right after a key (:data:`~memnets.temporal.lexicon.LINKS` between: "LastPass
+    is gone"), "put <key> down", or a phrase of ``SLOT_ENDS`` for a slot of the older; not in an idiom
+    (:func:`unmasked`)."""
+    found = unmasked(found)
     padded = " " + " ".join(found) + " "
-    if any(f" {idiom} " in padded for idiom in NOT_ENDING):
-        return False
     if any(f" {phrase} " in padded for slot in older_slots for phrase in SLOT_ENDS.get(slot, ())):
         return True
-    stems = [stem(word) for word in found]
-
-    def keyed(span: list[str]) -> bool:
-        return any(word in keys for word in span)
-
     for phrase in ENDS_BEFORE:
-        if any(keyed(stems[end : end + AFTER_WINDOW]) for end in _phrase_at(phrase, found)):
+        if any(_keyed_after(keys, found, end) for end in _phrase_at(phrase, found)):
             return True
     for phrase in ENDS_AFTER:
-        starts = [end - len(phrase.split()) for end in _phrase_at(phrase, found)]
-        if any(keyed(stems[max(0, start - BEFORE_WINDOW) : start]) for start in starts):
+        if any(_keyed_before(keys, found, end - len(phrase.split())) for end in _phrase_at(phrase, found)):
             return True
-    return any("down" in found[end + 1 : end + 3] and keyed(stems[end : end + 2]) for end in _phrase_at("put", found))
+    return any(
+        "down" in found[end + 1 : end + 3] and _keyed_after(keys, found[: end + 2], end)
+        for end in _phrase_at("put", found)
+    )
+
+
+def thingless(keys: Set[str], found: list[str]) -> set[str]:
+    """The cues of :data:`~memnets.temporal.lexicon.THING_CUES` in ``found`` that end no thing of the older:
+    neither right after a key ("the flight was cancelled") nor before one ("cancelled the Leith
+    membership"): "the flat's boiler died" ends no flat."""
+    found = unmasked(found)
+    return {
+        cue
+        for cue in THING_CUES
+        for end in _phrase_at(cue, found)
+        if not _keyed_before(keys, found, end - len(cue.split())) and not _keyed_after(keys, found, end)
+    }
 
 
 def new_role(keys: Set[str], older_slots: Set[str], newer: str) -> bool:
@@ -117,7 +150,10 @@ def values(found: list[str]) -> dict[str, set[str]]:
 
 def values_swapped(older: str, found: list[str]) -> bool:
     """``found`` (the newer's :func:`own_words`) states another value of a slot of the older, and none of the
-    older's values of that slot: "I take the 38 bus" -> "I cycle to work these days"."""
+    older's values of that slot: "I take the 38 bus" -> "I cycle to work these days"; not as a taste ("I love
+    fish tacos" after "I'm vegetarian": a verb of :data:`~memnets.temporal.lexicon.LIKING`)."""
+    if LIKING & set(found):
+        return False
     old, new = values(words(older)), values(found)
     return any(new[slot] - old[slot] and not new[slot] & old[slot] for slot in old.keys() & new.keys())
 
@@ -135,6 +171,20 @@ def one_day(newer: str) -> bool:
     I drove in today") and says nothing of a standing fact (``STANDING``: "these days", "since", "every", ...)."""
     padded = " " + " ".join(words(newer)) + " "
     return any(f" {mark} " in padded for mark in DAY_MARKS) and not STANDING.search(newer.lower())
+
+
+WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+
+
+def one_of_many(older: str, newer: str) -> bool:
+    """The older names a weekday as a habit ("on Mondays", "every Monday") and the newer that weekday once
+    ("Monday's yoga class was cancelled"), with no word of a standing fact: one instance, not the habit."""
+    old, new = words(older), words(newer)
+    habit = {
+        day for day in WEEKDAYS if f"{day}s" in old or any(a == "every" and b == day for a, b in zip(old, old[1:]))
+    }
+    once = {day for day in habit if day in new and not any(a == "every" and b == day for a, b in zip(new, new[1:]))}
+    return bool(once) and not STANDING.search(newer.lower())
 
 
 def episode(newer: str) -> bool:

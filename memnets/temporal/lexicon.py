@@ -53,8 +53,8 @@ SLOT_VALUES: dict[str, tuple[str, ...]] = {
     "drink": ("coffee", "tea", "beer", "wine", "lager", "sober"),
     "transport": ("car/drive/drives/driving", "bike/biking/bikes", "cycle/cycling/cycles", "bus", "train", "tram", "tube", "subway",
                   "metro", "scooter", "walk/walks/walking", "taxi", "coach", "ferry"),
-    "relationship": ("single", "married", "engaged", "divorced", "dating", "wife", "husband", "boyfriend",
-                     "girlfriend", "partner", "fiance", "fiancee"),
+    "relationship": ("single", "married/husband/wife/spouse", "engaged/fiance/fiancee", "divorced",
+                     "dating/boyfriend/girlfriend/partner"),
     "work": ("accountant", "carpenter", "designer", "analyst", "developer", "lawyer", "chef", "engineer",
              "teacher", "nurse", "freelance/freelancer", "retired", "unemployed"),
     "exercise": ("gym", "swim/swims/swimming", "yoga", "pilates", "climbing/climbs/boulder/bouldering",
@@ -74,8 +74,18 @@ ROLES = frozenset(
 # "Sven is her ex"), and phrases that end a slot ("graduated" a study, "handed my notice in" a job).
 ENDS_BEFORE = ("sold", "selling", "off", "ex", "former", "quit", "got rid of", "out of", "dumped", "ditched")
 ENDS_AFTER = ("gone", "shut", "closed", "split", "passed", "died", "folded", "her ex", "his ex", "my ex", "their ex")
-NOT_ENDING = ("day off", "days off", "time off", "week off", "off to", "show off", "drop off", "dropped off",
-              "was out of", "were out of", "ran out of", "run out of", "out of stock")  # fmt: skip
+NOT_ENDING = ("day off", "days off", "time off", "week off", "off to", "off work", "off sick", "show off", "drop off",
+              "dropped off", "was out of", "were out of", "ran out of", "run out of", "out of stock", "gone on",
+              "gone to", "gone out", "gone home", "gone for", "gone into", "gone back", "gone up", "gone down",
+              "gone off", "passed his", "passed her", "passed the", "passed a", "passed an", "passed my",
+              "passed their", "passed it", "split on", "split the", "split a", "split it", "split over")  # fmt: skip
+# Change cues that end a thing (memnets.temporal.supersession.CHANGE_CUES): they count only of a thing of the
+# older ("the flight was cancelled"), not of another ("the flat's boiler died").
+THING_CUES = ("died", "closed", "cancelled", "canceled", "shut", "passed away", "folded", "ended")
+# Words between a thing and the ending word after it ("LastPass is gone", "Biscuit has just died").
+LINKS = frozenset("is was has had have been just got finally sadly".split())
+# Verbs of liking: "I love fish tacos" after "I'm vegetarian" states a taste, not another value of the slot.
+LIKING = frozenset("love loves like likes enjoy enjoys hate hates miss misses fancy prefer".split())
 SLOT_ENDS: dict[str, tuple[str, ...]] = {
     "study": ("graduated", "dropped out"),
     "work": ("handed my notice", "handed in my notice", "resigned", "laid off", "made redundant", "got fired",

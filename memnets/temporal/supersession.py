@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Sequence, Set
 from typing import Any
 
 from memnets.temporal import implicit
@@ -104,7 +104,7 @@ ASIDE_CUES = ("when i", "when we", "back when", "as a kid", "visited", "visiting
 # ("I would like to move to Madrid someday" after "I live in Austin").
 UNREAL_CUES = ("would like", "might", "maybe", "someday", "one day", "thinking of", "thinking about",
                "considering", "planning to", "hoping to", "wants to", "want to", "dreams of", "wish", "would love",
-               "if", "whether", "should i", "i'd")  # fmt: skip
+               "if", "whether", "should i", "i'd", "going to try", "try out", "trying out")  # fmt: skip
 NEGATIONS = ("not", "no", "never", "n't", "don't", "doesn't", "didn't", "isn't", "aren't", "won't", "can't")
 
 _DATE_NAME = re.compile(
@@ -275,10 +275,10 @@ def _has(phrase: str, padded: str) -> bool:
     return f" {phrase} " in padded
 
 
-def change_cue(text: str) -> float:
-    """The strongest change cue of ``text`` (0 when none)."""
+def change_cue(text: str, left_out: Set[str] = frozenset()) -> float:
+    """The strongest change cue of ``text`` (0 when none), the cues of ``left_out`` not counted."""
     padded = " " + " ".join(words(text)) + " "
-    return max((weight for cue, weight in CHANGE_CUES.items() if _has(cue, padded)), default=0.0)
+    return max((w for cue, w in CHANGE_CUES.items() if cue not in left_out and _has(cue, padded)), default=0.0)
 
 
 def still_cue(text: str) -> bool:
@@ -314,7 +314,8 @@ def pair_features(older: str, newer: str) -> list[float]:
     keys = a - opener(older)  # a thing of the older, not whom it is about
     ends = implicit.ended(keys, slots(older), own) or implicit.new_role(keys, slots(older), newer)
     swapped = implicit.values_swapped(older, own) and not implicit.episode(newer)
-    cue, still = max(change_cue(newer), STRONG_CUE if ends else 0.0), still_cue(newer) or implicit.asks(a, newer)
+    cue = max(change_cue(newer, implicit.thingless(keys, own)), STRONG_CUE if ends else 0.0)
+    still = still_cue(newer) or implicit.asks(a, newer)
     flip = 1.0 if negated(older) != negated(newer) and (negated(older) or negates(a, newer)) else 0.0
     values = 1.0 if swapped or value_change(older, newer) else 0.0
     # one slot, or words in common (a changed number or time of a thing both name is the same subject)
@@ -329,8 +330,9 @@ def pair_features(older: str, newer: str) -> list[float]:
     its_thing = bool(about & content_words(older)) and not about & opener(older)
     weak_elsewhere = cue < STRONG_CUE and (its_thing or another_of(a, newer))
     change = max(0.0 if weak_elsewhere else cue, 0.9 * flip, 0.8 * values)
-    # a one-day exception ends no standing fact (an appointment's date or time may move on the day)
-    exception = implicit.one_day(newer) and not ends and not dated(older)
+    # a one-day exception, or one instance of a weekly habit, ends no standing fact (an appointment's
+    # date or time may move on the day)
+    exception = not ends and (implicit.one_day(newer) and not dated(older) or implicit.one_of_many(older, newer))
     score = 0.0 if still or kept or exception or about_another(older, newer) else subject * change
     return [cue, float(still), flip, values, overlap, same_slot, score]
 
