@@ -193,6 +193,8 @@ IMPLICIT_LOOKALIKES = [  # the same thing or slot, with the words of an implicit
     ("I swim on Tuesdays", "Tuesday's swim session was cancelled for a gala"),  # one instance of a weekly habit
     ("I'm married", "my wife and I booked a cruise"),  # two words of one value of the slot
     ("I drink tea", "I love a glass of wine with dinner"),  # a taste, not another value
+    ("Ali works as a nurse", "Ali watched a film about a lawyer"),  # another value as the topic of a film
+    ("I go to bed at 11", "I woke up at noon once"),  # another time, once
 ]
 
 

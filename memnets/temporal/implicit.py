@@ -30,6 +30,7 @@ from memnets.temporal.lexicon import (
     LIKING,
     LINKS,
     NOT_ENDING,
+    NOT_STATED,
     RELATIONS,
     ROLE_STEMS,
     SLOT_ENDS,
@@ -44,6 +45,7 @@ from memnets.temporal.lexicon import (
 _CLAUSE = re.compile(r"[,;:!?()]|\.(?:\s|$)|\s(?:and|but|so|while|because)\s")
 POSSESSIVES = frozenset({"my", "our", "his", "her", "their", "your"})
 PAST_MARKS = frozenset({"ex", "former", "previous", "old", "late"})  # "ex-wife Marta" is no new value
+VALUE_REACH = 3  # words before a value that may make it the topic or object of another verb
 AFTER_WINDOW = 4  # words after an ending word that may name the thing it ends ("got rid of my HSBC account")
 _AFTER_NEW = re.compile(r"\s*(?:[,:;.!?]|$)|\s+[A-Z]|\s+(?:is|was|has|and|who|called)\b")  # "new GP, Dr. ..."
 
@@ -138,11 +140,14 @@ def new_role(keys: Set[str], older_slots: Set[str], newer: str) -> bool:
 
 
 def values(found: list[str]) -> dict[str, set[str]]:
-    """slot -> the values of :data:`~memnets.temporal.lexicon.SLOT_VALUES` that ``found`` states, none of
-    those marked as past ("ex-wife", "my old bike")."""
+    """slot -> the values of :data:`~memnets.temporal.lexicon.SLOT_VALUES` that ``found`` states of its
+    subject: none marked as past ("ex-wife", "my old bike"), none that is the topic or object of another
+    verb (:data:`~memnets.temporal.lexicon.NOT_STATED` among the three words before: "a film about a
+    designer", "met a teacher", "ordered fish for a guest")."""
     out: dict[str, set[str]] = {}
-    for before, word in zip(["", *found], found):
-        if before not in PAST_MARKS and stem(word) in VALUE_OF:
+    for i, word in enumerate(found):
+        before = found[max(0, i - VALUE_REACH) : i]
+        if stem(word) in VALUE_OF and not (before[-1:] and before[-1] in PAST_MARKS) and not NOT_STATED & set(before):
             slot, value = VALUE_OF[stem(word)]
             out.setdefault(slot, set()).add(value)
     return out

@@ -84,6 +84,11 @@ NOT_ENDING = ("day off", "days off", "time off", "week off", "off to", "off work
 THING_CUES = ("died", "closed", "cancelled", "canceled", "shut", "passed away", "folded", "ended")
 # Words between a thing and the ending word after it ("LastPass is gone", "Biscuit has just died").
 LINKS = frozenset("is was has had have been just got finally sadly".split())
+# Words that make a value the topic or object of another verb, not a value of the speaker's own slot.
+NOT_STATED = frozenset(
+    "about for of with than like met meet meeting watched watching read reading saw ordered cooked cooking "
+    "bought made film book show documentary friend friends".split()
+)
 # Verbs of liking: "I love fish tacos" after "I'm vegetarian" states a taste, not another value of the slot.
 LIKING = frozenset("love loves like likes enjoy enjoys hate hates miss misses fancy prefer".split())
 SLOT_ENDS: dict[str, tuple[str, ...]] = {

@@ -283,9 +283,11 @@ def change_cue(text: str, left_out: Set[str] = frozenset()) -> float:
 
 def still_cue(text: str) -> bool:
     """``text`` leaves the older fact standing: it restates it (:data:`STILL_CUES`), tells of another time
-    (:data:`ASIDE_CUES`) or only wishes, plans, asks or guesses (:data:`UNREAL_CUES`)."""
+    (:data:`ASIDE_CUES`, or ends on "once": "I woke up at noon once") or only wishes, plans, asks or guesses
+    (:data:`UNREAL_CUES`)."""
     padded = " " + " ".join(words(text)) + " "
-    return any(_has(cue, padded) for cue in (*STILL_CUES, *ASIDE_CUES, *UNREAL_CUES))
+    once = words(text)[-1:] == ["once"]
+    return once or any(_has(cue, padded) for cue in (*STILL_CUES, *ASIDE_CUES, *UNREAL_CUES))
 
 
 def negated(text: str) -> bool:
