@@ -1,6 +1,10 @@
 """The DEVELOPMENT set of reworded changes and look-alikes (116 and 139): every supersession rule, threshold and
 training choice is made on these, never on the bench cases of bench/experiments/supersession_cases.py (the
-test set). The last 20 of each are in chat style (lower case, no subject first, asides).
+test set). In order: 45 changes and 45 look-alikes; 20 of each in chat style (lower case, no subject
+first, asides); then 51 implicit changes (no "moved", "changed", "switched", "now" or "no longer": a new
+value in the old one's place, "these days", "my new X", "ex-", "sold", "off X", ...) with 52 look-alikes
+of them, written before any run on them; then 22 look-alikes written while the rules for implicit changes
+were made, to guard them (one-off episodes, idioms, a taste, one instance of a weekly habit).
 
 Written apart from both the bench cases and the training templates of data/supersession/generate.py:
 other people (Harriet, Ivo, Jasmine, ...), other subjects (a vet, a phone carrier, a meal kit, a
