@@ -162,6 +162,52 @@ def test_pair_features_follow_their_names_and_the_threshold_is_checked():
         RuleJudge(threshold=1.5)
 
 
+IMPLICIT_CHANGES = [  # no change word: the newer ends the older's thing or states a new value in its place
+    ("Kim's husband is Raul", "Kim's ex-husband Raul kept the dog"),  # "ex-" before the older's person
+    ("I back up my photos to Dropbox", "Dropbox is gone, my photos sit on a NAS"),  # "gone" after the older's thing
+    ("I'm on statins for my cholesterol", "the GP took me off statins last month"),  # "off" before it
+    ("My dentist is Dr. Lowe", "my new dentist, Dr. Amin, is much gentler"),  # a new one of a role held one at a time
+    ("Ravi takes the bus to college", "Ravi cycles to college these days"),  # another value of the slot
+    ("I'm single", "my boyfriend Theo and I went to Rome"),  # a value of the slot though a person opens it
+    ("I'm studying law at Leeds", "I graduated in July!"),  # a word that ends the slot
+    ("I drink three coffees a day", "down to two coffees a day"),  # numbers in words, of one kind
+    ("My email is ana@gmail.com", "please write to ana.b@fastmail.com from here on"),  # an address is a slot
+]
+IMPLICIT_LOOKALIKES = [  # the same thing or slot, with the words of an implicit change, and the older true
+    ("I drink tea", "had a coffee with Sam yesterday"),  # another value, one day
+    ("I go to the gym on weekdays", "went swimming with the kids on Sunday"),  # another value, an outing
+    ("I take the train to work", "the train was cancelled so I drove in today"),  # a one-day exception
+    ("Ana's partner is Joe", "Ana's ex-husband Luis called about the kids"),  # a past person, no new value
+    ("I use Dropbox", "should I pay for more Dropbox space?"),  # a question
+    ("My phone is an Android", "if my phone dies I'd get an iPhone"),  # a maybe
+    ("We shop at Lidl", "Lidl had no eggs this morning"),  # a negation of another thing
+    ("Mia's daughter is 5", "Mia's daughter has a recital on the 6th"),  # a day of the month, not an age
+    ("I work at the museum", "been at the museum since 2018, love it"),  # "since": how long, not a change
+    ("I live in Oslo", "when I lived in Bergen the rain was worse"),  # an anecdote of another time
+    ("I'm vegetarian", "my brother had steak and I had the falafel"),  # another person's value
+    ("I bank with Monzo", "took a day off work to sort out my Monzo card"),  # "off" in an idiom
+    ("Biscuit is our dog", "Biscuit's ex-owner sent us photos of him"),  # "ex-" of another person
+    ("We rent a flat in Leith", "the flat's fridge died again"),  # an ending cue of another thing
+    ("My boss is Karen", "Karen's gone on holiday for a week"),  # an ending word in an idiom
+    ("Rex is our dog", "Rex passed his agility test"),  # likewise
+    ("I swim on Tuesdays", "Tuesday's swim session was cancelled for a gala"),  # one instance of a weekly habit
+    ("I'm married", "my wife and I booked a cruise"),  # two words of one value of the slot
+    ("I drink tea", "I love a glass of wine with dinner"),  # a taste, not another value
+    ("Ali works as a nurse", "Ali watched a film about a lawyer"),  # another value as the topic of a film
+    ("I go to bed at 11", "I woke up at noon once"),  # another time, once
+]
+
+
+@pytest.mark.parametrize(("older", "newer"), IMPLICIT_CHANGES)
+def test_an_implicit_change_supersedes_without_a_change_word(older, newer):
+    assert RuleJudge().score(older, newer) >= 0.5
+
+
+@pytest.mark.parametrize(("older", "newer"), IMPLICIT_LOOKALIKES)
+def test_the_signs_of_an_implicit_change_leave_episodes_questions_and_other_people_alone(older, newer):
+    assert RuleJudge().score(older, newer) < 0.5
+
+
 # ---------------------------------------------------------------------------------------- the head
 @pytest.fixture(scope="module")
 def pairs_file(tmp_path_factory) -> Path:

@@ -5,15 +5,20 @@ pair, an older and a newer memory of the same speaker: ``score(older, newer)`` i
 newer supersedes when the score reaches ``threshold``. The judges here:
 
 - :class:`RuleJudge`, the default before training: the newer text carries a change cue ("moved
-  to", "started", "stopped", "no longer", "now", "switched", "rescheduled", ...) or negates the
-  older, AND the two are about the same subject: shared content words, or the same slot of
-  :data:`SLOTS` (where one lives, what one eats, one's job, a flight's time, ...). "I love Paris in
-  spring" after "I live in Paris" shares a word but carries no change: no supersession. "I still
-  live in Paris" is a restatement ("still" cancels a change), and so is a newer text that repeats
-  every content word of the older with only a weak cue ("now"); a strong one ("quit", "instead",
-  :data:`STRONG_CUE`) is a change all the same. A wish or a plan ("would like to move") changes
-  nothing, nor does a text about another person ("My cousin moved to Lima"); a weak cue counts only
-  when the newer text opens on the older's subject and does not name "a new" one of the older's things.
+  to", "started", "stopped", "no longer", "now", "switched", "rescheduled", ...), negates the older
+  (a negation that reaches one of its things) or states another value (numbers, a name in the old
+  one's place), AND the two are about the same subject: shared content words, or the same slot of
+  :data:`~memnets.temporal.lexicon.SLOTS` (where one lives, what one eats, one's job, ...). A change
+  with no change word (:mod:`memnets.temporal.implicit`: "sold the Civic", "my new GP", "I cycle to
+  work these days" after "I take the bus") is both at once. "I love Paris in spring" after "I live in
+  Paris" shares a word but carries no change: no supersession. "I still live in Paris" is a
+  restatement ("still" cancels a change), and so is a newer text that repeats every content word of
+  the older with only a weak cue ("now"); a strong one ("quit", "instead", :data:`STRONG_CUE`) is a
+  change all the same. A wish, a plan, a question or an anecdote ("would like to move", "should I
+  switch?", "when I lived in Leeds") changes nothing, nor does a one-day exception to a standing fact
+  ("the train was cancelled so I drove in today"), nor a text about another person ("My cousin moved
+  to Lima"); a weak cue counts only when the newer text opens on the older's subject and does not
+  name "a new" one of the older's things.
 - :class:`HeadJudge`: a trained head (``memnets.nn.heads.SupersessionHead``, exported in the pack)
   over the encoder's embeddings of the pair and the lexical features of :func:`pair_features`; a
   pair with no sign of change in its features scores 0.
@@ -26,8 +31,11 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Sequence, Set
 from typing import Any
+
+from memnets.temporal import implicit
+from memnets.temporal.lexicon import RELATIONS, SLOT_OF, STOPWORDS, WORD, slots, stem, words
 
 log = logging.getLogger(__name__)
 
@@ -44,13 +52,13 @@ CHANGE_PHRASES: dict[str, float] = {
     "closed": 0.9, "opened": 0.6, "promoted": 1.0, "shifted": 1.0, "slipped": 1.0, "went up": 1.0,
     "went down": 1.0, "raised": 0.8, "lowered": 0.8, "migrated": 1.0, "cut out": 1.0, "handed": 0.8,
     "took over": 0.9, "passed away": 1.0, "died": 1.0, "got an": 0.4, "finally": 0.6, "took up": 0.8,
-    "pushed": 0.9, "since": 0.5, "starting": 0.7, "alone": 0.5, "hasn't": 0.7, "seeing": 0.6,
+    "pushed": 0.9, "since": 0.4, "starting": 0.7, "alone": 0.5, "hasn't": 0.7, "seeing": 0.6,
     "ditched": 1.0, "dumped": 1.0, "traded": 0.9, "swapped": 1.0, "went back to": 1.0, "back to": 0.7,
     "stepped back": 1.0, "stepped down": 1.0, "as of": 0.8, "renamed": 1.0, "ported": 0.9, "lapse": 0.9,
     "remortgaged": 1.0, "renewed": 0.4, "got a raise": 1.0, "bumped": 0.9, "gave birth": 1.0,
     "stolen": 0.9, "found a": 0.6, "took over from": 1.0, "no more": 1.0, "dyed": 0.8,
     "signed": 0.6, "is led by": 1.0, "defended": 0.5, "not until": 0.8, "until": 0.5,
-    "given up": 1.0, "giving up": 1.0, "not any more": 1.0, "gave away": 1.0, "got rid of": 1.0,
+    "from here on": 1.0, "given up": 1.0, "giving up": 1.0, "not any more": 1.0, "gave away": 1.0, "got rid of": 1.0,
 }  # fmt: skip
 # Verbs of change, by family: each counts in its past and its -ing form (:func:`verb_forms`: "swap" ->
 # swapped, swapping), so that "switching" counts as "switched" does. Not the bare or "-s" forms, which
@@ -89,64 +97,32 @@ CHANGE_CUES: dict[str, float] = {
 CUE_WORDS = frozenset(word for cue in CHANGE_CUES for word in cue.split())  # no content words (content_words)
 # Words that mark the newer text as a restatement, not a change.
 STILL_CUES = ("still", "as always", "as before", "again and again", "like always", "same as")
+# Words that make the newer text an anecdote of another time, or an exception, not the fact as it stands
+# ("when I lived in Leeds ...", "mum visited my brother in Galway", "went to bed at 3, a one-off").
+ASIDE_CUES = ("when i", "when we", "back when", "as a kid", "visited", "visiting", "one-off", "for once")
 # Words that make the newer text a wish, a plan or a maybe, which leaves the older fact standing
 # ("I would like to move to Madrid someday" after "I live in Austin").
 UNREAL_CUES = ("would like", "might", "maybe", "someday", "one day", "thinking of", "thinking about",
-               "considering", "planning to", "hoping to", "wants to", "want to", "dreams of", "wish")  # fmt: skip
+               "considering", "planning to", "hoping to", "wants to", "want to", "dreams of", "wish", "would love",
+               "if", "whether", "should i", "i'd", "going to try", "try out", "trying out")  # fmt: skip
 NEGATIONS = ("not", "no", "never", "n't", "don't", "doesn't", "didn't", "isn't", "aren't", "won't", "can't")
 
-# Slots: words that name the same attribute of a person; two texts touching one slot share a subject.
-SLOTS: dict[str, tuple[str, ...]] = {
-    "home": ("live", "lives", "living", "lived", "moved", "move", "moving", "relocated", "home", "apartment",
-             "flat", "house", "city", "town", "neighborhood", "neighbourhood", "address", "rent"),
-    "diet": ("eat", "eats", "eating", "ate", "vegetarian", "vegan", "meat", "fish", "diet", "pescatarian",
-             "gluten", "dairy", "food", "keto", "chicken"),
-    "work": ("work", "works", "working", "job", "employer", "employed", "company", "hired", "position", "role",
-             "office", "career", "boss", "team", "engineer", "teacher", "nurse", "manager"),
-    "relationship": ("married", "wife", "husband", "boyfriend", "girlfriend", "partner", "dating", "divorced",
-                     "engaged", "single", "fiance", "fiancee"),
-    "drink": ("drink", "drinks", "drinking", "coffee", "tea", "alcohol", "beer", "wine", "sober"),
-    "transport": ("car", "drive", "drives", "driving", "bike", "cycle", "cycling", "commute", "scooter", "train",
-                  "bus", "tube", "subway", "metro", "tram", "ride", "rides"),
-    "contact": ("phone", "number", "email", "address", "handle", "mobile", "carrier", "sim", "username"),
-    "health": ("smoke", "smoking", "smoker", "cigarettes", "medication", "pills", "allergic", "allergy", "dose",
-               "prescription"),
-    "pet": ("dog", "cat", "pet", "puppy", "kitten", "rabbit", "hamster", "parrot", "bird", "horse"),
-    "study": ("study", "studying", "school", "university", "college", "degree", "course", "major", "student",
-              "phd", "thesis", "postdoc", "lessons", "class"),
-    "sleep": ("sleep", "sleeps", "sleeping", "slept", "wake", "wakes", "woke", "waking", "bed", "bedtime", "nap"),
-    "money": ("salary", "pay", "paid", "wage", "raise", "earn", "earns", "income", "budget", "mortgage",
-              "remortgaged", "loan", "savings", "pension", "debt"),
-    "pregnancy": ("pregnant", "pregnancy", "baby", "birth", "born", "expecting"),
-}  # fmt: skip
-STOPWORDS = frozenset(
-    "a an the i i'm im me my mine we our you your he she his her they their it its is am are was were be been "
-    "being to of in on at for from with by and or but so that this these those there here as about into than "
-    "then do does did have has had will would can could should just really very also too some any all "
-    "what when where who which how up out over again only own same s t".split()
-)
-_WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
-_NUMBER = re.compile(r"\d+(?:[:.,]\d+)*")
 _DATE_NAME = re.compile(
     r"\b(January|February|March|April|May|June|July|August|September|October|November|December|Monday|Tuesday"
     r"|Wednesday|Thursday|Friday|Saturday|Sunday)s?\b"
 )  # capitalised: "may" the verb is no month
-_NUMBERED = re.compile(r"(\d+(?:[:.,]\d+)*)([a-z]*)(?:\s+(?:a |an |per )?([a-z]+))?")  # number, suffix, next word
+# number (a phone number's groups of 3+ digits as one), suffix, next word
+_NUMBERED = re.compile(r"(\d+(?:[:.,]\d+)*(?: \d{3,})*)([a-z]*)(?:\s+(?:a |an |per )?([a-z]+))?")
+NUMBER_WORDS = {
+    word: str(n) for n, word in enumerate("one two three four five six seven eight nine ten eleven twelve".split(), 1)
+}
+_NUMBER_WORD = re.compile(rf"\b({'|'.join(NUMBER_WORDS)})\b(?=\s+([a-z]+))")
+CLOCK_WORDS = {"midnight": "0:00", "noon": "12:00", "midday": "12:00"}
+ORDINAL = ("th", "st", "nd", "rd")
+NOT_UNITS = frozenset(
+    "most every each till until sharp today tonight tomorrow since o'clock ish".split()
+)  # "at 10 most nights"
 FEATURE_NAMES = ("change_cue", "still_cue", "negation_flip", "value_change", "word_overlap", "same_slot", "rule_score")
-
-
-def words(text: str) -> list[str]:
-    """Lower-case words, a possessive "'s" taken off ("Ann's" -> "ann")."""
-    return [word.removesuffix("'s") for word in _WORD.findall(text.lower())]
-
-
-def stem(word: str) -> str:
-    """A crude stem, enough to meet "gym" in "gyms" and "teach" in "teaching": a plural "s" off, then
-    the first five letters."""
-    return (word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word)[:5]
-
-
-SLOT_OF = {stem(word): slot for slot, words in SLOTS.items() for word in words}  # by stem: "commutes" meets "commute"
 
 
 def content_words(text: str) -> set[str]:
@@ -179,15 +155,25 @@ def names(text: str) -> set[str]:
 
 
 def numbers(text: str) -> dict[str, str]:
-    """The numbers of ``text`` with their kind: "time" (``10:30``, ``7 pm``), a suffix or the unit word
-    after it ("12th" -> "th", "50 mg" -> "mg", "45 a month" -> "month"), else "" (any kind); and the
-    months and weekdays it names, of kind "date" ("in June", "on Tuesdays" -> "tuesday")."""
+    """The numbers of ``text`` with their kind: "time" (``10:30``, ``7 pm``, "midnight"), "ordinal" ("12th"),
+    a suffix or the stem of the unit word after it ("50 mg" -> "mg", "45 a month" -> "month", "four coffees"
+    -> "coffe"), else "" (any kind but an ordinal: "under-12s", "is 3"); and the months and weekdays it
+    names, of kind "date" ("in June", "on Tuesdays" -> "tuesday")."""
+    lowered = _NUMBER_WORD.sub(  # "four coffees" as "4 coffees"; not "one of them"
+        lambda match: match.group(1) if match.group(2) in STOPWORDS else NUMBER_WORDS[match.group(1)], text.lower()
+    )
+    lowered = re.sub(r"\b(midnight|noon|midday)\b", lambda match: CLOCK_WORDS[match.group(1)], lowered)
     found = {}
-    for match in _NUMBERED.finditer(text.lower()):
+    for match in _NUMBERED.finditer(lowered):
         number, suffix, unit = match.groups()
-        kind = suffix or (unit if unit and unit not in STOPWORDS else "")
-        found[number] = "time" if ":" in number or kind in ("am", "pm") else kind
+        kind = (suffix if suffix != "s" else "") or (stem(unit) if unit and unit not in STOPWORDS | NOT_UNITS else "")
+        found[number] = "time" if ":" in number or kind in ("am", "pm") else "ordinal" if kind in ORDINAL else kind
     return found | {day.lower(): "date" for day in _DATE_NAME.findall(text)}
+
+
+def dated(text: str) -> bool:
+    """``text`` names a time, a date or a day of the month: an appointment, not a standing fact."""
+    return any(kind in ("time", "date", "ordinal") for kind in numbers(text).values())
 
 
 def numbers_changed(older: str, newer: str) -> bool:
@@ -195,7 +181,7 @@ def numbers_changed(older: str, newer: str) -> bool:
     ("at 10:30" -> "at 11:30", "50 mg" -> "100 mg", "in June" -> "in September"; not "45 a month" -> "20 GB")."""
     old, new = numbers(older), numbers(newer)
     return bool(old and new and not new.keys() & old.keys()) and any(
-        not a or not b or a == b for a in old.values() for b in new.values()
+        a == b or (not a and b != "ordinal") or (not b and a != "ordinal") for a in old.values() for b in new.values()
     )
 
 
@@ -209,6 +195,14 @@ def named_after(text: str) -> set[tuple[str, str]]:
     }
 
 
+def past_names(text: str) -> set[str]:
+    """The stems of the names ``text`` marks as past ("ex-wife Marta", "her ex Tom", "former boss Ann"): no
+    new value."""
+    found = re.findall(r"[A-Za-z][\w'-]*", text)
+    marked = [i for i, word in enumerate(found) if word.lower().split("-")[0] in implicit.PAST_MARKS]
+    return {stem(found[j].lower()) for i in marked for j in range(i, min(i + 3, len(found))) if found[j][0].isupper()}
+
+
 def value_change(older: str, newer: str) -> bool:
     """The newer text states another value than the older: :func:`numbers_changed`; or it names something
     new while a name of the older is gone from it ("carrier is Vodafone" -> "ported his number to Three";
@@ -219,7 +213,7 @@ def value_change(older: str, newer: str) -> bool:
         return True
     old_words, new_words = {stem(word) for word in words(older)}, {stem(word) for word in words(newer)}
     gone = {stem(name) for name in names(older)} - new_words
-    added = {stem(name) for name in names(newer)} - old_words
+    added = {stem(name) for name in names(newer)} - old_words - past_names(newer)
     old_places = {before for before, _ in named_after(older)}
     in_place = {name for before, name in named_after(newer) if before in old_places and stem(name) in added}
     return bool(added and (gone or in_place))
@@ -235,12 +229,6 @@ def restated(older_words: set[str], newer_words: set[str]) -> bool:
 PERSONS = {"i": "i", "i'm": "i", "i've": "i", "i'd": "i", "i'll": "i", "me": "i", "my": "i", "we": "we",
            "we're": "we", "we've": "we", "us": "we", "our": "we"}  # fmt: skip
 ARTICLES = frozenset({"the", "a", "an", "his", "her", "their", "your", "its", "this", "that"})
-# People one speaks of: "my cousin ..." and "Ann's sister ..." are about them, not about the speaker or Ann.
-RELATIONS = frozenset(
-    "mum mom mother dad father parent parents sister brother sibling cousin aunt uncle niece nephew grandma "
-    "grandpa grandmother grandfather son daughter kid kids child children wife husband partner boyfriend "
-    "girlfriend friend friends neighbour neighbor colleague coworker boss flatmate roommate".split()
-)
 
 
 def opener(text: str) -> set[str]:
@@ -248,7 +236,7 @@ def opener(text: str) -> set[str]:
     "My flight ..." ({"i", "fligh"}), a name and its thing for "Ulla's team ..." ({"ulla", "team"}),
     the noun after an article for "The flight ..." ({"fligh"}), else the first word. Another person
     (:data:`RELATIONS`) after a possessive is that person alone: "My cousin ..." -> {"cousi"}."""
-    found = _WORD.findall(text.lower())
+    found = WORD.findall(text.lower())
     if not found:
         return set()
     first, second = found[0], found[1].removesuffix("'s") if len(found) > 1 else ""
@@ -266,10 +254,13 @@ def opener(text: str) -> set[str]:
 def about_another(older: str, newer: str) -> bool:
     """The newer text is about another person than the older (it opens on one of :data:`RELATIONS`
     after a possessive, and the older does not): "My cousin moved to Lima" ends nothing of "I live in
-    Denver" ("Aunt Bea moved the reunion to May" may end "The reunion is in July")."""
-    found, about = _WORD.findall(newer.lower())[:1], opener(newer)
+    Denver" ("Aunt Bea moved the reunion to May" may end "The reunion is in July"). Not when that person
+    is a value of the older's slot: "my girlfriend Anouk ..." after "I'm single" is the speaker's news."""
+    found, about = WORD.findall(newer.lower())[:1], opener(newer)
     owned = bool(found) and (found[0] in ("my", "our") or found[0].endswith("'s"))
-    return owned and bool(about & {stem(word) for word in RELATIONS}) and not opener(older) & about
+    person = about & {stem(word) for word in RELATIONS}
+    own_slot = {SLOT_OF.get(word) for word in person} & slots(older)
+    return owned and bool(person) and not own_slot and not opener(older) & about
 
 
 def another_of(older_words: set[str], newer: str) -> bool:
@@ -284,17 +275,19 @@ def _has(phrase: str, padded: str) -> bool:
     return f" {phrase} " in padded
 
 
-def change_cue(text: str) -> float:
-    """The strongest change cue of ``text`` (0 when none)."""
+def change_cue(text: str, left_out: Set[str] = frozenset()) -> float:
+    """The strongest change cue of ``text`` (0 when none), the cues of ``left_out`` not counted."""
     padded = " " + " ".join(words(text)) + " "
-    return max((weight for cue, weight in CHANGE_CUES.items() if _has(cue, padded)), default=0.0)
+    return max((w for cue, w in CHANGE_CUES.items() if cue not in left_out and _has(cue, padded)), default=0.0)
 
 
 def still_cue(text: str) -> bool:
-    """``text`` leaves the older fact standing: it restates it (:data:`STILL_CUES`) or only wishes, plans or
-    guesses (:data:`UNREAL_CUES`)."""
+    """``text`` leaves the older fact standing: it restates it (:data:`STILL_CUES`), tells of another time
+    (:data:`ASIDE_CUES`, or ends on "once": "I woke up at noon once") or only wishes, plans, asks or guesses
+    (:data:`UNREAL_CUES`)."""
     padded = " " + " ".join(words(text)) + " "
-    return any(_has(cue, padded) for cue in (*STILL_CUES, *UNREAL_CUES))
+    once = words(text)[-1:] == ["once"]
+    return once or any(_has(cue, padded) for cue in (*STILL_CUES, *ASIDE_CUES, *UNREAL_CUES))
 
 
 def negated(text: str) -> bool:
@@ -302,9 +295,14 @@ def negated(text: str) -> bool:
     return any(word in NEGATIONS or word.endswith("n't") for word in found)
 
 
-def slots(text: str) -> set[str]:
-    """The :data:`SLOTS` the words of ``text`` touch (compared by their stems)."""
-    return {SLOT_OF[stem(word)] for word in words(text) if stem(word) in SLOT_OF}
+def negates(keys: set[str], text: str, reach: int = 3) -> bool:
+    """A negation of ``text`` reaches a thing of the older (``keys``, content stems) within ``reach`` words:
+    "doesn't need glasses", "no half marathon"; not "Tesco had no bread"."""
+    found = words(text)
+    return any(
+        (word in NEGATIONS or word.endswith("n't")) and keys & {stem(w) for w in found[i + 1 : i + 1 + reach]}
+        for i, word in enumerate(found)
+    )
 
 
 def pair_features(older: str, newer: str) -> list[float]:
@@ -313,11 +311,20 @@ def pair_features(older: str, newer: str) -> list[float]:
     a, b = subject_words(older, newer)
     overlap = len(a & b) / max(1, min(len(a), len(b)))
     same_slot = 1.0 if slots(older) & slots(newer) else 0.0
-    cue, still = change_cue(newer), still_cue(newer)
-    flip = 1.0 if negated(older) != negated(newer) else 0.0
-    values = 1.0 if value_change(older, newer) else 0.0
+    own = implicit.own_words(newer, opener(older))
+    # an implicit change (implicit.py) is a sign of change and of the older's subject at once
+    keys = a - opener(older)  # a thing of the older, not whom it is about
+    ends = implicit.ended(keys, slots(older), own) or implicit.new_role(keys, slots(older), newer)
+    swapped = implicit.values_swapped(older, own) and not implicit.episode(newer)
+    cue = max(change_cue(newer, implicit.thingless(keys, own)), STRONG_CUE if ends else 0.0)
+    still = still_cue(newer) or implicit.asks(a, newer)
+    flip = 1.0 if negated(older) != negated(newer) and (negated(older) or negates(a, newer)) else 0.0
+    values = 1.0 if swapped or value_change(older, newer) else 0.0
     # one slot, or words in common (a changed number or time of a thing both name is the same subject)
-    subject = max(min(1.0, 2 * overlap), same_slot, 1.0 if overlap and numbers_changed(older, newer) else 0.0)
+    subject = max(
+        min(1.0, 2 * overlap), same_slot, 1.0 if ends or swapped else 0.0,
+        1.0 if overlap and numbers_changed(older, newer) else 0.0,
+    )  # fmt: skip
     kept = restated(a, b) and not flip and not values and cue < STRONG_CUE
     # a weak cue speaks of the newer text's own subject: none when that is another one than the older's
     # ("Eli's daughter goes to Oak Hill" -> "Oak Hill now has a gym") or it is another of the same thing
@@ -325,7 +332,10 @@ def pair_features(older: str, newer: str) -> list[float]:
     its_thing = bool(about & content_words(older)) and not about & opener(older)
     weak_elsewhere = cue < STRONG_CUE and (its_thing or another_of(a, newer))
     change = max(0.0 if weak_elsewhere else cue, 0.9 * flip, 0.8 * values)
-    score = 0.0 if still or kept or about_another(older, newer) else subject * change
+    # a one-day exception, or one instance of a weekly habit, ends no standing fact (an appointment's
+    # date or time may move on the day)
+    exception = not ends and (implicit.one_day(newer) and not dated(older) or implicit.one_of_many(older, newer))
+    score = 0.0 if still or kept or exception or about_another(older, newer) else subject * change
     return [cue, float(still), flip, values, overlap, same_slot, score]
 
 
