@@ -82,37 +82,68 @@ def test_kinds_are_never_mixed_and_batches_are_bounded(encoder):
     batching.close()
 
 
-def test_a_batch_takes_every_waiting_call_of_its_kind_past_calls_of_the_other(encoder):
-    """Searches (queries) and adds (memories) interleaved in the queue: one pass per kind, not one per
-    switch of kind (which held the server's mean batch at ~3 under 50 clients with 20% adds)."""
-    spy, entered, gate = CountingEncoder(encoder), threading.Event(), threading.Event()
+def _hold_first_pass(spy: CountingEncoder) -> tuple[threading.Event, threading.Event]:
+    """(entered, gate): the spy's first forward pass sets ``entered`` and blocks until ``gate`` is set,
+    so that a test can queue calls while the encoder is busy."""
+    entered, gate = threading.Event(), threading.Event()
     real_encode = spy.encode
 
-    def encode(texts, kind="memory"):  # the first pass blocks until every other call is queued
+    def encode(texts, kind="memory"):
         if not entered.is_set():
             entered.set()
             gate.wait(timeout=30)
         return real_encode(texts, kind=kind)
 
     spy.encode = encode
-    batching = BatchingEncoder(spy, max_wait_s=0.0, max_batch=64)
+    return entered, gate
+
+
+def _queue_during_first_pass(batching: BatchingEncoder, calls: list) -> tuple[threading.Thread, list, dict]:
+    """Start a call whose pass blocks (see :func:`_hold_first_pass`), then queue ``calls`` in order
+    behind it: (the first call's thread, the calls' threads, their results by index)."""
     first = threading.Thread(target=batching.encode, args=(["first"], "query"))
     first.start()
-    assert entered.wait(timeout=30)  # the batcher is in the first call's pass
-    calls = [([f"text {n}"], "query" if n % 2 else "memory") for n in range(12)]
+    assert batching.encoder.entered.wait(timeout=30)  # the batcher is in the first call's pass
     results: dict = {}
     threads = []
-    for n, (texts, kind) in enumerate(calls):  # queued in this order: memory, query, memory, ...
+    for n, (texts, kind) in enumerate(calls):
         threads.append(threading.Thread(target=lambda n=n, t=texts, k=kind: results.update({n: batching.encode(t, k)})))
         threads[-1].start()
         while batching._queue.qsize() < n + 1:
             time.sleep(0.001)
+    return first, threads, results
+
+
+def test_a_batch_takes_every_waiting_call_of_its_kind_past_calls_of_the_other(encoder):
+    """Searches (queries) and adds (memories) interleaved in the queue: one pass per kind, not one per
+    switch of kind (which held the server's mean batch at ~3 under 50 clients with 20% adds)."""
+    spy = CountingEncoder(encoder)
+    spy.entered, gate = _hold_first_pass(spy)
+    batching = BatchingEncoder(spy, max_wait_s=0.0, max_batch=64)
+    calls = [([f"text {n}"], "query" if n % 2 else "memory") for n in range(12)]
+    first, threads, results = _queue_during_first_pass(batching, calls)  # memory, query, memory, ...
     gate.set()
     for thread in [first, *threads]:
         thread.join(timeout=30)
     assert sorted(spy.passes[1:]) == [6, 6] and set(spy.kinds[1:]) == {"query", "memory"}
     for n, (texts, kind) in enumerate(calls):
         np.testing.assert_allclose(np.asarray(results[n]), np.asarray(encoder.encode(texts, kind=kind)), atol=1e-5)
+    batching.close()
+
+
+def test_calls_queued_during_a_pass_start_the_next_without_the_window(encoder):
+    """Only a call that finds the encoder idle waits max_wait_s for company; the calls that queued
+    while a pass ran start the next pass at once (waiting there left the encoder idle ~7% of its time
+    at 50 clients). Counted through on_batch's ``waited``, as the server's metrics count it."""
+    spy = CountingEncoder(encoder)
+    spy.entered, gate = _hold_first_pass(spy)
+    passes: list[tuple[int, bool]] = []
+    batching = BatchingEncoder(spy, max_wait_s=0.05, on_batch=lambda size, waited: passes.append((size, waited)))
+    first, threads, _ = _queue_during_first_pass(batching, [([f"query {n}"], "query") for n in range(3)])
+    gate.set()
+    for thread in [first, *threads]:
+        thread.join(timeout=30)
+    assert passes == [(1, True), (3, False)]
     batching.close()
 
 
