@@ -60,6 +60,7 @@ import numpy as np
 
 from bench.common import BUILD_MEMORY, CACHE_DIR, drop_hnsw, locomo_texts, scaled, start_postgres
 from memnets.server.batching import DEFAULT_MAX_BATCH
+from memnets.server.run import passive_openmp
 from memnets.server.testing import ServerProcess, kill_run, postgres_restart_run
 
 FILL_BATCH = 5000
@@ -285,7 +286,12 @@ class EncoderLimit:
     """The encoder's own batched throughput, the ceiling of a server whose every request encodes one text:
     texts/s of the encoder the server loads (``MemoryEncoder.from_pretrained``, same backend) called
     straight, one batch after another, at a given batch size (the mean batch the server formed at that
-    level, from its /metrics), in this process while the server is idle between levels."""
+    level, from its /metrics), in this process while the server is idle between levels.
+
+    This process runs OpenMP as the server does (``OMP_WAIT_POLICY=PASSIVE``, set by :func:`main` before
+    torch loads): with OpenMP's default spinning threads the limit measured the spinning, not the
+    encoder, on a shared machine (batch 21 at load 2-5: 3-18 texts/s and 23-37 ms of CPU per text,
+    against 81-144 texts/s and 6.0-6.6 ms with PASSIVE; idle the server measured 6.0 ms)."""
 
     def __init__(self, encoder_path: str | None, queries: list[str]) -> None:
         from memnets.nn.encoder import MemoryEncoder
@@ -389,12 +395,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=None, help="save the figures as JSON (and a .md table beside it) here")
     argv = sys.argv[1:] if argv is None else argv  # saved with the figures as the command that made them
     args = parser.parse_args(argv)
+    passive_openmp()  # before torch loads: the encoder's limit under the server's OpenMP (EncoderLimit)
     if not 1 <= args.memories <= 1_000_000 or not 0 < args.seconds <= 120 or max(args.clients) > 200:
         parser.error("bounded runs only: --memories 1..1M, --seconds up to 120, at most 200 clients")
     encoder_args = ["--encoder", args.encoder] if args.encoder else []
     report = {
         "command": "python -m bench.experiments.load " + " ".join(argv),
         "load_before": load_average(),
+        "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
         "runs": [],
     }
     print(report["load_before"])
