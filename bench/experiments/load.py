@@ -33,6 +33,16 @@ started under load, with their counts). Split a full run by store so each stays 
     python -m bench.experiments.load --parts faults --out docs/results/server_faults.json
     python -m bench.experiments.load --memories 2000 --seconds 3 --clients 1 10 --parts load   # a quick look
 
+``--before CHECKOUT`` compares two servers in one run: one from CHECKOUT (a memnets checkout, first on
+its server's ``PYTHONPATH``) and one from this checkout, each on a store of its own filled alike, both
+started up front and loaded in turn, ``--rounds`` times each per level in the order before, after,
+after, before, ...; the other server idles meanwhile. On a machine shared with other work, runs taken
+minutes apart compare the machine's loads as much as the servers. Saved beside the rows: per level,
+the mean of each side's throughput, ratios and server CPU per request, and after / before.
+
+    python -m bench.experiments.load --parts load --stores embedded --memories 20000 --seconds 15 \
+        --batching on --clients 50 --rounds 3 --before /path/to/old/checkout --out /tmp/ab.json
+
 The clients run in this process, on the same cores as the server: figures are for one machine
 serving itself, with the machine's load (``uptime``) saved beside them. They speak HTTP/1.1 over
 keep-alive connections written and read by hand (:class:`_Connection`): ~0.2 ms of CPU per request,
@@ -60,6 +70,7 @@ import numpy as np
 
 from bench.common import BUILD_MEMORY, CACHE_DIR, drop_hnsw, locomo_texts, scaled, start_postgres
 from memnets.server.batching import DEFAULT_MAX_BATCH
+from memnets.server.run import passive_openmp
 from memnets.server.testing import ServerProcess, kill_run, postgres_restart_run
 
 FILL_BATCH = 5000
@@ -285,7 +296,12 @@ class EncoderLimit:
     """The encoder's own batched throughput, the ceiling of a server whose every request encodes one text:
     texts/s of the encoder the server loads (``MemoryEncoder.from_pretrained``, same backend) called
     straight, one batch after another, at a given batch size (the mean batch the server formed at that
-    level, from its /metrics), in this process while the server is idle between levels."""
+    level, from its /metrics), in this process while the server is idle between levels.
+
+    This process runs OpenMP as the server does (``OMP_WAIT_POLICY=PASSIVE``, set by :func:`main` before
+    torch loads): with OpenMP's default spinning threads the limit measured the spinning, not the
+    encoder, on a shared machine (batch 21 at load 2-5: 3-18 texts/s and 23-37 ms of CPU per text,
+    against 81-144 texts/s and 6.0-6.6 ms with PASSIVE; idle the server measured 6.0 ms)."""
 
     def __init__(self, encoder_path: str | None, queries: list[str]) -> None:
         from memnets.nn.encoder import MemoryEncoder
@@ -387,14 +403,28 @@ def main(argv: list[str] | None = None) -> int:
         "--batching", nargs="+", default=["on", "off"], choices=["on", "off"], help="server runs (default: on off)"
     )
     parser.add_argument("--out", default=None, help="save the figures as JSON (and a .md table beside it) here")
+    parser.add_argument(
+        "--before",
+        default=None,
+        help="a memnets checkout: its server and this one's, each on a store of its own, loaded in turn (before/after)",
+    )
+    parser.add_argument("--rounds", type=int, default=1, help="runs of each level per server (default 1)")
     argv = sys.argv[1:] if argv is None else argv  # saved with the figures as the command that made them
     args = parser.parse_args(argv)
+    before = Path(args.before).resolve() if args.before else None
+    if before is not None and not (before / "memnets" / "__init__.py").is_file():
+        parser.error(f"--before: {args.before} holds no memnets package (memnets/__init__.py)")
+    if not 1 <= args.rounds <= 10:
+        parser.error(f"--rounds must be in 1..10, got {args.rounds}")
+    variants = ["before", "after"] if before is not None else [None]
+    passive_openmp()  # before torch loads: the encoder's limit under the server's OpenMP (EncoderLimit)
     if not 1 <= args.memories <= 1_000_000 or not 0 < args.seconds <= 120 or max(args.clients) > 200:
         parser.error("bounded runs only: --memories 1..1M, --seconds up to 120, at most 200 clients")
     encoder_args = ["--encoder", args.encoder] if args.encoder else []
     report = {
         "command": "python -m bench.experiments.load " + " ".join(argv),
         "load_before": load_average(),
+        "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
         "runs": [],
     }
     print(report["load_before"])
@@ -402,7 +432,10 @@ def main(argv: list[str] | None = None) -> int:
         report["encode"] = [encode_comparison(args.encoder, threads=n) for n in (1, 10, 50)]
         for row in report["encode"]:
             print("encode", json.dumps(row))
+    out = Path(args.out).resolve() if args.out else None
     work = Path(tempfile.mkdtemp(prefix="memnets-bench-load-"))
+    if before is not None:
+        os.chdir(work)  # ``python -m`` puts a server's working folder first on its path, before PYTHONPATH
     pg = None
     try:
         if "load" in args.parts:
@@ -410,33 +443,38 @@ def main(argv: list[str] | None = None) -> int:
             report["fills"] = {}
             limit = EncoderLimit(args.encoder, queries)
         for store in args.stores if "load" in args.parts else []:
-            if store == "postgres":
-                pg = pg or _postgres(work)
-                location, options = pg[1], {"table": "load" + uuid.uuid4().hex[:8]}
-            else:
-                location, options = str(work / "memory"), {}
-            report["fills"][store] = fill(location, texts, vectors, args.users, options)
-            report["fills"][store]["load"] = load_average().split("load average:")[-1].strip()
-            print(f"{store}: {args.memories} memories over {args.users} users: {json.dumps(report['fills'][store])}")
-            sets = [arg for name, value in options.items() for arg in ("--set", f"{name}={value}")]
             for batching in [mode == "on" for mode in args.batching]:
-                flags = [] if batching else ["--no-batching"]
-                with ServerProcess(location, *encoder_args, *sets, *flags) as server:
-                    server.wait_ready(timeout=600)
-                    # one client for 2 s, not counted: the first requests of a process are slow (lazy imports, caches)
-                    run_clients(server.url, 1, 2.0, args.users, args.add_share, queries, 0)
+                servers = {}
+                try:
+                    for variant in variants:
+                        if store == "postgres":
+                            pg = pg or _postgres(work)
+                            location, options = pg[1], {"table": "load" + uuid.uuid4().hex[:8]}
+                        else:
+                            location, options = str(work / f"memory-{variant}-{uuid.uuid4().hex[:8]}"), {}
+                        name = store if variant is None else f"{store} ({variant})"
+                        report["fills"][name] = fill(location, texts, vectors, args.users, options)
+                        report["fills"][name]["load"] = load_average().split("load average:")[-1].strip()
+                        print(f"{name}: {args.memories} memories over {args.users} users: {report['fills'][name]}")
+                        sets = [arg for key, value in options.items() for arg in ("--set", f"{key}={value}")]
+                        flags = [] if batching else ["--no-batching"]
+                        env = {"PYTHONPATH": str(before)} if variant == "before" else None
+                        servers[variant] = ServerProcess(location, *encoder_args, *sets, *flags, env=env)
+                    for server in servers.values():
+                        server.wait_ready(timeout=600)
+                        # one client for 2 s, not counted: the first requests of a process are slow (lazy imports, caches)
+                        run_clients(server.url, 1, 2.0, args.users, args.add_share, queries, 0)
                     for clients in args.clients:
-                        row = {"store": store, "batching": batching, "memories": args.memories}
-                        cpu = process_cpu_s(server.process.pid)
-                        row.update(
-                            run_clients(server.url, clients, args.seconds, args.users, args.add_share, queries, clients)
-                        )
-                        cpu = process_cpu_s(server.process.pid) - cpu
-                        row["server_cpu_ms_per_request"] = round(cpu * 1000 / max(row["requests"], 1), 2)
-                        row["load"] = load_average().split("load average:")[-1].strip()
-                        with_limit(row, limit, args.limit_seconds)
-                        report["runs"].append(row)
-                        print(json.dumps(row))
+                        for n, variant in enumerate(round_order(variants, args.rounds)):
+                            row = {"store": store if variant is None else f"{store} ({variant})", "batching": batching}
+                            row.update(variant=variant, round=n // len(variants), memories=args.memories)
+                            row.update(measure_level(servers[variant], clients, args, queries, seed=clients + 1000 * n))
+                            with_limit(row, limit, args.limit_seconds)
+                            report["runs"].append(row)
+                            print(json.dumps(row))
+                finally:
+                    for server in servers.values():
+                        server.stop()
         if "faults" in args.parts:
             report["faults"] = fault_runs(work, encoder_args, pg := pg or _postgres(work))
     finally:
@@ -445,8 +483,52 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(work, ignore_errors=True)
     if report["runs"]:
         report["table"] = print_table(report["runs"])
-    _save(report, args.out)
+        if before is not None:
+            report["before_after"] = before_after(report["runs"])
+            print(json.dumps(report["before_after"], indent=1))
+    _save(report, out)
     return 0
+
+
+def measure_level(server: ServerProcess, clients: int, args, queries: list[str], seed: int) -> dict:
+    """One load level against ``server``: run_clients' row with the server's CPU per request and the load."""
+    cpu = process_cpu_s(server.process.pid)
+    row = run_clients(server.url, clients, args.seconds, args.users, args.add_share, queries, seed)
+    cpu = process_cpu_s(server.process.pid) - cpu
+    row["server_cpu_ms_per_request"] = round(cpu * 1000 / max(row["requests"], 1), 2)
+    row["load"] = load_average().split("load average:")[-1].strip()
+    return row
+
+
+def round_order(variants: list, rounds: int) -> list:
+    """The servers in the order they are loaded, ``rounds`` times each: one server, each round; two
+    (``--before``), before, after, after, before, ...: each side first in half the pairs (drift cancels)."""
+    if len(variants) == 1:
+        return variants * rounds
+    return [variants[(i + i // 2) % 2] for i in range(2 * rounds)]
+
+
+BEFORE_AFTER = ("throughput_rps", "searches_per_s", "ratio", "search_ratio", "server_cpu_ms_per_request", "cpu_ratio")
+
+
+def before_after(rows: list[dict]) -> dict:
+    """Per store, batching and level: the mean over the rounds of each side of :data:`BEFORE_AFTER`'s
+    figures, and after / before."""
+    found = {}
+    for key in dict.fromkeys((row["store"].split(" (")[0], row["batching"], row["clients"]) for row in rows):
+        same = [row for row in rows if (row["store"].split(" (")[0], row["batching"], row["clients"]) == key]
+        means = {
+            side: {
+                name: round(float(np.mean([r[name] for r in same if r["variant"] == side])), 3) for name in BEFORE_AFTER
+            }
+            for side in ("before", "after")
+        }
+        means["after_over_before"] = {
+            name: round(means["after"][name] / means["before"][name], 3) if means["before"][name] else None
+            for name in BEFORE_AFTER
+        }
+        found["{} batching={} clients={}".format(*key)] = means
+    return found
 
 
 def _postgres(work: Path):
@@ -472,14 +554,15 @@ def fault_runs(work: Path, encoder_args: list[str], pg) -> dict:
     return faults
 
 
-def _save(report: dict, out: str | None) -> None:
+def _save(report: dict, out: Path | None) -> None:
     report["load_after"] = load_average()
     print(report["load_after"])
-    if out:
-        Path(out).parent.mkdir(parents=True, exist_ok=True)
-        Path(out).write_text(json.dumps(report, indent=2) + "\n")
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(report, indent=2) + "\n")
         if report.get("table"):
-            Path(out).with_suffix(".md").write_text(f"`{report['command']}`\n\n{report['table']}\n")
+            sides = "".join(f"\n\n{key}: {json.dumps(value)}" for key, value in report.get("before_after", {}).items())
+            out.with_suffix(".md").write_text(f"`{report['command']}`\n\n{report['table']}{sides}\n")
         print(f"saved {out}")
 
 

@@ -357,6 +357,18 @@ class MemoryEncoder(torch.nn.Module):
     def device(self) -> torch.device:
         return next(self.parameters()).device
 
+    @property
+    def plain_kind(self) -> Kind | None:
+        """The kind whose texts are embedded as given (no prefix), or None when both kinds have one.
+
+        A text of the other kind embeds as its prefix plus the text does under this kind (the prefix
+        is the only difference between kinds), so one forward pass can serve texts of both kinds: the
+        server's batching encoder merges searches and adds that way.
+        """
+        if self.memory_prefix == "":
+            return "memory"
+        return "query" if self.query_prefix == "" else None
+
     def prefix(self, kind: Kind) -> str:
         if kind == "query":
             return self.query_prefix

@@ -13,7 +13,7 @@ BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 
 
 class ServerMetrics:
-    """Requests, latencies, errors, recall-gate decisions and encoder batch sizes of one server."""
+    """Requests, latencies, errors, recall-gate decisions, encoder batch sizes and window waits of one server."""
 
     content_type = CONTENT_TYPE_LATEST
 
@@ -36,6 +36,17 @@ class ServerMetrics:
         self.batch = Histogram(
             "memnets_encode_batch_size", "texts per encoder forward pass", buckets=BATCH_BUCKETS, registry=self.registry
         )
+        self.window_waits = Counter(
+            "memnets_encode_window_waits",
+            "forward passes that waited --max-wait for more texts (their first found the encoder idle)",
+            registry=self.registry,
+        )
+
+    def encoded(self, size: int, waited: bool) -> None:
+        """One forward pass of ``size`` texts (the batching encoder's ``on_batch``)."""
+        self.batch.observe(size)
+        if waited:
+            self.window_waits.inc()
 
     def render(self) -> bytes:
         """The current values in Prometheus' text exposition format."""

@@ -69,7 +69,7 @@ class ServerState:
     def _wrap(self, encoder) -> BatchingEncoder:
         """The server's encoder around ``encoder`` (the opener's), kept to be closed at shutdown."""
         self.encoder = BatchingEncoder(
-            encoder, max_wait_s=self.max_wait_s, on_batch=self.metrics.batch.observe, batch=self.batching
+            encoder, max_wait_s=self.max_wait_s, on_batch=self.metrics.encoded, batch=self.batching
         )
         return self.encoder
 

