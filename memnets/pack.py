@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import shutil
 import tempfile
@@ -152,11 +153,21 @@ class Pack:
 
     def supersession_judge(self):
         """The pack's supersession head with its encoder, together with the rule judge, as a SupersessionJudge
-        (``EitherJudge``: either one suffices); None without a head."""
+        (``EitherJudge``: either one suffices); None without a head. A head trained on the lexical features
+        of an earlier memnets (``SupersessionHead.current``) is left out with a warning: the rule judge alone."""
         if self.supersession is None:
             return None
-        from memnets.temporal.supersession import EitherJudge, HeadJudge
+        from memnets.temporal.supersession import PAIR_FEATURES_VERSION, EitherJudge, HeadJudge, RuleJudge
 
+        if not self.supersession.current:
+            logging.getLogger(__name__).warning(
+                "pack %s: its supersession head was trained on pair features v%d, this memnets computes v%d; "
+                "judging by the rule judge alone (retrain: `memnets fit supersession`, then export the pack again)",
+                self.path,
+                self.supersession.pair_features,
+                PAIR_FEATURES_VERSION,
+            )
+            return RuleJudge()
         return EitherJudge(HeadJudge(self.encoder, self.supersession))
 
 

@@ -8,6 +8,7 @@ random encoder; the pack carries the head and hands it back as a judge.
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -288,6 +289,31 @@ def test_the_pack_carries_the_head_and_gives_it_back_as_a_judge(fitted, tiny_mod
     np.testing.assert_allclose(judge.scores(pairs), expected, atol=1e-6)
     assert all(0 <= score <= 1 for score in judge.scores(CHANGES))
     assert load_pack(export_pack(tmp_path / "plain", encoder)).supersession_judge() is None
+
+
+def test_a_head_trained_on_earlier_pair_features_is_left_out_of_the_packs_judge(
+    fitted, tiny_model_dir, tmp_path, caplog
+):
+    """A head saved before its features' version was recorded (v1) meets features that mean other things
+    now: the pack judges by the rule judge alone and says why, naming the command that retrains it."""
+    from memnets.nn.encoder import MemoryEncoder
+    from memnets.nn.heads import SupersessionHead
+    from memnets.pack import export_pack, load_pack
+    from memnets.temporal.supersession import PAIR_FEATURES_VERSION
+
+    _, folder = fitted
+    assert SupersessionHead.load(folder).pair_features == PAIR_FEATURES_VERSION  # a new fit records its version
+    old = tmp_path / "old-head"
+    shutil.copytree(folder, old)
+    config = json.loads((old / "config.json").read_text())
+    del config["architecture"]["pair_features"]  # as memnets wrote it before the version was recorded
+    (old / "config.json").write_text(json.dumps(config))
+    pack = load_pack(export_pack(tmp_path / "pack", MemoryEncoder.from_pretrained(tiny_model_dir), supersession=old))
+    assert pack.supersession.pair_features == 1 and not pack.supersession.current
+    with caplog.at_level("WARNING", logger="memnets.pack"):
+        judge = pack.supersession_judge()
+    assert isinstance(judge, RuleJudge)
+    assert "pair features v1" in caplog.text and "memnets fit supersession" in caplog.text
 
 
 def test_the_head_scores_no_change_without_a_sign_of_one(fitted, tiny_model_dir):

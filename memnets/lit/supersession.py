@@ -21,7 +21,7 @@ from torch.utils.data import Dataset, TensorDataset
 
 from memnets.lit.heads import HeadDataModule, HeadModule
 from memnets.nn.heads import SupersessionHead, threshold_max_f1
-from memnets.temporal.supersession import pair_features
+from memnets.temporal.supersession import PAIR_FEATURES_VERSION, pair_features
 
 DEFAULT_PAIRS = "data/supersession/pairs.jsonl"
 SPLITS = {"train": "train", "val": "validation"}
@@ -109,7 +109,12 @@ class SupersessionModule(HeadModule):
         output_dir: str | None = "checkpoints/supersession/best",
     ):
         super().__init__(
-            SupersessionHead(dim, list(hidden_dims), dropout), lr, weight_decay, pos_weight, select_metric, output_dir
+            SupersessionHead(dim, list(hidden_dims), dropout, pair_features=PAIR_FEATURES_VERSION),
+            lr,
+            weight_decay,
+            pos_weight,
+            select_metric,
+            output_dir,
         )
         self.save_hyperparameters()
 

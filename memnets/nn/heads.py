@@ -35,6 +35,7 @@ from torch import nn
 from memnets.nn.modes import evaluating, single_threaded
 from memnets.nn.weights import WeightsMismatch, check_shapes, meta_shapes, read_json, tensor_shapes
 from memnets.temporal.supersession import FEATURE_NAMES as PAIR_FEATURES
+from memnets.temporal.supersession import PAIR_FEATURES_VERSION
 from memnets.text import strip_speaker
 
 WEIGHTS_NAME = "model.safetensors"
@@ -399,17 +400,37 @@ class SupersessionHead(Head):
 
     kind = "supersession"
 
-    def __init__(self, dim: int, hidden_dims: Sequence[int] = (128,), dropout: float = 0.1, **kwargs):
+    def __init__(
+        self,
+        dim: int,
+        hidden_dims: Sequence[int] = (128,),
+        dropout: float = 0.1,
+        pair_features: int = 1,
+        **kwargs,
+    ):
+        """``pair_features``: the version of the lexical features it is trained on
+        (``PAIR_FEATURES_VERSION`` for a new head; 1, the default, for one saved before versions were recorded)."""
         super().__init__(**kwargs)
         if dim < 1:
             raise ValueError(f"dim must be positive, got {dim}")
         self.dim = int(dim)
         self.hidden_dims = [int(h) for h in hidden_dims]
         self.dropout = float(dropout)
+        self.pair_features = int(pair_features)
         self.net = mlp(4 * self.dim + len(PAIR_FEATURES), self.hidden_dims, self.dropout)
 
+    @property
+    def current(self) -> bool:
+        """Whether it was trained on the features this memnets computes (else its scores mean little)."""
+        return self.pair_features == PAIR_FEATURES_VERSION
+
     def architecture(self) -> dict[str, Any]:
-        return {"dim": self.dim, "hidden_dims": self.hidden_dims, "dropout": self.dropout}
+        return {
+            "dim": self.dim,
+            "hidden_dims": self.hidden_dims,
+            "dropout": self.dropout,
+            "pair_features": self.pair_features,
+        }
 
     def forward(self, older: torch.Tensor, newer: torch.Tensor, features: torch.Tensor) -> torch.Tensor:
         """Logits ``[N]`` of embedding pairs ``[N, dim]`` x 2 and features ``[N, F]``, before ``logit_offset``."""
