@@ -298,10 +298,11 @@ class EncoderLimit:
     straight, one batch after another, at a given batch size (the mean batch the server formed at that
     level, from its /metrics), in this process while the server is idle between levels.
 
-    This process runs OpenMP as the server does (``OMP_WAIT_POLICY=PASSIVE``, set by :func:`main` before
-    torch loads): with OpenMP's default spinning threads the limit measured the spinning, not the
-    encoder, on a shared machine (batch 21 at load 2-5: 3-18 texts/s and 23-37 ms of CPU per text,
-    against 81-144 texts/s and 6.0-6.6 ms with PASSIVE; idle the server measured 6.0 ms)."""
+    OpenMP's threads spin between batches here by default (``--limit-openmp default``): on an idle machine
+    that is the encoder's best (batch 21: 441-486 texts/s against 354-446 with ``OMP_WAIT_POLICY=PASSIVE``,
+    the server's policy), so the ratio is taken against the highest ceiling. On a shared machine spinning
+    threads measure the machine's load instead (batch 21 at load 2-5: 3-18 texts/s against 81-144 with
+    PASSIVE): ``--limit-openmp passive`` measures as the server runs, set by :func:`main` before torch loads."""
 
     def __init__(self, encoder_path: str | None, queries: list[str]) -> None:
         from memnets.nn.encoder import MemoryEncoder
@@ -409,6 +410,13 @@ def main(argv: list[str] | None = None) -> int:
         help="a memnets checkout: its server and this one's, each on a store of its own, loaded in turn (before/after)",
     )
     parser.add_argument("--rounds", type=int, default=1, help="runs of each level per server (default 1)")
+    parser.add_argument(
+        "--limit-openmp",
+        default="default",
+        choices=["default", "passive"],
+        help="OpenMP wait policy of the encoder-limit measure: default (spinning, the encoder's best when idle) "
+        "or passive (the server's; for a shared machine, where spinning measures the load): see EncoderLimit",
+    )
     argv = sys.argv[1:] if argv is None else argv  # saved with the figures as the command that made them
     args = parser.parse_args(argv)
     before = Path(args.before).resolve() if args.before else None
@@ -417,7 +425,8 @@ def main(argv: list[str] | None = None) -> int:
     if not 1 <= args.rounds <= 10:
         parser.error(f"--rounds must be in 1..10, got {args.rounds}")
     variants = ["before", "after"] if before is not None else [None]
-    passive_openmp()  # before torch loads: the encoder's limit under the server's OpenMP (EncoderLimit)
+    if args.limit_openmp == "passive":
+        passive_openmp()  # before torch loads: the encoder's limit under the server's OpenMP (EncoderLimit)
     if not 1 <= args.memories <= 1_000_000 or not 0 < args.seconds <= 120 or max(args.clients) > 200:
         parser.error("bounded runs only: --memories 1..1M, --seconds up to 120, at most 200 clients")
     encoder_args = ["--encoder", args.encoder] if args.encoder else []
