@@ -13,6 +13,10 @@ not the ranking, was most of the search. The ranked rows come back in binary, so
 copied, not parsed from text. Where the answer needs a further read (fewer than k rows ranked, so the
 exact scan must run; or a long memory's window that may enter the k), the search runs statement by
 statement as a filtered one does, in a transaction of its own: the same answer, a round trip per step.
+So does a search whose one round trip failed in the database: its statements all ran before any
+result was read, so after a re-embedding's swap to another dim the ranking fails (vectors of two
+dims) where the steps read the encoder check first and refuse with EncoderMismatchError, and a
+plan PostgreSQL cached for the old column is prepared again.
 """
 
 from __future__ import annotations
@@ -20,10 +24,14 @@ from __future__ import annotations
 import numpy as np
 
 import memnets.timeutil as timeutil
+from memnets.extras import needs_extra
 from memnets.records import Memory
 from memnets.store.chunks import best_scores, entering, merge
 from memnets.store.filters import MemoryFilter
 from memnets.store.identity import META_KEY, check_identity
+
+with needs_extra("the PostgreSQL store", "pgvector"):
+    import psycopg
 
 # A search with a kind/time filter ranks the matching rows exactly when at most this many match
 # (counted with a bounded index scan first). Measured (docs/scaling.md): at 1M memories a kind
@@ -51,7 +59,14 @@ class PgSearch:
         now = timeutil.now()
         where, params = self._dialect.clear_conditions(owner, filters, now)
         if filters is None and getattr(self._hold, "conn", None) is None:
-            found = self._search_at_once(query, k, where, params)
+            try:
+                found = self._search_at_once(query, k, where, params)
+            except (
+                psycopg.Error
+            ) as error:  # the steps below read the encoder check before they rank (see the docstring)
+                if isinstance(error, psycopg.OperationalError):  # a cancel or a conflict: the steps would meet it too
+                    raise
+                found = None
             if found is not None:
                 return found
         with self._transaction() as conn:
