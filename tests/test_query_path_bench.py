@@ -1,7 +1,7 @@
 """bench/experiments/query_path.py on tiny sizes (the tiny encoder in a pack with a learned scorer), run
 as its own process: each store (the embedded archive, the test's PostgreSQL) filled through the store
 with the encoder's vectors and bound to it, searched end to end through memnets.open and part by part,
-and its ratio to the encoder's time."""
+its ratio to the encoder's time, and the profile of the part around the encoder."""
 
 from __future__ import annotations
 
@@ -32,7 +32,20 @@ def pack(tiny_model_dir, tmp_path_factory):
 
 
 def test_query_path_times_search_end_to_end_and_by_part_on_both_stores(pack, tmp_path, pg_url):
-    args = ["--pack", pack, "--backends", "torch", "--memories", "300", "--base", "40", "--queries", "3"]
+    args = [
+        "--pack",
+        pack,
+        "--backends",
+        "torch",
+        "--memories",
+        "300",
+        "--base",
+        "40",
+        "--queries",
+        "3",
+        "--profile",
+        "5",
+    ]
     run_bench("bench.experiments.query_path", *args, "--pg-url", pg_url, "--out", tmp_path)
     results = result(tmp_path, "query_path")["results"]
     assert set(results) == {"archive/torch", "postgres/torch"}
@@ -43,6 +56,13 @@ def test_query_path_times_search_end_to_end_and_by_part_on_both_stores(pack, tmp
         assert set(found["parts"]) == PARTS | SAVED and all(part["calls"] == 3 for part in found["parts"].values())
         assert found["parts"]["encode"]["p50_ms"] > 0 and found["parts"]["score"]["p50_ms"] > 0
         assert found["ratio_to_encoder"] == pytest.approx(e2e["p50_ms"] / found["parts"]["encode"]["p50_ms"])
+        assert found["backend"] == "torch" and found["around_timed"]["calls"] == 3
+        assert found["around_timed_to_encoder"] > 0 and any(
+            "_search_encoded" in line for line in found["profile"]["cumulative"]
+        )
+    # an unfiltered search is one round trip to PostgreSQL (memnets.store.pg_search)
+    assert results["postgres/torch"]["profile"]["round_trips_per_search"] == 1
+    assert "round_trips_per_search" not in results["archive/torch"]["profile"]
     assert results["postgres/torch"]["parts"]["index"]["p50_ms"] == 0  # PostgreSQL ranks inside its SQL
     assert (tmp_path / "query_path.md").read_text().count("| torch |") == 2
 

@@ -198,9 +198,9 @@ def test_a_store_of_the_format_before_chunks_opens_and_takes_long_memories(make,
 def test_postgres_index_path_also_fills_k_under_a_filter(pg_url, monkeypatch):
     """With the exact threshold lowered, a filtered search goes through the HNSW iterative scan (and
     its exact fallback): still k results, all passing the filter."""
-    from memnets.store import postgres
+    from memnets.store import pg_search
 
-    monkeypatch.setattr(postgres, "EXACT_BELOW", 5)
+    monkeypatch.setattr(pg_search, "EXACT_BELOW", 5)
     with open_store(pg_url, DIM, table="t" + uuid.uuid4().hex[:16]) as store:
         memories = [memory_for(f"m{i}", "a", kind="plan" if i % 50 == 0 else "observation") for i in range(1000)]
         store.upsert(memories, vectors_for(memories))

@@ -25,7 +25,15 @@ candidates, with their vectors) and ``score`` (``LearnedScorer.score``, the head
 parts' p50s add up to about the end-to-end p50; ``around`` = end-to-end p50 minus the encoder's p50
 (issue 34: at most a quarter of it). For reference, not in the sum: ``search apart`` (a plain
 search minus ``index``) and ``vectors apart`` (the candidates' vectors read again by id), what the
-re-rank paid before the search returned the vectors.
+re-rank paid before the search returned the vectors. ``around timed``: the search once more with the
+query's vector given (everything but the encoder, timed at once); ``around timed / encoder`` is the
+issue's quarter measured directly. Each question's calls run one after another (end to end, then
+the parts), so a change in the machine's load moves the encoder's time and the rest alike.
+
+``--backends auto`` times the backend memnets picks on this CPU (``backend`` in the JSON says which).
+``--profile ROWS`` adds to each store's result the cProfile of the part around the encoder (its ROWS
+costliest functions by cumulative time) and, on PostgreSQL, the round trips of one search, counted
+from libpq's protocol trace.
 
 Threads: ``--threads`` (default 2, the cores of the machine the target is for) for torch, ONNX
 Runtime (its sessions take torch's thread count when they are made) and BLAS/OpenMP (FAISS).
@@ -73,6 +81,7 @@ def stand_in_pack(folder: Path, backends: list[str]) -> Path:
     default scorer weights, with the ONNX ``backends`` asked for: the trained pack's query path, untrained."""
     from memnets.nn.encoder import MemoryEncoder
     from memnets.nn.heads import ImportanceHead
+    from memnets.nn.onnx_encoder import ONNX_FILES
     from memnets.pack import export_pack
     from memnets.scoring import ScorerWeights
 
@@ -82,7 +91,7 @@ def stand_in_pack(folder: Path, backends: list[str]) -> Path:
         encoder,
         importance=ImportanceHead(encoder.dim, use_text_features=True),
         scorer_weights=ScorerWeights(info={"source": "bench.experiments.query_path stand-in"}),
-        backends=tuple(b for b in backends if b != "torch"),
+        backends=tuple(b for b in ONNX_FILES if b in backends or "auto" in backends),  # auto tries them all
     )
 
 
@@ -113,7 +122,8 @@ def timed(call, *args, **kwargs) -> tuple[float, object]:
 
 
 def parts(memory, question: str, user: str) -> dict[str, float]:
-    """Seconds of each part of one search (see the module docstring), run as search runs them."""
+    """Seconds of each part of one search (see the module docstring), run as search runs them, and of
+    ``around``: the search once more with the query's vector given, everything but the encoder at once."""
     from memnets.memory.encoding import embed
     from memnets.timeutil import now
 
@@ -121,6 +131,7 @@ def parts(memory, question: str, user: str) -> dict[str, float]:
     seconds = {"tokenise": timed(encoder.tokenize, [question], "query")[0]}
     seconds["encode"], vectors = timed(embed, encoder, [question], kind="query")
     vector = vectors[0]
+    seconds["around"] = timed(memory._search_encoded, question, vector, user, K, None)[0]
     retriever = getattr(store, "_retriever", None)  # the archive's FAISS index; PostgreSQL ranks in SQL
     seconds["index"] = 0.0 if retriever is None else timed(retriever.search, vector[None, :], fetch, user)[0]
     search_s, (candidates, memory_vectors) = timed(store.search_with_vectors, vector, fetch, user)
@@ -135,9 +146,11 @@ def parts(memory, question: str, user: str) -> dict[str, float]:
     return seconds
 
 
-def run_one(pack, location: str, options: dict, texts: list[str], vectors: np.ndarray, queries: list[str]) -> dict:
+def run_one(
+    pack, location: str, options: dict, texts: list[str], vectors: np.ndarray, queries: list[str], profile_rows: int
+) -> dict:
     """Fill a store at ``location`` for ``pack``'s encoder (:func:`fill`), then time ``queries`` end to end
-    and part by part."""
+    and part by part, question by question (and profile the part around the encoder: ``profile_rows`` > 0)."""
     import memnets
 
     fill_s = fill(location, options, pack.encoder, texts, vectors)
@@ -147,37 +160,92 @@ def run_one(pack, location: str, options: dict, texts: list[str], vectors: np.nd
             raise SystemExit("the pack has no scorer weights; the query path needs its LearnedScorer")
         for question in queries[:5]:  # warm-up: the index is built or loaded, caches filled
             memory.search(question, user=user, k=K)
-        end_to_end = []
-        for question in queries:
+        end_to_end, split = [], []
+        for question in queries:  # interleaved, so that a change of the machine's load moves both alike
             seconds, hits = timed(memory.search, question, user=user, k=K)
             if len(hits) != K:
                 raise RuntimeError(f"search returned {len(hits)} hits, expected {K}")
             end_to_end.append(seconds)
-        split = [parts(memory, question, user) for question in queries]
+            split.append(parts(memory, question, user))
         index_kind = type(getattr(memory.store, "_retriever", memory.store)).__name__
+        profile = around_profile(memory, queries, user, profile_rows) if profile_rows else None
     e2e, encode = latency_summary(end_to_end), latency_summary([row["encode"] for row in split])
+    around = latency_summary([row["around"] for row in split])
     return {
         "fill_s": fill_s,
+        "backend": pack.encoder.backend,
         "fingerprint": pack.encoder.fingerprint,
         "index": index_kind,
         "end_to_end": e2e,
         "parts": {name: latency_summary([row[name] for row in split]) for name in (*PARTS, *SAVED)},
         "ratio_to_encoder": e2e["p50_ms"] / encode["p50_ms"],
         "around_encoder_ms": e2e["p50_ms"] - encode["p50_ms"],
+        "around_timed": around,
+        "around_timed_to_encoder": around["p50_ms"] / encode["p50_ms"],
+        **({"profile": profile} if profile else {}),
     }
+
+
+def around_profile(memory, queries: list[str], user: str, rows: int) -> dict:
+    """cProfile of everything around the encoder (the search with the query's vector given) over ``queries``:
+    the ``rows`` functions of most cumulative time, and on PostgreSQL the round trips of one search."""
+    import cProfile
+    import io
+    import pstats
+
+    from memnets.memory.encoding import embed
+
+    vectors = embed(memory.encoder, queries, kind="query")
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for question, vector in zip(queries, vectors):
+        memory._search_encoded(question, vector, user, K, None)
+    profiler.disable()
+    text = io.StringIO()
+    pstats.Stats(profiler, stream=text).sort_stats("cumulative").print_stats(rows)
+    out = {"cumulative": text.getvalue().splitlines()}
+    if hasattr(memory.store, "_pool"):
+        out["round_trips_per_search"] = round_trips(
+            memory.store, lambda: memory._search_encoded(queries[0], vectors[0], user, K, None)
+        )
+    return out
+
+
+def round_trips(store, call) -> int:
+    """How many times the client waited for PostgreSQL during ``call()`` (a Sync or a simple Query sent, read
+    from libpq's protocol trace of each of the store's pooled connections)."""
+    import psycopg
+
+    with tempfile.TemporaryFile() as trace:
+        connections = [store._pool.getconn() for _ in range(store._pool.get_stats()["pool_size"])]
+        for conn in connections:
+            conn.pgconn.trace(trace.fileno())
+            conn.pgconn.set_trace_flags(psycopg.pq.Trace.SUPPRESS_TIMESTAMPS | psycopg.pq.Trace.REGRESS_MODE)
+            store._pool.putconn(conn)
+        try:
+            call()
+        finally:
+            for conn in connections:
+                conn.pgconn.untrace()
+        trace.seek(0)
+        sent = [line.split("\t") for line in trace.read().decode(errors="replace").splitlines()]
+    return sum(1 for line in sent if len(line) > 2 and line[0] == "F" and line[2].strip() in ("Sync", "Query"))
 
 
 def table(results: dict) -> str:
     """The results as a markdown table, one row per store and backend."""
     head = ["store", "backend", "query p50 ms", "p99 ms", "encoder p50 ms", "ratio", "around ms", "around / encoder"]
+    head += ["around timed p50 ms", "around timed / encoder"]
     head += [f"{name} p50 ms" for name in (*PARTS, *SAVED)]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for key, r in results.items():
         store, backend = key.split("/")
+        backend = backend if backend == r["backend"] else f"{backend} ({r['backend']})"
         encoder = r["parts"]["encode"]["p50_ms"]
         cells = [store, backend, f"{r['end_to_end']['p50_ms']:.2f}", f"{r['end_to_end']['p99_ms']:.2f}"]
         cells += [f"{encoder:.2f}", f"{r['ratio_to_encoder']:.2f}", f"{r['around_encoder_ms']:.2f}"]
         cells += [f"{r['around_encoder_ms'] / encoder:.2f}"]
+        cells += [f"{r['around_timed']['p50_ms']:.2f}", f"{r['around_timed_to_encoder']:.2f}"]
         cells += [f"{r['parts'][name]['p50_ms']:.2f}" for name in (*PARTS, *SAVED)]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
@@ -191,7 +259,11 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="a memory pack (default checkpoints/pack where there is one, else the stand-in: see above)",
     )
-    p.add_argument("--backends", default="torch,int8", help="encoder backends, comma-separated (default torch,int8)")
+    p.add_argument(
+        "--backends",
+        default="torch,int8",
+        help="encoder backends, comma-separated (default torch,int8; auto: the one memnets picks on this CPU)",
+    )
     p.add_argument("--stores", default=",".join(STORES), help=f"comma-separated subset of {','.join(STORES)}")
     p.add_argument("--pg-url", default=None, help="an existing PostgreSQL with pgvector (default: start a local one)")
     p.add_argument("--memories", type=int, default=None, help="memories in the store (default 100000; --quick 5000)")
@@ -200,7 +272,17 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--queries", type=int, default=None, help="questions timed (default 300; --quick 30)")
     p.add_argument("--threads", type=int, default=2, help="torch / ONNX Runtime / BLAS threads (default 2)")
+    p.add_argument(
+        "--profile",
+        type=int,
+        default=0,
+        metavar="ROWS",
+        help="cProfile the part around the encoder per store (its ROWS costliest functions by cumulative time, "
+        "and PostgreSQL's round trips per search) into the JSON; default 0: no profile",
+    )
     args = p.parse_args(argv)
+    if args.profile < 0:
+        p.error(f"--profile: expected a number of rows >= 0, got {args.profile}")
     if args.pack is not None and not (args.pack / "manifest.json").is_file():
         p.error(f"--pack: {args.pack} is not a memory pack (no manifest.json)")
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
@@ -240,7 +322,7 @@ def main(argv: list[str] | None = None) -> int:
                         location, options = str(work / f"archive-{backend}"), {}
                     else:
                         location, options = pg_url, {"table": f"query_{uuid.uuid4().hex[:8]}"}
-                    result = run_one(pack, location, options, texts, vectors, queries)
+                    result = run_one(pack, location, options, texts, vectors, queries, args.profile)
                     results[f"{store}/{backend}"] = result
                     print(
                         f"[query_path] {store}/{backend}: p50 {result['end_to_end']['p50_ms']:.2f} ms, "
@@ -266,6 +348,7 @@ def main(argv: list[str] | None = None) -> int:
         "end_to_end: AgentMemory.search(question, k=5) with the pack's LearnedScorer, one question per call",
         "parts: each part timed alone; encode includes tokenise; store_read = the store's search - index",
         "ratio = end-to-end p50 / encode p50 (the encoder's batch-1 p50, same run); around = their difference",
+        "around_timed: the search with the query's vector given, timed alone; each question's calls run together",
     ]
     path = write_result(args.out, "query_path", settings, results, notes)
     markdown = table(results)

@@ -65,8 +65,16 @@ def sealed_bytes(vector: bytes, chunks: bytes | None) -> bytes:
 
 
 def best_scores(rows: Iterable[tuple[str, bytes]], query: np.ndarray, dim: int) -> dict[str, float]:
-    """{memory id: its best chunk's inner product with ``query``} of (id, chunk bytes) rows."""
+    """{memory id: its best chunk's inner product with ``query``} of (id, chunk bytes) rows (NULL: no chunks)."""
     return {memory_id: float((from_blob(blob, dim) @ query).max()) for memory_id, blob in rows if blob}
+
+
+def entering(found: Sequence[tuple[Memory, float]], best: dict[str, float], k: int) -> list[str]:
+    """The ids of ``best`` that are not in the main search's ``found`` (best first) and whose chunk score
+    could put them among the k: the memories :func:`merge` has to read."""
+    present = {memory.id for memory, _ in found}
+    floor = found[-1][1] if len(found) >= k else -np.inf
+    return [memory_id for memory_id, score in best.items() if memory_id not in present and score > floor]
 
 
 def merge(
@@ -81,12 +89,11 @@ def merge(
     if not best:
         return list(found)
     scored = {memory.id: (memory, score) for memory, score in found}
-    floor = found[-1][1] if len(found) >= k else -np.inf
-    wanted = [memory_id for memory_id, score in best.items() if memory_id not in scored and score > floor]
+    wanted = entering(found, best, k)
     for memory in fetch(wanted) if wanted else []:
         scored[memory.id] = (memory, best[memory.id])
     merged = [(memory, max(score, best.get(memory.id, score))) for memory, score in scored.values()]
     return sorted(merged, key=lambda pair: -pair[1])[:k]
 
 
-__all__ = ["best_scores", "check_chunks", "from_blob", "merge", "sealed_bytes", "to_blob"]
+__all__ = ["best_scores", "check_chunks", "entering", "from_blob", "merge", "sealed_bytes", "to_blob"]

@@ -579,11 +579,14 @@ class SqlStore(SqlEncoding, SearchVectors):
 
     def _window_scores(self, conn, where: str, params: list, query: np.ndarray) -> dict[str, float]:
         """{id: best window score} of the long memories among the rows matching ``where`` (memnets.store.chunks)."""
+        return best_scores(self._window_rows(conn, where, params), query, self.dim)
+
+    def _window_rows(self, conn, where: str, params: list):
+        """The (id, chunk bytes) rows of the long memories among the rows matching ``where``: a cursor."""
         d = self._dialect
-        rows = conn.execute(
+        return conn.execute(
             f"SELECT id, chunks FROM {d.memories} {d.chunked_hint} WHERE {where} AND chunks IS NOT NULL", params
         )
-        return best_scores(((memory_id, bytes(blob)) for memory_id, blob in rows), query, self.dim)
 
     def _current(
         self, conn, ids: Sequence[str], owner: str, now: datetime, filters: MemoryFilter | None = None

@@ -27,7 +27,10 @@ class SqlEncoding:
     _encoder: EncoderIdentity | None = None  # the encoder bound by bind_encoder (None: unchecked)
 
     def _meta_identity(self, conn, key: str) -> EncoderIdentity | None:
-        row = conn.execute(*self._dialect.get_meta(key)).fetchone()
+        return self._identity_of(conn.execute(*self._dialect.get_meta(key)).fetchone())
+
+    def _identity_of(self, row) -> EncoderIdentity | None:
+        """The identity of a meta row read with ``get_meta`` (None: no row)."""
         return None if row is None else EncoderIdentity.from_json(row[0], self._where())
 
     def _check_encoder(self, conn, record: bool = False) -> None:

@@ -37,12 +37,15 @@ Search, always owner-scoped and filtered before ranking:
   :meth:`MemoryFilter.matches` until k match. The cost grows with the rows ranked ahead of the k-th
   match, never with a shortened result.
 
+A search without a filter sends its transaction's statements together and reads them once: one
+round trip to the server (:mod:`memnets.store.pg_search`, which holds the search code).
+
 Deletion: a DELETE is final for every connection once it commits (MVCC: no reader after the commit
 sees the row, no index returns it). The bytes stay in dead tuples until (auto)vacuum reclaims them;
 :meth:`PgVectorStore.compact` runs VACUUM on the table at once.
 
 This module is what only the PostgreSQL store has: the connection pool and its handling of an
-unreachable server, ranking with pgvector, VACUUM and the HNSW index. The contract's logic (writes,
+unreachable server, ranking with pgvector (:mod:`memnets.store.pg_search`), VACUUM and the HNSW index. The contract's logic (writes,
 versions, the deletion ledger, expiry, reads, re-embedding) is the store core's
 (:mod:`memnets.store.core`) in PostgreSQL's spelling (:mod:`memnets.store.pg_dialect`).
 """
@@ -51,23 +54,19 @@ from __future__ import annotations
 
 import logging
 import re
+import select
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 
-import numpy as np
-
-import memnets.timeutil as timeutil
 from memnets.extras import needs_extra
-from memnets.records import Memory
 from memnets.store import rows as rowcodec
-from memnets.store.chunks import merge
 from memnets.store.core import SqlStore
 from memnets.store.crypto import RowCipher
 from memnets.store.errors import StoreError, StoreUnavailableError
-from memnets.store.filters import MemoryFilter
 from memnets.store.identity import EncoderIdentity
 from memnets.store.pg_dialect import PgDialect
 from memnets.store.pg_schema import FORMAT_VERSION, HNSW, check_extension, open_schema
+from memnets.store.pg_search import EF_SEARCH_MAX, EXACT_BELOW, STREAM_BATCH, PgSearch
 from memnets.store.reembed import ReembedBatch
 
 with needs_extra("the PostgreSQL store", "pgvector"):
@@ -81,15 +80,6 @@ log = logging.getLogger(__name__)
 
 _SCRUBS = ("full", "vacuum", "off")  # PgVectorStore(scrub=...): the upkeep after a deletion
 _TABLE_NAME = re.compile(r"[a-z_][a-z0-9_]{0,40}")
-# A search with a kind/time filter ranks the matching rows exactly when at most this many match
-# (counted with a bounded index scan first). Measured (docs/scaling.md): at 1M memories a kind
-# filter matching 10,000 rows had recall@10 0.48 through the HNSW iterative scan. 20,000 is also
-# pgvector's hnsw.max_scan_tuples, the most rows an iterative scan visits.
-EXACT_BELOW = 20_000
-# pgvector's range of hnsw.ef_search: a search sets max(ef_search, k) capped here (SET refuses 1001 and up);
-# a k beyond it is still filled, by the iterative scan past ef_search or else the exact fallback
-EF_SEARCH_MAX = 1000
-_STREAM_BATCH = 256  # rows fetched per round trip when metadata is checked client-side
 # How long a call waits for a pooled connection while the server is known to be unreachable (the
 # pool failed to connect, or a connection was lost), instead of the whole connect_timeout. Calls
 # that run one after another each waited the whole timeout: the memory API's writer lock holds the
@@ -101,7 +91,7 @@ _STREAM_BATCH = 256  # rows fetched per round trip when metadata is checked clie
 UNREACHABLE_WAIT_S = 0.02
 
 
-class PgVectorStore(SqlStore):
+class PgVectorStore(PgSearch, SqlStore):
     """Memories and their vectors in one PostgreSQL table with a pgvector HNSW index (implements MemoryStore).
 
     Args:
@@ -184,7 +174,7 @@ class PgVectorStore(SqlStore):
             open=False,
             kwargs={"connect_timeout": max(1, int(connect_timeout))},
             configure=_configure,
-            check=ConnectionPool.check_connection,  # a connection broken by a server restart is replaced, not used
+            check=_check,  # a connection broken by a server restart is replaced, not used
             name=f"memnets-{table}",
         )
         try:
@@ -233,6 +223,25 @@ class PgVectorStore(SqlStore):
             yield conn
 
     _reading = _writing = _transaction  # the core's reads and writes: a pooled transaction each
+
+    @staticmethod
+    @contextmanager
+    def _one_round_trip(conn: psycopg.Connection) -> Iterator[None]:
+        """On an idle pooled connection: the statements of the block are sent together when it ends, as one
+        transaction, in one round trip (psycopg's ``transaction()`` waits for its BEGIN, and so does the
+        implicit one of a connection outside autocommit). Read the cursors' results after the block; an
+        error in any statement rolls the transaction back and is raised when the block ends."""
+        conn.autocommit = True  # BEGIN and COMMIT go in the pipeline, not waited for
+        try:
+            with conn.pipeline():
+                conn.execute("BEGIN")
+                yield
+                conn.execute("COMMIT")
+        finally:
+            with suppress(psycopg.Error):  # a broken connection: the pool replaces it
+                if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                    conn.rollback()
+                conn.autocommit = False
 
     @contextmanager
     def _held_transaction(self) -> Iterator[None]:
@@ -335,90 +344,11 @@ class PgVectorStore(SqlStore):
         conn.execute(f"DROP INDEX IF EXISTS {self._dialect.names['hnsw']}")
         conn.execute(HNSW.format(**self._dialect.names, m=self.m, ef_construction=self.ef_construction))
 
-    # ------------------------------------------------------------------ search
-    def _search(
-        self, query: np.ndarray, k: int, owner: str, filters: MemoryFilter | None
-    ) -> list[tuple[Memory, float]]:
-        """Ranked in SQL (see the module docstring for how each kind of filter runs)."""
-        now = timeutil.now()
-        where, params = self._dialect.clear_conditions(owner, filters, now)
-        with self._transaction() as conn:
-            # A re-embedding's swap may commit at any moment. Taking the table's ACCESS SHARE lock
-            # before checking the encoder makes a swap that changes the dim (it drops the column
-            # under ACCESS EXCLUSIVE) wait for this search, or come before the check; checking again
-            # after the ranking catches a same-dim swap that committed while it ran. Either way the
-            # answer is from one space, or EncoderMismatchError.
-            conn.execute(f"LOCK TABLE {self._dialect.memories} IN ACCESS SHARE MODE")
-            self._check_encoder(conn)
-            found = self._ranked(conn, query, k, where, params, filters)
-            best = self._window_scores(conn, where, params, query)
-            found = merge(found, best, k, lambda ids: self._current(conn, ids, owner, timeutil.now(), filters))
-            self._check_encoder(conn)
-        return found
-
-    def _ranked(
-        self, conn, query: np.ndarray, k: int, where: str, params: list, filters: MemoryFilter | None
-    ) -> list[tuple[Memory, float]]:
-        """Inside search's transaction: the k best (memory, score) of the rows matching ``where`` and ``filters``
-        by their main vector."""
-        d = self._dialect
-        if filters is not None and filters.needs_payload:
-            return self._search_streaming(conn, query, k, where, params, filters)
-        # a filter on clear columns: rank exactly when few rows match (the planner misjudges
-        # owner-and-kind selectivity, and an index scan under a selective filter loses recall)
-        exact = (
-            filters is not None
-            and conn.execute(
-                f"SELECT count(*) FROM (SELECT 1 FROM {d.memories} WHERE {where} LIMIT %s) AS matching",
-                [*params, EXACT_BELOW + 1],
-            ).fetchone()[0]
-            <= EXACT_BELOW
-        )
-        records = []
-        if not exact:
-            conn.execute(  # SET LOCAL of both in one round trip
-                "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), set_config('hnsw.ef_search', %s, true)",
-                [str(int(min(max(self.ef_search, k), EF_SEARCH_MAX)))],
-            )
-            records = conn.execute(
-                f"WITH hits AS MATERIALIZED (SELECT {d.select()}, embedding <#> %s AS distance FROM {d.memories} "
-                f"WHERE {where} ORDER BY distance LIMIT %s) SELECT * FROM hits ORDER BY distance",
-                [query, *params, k],
-            ).fetchall()
-        if len(records) < k:  # exact by choice, or the index scan gave up early (max_scan_tuples)
-            records = conn.execute(
-                f"SELECT {d.select()}, embedding <#> %s AS distance FROM {d.memories} WHERE {where} "
-                "ORDER BY (embedding <#> %s) + 0 LIMIT %s",
-                [query, *params, query, k],
-            ).fetchall()
-        return [(self._decode(record[:-1]), -float(record[-1])) for record in records]
-
-    def _search_streaming(
-        self, conn, query: np.ndarray, k: int, where: str, params: list, filters: MemoryFilter
-    ) -> list[tuple[Memory, float]]:
-        """Exact ranking in SQL, metadata checked on the decoded rows best first until k match."""
-        d = self._dialect
-        found: list[tuple[Memory, float]] = []
-        with conn.cursor(name="memnets_ranked") as cursor:
-            cursor.itersize = _STREAM_BATCH
-            # "+ 0" keeps the planner off the HNSW index: the ranking must be exact to stream it
-            cursor.execute(
-                f"SELECT {d.select()}, embedding <#> %s AS distance FROM {d.memories} "
-                f"WHERE {where} ORDER BY (embedding <#> %s) + 0",
-                [query, *params, query],
-            )
-            for record in cursor:
-                memory = self._decode(record[:-1])
-                if filters.matches(memory):
-                    found.append((memory, -float(record[-1])))
-                    if len(found) == k:
-                        break
-        return found
-
+    # ------------------------------------------------------------------ listing
     def _stream(self, conn: psycopg.Connection, query: str, params) -> Iterator:
-        """A large read through a server-side cursor, fetched ``_STREAM_BATCH`` rows per round trip."""
+        """A large read through a server-side cursor, fetched ``STREAM_BATCH`` rows per round trip."""
         with conn.cursor(name="memnets_listing") as cursor:
-            cursor.itersize = _STREAM_BATCH
+            cursor.itersize = STREAM_BATCH
             cursor.execute(query, params)
             yield from cursor
 
@@ -496,3 +426,25 @@ def _configure(conn: psycopg.Connection) -> None:
     """Set up a new pooled connection: pgvector's types, and back to idle (the pool requires it)."""
     register_vector(conn)
     conn.commit()
+
+
+def _check(conn: psycopg.Connection) -> None:
+    """The pool's check of an idle connection before it hands it out: raises if the server closed it.
+
+    An idle connection receives nothing until its next statement, unless the server ended it (a restart,
+    an administrator's terminate, an idle timeout): the FATAL message and the close are then waiting
+    on its socket. Only then is psycopg_pool's own check run (an empty statement, which raises on a
+    broken connection, so the pool replaces it). A ping on every hand-out cost a round trip per
+    store call: on a loaded machine, a wait for the server process to be scheduled each time.
+    """
+    if _readable(conn.fileno()):
+        ConnectionPool.check_connection(conn)
+
+
+def _readable(fd: int) -> bool:
+    """Whether something waits to be read on ``fd``, without waiting (poll: any fd number; select elsewhere)."""
+    if hasattr(select, "poll"):
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        return bool(poller.poll(0))
+    return bool(select.select([fd], [], [], 0)[0])

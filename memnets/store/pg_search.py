@@ -1,0 +1,184 @@
+"""How the PostgreSQL store searches: ranking in SQL with pgvector, a part of :class:`~memnets.store.postgres.PgVectorStore`.
+
+Every search runs in one transaction that takes the table's ACCESS SHARE lock, checks the store's
+encoder before and after ranking (:meth:`PgSearch._search` says why), ranks, and reads the window
+scores of the owner's long memories (:mod:`memnets.store.chunks`). How each kind of filter ranks is
+in :mod:`memnets.store.postgres`'s docstring.
+
+A search without a filter (an agent's usual question) sends all of its statements at once in a
+pipeline (:meth:`PgSearch._search_at_once`): one round trip to the server instead of one per
+statement (BEGIN, LOCK, the check, the HNSW settings, the ranking, the windows, the check again,
+COMMIT), each of which waits for the server process to be scheduled; on a loaded machine that wait,
+not the ranking, was most of the search. The ranked rows come back in binary, so their vectors are
+copied, not parsed from text. Where the answer needs a further read (fewer than k rows ranked, so the
+exact scan must run; or a long memory's window that may enter the k), the search runs statement by
+statement as a filtered one does, in a transaction of its own: the same answer, a round trip per step.
+So does a search whose one round trip failed in the database: its statements all ran before any
+result was read, so after a re-embedding's swap to another dim the ranking fails (vectors of two
+dims) where the steps read the encoder check first and refuse with EncoderMismatchError, and a
+plan PostgreSQL cached for the old column is prepared again.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+import memnets.timeutil as timeutil
+from memnets.extras import needs_extra
+from memnets.records import Memory
+from memnets.store.chunks import best_scores, entering, merge
+from memnets.store.filters import MemoryFilter
+from memnets.store.identity import META_KEY, check_identity
+
+with needs_extra("the PostgreSQL store", "pgvector"):
+    import psycopg
+
+# A search with a kind/time filter ranks the matching rows exactly when at most this many match
+# (counted with a bounded index scan first). Measured (docs/scaling.md): at 1M memories a kind
+# filter matching 10,000 rows had recall@10 0.48 through the HNSW iterative scan. 20,000 is also
+# pgvector's hnsw.max_scan_tuples, the most rows an iterative scan visits.
+EXACT_BELOW = 20_000
+# pgvector's range of hnsw.ef_search: a search sets max(ef_search, k) capped here (SET refuses 1001 and up);
+# a k beyond it is still filled, by the iterative scan past ef_search or else the exact fallback
+EF_SEARCH_MAX = 1000
+STREAM_BATCH = 256  # rows fetched per round trip when metadata is checked client-side
+# SET LOCAL of both HNSW settings in one statement
+_HNSW_SETTINGS = (
+    "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), set_config('hnsw.ef_search', %s, true)"
+)
+
+
+class PgSearch:
+    """Search of :class:`~memnets.store.postgres.PgVectorStore` (see the module docstring); runs on the store's
+    dialect, connections, decoder and encoder check."""
+
+    def _search(
+        self, query: np.ndarray, k: int, owner: str, filters: MemoryFilter | None
+    ) -> list[tuple[Memory, float]]:
+        """Ranked in SQL (see the module docstring for how each kind of filter runs)."""
+        now = timeutil.now()
+        where, params = self._dialect.clear_conditions(owner, filters, now)
+        if filters is None and getattr(self._hold, "conn", None) is None:
+            try:
+                found = self._search_at_once(query, k, where, params)
+            except (
+                psycopg.Error
+            ) as error:  # the steps below read the encoder check before they rank (see the docstring)
+                if isinstance(error, psycopg.OperationalError):  # a cancel or a conflict: the steps would meet it too
+                    raise
+                found = None
+            if found is not None:
+                return found
+        with self._transaction() as conn:
+            # A re-embedding's swap may commit at any moment. Taking the table's ACCESS SHARE lock
+            # before checking the encoder makes a swap that changes the dim (it drops the column
+            # under ACCESS EXCLUSIVE) wait for this search, or come before the check; checking again
+            # after the ranking catches a same-dim swap that committed while it ran. Either way the
+            # answer is from one space, or EncoderMismatchError.
+            conn.execute(self._share_lock())
+            self._check_encoder(conn)
+            found = self._ranked(conn, query, k, where, params, filters)
+            best = self._window_scores(conn, where, params, query)
+            found = merge(found, best, k, lambda ids: self._current(conn, ids, owner, timeutil.now(), filters))
+            self._check_encoder(conn)
+        return found
+
+    def _share_lock(self) -> str:
+        return f"LOCK TABLE {self._dialect.memories} IN ACCESS SHARE MODE"
+
+    def _hnsw_settings(self, k: int) -> list[str]:
+        """The parameter of :data:`_HNSW_SETTINGS`: ef_search raised to k, within pgvector's range."""
+        return [str(int(min(max(self.ef_search, k), EF_SEARCH_MAX)))]
+
+    def _index_ranking(self, where: str) -> str:
+        """The statement ranking the rows matching ``where`` through the HNSW index (parameters: the query,
+        ``where``'s, k): the iterative scan's rows, re-sorted exactly."""
+        d = self._dialect
+        return (
+            f"WITH hits AS MATERIALIZED (SELECT {d.select()}, embedding <#> %s AS distance FROM {d.memories} "
+            f"WHERE {where} ORDER BY distance LIMIT %s) SELECT * FROM hits ORDER BY distance"
+        )
+
+    def _found(self, records) -> list[tuple[Memory, float]]:
+        """(memory, score) of ranked records (the row's columns, then its distance)."""
+        return [(self._decode(record[:-1]), -float(record[-1])) for record in records]
+
+    def _search_at_once(self, query: np.ndarray, k: int, where: str, params: list) -> list[tuple[Memory, float]] | None:
+        """An unfiltered search's transaction in one round trip (see the module docstring): the statements of
+        :meth:`_search` sent in a pipeline and read after its COMMIT. None where the answer needs a further
+        read (fewer than k rows ranked, or a long memory's window that may enter the k)."""
+        d, checked = self._dialect, self._encoder is not None
+        with self._connection() as conn:
+            with self._one_round_trip(conn):
+                conn.execute(self._share_lock())
+                before = conn.execute(*d.get_meta(META_KEY)) if checked else None
+                conn.execute(_HNSW_SETTINGS, self._hnsw_settings(k))
+                ranked = conn.execute(self._index_ranking(where), [query, *params, k], binary=True)
+                windows = self._window_rows(conn, where, params)
+                after = conn.execute(*d.get_meta(META_KEY)) if checked else None
+            for identity in (before, after) if checked else ():
+                check_identity(self._identity_of(identity.fetchone()), self._encoder, self._where())
+            records = ranked.fetchall()
+            best = best_scores(windows, query, self.dim)
+        if len(records) < k:
+            return None
+        found = self._found(records)
+        if entering(found, best, k):
+            return None
+        return merge(found, best, k, lambda ids: [])  # no window enters from outside the k ranked
+
+    def _ranked(
+        self, conn, query: np.ndarray, k: int, where: str, params: list, filters: MemoryFilter | None
+    ) -> list[tuple[Memory, float]]:
+        """Inside search's transaction: the k best (memory, score) of the rows matching ``where`` and ``filters``
+        by their main vector."""
+        d = self._dialect
+        if filters is not None and filters.needs_payload:
+            return self._search_streaming(conn, query, k, where, params, filters)
+        # a filter on clear columns: rank exactly when few rows match (the planner misjudges
+        # owner-and-kind selectivity, and an index scan under a selective filter loses recall)
+        exact = (
+            filters is not None
+            and conn.execute(
+                f"SELECT count(*) FROM (SELECT 1 FROM {d.memories} WHERE {where} LIMIT %s) AS matching",
+                [*params, EXACT_BELOW + 1],
+            ).fetchone()[0]
+            <= EXACT_BELOW
+        )
+        records = []
+        if not exact:
+            conn.execute(_HNSW_SETTINGS, self._hnsw_settings(k))
+            records = conn.execute(self._index_ranking(where), [query, *params, k], binary=True).fetchall()
+        if len(records) < k:  # exact by choice, or the index scan gave up early (max_scan_tuples)
+            records = conn.execute(
+                f"SELECT {d.select()}, embedding <#> %s AS distance FROM {d.memories} WHERE {where} "
+                "ORDER BY (embedding <#> %s) + 0 LIMIT %s",
+                [query, *params, query, k],
+                binary=True,
+            ).fetchall()
+        return self._found(records)
+
+    def _search_streaming(
+        self, conn, query: np.ndarray, k: int, where: str, params: list, filters: MemoryFilter
+    ) -> list[tuple[Memory, float]]:
+        """Exact ranking in SQL, metadata checked on the decoded rows best first until k match."""
+        d = self._dialect
+        found: list[tuple[Memory, float]] = []
+        with conn.cursor(name="memnets_ranked") as cursor:
+            cursor.itersize = STREAM_BATCH
+            # "+ 0" keeps the planner off the HNSW index: the ranking must be exact to stream it
+            cursor.execute(
+                f"SELECT {d.select()}, embedding <#> %s AS distance FROM {d.memories} "
+                f"WHERE {where} ORDER BY (embedding <#> %s) + 0",
+                [query, *params, query],
+            )
+            for record in cursor:
+                memory = self._decode(record[:-1])
+                if filters.matches(memory):
+                    found.append((memory, -float(record[-1])))
+                    if len(found) == k:
+                        break
+        return found
+
+
+__all__ = ["EF_SEARCH_MAX", "EXACT_BELOW", "STREAM_BATCH", "PgSearch"]
