@@ -33,7 +33,8 @@ import numpy as np
 
 from bench.common import latency_summary, parser, turn_texts, write_result
 
-OUR_BACKENDS = ("torch", "onnx", "int8")  # "auto" is one of them on any CPU: its choice is reported, not timed
+# "auto" is one of these on any CPU: its choice is reported, not timed; "int8_vnni" loads only on a VNNI CPU
+OUR_BACKENDS = ("torch", "onnx", "int8", "int8_vnni")
 ST_SIDES = ("st-torch", "st-onnx", "st-onnx-int8")
 AGREEMENT_TEXTS = 256
 
@@ -128,8 +129,11 @@ def run(
 ) -> dict:
     """Per side: seconds per repetition at ``batch_size``, texts/s of the best, batch-1 latency over
     the first ``single`` texts, and agreement with the exact vectors."""
+    from memnets.nn.backend_choice import has_vnni
     from memnets.nn.encoder import MemoryEncoder
 
+    if not has_vnni():
+        backends = tuple(b for b in backends if b != "int8_vnni")
     ours = {f"memnets-{b}": MemoryEncoder.from_pretrained(model_path, backend=b) for b in backends}
     theirs = _ChildST(st_python, model_path, texts) if st_python else _InProcessST(model_path, texts)
     try:

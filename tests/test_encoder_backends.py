@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from memnets.data.locomo import load_locomo
+from memnets.nn.backend_choice import has_vnni
 from memnets.nn.encoder import MemoryEncoder
 from memnets.nn.onnx_encoder import ONNX_DIR, ONNX_FILES
 
@@ -17,8 +18,10 @@ pytest.importorskip("onnxruntime", reason="the [onnx] extra is part of the dev i
 
 # the tiny random model's vectors sit closer together than a trained model's, so the same int8
 # error costs more cosine there: the real MiniLM's bound is in the slow test
-TINY_BOUNDS = {"onnx": 0.9999, "int8": 0.99}
-MINILM_BOUNDS = {"onnx": 0.9999, "int8": 0.98}
+TINY_BOUNDS = {"onnx": 0.9999, "int8": 0.99, "int8_vnni": 0.99}
+MINILM_BOUNDS = {"onnx": 0.9999, "int8": 0.98, "int8_vnni": 0.98}
+NEEDS_VNNI = pytest.mark.skipif(not has_vnni(), reason="int8_vnni loads only on a CPU with VNNI; this one has none")
+ONNX_BACKENDS = ["onnx", "int8", pytest.param("int8_vnni", marks=NEEDS_VNNI)]
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +33,7 @@ def _cosines(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return (a * b).sum(dim=1)
 
 
-@pytest.mark.parametrize("backend", ["onnx", "int8"])
+@pytest.mark.parametrize("backend", ONNX_BACKENDS)
 def test_onnx_backends_agree_with_torch_on_real_texts(tiny_model_dir, turns, backend):
     exact = MemoryEncoder.from_pretrained(tiny_model_dir, max_length=64, query_prefix="query: ")
     fast = MemoryEncoder.from_pretrained(tiny_model_dir, max_length=64, query_prefix="query: ", backend=backend)
@@ -105,7 +108,7 @@ def test_memnets_open_takes_a_backend(tiny_model_dir, tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("backend", ["onnx", "int8"])
+@pytest.mark.parametrize("backend", ONNX_BACKENDS)
 def test_real_minilm_backends_agree_with_torch(turns, backend):
     exact = MemoryEncoder.from_pretrained()
     fast = MemoryEncoder.from_pretrained(backend=backend)
@@ -143,3 +146,30 @@ def test_int8_keeps_attention_and_the_ffn_down_projections_in_float32(tiny_model
     assert list(ops.values()).count("Attention") == layers and "QAttention" not in ops.values()
     quantised = [op for op in ops.values() if op in ("MatMulInteger", "DynamicQuantizeMatMul")]
     assert len(quantised) >= 2 * layers  # the attention output and FFN up-projections of every layer
+
+
+@NEEDS_VNNI
+def test_int8_vnni_quantises_attention_with_signed_weights_and_keeps_the_ffn_down_projections(tiny_model_dir, tmp_path):
+    import onnx
+    from onnx import TensorProto, numpy_helper
+
+    from memnets.nn.onnx_encoder import FP32_NODES, export_onnx
+
+    encoder = MemoryEncoder.from_pretrained(tiny_model_dir, max_length=64)
+    graph = onnx.load(str(export_onnx(encoder, tmp_path, "int8_vnni"))).graph
+    ops = {node.name: node.op_type for node in graph.node}
+    layers = encoder.backbone.config.num_hidden_layers
+    assert list(ops.values()).count("QAttention") == layers and "Attention" not in ops.values()
+    assert sum(op == "MatMul" and FP32_NODES.search(name) is not None for name, op in ops.items()) == layers
+    eight_bit = [t for t in graph.initializer if t.data_type in (TensorProto.INT8, TensorProto.UINT8)]
+    big = [t for t in eight_bit if numpy_helper.to_array(t).size > 1]  # the weights, not zero points
+    assert big and all(t.data_type == TensorProto.INT8 for t in big)  # s8: the u8 x s8 products VNNI computes
+
+
+def test_int8_vnni_is_refused_without_vnni_naming_the_flags():
+    from memnets.nn.backend_choice import require_vnni
+
+    with pytest.raises(RuntimeError, match="none of avx512_vnni, avx_vnni, amx_int8.*avx2"):
+        require_vnni(["avx", "avx2", "fma"])
+    require_vnni(["avx2", "avx_vnni"])  # AVX-VNNI alone is enough
+    assert not has_vnni(["avx512f", "avx512bw"]) and has_vnni(["avx512f", "avx512_vnni"])

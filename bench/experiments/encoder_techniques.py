@@ -10,6 +10,8 @@ rotates per repetition; texts/s from each variant's best repetition, batch-1 p50
   longest text, ``token buckets``), tokenising on a second thread while the session runs
   (``pipelined tokenise``), and session options (one intra-op thread, spinning threads, no memory
   arena, the parallel executor);
+- on a CPU with VNNI, the ``int8_vnni`` graph (s8 weights, quantised attention), and on one with
+  AVX512-BF16, the exact encoder under torch's CPU bf16 autocast (``torch bf16 autocast``);
 - fp16/bf16: what :func:`memnets.nn.backend_choice.cpu_half_precision` decides for this CPU.
 
 Agreement: mean and min cosine of each variant's vectors to the exact torch ones. Then ONNX
@@ -76,6 +78,12 @@ def static_qdq(fused: Path, target: Path, encoder, texts: list[str]) -> Path:
         extra_options={"DefaultTensorType": 1},
     )
     return target
+
+
+def bf16_forward(encoder, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    """The exact encoder's forward under torch's CPU bf16 autocast (oneDNN's AVX512-BF16 kernels)."""
+    with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):
+        return encoder(input_ids, attention_mask).float()
 
 
 def token_bucket_batches(encoder, texts: list[str], batch_size: int):
@@ -163,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     from onnxruntime.transformers.optimizer import optimize_model
 
     from memnets.machine import describe
-    from memnets.nn.backend_choice import cpu_half_precision
+    from memnets.nn.backend_choice import cpu_half_precision, has_vnni
     from memnets.nn.encoder import MemoryEncoder
     from memnets.nn.onnx_encoder import OnnxRunner, quantize_int8, session_options, trace_onnx
 
@@ -205,8 +213,12 @@ def main(argv: list[str] | None = None) -> int:
             "int8 dynamic (int8)": quantize_int8(fused, folder / "dynamic.onnx"),
             "int8 static QDQ": static_qdq(fused, folder / "static.onnx", encoder, calibration),
         }
+        if has_vnni():
+            graphs["int8 VNNI (int8_vnni)"] = quantize_int8(fused, folder / "vnni.onnx", "int8_vnni")
         int8 = graphs["int8 dynamic (int8)"]
         variants = {name: (OnnxRunner(graph), char_batches) for name, graph in graphs.items()}
+        if half["bf16"]:
+            variants["torch bf16 autocast"] = (lambda ids, mask: bf16_forward(encoder, ids, mask), char_batches)
         variants |= {
             "int8 + token buckets": (OnnxRunner(int8), token_bucket_batches),
             "int8 + pipelined tokenise": (OnnxRunner(int8), lambda e, t, b: pipelined(char_batches(e, t, b))),

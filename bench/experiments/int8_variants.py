@@ -3,7 +3,8 @@
 The fused float32 graph of one encoder (``memnets.nn.onnx_encoder.export_onnx``, the graph the
 ``"onnx"`` backend runs) quantised several ways with ``quantize_dynamic``: the ``"int8"`` backend's
 default (:data:`memnets.nn.onnx_encoder.INT8_SETTINGS`, some nodes left in float32), u8 on every
-MatMul, u8 and s8 (7 bits) on every quantisable op. Per variant: texts/s at batch 64 (best of
+MatMul, u8 and s8 (7 bits) on every quantisable op, and on a CPU with VNNI the ``"int8_vnni"``
+backend's graph beside s8 (8 bits) on every MatMul and Attention node. Per variant: texts/s at batch 64 (best of
 ``--repeats``), p50 of one text per call, and the cosine of its vectors to the exact torch ones.
 It shows what the default gives up for its agreement: docs/benchmarks.md, "Encoder backends".
 
@@ -31,14 +32,19 @@ def variants(fused: Path, folder: Path) -> dict[str, Path]:
     """The quantised graphs of ``fused``, written into ``folder``, by name (``fp32``: ``fused`` itself)."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
+    from memnets.nn.backend_choice import has_vnni
     from memnets.nn.onnx_encoder import quantize_int8
 
     out = {"fp32": fused, "default": quantize_int8(fused, folder / "default.onnx")}
-    for name, weight_type, reduce_range, op_types in (
+    chosen = [
         ("u8 every MatMul", QuantType.QUInt8, False, ["MatMul"]),
         ("u8 every op", QuantType.QUInt8, False, None),
         ("s8 7-bit every op", QuantType.QInt8, True, None),
-    ):
+    ]
+    if has_vnni():  # s8 at 8 bits saturates without VNNI
+        out["int8_vnni"] = quantize_int8(fused, folder / "int8_vnni.onnx", "int8_vnni")
+        chosen.append(("s8 every MatMul+Attention", QuantType.QInt8, False, ["MatMul", "Attention"]))
+    for name, weight_type, reduce_range, op_types in chosen:
         target = folder / f"{name.replace(' ', '_')}.onnx"
         quantize_dynamic(
             str(fused),

@@ -1,7 +1,8 @@
 """``backend="auto"``: the fastest encoder backend that agrees with the exact one on this machine.
 
 The candidates are tried fastest first (:data:`AUTO_ORDER`, the order measured on every CPU so
-far: docs/benchmarks.md, "Encoding"): a candidate is kept when it loads and its vectors of
+far: docs/benchmarks.md, "Encoding"; ``"int8_vnni"`` loads only where the CPU's flags show VNNI,
+:func:`require_vnni`): a candidate is kept when it loads and its vectors of
 :data:`PROBE_TEXTS` have a mean cosine of at least :data:`AGREEMENT_FLOOR` to the exact torch
 ones, computed here, on this CPU, at load. A candidate that cannot load (ONNX Runtime missing, a
 broken graph file) is passed over with one log line, so the worst case is the exact torch encoder.
@@ -9,7 +10,9 @@ The chosen backend is the encoder's ``backend`` and so leads its fingerprint
 (``"int8:384:..."``): a store records which path filled it, and refuses vectors of another one.
 
 fp16 and bf16 are GPU backends here (torch autocast on CUDA); :func:`cpu_half_precision` says
-whether this CPU could run half precision natively at all, read from its flags, never assumed.
+whether this CPU could run half precision natively at all, read from its flags, never assumed. On
+an AVX512-BF16 CPU torch's bf16 autocast measured no faster than float32 torch, and ONNX Runtime's
+CPU kernels have no bf16 MatMul, so the VNNI int8 path is the one taken there.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from memnets.machine import instruction_sets
 
 logger = logging.getLogger(__name__)
 
-AUTO_ORDER = ("int8", "onnx")  # fastest first; torch, the exact encoder, is the last resort
+AUTO_ORDER = ("int8_vnni", "int8", "onnx")  # fastest first; torch, the exact encoder, is the last resort
 AGREEMENT_FLOOR = 0.99  # mean cosine to the exact vectors a backend must reach to be chosen
 PROBE_TEXTS = (
     "I adopted a rescue dog named Biscuit last spring.",
@@ -32,6 +35,8 @@ PROBE_TEXTS = (
     "The quarterly report is due on Friday; Tom owns the revenue section.",
     "ok",
 )
+# the CPU flags of VNNI, whose VPDPBUSD sums u8 x s8 products into 32 bits without saturating
+VNNI_FLAGS = ("avx512_vnni", "avx_vnni", "amx_int8")
 # the CPU flags whose instructions compute in half precision natively (an AVX2 CPU has none)
 HALF_PRECISION_FLAGS = {"fp16": ("avx512_fp16",), "bf16": ("avx512_bf16", "amx_bf16")}
 
@@ -47,8 +52,26 @@ def cpu_half_precision(flags: list[str] | None = None) -> dict:
         decision = f"not used: the CPU has none of {wanted}, so fp16/bf16 would be emulated (slower than float32)"
     else:
         have = ", ".join(f for names in found.values() for f in names)
-        decision = f"the CPU has {have}, but memnets has no CPU half-precision backend: int8 / float32 used"
+        decision = (
+            f"the CPU has {have}, but memnets has no CPU half-precision backend (torch bf16 autocast measured"
+            " no faster than float32, and ONNX Runtime has no CPU bf16 MatMul): int8 / float32 used"
+        )
     return {"fp16": bool(found["fp16"]), "bf16": bool(found["bf16"]), "flags": flags, "decision": decision}
+
+
+def has_vnni(flags: list[str] | None = None) -> bool:
+    """Whether this CPU (or one with ``flags``) has one of :data:`VNNI_FLAGS`, read from its flags."""
+    flags = instruction_sets() if flags is None else flags
+    return any(flag in flags for flag in VNNI_FLAGS)
+
+
+def require_vnni(flags: list[str] | None = None) -> None:
+    """Raise a RuntimeError naming :data:`VNNI_FLAGS` unless :func:`has_vnni`: the ``"int8_vnni"``
+    backend's s8 weights saturate without VNNI (AVX2's u8 x s8 products are summed in pairs into
+    16 bits), so it is offered only where VNNI is."""
+    flags = instruction_sets() if flags is None else flags
+    if not has_vnni(flags):
+        raise RuntimeError(f"the CPU has none of {', '.join(VNNI_FLAGS)} (its flags: {' '.join(flags) or 'unknown'})")
 
 
 def choose_backend(encoder, folder=None) -> str:

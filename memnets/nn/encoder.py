@@ -49,10 +49,11 @@ FORMAT_VERSION = 1
 # tokens, up to max_length * CUT_MAX_CHARS_PER_TOKEN characters (runs of spaces or control characters
 # that make no tokens: there the window is what that many characters hold).
 # How encode() computes: "torch" (exact, the default), "onnx" (the same graph on ONNX Runtime),
-# "int8" (ONNX Runtime with int8 weights: the fast CPU path), "fp16" / "bf16" (torch autocast on a
-# CUDA device), "auto" (the fastest of int8 / onnx that loads and agrees with torch on this machine,
-# else torch: memnets.nn.backend_choice). Training (forward) is always torch, in float32.
-BACKENDS = ("torch", "onnx", "int8", "fp16", "bf16", "auto")
+# "int8" (ONNX Runtime with int8 weights: the fast CPU path), "int8_vnni" (int8 for CPUs with VNNI:
+# s8 weights, quantised attention), "fp16" / "bf16" (torch autocast on a CUDA device), "auto" (the
+# fastest of int8_vnni / int8 / onnx that loads and agrees with torch on this machine, else torch:
+# memnets.nn.backend_choice). Training (forward) is always torch, in float32.
+BACKENDS = ("torch", "onnx", "int8", "int8_vnni", "fp16", "bf16", "auto")
 GPU_BACKENDS = {"fp16": torch.float16, "bf16": torch.bfloat16}
 CUT_CHARS_PER_TOKEN = 8
 CUT_MAX_CHARS_PER_TOKEN = 128
@@ -125,10 +126,11 @@ class MemoryEncoder(torch.nn.Module):
         randomly initialised backbone: ``path``'s architecture with these fields changed, and
         ``path``'s tokenizer. No weights are read; smoke runs and tests use it for tiny, fast models.
 
-        ``backend`` picks how :meth:`encode` computes (:data:`BACKENDS`). ``"onnx"`` and ``"int8"``
-        read ``onnx/model.onnx`` / ``onnx/model_int8.onnx`` from the folder (``memnets export
-        --backend int8`` writes them into a pack), else convert the encoder at load (seconds);
-        they need the ``[onnx]`` extra. ``"fp16"`` and ``"bf16"`` need the encoder on a CUDA device.
+        ``backend`` picks how :meth:`encode` computes (:data:`BACKENDS`). ``"onnx"``, ``"int8"`` and
+        ``"int8_vnni"`` read ``onnx/model.onnx`` / ``model_int8.onnx`` / ``model_int8_vnni.onnx`` from
+        the folder (``memnets export --backend int8`` writes them into a pack), else convert the
+        encoder at load (seconds); they need the ``[onnx]`` extra, and ``"int8_vnni"`` a CPU with
+        VNNI (a RuntimeError naming the flags elsewhere). ``"fp16"`` and ``"bf16"`` need the encoder on a CUDA device.
         ``"auto"`` takes the fastest CPU backend that loads and agrees with the exact encoder here
         (:func:`memnets.nn.backend_choice.choose_backend`), else torch; :attr:`backend` names the choice.
 
@@ -187,9 +189,14 @@ class MemoryEncoder(torch.nn.Module):
             self.backend = "torch"
             choose_backend(self, folder)
             return self
-        if backend in ("onnx", "int8"):
-            from memnets.nn.onnx_encoder import ONNX_DIR, ONNX_FILES, OnnxRunner, export_onnx
+        from memnets.nn.onnx_encoder import ONNX_DIR, ONNX_FILES, OnnxRunner, export_onnx, require_onnxruntime
 
+        if backend in ONNX_FILES:
+            require_onnxruntime()
+            if backend == "int8_vnni":
+                from memnets.nn.backend_choice import require_vnni
+
+                require_vnni()
             saved = Path(folder) / ONNX_DIR / ONNX_FILES[backend] if folder is not None else None
             if saved is not None and saved.is_file():
                 self._runner = OnnxRunner(saved)

@@ -1,11 +1,12 @@
-"""The encoder's fast inference paths on ONNX Runtime: the exact graph (``"onnx"``) and its int8
-version (``"int8"``).
+"""The encoder's fast inference paths on ONNX Runtime: the exact graph (``"onnx"``), its int8
+version (``"int8"``) and, for CPUs with VNNI, an int8 version made for the VNNI kernels (``"int8_vnni"``).
 
 ``export_onnx`` turns a :class:`~memnets.nn.encoder.MemoryEncoder`'s whole ``forward`` (backbone,
 mean pooling, projection, L2 normalisation) into one ONNX graph with ``torch.onnx.export``
 (eager attention, so that ONNX Runtime's BERT optimizer can fuse attention, LayerNorm and GELU),
-fuses it, and for ``"int8"`` quantises most of its weights to 8 bits (per channel; see
-:data:`INT8_SETTINGS`) with ONNX Runtime's dynamic quantisation (activations quantised per batch at run time). The files are ONNX protobufs, not
+fuses it, and for ``"int8"`` / ``"int8_vnni"`` quantises most of its weights to 8 bits (per channel;
+see :data:`INT8_SETTINGS`) with ONNX Runtime's dynamic quantisation (activations quantised per batch
+at run time). The files are ONNX protobufs, not
 pickles: loading them executes no code. ``OnnxRunner`` runs one.
 
 ONNX Runtime, onnx and onnxscript come with the ``[onnx]`` extra; without them these functions
@@ -28,7 +29,7 @@ from memnets.extras import needs_extra
 logger = logging.getLogger(__name__)
 
 ONNX_DIR = "onnx"  # inside an encoder folder
-ONNX_FILES = {"onnx": "model.onnx", "int8": "model_int8.onnx"}
+ONNX_FILES = {"onnx": "model.onnx", "int8": "model_int8.onnx", "int8_vnni": "model_int8_vnni.onnx"}
 OPSET = 17
 # How "int8" quantises the fused graph (docs/benchmarks.md, "Encoder backends"): 8-bit unsigned weights per
 # output channel (u8 x u8 products: no saturation on AVX2, so no 7-bit reduce_range) on the MatMuls only,
@@ -36,7 +37,22 @@ OPSET = 17
 # activations, after GELU) left in float32. On the trained pack's encoder: mean cosine to the exact
 # vectors 0.997 (256 LoCoMo turns) against 0.989 for full int8 at 7 bits, R@10 within 0.52 points on
 # conv-49 and equal on conv-50.
-INT8_SETTINGS = {"weight_type": "QUInt8", "per_channel": True, "reduce_range": False, "op_types": ("MatMul",)}
+# "int8_vnni" (docs/results/encoding-2026-12-02-vnni-under-load.md): signed 8-bit weights, the u8 x s8
+# products that VNNI's VPDPBUSD computes in one instruction with 32-bit sums (no saturation there; on
+# AVX2 the same products saturate 16-bit pairs, so the backend is offered only where VNNI is), per
+# output channel, on the MatMuls and the fused Attention nodes (QAttention), the FFN down-projections
+# still in float32. On a VNNI CPU's MiniLM, under load: 1.16x int8's texts/s at batch 64, 0.81x its
+# batch-1 p50, mean cosine 0.9958 to the exact vectors (min 0.9905); R@10 of a trained pack 0.6 / 0.1
+# points below exact on conv-49 (dense / learned) and 0.9 / 1.1 on conv-50 (docs/benchmarks.md).
+INT8_SETTINGS = {
+    "int8": {"weight_type": "QUInt8", "per_channel": True, "reduce_range": False, "op_types": ("MatMul",)},
+    "int8_vnni": {
+        "weight_type": "QInt8",
+        "per_channel": True,
+        "reduce_range": False,
+        "op_types": ("MatMul", "Attention"),
+    },
+}
 FP32_NODES = re.compile(r"layer\.\d+/output/dense/MatMul$")  # the FFN down-projections (not attention/output)
 
 
@@ -59,8 +75,8 @@ class _Forward(torch.nn.Module):
 
 
 def export_onnx(encoder, folder: str | Path, backend: str) -> Path:
-    """Write ``folder/onnx/model.onnx`` (``backend="onnx"``) or ``folder/onnx/model_int8.onnx``
-    (``"int8"``) for ``encoder`` and return its path. Takes seconds for MiniLM."""
+    """Write ``folder/onnx/`` + :data:`ONNX_FILES` ``[backend]`` (``"onnx"``, ``"int8"`` or
+    ``"int8_vnni"``) for ``encoder`` and return its path. Takes seconds for MiniLM."""
     if backend not in ONNX_FILES:
         raise ValueError(f"export_onnx: backend must be one of {sorted(ONNX_FILES)}, got {backend!r}")
     require_onnxruntime()
@@ -81,7 +97,7 @@ def export_onnx(encoder, folder: str | Path, backend: str) -> Path:
             optimized.save_model_to_file(str(target))
         else:
             optimized.save_model_to_file(str(fused))
-            quantize_int8(fused, target)
+            quantize_int8(fused, target, backend)
     return target
 
 
@@ -113,19 +129,20 @@ def fp32_nodes(model_path: str | Path) -> list[str]:
     return [node.name for node in onnx.load(str(model_path)).graph.node if FP32_NODES.search(node.name)]
 
 
-def quantize_int8(fused: str | Path, target: str | Path) -> Path:
+def quantize_int8(fused: str | Path, target: str | Path, backend: str = "int8") -> Path:
     """Write ``target``: the fused float32 graph ``fused`` with ONNX Runtime's dynamic int8
-    quantisation at :data:`INT8_SETTINGS` (activations quantised per call at run time), the nodes
-    :func:`fp32_nodes` picks, and every op type but those listed, kept in float32."""
+    quantisation at ``INT8_SETTINGS[backend]`` (activations quantised per call at run time), the
+    nodes :func:`fp32_nodes` picks, and every op type but those listed, kept in float32."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
+    settings = INT8_SETTINGS[backend]
     quantize_dynamic(
         str(fused),
         str(target),
-        weight_type=getattr(QuantType, INT8_SETTINGS["weight_type"]),
-        per_channel=INT8_SETTINGS["per_channel"],
-        reduce_range=INT8_SETTINGS["reduce_range"],
-        op_types_to_quantize=list(INT8_SETTINGS["op_types"]),
+        weight_type=getattr(QuantType, settings["weight_type"]),
+        per_channel=settings["per_channel"],
+        reduce_range=settings["reduce_range"],
+        op_types_to_quantize=list(settings["op_types"]),
         nodes_to_exclude=fp32_nodes(fused),
         extra_options={"DefaultTensorType": 1},
     )

@@ -6,14 +6,16 @@ retrieval`` and the benchmarks all take rankers from here. Kinds built in:
 
 - ``bm25``: BM25 over the turns (takes no path);
 - ``dense[:ENCODER]``: cosine of a MemoryEncoder folder (default: the bundled untrained backbone);
-  ``dense_onnx[:ENCODER]`` and ``dense_int8[:ENCODER]`` the same encoder on its ``"onnx"`` and
-  ``"int8"`` backends (the fast path's retrieval quality beside the exact one's);
+  ``dense_onnx[:ENCODER]``, ``dense_int8[:ENCODER]`` and ``dense_int8_vnni[:ENCODER]`` the same
+  encoder on its ``"onnx"``, ``"int8"`` and ``"int8_vnni"`` backends (the fast paths' retrieval
+  quality beside the exact one's);
 - ``dated[:ENCODER]``: ``dense`` plus a weighted time feature (:mod:`memnets.retrieval.dated`:
   "when" questions lift turns that date their event, a named time lifts the turns dated in it);
 - ``heuristic[:ENCODER]``: Generative Agents' score (recency + relevance + importance, weights 1)
   on an encoder folder (default: the backbone); importance is a constant for LoCoMo turns;
 - ``learned:PACK``: the LearnedScorer of a memory pack (trained encoder, importance head, fitted weights);
-  ``learned_onnx:PACK`` and ``learned_int8:PACK`` the same with the pack's encoder on those backends.
+  ``learned_onnx:PACK``, ``learned_int8:PACK`` and ``learned_int8_vnni:PACK`` the same with the
+  pack's encoder on those backends.
 
 Other components add kinds with :func:`register_ranker`.
 """
@@ -21,6 +23,7 @@ Other components add kinds with :func:`register_ranker`.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -58,14 +61,6 @@ def _dense(path: str | None, backend: str = "torch") -> Ranker:
     return DenseRanker(_encoder(path, backend))
 
 
-def _dense_onnx(path: str | None) -> Ranker:
-    return _dense(path, "onnx")
-
-
-def _dense_int8(path: str | None) -> Ranker:
-    return _dense(path, "int8")
-
-
 def _dated(path: str | None) -> Ranker:
     from memnets.retrieval.dated import DatedRanker
 
@@ -89,25 +84,19 @@ def _learned(path: str | None, backend: str = "torch") -> Ranker:
     return ScorerRanker(LearnedScorer.from_pack(load_pack(path, backend=backend)), name="learned")
 
 
-def _learned_onnx(path: str | None) -> Ranker:
-    return _learned(path, "onnx")
-
-
-def _learned_int8(path: str | None) -> Ranker:
-    return _learned(path, "int8")
-
-
 # KIND -> factory(path or None) -> ranker
 RANKERS: dict[str, RankerFactory] = {
     "bm25": _bm25,
     "dense": _dense,
-    "dense_onnx": _dense_onnx,
-    "dense_int8": _dense_int8,
+    "dense_onnx": partial(_dense, backend="onnx"),
+    "dense_int8": partial(_dense, backend="int8"),
+    "dense_int8_vnni": partial(_dense, backend="int8_vnni"),
     "dated": _dated,
     "heuristic": _heuristic,
     "learned": _learned,
-    "learned_onnx": _learned_onnx,
-    "learned_int8": _learned_int8,
+    "learned_onnx": partial(_learned, backend="onnx"),
+    "learned_int8": partial(_learned, backend="int8"),
+    "learned_int8_vnni": partial(_learned, backend="int8_vnni"),
 }
 
 
