@@ -9,7 +9,7 @@ import sys
 import pytest
 
 import memnets
-from memnets.nn.backend_choice import AUTO_ORDER, cpu_half_precision, has_vnni
+from memnets.nn.backend_choice import AUTO_ORDER, cpu_half_precision
 from memnets.nn.encoder import MemoryEncoder
 from memnets.store.identity import EncoderMismatchError
 
@@ -20,8 +20,8 @@ def test_auto_takes_the_fastest_agreeing_backend_and_the_store_records_that_choi
     memory = memnets.open(tmp_path / "store", encoder=tiny_model_dir, backend="auto")
     try:
         chosen = memory.encoder.backend
-        # the first candidate this CPU can run loads and agrees (mean cosine >= 0.99) on the tiny model
-        assert chosen == ("int8_vnni" if has_vnni() else "int8")
+        # the first candidate loads and agrees (mean cosine >= 0.99) on the tiny model
+        assert chosen == "int8"
         memory.add("Alice adopted a cat named Miso.", user="alice")
         recorded = memory.store.encoder_identity()
         assert recorded.fingerprint.startswith(f"{chosen}:") and recorded.fingerprint == memory.encoder.fingerprint
@@ -46,15 +46,9 @@ def test_auto_falls_back_to_torch_with_one_log_line_when_onnxruntime_cannot_load
     assert encoder.encode(["a memory"]).shape == (1, encoder.dim)
 
 
-def test_auto_passes_over_int8_vnni_on_a_cpu_without_vnni_with_one_log_line(tiny_model_dir, monkeypatch, caplog):
-    # this CPU's flags as an AVX2-only CPU reports them (the VNNI check reads the flags, never assumes)
-    monkeypatch.setattr("memnets.nn.backend_choice.instruction_sets", lambda: ["avx", "avx2", "fma", "f16c"])
-    with caplog.at_level(logging.INFO, logger="memnets.nn.backend_choice"):
-        encoder = MemoryEncoder.from_pretrained(tiny_model_dir, backend="auto")
-    assert encoder.backend == "int8" and encoder.fingerprint.startswith("int8:")
-    (record,) = [r for r in caplog.records if r.name == "memnets.nn.backend_choice"]
-    assert record.levelno == logging.INFO and "chose 'int8'" in record.getMessage()
-    assert "'int8_vnni' could not load (RuntimeError: the CPU has none of avx512_vnni" in record.getMessage()
+def test_auto_leaves_int8_vnni_to_be_asked_for_by_name():
+    """Faster on a VNNI CPU, but outside the R@10 floor on a trained pack: never chosen automatically."""
+    assert "int8_vnni" not in AUTO_ORDER
 
 
 def test_half_precision_is_decided_from_the_cpu_flags():
