@@ -8,9 +8,10 @@ on all their texts and hands each caller its rows. Calls share a pass when they 
 ``kind``, or whatever their kinds when the wrapped encoder has a ``plain_kind`` (the kind it embeds
 as given, the other differing only by a prefix: :attr:`memnets.nn.encoder.MemoryEncoder.plain_kind`):
 then texts of the other kind go in with their prefix under the plain kind, so searches and adds
-share passes instead of alternating (a pass of ~8 adds after each pass of ~30 searches at 50 clients). When the first call found the encoder idle, the
-batch waits at most ``max_wait_s`` for company (a call alone: a bounded delay); when calls queued
-while the last forward pass ran, the next pass starts at once with them. Under load the forward
+share passes instead of alternating (a pass of ~8 adds after each pass of ~30 searches at 50
+clients). When the first call found the encoder idle, the batch waits at most ``max_wait_s`` for
+company (a call alone: a bounded delay); when calls queued while the last forward pass ran, the next
+pass starts at once with them. Under load the forward
 passes carry many requests each, so throughput is far above one pass per request
 (bench/experiments/load.py measures both).
 
