@@ -61,10 +61,10 @@ class PgSearch:
         if filters is None and getattr(self._hold, "conn", None) is None:
             try:
                 found = self._search_at_once(query, k, where, params)
-            except (
-                psycopg.Error
-            ) as error:  # the steps below read the encoder check before they rank (see the docstring)
-                if isinstance(error, psycopg.OperationalError):  # a cancel or a conflict: the steps would meet it too
+            except psycopg.Error as error:
+                # the steps below read the encoder check before they rank (see the module docstring);
+                # a cancel or a conflict (OperationalError) they would meet too
+                if isinstance(error, psycopg.OperationalError):
                     raise
                 found = None
             if found is not None:
