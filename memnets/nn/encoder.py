@@ -50,8 +50,8 @@ FORMAT_VERSION = 1
 # that make no tokens: there the window is what that many characters hold).
 # How encode() computes: "torch" (exact, the default), "onnx" (the same graph on ONNX Runtime),
 # "int8" (ONNX Runtime with int8 weights: the fast CPU path), "int8_vnni" (int8 for CPUs with VNNI:
-# s8 weights, quantised attention), "fp16" / "bf16" (torch autocast on a CUDA device), "auto" (the
-# fastest of int8_vnni / int8 / onnx that loads and agrees with torch on this machine, else torch:
+# s8 weights, quantised attention; by name only), "fp16" / "bf16" (torch autocast on a CUDA device),
+# "auto" (the fastest of int8 / onnx that loads and agrees with torch on this machine, else torch:
 # memnets.nn.backend_choice). Training (forward) is always torch, in float32.
 BACKENDS = ("torch", "onnx", "int8", "int8_vnni", "fp16", "bf16", "auto")
 GPU_BACKENDS = {"fp16": torch.float16, "bf16": torch.bfloat16}
@@ -130,7 +130,8 @@ class MemoryEncoder(torch.nn.Module):
         ``"int8_vnni"`` read ``onnx/model.onnx`` / ``model_int8.onnx`` / ``model_int8_vnni.onnx`` from
         the folder (``memnets export --backend int8`` writes them into a pack), else convert the
         encoder at load (seconds); they need the ``[onnx]`` extra, and ``"int8_vnni"`` a CPU with
-        VNNI (a RuntimeError naming the flags elsewhere). ``"fp16"`` and ``"bf16"`` need the encoder on a CUDA device.
+        VNNI (a RuntimeError naming the flags elsewhere). ``"fp16"`` and ``"bf16"`` need the encoder
+        on a CUDA device.
         ``"auto"`` takes the fastest CPU backend that loads and agrees with the exact encoder here
         (:func:`memnets.nn.backend_choice.choose_backend`), else torch; :attr:`backend` names the choice.
 
