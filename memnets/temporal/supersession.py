@@ -313,15 +313,16 @@ def pair_features(older: str, newer: str) -> list[float]:
     and the trained head takes them beside the embeddings)."""
     a, b = subject_words(older, newer)
     overlap = len(a & b) / max(1, min(len(a), len(b)))
-    same_slot = 1.0 if slots(older) & slots(newer) else 0.0
-    own = implicit.own_words(newer, opener(older))
+    older_slots, older_opener, older_negated = slots(older), opener(older), negated(older)
+    same_slot = 1.0 if older_slots & slots(newer) else 0.0
+    own = implicit.own_words(newer, older_opener)
     # an implicit change (implicit.py) is a sign of change and of the older's subject at once
-    keys = a - opener(older)  # a thing of the older, not whom it is about
-    ends = implicit.ended(keys, slots(older), own) or implicit.new_role(keys, slots(older), newer)
+    keys = a - older_opener  # a thing of the older, not whom it is about
+    ends = implicit.ended(keys, older_slots, own) or implicit.new_role(keys, older_slots, newer)
     swapped = implicit.values_swapped(older, own) and not implicit.episode(newer)
     cue = max(change_cue(newer, implicit.thingless(keys, own)), STRONG_CUE if ends else 0.0)
     still = still_cue(newer) or implicit.asks(a, newer)
-    flip = 1.0 if negated(older) != negated(newer) and (negated(older) or negates(a, newer)) else 0.0
+    flip = 1.0 if older_negated != negated(newer) and (older_negated or negates(a, newer)) else 0.0
     values = 1.0 if swapped or value_change(older, newer) else 0.0
     # one slot, or words in common (a changed number or time of a thing both name is the same subject)
     subject = max(
@@ -332,7 +333,7 @@ def pair_features(older: str, newer: str) -> list[float]:
     # a weak cue speaks of the newer text's own subject: none when that is another one than the older's
     # ("Eli's daughter goes to Oak Hill" -> "Oak Hill now has a gym") or it is another of the same thing
     about = opener(newer)
-    its_thing = bool(about & content_words(older)) and not about & opener(older)
+    its_thing = bool(about & content_words(older)) and not about & older_opener
     weak_elsewhere = cue < STRONG_CUE and (its_thing or another_of(a, newer))
     change = max(0.0 if weak_elsewhere else cue, 0.9 * flip, 0.8 * values)
     # a one-day exception, or one instance of a weekly habit, ends no standing fact (an appointment's
