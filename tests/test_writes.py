@@ -112,6 +112,23 @@ def test_classify_takes_the_same_sentence_with_other_names_as_an_update_at_any_c
     assert classify(record("The meeting with Omar is at 4 pm", id="new"), [(stored, 0.54)], None) == ("added", None)
 
 
+def test_classify_matches_frames_written_in_other_unicode_forms_and_cases():
+    """Before parsing a candidate fully, classify checks that its text holds the frame's words; that
+    check must pass wherever the frames are equal: ligatures and full-width letters (NFKC), case
+    folding that changes a word's length, curly apostrophes, a speaker prefix."""
+    pairs = [
+        ("I ﬁnished the ﬁrst draft with Priya", "I finished the first draft with Omar"),
+        ("ｔｈｅ meeting with Priya is at noon", "The meeting with Omar is at noon"),
+        ("Die Straße mit Priya ist lang heute", "Die Strasse mit Omar ist lang heute"),
+        ("I don’t work with Priya on Fridays", "I don't work with Omar on Fridays"),
+        ("Joanna: I will meet Priya at the station", "Joanna: i will meet Omar at the station"),
+    ]
+    for old, new in pairs:
+        assert frame(old) == frame(new), (old, new)
+        stored = record(old, id="old")
+        assert classify(record(new, id="new"), [(stored, 0.2)], 0.96) == ("updated", stored), (old, new)
+
+
 def test_classify_compares_a_memory_with_its_own_scope_only():
     stored = record(FLIGHT, id="old", agent="planner", session="s1")
     for scope in ({"agent": "critic", "session": "s1"}, {"agent": "planner", "session": "s2"}, {}):

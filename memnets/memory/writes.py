@@ -167,6 +167,15 @@ def _parse(text: str) -> tuple[tuple[str, ...], tuple[str, ...], tuple[bool, ...
     return tuple(found), tuple(words), tuple(names)
 
 
+def _may_share_frame(text: str, frame_words: set[str]) -> bool:
+    """Whether ``text`` holds every word of a frame as a substring: a cheap test that :func:`classify`
+    runs before the full :func:`_parse` of a candidate (most near neighbours fail it). Never false for
+    a text whose frame has those words, since a frame's words are case-folded pieces of its
+    NFKC-normalised text and case folding works character by character."""
+    folded = unicodedata.normalize("NFKC", strip_speaker(text)).casefold()
+    return all(word in folded for word in frame_words)
+
+
 def speaker(memory: Memory) -> tuple[str | None, str | None]:
     """Who says a memory: its ``agent`` field and the ``"{speaker}: "`` prefix of its text (see :mod:`memnets.text`)."""
     head = memory.content[:SPEAKER_PREFIX_MAX]
@@ -213,9 +222,12 @@ def classify(
         return "updated", near[0]
     if sum(word != FACT_SLOT and word not in ".!?" for word in shape) < MIN_FRAME_WORDS:
         return "added", None
+    frame_words = {word for word in shape if word != FACT_SLOT and word not in ".!?"}
     for candidate, _ in same:  # the same sentence with other names, however far its cosine
+        if speaker(candidate) != said_by or not _may_share_frame(candidate.content, frame_words):
+            continue
         their, their_shape, their_names = _parse(candidate.content)
-        if speaker(candidate) != said_by or their_shape != shape:
+        if their_shape != shape:
             continue
         changed = [n for n, (a, b) in enumerate(zip(stated, their)) if a != b]
         if not changed:
