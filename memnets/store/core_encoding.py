@@ -25,13 +25,22 @@ class SqlEncoding:
     """The store's encoder identity and its re-embedding (see the module docstring)."""
 
     _encoder: EncoderIdentity | None = None  # the encoder bound by bind_encoder (None: unchecked)
+    _last_identity: tuple[str | bytes, EncoderIdentity] | None = None  # the last meta text read, parsed
 
     def _meta_identity(self, conn, key: str) -> EncoderIdentity | None:
         return self._identity_of(conn.execute(*self._dialect.get_meta(key)).fetchone())
 
     def _identity_of(self, row) -> EncoderIdentity | None:
-        """The identity of a meta row read with ``get_meta`` (None: no row)."""
-        return None if row is None else EncoderIdentity.from_json(row[0], self._where())
+        """The identity of a meta row read with ``get_meta`` (None: no row). Every write and search
+        reads it; the text rarely changes, so the last one read is kept parsed (identities are frozen)."""
+        if row is None:
+            return None
+        last = self._last_identity
+        if last is not None and last[0] == row[0]:
+            return last[1]
+        identity = EncoderIdentity.from_json(row[0], self._where())
+        self._last_identity = (row[0], identity)
+        return identity
 
     def _check_encoder(self, conn, record: bool = False) -> None:
         """Inside a transaction: the bound encoder is still the store's (``record``: write it if none is)."""
