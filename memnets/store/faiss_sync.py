@@ -100,28 +100,22 @@ class FaissSync:
                     return
                 if check_encoder:
                     self._check_encoder(conn)
-                if int(conn.execute("SELECT value FROM meta WHERE key = 'dim'").fetchone()[0]) != self.dim:
+                meta = dict(conn.execute("SELECT key, value FROM meta WHERE key IN ('dim', 'pruned_through')"))
+                if int(meta["dim"]) != self.dim:
                     return  # re-embedded elsewhere to another dim: this index stays in the old space (to be reopened)
-                pruned = conn.execute("SELECT value FROM meta WHERE key = 'pruned_through'").fetchone()
-                if pruned is not None and self._generation < int(pruned[0]):
+                if "pruned_through" in meta and self._generation < int(meta["pruned_through"]):
                     changed = None  # the log no longer reaches back to our position
-                else:
-                    changed = [
-                        r[0]
-                        for r in conn.execute(
-                            "SELECT DISTINCT row FROM changes WHERE seq > ? AND seq <= ?",
-                            (self._generation, generation),
-                        )
-                    ]
-                    present = conn.execute(
-                        f"SELECT row, owner, vector FROM memories WHERE {CURRENT} AND row IN "
-                        "(SELECT row FROM changes WHERE seq > ? AND seq <= ?) ORDER BY owner, row",
+                else:  # every changed row, with its owner and vector where it is current (else NULLs)
+                    changed = conn.execute(
+                        "SELECT c.row, m.owner, m.vector FROM (SELECT DISTINCT row FROM changes WHERE seq > ? AND "
+                        f"seq <= ?) c LEFT JOIN memories m ON m.row = c.row AND {CURRENT} ORDER BY m.owner, c.row",
                         (self._generation, generation),
                     ).fetchall()
             if changed is None:
                 self._rebuild()
                 return
-            self._retriever.remove([str(row) for row in changed], missing_ok=True)
+            self._retriever.remove([str(row) for row, _, _ in changed], missing_ok=True)
+            present = [change for change in changed if change[1] is not None]
             for owner, ids, vectors in _group_by_owner(present, self.dim):
                 self._retriever.add(ids, vectors, owner)
             self._generation = generation
