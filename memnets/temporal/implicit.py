@@ -23,6 +23,7 @@ import re
 from collections.abc import Set
 
 from memnets.temporal.lexicon import (
+    CLAUSE,
     DAY_MARKS,
     ENDS_AFTER,
     ENDS_BEFORE,
@@ -38,11 +39,11 @@ from memnets.temporal.lexicon import (
     STANDING,
     THING_CUES,
     VALUE_OF,
+    VALUE_PHRASES,
     stem,
     words,
 )
 
-_CLAUSE = re.compile(r"[,;:!?()]|\.(?:\s|$)|\s(?:and|but|so|while|because)\s")
 POSSESSIVES = frozenset({"my", "our", "his", "her", "their", "your"})
 PAST_MARKS = frozenset({"ex", "former", "previous", "old", "late"})  # "ex-wife Marta" is no new value
 VALUE_REACH = 3  # words before a value that may make it the topic or object of another verb
@@ -56,7 +57,7 @@ def own_words(newer: str, about: Set[str]) -> list[str]:
     two words ("my girlfriend Anouk and I ..." names the speaker's partner; "my husband had steak" is no meal
     of the speaker's), unless that person is whom the pair is about (``about``: the stems the older opens on)."""
     kept = []
-    for clause in _CLAUSE.split(newer):
+    for clause in CLAUSE.split(newer):
         found = words(clause)
         owner = bool(found) and (found[0] in POSSESSIVES or clause.split()[0].lower().endswith("'s"))
         if owner and len(found) > 1 and found[1] in RELATIONS and stem(found[1]) not in about:
@@ -139,12 +140,22 @@ def new_role(keys: Set[str], older_slots: Set[str], newer: str) -> bool:
     return False
 
 
+def phrased(found: list[str]) -> list[str]:
+    """``found`` with each phrase of :data:`~memnets.temporal.lexicon.VALUE_PHRASES` as the one word of its value
+    ("going out with" -> "dating", "tied the knot" -> "married")."""
+    text = " " + " ".join(found) + " "
+    for phrase, value in VALUE_PHRASES.items():
+        text = text.replace(f" {phrase} ", f" {value} ")
+    return text.split()
+
+
 def values(found: list[str]) -> dict[str, set[str]]:
     """slot -> the values of :data:`~memnets.temporal.lexicon.SLOT_VALUES` that ``found`` states of its
-    subject: none marked as past ("ex-wife", "my old bike"), none that is the topic or object of another
-    verb (:data:`~memnets.temporal.lexicon.NOT_STATED` among the three words before: "a film about a
-    designer", "met a teacher", "ordered fish for a guest")."""
+    subject, phrases read as their values (:func:`phrased`): none marked as past ("ex-wife", "my old bike"),
+    none that is the topic or object of another verb (:data:`~memnets.temporal.lexicon.NOT_STATED` among the
+    three words before: "a film about a designer", "met a teacher", "ordered fish for a guest")."""
     out: dict[str, set[str]] = {}
+    found = phrased(found)
     for i, word in enumerate(found):
         before = found[max(0, i - VALUE_REACH) : i]
         if stem(word) in VALUE_OF and not (before[-1:] and before[-1] in PAST_MARKS) and not NOT_STATED & set(before):

@@ -44,13 +44,15 @@ SLOTS: dict[str, tuple[str, ...]] = {
     "money": ("salary", "pay", "paid", "wage", "raise", "earn", "earns", "income", "budget", "mortgage",
               "remortgaged", "loan", "savings", "pension", "debt"),
     "pregnancy": ("pregnant", "pregnancy", "baby", "birth", "born", "expecting"),
+    "club": ("club", "fc", "support", "supports", "supporter", "supporters", "supporting", "fan", "fans", "squad",
+             "league"),
 }  # fmt: skip
 # The values of a slot, each with its other forms after "/": one replaces another ("bike" -> "tram", "single" ->
 # "girlfriend"); a newer text with another value of the older's slot, the older's own gone from it, states a
 # new one (:func:`memnets.temporal.implicit.values_swapped`).
 SLOT_VALUES: dict[str, tuple[str, ...]] = {
     "diet": ("vegetarian", "vegan", "meat", "fish", "pescatarian", "keto", "steak", "eggs", "chicken"),
-    "drink": ("coffee", "tea", "beer", "wine", "lager", "sober"),
+    "drink": ("coffee", "tea", "beer", "wine", "lager", "sober/teetotal", "decaf", "energydrink"),
     "transport": ("car/drive/drives/driving", "bike/biking/bikes", "cycle/cycling/cycles", "bus", "train", "tram", "tube", "subway",
                   "metro", "scooter", "walk/walks/walking", "taxi", "coach", "ferry"),
     "relationship": ("single", "married/husband/wife/spouse", "engaged/fiance/fiancee", "divorced",
@@ -61,6 +63,13 @@ SLOT_VALUES: dict[str, tuple[str, ...]] = {
                  "running/runs/jogging", "boxing", "crossfit"),
     "study": ("nursery", "reception", "school", "college", "university", "phd", "postdoc"),
     "hair": ("blonde", "brown", "dark", "black", "red", "grey", "ginger", "short", "long", "natural", "bald"),
+}  # fmt: skip
+# Phrases that state a value of a slot in other words, read as that value ("going out with" -> "dating").
+VALUE_PHRASES: dict[str, str] = {
+    "going out with": "dating", "been together": "dating", "seeing someone": "dating", "seeing somebody": "dating",
+    "tied the knot": "married", "got hitched": "married", "not with anyone": "single", "not seeing anyone": "single",
+    "off the booze": "sober", "off the drink": "sober", "off alcohol": "sober", "dry since": "sober",
+    "been dry": "sober", "energy drink": "energydrink", "energy drinks": "energydrink",
 }  # fmt: skip
 # Roles one holds one of at a time: "my new GP" after "My doctor is Dr. Ferreira" names the one that
 # replaced the old ("a new brush", "a new friend" name another beside the old).
@@ -95,7 +104,8 @@ SLOT_ENDS: dict[str, tuple[str, ...]] = {
     "study": ("graduated", "dropped out"),
     "work": ("handed my notice", "handed in my notice", "resigned", "laid off", "made redundant", "got fired",
              "got sacked"),
-    "relationship": ("divorced", "split up", "broke up", "separated"),
+    "relationship": ("divorced", "split up", "broke up", "separated", "called it quits", "calling it quits",
+                     "parted ways", "ended things"),
     "pet": ("put down", "passed away"),
     "health": ("quit smoking", "stopped smoking"),
 }  # fmt: skip
@@ -121,6 +131,33 @@ RELATIONS = frozenset(
     "girlfriend friend friends neighbour neighbor colleague coworker boss flatmate roommate".split()
 )
 WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
+CLAUSE = re.compile(r"[,;:!?()]|\.(?:\s|$)|\s(?:and|but|so|while|because)\s")  # where a clause ends
+# The place of a name: the words before it that give it a role, by class, so that a name in the older's role
+# replaces the older's name however each text words the role ("manager is Sandra" -> "report to Kwame",
+# "supports Celtic" -> "plays for Hibs", "have a Nespresso" -> "got a Sage").
+PLACE_PHRASES: dict[str, tuple[str, ...]] = {
+    "boss": ("report to", "reports to", "reporting to", "answer to", "answers to", "answering to", "work under",
+             "works under", "working under", "supervised by", "managed by", "led by", "manager is", "boss is",
+             "supervisor is", "lead is", "leader is"),
+    "partner": ("married to", "engaged to", "out with", "partner is", "boyfriend is", "girlfriend is",
+                "husband is", "wife is"),
+    "club": ("plays for", "play for", "playing for", "played for", "signed for", "signs for", "out for"),
+}  # fmt: skip
+PLACE_WORDS: dict[str, tuple[str, ...]] = {
+    "partner": ("dating", "seeing"),
+    "club": ("support", "supports", "supporting", "supporter"),
+    "own": ("have", "has", "got", "bought", "use", "uses", "own", "owns", "drive", "drives", "ride", "rides"),
+}  # fmt: skip
+_PLACE_OF = {
+    **{word: kind for kind, found in PLACE_WORDS.items() for word in found},
+    **{phrase: kind for kind, found in PLACE_PHRASES.items() for phrase in found},
+}
+
+
+def place(before: list[str]) -> str:
+    """The class of a name's place from the (one or two, lower-case) words before it (:data:`PLACE_PHRASES`,
+    then :data:`PLACE_WORDS`), else the last of them."""
+    return _PLACE_OF.get(" ".join(before)) or _PLACE_OF.get(before[-1]) or before[-1]
 
 
 def words(text: str) -> list[str]:
@@ -147,8 +184,21 @@ ROLE_STEMS = frozenset(stem(word) for word in ROLES)
 _EMAIL = re.compile(r"\S+@\S+\.[a-z]{2,}")
 
 
+PLACE_SLOTS = {"boss": "work", "partner": "relationship", "club": "club"}  # the slot of a place of a name
+
+
 def slots(text: str) -> set[str]:
-    """The :data:`SLOTS` the words of ``text`` touch (compared by their stems); an email address is "contact"."""
-    return {SLOT_OF[stem(word)] for word in words(text) if stem(word) in SLOT_OF} | (
-        {"contact"} if _EMAIL.search(text.lower()) else set()
+    """The :data:`SLOTS` the words of ``text`` touch (compared by their stems), and those of the phrases of
+    :data:`PLACE_PHRASES` in it ("answers to", "signed for"); an email address is "contact"."""
+    found = words(text)
+    padded = " " + " ".join(found) + " "
+    return (
+        {SLOT_OF[stem(word)] for word in found if stem(word) in SLOT_OF}
+        | {
+            PLACE_SLOTS[kind]
+            for kind, phrases in PLACE_PHRASES.items()
+            for phrase in phrases
+            if f" {phrase} " in padded
+        }
+        | ({"contact"} if _EMAIL.search(text.lower()) else set())
     )

@@ -35,7 +35,7 @@ from collections.abc import Sequence, Set
 from typing import Any
 
 from memnets.temporal import implicit
-from memnets.temporal.lexicon import RELATIONS, SLOT_OF, STOPWORDS, WORD, slots, stem, words
+from memnets.temporal.lexicon import CLAUSE, RELATIONS, SLOT_OF, STOPWORDS, WORD, place, slots, stem, words
 
 log = logging.getLogger(__name__)
 
@@ -51,13 +51,13 @@ CHANGE_PHRASES: dict[str, float] = {
     "not any longer": 1.0, "ended": 0.8, "retired": 1.0, "dropped": 0.8, "upgraded": 0.9,
     "closed": 0.9, "opened": 0.6, "promoted": 1.0, "shifted": 1.0, "slipped": 1.0, "went up": 1.0,
     "went down": 1.0, "raised": 0.8, "lowered": 0.8, "migrated": 1.0, "cut out": 1.0, "handed": 0.8,
-    "took over": 0.9, "passed away": 1.0, "died": 1.0, "got an": 0.4, "finally": 0.6, "took up": 0.8,
+    "took over": 0.9, "passed away": 1.0, "died": 1.0, "got an": 0.4, "finally": 0.45, "took up": 0.8,
     "pushed": 0.9, "since": 0.4, "starting": 0.7, "alone": 0.5, "hasn't": 0.7, "seeing": 0.6,
     "ditched": 1.0, "dumped": 1.0, "traded": 0.9, "swapped": 1.0, "went back to": 1.0, "back to": 0.7,
     "stepped back": 1.0, "stepped down": 1.0, "as of": 0.8, "renamed": 1.0, "ported": 0.9, "lapse": 0.9,
     "remortgaged": 1.0, "renewed": 0.4, "got a raise": 1.0, "bumped": 0.9, "gave birth": 1.0,
     "stolen": 0.9, "found a": 0.6, "took over from": 1.0, "no more": 1.0, "dyed": 0.8,
-    "signed": 0.6, "is led by": 1.0, "defended": 0.5, "not until": 0.8, "until": 0.5,
+    "signed": 0.6, "is led by": 1.0, "defended": 0.5, "not until": 0.8, "until": 0.45,
     "from here on": 1.0, "given up": 1.0, "giving up": 1.0, "not any more": 1.0, "gave away": 1.0, "got rid of": 1.0,
 }  # fmt: skip
 # Verbs of change, by family: each counts in its past and its -ing form (:func:`verb_forms`: "swap" ->
@@ -119,6 +119,7 @@ NUMBER_WORDS = {
 _NUMBER_WORD = re.compile(rf"\b({'|'.join(NUMBER_WORDS)})\b(?=\s+([a-z]+))")
 CLOCK_WORDS = {"midnight": "0:00", "noon": "12:00", "midday": "12:00"}
 ORDINAL = ("th", "st", "nd", "rd")
+UNITLESS_NOT = ("ordinal", "date")  # kinds a number with no unit is not: "0412 555 019" -> "until Monday"
 NOT_UNITS = frozenset(
     "most every each till until sharp today tonight tomorrow since o'clock ish".split()
 )  # "at 10 most nights"
@@ -181,21 +182,37 @@ def dated(text: str) -> bool:
 
 def numbers_changed(older: str, newer: str) -> bool:
     """Both texts state numbers, times or dates, the newer's all other ones, of a kind the older's has
-    ("at 10:30" -> "at 11:30", "50 mg" -> "100 mg", "in June" -> "in September"; not "45 a month" -> "20 GB")."""
+    ("at 10:30" -> "at 11:30", "50 mg" -> "100 mg", "in June" -> "in September"; not "45 a month" -> "20 GB",
+    nor a number with no unit -> "until Monday")."""
     old, new = numbers(older), numbers(newer)
     return bool(old and new and not new.keys() & old.keys()) and any(
-        a == b or (not a and b != "ordinal") or (not b and a != "ordinal") for a in old.values() for b in new.values()
+        a == b or (not a and b not in UNITLESS_NOT) or (not b and a not in UNITLESS_NOT)
+        for a in old.values()
+        for b in new.values()
     )
 
 
-def named_after(text: str) -> set[tuple[str, str]]:
-    """(the word before, the name) for each name of ``text`` (:func:`names`): ("with", "admiral")."""
-    found = re.findall(r"[A-Za-z][\w'-]*", text)
-    return {
-        (before.lower(), word.lower().removesuffix("'s"))
-        for before, word in zip(found[1:], found[2:])
-        if word[0].isupper() and word != "I"
-    }
+def named_after(text: str, skip: Set[str] = frozenset()) -> set[tuple[str, str]]:
+    """(the place, the name) for each name of ``text`` (:func:`names`) with a word before it in its clause: the
+    place is the class of the words before (:func:`~memnets.temporal.lexicon.place`: "report to Kwame" and
+    "manager is Sandra" are both ("boss", ...)), else the word before, an article skipped: ("with", "admiral")
+    for "with Admiral", ("for", "bears") for "for the Bears". Clauses opening on a name of ``skip`` (stems) are
+    left out: "Sandra reports to Priya" names Sandra's own boss."""
+    out = set()
+    for clause in CLAUSE.split(text):
+        found = re.findall(r"[A-Za-z][\w'-]*", clause)
+        if not found or stem(found[0].lower().removesuffix("'s")) in skip:
+            continue
+        lowered = [word.lower() for word in found]
+        for i in range(1, len(found)):
+            word, before = found[i], i - 1
+            if not word[0].isupper() or word == "I":
+                continue
+            while before >= 0 and lowered[before] in ARTICLES:
+                before -= 1
+            if before >= 0:
+                out.add((place(lowered[max(0, before - 1) : before + 1]), word.lower().removesuffix("'s")))
+    return out
 
 
 def past_names(text: str) -> set[str]:
@@ -218,7 +235,10 @@ def value_change(older: str, newer: str) -> bool:
     gone = {stem(name) for name in names(older)} - new_words
     added = {stem(name) for name in names(newer)} - old_words - past_names(newer)
     old_places = {before for before, _ in named_after(older)}
-    in_place = {name for before, name in named_after(newer) if before in old_places and stem(name) in added}
+    in_place = {
+        name for before, name in named_after(newer, {stem(name) for name in names(older)})
+        if before in old_places and stem(name) in added
+    }  # fmt: skip
     return bool(added and (gone or in_place))
 
 
