@@ -23,13 +23,18 @@ import re
 from collections.abc import Set
 
 from memnets.temporal.lexicon import (
+    BRAND_OF,
+    BRANDS,
     CLAUSE,
     DAY_MARKS,
     ENDS_AFTER,
     ENDS_BEFORE,
     EPISODE_VERBS,
+    ID_ENDS,
+    ID_NOUNS,
     LIKING,
     LINKS,
+    MEASURES,
     NOT_ENDING,
     NOT_STATED,
     RELATIONS,
@@ -40,30 +45,40 @@ from memnets.temporal.lexicon import (
     THING_CUES,
     VALUE_OF,
     VALUE_PHRASES,
+    capitalised,
     stem,
     words,
 )
 
 POSSESSIVES = frozenset({"my", "our", "his", "her", "their", "your"})
 PAST_MARKS = frozenset({"ex", "former", "previous", "old", "late"})  # "ex-wife Marta" is no new value
+OWNING = frozenset(
+    {"bought", "read", "reading"}
+)  # verbs of NOT_STATED that make a brand one's own ("read on a Kindle")
 VALUE_REACH = 3  # words before a value that may make it the topic or object of another verb
 AFTER_WINDOW = 4  # words after an ending word that may name the thing it ends ("got rid of my HSBC account")
 _AFTER_NEW = re.compile(r"\s*(?:[,:;.!?]|$)|\s+[A-Z]|\s+(?:is|was|has|and|who|called)\b")  # "new GP, Dr. ..."
 
 
-def own_words(newer: str, about: Set[str]) -> list[str]:
-    """The words of ``newer`` said of the pair's own subject: of a clause that opens on "my husband", "her
-    sister", "Leon's boss" (a possessive and one of :data:`~memnets.temporal.lexicon.RELATIONS`), only those
-    two words ("my girlfriend Anouk and I ..." names the speaker's partner; "my husband had steak" is no meal
-    of the speaker's), unless that person is whom the pair is about (``about``: the stems the older opens on)."""
+def own_clauses(newer: str, about: Set[str]) -> list[list[str]]:
+    """The words of ``newer`` said of the pair's own subject, clause by clause: of a clause that opens on "my
+    husband", "her sister", "Leon's boss" (a possessive and one of :data:`~memnets.temporal.lexicon.RELATIONS`),
+    only those two words ("my girlfriend Anouk and I ..." names the speaker's partner; "my husband had steak"
+    is no meal of the speaker's), unless that person is whom the pair is about (``about``: the stems the older
+    opens on)."""
     kept = []
     for clause in CLAUSE.split(newer):
         found = words(clause)
         owner = bool(found) and (found[0] in POSSESSIVES or clause.split()[0].lower().endswith("'s"))
         if owner and len(found) > 1 and found[1] in RELATIONS and stem(found[1]) not in about:
             found = found[:2]  # the person themself is said of the speaker ("my girlfriend ...")
-        kept.extend(found)
+        kept.append(found)
     return kept
+
+
+def own_words(newer: str, about: Set[str]) -> list[str]:
+    """The words of :func:`own_clauses`, in one list."""
+    return [word for clause in own_clauses(newer, about) for word in clause]
 
 
 def _phrase_at(phrase: str, found: list[str]) -> list[int]:
@@ -72,9 +87,14 @@ def _phrase_at(phrase: str, found: list[str]) -> list[int]:
     return [i + len(parts) for i in range(len(found) - len(parts) + 1) if found[i : i + len(parts)] == parts]
 
 
-def _keyed_before(keys: Set[str], found: list[str], start: int) -> bool:
-    """The word before index ``start`` of ``found`` (:data:`~memnets.temporal.lexicon.LINKS` skipped) is a key."""
+def _keyed_before(keys: Set[str], found: list[str], start: int, noun: Set[str] = frozenset()) -> bool:
+    """The word before index ``start`` of ``found`` (:data:`~memnets.temporal.lexicon.LINKS` skipped) is a key;
+    with ``noun``, that word is one of ``noun`` and the word before it a key ("the yahoo address is dead")."""
     while start > 0 and found[start - 1] in LINKS:
+        start -= 1
+    if noun:
+        if start < 2 or found[start - 1] not in noun:
+            return False
         start -= 1
     return start > 0 and stem(found[start - 1]) in keys
 
@@ -97,7 +117,8 @@ def ended(keys: Set[str], older_slots: Set[str], found: list[str]) -> bool:
     """``found`` (the newer's :func:`own_words`) ends a thing of the older (``keys``: its content stems) or one
     of its slots: an ending word of :data:`~memnets.temporal.lexicon.ENDS_BEFORE` with a key among the next
     words, one of ``ENDS_AFTER`` right after a key (:data:`~memnets.temporal.lexicon.LINKS` between: "LastPass
-    is gone"), "put <key> down", or a phrase of ``SLOT_ENDS`` for a slot of the older; not in an idiom
+    is gone"), one of ``ID_ENDS`` after a key and one of ``ID_NOUNS`` ("the yahoo address is dead", "that 0161
+    number is dead"), "put <key> down", or a phrase of ``SLOT_ENDS`` for a slot of the older; not in an idiom
     (:func:`unmasked`)."""
     found = unmasked(found)
     padded = " " + " ".join(found) + " "
@@ -108,6 +129,9 @@ def ended(keys: Set[str], older_slots: Set[str], found: list[str]) -> bool:
             return True
     for phrase in ENDS_AFTER:
         if any(_keyed_before(keys, found, end - len(phrase.split())) for end in _phrase_at(phrase, found)):
+            return True
+    for phrase in ID_ENDS:
+        if any(_keyed_before(keys, found, end - len(phrase.split()), ID_NOUNS) for end in _phrase_at(phrase, found)):
             return True
     return any(
         "down" in found[end + 1 : end + 3] and _keyed_after(keys, found[: end + 2], end)
@@ -142,36 +166,68 @@ def new_role(keys: Set[str], older_slots: Set[str], newer: str) -> bool:
 
 def phrased(found: list[str]) -> list[str]:
     """``found`` with each phrase of :data:`~memnets.temporal.lexicon.VALUE_PHRASES` as the one word of its value
-    ("going out with" -> "dating", "tied the knot" -> "married")."""
+    ("going out with" -> "dating", "tied the knot" -> "married") and a quantity's "of" left out ("a lot of
+    coffee" -> "a lot coffee", :data:`~memnets.temporal.lexicon.MEASURES`)."""
     text = " " + " ".join(found) + " "
     for phrase, value in VALUE_PHRASES.items():
         text = text.replace(f" {phrase} ", f" {value} ")
+    for measure in MEASURES:
+        text = text.replace(f" {measure} of ", f" {measure} ")
     return text.split()
 
 
-def values(found: list[str]) -> dict[str, set[str]]:
+def _gift(found: list[str], i: int) -> bool:
+    """The thing at index ``i`` of ``found`` is for someone else: "a Kindle for my dad"."""
+    after = found[i + 1 : i + 4]
+    return after[:1] == ["for"] and bool(set(after[1:]) & RELATIONS)
+
+
+def values(found: list[str], marked: Set[str] = frozenset()) -> dict[str, set[str]]:
     """slot -> the values of :data:`~memnets.temporal.lexicon.SLOT_VALUES` that ``found`` states of its
-    subject, phrases read as their values (:func:`phrased`): none marked as past ("ex-wife", "my old bike"),
-    none that is the topic or object of another verb (:data:`~memnets.temporal.lexicon.NOT_STATED` among the
-    three words before: "a film about a designer", "met a teacher", "ordered fish for a guest")."""
+    subject, phrases read as their values (:func:`phrased`), and the brands of
+    :data:`~memnets.temporal.lexicon.BRANDS` among ``marked`` (the words written with a capital), by kind:
+    none marked as past ("ex-wife", "my old bike"), none that is the topic or object of another verb or of a
+    taste (:data:`~memnets.temporal.lexicon.NOT_STATED` or :data:`~memnets.temporal.lexicon.LIKING` among the
+    three words before: "a film about a designer", "met a teacher", "I love fish tacos"), no gift ("a Kindle
+    for my dad")."""
     out: dict[str, set[str]] = {}
     found = phrased(found)
     for i, word in enumerate(found):
-        before = found[max(0, i - VALUE_REACH) : i]
-        if stem(word) in VALUE_OF and not (before[-1:] and before[-1] in PAST_MARKS) and not NOT_STATED & set(before):
+        before = set(found[max(0, i - VALUE_REACH) : i])
+        if found[i - 1 : i] and found[i - 1] in PAST_MARKS or LIKING & before:
+            continue
+        if stem(word) in VALUE_OF and not NOT_STATED & before:
             slot, value = VALUE_OF[stem(word)]
-            out.setdefault(slot, set()).add(value)
+        elif word in marked and stem(word) in BRAND_OF and not (NOT_STATED - OWNING) & before and not _gift(found, i):
+            slot, value = BRAND_OF[stem(word)]
+        else:
+            continue
+        out.setdefault(slot, set()).add(value)
     return out
 
 
-def values_swapped(older: str, found: list[str]) -> bool:
-    """``found`` (the newer's :func:`own_words`) states another value of a slot of the older, and none of the
-    older's values of that slot: "I take the 38 bus" -> "I cycle to work these days"; not as a taste ("I love
-    fish tacos" after "I'm vegetarian": a verb of :data:`~memnets.temporal.lexicon.LIKING`)."""
-    if LIKING & set(found):
-        return False
-    old, new = values(words(older)), values(found)
-    return any(new[slot] - old[slot] and not new[slot] & old[slot] for slot in old.keys() & new.keys())
+PAST_CLAUSE = frozenset("was were used had".split())  # "energy drinks were wrecking his sleep"
+
+
+def values_swapped(older: str, clauses: list[list[str]], marked: Set[str] = frozenset()) -> bool:
+    """``clauses`` (the newer's :func:`own_clauses`; ``marked``: its words written with a capital) state another
+    value of a slot of the older, and none of the older's values of that slot: "I take the 38 bus" -> "I cycle
+    to work these days". The older's value may stay in a clause of its own, with no new value, where it is a
+    brand (:data:`~memnets.temporal.lexicon.BRANDS`: "got an iPhone, the Pixel is in a drawer") or told in the
+    past ("on green tea, energy drinks were wrecking his sleep")."""
+    old = values(words(older), capitalised(older))
+    each = [values(clause, marked) for clause in clauses]
+    for slot in old:
+        added = {value for found in each for value in found.get(slot, ())} - old[slot]
+        if not added:
+            continue
+        kept = [(clause, found[slot]) for clause, found in zip(clauses, each) if found.get(slot, set()) & old[slot]]
+        aside = all(
+            not found & added and (slot in BRANDS or PAST_CLAUSE & set(clause)) for clause, found in kept
+        )  # fmt: skip
+        if aside:
+            return True
+    return False
 
 
 def asks(keys: Set[str], newer: str) -> bool:

@@ -64,6 +64,24 @@ SLOT_VALUES: dict[str, tuple[str, ...]] = {
     "study": ("nursery", "reception", "school", "college", "university", "phd", "postdoc"),
     "hair": ("blonde", "brown", "dark", "black", "red", "grey", "ginger", "short", "long", "natural", "bald"),
 }  # fmt: skip
+# Makes and models of things one owns one of at a time, by kind, each with its other names after "/": a value
+# of the kind's slot like those of SLOT_VALUES, but counted only where written with a capital ("Windows", not
+# "the window"; "a Switch", not "switch"), and a brand the newer text keeps only as an aside has still been
+# replaced ("got an iPhone, the Pixel is in a drawer").
+BRANDS: dict[str, tuple[str, ...]] = {
+    "phone": ("iphone", "pixel", "samsung/galaxy", "android", "nokia", "motorola", "oneplus", "xiaomi", "huawei",
+              "blackberry", "fairphone"),
+    "computer": ("macbook/mac/imac/macos", "windows", "linux", "ubuntu", "fedora", "chromebook/chromeos",
+                 "thinkpad"),
+    "tablet": ("ipad",),
+    "ereader": ("kindle", "kobo", "nook"),
+    "console": ("playstation/ps5/ps4", "xbox", "switch/nintendo"),
+    "car": ("fiat", "skoda", "toyota/yaris/corolla/prius", "honda/civic", "ford/fiesta", "volkswagen/vw/golf/polo",
+            "bmw", "audi", "tesla", "nissan", "kia", "hyundai", "vauxhall/corsa/astra", "renault/clio", "peugeot",
+            "volvo", "mazda", "citroen"),
+}  # fmt: skip
+# Quantities before "of" that leave the value after it stated ("a lot of coffee", "a glass of wine").
+MEASURES = frozenset("lot lots cup cups glass glasses pint pints bottle bottles mug mugs can cans shot shots".split())
 # Phrases that state a value of a slot in other words, read as that value ("going out with" -> "dating").
 VALUE_PHRASES: dict[str, str] = {
     "going out with": "dating", "been together": "dating", "seeing someone": "dating", "seeing somebody": "dating",
@@ -88,6 +106,10 @@ NOT_ENDING = ("day off", "days off", "time off", "week off", "off to", "off work
               "gone to", "gone out", "gone home", "gone for", "gone into", "gone back", "gone up", "gone down",
               "gone off", "passed his", "passed her", "passed the", "passed a", "passed an", "passed my",
               "passed their", "passed it", "split on", "split the", "split a", "split it", "split over")  # fmt: skip
+# Words that end an identifier one is reached by, after it and the noun it is ("the yahoo address is dead", "the
+# shadowfox account got banned"): a phone "is dead" when its battery is, an address "is dead" when it is no more.
+ID_ENDS = ("dead", "bounces", "bouncing", "banned", "deactivated", "disconnected", "deleted", "closed", "suspended")
+ID_NOUNS = frozenset("account address number inbox email handle username profile".split())
 # Change cues that end a thing (memnets.temporal.supersession.CHANGE_CUES): they count only of a thing of the
 # older ("the flight was cancelled"), not of another ("the flat's boiler died").
 THING_CUES = ("died", "closed", "cancelled", "canceled", "shut", "passed away", "folded", "ended")
@@ -179,6 +201,18 @@ VALUE_OF = {  # stem -> (slot, the value's first form): "swims" and "swimming" a
     for form in value.split("/")
 }
 ROLE_STEMS = frozenset(stem(word) for word in ROLES)
+BRAND_OF = {stem(form): (kind, value.split("/")[0]) for kind, found in BRANDS.items() for value in found for form in value.split("/")}  # fmt: skip
+
+
+def capitalised(text: str) -> set[str]:
+    """The words of ``text`` written with a capital letter, lower-cased ("iPhone" -> "iphone"; "'s" off), the
+    first word only where its capital is not that of the sentence ("iPhone ...")."""
+    found = re.findall(r"[A-Za-z][\w'-]*", text)
+    return {
+        word.lower().removesuffix("'s")
+        for i, word in enumerate(found)
+        if word != "I" and any(c.isupper() for c in (word[1:] if i == 0 else word))
+    }
 
 
 _EMAIL = re.compile(r"\S+@\S+\.[a-z]{2,}")

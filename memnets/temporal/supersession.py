@@ -35,7 +35,18 @@ from collections.abc import Sequence, Set
 from typing import Any
 
 from memnets.temporal import implicit
-from memnets.temporal.lexicon import CLAUSE, RELATIONS, SLOT_OF, STOPWORDS, WORD, place, slots, stem, words
+from memnets.temporal.lexicon import (
+    CLAUSE,
+    RELATIONS,
+    SLOT_OF,
+    STOPWORDS,
+    WORD,
+    capitalised,
+    place,
+    slots,
+    stem,
+    words,
+)
 
 log = logging.getLogger(__name__)
 
@@ -119,6 +130,7 @@ NUMBER_WORDS = {
 _NUMBER_WORD = re.compile(rf"\b({'|'.join(NUMBER_WORDS)})\b(?=\s+([a-z]+))")
 CLOCK_WORDS = {"midnight": "0:00", "noon": "12:00", "midday": "12:00"}
 ORDINAL = ("th", "st", "nd", "rd")
+LONG_NUMBER = 4  # digits of a number that names a thing (a phone number's group, an account), not a count
 UNITLESS_NOT = ("ordinal", "date")  # kinds a number with no unit is not: "0412 555 019" -> "until Monday"
 NOT_UNITS = frozenset(
     "most every each till until sharp today tonight tomorrow since o'clock ish".split()
@@ -335,11 +347,13 @@ def pair_features(older: str, newer: str) -> list[float]:
     overlap = len(a & b) / max(1, min(len(a), len(b)))
     older_slots, older_opener, older_negated = slots(older), opener(older), negated(older)
     same_slot = 1.0 if older_slots & slots(newer) else 0.0
-    own = implicit.own_words(newer, older_opener)
+    clauses = implicit.own_clauses(newer, older_opener)
+    own = [word for clause in clauses for word in clause]
     # an implicit change (implicit.py) is a sign of change and of the older's subject at once
-    keys = a - older_opener  # a thing of the older, not whom it is about
+    # a thing of the older, not whom it is about; its long numbers too ("that 0161 number is dead")
+    keys = (a - older_opener) | {stem(word) for word in words(older) if word.isdigit() and len(word) >= LONG_NUMBER}
     ends = implicit.ended(keys, older_slots, own) or implicit.new_role(keys, older_slots, newer)
-    swapped = implicit.values_swapped(older, own) and not implicit.episode(newer)
+    swapped = implicit.values_swapped(older, clauses, capitalised(newer)) and not implicit.episode(newer)
     cue = max(change_cue(newer, implicit.thingless(keys, own)), STRONG_CUE if ends else 0.0)
     still = still_cue(newer) or implicit.asks(a, newer)
     flip = 1.0 if older_negated != negated(newer) and (older_negated or negates(a, newer)) else 0.0
