@@ -32,17 +32,22 @@ from memnets.temporal.lexicon import (
     EPISODE_VERBS,
     ID_ENDS,
     ID_NOUNS,
+    KIND_NOUNS,
     LIKING,
     LINKS,
     MEASURES,
     NOT_ENDING,
+    NOT_OWNED_AFTER,
     NOT_STATED,
+    OTHER_ONES,
+    RECIPIENTS,
     RELATIONS,
     ROLE_STEMS,
     SLOT_ENDS,
     SLOT_OF,
     STANDING,
     THING_CUES,
+    VALUE_COVERS,
     VALUE_OF,
     VALUE_PHRASES,
     capitalised,
@@ -177,9 +182,27 @@ def phrased(found: list[str]) -> list[str]:
 
 
 def _gift(found: list[str], i: int) -> bool:
-    """The thing at index ``i`` of ``found`` is for someone else: "a Kindle for my dad"."""
+    """The value at index ``i`` of ``found`` is for others: "a Kindle for my dad", "coffee for everyone"."""
     after = found[i + 1 : i + 4]
-    return after[:1] == ["for"] and bool(set(after[1:]) & RELATIONS)
+    return after[:1] == ["for"] and bool(set(after[1:]) & (RELATIONS | RECIPIENTS))
+
+
+def others_brands(newer: str, about: Set[str]) -> set[str]:
+    """The words of ``newer`` (lower-case) owned by another: after "Sam's", "his", "her" or "their" (a word
+    between at most), unless that owner is whom the pair is about (``about``: "Omar's laptop" for Omar)."""
+    found = re.findall(r"[A-Za-z][\w'-]*", newer)
+    owners = [
+        i for i, word in enumerate(found)
+        if word.lower() in ("his", "her", "their", "your")
+        or word.lower().endswith("'s") and stem(word.lower().removesuffix("'s")) not in about
+    ]  # fmt: skip
+    return {found[j].lower().removesuffix("'s") for i in owners for j in range(i + 1, min(i + 3, len(found)))}
+
+
+def _other_one(found: list[str]) -> bool:
+    """``found`` names another thing of a kind than one's own: "work phone", "office laptops"
+    (:data:`~memnets.temporal.lexicon.OTHER_ONES` before one of ``KIND_NOUNS``)."""
+    return any(a in OTHER_ONES and b in KIND_NOUNS for a, b in zip(found, found[1:]))
 
 
 def values(found: list[str], marked: Set[str] = frozenset()) -> dict[str, set[str]]:
@@ -188,18 +211,21 @@ def values(found: list[str], marked: Set[str] = frozenset()) -> dict[str, set[st
     :data:`~memnets.temporal.lexicon.BRANDS` among ``marked`` (the words written with a capital), by kind:
     none marked as past ("ex-wife", "my old bike"), none that is the topic or object of another verb or of a
     taste (:data:`~memnets.temporal.lexicon.NOT_STATED` or :data:`~memnets.temporal.lexicon.LIKING` among the
-    three words before: "a film about a designer", "met a teacher", "I love fish tacos"), no gift ("a Kindle
-    for my dad")."""
+    three words before: "a film about a designer", "met a teacher", "I love fish tacos"), no gift ("coffee for
+    everyone"), no brand that names something else (:data:`~memnets.temporal.lexicon.NOT_OWNED_AFTER`: "iPhone
+    users")."""
     out: dict[str, set[str]] = {}
     found = phrased(found)
     for i, word in enumerate(found):
         before = set(found[max(0, i - VALUE_REACH) : i])
         if found[i - 1 : i] and found[i - 1] in PAST_MARKS or LIKING & before:
             continue
+        if _gift(found, i) or set(found[i + 1 : i + 2]) & NOT_OWNED_AFTER and word in BRAND_OF:
+            continue
         if stem(word) in VALUE_OF and not NOT_STATED & before:
             slot, value = VALUE_OF[stem(word)]
-        elif word in marked and stem(word) in BRAND_OF and not (NOT_STATED - OWNING) & before and not _gift(found, i):
-            slot, value = BRAND_OF[stem(word)]
+        elif word in marked and word in BRAND_OF and not (NOT_STATED - OWNING) & before:
+            slot, value = BRAND_OF[word]
         else:
             continue
         out.setdefault(slot, set()).add(value)
@@ -214,16 +240,25 @@ def values_swapped(older: str, clauses: list[list[str]], marked: Set[str] = froz
     value of a slot of the older, and none of the older's values of that slot: "I take the 38 bus" -> "I cycle
     to work these days". The older's value may stay in a clause of its own, with no new value, where it is a
     brand (:data:`~memnets.temporal.lexicon.BRANDS`: "got an iPhone, the Pixel is in a drawer") or told in the
-    past ("on green tea, energy drinks were wrecking his sleep")."""
+    past, not as a habit ("on green tea, energy drinks were wrecking his sleep"; not "coffee was always my
+    morning thing": :data:`~memnets.temporal.lexicon.STANDING`). A brand in a clause about another thing of its
+    kind ("my work phone is an iPhone") is none, and a value that says less than the older's is no new one
+    (:data:`~memnets.temporal.lexicon.VALUE_COVERS`: "been together" after "married")."""
     old = values(words(older), capitalised(older))
-    each = [values(clause, marked) for clause in clauses]
+    besides = _other_one(words(older))
+    each = [
+        {slot: found for slot, found in values(clause, marked).items() if besides or not (slot in BRANDS and _other_one(clause))}
+        for clause in clauses
+    ]  # fmt: skip
     for slot in old:
         added = {value for found in each for value in found.get(slot, ())} - old[slot]
+        added = {value for value in added if not set(VALUE_COVERS.get(value, ())) & old[slot]}
         if not added:
             continue
         kept = [(clause, found[slot]) for clause, found in zip(clauses, each) if found.get(slot, set()) & old[slot]]
         aside = all(
-            not found & added and (slot in BRANDS or PAST_CLAUSE & set(clause)) for clause, found in kept
+            not found & added and (slot in BRANDS or PAST_CLAUSE & set(clause) and not STANDING.search(" ".join(clause)))
+            for clause, found in kept
         )  # fmt: skip
         if aside:
             return True
@@ -257,6 +292,12 @@ def one_of_many(older: str, newer: str) -> bool:
     }
     once = {day for day in habit if day in new and not any(a == "every" and b == day for a, b in zip(new, new[1:]))}
     return bool(once) and not STANDING.search(newer.lower())
+
+
+def on_a_day(older: str, newer: str) -> bool:
+    """``newer`` names one weekday ("on Saturday", not "on Saturdays") and the older none: an occasion."""
+    old, new = set(words(older)), set(words(newer))
+    return not any(day in old or f"{day}s" in old for day in WEEKDAYS) and any(day in new for day in WEEKDAYS)
 
 
 def episode(newer: str) -> bool:

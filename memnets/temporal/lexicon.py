@@ -56,7 +56,7 @@ SLOT_VALUES: dict[str, tuple[str, ...]] = {
     "transport": ("car/drive/drives/driving", "bike/biking/bikes", "cycle/cycling/cycles", "bus", "train", "tram", "tube", "subway",
                   "metro", "scooter", "walk/walks/walking", "taxi", "coach", "ferry"),
     "relationship": ("single", "married/husband/wife/spouse", "engaged/fiance/fiancee", "divorced",
-                     "dating/boyfriend/girlfriend/partner"),
+                     "dating/boyfriend/girlfriend", "partnered/partner"),
     "work": ("accountant", "carpenter", "designer", "analyst", "developer", "lawyer", "chef", "engineer",
              "teacher", "nurse", "freelance/freelancer", "retired", "unemployed"),
     "exercise": ("gym", "swim/swims/swimming", "yoga", "pilates", "climbing/climbs/boulder/bouldering",
@@ -80,11 +80,20 @@ BRANDS: dict[str, tuple[str, ...]] = {
             "bmw", "audi", "tesla", "nissan", "kia", "hyundai", "vauxhall/corsa/astra", "renault/clio", "peugeot",
             "volvo", "mazda", "citroen"),
 }  # fmt: skip
+# A value that says less than others of its slot, and is no new value where the older states one of them: "my
+# partner" or "been together" after "I'm married" (but after "I'm single" they are).
+VALUE_COVERS: dict[str, tuple[str, ...]] = {"partnered": ("married", "engaged", "dating")}
+# Words after a brand that make it the name of something else than one's own thing ("iPhone users", "Switch games").
+NOT_OWNED_AFTER = frozenset("users owners fans people games app apps store update updates".split())
+# A thing of the kind besides one's own ("my work phone is an iPhone", "the office laptops"), unless the older
+# says the same ("My work phone is a Pixel").
+OTHER_ONES = frozenset("work office spare second backup company family kids loan courtesy hire rental".split())
+KIND_NOUNS = frozenset("phone phones mobile laptop laptops computer pc tablet car console".split())
 # Quantities before "of" that leave the value after it stated ("a lot of coffee", "a glass of wine").
 MEASURES = frozenset("lot lots cup cups glass glasses pint pints bottle bottles mug mugs can cans shot shots".split())
 # Phrases that state a value of a slot in other words, read as that value ("going out with" -> "dating").
 VALUE_PHRASES: dict[str, str] = {
-    "going out with": "dating", "been together": "dating", "seeing someone": "dating", "seeing somebody": "dating",
+    "going out with": "dating", "been together": "partnered", "seeing someone": "dating", "seeing somebody": "dating",
     "tied the knot": "married", "got hitched": "married", "not with anyone": "single", "not seeing anyone": "single",
     "off the booze": "sober", "off the drink": "sober", "off alcohol": "sober", "dry since": "sober",
     "been dry": "sober", "energy drink": "energydrink", "energy drinks": "energydrink",
@@ -118,8 +127,10 @@ LINKS = frozenset("is was has had have been just got finally sadly".split())
 # Words that make a value the topic or object of another verb, not a value of the speaker's own slot.
 NOT_STATED = frozenset(
     "about for of with than like met meet meeting watched watching read reading saw ordered cooked cooking "
-    "bought made film book show documentary friend friends".split()
+    "bought made film book show documentary friend friends want wants wanted rented renting borrowed borrowing "
+    "hired hiring test brought".split()
 )
+RECIPIENTS = frozenset("everyone everybody us them guests team".split())  # "coffee for everyone": no value of one's own
 # Verbs of liking: "I love fish tacos" after "I'm vegetarian" states a taste, not another value of the slot.
 LIKING = frozenset("love loves like likes enjoy enjoys hate hates miss misses fancy prefer".split())
 SLOT_ENDS: dict[str, tuple[str, ...]] = {
@@ -201,7 +212,7 @@ VALUE_OF = {  # stem -> (slot, the value's first form): "swims" and "swimming" a
     for form in value.split("/")
 }
 ROLE_STEMS = frozenset(stem(word) for word in ROLES)
-BRAND_OF = {stem(form): (kind, value.split("/")[0]) for kind, found in BRANDS.items() for value in found for form in value.split("/")}  # fmt: skip
+BRAND_OF = {form: (kind, value.split("/")[0]) for kind, found in BRANDS.items() for value in found for form in value.split("/")}  # fmt: skip
 
 
 def capitalised(text: str) -> set[str]:

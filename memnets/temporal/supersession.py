@@ -115,7 +115,7 @@ ASIDE_CUES = ("when i", "when we", "back when", "as a kid", "visited", "visiting
 # ("I would like to move to Madrid someday" after "I live in Austin").
 UNREAL_CUES = ("would like", "might", "maybe", "someday", "one day", "thinking of", "thinking about",
                "considering", "planning to", "hoping to", "wants to", "want to", "dreams of", "wish", "would love",
-               "if", "whether", "should i", "i'd", "going to try", "try out", "trying out")  # fmt: skip
+               "if", "whether", "should i", "i'd", "going to try", "try out", "trying out", "should")  # fmt: skip
 NEGATIONS = ("not", "no", "never", "n't", "don't", "doesn't", "didn't", "isn't", "aren't", "won't", "can't")
 
 _DATE_NAME = re.compile(
@@ -353,11 +353,16 @@ def pair_features(older: str, newer: str) -> list[float]:
     # a thing of the older, not whom it is about; its long numbers too ("that 0161 number is dead")
     keys = (a - older_opener) | {stem(word) for word in words(older) if word.isdigit() and len(word) >= LONG_NUMBER}
     ends = implicit.ended(keys, older_slots, own) or implicit.new_role(keys, older_slots, newer)
-    swapped = implicit.values_swapped(older, clauses, capitalised(newer)) and not implicit.episode(newer)
+    marked = capitalised(newer) - implicit.others_brands(newer, older_opener)  # "Sam's Ford" is not the speaker's
+    swapped = implicit.values_swapped(older, clauses, marked) and not implicit.episode(newer)
     cue = max(change_cue(newer, implicit.thingless(keys, own)), STRONG_CUE if ends else 0.0)
     still = still_cue(newer) or implicit.asks(a, newer)
     flip = 1.0 if older_negated != negated(newer) and (older_negated or negates(a, newer)) else 0.0
-    values = 1.0 if swapped or value_change(older, newer) else 0.0
+    # another name told of an outing or of one day, with no cue, is an occasion ("had to report to Kwame about the
+    # incident", "we're playing Leyton FC on Saturday"), not a new value
+    occasion = cue < 0.5 and (implicit.episode(newer) or implicit.on_a_day(older, newer))
+    renamed = value_change(older, newer) and (numbers_changed(older, newer) or not occasion)
+    values = 1.0 if swapped or renamed else 0.0
     # one slot, or words in common (a changed number or time of a thing both name is the same subject)
     subject = max(
         min(1.0, 2 * overlap), same_slot, 1.0 if ends or swapped else 0.0,
