@@ -136,9 +136,10 @@ NOT_UNITS = frozenset(
     "most every each till until sharp today tonight tomorrow since o'clock ish".split()
 )  # "at 10 most nights"
 FEATURE_NAMES = ("change_cue", "still_cue", "negation_flip", "value_change", "word_overlap", "same_slot", "rule_score")
-# Raised whenever pair_features computes a feature differently (2: implicit changes, implicit.py): a
-# head trained on another version's features is not used (memnets.pack.Pack.supersession_judge).
-PAIR_FEATURES_VERSION = 2
+# Raised whenever pair_features computes a feature differently (2: implicit changes, implicit.py; 3: brands,
+# names by their place's class, identifiers said dead, the club slot and its guards): a head trained on
+# another version's features is not used (memnets.pack.Pack.supersession_judge).
+PAIR_FEATURES_VERSION = 3
 
 
 def content_words(text: str) -> set[str]:
