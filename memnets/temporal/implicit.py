@@ -253,14 +253,11 @@ def values_swapped(older: str, clauses: list[list[str]], marked: Set[str] = froz
     for slot in old:
         added = {value for found in each for value in found.get(slot, ())} - old[slot]
         added = {value for value in added if not set(VALUE_COVERS.get(value, ())) & old[slot]}
-        if not added:
-            continue
         kept = [(clause, found[slot]) for clause, found in zip(clauses, each) if found.get(slot, set()) & old[slot]]
-        aside = all(
+        if added and all(
             not found & added and (slot in BRANDS or PAST_CLAUSE & set(clause) and not STANDING.search(" ".join(clause)))
             for clause, found in kept
-        )  # fmt: skip
-        if aside:
+        ):  # fmt: skip
             return True
     return False
 

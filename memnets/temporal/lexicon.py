@@ -128,7 +128,7 @@ LINKS = frozenset("is was has had have been just got finally sadly".split())
 NOT_STATED = frozenset(
     "about for of with than like met meet meeting watched watching read reading saw ordered cooked cooking "
     "bought made film book show documentary friend friends want wants wanted rented renting borrowed borrowing "
-    "hired hiring test brought".split()
+    "hired hiring test brought rental hire loaner courtesy".split()
 )
 RECIPIENTS = frozenset("everyone everybody us them guests team".split())  # "coffee for everyone": no value of one's own
 # Verbs of liking: "I love fish tacos" after "I'm vegetarian" states a taste, not another value of the slot.

@@ -350,8 +350,8 @@ def pair_features(older: str, newer: str) -> list[float]:
     same_slot = 1.0 if older_slots & slots(newer) else 0.0
     clauses = implicit.own_clauses(newer, older_opener)
     own = [word for clause in clauses for word in clause]
-    # an implicit change (implicit.py) is a sign of change and of the older's subject at once
-    # a thing of the older, not whom it is about; its long numbers too ("that 0161 number is dead")
+    # an implicit change (implicit.py) is a sign of change and of the older's subject at once; its keys are the
+    # things of the older, not whom it is about, and its long numbers ("that 0161 number is dead")
     keys = (a - older_opener) | {stem(word) for word in words(older) if word.isdigit() and len(word) >= LONG_NUMBER}
     ends = implicit.ended(keys, older_slots, own) or implicit.new_role(keys, older_slots, newer)
     marked = capitalised(newer) - implicit.others_brands(newer, older_opener)  # "Sam's Ford" is not the speaker's
