@@ -5,14 +5,16 @@ the change is in what the newer text says of the older's thing or slot. Three fa
 change and of a shared subject at once:
 
 - :func:`ended`: the newer text ends the older's own thing ("sold the Civic", "off metformin", "ex-wife
-  Claudia", "LastPass is gone", "Sven is her ex", "the covers band split", "put Pickles down") or its slot ("graduated"
-  after a master's, "handed my notice in" after a job);
+  Claudia", "LastPass is gone", "Sven is her ex", "the covers band split", "put Pickles down", "the yahoo
+  address is dead") or its slot ("graduated" after a master's, "handed my notice in" after a job, "called
+  it quits" after "dating");
 - :func:`new_role`: "my new GP, Dr. Okonjo" after "My doctor is Dr. Ferreira": a new one of a role held
   one at a time (:data:`~memnets.temporal.lexicon.ROLES`), of the older's slot or thing;
 - :func:`values_swapped`: another value of the older's slot in the older's own one's place ("bike" ->
-  "tram", "single" -> "girlfriend", "blonde" -> "natural dark brown").
+  "tram", "single" -> "going out with", "blonde" -> "natural dark brown", a Pixel -> an iPhone: the brands
+  of :data:`~memnets.temporal.lexicon.BRANDS`).
 
-Each reads only the clauses the newer text says of the pair's own subject (:func:`own_words`): "my
+Each reads only the clauses the newer text says of the pair's own subject (:func:`own_clauses`): "my
 husband had steak" is no value of the vegetarian speaker's. And :func:`asks` finds a newer text that asks
 about the older's thing ("should I get the new iPhone or stick with Samsung?"), which changes nothing.
 """
@@ -57,9 +59,8 @@ from memnets.temporal.lexicon import (
 
 POSSESSIVES = frozenset({"my", "our", "his", "her", "their", "your"})
 PAST_MARKS = frozenset({"ex", "former", "previous", "old", "late"})  # "ex-wife Marta" is no new value
-OWNING = frozenset(
-    {"bought", "read", "reading"}
-)  # verbs of NOT_STATED that make a brand one's own ("read on a Kindle")
+# verbs of NOT_STATED that make a brand one's own ("read on a Kindle", "bought a Kobo")
+OWNING = frozenset({"bought", "read", "reading"})
 VALUE_REACH = 3  # words before a value that may make it the topic or object of another verb
 AFTER_WINDOW = 4  # words after an ending word that may name the thing it ends ("got rid of my HSBC account")
 _AFTER_NEW = re.compile(r"\s*(?:[,:;.!?]|$)|\s+[A-Z]|\s+(?:is|was|has|and|who|called)\b")  # "new GP, Dr. ..."
@@ -79,11 +80,6 @@ def own_clauses(newer: str, about: Set[str]) -> list[list[str]]:
             found = found[:2]  # the person themself is said of the speaker ("my girlfriend ...")
         kept.append(found)
     return kept
-
-
-def own_words(newer: str, about: Set[str]) -> list[str]:
-    """The words of :func:`own_clauses`, in one list."""
-    return [word for clause in own_clauses(newer, about) for word in clause]
 
 
 def _phrase_at(phrase: str, found: list[str]) -> list[int]:
@@ -119,7 +115,7 @@ def unmasked(found: list[str]) -> list[str]:
 
 
 def ended(keys: Set[str], older_slots: Set[str], found: list[str]) -> bool:
-    """``found`` (the newer's :func:`own_words`) ends a thing of the older (``keys``: its content stems) or one
+    """``found`` (the words of the newer's :func:`own_clauses`) ends a thing of the older (``keys``: its content stems) or one
     of its slots: an ending word of :data:`~memnets.temporal.lexicon.ENDS_BEFORE` with a key among the next
     words, one of ``ENDS_AFTER`` right after a key (:data:`~memnets.temporal.lexicon.LINKS` between: "LastPass
     is gone"), one of ``ID_ENDS`` after a key and one of ``ID_NOUNS`` ("the yahoo address is dead", "that 0161
@@ -220,7 +216,7 @@ def values(found: list[str], marked: Set[str] = frozenset()) -> dict[str, set[st
         before = set(found[max(0, i - VALUE_REACH) : i])
         if found[i - 1 : i] and found[i - 1] in PAST_MARKS or LIKING & before:
             continue
-        if _gift(found, i) or set(found[i + 1 : i + 2]) & NOT_OWNED_AFTER and word in BRAND_OF:
+        if _gift(found, i) or (word in BRAND_OF and set(found[i + 1 : i + 2]) & NOT_OWNED_AFTER):
             continue
         if stem(word) in VALUE_OF and not NOT_STATED & before:
             slot, value = VALUE_OF[stem(word)]

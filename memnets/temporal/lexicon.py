@@ -181,6 +181,7 @@ PLACE_WORDS: dict[str, tuple[str, ...]] = {
     "club": ("support", "supports", "supporting", "supporter"),
     "own": ("have", "has", "got", "bought", "use", "uses", "own", "owns", "drive", "drives", "ride", "rides"),
 }  # fmt: skip
+PLACE_SLOTS = {"boss": "work", "partner": "relationship", "club": "club"}  # the slot of a place of a name
 _PLACE_OF = {
     **{word: kind for kind, found in PLACE_WORDS.items() for word in found},
     **{phrase: kind for kind, found in PLACE_PHRASES.items() for phrase in found},
@@ -227,9 +228,6 @@ def capitalised(text: str) -> set[str]:
 
 
 _EMAIL = re.compile(r"\S+@\S+\.[a-z]{2,}")
-
-
-PLACE_SLOTS = {"boss": "work", "partner": "relationship", "club": "club"}  # the slot of a place of a name
 
 
 def slots(text: str) -> set[str]:

@@ -359,8 +359,9 @@ def pair_features(older: str, newer: str) -> list[float]:
     cue = max(change_cue(newer, implicit.thingless(keys, own)), STRONG_CUE if ends else 0.0)
     still = still_cue(newer) or implicit.asks(a, newer)
     flip = 1.0 if older_negated != negated(newer) and (older_negated or negates(a, newer)) else 0.0
-    # another name told of an outing or of one day, with no cue, is an occasion ("had to report to Kwame about the
-    # incident", "we're playing Leyton FC on Saturday"), not a new value
+    # another name told of an outing or of one day, with no cue that is a change on its own (0.5, the rule
+    # judge's threshold), is an occasion ("had to report to Kwame about the incident", "we're playing Leyton FC
+    # on Saturday"), not a new value
     occasion = cue < 0.5 and (implicit.episode(newer) or implicit.on_a_day(older, newer))
     renamed = value_change(older, newer) and (numbers_changed(older, newer) or not occasion)
     values = 1.0 if swapped or renamed else 0.0
