@@ -266,6 +266,15 @@ def test_their_look_alikes_of_other_things_people_days_and_habits_change_nothing
     assert RuleJudge().score(older, newer) < 0.5
 
 
+def test_a_name_left_for_another_or_handed_over_to_takes_its_place_but_not_for_a_trip():
+    """ "left X for Y" and "X handed over to Y" put Y in X's place, whatever place classes the older's words
+    give X ("reports to" is a boss's place, "handed over to" none); "for the weekend" is a trip."""
+    judge = RuleJudge()
+    assert judge.score("Rui reports to Marta", "Marta handed over to Kofi last month") >= 0.5
+    assert judge.score("Ines banks with Monzo", "Ines finally left Monzo for Starling") >= 0.5
+    assert judge.score("I live in Lisbon", "left Lisbon for Porto for the weekend") < 0.5
+
+
 def test_a_brand_counts_only_where_written_with_a_capital():
     """ "Windows" and "a Switch" are brands of the speaker's things; "the window" and "a light switch" are not."""
     from memnets.temporal.implicit import values

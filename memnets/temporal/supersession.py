@@ -37,6 +37,7 @@ from typing import Any
 from memnets.temporal import implicit
 from memnets.temporal.lexicon import (
     CLAUSE,
+    PLACE_SLOTS,
     RELATIONS,
     SLOT_OF,
     STOPWORDS,
@@ -205,17 +206,31 @@ def numbers_changed(older: str, newer: str) -> bool:
     )
 
 
+# "left Aldi for Lidl", "traded my Fiat for a Skoda": the name after "for" takes the left one's place
+LEFT_FOR = re.compile(
+    r"\b(?:left|leaving|traded|trading|swapped|swapping|ditched|ditching|dropped|dropping|quit|quitting)\s+"
+    r"(?:(?:the|my|our|his|her|their)\s+)?([A-Z][\w'-]*)(?:\s+[A-Z][\w'-]*)*\s+for\s+(?:(?:the|a|an)\s+)?([A-Z][\w'-]*)"
+)
+
+# a stay of a while ("left Paris for Rome for the weekend"): a trip, not a new place
+A_WHILE = re.compile(
+    r"\bfor (?:the|a|an|a few|a couple of|\w+) (?:weekend|weeks?|days?|nights?|months?|holidays?|trip|bit)\b", re.I
+)
+
+
 def named_after(text: str, skip: Set[str] = frozenset()) -> set[tuple[str, str]]:
     """(the place, the name) for each name of ``text`` (:func:`names`) with a word before it in its clause: the
-    place is the class of the words before (:func:`~memnets.temporal.lexicon.place`: "report to Kwame" and
-    "manager is Sandra" are both ("boss", ...)), else the word before, an article skipped: ("with", "admiral")
-    for "with Admiral", ("for", "bears") for "for the Bears". Clauses opening on a name of ``skip`` (stems) are
-    left out: "Sandra reports to Priya" names Sandra's own boss."""
+    place is the word before, an article skipped (("with", "admiral") for "with Admiral", ("for", "bears") for
+    "for the Bears"), and the class of the words before where they have one
+    (:func:`~memnets.temporal.lexicon.place`: "report to Kwame" and "manager is Sandra" are both ("boss", ...)). In a clause opening on a name of ``skip`` (stems),
+    a place of a class is left out: "Sandra reports to Priya" names Sandra's own boss ("Carmen handed over to
+    Felix" keeps ("to", "felix"))."""
     out = set()
     for clause in CLAUSE.split(text):
         found = re.findall(r"[A-Za-z][\w'-]*", clause)
-        if not found or stem(found[0].lower().removesuffix("'s")) in skip:
+        if not found:
             continue
+        theirs = stem(found[0].lower().removesuffix("'s")) in skip
         lowered = [word.lower() for word in found]
         for i in range(1, len(found)):
             word, before = found[i], i - 1
@@ -224,7 +239,12 @@ def named_after(text: str, skip: Set[str] = frozenset()) -> set[tuple[str, str]]
             while before >= 0 and lowered[before] in ARTICLES:
                 before -= 1
             if before >= 0:
-                out.add((place(lowered[max(0, before - 1) : before + 1]), word.lower().removesuffix("'s")))
+                where = place(lowered[max(0, before - 1) : before + 1])
+                if not (theirs and where in PLACE_SLOTS):
+                    out |= {
+                        (where, word.lower().removesuffix("'s")),
+                        (lowered[before], word.lower().removesuffix("'s")),
+                    }
     return out
 
 
@@ -240,19 +260,21 @@ def value_change(older: str, newer: str) -> bool:
     """The newer text states another value than the older: :func:`numbers_changed`; or it names something
     new while a name of the older is gone from it ("carrier is Vodafone" -> "ported his number to Three";
     words compared by their stems); or it names something new in the older name's place, after the same
-    word, the old name kept only as an aside ("insurance is with Admiral" -> "insurance renewed with
-    Aviva, Admiral was dearer")."""
+    word or a word of the same place (:func:`named_after`), the old name kept only as an aside ("insurance is
+    with Admiral" -> "insurance renewed with Aviva, Admiral was dearer"), or left for it ("left Aldi for
+    Lidl", :data:`LEFT_FOR`)."""
     if numbers_changed(older, newer):
         return True
     old_words, new_words = {stem(word) for word in words(older)}, {stem(word) for word in words(newer)}
-    gone = {stem(name) for name in names(older)} - new_words
+    old_names = {stem(name) for name in names(older)}
+    gone = old_names - new_words
     added = {stem(name) for name in names(newer)} - old_words - past_names(newer)
     old_places = {before for before, _ in named_after(older)}
-    in_place = {
-        name for before, name in named_after(newer, {stem(name) for name in names(older)})
-        if before in old_places and stem(name) in added
-    }  # fmt: skip
-    return bool(added and (gone or in_place))
+    in_place = {name for before, name in named_after(newer, old_names) if before in old_places and stem(name) in added}
+    left_for = not A_WHILE.search(newer) and any(
+        stem(left.lower()) in old_names and stem(taken.lower()) in added for left, taken in LEFT_FOR.findall(newer)
+    )
+    return bool(added and (gone or in_place or left_for))
 
 
 def restated(older_words: set[str], newer_words: set[str]) -> bool:
