@@ -209,6 +209,84 @@ def test_the_signs_of_an_implicit_change_leave_episodes_questions_and_other_peop
     assert RuleJudge().score(older, newer) < 0.5
 
 
+KIND_CHANGES = [  # six kinds of implicit change: who one reports to, relationship status, a brand one owns, a
+    # drinking habit, a club one plays for, an identifier said to be dead
+    ("My boss is Hilary", "I report to Gunnar since the reshuffle, Hilary heads up training"),  # the place of a name
+    ("I work under Patrice", "I answer to Lindiwe, Patrice runs the Leeds team"),
+    ("Nkechi's manager is Tom", "Nkechi answers to Beatriz since January"),  # a phrase of the work slot
+    ("Yolanda is single", "Yolanda's been going out with a teacher called Sami for a month"),  # a phrase as a value
+    ("I'm not seeing anyone", "Abel and I have been together since the summer"),
+    ("I'm engaged to Ruth", "Ruth and I got hitched at the registry office!"),
+    ("I'm dating Pim", "Pim and I called it quits after the holiday"),  # an end of the slot
+    ("Kwesi games on an Xbox", "Kwesi plays on a PlayStation these days"),  # a brand of a thing one owns
+    ("Lupe games on an Xbox", "Lupe's Switch gets all her gaming time since Christmas"),
+    ("I read on a Nook", "my new Kobo arrived, the Nook is for sale"),  # the old brand kept only as an aside
+    ("Ilse drinks a lot of tea", "Ilse is on coffee, tea was giving her headaches"),  # the old value told in the past
+    ("I have a pint of lager most nights", "off the booze since March"),
+    ("I play for Dulwich FC", "signed for Peckham Town in the summer"),  # the club slot
+    ("My email is kai@aol.com", "the aol address is dead, use kai.m@fastmail.com"),  # an identifier's end
+    ("My number is 0161 496 0555", "that 0161 496 0555 number is disconnected, ring 0161 496 0888"),
+    ("My Twitch handle is pixelbard", "the pixelbard account got suspended, I stream as bardlive"),
+]
+KIND_LOOKALIKES = [  # the same kinds, with the words of those changes, and the older still true
+    ("I've got a Pixel", "my work phone is an iPhone"),  # another thing of the kind
+    ("I drive a Toyota", "Sam's Ford is in the garage"),  # another's
+    ("I drive a Toyota", "rented a Ford for the trip to Skye"),  # rented
+    ("I drive a Honda", "drove a rental Ford today, the Honda's in for a service"),
+    ("I'm on a Windows laptop", "the office Macs are so slow"),  # plural: not one's own one
+    ("My phone is a Samsung", "I want an iPhone so badly"),  # a wish
+    ("I've got an Android phone", "iPhone users always brag about their cameras"),  # the brand names something else
+    ("I have a PlayStation", "played Mario Kart on Ben's Switch all night"),
+    ("I use a Kindle", "my Kindle is dead, forgot to charge it"),  # a device is dead when its battery is
+    ("Bea is married", "Bea and her partner are going to Rome"),  # a value that says less than the older's
+    ("I'm married to Leo", "Leo and I have been together ten years"),
+    ("Odette is single", "Odette's sister has been going out with a guy from work"),  # another person's
+    ("Odette is single", "Odette has been seeing a lot of her friends lately"),
+    ("I'm engaged to Bruno", "Bruno's sister tied the knot in Lisbon"),
+    ("My manager is Odile", "Odile's manager is Paul"),  # the old holder's own boss
+    ("I report to Odile", "had to report to Rashid about the incident"),  # another name told of an outing
+    ("I play for Hackney FC", "we're playing Leyton FC on Saturday"),  # another name told of one day
+    ("I support Leeds", "Leeds signed a striker from Ajax"),
+    ("I drink coffee", "I drink tea after lunch, coffee was always my morning thing"),  # a habit, not the past
+    ("Ilse drinks a lot of tea", "Ilse brought coffee for everyone"),  # a gift
+    ("I drink a lot of coffee", "my doctor says I should switch to decaf"),  # advice
+    ("My email is kai@aol.com", "my sister's aol address is dead"),
+    ("My number is 0161 496 0555", "my landline number is dead since the storm"),  # not the older's number
+    ("My Discord name is nightowl", "the nightowl server got banned"),  # not an identifier
+]
+
+
+@pytest.mark.parametrize(("older", "newer"), KIND_CHANGES)
+def test_reporting_lines_relationships_brands_drinks_clubs_and_dead_identifiers_change(older, newer):
+    assert RuleJudge().score(older, newer) >= 0.5
+
+
+@pytest.mark.parametrize(("older", "newer"), KIND_LOOKALIKES)
+def test_their_look_alikes_of_other_things_people_days_and_habits_change_nothing(older, newer):
+    assert RuleJudge().score(older, newer) < 0.5
+
+
+def test_a_name_left_for_another_or_handed_over_to_takes_its_place_but_not_for_a_trip():
+    """ "left X for Y" and "X handed over to Y" put Y in X's place, whatever place classes the older's words
+    give X ("reports to" is a boss's place, "handed over to" none); "for the weekend" is a trip."""
+    judge = RuleJudge()
+    assert judge.score("Rui reports to Marta", "Marta handed over to Kofi last month") >= 0.5
+    assert judge.score("Ines banks with Monzo", "Ines finally left Monzo for Starling") >= 0.5
+    assert judge.score("I live in Lisbon", "left Lisbon for Porto for the weekend") < 0.5
+
+
+def test_a_brand_counts_only_where_written_with_a_capital():
+    """ "Windows" and "a Switch" are brands of the speaker's things; "the window" and "a light switch" are not."""
+    from memnets.temporal.implicit import values
+    from memnets.temporal.lexicon import capitalised, words
+
+    def found(text):
+        return values(words(text), capitalised(text))
+
+    assert found("Jun plays on a Switch and a Windows laptop") == {"console": {"switch"}, "computer": {"windows"}}
+    assert found("Jun fixed a light switch by the window") == {}
+
+
 # ---------------------------------------------------------------------------------------- the head
 @pytest.fixture(scope="module")
 def pairs_file(tmp_path_factory) -> Path:

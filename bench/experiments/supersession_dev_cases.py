@@ -1,10 +1,13 @@
-"""The DEVELOPMENT set of reworded changes and look-alikes (116 and 139): every supersession rule, threshold and
+"""The DEVELOPMENT set of reworded changes and look-alikes (149 and 168): every supersession rule, threshold and
 training choice is made on these, never on the bench cases of bench/experiments/supersession_cases.py (the
 test set). In order: 45 changes and 45 look-alikes; 20 of each in chat style (lower case, no subject
 first, asides); then 51 implicit changes (no "moved", "changed", "switched", "now" or "no longer": a new
 value in the old one's place, "these days", "my new X", "ex-", "sold", "off X", ...) with 52 look-alikes
 of them, written before any run on them; then 22 look-alikes written while the rules for implicit changes
-were made, to guard them (one-off episodes, idioms, a taste, one instance of a weekly habit).
+were made, to guard them (one-off episodes, idioms, a taste, one instance of a weekly habit); then 33
+changes of six kinds (who one reports to, relationship status, the brand of a thing one owns, a drinking
+habit, a team one supports or plays for, an identifier said to be dead) with 29 look-alikes of them,
+written before any rule for them.
 
 Written apart from both the bench cases and the training templates of data/supersession/generate.py:
 other people (Harriet, Ivo, Jasmine, ...), other subjects (a vet, a phone carrier, a meal kit, a
@@ -254,6 +257,74 @@ DEV_CHANGES: list[tuple[str, str, str, str]] = [
      "Who does Caroline see for counselling?", "Amira"),
     ("I play five-a-side on Thursdays", "my football days are over after the ACL op, I do pilates on Thursdays",
      "What does the speaker do on Thursdays?", "pilates"),
+    # 33 changes of six kinds (wave 4, session 6), written before any rule for them and before any run on
+    # them: who one reports to; relationship status; the brand or platform of a thing one owns; a habit of
+    # drinking (caffeine, alcohol, sugar); a team or club one supports or plays for; an identifier (email,
+    # number, address, handle) said to be dead, closed or done
+    ("My line manager is Sandra", "I report to Kwame since the reorg, Sandra heads up sales",
+     "Who is the speaker's manager?", "Kwame"),
+    ("Bilal's PhD supervisor is Dr. Chen", "Bilal is supervised by Prof. Adeyemi now that Dr. Chen has left for Toronto",
+     "Who supervises Bilal's PhD?", "Adeyemi"),
+    ("Corinne's manager is Howard", "Corinne answers to Deepa after the merger", "Who is Corinne's manager?", "Deepa"),
+    ("I work under Marianne in finance", "my boss is Oliver these days, Marianne runs procurement",
+     "Who is the speaker's boss?", "Oliver"),
+    ("Rosa's team leader is Gareth", "Rosa's got a new team leader, Aoife, who started Monday",
+     "Who is Rosa's team leader?", "Aoife"),
+    ("Tamsin is single", "Tamsin's been going out with a lad called Rory since the summer", "Is Tamsin single?",
+     "Rory"),
+    ("I'm not with anyone at the moment", "Jonas and I have been together three months",
+     "Is the speaker in a relationship?", "Jonas"),
+    ("Eduardo is single", "Eduardo is seeing a nurse he met at the climbing gym", "Is Eduardo seeing anyone?",
+     "nurse"),
+    ("I'm dating Kai", "Kai and I called it quits in May", "Is the speaker dating Kai?", "quits"),
+    ("I'm engaged to Mateo", "Mateo and I tied the knot in Lisbon!", "Is the speaker married?", "knot"),
+    ("I have a Windows laptop", "finally on a MacBook, took a week to learn the shortcuts",
+     "What laptop does the speaker use?", "MacBook"),
+    ("My phone is a Pixel", "treated myself to an iPhone 15, the Pixel is in a drawer",
+     "Which phone does the speaker have?", "iPhone"),
+    ("Greta games on a PlayStation", "Greta plays everything on a Switch these days", "What does Greta game on?",
+     "Switch"),
+    ("I read on a Kindle", "my Kobo arrived and I love it, the Kindle is going to my niece",
+     "What e-reader does the speaker use?", "Kobo"),
+    ("We have a Nespresso machine",
+     "we got a Sage espresso machine for the kitchen, the Nespresso went to the charity shop",
+     "What coffee machine does the speaker have?", "Sage"),
+    ("Omar's laptop runs Windows", "Omar put Ubuntu on his laptop and wiped Windows",
+     "Which operating system does Omar use?", "Ubuntu"),
+    ("I drink two cups of coffee every morning", "cut out caffeine completely, it's herbal tea in the mornings",
+     "What does the speaker drink in the morning?", "herbal"),
+    ("Lorenzo has wine with dinner most nights", "Lorenzo hasn't touched alcohol since January",
+     "Does Lorenzo drink alcohol?", "hasn't"),
+    ("Mei drinks a lot of coffee", "Mei is on decaf, caffeine was behind her palpitations",
+     "Does Mei drink caffeinated coffee?", "decaf"),
+    ("I have a glass of wine most evenings", "dry since new year and sleeping so much better",
+     "Does the speaker drink wine?", "dry"),
+    ("I take two sugars in my tea", "I have my tea without sugar these days", "How does the speaker take tea?",
+     "without"),
+    ("Femi drinks energy drinks at work", "Femi's on green tea at his desk, energy drinks were wrecking his sleep",
+     "What does Femi drink at work?", "green tea"),
+    ("Declan supports Celtic", "Declan's a Hibs fan these days, don't ask", "Which team does Declan support?",
+     "Hibs"),
+    ("I play for Hackney Wick FC on Sundays", "signed for Clapton in the summer, Sunday league still",
+     "Which club does the speaker play for?", "Clapton"),
+    ("My son plays for the Bears rugby club", "my son's turning out for the Wolves this season",
+     "Which rugby club does the speaker's son play for?", "Wolves"),
+    ("Sunita follows the Mumbai Indians", "Sunita bought a Chennai Super Kings season ticket, she's their fan for life",
+     "Which cricket team does Sunita follow?", "Chennai"),
+    ("I row with Tyne Rowing Club", "joined Durham ARC after the job move, first outing on Saturday",
+     "Which rowing club is the speaker in?", "Durham"),
+    ("My mobile number is 07700 900123", "that 07700 900123 number is dead, text me on 07700 900456",
+     "What is the speaker's mobile number?", "900456"),
+    ("Reach me at tom.h@yahoo.co.uk", "the yahoo address is dead, I'm on tom@harrow.dev",
+     "What is the speaker's email?", "harrow"),
+    ("My work email is p.grant@acme.com", "the acme address bounces since I left, use pgrant@gmail.com",
+     "What is the speaker's email?", "pgrant@gmail"),
+    ("Ingrid's email is ingrid@web.de", "Ingrid closed her old web.de inbox, she's ingrid.s@posteo.net",
+     "What is Ingrid's email?", "posteo"),
+    ("Our address is 14 Elm Road", "post goes to Flat 3, 22 Quay Street from the 1st, Elm Road is done",
+     "What is the speaker's address?", "Quay"),
+    ("My Discord is shadowfox", "the shadowfox account got banned, I'm fox_returns on Discord",
+     "What is the speaker's Discord?", "fox_returns"),
 ]  # fmt: skip
 
 DEV_LOOKALIKES: list[tuple[str, str]] = [
@@ -408,4 +479,36 @@ DEV_LOOKALIKES: list[tuple[str, str]] = [
     ("I go running every morning", "went running with my dog this morning"),
     ("I work at Google", "met an old friend from Google for coffee"),
     ("I take yoga classes on Mondays", "Monday's yoga class was cancelled"),
+    # 29 look-alikes of the six kinds above (wave 4, session 6), written with them, before any rule for them: the
+    # same person, thing or slot with the words those changes use ("report", "seeing", "finally got", "off
+    # caffeine", "dead"), said of another person, of another thing, once, or as a restatement
+    ("My line manager is Sandra", "Sandra reports to the regional director"),
+    ("I work under Marianne in finance", "Marianne asked me to report on the audit findings"),
+    ("Corinne's manager is Howard", "Corinne met Howard's boss, Deepa, at the offsite"),
+    ("Rosa's team leader is Gareth", "Gareth is training a new team leader for the night crew"),
+    ("Tamsin is single", "Tamsin's flatmate is going out with a lad called Rory"),
+    ("I'm single", "seeing a film with my sister tonight"),
+    ("Eduardo is single", "Eduardo was best man at his cousin's wedding"),
+    ("I'm dating Kai", "Kai and I went to a gig in Leeds, what a night"),
+    ("I'm single", "been single two years now and loving it"),
+    ("My phone is a Pixel", "finally got a proper case for my Pixel"),
+    ("I have a Windows laptop", "my daughter got a MacBook for uni"),
+    ("My phone is an Android", "treated myself to an iPad for drawing"),
+    ("I read on a Kindle", "bought a Kindle for my dad's birthday"),
+    ("Greta games on a PlayStation", "Greta's brother plays on a Switch"),
+    ("I drink coffee every morning", "read an interesting piece on caffeine and sleep"),
+    ("Mei drinks a lot of coffee", "Mei's brother has given up caffeine"),
+    ("Lorenzo has wine with dinner most nights", "Lorenzo skipped the wine at the work dinner, he was driving"),
+    ("I have a glass of wine most evenings", "my flatmate is doing dry January"),
+    ("I drink two cups of coffee every morning", "the caffeine hit me hard today, jittery all afternoon"),
+    ("Declan supports Celtic", "Declan watched Celtic beat Hibs on Saturday"),
+    ("I play for Hackney Wick FC on Sundays", "we played Clapton on Sunday and won 3-1"),
+    ("Sunita follows the Mumbai Indians", "Sunita's nephew is a Chennai Super Kings fan"),
+    ("My son plays for the Bears rugby club", "my son's Bears beat the Wolves 20-12"),
+    ("I row with Tyne Rowing Club", "Durham ARC beat us by a length at the regatta"),
+    ("My email is tom.h@yahoo.co.uk", "my old uni email is dead, not that I ever used it"),
+    ("My mobile number is 07700 900123", "my dad's number is dead, he lost his phone"),
+    ("My work email is p.grant@acme.com", "the acme email server was down for an hour today"),
+    ("My number is 0412 555 019", "my old phone is dead, so I'm on my partner's until Monday"),
+    ("Our address is 14 Elm Road", "the old address on my licence still says Park Lane"),
 ]  # fmt: skip

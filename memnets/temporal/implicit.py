@@ -5,14 +5,16 @@ the change is in what the newer text says of the older's thing or slot. Three fa
 change and of a shared subject at once:
 
 - :func:`ended`: the newer text ends the older's own thing ("sold the Civic", "off metformin", "ex-wife
-  Claudia", "LastPass is gone", "Sven is her ex", "the covers band split", "put Pickles down") or its slot ("graduated"
-  after a master's, "handed my notice in" after a job);
+  Claudia", "LastPass is gone", "Sven is her ex", "the covers band split", "put Pickles down", "the yahoo
+  address is dead") or its slot ("graduated" after a master's, "handed my notice in" after a job, "called
+  it quits" after "dating");
 - :func:`new_role`: "my new GP, Dr. Okonjo" after "My doctor is Dr. Ferreira": a new one of a role held
   one at a time (:data:`~memnets.temporal.lexicon.ROLES`), of the older's slot or thing;
 - :func:`values_swapped`: another value of the older's slot in the older's own one's place ("bike" ->
-  "tram", "single" -> "girlfriend", "blonde" -> "natural dark brown").
+  "tram", "single" -> "going out with", "blonde" -> "natural dark brown", a Pixel -> an iPhone: the brands
+  of :data:`~memnets.temporal.lexicon.BRANDS`).
 
-Each reads only the clauses the newer text says of the pair's own subject (:func:`own_words`): "my
+Each reads only the clauses the newer text says of the pair's own subject (:func:`own_clauses`): "my
 husband had steak" is no value of the vegetarian speaker's. And :func:`asks` finds a newer text that asks
 about the older's thing ("should I get the new iPhone or stick with Samsung?"), which changes nothing.
 """
@@ -23,45 +25,60 @@ import re
 from collections.abc import Set
 
 from memnets.temporal.lexicon import (
+    BRAND_OF,
+    BRANDS,
+    CLAUSE,
     DAY_MARKS,
     ENDS_AFTER,
     ENDS_BEFORE,
     EPISODE_VERBS,
+    ID_ENDS,
+    ID_NOUNS,
+    KIND_NOUNS,
     LIKING,
     LINKS,
+    MEASURES,
     NOT_ENDING,
+    NOT_OWNED_AFTER,
     NOT_STATED,
+    OTHER_ONES,
+    RECIPIENTS,
     RELATIONS,
     ROLE_STEMS,
     SLOT_ENDS,
     SLOT_OF,
     STANDING,
     THING_CUES,
+    VALUE_COVERS,
     VALUE_OF,
+    VALUE_PHRASES,
+    capitalised,
     stem,
     words,
 )
 
-_CLAUSE = re.compile(r"[,;:!?()]|\.(?:\s|$)|\s(?:and|but|so|while|because)\s")
 POSSESSIVES = frozenset({"my", "our", "his", "her", "their", "your"})
 PAST_MARKS = frozenset({"ex", "former", "previous", "old", "late"})  # "ex-wife Marta" is no new value
+# verbs of NOT_STATED that make a brand one's own ("read on a Kindle", "bought a Kobo")
+OWNING = frozenset({"bought", "read", "reading"})
 VALUE_REACH = 3  # words before a value that may make it the topic or object of another verb
 AFTER_WINDOW = 4  # words after an ending word that may name the thing it ends ("got rid of my HSBC account")
 _AFTER_NEW = re.compile(r"\s*(?:[,:;.!?]|$)|\s+[A-Z]|\s+(?:is|was|has|and|who|called)\b")  # "new GP, Dr. ..."
 
 
-def own_words(newer: str, about: Set[str]) -> list[str]:
-    """The words of ``newer`` said of the pair's own subject: of a clause that opens on "my husband", "her
-    sister", "Leon's boss" (a possessive and one of :data:`~memnets.temporal.lexicon.RELATIONS`), only those
-    two words ("my girlfriend Anouk and I ..." names the speaker's partner; "my husband had steak" is no meal
-    of the speaker's), unless that person is whom the pair is about (``about``: the stems the older opens on)."""
+def own_clauses(newer: str, about: Set[str]) -> list[list[str]]:
+    """The words of ``newer`` said of the pair's own subject, clause by clause: of a clause that opens on "my
+    husband", "her sister", "Leon's boss" (a possessive and one of :data:`~memnets.temporal.lexicon.RELATIONS`),
+    only those two words ("my girlfriend Anouk and I ..." names the speaker's partner; "my husband had steak"
+    is no meal of the speaker's), unless that person is whom the pair is about (``about``: the stems the older
+    opens on)."""
     kept = []
-    for clause in _CLAUSE.split(newer):
+    for clause in CLAUSE.split(newer):
         found = words(clause)
         owner = bool(found) and (found[0] in POSSESSIVES or clause.split()[0].lower().endswith("'s"))
         if owner and len(found) > 1 and found[1] in RELATIONS and stem(found[1]) not in about:
             found = found[:2]  # the person themself is said of the speaker ("my girlfriend ...")
-        kept.extend(found)
+        kept.append(found)
     return kept
 
 
@@ -71,9 +88,14 @@ def _phrase_at(phrase: str, found: list[str]) -> list[int]:
     return [i + len(parts) for i in range(len(found) - len(parts) + 1) if found[i : i + len(parts)] == parts]
 
 
-def _keyed_before(keys: Set[str], found: list[str], start: int) -> bool:
-    """The word before index ``start`` of ``found`` (:data:`~memnets.temporal.lexicon.LINKS` skipped) is a key."""
+def _keyed_before(keys: Set[str], found: list[str], start: int, noun: Set[str] = frozenset()) -> bool:
+    """The word before index ``start`` of ``found`` (:data:`~memnets.temporal.lexicon.LINKS` skipped) is a key;
+    with ``noun``, that word is one of ``noun`` and the word before it a key ("the yahoo address is dead")."""
     while start > 0 and found[start - 1] in LINKS:
+        start -= 1
+    if noun:
+        if start < 2 or found[start - 1] not in noun:
+            return False
         start -= 1
     return start > 0 and stem(found[start - 1]) in keys
 
@@ -93,10 +115,11 @@ def unmasked(found: list[str]) -> list[str]:
 
 
 def ended(keys: Set[str], older_slots: Set[str], found: list[str]) -> bool:
-    """``found`` (the newer's :func:`own_words`) ends a thing of the older (``keys``: its content stems) or one
+    """``found`` (the words of the newer's :func:`own_clauses`) ends a thing of the older (``keys``: its content stems) or one
     of its slots: an ending word of :data:`~memnets.temporal.lexicon.ENDS_BEFORE` with a key among the next
     words, one of ``ENDS_AFTER`` right after a key (:data:`~memnets.temporal.lexicon.LINKS` between: "LastPass
-    is gone"), "put <key> down", or a phrase of ``SLOT_ENDS`` for a slot of the older; not in an idiom
+    is gone"), one of ``ID_ENDS`` after a key and one of ``ID_NOUNS`` ("the yahoo address is dead", "that 0161
+    number is dead"), "put <key> down", or a phrase of ``SLOT_ENDS`` for a slot of the older; not in an idiom
     (:func:`unmasked`)."""
     found = unmasked(found)
     padded = " " + " ".join(found) + " "
@@ -107,6 +130,9 @@ def ended(keys: Set[str], older_slots: Set[str], found: list[str]) -> bool:
             return True
     for phrase in ENDS_AFTER:
         if any(_keyed_before(keys, found, end - len(phrase.split())) for end in _phrase_at(phrase, found)):
+            return True
+    for phrase in ID_ENDS:
+        if any(_keyed_before(keys, found, end - len(phrase.split()), ID_NOUNS) for end in _phrase_at(phrase, found)):
             return True
     return any(
         "down" in found[end + 1 : end + 3] and _keyed_after(keys, found[: end + 2], end)
@@ -139,28 +165,97 @@ def new_role(keys: Set[str], older_slots: Set[str], newer: str) -> bool:
     return False
 
 
-def values(found: list[str]) -> dict[str, set[str]]:
+def phrased(found: list[str]) -> list[str]:
+    """``found`` with each phrase of :data:`~memnets.temporal.lexicon.VALUE_PHRASES` as the one word of its value
+    ("going out with" -> "dating", "tied the knot" -> "married") and a quantity's "of" left out ("a lot of
+    coffee" -> "a lot coffee", :data:`~memnets.temporal.lexicon.MEASURES`)."""
+    text = " " + " ".join(found) + " "
+    for phrase, value in VALUE_PHRASES.items():
+        text = text.replace(f" {phrase} ", f" {value} ")
+    for measure in MEASURES:
+        text = text.replace(f" {measure} of ", f" {measure} ")
+    return text.split()
+
+
+def _gift(found: list[str], i: int) -> bool:
+    """The value at index ``i`` of ``found`` is for others: "a Kindle for my dad", "coffee for everyone"."""
+    after = found[i + 1 : i + 4]
+    return after[:1] == ["for"] and bool(set(after[1:]) & (RELATIONS | RECIPIENTS))
+
+
+def others_brands(newer: str, about: Set[str]) -> set[str]:
+    """The words of ``newer`` (lower-case) owned by another: after "Sam's", "his", "her" or "their" (a word
+    between at most), unless that owner is whom the pair is about (``about``: "Omar's laptop" for Omar)."""
+    found = re.findall(r"[A-Za-z][\w'-]*", newer)
+    owners = [
+        i for i, word in enumerate(found)
+        if word.lower() in ("his", "her", "their", "your")
+        or word.lower().endswith("'s") and stem(word.lower().removesuffix("'s")) not in about
+    ]  # fmt: skip
+    return {found[j].lower().removesuffix("'s") for i in owners for j in range(i + 1, min(i + 3, len(found)))}
+
+
+def _other_one(found: list[str]) -> bool:
+    """``found`` names another thing of a kind than one's own: "work phone", "office laptops"
+    (:data:`~memnets.temporal.lexicon.OTHER_ONES` before one of ``KIND_NOUNS``)."""
+    return any(a in OTHER_ONES and b in KIND_NOUNS for a, b in zip(found, found[1:]))
+
+
+def values(found: list[str], marked: Set[str] = frozenset()) -> dict[str, set[str]]:
     """slot -> the values of :data:`~memnets.temporal.lexicon.SLOT_VALUES` that ``found`` states of its
-    subject: none marked as past ("ex-wife", "my old bike"), none that is the topic or object of another
-    verb (:data:`~memnets.temporal.lexicon.NOT_STATED` among the three words before: "a film about a
-    designer", "met a teacher", "ordered fish for a guest")."""
+    subject, phrases read as their values (:func:`phrased`), and the brands of
+    :data:`~memnets.temporal.lexicon.BRANDS` among ``marked`` (the words written with a capital), by kind:
+    none marked as past ("ex-wife", "my old bike"), none that is the topic or object of another verb or of a
+    taste (:data:`~memnets.temporal.lexicon.NOT_STATED` or :data:`~memnets.temporal.lexicon.LIKING` among the
+    three words before: "a film about a designer", "met a teacher", "I love fish tacos"), no gift ("coffee for
+    everyone"), no brand that names something else (:data:`~memnets.temporal.lexicon.NOT_OWNED_AFTER`: "iPhone
+    users")."""
     out: dict[str, set[str]] = {}
+    found = phrased(found)
     for i, word in enumerate(found):
-        before = found[max(0, i - VALUE_REACH) : i]
-        if stem(word) in VALUE_OF and not (before[-1:] and before[-1] in PAST_MARKS) and not NOT_STATED & set(before):
+        before = set(found[max(0, i - VALUE_REACH) : i])
+        if found[i - 1 : i] and found[i - 1] in PAST_MARKS or LIKING & before:
+            continue
+        if _gift(found, i) or (word in BRAND_OF and set(found[i + 1 : i + 2]) & NOT_OWNED_AFTER):
+            continue
+        if stem(word) in VALUE_OF and not NOT_STATED & before:
             slot, value = VALUE_OF[stem(word)]
-            out.setdefault(slot, set()).add(value)
+        elif word in marked and word in BRAND_OF and not (NOT_STATED - OWNING) & before:
+            slot, value = BRAND_OF[word]
+        else:
+            continue
+        out.setdefault(slot, set()).add(value)
     return out
 
 
-def values_swapped(older: str, found: list[str]) -> bool:
-    """``found`` (the newer's :func:`own_words`) states another value of a slot of the older, and none of the
-    older's values of that slot: "I take the 38 bus" -> "I cycle to work these days"; not as a taste ("I love
-    fish tacos" after "I'm vegetarian": a verb of :data:`~memnets.temporal.lexicon.LIKING`)."""
-    if LIKING & set(found):
-        return False
-    old, new = values(words(older)), values(found)
-    return any(new[slot] - old[slot] and not new[slot] & old[slot] for slot in old.keys() & new.keys())
+PAST_CLAUSE = frozenset("was were used had".split())  # "energy drinks were wrecking his sleep"
+
+
+def values_swapped(older: str, clauses: list[list[str]], marked: Set[str] = frozenset()) -> bool:
+    """``clauses`` (the newer's :func:`own_clauses`; ``marked``: its words written with a capital) state another
+    value of a slot of the older, and none of the older's values of that slot: "I take the 38 bus" -> "I cycle
+    to work these days". The older's value may stay in a clause of its own, with no new value, where it is a
+    brand (:data:`~memnets.temporal.lexicon.BRANDS`: "got an iPhone, the Pixel is in a drawer") or told in the
+    past, not as a habit ("on green tea, energy drinks were wrecking his sleep"; not "coffee was always my
+    morning thing": :data:`~memnets.temporal.lexicon.STANDING`). A brand in a clause about another thing of its
+    kind ("my work phone is an iPhone") is none, and a value that says less than the older's is no new one
+    (:data:`~memnets.temporal.lexicon.VALUE_COVERS`: "been together" after "married")."""
+    old = values(words(older), capitalised(older))
+    besides = _other_one(words(older))
+    each = [
+        {slot: found for slot, found in values(clause, marked).items() if besides or not (slot in BRANDS and _other_one(clause))}
+        for clause in clauses
+    ]  # fmt: skip
+    for slot in old:
+        added = {value for found in each for value in found.get(slot, ())} - old[slot]
+        added = {value for value in added if not set(VALUE_COVERS.get(value, ())) & old[slot]}
+        kept = [(clause, found[slot]) for clause, found in zip(clauses, each) if found.get(slot, set()) & old[slot]]
+        if added and all(
+            not found & added and (slot in BRANDS or PAST_CLAUSE & set(clause) and not STANDING.search(" ".join(clause)))
+            for clause, found in kept
+        ):  # fmt: skip
+            return True
+    return False
 
 
 def asks(keys: Set[str], newer: str) -> bool:
@@ -190,6 +285,12 @@ def one_of_many(older: str, newer: str) -> bool:
     }
     once = {day for day in habit if day in new and not any(a == "every" and b == day for a, b in zip(new, new[1:]))}
     return bool(once) and not STANDING.search(newer.lower())
+
+
+def on_a_day(older: str, newer: str) -> bool:
+    """``newer`` names one weekday ("on Saturday", not "on Saturdays") and the older none: an occasion."""
+    old, new = set(words(older)), set(words(newer))
+    return not any(day in old or f"{day}s" in old for day in WEEKDAYS) and any(day in new for day in WEEKDAYS)
 
 
 def episode(newer: str) -> bool:

@@ -44,23 +44,59 @@ SLOTS: dict[str, tuple[str, ...]] = {
     "money": ("salary", "pay", "paid", "wage", "raise", "earn", "earns", "income", "budget", "mortgage",
               "remortgaged", "loan", "savings", "pension", "debt"),
     "pregnancy": ("pregnant", "pregnancy", "baby", "birth", "born", "expecting"),
+    "club": ("club", "fc", "support", "supports", "supporter", "supporters", "supporting", "fan", "fans", "squad",
+             "league"),
 }  # fmt: skip
 # The values of a slot, each with its other forms after "/": one replaces another ("bike" -> "tram", "single" ->
 # "girlfriend"); a newer text with another value of the older's slot, the older's own gone from it, states a
 # new one (:func:`memnets.temporal.implicit.values_swapped`).
 SLOT_VALUES: dict[str, tuple[str, ...]] = {
     "diet": ("vegetarian", "vegan", "meat", "fish", "pescatarian", "keto", "steak", "eggs", "chicken"),
-    "drink": ("coffee", "tea", "beer", "wine", "lager", "sober"),
+    "drink": ("coffee", "tea", "beer", "wine", "lager", "sober/teetotal", "decaf", "energydrink"),
     "transport": ("car/drive/drives/driving", "bike/biking/bikes", "cycle/cycling/cycles", "bus", "train", "tram", "tube", "subway",
                   "metro", "scooter", "walk/walks/walking", "taxi", "coach", "ferry"),
     "relationship": ("single", "married/husband/wife/spouse", "engaged/fiance/fiancee", "divorced",
-                     "dating/boyfriend/girlfriend/partner"),
+                     "dating/boyfriend/girlfriend", "partnered/partner"),
     "work": ("accountant", "carpenter", "designer", "analyst", "developer", "lawyer", "chef", "engineer",
              "teacher", "nurse", "freelance/freelancer", "retired", "unemployed"),
     "exercise": ("gym", "swim/swims/swimming", "yoga", "pilates", "climbing/climbs/boulder/bouldering",
                  "running/runs/jogging", "boxing", "crossfit"),
     "study": ("nursery", "reception", "school", "college", "university", "phd", "postdoc"),
     "hair": ("blonde", "brown", "dark", "black", "red", "grey", "ginger", "short", "long", "natural", "bald"),
+}  # fmt: skip
+# Makes and models of things one owns one of at a time, by kind, each with its other names after "/": a value
+# of the kind's slot like those of SLOT_VALUES, but counted only where written with a capital ("Windows", not
+# "the window"; "a Switch", not "switch"), and a brand the newer text keeps only as an aside has still been
+# replaced ("got an iPhone, the Pixel is in a drawer").
+BRANDS: dict[str, tuple[str, ...]] = {
+    "phone": ("iphone", "pixel", "samsung/galaxy", "android", "nokia", "motorola", "oneplus", "xiaomi", "huawei",
+              "blackberry", "fairphone"),
+    "computer": ("macbook/mac/imac/macos", "windows", "linux", "ubuntu", "fedora", "chromebook/chromeos",
+                 "thinkpad"),
+    "tablet": ("ipad",),
+    "ereader": ("kindle", "kobo", "nook"),
+    "console": ("playstation/ps5/ps4", "xbox", "switch/nintendo"),
+    "car": ("fiat", "skoda", "toyota/yaris/corolla/prius", "honda/civic", "ford/fiesta", "volkswagen/vw/golf/polo",
+            "bmw", "audi", "tesla", "nissan", "kia", "hyundai", "vauxhall/corsa/astra", "renault/clio", "peugeot",
+            "volvo", "mazda", "citroen"),
+}  # fmt: skip
+# A value that says less than others of its slot, and is no new value where the older states one of them: "my
+# partner" or "been together" after "I'm married" (but after "I'm single" they are).
+VALUE_COVERS: dict[str, tuple[str, ...]] = {"partnered": ("married", "engaged", "dating")}
+# Words after a brand that make it the name of something else than one's own thing ("iPhone users", "Switch games").
+NOT_OWNED_AFTER = frozenset("users owners fans people games app apps store update updates".split())
+# A thing of the kind besides one's own ("my work phone is an iPhone", "the office laptops"), unless the older
+# says the same ("My work phone is a Pixel").
+OTHER_ONES = frozenset("work office spare second backup company family kids loan courtesy hire rental".split())
+KIND_NOUNS = frozenset("phone phones mobile laptop laptops computer pc tablet car console".split())
+# Quantities before "of" that leave the value after it stated ("a lot of coffee", "a glass of wine").
+MEASURES = frozenset("lot lots cup cups glass glasses pint pints bottle bottles mug mugs can cans shot shots".split())
+# Phrases that state a value of a slot in other words, read as that value ("going out with" -> "dating").
+VALUE_PHRASES: dict[str, str] = {
+    "going out with": "dating", "been together": "partnered", "seeing someone": "dating", "seeing somebody": "dating",
+    "tied the knot": "married", "got hitched": "married", "not with anyone": "single", "not seeing anyone": "single",
+    "off the booze": "sober", "off the drink": "sober", "off alcohol": "sober", "dry since": "sober",
+    "been dry": "sober", "energy drink": "energydrink", "energy drinks": "energydrink",
 }  # fmt: skip
 # Roles one holds one of at a time: "my new GP" after "My doctor is Dr. Ferreira" names the one that
 # replaced the old ("a new brush", "a new friend" name another beside the old).
@@ -79,6 +115,10 @@ NOT_ENDING = ("day off", "days off", "time off", "week off", "off to", "off work
               "gone to", "gone out", "gone home", "gone for", "gone into", "gone back", "gone up", "gone down",
               "gone off", "passed his", "passed her", "passed the", "passed a", "passed an", "passed my",
               "passed their", "passed it", "split on", "split the", "split a", "split it", "split over")  # fmt: skip
+# Words that end an identifier one is reached by, after it and the noun it is ("the yahoo address is dead", "the
+# shadowfox account got banned"): a phone "is dead" when its battery is, an address "is dead" when it is no more.
+ID_ENDS = ("dead", "bounces", "bouncing", "banned", "deactivated", "disconnected", "deleted", "closed", "suspended")
+ID_NOUNS = frozenset("account address number inbox email handle username profile".split())
 # Change cues that end a thing (memnets.temporal.supersession.CHANGE_CUES): they count only of a thing of the
 # older ("the flight was cancelled"), not of another ("the flat's boiler died").
 THING_CUES = ("died", "closed", "cancelled", "canceled", "shut", "passed away", "folded", "ended")
@@ -87,15 +127,18 @@ LINKS = frozenset("is was has had have been just got finally sadly".split())
 # Words that make a value the topic or object of another verb, not a value of the speaker's own slot.
 NOT_STATED = frozenset(
     "about for of with than like met meet meeting watched watching read reading saw ordered cooked cooking "
-    "bought made film book show documentary friend friends".split()
+    "bought made film book show documentary friend friends want wants wanted rented renting borrowed borrowing "
+    "hired hiring test brought rental hire loaner courtesy".split()
 )
+RECIPIENTS = frozenset("everyone everybody us them guests team".split())  # "coffee for everyone": no value of one's own
 # Verbs of liking: "I love fish tacos" after "I'm vegetarian" states a taste, not another value of the slot.
 LIKING = frozenset("love loves like likes enjoy enjoys hate hates miss misses fancy prefer".split())
 SLOT_ENDS: dict[str, tuple[str, ...]] = {
     "study": ("graduated", "dropped out"),
     "work": ("handed my notice", "handed in my notice", "resigned", "laid off", "made redundant", "got fired",
              "got sacked"),
-    "relationship": ("divorced", "split up", "broke up", "separated"),
+    "relationship": ("divorced", "split up", "broke up", "separated", "called it quits", "calling it quits",
+                     "parted ways", "ended things"),
     "pet": ("put down", "passed away"),
     "health": ("quit smoking", "stopped smoking"),
 }  # fmt: skip
@@ -121,6 +164,34 @@ RELATIONS = frozenset(
     "girlfriend friend friends neighbour neighbor colleague coworker boss flatmate roommate".split()
 )
 WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
+CLAUSE = re.compile(r"[,;:!?()]|\.(?:\s|$)|\s(?:and|but|so|while|because)\s")  # where a clause ends
+# The place of a name: the words before it that give it a role, by class, so that a name in the older's role
+# replaces the older's name however each text words the role ("manager is Sandra" -> "report to Kwame",
+# "supports Celtic" -> "plays for Hibs", "have a Nespresso" -> "got a Sage").
+PLACE_PHRASES: dict[str, tuple[str, ...]] = {
+    "boss": ("report to", "reports to", "reporting to", "answer to", "answers to", "answering to", "work under",
+             "works under", "working under", "supervised by", "managed by", "led by", "manager is", "boss is",
+             "supervisor is", "lead is", "leader is"),
+    "partner": ("married to", "engaged to", "out with", "partner is", "boyfriend is", "girlfriend is",
+                "husband is", "wife is"),
+    "club": ("plays for", "play for", "playing for", "played for", "signed for", "signs for", "out for"),
+}  # fmt: skip
+PLACE_WORDS: dict[str, tuple[str, ...]] = {
+    "partner": ("dating", "seeing"),
+    "club": ("support", "supports", "supporting", "supporter"),
+    "own": ("have", "has", "got", "bought", "use", "uses", "own", "owns", "drive", "drives", "ride", "rides"),
+}  # fmt: skip
+PLACE_SLOTS = {"boss": "work", "partner": "relationship", "club": "club"}  # the slot of a place of a name
+_PLACE_OF = {
+    **{word: kind for kind, found in PLACE_WORDS.items() for word in found},
+    **{phrase: kind for kind, found in PLACE_PHRASES.items() for phrase in found},
+}
+
+
+def place(before: list[str]) -> str:
+    """The class of a name's place from the (one or two, lower-case) words before it (:data:`PLACE_PHRASES`,
+    then :data:`PLACE_WORDS`), else the last of them."""
+    return _PLACE_OF.get(" ".join(before)) or _PLACE_OF.get(before[-1]) or before[-1]
 
 
 def words(text: str) -> list[str]:
@@ -142,13 +213,35 @@ VALUE_OF = {  # stem -> (slot, the value's first form): "swims" and "swimming" a
     for form in value.split("/")
 }
 ROLE_STEMS = frozenset(stem(word) for word in ROLES)
+BRAND_OF = {form: (kind, value.split("/")[0]) for kind, found in BRANDS.items() for value in found for form in value.split("/")}  # fmt: skip
+
+
+def capitalised(text: str) -> set[str]:
+    """The words of ``text`` written with a capital letter, lower-cased ("iPhone" -> "iphone"; "'s" off), the
+    first word only where its capital is not that of the sentence ("iPhone ...")."""
+    found = re.findall(r"[A-Za-z][\w'-]*", text)
+    return {
+        word.lower().removesuffix("'s")
+        for i, word in enumerate(found)
+        if word != "I" and any(c.isupper() for c in (word[1:] if i == 0 else word))
+    }
 
 
 _EMAIL = re.compile(r"\S+@\S+\.[a-z]{2,}")
 
 
 def slots(text: str) -> set[str]:
-    """The :data:`SLOTS` the words of ``text`` touch (compared by their stems); an email address is "contact"."""
-    return {SLOT_OF[stem(word)] for word in words(text) if stem(word) in SLOT_OF} | (
-        {"contact"} if _EMAIL.search(text.lower()) else set()
+    """The :data:`SLOTS` the words of ``text`` touch (compared by their stems), and those of the phrases of
+    :data:`PLACE_PHRASES` in it ("answers to", "signed for"); an email address is "contact"."""
+    found = words(text)
+    padded = " " + " ".join(found) + " "
+    return (
+        {SLOT_OF[stem(word)] for word in found if stem(word) in SLOT_OF}
+        | {
+            PLACE_SLOTS[kind]
+            for kind, phrases in PLACE_PHRASES.items()
+            for phrase in phrases
+            if f" {phrase} " in padded
+        }
+        | ({"contact"} if _EMAIL.search(text.lower()) else set())
     )
