@@ -42,7 +42,6 @@ EXTRA_OF_MODULE: dict[str, str] = {
     "uvicorn": "server",
     "httpx": "server",
     "prometheus_client": "server",
-    "httptools": "server",
     "uvloop": "server",
 }
 

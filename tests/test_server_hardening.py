@@ -5,7 +5,6 @@ access log keeps no user names, ids or filter values (13)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import socket
 import uuid
@@ -13,7 +12,6 @@ import uuid
 import httpx
 import pytest
 
-from memnets.server.protocol import MAX_HEAD_BYTES
 from memnets.server.testing import ServerProcess
 
 ADMIN = "admin-" + uuid.uuid4().hex
@@ -23,15 +21,9 @@ SECRET_VALUE = "value-" + uuid.uuid4().hex  # a filter value the access log must
 WAIT_S = 60  # how long a test waits for the server to close a socket (a bound, not a measurement)
 
 
-def protocol_params():
-    """The HTTP/1.1 parsers the guards are checked on: h11 and httptools (skipped where it is not installed)."""
-    httptools = pytest.mark.skipif(importlib.util.find_spec("httptools") is None, reason="httptools not installed")
-    return [pytest.param("h11"), pytest.param("httptools", marks=httptools)]
-
-
-@pytest.fixture(scope="module", params=protocol_params())
-def server(request, tiny_model_dir, tmp_path_factory):
-    """A server with a pack, an admin and a scoped token, and 1 s header and body timeouts, on each parser."""
+@pytest.fixture(scope="module")
+def server(tiny_model_dir, tmp_path_factory):
+    """A server with a pack, an admin and a scoped token, and 1 s header and body timeouts."""
     from memnets.nn.encoder import MemoryEncoder
     from memnets.pack import export_pack
 
@@ -40,7 +32,7 @@ def server(request, tiny_model_dir, tmp_path_factory):
     tokens = folder / "tokens.json"
     tokens.write_text(json.dumps({ANN: "ann"}))
     args = ["--pack", str(pack), "--token-env", "MEMNETS_TEST_ADMIN", "--tokens", str(tokens)]
-    args += ["--header-timeout", "1", "--body-timeout", "1", "--http", request.param]
+    args += ["--header-timeout", "1", "--body-timeout", "1"]
     with ServerProcess(folder / "memory", *args, env={"MEMNETS_TEST_ADMIN": ADMIN}) as process:
         process.pack, process.tokens = pack, tokens
         yield process.wait_ready(token=ADMIN)
@@ -102,11 +94,10 @@ def test_a_complete_request_on_a_kept_alive_connection_is_answered(server):
             assert admin.post("/v1/search", json={"user": "ann", "query": "anything"}).status_code == 200
 
 
-@pytest.mark.parametrize("http", protocol_params())
-def test_over_the_connection_limit_the_longest_waiting_connection_goes(tiny_model_dir, tmp_path, http):
+def test_over_the_connection_limit_the_longest_waiting_connection_goes(tiny_model_dir, tmp_path):
     """Before: no limit; half-sent connections piled up until the file descriptors ran out and the
     server accepted nobody. Now the connection waiting longest for its request head is closed."""
-    args = ["--encoder", str(tiny_model_dir), "--header-timeout", "0", "--max-connections", "16", "--http", http]
+    args = ["--encoder", str(tiny_model_dir), "--header-timeout", "0", "--max-connections", "16"]
     with ServerProcess(tmp_path / "memory", *args) as process:
         process.wait_ready()
         first = [half_sent(process, b"GET /healthz HTTP/1.1\r\n") for _ in range(8)]
@@ -116,47 +107,6 @@ def test_over_the_connection_limit_the_longest_waiting_connection_goes(tiny_mode
         assert all(closed_by_server(sock) for sock in first)  # no header timeout: evicted, oldest first
         for sock in later:
             sock.close()
-
-
-def test_a_request_head_over_the_limit_gets_400_and_its_connection_closed(server):
-    """httptools takes a head of any size (2 MB in one piece); the guarded protocol refuses one over h11's
-    16 KiB limit as h11 does, so a flood of huge heads cannot fill the server's memory."""
-    sock = half_sent(server, b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Pad: " + b"a" * (MAX_HEAD_BYTES + 1024))
-    sock.settimeout(WAIT_S)
-    answer = b""
-    while chunk := sock.recv(65536):  # to the end: the server closes the connection
-        answer += chunk
-    sock.close()
-    assert answer.startswith(b"HTTP/1.1 400 ")
-
-
-def test_pipelined_requests_are_answered_in_order_and_the_connection_kept(server):
-    """Two requests in one write (HTTP/1.1 pipelining), then a third on the same connection: the guard's
-    deadlines wait for each head in turn and close nothing."""
-    request = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
-    sock = half_sent(server, request * 2)
-    sock.settimeout(WAIT_S)
-    received = b""
-    while received.count(b"HTTP/1.1 200 ") < 2:
-        received += sock.recv(65536)
-    sock.sendall(request)
-    while received.count(b"HTTP/1.1 200 ") < 3:
-        chunk = sock.recv(65536)
-        assert chunk, "the server closed a pipelining connection"
-        received += chunk
-    sock.close()
-
-
-@pytest.mark.skipif(
-    importlib.util.find_spec("httptools") is None or importlib.util.find_spec("uvloop") is None,
-    reason="the server extra's httptools and uvloop are not installed",
-)
-def test_with_the_server_extra_the_server_runs_httptools_and_uvloop(tiny_model_dir, tmp_path):
-    """Before: h11 and asyncio's loop whatever was installed (h11's parsing ~10 % of the event loop's time per
-    request). --http auto and --loop auto pick the faster pair when installed."""
-    with ServerProcess(tmp_path / "memory", "--encoder", str(tiny_model_dir), "-v") as process:
-        process.wait_ready()
-        assert "HTTP/1.1 by GuardedHttpToolsProtocol, event loop uvloop" in process.output()
 
 
 # ---------------------------------------------------------------- 12: hostile numbers are 4xx

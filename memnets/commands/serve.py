@@ -207,12 +207,6 @@ def http_parser() -> argparse.ArgumentParser:
         "full: uvicorn's lines with the whole path and query string (user names, ids, filter values); off",
     )
     parser.add_argument(
-        "--http",
-        choices=("auto", "h11", "httptools"),
-        default="auto",
-        help="the HTTP/1.1 parser, both with the limits above: auto (httptools when installed, else h11; default)",
-    )
-    parser.add_argument(
         "--loop",
         choices=("auto", "asyncio", "uvloop"),
         default="auto",
@@ -267,7 +261,6 @@ def http_main(argv: list[str]) -> int:
         body_timeout_s=args.body_timeout,
         max_connections=args.max_connections,
         access_log=args.access_log,
-        http=args.http,
         loop=args.loop,
     )
     try:

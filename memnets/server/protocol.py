@@ -1,21 +1,17 @@
-"""uvicorn's HTTP/1.1 protocols (h11, httptools) with the limits a server facing slow or hostile clients needs.
+"""uvicorn's HTTP/1.1 protocol (h11) with the limits a server facing slow or hostile clients needs.
 
 uvicorn closes an idle keep-alive connection after ``timeout_keep_alive`` seconds, but once a
 client has sent a single byte nothing bounds how long it may take to finish its request: a client
 that sends half a request head and then nothing holds its socket (and a file descriptor) forever,
 and about a thousand of them exhaust the common 1,024 descriptor limit, after which the server
-accepts nobody. :class:`ConnectionGuard` adds, per connection, to :class:`GuardedH11Protocol` (h11) and
-:class:`memnets.server.httptools_protocol.GuardedHttpToolsProtocol` (httptools, with uvloop the
-faster: the server's ``--http auto`` picks it when httptools is installed, :func:`protocol_class`):
+accepts nobody. :class:`GuardedH11Protocol` adds, per connection:
 
 - a **header timeout**: the request head (request line and headers) must be in within
   ``header_timeout_s`` of the connection opening or of the previous response;
 - a **body timeout**: the body must be in within ``body_timeout_s`` of its head;
 - a **connection limit**: at most ``max_connections`` open connections per process; one more
   closes the connection that has waited longest for its request head (a half-sent or idle one),
-  so a flood of half-sent requests cannot lock out a client that sends its request at once;
-- a **head size limit**: a request head over :data:`MAX_HEAD_BYTES` gets 400 and its connection is
-  closed (h11 enforces it itself; httptools has no limit of its own and is given this one).
+  so a flood of half-sent requests cannot lock out a client that sends its request at once.
 
 A connection that misses a deadline is closed without an answer. uvicorn's own access line is left
 out (it holds the query string: user names, ids, filter values); the app logs the route instead
@@ -27,7 +23,6 @@ http`` does it, in every worker).
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 import resource
 import time
@@ -36,11 +31,7 @@ from dataclasses import dataclass
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from memnets.extras import needs_extra
-
 logger = logging.getLogger(__name__)
-
-MAX_HEAD_BYTES = h11._connection.DEFAULT_MAX_INCOMPLETE_EVENT_SIZE  # 16 KiB: h11's (uvicorn's) limit on a request head
 
 
 def default_max_connections() -> int:
@@ -78,11 +69,9 @@ def use_limits(limits: ConnectionLimits) -> None:
     _limits = limits
 
 
-class ConnectionGuard:
-    """The deadlines and the connection limit of the limits in force (:func:`use_limits`), for a uvicorn
-    HTTP protocol class it is mixed into (first in the bases). The protocol tells it where the request
-    stands: :meth:`_await_head` (a head is awaited: at the connection's start, after a response),
-    :meth:`_arm` with ``"body"`` (the head is in, its body is not), :meth:`_disarm` (the request is in)."""
+class GuardedH11Protocol(H11Protocol):
+    """uvicorn's h11 protocol with the header and body timeouts and the connection limit of the
+    limits in force (:func:`use_limits`); pass it as uvicorn's ``http`` setting."""
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -101,6 +90,19 @@ class ConnectionGuard:
             limit = default_max_connections()
         if limit and len(self.connections) > limit:
             self._evict()
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        state = self.conn.their_state
+        if state is h11.SEND_BODY and self._phase == "head":
+            self._arm("body", self.limits.body_timeout_s)
+        elif state is not h11.IDLE and state is not h11.SEND_BODY:
+            self._disarm()  # the request is in (or the connection is done): the app has it
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        if not self.transport.is_closing() and self.conn.their_state is h11.IDLE:
+            self._await_head()
 
     def connection_lost(self, exc) -> None:
         self._disarm()
@@ -134,7 +136,7 @@ class ConnectionGuard:
         waiting = [
             c
             for c in self.connections
-            if isinstance(c, ConnectionGuard) and c._phase == "head" and not c.transport.is_closing()
+            if isinstance(c, GuardedH11Protocol) and c._phase == "head" and not c.transport.is_closing()
         ]  # a closed one stays in the set until the loop delivers its connection_lost
         oldest = min(waiting, key=lambda c: c._waiting_since, default=self)
         oldest._disarm()
@@ -142,37 +144,3 @@ class ConnectionGuard:
             "memnets server: %d connections, over the limit: closing the longest waiting", len(self.connections)
         )
         oldest.transport.close()
-
-
-class GuardedH11Protocol(ConnectionGuard, H11Protocol):
-    """uvicorn's h11 protocol with :class:`ConnectionGuard`'s limits (h11 itself refuses a head over
-    :data:`MAX_HEAD_BYTES`); pass it as uvicorn's ``http`` setting."""
-
-    def data_received(self, data: bytes) -> None:
-        super().data_received(data)
-        state = self.conn.their_state
-        if state is h11.SEND_BODY and self._phase == "head":
-            self._arm("body", self.limits.body_timeout_s)
-        elif state is not h11.IDLE and state is not h11.SEND_BODY:
-            self._disarm()  # the request is in (or the connection is done): the app has it
-
-    def on_response_complete(self) -> None:
-        super().on_response_complete()
-        if not self.transport.is_closing() and self.conn.their_state is h11.IDLE:
-            self._await_head()
-
-
-HTTP_PROTOCOLS = ("auto", "h11", "httptools")
-
-
-def protocol_class(http: str = "auto") -> type:
-    """The guarded protocol for uvicorn's ``http`` setting: ``"h11"``, ``"httptools"`` (ImportError naming
-    the extra when httptools is missing), or ``"auto"``: httptools when installed (its parser in C: ~10 % of
-    the event loop's time per request was h11's parsing), else h11."""
-    if http not in HTTP_PROTOCOLS:
-        raise ValueError(f"http must be one of {', '.join(HTTP_PROTOCOLS)}, got {http!r}")
-    if http == "h11" or (http == "auto" and importlib.util.find_spec("httptools") is None):
-        return GuardedH11Protocol
-    with needs_extra("the server's --http httptools", "server"):
-        from memnets.server.httptools_protocol import GuardedHttpToolsProtocol
-    return GuardedHttpToolsProtocol

@@ -31,14 +31,16 @@ from dataclasses import asdict, dataclass, field, replace
 from memnets.extras import needs_extra
 from memnets.httpguard import HTTPGuard, check_bind
 from memnets.server.auth import Tokens
-from memnets.server.protocol import HTTP_PROTOCOLS, ConnectionLimits, protocol_class, use_limits
+from memnets.server.protocol import ConnectionLimits, GuardedH11Protocol, use_limits
 from memnets.server.wire import guard_error_body
 
 logger = logging.getLogger(__name__)
 
 CONFIG_ENV = "MEMNETS_SERVER_CONFIG"
 ACCESS_LOGS = ("route", "full", "off")
-LOOPS = ("auto", "asyncio", "uvloop")  # uvicorn's event loops; auto: uvloop when installed
+# uvicorn's event loops; auto: uvloop (of the server extra) when installed. uvloop took ~10 % less of the
+# event loop's CPU per request than asyncio's loop under 50 clients (docs/benchmarks.md, "uvloop and httptools").
+LOOPS = ("auto", "asyncio", "uvloop")
 # OpenMP's wait policy for a server process (unless OMP_WAIT_POLICY is set). torch's and FAISS's
 # OpenMP threads spin after every parallel region by default; a server's event loop, worker threads and
 # the clients share their cores, so the spinning burns the CPU the others need. 50 clients on 2 shared
@@ -69,21 +71,19 @@ class ServerConfig:
     body_timeout_s: float = 30.0  # a body not in this long after its head: closed
     max_connections: int | None = None  # None: half the file-descriptor limit (memnets.server.protocol)
     access_log: str = "route"  # "route" (method, route template, status), "full" (uvicorn's, with query strings), "off"
-    http: str = "auto"  # the HTTP/1.1 parser: "h11", "httptools", or auto (httptools when installed)
     loop: str = "auto"  # the event loop: "asyncio", "uvloop", or auto (uvloop when installed)
 
-    def uvicorn_options(self) -> dict:
-        """uvicorn's ``http`` (the guarded protocol class) and ``loop`` for this config; ImportError naming
-        the server extra when the one asked for is not installed."""
+    def event_loop(self) -> str:
+        """uvicorn's ``loop`` for this config, ``"auto"`` resolved; ImportError naming the server extra
+        for ``"uvloop"`` when it is not installed."""
         if self.loop not in LOOPS:
             raise ValueError(f"--loop must be one of {', '.join(LOOPS)}, got {self.loop!r}")
-        loop = self.loop
-        if loop == "auto":
-            loop = "uvloop" if importlib.util.find_spec("uvloop") is not None else "asyncio"
-        elif loop == "uvloop":
+        if self.loop == "auto":
+            return "uvloop" if importlib.util.find_spec("uvloop") is not None else "asyncio"
+        if self.loop == "uvloop":
             with needs_extra("the server's --loop uvloop", "server"):
                 import uvloop  # noqa: F401
-        return {"http": protocol_class(self.http), "loop": loop}
+        return self.loop
 
     def limits(self) -> ConnectionLimits:
         """The read deadlines and connection limit of every connection (:mod:`memnets.server.protocol`)."""
@@ -169,11 +169,9 @@ def check(config: ServerConfig) -> None:
         raise ValueError(f"--workers must be at least 1, got {config.workers}")
     if config.access_log not in ACCESS_LOGS:
         raise ValueError(f"--access-log must be one of {', '.join(ACCESS_LOGS)}, got {config.access_log!r}")
-    if config.http not in HTTP_PROTOCOLS:
-        raise ValueError(f"--http must be one of {', '.join(HTTP_PROTOCOLS)}, got {config.http!r}")
     try:
-        config.uvicorn_options()
-    except ImportError as error:  # --http httptools / --loop uvloop without them installed
+        config.event_loop()
+    except ImportError as error:  # --loop uvloop without it installed
         raise ValueError(str(error)) from None
     config.limits()  # a timeout or connection limit out of range: its name and range
     check_bind(config.host, "configured" if config.tokens().required else None)
@@ -200,8 +198,8 @@ def serve(config: ServerConfig) -> None:
 
     passive_openmp()
     check(config)
-    options = config.uvicorn_options()
-    logger.info("memnets server: HTTP/1.1 by %s, event loop %s", options["http"].__name__, options["loop"])
+    options = {"http": GuardedH11Protocol, "loop": config.event_loop()}
+    logger.info("memnets server: event loop %s", options["loop"])
     if config.workers == 1:
         use_limits(config.limits())
         uvicorn.run(build_app(config), host=config.host, port=config.port, log_level="info", **options)
