@@ -42,6 +42,7 @@ EXTRA_OF_MODULE: dict[str, str] = {
     "uvicorn": "server",
     "httpx": "server",
     "prometheus_client": "server",
+    "uvloop": "server",
 }
 
 

@@ -26,7 +26,10 @@ every client) with the server's CPU per request beside the encoder's CPU per tex
 ``--parts`` picks what runs: ``encode`` (the in-process encoder comparison, plain against
 BatchingEncoder), ``load`` (the above, for each of ``--stores``), ``faults`` (the fault runs of
 memnets.server.testing with MiniLM: SIGKILL under adds on both stores, PostgreSQL stopped and
-started under load, with their counts). Split a full run by store so each stays short:
+started under load, with their counts), ``flags`` (:func:`flag_runs`: servers of this checkout
+started with different ``memnets serve http`` flags, ``--variants NAME=FLAGS ...``, embedded store,
+loaded in turn ``--rounds`` times per level, e.g. ``--parts flags --variants "asyncio=--loop asyncio"
+"uvloop=--loop uvloop" --clients 50 --memories 20000 --seconds 15 --rounds 3``). Split a full run by store so each stays short:
 
     python -m bench.experiments.load --parts encode load --stores embedded --out docs/results/server_load_embedded.json
     python -m bench.experiments.load --parts load --stores postgres --out docs/results/server_load_postgres.json
@@ -56,6 +59,7 @@ import asyncio
 import json
 import os
 import random
+import shlex
 import shutil
 import subprocess
 import sys
@@ -74,7 +78,7 @@ from memnets.server.run import passive_openmp
 from memnets.server.testing import ServerProcess, kill_run, postgres_restart_run
 
 FILL_BATCH = 5000
-PARTS = ("encode", "load", "faults")
+PARTS = ("encode", "load", "faults", "flags")
 WORDS = "dog park sister lyon nurse night trip lisbon beagle garden piano coffee rain book train city".split()
 
 
@@ -322,9 +326,11 @@ class EncoderLimit:
         return texts / (time.perf_counter() - started), (time.process_time() - cpu) * 1000 / texts
 
 
-def process_cpu_s(pid: int) -> float:
-    """CPU seconds (user + system, all threads) a process has used so far, from /proc (Linux)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+def process_cpu_s(pid: int, thread: int | None = None) -> float:
+    """CPU seconds (user + system) a process has used so far, all its threads, or the one of id ``thread``
+    (the process's own id: its main thread, a server's event loop), from /proc (Linux)."""
+    stat = Path(f"/proc/{pid}/stat" if thread is None else f"/proc/{pid}/task/{thread}/stat")
+    fields = stat.read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
@@ -369,6 +375,7 @@ TABLE = (
     "full_batch_tps",
     "full_batch_ratio",
     "server_cpu_ms_per_request",
+    "loop_cpu_ms_per_request",
     "encoder_cpu_ms_per_text",
     "cpu_ratio",
     "search_p50_ms",
@@ -411,6 +418,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--rounds", type=int, default=1, help="runs of each level per server (default 1)")
     parser.add_argument(
+        "--variants",
+        type=_variant,
+        nargs="+",
+        default=[],
+        metavar="NAME=FLAGS",
+        help="--parts flags: servers of this checkout started with these `memnets serve http` flags, loaded in turn",
+    )
+    parser.add_argument(
         "--limit-openmp",
         default="default",
         choices=["default", "passive"],
@@ -424,6 +439,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--before: {args.before} holds no memnets package (memnets/__init__.py)")
     if not 1 <= args.rounds <= 10:
         parser.error(f"--rounds must be in 1..10, got {args.rounds}")
+    if ("flags" in args.parts) != bool(args.variants) or len({name for name, _ in args.variants}) < len(args.variants):
+        parser.error("--parts flags takes --variants NAME=FLAGS ..., each NAME its own (and --variants needs it)")
     variants = ["before", "after"] if before is not None else [None]
     if args.limit_openmp == "passive":
         passive_openmp()  # before torch loads: the encoder's limit under the server's OpenMP (EncoderLimit)
@@ -486,6 +503,8 @@ def main(argv: list[str] | None = None) -> int:
                         server.stop()
         if "faults" in args.parts:
             report["faults"] = fault_runs(work, encoder_args, pg := pg or _postgres(work))
+        if "flags" in args.parts:
+            report["flags"] = flag_runs(work, encoder_args, args)
     finally:
         if pg is not None:
             pg[0].cleanup()
@@ -500,11 +519,15 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def measure_level(server: ServerProcess, clients: int, args, queries: list[str], seed: int) -> dict:
-    """One load level against ``server``: run_clients' row with the server's CPU per request and the load."""
-    cpu = process_cpu_s(server.process.pid)
+    """One load level against ``server``: run_clients' row with the server's CPU per request (all of it, and
+    its event loop's: the HTTP protocol, the app's routing and answers, which the machine's load moves least),
+    and the load."""
+    pid = server.process.pid
+    cpu, loop = process_cpu_s(pid), process_cpu_s(pid, pid)
     row = run_clients(server.url, clients, args.seconds, args.users, args.add_share, queries, seed)
-    cpu = process_cpu_s(server.process.pid) - cpu
+    cpu, loop = process_cpu_s(pid) - cpu, process_cpu_s(pid, pid) - loop
     row["server_cpu_ms_per_request"] = round(cpu * 1000 / max(row["requests"], 1), 2)
+    row["loop_cpu_ms_per_request"] = round(loop * 1000 / max(row["requests"], 1), 3)
     row["load"] = load_average().split("load average:")[-1].strip()
     return row
 
@@ -517,7 +540,10 @@ def round_order(variants: list, rounds: int) -> list:
     return [variants[(i + i // 2) % 2] for i in range(2 * rounds)]
 
 
-BEFORE_AFTER = ("throughput_rps", "searches_per_s", "ratio", "search_ratio", "server_cpu_ms_per_request", "cpu_ratio")
+BEFORE_AFTER = (
+    *("throughput_rps", "searches_per_s", "ratio", "search_ratio"),
+    *("server_cpu_ms_per_request", "loop_cpu_ms_per_request", "cpu_ratio"),
+)
 
 
 def before_after(rows: list[dict]) -> dict:
@@ -537,6 +563,61 @@ def before_after(rows: list[dict]) -> dict:
             for name in BEFORE_AFTER
         }
         found["{} batching={} clients={}".format(*key)] = means
+    return found
+
+
+def _variant(text: str) -> tuple[str, list[str]]:
+    """``NAME=FLAGS`` (``--variants``) as (name, the flags split as a shell would)."""
+    name, sep, flags = text.partition("=")
+    if not sep or not name:
+        raise argparse.ArgumentTypeError(f"a variant is NAME=FLAGS, got {text!r}")
+    return name, shlex.split(flags)
+
+
+FLAG_FIGURES = ("throughput_rps", "server_cpu_ms_per_request", "loop_cpu_ms_per_request")
+
+
+def flag_runs(work: Path, encoder_args: list[str], args) -> dict:
+    """Servers of this checkout, one per ``--variants`` NAME=FLAGS, each on an embedded store of its own
+    filled alike, all started up front and loaded in turn per level (A B, B A, ...: drift cancels):
+    the runs, and per level each variant's mean :data:`FLAG_FIGURES` and their ratios to the first's."""
+    texts, vectors, queries = fill_data(args.memories, args.encoder)
+    names = [name for name, _ in args.variants]
+    servers: dict[str, ServerProcess] = {}
+    found: dict = {"variants": dict(args.variants), "runs": [], "means": {}}
+    try:
+        for name, flags in args.variants:
+            location = str(work / f"memory-flags-{uuid.uuid4().hex[:8]}")
+            fill(location, texts, vectors, args.users, {})
+            servers[name] = ServerProcess(location, *encoder_args, *flags)
+        for server in servers.values():
+            server.wait_ready(timeout=600)
+            run_clients(server.url, 1, 2.0, args.users, args.add_share, queries, 0)  # not counted (warm-up)
+        for clients in args.clients:
+            order = [name for r in range(args.rounds) for name in (names if r % 2 == 0 else names[::-1])]
+            for n, name in enumerate(order):
+                row = {"variant": name, **measure_level(servers[name], clients, args, queries, seed=clients + 1000 * n)}
+                found["runs"].append(row)
+                print(json.dumps({key: row[key] for key in ("variant", "clients", *FLAG_FIGURES, "errors", "load")}))
+            means = {
+                name: {
+                    key: float(np.mean([r[key] for r in found["runs"][-len(order) :] if r["variant"] == name]))
+                    for key in FLAG_FIGURES
+                }
+                for name in names
+            }
+            first = means[names[0]]
+            found["means"][f"clients={clients}"] = {
+                name: {
+                    **{k: round(v, 3) for k, v in m.items()},
+                    **{f"{k}_vs_{names[0]}": round(v / first[k], 3) for k, v in m.items()},
+                }
+                for name, m in means.items()
+            }
+        print(json.dumps(found["means"], indent=1))
+    finally:
+        for server in servers.values():
+            server.stop()
     return found
 
 

@@ -206,6 +206,12 @@ def http_parser() -> argparse.ArgumentParser:
         help="route: method, route template and status, no query string or path values (default); "
         "full: uvicorn's lines with the whole path and query string (user names, ids, filter values); off",
     )
+    parser.add_argument(
+        "--loop",
+        choices=("auto", "asyncio", "uvloop"),
+        default="auto",
+        help="the event loop: auto (uvloop when installed, else asyncio; default)",
+    )
     return add_output_options(parser)
 
 
@@ -255,6 +261,7 @@ def http_main(argv: list[str]) -> int:
         body_timeout_s=args.body_timeout,
         max_connections=args.max_connections,
         access_log=args.access_log,
+        loop=args.loop,
     )
     try:
         check(config)

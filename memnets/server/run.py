@@ -20,6 +20,7 @@ Many workers, one memory:
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import logging
 import os
@@ -27,6 +28,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 
+from memnets.extras import needs_extra
 from memnets.httpguard import HTTPGuard, check_bind
 from memnets.server.auth import Tokens
 from memnets.server.protocol import ConnectionLimits, GuardedH11Protocol, use_limits
@@ -36,6 +38,9 @@ logger = logging.getLogger(__name__)
 
 CONFIG_ENV = "MEMNETS_SERVER_CONFIG"
 ACCESS_LOGS = ("route", "full", "off")
+# uvicorn's event loops; auto: uvloop (of the server extra) when installed. uvloop took ~10 % less of the
+# event loop's CPU per request than asyncio's loop under 50 clients (docs/benchmarks.md, "uvloop and httptools").
+LOOPS = ("auto", "asyncio", "uvloop")
 # OpenMP's wait policy for a server process (unless OMP_WAIT_POLICY is set). torch's and FAISS's
 # OpenMP threads spin after every parallel region by default; a server's event loop, worker threads and
 # the clients share their cores, so the spinning burns the CPU the others need. 50 clients on 2 shared
@@ -66,6 +71,19 @@ class ServerConfig:
     body_timeout_s: float = 30.0  # a body not in this long after its head: closed
     max_connections: int | None = None  # None: half the file-descriptor limit (memnets.server.protocol)
     access_log: str = "route"  # "route" (method, route template, status), "full" (uvicorn's, with query strings), "off"
+    loop: str = "auto"  # the event loop: "asyncio", "uvloop", or auto (uvloop when installed)
+
+    def event_loop(self) -> str:
+        """uvicorn's ``loop`` for this config, ``"auto"`` resolved; ImportError naming the server extra
+        for ``"uvloop"`` when it is not installed."""
+        if self.loop not in LOOPS:
+            raise ValueError(f"--loop must be one of {', '.join(LOOPS)}, got {self.loop!r}")
+        if self.loop == "auto":
+            return "uvloop" if importlib.util.find_spec("uvloop") is not None else "asyncio"
+        if self.loop == "uvloop":
+            with needs_extra("the server's --loop uvloop", "server"):
+                import uvloop  # noqa: F401
+        return self.loop
 
     def limits(self) -> ConnectionLimits:
         """The read deadlines and connection limit of every connection (:mod:`memnets.server.protocol`)."""
@@ -151,6 +169,10 @@ def check(config: ServerConfig) -> None:
         raise ValueError(f"--workers must be at least 1, got {config.workers}")
     if config.access_log not in ACCESS_LOGS:
         raise ValueError(f"--access-log must be one of {', '.join(ACCESS_LOGS)}, got {config.access_log!r}")
+    try:
+        config.event_loop()
+    except ImportError as error:  # --loop uvloop without it installed
+        raise ValueError(str(error)) from None
     config.limits()  # a timeout or connection limit out of range: its name and range
     check_bind(config.host, "configured" if config.tokens().required else None)
     config.key()
@@ -176,9 +198,11 @@ def serve(config: ServerConfig) -> None:
 
     passive_openmp()
     check(config)
+    options = {"http": GuardedH11Protocol, "loop": config.event_loop()}
+    logger.info("memnets server: event loop %s", options["loop"])
     if config.workers == 1:
         use_limits(config.limits())
-        uvicorn.run(build_app(config), host=config.host, port=config.port, log_level="info", http=GuardedH11Protocol)
+        uvicorn.run(build_app(config), host=config.host, port=config.port, log_level="info", **options)
         return
     with config.open_memory():  # create the store once, before the workers race to (and fail fast here)
         pass
@@ -190,5 +214,5 @@ def serve(config: ServerConfig) -> None:
         port=config.port,
         workers=config.workers,
         log_level="info",
-        http=GuardedH11Protocol,
+        **options,
     )
