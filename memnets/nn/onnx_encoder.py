@@ -1,14 +1,14 @@
 """The encoder's fast inference paths on ONNX Runtime: the exact graph (``"onnx"``), its int8
-version (``"int8"``) and, for CPUs with VNNI, int8 versions made for the VNNI kernels (``"int8_vnni"``, and
-``"int8_vnni_ffn"`` with more of its MatMuls in int8).
+version (``"int8"``) and, for CPUs with VNNI, int8 versions made for the VNNI kernels
+(``"int8_vnni"``, and ``"int8_vnni_ffn"`` with more of its MatMuls in int8).
 
 ``export_onnx`` turns a :class:`~memnets.nn.encoder.MemoryEncoder`'s whole ``forward`` (backbone,
 mean pooling, projection, L2 normalisation) into one ONNX graph with ``torch.onnx.export``
 (eager attention, so that ONNX Runtime's BERT optimizer can fuse attention and the embedding
-LayerNorm), fuses it (not the residual LayerNorms and GELU: :data:`UNFUSED`), and for the int8 backends
-quantises most of its weights to 8 bits (per channel; see :data:`INT8_SETTINGS`) with ONNX Runtime's
-dynamic quantisation (activations quantised per batch at run time). The files are ONNX protobufs, not
-pickles: loading them executes no code. ``OnnxRunner`` runs one.
+LayerNorm), fuses it (not the residual LayerNorms and GELU: :data:`UNFUSED`), and for the int8
+backends quantises most of its weights to 8 bits (per channel; see :data:`INT8_SETTINGS`) with ONNX
+Runtime's dynamic quantisation (activations quantised per batch at run time). The files are ONNX
+protobufs, not pickles: loading them executes no code. ``OnnxRunner`` runs one.
 
 ONNX Runtime, onnx and onnxscript come with the ``[onnx]`` extra; without them these functions
 raise an ImportError that names it.
@@ -84,8 +84,9 @@ VNNI_BACKENDS = ("int8_vnni", "int8_vnni_ffn")  # s8 weights: offered only where
 # again: its SkipLayerNormalization (residual add + bias + LayerNorm in one node) and BiasGelu kernels
 # took 4x the time of a plain Add + LayerNormalization and Add + Gelu on the same tensors (ORT 1.32's
 # profiler, one thread, 256 LoCoMo turns at batch 64: 988 ms of a 2,802 ms s8 graph against 240 ms),
-# a third of an int8 graph's time once its MatMuls are int8 (docs/benchmarks.md, "Around the encoder's
-# session"). Attention and the embedding LayerNorm stay fused.
+# a third of an int8 graph's time once its MatMuls are int8 (docs/benchmarks.md, "The FFN
+# down-projections in s8, and the encoder's session around batch 1"). Attention and the embedding
+# LayerNorm stay fused.
 UNFUSED = ("enable_skip_layer_norm", "enable_bias_skip_layer_norm", "enable_bias_gelu")
 UNFUSED_AT_LOAD = ["SkipLayerNormFusion", "BiasGeluFusion"]
 
@@ -208,7 +209,8 @@ def session_options(threads: int | None = None):
 
 class OnnxRunner:
     """One ONNX Runtime session of an exported encoder: token ids and mask in, unit vectors out.
-    ``options`` (an ``onnxruntime.SessionOptions``) replaces :func:`session_options`' defaults."""
+    ``options`` (an ``onnxruntime.SessionOptions``) replaces :func:`session_options`' defaults; the
+    session never makes the fusions of :data:`UNFUSED_AT_LOAD` (a graph that has them keeps them)."""
 
     def __init__(self, path: str | Path, *, threads: int | None = None, options=None) -> None:
         ort = require_onnxruntime()
