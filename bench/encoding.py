@@ -1,6 +1,6 @@
-"""Encoding speed: every MemoryEncoder backend (torch, onnx, int8) side by side with
-sentence-transformers' torch, ONNX and ONNX-int8 paths, same model (all-MiniLM-L6-v2), same texts
-(LoCoMo turns), in one run.
+"""Encoding speed: every MemoryEncoder CPU backend (torch, onnx, int8 and, on a VNNI CPU, int8_vnni
+and int8_vnni_ffn) side by side with sentence-transformers' torch, ONNX and ONNX-int8 paths, same
+model (all-MiniLM-L6-v2), same texts (LoCoMo turns), in one run.
 
 Per side: texts/s encoding every text at batch 64 (texts sorted by length on both sides), and
 p50 / p99 of one text per call (an agent's turn). Repetitions are interleaved and the order of the
@@ -33,8 +33,8 @@ import numpy as np
 
 from bench.common import latency_summary, parser, turn_texts, write_result
 
-# "auto" is one of these on any CPU: its choice is reported, not timed; "int8_vnni" loads only on a VNNI CPU
-OUR_BACKENDS = ("torch", "onnx", "int8", "int8_vnni")
+# "auto" is one of these on any CPU: its choice is reported, not timed; the "int8_vnni" ones load only on a VNNI CPU
+OUR_BACKENDS = ("torch", "onnx", "int8", "int8_vnni", "int8_vnni_ffn")
 ST_SIDES = ("st-torch", "st-onnx", "st-onnx-int8")
 AGREEMENT_TEXTS = 256
 
@@ -131,9 +131,10 @@ def run(
     the first ``single`` texts, and agreement with the exact vectors."""
     from memnets.nn.backend_choice import has_vnni
     from memnets.nn.encoder import MemoryEncoder
+    from memnets.nn.onnx_encoder import VNNI_BACKENDS
 
     if not has_vnni():
-        backends = tuple(b for b in backends if b != "int8_vnni")
+        backends = tuple(b for b in backends if b not in VNNI_BACKENDS)
     ours = {f"memnets-{b}": MemoryEncoder.from_pretrained(model_path, backend=b) for b in backends}
     theirs = _ChildST(st_python, model_path, texts) if st_python else _InProcessST(model_path, texts)
     try:

@@ -109,7 +109,8 @@ def open(
             ``tokenizer``) or an encoder folder; default: the pack's, else the bundled
             all-MiniLM-L6-v2. Not together with ``pack`` (the pack's heads were trained on its encoder).
         backend: how a pack's or a folder's encoder computes (``MemoryEncoder.from_pretrained``):
-            "torch" (exact), "onnx", "int8" / "int8_vnni" (fast CPU paths, ``[onnx]``), "fp16"/"bf16" (GPU), "auto".
+            "torch" (exact), "onnx", "int8" / "int8_vnni" / "int8_vnni_ffn" (fast CPU paths, ``[onnx]``),
+            "fp16"/"bf16" (GPU), "auto".
         agent, session: the default scope of what this memory writes (``add``/``add_many`` without
             ``agent=``/``session=``); reads filter by scope only when asked (``filters``), so a new
             session still recalls the user's older ones.

@@ -303,7 +303,7 @@ def export_pack(
         thresholds: decision thresholds; defaults to the heads' ``threshold`` attributes.
         training: what the components were trained on (data, split, configs), stored in the manifest.
         metrics: evaluation results, stored in the manifest.
-        backends: fast encoder backends ("onnx", "int8", "int8_vnni") to write beside the exact encoder, under
+        backends: fast encoder backends (``memnets.nn.onnx_encoder.ONNX_FILES``) to write beside the exact encoder, under
             ``encoder/onnx/`` and checksummed like every file; ``load_pack(..., backend=)`` uses them.
     """
     from memnets.nn.encoder import MemoryEncoder

@@ -46,9 +46,9 @@ def test_auto_falls_back_to_torch_with_one_log_line_when_onnxruntime_cannot_load
     assert encoder.encode(["a memory"]).shape == (1, encoder.dim)
 
 
-def test_auto_leaves_int8_vnni_to_be_asked_for_by_name():
+def test_auto_leaves_the_vnni_backends_to_be_asked_for_by_name():
     """Faster on a VNNI CPU, but outside the R@10 floor on a trained pack: never chosen automatically."""
-    assert "int8_vnni" not in AUTO_ORDER
+    assert "int8_vnni" not in AUTO_ORDER and "int8_vnni_ffn" not in AUTO_ORDER
 
 
 def test_half_precision_is_decided_from_the_cpu_flags():

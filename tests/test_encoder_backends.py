@@ -4,6 +4,8 @@ GPU; the pack that carries the int8 encoder; memnets.open(backend=)."""
 from __future__ import annotations
 
 import json
+import logging
+import re
 import sys
 
 import pytest
@@ -18,10 +20,15 @@ pytest.importorskip("onnxruntime", reason="the [onnx] extra is part of the dev i
 
 # the tiny random model's vectors sit closer together than a trained model's, so the same int8
 # error costs more cosine there: the real MiniLM's bound is in the slow test
-TINY_BOUNDS = {"onnx": 0.9999, "int8": 0.99, "int8_vnni": 0.99}
-MINILM_BOUNDS = {"onnx": 0.9999, "int8": 0.98, "int8_vnni": 0.98}
+TINY_BOUNDS = {"onnx": 0.9999, "int8": 0.99, "int8_vnni": 0.99, "int8_vnni_ffn": 0.99}
+MINILM_BOUNDS = {"onnx": 0.9999, "int8": 0.98, "int8_vnni": 0.98, "int8_vnni_ffn": 0.975}
 NEEDS_VNNI = pytest.mark.skipif(not has_vnni(), reason="int8_vnni loads only on a CPU with VNNI; this one has none")
-ONNX_BACKENDS = ["onnx", "int8", pytest.param("int8_vnni", marks=NEEDS_VNNI)]
+ONNX_BACKENDS = [
+    "onnx",
+    "int8",
+    pytest.param("int8_vnni", marks=NEEDS_VNNI),
+    pytest.param("int8_vnni_ffn", marks=NEEDS_VNNI),
+]
 
 
 @pytest.fixture(scope="module")
@@ -166,10 +173,58 @@ def test_int8_vnni_quantises_attention_with_signed_weights_and_keeps_the_ffn_dow
     assert big and all(t.data_type == TensorProto.INT8 for t in big)  # s8: the u8 x s8 products VNNI computes
 
 
-def test_int8_vnni_is_refused_without_vnni_naming_the_flags():
-    from memnets.nn.backend_choice import require_vnni
+@NEEDS_VNNI
+def test_int8_vnni_ffn_quantises_all_but_the_first_ffn_down_projection(tiny_model_dir, tmp_path):
+    import onnx
 
-    with pytest.raises(RuntimeError, match="none of avx512_vnni, avx_vnni, amx_int8.*avx2"):
-        require_vnni(["avx", "avx2", "fma"])
-    require_vnni(["avx2", "avx_vnni"])  # AVX-VNNI alone is enough
-    assert not has_vnni(["avx512f", "avx512bw"]) and has_vnni(["avx512f", "avx512_vnni"])
+    from memnets.nn.onnx_encoder import FP32_NODES, export_onnx
+
+    encoder = MemoryEncoder.from_pretrained(tiny_model_dir, max_length=64)
+    graph = onnx.load(str(export_onnx(encoder, tmp_path, "int8_vnni_ffn"))).graph
+    ops = {node.name: node.op_type for node in graph.node}
+    layers = encoder.backbone.config.num_hidden_layers
+    kept = [name for name, op in ops.items() if op == "MatMul" and FP32_NODES.search(name)]
+    assert len(kept) == 1 and "layer.0/" in kept[0]  # the first layer's FFN down-projection in float32
+    quantised = {n for n, op in ops.items() if op == "MatMulInteger" and re.search(r"layer\.\d+/output/dense/", n)}
+    assert len(quantised) == layers - 1  # every other layer's in s8
+    assert list(ops.values()).count("QAttention") == layers
+
+
+@pytest.mark.parametrize("backend", ["int8_vnni", "int8_vnni_ffn"])
+def test_a_vnni_backend_falls_back_to_int8_with_one_log_line_without_vnni(
+    tiny_model_dir, turns, monkeypatch, caplog, backend
+):
+    import memnets.nn.backend_choice as choice
+
+    monkeypatch.setattr(choice, "instruction_sets", lambda: ["avx", "avx2", "fma"])  # an AVX2-only CPU's flags
+    with caplog.at_level(logging.INFO, logger="memnets.nn.backend_choice"):
+        encoder = MemoryEncoder.from_pretrained(tiny_model_dir, max_length=64, backend=backend)
+    assert encoder.backend == "int8" and encoder.fingerprint.startswith("int8:")
+    (record,) = [r for r in caplog.records if r.name == "memnets.nn.backend_choice"]
+    assert record.levelno == logging.WARNING
+    assert f"{backend!r} needs a CPU with one of avx512_vnni, avx_vnni, amx_int8 (its flags: avx avx2 fma)" in (
+        record.getMessage()
+    )
+    exact = MemoryEncoder.from_pretrained(tiny_model_dir, max_length=64)
+    assert _cosines(encoder.encode(turns), exact.encode(turns)).min() >= TINY_BOUNDS["int8"]
+    assert not has_vnni(["avx512f", "avx512bw"]) and has_vnni(["avx2", "avx_vnni"])  # AVX-VNNI alone is enough
+
+
+@pytest.mark.parametrize("backend", ["onnx", "int8"])
+def test_the_graph_runs_layernorm_and_gelu_unfused(tiny_model_dir, tmp_path, backend):
+    """ONNX Runtime's SkipLayerNormalization and BiasGelu kernels took 4x the time of Add +
+    LayerNormalization and Add + Gelu: neither the exported graph nor the session's has them."""
+    import onnx
+
+    from memnets.nn.onnx_encoder import OnnxRunner, export_onnx, session_options
+
+    encoder = MemoryEncoder.from_pretrained(tiny_model_dir, max_length=64)
+    exported = export_onnx(encoder, tmp_path, backend)
+    options = session_options()
+    options.optimized_model_filepath = str(tmp_path / "as_run.onnx")  # the graph after ONNX Runtime's own fusions
+    OnnxRunner(exported, options=options)
+    layers = encoder.backbone.config.num_hidden_layers
+    for path in (exported, tmp_path / "as_run.onnx"):
+        ops = [node.op_type for node in onnx.load(str(path)).graph.node]
+        assert "SkipLayerNormalization" not in ops and "BiasGelu" not in ops
+        assert ops.count("LayerNormalization") == 2 * layers and "Attention" in ops

@@ -58,7 +58,7 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--backend",
         action="append",
-        choices=["onnx", "int8", "int8_vnni"],
+        choices=["onnx", "int8", "int8_vnni", "int8_vnni_ffn"],
         default=[],
         help="also write this fast encoder backend into the pack (repeatable; needs the [onnx] extra)",
     )

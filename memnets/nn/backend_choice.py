@@ -11,10 +11,11 @@ The chosen backend is the encoder's ``backend`` and so leads its fingerprint
 fp16 and bf16 are GPU backends here (torch autocast on CUDA); :func:`cpu_half_precision` says
 whether this CPU could run half precision natively at all, read from its flags, never assumed. On
 an AVX512-BF16 CPU torch's bf16 autocast measured no faster than float32 torch, and ONNX Runtime's
-CPU kernels have no bf16 MatMul. The VNNI int8 path (``"int8_vnni"``, loaded only where the CPU's
-flags show VNNI: :func:`require_vnni`) is faster still on such a CPU, but it is not a candidate: on
-a trained pack its R@10 fell 0.9-1.1 points on conv-50 (docs/results/r10_int8_vnni-*), outside the
-0.5 points the automatic choice allows. It is there by name (``backend="int8_vnni"``).
+CPU kernels have no bf16 MatMul. The VNNI int8 paths (``"int8_vnni"``, ``"int8_vnni_ffn"``, loaded
+only where the CPU's flags show VNNI, else ``"int8"``: :func:`vnni_or_int8`) are faster still on
+such a CPU, but they are not candidates: on a trained pack their R@10 fell up to 1.1 points
+(docs/results/r10_int8_vnni-*, r10_enc6-*), outside the 0.5 points the automatic choice allows.
+They are there by name (``backend="int8_vnni"``).
 """
 
 from __future__ import annotations
@@ -67,13 +68,21 @@ def has_vnni(flags: list[str] | None = None) -> bool:
     return any(flag in flags for flag in VNNI_FLAGS)
 
 
-def require_vnni(flags: list[str] | None = None) -> None:
-    """Raise a RuntimeError naming :data:`VNNI_FLAGS` unless :func:`has_vnni`: the ``"int8_vnni"``
-    backend's s8 weights saturate without VNNI (AVX2's u8 x s8 products are summed in pairs into
-    16 bits), so it is offered only where VNNI is."""
+def vnni_or_int8(backend: str, flags: list[str] | None = None) -> str:
+    """``backend`` (an s8 VNNI backend: ``"int8_vnni"``, ``"int8_vnni_ffn"``) where this CPU (or one
+    with ``flags``) :func:`has_vnni`, else ``"int8"`` with one warning line naming the flags: s8
+    weights saturate without VNNI (AVX2's u8 x s8 products are summed in pairs into 16 bits), and
+    ``"int8"`` (u8 weights) is the int8 path made for such a CPU."""
     flags = instruction_sets() if flags is None else flags
-    if not has_vnni(flags):
-        raise RuntimeError(f"the CPU has none of {', '.join(VNNI_FLAGS)} (its flags: {' '.join(flags) or 'unknown'})")
+    if has_vnni(flags):
+        return backend
+    logger.warning(
+        "backend %r needs a CPU with one of %s (its flags: %s): using 'int8' instead",
+        backend,
+        ", ".join(VNNI_FLAGS),
+        " ".join(flags) or "unknown",
+    )
+    return "int8"
 
 
 def choose_backend(encoder, folder=None) -> str:

@@ -1,13 +1,14 @@
 """The encoder's fast inference paths on ONNX Runtime: the exact graph (``"onnx"``), its int8
-version (``"int8"``) and, for CPUs with VNNI, an int8 version made for the VNNI kernels (``"int8_vnni"``).
+version (``"int8"``) and, for CPUs with VNNI, int8 versions made for the VNNI kernels
+(``"int8_vnni"``, and ``"int8_vnni_ffn"`` with more of its MatMuls in int8).
 
 ``export_onnx`` turns a :class:`~memnets.nn.encoder.MemoryEncoder`'s whole ``forward`` (backbone,
 mean pooling, projection, L2 normalisation) into one ONNX graph with ``torch.onnx.export``
-(eager attention, so that ONNX Runtime's BERT optimizer can fuse attention, LayerNorm and GELU),
-fuses it, and for ``"int8"`` / ``"int8_vnni"`` quantises most of its weights to 8 bits (per channel;
-see :data:`INT8_SETTINGS`) with ONNX Runtime's dynamic quantisation (activations quantised per batch
-at run time). The files are ONNX protobufs, not
-pickles: loading them executes no code. ``OnnxRunner`` runs one.
+(eager attention, so that ONNX Runtime's BERT optimizer can fuse attention and the embedding
+LayerNorm), fuses it (not the residual LayerNorms and GELU: :data:`UNFUSED`), and for the int8
+backends quantises most of its weights to 8 bits (per channel; see :data:`INT8_SETTINGS`) with ONNX
+Runtime's dynamic quantisation (activations quantised per batch at run time). The files are ONNX
+protobufs, not pickles: loading them executes no code. ``OnnxRunner`` runs one.
 
 ONNX Runtime, onnx and onnxscript come with the ``[onnx]`` extra; without them these functions
 raise an ImportError that names it.
@@ -29,7 +30,12 @@ from memnets.extras import needs_extra
 logger = logging.getLogger(__name__)
 
 ONNX_DIR = "onnx"  # inside an encoder folder
-ONNX_FILES = {"onnx": "model.onnx", "int8": "model_int8.onnx", "int8_vnni": "model_int8_vnni.onnx"}
+ONNX_FILES = {
+    "onnx": "model.onnx",
+    "int8": "model_int8.onnx",
+    "int8_vnni": "model_int8_vnni.onnx",
+    "int8_vnni_ffn": "model_int8_vnni_ffn.onnx",
+}
 OPSET = 17
 # How "int8" quantises the fused graph (docs/benchmarks.md, "Encoder backends"): 8-bit unsigned weights per
 # output channel (u8 x u8 products: no saturation on AVX2, so no 7-bit reduce_range) on the MatMuls only,
@@ -44,16 +50,45 @@ OPSET = 17
 # still in float32. On a VNNI CPU's MiniLM, under load: 1.16x int8's texts/s at batch 64, 0.81x its
 # batch-1 p50, mean cosine 0.9958 to the exact vectors (min 0.9905); R@10 of a trained pack 0.6 / 0.1
 # points below exact on conv-49 (dense / learned) and 0.9 / 1.1 on conv-50 (docs/benchmarks.md).
+# "int8_vnni_ffn": "int8_vnni" with the FFN down-projections in s8 too, all but the first layer's. Each
+# layer's down-projection quantised alone cost MiniLM's mean cosine 0.0016 (layer 0), 0.0010 (layer 2),
+# 0.0007 (layer 1) and at most 0.0003 (layers 3-5) on 1,024 LoCoMo turns; all six in s8 gave 0.9918,
+# all but layer 0's 0.9934 (a trained pack's encoder: 0.9919 and 0.9934). docs/benchmarks.md, "The FFN
+# down-projections in s8".
+FP32_NODES = re.compile(r"layer\.\d+/output/dense/MatMul$")  # the FFN down-projections (not attention/output)
 INT8_SETTINGS = {
-    "int8": {"weight_type": "QUInt8", "per_channel": True, "reduce_range": False, "op_types": ("MatMul",)},
+    "int8": {
+        "weight_type": "QUInt8",
+        "per_channel": True,
+        "reduce_range": False,
+        "op_types": ("MatMul",),
+        "fp32_nodes": FP32_NODES,
+    },
     "int8_vnni": {
         "weight_type": "QInt8",
         "per_channel": True,
         "reduce_range": False,
         "op_types": ("MatMul", "Attention"),
+        "fp32_nodes": FP32_NODES,
+    },
+    "int8_vnni_ffn": {
+        "weight_type": "QInt8",
+        "per_channel": True,
+        "reduce_range": False,
+        "op_types": ("MatMul", "Attention"),
+        "fp32_nodes": re.compile(r"layer\.0/output/dense/MatMul$"),
     },
 }
-FP32_NODES = re.compile(r"layer\.\d+/output/dense/MatMul$")  # the FFN down-projections (not attention/output)
+VNNI_BACKENDS = ("int8_vnni", "int8_vnni_ffn")  # s8 weights: offered only where the CPU has VNNI
+# Fusions left out of the encoder graph, and ONNX Runtime's load-time transformers that would make them
+# again: its SkipLayerNormalization (residual add + bias + LayerNorm in one node) and BiasGelu kernels
+# took 4x the time of a plain Add + LayerNormalization and Add + Gelu on the same tensors (ORT 1.32's
+# profiler, one thread, 256 LoCoMo turns at batch 64: 988 ms of a 2,802 ms s8 graph against 240 ms),
+# a third of an int8 graph's time once its MatMuls are int8 (docs/benchmarks.md, "The FFN
+# down-projections in s8, and the encoder's session around batch 1"). Attention and the embedding
+# LayerNorm stay fused.
+UNFUSED = ("enable_skip_layer_norm", "enable_bias_skip_layer_norm", "enable_bias_gelu")
+UNFUSED_AT_LOAD = ["SkipLayerNormFusion", "BiasGeluFusion"]
 
 
 def require_onnxruntime():
@@ -75,11 +110,12 @@ class _Forward(torch.nn.Module):
 
 
 def export_onnx(encoder, folder: str | Path, backend: str) -> Path:
-    """Write ``folder/onnx/`` + :data:`ONNX_FILES` ``[backend]`` (``"onnx"``, ``"int8"`` or
-    ``"int8_vnni"``) for ``encoder`` and return its path. Takes seconds for MiniLM."""
+    """Write ``folder/onnx/`` + :data:`ONNX_FILES` ``[backend]`` (``"onnx"``, ``"int8"``, ``"int8_vnni"``
+    or ``"int8_vnni_ffn"``) for ``encoder`` and return its path. Takes seconds for MiniLM."""
     if backend not in ONNX_FILES:
         raise ValueError(f"export_onnx: backend must be one of {sorted(ONNX_FILES)}, got {backend!r}")
     require_onnxruntime()
+    from onnxruntime.transformers.fusion_options import FusionOptions
     from onnxruntime.transformers.optimizer import optimize_model
 
     out = Path(folder) / ONNX_DIR
@@ -88,8 +124,15 @@ def export_onnx(encoder, folder: str | Path, backend: str) -> Path:
     with tempfile.TemporaryDirectory(prefix="memnets-onnx-") as scratch:
         raw, fused = Path(scratch) / "raw.onnx", Path(scratch) / "fused.onnx"
         trace_onnx(encoder, raw)
+        fusions = FusionOptions("bert")
+        for name in UNFUSED:
+            setattr(fusions, name, False)
         optimized = optimize_model(
-            str(raw), model_type="bert", num_heads=config.num_attention_heads, hidden_size=config.hidden_size
+            str(raw),
+            model_type="bert",
+            num_heads=config.num_attention_heads,
+            hidden_size=config.hidden_size,
+            optimization_options=fusions,
         )
         logger.info("fused the encoder graph: %s", optimized.get_fused_operator_statistics())
         target = out / ONNX_FILES[backend]
@@ -121,12 +164,13 @@ def trace_onnx(encoder, target: str | Path) -> Path:
     return Path(target)
 
 
-def fp32_nodes(model_path: str | Path) -> list[str]:
-    """The nodes of a fused encoder graph that :func:`quantize_int8` leaves in float32: those whose
-    name matches :data:`FP32_NODES`."""
+def fp32_nodes(model_path: str | Path, backend: str = "int8") -> list[str]:
+    """The nodes of a fused encoder graph that :func:`quantize_int8` leaves in float32 for ``backend``:
+    those whose name matches its ``INT8_SETTINGS[backend]["fp32_nodes"]``."""
     import onnx
 
-    return [node.name for node in onnx.load(str(model_path)).graph.node if FP32_NODES.search(node.name)]
+    pattern = INT8_SETTINGS[backend]["fp32_nodes"]
+    return [node.name for node in onnx.load(str(model_path)).graph.node if pattern.search(node.name)]
 
 
 def quantize_int8(fused: str | Path, target: str | Path, backend: str = "int8") -> Path:
@@ -143,7 +187,7 @@ def quantize_int8(fused: str | Path, target: str | Path, backend: str = "int8") 
         per_channel=settings["per_channel"],
         reduce_range=settings["reduce_range"],
         op_types_to_quantize=list(settings["op_types"]),
-        nodes_to_exclude=fp32_nodes(fused),
+        nodes_to_exclude=fp32_nodes(fused, backend),
         extra_options={"DefaultTensorType": 1},
     )
     return Path(target)
@@ -165,15 +209,19 @@ def session_options(threads: int | None = None):
 
 class OnnxRunner:
     """One ONNX Runtime session of an exported encoder: token ids and mask in, unit vectors out.
-    ``options`` (an ``onnxruntime.SessionOptions``) replaces :func:`session_options`' defaults."""
+    ``options`` (an ``onnxruntime.SessionOptions``) replaces :func:`session_options`' defaults; the
+    session never makes the fusions of :data:`UNFUSED_AT_LOAD` (a graph that has them keeps them)."""
 
     def __init__(self, path: str | Path, *, threads: int | None = None, options=None) -> None:
         ort = require_onnxruntime()
         self.path = Path(path)
         self.session = ort.InferenceSession(
-            str(path), options or session_options(threads), providers=["CPUExecutionProvider"]
+            str(path),
+            options or session_options(threads),
+            providers=["CPUExecutionProvider"],
+            disabled_optimizers=UNFUSED_AT_LOAD,
         )
 
     def __call__(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        feeds = {"input_ids": input_ids.numpy().astype(np.int64), "attention_mask": attention_mask.numpy()}
+        feeds = {"input_ids": input_ids.numpy().astype(np.int64, copy=False), "attention_mask": attention_mask.numpy()}
         return torch.from_numpy(self.session.run(None, feeds)[0])

@@ -6,16 +6,16 @@ retrieval`` and the benchmarks all take rankers from here. Kinds built in:
 
 - ``bm25``: BM25 over the turns (takes no path);
 - ``dense[:ENCODER]``: cosine of a MemoryEncoder folder (default: the bundled untrained backbone);
-  ``dense_onnx[:ENCODER]``, ``dense_int8[:ENCODER]`` and ``dense_int8_vnni[:ENCODER]`` the same
-  encoder on its ``"onnx"``, ``"int8"`` and ``"int8_vnni"`` backends (the fast paths' retrieval
+  ``dense_onnx[:ENCODER]``, ``dense_int8[:ENCODER]``, ``dense_int8_vnni[:ENCODER]`` and
+  ``dense_int8_vnni_ffn[:ENCODER]`` the same encoder on that backend (the fast paths' retrieval
   quality beside the exact one's);
 - ``dated[:ENCODER]``: ``dense`` plus a weighted time feature (:mod:`memnets.retrieval.dated`:
   "when" questions lift turns that date their event, a named time lifts the turns dated in it);
 - ``heuristic[:ENCODER]``: Generative Agents' score (recency + relevance + importance, weights 1)
   on an encoder folder (default: the backbone); importance is a constant for LoCoMo turns;
 - ``learned:PACK``: the LearnedScorer of a memory pack (trained encoder, importance head, fitted weights);
-  ``learned_onnx:PACK``, ``learned_int8:PACK`` and ``learned_int8_vnni:PACK`` the same with the
-  pack's encoder on those backends.
+  ``learned_onnx:PACK``, ``learned_int8:PACK``, ``learned_int8_vnni:PACK`` and
+  ``learned_int8_vnni_ffn:PACK`` the same with the pack's encoder on those backends.
 
 Other components add kinds with :func:`register_ranker`.
 """
@@ -91,12 +91,14 @@ RANKERS: dict[str, RankerFactory] = {
     "dense_onnx": partial(_dense, backend="onnx"),
     "dense_int8": partial(_dense, backend="int8"),
     "dense_int8_vnni": partial(_dense, backend="int8_vnni"),
+    "dense_int8_vnni_ffn": partial(_dense, backend="int8_vnni_ffn"),
     "dated": _dated,
     "heuristic": _heuristic,
     "learned": _learned,
     "learned_onnx": partial(_learned, backend="onnx"),
     "learned_int8": partial(_learned, backend="int8"),
     "learned_int8_vnni": partial(_learned, backend="int8_vnni"),
+    "learned_int8_vnni_ffn": partial(_learned, backend="int8_vnni_ffn"),
 }
 
 
