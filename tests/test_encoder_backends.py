@@ -228,3 +228,20 @@ def test_the_graph_runs_layernorm_and_gelu_unfused(tiny_model_dir, tmp_path, bac
         ops = [node.op_type for node in onnx.load(str(path)).graph.node]
         assert "SkipLayerNormalization" not in ops and "BiasGelu" not in ops
         assert ops.count("LayerNormalization") == 2 * layers and "Attention" in ops
+
+
+def test_the_session_spins_only_when_the_environment_asks(monkeypatch):
+    """Idle threads sleep by default (a shared machine); MEMNETS_ONNX_SPINNING=1 makes them spin while
+    a run lasts and stop at its end (a machine whose cores serve the encoder); other values are refused."""
+    from memnets.nn.onnx_encoder import SPINNING_ENV, session_options
+
+    monkeypatch.delenv(SPINNING_ENV, raising=False)
+    default = session_options()
+    assert default.get_session_config_entry("session.intra_op.allow_spinning") == "0"
+    monkeypatch.setenv(SPINNING_ENV, "1")
+    spinning = session_options()
+    assert spinning.get_session_config_entry("session.intra_op.allow_spinning") == "1"
+    assert spinning.get_session_config_entry("session.force_spinning_stop") == "1"
+    monkeypatch.setenv(SPINNING_ENV, "yes")
+    with pytest.raises(ValueError, match="MEMNETS_ONNX_SPINNING must be '0' or '1', got 'yes'"):
+        session_options()

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import os
 import re
 import tempfile
 from pathlib import Path
@@ -193,17 +194,31 @@ def quantize_int8(fused: str | Path, target: str | Path, backend: str = "int8") 
     return Path(target)
 
 
+SPINNING_ENV = "MEMNETS_ONNX_SPINNING"  # "1": an encoder session's threads spin while it runs (see session_options)
+
+
 def session_options(threads: int | None = None):
     """ONNX Runtime's settings for an encoder session: every graph optimisation, ``threads`` intra-op
-    threads (default: torch's), and idle threads that sleep instead of spinning."""
+    threads (default: torch's), and idle threads that sleep instead of spinning, unless the
+    environment sets :data:`SPINNING_ENV` to ``"1"``: then they spin while a run lasts and stop at its end.
+
+    Sleeping threads are the default because a spinning pool kept both cores busy after each call,
+    so the torch, FAISS and SQLite work of the same query (or a concurrent request) waited for it
+    (batch-1 p50 10.7 ms against 13.1 ms under load, texts/s at batch 64 equal). Where the cores serve
+    the encoder alone, threads that spin during a run wake at once between its operators: a third
+    off the batch-1 p50 on a quiet 2-core CPU, and 2.3-2.8x slower with other work on the cores
+    (docs/benchmarks.md, "The FFN down-projections in s8, and the encoder's session around batch 1").
+    """
     ort = require_onnxruntime()
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     options.intra_op_num_threads = threads or torch.get_num_threads()
-    # Idle threads sleep instead of spinning: a spinning pool kept both cores busy after each call,
-    # so the torch, FAISS and SQLite work of the same query (or a concurrent request) waited for
-    # it. Batch-1 p50 10.7 ms against 13.1 ms, texts/s at batch 64 equal (docs/benchmarks.md).
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    spinning = os.environ.get(SPINNING_ENV, "0")
+    if spinning not in ("0", "1"):
+        raise ValueError(f"{SPINNING_ENV} must be '0' or '1', got {spinning!r}")
+    options.add_session_config_entry("session.intra_op.allow_spinning", spinning)
+    if spinning == "1":
+        options.add_session_config_entry("session.force_spinning_stop", "1")  # no spinning between runs
     return options
 
 
