@@ -52,6 +52,7 @@ from memnets.temporal.lexicon import (
     VALUE_COVERS,
     VALUE_OF,
     VALUE_PHRASES,
+    WRITTEN_WORD,
     capitalised,
     stem,
     words,
@@ -61,6 +62,7 @@ POSSESSIVES = frozenset({"my", "our", "his", "her", "their", "your"})
 PAST_MARKS = frozenset({"ex", "former", "previous", "old", "late"})  # "ex-wife Marta" is no new value
 # verbs of NOT_STATED that make a brand one's own ("read on a Kindle", "bought a Kobo")
 OWNING = frozenset({"bought", "read", "reading"})
+PAST_CLAUSE = frozenset("was were used had".split())  # "energy drinks were wrecking his sleep"
 VALUE_REACH = 3  # words before a value that may make it the topic or object of another verb
 AFTER_WINDOW = 4  # words after an ending word that may name the thing it ends ("got rid of my HSBC account")
 _AFTER_NEW = re.compile(r"\s*(?:[,:;.!?]|$)|\s+[A-Z]|\s+(?:is|was|has|and|who|called)\b")  # "new GP, Dr. ..."
@@ -186,7 +188,7 @@ def _gift(found: list[str], i: int) -> bool:
 def others_brands(newer: str, about: Set[str]) -> set[str]:
     """The words of ``newer`` (lower-case) owned by another: after "Sam's", "his", "her" or "their" (a word
     between at most), unless that owner is whom the pair is about (``about``: "Omar's laptop" for Omar)."""
-    found = re.findall(r"[A-Za-z][\w'-]*", newer)
+    found = WRITTEN_WORD.findall(newer)
     owners = [
         i for i, word in enumerate(found)
         if word.lower() in ("his", "her", "their", "your")
@@ -226,9 +228,6 @@ def values(found: list[str], marked: Set[str] = frozenset()) -> dict[str, set[st
             continue
         out.setdefault(slot, set()).add(value)
     return out
-
-
-PAST_CLAUSE = frozenset("was were used had".split())  # "energy drinks were wrecking his sleep"
 
 
 def values_swapped(older: str, clauses: list[list[str]], marked: Set[str] = frozenset()) -> bool:

@@ -164,6 +164,7 @@ RELATIONS = frozenset(
     "girlfriend friend friends neighbour neighbor colleague coworker boss flatmate roommate".split()
 )
 WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
+WRITTEN_WORD = re.compile(r"[A-Za-z][\w'-]*")  # a word as written, capitals and "'s" kept ("Leon's", "iPhone")
 CLAUSE = re.compile(r"[,;:!?()]|\.(?:\s|$)|\s(?:and|but|so|while|because)\s")  # where a clause ends
 # The place of a name: the words before it that give it a role, by class, so that a name in the older's role
 # replaces the older's name however each text words the role ("manager is Sandra" -> "report to Kwame",
@@ -219,7 +220,7 @@ BRAND_OF = {form: (kind, value.split("/")[0]) for kind, found in BRANDS.items() 
 def capitalised(text: str) -> set[str]:
     """The words of ``text`` written with a capital letter, lower-cased ("iPhone" -> "iphone"; "'s" off), the
     first word only where its capital is not that of the sentence ("iPhone ...")."""
-    found = re.findall(r"[A-Za-z][\w'-]*", text)
+    found = WRITTEN_WORD.findall(text)
     return {
         word.lower().removesuffix("'s")
         for i, word in enumerate(found)

@@ -42,6 +42,7 @@ from memnets.temporal.lexicon import (
     SLOT_OF,
     STOPWORDS,
     WORD,
+    WRITTEN_WORD,
     capitalised,
     place,
     slots,
@@ -168,7 +169,7 @@ def subject_words(older: str, newer: str) -> tuple[set[str], set[str]]:
 def names(text: str) -> set[str]:
     """The capitalised words of ``text`` after its first word: the names of places, firms, people
     ("Vodafone", "Three", "Dr. Okafor" -> "okafor"), lower-cased."""
-    found = re.findall(r"[A-Za-z][\w'-]*", text)[1:]
+    found = WRITTEN_WORD.findall(text)[1:]
     return {word.lower().removesuffix("'s") for word in found if word[0].isupper() and word != "I"}
 
 
@@ -227,7 +228,7 @@ def named_after(text: str, skip: Set[str] = frozenset()) -> set[tuple[str, str]]
     Felix" keeps ("to", "felix"))."""
     out = set()
     for clause in CLAUSE.split(text):
-        found = re.findall(r"[A-Za-z][\w'-]*", clause)
+        found = WRITTEN_WORD.findall(clause)
         if not found:
             continue
         theirs = stem(found[0].lower().removesuffix("'s")) in skip
@@ -239,19 +240,16 @@ def named_after(text: str, skip: Set[str] = frozenset()) -> set[tuple[str, str]]
             while before >= 0 and lowered[before] in ARTICLES:
                 before -= 1
             if before >= 0:
-                where = place(lowered[max(0, before - 1) : before + 1])
+                where, name = place(lowered[max(0, before - 1) : before + 1]), lowered[i].removesuffix("'s")
                 if not (theirs and where in PLACE_SLOTS):
-                    out |= {
-                        (where, word.lower().removesuffix("'s")),
-                        (lowered[before], word.lower().removesuffix("'s")),
-                    }
+                    out |= {(where, name), (lowered[before], name)}
     return out
 
 
 def past_names(text: str) -> set[str]:
     """The stems of the names ``text`` marks as past ("ex-wife Marta", "her ex Tom", "former boss Ann"): no
     new value."""
-    found = re.findall(r"[A-Za-z][\w'-]*", text)
+    found = WRITTEN_WORD.findall(text)
     marked = [i for i, word in enumerate(found) if word.lower().split("-")[0] in implicit.PAST_MARKS]
     return {stem(found[j].lower()) for i in marked for j in range(i, min(i + 3, len(found))) if found[j][0].isupper()}
 
