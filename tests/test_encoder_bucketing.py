@@ -51,3 +51,16 @@ def test_encode_returns_input_order_whatever_the_batches(encoder, turns):
 def test_a_bad_padding_side_is_named(encoder):
     with pytest.raises(ValueError, match="padding_side must be 'right' or 'left', got 'middle'"):
         next(token_batches(encoder.tokenize, ["a"], 1, "middle"))
+
+
+def test_texts_that_fit_one_batch_are_tokenised_once_in_their_order(encoder, turns):
+    calls = []
+
+    def tokenize(texts):
+        calls.append(texts)
+        return encoder.tokenize(texts)
+
+    texts = [turns[5], turns[0], turns[9]]  # not sorted by length
+    [(index, batch)] = list(token_batches(tokenize, texts, 3))
+    assert calls == [texts] and index == [0, 1, 2]
+    assert batch["input_ids"].tolist() == encoder.tokenize(texts)["input_ids"].tolist()

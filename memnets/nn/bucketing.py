@@ -8,7 +8,8 @@ A text's token count is known only once it is tokenised, so texts are tokenised 
 :data:`BUCKET_BATCHES` batches at a time (taken in character order, so a chunk holds texts of
 similar length; one padded tokeniser call each), regrouped by token count inside the chunk, and each
 batch is cut to its own longest text. Padding is on one side, so that cut is a slice of columns: a
-batch's tokens are exactly those of tokenising it alone.
+batch's tokens are exactly those of tokenising it alone. Texts that fit in one batch (an agent's
+query, a turn's memories) are tokenised in one call and not regrouped: no sort, no slicing.
 """
 
 from __future__ import annotations
@@ -32,6 +33,9 @@ def token_batches(
     :meth:`MemoryEncoder.tokenize` does."""
     if padding_side not in ("right", "left"):
         raise ValueError(f"padding_side must be 'right' or 'left', got {padding_side!r}")
+    if len(texts) <= batch_size:  # one batch: tokenising pads it to its own longest already
+        yield list(range(len(texts))), tokenize(list(texts))
+        return
     order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
     chunk = batch_size * BUCKET_BATCHES
     for start in range(0, len(order), chunk):
