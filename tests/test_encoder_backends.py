@@ -96,6 +96,16 @@ def test_pack_carries_the_int8_encoder_verified_and_loads_it(tiny_model_dir, tmp
         load_pack(pack, backend="int8")
 
 
+def test_an_encoder_already_on_onnx_runtime_exports_a_pack(tiny_model_dir, tmp_path, turns):
+    from memnets.pack import export_pack, load_pack
+
+    running = MemoryEncoder.from_pretrained(tiny_model_dir, max_length=64, backend="int8")
+    pack = export_pack(tmp_path / "pack", running, backends=("onnx",))  # copied its session: a TypeError before
+    loaded = load_pack(pack, backend="onnx")
+    exact = MemoryEncoder.from_pretrained(tiny_model_dir, max_length=64)
+    assert _cosines(loaded.encoder.encode(turns), exact.encode(turns)).min() >= TINY_BOUNDS["onnx"]
+
+
 def test_memnets_open_takes_a_backend(tiny_model_dir, tmp_path):
     import memnets
 

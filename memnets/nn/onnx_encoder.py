@@ -148,7 +148,9 @@ def export_onnx(encoder, folder: str | Path, backend: str) -> Path:
 def trace_onnx(encoder, target: str | Path) -> Path:
     """Write ``target``: the encoder's forward traced to ONNX as it is, before ONNX Runtime's BERT
     optimizer fuses it (eager attention, so that the optimizer can)."""
-    exported = copy.deepcopy(encoder).eval()  # the same weights with eager attention (fusable)
+    # The same weights with eager attention (fusable). An encoder that already runs on ONNX Runtime
+    # holds a session, which cannot be copied: the copy goes without it (only forward is traced).
+    exported = copy.deepcopy(encoder, memo={id(encoder._runner): None}).eval()
     exported.backbone.set_attn_implementation("eager")
     sample = encoder.tokenize(["an example memory to trace the graph with", "and a second one"])
     with torch.inference_mode():
