@@ -6,7 +6,8 @@ loaded and the store answers), and includes the routers of :mod:`memnets.server.
 resource. Who calls is a dependency of every route (:mod:`memnets.server.caller`); what the app
 holds is :class:`~memnets.server.state.ServerState`; errors become JSON by
 :mod:`memnets.server.errors`; every request is counted, timed and traced by
-:class:`~memnets.server.measure.RequestMeasure`. The encoder is wrapped in a
+:class:`~memnets.server.measure.RequestMeasure`; search and add requests of the plain case are served
+past FastAPI's request plumbing by :class:`~memnets.server.hot.HotRoutes`. The encoder is wrapped in a
 :class:`~memnets.server.batching.BatchingEncoder` before the memory is opened with it, so
 concurrent requests share forward passes (with ``batching=False`` it encodes every call alone).
 
@@ -26,6 +27,7 @@ from fastapi import FastAPI
 
 from memnets.server import errors
 from memnets.server.auth import Tokens
+from memnets.server.hot import HotRoutes
 from memnets.server.measure import RequestMeasure
 from memnets.server.routes import ROUTERS, ui
 from memnets.server.state import ServerError, ServerState
@@ -76,6 +78,7 @@ def create_app(
         **_without_native_telemetry(),
     )
     app.state.memnets = state
+    app.add_middleware(HotRoutes)  # added first: the innermost, inside CORS and RequestMeasure
     if cors_origins:
         from starlette.middleware.cors import CORSMiddleware
 

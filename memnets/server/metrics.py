@@ -6,14 +6,17 @@ with ``--workers N`` a scrape reaches one worker, so scrape each worker's port o
 
 from __future__ import annotations
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
+import gc
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 
 
 class ServerMetrics:
-    """Requests, latencies, errors, recall-gate decisions, encoder batch sizes and window waits of one server."""
+    """Requests, latencies, errors, recall-gate decisions, encoder batch sizes and window waits of one server,
+    and the objects its garbage collector no longer scans (:func:`memnets.server.state.freeze_loaded_objects`)."""
 
     content_type = CONTENT_TYPE_LATEST
 
@@ -41,6 +44,12 @@ class ServerMetrics:
             "forward passes that waited --max-wait for more texts (their first found the encoder idle)",
             registry=self.registry,
         )
+        self.frozen = Gauge(
+            "memnets_gc_frozen_objects",
+            "objects moved out of the garbage collector's scans once the memory opened (gc.freeze)",
+            registry=self.registry,
+        )
+        self.frozen.set_function(gc.get_freeze_count)
 
     def encoded(self, size: int, waited: bool) -> None:
         """One forward pass of ``size`` texts (the batching encoder's ``on_batch``)."""

@@ -9,6 +9,7 @@ managers all encode through it from the start; nothing is swapped into the memor
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import threading
@@ -61,6 +62,7 @@ class ServerState:
         try:
             self.manifest = pack_manifest(self.pack)
             self.memory = self._opener(self._wrap)
+            freeze_loaded_objects()
             logger.info("memnets server: memory open (%r)", self.memory)
         except Exception as error:  # reported by /readyz and every route
             self.load_error = f"{type(error).__name__}: {error}"
@@ -106,6 +108,16 @@ class ServerState:
             self.memory.close()
         if self.encoder is not None:
             self.encoder.close()
+
+
+def freeze_loaded_objects() -> None:
+    """Move every object alive now (the encoder's modules and tensors, the tokenizer, the store's
+    indexes: ~440k objects with MiniLM) to the garbage collector's permanent generation, which its
+    collections never scan. They live as long as the server; without this, each full collection of a
+    serving process walked them all (~240 ms holding the GIL, twice in 20 s at 50 clients), stalling
+    the event loop, every request thread and the encoder's next pass alike."""
+    gc.collect()
+    gc.freeze()
 
 
 def pack_manifest(pack) -> dict | None:
