@@ -174,22 +174,36 @@ def text_feature_rows(texts: Sequence[str]) -> np.ndarray:
     """
     if isinstance(texts, str):
         raise TypeError("texts must be a sequence of strings, not one string")
-    rows = np.zeros((len(texts), len(TEXT_FEATURES)), dtype=np.float32)
-    for row, text in zip(rows, texts):
+    rows = []
+    for text in texts:
         body = strip_speaker(text)
         words = body.split()
         initials = "".join([word[0] for word in words[1:]])  # words of split() are never empty
         questions = body.count("?")
-        row[:] = (
-            math.log1p(len(body)) / 5.0,
-            math.log1p(len(words)) / 4.0,
-            "[shares a photo of" in body,
-            any(map(str.isdigit, body)),
-            sum(map(str.isupper, initials)) / max(len(words) - 1, 1),
-            questions > 0,
-            math.log1p(body.count(".") + body.count("!") + questions),
+        rows.append(
+            (
+                math.log1p(len(body)) / 5.0,
+                math.log1p(len(words)) / 4.0,
+                "[shares a photo of" in body,
+                _has_digit(body),
+                sum(map(str.isupper, initials)) / max(len(words) - 1, 1),
+                questions > 0,
+                math.log1p(body.count(".") + body.count("!") + questions),
+            )
         )
-    return rows
+    return np.array(rows, dtype=np.float32).reshape(len(rows), len(TEXT_FEATURES))
+
+
+_DIGITS = b"0123456789"  # the ASCII characters of which str.isdigit is true
+
+
+def _has_digit(body: str) -> bool:
+    """Whether a character of ``body`` is a digit (``str.isdigit``): ASCII text is checked as bytes, in C
+    (a Python-level test of each character was a third of the features' time)."""
+    if body.isascii():
+        raw = body.encode("ascii")
+        return len(raw.translate(None, _DIGITS)) != len(raw)
+    return any(map(str.isdigit, body))
 
 
 def text_features(texts: Sequence[str]) -> torch.Tensor:

@@ -8,7 +8,8 @@ about 0.18 ms per query at 100k memories, more than the SQLite read of the candi
 matrix products and a GELU.
 
 :class:`NumpyMLP` copies the weights of an ``nn.Sequential`` of Linear / GELU / Dropout layers in
-eval mode (dropout is the identity) to float64 arrays. GELU is exact, ``x * Phi(x)`` with Phi the
+eval mode (dropout is the identity) to float32 arrays (torch's precision; numpy's float32 product
+is twice as fast as float64's at this size). GELU is exact, ``x * Phi(x)`` with Phi the
 standard normal CDF (torch's default); numpy has no erf, so :func:`normal_cdf` reads Phi off a
 table of :func:`math.erf` made once, by linear interpolation (one ``np.interp``) on knots 1/2048
 apart over [-8, 8]: error below 1e-8 (h^2 / 8 times max |Phi''| = 0.242), and 0 or 1 beyond,
@@ -42,18 +43,18 @@ def normal_cdf(x: np.ndarray) -> np.ndarray:
 
 
 class NumpyMLP:
-    """The eval-mode forward of ``net`` (Linear, GELU and Dropout layers, one logit out) on float64
-    copies of its weights: ``mlp(x [N, in]) -> logits [N]``."""
+    """The eval-mode forward of ``net`` (Linear, GELU and Dropout layers, one logit out) on float32
+    copies of its weights: ``mlp(x [N, in]) -> float64 logits [N]``."""
 
     def __init__(self, net: nn.Sequential) -> None:
         self.layers: list[tuple[np.ndarray, np.ndarray] | str] = []
         for layer in net:
             if isinstance(layer, nn.Linear):
-                weight = layer.weight.detach().cpu().double().numpy().T.copy()
+                weight = layer.weight.detach().cpu().float().numpy().T.copy()
                 bias = (
-                    layer.bias.detach().cpu().double().numpy().copy()
+                    layer.bias.detach().cpu().float().numpy().copy()
                     if layer.bias is not None
-                    else np.zeros(weight.shape[1])
+                    else np.zeros(weight.shape[1], np.float32)
                 )
                 self.layers.append((weight, bias))
             elif isinstance(layer, nn.GELU) and layer.approximate == "none":
@@ -62,14 +63,14 @@ class NumpyMLP:
                 raise TypeError(f"NumpyMLP: no numpy form of {layer!r} (Linear, exact GELU and Dropout only)")
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
-        h = np.asarray(x, dtype=np.float64)
+        h = np.asarray(x, dtype=np.float32)
         for layer in self.layers:
             if layer == "gelu":
-                h = h * normal_cdf(h)
+                h = (h * normal_cdf(h)).astype(np.float32)
             else:
                 weight, bias = layer
                 h = h @ weight + bias
-        return h[:, 0]
+        return h[:, 0].astype(np.float64)
 
 
 __all__ = ["NumpyMLP", "normal_cdf"]
