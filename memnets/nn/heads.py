@@ -33,7 +33,7 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 
 from memnets.nn.modes import evaluating, single_threaded
-from memnets.nn.numpy_mlp import NumpyMLP
+from memnets.nn.numpy_mlp import NumpyMLP, weights_key
 from memnets.nn.weights import WeightsMismatch, check_shapes, meta_shapes, read_json, tensor_shapes
 from memnets.temporal.supersession import FEATURE_NAMES as PAIR_FEATURES
 from memnets.temporal.supersession import PAIR_FEATURES_VERSION
@@ -273,13 +273,12 @@ class ImportanceHead(Head):
         return 1.0 / (1.0 + np.exp(-logits))
 
     def _numpy_net(self) -> NumpyMLP:
-        """The numpy copy of ``net``, made again when a parameter was replaced or changed in place (an
-        optimiser step or ``load_state_dict`` moves torch's version counter of the tensor)."""
-        key = tuple((p.data_ptr(), p._version) for p in self.net.parameters())
+        """The numpy copy of ``net``, made again when a weight was replaced or changed in place
+        (:func:`~memnets.nn.numpy_mlp.weights_key`)."""
         copied = self.__dict__.get("_numpy")
-        if copied is None or copied[0] != key:
-            copied = self.__dict__["_numpy"] = (key, NumpyMLP(self.net))
-        return copied[1]
+        if copied is None or copied.key != weights_key(self.net):
+            copied = self.__dict__["_numpy"] = NumpyMLP(self.net)
+        return copied
 
 
 class RecallGateHead(Head):
