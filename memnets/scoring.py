@@ -40,7 +40,7 @@ import numpy as np
 
 from memnets.protocols import TextEncoder
 from memnets.records import Memory
-from memnets.temporal.questions import dated_record, time_features
+from memnets.temporal.questions import asks_about_time, dated_record, time_features
 from memnets.timeutil import as_utc
 
 FEATURES = ("recency", "relevance", "importance", "time")
@@ -163,7 +163,10 @@ def cosine(query_vector: np.ndarray, memory_vectors: np.ndarray) -> np.ndarray:
 
 
 def time_column(memories: Sequence[Memory], query: str, now: datetime) -> np.ndarray:
-    """The time feature [N] of ``query`` asked at ``now`` (:func:`memnets.temporal.questions.time_features`)."""
+    """The time feature [N] of ``query`` asked at ``now`` (:func:`memnets.temporal.questions.time_features`);
+    zeros without reading the memories' dates when the query names no time and does not ask when."""
+    if not asks_about_time(query, now):
+        return np.zeros(len(memories))
     return np.asarray(time_features(query, now, [dated_record(m) for m in memories]), dtype=np.float64)
 
 

@@ -531,6 +531,9 @@ def test_nprobe_and_ef_search_per_call():
     np.testing.assert_allclose(scores, want_scores, atol=1e-5)
     one, _ = retriever.search(queries, 10, "owner0", nprobe=1)
     assert recall(one, want) < recall(every, want) == 1.0
+    # an owner keeps its last search's parameters: each call still visits the lists it asks for
+    for nprobe, expected in ((nlist, every), (1, one), (nlist, every)):
+        assert [retriever.search(q[None], 10, "owner0", nprobe=nprobe)[0][0] for q in queries] == expected
     hnsw, data = filled("hnsw", owners=1, per_owner=2000, exact_below=0)
     narrow, _ = hnsw.search(queries, 10, "owner0", ef_search=10)
     wide, _ = hnsw.search(queries, 10, "owner0", ef_search=400)

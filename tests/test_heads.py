@@ -331,24 +331,85 @@ def test_eval_heads_command_reports_heads_and_baselines(tiny_model_dir, tiny_loc
     assert "### importance on validation" in printed and "| RecallGateHead |" in printed
 
 
-def test_heads_predict_on_one_thread_in_eval_mode_and_restore_the_callers_settings():
-    """predict_proba runs the MLP in eval mode (dropout off: repeated calls agree) on one intra-op
-    thread, and leaves the caller's thread count and the head's training mode as they were."""
+def test_the_gate_predicts_on_one_thread_in_eval_mode_and_restores_the_callers_settings():
+    """The gate's predict_proba runs its torch forward in eval mode (dropout off: repeated calls agree) on
+    one intra-op thread, and leaves the caller's thread count and the head's training mode as they were."""
     torch.manual_seed(0)
-    head = ImportanceHead(dim=8, hidden_dims=(16,), dropout=0.5)
+    head = RecallGateHead(dim=8, hidden_dims=(16,), dropout=0.5)
     head.train()
-    x = torch.randn(5, 8)
+    query, context = torch.randn(5, 8), torch.randn(5, 3, 8)
     seen = []
     head.net.register_forward_hook(lambda *_: seen.append(torch.get_num_threads()))
     threads = torch.get_num_threads()
     torch.set_num_threads(2)
     try:
-        first, second = head.predict_proba(x), head.predict_proba(x)
+        first, second = head.predict_proba(query, context), head.predict_proba(query, context)
         assert np.array_equal(first, second) and seen == [1, 1]
         assert torch.get_num_threads() == 2 and head.training
         head.eval()
         with torch.no_grad():
-            expected = torch.sigmoid(head(x) + head.logit_offset).numpy()
-        np.testing.assert_allclose(first, expected, rtol=1e-6)
+            expected = torch.sigmoid(head(query, context, torch.ones(5, 3, dtype=torch.bool)) + head.logit_offset)
+        np.testing.assert_allclose(first, expected.numpy(), rtol=1e-6)
     finally:
         torch.set_num_threads(threads)
+
+
+def _torch_probabilities(head: ImportanceHead, x: torch.Tensor, texts: list[str]) -> np.ndarray:
+    """The importance head's probabilities from its torch forward in eval mode (what predict_proba computed before numpy)."""
+    from memnets.nn.heads import text_features
+
+    was = head.training
+    head.eval()
+    with torch.no_grad():
+        logits = head(x, text_features(texts) if head.use_text_features else None)
+    head.train(was)
+    return torch.sigmoid(logits + head.logit_offset).numpy().astype(np.float64)
+
+
+TEXTS = ["Ann: I moved to Lisbon in 2023. It is lovely!", "Bob: Why?", "Ann: [shares a photo of a cat]", "hi"] * 4
+
+
+def test_importance_probabilities_in_numpy_equal_the_torch_forward():
+    """predict_proba computes in numpy (memnets.nn.numpy_mlp): the eval-mode torch forward's
+    probabilities within 1e-6, dropout off in training mode too, from numpy arrays or tensors."""
+    torch.manual_seed(0)
+    head = ImportanceHead(dim=32, hidden_dims=(24, 8), dropout=0.5, use_text_features=True, logit_offset=-1.2)
+    for layer in head.net:  # weights large enough that the GELUs see both tails
+        if isinstance(layer, torch.nn.Linear):
+            torch.nn.init.normal_(layer.weight, std=1.0)
+    head.train()
+    x = torch.randn(len(TEXTS), 32)
+    probabilities = head.predict_proba(x.numpy(), texts=TEXTS)
+    assert probabilities.dtype == np.float64 and head.training
+    np.testing.assert_allclose(probabilities, _torch_probabilities(head, x, TEXTS), atol=1e-6, rtol=0)
+    assert np.array_equal(head.predict_proba(x, texts=TEXTS), probabilities)
+    plain = ImportanceHead(dim=32, hidden_dims=(16,))
+    np.testing.assert_allclose(plain.predict_proba(x), _torch_probabilities(plain, x, TEXTS), atol=1e-6, rtol=0)
+
+
+def test_the_numpy_copy_of_the_importance_head_follows_its_weights():
+    """Weights changed in place (an optimiser step) or loaded over (load_state_dict) are the ones predict_proba uses."""
+    torch.manual_seed(1)
+    head, other = ImportanceHead(dim=16, hidden_dims=(8,)), ImportanceHead(dim=16, hidden_dims=(8,))
+    x = torch.randn(6, 16)
+    before = head.predict_proba(x)
+    loss = head(x).sum()
+    loss.backward()
+    torch.optim.SGD(head.parameters(), lr=1.0).step()
+    stepped = head.predict_proba(x)
+    assert not np.allclose(stepped, before)
+    np.testing.assert_allclose(stepped, _torch_probabilities(head, x, []), atol=1e-6, rtol=0)
+    head.load_state_dict(other.state_dict())
+    np.testing.assert_allclose(head.predict_proba(x), other.predict_proba(x), atol=1e-12, rtol=0)
+
+
+def test_the_numpy_normal_cdf_is_within_1e_9_of_math_erf_and_mlps_of_other_layers_are_refused():
+    import math
+
+    from memnets.nn.numpy_mlp import NumpyMLP, normal_cdf
+
+    x = np.linspace(-10.0, 10.0, 40_001)
+    exact = np.array([0.5 * (1.0 + math.erf(v / math.sqrt(2.0))) for v in x])
+    assert np.abs(normal_cdf(x) - exact).max() < 1e-9
+    with pytest.raises(TypeError, match="ReLU"):
+        NumpyMLP(torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU(), torch.nn.Linear(4, 1)))

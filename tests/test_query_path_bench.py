@@ -56,7 +56,10 @@ def test_query_path_times_search_end_to_end_and_by_part_on_both_stores(pack, tmp
         assert set(found["parts"]) == PARTS | SAVED and all(part["calls"] == 3 for part in found["parts"].values())
         assert found["parts"]["encode"]["p50_ms"] > 0 and found["parts"]["score"]["p50_ms"] > 0
         assert found["ratio_to_encoder"] == pytest.approx(e2e["p50_ms"] / found["parts"]["encode"]["p50_ms"])
-        assert found["backend"] == "torch" and found["around_timed"]["calls"] == 3
+        assert found["backend"] == "torch" and found["around_timed"]["calls"] == found["around_cold"]["calls"] == 3
+        assert found["around_cold_to_encoder"] == pytest.approx(
+            found["around_cold"]["p50_ms"] / found["parts"]["encode"]["p50_ms"]
+        )
         assert found["around_timed_to_encoder"] > 0 and any(
             "_search_encoded" in line for line in found["profile"]["cumulative"]
         )

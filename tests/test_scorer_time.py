@@ -12,8 +12,9 @@ from datetime import datetime, timedelta
 import numpy as np
 
 from memnets.records import Memory
-from memnets.scoring import FEATURES, ScorerWeights, WeightedScorer, fit_scorer_weights
+from memnets.scoring import FEATURES, ScorerWeights, WeightedScorer, fit_scorer_weights, time_column
 from memnets.temporal.dates import DATES_KEY, date_metadata
+from memnets.temporal.questions import _resolved, asks_about_time
 
 NOW = datetime(2023, 5, 20, 12, 0)
 WHEN = "When did Caroline go to the support group?"
@@ -61,6 +62,20 @@ def test_a_time_weight_lifts_the_memory_that_dates_its_event_for_a_when_question
     assert when[1] - when[0] == 0.5
     other = scorer.score(memories, "What does Caroline love?", NOW, query_vector=QUERY, memory_vectors=TIED)
     assert other[0] == other[1]
+
+
+def test_a_question_without_a_time_signal_reads_no_memory_dates():
+    """Most questions neither ask when nor name a time: their time column is zeros without a memory's text
+    resolved (the costliest step of scoring a memory the search meets for the first time)."""
+    text = "Caroline: the support group met on 2023-05-07, a text no other test resolves"
+    memories, other = [Memory(id="m", owner="o", t=NOW, content=text)], "What does Caroline love?"
+    for question in (other, WHEN):
+        asks_about_time(question, NOW)  # the questions' own dates, read once and kept
+    resolved = _resolved.cache_info().misses  # texts resolved so far (the memory's is new)
+    assert time_column(memories, other, NOW).tolist() == [0.0]
+    assert _resolved.cache_info().misses == resolved  # the memory's dates were not read
+    assert time_column(memories, WHEN, NOW).tolist() == [1.0]  # a when-question still reads them
+    assert _resolved.cache_info().misses == resolved + 1
 
 
 def test_the_dates_the_write_path_stored_count_over_the_text():

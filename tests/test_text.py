@@ -26,3 +26,20 @@ def test_heuristic_and_text_features_see_the_same_body():
     heuristic = HeuristicImportance()
     assert heuristic.score_text("Bob: the plan") == heuristic.score_text("the plan")
     np.testing.assert_array_equal(text_features(["Bob: the plan"]).numpy(), text_features(["the plan"]).numpy())
+
+
+def test_the_digit_feature_is_str_isdigit_of_any_character_ascii_or_not():
+    """The text features test ASCII text for digits as bytes: the same answer as str.isdigit, which also
+    takes digits outside ASCII (superscripts, Arabic-Indic) and leaves numerals that are not digits."""
+    from memnets.nn.heads import TEXT_FEATURES
+
+    texts = [
+        "Ann: in 2023",
+        "Ann: no numbers",
+        "Ann: x\u00b2 is a square",
+        "Ann: \u0663 cats",
+        "Ann: \u216b o'clock",
+        "",
+    ]
+    digit = text_features(texts)[:, TEXT_FEATURES.index("digit")].tolist()
+    assert digit == [float(any(map(str.isdigit, strip_speaker(text)))) for text in texts] == [1, 0, 1, 1, 0, 0]

@@ -27,8 +27,12 @@ parts' p50s add up to about the end-to-end p50; ``around`` = end-to-end p50 minu
 search minus ``index``) and ``vectors apart`` (the candidates' vectors read again by id), what the
 re-rank paid before the search returned the vectors. ``around timed``: the search once more with the
 query's vector given (everything but the encoder, timed at once); ``around timed / encoder`` is the
-issue's quarter measured directly. Each question's calls run one after another (end to end, then
-the parts), so a change in the machine's load moves the encoder's time and the rest alike.
+issue's quarter measured directly, but on a question searched a moment before (end to end): its
+candidates' store pages and dates are still at hand. ``around cold``: the same, right after the
+encoding of a question not searched before (another list of as many questions, one after each
+end-to-end question): what a search pays around its encoder, whose run has just evicted the CPU's
+caches. Each question's calls run one after another (end to end, then the parts, then the cold
+question), so a change in the machine's load moves the encoder's time and the rest alike.
 
 ``--backends auto`` times the backend memnets picks on this CPU (``backend`` in the JSON says which).
 ``--profile ROWS`` adds to each store's result the cProfile of the part around the encoder (its ROWS
@@ -146,11 +150,28 @@ def parts(memory, question: str, user: str) -> dict[str, float]:
     return seconds
 
 
+def around_cold(memory, question: str, user: str) -> float:
+    """Seconds of the search with ``question``'s vector given, timed right after its encoding (``question``
+    not searched before): the part around the encoder as an agent's search pays it."""
+    from memnets.memory.encoding import embed
+
+    vector = embed(memory.encoder, [question], kind="query")[0]
+    return timed(memory._search_encoded, question, vector, user, K, None)[0]
+
+
 def run_one(
-    pack, location: str, options: dict, texts: list[str], vectors: np.ndarray, queries: list[str], profile_rows: int
+    pack,
+    location: str,
+    options: dict,
+    texts: list[str],
+    vectors: np.ndarray,
+    queries: list[str],
+    fresh: list[str],
+    profile_rows: int,
 ) -> dict:
     """Fill a store at ``location`` for ``pack``'s encoder (:func:`fill`), then time ``queries`` end to end
-    and part by part, question by question (and profile the part around the encoder: ``profile_rows`` > 0)."""
+    and part by part, question by question, each followed by one of ``fresh`` (:func:`around_cold`); and
+    profile the part around the encoder (``profile_rows`` > 0)."""
     import memnets
 
     fill_s = fill(location, options, pack.encoder, texts, vectors)
@@ -160,17 +181,18 @@ def run_one(
             raise SystemExit("the pack has no scorer weights; the query path needs its LearnedScorer")
         for question in queries[:5]:  # warm-up: the index is built or loaded, caches filled
             memory.search(question, user=user, k=K)
-        end_to_end, split = [], []
-        for question in queries:  # interleaved, so that a change of the machine's load moves both alike
+        end_to_end, split, cold = [], [], []
+        for question, other in zip(queries, fresh):  # interleaved: a change of the machine's load moves all alike
             seconds, hits = timed(memory.search, question, user=user, k=K)
             if len(hits) != K:
                 raise RuntimeError(f"search returned {len(hits)} hits, expected {K}")
             end_to_end.append(seconds)
             split.append(parts(memory, question, user))
+            cold.append(around_cold(memory, other, user))
         index_kind = type(getattr(memory.store, "_retriever", memory.store)).__name__
         profile = around_profile(memory, queries, user, profile_rows) if profile_rows else None
     e2e, encode = latency_summary(end_to_end), latency_summary([row["encode"] for row in split])
-    around = latency_summary([row["around"] for row in split])
+    around, around_first = latency_summary([row["around"] for row in split]), latency_summary(cold)
     return {
         "fill_s": fill_s,
         "backend": pack.encoder.backend,
@@ -182,6 +204,8 @@ def run_one(
         "around_encoder_ms": e2e["p50_ms"] - encode["p50_ms"],
         "around_timed": around,
         "around_timed_to_encoder": around["p50_ms"] / encode["p50_ms"],
+        "around_cold": around_first,
+        "around_cold_to_encoder": around_first["p50_ms"] / encode["p50_ms"],
         **({"profile": profile} if profile else {}),
     }
 
@@ -235,7 +259,7 @@ def round_trips(store, call) -> int:
 def table(results: dict) -> str:
     """The results as a markdown table, one row per store and backend."""
     head = ["store", "backend", "query p50 ms", "p99 ms", "encoder p50 ms", "ratio", "around ms", "around / encoder"]
-    head += ["around timed p50 ms", "around timed / encoder"]
+    head += ["around timed p50 ms", "around timed / encoder", "around cold p50 ms", "around cold / encoder"]
     head += [f"{name} p50 ms" for name in (*PARTS, *SAVED)]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for key, r in results.items():
@@ -246,6 +270,7 @@ def table(results: dict) -> str:
         cells += [f"{encoder:.2f}", f"{r['ratio_to_encoder']:.2f}", f"{r['around_encoder_ms']:.2f}"]
         cells += [f"{r['around_encoder_ms'] / encoder:.2f}"]
         cells += [f"{r['around_timed']['p50_ms']:.2f}", f"{r['around_timed_to_encoder']:.2f}"]
+        cells += [f"{r['around_cold']['p50_ms']:.2f}", f"{r['around_cold_to_encoder']:.2f}"]
         cells += [f"{r['parts'][name]['p50_ms']:.2f}" for name in (*PARTS, *SAVED)]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
@@ -294,6 +319,7 @@ def main(argv: list[str] | None = None) -> int:
     count = args.queries or (30 if args.quick else 300)
     questions = locomo_texts()[1]
     queries = [questions[i % len(questions)] for i in range(count)]
+    fresh = [questions[(count + i) % len(questions)] for i in range(count)]  # for around cold: not searched before
 
     import torch
     from threadpoolctl import threadpool_limits
@@ -322,7 +348,7 @@ def main(argv: list[str] | None = None) -> int:
                         location, options = str(work / f"archive-{backend}"), {}
                     else:
                         location, options = pg_url, {"table": f"query_{uuid.uuid4().hex[:8]}"}
-                    result = run_one(pack, location, options, texts, vectors, queries, args.profile)
+                    result = run_one(pack, location, options, texts, vectors, queries, fresh, args.profile)
                     results[f"{store}/{backend}"] = result
                     print(
                         f"[query_path] {store}/{backend}: p50 {result['end_to_end']['p50_ms']:.2f} ms, "
@@ -349,6 +375,7 @@ def main(argv: list[str] | None = None) -> int:
         "parts: each part timed alone; encode includes tokenise; store_read = the store's search - index",
         "ratio = end-to-end p50 / encode p50 (the encoder's batch-1 p50, same run); around = their difference",
         "around_timed: the search with the query's vector given, timed alone; each question's calls run together",
+        "around_cold: the same right after the encoding of a question not searched before (another list)",
     ]
     path = write_result(args.out, "query_path", settings, results, notes)
     markdown = table(results)

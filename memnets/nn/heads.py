@@ -33,6 +33,7 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 
 from memnets.nn.modes import evaluating, single_threaded
+from memnets.nn.numpy_mlp import NumpyMLP, weights_key
 from memnets.nn.weights import WeightsMismatch, check_shapes, meta_shapes, read_json, tensor_shapes
 from memnets.temporal.supersession import FEATURE_NAMES as PAIR_FEATURES
 from memnets.temporal.supersession import PAIR_FEATURES_VERSION
@@ -163,8 +164,8 @@ class Head(nn.Module):
 TEXT_FEATURES = ("log_chars", "log_words", "photo", "digit", "capitalised_share", "question", "sentences")
 
 
-def text_features(texts: Sequence[str]) -> torch.Tensor:
-    """Cheap surface features of memory texts, ``[N, len(TEXT_FEATURES)]`` (float32).
+def text_feature_rows(texts: Sequence[str]) -> np.ndarray:
+    """Cheap surface features of memory texts, ``[N, len(TEXT_FEATURES)]`` (float32 numpy).
 
     Of the text after the "{speaker}: " prefix (:func:`memnets.text.strip_speaker`): log(1 + characters), log(1 + words), whether a photo
     is shared, whether a digit occurs, the share of capitalised words after the first (names,
@@ -177,19 +178,37 @@ def text_features(texts: Sequence[str]) -> torch.Tensor:
     for text in texts:
         body = strip_speaker(text)
         words = body.split()
-        capitalised = sum(word[:1].isupper() for word in words[1:]) / max(len(words) - 1, 1)
+        initials = "".join([word[0] for word in words[1:]])  # words of split() are never empty
+        questions = body.count("?")
         rows.append(
-            [
+            (
                 math.log1p(len(body)) / 5.0,
                 math.log1p(len(words)) / 4.0,
-                float("[shares a photo of" in body),
-                float(any(map(str.isdigit, body))),
-                capitalised,
-                float("?" in body),
-                math.log1p(body.count(".") + body.count("!") + body.count("?")),
-            ]
+                "[shares a photo of" in body,
+                _has_digit(body),
+                sum(map(str.isupper, initials)) / max(len(words) - 1, 1),
+                questions > 0,
+                math.log1p(body.count(".") + body.count("!") + questions),
+            )
         )
-    return torch.tensor(rows, dtype=torch.float32).reshape(len(rows), len(TEXT_FEATURES))
+    return np.array(rows, dtype=np.float32).reshape(len(rows), len(TEXT_FEATURES))
+
+
+_DIGITS = b"0123456789"  # the ASCII characters of which str.isdigit is true
+
+
+def _has_digit(body: str) -> bool:
+    """Whether a character of ``body`` is a digit (``str.isdigit``): ASCII text is checked as bytes, in C
+    (a Python-level test of each character was a third of the features' time)."""
+    if body.isascii():
+        raw = body.encode("ascii")
+        return len(raw.translate(None, _DIGITS)) != len(raw)
+    return any(map(str.isdigit, body))
+
+
+def text_features(texts: Sequence[str]) -> torch.Tensor:
+    """:func:`text_feature_rows` as a float32 tensor (the head's training input)."""
+    return torch.from_numpy(text_feature_rows(texts))
 
 
 class ImportanceHead(Head):
@@ -230,25 +249,36 @@ class ImportanceHead(Head):
             embeddings = torch.cat([embeddings, features], dim=1)
         return self.net(embeddings).squeeze(-1)
 
-    @torch.no_grad()
     def predict_proba(self, embeddings, texts: Sequence[str] | None = None) -> np.ndarray:
         """Calibrated probabilities ``[N]`` that each turn is worth keeping long term.
 
         ``embeddings [N, dim]`` from the encoder the head was trained on; ``texts`` (the memory
         contents, "{speaker}: {text}") are needed when the head uses text features and ignored otherwise.
+        Computed in numpy (:class:`~memnets.nn.numpy_mlp.NumpyMLP`: a query scores a few rows, where
+        torch's per-op dispatch was most of the time), on a copy of the weights made again whenever
+        they change.
         """
-        x = _as_tensor("embeddings", embeddings, 2)
+        x = np.asarray(embeddings.detach().cpu().numpy() if isinstance(embeddings, torch.Tensor) else embeddings)
+        if x.ndim != 2:
+            raise ValueError(f"embeddings must have 2 dimensions, got shape {x.shape}")
         if x.shape[1] != self.dim:
             raise ValueError(f"embeddings have dim {x.shape[1]}, this ImportanceHead expects {self.dim}")
-        features = None
         if self.use_text_features:
             if texts is None:
                 raise ValueError("this ImportanceHead uses text features: call predict_proba(embeddings, texts=...)")
             if len(texts) != x.shape[0]:
                 raise ValueError(f"{len(texts)} texts for {x.shape[0]} embeddings")
-            features = text_features(texts)
-        with evaluating(self), single_threaded():
-            return self._proba(self(x, features))
+            x = np.concatenate([x, text_feature_rows(texts)], axis=1)
+        logits = self._numpy_net()(x) + self.logit_offset
+        return 1.0 / (1.0 + np.exp(-logits))
+
+    def _numpy_net(self) -> NumpyMLP:
+        """The numpy copy of ``net``, made again when a weight was replaced or changed in place
+        (:func:`~memnets.nn.numpy_mlp.weights_key`)."""
+        copied = self.__dict__.get("_numpy")
+        if copied is None or copied.key != weights_key(self.net):
+            copied = self.__dict__["_numpy"] = NumpyMLP(self.net)
+        return copied
 
 
 class RecallGateHead(Head):

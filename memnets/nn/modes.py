@@ -7,8 +7,9 @@ more than its FAISS search, store read and scoring together (docs/benchmarks.md,
 to end"). An encoder or head loaded for inference is already in eval mode everywhere;
 :func:`evaluating` then only walks the tree once and writes nothing.
 
-The heads are small MLPs run on a few dozen rows per query, where a second intra-op thread
-only adds waiting: :func:`single_threaded`.
+The recall gate and the supersession head are small MLPs run on a few dozen rows per call, where a
+second intra-op thread only adds waiting: :func:`single_threaded` (the importance head, run on
+every search's candidates, computes in numpy instead: :mod:`memnets.nn.numpy_mlp`).
 """
 
 from __future__ import annotations
@@ -42,9 +43,9 @@ def single_threaded() -> Iterator[None]:
     For the heads' MLPs (a 391 x 64 layer on the 15 candidates of a query): with two threads every
     op waits for an OpenMP team on a second core, so the importance head's forward took 1.3-2.7 ms
     per query at load 2-4 and 16 ms with a benchmark on both cores, against 0.08 ms on one thread
-    (docs/benchmarks.md, "One query end to end"). With torch's OpenMP backend (its Linux, macOS
-    and Windows wheels) the setting belongs to the calling thread, so other threads' calls, an
-    encoder's batch among them, keep their count.
+    (docs/benchmarks.md, "One query end to end"; it now computes in numpy). With torch's OpenMP
+    backend (its Linux, macOS and Windows wheels) the setting belongs to the calling thread, so
+    other threads' calls, an encoder's batch among them, keep their count.
     """
     before = torch.get_num_threads()
     if before == 1:

@@ -82,6 +82,14 @@ def dated_record(memory: Memory) -> DatedMemory:
     return (stored, memory.t.date()) if stored is not None else dated_memory(memory.content, memory.t)
 
 
+def asks_about_time(question: str, asked: datetime | date) -> bool:
+    """Whether :func:`time_features` can give a memory 1 for ``question``: it names a time or asks when.
+
+    Most questions do neither; a caller then skips resolving its memories' dates (for each memory
+    the search has not met before, the costliest step of scoring it)."""
+    return named_range(question, asked) is not None or asks_when(question)
+
+
 def time_features(question: str, asked: datetime | date, memories: Sequence[DatedMemory]) -> list[float]:
     """Per memory, 1.0 when it carries what the question asks about time (see the module docstring), else 0."""
     span = named_range(question, asked)
