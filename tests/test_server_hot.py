@@ -105,3 +105,20 @@ def test_both_paths_are_counted_under_the_route(server):
 def test_the_objects_alive_at_load_are_out_of_the_collector_s_scans(server):
     frozen = [row for row in metrics(server).splitlines() if row.startswith("memnets_gc_frozen_objects ")]
     assert frozen and float(frozen[0].split()[-1]) > 10_000  # torch, transformers and the encoder's modules
+
+
+def test_a_hot_route_that_takes_more_than_body_and_caller_is_refused_at_start():
+    from fastapi import APIRouter, Query
+
+    from memnets.server.caller import CallerDep
+    from memnets.server.hot import _check_takes_body_and_caller
+    from memnets.server.routes.search import SearchBody
+
+    router = APIRouter(prefix="/v1/search")
+
+    @router.post("")
+    async def search(body: SearchBody, caller: CallerDep, trace: bool = Query(False)):
+        return None
+
+    with pytest.raises(RuntimeError, match="HotRoutes serves /v1/search as \\(body, caller\\) only"):
+        _check_takes_body_and_caller(router.routes[0])

@@ -42,8 +42,18 @@ def hot_routes() -> dict[str, HotRoute]:
     found = {}
     for module, model in ((search, search.SearchBody), (memories, memories.AddBody)):
         route = next(r for r in module.router.routes if r.path == module.router.prefix and "POST" in r.methods)
+        _check_takes_body_and_caller(route)
         found[route.path] = HotRoute(route, model)
     return found
+
+
+def _check_takes_body_and_caller(route) -> None:
+    """Refuse, at the app's start, a hot route that takes more than its body and the caller: a
+    dependency or parameter added to it later would be skipped by the hot path, not solved."""
+    wants = route.dependant
+    extra = wants.query_params + wants.path_params + wants.header_params + wants.cookie_params
+    if [d.call for d in wants.dependencies] != [caller] or len(wants.body_params) != 1 or extra:
+        raise RuntimeError(f"HotRoutes serves {route.path} as (body, caller) only; it takes more: serve it by FastAPI")
 
 
 class HotRoutes:
