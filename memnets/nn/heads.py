@@ -60,9 +60,21 @@ def _is_number(value) -> bool:
 
 def _as_tensor(name: str, value, ndim: int, dtype=torch.float32) -> torch.Tensor:
     tensor = torch.as_tensor(np.asarray(value) if not isinstance(value, torch.Tensor) else value)
-    if tensor.ndim != ndim:
-        raise ValueError(f"{name} must have {ndim} dimensions, got shape {tuple(tensor.shape)}")
+    _check_ndim(name, tuple(tensor.shape), ndim)
     return tensor.to(dtype)
+
+
+def _as_array(name: str, value, ndim: int) -> np.ndarray:
+    """``value`` (a tensor, an array or nested lists) as a numpy array of ``ndim`` dimensions, for the heads
+    that compute in numpy."""
+    array = value.detach().cpu().numpy() if isinstance(value, torch.Tensor) else np.asarray(value)
+    _check_ndim(name, array.shape, ndim)
+    return array
+
+
+def _check_ndim(name: str, shape: tuple, ndim: int) -> None:
+    if len(shape) != ndim:
+        raise ValueError(f"{name} must have {ndim} dimensions, got shape {shape}")
 
 
 class Head(nn.Module):
@@ -258,9 +270,7 @@ class ImportanceHead(Head):
         torch's per-op dispatch was most of the time), on a copy of the weights made again whenever
         they change.
         """
-        x = np.asarray(embeddings.detach().cpu().numpy() if isinstance(embeddings, torch.Tensor) else embeddings)
-        if x.ndim != 2:
-            raise ValueError(f"embeddings must have 2 dimensions, got shape {x.shape}")
+        x = _as_array("embeddings", embeddings, 2)
         if x.shape[1] != self.dim:
             raise ValueError(f"embeddings have dim {x.shape[1]}, this ImportanceHead expects {self.dim}")
         if self.use_text_features:
