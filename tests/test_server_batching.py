@@ -183,12 +183,20 @@ def test_calls_queued_during_a_pass_start_the_next_without_the_window(encoder):
     spy = CountingEncoder(encoder)
     spy.entered, gate = _hold_first_pass(spy)
     passes: list[tuple[int, bool]] = []
-    batching = BatchingEncoder(spy, max_wait_s=0.05, on_batch=lambda size, waited: passes.append((size, waited)))
+    seconds: list[float] = []
+
+    def on_batch(size: int, waited: bool, took: float) -> None:
+        passes.append((size, waited))
+        seconds.append(took)
+
+    batching = BatchingEncoder(spy, max_wait_s=0.05, on_batch=on_batch)
     first, threads, _ = _queue_during_first_pass(batching, [([f"query {n}"], "query") for n in range(3)])
+    time.sleep(0.1)
     gate.set()
     for thread in [first, *threads]:
         thread.join(timeout=30)
     assert passes == [(1, True), (3, False)]
+    assert seconds[0] >= 0.1 > seconds[1]  # the pass held 0.1 s, then the one that was not
     batching.close()
 
 
@@ -226,6 +234,8 @@ def test_the_app_encodes_adds_through_it_and_a_search_query_once(encoder, tmp_pa
         assert spy.kinds.count("memory") == 2
         metrics = client.get("/metrics").text
         assert "memnets_encode_batch_size_sum 2.0" in metrics, metrics  # both adds' texts went through it
+        busy = [line for line in metrics.splitlines() if line.startswith("memnets_encode_seconds_total ")]
+        assert len(busy) == 1 and float(busy[0].split()[1]) > 0, metrics  # the two passes' time
         spy.kinds.clear()
         found = client.post("/v1/search", json={"user": "ann", "query": "the dog", "k": 2}).json()
         assert spy.kinds == ["query"]  # the hits and their score parts from one encode

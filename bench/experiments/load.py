@@ -17,8 +17,10 @@ Then a real server with the bundled all-MiniLM-L6-v2 serves it, once with batche
 without (``--no-batching``), and 1, 10 and 50 concurrent closed-loop clients (``--clients``) each
 run ``--seconds`` seconds of a mix of adds (new texts) and searches (LoCoMo's questions, k=5) in
 the share ``--add-share``. Every request encodes one text with MiniLM. Printed and saved per run:
-requests, errors, throughput, p50/p99 latency of adds and searches, and the mean encoder batch size
-from the server's /metrics. After each level, with the server idle, the encoder's own limit is measured
+requests, errors, throughput, p50/p99 latency of adds and searches, and from the server's /metrics
+the mean encoder batch size and ``encoder_busy``, the share of the run's time the encoder spent in
+forward passes (below 1: the encoder waited for texts; near 1 with a low ratio: its passes ran slower
+than alone, sharing the cores with the rest of the server). After each level, with the server idle, the encoder's own limit is measured
 in this process (:class:`EncoderLimit`: the server's encoder at the level's mean batch, and at a batch of
 every client) with the server's CPU per request beside the encoder's CPU per text; the ratios to them
 (:func:`with_limit`) and a table of every level are printed and saved (the table as .md beside ``--out``).
@@ -210,15 +212,16 @@ async def _client(
         connection.close()
 
 
-def _batch_mean(url: str) -> tuple[float, float]:
-    """(sum, count) of the server's encode batch size histogram."""
+def _encoder_counts(url: str) -> tuple[float, float, float]:
+    """(texts, forward passes, seconds in them) of the server's encoder so far, from /metrics."""
     text = httpx.get(f"{url}/metrics", timeout=30).text
+    names = ("memnets_encode_batch_size_sum", "memnets_encode_batch_size_count", "memnets_encode_seconds_total")
     values = {}
     for line in text.splitlines():
-        for name in ("memnets_encode_batch_size_sum", "memnets_encode_batch_size_count"):
+        for name in names:
             if line.startswith(name + " "):
                 values[name] = float(line.split()[1])
-    return values.get("memnets_encode_batch_size_sum", 0.0), values.get("memnets_encode_batch_size_count", 0.0)
+    return tuple(values.get(name, 0.0) for name in names)
 
 
 def run_clients(
@@ -226,7 +229,7 @@ def run_clients(
 ) -> dict:
     """``clients`` concurrent closed-loop clients for ``seconds``: latencies and throughput."""
     out: dict = {"add": [], "search": [], "errors": 0}
-    before = _batch_mean(url)
+    before = _encoder_counts(url)
     started = time.monotonic()
     deadline = started + seconds
 
@@ -240,7 +243,7 @@ def run_clients(
 
     asyncio.run(main())
     wall = time.monotonic() - started
-    after = _batch_mean(url)
+    after = _encoder_counts(url)
     passes = after[1] - before[1]
     row = {
         "clients": clients,
@@ -249,6 +252,7 @@ def run_clients(
         "errors": out["errors"],
         "throughput_rps": round((len(out["add"]) + len(out["search"])) / wall, 1),
         "mean_encode_batch": round((after[0] - before[0]) / passes, 2) if passes else None,
+        "encoder_busy": round((after[2] - before[2]) / wall, 3),
     }
     for kind in ("add", "search"):
         values = np.asarray(out[kind]) * 1000
@@ -368,6 +372,7 @@ TABLE = (
     "searches_per_s",
     "adds_per_s",
     "mean_encode_batch",
+    "encoder_busy",
     "limit_batch",
     "encoder_limit_tps",
     "ratio",

@@ -54,8 +54,8 @@ class BatchingEncoder:
         max_wait_s: how long a batch whose first call found the encoder idle waits for others (0: take
             only what is queued); a batch of calls that queued during the last pass never waits.
         max_batch: the most texts in one forward pass (a single larger call still goes alone).
-        on_batch: called with the number of texts of every forward pass and whether it waited
-            ``max_wait_s`` for them (the server's metrics).
+        on_batch: called with the number of texts of every forward pass, whether it waited ``max_wait_s``
+            for them and the pass's seconds (the server's metrics: batch sizes and the encoder's busy time).
         batch: False: no batching (each call encodes alone, in its caller's thread; no background thread).
     """
 
@@ -65,7 +65,7 @@ class BatchingEncoder:
         *,
         max_wait_s: float = DEFAULT_MAX_WAIT_S,
         max_batch: int = DEFAULT_MAX_BATCH,
-        on_batch: Callable[[int], None] | None = None,
+        on_batch: Callable[[int, bool, float], None] | None = None,
         batch: bool = True,
     ) -> None:
         if isinstance(max_wait_s, bool) or not isinstance(max_wait_s, (int, float)) or not 0 <= max_wait_s <= 1:
@@ -96,9 +96,10 @@ class BatchingEncoder:
         forward pass shared with concurrent callers."""
         texts = list(texts)
         if kwargs or not texts or not self.batch:  # options a batch cannot share, or no batching: encode alone
+            started = time.perf_counter()
             vectors = self.encoder.encode(texts, kind=kind, **kwargs)
             if texts:
-                self._observe(len(texts), False)
+                self._observe(len(texts), False, time.perf_counter() - started)
         else:
             call = _Call(texts, kind)
             self._queue.put(call)
@@ -165,6 +166,7 @@ class BatchingEncoder:
             texts = [self.encoder.prefix(call.kind) + text for call in batch for text in call.texts]
         else:
             texts = [text for call in batch for text in call.texts]
+        started = time.perf_counter()
         try:
             vectors = self.encoder.encode(texts, kind=kind)
         except BaseException as error:  # each caller gets the error of its batch
@@ -172,16 +174,16 @@ class BatchingEncoder:
                 call.error = error
                 call.done.set()
             return
-        self._observe(size, waited)
+        self._observe(size, waited, time.perf_counter() - started)
         start = 0
         for call in batch:
             call.vectors = vectors[start : start + len(call.texts)]
             start += len(call.texts)
             call.done.set()
 
-    def _observe(self, size: int, waited: bool) -> None:
+    def _observe(self, size: int, waited: bool, seconds: float) -> None:
         if self.on_batch is not None:
             try:
-                self.on_batch(size, waited)
+                self.on_batch(size, waited, seconds)
             except Exception:  # metrics must never fail an encode
                 logger.exception("BatchingEncoder: on_batch failed")

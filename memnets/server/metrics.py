@@ -15,7 +15,7 @@ BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 
 
 class ServerMetrics:
-    """Requests, latencies, errors, recall-gate decisions, encoder batch sizes and window waits of one server,
+    """Requests, latencies, errors, recall-gate decisions, encoder batch sizes, busy time and window waits of one server,
     and the objects its garbage collector no longer scans (:func:`memnets.server.state.freeze_loaded_objects`)."""
 
     content_type = CONTENT_TYPE_LATEST
@@ -44,6 +44,11 @@ class ServerMetrics:
             "forward passes that waited --max-wait for more texts (their first found the encoder idle)",
             registry=self.registry,
         )
+        self.encode_seconds = Counter(
+            "memnets_encode_seconds",
+            "seconds the encoder spent in forward passes (its rate: the share of the time the encoder was busy)",
+            registry=self.registry,
+        )
         self.frozen = Gauge(
             "memnets_gc_frozen_objects",
             "objects moved out of the garbage collector's scans once the memory opened (gc.freeze)",
@@ -51,9 +56,10 @@ class ServerMetrics:
         )
         self.frozen.set_function(gc.get_freeze_count)
 
-    def encoded(self, size: int, waited: bool) -> None:
-        """One forward pass of ``size`` texts (the batching encoder's ``on_batch``)."""
+    def encoded(self, size: int, waited: bool, seconds: float) -> None:
+        """One forward pass of ``size`` texts that took ``seconds`` (the batching encoder's ``on_batch``)."""
         self.batch.observe(size)
+        self.encode_seconds.inc(seconds)
         if waited:
             self.window_waits.inc()
 
