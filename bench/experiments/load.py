@@ -303,8 +303,15 @@ def encode_comparison(encoder_path: str | None, threads: int = 10, calls: int = 
 class EncoderLimit:
     """The encoder's own batched throughput, the ceiling of a server whose every request encodes one text:
     texts/s of the encoder the server loads (``MemoryEncoder.from_pretrained``, same backend) called
-    straight, one batch after another, at a given batch size (the mean batch the server formed at that
-    level, from its /metrics), in this process while the server is idle between levels.
+    straight, one batch after another, at a given batch size (the mean batch of the server's passes at
+    that level, from its /metrics), in this process while the server is idle between levels.
+
+    Two layouts of the cores, the better one is the limit: one pass at a time on every core (as the
+    server runs its passes), and one pass per core at once, each on one thread and at the batch size.
+    The second is often the faster on 2 cores (torch, batch 25: 388 against 313 texts/s; a pass split
+    over threads waits at every operator for its slowest thread), so the ceiling is the encoder's best,
+    not the server's way of running it. The row names the layout that won (``limit_layout``, passes x
+    threads).
 
     OpenMP's threads spin between batches here by default (``--limit-openmp default``): on an idle machine
     that is the encoder's best (batch 21: 441-486 texts/s against 354-446 with ``OMP_WAIT_POLICY=PASSIVE``,
@@ -313,21 +320,59 @@ class EncoderLimit:
     PASSIVE): ``--limit-openmp passive`` measures as the server runs, set by :func:`main` before torch loads."""
 
     def __init__(self, encoder_path: str | None, queries: list[str]) -> None:
+        self.encoder_path = encoder_path
+        self.queries = queries
+        self.cores = len(os.sched_getaffinity(0))
+        self._encoders: dict[int, object] = {}
+
+    def _encoder(self, threads: int):
+        """The encoder loaded with ``threads`` torch threads (an ONNX Runtime session keeps the count it
+        was made with), warmed up: a process's first calls are slow."""
+        import torch
+
         from memnets.nn.encoder import MemoryEncoder
 
-        self.encoder = MemoryEncoder.from_pretrained(*([encoder_path] if encoder_path else []))
-        self.queries = queries
-        self.encoder.encode(queries[:8], kind="query")  # first calls of a process are slow
+        if threads not in self._encoders:
+            torch.set_num_threads(threads)
+            try:
+                encoder = MemoryEncoder.from_pretrained(*([self.encoder_path] if self.encoder_path else []))
+                encoder.encode(self.queries[:8], kind="query")
+            finally:
+                torch.set_num_threads(self.cores)
+            self._encoders[threads] = encoder
+        return self._encoders[threads]
 
-    def measure(self, batch: int, seconds: float) -> tuple[float, float]:
-        """(texts/s, CPU ms per text) over at least ``seconds`` (and 3 batches) of ``batch`` queries each."""
-        rng = random.Random(batch)
-        texts, passes = 0, 0
+    def measure(self, batch: int, seconds: float) -> tuple[float, float, str]:
+        """(texts/s, CPU ms per text, layout) of the better layout, each run for at least ``seconds``
+        (and 3 batches per pass) of ``batch`` queries per pass."""
+        return max(self._layout(passes, batch, seconds) for passes in sorted({1, self.cores}))
+
+    def _layout(self, passes: int, batch: int, seconds: float) -> tuple[float, float, str]:
+        import threading
+
+        import torch
+
+        threads = max(1, self.cores // passes)
+        encoder = self._encoder(threads)
+        texts = [0] * passes
+        deadline = time.perf_counter() + seconds
+
+        def run(n: int) -> None:
+            torch.set_num_threads(threads)  # this thread's OpenMP team
+            rng = random.Random(batch * 1000 + n)
+            while texts[n] < 3 * batch or time.perf_counter() < deadline:
+                encoder.encode([rng.choice(self.queries) for _ in range(batch)], kind="query")
+                texts[n] += batch
+
+        runners = [threading.Thread(target=run, args=(n,)) for n in range(passes)]
         started, cpu = time.perf_counter(), time.process_time()
-        while passes < 3 or time.perf_counter() - started < seconds:
-            self.encoder.encode([rng.choice(self.queries) for _ in range(batch)], kind="query")
-            texts, passes = texts + batch, passes + 1
-        return texts / (time.perf_counter() - started), (time.process_time() - cpu) * 1000 / texts
+        for runner in runners:
+            runner.start()
+        for runner in runners:
+            runner.join()
+        wall, cpu = time.perf_counter() - started, time.process_time() - cpu
+        torch.set_num_threads(self.cores)
+        return sum(texts) / wall, cpu * 1000 / sum(texts), f"{passes}x{threads}"
 
 
 def process_cpu_s(pid: int, thread: int | None = None) -> float:
@@ -349,13 +394,14 @@ def with_limit(row: dict, limit: EncoderLimit, seconds: float) -> dict:
     CPU per request, is the encoder's share of the server's work, which the machine's load moves little.
     """
     batch = max(1, round(row["mean_encode_batch"] or 1))
-    tps, cpu_ms = limit.measure(batch, seconds)
+    tps, cpu_ms, layout = limit.measure(batch, seconds)
     full = min(row["clients"], DEFAULT_MAX_BATCH)
     full_tps = limit.measure(full, seconds)[0] if full != batch else tps
     row["searches_per_s"] = round(row["search_n"] / row["seconds"], 1)
     row["adds_per_s"] = round(row["add_n"] / row["seconds"], 1)
     row["limit_batch"] = batch
     row["encoder_limit_tps"] = round(tps, 1)
+    row["limit_layout"] = layout
     row["ratio"] = round(row["throughput_rps"] / tps, 3)
     row["search_ratio"] = round(row["searches_per_s"] / tps, 3)
     row["full_batch_tps"] = round(full_tps, 1)
@@ -375,6 +421,7 @@ TABLE = (
     "encoder_busy",
     "limit_batch",
     "encoder_limit_tps",
+    "limit_layout",
     "ratio",
     "search_ratio",
     "full_batch_tps",
