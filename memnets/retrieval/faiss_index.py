@@ -8,7 +8,7 @@ under its lock (or on a private copy, while rebuilding).
 The kinds (which one an owner gets is the retriever's choice):
 
 - ``flat`` (exact, ``IndexFlatIP``); a deletion removes the vector.
-- ``ivf``: an inverted file (``IndexIVFFlat``) of about 2*sqrt(n) lists (spherical k-means on 32
+- ``ivf``: an inverted file (``IndexIVFFlat``) of about 4*sqrt(n) lists (spherical k-means on 32
   vectors per list, an HNSW graph over the centroids from 1,024 lists). Its float codes are the one
   copy of the vectors: exact scores, exact reconstruction for rebuilds. A deletion removes the ids
   from their inverted lists directly (a hash-table direct map makes that O(deleted)).
@@ -40,6 +40,7 @@ IVF_TRAIN_PER_LIST = 32  # k-means of the IVF lists runs on a sample of this man
 IVF_TRAIN_SAMPLE = 65_536  # sample size for factory-string indexes (PQ codebooks and the like)
 IVF_TRAIN_ITERATIONS = 5  # spherical k-means iterations: at 1M, 5 instead of 10 halve the training (77 -> 42 s
 # under load ~7) at the same recall (0.988 at nprobe 16 on 300 bench queries); FAISS's default is 25
+IVF_LISTS_PER_SQRT = 4  # lists per sqrt(n) (FAISS's advice: 4 to 16; see ivf_lists)
 IVF_MIN_POINTS_PER_LIST = 39  # FAISS's advice: at least this many vectors per list
 IVF_HNSW_QUANTIZER_FROM = 1024  # from this many lists, an HNSW graph over the centroids assigns vectors
 HNSW_QUANTIZER_ADD_EF = 32  # its beam when adding: 2.2x faster than ef 64 (and than BLAS over 2,000
@@ -51,18 +52,26 @@ GPU_MAX_K = 2048  # FAISS GPU kernels select at most this many neighbours
 
 
 def ivf_lists(n: int) -> int:
-    """IVF list count for n vectors: about 2*sqrt(n) (2,000 at 1M), with >= 39 vectors per list.
+    """IVF list count for n vectors: about ``IVF_LISTS_PER_SQRT`` * sqrt(n) (4,000 at 1M), with >= 39
+    vectors per list.
 
-    k-means costs sample x lists per iteration and is most of the build on a few cores; 2*sqrt(n)
-    lists keep a 1M build near a minute while 16 probes still scan under 1% of the vectors."""
-    return max(1, min(int(2 * math.sqrt(n)), n // IVF_MIN_POINTS_PER_LIST))
+    Finer lists scan fewer vectors per probe, which pays most where the self-check asks for many
+    probes (lists trained before the owner grew: on loose Gaussian clusters grown to 300k in adds of
+    100,000, 90 probes and 2.23 ms with 2*sqrt(n) lists, 19 probes and 0.37 ms with 4*sqrt(n)). Built
+    at once at 300k (bench.experiments.ivf_lists), 16 probes find recall@10 0.979 at 0.34 ms (2*sqrt(n))
+    and 0.999 at 0.23 ms (4*sqrt(n)) on loose clusters, 0.986 at 0.32 ms and 0.977 at 0.17 ms on
+    LoCoMo's MiniLM vectors. k-means costs its sample (``IVF_TRAIN_PER_LIST`` per list) x lists per
+    iteration, 4x the 2*sqrt(n) layout's: the 300k build takes 6.5-9.9 s on 2 cores (4.0-5.6 s before)."""
+    return max(1, min(int(IVF_LISTS_PER_SQRT * math.sqrt(n)), n // IVF_MIN_POINTS_PER_LIST))
 
 
 def default_nprobe(nlist: int) -> int:
     """Lists visited per query when no nprobe is given: 16, or nlist/128 for more than 2,048 lists.
 
     Chosen on realistic MiniLM vectors (bench/search.py): recall@10 0.976-0.980 against exact search
-    for IVF-Flat at 10k, 100k and 1M memories (200, 632, 2,000 lists), 0.956-0.972 for IVF-SQ8."""
+    for IVF-Flat at 10k, 100k and 1M memories (200, 632, 2,000 lists, when lists were 2*sqrt(n)),
+    0.956-0.972 for IVF-SQ8. With 4*sqrt(n) lists, nlist/128 probes at 1M scan as many vectors as 16
+    did then (31 lists of ~250)."""
     return min(nlist, max(16, nlist // 128))
 
 
