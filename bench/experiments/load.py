@@ -342,10 +342,11 @@ class EncoderLimit:
             self._encoders[threads] = encoder
         return self._encoders[threads]
 
-    def measure(self, batch: int, seconds: float) -> tuple[float, float, str]:
-        """(texts/s, CPU ms per text, layout) of the better layout, each run for at least ``seconds``
-        (and 3 batches per pass) of ``batch`` queries per pass."""
-        return max(self._layout(passes, batch, seconds) for passes in sorted({1, self.cores}))
+    def measure(self, batch: int, seconds: float) -> tuple[float, float, str, dict[str, float]]:
+        """(texts/s, CPU ms per text, layout) of the better layout and every layout's texts/s, each run
+        for at least ``seconds`` (and 3 batches per pass) of ``batch`` queries per pass."""
+        layouts = [self._layout(passes, batch, seconds) for passes in sorted({1, self.cores})]
+        return (*max(layouts), {layout: round(tps, 1) for tps, _, layout in layouts})
 
     def _layout(self, passes: int, batch: int, seconds: float) -> tuple[float, float, str]:
         import threading
@@ -394,7 +395,7 @@ def with_limit(row: dict, limit: EncoderLimit, seconds: float) -> dict:
     CPU per request, is the encoder's share of the server's work, which the machine's load moves little.
     """
     batch = max(1, round(row["mean_encode_batch"] or 1))
-    tps, cpu_ms, layout = limit.measure(batch, seconds)
+    tps, cpu_ms, layout, by_layout = limit.measure(batch, seconds)
     full = min(row["clients"], DEFAULT_MAX_BATCH)
     full_tps = limit.measure(full, seconds)[0] if full != batch else tps
     row["searches_per_s"] = round(row["search_n"] / row["seconds"], 1)
@@ -402,6 +403,7 @@ def with_limit(row: dict, limit: EncoderLimit, seconds: float) -> dict:
     row["limit_batch"] = batch
     row["encoder_limit_tps"] = round(tps, 1)
     row["limit_layout"] = layout
+    row["limit_by_layout"] = by_layout
     row["ratio"] = round(row["throughput_rps"] / tps, 3)
     row["search_ratio"] = round(row["searches_per_s"] / tps, 3)
     row["full_batch_tps"] = round(full_tps, 1)
