@@ -20,8 +20,8 @@ the share ``--add-share``. Every request encodes one text with MiniLM. Printed a
 requests, errors, throughput, p50/p99 latency of adds and searches, and from the server's /metrics
 the mean encoder batch size and ``encoder_busy``, the share of the run's time the encoder spent in
 forward passes (below 1: the encoder waited for texts; near 1 with a low ratio: its passes ran slower
-than alone, sharing the cores with the rest of the server). After each level, with the server idle, the encoder's own limit is measured
-in this process (:class:`EncoderLimit`: the server's encoder at the level's mean batch, and at a batch of
+than alone, sharing the cores with the rest of the server). After each level, with the server idle,
+the encoder's own limit is measured in this process (:class:`EncoderLimit`: the server's encoder at the level's mean batch, and at a batch of
 every client) with the server's CPU per request beside the encoder's CPU per text; the ratios to them
 (:func:`with_limit`) and a table of every level are printed and saved (the table as .md beside ``--out``).
 
@@ -308,10 +308,10 @@ class EncoderLimit:
 
     Two layouts of the cores, the better one is the limit: one pass at a time on every core (as the
     server runs its passes), and one pass per core at once, each on one thread and at the batch size.
-    The second is often the faster on 2 cores (torch, batch 25: 388 against 313 texts/s; a pass split
-    over threads waits at every operator for its slowest thread), so the ceiling is the encoder's best,
-    not the server's way of running it. The row names the layout that won (``limit_layout``, passes x
-    threads).
+    The second was the faster on 2 cores at every batch measured (torch, idle, batch 25: 360.1 against
+    324.8 texts/s; a pass split over threads waits at every operator for its slowest thread), so the
+    ceiling is the encoder's best, not the server's way of running it. The row names the layout that
+    won (``limit_layout``, passes x threads) and keeps each one's texts/s (``limit_by_layout``).
 
     OpenMP's threads spin between batches here by default (``--limit-openmp default``): on an idle machine
     that is the encoder's best (batch 21: 441-486 texts/s against 354-446 with ``OMP_WAIT_POLICY=PASSIVE``,

@@ -15,8 +15,9 @@ BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 
 
 class ServerMetrics:
-    """Requests, latencies, errors, recall-gate decisions, encoder batch sizes, busy time and window waits of one server,
-    and the objects its garbage collector no longer scans (:func:`memnets.server.state.freeze_loaded_objects`)."""
+    """Requests, latencies, errors, recall-gate decisions, encoder batch sizes, busy time and window waits
+    of one server, and the objects its garbage collector no longer scans
+    (:func:`memnets.server.state.freeze_loaded_objects`)."""
 
     content_type = CONTENT_TYPE_LATEST
 
