@@ -43,7 +43,7 @@ START = datetime(2023, 1, 1, tzinfo=UTC)
 
 
 def index_kind(n: int) -> str:
-    """The archive index for n memories: exact while small, IVF with ~sqrt(n) lists beyond."""
+    """The archive index for n memories: exact while small, IVF with the library's list count beyond."""
     return "flat" if n <= 1_000 else f"IVF{ivf_lists(n)},Flat"
 
 

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memnets.retrieval.faiss_index import omp_threads
+from memnets.retrieval.faiss_index import default_nprobe, ivf_lists, omp_threads
 from memnets.retrieval.faiss_retriever import FaissRetriever, gpu_available
 
 DIM = 16
@@ -599,3 +599,11 @@ def test_ivf_with_an_hnsw_quantizer_is_exact_when_every_list_is_visited(monkeypa
     # an exhaustive fallback (rows short of k) must reach every list through the centroid graph
     many, _ = retriever.search(vectors[:2], 1500, "owner0", nprobe=1)
     assert all(len(row) == 1500 and len(set(row)) == 1500 and not set(row) & set(ids[:100]) for row in many)
+
+
+def test_ivf_owners_get_about_4_sqrt_n_lists_with_at_least_39_vectors_each():
+    """The layout docs/benchmarks.md measured ("IVF lists"): 4*sqrt(n) lists (2*sqrt(n) before), capped
+    so that a list holds at least 39 vectors; at 1M the default probes scan 31 lists of ~250."""
+    assert [ivf_lists(n) for n in (100_000, 300_000, 1_000_000)] == [1264, 2190, 4000]
+    assert ivf_lists(2_000) == 2_000 // 39 and ivf_lists(50_000) == 894
+    assert default_nprobe(ivf_lists(1_000_000)) == 31

@@ -18,12 +18,14 @@ without (``--no-batching``), and 1, 10 and 50 concurrent closed-loop clients (``
 run ``--seconds`` seconds of a mix of adds (new texts) and searches (LoCoMo's questions, k=5) in
 the share ``--add-share``. Every request encodes one text with MiniLM. Printed and saved per run:
 requests, errors, throughput, p50/p99 latency of adds and searches, and from the server's /metrics
-the mean encoder batch size and ``encoder_busy``, the share of the run's time the encoder spent in
-forward passes (below 1: the encoder waited for texts; near 1 with a low ratio: its passes ran slower
-than alone, sharing the cores with the rest of the server). After each level, with the server idle,
-the encoder's own limit is measured in this process (:class:`EncoderLimit`: the server's encoder at the level's mean batch, and at a batch of
-every client) with the server's CPU per request beside the encoder's CPU per text; the ratios to them
-(:func:`with_limit`) and a table of every level are printed and saved (the table as .md beside ``--out``).
+the mean encoder batch size and ``encoder_busy``, the seconds the encoder spent in forward passes per
+second of the run (with batching, one pass at a time: below 1, the encoder waited for texts; near 1
+with a low ratio, its passes ran slower than alone, sharing the cores with the rest of the server;
+None from a server without the metric). After each level, with the server idle, the encoder's own
+limit is measured in this process (:class:`EncoderLimit`: the server's encoder at the level's mean
+batch, and at a batch of every client) with the server's CPU per request beside the encoder's CPU per
+text; the ratios to them (:func:`with_limit`) and a table of every level are printed and saved (the
+table as .md beside ``--out``).
 
 ``--parts`` picks what runs: ``encode`` (the in-process encoder comparison, plain against
 BatchingEncoder), ``load`` (the above, for each of ``--stores``), ``faults`` (the fault runs of
@@ -212,8 +214,9 @@ async def _client(
         connection.close()
 
 
-def _encoder_counts(url: str) -> tuple[float, float, float]:
-    """(texts, forward passes, seconds in them) of the server's encoder so far, from /metrics."""
+def _encoder_counts(url: str) -> tuple[float, float, float | None]:
+    """(texts, forward passes, seconds in them) of the server's encoder so far, from /metrics (the
+    seconds None from a server that does not count them, such as an older checkout's)."""
     text = httpx.get(f"{url}/metrics", timeout=30).text
     names = ("memnets_encode_batch_size_sum", "memnets_encode_batch_size_count", "memnets_encode_seconds_total")
     values = {}
@@ -221,7 +224,7 @@ def _encoder_counts(url: str) -> tuple[float, float, float]:
         for name in names:
             if line.startswith(name + " "):
                 values[name] = float(line.split()[1])
-    return tuple(values.get(name, 0.0) for name in names)
+    return values.get(names[0], 0.0), values.get(names[1], 0.0), values.get(names[2])  # seconds: None if not counted
 
 
 def run_clients(
@@ -252,7 +255,7 @@ def run_clients(
         "errors": out["errors"],
         "throughput_rps": round((len(out["add"]) + len(out["search"])) / wall, 1),
         "mean_encode_batch": round((after[0] - before[0]) / passes, 2) if passes else None,
-        "encoder_busy": round((after[2] - before[2]) / wall, 3),
+        "encoder_busy": round((after[2] - before[2]) / wall, 3) if after[2] is not None else None,
     }
     for kind in ("add", "search"):
         values = np.asarray(out[kind]) * 1000
@@ -306,12 +309,13 @@ class EncoderLimit:
     straight, one batch after another, at a given batch size (the mean batch of the server's passes at
     that level, from its /metrics), in this process while the server is idle between levels.
 
-    Two layouts of the cores, the better one is the limit: one pass at a time on every core (as the
-    server runs its passes), and one pass per core at once, each on one thread and at the batch size.
-    The second was the faster on 2 cores at every batch measured (torch, idle, batch 25: 360.1 against
-    324.8 texts/s; a pass split over threads waits at every operator for its slowest thread), so the
-    ceiling is the encoder's best, not the server's way of running it. The row names the layout that
-    won (``limit_layout``, passes x threads) and keeps each one's texts/s (``limit_by_layout``).
+    Two layouts of torch's threads (T, as this process starts with them, like the server); the better
+    one is the limit: one pass at a time on T threads (as the server runs its passes), and T passes at
+    once, each on one thread and at the batch size. The second was the faster on 2 cores at every batch
+    measured (torch, idle, batch 25: 360.1 against 324.8 texts/s; a pass split over threads waits at
+    every operator for its slowest thread), so the ceiling is the encoder's best, not the server's way
+    of running it. The row names the layout that won (``limit_layout``, passes x threads) and keeps each
+    one's texts/s (``limit_by_layout``); the encoder's CPU per text is the server's layout's.
 
     OpenMP's threads spin between batches here by default (``--limit-openmp default``): on an idle machine
     that is the encoder's best (batch 21: 441-486 texts/s against 354-446 with ``OMP_WAIT_POLICY=PASSIVE``,
@@ -322,48 +326,58 @@ class EncoderLimit:
     def __init__(self, encoder_path: str | None, queries: list[str]) -> None:
         self.encoder_path = encoder_path
         self.queries = queries
-        self.cores = len(os.sched_getaffinity(0))
+        self.threads = self._torch().get_num_threads()
         self._encoders: dict[int, object] = {}
+
+    @staticmethod
+    def _torch():
+        import torch
+
+        return torch
 
     def _encoder(self, threads: int):
         """The encoder loaded with ``threads`` torch threads (an ONNX Runtime session keeps the count it
         was made with), warmed up: a process's first calls are slow."""
-        import torch
-
         from memnets.nn.encoder import MemoryEncoder
 
+        torch = self._torch()
         if threads not in self._encoders:
             torch.set_num_threads(threads)
             try:
                 encoder = MemoryEncoder.from_pretrained(*([self.encoder_path] if self.encoder_path else []))
                 encoder.encode(self.queries[:8], kind="query")
             finally:
-                torch.set_num_threads(self.cores)
+                torch.set_num_threads(self.threads)
             self._encoders[threads] = encoder
         return self._encoders[threads]
 
     def measure(self, batch: int, seconds: float) -> tuple[float, float, str, dict[str, float]]:
-        """(texts/s, CPU ms per text, layout) of the better layout and every layout's texts/s, each run
-        for at least ``seconds`` (and 3 batches per pass) of ``batch`` queries per pass."""
-        layouts = [self._layout(passes, batch, seconds) for passes in sorted({1, self.cores})]
-        return (*max(layouts), {layout: round(tps, 1) for tps, _, layout in layouts})
+        """(texts/s, layout) of the better layout, the server's layout's CPU ms per text, and every
+        layout's texts/s, each run for at least ``seconds`` (and 3 batches per pass) of ``batch``
+        queries per pass."""
+        server = self._layout(1, batch, seconds)
+        layouts = [server] + ([self._layout(self.threads, batch, seconds)] if self.threads > 1 else [])
+        tps, _, layout = max(layouts)
+        return tps, server[1], layout, {name: round(texts_s, 1) for texts_s, _, name in layouts}
 
     def _layout(self, passes: int, batch: int, seconds: float) -> tuple[float, float, str]:
+        """(texts/s, CPU ms per text, "passes x threads") of ``passes`` passes at once."""
         import threading
 
-        import torch
-
-        threads = max(1, self.cores // passes)
+        threads = max(1, self.threads // passes)
         encoder = self._encoder(threads)
-        texts = [0] * passes
+        texts, errors = [0] * passes, []
         deadline = time.perf_counter() + seconds
 
         def run(n: int) -> None:
-            torch.set_num_threads(threads)  # this thread's OpenMP team
+            self._torch().set_num_threads(threads)  # this thread's OpenMP team
             rng = random.Random(batch * 1000 + n)
-            while texts[n] < 3 * batch or time.perf_counter() < deadline:
-                encoder.encode([rng.choice(self.queries) for _ in range(batch)], kind="query")
-                texts[n] += batch
+            try:
+                while texts[n] < 3 * batch or time.perf_counter() < deadline:
+                    encoder.encode([rng.choice(self.queries) for _ in range(batch)], kind="query")
+                    texts[n] += batch
+            except Exception as error:  # raised in the caller, after the other passes end
+                errors.append(error)
 
         runners = [threading.Thread(target=run, args=(n,)) for n in range(passes)]
         started, cpu = time.perf_counter(), time.process_time()
@@ -371,8 +385,9 @@ class EncoderLimit:
             runner.start()
         for runner in runners:
             runner.join()
+        if errors:
+            raise errors[0]
         wall, cpu = time.perf_counter() - started, time.process_time() - cpu
-        torch.set_num_threads(self.cores)
         return sum(texts) / wall, cpu * 1000 / sum(texts), f"{passes}x{threads}"
 
 

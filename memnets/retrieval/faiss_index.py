@@ -38,9 +38,9 @@ from memnets.retrieval import ivf_calibration
 NAMED_KINDS = ("flat", "hnsw", "ivf", "ivf-sq8")
 IVF_TRAIN_PER_LIST = 32  # k-means of the IVF lists runs on a sample of this many vectors per list
 IVF_TRAIN_SAMPLE = 65_536  # sample size for factory-string indexes (PQ codebooks and the like)
-IVF_TRAIN_ITERATIONS = 5  # spherical k-means iterations: at 1M, 5 instead of 10 halve the training (77 -> 42 s
-# under load ~7) at the same recall (0.988 at nprobe 16 on 300 bench queries); FAISS's default is 25
-IVF_LISTS_PER_SQRT = 4  # lists per sqrt(n) (FAISS's advice: 4 to 16; see ivf_lists)
+IVF_TRAIN_ITERATIONS = 5  # spherical k-means iterations: at 1M (2,000 lists then), 5 instead of 10 halve the
+# training (77 -> 42 s under load ~7) at the same recall (0.988 at nprobe 16 on 300 queries); FAISS's default is 25
+IVF_LISTS_PER_SQRT = 4  # lists per sqrt(n) (FAISS's advice: 4 to 16; see ivf_lists())
 IVF_MIN_POINTS_PER_LIST = 39  # FAISS's advice: at least this many vectors per list
 IVF_HNSW_QUANTIZER_FROM = 1024  # from this many lists, an HNSW graph over the centroids assigns vectors
 HNSW_QUANTIZER_ADD_EF = 32  # its beam when adding: 2.2x faster than ef 64 (and than BLAS over 2,000

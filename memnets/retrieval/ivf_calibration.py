@@ -2,7 +2,7 @@
 
 A fixed nprobe suits the data it was chosen on: on loosely clustered vectors, or once later adds
 pile into lists trained on earlier data, the same nprobe finds far fewer true neighbours (recall@10
-0.78 instead of 0.98 at 300k loose Gaussian vectors in lists trained at 100k). So each IVF owner
+0.78 instead of 0.98 at 300k loose Gaussian vectors in 632 lists trained at 100k). So each IVF owner
 keeps a small self-check: ``CALIBRATION_QUERIES`` of its own vectors with their exact top-k among
 the others, and the IVF list of each of those neighbours.
 

@@ -47,7 +47,7 @@ class ServerMetrics:
         )
         self.encode_seconds = Counter(
             "memnets_encode_seconds",
-            "seconds the encoder spent in forward passes (its rate: the share of the time the encoder was busy)",
+            "seconds the encoder spent in forward passes, summed over passes (with batching: its busy share)",
             registry=self.registry,
         )
         self.frozen = Gauge(
