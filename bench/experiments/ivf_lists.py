@@ -20,7 +20,8 @@ import time
 import faiss
 import numpy as np
 
-from bench.common import CACHE_DIR, K, parser, real_embeddings, recall_against, time_calls, write_result
+from bench.common import CACHE_DIR, K, brute_numpy, parser, real_embeddings, recall_against, time_calls, write_result
+from bench.figures import table
 from bench.vector_sets import VECTOR_SETS, vector_set
 
 QUERIES = 300
@@ -34,9 +35,7 @@ def sweep(name: str, size: int, per_sqrt: list[float], nprobes: list[int]) -> li
     real = real_embeddings(CACHE_DIR) if name == "real" else None
     vectors, queries_for = vector_set(name, size, QUERIES, real)
     queries = np.ascontiguousarray(queries_for(size), dtype=np.float32)
-    exact = faiss.IndexFlatIP(vectors.shape[1])
-    exact.add(vectors)
-    truth = exact.search(queries, K)[1]
+    truth = brute_numpy(vectors, queries)
     labels = np.arange(size, dtype=np.int64)
     shipped, rows = faiss_index.IVF_LISTS_PER_SQRT, []
     try:
@@ -71,13 +70,6 @@ def sweep(name: str, size: int, per_sqrt: list[float], nprobes: list[int]) -> li
     return rows
 
 
-def table(rows: list[dict]) -> str:
-    names = ("set", "n", "lists_per_sqrt", "nlist", "nprobe", "recall@10", "p50_ms", "build_s", "self_check_nprobe")
-    lines = ["| " + " | ".join(names) + " |", "|" + "---|" * len(names)]
-    lines += ["| " + " | ".join(str(row[name]) for name in names) + " |" for row in rows]
-    return "\n".join(lines)
-
-
 def main(argv: list[str] | None = None) -> int:
     p = parser("experiments.ivf_lists", __doc__)
     p.add_argument("--sets", default=",".join(VECTOR_SETS), help="comma-separated vector sets (bench/vector_sets.py)")
@@ -89,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     per_sqrt = [float(value) for value in args.per_sqrt.split(",")]
     nprobes = [int(value) for value in args.nprobes.split(",")]
     rows = [row for name in sets for row in sweep(name, size, per_sqrt, nprobes)]
-    text = table(rows)
+    text = table(list(rows[0]), [list(row.values()) for row in rows])
     print(text)
     settings = {"sets": sets, "size": size, "per_sqrt": per_sqrt, "nprobes": nprobes, "queries": QUERIES}
     path = write_result(args.out, "ivf_lists", settings, {"rows": rows})

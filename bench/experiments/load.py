@@ -326,21 +326,18 @@ class EncoderLimit:
     def __init__(self, encoder_path: str | None, queries: list[str]) -> None:
         self.encoder_path = encoder_path
         self.queries = queries
-        self.threads = self._torch().get_num_threads()
-        self._encoders: dict[int, object] = {}
-
-    @staticmethod
-    def _torch():
         import torch
 
-        return torch
+        self.threads = torch.get_num_threads()
+        self._encoders: dict[int, object] = {}
 
     def _encoder(self, threads: int):
         """The encoder loaded with ``threads`` torch threads (an ONNX Runtime session keeps the count it
         was made with), warmed up: a process's first calls are slow."""
+        import torch
+
         from memnets.nn.encoder import MemoryEncoder
 
-        torch = self._torch()
         if threads not in self._encoders:
             torch.set_num_threads(threads)
             try:
@@ -364,13 +361,15 @@ class EncoderLimit:
         """(texts/s, CPU ms per text, "passes x threads") of ``passes`` passes at once."""
         import threading
 
+        import torch
+
         threads = max(1, self.threads // passes)
         encoder = self._encoder(threads)
         texts, errors = [0] * passes, []
         deadline = time.perf_counter() + seconds
 
         def run(n: int) -> None:
-            self._torch().set_num_threads(threads)  # this thread's OpenMP team
+            torch.set_num_threads(threads)  # this thread's OpenMP team
             rng = random.Random(batch * 1000 + n)
             try:
                 while texts[n] < 3 * batch or time.perf_counter() < deadline:
