@@ -587,7 +587,7 @@ def test_ivf_with_an_hnsw_quantizer_is_exact_when_every_list_is_visited(monkeypa
     monkeypatch.setattr(module, "IVF_HNSW_QUANTIZER_FROM", 8)
     retriever, data = filled("ivf", owners=1, per_owner=2000, exact_below=0)
     ivf = faiss.extract_index_ivf(retriever._owners["owner0"].index)
-    assert isinstance(faiss.downcast_index(ivf.quantizer), faiss.IndexHNSWFlat) and ivf.nlist == 51
+    assert isinstance(faiss.downcast_index(ivf.quantizer), faiss.IndexHNSWFlat) and ivf.quantizer.ntotal == 51
     ids, vectors = data["owner0"]
     queries = unit_vectors(20, seed=12)
     _, want_scores = brute_force(queries, vectors, ids, 10)

@@ -31,6 +31,7 @@ LATENCY_CALLS = 200
 def sweep(name: str, size: int, per_sqrt: list[float], nprobes: list[int]) -> list[dict]:
     """One row per (lists per sqrt(n), nprobe) on the named set."""
     from memnets.retrieval import faiss_index
+    from memnets.retrieval.ivf_growth import lists_in_use
 
     real = real_embeddings(CACHE_DIR) if name == "real" else None
     vectors, queries_for = vector_set(name, size, QUERIES, real)
@@ -44,7 +45,7 @@ def sweep(name: str, size: int, per_sqrt: list[float], nprobes: list[int]) -> li
             started = time.perf_counter()
             state = faiss_index.build_index("ivf", vectors, labels, dim=vectors.shape[1], hnsw_m=32, ef_construction=40)
             build_s = time.perf_counter() - started
-            nlist = faiss.extract_index_ivf(state.index).nlist
+            nlist = lists_in_use(faiss.extract_index_ivf(state.index))
             for nprobe in nprobes:
 
                 def search(batch, state=state, nprobe=nprobe):

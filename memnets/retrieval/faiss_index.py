@@ -11,7 +11,8 @@ The kinds (which one an owner gets is the retriever's choice):
 - ``ivf``: an inverted file (``IndexIVFFlat``) of about 4*sqrt(n) lists (spherical k-means on 32
   vectors per list, an HNSW graph over the centroids from 1,024 lists). Its float codes are the one
   copy of the vectors: exact scores, exact reconstruction for rebuilds. A deletion removes the ids
-  from their inverted lists directly (a hash-table direct map makes that O(deleted)).
+  from their inverted lists directly (a hash-table direct map makes that O(deleted)). An add that
+  mostly fits none of its lists gets new lists of its own (:mod:`.ivf_growth`).
 - ``ivf-sq8``: the same with 8-bit scalar-quantised codes, a quarter of the memory; scores are
   approximate (errors ~1e-3), reconstruction and so a retrain are lossy.
 - ``hnsw`` (``IndexHNSWFlat``): HNSW cannot remove a node, so a deletion zeroes the vector and marks
@@ -26,6 +27,7 @@ index stays the source of truth; the copy is remade, not retrained, after a dele
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -33,7 +35,8 @@ from dataclasses import dataclass, field
 import faiss
 import numpy as np
 
-from memnets.retrieval import ivf_calibration
+from memnets.retrieval import ivf_calibration, ivf_growth
+from memnets.retrieval.ivf_growth import lists_in_use
 
 NAMED_KINDS = ("flat", "hnsw", "ivf", "ivf-sq8")
 IVF_TRAIN_PER_LIST = 32  # k-means of the IVF lists runs on a sample of this many vectors per list
@@ -49,6 +52,7 @@ HNSW_QUANTIZER_EF = 64  # its beam when searching: max(this, 2 * nprobe)
 STRAINED_GROWTH = 1.25  # an IVF grown by this share since training is retrained when its self-check needs
 STRAINED_NPROBE = 2  # this many times the default nprobe (see retrain_reason)
 GPU_MAX_K = 2048  # FAISS GPU kernels select at most this many neighbours
+REPLAY_ADD_BATCH = 65_536  # a rebuild replays journalled adds in runs of up to this many vectors
 
 
 def ivf_lists(n: int) -> int:
@@ -77,7 +81,7 @@ def default_nprobe(nlist: int) -> int:
 
 def owner_nprobe(state: OwnerIndex) -> int:
     """Lists an IVF owner's searches visit unless told: its self-check's, else ``default_nprobe``."""
-    return state.nprobe or default_nprobe(faiss.extract_index_ivf(state.index).nlist)
+    return state.nprobe or default_nprobe(lists_in_use(faiss.extract_index_ivf(state.index)))
 
 
 def gpu_available() -> bool:
@@ -131,6 +135,9 @@ class OwnerIndex:
     gpu_stale: bool = True
     calibration: ivf_calibration.Calibration | None = None  # IVF kinds: the self-check that sizes nprobe
     nprobe: int | None = None  # IVF kinds: lists a search visits unless told (from the self-check)
+    fit_floor: float | None = None  # named IVF kinds: below this best-centroid score a vector fits no list
+    quantizer_lock: threading.Lock = field(default_factory=threading.Lock)  # an add's lock-free prepare
+    # reads the coarse quantizer under it, and an add that grows lists changes the quantizer under it
     extra: dict = field(default_factory=dict)
 
     @property
@@ -179,6 +186,8 @@ def build_index(
             ) from None
     ivf = faiss.try_extract_index_ivf(index)
     if ivf is not None:
+        if kind in ("ivf", "ivf-sq8"):
+            ivf_growth.reserve_spare_lists(ivf, ivf_growth.SPARE_LISTS_PER_LIST * ivf.nlist)
         ivf.set_direct_map_type(faiss.DirectMap.Hashtable)  # O(1) removal and reconstruction by id
         quantizer_hnsw = find_hnsw(ivf.quantizer)
         if quantizer_hnsw is not None:
@@ -195,18 +204,22 @@ def build_index(
 
 
 def calibrate(state: OwnerIndex) -> None:
-    """Start the self-check of a named IVF owner (built or loaded) and size its nprobe from it; other
-    kinds keep none (a factory string's codes, PQ and the like, make the list rank no recall bound)."""
+    """Start the self-check of a named IVF owner (built or loaded) and size its nprobe from it, and
+    take its fit floor (:mod:`.ivf_growth`) from a sample of its vectors; other kinds keep neither
+    (a factory string's codes, PQ and the like, make the list rank no recall bound)."""
     if state.kind not in ("ivf", "ivf-sq8"):
         return
     labels = live_labels(state)
     if not len(labels):
         return
+    ivf = faiss.extract_index_ivf(state.index)
     state.calibration = ivf_calibration.start(
-        faiss.extract_index_ivf(state.index),
-        labels,
-        state.index.reconstruct_batch(labels[ivf_calibration.pick(len(labels))]),
+        ivf, labels, state.index.reconstruct_batch(labels[ivf_calibration.pick(len(labels))])
     )
+    sample = np.random.default_rng(len(labels)).choice(
+        len(labels), min(ivf_growth.FIT_SAMPLE, len(labels)), replace=False
+    )
+    state.fit_floor = ivf_growth.fit_floor(ivf, state.index.reconstruct_batch(labels[np.sort(sample)]))
     _size_nprobe(state)
 
 
@@ -221,14 +234,14 @@ def retrain_reason(state: OwnerIndex, retrain_growth: float) -> str | None:
     if state.live > retrain_growth * max(state.trained_size, 1):
         return f"{state.live} vectors, trained at {state.trained_size}"
     if state.nprobe and state.live > STRAINED_GROWTH * state.trained_size:
-        if state.nprobe >= STRAINED_NPROBE * default_nprobe(ivf.nlist):
+        if state.nprobe >= STRAINED_NPROBE * default_nprobe(lists_in_use(ivf)):
             return f"{state.live} vectors, trained at {state.trained_size}; its self-check needs nprobe {state.nprobe}"
     return None
 
 
 def _size_nprobe(state: OwnerIndex) -> None:
     """nprobe from the self-check: the smallest reaching its target recall, never below the default."""
-    nlist = faiss.extract_index_ivf(state.index).nlist
+    nlist = lists_in_use(faiss.extract_index_ivf(state.index))
     state.nprobe = ivf_calibration.needed_nprobe(state.calibration, default_nprobe(nlist), nlist)
 
 
@@ -295,7 +308,8 @@ def _search_gpu(state: OwnerIndex, vectors: np.ndarray, k: int, nprobe: int | No
     """Search the owner's GPU copy (made from the CPU index when missing or stale)."""
     if state.gpu is None or state.gpu_stale:  # a copy of the CPU index, nothing retrained
         if faiss.try_extract_index_ivf(state.index) is not None:
-            state.gpu, state.extra["gpu_labels"] = faiss.index_cpu_to_gpu(_gpu_resources(), 0, state.index), None
+            cpu = ivf_growth.without_spare_lists(state.index)
+            state.gpu, state.extra["gpu_labels"] = faiss.index_cpu_to_gpu(_gpu_resources(), 0, cpu), None
         else:
             labels, data = live_contents(state)
             state.gpu = faiss.GpuIndexFlatIP(_gpu_resources(), state.index.d)
@@ -349,42 +363,51 @@ def ivf_params(ivf, nprobe: int):
 class PreparedAdd:
     """What an add to an IVF owner works out before the retriever takes its lock (:func:`prepare_add`),
     so that a large add holds up searches only while its vectors enter the lists: the IVF list of
-    each vector and the self-check's neighbours among them. Used only on the index it was made for."""
+    each vector (with any new lists, :mod:`.ivf_growth`) and the self-check's neighbours among them.
+    Used only on the index it was made for, while its quantizer is as it was then."""
 
     index: object  # the owner's index when it was prepared (a rebuild meanwhile: not used)
-    lists: np.ndarray  # [N] int64
+    growth: ivf_growth.Growth
     among: ivf_calibration.Among | None
 
 
 def prepare_add(state: OwnerIndex, vectors: np.ndarray) -> PreparedAdd | None:
-    """For an owner whose index is an IVF itself (not wrapped in a transform), else None. Reads only
-    the coarse quantizer, which a trained IVF never changes, and the self-check's queries, which an
-    add replaces but never edits: safe without the retriever's lock."""
+    """For an owner whose index is an IVF itself (not wrapped in a transform), else None. Reads the
+    coarse quantizer under the owner's quantizer lock and the self-check's queries, which an add
+    replaces but never edits: safe without the retriever's lock."""
     index = faiss.downcast_index(state.index)
     if state.positional or not isinstance(index, faiss.IndexIVF):
         return None
     calibration = state.calibration
-    return PreparedAdd(
-        index=state.index,
-        lists=index.quantizer.assign(vectors, 1).ravel().astype("int64", copy=False),
-        among=None if calibration is None else ivf_calibration.neighbours_among(calibration, vectors),
+    growth = ivf_growth.plan(
+        index,
+        vectors,
+        state.fit_floor,
+        state.quantizer_lock,
+        per_list=state.live / max(lists_in_use(index), 1),
+        min_points=IVF_MIN_POINTS_PER_LIST,
     )
+    among = None if calibration is None else ivf_calibration.neighbours_among(calibration, vectors)
+    return PreparedAdd(index=state.index, growth=growth, among=among)
 
 
 def append(state: OwnerIndex, vectors: np.ndarray, labels: np.ndarray, prepared: PreparedAdd | None = None) -> None:
     """Add vectors under their labels (ascending, above every label the owner holds); ``prepared``:
-    :func:`prepare_add` of these vectors on this owner's index (ignored if the index changed since)."""
-    if prepared is not None and prepared.index is not state.index:
-        prepared = None
+    :func:`prepare_add` of these vectors on this owner's index (prepared here when missing, or when
+    the index or its lists changed since)."""
     if state.positional:
         state.index.add(vectors)
         state.labels = np.concatenate([state.labels, labels])
         if state.alive is not None:
             state.alive = np.concatenate([state.alive, np.ones(len(labels), bool)])
             state.selector = None
-    elif prepared is not None:
-        index = faiss.downcast_index(state.index)
-        index.add_core(len(labels), faiss.swig_ptr(vectors), faiss.swig_ptr(labels), faiss.swig_ptr(prepared.lists))
+    elif (prepared := _current(state, vectors, prepared)) is not None:
+        index, growth = faiss.downcast_index(state.index), prepared.growth
+        if growth.centroids is not None:
+            ivf_growth.grow(index, growth, state.quantizer_lock)
+            if state.calibration is not None:
+                ivf_calibration.add_lists(state.calibration, growth.centroids)
+        index.add_core(len(labels), faiss.swig_ptr(vectors), faiss.swig_ptr(labels), faiss.swig_ptr(growth.lists))
     else:
         state.index.add_with_ids(vectors, labels)
     state.live += len(labels)
@@ -392,6 +415,33 @@ def append(state: OwnerIndex, vectors: np.ndarray, labels: np.ndarray, prepared:
         among = None if prepared is None else prepared.among
         ivf_calibration.absorb(state.calibration, faiss.extract_index_ivf(state.index), vectors, labels, among)
         _size_nprobe(state)
+
+
+def replay(state: OwnerIndex, entries: list) -> int:
+    """Apply journalled writes (("add", labels, vectors) / ("remove", labels, None)), in order, to a
+    rebuilt index; returns how many vectors they touched. Runs of adds are appended together, up to
+    ``REPLAY_ADD_BATCH`` vectors: one assignment, one self-check update and any new lists planned
+    for the run, not for each of many small adds (a journal of adds of 1,000 replays ~2x faster)."""
+    count, run = 0, []
+    for position, (op, labels, vectors) in enumerate(entries):
+        if op == "add":
+            run.append((labels, vectors))
+            last = position + 1 == len(entries) or entries[position + 1][0] != "add"
+            if last or sum(len(batch) for batch, _ in run) >= REPLAY_ADD_BATCH:
+                append(state, np.concatenate([v for _, v in run]), np.concatenate([b for b, _ in run]))
+                run = []
+        else:
+            delete(state, labels)
+        count += len(labels)
+    return count
+
+
+def _current(state: OwnerIndex, vectors: np.ndarray, prepared: PreparedAdd | None) -> PreparedAdd | None:
+    """``prepared`` if it was made for the owner's index as it is now, else a new :func:`prepare_add`."""
+    if prepared is not None and prepared.index is state.index:
+        if prepared.growth.first == lists_in_use(faiss.extract_index_ivf(state.index)):
+            return prepared
+    return prepare_add(state, vectors)
 
 
 def delete(state: OwnerIndex, labels: np.ndarray) -> int:
@@ -434,10 +484,11 @@ def live_labels(state: OwnerIndex) -> np.ndarray:
     """The owner's live labels, ascending (= insertion order)."""
     if state.positional:
         return state.labels if state.alive is None else state.labels[state.alive]
-    invlists = faiss.extract_index_ivf(state.index).invlists
+    ivf = faiss.extract_index_ivf(state.index)
+    invlists = ivf.invlists
     parts = [
         faiss.rev_swig_ptr(invlists.get_ids(i), invlists.list_size(i)).copy()
-        for i in range(invlists.nlist)
+        for i in range(lists_in_use(ivf))
         if invlists.list_size(i)
     ]
     return np.sort(np.concatenate(parts)) if parts else np.zeros(0, "int64")
@@ -458,7 +509,7 @@ def copy_lists(state: OwnerIndex, start: int, max_vectors: int) -> tuple[int, np
     for one piece at a time, so that no search waits for a copy of the whole index."""
     ivf = faiss.extract_index_ivf(state.index)
     invlists, stop, count, parts = ivf.invlists, start, 0, []
-    while stop < ivf.nlist and count < max_vectors:
+    while stop < lists_in_use(ivf) and count < max_vectors:
         size = invlists.list_size(stop)
         if size:
             parts.append(faiss.rev_swig_ptr(invlists.get_ids(stop), size).copy())
@@ -477,7 +528,7 @@ def index_bytes(state: OwnerIndex) -> int:
     if ivf is not None:
         stored = ivf.invlists.compute_ntotal()
         total += stored * (ivf.code_size + 8)  # codes and ids in the inverted lists
-        total += ivf.nlist * ivf.d * 4  # centroids
+        total += lists_in_use(ivf) * ivf.d * 4  # centroids
         total += stored * 32  # hash-table direct map: ~32 bytes per entry (an estimate: key, value, link, bucket)
         return total
     hnsw = find_hnsw(index)

@@ -61,9 +61,11 @@ from memnets.retrieval.faiss_index import (
     omp_threads,
     owner_nprobe,
     prepare_add,
+    replay,
     retrain_reason,
     search_index,
 )
+from memnets.retrieval.ivf_growth import lists_in_use
 
 logger = logging.getLogger(__name__)
 
@@ -218,7 +220,7 @@ class FaissRetriever:
             }
             ivf = faiss.try_extract_index_ivf(state.index)
             if ivf is not None:
-                out["nlist"] = int(ivf.nlist)
+                out["nlist"] = lists_in_use(ivf)
                 out["nprobe"] = self.nprobe or owner_nprobe(state)
             return out
 
@@ -457,7 +459,7 @@ class FaissRetriever:
                     pending = state.journal[replayed:]
                 if sum(len(entry[1]) for entry in pending) <= REPLAY_UNDER_LOCK:
                     break
-                outside += _replay(fresh, pending)
+                outside += replay(fresh, pending)
                 replayed += len(pending)
             with self._lock:
                 if self._owners.get(owner) is not state:  # the owner was emptied meanwhile
@@ -468,7 +470,7 @@ class FaissRetriever:
                     )
                     return False
                 locked_start = time.perf_counter()
-                under_lock = _replay(fresh, state.journal[replayed:])
+                under_lock = replay(fresh, state.journal[replayed:])
                 self._owners[owner] = fresh
                 state.journal = None
                 swapped = time.perf_counter()
@@ -522,7 +524,7 @@ class FaissRetriever:
             with self._lock:
                 if self._owners.get(owner) is not state:
                     return None, None
-                if start >= faiss.extract_index_ivf(state.index).nlist:
+                if start >= lists_in_use(faiss.extract_index_ivf(state.index)):
                     break
                 start, labels, vectors = copy_lists(state, start, COPY_PIECE)
             parts.append((labels, vectors))
@@ -681,18 +683,6 @@ class FaissRetriever:
 
 
 # ---------------------------------------------------------------------- index helpers
-def _replay(fresh: OwnerIndex, entries: list) -> int:
-    """Apply journalled writes, in order, to a rebuilt index; returns how many vectors they touched."""
-    count = 0
-    for op, labels, vectors in entries:
-        if op == "add":
-            append(fresh, vectors, labels)
-        else:
-            delete(fresh, labels)
-        count += len(labels)
-    return count
-
-
 def _check_positive_int(value, name: str, where: str) -> None:
     if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
         raise ValueError(f"{where}: {name} must be an int >= 1, got {value!r}")

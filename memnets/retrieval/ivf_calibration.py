@@ -61,7 +61,7 @@ def start(ivf, labels: np.ndarray, queries: np.ndarray) -> Calibration:
     return Calibration(
         labels=own.copy(),
         queries=queries.copy(),
-        centroid_scores=queries @ ivf.quantizer.reconstruct_n(0, ivf.nlist).T,
+        centroid_scores=queries @ _centroids(ivf).T,
         truth_scores=scores,
         truth_labels=found,
         truth_lists=_lists_of(ivf, found),
@@ -131,7 +131,7 @@ def _swap_in(c: Calibration, ivf) -> None:
     scores, found = _without_self(*exact_neighbours(ivf, new_queries, CALIBRATION_K + 1), new_labels)
     surplus = max(0, len(c.labels) + len(new_labels) - CALIBRATION_QUERIES)
     keep = np.setdiff1d(np.arange(len(c.labels)), c.rng.choice(len(c.labels), surplus, replace=False))
-    centroids = ivf.quantizer.reconstruct_n(0, ivf.nlist)
+    centroids = _centroids(ivf)
     c.labels = np.concatenate([c.labels[keep], new_labels])
     c.queries = np.concatenate([c.queries[keep], new_queries])
     c.centroid_scores = np.concatenate([c.centroid_scores[keep], new_queries @ centroids.T])
@@ -139,6 +139,18 @@ def _swap_in(c: Calibration, ivf) -> None:
     c.truth_labels = np.concatenate([c.truth_labels[keep], found])
     c.truth_lists = np.concatenate([c.truth_lists[keep], np.full(found.shape, -1, "int64")])
     c.pending_labels, c.pending_queries = c.pending_labels[:0], c.pending_queries[:0]
+
+
+def add_lists(calibration: Calibration, centroids: np.ndarray) -> None:
+    """Take new lists (their centroids, numbered after the existing ones) into the check queries'
+    centroid scores, before any vector enters them."""
+    c = calibration
+    c.centroid_scores = np.concatenate([c.centroid_scores, c.queries @ centroids.T], axis=1)
+
+
+def _centroids(ivf) -> np.ndarray:
+    """The centroids of the lists in use (an IVF may hold spare lists beyond them: ivf_growth)."""
+    return ivf.quantizer.reconstruct_n(0, ivf.quantizer.ntotal)
 
 
 def forget(calibration: Calibration, labels: np.ndarray) -> None:
@@ -178,8 +190,8 @@ def exact_neighbours(ivf, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.n
     flat, invlists = isinstance(faiss.downcast_index(ivf), faiss.IndexIVFFlat), ivf.invlists
     scores = np.full((len(queries), k), -np.inf, dtype="float32")
     found = np.full((len(queries), k), -1, dtype="int64")
-    parts, pending = [], 0
-    for i in range(ivf.nlist):
+    parts, pending, lists = [], 0, ivf.quantizer.ntotal  # spare lists beyond these are empty (ivf_growth)
+    for i in range(lists):
         size = invlists.list_size(i)
         if size:
             ids = faiss.rev_swig_ptr(invlists.get_ids(i), size)
@@ -189,7 +201,7 @@ def exact_neighbours(ivf, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.n
             else:
                 parts.append((ids, ivf.reconstruct_batch(ids)))
             pending += size
-        if parts and (pending >= SCAN_BLOCK or i == ivf.nlist - 1):
+        if parts and (pending >= SCAN_BLOCK or i == lists - 1):
             block = queries @ np.concatenate([vectors for _, vectors in parts]).T
             block_labels = np.concatenate([ids for ids, _ in parts])
             scores, found = _merge(scores, found, block, np.broadcast_to(block_labels, block.shape))
