@@ -21,7 +21,8 @@ removes journalled meanwhile and swaps it in atomically, with the lock held only
 stretch of the replay (``background=False`` runs all of it at the end of the add or remove that
 calls for it instead). ``compact()`` does the same on demand, ``wait()`` waits for upkeep in flight.
 A new owner's first batch builds its index synchronously. An IVF owner's nprobe follows a
-self-check on its own vectors that every add keeps current (:mod:`.ivf_calibration`).
+self-check on its own vectors that every add keeps current (:mod:`.ivf_calibration`), and an add
+that mostly fits none of its lists gets lists of its own in the add (:mod:`.ivf_growth`).
 
 With a GPU (faiss-gpu), flat and IVF owners are searched on a GPU copy of the CPU index; HNSW owners on the CPU.
 
