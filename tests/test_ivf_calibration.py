@@ -10,8 +10,17 @@ import faiss
 import numpy as np
 
 from memnets.retrieval import ivf_calibration, ivf_growth
-from memnets.retrieval.faiss_index import append, build_index, delete, ivf_params
+from memnets.retrieval.faiss_index import (
+    MAX_SCAN_FACTOR,
+    append,
+    build_index,
+    default_nprobe,
+    delete,
+    ivf_lists,
+    ivf_params,
+)
 from memnets.retrieval.faiss_retriever import FaissRetriever
+from memnets.retrieval.ivf_growth import lists_in_use
 
 DIM = 384
 
@@ -102,3 +111,19 @@ def test_adds_and_removes_keep_the_self_check_exact():
     delete(state, gone)
     assert len(state.calibration.labels) == int(kept.sum()) < ivf_calibration.CALIBRATION_QUERIES
     assert not np.isin(state.calibration.truth_labels, gone).any()
+
+
+def test_nprobe_is_bounded_by_the_vectors_a_search_scans():
+    """Vectors with no cluster structure ask the self-check for every list. Lists trained on 2,000
+    of them and holding 8,000 are 4x fuller than a fresh index's, so the bound in vectors scanned
+    (8x a fresh index's default search) allows 31 of the 51 lists, not the 40-odd it asks for."""
+    rng = np.random.default_rng(21)
+    vectors = rng.normal(size=(8_000, DIM)).astype("float32")
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    labels = np.arange(len(vectors), dtype="int64")
+    state = build_index("ivf", vectors[:2_000], labels[:2_000], dim=DIM, hnsw_m=32, ef_construction=40)
+    assert state.nprobe > 40  # fresh: up to 8 x 16 probes allowed, and the self-check wants most lists
+    append(state, vectors[2_000:], labels[2_000:])
+    assert lists_in_use(faiss.extract_index_ivf(state.index)) == 51  # no structure: no list grew
+    fresh = ivf_lists(8_000)
+    assert state.nprobe == int(MAX_SCAN_FACTOR * default_nprobe(fresh) * 51 / fresh) == 31

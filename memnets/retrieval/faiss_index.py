@@ -51,6 +51,8 @@ HNSW_QUANTIZER_ADD_EF = 32  # its beam when adding: 2.2x faster than ef 64 (and 
 HNSW_QUANTIZER_EF = 64  # its beam when searching: max(this, 2 * nprobe)
 STRAINED_GROWTH = 1.25  # an IVF grown by this share since training is retrained when its self-check needs
 STRAINED_NPROBE = 2  # this many times the default nprobe (see retrain_reason)
+MAX_SCAN_FACTOR = 8  # an IVF search scans at most this many times the vectors that a search at the default
+# nprobe scans in an index freshly built at the owner's size (see _size_nprobe)
 GPU_MAX_K = 2048  # FAISS GPU kernels select at most this many neighbours
 REPLAY_ADD_BATCH = 65_536  # a rebuild replays journalled adds in runs of up to this many vectors
 
@@ -240,9 +242,15 @@ def retrain_reason(state: OwnerIndex, retrain_growth: float) -> str | None:
 
 
 def _size_nprobe(state: OwnerIndex) -> None:
-    """nprobe from the self-check: the smallest reaching its target recall, never below the default."""
+    """nprobe from the self-check: the smallest reaching its target recall, never below the default,
+    and never scanning more than ``MAX_SCAN_FACTOR`` x the vectors that the default nprobe scans in an
+    index built afresh at the owner's size. A bound in vectors, not in lists: lists trained at 100k
+    hold 3x the vectors at 300k, where 8x the default nprobe cost 2.85 ms a search (loose clusters at
+    noise 1.0, 128 probes of 237 vectors: docs/benchmarks.md)."""
     nlist = lists_in_use(faiss.extract_index_ivf(state.index))
-    state.nprobe = ivf_calibration.needed_nprobe(state.calibration, default_nprobe(nlist), nlist)
+    floor, fresh = default_nprobe(nlist), ivf_lists(max(state.live, 1))
+    affordable = int(MAX_SCAN_FACTOR * default_nprobe(fresh) * nlist / fresh)  # probes of this index's lists
+    state.nprobe = ivf_calibration.needed_nprobe(state.calibration, floor, min(nlist, max(floor, affordable)))
 
 
 def search_index(

@@ -32,7 +32,6 @@ SCAN_BLOCK = 32_768  # vectors scored before they are merged into the running to
 SWAP_BATCH = 8  # draws swapped in together: one exact scan of the owner (mostly reading it) serves them all
 TARGET_RECALL = 0.98  # the smallest nprobe reaching this on the self-check is used (0.95 promised: at 0.97,
 # perturbed-copy queries of a drifting set got 0.949 where the self-check read 0.97)
-MAX_NPROBE_FACTOR = 8  # never more than this many times the default nprobe: a bound on a search's cost
 
 
 @dataclass
@@ -171,14 +170,14 @@ def recall_by_nprobe(calibration: Calibration, nprobe: int) -> float:
     return float((ranks < nprobe).mean()) if ranks.size else 1.0
 
 
-def needed_nprobe(calibration: Calibration, floor: int, nlist: int) -> int:
-    """The smallest nprobe, at least ``floor``, whose self-check recall reaches TARGET_RECALL (at most
-    MAX_NPROBE_FACTOR x floor: on data no partition suits, a search stays within ~8x its cost)."""
+def needed_nprobe(calibration: Calibration, floor: int, most: int) -> int:
+    """The smallest nprobe, at least ``floor``, whose self-check recall reaches TARGET_RECALL, and at
+    most ``most`` (the caller's bound on a search's cost, at least ``floor``)."""
     ranks = np.sort(_list_ranks(calibration))
     if not ranks.size:
-        return min(floor, nlist)
+        return floor
     needed = int(ranks[min(len(ranks) - 1, int(np.ceil(TARGET_RECALL * len(ranks))) - 1)]) + 1
-    return min(nlist, MAX_NPROBE_FACTOR * floor, max(floor, needed))
+    return min(most, max(floor, needed))
 
 
 def exact_neighbours(ivf, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
