@@ -33,7 +33,7 @@ FIT_QUANTILE = 0.01  # a vector scoring below this quantile of the owner's own b
 FIT_SAMPLE = 4_096  # own vectors whose best-centroid scores give the fit floor
 GROW_SHARE = 0.1  # an add grows lists only when at least this share of it fits no list, and at least
 # ``min_points`` vectors do (of 100k vectors added to lists trained on the 100k before them: 1.3% on the
-# growth benchmark's real set, 4.6% loose, 2.4% tight, 99.98% on the drifting set)
+# growth benchmark's real set, 4.6% loose, 2.4% tight, 99.98% on the drifting set: bench.experiments.ivf_fit)
 GROW_ITERATIONS = 5  # spherical k-means iterations for new lists (as for training the lists)
 GROW_TRAIN_PER_LIST = 32  # k-means sample per new list (as for training the lists)
 
