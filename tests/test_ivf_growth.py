@@ -47,11 +47,11 @@ def near(vectors: np.ndarray, count: int, seed: int) -> np.ndarray:
     return queries / np.linalg.norm(queries, axis=1, keepdims=True)
 
 
-def recall_at_10(retriever: FaissRetriever, vectors: np.ndarray, queries: np.ndarray, **options) -> float:
+def recall_at_10(retriever: FaissRetriever, vectors: np.ndarray, queries: np.ndarray) -> float:
     exact = faiss.IndexFlatIP(DIM)
     exact.add(vectors)
     _, truth = exact.search(queries, 10)
-    found, _ = retriever.search(queries, 10, "o", **options)
+    found, _ = retriever.search(queries, 10, "o")
     return float(np.mean([len({int(i[1:]) for i in row} & set(best)) / 10 for row, best in zip(found, truth)]))
 
 
