@@ -349,9 +349,9 @@ class EncoderLimit:
         return self._encoders[threads]
 
     def measure(self, batch: int, seconds: float) -> tuple[float, float, str, dict[str, float]]:
-        """(texts/s, layout) of the better layout, the server's layout's CPU ms per text, and every
-        layout's texts/s, each run for at least ``seconds`` (and 3 batches per pass) of ``batch``
-        queries per pass."""
+        """(texts/s of the better layout, the server's layout's CPU ms per text, the better layout's
+        name, every layout's texts/s), each layout run for at least ``seconds`` (and 3 batches per
+        pass) of ``batch`` queries per pass."""
         server = self._layout(1, batch, seconds)
         layouts = [server] + ([self._layout(self.threads, batch, seconds)] if self.threads > 1 else [])
         tps, _, layout = max(layouts)

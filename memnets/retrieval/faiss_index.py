@@ -39,6 +39,7 @@ from memnets.retrieval import ivf_calibration, ivf_growth
 from memnets.retrieval.ivf_growth import lists_in_use
 
 NAMED_KINDS = ("flat", "hnsw", "ivf", "ivf-sq8")
+NAMED_IVF_KINDS = ("ivf", "ivf-sq8")  # the named kinds with a self-check and spare lists
 IVF_TRAIN_PER_LIST = 32  # k-means of the IVF lists runs on a sample of this many vectors per list
 IVF_TRAIN_SAMPLE = 65_536  # sample size for factory-string indexes (PQ codebooks and the like)
 IVF_TRAIN_ITERATIONS = 5  # spherical k-means iterations: at 1M (2,000 lists then), 5 instead of 10 halve the
@@ -163,7 +164,7 @@ def build_index(
     elif kind == "hnsw":
         index = faiss.IndexHNSWFlat(dim, hnsw_m, metric)
         index.hnsw.efConstruction = ef_construction
-    elif kind in ("ivf", "ivf-sq8"):
+    elif kind in NAMED_IVF_KINDS:
         nlist = ivf_lists(n)
         quantizer = "_HNSW32" if nlist >= IVF_HNSW_QUANTIZER_FROM else ""
         index = faiss.index_factory(dim, f"IVF{nlist}{quantizer},{'Flat' if kind == 'ivf' else 'SQ8'}", metric)
@@ -188,7 +189,7 @@ def build_index(
             ) from None
     ivf = faiss.try_extract_index_ivf(index)
     if ivf is not None:
-        if kind in ("ivf", "ivf-sq8"):
+        if kind in NAMED_IVF_KINDS:
             ivf_growth.reserve_spare_lists(ivf, ivf_growth.SPARE_LISTS_PER_LIST * ivf.nlist)
         ivf.set_direct_map_type(faiss.DirectMap.Hashtable)  # O(1) removal and reconstruction by id
         quantizer_hnsw = find_hnsw(ivf.quantizer)
@@ -209,7 +210,7 @@ def calibrate(state: OwnerIndex) -> None:
     """Start the self-check of a named IVF owner (built or loaded) and size its nprobe from it, and
     take its fit floor (:mod:`.ivf_growth`) from a sample of its vectors; other kinds keep neither
     (a factory string's codes, PQ and the like, make the list rank no recall bound)."""
-    if state.kind not in ("ivf", "ivf-sq8"):
+    if state.kind not in NAMED_IVF_KINDS:
         return
     labels = live_labels(state)
     if not len(labels):

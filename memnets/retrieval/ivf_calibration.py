@@ -26,6 +26,8 @@ from dataclasses import dataclass
 import faiss
 import numpy as np
 
+from memnets.retrieval.ivf_growth import lists_in_use
+
 CALIBRATION_QUERIES = 128  # own vectors checked; recall is a mean over 128 x 10 neighbours
 CALIBRATION_K = 10  # neighbours per check query (the k the benchmarks report)
 SCAN_BLOCK = 32_768  # vectors scored before they are merged into the running top-k, in an exact scan
@@ -149,7 +151,7 @@ def add_lists(calibration: Calibration, centroids: np.ndarray) -> None:
 
 def _centroids(ivf) -> np.ndarray:
     """The centroids of the lists in use (an IVF may hold spare lists beyond them: ivf_growth)."""
-    return ivf.quantizer.reconstruct_n(0, ivf.quantizer.ntotal)
+    return ivf.quantizer.reconstruct_n(0, lists_in_use(ivf))
 
 
 def forget(calibration: Calibration, labels: np.ndarray) -> None:
@@ -189,7 +191,7 @@ def exact_neighbours(ivf, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.n
     flat, invlists = isinstance(faiss.downcast_index(ivf), faiss.IndexIVFFlat), ivf.invlists
     scores = np.full((len(queries), k), -np.inf, dtype="float32")
     found = np.full((len(queries), k), -1, dtype="int64")
-    parts, pending, lists = [], 0, ivf.quantizer.ntotal  # spare lists beyond these are empty (ivf_growth)
+    parts, pending, lists = [], 0, lists_in_use(ivf)  # spare lists beyond these are empty
     for i in range(lists):
         size = invlists.list_size(i)
         if size:
