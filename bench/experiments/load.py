@@ -138,6 +138,7 @@ def fill(location: str, texts: list[str], vectors: np.ndarray, users: int, optio
 
 
 REQUEST_TIMEOUT_S = 60
+SCRAPES_PER_WORKER = 20  # /metrics scrapes per worker of a --workers server before giving up on one
 
 
 class _Connection:
@@ -214,25 +215,63 @@ async def _client(
         connection.close()
 
 
-def _encoder_counts(url: str) -> tuple[float, float, float | None]:
-    """(texts, forward passes, seconds in them) of the server's encoder so far, from /metrics (the
-    seconds None from a server that does not count them, such as an older checkout's)."""
-    text = httpx.get(f"{url}/metrics", timeout=30).text
+def _encoder_counts(url: str, workers: int = 1) -> tuple[float, float, float | None]:
+    """(texts, forward passes, seconds in them) of the server's encoders so far, from /metrics, summed over
+    its ``workers``: a scrape on a connection of its own reaches one worker, named by its answer's
+    X-Memnets-Worker header, so it is scraped until each answered (``SCRAPES_PER_WORKER`` tries each). The
+    seconds are None from a server that does not count them, such as an older checkout's; everything is
+    None when some worker never answered."""
     names = ("memnets_encode_batch_size_sum", "memnets_encode_batch_size_count", "memnets_encode_seconds_total")
-    values = {}
-    for line in text.splitlines():
-        for name in names:
-            if line.startswith(name + " "):
-                values[name] = float(line.split()[1])
-    return values.get(names[0], 0.0), values.get(names[1], 0.0), values.get(names[2])  # seconds: None if not counted
+    found: dict[str | None, dict[str, float]] = {}
+    for _ in range(SCRAPES_PER_WORKER * workers):
+        answer = httpx.get(f"{url}/metrics", headers={"Connection": "close"}, timeout=30)
+        values = {}
+        for line in answer.text.splitlines():
+            for name in names:
+                if line.startswith(name + " "):
+                    values[name] = float(line.split()[1])
+        found[answer.headers.get("x-memnets-worker")] = values
+        if len(found) == workers:
+            break
+    if len(found) < workers:
+        return None, None, None
+    counted = [values.get(names[2]) for values in found.values()]
+    return (
+        sum(values.get(names[0], 0.0) for values in found.values()),
+        sum(values.get(names[1], 0.0) for values in found.values()),
+        None if None in counted else sum(counted),
+    )
+
+
+def wait_workers(url: str, workers: int, timeout: float = 600.0) -> None:
+    """Block until each of a server's ``workers`` answered /readyz with 200 (each loads its own encoder and
+    store: the first one ready is not the last), each request on a connection of its own."""
+    ready: set[str | None] = set()
+    deadline = time.monotonic() + timeout
+    while len(ready) < workers:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{url}: only {len(ready)} of its {workers} workers were ready after {timeout} s")
+        answer = httpx.get(f"{url}/readyz", headers={"Connection": "close"}, timeout=30)
+        if answer.status_code == 200:
+            ready.add(answer.headers.get("x-memnets-worker"))
+        else:
+            time.sleep(0.2)
 
 
 def run_clients(
-    url: str, clients: int, seconds: float, users: int, add_share: float, queries: list[str], seed: int
+    url: str,
+    clients: int,
+    seconds: float,
+    users: int,
+    add_share: float,
+    queries: list[str],
+    seed: int,
+    workers: int = 1,
 ) -> dict:
-    """``clients`` concurrent closed-loop clients for ``seconds``: latencies and throughput."""
+    """``clients`` concurrent closed-loop clients for ``seconds``: latencies and throughput, and the
+    encoders' mean batch and busy share (per encoder: with ``workers`` processes, the mean of theirs)."""
     out: dict = {"add": [], "search": [], "errors": 0}
-    before = _encoder_counts(url)
+    before = _encoder_counts(url, workers)
     started = time.monotonic()
     deadline = started + seconds
 
@@ -246,8 +285,8 @@ def run_clients(
 
     asyncio.run(main())
     wall = time.monotonic() - started
-    after = _encoder_counts(url)
-    passes = after[1] - before[1]
+    after = _encoder_counts(url, workers)
+    passes = after[1] - before[1] if None not in (after[1], before[1]) else None
     row = {
         "clients": clients,
         "seconds": round(wall, 2),
@@ -255,7 +294,9 @@ def run_clients(
         "errors": out["errors"],
         "throughput_rps": round((len(out["add"]) + len(out["search"])) / wall, 1),
         "mean_encode_batch": round((after[0] - before[0]) / passes, 2) if passes else None,
-        "encoder_busy": round((after[2] - before[2]) / wall, 3) if after[2] is not None else None,
+        "encoder_busy": round((after[2] - before[2]) / wall / workers, 3)
+        if None not in (after[2], before[2])
+        else None,
     }
     for kind in ("add", "search"):
         values = np.asarray(out[kind]) * 1000
@@ -323,9 +364,10 @@ class EncoderLimit:
     threads measure the machine's load instead (batch 21 at load 2-5: 3-18 texts/s against 81-144 with
     PASSIVE): ``--limit-openmp passive`` measures as the server runs, set by :func:`main` before torch loads."""
 
-    def __init__(self, encoder_path: str | None, queries: list[str]) -> None:
+    def __init__(self, encoder_path: str | None, queries: list[str], backend: str = "torch") -> None:
         self.encoder_path = encoder_path
         self.queries = queries
+        self.backend = backend
         import torch
 
         self.threads = torch.get_num_threads()
@@ -341,21 +383,22 @@ class EncoderLimit:
         if threads not in self._encoders:
             torch.set_num_threads(threads)
             try:
-                encoder = MemoryEncoder.from_pretrained(*([self.encoder_path] if self.encoder_path else []))
+                path = [self.encoder_path] if self.encoder_path else []
+                encoder = MemoryEncoder.from_pretrained(*path, backend=self.backend)
                 encoder.encode(self.queries[:8], kind="query")
             finally:
                 torch.set_num_threads(self.threads)
             self._encoders[threads] = encoder
         return self._encoders[threads]
 
-    def measure(self, batch: int, seconds: float) -> tuple[float, float, str, dict[str, float]]:
-        """(texts/s of the better layout, the server's layout's CPU ms per text, the better layout's
-        name, every layout's texts/s), each layout run for at least ``seconds`` (and 3 batches per
-        pass) of ``batch`` queries per pass."""
-        server = self._layout(1, batch, seconds)
-        layouts = [server] + ([self._layout(self.threads, batch, seconds)] if self.threads > 1 else [])
-        tps, _, layout = max(layouts)
-        return tps, server[1], layout, {name: round(texts_s, 1) for texts_s, _, name in layouts}
+    def measure(self, batch: int, seconds: float, server_passes: int = 1) -> tuple[float, float, str, dict[str, float]]:
+        """(texts/s of the best layout, the server's layout's CPU ms per text, the best layout's name, every
+        layout's texts/s), each layout run for at least ``seconds`` (and 3 batches per pass) of ``batch``
+        queries per pass. The layouts: one pass on every thread, one pass per thread, and the server's,
+        ``server_passes`` at once (its workers, each on an equal share of the threads)."""
+        found = {passes: self._layout(passes, batch, seconds) for passes in sorted({1, self.threads, server_passes})}
+        tps, _, layout = max(found.values())
+        return tps, found[server_passes][1], layout, {name: round(texts_s, 1) for texts_s, _, name in found.values()}
 
     def _layout(self, passes: int, batch: int, seconds: float) -> tuple[float, float, str]:
         """(texts/s, CPU ms per text, "passes x threads") of ``passes`` passes at once."""
@@ -398,7 +441,28 @@ def process_cpu_s(pid: int, thread: int | None = None) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def with_limit(row: dict, limit: EncoderLimit, seconds: float) -> dict:
+def server_processes(pid: int) -> list[int]:
+    """``pid`` and every process below it (a ``--workers`` server's workers), from /proc (Linux)."""
+    parents: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parent = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):  # a process that ended meanwhile
+            continue
+        parents.setdefault(parent, []).append(int(stat.parent.name))
+    found, todo = [], [pid]
+    while todo:
+        found.append(todo.pop())
+        todo += parents.get(found[-1], [])
+    return found
+
+
+def tree_cpu_s(processes: list[int]) -> tuple[float, float]:
+    """(CPU seconds of ``processes``, all their threads; of their main threads: each worker's event loop)."""
+    return sum(process_cpu_s(pid) for pid in processes), sum(process_cpu_s(pid, pid) for pid in processes)
+
+
+def with_limit(row: dict, limit: EncoderLimit, seconds: float, workers: int = 1) -> dict:
     """``row`` (one load level) with searches/s, adds/s, the encoder's limit and the ratios.
 
     Every request encodes one text, so requests/s over the encoder's texts/s at the level's mean batch
@@ -409,9 +473,9 @@ def with_limit(row: dict, limit: EncoderLimit, seconds: float) -> dict:
     CPU per request, is the encoder's share of the server's work, which the machine's load moves little.
     """
     batch = max(1, round(row["mean_encode_batch"] or 1))
-    tps, cpu_ms, layout, by_layout = limit.measure(batch, seconds)
-    full = min(row["clients"], DEFAULT_MAX_BATCH)
-    full_tps = limit.measure(full, seconds)[0] if full != batch else tps
+    tps, cpu_ms, layout, by_layout = limit.measure(batch, seconds, workers)
+    full = min(-(-row["clients"] // workers), DEFAULT_MAX_BATCH)
+    full_tps = limit.measure(full, seconds, workers)[0] if full != batch else tps
     row["searches_per_s"] = round(row["search_n"] / row["seconds"], 1)
     row["adds_per_s"] = round(row["add_n"] / row["seconds"], 1)
     row["limit_batch"] = batch
@@ -471,6 +535,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--add-share", type=float, default=0.2, help="share of the requests that are adds")
     parser.add_argument("--stores", nargs="+", default=["embedded", "postgres"], choices=["embedded", "postgres"])
     parser.add_argument("--encoder", default=None, help="encoder folder (default: the bundled all-MiniLM-L6-v2)")
+    parser.add_argument(
+        "--workers", type=int, default=1, help="server processes (`memnets serve http --workers`; default 1)"
+    )
+    parser.add_argument(
+        "--backend",
+        default="torch",
+        help="the encoder backend of the servers and of the limit (`--set backend=` of `memnets serve http`)",
+    )
     parser.add_argument(
         "--parts", nargs="+", default=["encode", "load"], choices=PARTS, help="what to run (default: encode load)"
     )
@@ -535,7 +607,7 @@ def main(argv: list[str] | None = None) -> int:
         if "load" in args.parts:
             texts, vectors, queries = fill_data(args.memories, args.encoder)
             report["fills"] = {}
-            limit = EncoderLimit(args.encoder, queries)
+            limit = EncoderLimit(args.encoder, queries, args.backend)
         for store in args.stores if "load" in args.parts else []:
             for batching in [mode == "on" for mode in args.batching]:
                 servers = {}
@@ -550,12 +622,14 @@ def main(argv: list[str] | None = None) -> int:
                         report["fills"][name] = fill(location, texts, vectors, args.users, options)
                         report["fills"][name]["load"] = load_average().split("load average:")[-1].strip()
                         print(f"{name}: {args.memories} memories over {args.users} users: {report['fills'][name]}")
-                        sets = [arg for key, value in options.items() for arg in ("--set", f"{key}={value}")]
-                        flags = [] if batching else ["--no-batching"]
+                        options_set = {**options, "backend": args.backend}
+                        sets = [arg for key, value in options_set.items() for arg in ("--set", f"{key}={value}")]
+                        flags = ([] if batching else ["--no-batching"]) + ["--workers", str(args.workers)]
                         env = {"PYTHONPATH": str(before)} if variant == "before" else None
                         servers[variant] = ServerProcess(location, *encoder_args, *sets, *flags, env=env)
                     for server in servers.values():
                         server.wait_ready(timeout=600)
+                        wait_workers(server.url, args.workers)
                         # one client for 2 s, not counted: the first requests of a process are slow (lazy imports, caches)
                         run_clients(server.url, 1, 2.0, args.users, args.add_share, queries, 0)
                     for clients in args.clients:
@@ -563,7 +637,7 @@ def main(argv: list[str] | None = None) -> int:
                             row = {"store": store if variant is None else f"{store} ({variant})", "batching": batching}
                             row.update(variant=variant, round=n // len(variants), memories=args.memories)
                             row.update(measure_level(servers[variant], clients, args, queries, seed=clients + 1000 * n))
-                            with_limit(row, limit, args.limit_seconds)
+                            with_limit(row, limit, args.limit_seconds, args.workers)
                             report["runs"].append(row)
                             print(json.dumps(row))
                 finally:
@@ -588,12 +662,12 @@ def main(argv: list[str] | None = None) -> int:
 
 def measure_level(server: ServerProcess, clients: int, args, queries: list[str], seed: int) -> dict:
     """One load level against ``server``: run_clients' row with the server's CPU per request (all of it, and
-    its event loop's: the HTTP protocol, the app's routing and answers, which the machine's load moves least),
-    and the load."""
-    pid = server.process.pid
-    cpu, loop = process_cpu_s(pid), process_cpu_s(pid, pid)
-    row = run_clients(server.url, clients, args.seconds, args.users, args.add_share, queries, seed)
-    cpu, loop = process_cpu_s(pid) - cpu, process_cpu_s(pid, pid) - loop
+    its event loops': the HTTP protocol, the app's routing and answers, which the machine's load moves least;
+    with ``--workers``, summed over the worker processes), and the load."""
+    processes = server_processes(server.process.pid)
+    cpu, loop = tree_cpu_s(processes)
+    row = run_clients(server.url, clients, args.seconds, args.users, args.add_share, queries, seed, args.workers)
+    cpu, loop = (after - before for after, before in zip(tree_cpu_s(processes), (cpu, loop)))
     row["server_cpu_ms_per_request"] = round(cpu * 1000 / max(row["requests"], 1), 2)
     row["loop_cpu_ms_per_request"] = round(loop * 1000 / max(row["requests"], 1), 3)
     row["load"] = load_average().split("load average:")[-1].strip()

@@ -46,6 +46,11 @@ LOOPS = ("auto", "asyncio", "uvloop")
 # the clients share their cores, so the spinning burns the CPU the others need. 50 clients on 2 shared
 # cores (load 6-7): server CPU 30.6 -> 10.7 ms per request, 14.8 -> 69.5 requests/s (docs/benchmarks.md).
 OPENMP_WAIT_POLICY = "PASSIVE"
+# With --workers N every worker runs its own encoder: on the cores it shares with N - 1 others, one
+# encoder on all of them would make N x cores OpenMP threads wait at each other's barriers. So each worker
+# gets cores // N threads (OMP_NUM_THREADS, unless set): 2 cores, 2 workers of one thread each is the
+# layout the encoder is fastest in alone (docs/benchmarks.md, "Workers").
+THREADS_ENV = "OMP_NUM_THREADS"
 
 
 @dataclass
@@ -191,12 +196,23 @@ def passive_openmp() -> None:
         )
 
 
+def share_cores(workers: int) -> None:
+    """With ``workers`` > 1, each worker's OpenMP runtimes (torch's, FAISS's; an ONNX Runtime session takes
+    torch's count) on ``cores // workers`` threads, at least one (``OMP_NUM_THREADS``, unless set; the
+    workers inherit it and read it when they load torch): see :data:`THREADS_ENV`."""
+    if workers > 1 and THREADS_ENV not in os.environ:
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        os.environ[THREADS_ENV] = str(max(1, cores // workers))
+
+
 def serve(config: ServerConfig) -> None:
     """Serve ``config`` until stopped (SIGINT/SIGTERM shut down cleanly; SIGKILL loses no acknowledged write).
-    OpenMP's threads sleep when idle (:func:`passive_openmp`) unless ``OMP_WAIT_POLICY`` is set."""
+    OpenMP's threads sleep when idle (:func:`passive_openmp`) unless ``OMP_WAIT_POLICY`` is set, and
+    workers share the cores (:func:`share_cores`)."""
     import uvicorn
 
     passive_openmp()
+    share_cores(config.workers)
     check(config)
     options = {"http": GuardedH11Protocol, "loop": config.event_loop()}
     logger.info("memnets server: event loop %s", options["loop"])
