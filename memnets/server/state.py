@@ -69,7 +69,10 @@ class ServerState:
             logger.exception("memnets server: cannot open the memory")
 
     def _wrap(self, encoder) -> BatchingEncoder:
-        """The server's encoder around ``encoder`` (the opener's), kept to be closed at shutdown."""
+        """The server's encoder around ``encoder`` (the opener's; a MemoryEncoder on the torch backend with
+        its passes traced, :meth:`memnets.nn.encoder.MemoryEncoder.trace_for_serving`), kept to be closed
+        at shutdown. Any other TextEncoder is wrapped as it is."""
+        getattr(encoder, "trace_for_serving", lambda: None)()
         self.encoder = BatchingEncoder(
             encoder, max_wait_s=self.max_wait_s, on_batch=self.metrics.encoded, batch=self.batching
         )
