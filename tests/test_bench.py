@@ -202,3 +202,18 @@ def test_archive_search_looks_hits_up_by_primary_key(tmp_path):
         assert fetch, statements
         plan = " ".join(str(step) for step in archive._conn.execute("EXPLAIN QUERY PLAN " + fetch[0]).fetchall())
         assert "PRIMARY KEY" in plan and "memories_owner" not in plan, plan
+
+
+def test_load_benchmark_counts_every_worker_of_a_server(tiny_model_dir, tmp_path):
+    """With --workers 2 a /metrics scrape reaches one worker: the load benchmark scrapes until each has
+    answered and sums them. Each request encodes one text, so the texts it counts are the requests:
+    fewer would be one worker's count. The encoder's limit also measures the workers' layout."""
+    out = tmp_path / "load.json"
+    args = ["--parts", "load", "--stores", "embedded", "--encoder", tiny_model_dir, "--memories", "300"]
+    args += ["--seconds", "2", "--clients", "6", "--batching", "on", "--workers", "2", "--limit-seconds", "0.3"]
+    run_bench("bench.experiments.load", *args, "--out", out)
+    (row,) = json.loads(out.read_text())["runs"]
+    assert row["errors"] == 0 and row["requests"] > 0
+    assert row["encoded_texts"] == row["requests"]
+    assert row["encoder_busy"] > 0 and row["server_cores"] > 0
+    assert {"2x1 traced", "2x1 eager"} <= set(row["limit_by_layout"])

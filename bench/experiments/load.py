@@ -27,6 +27,13 @@ batch, and at a batch of every client) with the server's CPU per request beside 
 text; the ratios to them (:func:`with_limit`) and a table of every level are printed and saved (the
 table as .md beside ``--out``).
 
+``--workers N`` serves with ``memnets serve http --workers N``. Each worker then runs its encoder on
+``cores // N`` threads. Its CPU is summed over the server's processes, and its /metrics over its
+workers (:func:`_encoder_counts`). The encoder's limit then also measures the workers' layout: N passes
+at once. ``--backend`` sets the encoder backend of the servers and of the limit (default torch). On
+PostgreSQL the database's own CPU per request (its postmaster and backends, on the same cores) is
+measured beside the server's.
+
 ``--parts`` picks what runs: ``encode`` (the in-process encoder comparison, plain against
 BatchingEncoder), ``load`` (the above, for each of ``--stores``), ``faults`` (the fault runs of
 memnets.server.testing with MiniLM: SIGKILL under adds on both stores, PostgreSQL stopped and
@@ -293,6 +300,7 @@ def run_clients(
         "requests": len(out["add"]) + len(out["search"]),
         "errors": out["errors"],
         "throughput_rps": round((len(out["add"]) + len(out["search"])) / wall, 1),
+        "encoded_texts": after[0] - before[0] if passes is not None else None,
         "mean_encode_batch": round((after[0] - before[0]) / passes, 2) if passes else None,
         "encoder_busy": round((after[2] - before[2]) / wall / workers, 3)
         if None not in (after[2], before[2])

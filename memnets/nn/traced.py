@@ -3,10 +3,10 @@
 Called from Python, an ``nn.Module``'s forward takes the GIL back before each of its operators (a
 few hundred per MiniLM pass). In a server the event loop and the request threads hold the GIL much
 of the time, so the encoder's thread waits for it between operators, and every handover costs CPU.
-Alone, on one thread at a batch of 10, the bundled encoder encoded 193.5 texts/s eager and 206.0
-traced. Beside a thread that holds the GIL half the time, eager fell to 118.6 texts/s (and 5.10 ->
-6.40 ms of CPU per text); traced fell only to 185.5 (``docs/benchmarks.md``, "The encoder's passes
-without the GIL").
+Alone, on one thread at a batch of 10, the bundled encoder encoded 186.5 texts/s eager and 200.7
+traced. Beside a thread that holds the GIL half the time, eager fell to 125.9 texts/s (and 5.30 ->
+6.03 ms of CPU per text); traced fell only to 170.2 (``python -m bench.experiments.gil_passes``;
+docs/benchmarks.md, "Workers and traced passes").
 
 :class:`TracedRunner` runs the same module traced with ``torch.jit.trace``. It has the same
 operators and shares the module's weights (nothing is copied). TorchScript runs the whole pass

@@ -49,7 +49,7 @@ OPENMP_WAIT_POLICY = "PASSIVE"
 # With --workers N every worker runs its own encoder: on the cores it shares with N - 1 others, one
 # encoder on all of them would make N x cores OpenMP threads wait at each other's barriers. So each worker
 # gets cores // N threads (OMP_NUM_THREADS, unless set): 2 cores, 2 workers of one thread each is the
-# layout the encoder is fastest in alone (docs/benchmarks.md, "Workers").
+# layout the encoder is fastest in alone (docs/benchmarks.md, "Workers and traced passes").
 THREADS_ENV = "OMP_NUM_THREADS"
 
 
