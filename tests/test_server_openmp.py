@@ -7,9 +7,7 @@ from __future__ import annotations
 
 import os
 import re
-import time
 
-import httpx
 import pytest
 
 from memnets.server.testing import ServerProcess
@@ -35,19 +33,6 @@ def thread_counts(process: ServerProcess) -> list[str]:
     return re.findall(r"OMP_NUM_THREADS = '([^']*)'", process.output())
 
 
-def wait_for_workers(process: ServerProcess, count: int, timeout: float = 240.0) -> None:
-    """Until ``count`` distinct workers answered /readyz with 200, each request on a connection of its own."""
-    ready: set[str] = set()
-    deadline = time.monotonic() + timeout
-    while len(ready) < count:
-        assert time.monotonic() < deadline, f"only workers {ready} were ready after {timeout} s"
-        answer = httpx.get(f"{process.url}/readyz", headers={"Connection": "close"}, timeout=30)
-        if answer.status_code == 200:
-            ready.add(answer.headers["x-memnets-worker"])
-        else:
-            time.sleep(0.2)
-
-
 @pytest.mark.parametrize("given", [None, "3"])
 def test_workers_share_the_cores_unless_the_user_chose(given, tiny_model_dir, tmp_path, monkeypatch):
     """Two workers each run their OpenMP runtimes on half the cores (at least one thread), not on all of
@@ -56,8 +41,7 @@ def test_workers_share_the_cores_unless_the_user_chose(given, tiny_model_dir, tm
     env = {"OMP_DISPLAY_ENV": "VERBOSE", **({"OMP_NUM_THREADS": given} if given else {})}
     args = ("--encoder", str(tiny_model_dir), "--workers", "2")
     with ServerProcess(tmp_path / "memory", *args, env=env) as process:
-        process.wait_ready()
-        wait_for_workers(process, 2)
+        process.wait_ready().wait_workers(2)
         counts = thread_counts(process)
     expected = given or str(max(1, len(os.sched_getaffinity(0)) // 2))
     assert len(counts) >= 2 and set(counts) == {expected}, counts

@@ -4,7 +4,6 @@ the requests spread over the workers; the X-Memnets-Worker header says which one
 
 from __future__ import annotations
 
-import time
 import uuid
 
 import httpx
@@ -21,21 +20,6 @@ def _fresh(method: str, url: str, **kwargs) -> httpx.Response:
     response = httpx.request(method, url, headers={"Connection": "close"}, timeout=30, **kwargs)
     assert response.status_code < 400, response.text
     return response
-
-
-def _wait_until_workers_ready(url: str, count: int, timeout: float) -> None:
-    """Until ``count`` distinct workers have answered /readyz with 200: the first ready one is not
-    the last (each loads its own encoder; on a loaded machine the second answers 503 not_ready for
-    a while, and a request it takes meanwhile would fail the test for the wrong reason)."""
-    ready: set[str] = set()
-    deadline = time.monotonic() + timeout
-    while len(ready) < count:
-        assert time.monotonic() < deadline, f"only workers {ready} were ready after {timeout} s"
-        response = httpx.get(f"{url}/readyz", headers={"Connection": "close"}, timeout=30)
-        if response.status_code == 200:
-            ready.add(response.headers["x-memnets-worker"])
-        else:
-            time.sleep(0.2)
 
 
 def _every_worker_sees_every_change(url: str) -> set[str]:
@@ -72,6 +56,6 @@ def test_two_workers_serve_one_memory(store, request, tiny_model_dir, tmp_path):
     extra = [] if store == "embedded" else ["--set", f"table=wk{uuid.uuid4().hex[:10]}", "--set", "connect_timeout=5"]
     with ServerProcess(location, "--encoder", str(tiny_model_dir), "--workers", "2", *extra) as server:
         server.wait_ready(timeout=240)
-        _wait_until_workers_ready(server.url, 2, timeout=240)
+        server.wait_workers(2)
         workers = _every_worker_sees_every_change(server.url)
     assert len(workers) == 2, f"the requests reached workers {workers} only: the test saw no second worker"

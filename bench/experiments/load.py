@@ -250,21 +250,6 @@ def _encoder_counts(url: str, workers: int = 1) -> tuple[float, float, float | N
     )
 
 
-def wait_workers(url: str, workers: int, timeout: float = 600.0) -> None:
-    """Block until each of a server's ``workers`` answered /readyz with 200 (each loads its own encoder and
-    store: the first one ready is not the last), each request on a connection of its own."""
-    ready: set[str | None] = set()
-    deadline = time.monotonic() + timeout
-    while len(ready) < workers:
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{url}: only {len(ready)} of its {workers} workers were ready after {timeout} s")
-        answer = httpx.get(f"{url}/readyz", headers={"Connection": "close"}, timeout=30)
-        if answer.status_code == 200:
-            ready.add(answer.headers.get("x-memnets-worker"))
-        else:
-            time.sleep(0.2)
-
-
 def run_clients(
     url: str,
     clients: int,
@@ -650,7 +635,7 @@ def main(argv: list[str] | None = None) -> int:
                         servers[variant] = ServerProcess(location, *encoder_args, *sets, *flags, env=env)
                     for server in servers.values():
                         server.wait_ready(timeout=600)
-                        wait_workers(server.url, args.workers)
+                        server.wait_workers(args.workers, timeout=600)
                         # one client for 2 s, not counted: the first requests of a process are slow (lazy imports, caches)
                         run_clients(server.url, 1, 2.0, args.users, args.add_share, queries, 0)
                     for clients in args.clients:

@@ -89,6 +89,22 @@ class ServerProcess:
             time.sleep(0.2)
         raise TimeoutError(f"the server was not ready within {timeout} s:\n{self.output()}")
 
+    def wait_workers(self, count: int, timeout: float = 240.0) -> set[str]:
+        """Block until ``count`` distinct workers of a ``--workers`` server have answered /readyz with 200,
+        each request on a connection of its own (each worker loads its own encoder and store: the first
+        one ready is not the last); their X-Memnets-Worker names."""
+        ready: set[str] = set()
+        deadline = time.monotonic() + timeout
+        while len(ready) < count:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"only workers {sorted(ready)} of {count} were ready after {timeout} s")
+            answer = httpx.get(f"{self.url}/readyz", headers={"Connection": "close"}, timeout=30)
+            if answer.status_code == 200:
+                ready.add(answer.headers["x-memnets-worker"])
+            else:
+                time.sleep(0.2)
+        return ready
+
     def output(self) -> str:
         self._out.flush()
         return self.log.read_text(errors="replace")[-4000:]
