@@ -681,7 +681,7 @@ def measure_level(
     database_cpu = tree_cpu_s(database_processes)[0]
     row = run_clients(server.url, clients, args.seconds, args.users, args.add_share, queries, seed, args.workers)
     cpu, loop = (after - before for after, before in zip(tree_cpu_s(processes), (cpu, loop)))
-    database_cpu = tree_cpu_s(server_processes(database))[0] - database_cpu if database is not None else None
+    database_cpu = tree_cpu_s(database_processes)[0] - database_cpu if database is not None else None
     row["server_cores"] = round(cpu / row["seconds"], 2)  # of the machine's, busy on the server
     if database_cpu is not None:
         row["database_cpu_ms_per_request"] = round(database_cpu * 1000 / max(row["requests"], 1), 2)

@@ -222,7 +222,7 @@ class MemoryEncoder(torch.nn.Module):
         """On the torch backend on a CPU, run :meth:`encode`'s passes through a traced graph of this module
         from now on (:mod:`memnets.nn.traced`): the same vectors and fingerprint, without the GIL for the
         whole pass, so that a server's other threads do not slow the encoder. Other backends and devices are
-        left as they are. Train no further afterwards: the graph is traced in eval mode."""
+        left as they are. The graph shares the module's weights and is traced in eval mode, as encode runs."""
         if self.backend == "torch" and self._runner is None and self.device.type == "cpu":
             from memnets.nn.traced import TracedRunner
 
