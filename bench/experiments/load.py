@@ -638,11 +638,11 @@ def main(argv: list[str] | None = None) -> int:
                         server.wait_workers(args.workers, timeout=600)
                         # one client for 2 s, not counted: the first requests of a process are slow (lazy imports, caches)
                         run_clients(server.url, 1, 2.0, args.users, args.add_share, queries, 0)
+                    database = postmaster(pg) if store == "postgres" else None
                     for clients in args.clients:
                         for n, variant in enumerate(round_order(variants, args.rounds)):
                             row = {"store": store if variant is None else f"{store} ({variant})", "batching": batching}
                             row.update(variant=variant, round=n // len(variants), memories=args.memories)
-                            database = postmaster(pg) if store == "postgres" else None
                             seed = clients + 1000 * n
                             row.update(measure_level(servers[variant], clients, args, queries, seed, database))
                             with_limit(row, limit, args.limit_seconds, args.workers)
