@@ -207,7 +207,9 @@ def test_archive_search_looks_hits_up_by_primary_key(tmp_path):
 def test_load_benchmark_counts_every_worker_of_a_server(tiny_model_dir, tmp_path):
     """With --workers 2 a /metrics scrape reaches one worker: the load benchmark scrapes until each has
     answered and sums them. Each request encodes one text, so the texts it counts are the requests:
-    fewer would be one worker's count. The encoder's limit also measures the workers' layout."""
+    fewer would be one worker's count. The encoder's limit also measures the workers' layout. The
+    server's CPU is split by thread: the encoder's threads (named by the server), the event loops and
+    the request threads, which add up to the whole."""
     out = tmp_path / "load.json"
     args = ["--parts", "load", "--stores", "embedded", "--encoder", tiny_model_dir, "--memories", "300"]
     args += ["--seconds", "2", "--clients", "6", "--batching", "on", "--workers", "2", "--limit-seconds", "0.3"]
@@ -217,3 +219,7 @@ def test_load_benchmark_counts_every_worker_of_a_server(tiny_model_dir, tmp_path
     assert row["encoded_texts"] == row["requests"]
     assert row["encoder_busy"] > 0 and row["server_cores"] > 0
     assert {"2x1 traced", "2x1 eager"} <= set(row["limit_by_layout"])
+    parts = row["server_encoder_cpu_ms_per_text"] + row["loop_cpu_ms_per_request"]
+    parts += row["request_threads_cpu_ms_per_request"]
+    assert row["server_encoder_cpu_ms_per_text"] > 0 and row["request_threads_cpu_ms_per_request"] > 0
+    assert parts == pytest.approx(row["server_cpu_ms_per_request"], abs=0.05)  # one text per request

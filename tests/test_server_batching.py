@@ -6,8 +6,10 @@ query once, its score breakdown included, with batching and without."""
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -207,6 +209,24 @@ def test_an_error_reaches_the_callers_of_its_batch_only(encoder):
         batching.encode(["explode"])
     assert np.asarray(batching.encode(["fine"])).shape == (1, encoder.dim)  # the batcher goes on
     batching.close()
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="a thread's OS name is read from Linux's /proc")
+def test_the_encoders_thread_carries_its_name_in_the_os(encoder):
+    """The batching thread names itself for the operating system (the load benchmark tells the encoder's
+    CPU apart from the request threads' by it); in Python alone, /proc showed the process's name."""
+
+    class Naming(CountingEncoder):
+        def encode(self, texts, kind="memory"):
+            self.named = Path("/proc/thread-self/comm").read_text().strip()
+            return super().encode(texts, kind)
+
+    spy = Naming(encoder)
+    batching = BatchingEncoder(spy, max_wait_s=0.0)
+    batching.encode(["hello"])
+    batching.close()
+    assert spy.named == "memnets-encode"
+    assert Path("/proc/thread-self/comm").read_text().strip() != "memnets-encode"  # the caller's is left alone
 
 
 @pytest.mark.parametrize(("option", "value"), [("max_wait_s", -1), ("max_wait_s", 5), ("max_batch", 0)])

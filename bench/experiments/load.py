@@ -25,7 +25,9 @@ None from a server without the metric). After each level, with the server idle, 
 limit is measured in this process (:class:`EncoderLimit`: the server's encoder at the level's mean
 batch, and at a batch of every client) with the server's CPU per request beside the encoder's CPU per
 text; the ratios to them (:func:`with_limit`) and a table of every level are printed and saved (the
-table as .md beside ``--out``).
+table as .md beside ``--out``). The server's CPU is split by thread (:func:`tree_cpu_s`): its encoder's
+per encoded text, its event loops' and its request threads' per request. With the server's cores busy,
+``ratio`` is their busy share times ``cpu_ratio``, so the split says what a ratio lacks.
 
 ``--workers N`` serves with ``memnets serve http --workers N``. Each worker then runs its encoder on
 ``cores // N`` threads. Its CPU is summed over the server's processes, and its /metrics over its
@@ -79,12 +81,13 @@ import time
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import NamedTuple
 
 import httpx
 import numpy as np
 
 from bench.common import BUILD_MEMORY, CACHE_DIR, drop_hnsw, locomo_texts, scaled, start_postgres
-from memnets.server.batching import DEFAULT_MAX_BATCH
+from memnets.server.batching import DEFAULT_MAX_BATCH, ENCODER_THREAD
 from memnets.server.run import passive_openmp
 from memnets.server.testing import ServerProcess, kill_run, postgres_restart_run
 
@@ -460,9 +463,32 @@ def server_processes(pid: int) -> list[int]:
     return found
 
 
-def tree_cpu_s(processes: list[int]) -> tuple[float, float]:
-    """(CPU seconds of ``processes``, all their threads; of their main threads: each worker's event loop)."""
-    return sum(process_cpu_s(pid) for pid in processes), sum(process_cpu_s(pid, pid) for pid in processes)
+class ServerCpu(NamedTuple):
+    """CPU seconds a server's processes have used so far (see :func:`tree_cpu_s`)."""
+
+    total: float  # every thread, those that ended included
+    loops: float  # the main threads: each worker's event loop (the HTTP protocol, routing, answers)
+    encoder: float  # the threads named ENCODER_THREAD: the batching encoder's and the OpenMP threads of its passes
+
+    def __sub__(self, other: ServerCpu) -> ServerCpu:
+        return ServerCpu(*(a - b for a, b in zip(self, other)))
+
+
+def tree_cpu_s(processes: list[int]) -> ServerCpu:
+    """The CPU of ``processes`` (a server, its workers), split by thread: what is neither a loop nor the
+    encoder is the request threads' (the store calls; anyio's worker threads, which may end, so it is
+    counted as the rest of the total). 0 for the encoder of a server that does not name its threads."""
+    encoder = 0.0
+    for pid in processes:
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            try:
+                if (task / "comm").read_text().strip() == ENCODER_THREAD:
+                    encoder += process_cpu_s(pid, int(task.name))
+            except (OSError, ValueError):  # a thread that ended meanwhile
+                continue
+    return ServerCpu(
+        sum(process_cpu_s(pid) for pid in processes), sum(process_cpu_s(pid, pid) for pid in processes), encoder
+    )
 
 
 def with_limit(row: dict, limit: EncoderLimit, seconds: float, workers: int = 1) -> dict:
@@ -511,6 +537,8 @@ TABLE = (
     "full_batch_ratio",
     "server_cpu_ms_per_request",
     "loop_cpu_ms_per_request",
+    "server_encoder_cpu_ms_per_text",
+    "request_threads_cpu_ms_per_request",
     "database_cpu_ms_per_request",
     "server_cores",
     "database_cores",
@@ -677,17 +705,21 @@ def measure_level(
     process id ``database`` (its postmaster and backends, on the same cores), and the load."""
     processes = server_processes(server.process.pid)
     database_processes = server_processes(database) if database is not None else []
-    cpu, loop = tree_cpu_s(processes)
-    database_cpu = tree_cpu_s(database_processes)[0]
+    before = tree_cpu_s(processes)
+    database_cpu = tree_cpu_s(database_processes).total
     row = run_clients(server.url, clients, args.seconds, args.users, args.add_share, queries, seed, args.workers)
-    cpu, loop = (after - before for after, before in zip(tree_cpu_s(processes), (cpu, loop)))
-    database_cpu = tree_cpu_s(database_processes)[0] - database_cpu if database is not None else None
+    cpu, loop, encoder = tree_cpu_s(processes) - before
+    database_cpu = tree_cpu_s(database_processes).total - database_cpu if database is not None else None
     row["server_cores"] = round(cpu / row["seconds"], 2)  # of the machine's, busy on the server
     if database_cpu is not None:
         row["database_cpu_ms_per_request"] = round(database_cpu * 1000 / max(row["requests"], 1), 2)
         row["database_cores"] = round(database_cpu / row["seconds"], 2)
     row["server_cpu_ms_per_request"] = round(cpu * 1000 / max(row["requests"], 1), 2)
     row["loop_cpu_ms_per_request"] = round(loop * 1000 / max(row["requests"], 1), 3)
+    named = encoder > 0 and row["encoded_texts"]  # 0: an older server, whose threads bear no names
+    row["server_encoder_cpu_ms_per_text"] = round(encoder * 1000 / row["encoded_texts"], 2) if named else None
+    rest = (cpu - loop - encoder) * 1000 / max(row["requests"], 1)
+    row["request_threads_cpu_ms_per_request"] = round(rest, 2) if named else None
     row["load"] = load_average().split("load average:")[-1].strip()
     return row
 

@@ -21,8 +21,10 @@ one forward pass per call: the server wraps its encoder either way (its metrics 
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import queue
+import sys
 import threading
 import time
 from collections import deque
@@ -35,6 +37,8 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_WAIT_S = 0.005  # one encode of a short text with MiniLM on a CPU core takes ~5-10 ms
 DEFAULT_MAX_BATCH = 64
+ENCODER_THREAD = "memnets-encode"  # the batching thread's name, its OpenMP threads' too (see name_os_thread)
+PR_SET_NAME = 15  # prctl(2): name the calling thread
 
 
 @dataclass
@@ -83,7 +87,7 @@ class BatchingEncoder:
         self._queue: queue.Queue[_Call | None] = queue.Queue()
         self._thread = None
         if self.batch:
-            self._thread = threading.Thread(target=self._run, name="memnets-encode-batcher", daemon=True)
+            self._thread = threading.Thread(target=self._run, name=ENCODER_THREAD, daemon=True)
             self._thread.start()
 
     def __getattr__(self, name):  # fingerprint, model, ... of the wrapped encoder
@@ -121,6 +125,7 @@ class BatchingEncoder:
         # of the other kind instead of ending at the first one: with searches (queries) and adds
         # (memories) interleaved, ending there made the mean batch the mean run of one kind (~3 at
         # 20% adds, whatever the concurrency).
+        name_os_thread(ENCODER_THREAD)
         pending: deque[_Call | None] = deque()
         while True:
             # Calls already waiting (queued while the last forward pass ran) start the next pass at once;
@@ -187,3 +192,16 @@ class BatchingEncoder:
                 self.on_batch(size, waited, seconds)
             except Exception:  # metrics must never fail an encode
                 logger.exception("BatchingEncoder: on_batch failed")
+
+
+def name_os_thread(name: str) -> None:
+    """Give the calling thread ``name`` in the operating system too (Linux: /proc, top -H, py-spy), not
+    only in Python. The OpenMP threads torch starts from this thread for its passes inherit the name, so
+    the encoder's CPU is told apart from the request threads' (bench/experiments/load.py splits a server's
+    CPU by it). Elsewhere, or if the call fails, the thread keeps its name: nothing depends on it."""
+    if sys.platform != "linux":
+        return
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_NAME, name.encode()[:15], 0, 0, 0)
+    except (OSError, AttributeError):
+        logger.debug("BatchingEncoder: could not name the encoder's thread", exc_info=True)
