@@ -7,6 +7,7 @@ encoder (``EmbeddingsEncoder``). The retriever suite and the other tests use the
 
 from __future__ import annotations
 
+import asyncio
 import math
 
 import pytest
@@ -205,6 +206,15 @@ def test_retriever_documents_carry_scores_and_filters(notes_memory):
     food = MemnetsRetriever(memory=notes_memory, user="alice", k=5, filter={"topic": "food"}).invoke("anything")
     assert sorted(d.id for d in food) == ["n1", "n5"]
     assert MemnetsRetriever(memory=notes_memory, user="nobody").invoke("tea") == []
+
+
+def test_retriever_ainvoke_takes_k_as_invoke_does(notes_memory):
+    """``ainvoke(query, k=...)`` overrides k as ``invoke`` does (BaseRetriever's async default refused the k)."""
+    retriever = MemnetsRetriever(memory=notes_memory, user="alice", k=2)
+    sync = retriever.invoke("Alice's sister Ana plays the cello", k=4)
+    found = asyncio.run(retriever.ainvoke("Alice's sister Ana plays the cello", k=4))
+    assert len(sync) == 4 and [d.id for d in found] == [d.id for d in sync]
+    assert len(asyncio.run(retriever.ainvoke("Alice's sister Ana plays the cello"))) == 2
 
 
 class PlacedEmbeddings(Embeddings):

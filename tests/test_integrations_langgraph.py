@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 import uuid
+from datetime import UTC, datetime
 from typing import TypedDict
 
 import pytest
@@ -74,6 +76,30 @@ def _fill(*stores, namespace=("fruit", "alice")):
     for target in stores:
         for key, value in FRUIT:
             target.put(namespace, key, value)
+
+
+def test_an_as_of_search_answers_the_items_key_for_an_older_version(store, memory):
+    """An ``$as_of`` search finds the version valid then; its key is the item's ("a"), which ``get`` reads,
+    not the version's stored id ("a~1"), and a delete of such a version id deletes nothing."""
+    ns = ("fruit", "alice")
+    store.put(ns, "a", {"content": "apple pie recipe"})
+    before = datetime.now(UTC)
+    time.sleep(0.02)
+    store.put(ns, "a", {"content": "apple crumble recipe"})
+    (old,) = store.search(ns, filter={"$as_of": before})
+    assert old.key == "a" and old.value["content"] == "apple pie recipe"
+    assert store.get(ns, old.key).value["content"] == "apple crumble recipe"
+    store.delete(ns, "a~1")
+    assert "apple pie recipe" in [m.content for m in memory.history("a", user="fruit.alice")]
+
+
+def test_a_query_search_past_the_most_results_a_query_ranks(store):
+    """limit + offset over the API's 10,000 results of one query: the first 10,000 ranked, then nothing
+    (it had failed on a ``k`` the caller never passed)."""
+    _fill(store)
+    assert len(store.search(("fruit",), query="fruit", limit=20_000)) == len(FRUIT)
+    assert store.search(("fruit",), query="fruit", limit=10, offset=10_000) == []
+    assert len(store.search(("fruit",), query="fruit", limit=9_999, offset=2)) == len(FRUIT) - 2
 
 
 def test_namespace_owner_mapping_is_reversible():

@@ -20,6 +20,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -35,7 +36,7 @@ from memnets.scoring import min_max
 from memnets.store.filters import MemoryFilter
 
 with needs_extra("memnets.integrations.langchain", "langchain"):
-    from langchain_core.callbacks import CallbackManagerForRetrieverRun
+    from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun
     from langchain_core.documents import Document
     from langchain_core.embeddings import Embeddings
     from langchain_core.retrievers import BaseRetriever
@@ -153,6 +154,13 @@ class MemnetsRetriever(BaseRetriever):
             _document(hit.memory, score=float(hit.score), t=hit.memory.t.isoformat(), kind=hit.memory.kind)
             for hit in hits
         ]
+
+    async def _aget_relevant_documents(
+        self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun, k: int | None = None
+    ) -> list[Document]:
+        """The same search in a worker thread, ``k`` included (BaseRetriever's default async path drops
+        the keyword arguments that ``ainvoke`` passes)."""
+        return await asyncio.to_thread(self._get_relevant_documents, query, run_manager=run_manager.get_sync(), k=k)
 
 
 class MemnetsVectorStore(VectorStore):

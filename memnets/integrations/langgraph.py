@@ -32,7 +32,9 @@ How LangGraph's model maps onto memnets (see docs/integrations.md):
   down: ``{"a": {"b": {"$gt": 1}}}``), MemoryFilter's ``$fields``;
   ``"$and"``/``"$or"`` take lists of such filters; ``"$as_of"``/``"$known_at"`` (a datetime or
   an ISO string, top level) read the versions valid / written by then (``AgentMemory.search``'s
-  ``as_of``/``known_at``); any other ``$`` key is an error naming it.
+  ``as_of``/``known_at``; an older version found so is answered under its item's key); any other
+  ``$`` key is an error naming it. A query search ranks at most 10,000 items (the API's ``k``):
+  ``offset`` + ``limit`` past that pages through those.
 - **The root label "langgraph"** is LangGraph's own: as in its stores (``InMemoryStore``,
   ``PostgresStore``), the public ``put``/``aput`` refuse it (BaseStore's check), while a ``PutOp``
   given to ``batch``/``abatch``, the way LangGraph writes its own namespaces, is stored; reads of
@@ -69,9 +71,11 @@ from datetime import datetime
 from typing import Any
 
 from memnets.extras import needs_extra
+from memnets.memory.arguments import MAX_K
 from memnets.memory.writes import check_text
 from memnets.records import Memory
 from memnets.store.filters import MemoryFilter
+from memnets.store.rows import VERSION_SEPARATOR
 from memnets.timeutil import now
 
 with needs_extra("memnets.integrations.langgraph", "langgraph"):
@@ -230,7 +234,8 @@ class MemnetsStore(BaseStore):
             raise ValueError("MemnetsStore.put: key must be a non-empty string")
         ttl = _ttl_seconds(op.ttl)
         if op.value is None:
-            self.memory.delete(key, user=owner)
+            if VERSION_SEPARATOR not in key:  # "x~1" names an older version of "x", never an item: nothing to delete
+                self.memory.delete(key, user=owner)
             return
         value = _check_value(op.value)
         paths = self._paths(value, op.index)
@@ -259,6 +264,9 @@ class MemnetsStore(BaseStore):
         )
         wanted = op.offset + op.limit
         if op.query:
+            if op.offset >= MAX_K:  # a query ranks at most MAX_K items: none lies past them
+                return []
+            wanted = min(wanted, MAX_K)
             indexed = {**conditions, LAYOUT: {"$ne": "unindexed"}, LEGACY[1]: {"$ne": True}}
             filters = MemoryFilter(metadata=indexed, **travel)
             by_owner = self.memory.search_many(
@@ -355,7 +363,7 @@ def _item(memory: Memory, namespace: tuple[str, ...], kind: type[Item] = Item, *
     """The LangGraph item (``kind`` Item or SearchItem) of a memory."""
     return kind(
         namespace=tuple(namespace),
-        key=memory.id,
+        key=memory.id.partition(VERSION_SEPARATOR)[0],  # an older version ($as_of) is its item's version
         value=memory_value(memory),
         created_at=memory.created_at,
         updated_at=memory.updated_at,
