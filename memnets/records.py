@@ -116,7 +116,7 @@ class Memory:
             raise ArgumentTypeError(
                 f"Memory {self.id!r}: metadata must be a dict, got {type(self.metadata).__name__}", field="metadata"
             )
-        check_finite_json(self.metadata, f"Memory {self.id!r}: metadata")
+        check_json_value(self.metadata, f"Memory {self.id!r}: metadata")
         for name in ("agent", "action", "location", "session"):
             value = getattr(self, name)
             if value is not None and not isinstance(value, str):
@@ -212,22 +212,29 @@ class Memory:
         return memory
 
 
+MAX_JSON_DEPTH = 64  # lists and dicts nested in a metadata value or a filter's operand (see check_json_value)
 # the fields' plain defaults (metadata's factory excepted), the base a restored Memory is filled over
 _RESTORE_DEFAULTS = {f.name: f.default for f in dataclasses.fields(Memory) if f.default is not dataclasses.MISSING}
 
 
-def check_finite_json(value, where: str) -> None:
-    """ValueError naming the place (``where['key'][2]``) of the first float in ``value`` that is NaN or infinite.
+def check_json_value(value, where: str) -> None:
+    """ValueError naming the place (``where['key'][2]``) of the first float in ``value`` that is NaN or
+    infinite, or of a value nested deeper than :data:`MAX_JSON_DEPTH` lists and dicts.
 
     Python's json reads ``NaN``, ``-Infinity`` and ``1e400`` (as inf) and writes them back, but they
     are not JSON: a response or export that holds one cannot be encoded, so one such metadata value
-    made every later listing and search of its user fail. Memories hold finite JSON only.
+    made every later listing and search of its user fail. A metadata value nested ~300 deep did the
+    same to the server's answers (each level a recursive call of their encoding): one write through a
+    narrowed token broke every read of its user. Memories hold finite, bounded JSON only.
     """
     if isinstance(value, dict) and all(isinstance(v, (str, int)) for v in value.values()):
         return  # the common case (flat text and integer fields, bool included) holds no float
     stack: list[tuple[object, tuple]] = [(value, ())]
     while stack:
         item, keys = stack.pop()
+        if isinstance(item, (dict, list, tuple)) and len(keys) >= MAX_JSON_DEPTH:
+            place = where + "".join(f"[{key!r}]" for key in keys[:3])
+            raise ValueError(f"{place}...: nested over {MAX_JSON_DEPTH} levels deep (lists and dicts)")
         if isinstance(item, float):
             if not math.isfinite(item):
                 place = where + "".join(f"[{key!r}]" for key in keys)

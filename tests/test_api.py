@@ -454,3 +454,25 @@ def test_a_metadata_field_that_starts_with_a_dollar_is_refused(encoder, tmp_path
         with pytest.raises(InvalidMemoryError, match="'\\$a'"):
             memory.update(kept.id, user="ann", metadata={"$a": 1})
         assert [m.metadata for m in memory.list_memories(user="ann")] == [{"topic": "food"}]
+
+
+def test_metadata_nested_past_the_json_depth_is_refused_at_every_write(encoder, tmp_path):
+    """A metadata value nested deeper than MAX_JSON_DEPTH is refused before anything is written (it had
+    been stored, and its user's reads through the server then failed); 63 levels below the top are kept."""
+    from memnets.records import MAX_JSON_DEPTH
+
+    def nested(levels: int):
+        value: object = ["leaf"]
+        for _ in range(levels - 1):
+            value = {"a": value}
+        return {"top": value}
+
+    with memnets.open(tmp_path / "memory", encoder=encoder) as memory:
+        with pytest.raises(ValueError, match=f"nested over {MAX_JSON_DEPTH} levels"):
+            memory.add("Ann likes olives", user="ann", metadata=nested(MAX_JSON_DEPTH))
+        kept = memory.add("Ann likes olives", user="ann", metadata=nested(MAX_JSON_DEPTH - 1))
+        with pytest.raises(ValueError, match="metadata\\['top'\\]\\['a'\\]"):
+            memory.update(kept.id, user="ann", metadata=nested(300))
+        with pytest.raises(ValueError, match="nested over"):
+            memory.search("olives", user="ann", filters={"metadata": {"top": {"$eq": nested(100)}}})
+        assert [m.metadata for m in memory.list_memories(user="ann")] == [nested(MAX_JSON_DEPTH - 1)]

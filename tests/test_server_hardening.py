@@ -139,6 +139,39 @@ def test_hostile_numbers_are_4xx_with_the_error_shape(server, method, path, kwar
         assert admin.get("/v1/memories", params={"user": "ann"}).json()["memories"] == []  # nothing written
 
 
+# ---------------------------------------------------------------- deep JSON (a QA pass, session 11)
+def deep(levels: int) -> dict:
+    value: dict = {"leaf": 1}
+    for _ in range(levels):
+        value = {"a": value}
+    return value
+
+
+def test_deeply_nested_metadata_is_refused_and_the_users_reads_keep_working(server):
+    """Before: metadata 500 levels deep was stored (a 500 answered after the write), then every listing
+    and search of its user was a 500 (the answer's encoding ran out of stack), for every token."""
+    with client(server, ANN) as ann:
+        answer = ann.post("/v1/memories", json={"user": "ann", "text": "a deep fact", "metadata": deep(500)})
+        assert answer.status_code == 422, answer.text
+        assert answer.json()["error"]["code"] == "invalid_argument" and "nested" in answer.json()["error"]["message"]
+        shallow = ann.post("/v1/memories", json={"user": "ann", "text": "a shallow fact", "metadata": deep(40)})
+        assert shallow.status_code == 200, shallow.text
+        assert ann.post("/v1/search", json={"user": "ann", "query": "a deep fact"}).status_code == 200
+        listed = ann.get("/v1/memories", params={"user": "ann"})
+        assert [m["content"] for m in listed.json()["memories"]] == ["a shallow fact"]
+        gone = ann.delete(f"/v1/memories/{shallow.json()['memory']['id']}", params={"user": "ann"})
+        assert gone.json() == {"deleted": True}  # the module's other tests expect ann's memory empty
+
+
+@pytest.mark.parametrize("path", ["/v1/memories", "/v1/search"])
+def test_a_json_body_nested_past_the_parsers_stack_is_a_400_even_without_a_token(server, path):
+    """Before: the hot routes' body parse let RecursionError through: a 500 and a traceback per request."""
+    body = "[" * 5000 + "]" * 5000
+    answer = httpx.post(server.url + path, content=body, headers={"Content-Type": "application/json"}, timeout=30)
+    assert 400 <= answer.status_code < 500, answer.text
+    assert set(answer.json()["error"]) == {"code", "message", "field", "type"}
+
+
 # ---------------------------------------------------------------- 13: the access log
 def test_the_access_log_keeps_routes_not_user_names_ids_or_filter_values(server):
     """Before: uvicorn's access log kept every path and query string (user names, memory ids, filter values)."""

@@ -115,7 +115,7 @@ def _validated(model: type[BaseModel], raw: bytes) -> BaseModel | None:
     """``raw`` as ``model`` when it is a JSON object the model validates, else None (FastAPI answers it)."""
     try:
         data = json.loads(raw)
-    except ValueError:  # not JSON, or not UTF-8
+    except (ValueError, RecursionError):  # not JSON, not UTF-8, or nested past the parser's stack
         return None
     if not isinstance(data, dict):
         return None

@@ -64,7 +64,7 @@ from types import MappingProxyType
 from typing import Any
 
 from memnets.argerrors import ArgumentTypeError, ArgumentValueError
-from memnets.records import MEMORY_KINDS, Memory, check_finite_json
+from memnets.records import MEMORY_KINDS, Memory, check_json_value
 from memnets.timeutil import as_utc
 
 OPERATORS = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte", "$in", "$nin", "$fields")
@@ -402,7 +402,7 @@ def _check_condition(condition: Any, what: str, depth: int = 1) -> dict[str, Any
             checked[op] = _Options(operand)
         if op == "$fields":
             checked[op] = _check_metadata(operand, f"{what} $fields", depth + 1)
-        check_finite_json(operand, f"MemoryFilter: {op} on {what}")
+        check_json_value(operand, f"MemoryFilter: {op} on {what}")
     return checked
 
 
