@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 
 import bm25s
 import numpy as np
 
 from memnets.data.locomo import Conversation
+
+# bm25s sets its logger to DEBUG when imported, past the level a command chose (``-q`` showed its
+# "Building index" lines): its records follow the root logger's level, as every other library's do.
+logging.getLogger("bm25s").setLevel(logging.NOTSET)
 
 
 def rank_by_scores(scores: np.ndarray, ids: Sequence[str]) -> list[str]:
