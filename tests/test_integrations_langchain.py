@@ -191,6 +191,17 @@ def test_unknown_arguments_and_a_string_of_texts_are_type_errors_before_any_writ
         placed.add_texts(["unrelated", 7])
     with pytest.raises(ValueError, match=r"texts\[1\] must be non-empty"):
         placed.add_texts(["unrelated", " "])
+    # a bad metadata or id of a later item: before, the items ahead of it had been written
+    with pytest.raises(ValueError, match=r"metadatas\[1\].*JSON-serialisable"):
+        placed.add_texts(["unrelated", "b"], metadatas=[{}, {"o": object()}])
+    with pytest.raises(TypeError, match=r"metadatas\[1\] must be a dict, got str"):
+        placed.add_texts(["unrelated", "b"], metadatas=[{}, "oops"])
+    with pytest.raises(ValueError, match=r"metadatas\[1\].*may not start with '\$'"):
+        placed.add_texts(["unrelated", "b"], metadatas=[{}, {"$a": 1}])
+    with pytest.raises(TypeError, match=r"ids\[1\] must be a str"):
+        placed.add_texts(["unrelated", "b"], ids=[None, 123])
+    with pytest.raises(ValueError, match=r"ids\[1\].*reserved for older versions"):
+        placed.add_texts(["unrelated", "b"], ids=[None, "x~1"])
     assert sorted(m.id for m in placed.memory.list_memories(user="ann")) == ["a1", "a2", "b"]  # nothing written
 
 

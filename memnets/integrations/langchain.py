@@ -29,11 +29,16 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from memnets.argerrors import ArgumentTypeError
 from memnets.extras import needs_extra
+from memnets.memory.ids import check_new_id
 from memnets.memory.mmr import mmr
 from memnets.memory.writes import check_text
+from memnets.records import Memory
 from memnets.scoring import min_max
 from memnets.store.filters import MemoryFilter
+from memnets.store.rows import encode_row
+from memnets.timeutil import now
 
 with needs_extra("memnets.integrations.langchain", "langchain"):
     from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun
@@ -203,16 +208,29 @@ class MemnetsVectorStore(VectorStore):
         if isinstance(texts, str):  # a str is an iterable of one-letter texts: refuse it before writing any
             raise TypeError(f"add_texts: texts must be a list of strings, not one string ({texts!r:.40})")
         texts = list(texts)
-        for n, text in enumerate(texts):  # every text checked first, so a bad one leaves nothing written
-            check_text(text, f"add_texts: texts[{n}]")
         metadatas = list(metadatas) if metadatas is not None else [{} for _ in texts]
         ids = list(ids) if ids is not None else [None] * len(texts)
         if not (len(metadatas) == len(ids) == len(texts)):
             raise ValueError(f"add_texts: got {len(texts)} texts, {len(metadatas)} metadatas and {len(ids)} ids")
+        for n, item in enumerate(zip(texts, metadatas, ids)):  # all checked first: a bad one leaves nothing written
+            self._check_item(n, *item)
         return [
             self.memory.add(text, user=self.user, id=id_ or None, metadata=dict(metadata or {})).id
             for text, metadata, id_ in zip(texts, metadatas, ids)
         ]
+
+    def _check_item(self, n: int, text, metadata, id_) -> None:
+        """The checks a memory of item ``n`` meets when it is stored (the text, the id, the record and its row,
+        built as the store builds it), made before any item is written; errors name the argument and ``n``."""
+        check_text(text, f"add_texts: texts[{n}]")
+        if metadata is not None and not isinstance(metadata, Mapping):
+            raise ArgumentTypeError(
+                f"add_texts: metadatas[{n}] must be a dict, got {type(metadata).__name__}", field="metadatas"
+            )
+        if id_:
+            check_new_id(id_, f"add_texts: ids[{n}]")
+        record = Memory(id=id_ or "new", owner=self.user, t=now(), content=text, metadata=dict(metadata or {}))
+        encode_row(record, np.zeros(self.memory.encoder.dim, np.float32), f"add_texts: metadatas[{n}]")
 
     def delete(self, ids: list[str] | None = None, **kwargs: Any) -> bool:
         """Delete the memories with these ids (missing ones are ignored); ``ids=None`` deletes all of the user's."""
