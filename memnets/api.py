@@ -67,7 +67,7 @@ from memnets.memory.explain import Explanation, explain_found
 from memnets.memory.ids import check_id, check_ids
 from memnets.memory.intake import MEMORY_SCOPE, new_record
 from memnets.memory.manager import ManagerConfig, MemoryManager
-from memnets.memory.messages import MessageOutcome, MessageWriter
+from memnets.memory.messages import MessageOutcome, MessageWriter, is_message
 from memnets.memory.opening import open_parts, reembed
 from memnets.memory.search import Searcher, SearchHit
 from memnets.memory.signals import HeuristicGate, HeuristicImportance
@@ -306,7 +306,7 @@ class AgentMemory:
         it, "unchanged"; one that changes a fact of it makes it its history, "updated").
         """
         items = check_items(items)
-        if any(isinstance(item, Mapping) for item in items):  # a chat transcript: memnets.memory.messages
+        if any(is_message(item) for item in items):  # a chat transcript: memnets.memory.messages
             unused = dict(ids=ids, action=action, objects=objects, location=location)
             fields = dict(t=t, kind=kind, metadata=metadata, importance=importance, agent=agent, session=session)
             return self._messages.add(items, user=user, ttl=ttl, keep=keep, roles=roles, refused=unused, **fields)

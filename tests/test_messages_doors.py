@@ -182,6 +182,38 @@ def test_langchain_messages_map_to_role_content_name_and_id():
         message_dicts(HumanMessage("one message, not a list"))
 
 
+def test_add_takes_langchain_message_objects_as_they_are(tiny_model_dir, tmp_path):
+    """``add(messages=[HumanMessage(...), ...])`` maps them as message_dicts does, mixed with mappings
+    (before: "messages[0] must be a mapping ..., got HumanMessage"); a bad item still writes nothing."""
+    messages = [
+        HumanMessage("I adopted a beagle named Rex", name="Ann", id="h1"),
+        {"role": "assistant", "content": "Nice"},
+    ]
+    with memnets.open(tmp_path / "memory", encoder=tiny_model_dir, duplicate_threshold=EXACT) as memory:
+        with pytest.raises(TypeError, match=r"messages\[1\] must be a mapping"):
+            memory.add(messages=[HumanMessage("He is two"), 42], user="ann")
+        outcomes = memory.add(messages=messages, user="ann")
+        assert [(o.outcome, o.role) for o in outcomes] == [("added", "user"), ("added", "assistant")]
+        assert [(m.id, m.content) for m in memory.list_memories(user="ann")][0] == (
+            "h1",
+            "Ann: I adopted a beagle named Rex",
+        )
+        assert [o.outcome for o in memory.add_many(messages, user="ann")] == ["unchanged", "unchanged"]
+        assert [o.outcome for o in memory.add_many([HumanMessage("He is two", id="h2")], user="ann")] == ["added"]
+
+
+def test_the_client_sends_langchain_message_objects_as_the_embedded_api_takes_them(server):
+    """memnets.Client.add / add_many with LangChain message objects: sent as their mappings (before: the
+    objects were not JSON), with the outcomes the embedded API gives."""
+    with memnets.Client(server.url, token=ADMIN) as client:
+        outcomes = client.add(messages=[HumanMessage("Dana keeps bees", name="Dana", id="lc-1")], user="dana")
+        assert [(o.outcome, o.role, o.memory.id) for o in outcomes] == [("added", "user", "lc-1")]
+        again = client.add_many(
+            [HumanMessage("Dana keeps bees", name="Dana", id="lc-1"), AIMessage("Lovely")], user="dana"
+        )
+        assert [o.outcome for o in again] == ["unchanged", "added"]
+
+
 def test_remember_messages_writes_a_messages_state_and_again_only_what_is_new(tiny_model_dir, tmp_path):
     state = {"messages": add_messages([], [HumanMessage("I adopted a beagle named Rex", name="Ann")])}
     state["messages"] = add_messages(state["messages"], [AIMessage("What a good name")])  # ids given by LangGraph

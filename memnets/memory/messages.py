@@ -91,7 +91,9 @@ class MessageOutcome:
 
 
 def parse_message(message, where: str) -> Message:
-    """``message`` (a mapping) read as a :class:`Message`; TypeError/ValueError naming ``where`` and the field."""
+    """``message`` (a mapping, or a LangChain message object: :func:`memnets.integrations.chat.message_dict`)
+    read as a :class:`Message`; TypeError/ValueError naming ``where`` and the field."""
+    message = as_mapping(message, where)
     if not isinstance(message, Mapping):
         raise ArgumentTypeError(
             f"{where} must be a mapping with 'role' and 'content', got {type(message).__name__}", field="messages"
@@ -149,6 +151,30 @@ def _name(value, where: str) -> str:
     if not value.strip():
         raise ArgumentValueError(f"{where} must be non-empty text, got {value!r}", field="messages")
     return value.strip()
+
+
+def is_message(item) -> bool:
+    """Whether ``item`` is a chat message: a mapping, or a LangChain message object (``add_many`` reads a
+    list holding one as a transcript)."""
+    return isinstance(item, Mapping) or _is_langchain_message(item)
+
+
+def as_mapping(message, where: str = "messages[0]"):
+    """A LangChain message object as its mapping (:func:`memnets.integrations.chat.message_dict`: langchain_core
+    is installed, the object is one of its classes); anything else as it is."""
+    if not _is_langchain_message(message):
+        return message
+    from memnets.integrations.chat import message_dict
+
+    return message_dict(message, where)
+
+
+def _is_langchain_message(message) -> bool:
+    """Whether ``message`` is a LangChain ``BaseMessage`` (told by its classes, so that langchain_core is
+    imported only when such an object is given)."""
+    return any(
+        cls.__name__ == "BaseMessage" and cls.__module__.startswith("langchain_core.") for cls in type(message).__mro__
+    )
 
 
 def check_options(keep, roles) -> tuple[str, ...]:
@@ -269,4 +295,13 @@ class MessageWriter:
         return new_record(message.content, user, where, self.store, id=message.id, metadata=metadata, **unset, **fields)
 
 
-__all__ = ["DEFAULT_ROLES", "KEEPS", "Message", "MessageOutcome", "MessageWriter", "parse_message", "text_of"]
+__all__ = [
+    "DEFAULT_ROLES",
+    "KEEPS",
+    "Message",
+    "MessageOutcome",
+    "MessageWriter",
+    "is_message",
+    "parse_message",
+    "text_of",
+]

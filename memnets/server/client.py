@@ -31,7 +31,7 @@ from memnets.api import SearchHit
 from memnets.extras import needs_extra
 from memnets.memory.ids import check_id
 from memnets.memory.intake import check_item
-from memnets.memory.messages import MessageOutcome
+from memnets.memory.messages import MessageOutcome, as_mapping, is_message
 from memnets.records import Memory
 from memnets.server.wire import filters_to_json, memory_from_json, to_json
 from memnets.store.errors import InvalidMemoryError
@@ -136,6 +136,8 @@ class Client:
         if messages is not None:
             if text_or_record is not None:
                 raise ValueError("add: give either a text (or record) or messages=[...], not both")
+            if isinstance(messages, (list, tuple)):  # LangChain message objects sent as their mappings
+                messages = [as_mapping(message, f"messages[{n}]") for n, message in enumerate(messages)]
             body["messages"] = to_json(messages)
             return [_outcome(o) for o in self._request("POST", "/v1/memories", json=body)["outcomes"]]
         if isinstance(text_or_record, Memory):
@@ -151,7 +153,7 @@ class Client:
                 f"add_many: items must be a list of texts or Memory records, not a single {type(items).__name__}"
             )
         items = list(items)
-        if any(isinstance(item, Mapping) for item in items):  # messages, as AgentMemory.add_many takes them
+        if any(is_message(item) for item in items):  # messages, as AgentMemory.add_many takes them
             return self.add(user=user, messages=items, **arguments)
         for n, item in enumerate(items):
             check_item(item, f"add_many: items[{n}]")
