@@ -89,6 +89,41 @@ def test_a_fact_that_changed_twice_reads_as_of_three_dates(memory):
     assert memory.get(memory_id, user="ann").content == "Ann lives in Rome"  # plain reads: the current fact
 
 
+def test_a_fact_said_before_the_current_one_held_becomes_its_history(location, encoder):
+    """An older statement written after a newer one (an old transcript imported late) is kept as an older
+    version, valid until the next version began; the newer fact stays current. Before: the stale fact
+    became current and the newer one an interval of no length, so no time ever read it."""
+    where, options = location
+    with memnets.open(where, encoder=encoder, **options) as memory:  # the consistency rule on (by default)
+        porto = memory.add("Ann lives in Porto", user="ann", t=JUN)
+        lisbon = memory.add("Ann lives in Lisbon", user="ann", t=JAN)
+        assert (lisbon.outcome, lisbon.superseded_by, lisbon.valid_from, lisbon.valid_to) == (
+            "updated",
+            porto.id,
+            JAN,
+            JUN,
+        )
+        assert memory.get(porto.id, user="ann").content == "Ann lives in Porto"
+        assert [h.memory.content for h in memory.search("Where does Ann live?", user="ann", k=5)] == [
+            "Ann lives in Porto"
+        ]
+        for moment, city in ((MAR, "Lisbon"), (SEP, "Porto")):
+            assert [m.content for m in memory.list_memories(user="ann", as_of=moment)] == [f"Ann lives in {city}"]
+        # one said between two known versions ends the one before it where it began
+        memory.add("Ann lives in Madrid", user="ann", t=MAR)
+        versions = {m.content: (m.valid_from, m.valid_to) for m in memory.history(porto.id, user="ann")}
+        assert versions == {
+            "Ann lives in Lisbon": (JAN, MAR),
+            "Ann lives in Madrid": (MAR, JUN),
+            "Ann lives in Porto": (JUN, None),
+        }
+        # an add keyed by an existing id, said before that memory held: the same
+        memory.add("Ann's dentist is Dr Ortiz", user="ann", id="dentist", t=SEP)
+        weiss = memory.add("Ann's dentist is Dr Weiss", user="ann", id="dentist", t=MAR)
+        assert (weiss.superseded_by, weiss.valid_to) == ("dentist", SEP)
+        assert memory.get("dentist", user="ann").content == "Ann's dentist is Dr Ortiz"
+
+
 def test_a_deletion_is_no_validity_change(memory):
     memory_id = fact_changed_twice(memory)
     memory.delete(memory_id, user="ann")

@@ -11,7 +11,7 @@ become the filter keys of the same names (:mod:`memnets.store.as_of`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 
 from memnets.argerrors import ArgumentValueError
@@ -44,6 +44,23 @@ def revised_validity(current: Memory, new_text: bool, when: datetime, valid_from
     return fields
 
 
+def backdated(current: Memory, history: Sequence[Memory], said: Memory, id: str) -> tuple[Memory, list[Memory]]:
+    """``said``, a new statement of the fact ``current`` states that held from before ``current`` did (an old
+    transcript imported after a newer one), as an older version of it: ``id``, superseded by ``current``,
+    valid from its own ``valid_from`` until the next version of the fact began. With it, the versions of
+    ``history`` that still held at its start, closed there. Written as the newest version instead, the
+    stale fact had become current and the newer one an interval of no length."""
+    start = said.valid_from
+    end = min(version.valid_from for version in (*history, current) if version.valid_from > start)
+    older = said.replace(id=id, superseded_by=current.id, valid_to=end)
+    cut = [
+        version.replace(valid_to=start)
+        for version in history
+        if version.valid_from < start and (version.valid_to is None or version.valid_to > start)
+    ]
+    return older, cut
+
+
 def as_of_filter(
     filters: MemoryFilter | Mapping | None, as_of: datetime | None, known_at: datetime | None
 ) -> MemoryFilter | Mapping | None:
@@ -54,4 +71,4 @@ def as_of_filter(
     return MemoryFilter.combine(filters, {"as_of": as_of, "known_at": known_at})
 
 
-__all__ = ["KEEP", "as_of_filter", "revised_validity"]
+__all__ = ["KEEP", "as_of_filter", "backdated", "revised_validity"]

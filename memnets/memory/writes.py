@@ -57,6 +57,7 @@ import numpy as np
 from memnets.argerrors import ArgumentTypeError, ArgumentValueError
 from memnets.memory import expiry
 from memnets.memory.encoding import chunk_vectors, embed  # re-exported: the write path's encoder calls
+from memnets.memory.validity import backdated
 from memnets.records import Memory, Outcome
 from memnets.store import rows
 from memnets.store.errors import InvalidMemoryError
@@ -566,6 +567,9 @@ class WritePath:
                 if outcome == "unchanged":
                     out[n] = self._unchanged(match, memory)
                     continue
+                if outcome == "updated" and match.id not in where and memory.valid_from < match.valid_from:
+                    out[n] = self._backdated(match, memory, vectors[n])
+                    continue
                 if outcome == "updated" and match.id not in where:
                     out[n] = self._version(match, successor(match, memory), vectors[n], chunks[n])
                     continue
@@ -618,12 +622,24 @@ class WritePath:
         """An add keyed by the id of an existing memory: unchanged if it states the same, else its next version."""
         if same_record(existing, memory):
             return self._unchanged(existing, memory)
+        if memory.valid_from < existing.valid_from:
+            return self._backdated(existing, memory, vector)
         return self._version(existing, successor(existing, memory, merge_metadata=False), vector, chunks)
 
     def _version(self, current: Memory, new: Memory, vector: np.ndarray, chunks: np.ndarray | None) -> Memory:
         written = write_version(self.store, current, new, vector, chunks)
         self._refresh(written, vector)
         return written.replace(outcome="updated")
+
+    def _backdated(self, current: Memory, memory: Memory, vector: np.ndarray) -> Memory:
+        """``memory`` changes ``current`` but held from before it: kept as its older version
+        (:func:`~memnets.memory.validity.backdated`; ``current`` stays as it is), in one write."""
+        owner = current.owner
+        history = self.store.history(current.id, owner)
+        older, cut = backdated(current, history, memory, version_id(self.store, current.id, owner))
+        vectors = np.vstack([vector[None], self.store.vectors([v.id for v in cut], owner)])
+        upsert(self.store, [older, *cut], vectors, [vectors[:0]] * (1 + len(cut)))  # older versions keep no chunks
+        return older.replace(outcome="updated")
 
     def _unchanged(self, existing: Memory, memory: Memory) -> Memory:
         """The same statement again: only the last access of ``existing`` moves (to ``memory.t`` if later)."""
