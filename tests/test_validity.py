@@ -155,6 +155,33 @@ def test_a_judge_ends_the_older_memory_of_the_same_speaker(location, encoder):
         assert len(memory.history(paris.id, user="ann")) == 3
 
 
+def test_a_judge_reads_facts_in_the_order_they_held_not_the_order_written(location, encoder):
+    """The newer fact written first, the older one after it (an old transcript imported late), in two calls
+    or out of order in one: the older one is ended where the newer began. Before: both stayed open and
+    as_of after the change answered the stale fact."""
+    where, options = location
+    with memnets.open(
+        where, encoder=encoder, duplicate_threshold=EXACT, supersession=KeywordJudge(), **options
+    ) as memory:
+        berlin = memory.add("I moved to Berlin last month", user="ann", agent="ann", t=JUN)
+        paris = memory.add("I live in Paris", user="ann", agent="ann", t=JAN)
+        ended = memory.get(paris.id, user="ann")
+        assert (ended.valid_to, ended.invalidated_by, ended.invalidation_score) == (JUN, berlin.id, 0.9)
+        assert memory.get(berlin.id, user="ann").valid_to is None
+        for moment, fact in ((MAR, "I live in Paris"), (SEP, "I moved to Berlin last month")):
+            assert [m.content for m in memory.list_memories(user="ann", as_of=moment)] == [fact]
+        messages = [
+            {"role": "user", "content": "I eat fish now", "time": SEP.isoformat()},
+            {"role": "user", "content": "I am vegetarian", "time": MAR.isoformat()},
+        ]
+        fish, vegetarian = (o.memory for o in memory.add(messages=messages, user="bo"))
+        assert (memory.get(vegetarian.id, user="bo").valid_to, memory.get(vegetarian.id, user="bo").invalidated_by) == (
+            SEP,
+            fish.id,
+        )
+        assert memory.get(fish.id, user="bo").valid_to is None
+
+
 def test_a_judge_that_says_no_changes_nothing(location, encoder):
     where, options = location
     with memnets.open(

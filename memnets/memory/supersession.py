@@ -6,8 +6,9 @@ first stays current and may rank first for "Where do I live?". After each write,
 picks the candidates (among the user's :data:`CANDIDATE_POOL` current memories nearest to the new
 one, by the store's index as the write path's near-match lookup finds them: those of the same kind
 and speaker, ``agent`` and ``"{speaker}: "`` prefix, cosine at least :data:`CANDIDATE_FLOOR`, still
-valid and valid from no later than the new one, at most :data:`CANDIDATES`) and asks a
-:class:`SupersessionJudge`. For each score at or above the judge's threshold the older memory gets a
+valid, at most :data:`CANDIDATES`) and asks a :class:`SupersessionJudge` of each pair in the order
+their facts began to hold (``valid_from``, not the order they were written: a statement from before a
+newer fact, imported after it, is the one ended). For each score at or above the judge's threshold the older memory gets a
 new version (so the decision is in its ``history``) with ``valid_to`` closed at the newer one's
 ``valid_from``, ``invalidated_by`` the newer one's id and ``invalidation_score`` the score; the
 write path writes it in the same store transaction as the new memory (``WritePath.commit``).
@@ -56,49 +57,66 @@ class Supersession:
             )
         self.store, self.judge = store, judge
 
-    def candidates(self, newer: Memory, vector: np.ndarray, later: Set[str] = frozenset()) -> list[Memory]:
-        """The current memories ``newer`` may end: same user, kind and speaker, near it, still valid, not later
-        (nor among ``later``, the ids its own write stores after it)."""
-        found = self.store.search(vector, CANDIDATE_POOL, newer.owner)
+    def candidates(self, memory: Memory, vector: np.ndarray, later: Set[str] = frozenset()) -> list[Memory]:
+        """The current memories ``memory`` is judged against: same user, kind and speaker, near it, still
+        valid, not among ``later`` (the ids its own write stores after it); valid from before it or after it."""
+        found = self.store.search(vector, CANDIDATE_POOL, memory.owner)
         return [
-            older
-            for older, cosine in found
-            if older.id != newer.id
-            and older.id not in later
+            other
+            for other, cosine in found
+            if other.id != memory.id
+            and other.id not in later
             and cosine >= CANDIDATE_FLOOR
-            and older.kind == newer.kind
-            and older.valid_to is None
-            and older.valid_from <= newer.valid_from
-            and speaker(older) == speaker(newer)
+            and other.kind == memory.kind
+            and other.valid_to is None
+            and speaker(other) == speaker(memory)
         ][:CANDIDATES]
 
-    def endings(self, newer: Memory, vector: np.ndarray, later: Set[str] = frozenset()) -> list[tuple[Memory, Memory]]:
-        """(older memory, its next version, closed by ``newer``) for each candidate the judge says ``newer`` ends."""
-        out = []
-        for older in self.candidates(newer, vector, later):
-            score = float(self.judge.score(older.content, newer.content))
-            if not 0.0 <= score <= 1.0:
-                raise ValueError(f"supersession judge {self.judge!r:.60}: score must lie in [0, 1], got {score!r}")
+    def endings(self, memory: Memory, vector: np.ndarray, later: Set[str] = frozenset()) -> list[tuple[Memory, Memory]]:
+        """(a memory, its next version, closed) for each candidate the judge says ``memory`` ends (those valid
+        from no later than it); and for ``memory`` itself, closed by the earliest candidate valid from after
+        it that the judge says ends it (a statement from before a newer fact, written after it: an old
+        transcript imported late; in write order the stale fact had stayed open)."""
+        out, enders = [], []
+        for other in self.candidates(memory, vector, later):
+            before = other.valid_from <= memory.valid_from
+            score = self._score(other, memory) if before else self._score(memory, other)
             if score >= self.judge.threshold:
-                closed = older.replace(
-                    valid_to=max(older.valid_from, newer.valid_from),
-                    invalidated_by=newer.id,
-                    invalidation_score=score,
-                    updated_at=max(older.updated_at, newer.updated_at),
-                )
-                out.append((older, closed))
+                if before:
+                    out.append((other, closed_by_judge(other, memory, score)))
+                else:
+                    enders.append((other.valid_from, score, other))
+        if enders:
+            _, score, first = min(enders, key=lambda ender: ender[0])
+            out.append((memory, closed_by_judge(memory, first, score)))
         return out
+
+    def _score(self, older: Memory, newer: Memory) -> float:
+        score = float(self.judge.score(older.content, newer.content))
+        if not 0.0 <= score <= 1.0:
+            raise ValueError(f"supersession judge {self.judge!r:.60}: score must lie in [0, 1], got {score!r}")
+        return score
 
     def apply(self, written: list[Memory], vectors: np.ndarray, update: Callable) -> list[Memory]:
         """Inside a write's transaction: for each memory of ``written`` (with its row of ``vectors``) it added or
-        changed, ``update(older, closed, None)`` writes each older memory it ends as its closed version; never one
-        that the same write stores after it. Returns ``written`` as it was."""
+        changed, ``update(memory, closed, None)`` writes each memory it ends (or that ends it) as its closed
+        version; never against one that the same write stores after it. Returns ``written`` as it was."""
         for n, (memory, vector) in enumerate(zip(written, vectors)):
             if memory.outcome != "unchanged":
                 later = {m.id for m in written[n + 1 :]}
-                for older, closed in self.endings(memory, vector, later):
-                    update(older, closed, None)
+                for ended, closed in self.endings(memory, vector, later):
+                    update(ended, closed, None)
         return written
+
+
+def closed_by_judge(older: Memory, newer: Memory, score: float) -> Memory:
+    """``older``'s next version, its validity ended where ``newer``'s begins, by the judge's ``score``."""
+    return older.replace(
+        valid_to=max(older.valid_from, newer.valid_from),
+        invalidated_by=newer.id,
+        invalidation_score=score,
+        updated_at=max(older.updated_at, newer.updated_at),
+    )
 
 
 def below_successors(hits: Sequence[tuple[Memory, float]]) -> list[tuple[Memory, float]]:
