@@ -83,6 +83,7 @@ def test_eval_retrieval_on_the_fixture_equals_the_hand_computed_values(tmp_path,
         "questions": 3,
         "abstention": 1,
         "no_evidence": 1,
+        "evidence_after_question": 0,
         "type_multi-session": 1,
         "type_single-session-user": 1,
         "type_temporal-reasoning": 1,
@@ -298,3 +299,20 @@ def test_a_file_of_only_abstention_questions_has_nothing_to_score(tmp_path, caps
     path.write_text(json.dumps([q for q in json.loads(FIXTURE.read_text()) if q["question_id"] in {"q4_abs", "q5"}]))
     assert main(["eval", "retrieval", "bm25", "--data", str(path)]) == 1
     assert "no question can be scored: its 2 question(s) are abstention questions" in capsys.readouterr().err
+
+
+def test_a_question_asked_before_all_its_evidence_is_left_out_and_counted(tmp_path, capsys, caplog):
+    """Its evidence is hidden from it (what was said after a question is), so it cannot be scored: it had
+    counted as scored with 0 at every k, halving the figures with nothing said."""
+    questions = json.loads(FIXTURE.read_text())
+    moved = next(q for q in questions if q["question_id"] == "q2")
+    moved["question_date"] = "2023/01/01 (Sun) 09:00"  # before every session of its haystack
+    path, out = tmp_path / "lme.json", tmp_path / "report.json"
+    path.write_text(json.dumps(questions))
+    assert main(["eval", "retrieval", "bm25", "--data", str(path), "--json", str(out)]) == 0
+    report = json.loads(out.read_text())["reports"][0]
+    assert report["counts"]["questions"] == 2 and report["counts"]["evidence_after_question"] == 1
+    assert {row["question_id"] for row in report["per_question"]} == {"q1", "q3"}
+    printed = " ".join(capsys.readouterr().out.split())
+    assert "2 questions (left out: 1 abstention, 1 without evidence, 1 with evidence after the question)" in printed
+    assert "all their evidence is dated after their question_date" in caplog.text

@@ -31,7 +31,9 @@ def metrics_table(report: LongMemEvalReport, ks: Sequence[int] = LONGMEMEVAL_KS)
     counts = report.counts
     table = Table(
         title=f"{report.name} on LongMemEval: {counts['questions']} questions (left out: "
-        f"{counts['abstention']} abstention, {counts['no_evidence']} without evidence)"
+        f"{counts['abstention']} abstention, {counts['no_evidence']} without evidence"
+        + (f", {late} with evidence after the question" if (late := counts.get("evidence_after_question")) else "")
+        + ")"
     )
     table.add_column("metric")
     for k in ks:

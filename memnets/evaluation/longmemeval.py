@@ -4,7 +4,8 @@ For every ranker spec (the registry of :mod:`memnets.retrieval.rankers`) and eve
 user turns of the question's haystack are ranked for the question, and recall_any / recall_all /
 NDCG at k are taken at turn and at session level
 (:mod:`memnets.retrieval.longmemeval_metrics`), then averaged per ``question_type`` and overall.
-Abstention questions and questions without a ``has_answer`` user turn are left out and counted.
+Abstention questions, questions without a ``has_answer`` user turn and those whose evidence is all
+dated after their ``question_date`` are left out and counted.
 
 The haystacks of LongMemEval's S split share most of their sessions, so a ranker that embeds
 (dense, heuristic, learned) gets its encoder wrapped in a cache keyed by text
@@ -24,6 +25,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from memnets.data.asked import seen_at
 from memnets.data.longmemeval import LongMemEvalQuestion
 from memnets.retrieval.asked import rank_as_asked
 from memnets.retrieval.longmemeval_metrics import LONGMEMEVAL_KS, question_metrics
@@ -51,8 +53,18 @@ class LongMemEvalReport:
 
 
 def scored_questions(questions: Iterable[LongMemEvalQuestion]) -> list[LongMemEvalQuestion]:
-    """The questions retrieval metrics cover: not abstention, with at least one ``has_answer`` user turn."""
-    return [q for q in questions if not q.abstention and q.evidence]
+    """The questions retrieval metrics cover: not abstention, with at least one ``has_answer`` user turn
+    said by the ``question_date`` (:func:`asked_evidence`)."""
+    return [q for q in questions if not q.abstention and asked_evidence(q)]
+
+
+def asked_evidence(question: LongMemEvalQuestion) -> bool:
+    """Whether some evidence turn of ``question`` is dated by its ``question_date``. The turns after it are
+    hidden from the question (:func:`rank_question`), so one whose evidence all comes later (a data error)
+    cannot be scored: it had been scored 0 at every k, with nothing said."""
+    evidence = set(question.evidence)
+    seen = seen_at(question.user_turns_only(), question.question_date)
+    return any(turn.dia_id in evidence for turn in seen.turns)
 
 
 def rank_question(ranker: Ranker, question: LongMemEvalQuestion) -> list[str]:
@@ -108,6 +120,12 @@ def summarize(name: str, rows: list[dict], questions: Sequence[LongMemEvalQuesti
 
     types = sorted({row["question_type"] for row in rows})
     abstention = sum(q.abstention for q in questions)
+    with_evidence = sum(not q.abstention and bool(q.evidence) for q in questions)
+    if with_evidence > len(rows):
+        logger.warning(
+            "LongMemEval: %d question(s) left out: all their evidence is dated after their question_date",
+            with_evidence - len(rows),
+        )
     return LongMemEvalReport(
         name=name,
         overall=mean(rows) if rows else {},
@@ -115,7 +133,8 @@ def summarize(name: str, rows: list[dict], questions: Sequence[LongMemEvalQuesti
         counts={
             "questions": len(rows),
             "abstention": abstention,
-            "no_evidence": len(questions) - len(rows) - abstention,
+            "no_evidence": len(questions) - abstention - with_evidence,
+            "evidence_after_question": with_evidence - len(rows),
         }
         | {f"type_{t}": sum(row["question_type"] == t for row in rows) for t in types},
         per_question=rows,
