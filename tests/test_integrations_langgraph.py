@@ -131,6 +131,9 @@ def test_one_view_of_a_memory_from_every_door(store, memory):
     item = store.get(("memories", "alice"), added.id)
     assert item.value == {"content": "Alice drinks green tea", "topic": "drinks"}
     assert (item.created_at, item.updated_at) == (added.created_at, added.updated_at)
+    # a metadata field named "content" (another door may write one) gives way to the text
+    named = memory.add("Carol plays the cello", user="memories.carol", metadata={"content": "a field", "n": 1})
+    assert store.get(("memories", "carol"), named.id).value == {"content": "Carol plays the cello", "n": 1}
     assert [hit.value["content"] for hit in store.search(("memories", "alice"), query="green tea")] == [
         "Alice drinks green tea"
     ]

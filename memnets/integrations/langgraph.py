@@ -10,7 +10,8 @@ How LangGraph's model maps onto memnets (see docs/integrations.md):
   every door: a value's ``"content"`` string is the memory's text (``Memory.content``, what
   ``AgentMemory.get``, LangChain and MCP show as the text) and the rest of the value is its
   metadata, so filters on value fields run in the store, before ranking. The other way round, a
-  memory written through another door reads as the value ``{"content": <its text>, **metadata}``.
+  memory written through another door reads as the value ``{**metadata, "content": <its text>}`` (a
+  metadata field named ``"content"``, which another door may write, gives way to the text).
   ``Item.created_at`` is the memory's creation time (``Memory.t``, kept by every new version),
   ``Item.updated_at`` its ``updated_at``; no key of memnets' own appears in a value or in the
   memory's metadata.
@@ -356,7 +357,7 @@ def memory_value(memory: Memory) -> dict:
     value = {name: field for name, field in metadata.items() if not name.startswith(RESERVED_PREFIX)}
     if LAYOUT in metadata or any(key in metadata for key in LEGACY):
         return value  # the whole value was kept as the metadata
-    return {TEXT_FIELD: memory.content, **value}
+    return {**value, TEXT_FIELD: memory.content}  # the text, even over a metadata field of that name
 
 
 def _item(memory: Memory, namespace: tuple[str, ...], kind: type[Item] = Item, **extra) -> Item:
