@@ -172,9 +172,11 @@ export class MemnetsClient {
 
   /** AgentMemory.list_memories: one page by (t, id); `limit: null` fetches every page in turn. */
   async listMemories(options: ListOptions): Promise<Memory[]> {
-    const { user, limit = 100, offset = 0, filters } = options;
+    const { user, limit = 100, offset = 0, filters, as_of, known_at } = options;
     const query: QueryOf<"/v1/memories", "get"> = { user, offset, limit: limit ?? PAGE };
     if (filters !== undefined) query.filters = JSON.stringify(toJson(filters));
+    if (as_of !== undefined) query.as_of = toJson(as_of) as string;
+    if (known_at !== undefined) query.known_at = toJson(known_at) as string;
     const out: Memory[] = [];
     for (;;) {
       const page = await this.#call<{ memories: Memory[]; next_offset: number | null }>(

@@ -161,10 +161,20 @@ export interface UpdateOptions {
   text?: string;
   metadata?: Record<string, unknown>;
   t?: Time;
+  /** When the new version's fact began to hold (default: `t`). */
+  valid_from?: Time;
+  /** When the fact stopped holding; `null` reopens one a supersession closed. */
+  valid_to?: Time | null;
+}
+
+/** Reads at a time (docs/memory.md, "Time"): the versions valid at `as_of`, as written by `known_at`. */
+export interface AtTime {
+  as_of?: Time;
+  known_at?: Time;
 }
 
 /** AgentMemory.search's arguments. */
-export interface SearchOptions {
+export interface SearchOptions extends AtTime {
   user: string;
   k?: number;
   filters?: Filters;
@@ -178,7 +188,7 @@ export interface SearchManyOptions extends Omit<SearchOptions, "user"> {
 }
 
 /** AgentMemory.list_memories' arguments (`limit: null`: every page, fetched in turn). */
-export interface ListOptions {
+export interface ListOptions extends AtTime {
   user: string;
   limit?: number | null;
   offset?: number;

@@ -83,6 +83,38 @@ describe("memories", () => {
   });
 });
 
+describe("reads at a time", () => {
+  test("search and listMemories take as_of and known_at; update takes valid_from", async () => {
+    const home = `home-${run}`;
+    await memory.add("ann lives in paris", { user, id: home, t: new Date("2024-01-01T00:00:00Z") });
+    await memory.update(home, { user, text: "ann lives in berlin", t: new Date("2024-06-01T00:00:00Z") });
+    const march = new Date("2024-03-01T00:00:00Z");
+    const listed = await memory.listMemories({ user, as_of: march, filters: { since: "2023-12-01T00:00:00Z" } });
+    assert.deepEqual(
+      listed.filter((m) => m.content.includes("lives in")).map((m) => m.content),
+      ["ann lives in paris"],
+    );
+    const known = await memory.listMemories({ user, known_at: "2024-02-01T00:00:00Z" });
+    assert.deepEqual(
+      known.filter((m) => m.content.includes("lives in")).map((m) => m.content),
+      ["ann lives in paris"],
+    );
+    const hits = await memory.search("where does ann live", { user, k: 10, as_of: march });
+    assert.deepEqual(
+      hits.filter((h) => h.memory.content.includes("lives in")).map((h) => h.memory.content),
+      ["ann lives in paris"],
+    );
+    const moved = await memory.update(home, {
+      user,
+      text: "ann lives in rome",
+      t: new Date("2024-09-01T00:00:00Z"),
+      valid_from: new Date("2024-08-01T00:00:00Z"),
+    });
+    assert.match(moved.valid_from, /^2024-08-01T00:00:00/);
+    assert.equal(await memory.delete(home, { user }), true);
+  });
+});
+
 describe("search", () => {
   before(async () => {
     await memory.add("ann walks her beagle in the park every morning", {
