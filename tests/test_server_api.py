@@ -4,9 +4,11 @@ memories behave alike: the same results, the same exceptions naming the same arg
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 import uuid
+from datetime import UTC, datetime
 
 import pytest
 import test_api  # tests/ is on sys.path under pytest
@@ -16,6 +18,7 @@ import memnets
 from memnets.api import SearchHit
 from memnets.records import Memory
 from memnets.server.testing import ServerProcess
+from memnets.store.errors import InvalidMemoryError
 
 EXACT = test_api.EXACT
 TOKEN = "ann-" + uuid.uuid4().hex
@@ -210,6 +213,28 @@ def test_the_client_raises_what_agent_memory_raises_before_any_request(encoder, 
             nowhere.add_many(["fine", item], user="ann")
     assert str(remote.value) == str(embedded.value)
     assert str(remote_many.value) == str(embedded_many.value)
+
+
+@pytest.mark.parametrize(
+    ("metadata", "error", "message"),
+    [
+        ({"when": datetime(2024, 1, 1, tzinfo=UTC)}, InvalidMemoryError, "JSON-serialisable"),
+        ({"tags": {"a", "b"}}, InvalidMemoryError, "JSON-serialisable"),
+        ({"n": float("nan")}, ValueError, "finite"),
+        (functools.reduce(lambda value, _: {"a": value}, range(100), {"leaf": 1}), ValueError, "nested"),
+    ],
+)
+def test_the_client_refuses_a_metadata_the_api_refuses_before_any_request(encoder, tmp_path, metadata, error, message):
+    """A datetime or a set in metadata: the embedded API refuses it, the Client had sent it converted (an ISO
+    string, a list) and the server stored it; a deep one had been a local RecursionError."""
+    with memnets.open(tmp_path / "memory", encoder=encoder) as memory:
+        with pytest.raises(error, match=message):
+            memory.add("Ann likes olives", user="ann", metadata=metadata)
+    with memnets.Client(f"http://127.0.0.1:{_closed_port()}", timeout=2) as nowhere:
+        with pytest.raises(error, match=message):
+            nowhere.add("Ann likes olives", user="ann", metadata=metadata)
+        with pytest.raises(error, match=message):
+            nowhere.update("m1", user="ann", metadata=metadata)
 
 
 def _closed_port() -> int:

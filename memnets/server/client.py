@@ -32,7 +32,7 @@ from memnets.extras import needs_extra
 from memnets.memory.ids import check_id
 from memnets.memory.intake import check_item
 from memnets.memory.messages import MessageOutcome, as_mapping, is_message
-from memnets.records import Memory
+from memnets.records import Memory, check_json_value
 from memnets.server.wire import filters_to_json, memory_from_json, to_json
 from memnets.store.errors import InvalidMemoryError
 
@@ -120,6 +120,8 @@ class Client:
     @staticmethod
     def _arguments(arguments: dict) -> dict:
         out = {name: value for name, value in arguments.items() if value is not None}
+        if isinstance(out.get("metadata"), dict):
+            _check_metadata(out["metadata"])
         if "filters" in out:
             out["filters"] = filters_to_json(out["filters"])
         return to_json(out)
@@ -284,3 +286,15 @@ def _outcome(data: dict) -> MessageOutcome:
 
 def _hits(results: list[dict]) -> list[SearchHit]:
     return [SearchHit(memory_from_json(r["memory"]), float(r["score"])) for r in results]
+
+
+def _check_metadata(metadata: dict) -> None:
+    """Refuse, before the request, a metadata the embedded API refuses: nested too deep, not finite, or not
+    JSON (a datetime, a set: :func:`~memnets.server.wire.to_json` would have sent them converted, to be stored)."""
+    check_json_value(metadata, "metadata")
+    try:
+        _json.dumps(metadata)
+    except (TypeError, ValueError) as error:
+        raise InvalidMemoryError(
+            f"metadata must be JSON-serialisable valid Unicode ({error})", field="metadata"
+        ) from None
