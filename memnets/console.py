@@ -13,6 +13,7 @@ import argparse
 import logging
 import os
 import sys
+from typing import NoReturn
 
 from rich.console import Console
 from rich.table import Table
@@ -74,6 +75,13 @@ def setup_output(verbose: int = 0, quiet: bool = False) -> None:
 
         hf_logging.set_verbosity(other_level)
     set_progress("off" if quiet else None)
+
+
+def file_error(parser: argparse.ArgumentParser, error: object) -> NoReturn:
+    """A file or data error of a command, as one line on stderr (``PROG: error: ...``, naming the file) and
+    exit 2 (a usage error): ``parser.error`` printed the whole usage block above it first."""
+    print(f"{parser.prog}: error: {error}", file=sys.stderr)
+    raise SystemExit(2)
 
 
 def parse_args(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:

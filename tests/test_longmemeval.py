@@ -279,6 +279,7 @@ def test_eval_retrieval_on_a_malformed_longmemeval_file_exits_2_with_the_field(t
     path.write_text(json.dumps(_broken(lambda r: r[1].pop("question")), indent=1))
     assert main(["eval", "retrieval", "bm25", "--data", str(path)]) == 2
     assert "item 1 (line" in (err := capsys.readouterr().err) and "question 'q2', field question: missing" in err
+    assert err.count("\n") == 1 and err.startswith("memnets eval retrieval: error: ")  # one line (docs/cli.md)
     path.write_text("[\n" + FIXTURE.read_text().strip()[1:-1] + ",\n]")  # a trailing comma: not JSON
     with pytest.raises(LongMemEvalFormatError, match="not valid JSON"):
         load_longmemeval(path)

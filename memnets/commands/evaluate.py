@@ -24,7 +24,7 @@ from pathlib import Path
 from rich.table import Table
 
 from memnets.commands.options import DATA_HELP, add_data_option
-from memnets.console import add_output_options, parse_args, print_table
+from memnets.console import add_output_options, file_error, parse_args, print_table
 from memnets.data.config import SPLIT_NAMES, load_data_config
 from memnets.data.formats import detect_format, load_conversations
 from memnets.data.locomo import CATEGORY_NAMES
@@ -99,7 +99,7 @@ def retrieval_main(argv: list[str]) -> int:
     try:
         longmemeval = args.data is not None and args.data.is_file() and detect_format(args.data) == "longmemeval"
     except ValueError as error:
-        parser.error(str(error))
+        file_error(parser, error)
     if longmemeval:
         from memnets.commands import eval_longmemeval
 
@@ -109,7 +109,7 @@ def retrieval_main(argv: list[str]) -> int:
         config = load_data_config(args.config, data=args.data)
         conversations = load_conversations(config.path, None if split == "all" else config.splits[split])
     except (OSError, ValueError) as error:
-        parser.error(str(error))
+        file_error(parser, error)
     reason = unscorable(conversations, categories)
     if reason is not None:
         where = args.data or f"{config.path} ({split} split)"

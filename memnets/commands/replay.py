@@ -19,7 +19,7 @@ from pathlib import Path
 from rich.table import Table
 
 from memnets.commands.options import add_data_option
-from memnets.console import add_output_options, parse_args, print_table
+from memnets.console import add_output_options, file_error, parse_args, print_table
 from memnets.data.formats import load_conversations
 from memnets.data.location import find_data
 from memnets.data.locomo import DataFormatError
@@ -137,7 +137,7 @@ def main(argv: list[str]) -> int:
         args.data = find_data(args.data)
         conversation = load_conversations(args.data, sample_ids=[args.conversation])[0]
     except (FileNotFoundError, DataFormatError) as error:
-        command.error(f"--conversation {args.conversation} / --data {args.data}: {error}")
+        file_error(command, f"--conversation {args.conversation} / --data {args.data}: {error}")
     result = replay(
         conversation,
         encoder=args.encoder,
