@@ -198,6 +198,33 @@ def test_open_refuses_a_judge_without_the_protocol(tmp_path, encoder):
         memnets.open(tmp_path / "m", encoder=encoder, supersession=lambda a, b: 1.0)
 
 
+class FixedJudge:
+    def __init__(self, score, threshold=0.5):
+        self.answer, self.threshold = score, threshold
+
+    def score(self, older: str, newer: str):
+        return self.answer
+
+
+@pytest.mark.parametrize("threshold", ["high", None, 1.5, True])
+def test_open_refuses_a_judge_whose_threshold_is_no_number_in_0_1(tmp_path, encoder, threshold):
+    """Before: a threshold of "high" was taken at open and failed at the first add ('>=' not supported)."""
+    with pytest.raises(ValueError, match="threshold must be a number in \\[0, 1\\]"):
+        memnets.open(tmp_path / "m", encoder=encoder, supersession=FixedJudge(0.9, threshold))
+
+
+@pytest.mark.parametrize("score", [None, "0.9"])
+def test_a_judge_answering_no_number_is_a_type_error_naming_it_and_nothing_is_written(tmp_path, encoder, score):
+    """Before: None was a bare float() error not naming the judge, and "0.9" was taken as 0.9."""
+    with memnets.open(
+        tmp_path / "m", encoder=encoder, duplicate_threshold=EXACT, supersession=FixedJudge(score)
+    ) as memory:
+        memory.add("I live in Paris", user="ann", t=JAN)
+        with pytest.raises(TypeError, match="supersession judge .*score must be a number"):
+            memory.add("I moved to Berlin last month", user="ann", t=JUN)
+        assert [m.content for m in memory.list_memories(user="ann")] == ["I live in Paris"]
+
+
 def strip_validity(store) -> None:
     """Rewrite every row's payload as memnets wrote it before validity existed (no validity entries)."""
     d = store._dialect

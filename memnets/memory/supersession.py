@@ -55,6 +55,11 @@ class Supersession:
             raise TypeError(
                 f"supersession must implement SupersessionJudge (threshold, score(older, newer)), got {judge!r:.60}"
             )
+        threshold = getattr(judge, "threshold", None)
+        if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0.0 <= threshold <= 1.0:
+            raise ValueError(
+                f"supersession judge {judge!r:.60}: threshold must be a number in [0, 1], got {threshold!r}"
+            )
         self.store, self.judge = store, judge
 
     def candidates(self, memory: Memory, vector: np.ndarray, later: Set[str] = frozenset()) -> list[Memory]:
@@ -92,7 +97,12 @@ class Supersession:
         return out
 
     def _score(self, older: Memory, newer: Memory) -> float:
-        score = float(self.judge.score(older.content, newer.content))
+        score = self.judge.score(older.content, newer.content)
+        if isinstance(score, bool) or not isinstance(score, (int, float, np.floating)):
+            raise TypeError(
+                f"supersession judge {self.judge!r:.60}: score must be a number, got {type(score).__name__}"
+            )
+        score = float(score)
         if not 0.0 <= score <= 1.0:
             raise ValueError(f"supersession judge {self.judge!r:.60}: score must lie in [0, 1], got {score!r}")
         return score
