@@ -117,6 +117,10 @@ def test_a_fact_said_before_the_current_one_held_becomes_its_history(location, e
             "Ann lives in Madrid": (MAR, JUN),
             "Ann lives in Porto": (JUN, None),
         }
+        # the same old statements read again (the transcript imported twice): the history says them already
+        assert memory.add("Ann lives in Lisbon", user="ann", t=JAN).outcome == "unchanged"
+        assert memory.add("Ann lives in Madrid", user="ann", t=datetime(2024, 4, 1, tzinfo=UTC)).outcome == "unchanged"
+        assert len(memory.history(porto.id, user="ann")) == 3
         # an add keyed by an existing id, said before that memory held: the same
         memory.add("Ann's dentist is Dr Ortiz", user="ann", id="dentist", t=SEP)
         weiss = memory.add("Ann's dentist is Dr Weiss", user="ann", id="dentist", t=MAR)

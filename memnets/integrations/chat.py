@@ -17,7 +17,9 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage
 
-ROLES = {"human": "user", "ai": "assistant", "system": "system", "tool": "tool", "function": "tool"}
+from memnets.memory.messages import LANGCHAIN_ROLES, as_mapping
+
+ROLES = LANGCHAIN_ROLES  # LangChain message types -> memnets roles
 
 
 def message_dict(message: BaseMessage | Mapping, where: str = "messages[0]") -> Mapping[str, Any]:
@@ -26,14 +28,7 @@ def message_dict(message: BaseMessage | Mapping, where: str = "messages[0]") -> 
         return message
     if not isinstance(message, BaseMessage):
         raise TypeError(f"{where} must be a LangChain BaseMessage or a mapping, got {type(message).__name__}")
-    kind = message.type.removesuffix("MessageChunk").lower()  # a streamed chunk's type: "AIMessageChunk", ...
-    role = getattr(message, "role", None) if kind == "chat" else ROLES.get(kind, kind)
-    out: dict[str, Any] = {"role": role, "content": message.content}
-    if message.name:
-        out["name"] = message.name
-    if message.id:
-        out["id"] = message.id
-    return out
+    return as_mapping(message)
 
 
 def message_dicts(messages: Sequence[BaseMessage | Mapping]) -> list[Mapping[str, Any]]:

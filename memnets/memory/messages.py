@@ -93,7 +93,7 @@ class MessageOutcome:
 def parse_message(message, where: str) -> Message:
     """``message`` (a mapping, or a LangChain message object: :func:`memnets.integrations.chat.message_dict`)
     read as a :class:`Message`; TypeError/ValueError naming ``where`` and the field."""
-    message = as_mapping(message, where)
+    message = as_mapping(message)
     if not isinstance(message, Mapping):
         raise ArgumentTypeError(
             f"{where} must be a mapping with 'role' and 'content', got {type(message).__name__}", field="messages"
@@ -159,14 +159,24 @@ def is_message(item) -> bool:
     return isinstance(item, Mapping) or _is_langchain_message(item)
 
 
-def as_mapping(message, where: str = "messages[0]"):
-    """A LangChain message object as its mapping (:func:`memnets.integrations.chat.message_dict`: langchain_core
-    is installed, the object is one of its classes); anything else as it is."""
+LANGCHAIN_ROLES = {"human": "user", "ai": "assistant", "system": "system", "tool": "tool", "function": "tool"}
+
+
+def as_mapping(message):
+    """A LangChain message object (``HumanMessage``, ``AIMessage``, ...) as a message mapping: the role from
+    its type (``human`` -> ``user``, ``ai`` -> ``assistant``, ``tool``/``function`` -> ``tool``, a
+    ``ChatMessage``'s own role), its ``content`` as it is, ``name`` and ``id`` when set. Anything else is
+    returned as it is. Read by its attributes, so langchain_core is never imported here."""
     if not _is_langchain_message(message):
         return message
-    from memnets.integrations.chat import message_dict
-
-    return message_dict(message, where)
+    kind = message.type.removesuffix("MessageChunk").lower()  # a streamed chunk's type: "AIMessageChunk", ...
+    role = getattr(message, "role", None) if kind == "chat" else LANGCHAIN_ROLES.get(kind, kind)
+    out: dict = {"role": role, "content": message.content}
+    if message.name:
+        out["name"] = message.name
+    if message.id:
+        out["id"] = message.id
+    return out
 
 
 def _is_langchain_message(message) -> bool:

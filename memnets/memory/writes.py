@@ -633,9 +633,15 @@ class WritePath:
 
     def _backdated(self, current: Memory, memory: Memory, vector: np.ndarray) -> Memory:
         """``memory`` changes ``current`` but held from before it: kept as its older version
-        (:func:`~memnets.memory.validity.backdated`; ``current`` stays as it is), in one write."""
+        (:func:`~memnets.memory.validity.backdated`; ``current`` stays as it is), in one write; "unchanged"
+        when a version of the history says the same and held at its time (the transcript read again)."""
         owner = current.owner
         history = self.store.history(current.id, owner)
+        start, said = memory.valid_from, normalise(memory.content)
+        for version in history:  # a transcript read again: its history says this already, holding then
+            held = version.valid_from <= start and (version.valid_to is None or start < version.valid_to)
+            if held and normalise(version.content) == said:
+                return version.replace(outcome="unchanged")
         older, cut = backdated(current, history, memory, version_id(self.store, current.id, owner))
         vectors = np.vstack([vector[None], self.store.vectors([v.id for v in cut], owner)])
         upsert(self.store, [older, *cut], vectors, [vectors[:0]] * (1 + len(cut)))  # older versions keep no chunks

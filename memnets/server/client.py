@@ -139,7 +139,7 @@ class Client:
             if text_or_record is not None:
                 raise ValueError("add: give either a text (or record) or messages=[...], not both")
             if isinstance(messages, (list, tuple)):  # LangChain message objects sent as their mappings
-                messages = [as_mapping(message, f"messages[{n}]") for n, message in enumerate(messages)]
+                messages = [as_mapping(message) for message in messages]
             body["messages"] = to_json(messages)
             return [_outcome(o) for o in self._request("POST", "/v1/memories", json=body)["outcomes"]]
         if isinstance(text_or_record, Memory):
