@@ -180,8 +180,8 @@ def as_mapping(message):
 
 
 def _is_langchain_message(message) -> bool:
-    """Whether ``message`` is a LangChain ``BaseMessage`` (told by its classes, so that langchain_core is
-    imported only when such an object is given)."""
+    """Whether ``message`` is a LangChain ``BaseMessage``, told by the names of its classes (memnets.memory
+    imports nothing of langchain_core, an optional extra)."""
     return any(
         cls.__name__ == "BaseMessage" and cls.__module__.startswith("langchain_core.") for cls in type(message).__mro__
     )
