@@ -486,9 +486,12 @@ def tree_cpu_s(processes: list[int]) -> ServerCpu:
                     encoder += process_cpu_s(pid, int(task.name))
             except (OSError, ValueError):  # a thread that ended meanwhile
                 continue
-    return ServerCpu(
-        sum(process_cpu_s(pid) for pid in processes), sum(process_cpu_s(pid, pid) for pid in processes), encoder
-    )
+    return ServerCpu(total_cpu_s(processes), sum(process_cpu_s(pid, pid) for pid in processes), encoder)
+
+
+def total_cpu_s(processes: list[int]) -> float:
+    """CPU seconds of ``processes``, every thread of each (a PostgreSQL server's postmaster and backends)."""
+    return sum(process_cpu_s(pid) for pid in processes)
 
 
 def with_limit(row: dict, limit: EncoderLimit, seconds: float, workers: int = 1) -> dict:
@@ -706,10 +709,10 @@ def measure_level(
     processes = server_processes(server.process.pid)
     database_processes = server_processes(database) if database is not None else []
     before = tree_cpu_s(processes)
-    database_cpu = tree_cpu_s(database_processes).total
+    database_cpu = total_cpu_s(database_processes)
     row = run_clients(server.url, clients, args.seconds, args.users, args.add_share, queries, seed, args.workers)
     cpu, loop, encoder = tree_cpu_s(processes) - before
-    database_cpu = tree_cpu_s(database_processes).total - database_cpu if database is not None else None
+    database_cpu = total_cpu_s(database_processes) - database_cpu if database is not None else None
     row["server_cores"] = round(cpu / row["seconds"], 2)  # of the machine's, busy on the server
     if database_cpu is not None:
         row["database_cpu_ms_per_request"] = round(database_cpu * 1000 / max(row["requests"], 1), 2)

@@ -31,6 +31,7 @@ import numpy as np
 
 from memnets.memory.writes import speaker
 from memnets.records import Memory
+from memnets.store.rows import closed_by
 
 CANDIDATES = 5  # older memories a new one is judged against
 CANDIDATE_POOL = 20  # nearest memories searched for them (an index search: a write stays fast on a large store)
@@ -120,12 +121,10 @@ class Supersession:
 
 
 def closed_by_judge(older: Memory, newer: Memory, score: float) -> Memory:
-    """``older``'s next version, its validity ended where ``newer``'s begins, by the judge's ``score``."""
-    return older.replace(
-        valid_to=max(older.valid_from, newer.valid_from),
-        invalidated_by=newer.id,
-        invalidation_score=score,
-        updated_at=max(older.updated_at, newer.updated_at),
+    """``older``'s next version, its validity ended where ``newer``'s begins (:func:`~memnets.store.rows.closed_by`),
+    by the judge's ``score``."""
+    return closed_by(older, newer).replace(
+        invalidated_by=newer.id, invalidation_score=score, updated_at=max(older.updated_at, newer.updated_at)
     )
 
 

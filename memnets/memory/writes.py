@@ -284,10 +284,11 @@ def successor(current: Memory, new: Memory, *, merge_metadata: bool = True) -> M
     )
 
 
-def version_id(store, memory_id: str, owner: str, taken: int = 0) -> str:
-    """A free id for the next older version of ``memory_id``, after its stored history and ``taken`` more
-    of this call: the stores' own numbering (:func:`memnets.store.rows.version_id`)."""
-    count = len(store.history(memory_id, owner)) + taken
+def version_id(store, memory_id: str, owner: str, taken: int = 0, stored: int | None = None) -> str:
+    """A free id for the next older version of ``memory_id``, after its stored history (``stored`` versions,
+    when the caller has read it; else read here) and ``taken`` more of this call: the stores' own numbering
+    (:func:`memnets.store.rows.version_id`)."""
+    count = (len(store.history(memory_id, owner)) if stored is None else stored) + taken
     return rows.version_id(memory_id, count, lambda candidate: bool(store.get([candidate], owner)))
 
 
@@ -567,11 +568,12 @@ class WritePath:
                 if outcome == "unchanged":
                     out[n] = self._unchanged(match, memory)
                     continue
-                if outcome == "updated" and match.id not in where and memory.valid_from < match.valid_from:
-                    out[n] = self._backdated(match, memory, vectors[n])
-                    continue
                 if outcome == "updated" and match.id not in where:
-                    out[n] = self._version(match, successor(match, memory), vectors[n], chunks[n])
+                    out[n] = (
+                        self._backdated(match, memory, vectors[n])  # said of a time before the match held
+                        if memory.valid_from < match.valid_from
+                        else self._version(match, successor(match, memory), vectors[n], chunks[n])
+                    )
                     continue
                 if outcome == "updated":  # it changes an item of this very call: that one becomes its history
                     at = where.pop(match.id)
@@ -642,7 +644,7 @@ class WritePath:
             held = version.valid_from <= start and (version.valid_to is None or start < version.valid_to)
             if held and normalise(version.content) == said:
                 return version.replace(outcome="unchanged")
-        older, cut = backdated(current, history, memory, version_id(self.store, current.id, owner))
+        older, cut = backdated(current, history, memory, version_id(self.store, current.id, owner, stored=len(history)))
         vectors = np.vstack([vector[None], self.store.vectors([v.id for v in cut], owner)])
         upsert(self.store, [older, *cut], vectors, [vectors[:0]] * (1 + len(cut)))  # older versions keep no chunks
         return older.replace(outcome="updated")
