@@ -201,6 +201,27 @@ def test_users_stay_apart_and_agent_reads_span_users(tmp_path, encoder):
     m.close()
 
 
+def test_a_scope_in_filters_never_overrides_or_widens_the_explicit_one(tmp_path, encoder):
+    m = Memory.from_config(config(str(tmp_path / "m"), encoder))
+    m.add("Alice's secret is 42", user_id="alice", agent_id="helper", run_id="r1", infer=False)
+    m.add("Bob's secret is 7", user_id="bob", agent_id="helper", run_id="r2", infer=False)
+    for name, given, other in (("user_id", "alice", "bob"), ("agent_id", "helper", "spy"), ("run_id", "r1", "r2")):
+        scope = {"user_id": "alice", name: given}
+        for read in (lambda **kw: m.search("secret", **kw), m.get_all):
+            with pytest.raises(ValueError, match=rf"{name}='{given}' and filters\['{name}'\]='{other}'"):
+                read(**scope, filters={name: other})
+            with pytest.raises(ValueError, match=rf"filters\['{name}'\] is None"):
+                read(**scope, filters={name: None})
+    with pytest.raises(ValueError, match=r"filters\['user_id'\] is None"):
+        m.get_all(agent_id="helper", filters={"user_id": None})  # refused with no user_id given too
+    alices = ["user: Alice's secret is 42"]
+    assert [r["memory"] for r in m.search("secret", user_id="alice", filters={"user_id": "alice"})["results"]] == alices
+    assert [r["memory"] for r in m.get_all(agent_id="helper", filters={"user_id": "alice"})["results"]] == alices
+    assert [r["memory"] for r in m.get_all(user_id="alice", filters={"run_id": "r1"})["results"]] == alices
+    assert m.get_all(user_id="alice", filters={"run_id": "r2"}) == {"results": []}  # a filter narrows the user
+    m.close()
+
+
 def test_metadata_filters_take_mem0s_forms(tmp_path, encoder):
     m = Memory.from_config(config(str(tmp_path / "m"), encoder))
     for text, rating in (("Dune", 5), ("Alien", 4), ("Cats", 1)):

@@ -19,7 +19,9 @@ str, a ``{"role", "content"}`` dict or a list of them, as mem0 takes them.
 How mem0's scopes map onto memnets': ``user_id`` is the memnets user (the owner: nothing of one
 user is read or changed by a call for another); ``agent_id`` and ``run_id`` are the memory's agent
 and session scopes. A write without ``user_id`` belongs to the user :data:`SHARED_USER`; a read
-without it looks at every user's memories of the agent or run named.
+without it looks at every user's memories of the agent or run named. An id may be given in a read's
+``filters`` instead (``filters={"user_id": "alice"}``, as mem0 allows); one there that is None or
+another value than the argument's is a ValueError naming both, never a read of another scope.
 
 ``infer`` (default True, as in mem0): the messages go through the LLM extraction of
 :mod:`memnets.memory.extraction` with the config's ``llm``; without one, :class:`LLMNotConfiguredError`
@@ -41,6 +43,7 @@ from typing import Any
 
 from memnets.api import AgentMemory
 from memnets.api import open as open_memory
+from memnets.argerrors import ArgumentValueError
 from memnets.compat.mem0_config import LLMNotConfiguredError, read_config
 from memnets.memory.extraction import OUTCOME_EVENTS, Change, Extraction, ExtractionError
 from memnets.records import Memory as Record
@@ -246,16 +249,39 @@ def _owner(user_id, agent_id, run_id, call: str) -> str:
 
 
 def _scope(user_id, agent_id, run_id, filters, call: str) -> tuple:
-    """(user_id, agent_id, run_id, memnets filter) of a read: the ids given or in ``filters``, the rest as metadata."""
+    """(user_id, agent_id, run_id, memnets filter) of a read: the ids given (or, where only there, in
+    ``filters``, as mem0 allows), the rest of ``filters`` as metadata conditions."""
     rest = dict(filters or {})
-    user_id = rest.pop("user_id", user_id)
-    agent_id = rest.pop("agent_id", agent_id)
-    run_id = rest.pop("run_id", run_id)
-    _owner(user_id, agent_id, run_id, call)
-    where: dict = {name: value for name, value in (("agent", agent_id), ("session", run_id)) if value is not None}
+    given = {"user_id": user_id, "agent_id": agent_id, "run_id": run_id}
+    ids = {name: _scope_id(name, value, rest, call) for name, value in given.items()}
+    _owner(*ids.values(), call)
+    where: dict = {ENTITY_KEYS[name]: value for name, value in ids.items() if name != "user_id" and value is not None}
     if rest:
         where["metadata"] = _conditions(rest)
-    return user_id, agent_id, run_id, where or None
+    return *ids.values(), where or None
+
+
+def _scope_id(name: str, given, rest: dict, call: str):
+    """The id ``name`` of a read: ``given``, else the value ``rest`` (the filters) holds for it, taken out.
+
+    An explicit id bounds the read (mem0 gives it precedence over filters; nothing of one user is
+    read by a call for another), so a filter that would move or widen it is refused, not applied:
+    ``filters[name]`` None (every scope), or another value than ``given``. The same value in both is fine.
+    """
+    if name not in rest:
+        return given
+    found = rest.pop(name)
+    if found is None:
+        raise ArgumentValueError(
+            f"{call}: filters[{name!r}] is None, which would read every {name}; leave it out, or give {name}=...",
+            field="filters",
+        )
+    if given is not None and found != given:
+        raise ArgumentValueError(
+            f"{call}: {name}={given!r} and filters[{name!r}]={found!r} name different scopes; give one of them",
+            field="filters",
+        )
+    return found
 
 
 def _conditions(filters: Mapping) -> dict:
