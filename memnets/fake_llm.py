@@ -8,7 +8,9 @@ thread of this process, so :class:`~memnets.llm.OpenAIChatLLM` talks real HTTP t
 
 Each request takes the next scripted answer (:meth:`FakeChatServer.script` adds more); when none is
 left, ``respond(messages)`` is asked, if given, else the request gets HTTP 500 naming the cause.
-``delay`` seconds pass before every answer (a slow model, or a late one for a client's timeout).
+``delay`` seconds pass before every answer (a slow model, or a late one for a client's timeout);
+``drip`` seconds pass before each byte of it, status line and headers included (a server that keeps a
+connection busy without ever letting a socket timeout expire).
 Every request's JSON body is kept in ``requests``. It ships with the package (as
 ``memnets.store.testing`` does) so that the tests and ``bench/`` share it without importing each other.
 """
@@ -32,13 +34,23 @@ class FakeChatServer:
         answers: the contents of the first answers, in order.
         respond: what to answer once the script is used up, from the request's messages.
         delay: seconds to wait before each answer.
+        drip: seconds to wait before each byte of an answer (0: the answer is sent at once).
     """
 
-    def __init__(self, answers: Iterable[str] = (), *, respond: Responder | None = None, delay: float = 0.0):
-        if delay < 0:
-            raise ValueError(f"FakeChatServer: delay must be >= 0 seconds, got {delay!r}")
+    def __init__(
+        self,
+        answers: Iterable[str] = (),
+        *,
+        respond: Responder | None = None,
+        delay: float = 0.0,
+        drip: float = 0.0,
+    ):
+        for name, value in (("delay", delay), ("drip", drip)):
+            if value < 0:
+                raise ValueError(f"FakeChatServer: {name} must be >= 0 seconds, got {value!r}")
         self.requests: list[dict] = []
         self.delay = delay
+        self.drip = drip
         self._answers = deque(answers)
         self._respond = respond
         self._lock = threading.Lock()
@@ -94,14 +106,24 @@ class FakeChatServer:
 
             def _send(self, status: int, payload: dict) -> None:
                 data = json.dumps(payload).encode()
+                head = (
+                    f"HTTP/1.1 {status} {self.responses[status][0]}\r\nContent-Type: application/json\r\n"
+                    f"Content-Length: {len(data)}\r\nConnection: close\r\n\r\n"
+                )
+                self.close_connection = True
                 try:
-                    self.send_response(status)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(data)))
-                    self.end_headers()
-                    self.wfile.write(data)
+                    self._write(head.encode() + data)
                 except (BrokenPipeError, ConnectionResetError):  # the client gave up waiting (its timeout)
                     pass
+
+            def _write(self, response: bytes) -> None:
+                """The whole ``response``: at once, or a byte every ``drip`` seconds."""
+                if not server.drip:
+                    self.wfile.write(response)
+                    return
+                for n in range(len(response)):
+                    time.sleep(server.drip)
+                    self.wfile.write(response[n : n + 1])
 
             def log_message(self, *args) -> None:
                 pass

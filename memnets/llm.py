@@ -13,17 +13,21 @@ Adapters:
   greedy decoding, chat template when the tokenizer has one.
 - :class:`OpenAIChatLLM`: any OpenAI-compatible HTTP server (``POST {base_url}/v1/chat/completions``)
   via the standard library, e.g. vLLM, llama.cpp's server or Ollama. It sends the API key only to
-  the host it was given (see its docstring and docs/security.md).
+  the host it was given, and bounds each call in time and size (see its docstring and docs/security.md).
 """
 
 from __future__ import annotations
 
 import http.client
+import inspect
 import json
 import os
 import re
+import socket
+import threading
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +38,11 @@ from memnets.netutil import is_loopback
 from memnets.tracing import traced_methods
 
 EXTRACTIVE_PREFIX = "[extractive]"
+# An answer's size cap: its JSON envelope, plus bytes per token asked for. A token is a few characters;
+# JSON's "\uXXXX" escapes take 6 bytes a character, so 64 a token leaves room for any real answer.
+ANSWER_ENVELOPE_BYTES = 64 * 1024
+ANSWER_BYTES_PER_TOKEN = 64
+ERROR_BODY_BYTES = 4096  # what is read of an error answer's body (500 characters of it are shown)
 _WORD = re.compile(r"[a-z0-9']+")
 _STOPWORDS = frozenset(
     [
@@ -216,6 +225,33 @@ class LLMError(RuntimeError):
     """An LLM endpoint failed or answered something that is not a chat completion."""
 
 
+class LLMTimeoutError(LLMError):
+    """An LLM endpoint did not answer in full within the call's time."""
+
+
+def complete_within(llm: LLM, prompt: str, *, seconds: float | None, system: str | None, max_new_tokens: int) -> str:
+    """``llm.complete(...)`` given at most ``seconds`` (None: its own limit) when its ``complete`` takes a
+    ``timeout`` (:class:`OpenAIChatLLM`: the call ends then, an :class:`LLMTimeoutError`); an LLM without one
+    runs to its end, and the caller checks the time after."""
+    bounded = seconds is not None and "timeout" in inspect.signature(llm.complete).parameters
+    options = {"timeout": seconds} if bounded else {}
+    return llm.complete(prompt, system=system, max_new_tokens=max_new_tokens, **options)
+
+
+def answer_limit(max_new_tokens: int) -> int:
+    """The most bytes an answer of ``max_new_tokens`` tokens may take (envelope and generous bytes per token)."""
+    if not isinstance(max_new_tokens, int) or isinstance(max_new_tokens, bool) or max_new_tokens < 1:
+        raise ValueError(f"max_new_tokens must be a positive integer, got {max_new_tokens!r}")
+    return ANSWER_ENVELOPE_BYTES + ANSWER_BYTES_PER_TOKEN * max_new_tokens
+
+
+def _seconds(value, name: str) -> float:
+    """``value`` as a positive number of seconds; a ValueError naming ``name`` otherwise."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not value > 0:
+        raise ValueError(f"OpenAIChatLLM: {name} must be a positive number of seconds, got {value!r}")
+    return float(value)
+
+
 def _origin(url: str) -> tuple[str, str, int]:
     """(scheme, host, port) of an http(s) URL, the port filled in from the scheme when absent."""
     parts = urlsplit(url)
@@ -241,6 +277,89 @@ class _SameOriginRedirects(urllib.request.HTTPRedirectHandler):
         return urllib.request.Request(newurl, data=req.data, headers=dict(req.header_items()), method=req.get_method())
 
 
+class _CallDeadline:
+    """The one deadline of an HTTP call: when ``seconds`` have passed, every connection the call opened
+    is shut down, so that no wait outlives it (a TLS handshake, the headers, the body). A socket timeout
+    bounds one read only: a server dripping a byte a second never lets it expire.
+
+    Use it as a context manager around the call, with :meth:`handlers` in the call's opener;
+    ``passed`` says afterwards whether the deadline cut the call.
+    """
+
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+        self.passed = False
+        self._sockets: list[socket.socket] = []
+        self._lock = threading.Lock()
+        self._timer = threading.Timer(seconds, self._cut)
+        self._timer.daemon = True
+
+    def __enter__(self) -> _CallDeadline:
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._timer.cancel()
+        with self._lock:
+            for sock in self._sockets:
+                sock.close()
+
+    def handlers(self) -> list[urllib.request.BaseHandler]:
+        """urllib handlers of http:// and https:// whose connections this deadline cuts."""
+        return [_DeadlineHTTPHandler(self), _DeadlineHTTPSHandler(self)]
+
+    def connection(self, http_class: type) -> Callable[..., http.client.HTTPConnection]:
+        """A factory of ``http_class`` connections whose sockets are kept to be cut."""
+
+        def open_connection(host, **options) -> http.client.HTTPConnection:
+            connection = http_class(host, **options)
+            connection._create_connection = self._create_connection  # the hook http.client connects through
+            return connection
+
+        return open_connection
+
+    def _create_connection(self, *args, **kwargs) -> socket.socket:
+        """``socket.create_connection``, a duplicate of the socket kept (TLS takes the original over);
+        one opened after the deadline is cut at once."""
+        sock = socket.create_connection(*args, **kwargs)
+        with self._lock:
+            self._sockets.append(sock.dup())
+            if self.passed:
+                _shut(self._sockets[-1])
+        return sock
+
+    def _cut(self) -> None:
+        with self._lock:
+            self.passed = True
+            for sock in self._sockets:
+                _shut(sock)
+
+
+def _shut(sock: socket.socket) -> None:
+    """Shut ``sock`` down both ways: a read waiting on it (in any thread) ends at once."""
+    with suppress(OSError):
+        sock.shutdown(socket.SHUT_RDWR)
+
+
+class _DeadlineHandler:
+    """A urllib HTTP(S) handler whose connections a :class:`_CallDeadline` cuts."""
+
+    def __init__(self, deadline: _CallDeadline):
+        super().__init__()
+        self._deadline = deadline
+
+    def do_open(self, http_class, req, **options):
+        return super().do_open(self._deadline.connection(http_class), req, **options)
+
+
+class _DeadlineHTTPHandler(_DeadlineHandler, urllib.request.HTTPHandler):
+    pass
+
+
+class _DeadlineHTTPSHandler(_DeadlineHandler, urllib.request.HTTPSHandler):
+    pass
+
+
 @traced_methods("memnets.llm", "complete")
 class OpenAIChatLLM:
     """An OpenAI-compatible chat endpoint: ``POST {base_url}/v1/chat/completions`` via urllib.
@@ -251,9 +370,14 @@ class OpenAIChatLLM:
 
     Credentials stay with the host given: a key over plain ``http://`` is refused unless the host
     is loopback (``localhost``, 127.0.0.0/8, ``::1``), and redirects are followed only within the
-    same scheme, host and port. Every failure of the endpoint (unreachable, no answer within
-    ``timeout`` seconds, an HTTP error, a broken connection, an answer that is not a chat
-    completion) raises :class:`LLMError`.
+    same scheme, host and port.
+
+    A call takes at most ``timeout`` seconds in all (connecting, the headers and the whole body: a
+    server dripping its answer is cut then, :class:`LLMTimeoutError`); ``complete(..., timeout=s)``
+    shortens one call. An answer may take at most :func:`answer_limit` bytes of its ``max_new_tokens``
+    (64 KiB + 64 bytes a token), an error body is read up to :data:`ERROR_BODY_BYTES`. Every failure of
+    the endpoint (unreachable, not in time, an HTTP error, a broken connection, an answer too long or
+    not a chat completion) raises :class:`LLMError`.
     """
 
     def __init__(
@@ -268,8 +392,7 @@ class OpenAIChatLLM:
     ):
         if not base_url.startswith(("http://", "https://")):
             raise ValueError(f"OpenAIChatLLM: base_url must start with http:// or https://, got {base_url!r}")
-        if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or not timeout > 0:
-            raise ValueError(f"OpenAIChatLLM: timeout must be a positive number of seconds, got {timeout!r}")
+        self.timeout = _seconds(timeout, "timeout")
         root = base_url.rstrip("/")
         self.url = (root if root.endswith("/v1") else root + "/v1") + "/chat/completions"
         self.model = model
@@ -282,15 +405,20 @@ class OpenAIChatLLM:
                 f"OpenAIChatLLM: base_url {base_url!r} is plain http:// to {host!r}, which is not loopback; refusing to "
                 f"send the API key (from {source}) unencrypted. Use https://, or send no key (api_key='' or api_key_env=None)."
             )
-        self.timeout = float(timeout)
         self.temperature = temperature
-        self._opener = urllib.request.build_opener(_SameOriginRedirects)
 
-    def complete(self, prompt: str, *, system: str | None = None, max_new_tokens: int = 128) -> str:
-        return self.chat(prompt, system=system, max_new_tokens=max_new_tokens).text
+    def complete(
+        self, prompt: str, *, system: str | None = None, max_new_tokens: int = 128, timeout: float | None = None
+    ) -> str:
+        return self.chat(prompt, system=system, max_new_tokens=max_new_tokens, timeout=timeout).text
 
-    def chat(self, prompt: str, *, system: str | None = None, max_new_tokens: int = 128) -> ChatReply:
-        """:meth:`complete` with the token counts the server reports (``usage``; None where it reports none)."""
+    def chat(
+        self, prompt: str, *, system: str | None = None, max_new_tokens: int = 128, timeout: float | None = None
+    ) -> ChatReply:
+        """:meth:`complete` with the token counts the server reports (``usage``; None where it reports none).
+        ``timeout``: seconds for this call in all, when shorter than the client's ``timeout``."""
+        limit = min(self.timeout, _seconds(timeout, "timeout")) if timeout is not None else self.timeout
+        cap = answer_limit(max_new_tokens)
         messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": prompt}]
         body = json.dumps(
             {
@@ -303,23 +431,7 @@ class OpenAIChatLLM:
         headers = {"Content-Type": "application/json"}
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
-        request = urllib.request.Request(self.url, data=body, headers=headers, method="POST")
-        try:
-            with self._opener.open(request, timeout=self.timeout) as response:
-                raw = response.read()
-        except urllib.error.HTTPError as error:
-            detail = ""
-            with suppress(OSError, http.client.HTTPException):
-                detail = error.read().decode(errors="replace")[:500]
-            raise LLMError(f"{self.url} answered HTTP {error.code}: {detail}") from error
-        except urllib.error.URLError as error:
-            raise LLMError(f"cannot reach {self.url}: {error.reason}") from error
-        except TimeoutError as error:
-            raise LLMError(f"{self.url} did not answer within {self.timeout:g} s") from error
-        except (OSError, http.client.HTTPException) as error:
-            raise LLMError(
-                f"{self.url}: the connection failed before a full answer ({type(error).__name__}: {error})"
-            ) from error
+        raw = self._send(urllib.request.Request(self.url, data=body, headers=headers, method="POST"), limit, cap)
         try:
             payload = json.loads(raw.decode())
         except (UnicodeDecodeError, json.JSONDecodeError) as error:
@@ -330,6 +442,42 @@ class OpenAIChatLLM:
             raise LLMError(f"{self.url} answered JSON without choices[0].message.content: {payload!r:.300}") from error
         usage = payload.get("usage") if isinstance(payload.get("usage"), dict) else {}
         return ChatReply(text, _count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens")))
+
+    def _send(self, request: urllib.request.Request, seconds: float, cap: int) -> bytes:
+        """The body of the answer to ``request``: within ``seconds`` in all, at most ``cap`` bytes (one more is
+        read to tell a longer one, which is refused); each failure an :class:`LLMError` saying which."""
+        with _CallDeadline(seconds) as deadline:
+            try:
+                opener = urllib.request.build_opener(_SameOriginRedirects, *deadline.handlers())
+                with opener.open(request, timeout=seconds) as response:
+                    raw = response.read(cap + 1)
+            except urllib.error.HTTPError as error:
+                detail = ""
+                with error, suppress(OSError, http.client.HTTPException):
+                    detail = error.read(ERROR_BODY_BYTES).decode(errors="replace")[:500]
+                raise LLMError(f"{self.url} answered HTTP {error.code}: {detail}") from error
+            except (OSError, http.client.HTTPException) as error:
+                raise self._failure(error, deadline) from error
+        if deadline.passed:  # cut while reading: what came is a part of the answer
+            raise self._late(deadline)
+        if len(raw) > cap:
+            raise LLMError(
+                f"{self.url} answered more than {cap} bytes, the most an answer of the max_new_tokens asked may take "
+                "(ANSWER_ENVELOPE_BYTES + ANSWER_BYTES_PER_TOKEN a token); refused"
+            )
+        return raw
+
+    def _failure(self, error: Exception, deadline: _CallDeadline) -> LLMError:
+        """The LLMError of a call that failed with ``error`` (an OSError or an HTTPException)."""
+        reason = error.reason if isinstance(error, urllib.error.URLError) else error
+        if deadline.passed or isinstance(reason, TimeoutError):
+            return self._late(deadline)
+        if isinstance(error, urllib.error.URLError):
+            return LLMError(f"cannot reach {self.url}: {error.reason}")
+        return LLMError(f"{self.url}: the connection failed before a full answer ({type(error).__name__}: {error})")
+
+    def _late(self, deadline: _CallDeadline) -> LLMTimeoutError:
+        return LLMTimeoutError(f"{self.url} did not answer within {deadline.seconds:.3g} s")
 
 
 def _count(value) -> int | None:

@@ -7,6 +7,7 @@ real OpenAIChatLLM over HTTP, and the memory a real memnets.open folder with the
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 from bench_helpers import result, run_bench
@@ -15,7 +16,7 @@ import memnets
 from memnets.fake_llm import FakeChatServer
 from memnets.llm import OpenAIChatLLM
 from memnets.memory import extraction_prompts as prompts
-from memnets.memory.extraction import SOURCE_MESSAGES, Extraction, ExtractionError
+from memnets.memory.extraction import MAX_FACTS, SOURCE_MESSAGES, Extraction, ExtractionError
 
 CONVERSATION = [
     {"role": "system", "content": "You are a helpful assistant.", "id": "s0"},
@@ -185,12 +186,46 @@ def test_a_late_answer_stores_nothing_and_says_so(memory):
     assert memory.users() == []
 
 
+class UnboundedLLM:
+    """An LLM whose ``complete`` takes no ``timeout`` (as one of a user's own may): it runs to its end."""
+
+    name = "unbounded"
+
+    def __init__(self, llm: OpenAIChatLLM):
+        self.llm = llm
+
+    def complete(self, prompt: str, *, system: str | None = None, max_new_tokens: int = 128) -> str:
+        return self.llm.complete(prompt, system=system, max_new_tokens=max_new_tokens)
+
+
 def test_an_answer_after_the_deadline_stores_nothing(memory):
     with FakeChatServer([facts(("Ann likes dogs", [0]))], delay=0.3) as slow:
-        extraction = Extraction(llm(slow), decide="rules", deadline=0.05)
+        extraction = Extraction(UnboundedLLM(llm(slow)), decide="rules", deadline=0.05)
         with pytest.raises(ExtractionError, match="after the 0.05 s deadline") as raised:
             extraction.add(memory, [{"role": "user", "content": "x"}], user="a")
     assert raised.value.reason == "late" and raised.value.answer == facts(("Ann likes dogs", [0]))
+    assert memory.users() == []
+
+
+def test_a_dripping_endpoint_is_cut_at_the_deadline(memory):
+    # a byte every 50 ms: the client's 30 s socket timeout never fires; the answer would take ~12 s
+    with FakeChatServer([facts(("Ann likes dogs", [0]))], drip=0.05) as dripping:
+        extraction = Extraction(llm(dripping), decide="rules", deadline=2)
+        started = time.monotonic()
+        with pytest.raises(ExtractionError, match=r"fact call failed: .*did not answer within") as raised:
+            extraction.add(memory, [{"role": "user", "content": "x"}], user="a")
+        assert time.monotonic() - started < 2 + 2.0  # the deadline and some slack for a busy machine
+    assert raised.value.reason == "late"
+    assert memory.users() == []
+
+
+def test_more_facts_than_the_cap_are_refused_naming_the_count(server, memory):
+    server.script(facts(*[(f"Ann likes dog number {n}", [0]) for n in range(MAX_FACTS + 1)]))
+    with pytest.raises(
+        ExtractionError, match=rf"lists {MAX_FACTS + 1} facts, more than MAX_FACTS={MAX_FACTS}"
+    ) as raised:
+        Extraction(llm(server), decide="rules").add(memory, [{"role": "user", "content": "dogs"}], user="a")
+    assert raised.value.reason == "malformed"
     assert memory.users() == []
 
 

@@ -4,17 +4,21 @@ from __future__ import annotations
 
 import json
 import threading
-from http.server import BaseHTTPRequestHandler, HTTPServer
+import time
+from http.server import BaseHTTPRequestHandler, HTTPServer, ThreadingHTTPServer
 from typing import ClassVar
 
 import pytest
 
+from memnets.fake_llm import FakeChatServer
 from memnets.llm import (
+    ERROR_BODY_BYTES,
     EXTRACTIVE_PREFIX,
     LLM,
     ChatReply,
     ExtractiveLLM,
     LLMError,
+    LLMTimeoutError,
     OpenAIChatLLM,
     TransformersLLM,
     bullets,
@@ -304,3 +308,63 @@ def test_a_server_that_hangs_up_or_speaks_garbage_raises_llm_error(reply):
 def test_bad_timeout_is_refused():
     with pytest.raises(ValueError, match="timeout must be a positive number"):
         OpenAIChatLLM("http://127.0.0.1:1", "m", timeout=0)
+
+
+SLACK_S = 2.0  # what a call may run past its deadline on a busy machine (the cut itself is immediate)
+
+
+@pytest.mark.parametrize(
+    ("drip", "answer"),
+    [(0.2, "ok"), (0.002, "x" * 5000)],  # cut in the headers; cut in the body (its headers take ~0.2 s)
+    ids=["headers", "body"],
+)
+def test_a_dripping_endpoint_is_cut_at_the_deadline_of_the_whole_call(drip, answer):
+    # a byte every `drip` seconds: no socket read ever waits `timeout`, so a per-read timeout never fires
+    with FakeChatServer([answer, answer], drip=drip) as server:
+        llm = OpenAIChatLLM(server.url, "m", api_key_env=None, timeout=1.0)
+        for limit, call in ((1.0, lambda: llm.complete("hi")), (0.5, lambda: llm.complete("hi", timeout=0.5))):
+            started = time.monotonic()
+            with pytest.raises(LLMTimeoutError, match=rf"did not answer within {limit:g} s"):
+                call()
+            assert time.monotonic() - started < limit + SLACK_S
+
+
+def test_an_answer_longer_than_its_tokens_allow_is_refused():
+    with FakeChatServer(["x" * 50_000_000]) as server:
+        llm = OpenAIChatLLM(server.url, "m", api_key_env=None, timeout=30)
+        with pytest.raises(LLMError, match=r"answered more than 66560 bytes.*max_new_tokens"):
+            llm.complete("hi", max_new_tokens=16)
+    with pytest.raises(ValueError, match="max_new_tokens must be a positive integer, got 0"):
+        llm.complete("hi", max_new_tokens=0)
+    with pytest.raises(ValueError, match="timeout must be a positive number of seconds, got -1"):
+        llm.complete("hi", timeout=-1)
+
+
+class _EndlessErrorHandler(BaseHTTPRequestHandler):
+    """HTTP 500 announcing a gigabyte of body, then sending more than the client reads of it, then nothing."""
+
+    def do_POST(self):
+        self.rfile.read(int(self.headers["Content-Length"]))
+        self.send_response(500)
+        self.send_header("Content-Length", str(10**9))
+        self.end_headers()
+        self.wfile.write(b"model exploded " + b"." * 4 * ERROR_BODY_BYTES)
+        time.sleep(10)  # the rest never comes: a client reading it all waits for its timeout
+
+    def log_message(self, *args):
+        pass
+
+
+def test_an_error_body_is_read_up_to_its_cap_only():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _EndlessErrorHandler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        llm = OpenAIChatLLM(f"http://127.0.0.1:{server.server_address[1]}", "m", api_key_env=None, timeout=8)
+        started = time.monotonic()
+        with pytest.raises(LLMError, match=r"HTTP 500: model exploded \.+$") as raised:
+            llm.complete("hi")
+        assert not isinstance(raised.value, LLMTimeoutError) and time.monotonic() - started < SLACK_S
+    finally:
+        server.shutdown()
+        server.server_close()

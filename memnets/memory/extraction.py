@@ -20,7 +20,7 @@ One call of :meth:`Extraction.add`:
 3. **All or nothing on the LLM's side.** Both answers are read and checked before anything is
    written: an LLM that fails, answers after ``deadline`` seconds, or answers something that is not
    the JSON asked for (an unknown fact or memory number, an event that is not one of the four, two
-   decisions about one memory) raises :class:`ExtractionError` saying why, and nothing of that call
+   decisions about one memory, more than :data:`MAX_FACTS` facts) raises :class:`ExtractionError` saying why, and nothing of that call
    is stored.
 """
 
@@ -33,7 +33,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-from memnets.llm import LLM, LLMError
+from memnets.llm import LLM, LLMError, LLMTimeoutError, complete_within
 from memnets.memory import extraction_prompts as prompts
 from memnets.memory.messages import DEFAULT_ROLES, parse_messages
 from memnets.records import Memory
@@ -43,6 +43,7 @@ EVENTS: tuple[Event, ...] = ("ADD", "UPDATE", "DELETE", "NONE")
 OUTCOME_EVENTS: dict[str, Event] = {"added": "ADD", "updated": "UPDATE", "unchanged": "NONE"}
 DECIDERS = ("llm", "rules")
 SOURCE_MESSAGES = "source_messages"  # metadata field of a fact: the ids of the messages it came from
+MAX_FACTS = 100  # the most facts one answer may list: each costs a search and a write
 _FENCE = re.compile(r"^```[a-zA-Z]*\s*\n?(.*?)\n?```$", re.S)
 
 
@@ -120,7 +121,8 @@ class Extraction:
         llm: the model (:class:`~memnets.llm.OpenAIChatLLM` for an OpenAI-compatible server).
         decide: "llm" (a second call decides per fact) or "rules" (memnets' consistency rule).
         neighbours: how many nearest memories each fact is compared with (``decide="llm"``).
-        deadline: seconds one :meth:`add` may wait for the LLM in all; a later answer is refused.
+        deadline: seconds one :meth:`add` may wait for the LLM in all: each call is given what is left (an
+            :class:`~memnets.llm.OpenAIChatLLM` stops waiting then), and a later answer is refused.
         max_new_tokens: the answer length of each call.
     """
 
@@ -166,6 +168,8 @@ class Extraction:
             return []
         answer = self._ask("fact", prompts.FACTS_SYSTEM, prompts.facts_prompt(lines), started)
         items = _field(_json(answer, "fact"), "facts", answer)
+        if len(items) > MAX_FACTS:
+            raise _malformed(f"it lists {len(items)} facts, more than MAX_FACTS={MAX_FACTS}", answer)
         facts = []
         for n, item in enumerate(items):
             text = item.get("text") if isinstance(item, Mapping) else None
@@ -232,13 +236,19 @@ class Extraction:
         return [decided[n] for n in range(len(facts))]
 
     def _ask(self, step: str, system: str, prompt: str, started: float | None) -> str:
-        """The LLM's answer to one call; its failure, or an answer past the deadline, is an ExtractionError."""
+        """The LLM's answer to one call, given what is left of the deadline (an LLM that takes a ``timeout``
+        stops waiting then); its failure, or an answer past the deadline, is an ExtractionError."""
+        left = (
+            self.deadline - (time.monotonic() - started) if self.deadline is not None and started is not None else None
+        )
+        if left is not None and left <= 0:
+            raise ExtractionError("late", f"the {self.deadline:g} s deadline passed before the LLM's {step} call")
         try:
-            answer = self.llm.complete(prompt, system=system, max_new_tokens=self.max_new_tokens)
+            answer = complete_within(self.llm, prompt, seconds=left, system=system, max_new_tokens=self.max_new_tokens)
         except LLMError as error:
-            late = "did not answer within" in str(error)
+            late = isinstance(error, LLMTimeoutError)
             raise ExtractionError("late" if late else "failed", f"the LLM's {step} call failed: {error}") from error
-        if self.deadline is not None and started is not None and time.monotonic() - started > self.deadline:
+        if left is not None and time.monotonic() - started > self.deadline:
             raise ExtractionError(
                 "late", f"the LLM's {step} answer came after the {self.deadline:g} s deadline", answer
             )
