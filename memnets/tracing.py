@@ -10,7 +10,11 @@ the application set a ``TracerProvider`` (the SDK's, with an exporter; e.g.
 
 Attributes carry counts, sizes and names of code only: never a memory's text, a query, a user or
 any other value a caller wrote. A string attribute is refused (ValueError) unless its name is in
-:data:`TEXT_ATTRIBUTES`, so that one cannot slip in later.
+:data:`TEXT_ATTRIBUTES`, so that one cannot slip in later. Errors keep that promise too: an exception's
+message often quotes a user or a text, so it is never recorded (OpenTelemetry's default records it as
+an event with its stack and as the status); a failed span's status is ERROR described by the
+exception's type name, with the type in ``error.type`` and its ``code``, when it has a short one, in
+``memnets.error.code``.
 
 Without OpenTelemetry, :func:`traced_methods` returns the class it was given and
 :func:`span` a shared empty context manager; with the API but no provider, :func:`span` checks for
@@ -22,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import re
 from collections.abc import Callable, Iterator, Mapping
 
 try:
@@ -31,8 +36,13 @@ except ModuleNotFoundError:  # the extra [otel] is not installed: no spans, no c
     _propagate = _trace = None
 
 TRACER_NAME = "memnets"
+ERROR_TYPE = "error.type"  # OpenTelemetry's attribute of a failure's class
+ERROR_CODE = "memnets.error.code"  # an exception's stable code (its ``code``: "unavailable", 503)
 # the only attributes that may hold a string: names of code, routes and settings, never data a caller wrote
-TEXT_ATTRIBUTES = frozenset({"memnets.class", "memnets.kind", "http.request.method", "http.route"})
+TEXT_ATTRIBUTES = frozenset(
+    {"memnets.class", "memnets.kind", "http.request.method", "http.route", ERROR_TYPE, ERROR_CODE}
+)
+_CODE = re.compile(r"[A-Za-z0-9_.-]{1,64}")  # what a code looks like: a word, never a message
 _NO_SPAN = contextlib.nullcontext()
 
 Attributes = Mapping[str, int | float | bool | str | None]
@@ -45,10 +55,38 @@ def enabled() -> bool:
 
 def span(name: str, attributes: Attributes | None = None):
     """A context manager: the span ``name`` with ``attributes`` (None values left out), current inside;
-    an exception is recorded on it and raised on."""
+    an exception marks it failed by its type only (:func:`_current_span`) and is raised on."""
     if not _provider_set():
         return _NO_SPAN
-    return _trace.get_tracer(TRACER_NAME).start_as_current_span(name, attributes=_checked(attributes))
+    return _current_span(name, attributes=_checked(attributes))
+
+
+@contextlib.contextmanager
+def _current_span(name: str, **options) -> Iterator:
+    """The span ``name`` (``options``: the tracer's ``start_as_current_span``'s), current inside.
+
+    OpenTelemetry's defaults are off: an exception's message and stack (which quote texts and users)
+    are neither recorded as an event nor put in the status. The status is ERROR described by the
+    exception's type name, with :func:`_error_attributes`; the exception is raised on.
+    """
+    tracer = _trace.get_tracer(TRACER_NAME)
+    with tracer.start_as_current_span(name, record_exception=False, set_status_on_exception=False, **options) as now:
+        try:
+            yield now
+        except BaseException as error:
+            now.set_status(_trace.Status(_trace.StatusCode.ERROR, type(error).__name__))
+            now.set_attributes(_error_attributes(error))
+            raise
+
+
+def _error_attributes(error: BaseException) -> dict:
+    """The attributes of a failure: its type's qualified name and, when it has one, its ``code`` (a number,
+    or a short word such as the server's "unavailable"; anything longer might be a message, and is left out)."""
+    attributes: dict = {ERROR_TYPE: type(error).__qualname__}
+    code = getattr(error, "code", None)
+    if (isinstance(code, int) and not isinstance(code, bool)) or (isinstance(code, str) and _CODE.fullmatch(code)):
+        attributes[ERROR_CODE] = code
+    return attributes
 
 
 def traced_methods(prefix: str, *methods: str, **renamed: str) -> Callable[[type], type]:
@@ -87,8 +125,7 @@ def request_span(method: str, headers: Mapping[str, str]) -> Iterator[Callable[[
         yield lambda route, status: None
         return
     parent = _propagate.extract(headers)
-    tracer = _trace.get_tracer(TRACER_NAME)
-    with tracer.start_as_current_span(
+    with _current_span(
         method, context=parent, kind=_trace.SpanKind.SERVER, attributes={"http.request.method": method}
     ) as current:
 

@@ -19,6 +19,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 import memnets
 from memnets import tracing
+from memnets.argerrors import UnknownIdError
 from memnets.llm import ExtractiveLLM
 from memnets.server.testing import PACKAGE_PARENT, ServerProcess, wait_until_ready
 
@@ -185,6 +186,41 @@ def test_an_llm_call_is_a_span_without_its_prompt(spans):
     call = only(spans.get_finished_spans(), "memnets.llm.complete")
     assert call.attributes["memnets.class"] == "ExtractiveLLM"
     assert_no_caller_data([call])
+
+
+class CodedError(RuntimeError):
+    """An error with a stable code beside a message that quotes a user and a text."""
+
+    code = "unavailable"
+
+
+def assert_failed_by_type_only(failed, kind: type) -> None:
+    """``failed`` is an ERROR span whose only trace of the error is its type (no event, no message)."""
+    assert failed.status.status_code is trace.StatusCode.ERROR and failed.status.description == kind.__name__
+    assert failed.attributes["error.type"] == kind.__qualname__ and failed.events == ()
+    exported = failed.to_json()  # everything an exporter sends: name, attributes, events, status, links
+    assert SECRET not in exported and USER not in exported, exported
+
+
+def test_an_error_marks_its_span_by_its_type_never_by_its_message(location, encoder, spans):
+    """An exception's message quotes users and texts ("user 'alice' has no memory ..."): OpenTelemetry's
+    defaults put it, with its stack, in an event and the status of every span it went through."""
+    where, options = location
+    with memnets.open(where, encoder=encoder, **options) as memory:
+        spans.clear()
+        with pytest.raises(UnknownIdError, match=USER):  # the API's own error names the user
+            memory.add(f"ann keeps a {SECRET} in the garden", user=USER, replaces="no-such-memory")
+    assert_failed_by_type_only(only(spans.get_finished_spans(), "memnets.add"), UnknownIdError)
+    spans.clear()
+    with pytest.raises(CodedError), tracing.span("memnets.search", {"memnets.texts": 1}):
+        raise CodedError(f"user {USER!r} asked about the {SECRET}")
+    failed = only(spans.get_finished_spans(), "memnets.search")
+    assert_failed_by_type_only(failed, CodedError)
+    assert failed.attributes["memnets.error.code"] == "unavailable" and failed.attributes["memnets.texts"] == 1
+    spans.clear()
+    with pytest.raises(CodedError), tracing.request_span("POST", {}):  # a server request's span alike
+        raise CodedError(f"user {USER!r} asked about the {SECRET}")
+    assert_failed_by_type_only(only(spans.get_finished_spans(), "POST"), CodedError)
 
 
 def test_a_string_attribute_must_be_a_name_of_code():
