@@ -17,6 +17,7 @@ from memnets.fake_llm import FakeChatServer
 from memnets.llm import OpenAIChatLLM
 from memnets.memory import extraction_prompts as prompts
 from memnets.memory.extraction import MAX_FACTS, SOURCE_MESSAGES, Extraction, ExtractionError
+from memnets.memory.writes import MAX_TEXT_CHARS
 
 CONVERSATION = [
     {"role": "system", "content": "You are a helpful assistant.", "id": "s0"},
@@ -170,6 +171,39 @@ def test_a_malformed_answer_stores_nothing_of_the_call_and_says_why(server, memo
     assert "nothing of this call was stored" in str(raised.value)
     assert [m.content for m in memory.list_memories(user="ann")] == [kept.content]
     assert memory.get(kept.id, user="ann") == kept
+
+
+UNWRITABLE = {  # a text the write path refuses, in the decision after a DELETE or an ADD
+    "a lone surrogate in an UPDATE": ("llm", "Ann drinks coffee \ud800 now", r"fact 1 \(UPDATE\).*not valid Unicode"),
+    "an UPDATE over the length cap": ("llm", "c" * (MAX_TEXT_CHARS + 1), r"fact 1 \(UPDATE\).*over the limit"),
+    "a lone surrogate in an added fact": ("rules", "Ann drinks \udfff coffee", r"fact 1 \(ADD\).*not valid Unicode"),
+}
+
+
+@pytest.mark.parametrize("case", UNWRITABLE, ids=list(UNWRITABLE))
+def test_a_decision_the_write_path_refuses_leaves_the_earlier_ones_unwritten(memory, case):
+    decide, text, why = UNWRITABLE[case]
+    city = memory.add("Ann lives in Lyon", user="ann")
+    tea = memory.add("Ann drinks green tea every morning", user="ann")
+    before = memory.list_memories(user="ann")
+
+    def respond(messages):
+        if messages[0]["content"] == prompts.FACTS_SYSTEM:
+            return facts(("Ann moved away from Lyon", [0]), ("Ann drinks coffee" if decide == "llm" else text, [0]))
+        listed = messages[1]["content"].split("Existing memories:\n")[1].split("\n\nNew facts:")[0]
+        shown = {line.split("] ", 1)[1]: int(line[1:].split("]")[0]) for line in listed.splitlines()}
+        return decisions(
+            {"fact": 0, "event": "DELETE", "memory": shown[city.content]},
+            {"fact": 1, "event": "UPDATE", "memory": shown[tea.content], "text": text},
+        )
+
+    with FakeChatServer(respond=respond) as server:
+        extraction = Extraction(llm(server), decide=decide, max_new_tokens=4096)  # room for the long text
+        with pytest.raises(ExtractionError, match=why) as raised:
+            extraction.add(memory, [{"role": "user", "content": "I moved; coffee now."}], user="ann")
+    assert raised.value.reason == "malformed"
+    assert memory.list_memories(user="ann") == before  # the DELETE's memory is there, nothing added
+    assert memory.get(city.id, user="ann") == city and len(memory.history(tea.id, user="ann")) == 1
 
 
 def test_a_fenced_json_answer_is_read(server, memory):

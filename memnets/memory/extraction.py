@@ -20,8 +20,9 @@ One call of :meth:`Extraction.add`:
 3. **All or nothing on the LLM's side.** Both answers are read and checked before anything is
    written: an LLM that fails, answers after ``deadline`` seconds, or answers something that is not
    the JSON asked for (an unknown fact or memory number, an event that is not one of the four, two
-   decisions about one memory, more than :data:`MAX_FACTS` facts) raises :class:`ExtractionError` saying why, and nothing of that call
-   is stored.
+   decisions about one memory, more than :data:`MAX_FACTS` facts, a text to write that the write
+   path refuses: a lone surrogate, over its length) raises :class:`ExtractionError` saying why, and
+   nothing of that call is stored.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from typing import Any, Literal, Protocol
 from memnets.llm import LLM, LLMError, LLMTimeoutError, complete_within
 from memnets.memory import extraction_prompts as prompts
 from memnets.memory.messages import DEFAULT_ROLES, parse_messages
+from memnets.memory.writes import check_text, check_tokens
 from memnets.records import Memory
 
 Event = Literal["ADD", "UPDATE", "DELETE", "NONE"]
@@ -159,6 +161,8 @@ class Extraction:
         started = time.monotonic()
         facts = self.facts(messages, started=started)
         decisions = self.decisions(memory, facts, user=user, agent=agent, session=session, started=started)
+        for n, decision in enumerate(decisions):
+            _check_writable(decision, n, getattr(memory, "encoder", None))
         return [self._apply(memory, d, user, dict(metadata or {}), agent, session) for d in decisions]
 
     def facts(self, messages: Sequence[Mapping[str, Any]], *, started: float | None = None) -> list[Fact]:
@@ -271,6 +275,24 @@ class Extraction:
             memory.delete(target.id, user=user)
             return Change(fact, "DELETE", target)
         return Change(fact, "NONE", target)
+
+
+def _check_writable(decision: Decision, n: int, encoder) -> None:
+    """ExtractionError unless the text ``decision`` (that of fact ``n``) would write, an ADD's fact or an UPDATE's
+    merged text, passes the write path's checks (:func:`~memnets.memory.writes.check_text`, and the tokenizer
+    of ``encoder`` when the writer has one): all decisions are checked before the first is applied, so that a
+    bad one cannot leave the earlier ones written (a DELETE applied, then an UPDATE refused)."""
+    text = {"ADD": decision.fact.text, "UPDATE": decision.text}.get(decision.event)
+    if text is None:
+        return
+    try:
+        check_tokens(check_text(text, "text"), encoder)
+    except (TypeError, ValueError) as error:  # InvalidMemoryError is a ValueError
+        raise ExtractionError(
+            "malformed",
+            f"the LLM's answer is malformed: the decision for fact {n} ({decision.event}) has a text "
+            f"the write path refuses: {error}",
+        ) from error
 
 
 def _index(value, size: int) -> bool:
