@@ -7,6 +7,7 @@ import json
 from datetime import UTC, datetime
 
 import pytest
+from successor_helpers import KS, QUESTION, ChangeJudge, check_current_first, facts
 
 import memnets
 from memnets.cli import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, main
@@ -77,6 +78,23 @@ def test_search_finds_the_exact_text_first_and_tables_print(folder, tiny_model_d
     assert hits[0]["score"] >= hits[1]["score"]
     code, out, _ = run(capsys, *at, "list", "--user", "ann")
     assert code == EXIT_OK and "memories of ann" in out and "Ann lives in Lisbon" in out and "Bob" not in out
+
+
+def test_search_never_answers_a_stale_fact_above_its_successor(tmp_path, tiny_model_dir, capsys):
+    """Leo's memories (successor_helpers) written with a judge that ended "Leeds" by "Lyon": `search -k`
+    at 1, 3 and 10 answers the successor first, the stale fact right after it, one order, scores non-increasing."""
+    folder = tmp_path / "memory"
+    with memnets.open(folder, encoder=tiny_model_dir, supersession=ChangeJudge()) as memory:
+        for text, when in facts():
+            memory.add(text, user="leo", t=when)
+    answers = {}
+    for k in KS:
+        code, out, _ = run(
+            capsys, folder, "--encoder", tiny_model_dir, "search", "--user", "leo", QUESTION, "-k", k, "--json"
+        )
+        assert code == EXIT_OK
+        answers[k] = [(hit["content"], hit["score"]) for hit in json.loads(out)]
+    check_current_first(answers)
 
 
 def test_show_and_delete_of_a_missing_memory_fail_with_exit_1(folder, tiny_model_dir, capsys):
