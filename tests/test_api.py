@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import numpy as np
 import pytest
+from successor_helpers import KS, QUESTION, STALE, SUCCESSOR, ChangeJudge, check_current_first, facts
 
 import memnets
 from memnets.api import AgentMemory, SearchHit
@@ -183,6 +184,24 @@ def test_filters_apply_before_ranking(memory):
     assert [m.metadata["n"] for m in big] == [7, 8]
     with pytest.raises(ValueError, match="colour"):
         memory.search("x", user="ann", filters={"colour": "red"})
+
+
+def test_a_stale_fact_never_ranks_above_its_successor_at_any_k(encoder, location):
+    """A fact the user changed ("I live in Leeds", then "I moved to Lyon"), asked with the stale one's own
+    words: search answers the successor first at k = 1, 3 and 10, the stale fact right after it, scores
+    non-increasing, one order at every k (successor_helpers). Before, k = 1 answered "I live in Leeds"."""
+    where, options = location
+    judge = ChangeJudge()
+    with memnets.open(where, encoder=encoder, duplicate_threshold=EXACT, supersession=judge, **options) as memory:
+        for text, when in facts():
+            memory.add(text, user="ann", t=when)
+        answers = {k: [(h.memory.content, h.score) for h in memory.search(QUESTION, user="ann", k=k)] for k in KS}
+        check_current_first(answers)
+        [then] = memory.search(QUESTION, user="ann", k=1, as_of=facts()[0][1])  # an as-of read: as it was
+        assert then.memory.content == STALE and then.memory.invalidated_by is not None
+        assert then.score > answers[1][0][1] + 0.02  # the stale fact is much nearer the question
+        vector = memory.encoder.encode([QUESTION], kind="query")
+        assert [h.memory.content for h in memory.search_vector(vector[0], user="ann", k=1)] == [SUCCESSOR]
 
 
 @pytest.mark.parametrize(

@@ -7,6 +7,7 @@ import json
 from datetime import UTC, datetime
 
 import pytest
+from successor_helpers import KS, QUESTION, ChangeJudge, check_current_first, facts
 
 import memnets
 from memnets.cli import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, main
@@ -77,6 +78,75 @@ def test_search_finds_the_exact_text_first_and_tables_print(folder, tiny_model_d
     assert hits[0]["score"] >= hits[1]["score"]
     code, out, _ = run(capsys, *at, "list", "--user", "ann")
     assert code == EXIT_OK and "memories of ann" in out and "Ann lives in Lisbon" in out and "Bob" not in out
+
+
+def test_search_never_answers_a_stale_fact_above_its_successor(tmp_path, tiny_model_dir, capsys):
+    """Leo's memories (successor_helpers) written with a judge that ended "Leeds" by "Lyon": `search -k`
+    at 1, 3 and 10 answers the successor first, the stale fact right after it, one order, scores non-increasing."""
+    folder = tmp_path / "memory"
+    with memnets.open(folder, encoder=tiny_model_dir, supersession=ChangeJudge()) as memory:
+        for text, when in facts():
+            memory.add(text, user="leo", t=when)
+    answers = {}
+    for k in KS:
+        code, out, _ = run(
+            capsys, folder, "--encoder", tiny_model_dir, "search", "--user", "leo", QUESTION, "-k", k, "--json"
+        )
+        assert code == EXIT_OK
+        answers[k] = [(hit["content"], hit["score"]) for hit in json.loads(out)]
+    check_current_first(answers)
+
+
+def table_rows(out: str) -> list[dict[str, str]]:
+    """The rows of a printed table as {column: cell}, a cell folded over several lines joined again."""
+    lines = out.splitlines()
+    header = next(line for line in lines if line.startswith("┃"))
+    columns = [cell.strip() for cell in header.split("┃")[1:-1]]
+    rows: list[list[str]] = []
+    for line in (line for line in lines if line.startswith("│")):
+        cells = [cell.strip() for cell in line.split("│")[1:-1]]
+        if cells[0]:
+            rows.append(cells)
+        else:  # the next line of a folded row
+            rows[-1] = [f"{a} {b}".strip() for a, b in zip(rows[-1], cells)]
+    return [dict(zip(columns, row)) for row in rows]
+
+
+def test_search_and_history_show_validity_and_how_each_version_came_to_be(tmp_path, tiny_model_dir, capsys):
+    """Search shows which fact still holds and which memory ended the other; history tells the judge's
+    ending from a restatement (the same text, new metadata), a change (another text) and a reopening."""
+    folder = tmp_path / "memory"
+    with memnets.open(folder, encoder=tiny_model_dir, supersession=ChangeJudge()) as memory:
+        for n, (text, when) in enumerate(facts()):
+            memory.add(text, user="leo", t=when, id=f"f{n}")
+        memory.update("f0", user="leo", metadata={"checked": True})
+        memory.update("f2", "I am learning Italian", user="leo")
+    at = [folder, "--encoder", tiny_model_dir]
+    code, out, _ = run(capsys, *at, "search", "--user", "leo", QUESTION, "-k", "2")
+    assert code == EXIT_OK
+    assert [(row["id"], row["validity"]) for row in table_rows(out)] == [
+        ("f1", "current"),
+        ("f0", "ended 2024-02-01, by f1"),
+    ]
+    code, out, _ = run(capsys, *at, "history", "--user", "leo", "f0")
+    assert code == EXIT_OK
+    assert [(row["id"], row["change"]) for row in table_rows(out)] == [
+        ("f0~1", "first said"),
+        ("f0~2", "ended by the judge (1.00)"),
+        ("f0", "restated"),
+    ]
+    assert table_rows(out)[-1]["validity"] == "ended 2024-02-01, by f1"
+    code, out, _ = run(capsys, *at, "history", "--user", "leo", "f2", "--json")
+    assert [(v["content"], v["change"]) for v in json.loads(out)] == [
+        ("I am learning Spanish", "first said"),
+        ("I am learning Italian", "changed"),
+    ]
+    with memnets.open(folder, encoder=tiny_model_dir) as memory:
+        memory.update("f0", user="leo", valid_to=None)  # the judge's decision undone
+    code, out, _ = run(capsys, *at, "history", "--user", "leo", "f0", "--json")
+    versions = json.loads(out)
+    assert [v["change"] for v in versions] == ["first said", "ended by the judge (1.00)", "restated", "reopened"]
+    assert (versions[-1]["valid_to"], versions[-1]["invalidated_by"]) == (None, None)
 
 
 def test_show_and_delete_of_a_missing_memory_fail_with_exit_1(folder, tiny_model_dir, capsys):

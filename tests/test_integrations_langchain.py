@@ -22,6 +22,7 @@ from langchain_tests.integration_tests import (
     RetrieversIntegrationTests,
     VectorStoreIntegrationTests,
 )
+from successor_helpers import KS, QUESTION, ChangeJudge, check_current_first, facts
 
 import memnets
 from memnets.integrations.langchain import (
@@ -217,6 +218,22 @@ def test_retriever_documents_carry_scores_and_filters(notes_memory):
     food = MemnetsRetriever(memory=notes_memory, user="alice", k=5, filter={"topic": "food"}).invoke("anything")
     assert sorted(d.id for d in food) == ["n1", "n5"]
     assert MemnetsRetriever(memory=notes_memory, user="nobody").invoke("tea") == []
+
+
+def test_the_vector_store_and_retriever_never_answer_a_stale_fact_above_its_successor(tmp_path, tiny_encoder):
+    """Texts added in the order said (successor_helpers), a judge ending "Leeds" by "Lyon": at every k both
+    answer the successor first, the stale fact right after it, one order, scores non-increasing."""
+    with memnets.open(tmp_path / "memory", encoder=tiny_encoder, supersession=ChangeJudge()) as memory:
+        store = MemnetsVectorStore(memory, "leo")
+        for text, _ in facts():
+            store.add_texts([text])
+        found = {k: store.similarity_search_with_score(QUESTION, k=k) for k in KS}
+        check_current_first({k: [(doc.page_content, score) for doc, score in hits] for k, hits in found.items()})
+        retriever = MemnetsRetriever(memory=memory, user="leo")
+        documents = {k: retriever.invoke(QUESTION, k=k) for k in KS}
+        check_current_first(
+            {k: [(doc.page_content, doc.metadata["memnets"]["score"]) for doc in docs] for k, docs in documents.items()}
+        )
 
 
 def test_retriever_ainvoke_takes_k_as_invoke_does(notes_memory):

@@ -22,6 +22,7 @@ pytest.importorskip("langgraph")
 from langgraph.graph import END, START, StateGraph
 from langgraph.store.base import BaseStore, InvalidNamespaceError, PutOp
 from langgraph.store.memory import InMemoryStore
+from successor_helpers import KS, QUESTION, ChangeJudge, check_current_first, facts
 
 import memnets
 from memnets.integrations.langgraph import (
@@ -266,6 +267,20 @@ def test_query_search_goes_through_agent_memory_search(store, memory):
     hits = memory.search("cherries are dark", user="fruit.alice", k=3)
     assert [(r.key, r.score) for r in results] == [(h.memory.id, pytest.approx(h.score)) for h in hits]
     assert results[0].value == dict(FRUIT[2][1])
+
+
+def test_a_query_search_never_answers_a_stale_fact_above_its_successor(tmp_path, tiny_encoder):
+    """Items put in the order said (successor_helpers), a judge ending "Leeds" by "Lyon": at every limit the
+    successor comes first, the stale item right after it, one order, scores non-increasing."""
+    with memnets.open(tmp_path / "memory", encoder=tiny_encoder, supersession=ChangeJudge()) as memory:
+        store = MemnetsStore(memory)
+        for n, (text, _) in enumerate(facts()):
+            store.put(("leo",), f"fact-{n}", {"content": text})
+        assert memory.get("fact-0", user="leo").invalidated_by == "fact-1"
+        answers = {k: store.search(("leo",), query=QUESTION, limit=k) for k in KS}
+        check_current_first(
+            {k: [(item.value["content"], item.score) for item in items] for k, items in answers.items()}
+        )
 
 
 def test_prefix_search_spans_namespaces_and_pages(any_store):

@@ -23,6 +23,7 @@ pytest.importorskip("mcp")
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamablehttp_client
+from successor_helpers import KS, QUESTION, ChangeJudge, check_current_first, facts
 
 import memnets
 
@@ -201,6 +202,23 @@ def test_stdio_round_trip(tmp_path, tiny_model_dir):
         assert memory.users() == ["alice"]
         assert [m.content for m in memory.list_memories(user="alice")] == ["Alice drinks black tea"]
         assert memory.get(tea_id, user="alice").metadata == {"source": "form"}
+
+
+def test_search_memory_never_answers_a_stale_fact_above_its_successor(tmp_path, tiny_model_dir):
+    """Leo's memories (successor_helpers) written with a judge that ended "Leeds" by "Lyon", then searched
+    through the real stdio server at k = 1, 3 and 10: the successor first, the stale fact right after it
+    (marked by its invalidated_by), one order, scores non-increasing."""
+    folder = tmp_path / "memory"
+    with memnets.open(folder, encoder=tiny_model_dir, supersession=ChangeJudge()) as memory:
+        written = [memory.add(text, user="leo", t=when) for text, when in facts()]
+
+    async def run():
+        async with stdio_session(folder, tiny_model_dir) as session:
+            return {k: await call(session, "search_memory", query=QUESTION, user_id="leo", k=k) for k in KS}
+
+    answers = {k: found["results"] for k, found in anyio.run(run).items()}
+    check_current_first({k: [(hit["content"], hit["score"]) for hit in hits] for k, hits in answers.items()})
+    assert answers[3][1]["invalidated_by"] == written[1].id == answers[3][0]["id"]
 
 
 def test_single_user_server_refuses_other_users(tmp_path, tiny_model_dir):

@@ -17,7 +17,7 @@ from memnets.memory.search import Searcher
 from memnets.memory.signals import HeuristicImportance
 from memnets.memory.writes import WritePath
 from memnets.records import Memory
-from memnets.store import LocalState, open_store, supports
+from memnets.store import LocalState, MemoryFilter, open_store, supports
 from memnets.store.archive import Archive
 
 T0 = datetime(2024, 3, 1, 12, 0, tzinfo=UTC)
@@ -60,6 +60,87 @@ def test_without_a_scorer_search_is_the_stores_ranking(encoder, tmp_path):
         vector = encoder.encode(["cat dog"], kind="query").numpy()[0]
         found = Searcher(store, None, 3).search("cat dog", vector, "ann", 4, None, T0)
         assert [(m.id, pytest.approx(s)) for m, s in found] == [(m.id, s) for m, s in store.search(vector, 4, "ann")]
+
+
+def at_cosine(cosine: float) -> np.ndarray:
+    """A unit vector of 4 dims whose inner product with the query :data:`QUERY` is ``cosine``."""
+    return np.array([cosine, np.sqrt(1.0 - cosine**2), 0.0, 0.0], dtype=np.float32)
+
+
+QUERY = at_cosine(1.0)
+# id: (cosine to QUERY, the id of the memory that ended it); A was ended by B, B in turn by C
+CHAIN = {"A": (0.9, "B"), "F1": (0.8, None), "B": (0.5, "C"), "F2": (0.4, None), "C": (0.3, None), "F3": (0.2, None)}
+# the one order at every k: C first of its chain at its own 0.3, B and A below it showing 0.3
+CHAIN_ORDER = [("F1", 0.8), ("F2", 0.4), ("C", 0.3), ("B", 0.3), ("A", 0.3), ("F3", 0.2)]
+
+
+def stored(store, rows: dict, owner: str = "ann", **fields) -> None:
+    """Writes ``rows`` ({id: (cosine, invalidated_by)}) to ``store`` as ``owner``'s memories."""
+    memories = [
+        Memory(
+            id=memory_id,
+            owner=owner,
+            t=T0,
+            content=f"fact {memory_id}",
+            invalidated_by=ended_by,
+            valid_to=T0 if ended_by else None,
+            **fields.get(memory_id, {}),
+        )
+        for memory_id, (_, ended_by) in rows.items()
+    ]
+    store.upsert(memories, np.stack([at_cosine(cosine) for cosine, _ in rows.values()]))
+
+
+def answer(found) -> list[tuple[str, float]]:
+    return [(memory.id, pytest.approx(score, abs=1e-6)) for memory, score in found]
+
+
+def test_a_successor_ranks_before_what_it_ended_down_a_chain_in_one_order_at_every_k(tmp_path):
+    """Without a scorer: A (the nearest) was ended by B, B by C (far from the query). At every k the answer
+    is the start of one order, each successor before what it ended and the ended ones showing its score;
+    at k = 1 the search had to look past A (before: A first at k = 1, F1 first at k = 3)."""
+    with open_store(tmp_path / "s", 4) as store:
+        stored(store, CHAIN)
+        stored(store, {"A": (0.9, None)}, owner="bob")  # another user's: never fetched as a successor
+        searcher = Searcher(store, None, 3)
+        for k in range(1, len(CHAIN) + 1):
+            assert answer(searcher.search("", QUERY, "ann", k, None, T0)) == CHAIN_ORDER[:k]
+
+
+def test_a_successor_the_filters_exclude_is_never_answered(tmp_path):
+    """C ended B but is of another topic: a search for the topic answers B as the last of A's chain that
+    passes, at its own score, and A below it."""
+    with open_store(tmp_path / "s", 4) as store:
+        home = {"metadata": {"topic": "home"}}
+        stored(store, CHAIN, A=home, B=home, F2=home)
+        searcher = Searcher(store, None, 3)
+        for k in (1, 2, 3):
+            found = searcher.search("", QUERY, "ann", k, MemoryFilter.parse(home), T0)
+            assert answer(found) == [("B", 0.5), ("A", 0.5), ("F2", 0.4)][:k]
+
+
+def test_a_replaced_successor_answers_as_its_replacement_and_a_cycle_or_a_deleted_one_ends_a_chain(tmp_path):
+    with open_store(tmp_path / "s", 4) as store:
+        stored(store, {"A": (0.9, "B"), "D": (0.2, None), "X": (0.7, "Y"), "Y": (0.6, "X"), "G": (0.5, "gone")})
+        stored(store, {"B": (0.3, None)}, B={"superseded_by": "D"})  # B, replaced by D since: an older version
+        found = Searcher(store, None, 3).search("", QUERY, "ann", 6, None, T0)
+        assert answer(found) == [("X", 0.6), ("Y", 0.6), ("G", 0.5), ("D", 0.2), ("A", 0.2)]
+
+
+class CosineScorer:
+    """A scorer that scores each memory by its stored vector's cosine to the query: the scorer's path
+    with scores known apart from it."""
+
+    def score(self, memories, query, now, *, query_vector=None, memory_vectors=None):
+        return memory_vectors @ query_vector
+
+
+def test_with_a_scorer_the_fetched_successor_is_scored_by_it(tmp_path):
+    with open_store(tmp_path / "s", 4) as store:
+        stored(store, CHAIN)
+        assert answer(Searcher(store, CosineScorer(), 1).search("", QUERY, "ann", 1, None, T0)) == [("C", 0.3)]
+        for k in (1, 2, 3):  # fetch_factor 3: F1 is among the candidates at every k
+            assert answer(Searcher(store, CosineScorer(), 3).search("", QUERY, "ann", k, None, T0)) == CHAIN_ORDER[:k]
 
 
 class WriteNow:

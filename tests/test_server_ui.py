@@ -2,7 +2,9 @@
 browser downloaded at run time). It loads, lists a user's memories, searches and shows each hit's
 score parts, shows a memory's versions and derived reflections, the manager's tiers and gate,
 deletes a memory (after the confirmation), and respects a scoped token: one for a user, and one
-narrowed to an agent of a user (the page fixes the agent and sees that agent's memories only).
+narrowed to an agent of a user (the page fixes the agent and sees that agent's memories only). A fact
+the server's judge ended (``supersession=auto``) is marked, in the list and in search, with a button
+that opens the memory that ended it.
 
 Chromium is Debian's at /usr/bin/chromium; without it (or without the playwright package) the
 tests skip, except with MEMNETS_REQUIRE_BROWSER=1 (as .ci/run sets it), where they fail.
@@ -20,6 +22,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from successor_helpers import QUESTION, STALE, SUCCESSOR, facts
 
 from memnets.server.testing import ServerProcess
 
@@ -44,6 +47,8 @@ FACTS = [
     "I work as a nurse on night shifts",
     "We are planning a trip to Lisbon in May",
 ]
+
+LEO_IDS = {STALE: "leeds", SUCCESSOR: "<i>lyon</i>"}  # an id that would be markup, were it not shown as text
 
 pytestmark = pytest.mark.slow
 
@@ -71,6 +76,7 @@ def server(tiny_model_dir, tmp_path_factory):
     (folder / "tokens.json").write_text(json.dumps({ANN: "ann", BOB_PLANNER: {"user": "bob", "agent": "planner"}}))
     encoder = os.environ.get("MEMNETS_UI_ENCODER") or str(tiny_model_dir)
     args = ["--encoder", encoder, "--token-env", "MEMNETS_UI_ADMIN", "--tokens", str(folder / "tokens.json")]
+    args += ["--set", "supersession=auto"]
     with ServerProcess(folder / "memory", *args, env={"MEMNETS_UI_ADMIN": ADMIN}) as process:
         process.wait_ready(token=ADMIN)
         with httpx.Client(base_url=process.url, headers={"Authorization": f"Bearer {ADMIN}"}) as admin:
@@ -92,6 +98,9 @@ def server(tiny_model_dir, tmp_path_factory):
             for fact in FACTS[:3]:
                 admin.post("/v1/users/ann/observe", json={"text": fact, "importance": 0.9}).raise_for_status()
             admin.post("/v1/users/ann/context", json={"query": "what is my dog called?"}).raise_for_status()
+            for n, (text, when) in enumerate(facts()):  # the rule judge ends "Leeds" by "Lyon"
+                said = {"user": "leo", "text": text, "t": when.isoformat(), "id": LEO_IDS.get(text, f"l{n}")}
+                admin.post("/v1/memories", json=said).raise_for_status()
         yield process
 
 
@@ -114,7 +123,7 @@ def test_inspector_lists_searches_explains_and_deletes(browser, server):
     page.fill("#token", ADMIN)
     page.click("#load")
     page.wait_for_selector("#memories tbody tr")
-    assert page.locator("#user option").all_inner_texts() == ["ann", "bob"]
+    assert page.locator("#user option").all_inner_texts() == ["ann", "bob", "leo"]
     rows = page.locator("#memories tbody tr")
     assert rows.count() == len(FACTS) + 1 and "Rex loves chasing squirrels" in page.inner_text("#memories")
     page.fill("#metadata", "")
@@ -189,6 +198,41 @@ def test_inspector_lists_searches_explains_and_deletes(browser, server):
     page.wait_for_function(f"document.querySelectorAll('#memories tbody tr').length === {len(FACTS)}")
     assert httpx.get(f"{server.url}/v1/memories/f3", params={"user": "ann"}, headers=_admin()).status_code == 404
     assert offsite == []  # nothing fetched from the network
+    page.close()
+
+
+def test_inspector_marks_an_ended_fact_and_opens_the_memory_that_ended_it(browser, server):
+    """Leo's stale fact is marked ended, in the list and in search (below its successor), with a button
+    naming the memory that ended it (its id shown as text) that opens that memory, not the row's own."""
+    page = browser.new_page(viewport={"width": 1400, "height": 900})
+    page.goto(f"{server.url}/ui/")
+    page.fill("#token", ADMIN)
+    page.fill("#user-typed", "leo")
+    page.click("#load")
+    page.wait_for_selector("#memories tbody tr[data-id='leeds']")
+    shot(page, "ended-list")
+    page.click("nav button[data-tab='search']")
+    page.fill("#query", QUESTION)
+    page.fill("#k", "3")
+    page.click("#search")
+    page.wait_for_function("document.querySelectorAll('#hits tbody tr').length === 3")
+    shot(page, "ended-search")
+    stale = page.locator("#memories tbody tr[data-id='leeds']")
+    assert "ended" in stale.get_attribute("class") and "ended 2024-02-01" in stale.inner_text()
+    assert page.locator("#memories tbody tr.ended").count() == 1
+    hits = page.locator("#hits tbody tr")
+    assert [SUCCESSOR, STALE] == [hits.nth(n).locator("td").nth(2).inner_text() for n in (0, 1)]
+    assert "current" in hits.nth(0).inner_text() and "ended" not in hits.nth(0).get_attribute("class")
+    button = hits.nth(1).locator("button.successor")
+    assert button.inner_text() == "by <i>lyon</i>" and page.locator("#hits i").count() == 0
+    button.click()
+    page.wait_for_selector("#detail:not(.hidden)")
+    assert page.inner_text("#detail-content") == SUCCESSOR  # the button's memory, not the row's
+    hits.nth(1).click()
+    page.wait_for_function(f"document.getElementById('detail-content').textContent === {STALE!r}")
+    page.locator("#detail button.successor").click()  # its invalidated_by field opens the successor too
+    page.wait_for_function(f"document.getElementById('detail-content').textContent === {SUCCESSOR!r}")
+    shot(page, "ended-detail")
     page.close()
 
 

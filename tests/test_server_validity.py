@@ -1,5 +1,6 @@
 """Validity and as-of reads through the REST server (a real server process) and memnets.Client: a fact that
-changed twice, queried as of three dates; the fields in the JSON; known_at; reopening by update."""
+changed twice, queried as of three dates; the fields in the JSON; known_at; reopening by update; a fact the
+server's judge ended (``--set supersession=auto``) never answered above its successor, at any k."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from datetime import UTC, datetime
 
 import httpx
 import pytest
+from successor_helpers import KS, QUESTION, STALE, SUCCESSOR, check_current_first, facts
 
 import memnets
 from memnets.server.testing import ServerProcess
@@ -24,6 +26,8 @@ def server(tiny_model_dir, tmp_path_factory):
         str(tiny_model_dir),
         "--set",
         "duplicate_threshold=0.9999",
+        "--set",
+        "supersession=auto",
         "--token-env",
         "MEMNETS_TEST_ADMIN",
     ]
@@ -77,3 +81,29 @@ def test_the_client_reads_as_of_and_known_at_and_reopens(server, changed):
     reopened = client.update(changed, user="ann", valid_to=None)
     assert reopened.valid_to is None and reopened.content == "Ann lives in Rome"
     assert client.get(changed, user="ann").valid_to is None
+
+
+@pytest.fixture(scope="module")
+def moved(server):
+    """Leo's memories (successor_helpers), written through the Client: the server's judge ends "Leeds"."""
+    client = memnets.Client(server.url, token=ADMIN)
+    written = {text: client.add(text, user="leo", t=when) for text, when in facts()}
+    assert client.get(written[STALE].id, user="leo").invalidated_by == written[SUCCESSOR].id
+    return written
+
+
+def test_rest_search_never_answers_a_stale_fact_above_its_successor(server, moved):
+    with httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {ADMIN}"}, timeout=30) as http:
+        answers = {}
+        for k in KS:
+            found = http.post("/v1/search", json={"user": "leo", "query": QUESTION, "k": k})
+            assert found.status_code == 200, found.text
+            answers[k] = [(hit["memory"]["content"], hit["score"]) for hit in found.json()["results"]]
+    check_current_first(answers)
+
+
+def test_the_client_search_never_answers_a_stale_fact_above_its_successor(server, moved):
+    client = memnets.Client(server.url, token=ADMIN)
+    check_current_first(
+        {k: [(hit.memory.content, hit.score) for hit in client.search(QUESTION, user="leo", k=k)] for k in KS}
+    )

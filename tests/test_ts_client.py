@@ -1,6 +1,8 @@
 """The TypeScript client (clients/typescript/): its saved OpenAPI document is the one the server
 serves (the client's types are generated from it, so they cannot drift), and its node tests
-(`node --test`) pass against a real `memnets serve http` process with a tiny encoder.
+(`node --test`) pass against a real `memnets serve http` process with a tiny encoder and the rule
+judge (``supersession=auto``: a changed fact, handed over as MEMNETS_CHANGED_FACT from
+tests/successor_helpers.py, must never answer above its successor).
 
 The node run needs node >= 18 and npm (and npm's registry for `npm ci`); without them it is skipped,
 unless MEMNETS_REQUIRE_NODE=1 (.ci/run sets it), which makes a missing node a failure."""
@@ -15,6 +17,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from successor_helpers import FILLERS, KS, QUESTION, STALE, SUCCESSOR, facts
 
 from memnets.server.testing import ServerProcess
 
@@ -60,11 +63,20 @@ def test_the_typescript_client_passes_its_tests_against_a_real_server(tiny_model
         assert done.returncode == 0, f"{' '.join(step)}:\n{done.stdout}\n{done.stderr}"
     tokens = tmp_path / "tokens.json"
     tokens.write_text(json.dumps({ANN: "ann"}))
-    args = ["--encoder", str(tiny_model_dir), "--set", "duplicate_threshold=0.9999"]
+    args = ["--encoder", str(tiny_model_dir), "--set", "duplicate_threshold=0.9999", "--set", "supersession=auto"]
     args += ["--token-env", "MEMNETS_TEST_ADMIN", "--tokens", str(tokens)]
+    changed = {
+        "facts": [[text, when.isoformat()] for text, when in facts()],
+        "question": QUESTION,
+        "stale": STALE,
+        "successor": SUCCESSOR,
+        "ks": KS,
+        "count": 2 + len(FILLERS),
+    }
     with ServerProcess(tmp_path / "memory", *args, env={"MEMNETS_TEST_ADMIN": ADMIN}) as server:
         server.wait_ready(token=ADMIN)
         environment = {**os.environ, "MEMNETS_URL": server.url, "MEMNETS_TOKEN": ADMIN, "MEMNETS_ANN_TOKEN": ANN}
+        environment["MEMNETS_CHANGED_FACT"] = json.dumps(changed)
         done = subprocess.run(
             [node, "--test", "--test-reporter=spec", "test/"],
             cwd=CLIENT,

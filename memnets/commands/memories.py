@@ -254,11 +254,14 @@ def run_show(memory, args, _) -> int:
 
 
 def run_history(memory, args, _) -> int:
+    from memnets.memory.validity import changes
+
     versions = memory.history(args.id, user=args.user)
     if not versions:
         print(f"{PROG} history: user {args.user!r} has no memory {args.id!r}", file=sys.stderr)
         return 1
-    show_memories(versions, args, title=f"history of {args.id} ({len(versions)} versions, oldest first)")
+    title = f"history of {args.id} ({len(versions)} versions, oldest first)"
+    show_memories(versions, args, title=title, changes=changes(versions))
     return 0
 
 
@@ -314,17 +317,24 @@ RUN = {
 }
 
 
-def show_memories(memories, args, *, title: str, scores: list[float] | None = None) -> None:
-    """A table of memories (id, created and updated times, kind, importance, content), or their JSON with --json.
+def show_memories(
+    memories, args, *, title: str, scores: list[float] | None = None, changes: list[str] | None = None
+) -> None:
+    """A table of memories (id, created and updated times, kind, importance, score, validity, change, content),
+    or their JSON with --json (with ``score`` and ``change`` where given).
 
     Both times, because ``t`` is when a memory was first written: the versions of an updated
-    memory share it and differ in ``updated_at``."""
+    memory share it and differ in ``updated_at``. The validity says whether a memory's fact still
+    holds, and which memory ended it (:func:`~memnets.memory.validity.in_words`); ``changes`` (a
+    history's) how each version came to be (:func:`~memnets.memory.validity.changes`)."""
+    from memnets.memory.validity import in_words
     from memnets.portable import memory_to_json
 
     if args.json:
         records = [memory_to_json(m) for m in memories]
-        for record, score in zip(records, scores or []):
-            record["score"] = score
+        for name, values in (("score", scores), ("change", changes)):
+            for record, value in zip(records, values or []):
+                record[name] = value
         print(json.dumps(records, ensure_ascii=False, indent=2))
         return
     table = Table(title=title)
@@ -332,11 +342,17 @@ def show_memories(memories, args, *, title: str, scores: list[float] | None = No
     table.add_column("id", no_wrap=True, min_width=id_width)  # an id is copied into show/delete: never cut
     for column in ("created", "updated", "kind", "importance", *(["score"] if scores else [])):
         table.add_column(column, justify="right" if column in ("importance", "score") else "left")
+    table.add_column("validity", overflow="fold")  # the id of the memory that ended it, whole
+    if changes:
+        table.add_column("change")
     table.add_column("content", overflow="fold")  # the column that gives way to a narrow terminal
     for n, m in enumerate(memories):
         content = m.content if len(m.content) <= CONTENT_WIDTH else m.content[: CONTENT_WIDTH - 1] + "…"
         row = [m.id, f"{m.created_at:%Y-%m-%d %H:%M}", f"{m.updated_at:%Y-%m-%d %H:%M}", m.kind, f"{m.importance:.2f}"]
         if scores:
             row.append(f"{scores[n]:.3f}")
+        row.append(in_words(m))
+        if changes:
+            row.append(changes[n])
         table.add_row(*row, content)
     print_table(table)

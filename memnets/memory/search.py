@@ -7,20 +7,29 @@ scores them from their stored vectors. What each caller does with the scores dif
 the top ``k``; the manager leaves out what it already holds and diversifies with MMR. Without a pack,
 ``AgentMemory.search`` ranks by cosine alone (a hand-set recency + importance mix retrieves far worse
 on LoCoMo, docs/benchmarks.md).
+
+A stale fact never answers above its successor, at any k (:func:`current_first`): a memory whose
+validity a newer one ended (``invalidated_by``, :mod:`memnets.memory.supersession`) ranks below the
+memory that ended it, and shows no higher a score. A search of the current facts fetches that
+successor when only the ended one was found (:meth:`Searcher.successors`: down the chain to the
+current one, owner-scoped, only if it passes the search's filters) and scores it as the others;
+ranked by cosine, it searches further when the stale fact moved down out of the k
+(:meth:`Searcher.nearest`), so the same memories answer in the same order at every k. An as-of /
+known-at read fetches none: it ranks the versions of its time as found (the ended memory was valid
+then; no memory is still above one among them that ended it).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import NamedTuple
 
 import numpy as np
 
-from memnets.memory.supersession import below_successors
 from memnets.records import Memory
 from memnets.store.filters import MemoryFilter
-from memnets.store.protocol import SearchVectors, supports
+from memnets.store.protocol import Chunks, SearchVectors, supports
 
 
 class SearchHit(NamedTuple):
@@ -74,18 +83,123 @@ class Searcher:
         filters: MemoryFilter | None,
         now: datetime,
     ) -> list[tuple[Memory, float]]:
-        """The ``k`` best memories of ``owner`` for the query with their scores, best first (ties: nearer first);
-        a memory another one invalidated just below that one (:func:`~memnets.memory.supersession.below_successors`)."""
+        """The ``k`` best memories of ``owner`` for the query with the scores they show, best first, by
+        :func:`current_first` (a stale fact never above the memory that ended it): by the store's cosine
+        (no scorer: :meth:`nearest`), or by the scorer's score of its ``fetch_factor * k`` candidates and
+        the current successors of the ended ones among them (:meth:`successors`)."""
         if self.scorer is None:
-            return below_successors(
-                [(m, float(s)) for m, s in self.store.search(query_vector, k, owner, filters=filters)]
-            )
+            return self.nearest(query_vector, owner, k, filters)
         memories, vectors = self.candidates(query_vector, k, owner, filters)
+        added, links = self.successors(memories, owner, filters)
+        if added:
+            memories = [*memories, *added]
+            vectors = np.concatenate([vectors, self.store.vectors([m.id for m in added], owner)])
         if not memories:
             return []
         scores = score(self.scorer, memories, query, now, query_vector, vectors)
-        order = np.argsort(-scores, kind="stable")[:k]
-        return below_successors([(memories[i], float(scores[i])) for i in order])
+        return current_first(list(zip(memories, scores.tolist())), links)[:k]
+
+    def nearest(
+        self, query_vector: np.ndarray, owner: str, k: int, filters: MemoryFilter | None
+    ) -> list[tuple[Memory, float]]:
+        """The ``k`` best by the store's cosine as :func:`current_first` ranks them, exact at every k: the
+        store's nearest with the current successors of the ended ones among them (:meth:`successors`),
+        searched again for twice as many until the k-th score shown is no lower than the last cosine the
+        store gave (a memory further down, at most that near, could rank above it otherwise: the stale
+        fact moved down and one the first search left out belongs in the k)."""
+        wanted = k
+        while True:
+            found = [(m, float(s)) for m, s in self.store.search(query_vector, wanted, owner, filters=filters)]
+            added, links = self.successors([m for m, _ in found], owner, filters)
+            ranked = current_first([*found, *zip(added, self.cosines(added, owner, query_vector))], links)
+            if len(found) < wanted or ranked[k - 1][1] >= found[-1][1]:
+                return ranked[:k]
+            wanted *= 2
+
+    def successors(
+        self, memories: Sequence[Memory], owner: str, filters: MemoryFilter | None
+    ) -> tuple[list[Memory], dict[str, str]]:
+        """(the current successors of the ended memories among ``memories`` that are not among them, the
+        links read on the way: {id: the id of the memory that ended or replaced it}).
+
+        Each ended memory's chain is read down from its ``invalidated_by`` (and ``superseded_by`` where
+        that memory was replaced since), one read of ``owner``'s memories by id per step, until it ends
+        (a memory nothing ended, or one deleted, expired or already read: a cycle stops there). Its
+        successor is the last memory on the way that is current (no ``superseded_by``) and passes
+        ``filters`` (:meth:`~memnets.store.filters.MemoryFilter.matches`, the stores' rule: a search
+        never answers a memory its filters exclude); none is added where that one is among ``memories``.
+        An as-of / known-at read (``filters.time_travel``) fetches none: it answers the versions of its
+        time, where the ended memory was valid and its successor, if it held yet, is a version of its own."""
+        if filters is not None and filters.time_travel:
+            return [], {}
+        hits = {m.id for m in memories}
+        read: dict[str, Memory] = {}
+        links = {m.id: m.invalidated_by for m in memories if m.invalidated_by is not None}
+        wanted = set(links.values()) - hits
+        while wanted:  # one read per step down the chains
+            for memory in self.store.get(sorted(wanted), owner):
+                read[memory.id] = memory
+                if (memory.superseded_by or memory.invalidated_by) is not None:
+                    links[memory.id] = memory.superseded_by or memory.invalidated_by
+            wanted = {links[i] for i in wanted if i in links} - hits - read.keys()
+        reached = {m.id: m for m in memories} | read
+        added = {}
+        for start in hits & links.keys():
+            last, after, seen = None, links[start], {start}
+            while after in reached and after not in seen:  # a hit on the way is current and passes
+                seen.add(after)
+                memory = reached[after]
+                if after in hits or (memory.superseded_by is None and (filters is None or filters.matches(memory))):
+                    last = memory
+                after = links.get(after)
+            if last is not None and last.id not in hits:
+                added[last.id] = last
+        return list(added.values()), {i: after for i, after in links.items() if i not in hits}
+
+    def cosines(self, memories: Sequence[Memory], owner: str, query_vector: np.ndarray) -> list[float]:
+        """Each memory's score as the store's search gives it: the inner product of its stored vector with
+        the query, or of its best further window where it has them (:mod:`memnets.store.chunks`)."""
+        if not memories:
+            return []
+        ids = [m.id for m in memories]
+        scores = self.store.vectors(ids, owner) @ query_vector
+        if supports(self.store, Chunks):
+            windows = self.store.chunk_vectors(ids, owner)
+            scores = [max(s, float((w @ query_vector).max(initial=-np.inf))) for s, w in zip(scores, windows)]
+        return [float(s) for s in scores]
 
 
-__all__ = ["SearchHit", "Searcher", "score"]
+def current_first(
+    hits: Sequence[tuple[Memory, float]], links: Mapping[str, str] | None = None
+) -> list[tuple[Memory, float]]:
+    """``hits`` (memory, own score; ties keep their order) ranked as a search answers them, with the score
+    each shows: no memory above one that ended it. A search's answer is the first k.
+
+    A memory's successors are the memories among ``hits`` that ended it, directly or in turn: its chain
+    of ``invalidated_by`` (through ``links``, {id: the id that ended or replaced it}, for memories not
+    among ``hits``; a cycle is read once round). The rule: an ended memory shows the least of its own
+    score and its successors' (``min(own, successor's shown score)``); the list is sorted by shown score,
+    highest first, at equal shown scores the memory with fewer successors first (so each successor
+    before every memory it ended), then in the order given. So the list is sorted by the score it
+    shows, and a stale fact is never above its successor: where the successor outranks all else, the
+    first answer is the successor, not the stale fact.
+    """
+    links = links or {}
+    position = {memory.id: n for n, (memory, _) in enumerate(hits)}
+    ranked = []
+    for n, (memory, own) in enumerate(hits):
+        shown, successors, seen = own, 0, {memory.id}
+        after = memory.invalidated_by
+        while after is not None and after not in seen:
+            seen.add(after)
+            if after in position:
+                successor, successor_score = hits[position[after]]
+                shown, successors, after = min(shown, successor_score), successors + 1, successor.invalidated_by
+            else:
+                after = links.get(after)
+        ranked.append((-shown, successors, n, memory))
+    ranked.sort(key=lambda item: item[:3])
+    return [(memory, -negative) for negative, _, _, memory in ranked]
+
+
+__all__ = ["SearchHit", "Searcher", "current_first", "score"]

@@ -15,8 +15,9 @@ write path writes it in the same store transaction as the new memory (``WritePat
 
 ``invalidated_by`` is its own field: ``superseded_by`` marks an older *version* row, which reads
 never return, while an invalidated memory stays current (an agent may still ask about it, and
-``as_of`` reads find it valid before its end). At search it ranks just below the memory that
-invalidated it (:func:`below_successors`). ``update(id, valid_to=None)`` reopens it (a new version
+``as_of`` reads find it valid before its end). A search never ranks it above the memory that
+invalidated it, at any k, and fetches that one when only the ended one was found
+(:func:`memnets.memory.search.current_first`). ``update(id, valid_to=None)`` reopens it (a new version
 without ``valid_to`` and ``invalidated_by``): a wrong decision is reversible.
 
 The judge is given to ``memnets.open(..., supersession=judge)``; None (the default) leaves the step off.
@@ -24,7 +25,7 @@ The judge is given to ``memnets.open(..., supersession=judge)``; None (the defau
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence, Set
+from collections.abc import Callable, Set
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -128,19 +129,4 @@ def closed_by_judge(older: Memory, newer: Memory, score: float) -> Memory:
     )
 
 
-def below_successors(hits: Sequence[tuple[Memory, float]]) -> list[tuple[Memory, float]]:
-    """``hits`` (best first) with each invalidated memory moved just below the hit that invalidated it,
-    when that one is among them and ranks lower; scores stay as they were."""
-    out = list(hits)
-    if all(memory.invalidated_by is None for memory, _ in hits):  # most searches: nothing to move
-        return out
-    for hit in hits:
-        ids = [memory.id for memory, _ in out]
-        successor = hit[0].invalidated_by
-        if successor in ids and ids.index(successor) > ids.index(hit[0].id):
-            out.remove(hit)
-            out.insert(ids.index(successor), hit)  # one place up after the removal: just below its successor
-    return out
-
-
-__all__ = ["CANDIDATES", "CANDIDATE_FLOOR", "CANDIDATE_POOL", "Supersession", "SupersessionJudge", "below_successors"]
+__all__ = ["CANDIDATES", "CANDIDATE_FLOOR", "CANDIDATE_POOL", "Supersession", "SupersessionJudge"]

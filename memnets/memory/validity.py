@@ -7,6 +7,9 @@ given, and the store closes the old version at that point. An update of the meta
 corrects the record: the validity stays unless given. ``valid_to=None`` reopens a memory a
 supersession closed (its ``invalidated_by`` and score go). The reads' ``as_of`` / ``known_at``
 become the filter keys of the same names (:mod:`memnets.store.as_of`).
+
+:func:`in_words` and :func:`changes` say a memory's validity and how each of its versions came to be,
+as ``memnets memories search|history`` show them.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 
+import memnets.timeutil as timeutil
 from memnets.argerrors import ArgumentValueError
 from memnets.memory.arguments import Keep
 from memnets.records import Memory
@@ -71,4 +75,41 @@ def as_of_filter(
     return MemoryFilter.combine(filters, {"as_of": as_of, "known_at": known_at})
 
 
-__all__ = ["KEEP", "as_of_filter", "backdated", "revised_validity"]
+def in_words(memory: Memory) -> str:
+    """``memory``'s validity in words: "current" while its fact holds, else "ended <date>" (or "ends <date>",
+    yet to come) and, where a newer memory ended it (the supersession judge), ", by <that memory's id>"."""
+    if memory.valid_to is None:
+        return "current"
+    ended = f"{'ends' if memory.valid_to > timeutil.now() else 'ended'} {memory.valid_to:%Y-%m-%d}"
+    return ended if memory.invalidated_by is None else f"{ended}, by {memory.invalidated_by}"
+
+
+def changes(versions: Sequence[Memory]) -> list[str]:
+    """How each of a memory's ``versions`` (oldest first, as ``history`` gives them) came to be, against the one
+    before it, so that an ending tells apart from a new text and from the same statement again:
+
+    - "first said": the first version;
+    - "ended by the judge (<score>)": the version a supersession judge wrote (``invalidated_by`` set anew, with
+      ``valid_to``);
+    - "changed": another text, a new version of the fact;
+    - "reopened": the same text, a judge's ending undone (``update(id, valid_to=None)``);
+    - "restated": the same text again (its metadata, time or validity changed: an older version's own
+      ``valid_to`` is closed where the next begins, so an end set by ``update`` is not told apart).
+    """
+    out = []
+    for previous, version in zip([None, *versions], versions):
+        if previous is None:
+            out.append("first said")
+        elif version.invalidated_by is not None and version.invalidated_by != previous.invalidated_by:
+            score = version.invalidation_score
+            out.append("ended by the judge" + ("" if score is None else f" ({score:.2f})"))
+        elif version.content != previous.content:
+            out.append("changed")
+        else:
+            out.append(
+                "reopened" if previous.invalidated_by is not None and version.invalidated_by is None else "restated"
+            )
+    return out
+
+
+__all__ = ["KEEP", "as_of_filter", "backdated", "changes", "in_words", "revised_validity"]

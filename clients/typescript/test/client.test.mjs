@@ -18,8 +18,12 @@ import {
 const URL_ = process.env.MEMNETS_URL;
 const ADMIN = process.env.MEMNETS_TOKEN;
 const ANN = process.env.MEMNETS_ANN_TOKEN; // a token scoped to user "ann"
-if (!URL_ || !ADMIN || !ANN)
-  throw new Error("set MEMNETS_URL, MEMNETS_TOKEN and MEMNETS_ANN_TOKEN (tests/test_ts_client.py does)");
+// a user's changed fact, from tests/successor_helpers.py: {facts: [[text, ISO time]], question, stale, successor, ks, count}
+const CHANGED = process.env.MEMNETS_CHANGED_FACT;
+if (!URL_ || !ADMIN || !ANN || !CHANGED)
+  throw new Error(
+    "set MEMNETS_URL, MEMNETS_TOKEN, MEMNETS_ANN_TOKEN and MEMNETS_CHANGED_FACT (tests/test_ts_client.py does)",
+  );
 
 const memory = new MemnetsClient(URL_, { token: ADMIN, timeoutMs: 30_000 });
 const run = Math.random().toString(36).slice(2, 8);
@@ -112,6 +116,36 @@ describe("reads at a time", () => {
     });
     assert.match(moved.valid_from, /^2024-08-01T00:00:00/);
     assert.equal(await memory.delete(home, { user }), true);
+  });
+});
+
+describe("a changed fact", () => {
+  test("search never answers a stale fact above its successor, at any k", async () => {
+    // the server's rule judge ends the stale fact by its successor; the question is the stale fact's own text
+    const { facts, question, stale, successor, ks, count } = JSON.parse(CHANGED);
+    const mover = `${user}-mover`;
+    for (const [text, when] of facts) await memory.add(text, { user: mover, t: new Date(when) });
+    const answers = {};
+    for (const k of ks) answers[k] = await memory.search(question, { user: mover, k });
+    const longest = answers[Math.max(...ks)];
+    assert.equal(longest.length, count);
+    for (const k of ks) {
+      const texts = answers[k].map((hit) => hit.memory.content);
+      const scores = answers[k].map((hit) => hit.score);
+      assert.equal(texts.length, k);
+      assert.equal(texts[0], successor, `k=${k}: ${texts}`);
+      assert.ok(!texts.includes(stale) || texts.indexOf(stale) === 1, `k=${k}: ${texts}`);
+      assert.ok(
+        scores.every((score, n) => n === 0 || scores[n - 1] >= score),
+        `k=${k}: ${scores}`,
+      );
+      assert.deepEqual(
+        texts,
+        longest.slice(0, k).map((hit) => hit.memory.content),
+      );
+    }
+    assert.equal(longest[1].memory.invalidated_by, longest[0].memory.id);
+    await memory.deleteAll({ user: mover });
   });
 });
 

@@ -50,6 +50,20 @@ function guarded(fn) {
 
 function short(t) { return t ? t.replace('T', ' ').slice(0, 19) : ''; }
 
+// A memory's validity: "current", or "ended <date>" and, where a newer memory ended it (a supersession
+// judge's invalidated_by), a button that opens that memory. Ids and dates go in as text, like all memory data.
+function validity(memory) {
+  if (!memory.valid_to) return el('span', { class: 'muted' }, 'current');
+  const word = new Date(memory.valid_to) > new Date() ? 'ends' : 'ended';
+  const ended = el('span', { class: 'ended-mark' }, `${word} ${short(memory.valid_to).slice(0, 10)}`);
+  return memory.invalidated_by ? el('span', {}, ended, ' ', successorButton(memory.invalidated_by)) : ended;
+}
+
+function successorButton(id) {
+  const open = (event) => { event.stopPropagation(); guarded(showMemory)(id); };  // not the row's own memory
+  return el('button', { class: 'successor', onclick: open, title: 'open the memory that ended this one' }, `by ${id}`);
+}
+
 // ------------------------------------------------------------------ users
 // The token's scope (/v1/whoami): a token for one user, agent or session fixes those fields, so the
 // page shows what the server lets it reach (the server enforces the scope on every route anyway).
@@ -114,8 +128,8 @@ async function listMemories() {
   const shown = data.memories;
   state.nextOffset = data.next_offset;
   $('page').textContent = ` ${state.offset + 1}-${state.offset + data.memories.length} `;
-  $('memories').tBodies[0].replaceChildren(...shown.map((m) => el('tr', { onclick: () => guarded(showMemory)(m.id), 'data-id': m.id },
-    el('td', {}, short(m.t)), el('td', {}, m.kind), el('td', {}, m.content),
+  $('memories').tBodies[0].replaceChildren(...shown.map((m) => el('tr', { onclick: () => guarded(showMemory)(m.id), 'data-id': m.id, class: m.valid_to ? 'ended' : '' },
+    el('td', {}, short(m.t)), el('td', {}, m.kind), el('td', {}, m.content), el('td', {}, validity(m)),
     el('td', {}, m.importance.toFixed(2)), el('td', {}, m.agent || ''), el('td', {}, m.session || ''))));
   status(`${state.user}: ${shown.length} memories on this page`);
 }
@@ -129,7 +143,8 @@ async function showMemory(id) {
   ]);
   const fields = ['id', 'kind', 't', 'updated_at', 'last_access', 'importance', 'agent', 'session', 'links', 'superseded_by', 'valid_from', 'valid_to', 'invalidated_by'];
   const rows = fields.filter((f) => memory[f] !== null && memory[f] !== undefined && String(memory[f]) !== '')
-    .map((f) => el('tr', {}, el('th', {}, f), el('td', {}, Array.isArray(memory[f]) ? memory[f].join(', ') : String(memory[f]))));
+    .map((f) => el('tr', {}, el('th', {}, f), el('td', {}, f === 'invalidated_by' ? successorButton(memory[f])
+      : Array.isArray(memory[f]) ? memory[f].join(', ') : String(memory[f]))));
   rows.push(el('tr', {}, el('th', {}, 'metadata'), el('td', {}, JSON.stringify(memory.metadata))));
   const panel = $('detail');
   panel.replaceChildren(
@@ -187,10 +202,11 @@ async function search() {
     ? 'ranked by cosine similarity alone (no pack: recency and importance do not count)'
     : `ranked by ${data.ranker}` + (data.weights
       ? ` (weights: relevance ${data.weights.relevance.toFixed(2)}, recency ${data.weights.recency.toFixed(2)}, importance ${data.weights.importance.toFixed(2)})` : '');
-  $('hits').tBodies[0].replaceChildren(...data.results.map((hit) => el('tr', { class: 'hit', onclick: () => guarded(showMemory)(hit.memory.id) },
+  // an ended fact answers below the memory that ended it, showing at most its score (memnets.memory.search)
+  $('hits').tBodies[0].replaceChildren(...data.results.map((hit) => el('tr', { class: hit.memory.valid_to ? 'hit ended' : 'hit', onclick: () => guarded(showMemory)(hit.memory.id) },
     el('td', { class: 'score' }, hit.score.toFixed(4)),
     el('td', {}, el('div', { class: 'parts' }, counted.map((p) => partBar(p, hit.parts[p])))),
-    el('td', {}, hit.memory.content))));
+    el('td', {}, hit.memory.content), el('td', {}, validity(hit.memory)))));
   status(`${data.results.length} hit(s) for "${query}"`);
 }
 
