@@ -9,12 +9,15 @@
   whose pre-tokenizer regex hits Oniguruma's retry limit on 100 ``a``s, loaded the supported way
   (``--encoder DIR``). The call that panics is a tool error; the session, the HTTP transport and
   the stdio transport answer the next calls.
+- A stdio line nested past Python's JSON parser's stack (with an escaped surrogate, which that
+  parser checks): the server answers the next message.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import selectors
 import socket
 import subprocess
 import sys
@@ -259,3 +262,38 @@ def test_an_oversized_message_is_answered_for_its_own_id(head, tail, found):
     from memnets.integrations.mcp_stdio import request_id
 
     assert request_id(head, tail) == found
+
+
+def _answer_to(process: subprocess.Popen, request_id: int, seconds: float) -> dict | None:
+    """The JSON-RPC answer to ``request_id`` on the server's stdout, or None if it exits or stays silent."""
+    deadline = time.monotonic() + seconds
+    with selectors.DefaultSelector() as selector:
+        selector.register(process.stdout, selectors.EVENT_READ)
+        while time.monotonic() < deadline:
+            if not selector.select(timeout=1.0):
+                continue
+            line = process.stdout.readline()
+            if not line:  # the server exited
+                return None
+            message = json.loads(line)
+            if message.get("id") == request_id:
+                return message
+    return None
+
+
+def test_a_line_nested_past_the_parsers_stack_leaves_the_stdio_server_serving(tmp_path, tiny_model_dir):
+    """Before: a line with an escaped surrogate is parsed by Python's json to check its strings, and one
+    nested past that parser's stack raised RecursionError out of the stdio reader: the server died."""
+    nested = "[" * 5000 + '"\\ud800"' + "]" * 5000
+    lines = [{"jsonrpc": "2.0", "id": 7, "method": "ping", "params": {"x": "NESTED"}}, HELLO]
+    sent = "".join(json.dumps(line).replace('"NESTED"', nested) + "\n" for line in lines)
+    command = [sys.executable, "-m", "memnets", "serve", "mcp", str(tmp_path / "memory")]
+    command += ["--encoder", str(tiny_model_dir)]
+    with subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL) as process:
+        try:
+            process.stdin.write(sent.encode())
+            process.stdin.flush()
+            answer = _answer_to(process, HELLO["id"], STARTUP_S)
+        finally:
+            process.kill()
+    assert answer is not None and answer["result"]["serverInfo"]["name"], answer

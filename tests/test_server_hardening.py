@@ -172,6 +172,18 @@ def test_a_json_body_nested_past_the_parsers_stack_is_a_400_even_without_a_token
     assert set(answer.json()["error"]) == {"code", "message", "field", "type"}
 
 
+def test_a_filters_query_nested_past_the_parsers_stack_is_a_400_naming_filters(server):
+    """Before: the listing's query parse caught JSONDecodeError only: 500 levels of $and (a 9 KB query
+    string) raised RecursionError, a 500 with a traceback in the log. Request JSON has one parser now."""
+    filters = '{"$and":[' * 500 + "{}" + "]}" * 500
+    with client(server, ANN) as ann:
+        answer = ann.get("/v1/memories", params={"user": "ann", "filters": filters})
+    assert answer.status_code == 400, answer.text
+    error = answer.json()["error"]
+    assert (error["code"], error["field"]) == ("malformed_request", "filters") and "nested" in error["message"]
+    assert "RecursionError" not in server.log.read_text(errors="replace")
+
+
 # ---------------------------------------------------------------- 13: the access log
 def test_the_access_log_keeps_routes_not_user_names_ids_or_filter_values(server):
     """Before: uvicorn's access log kept every path and query string (user names, memory ids, filter values)."""
