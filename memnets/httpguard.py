@@ -24,6 +24,8 @@ refuses the same requests the same way before its app sees them:
   had started) and is logged; the server goes on. Cancellation, ``KeyboardInterrupt`` and
   ``SystemExit`` pass through (:func:`is_control_flow`), so a server still stops.
 
+Its log lines name a request by its route template (:func:`route_of`), never by its path.
+
 Lifespan events pass through untouched, so the app starts and stops as without the guard.
 
 Every door parses the JSON a client sent (a body, a query value, an MCP line) with :func:`request_json`,
@@ -102,6 +104,14 @@ def request_json(raw: str | bytes) -> Any:
         return json.loads(raw)
     except RecursionError:
         raise ValueError("JSON nested deeper than the parser's stack allows") from None
+
+
+def route_of(scope) -> str:
+    """What a log line names a request by: the route template it matched (``/v1/memories/{id:path}``), or
+    ``unmatched`` when none has (yet: the guard's refusals come before routing). Never the path, whose
+    values (user names, memory ids) would stay in a log that an erasure cannot reach; the access log,
+    the metrics and every warning and error line of a door follow this one rule."""
+    return getattr(scope.get("route"), "path", "unmatched")
 
 
 def check_bind(host: str, token: str | None) -> None:
@@ -229,7 +239,7 @@ class HTTPGuard:
         refused = self.refusal(list(scope.get("headers") or ()))
         if refused is not None:
             status, message = refused
-            logger.warning("refused %s %s: %s", scope["type"], scope.get("path", ""), message)
+            logger.warning("refused %s %s: %s", scope["type"], route_of(scope), message)
             if scope["type"] == "websocket":
                 await send({"type": "websocket.close", "code": 1008, "reason": message[:120]})
             else:
@@ -290,7 +300,7 @@ class HTTPGuard:
         except BaseException as error:
             if is_control_flow(error):
                 raise
-            logger.error("%s %s failed", scope["type"], scope.get("path", ""), exc_info=error)
+            logger.error("%s %s failed", scope["type"], route_of(scope), exc_info=error)
             if started:
                 return  # the response is cut short; the next request is served as usual
             if scope["type"] == "websocket":

@@ -33,9 +33,9 @@ import httpx
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamablehttp_client
+from panic_helpers import PANIC_TEXT
 
 STARTUP_S = 180  # importing torch and transformers on a loaded 2-core machine is slow
-PANIC_TEXT = "a" * 100  # (a|aa)+b backtracks exponentially on a run of a's with no b
 HELLO = {
     "jsonrpc": "2.0",
     "id": 1,
@@ -43,40 +43,6 @@ HELLO = {
     "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}},
 }
 ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
-
-
-@pytest.fixture(scope="module")
-def panicking_encoder_dir(tmp_path_factory):
-    """A tiny random BERT whose fast tokenizer splits with a catastrophically backtracking regex:
-    encoding ``PANIC_TEXT`` raises ``pyo3_runtime.PanicException`` ("retry-limit-in-match over")."""
-    import torch
-    from tokenizers import Regex, Tokenizer, models, pre_tokenizers
-    from transformers import BertConfig, BertModel, PreTrainedTokenizerFast
-
-    vocab = {"[PAD]": 0, "[UNK]": 1, "[CLS]": 2, "[SEP]": 3, "a": 4, "b": 5, "hello": 6, "world": 7}
-    core = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
-    core.pre_tokenizer = pre_tokenizers.Sequence(
-        [pre_tokenizers.Whitespace(), pre_tokenizers.Split(Regex(r"(a|aa)+b"), behavior="isolated")]
-    )
-    tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=core, pad_token="[PAD]", unk_token="[UNK]", cls_token="[CLS]", sep_token="[SEP]"
-    )
-    path = tmp_path_factory.mktemp("panicking_encoder")
-    torch.manual_seed(0)
-    config = BertConfig(
-        vocab_size=len(vocab),
-        hidden_size=16,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        intermediate_size=32,
-        max_position_embeddings=128,
-    )
-    BertModel(config).save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    with pytest.raises(BaseException, match="retry-limit-in-match") as raised:  # the premise, checked here
-        tokenizer([PANIC_TEXT])
-    assert not isinstance(raised.value, Exception)  # a BaseException that `except Exception` misses
-    return path
 
 
 def _free_port(host: str) -> int:

@@ -17,6 +17,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from memnets.argerrors import field_of
+from memnets.httpguard import route_of
 from memnets.server.auth import AuthError
 from memnets.server.state import RETRY_AFTER_S, ServerError, ServerState
 from memnets.server.wire import ERROR_STATUS, error_body
@@ -62,12 +63,14 @@ def error_response(state: ServerState, code: str, message: str, field=None, kind
 
 
 def api_error_response(state: ServerState, request: Request, error: BaseException) -> JSONResponse:
-    """The JSON error answer to an exception of a memory call (logged when it is not the caller's fault)."""
+    """The JSON error answer to an exception of a memory call (logged, by its route template, when it is
+    not the caller's fault)."""
     code, message, field = classify(error)
+    route = route_of(request.scope)  # never the path: it holds user names and memory ids
     if code == "internal":
-        logger.error("memnets server: %s %s failed", request.method, request.url.path, exc_info=error)
+        logger.error("memnets server: %s %s failed", request.method, route, exc_info=error)
     elif code == "unavailable":
-        logger.warning("memnets server: %s %s: the store is unavailable: %s", request.method, request.url.path, error)
+        logger.warning("memnets server: %s %s: the store is unavailable: %s", request.method, route, error)
     headers = {"Retry-After": str(RETRY_AFTER_S)} if code == "unavailable" else None
     kind = None if code in ("internal", "unavailable") else _kind(error)
     return error_response(state, code, message, field, kind, headers)
