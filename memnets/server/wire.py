@@ -166,6 +166,7 @@ ERROR_STATUS = {
     "conflict": 409,  # the store refuses: another format, dim or encoder
     "unavailable": 503,  # the store cannot be reached (retry after Retry-After seconds)
     "not_ready": 503,
+    "insufficient_storage": 507,  # the store's disk is full (SQLite's SQLITE_FULL, ENOSPC): nothing of the call stored
     "internal": 500,
 }
 
