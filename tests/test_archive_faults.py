@@ -18,7 +18,7 @@ from archive_helpers import DIM, fill, memory_for, mount, vector_for, vectors_fo
 
 from memnets.store.archive import DB_FILE, Archive
 from memnets.store.disk_reserve import RESERVE_FILE
-from memnets.store.errors import StoreCorruptError, StoreReadOnlyError
+from memnets.store.errors import StoreCorruptError, StoreError, StoreFormatError, StoreReadOnlyError
 
 IDS = [f"key-{i:04d}" for i in range(40)]
 
@@ -97,6 +97,20 @@ def test_a_read_only_folder_is_reported_as_read_only_not_as_a_foreign_file(tmp_p
             Archive(view / "new", DIM)  # nor can one be created there
     with Archive(store, DIM) as archive:  # the store itself is untouched
         assert archive.count("alice") == len(IDS)
+
+
+def test_an_archive_opened_on_a_full_disk_says_so_not_that_it_is_foreign(tmp_path):
+    """Before: StoreFormatError "... is not a memnets archive (SQLite says: database or disk is full)"."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mount("-t", "tmpfs", "-o", "size=4m", "tmpfs", str(disk))
+    try:
+        fill(disk)
+        with pytest.raises(StoreError, match="its disk is full .*free space") as raised:
+            Archive(disk / "store", DIM)
+        assert not isinstance(raised.value, StoreFormatError)
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], check=False)
 
 
 @contextlib.contextmanager
