@@ -11,8 +11,10 @@ refuses the same requests the same way before its app sees them:
   bind that address or name; plus the names the operator lists (``allowed_hosts``, e.g. the name of
   a reverse proxy). Addresses compare by value (``[0:0:0:0:0:0:0:1]`` is ``[::1]``), names without
   case or a trailing dot. The port is not checked: rebinding needs the attacker's own name, and a
-  port mapping (``docker -p 9000:8000``) changes the port a client writes. A foreign ``Host`` gets
-  421, a foreign or opaque (``null``) ``Origin`` 403.
+  port mapping (``docker -p 9000:8000``) changes the port a client writes. An ``Origin`` passes when it
+  is the server's own (its host one of those names) or one of the origins the operator allows by CORS
+  (``cors_origins``, compared as a browser writes an origin); a CORS origin is never a name for
+  ``Host``. A foreign ``Host`` gets 421, a foreign or opaque (``null``) ``Origin`` 403.
 - **Bearer token**: with a token, every request carries ``Authorization: Bearer <token>``, the scheme
   in any case (RFC 7235), the token compared in constant time; anything else gets 401.
 - **Body size**: a body over ``max_body_bytes`` gets 413 with the limit in the message, read at most
@@ -22,7 +24,13 @@ refuses the same requests the same way before its app sees them:
   had started) and is logged; the server goes on. Cancellation, ``KeyboardInterrupt`` and
   ``SystemExit`` pass through (:func:`is_control_flow`), so a server still stops.
 
+Its log lines name a request by its route template (:func:`route_of`), never by its path.
+
 Lifespan events pass through untouched, so the app starts and stops as without the guard.
+
+Every door parses the JSON a client sent (a body, a query value, an MCP line) with :func:`request_json`,
+so that JSON nested past the parser's stack is a malformed request like any other, never a
+RecursionError (a 500 with a traceback, or a dead stdio server).
 """
 
 from __future__ import annotations
@@ -36,6 +44,7 @@ import logging
 import re
 import sys
 from collections.abc import Callable, Iterable
+from typing import Any
 from urllib.parse import urlsplit
 
 from memnets.netutil import is_loopback
@@ -49,6 +58,7 @@ _AUTHORITY = re.compile(
     r"(?:\[(?P<v6>[0-9a-f:.]+(?:%[^\]\s]+)?)\]|(?P<name>[^\s:\[\]/@]+))(?::[0-9]{0,5})?", re.I | re.A
 )
 _WILDCARDS = (ipaddress.ip_address("0.0.0.0"), ipaddress.ip_address("::"))
+_DEFAULT_PORTS = {"http": 80, "https": 443}  # the port an origin of each scheme has when it writes none
 _BaseExceptionGroup = getattr(builtins, "BaseExceptionGroup", None)  # Python 3.11+
 
 
@@ -85,6 +95,25 @@ def host_of(authority: str) -> str | None:
         return name
 
 
+def request_json(raw: str | bytes) -> Any:
+    """``raw``, JSON a client sent (a request body, a query value, an MCP message), parsed. ValueError for
+    anything that is not JSON, not UTF-8 or nested deeper than the parser's stack allows: Python's
+    parser raises RecursionError for the last (~500 levels of ``$and`` in a 9 KB query string), which
+    every caller had to remember to catch, and one that did not answered a 500."""
+    try:
+        return json.loads(raw)
+    except RecursionError:
+        raise ValueError("JSON nested deeper than the parser's stack allows") from None
+
+
+def route_of(scope) -> str:
+    """What a log line names a request by: the route template it matched (``/v1/memories/{id:path}``), or
+    ``unmatched`` when none has (yet: the guard's refusals come before routing). Never the path, whose
+    values (user names, memory ids) would stay in a log that an erasure cannot reach; the access log,
+    the metrics and every warning and error line of a door follow this one rule."""
+    return getattr(scope.get("route"), "path", "unmatched")
+
+
 def check_bind(host: str, token: str | None) -> None:
     """Raise ValueError, saying why, for an HTTP door on a host other machines can reach without a
     token (anything but a loopback address or ``localhost``): its tools read and delete memories."""
@@ -109,6 +138,22 @@ def host_names(host: str, allowed_hosts: Iterable[str] = ()) -> set[str]:
     return names
 
 
+def allowed_origins(origins: Iterable[str]) -> list[str]:
+    """The origins allowed by CORS (``--cors-origin``), each as a browser writes it in ``Origin``
+    (``HTTP://App.Example:80/`` is ``http://app.example``), so that the door guard and the CORS
+    middleware compare the same strings. ValueError names an entry that is not one origin
+    ``http(s)://host[:port]``, ``*`` included: the guard would pass every web page then."""
+    allowed = []
+    for origin in origins:
+        parts = _origin_parts(origin) if isinstance(origin, str) else None
+        if parts is None:
+            raise ValueError(
+                f"cors origin {origin!r} is not one origin http(s)://host[:port] (list each origin; '*' is not taken)"
+            )
+        allowed.append(_serialised(*parts))
+    return allowed
+
+
 def plain_error_body(status: int, message: str) -> dict:
     """The guard's own error JSON, ``{"error": message}`` (a server with an error shape of its own passes
     ``error_body`` to :class:`HTTPGuard`)."""
@@ -124,6 +169,8 @@ class HTTPGuard:
         host: the address or name the server listens on (the real ``--host`` value).
         token: the bearer token every request must carry, or None for none.
         allowed_hosts: further names (or addresses) clients reach the server by, e.g. a proxy's.
+        cors_origins: origins (``https://app.example``) whose requests pass the Origin check besides the
+            server's own: the app's CORS origins (:func:`allowed_origins` checks them). Never a ``Host``.
         max_body_bytes: the largest request body accepted.
         error_body: the JSON of a refusal from its status and message (default ``{"error": message}``;
             the REST server passes its documented ``{"error": {"code", "message", ...}}``).
@@ -136,6 +183,7 @@ class HTTPGuard:
         host: str,
         token: str | None = None,
         allowed_hosts: Iterable[str] = (),
+        cors_origins: Iterable[str] = (),
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
         error_body: Callable[[int, str], dict] = plain_error_body,
     ) -> None:
@@ -148,6 +196,7 @@ class HTTPGuard:
         self.max_body_bytes = max_body_bytes
         self.error_body = error_body  # (status, message) -> the JSON of a refusal
         self.names = host_names(host, allowed_hosts)
+        self.cors_origins = frozenset(allowed_origins(cors_origins))
         bound = next(iter(host_names(host)))
         self.any_ip = _ip(bound) in _WILDCARDS
         self.loopback = is_loopback(bound) or self.any_ip  # a wildcard bind listens on loopback too
@@ -161,6 +210,12 @@ class HTTPGuard:
         ip = _ip(host)
         return ip is not None and (self.any_ip or (self.loopback and _is_loopback_ip(ip)))
 
+    def allows_origin(self, origin: str) -> bool:
+        """Whether a request from ``origin`` (an ``Origin`` value) may reach the app: the server's own (its
+        host one :meth:`allows`) or an origin allowed by CORS; ``null`` and anything not an origin never."""
+        parts = _origin_parts(origin)
+        return parts is not None and (self.allows(parts[1]) or _serialised(*parts) in self.cors_origins)
+
     def refusal(self, headers: list[tuple[bytes, bytes]]) -> tuple[int, str] | None:
         """Why a request with these headers is refused (status, message), or None when it passes
         the Host, Origin and token checks."""
@@ -169,7 +224,7 @@ class HTTPGuard:
             shown = hosts[0] if len(hosts) == 1 else f"{len(hosts)} Host headers"
             return 421, f"misdirected request: Host {shown!r} does not name this server"
         for origin in _values(headers, b"origin"):
-            if not self.allows(_origin_host(origin)):
+            if not self.allows_origin(origin):
                 return 403, f"forbidden: requests from origin {origin!r} are refused"
         if self.token is not None:
             given = [value.encode("latin-1") for value in _values(headers, b"authorization")]
@@ -184,7 +239,7 @@ class HTTPGuard:
         refused = self.refusal(list(scope.get("headers") or ()))
         if refused is not None:
             status, message = refused
-            logger.warning("refused %s %s: %s", scope["type"], scope.get("path", ""), message)
+            logger.warning("refused %s %s: %s", scope["type"], route_of(scope), message)
             if scope["type"] == "websocket":
                 await send({"type": "websocket.close", "code": 1008, "reason": message[:120]})
             else:
@@ -245,7 +300,7 @@ class HTTPGuard:
         except BaseException as error:
             if is_control_flow(error):
                 raise
-            logger.error("%s %s failed", scope["type"], scope.get("path", ""), exc_info=error)
+            logger.error("%s %s failed", scope["type"], route_of(scope), exc_info=error)
             if started:
                 return  # the response is cut short; the next request is served as usual
             if scope["type"] == "websocket":
@@ -272,15 +327,27 @@ def _values(headers: list[tuple[bytes, bytes]], name: bytes) -> list[str]:
     return [value.decode("latin-1") for key, value in headers if key.lower() == name]
 
 
-def _origin_host(origin: str) -> str | None:
-    """The host of an ``Origin`` value ``scheme://host[:port]``; None for ``null`` or anything else."""
+def _origin_parts(origin: str) -> tuple[str, str, int] | None:
+    """(scheme, host, port) of an origin ``http(s)://host[:port]``: the scheme in lower case, the host
+    normalised by :func:`host_of`, the port the scheme's default when none is written; None for ``null``
+    or anything else (another scheme, a path, a query, user info, a port out of range)."""
     try:
         parts = urlsplit(origin.strip())
+        port = parts.port
     except ValueError:
         return None
-    if parts.scheme.lower() not in ("http", "https") or parts.path not in ("", "/") or parts.query or parts.fragment:
+    scheme = parts.scheme.lower()
+    if scheme not in _DEFAULT_PORTS or parts.path not in ("", "/") or parts.query or parts.fragment:
         return None
-    return host_of(parts.netloc)
+    host = host_of(parts.netloc)
+    return None if host is None else (scheme, host, _DEFAULT_PORTS[scheme] if port is None else port)
+
+
+def _serialised(scheme: str, host: str, port: int) -> str:
+    """The origin of :func:`_origin_parts`' parts as a browser writes it: an IPv6 address in brackets, the
+    port only when it is not the scheme's default."""
+    shown = f"[{host}]" if ":" in host else host
+    return f"{scheme}://{shown}" if port == _DEFAULT_PORTS[scheme] else f"{scheme}://{shown}:{port}"
 
 
 def _bearer_matches(value: bytes, token: bytes) -> bool:

@@ -76,6 +76,14 @@ def pg_url():
     shutil.rmtree(folder, ignore_errors=True)
 
 
+@pytest.fixture(scope="session")
+def panicking_encoder_dir(tmp_path_factory) -> Path:
+    """A tiny encoder whose tokenizer panics (a real pyo3 PanicException) on panic_helpers.PANIC_TEXT."""
+    from panic_helpers import write_panicking_encoder
+
+    return write_panicking_encoder(tmp_path_factory.mktemp("panicking_encoder"))
+
+
 @pytest.fixture(scope="module")
 def encoder(tiny_model_dir):
     """A MemoryEncoder on the tiny random model (MiniLM's tokenizer), one per test module."""

@@ -8,18 +8,17 @@ the last block. The mount tests need root and skip, with the reason, without it.
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 import sqlite3
 import subprocess
 from pathlib import Path
 
 import pytest
-from archive_helpers import DIM, memory_for, vector_for, vectors_for
+from archive_helpers import DIM, fill, memory_for, mount, vector_for, vectors_for
 
 from memnets.store.archive import DB_FILE, Archive
 from memnets.store.disk_reserve import RESERVE_FILE
-from memnets.store.errors import StoreCorruptError, StoreReadOnlyError
+from memnets.store.errors import StoreCorruptError, StoreError, StoreFormatError, StoreReadOnlyError
 
 IDS = [f"key-{i:04d}" for i in range(40)]
 
@@ -66,20 +65,14 @@ def test_a_healthy_archive_passes_every_check_and_a_bad_check_value_is_refused(t
         Archive(tmp_path, DIM, check="fast")
 
 
-def _mount(*args: str) -> None:
-    result = subprocess.run(["mount", *args], capture_output=True, text=True)
-    if result.returncode != 0:
-        pytest.skip(f"cannot mount here (needs root): {result.stderr.strip()}")
-
-
 @contextlib.contextmanager
 def _read_only_view(folder: Path, view: Path):
     """``folder`` seen through a read-only bind mount at ``view`` (root), or ``folder`` itself made read-only."""
     view.mkdir()
     if os.geteuid() == 0:
-        _mount("--bind", str(folder), str(view))
+        mount("--bind", str(folder), str(view))
         try:
-            _mount("-o", "remount,bind,ro", str(view))
+            mount("-o", "remount,bind,ro", str(view))
             yield view
         finally:
             subprocess.run(["umount", str(view)], check=True)
@@ -106,19 +99,18 @@ def test_a_read_only_folder_is_reported_as_read_only_not_as_a_foreign_file(tmp_p
         assert archive.count("alice") == len(IDS)
 
 
-def _fill(folder: Path) -> None:
-    """Write a file into ``folder`` until the file system has no block left."""
-    chunk = b"\0" * (64 << 10)
-    with open(folder / "filler", "wb", buffering=0) as handle:
-        with contextlib.suppress(OSError):
-            while True:
-                handle.write(chunk)
-        with contextlib.suppress(OSError):
-            while True:
-                handle.write(b"\0" * 512)
-    with pytest.raises(OSError) as raised, open(folder / "one-more", "wb", buffering=0) as handle:
-        handle.write(b"\0" * 4096)
-    assert raised.value.errno == errno.ENOSPC
+def test_an_archive_opened_on_a_full_disk_says_so_not_that_it_is_foreign(tmp_path):
+    """Before: StoreFormatError "... is not a memnets archive (SQLite says: database or disk is full)"."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mount("-t", "tmpfs", "-o", "size=4m", "tmpfs", str(disk))
+    try:
+        fill(disk)
+        with pytest.raises(StoreError, match="its disk is full .*free space") as raised:
+            Archive(disk / "store", DIM)
+        assert not isinstance(raised.value, StoreFormatError)
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], check=False)
 
 
 @contextlib.contextmanager
@@ -126,7 +118,7 @@ def _full_disk(tmp_path: Path, reserve: int):
     """An archive of 1,500 memories on a 24 MiB tmpfs, then the disk filled to the last block."""
     disk = tmp_path / "disk"
     disk.mkdir()
-    _mount("-t", "tmpfs", "-o", "size=24m", "tmpfs", str(disk))
+    mount("-t", "tmpfs", "-o", "size=24m", "tmpfs", str(disk))
     archive = None
     try:
         store = disk / "store"
@@ -135,7 +127,7 @@ def _full_disk(tmp_path: Path, reserve: int):
         for start in range(0, len(memories), 250):
             archive.upsert(memories[start : start + 250], vectors_for(memories[start : start + 250]))
         assert (store / RESERVE_FILE).is_file() == (reserve > 0)
-        _fill(disk)
+        fill(disk)
         yield disk, store, archive
     finally:
         if archive is not None:

@@ -9,7 +9,7 @@ import builtins
 
 import pytest
 
-from memnets.httpguard import HTTPGuard, check_bind, host_names, host_of, is_control_flow
+from memnets.httpguard import HTTPGuard, allowed_origins, check_bind, host_names, host_of, is_control_flow
 
 
 @pytest.mark.parametrize(
@@ -83,6 +83,24 @@ def test_refusals_name_the_header_and_the_status():
             "unauthorized: send Authorization: Bearer <token>",
         ), authorization
     assert guard.refusal(headers(**ok) + headers(authorization="Bearer tok"))[0] == 401  # two credentials
+
+
+def test_cors_origins_pass_the_origin_check_as_browsers_write_them_and_never_the_host_check():
+    assert allowed_origins(["HTTP://App.Example:80/", "https://[0:0::1]:8443", "https://b.example:443"]) == [
+        "http://app.example",
+        "https://[::1]:8443",
+        "https://b.example",
+    ]
+    for bad in ["*", "app.example", "http://app.example/path", "ftp://app.example", "null", "http://a:99999"]:
+        with pytest.raises(ValueError, match="cors origin .* is not one origin"):
+            allowed_origins([bad])
+    guard = HTTPGuard(None, host="127.0.0.1", cors_origins=["https://App.Example"])
+    ok = {"host": "127.0.0.1:8000"}
+    for origin in ["https://app.example", "https://app.example:443", "http://localhost:5173"]:
+        assert guard.refusal(headers(**ok, origin=origin)) is None, origin
+    for origin in ["http://app.example", "https://app.example:8443", "https://evil.example", "null"]:
+        assert guard.refusal(headers(**ok, origin=origin))[0] == 403, origin
+    assert guard.refusal(headers(host="app.example"))[0] == 421
 
 
 def test_check_bind_wants_a_token_off_loopback():

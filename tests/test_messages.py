@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import memnets
+from memnets.argerrors import ArgumentValueError, field_of
 from memnets.data.locomo import Turn
 from memnets.memory.messages import MessageOutcome
 
@@ -180,6 +181,23 @@ def test_repeated_ids_unusable_arguments_and_bad_options_are_refused_before_writ
     with pytest.raises(ValueError, match="user"):  # checked even when every message is skipped
         memory.add(messages=[{"role": "system", "content": "hello"}], user="")
     assert memory.list_memories(user="ann") == []
+
+
+def test_a_t_at_the_end_of_the_calendar_is_a_value_error_naming_t_and_the_message(memory):
+    """Before: two messages at t = 9999-12-31 23:59:59.999999 raised a bare OverflowError ("date value out
+    of range") from t + the second message's position, naming no argument, and no ValueError."""
+    last = datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC)
+    messages = [{"role": "user", "content": "I adopted a beagle"}, {"role": "user", "content": "His name is Rex"}]
+    with pytest.raises(
+        ArgumentValueError, match=r"^t 9999-12-31T23:59:59.999999\+00:00 leaves no room for messages\[1\]"
+    ):
+        memory.add(messages=messages, user="ann", t=last)
+    with pytest.raises(ValueError) as raised:
+        memory.add_many(messages, user="ann", t=last)
+    assert field_of(raised.value) == "t"
+    assert memory.list_memories(user="ann") == []  # nothing of either call was written
+    dated = [messages[0], {**messages[1], "time": last}]  # a message with its own time needs no room
+    assert [o.memory.t for o in memory.add(messages=dated, user="ann", t=last)] == [last, last]
 
 
 def test_keep_important_keeps_the_messages_the_importance_heuristic_scores_high(memory):

@@ -9,12 +9,15 @@
   whose pre-tokenizer regex hits Oniguruma's retry limit on 100 ``a``s, loaded the supported way
   (``--encoder DIR``). The call that panics is a tool error; the session, the HTTP transport and
   the stdio transport answer the next calls.
+- A stdio line nested past Python's JSON parser's stack (with an escaped surrogate, which that
+  parser checks): the server answers the next message.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import selectors
 import socket
 import subprocess
 import sys
@@ -30,9 +33,9 @@ import httpx
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamablehttp_client
+from panic_helpers import PANIC_TEXT
 
 STARTUP_S = 180  # importing torch and transformers on a loaded 2-core machine is slow
-PANIC_TEXT = "a" * 100  # (a|aa)+b backtracks exponentially on a run of a's with no b
 HELLO = {
     "jsonrpc": "2.0",
     "id": 1,
@@ -40,40 +43,6 @@ HELLO = {
     "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}},
 }
 ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
-
-
-@pytest.fixture(scope="module")
-def panicking_encoder_dir(tmp_path_factory):
-    """A tiny random BERT whose fast tokenizer splits with a catastrophically backtracking regex:
-    encoding ``PANIC_TEXT`` raises ``pyo3_runtime.PanicException`` ("retry-limit-in-match over")."""
-    import torch
-    from tokenizers import Regex, Tokenizer, models, pre_tokenizers
-    from transformers import BertConfig, BertModel, PreTrainedTokenizerFast
-
-    vocab = {"[PAD]": 0, "[UNK]": 1, "[CLS]": 2, "[SEP]": 3, "a": 4, "b": 5, "hello": 6, "world": 7}
-    core = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
-    core.pre_tokenizer = pre_tokenizers.Sequence(
-        [pre_tokenizers.Whitespace(), pre_tokenizers.Split(Regex(r"(a|aa)+b"), behavior="isolated")]
-    )
-    tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=core, pad_token="[PAD]", unk_token="[UNK]", cls_token="[CLS]", sep_token="[SEP]"
-    )
-    path = tmp_path_factory.mktemp("panicking_encoder")
-    torch.manual_seed(0)
-    config = BertConfig(
-        vocab_size=len(vocab),
-        hidden_size=16,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        intermediate_size=32,
-        max_position_embeddings=128,
-    )
-    BertModel(config).save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    with pytest.raises(BaseException, match="retry-limit-in-match") as raised:  # the premise, checked here
-        tokenizer([PANIC_TEXT])
-    assert not isinstance(raised.value, Exception)  # a BaseException that `except Exception` misses
-    return path
 
 
 def _free_port(host: str) -> int:
@@ -259,3 +228,38 @@ def test_an_oversized_message_is_answered_for_its_own_id(head, tail, found):
     from memnets.integrations.mcp_stdio import request_id
 
     assert request_id(head, tail) == found
+
+
+def _answer_to(process: subprocess.Popen, request_id: int, seconds: float) -> dict | None:
+    """The JSON-RPC answer to ``request_id`` on the server's stdout, or None if it exits or stays silent."""
+    deadline = time.monotonic() + seconds
+    with selectors.DefaultSelector() as selector:
+        selector.register(process.stdout, selectors.EVENT_READ)
+        while time.monotonic() < deadline:
+            if not selector.select(timeout=1.0):
+                continue
+            line = process.stdout.readline()
+            if not line:  # the server exited
+                return None
+            message = json.loads(line)
+            if message.get("id") == request_id:
+                return message
+    return None
+
+
+def test_a_line_nested_past_the_parsers_stack_leaves_the_stdio_server_serving(tmp_path, tiny_model_dir):
+    """Before: a line with an escaped surrogate is parsed by Python's json to check its strings, and one
+    nested past that parser's stack raised RecursionError out of the stdio reader: the server died."""
+    nested = "[" * 5000 + '"\\ud800"' + "]" * 5000
+    lines = [{"jsonrpc": "2.0", "id": 7, "method": "ping", "params": {"x": "NESTED"}}, HELLO]
+    sent = "".join(json.dumps(line).replace('"NESTED"', nested) + "\n" for line in lines)
+    command = [sys.executable, "-m", "memnets", "serve", "mcp", str(tmp_path / "memory")]
+    command += ["--encoder", str(tiny_model_dir)]
+    with subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL) as process:
+        try:
+            process.stdin.write(sent.encode())
+            process.stdin.flush()
+            answer = _answer_to(process, HELLO["id"], STARTUP_S)
+        finally:
+            process.kill()
+    assert answer is not None and answer["result"]["serverInfo"]["name"], answer

@@ -172,6 +172,35 @@ def test_a_json_body_nested_past_the_parsers_stack_is_a_400_even_without_a_token
     assert set(answer.json()["error"]) == {"code", "message", "field", "type"}
 
 
+def test_a_filters_query_nested_past_the_parsers_stack_is_a_400_naming_filters(server):
+    """Before: the listing's query parse caught JSONDecodeError only: 500 levels of $and (a 9 KB query
+    string) raised RecursionError, a 500 with a traceback in the log. Request JSON has one parser now."""
+    filters = '{"$and":[' * 500 + "{}" + "]}" * 500
+    with client(server, ANN) as ann:
+        answer = ann.get("/v1/memories", params={"user": "ann", "filters": filters})
+    assert answer.status_code == 400, answer.text
+    error = answer.json()["error"]
+    assert (error["code"], error["field"]) == ("malformed_request", "filters") and "nested" in error["message"]
+    assert "RecursionError" not in server.log.read_text(errors="replace")
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body"),
+    [
+        ("POST", "/v1/search", '{"user": "ann", "query": "a fact", "filters": %s}'),  # the hot route
+        ("PATCH", "/v1/memories/m1", '{"user": "ann", "text": "a fact", "filters": %s}'),  # parsed by FastAPI
+    ],
+)
+def test_a_filter_as_deep_as_the_parser_takes_is_a_4xx_at_every_depth(server, method, path, body):
+    """Before: a filter the JSON parser could just take (~480 levels, the bound set by the server's stack)
+    overflowed the stack in the walk that turns its times back into datetimes: a 500 at a level or two."""
+    with client(server, ANN) as ann:
+        for levels in range(400, 560):
+            filters = '{"$and":[' * levels + "{}" + "]}" * levels
+            answer = ann.request(method, path, content=body % filters, headers={"Content-Type": "application/json"})
+            assert 400 <= answer.status_code < 500, (levels, answer.text)
+
+
 # ---------------------------------------------------------------- 13: the access log
 def test_the_access_log_keeps_routes_not_user_names_ids_or_filter_values(server):
     """Before: uvicorn's access log kept every path and query string (user names, memory ids, filter values)."""

@@ -10,6 +10,7 @@ from datetime import UTC, date, datetime
 
 import pytest
 
+import memnets
 from memnets.temporal.dates import DATES_KEY, ResolvedDate, date_metadata, resolve_dates, with_dates
 
 TURN = date(2024, 5, 7)  # a Tuesday
@@ -92,6 +93,34 @@ def test_a_datetime_turn_resolves_from_its_day_and_a_wrong_time_is_named():
     assert labels(resolve_dates("yesterday", datetime(2023, 5, 8, 13, 56, tzinfo=UTC))) == ["2023-05-07"]
     with pytest.raises(TypeError, match="at must be a datetime or date, got str"):
         resolve_dates("yesterday", "2023-05-08")
+
+
+@pytest.mark.parametrize(
+    ("text", "turn"),
+    [
+        ("we fly tomorrow", date(9999, 12, 31)),
+        ("I saw her yesterday", date(1, 1, 1)),
+        ("next week", date(9999, 12, 30)),
+        ("this weekend", date(9999, 12, 31)),
+        ("next Friday", date(9999, 12, 31)),
+        ("next year", date(9999, 5, 5)),
+        ("next month", date(9999, 12, 5)),
+        ("last year", date(1, 5, 5)),
+        ("three weeks ago", date(1, 1, 2)),
+    ],
+)
+def test_an_expression_naming_days_outside_the_calendar_is_left_out(text, turn):
+    """Before: OverflowError ("date value out of range") or ValueError ("year 10000 is out of range")."""
+    assert resolve_dates(text, turn) == []
+    assert resolve_dates(f"today, and {text}", turn) == [ResolvedDate("today", turn, turn)]
+
+
+def test_a_memory_at_the_end_of_the_calendar_is_written_with_the_dates_that_exist(encoder, tmp_path):
+    """Before: add with resolve_dates on and t = 9999-12-31 raised a bare OverflowError for "tomorrow"."""
+    t = datetime(9999, 12, 31, 12, tzinfo=UTC)
+    with memnets.open(tmp_path / "memory", encoder=encoder, resolve_dates=True) as memory:
+        added = memory.add("I pack today and fly home tomorrow", user="ann", t=t)
+    assert added.metadata[DATES_KEY] == [{"text": "today", "start": "9999-12-31", "end": "9999-12-31"}]
 
 
 def test_the_longest_expression_wins_where_rules_overlap():

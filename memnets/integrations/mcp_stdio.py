@@ -18,7 +18,7 @@ import sys
 from io import TextIOWrapper
 
 from memnets.extras import needs_extra
-from memnets.httpguard import DEFAULT_MAX_BODY_BYTES
+from memnets.httpguard import DEFAULT_MAX_BODY_BYTES, request_json
 
 with needs_extra("memnets.integrations.mcp_stdio", "mcp"):
     import anyio
@@ -107,11 +107,13 @@ def _valid_unicode(line: bytes) -> bool:
     """Whether the JSON line's strings are valid Unicode: Python's json decodes an escaped lone
     surrogate (``"\\ud800"``), which the SDK's parser then refuses without a reply."""
     try:
-        json.dumps(json.loads(line), ensure_ascii=False).encode("utf-8")
+        value = request_json(line)
+    except ValueError:  # not JSON, or nested past the parser's stack: the SDK's own parse error
+        return True
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
     except UnicodeEncodeError:
         return False
-    except ValueError:  # not JSON at all: the SDK's own parse error
-        return True
     return True
 
 

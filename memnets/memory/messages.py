@@ -216,6 +216,21 @@ def unwritten(message: Message, roles: Sequence[str]) -> str | None:
     return None if message.text else "no text"
 
 
+def message_time(base: datetime, n: int) -> datetime:
+    """The time of message ``n`` that has none of its own: the call's ``t`` (``base``) plus ``n``
+    microseconds, so that a listing by ``t`` keeps the transcript's order. ArgumentValueError naming ``t``
+    (and the message) when that passes the last datetime: a bare OverflowError ("date value out of
+    range") had named neither, and was no ValueError."""
+    try:
+        return base + timedelta(microseconds=n)
+    except OverflowError:
+        raise ArgumentValueError(
+            f"t {base.isoformat()} leaves no room for messages[{n}]: a message without its own time is t plus its "
+            "position in microseconds, which passes the year 9999; give an earlier t or the message a time",
+            field="t",
+        ) from None
+
+
 class MessageWriter:
     """Writes a transcript through an ``AgentMemory``'s write path (its :meth:`add` is the memory's).
 
@@ -274,9 +289,7 @@ class MessageWriter:
         outcomes = [MessageOutcome(n, m.role, "skipped", reason=unwritten(m, roles)) for n, m in enumerate(parsed)]
         chosen = [n for n, outcome in enumerate(outcomes) if outcome.reason is None]  # the rest stay skipped
         records = [
-            self._record(
-                parsed[n], n, user, metadata or {}, t=parsed[n].time or base + timedelta(microseconds=n), **fields
-            )
+            self._record(parsed[n], n, user, metadata or {}, t=parsed[n].time or message_time(base, n), **fields)
             for n in chosen
         ]
         if not records:

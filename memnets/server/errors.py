@@ -10,6 +10,7 @@ TypeError -> 422 and KeyError -> 404, a token's AuthError -> 401/403, a request 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -17,19 +18,26 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from memnets.argerrors import field_of
+from memnets.httpguard import route_of
 from memnets.server.auth import AuthError
 from memnets.server.state import RETRY_AFTER_S, ServerError, ServerState
 from memnets.server.wire import ERROR_STATUS, error_body
+from memnets.store.disk_reserve import disk_full
 from memnets.store.errors import InvalidMemoryError, StoreError, StoreUnavailableError
 
 logger = logging.getLogger(__name__)
 
+DISK_FULL_MESSAGE = (
+    "the store's disk is full: this call was not completed (its transaction rolled back). Free space on the "
+    "server's disk; reads and deletions still work (the store keeps room for a deletion)"
+)
 
-def _store_unavailable(error: BaseException) -> bool:
-    """Whether ``error``, or an error it was raised from, is the store's StoreUnavailableError."""
+
+def _raised_from(error: BaseException, test: Callable[[BaseException], bool]) -> bool:
+    """Whether ``error``, or an error it was raised from (or while handling), passes ``test``."""
     seen = set()
     while error is not None and id(error) not in seen:
-        if isinstance(error, StoreUnavailableError):
+        if test(error):
             return True
         seen.add(id(error))
         error = error.__cause__ or error.__context__
@@ -39,8 +47,10 @@ def _store_unavailable(error: BaseException) -> bool:
 def classify(error: BaseException) -> tuple[str, str, str | None]:
     """(code, message, field) of an exception a memory call raised; the field is the argument the
     error names itself (:mod:`memnets.argerrors`), never guessed from its message."""
-    if _store_unavailable(error):
+    if _raised_from(error, lambda raised: isinstance(raised, StoreUnavailableError)):
         return "unavailable", f"the store cannot be reached: {error}", None
+    if _raised_from(error, disk_full):
+        return "insufficient_storage", DISK_FULL_MESSAGE, None
     if isinstance(error, InvalidMemoryError):
         return "invalid_memory", str(error), field_of(error)
     if isinstance(error, KeyError):
@@ -62,14 +72,18 @@ def error_response(state: ServerState, code: str, message: str, field=None, kind
 
 
 def api_error_response(state: ServerState, request: Request, error: BaseException) -> JSONResponse:
-    """The JSON error answer to an exception of a memory call (logged when it is not the caller's fault)."""
+    """The JSON error answer to an exception of a memory call (logged, by its route template, when it is
+    not the caller's fault)."""
     code, message, field = classify(error)
+    route = route_of(request.scope)  # never the path: it holds user names and memory ids
     if code == "internal":
-        logger.error("memnets server: %s %s failed", request.method, request.url.path, exc_info=error)
+        logger.error("memnets server: %s %s failed", request.method, route, exc_info=error)
     elif code == "unavailable":
-        logger.warning("memnets server: %s %s: the store is unavailable: %s", request.method, request.url.path, error)
+        logger.warning("memnets server: %s %s: the store is unavailable: %s", request.method, route, error)
+    elif code == "insufficient_storage":
+        logger.warning("memnets server: %s %s: the store's disk is full: %s", request.method, route, error)
     headers = {"Retry-After": str(RETRY_AFTER_S)} if code == "unavailable" else None
-    kind = None if code in ("internal", "unavailable") else _kind(error)
+    kind = None if code in ("internal", "unavailable", "insufficient_storage") else _kind(error)
     return error_response(state, code, message, field, kind, headers)
 
 

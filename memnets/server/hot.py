@@ -16,7 +16,6 @@ one no handler takes goes up to :class:`~memnets.server.measure.RequestMeasure` 
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +23,7 @@ from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from memnets.httpguard import request_json
 from memnets.server.caller import caller
 from memnets.server.routes import memories, search
 
@@ -114,8 +114,8 @@ async def _read_body(receive: Receive) -> tuple[bytes, Receive]:
 def _validated(model: type[BaseModel], raw: bytes) -> BaseModel | None:
     """``raw`` as ``model`` when it is a JSON object the model validates, else None (FastAPI answers it)."""
     try:
-        data = json.loads(raw)
-    except (ValueError, RecursionError):  # not JSON, not UTF-8, or nested past the parser's stack
+        data = request_json(raw)
+    except ValueError:  # not JSON, not UTF-8, or nested past the parser's stack
         return None
     if not isinstance(data, dict):
         return None

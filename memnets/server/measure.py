@@ -17,6 +17,7 @@ from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from memnets import tracing
+from memnets.httpguard import route_of
 from memnets.server import errors
 from memnets.server.state import ServerState
 
@@ -57,7 +58,7 @@ class RequestMeasure:
                 if status is not None:  # the answer is under way: nothing else can be sent
                     raise
                 await errors.api_error_response(self.state, Request(scope), error)(scope, receive, named)
-            path = getattr(scope.get("route"), "path", "unmatched")
+            path = route_of(scope)
             finish(path, status)
         metrics = self.state.metrics
         metrics.requests.labels(method, path, str(status)).inc()

@@ -29,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 
 from memnets.extras import needs_extra
-from memnets.httpguard import HTTPGuard, check_bind
+from memnets.httpguard import HTTPGuard, allowed_origins, check_bind
 from memnets.server.auth import Tokens
 from memnets.server.protocol import ConnectionLimits, GuardedH11Protocol, use_limits
 from memnets.server.wire import guard_error_body
@@ -133,16 +133,18 @@ class ServerConfig:
 
 def build_app(config: ServerConfig):
     """The app of ``config`` behind the HTTP door guard (:class:`memnets.httpguard.HTTPGuard`: Host and
-    Origin for the real bind host, the body limit, contained failures); the memory opens in the
-    background once the app starts. The guard checks no token: the app resolves each token to its scope."""
+    Origin for the real bind host, the CORS origins passing the Origin check, the body limit, contained
+    failures); the memory opens in the background once the app starts. The guard checks no token: the
+    app resolves each token to its scope."""
     from memnets.server.app import create_app
 
+    origins = allowed_origins(config.cors_origins)  # as browsers write them: the guard and CORS compare alike
     app = create_app(
         config.open_memory,
         tokens=config.tokens(),
         batching=config.batching,
         max_wait_s=config.max_wait_s,
-        cors_origins=config.cors_origins or None,
+        cors_origins=origins or None,
         pack=config.pack,
         access_log=config.access_log == "route",
     )
@@ -150,6 +152,7 @@ def build_app(config: ServerConfig):
         app,
         host=config.host,
         allowed_hosts=config.allowed_hosts,
+        cors_origins=origins,
         max_body_bytes=config.max_body,
         error_body=guard_error_body,
     )
@@ -167,7 +170,8 @@ def app_from_environment():
 
 def check(config: ServerConfig) -> None:
     """ValueError, saying why, for a config that cannot serve: a bad port or worker count, an exposed
-    host without tokens, a token variable or tokens file that cannot be read, a memory that does not open."""
+    host without tokens, a CORS origin that is not one, a token variable or tokens file that cannot be
+    read, a memory that does not open."""
     if not 0 < config.port < 65536:
         raise ValueError(f"--port must be in 1..65535, got {config.port}")
     if config.workers < 1:
@@ -179,6 +183,7 @@ def check(config: ServerConfig) -> None:
     except ImportError as error:  # --loop uvloop without it installed
         raise ValueError(str(error)) from None
     config.limits()  # a timeout or connection limit out of range: its name and range
+    allowed_origins(config.cors_origins)  # '*' or not an origin: named
     check_bind(config.host, "configured" if config.tokens().required else None)
     config.key()
 

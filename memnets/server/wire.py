@@ -16,7 +16,7 @@ from typing import Any
 
 from memnets.argerrors import ArgumentTypeError
 from memnets.records import Memory
-from memnets.store.filters import MemoryFilter
+from memnets.store.filters import MAX_FILTER_DEPTH, MemoryFilter
 from memnets.timeutil import as_utc
 
 TIME_ARGUMENTS = (  # ISO strings on the wire
@@ -122,9 +122,14 @@ def filters_to_json(filters: Any) -> Any:
     return to_json(filters)
 
 
-def filters_from_json(filters: Any) -> Any:
-    """A ``filters`` argument from its JSON form: the time bounds back to datetimes, the rest as given."""
-    if not isinstance(filters, Mapping):
+def filters_from_json(filters: Any, depth: int = 1) -> Any:
+    """A ``filters`` argument from its JSON form: the time bounds back to datetimes, the rest as given.
+
+    ``$and``/``$or`` are walked :data:`~memnets.store.filters.MAX_FILTER_DEPTH` levels down at most
+    (``depth`` is this filter's); deeper ones are passed as they are, for the API to refuse naming the
+    bound. A request's filter as deep as the JSON parser allows (~480 levels) overflowed the stack here,
+    a 500."""
+    if not isinstance(filters, Mapping) or depth > MAX_FILTER_DEPTH:
         return filters  # the API names what is wrong with it
     out = dict(filters)
     for name in ("since", "until", "as_of", "known_at"):
@@ -132,7 +137,7 @@ def filters_from_json(filters: Any) -> Any:
             out[name] = parse_time(out[name], f"filters.{name}")
     for name in ("$and", "$or"):
         if isinstance(out.get(name), list):
-            out[name] = [filters_from_json(inner) for inner in out[name]]
+            out[name] = [filters_from_json(inner, depth + 1) for inner in out[name]]
     return out
 
 
@@ -161,6 +166,7 @@ ERROR_STATUS = {
     "conflict": 409,  # the store refuses: another format, dim or encoder
     "unavailable": 503,  # the store cannot be reached (retry after Retry-After seconds)
     "not_ready": 503,
+    "insufficient_storage": 507,  # the store's disk is full (SQLite's SQLITE_FULL, ENOSPC): nothing of the call stored
     "internal": 500,
 }
 

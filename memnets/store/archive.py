@@ -59,7 +59,7 @@ from memnets.store.chunks import from_blob, merge
 from memnets.store.core import SqlStore
 from memnets.store.crypto import DEFAULT_KDF, RowCipher
 from memnets.store.dialect import CURRENT
-from memnets.store.disk_reserve import RESERVE_BYTES, DiskReserve
+from memnets.store.disk_reserve import RESERVE_BYTES, DiskReserve, disk_full
 from memnets.store.errors import StoreError, StoreKeyError, StoreNotFoundError
 from memnets.store.faiss_sync import FaissSync
 from memnets.store.filters import MemoryFilter
@@ -296,7 +296,7 @@ class Archive(FaissSync, SqlStore):
             try:
                 return super()._delete_rows(*deletion)
             except sqlite3.OperationalError as error:
-                if getattr(error, "sqlite_errorname", "") != "SQLITE_FULL" or not self._reserve.release():
+                if not disk_full(error) or not self._reserve.release():
                     raise
                 self._require_open().execute("PRAGMA wal_checkpoint(TRUNCATE)")  # the log's room, for the retry
                 return super()._delete_rows(*deletion)
@@ -326,7 +326,7 @@ class Archive(FaissSync, SqlStore):
                 conn.executescript("PRAGMA incremental_vacuum;")  # execute() would free only one page per call
                 busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
             except sqlite3.OperationalError as error:
-                if getattr(error, "sqlite_errorname", "") != "SQLITE_FULL":
+                if not disk_full(error):
                     raise
                 # the deletion itself committed (gone for every reader); the scrub waits for room
                 log.warning(

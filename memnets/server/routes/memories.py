@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from fastapi import APIRouter
 from pydantic import Field
 
+from memnets.httpguard import request_json
 from memnets.memory.validity import as_of_filter
 from memnets.records import DERIVED_KINDS, Memory
 from memnets.server.auth import authorize_memory, authorize_scope
@@ -104,9 +104,10 @@ async def list_memories(
     parsed = None
     if filters is not None:
         try:
-            parsed = filters_from_json(json.loads(filters))
-        except json.JSONDecodeError as error:
+            parsed = request_json(filters)
+        except ValueError as error:  # not JSON, or nested past the parser's stack
             raise ServerError("malformed_request", f"filters must be a JSON object: {error}", "filters") from None
+        parsed = filters_from_json(parsed)
     times = [parse_time(value, name) for name, value in (("as_of", as_of), ("known_at", known_at))]
     found = await caller.state.call(
         memory.list_memories,
