@@ -125,7 +125,8 @@ class MemoryEncoder(torch.nn.Module):
 
         Arguments left as ``None`` take the value saved in the folder's ``memnets_encoder.json``
         (a trained encoder keeps its prefixes, length and projection), else the defaults:
-        ``max_length=256`` (capped by the backbone's position embeddings), no projection, no prefixes.
+        ``max_length=256`` (capped by the positions the backbone can embed: :func:`usable_positions`), no
+        projection, no prefixes.
         A saved projection is restored with its weights; asking for a different ``projection_dim``
         than the saved one is an error.
 
@@ -167,7 +168,7 @@ class MemoryEncoder(torch.nn.Module):
                 backbone = AutoModel.from_pretrained(path)
         tokenizer = AutoTokenizer.from_pretrained(path)
         length = max_length if max_length is not None else saved.get("max_length", 256)
-        positions = getattr(backbone.config, "max_position_embeddings", None)
+        positions = usable_positions(backbone)
         if positions is not None:
             length = min(length, positions)
         encoder = cls(
@@ -532,6 +533,17 @@ class MemoryEncoder(torch.nn.Module):
             with torch.autocast("cuda", dtype=GPU_BACKENDS[self.backend]):
                 return self(**batch).float().cpu()
         return self(**batch).float().cpu()
+
+
+def usable_positions(backbone: torch.nn.Module) -> int | None:
+    """How many tokens ``backbone`` can embed: its ``max_position_embeddings``, less the positions
+    below the first one for the backbones (MPNet, RoBERTa) whose position ids start after their padding
+    index (all-mpnet-base-v2: 514 - 2 = 512; a 513th token was an IndexError). None when the config says nothing."""
+    positions = getattr(backbone.config, "max_position_embeddings", None)
+    padding = getattr(getattr(backbone, "embeddings", None), "padding_idx", None)
+    if positions is None or not isinstance(padding, int):
+        return positions
+    return positions - (padding + 1)
 
 
 def encoder_dim(path: str | Path | None = None) -> int:
