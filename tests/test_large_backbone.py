@@ -20,6 +20,7 @@ from importlib import metadata
 from pathlib import Path
 
 import pytest
+import torch
 
 from memnets.nn import large_backbone, split_zip
 from memnets.nn.backbones import NAMED_BACKBONES, SMALL_BACKBONE, resolve_backbone
@@ -298,3 +299,15 @@ def test_the_real_large_backbone_embeds_768_d_and_ranks_by_meaning(tmp_path_fact
     reference = sentence_transformers.SentenceTransformer(str(folder), device="cpu")
     expected = reference.encode(["My new puppy is called Max."], convert_to_tensor=True).cpu()
     assert (expected - memories[:1]).abs().max() < 1e-5
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not large_parts_installed(), reason="the [large] extra's parts are not installed")
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="bf16 runs on a CUDA device; none here")
+def test_the_real_large_backbone_in_bf16_on_a_gpu_agrees_with_float32():
+    from memnets.nn.encoder import MemoryEncoder
+
+    texts = ["My new puppy is called Max.", "The stock market fell sharply today.", "What is my dog called?"]
+    exact = MemoryEncoder.from_pretrained(LARGE_BACKBONE).encode(texts)
+    half = MemoryEncoder.from_pretrained(LARGE_BACKBONE, backend="bf16").to("cuda")
+    assert (half.encode(texts) * exact).sum(dim=1).min() >= 0.99

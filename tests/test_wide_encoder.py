@@ -104,3 +104,13 @@ def test_a_store_records_the_768_wide_encoder_and_refuses_another(wide_pack, tin
         fingerprint = memory.encoder.fingerprint
     with pytest.raises(EncoderMismatchError, match=rf"{fingerprint}.*\n?.*torch:32:"):
         memnets.open(location, encoder=tiny_model_dir)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="fp16/bf16 run on a CUDA device; none here")
+@pytest.mark.parametrize("backend", ["fp16", "bf16"])
+def test_the_wide_encoder_in_half_precision_on_a_gpu_agrees_with_float32(wide_model_dir, backend):
+    exact = MemoryEncoder.from_pretrained(wide_model_dir).encode(TEXTS)
+    half = MemoryEncoder.from_pretrained(wide_model_dir, backend=backend).to("cuda")
+    got = half.encode(TEXTS)
+    assert got.shape == (len(TEXTS), WIDTH) and (got * exact).sum(dim=1).min() >= 0.99
