@@ -27,6 +27,7 @@ import numpy as np
 
 from memnets.data.asked import seen_at
 from memnets.data.longmemeval import LongMemEvalQuestion
+from memnets.evaluation import memory_ranker  # noqa: F401 (registers the ranker kind "memory")
 from memnets.progress import track
 from memnets.retrieval.asked import rank_as_asked
 from memnets.retrieval.longmemeval_metrics import LONGMEMEVAL_KS, question_metrics

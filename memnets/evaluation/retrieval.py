@@ -12,6 +12,7 @@ import time
 from collections.abc import Iterable, Sequence
 
 from memnets.data.locomo import Conversation
+from memnets.evaluation import memory_ranker  # noqa: F401 (registers the ranker kind "memory")
 from memnets.retrieval.metrics import (
     DEFAULT_CATEGORIES,
     DEFAULT_KS,
