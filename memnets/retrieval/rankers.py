@@ -18,7 +18,9 @@ retrieval`` and the benchmarks all take rankers from here. Kinds built in:
   ``learned_onnx:PACK``, ``learned_int8:PACK``, ``learned_int8_vnni:PACK`` and
   ``learned_int8_vnni_ffn:PACK`` the same with the pack's encoder on those backends.
 
-Other components add kinds with :func:`register_ranker`.
+Other components add kinds with :func:`register_ranker`: :mod:`memnets.evaluation.memory_ranker` adds
+``memory[:PACK]`` (the turns written into a memory and ranked by its search), registered from above,
+since this layer imports nothing of the memory API.
 """
 
 from __future__ import annotations
