@@ -10,7 +10,7 @@ for 50k to 10M memories on CPU and GPU; ``"hnsw"``: fast searches but a slow bui
 explicitly where its build time is acceptable). The kinds themselves, and every operation on one
 owner's index (build, train, add, remove, search parameters), are lock-free functions in
 :mod:`memnets.retrieval.faiss_index`; this module holds the string ids, the lock, the journal of
-writes made during a rebuild, the background upkeep and save/load.
+writes made during a rebuild and the background upkeep; its files are :mod:`memnets.retrieval.faiss_files`'s.
 
 Upkeep never runs in a search or a deletion: when an owner's tombstones pass ``compact_at`` of its
 index, when it grows past ``exact_below`` (flat -> approximate), or when it grows
@@ -34,7 +34,6 @@ IVF owner finds their lists before taking it, and only inserts them under it).
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -45,16 +44,15 @@ from pathlib import Path
 import faiss
 import numpy as np
 
+from memnets.retrieval import faiss_files
 from memnets.retrieval.faiss_index import (
     NAMED_KINDS,
     OwnerIndex,
     append,
     build_index,
-    calibrate,
     copy_lists,
     delete,
     extend_gpu,
-    find_hnsw,
     gpu_available,
     index_bytes,
     live_contents,
@@ -70,9 +68,7 @@ from memnets.retrieval.ivf_growth import lists_in_use
 
 logger = logging.getLogger(__name__)
 
-FORMAT_VERSION = 2
 INDEX_KINDS = (*NAMED_KINDS, "auto")
-MANIFEST = "retriever.json"
 # index="auto": owners below this size are searched exactly (flat), larger ones with IVF-Flat.
 AUTO_EXACT_BELOW = 50_000
 # a named approximate index ("hnsw", "ivf", a factory string) still searches tiny owners exactly.
@@ -562,105 +558,15 @@ class FaissRetriever:
 
     # ------------------------------------------------------------------ persistence
     def save(self, directory: str | Path) -> Path:
-        """Write the retriever to a folder: one FAISS file per owner and a JSON manifest (no pickle).
-
-        The files are ``retriever.json`` and ``owner-<n>.faiss``. Tombstoned vectors were zeroed
-        when deleted, so no deleted vector reaches the disk."""
-        directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
-        with self._lock:
-            owners = []
-            for number, (owner, state) in enumerate(self._owners.items()):
-                live = live_labels(state)
-                entry = {
-                    "owner": owner,
-                    "file": f"owner-{number}.faiss",
-                    "kind": state.kind,
-                    "trained_size": state.trained_size,
-                    "ids": [self._str_of[label] for label in live.tolist()],
-                    "labels": live.tolist(),
-                }
-                if state.positional:
-                    entry["positions"] = state.labels.tolist()  # label per position, tombstones included
-                faiss.write_index(state.index, str(directory / entry["file"]))
-                owners.append(entry)
-            manifest = {
-                "format_version": FORMAT_VERSION,
-                "dim": self.dim,
-                "index": self.index,
-                "exact_below": self.exact_below,
-                "hnsw_m": self.hnsw_m,
-                "ef_search": self.ef_search,
-                "ef_construction": self.ef_construction,
-                "nprobe": self.nprobe,
-                "compact_at": self.compact_at,
-                "retrain_growth": self.retrain_growth,
-                "next_label": self._next_label,
-                "owners": owners,
-            }
-        (directory / MANIFEST).write_text(json.dumps(manifest))
-        return directory
+        """Write the retriever to a folder: one FAISS file per owner and a JSON manifest (no pickle). No
+        deleted vector reaches the disk (they were zeroed when deleted), and a crash never leaves the
+        folder half-written (:mod:`memnets.retrieval.faiss_files`). One save at a time per folder."""
+        return faiss_files.save(self, Path(directory))
 
     @classmethod
     def load(cls, directory: str | Path, use_gpu: bool | str = "auto", *, background: bool = True) -> FaissRetriever:
         """Read a folder written by ``save``; checks the format version, dims and id counts."""
-        directory = Path(directory)
-        path = directory / MANIFEST
-        if not path.is_file():
-            raise FileNotFoundError(f"FaissRetriever.load: no {MANIFEST} in {directory}")
-        manifest = json.loads(path.read_text())
-        if manifest.get("format_version") != FORMAT_VERSION:
-            raise ValueError(
-                f"FaissRetriever.load: {path} has format_version {manifest.get('format_version')!r}, "
-                f"this version reads {FORMAT_VERSION}"
-            )
-        retriever = cls(
-            manifest["dim"],
-            manifest["index"],
-            use_gpu,
-            exact_below=manifest["exact_below"],
-            hnsw_m=manifest["hnsw_m"],
-            ef_search=manifest["ef_search"],
-            ef_construction=manifest["ef_construction"],
-            nprobe=manifest["nprobe"],
-            compact_at=manifest["compact_at"],
-            retrain_growth=manifest["retrain_growth"],
-            background=background,
-        )
-        retriever._next_label = int(manifest["next_label"])
-        for entry in manifest["owners"]:
-            index_path = directory / entry["file"]
-            index = faiss.read_index(str(index_path))
-            ids, labels = entry["ids"], np.asarray(entry["labels"], dtype="int64")
-            positions = np.asarray(entry["positions"], dtype="int64") if "positions" in entry else None
-            expected = len(positions) if positions is not None else len(ids)
-            if index.d != retriever.dim or index.ntotal != expected or len(labels) != len(ids):
-                raise ValueError(
-                    f"FaissRetriever.load: {index_path} holds {index.ntotal} vectors of dim {index.d}; "
-                    f"the manifest expects {expected} of dim {retriever.dim}"
-                )
-            state = OwnerIndex(kind=entry["kind"], index=index, live=len(ids), trained_size=int(entry["trained_size"]))
-            if positions is not None:
-                state.labels = positions
-                alive = np.isin(positions, labels)
-                if find_hnsw(index) is not None:
-                    state.alive = alive
-                if int(alive.sum()) != len(labels):
-                    raise ValueError(
-                        f"FaissRetriever.load: {path} lists labels of {entry['owner']!r} that its index lacks"
-                    )
-            elif (ivf := faiss.try_extract_index_ivf(index)) is not None:
-                ivf.set_direct_map_type(faiss.DirectMap.Hashtable)
-                calibrate(state)
-            for memory_id, label in zip(ids, labels.tolist()):
-                if memory_id in retriever._int_of or label in retriever._str_of or label >= retriever._next_label:
-                    raise ValueError(
-                        f"FaissRetriever.load: id {memory_id!r} (label {label}) is repeated or out of range in {path}"
-                    )
-                retriever._int_of[memory_id], retriever._str_of[label] = label, memory_id
-                retriever._owner_of[memory_id] = entry["owner"]
-            retriever._owners[entry["owner"]] = state
-        return retriever
+        return faiss_files.load(cls, Path(directory), use_gpu, background)
 
     # ------------------------------------------------------------------ validation
     def _check_vectors(self, vectors, where: str) -> np.ndarray:
