@@ -34,6 +34,7 @@ def save(retriever: FaissRetriever, directory: Path) -> Path:
     """Write ``retriever`` into ``directory`` (see the module docstring); returns ``directory``."""
     save_id = uuid.uuid4().hex[:12]
     with retriever._lock:
+        retriever._require_open("save")
         directory.mkdir(parents=True, exist_ok=True)
         owners = []
         for number, (owner, state) in enumerate(retriever._owners.items()):
