@@ -159,6 +159,7 @@ class Archive(FaissSync, SqlStore):
         except BaseException:
             self._conn.close()
             self._conn = None
+            self._close_index()
             raise
 
     # ------------------------------------------------------------------ opening
@@ -451,7 +452,8 @@ class Archive(FaissSync, SqlStore):
 
     # ------------------------------------------------------------------ lifecycle
     def close(self) -> None:
-        """Save the index (if it changed) and close the database. Safe to call twice."""
+        """Save the index (if it changed), close the database and the index (its background upkeep
+        stopped and waited for). Safe to call twice."""
         with self._lock:
             if self._conn is None:
                 return
@@ -460,6 +462,7 @@ class Archive(FaissSync, SqlStore):
             finally:
                 self._conn.close()
                 self._conn = None
+                self._close_index()
 
 
 def rotate_key(
