@@ -22,7 +22,7 @@ pytest.importorskip("langgraph")
 from langgraph.graph import END, START, StateGraph
 from langgraph.store.base import BaseStore, InvalidNamespaceError, PutOp
 from langgraph.store.memory import InMemoryStore
-from successor_helpers import KS, QUESTION, ChangeJudge, check_current_first, facts
+from successor_helpers import KS, QUESTION, LyonJudge, check_current_first, facts
 
 import memnets
 from memnets.integrations.langgraph import (
@@ -272,7 +272,7 @@ def test_query_search_goes_through_agent_memory_search(store, memory):
 def test_a_query_search_never_answers_a_stale_fact_above_its_successor(tmp_path, tiny_encoder):
     """Items put in the order said (successor_helpers), a judge ending "Leeds" by "Lyon": at every limit the
     successor comes first, the stale item right after it, one order, scores non-increasing."""
-    with memnets.open(tmp_path / "memory", encoder=tiny_encoder, supersession=ChangeJudge()) as memory:
+    with memnets.open(tmp_path / "memory", encoder=tiny_encoder, supersession=LyonJudge()) as memory:
         store = MemnetsStore(memory)
         for n, (text, _) in enumerate(facts()):
             store.put(("leo",), f"fact-{n}", {"content": text})

@@ -104,7 +104,7 @@ def test_the_newer_fact_ranks_above_the_older_when_the_judge_ends_it(changed_fac
 
     judge = LeedsToYork()
     ended = rank_question(MemoryRanker(encoder=encoder, judge=judge), question)
-    assert ("user: " + OLDER, "user: " + NEWER) in judge.asked
+    assert (OLDER, NEWER) in judge.asked  # the texts as said: the speaker is a field
     assert ended.index(newer) < ended.index(older)
 
     kept = rank_question(MemoryRanker(encoder=encoder, judge=Never()), question)
