@@ -282,7 +282,7 @@ def export_pack(
     Args:
         out: the pack folder to create (refused if it exists, unless ``overwrite``).
         encoder: a MemoryEncoder, or a folder written by ``MemoryEncoder.save_pretrained``.
-        importance, gate, supersession: an ImportanceHead / RecallGateHead / SupersessionHead, or a
+        importance, gate, supersession: an ImportanceHead / RecallGateHead / ChangeJudge, or a
             folder written by its ``save``; any may be None (a pack may hold only an encoder).
         scorer_weights: ScorerWeights or a JSON file of them; None = no fitted weights.
         thresholds: decision thresholds; defaults to the heads' ``threshold`` attributes.

@@ -16,7 +16,7 @@ import torch
 
 import memnets
 from memnets.nn.encoder import MemoryEncoder, encoder_dim
-from memnets.nn.heads import ImportanceHead, RecallGateHead, SupersessionHead
+from memnets.nn.heads import ImportanceHead, RecallGateHead
 from memnets.pack import export_pack, load_pack
 from memnets.scoring import ScorerWeights
 from memnets.store.identity import EncoderMismatchError
@@ -60,7 +60,6 @@ def wide_pack(wide_model_dir, tmp_path_factory):
         encoder,
         importance=ImportanceHead(encoder.dim, hidden_dims=(8,)),
         gate=RecallGateHead(encoder.dim, hidden_dims=(8,), attention_dim=4, threshold=0.5),
-        supersession=SupersessionHead(encoder.dim, hidden_dims=(8,)),
         scorer_weights=ScorerWeights(recency=1.0, relevance=2.0, importance=0.5),
         thresholds={"importance": 0.3, "gate": 0.5},
         backends=("onnx", "int8"),
@@ -82,7 +81,7 @@ def test_the_pack_carries_768_everywhere_and_its_fast_encoders_agree(wide_pack, 
     assert manifest["embedding_dim"] == WIDTH
     exact = load_pack(wide_pack)
     assert exact.dim == exact.encoder.dim == WIDTH
-    assert exact.importance.dim == exact.gate.dim == exact.supersession.dim == WIDTH
+    assert exact.importance.dim == exact.gate.dim == WIDTH  # the change judge reads text: no dim of its own
     want = exact.encoder.encode(TEXTS)
     for backend, bound in (("onnx", 0.9999), ("int8", 0.99)):
         fast = load_pack(wide_pack, backend=backend).encoder
