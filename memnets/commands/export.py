@@ -40,7 +40,11 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--encoder", required=True, help="trained encoder folder (MemoryEncoder.save_pretrained)")
     parser.add_argument("--importance", default=None, help="trained importance head folder (ImportanceHead.save)")
     parser.add_argument("--gate", default=None, help="trained recall gate folder (RecallGateHead.save)")
-    parser.add_argument("--supersession", default=None, help="trained change-of-fact judge folder (memnets fit supersession; ChangeJudge.save)")
+    parser.add_argument(
+        "--supersession",
+        default=None,
+        help="trained change-of-fact judge folder (memnets fit supersession; ChangeJudge.save)",
+    )
     parser.add_argument("--scorer-weights", default=None, help="fitted scorer weights JSON (skips fitting)")
     parser.add_argument(
         "--fit-split",
