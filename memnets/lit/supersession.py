@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from sklearn.metrics import average_precision_score
 from torch.utils.data import DataLoader
 
-from memnets.nn.change_judge import ChangeJudge, ChangeJudgeNet
+from memnets.nn.change_judge import ChangeJudge, ChangeJudgeNet, probabilities
 from memnets.nn.heads import threshold_max_f1
 
 WRITTEN = "data/supersession/written"
@@ -198,10 +198,7 @@ class ChangeJudgeModule(L.LightningModule):
         datamodule = self.trainer.datamodule
         rows = datamodule.splits["validation"]
         judge = ChangeJudge(self.net, 0.5)
-        with torch.inference_mode():
-            found = np.concatenate(
-                [judge.scores([(r["older"], r["newer"]) for r in rows[i : i + 64]]) for i in range(0, len(rows), 64)]
-            )
+        found = probabilities(judge, [(r["older"], r["newer"]) for r in rows])
         labels = np.asarray([r["label"] for r in rows])
         judge.threshold = threshold_for_precision(labels, found, self.precision)
         ended = found >= judge.threshold
