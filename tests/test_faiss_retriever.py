@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from paused_helpers import PausedBuild
 
 from memnets.retrieval.faiss_index import default_nprobe, ivf_lists, omp_threads
 from memnets.retrieval.faiss_retriever import FaissRetriever, gpu_available
@@ -300,21 +301,6 @@ def test_hnsw_tombstones_zero_the_vector_and_compaction_drops_them():
     got, _ = retriever.search(vectors[100:110], 1, "owner0")
     assert got == [[i] for i in ids[100:110]]
     assert retriever.ids("owner0") == ids[100:]
-
-
-class PausedBuild(FaissRetriever):
-    """A retriever whose rebuilds wait for ``go`` before building, so that a test can run adds and
-    removes from other threads while a compaction is certainly in flight."""
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.started, self.go = threading.Event(), threading.Event()
-
-    def _build(self, kind, vectors, labels):
-        if threading.current_thread().name.startswith("faiss-upkeep"):
-            self.started.set()
-            assert self.go.wait(60)
-        return super()._build(kind, vectors, labels)
 
 
 def test_compaction_swaps_atomically_with_concurrent_adds_and_removes():

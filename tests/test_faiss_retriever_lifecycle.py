@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from paused_helpers import PausedBuild
 
 import memnets.retrieval.faiss_retriever as module
 from memnets.retrieval.faiss_retriever import FaissRetriever, RetrieverClosed
@@ -26,26 +27,12 @@ def unit_vectors(n: int, seed: int = 0) -> np.ndarray:
     return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
 
 
-class PausedUpkeep(FaissRetriever):
-    """A retriever whose background rebuilds wait for ``go`` before their build."""
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.started, self.go = threading.Event(), threading.Event()
-
-    def _build(self, kind, vectors, labels):
-        if threading.current_thread().name.startswith("faiss-upkeep"):
-            self.started.set()
-            assert self.go.wait(60)
-        return super()._build(kind, vectors, labels)
-
-
 def upkeep_threads() -> list[threading.Thread]:
     return [thread for thread in threading.enumerate() if thread.name.startswith("faiss-upkeep")]
 
 
 def test_close_stops_and_waits_for_the_upkeep_in_flight_and_later_calls_fail(caplog):
-    retriever = PausedUpkeep(DIM, "hnsw", use_gpu=False, exact_below=0, compact_at=0.2)
+    retriever = PausedBuild(DIM, "hnsw", use_gpu=False, exact_below=0, compact_at=0.2)
     ids = [f"m{i}" for i in range(500)]
     retriever.add(ids, unit_vectors(500), "o")
     retriever.remove(ids[:100])  # 20% tombstones: a compaction starts in the background
