@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from archive_helpers import drop_lexical
 
 import memnets
 from memnets.memory.manager import default_state_path, legacy_state_path
@@ -159,6 +160,7 @@ def test_a_ledger_of_names_is_tagged_when_an_older_store_is_upgraded(request, tm
         store.delete(["gone"], NAME)
     if kind == "archive":
         with sqlite3.connect(tmp_path / "store" / "archive.sqlite3") as conn:  # as format 3 wrote it
+            drop_lexical(conn)  # no lexical index (format 7)
             conn.execute("UPDATE deletions SET owner = ?, id = ?", (NAME, "gone"))
             conn.execute("DROP INDEX memories_owner_expires")
             for column in ("expires_at", "expires_epoch", "ttl"):
@@ -172,6 +174,7 @@ def test_a_ledger_of_names_is_tagged_when_an_older_store_is_upgraded(request, tm
 
         table = options["table"]
         with psycopg.connect(location, autocommit=True) as conn:  # as format 2 wrote it
+            drop_lexical(conn, table)  # no lexemes (format 6)
             conn.execute(f"UPDATE {table}_deletions SET owner = %s, id = %s", (NAME, "gone"))
             conn.execute(f"ALTER TABLE {table}_memories DROP COLUMN expires_at")
             conn.execute(f"ALTER TABLE {table}_memories DROP COLUMN ttl")

@@ -20,6 +20,9 @@ How the pieces stay consistent (see docs/security.md for the reasoning):
   ``last_access`` is not bound (``touch`` does not re-seal).
 - :func:`rotate_key` re-encrypts every row under a new key (and the current KDF parameters) in
   one SQLite transaction: a crash leaves the archive under exactly one of the two keys.
+- Without a key, an FTS5 index of the current rows' text ranks them by their words (``lexical_search``,
+  :mod:`memnets.store.sqlite_lexical`): kept in step by triggers in every write's transaction, merged
+  after every deletion or replace so that no segment keeps a deleted row's terms.
 - Older versions of a memory (rows with ``superseded_by`` set) stay in the table for ``history``
   but are kept out of the FAISS index, the listings and the counts.
 - Filtered searches rank exactly: SQL selects the owner's current rows that pass the clear-column
@@ -66,6 +69,7 @@ from memnets.store.filters import MemoryFilter
 from memnets.store.index_files import INDEX_AUTH, INDEX_DIR, INDEX_MARKER, IndexFolder
 from memnets.store.reembed import ReembedBatch
 from memnets.store.sqlite_dialect import SqliteDialect, in_marks
+from memnets.store.sqlite_lexical import ArchiveLexical, exists
 from memnets.store.sqlite_schema import (
     CHECKS,
     DB_FILE,
@@ -85,7 +89,7 @@ log = logging.getLogger(__name__)
 FIRST_CHECKED_BATCH = 32
 
 
-class Archive(FaissSync, SqlStore):
+class Archive(FaissSync, ArchiveLexical, SqlStore):
     """Persistent memory store: SQLite records and vectors, a FAISS index for search, owner-scoped reads.
 
     Args:
@@ -153,6 +157,8 @@ class Archive(FaissSync, SqlStore):
             check_file(self._conn, self.directory / DB_FILE, check)
             self._reserve = DiskReserve(self.directory, reserve)
             self.dim, self._cipher, self.archive_id, self._ledger_secret = self._init_schema(dim, key)
+            with self._read() as conn:
+                self.supports_lexical_search = exists(conn)
             self._reserve.ensure()
             self._index_files = IndexFolder(self.directory, self.archive_id, self._cipher)
             self.index_source = self._open_index()  # "loaded" or "rebuilt": how the index came to be
@@ -287,6 +293,7 @@ class Archive(FaissSync, SqlStore):
         with self._lock:
             if scrub:  # the old text and vector must leave the disk as after a delete
                 self._drop_saved_index()
+                self._purge_lexical()
                 self.compact()
             self._sync()
 
@@ -305,6 +312,7 @@ class Archive(FaissSync, SqlStore):
         with self._lock:
             if count:
                 self._drop_saved_index()
+                self._purge_lexical()
                 self.compact()
             self._reserve.ensure()
             self._sync(check_encoder=False)  # a deletion is right under any encoder
@@ -391,7 +399,7 @@ class Archive(FaissSync, SqlStore):
     ) -> list[tuple[Memory, float]]:
         """Exact ranking of the owner's current, unexpired rows that pass ``filters`` (read in ``conn``, the
         search's transaction): clear columns in SQL, metadata and scopes on the decoded records, checked
-        best first until k match (a filter of clear columns only is whole in SQL: no record is checked again)."""
+        best first until k match (:meth:`_best_first`)."""
         where, params = self._dialect.clear_conditions(owner, filters, now)
         candidates = conn.execute(f"SELECT row, vector, chunks FROM memories WHERE {where}", params).fetchall()
         if not candidates:
@@ -404,16 +412,31 @@ class Archive(FaissSync, SqlStore):
             if blob is not None:
                 scores[p] = max(scores[p], float((from_blob(blob, self.dim) @ query).max()))
         order = np.argsort(-scores, kind="stable")
+        return self._best_first(conn, [(candidates[p][0], float(scores[p])) for p in order], k, owner, filters, now)
+
+    def _best_first(
+        self,
+        conn: sqlite3.Connection,
+        ranked: Sequence[tuple[int, float]],
+        k: int,
+        owner: str,
+        filters: MemoryFilter | None,
+        now: datetime,
+    ) -> list[tuple[Memory, float]]:
+        """The first k (memory, score) of ``ranked`` (row number, score: the owner's current, unexpired rows
+        that pass the clear part of ``filters``, best first) whose records pass the rest, read in ``conn``
+        (the search's transaction, so every record is there) in batches; a filter of clear columns only is
+        whole in SQL, and no record is checked again."""
+        check = filters is not None and filters.needs_payload
         found: list[tuple[Memory, float]] = []
-        check = filters.needs_payload
         start, batch = 0, max(k, FIRST_CHECKED_BATCH) if check else k
-        while start < len(order):
-            positions = order[start : start + batch]
-            records = self._records_by_row(conn, [candidates[p][0] for p in positions], owner, now)
-            for p in positions:  # one snapshot: every candidate's record is there
-                memory = self._decode(records[candidates[p][0]])
+        while start < len(ranked):
+            part = ranked[start : start + batch]
+            records = self._records_by_row(conn, [row for row, _ in part], owner, now)
+            for row, score in part:
+                memory = self._decode(records[row])
                 if not check or filters.matches(memory):
-                    found.append((memory, float(scores[p])))
+                    found.append((memory, score))
                     if len(found) == k:
                         return found
             start, batch = start + batch, 2 * batch  # a selective filter: read further ahead each time
