@@ -46,8 +46,9 @@ def exists(conn, memories_table: str) -> bool:
 
 
 def bm25(memories: str, where: str) -> str:
-    """The query of (id, score) of the rows matching ``where`` that hold a lexeme of the query text, best first.
-    Parameters: the query text, then ``where``'s twice."""
+    """The query of (id, score) of the rows matching ``where`` that hold a lexeme of the query text (unordered).
+    Parameters: the query text, then ``where``'s twice. Each statistic is computed once (``MATERIALIZED``: the
+    planner would otherwise count the owner's rows again for every row it scores)."""
     return f"""
         WITH words AS (SELECT tsvector_to_array(to_tsvector('{CONFIG}', %s)) AS terms),
         matched AS MATERIALIZED (
@@ -57,9 +58,9 @@ def bm25(memories: str, where: str) -> str:
             SELECT m.id, u.lexeme, cardinality(u.positions) AS tf, length(m.lexemes) AS dl
             FROM matched m CROSS JOIN words CROSS JOIN unnest(m.lexemes) u WHERE u.lexeme = ANY(words.terms)
         ),
-        owned AS (SELECT count(*) AS n FROM {memories} WHERE {where}),
-        documents AS (SELECT lexeme, count(*) AS df FROM counts GROUP BY lexeme),
-        mean AS (SELECT avg(length(lexemes)) AS dl FROM matched)
+        owned AS MATERIALIZED (SELECT count(*) AS n FROM {memories} WHERE {where}),
+        documents AS MATERIALIZED (SELECT lexeme, count(*) AS df FROM counts GROUP BY lexeme),
+        mean AS MATERIALIZED (SELECT avg(length(lexemes)) AS dl FROM matched)
         SELECT c.id, sum(
             greatest(ln((owned.n - documents.df + 0.5) / (documents.df + 0.5)), 1e-6)
             * c.tf * {K1 + 1} / (c.tf + {K1} * ({1 - B} + {B} * c.dl / mean.dl))
