@@ -33,7 +33,8 @@ What it guarantees (each tested in tests/test_api*.py):
 
 ``AgentMemory`` is a facade: it checks the arguments, holds the write lock and the live managers, and
 hands the work to the write path (:class:`~memnets.memory.writes.WritePath`), the searcher
-(:class:`~memnets.memory.search.Searcher`: cosine, or a pack's re-rank; shared with the managers' RECALL) and the deletion path
+(:class:`~memnets.memory.search.Searcher`: cosine, or a pack's re-rank; shared with the managers' RECALL; fused with
+the store's lexical ranking by :class:`~memnets.memory.hybrid.HybridSearcher` where ``search`` says so) and the deletion path
 (:class:`~memnets.memory.deletion.DeletionPath`); :mod:`memnets.memory.opening` opens its parts.
 """
 
@@ -64,6 +65,7 @@ from memnets.memory.arguments import (
 from memnets.memory.deletion import DeletionPath
 from memnets.memory.expiry import KEEP_TTL
 from memnets.memory.explain import Explanation, explain_found
+from memnets.memory.hybrid import HybridSearcher, hybrid_store
 from memnets.memory.ids import check_id, check_ids
 from memnets.memory.intake import MEMORY_SCOPE, new_record
 from memnets.memory.manager import ManagerConfig, MemoryManager
@@ -144,7 +146,8 @@ class AgentMemory:
     """One memory for many users: a store, one encoder and the decisions, shared by every user.
 
     Build it with :func:`memnets.open`. ``encoder``, ``store`` and ``config`` are public;
-    ``importance``, ``gate`` and ``scorer`` are the decisions handed to every manager.
+    ``importance``, ``gate`` and ``scorer`` are the decisions handed to every manager; ``hybrid`` says
+    whether ``search`` fuses the store's lexical ranking (``config.search`` on this store).
 
     Args:
         store: an open :class:`~memnets.store.MemoryStore` of the encoder's dim.
@@ -153,7 +156,8 @@ class AgentMemory:
             write-through threshold and batch size of ``add``/``add_many``/``search``.
         importance, gate: the importance and recall-gate decisions (default: the heuristics).
         scorer: a re-ranker for ``search`` and the managers (a pack's LearnedScorer); None ranks
-            search by cosine and gives managers Generative Agents' heuristic scorer.
+            search by cosine and gives managers Generative Agents' heuristic scorer. ``config.search``
+            fuses that ranking with the store's lexical one (:mod:`memnets.memory.hybrid`).
         llm: the text model of the managers' reflections, summaries and plans.
         owns_store: close the store in :meth:`close`.
         agent, session, supersession: the default scope of writes and the supersession judge (see :func:`open`).
@@ -185,6 +189,7 @@ class AgentMemory:
         self.importance = importance if importance is not None else HeuristicImportance()
         self.gate = gate if gate is not None else HeuristicGate()
         self.scorer = scorer
+        self.hybrid = hybrid_store(store, self.config.search)  # search fuses the store's lexical ranking
         self.llm = llm
         self.owns_store = owns_store
         for name, value in (("agent", agent), ("session", session)):
@@ -423,6 +428,9 @@ class AgentMemory:
         before ranking, so k results come back whenever k memories match. Older versions and
         expired memories are never returned. ``refresh_ttl``: as in :meth:`get`, for the hits.
         ``as_of``/``known_at``: the versions valid / written by then (:mod:`memnets.store.as_of`).
+        Ranking (``memnets.open(..., search=...)``): by default the dense score (cosine, or a pack's learned
+        score) fused with the store's lexical score where it keeps a lexical index (an unencrypted store;
+        a hit's ``score`` is then the fused one, in [0, 1]), else the dense score (:mod:`memnets.memory.hybrid`).
         """
         filters = as_of_filter(filters, as_of, known_at)
         return self.search_many(query, users=[user], k=k, filters=filters, refresh_ttl=refresh_ttl)[user]
@@ -470,7 +478,8 @@ class AgentMemory:
         filters: MemoryFilter | Mapping | None = None,
     ) -> list[SearchHit]:
         """:meth:`search` with the query already encoded: ``vector`` is a ``[dim]`` query vector of this
-        memory's encoder, ranked as ``search`` ranks. For framework calls that hand over an embedding
+        memory's encoder, ranked as ``search`` ranks without hybrid search (there is no text to match the
+        lexical index with: the dense score alone). For framework calls that hand over an embedding
         (LangChain's ``*_by_vector``)."""
         check_user(user)
         check_k(k)
@@ -482,7 +491,7 @@ class AgentMemory:
     def _search_encoded(
         self, query: str, vector: np.ndarray, user: str, k: int, parsed: MemoryFilter | None
     ) -> list[SearchHit]:
-        searcher = Searcher(self.store, self.scorer, self.config.fetch_factor)
+        searcher = (HybridSearcher if self.hybrid else Searcher)(self.store, self.scorer, self.config.fetch_factor)
         return [SearchHit(m, s) for m, s in searcher.search(query, vector, user, k, parsed, timeutil.now())]
 
     def get(self, id: str, *, user: str, refresh_ttl: bool = False) -> Memory | None:
@@ -670,7 +679,9 @@ class AgentMemory:
 
     def __repr__(self) -> str:
         state = "closed" if self.closed else "open"
-        scorer = type(self.scorer).__name__ if self.scorer is not None else "cosine"
+        scorer = (type(self.scorer).__name__ if self.scorer is not None else "cosine") + (
+            "+lexical" if self.hybrid else ""
+        )
         return f"AgentMemory({self.store!r}, dim={self.encoder.dim}, search={scorer}, {state})"
 
     # ------------------------------------------------------------------ helpers

@@ -265,7 +265,9 @@ def test_query_search_goes_through_agent_memory_search(store, memory):
     assert results[0].key == "c"  # the exact text is the nearest under any encoder
     assert len(results) == 3
     hits = memory.search("cherries are dark", user="fruit.alice", k=3)
-    assert [(r.key, r.score) for r in results] == [(h.memory.id, pytest.approx(h.score)) for h in hits]
+    # the store's filters (its layout keys) rank exactly in numpy, the plain search through FAISS: float32 sums
+    # in another order, which hybrid search's min-max scaling of the cosines shows in the 7th digit
+    assert [(r.key, r.score) for r in results] == [(h.memory.id, pytest.approx(h.score, abs=1e-6)) for h in hits]
     assert results[0].value == dict(FRUIT[2][1])
 
 
@@ -443,7 +445,7 @@ def test_query_scores_come_from_the_packs_learned_scorer(tmp_path, tiny_encoder)
     pack = export_pack(
         tmp_path / "pack", tiny_encoder, scorer_weights=ScorerWeights(recency=0.0, relevance=1.0, importance=50.0)
     )
-    with memnets.open(tmp_path / "memory", pack=pack) as memory:
+    with memnets.open(tmp_path / "memory", pack=pack, search="dense") as memory:  # the learned score alone
         assert isinstance(memory.scorer, LearnedScorer)
         store = MemnetsStore(memory)
         _fill(store)
