@@ -180,3 +180,23 @@ def test_the_fusion_rules():
         weighted(dense, lexical, 1.5)
     with pytest.raises(ValueError, match="4 dense scores for 1 lexical"):
         weighted(dense, [None])
+
+
+def test_eval_retrieval_ranks_through_both_stores(pg_url, tiny_locomo_path, tmp_path, capsys):
+    """`memnets eval retrieval` with the kinds of a memory store: the bundled encoder, every turn written and
+    searched as AgentMemory.search does, dense and hybrid, in an archive and on PostgreSQL (a URL holding '=')."""
+    from memnets.cli import main
+    from memnets.evaluation import stored  # noqa: F401  (registers the kinds of a memory store)
+    from memnets.retrieval.rankers import parse_spec
+
+    assert parse_spec(f"memory_hybrid:{pg_url}")[0] == "memory_hybrid:postgresql"  # no credentials in the name
+    out = tmp_path / "eval.json"
+    specs = ["memory", "memory_hybrid", f"pg=memory:{pg_url}", f"pg-hybrid=memory_hybrid:{pg_url}"]
+    assert main(["eval", "retrieval", *specs, "--data", str(tiny_locomo_path), "--json", str(out), "-q"]) == 0
+    reports = {r["name"]: r for r in json.loads(out.read_text())["reports"]}
+    assert list(reports) == ["memory", "memory_hybrid", "pg", "pg-hybrid"]
+    for report in reports.values():
+        assert report["counts"]["questions"] > 0 and report["overall"]["recall@50"] == 1.0  # every turn, once
+    for a, b in (("memory", "pg"), ("memory_hybrid", "pg-hybrid")):  # one encoder, the same search on both stores
+        assert reports[a]["overall"]["recall@10"] == pytest.approx(reports[b]["overall"]["recall@10"], abs=0.2)
+    assert "retrieval on every conversation" in capsys.readouterr().out

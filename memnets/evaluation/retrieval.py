@@ -12,6 +12,7 @@ import time
 from collections.abc import Iterable, Sequence
 
 from memnets.data.locomo import Conversation
+from memnets.evaluation import stored  # noqa: F401  (registers the ranker kinds of a memory store)
 from memnets.retrieval.metrics import (
     DEFAULT_CATEGORIES,
     DEFAULT_KS,
