@@ -59,6 +59,21 @@ def test_a_rare_name_is_found_by_its_word_for_its_owner_only(opened):
     assert [hit.memory.owner for hit in memory.search("Okonkwo", user="bob", k=6)] == ["bob"] * 6
 
 
+def test_words_most_memories_hold_are_no_evidence(opened):
+    """Every memory names Ann: BM25 floors the weight of such a word, and the lengths of the rows must not
+    decide (min-max would stretch them over [0, 1]); hybrid ranks these as dense does."""
+    memory = opened()
+    memory.add_many(
+        ["Ann drinks black tea", "Ann moved to Lisbon last spring", "Ann plays chess on Sundays"], user="ann"
+    )
+    dense = opened(search="dense")
+    for query in ("Where does Ann live?", "ann"):
+        assert [h.memory.id for h in memory.search(query, user="ann", k=3)] == [
+            h.memory.id for h in dense.search(query, user="ann", k=3)
+        ]
+    assert memory.search("Lisbon", user="ann", k=1)[0].memory.content == "Ann moved to Lisbon last spring"
+
+
 def test_k_results_whenever_k_match_under_filters(opened):
     memory = opened()
     kinds = ["observation", "plan"]

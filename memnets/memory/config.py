@@ -56,7 +56,7 @@ class ManagerConfig:
     working_policy: str = "least_important"
     duplicate_threshold: float | None = DUPLICATE_THRESHOLD
     resolve_dates: bool = False
-    search: str = "auto"  # hybrid where it can: R@10 65.2% against 39.4% dense on conv-49 (memnets.memory.hybrid)
+    search: str = "auto"  # hybrid where it can: R@10 63.7% against 39.4% dense on conv-49 (memnets.memory.hybrid)
 
     def __post_init__(self) -> None:
         for name in ("context_budget", "working_capacity", "k", "batch_size", "fetch_factor"):

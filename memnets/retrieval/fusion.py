@@ -10,8 +10,8 @@ the memory holds no word of the query. Two rules fuse them, both measured on LoC
   the rule hybrid search uses, with :data:`DENSE_WEIGHT` fitted on LoCoMo's training conversations.
 - :func:`reciprocal_rank`: reciprocal rank fusion (Cormack et al., 2009), ``sum 1 / (k + rank)``
   over the two rankings (k = 60): no scores, no weight to fit; mem0, Graphiti, MemMachine and Hindsight
-  fuse this way. It lost to the fitted weights on the validation conversation (R@10 62.9% against 65.2%,
-  MRR@10 41.5% against 46.8%, archive; docs/memory.md, "Hybrid search").
+  fuse this way. It lost to the fitted weights on the validation conversation (R@10 59.6% against 63.7%,
+  MRR@10 41.2% against 46.9%, archive; docs/memory.md, "Hybrid search").
 
 Both return one fused score per candidate, aligned with the inputs, higher is better.
 """
@@ -22,7 +22,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-# weight of the dense score in weighted(): the best R@10 (67.1%) over 0.30 .. 0.70 (step 0.05) x depths 10, 20, 50
+# weight of the dense score in weighted(): the best R@10 (66.1%) over 0.30 .. 0.70 (step 0.05) x depths 10, 20, 50
 # on LoCoMo's six training conversations, through the archive, bundled all-MiniLM-L6-v2 (bench/experiments/hybrid_fusion.py)
 DENSE_WEIGHT = 0.45
 RRF_K = 60  # reciprocal rank fusion's constant, as in its paper and the systems that use it
