@@ -225,3 +225,30 @@ def test_a_ledger_of_names_is_tagged_when_an_older_store_is_upgraded(request, tm
         with psycopg.connect(location) as conn:
             rows = conn.execute(f"SELECT owner, id FROM {table}_deletions").fetchall()
     assert rows and NAME not in repr(rows) and "gone" not in repr(rows)
+
+
+def test_a_merge_a_full_disk_stopped_runs_at_close(tmp_path, encoder, monkeypatch):
+    """The lexical index's merge is part of the scrub after a deletion: where a full disk stops it, the
+    deletion stands (the rows are gone for every reader) and the close, with room again, merges."""
+    import sqlite3
+
+    from memnets.store import sqlite_lexical
+
+    real, calls = sqlite_lexical.merge, []
+
+    def full_once(conn):
+        calls.append(conn)
+        if len(calls) == 1:
+            error = sqlite3.OperationalError("database or disk is full")
+            error.sqlite_errorname = "SQLITE_FULL"
+            raise error
+        real(conn)
+
+    folder = tmp_path / "memory"
+    with memnets.open(folder, encoder=encoder, duplicate_threshold=None) as memory:
+        fill(memory)
+        monkeypatch.setattr(sqlite_lexical, "merge", full_once)
+        memory.delete_all(user=NAME)
+        assert memory.list_memories(user=NAME) == [] and memory.store._scrub_pending
+        assert any(end.encode() in lexical_index_bytes(folder) for end in WORD_ENDS)  # still in a segment
+    assert len(calls) == 2 and leaks(folder) == []

@@ -22,7 +22,7 @@ How the pieces stay consistent (see docs/security.md for the reasoning):
   one SQLite transaction: a crash leaves the archive under exactly one of the two keys.
 - Without a key, an FTS5 index of the current rows' text ranks them by their words (``lexical_search``,
   :mod:`memnets.store.sqlite_lexical`): kept in step by triggers in every write's transaction, merged
-  after every deletion or replace so that no segment keeps a deleted row's terms.
+  by ``compact()`` (after every deletion or replace) so that no segment keeps a deleted row's terms.
 - Older versions of a memory (rows with ``superseded_by`` set) stay in the table for ``history``
   but are kept out of the FAISS index, the listings and the counts.
 - Filtered searches rank exactly: SQL selects the owner's current rows that pass the clear-column
@@ -49,7 +49,7 @@ import os
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from datetime import datetime
 from pathlib import Path
 
@@ -58,6 +58,7 @@ import numpy as np
 import memnets.timeutil as timeutil
 from memnets.records import Memory
 from memnets.store import rows as rowcodec
+from memnets.store import sqlite_lexical
 from memnets.store.chunks import from_blob, merge
 from memnets.store.core import SqlStore
 from memnets.store.crypto import DEFAULT_KDF, RowCipher
@@ -69,7 +70,7 @@ from memnets.store.filters import MemoryFilter
 from memnets.store.index_files import INDEX_AUTH, INDEX_DIR, INDEX_MARKER, IndexFolder
 from memnets.store.reembed import ReembedBatch
 from memnets.store.sqlite_dialect import SqliteDialect, in_marks
-from memnets.store.sqlite_lexical import ArchiveLexical, exists
+from memnets.store.sqlite_lexical import ArchiveLexical
 from memnets.store.sqlite_schema import (
     CHECKS,
     DB_FILE,
@@ -120,6 +121,7 @@ class Archive(FaissSync, ArchiveLexical, SqlStore):
     """
 
     supports_local_state = True  # its folder holds the managers' state files (memnets.store.protocol.LocalState)
+    _scrub_pending = False  # a compact() stopped by a full disk: close() runs it again
 
     def __init__(
         self,
@@ -158,7 +160,7 @@ class Archive(FaissSync, ArchiveLexical, SqlStore):
             self._reserve = DiskReserve(self.directory, reserve)
             self.dim, self._cipher, self.archive_id, self._ledger_secret = self._init_schema(dim, key)
             with self._read() as conn:
-                self.supports_lexical_search = exists(conn)
+                self.supports_lexical_search = sqlite_lexical.exists(conn)
             self._reserve.ensure()
             self._index_files = IndexFolder(self.directory, self.archive_id, self._cipher)
             self.index_source = self._open_index()  # "loaded" or "rebuilt": how the index came to be
@@ -227,6 +229,11 @@ class Archive(FaissSync, ArchiveLexical, SqlStore):
         except BaseException:
             if conn.in_transaction:  # SQLite may have rolled back already (disk full, I/O error)
                 conn.execute("ROLLBACK")
+            else:
+                # a rollback SQLite made by itself inside a write of the lexical index (FTS5) leaves the pager's
+                # error for the connection's next read of a table, a "disk full" of nothing; this read takes it
+                with suppress(sqlite3.OperationalError):
+                    conn.execute("PRAGMA data_version")
             raise
         conn.execute("COMMIT")
 
@@ -293,7 +300,6 @@ class Archive(FaissSync, ArchiveLexical, SqlStore):
         with self._lock:
             if scrub:  # the old text and vector must leave the disk as after a delete
                 self._drop_saved_index()
-                self._purge_lexical()
                 self.compact()
             self._sync()
 
@@ -312,16 +318,16 @@ class Archive(FaissSync, ArchiveLexical, SqlStore):
         with self._lock:
             if count:
                 self._drop_saved_index()
-                self._purge_lexical()
                 self.compact()
             self._reserve.ensure()
             self._sync(check_encoder=False)  # a deletion is right under any encoder
 
     # ------------------------------------------------------------------ scrubbing the file
     def compact(self) -> bool:
-        """Return free pages to the file system and fold the WAL into the database, truncating it.
+        """Merge the lexical index (where the archive has one, :func:`~memnets.store.sqlite_lexical.merge`),
+        return free pages to the file system and fold the WAL into the database, truncating it.
 
-        Called after every deletion so deleted text leaves the disk. Returns False when another
+        Called after every deletion or replace so deleted text leaves the disk. Returns False when another
         connection's open read kept the WAL from being truncated (it is then cleared at a later
         checkpoint, at the latest when the last connection closes), or when the disk is full (the
         checkpoint may need to grow the database file; it runs again at the next compact or close).
@@ -331,18 +337,22 @@ class Archive(FaissSync, ArchiveLexical, SqlStore):
             try:
                 # fold the WAL in first: on a nearly full disk, the vacuum's page moves need the room it held
                 conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                if self.supports_lexical_search:
+                    sqlite_lexical.merge(conn)  # no older segment keeps a deleted row's words
                 conn.executescript("PRAGMA incremental_vacuum;")  # execute() would free only one page per call
                 busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
             except sqlite3.OperationalError as error:
                 if not disk_full(error):
                     raise
                 # the deletion itself committed (gone for every reader); the scrub waits for room
+                self._scrub_pending = True
                 log.warning(
-                    "%s: disk full; deleted rows are gone, but their zeroed pages leave the files only "
-                    "at the next compact() or close() with free space",
+                    "%s: disk full; deleted rows are gone, but their zeroed pages (and their words in the "
+                    "lexical index) leave the files only at the next compact() or close() with free space",
                     self.directory,
                 )
                 return False
+            self._scrub_pending = False
             return busy == 0
 
     # ------------------------------------------------------------------ search
@@ -474,11 +484,14 @@ class Archive(FaissSync, ArchiveLexical, SqlStore):
 
     # ------------------------------------------------------------------ lifecycle
     def close(self) -> None:
-        """Save the index (if it changed) and close the database. Safe to call twice."""
+        """Save the index (if it changed) and close the database (after the scrub a full disk stopped, where
+        it is still pending). Safe to call twice."""
         with self._lock:
             if self._conn is None:
                 return
             try:
+                if self._scrub_pending:
+                    self.compact()
                 self.save_index()
             finally:
                 self._conn.close()

@@ -13,8 +13,9 @@ drift from the rows nor keep deleted text:
 - The table itself holds no text (external content), but its inverted index holds the terms. FTS5
   removes a term by writing a delete marker, the old segment keeping the term until segments merge,
   so after every deletion or replace the archive merges the whole index into one segment
-  (``optimize``) before it scrubs the file (:meth:`ArchiveLexical._purge_lexical`); ``secure_delete``
-  zeroes the pages the old segments held, and the checkpoint takes them out of the WAL.
+  (``optimize``, :func:`merge`, run by the archive's ``compact()``) before it scrubs the file;
+  ``secure_delete`` zeroes the pages the old segments held, and the checkpoint takes them out of the
+  WAL. On a full disk the merge waits for room, as the scrub does (the next ``compact()`` runs it).
 - Only an archive without a key has one: with a key the text at rest is sealed, and an index of its
   plain terms would hold what the key protects (hybrid search is refused there, see
   :mod:`memnets.memory.hybrid`). An archive of format 6 gains the index from its rows on its first open
@@ -87,6 +88,13 @@ def create(conn: sqlite3.Connection, where: str) -> bool:
     return True
 
 
+def merge(conn: sqlite3.Connection) -> None:
+    """Merge the index into one segment (FTS5's ``optimize``), so that no older segment keeps the words of a
+    row that left the archive (a deletion, a replace); the archive's ``compact()`` runs it before it scrubs
+    the file (``secure_delete`` zeroes the pages the old segments held)."""
+    conn.execute(f"INSERT INTO {TABLE} ({TABLE}) VALUES ('optimize')")
+
+
 def exists(conn: sqlite3.Connection) -> bool:
     """Whether the archive has its lexical index."""
     return conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (TABLE,)).fetchone() is not None
@@ -105,8 +113,8 @@ def match_expression(owner: str, words: Sequence[str]) -> str:
 
 
 class ArchiveLexical:
-    """The archive's lexical search and the upkeep of its index (see the module docstring); a base class of
-    :class:`~memnets.store.archive.Archive`, on its connection, lock, dialect and record decoder."""
+    """The archive's lexical search (see the module docstring); a base class of
+    :class:`~memnets.store.archive.Archive`, on its transactions, dialect and reader of ranked rows."""
 
     def _lexical(self, text: str, k: int, owner: str, filters: MemoryFilter | None) -> list[tuple[Memory, float]]:
         """The owner's k current, unexpired memories passing ``filters`` that hold a word of ``text``, by bm25."""
@@ -124,10 +132,3 @@ class ArchiveLexical:
         with self._reading() as conn:
             ranked = conn.execute(query, [match_expression(owner, words), *params]).fetchall()
             return self._best_first(conn, ranked, k, owner, filters, now)
-
-    def _purge_lexical(self) -> None:
-        """After rows left the archive (a deletion, a replace): merge the index into one segment, so that no
-        older segment keeps a deleted row's terms (the scrub that follows zeroes the pages they held)."""
-        if self.supports_lexical_search:
-            with self._write() as conn:
-                conn.execute(f"INSERT INTO {TABLE} ({TABLE}) VALUES ('optimize')")
