@@ -31,11 +31,10 @@ What it guarantees (each tested in tests/test_api*.py):
   (:mod:`memnets.argerrors`), before anything is written; a text that is not valid Unicode, too long or
   refused by the tokenizer raises InvalidMemoryError naming the position or the limit.
 
-``AgentMemory`` is a facade: it checks the arguments, holds the write lock and the live managers, and
-hands the work to the write path (:class:`~memnets.memory.writes.WritePath`), the searcher
-(:class:`~memnets.memory.search.Searcher`: cosine, or a pack's re-rank; shared with the managers' RECALL; fused with
-the store's lexical ranking by :class:`~memnets.memory.hybrid.HybridSearcher` where ``search`` says so) and the deletion path
-(:class:`~memnets.memory.deletion.DeletionPath`); :mod:`memnets.memory.opening` opens its parts.
+``AgentMemory`` is a facade: it checks the arguments, holds the write lock and the live managers, and hands the
+work to the write path (:class:`~memnets.memory.writes.WritePath`), the searcher (:class:`~memnets.memory.search.Searcher`:
+cosine, or a pack's re-rank, shared with the managers' RECALL; fused with the store's lexical ranking where ``search`` says,
+:mod:`memnets.memory.hybrid`) and the deletion path (:class:`~memnets.memory.deletion.DeletionPath`); :mod:`memnets.memory.opening` opens its parts.
 """
 
 from __future__ import annotations
@@ -118,10 +117,10 @@ def open(
             session still recalls the user's older ones.
         supersession: a :class:`~memnets.memory.supersession.SupersessionJudge`: a new memory ends the
             validity of older ones it replaces; "auto": the pack's head, else the rule judge; None: off.
-        options: :class:`~memnets.memory.manager.ManagerConfig` fields (defaults of every
-            ``manager(user)``; ``duplicate_threshold``, ``fetch_factor``, ``write_through_threshold``
-            and ``batch_size`` also apply to ``add``/``add_many``/``search``); the rest go to the
-            store (e.g. ``index="hnsw"``).
+        options: :class:`~memnets.memory.manager.ManagerConfig` fields (defaults of every ``manager(user)``;
+            ``duplicate_threshold``, ``fetch_factor``, ``write_through_threshold``, ``batch_size`` and ``search``
+            (hybrid or dense: :mod:`memnets.memory.hybrid`) also apply to ``add``/``add_many``/``search``); the
+            rest go to the store (e.g. ``index="hnsw"``).
     """
     parts = open_parts(
         location, pack=pack, key=key, encoder=encoder, backend=backend, options=options, supersession=supersession
@@ -145,9 +144,8 @@ def open(
 class AgentMemory:
     """One memory for many users: a store, one encoder and the decisions, shared by every user.
 
-    Build it with :func:`memnets.open`. ``encoder``, ``store`` and ``config`` are public;
-    ``importance``, ``gate`` and ``scorer`` are the decisions handed to every manager; ``hybrid`` says
-    whether ``search`` fuses the store's lexical ranking (``config.search`` on this store).
+    Build it with :func:`memnets.open`. ``encoder``, ``store``, ``config`` and ``hybrid`` (``search`` fuses the
+    store's lexical ranking) are public; ``importance``, ``gate`` and ``scorer`` are the decisions handed to every manager.
 
     Args:
         store: an open :class:`~memnets.store.MemoryStore` of the encoder's dim.
@@ -156,8 +154,7 @@ class AgentMemory:
             write-through threshold and batch size of ``add``/``add_many``/``search``.
         importance, gate: the importance and recall-gate decisions (default: the heuristics).
         scorer: a re-ranker for ``search`` and the managers (a pack's LearnedScorer); None ranks
-            search by cosine and gives managers Generative Agents' heuristic scorer. ``config.search``
-            fuses that ranking with the store's lexical one (:mod:`memnets.memory.hybrid`).
+            search by cosine and gives managers Generative Agents' heuristic scorer.
         llm: the text model of the managers' reflections, summaries and plans.
         owns_store: close the store in :meth:`close`.
         agent, session, supersession: the default scope of writes and the supersession judge (see :func:`open`).
@@ -188,8 +185,7 @@ class AgentMemory:
         self.config = config or ManagerConfig()
         self.importance = importance if importance is not None else HeuristicImportance()
         self.gate = gate if gate is not None else HeuristicGate()
-        self.scorer = scorer
-        self.hybrid = hybrid_store(store, self.config.search)  # search fuses the store's lexical ranking
+        self.scorer, self.hybrid = scorer, hybrid_store(store, self.config.search)  # hybrid: fused with the words
         self.llm = llm
         self.owns_store = owns_store
         for name, value in (("agent", agent), ("session", session)):
@@ -427,10 +423,7 @@ class AgentMemory:
         (lists of such filters); see docs/memory.md, "Filters". Filtering happens in the store
         before ranking, so k results come back whenever k memories match. Older versions and
         expired memories are never returned. ``refresh_ttl``: as in :meth:`get`, for the hits.
-        ``as_of``/``known_at``: the versions valid / written by then (:mod:`memnets.store.as_of`).
-        Ranking (``memnets.open(..., search=...)``): by default the dense score (cosine, or a pack's learned
-        score) fused with the store's lexical score where it keeps a lexical index (an unencrypted store;
-        a hit's ``score`` is then the fused one, in [0, 1]), else the dense score (:mod:`memnets.memory.hybrid`).
+        ``as_of``/``known_at``: the versions valid / written by then (:mod:`memnets.store.as_of`). Ranking: ``search`` of :func:`open`.
         """
         filters = as_of_filter(filters, as_of, known_at)
         return self.search_many(query, users=[user], k=k, filters=filters, refresh_ttl=refresh_ttl)[user]
@@ -477,10 +470,8 @@ class AgentMemory:
         k: int = 5,
         filters: MemoryFilter | Mapping | None = None,
     ) -> list[SearchHit]:
-        """:meth:`search` with the query already encoded: ``vector`` is a ``[dim]`` query vector of this
-        memory's encoder, ranked as ``search`` ranks without hybrid search (there is no text to match the
-        lexical index with: the dense score alone). For framework calls that hand over an embedding
-        (LangChain's ``*_by_vector``)."""
+        """:meth:`search` with the query already encoded (a ``[dim]`` vector of this memory's encoder), ranked as
+        ``search`` ranks but densely (no words to look up); for frameworks that hand over an embedding (LangChain)."""
         check_user(user)
         check_k(k)
         vector = check_vector(vector, self.encoder.dim)
@@ -679,9 +670,7 @@ class AgentMemory:
 
     def __repr__(self) -> str:
         state = "closed" if self.closed else "open"
-        scorer = (type(self.scorer).__name__ if self.scorer is not None else "cosine") + (
-            "+lexical" if self.hybrid else ""
-        )
+        scorer = (type(self.scorer).__name__ if self.scorer is not None else "cosine") + "+lexical" * self.hybrid
         return f"AgentMemory({self.store!r}, dim={self.encoder.dim}, search={scorer}, {state})"
 
     # ------------------------------------------------------------------ helpers

@@ -49,14 +49,14 @@ class StoredRanker:
         self._encoder = None
 
     def rank(self, conversation: Conversation, queries: Sequence[str]) -> list[list[str]]:
-        import memnets
+        from memnets.api import open as open_memory
         from memnets.nn.encoder import MemoryEncoder
 
         if self._encoder is None:
             self._encoder = MemoryEncoder.from_pretrained()
         with tempfile.TemporaryDirectory(prefix="memnets-eval-") as folder:
             location, options = (folder, {}) if self.location is None else (self.location, {"table": self.table})
-            with memnets.open(
+            with open_memory(
                 location, encoder=self._encoder, search=self.search, duplicate_threshold=None, **options
             ) as memory:
                 return self._ranked(memory, conversation, queries)
