@@ -127,8 +127,9 @@ class ArchiveLexical:
         query = (
             f"SELECT memories.row, -bm25({TABLE}, 0.0, 1.0) AS score FROM {TABLE} "
             f"JOIN memories ON memories.row = {TABLE}.rowid WHERE {TABLE} MATCH ? AND {where} "
-            "ORDER BY score DESC, memories.row"
+            "ORDER BY score DESC, memories.row LIMIT ?"
         )
+        everything = filters is not None and filters.needs_payload  # checked on the decoded rows, best first
         with self._reading() as conn:
-            ranked = conn.execute(query, [match_expression(owner, words), *params]).fetchall()
+            ranked = conn.execute(query, [match_expression(owner, words), *params, -1 if everything else k]).fetchall()
             return self._best_first(conn, ranked, k, owner, filters, now)
