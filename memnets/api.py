@@ -115,8 +115,8 @@ def open(
         agent, session: the default scope of what this memory writes (``add``/``add_many`` without
             ``agent=``/``session=``); reads filter by scope only when asked (``filters``), so a new
             session still recalls the user's older ones.
-        supersession: a :class:`~memnets.memory.supersession.SupersessionJudge`: a new memory ends the
-            validity of older ones it replaces; "auto": the pack's head, else the rule judge; None: off.
+        supersession: a :class:`~memnets.memory.supersession.SupersessionJudge` (a new memory ends older ones
+            it replaces); "auto": the pack's change judge, else memnets' own (``ChangeJudge``); None: off.
         options: :class:`~memnets.memory.manager.ManagerConfig` fields (defaults of every ``manager(user)``;
             ``duplicate_threshold``, ``fetch_factor``, ``write_through_threshold``, ``batch_size`` and ``search``
             (hybrid or dense: :mod:`memnets.memory.hybrid`) also apply to ``add``/``add_many``/``search``); the

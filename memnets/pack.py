@@ -10,7 +10,7 @@ Layout (format version 1)::
                             SentenceTransformer(pack/"encoder")
       importance/           ImportanceHead.save(dir): safetensors + JSON config   (optional)
       gate/                 RecallGateHead.save(dir): safetensors + JSON config          (optional)
-      supersession/         SupersessionHead.save(dir): safetensors + JSON config   (optional)
+      supersession/         ChangeJudge.save(dir): the change-of-fact judge's layers  (optional)
       scorer_weights.json   the LearnedScorer's fitted weights                      (optional)
       thresholds.json       decision thresholds of the heads ({"importance": p, "gate": p})
 
@@ -33,6 +33,7 @@ file and what is wrong with it.
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
 import logging
 import os
@@ -47,15 +48,17 @@ from pathlib import Path
 from memnets.safefiles import UnsafeFileError, copy_verified, read_regular
 from memnets.scoring import ScorerWeights
 
+log = logging.getLogger(__name__)
+
 PACK_FORMAT = "memnets-pack"
 FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
 ENCODER_DIR, IMPORTANCE_DIR, GATE_DIR, SUPERSESSION_DIR = "encoder", "importance", "gate", "supersession"
 SCORER_WEIGHTS, THRESHOLDS = "scorer_weights.json", "thresholds.json"
 HEADS = {
-    "importance": (IMPORTANCE_DIR, "ImportanceHead"),
-    "gate": (GATE_DIR, "RecallGateHead"),
-    "supersession": (SUPERSESSION_DIR, "SupersessionHead"),
+    "importance": (IMPORTANCE_DIR, "memnets.nn.heads:ImportanceHead"),
+    "gate": (GATE_DIR, "memnets.nn.heads:RecallGateHead"),
+    "supersession": (SUPERSESSION_DIR, "memnets.nn.change_judge:ChangeJudge"),
 }
 # The files a pack may hold besides manifest.json, relative to the pack folder. Anything else is
 # refused on load, whatever its suffix: weights only as safetensors, configs as JSON, the tokenizer
@@ -145,30 +148,11 @@ class Pack:
     gate: object | None = None  # RecallGateHead
     scorer_weights: ScorerWeights | None = None
     thresholds: dict = field(default_factory=dict)
-    supersession: object | None = None  # SupersessionHead
+    supersession: object | None = None  # ChangeJudge
 
     @property
     def dim(self) -> int:
         return int(self.manifest["embedding_dim"])
-
-    def supersession_judge(self):
-        """The pack's supersession head with its encoder, together with the rule judge, as a SupersessionJudge
-        (``EitherJudge``: either one suffices); None without a head. A head trained on the lexical features
-        of an earlier memnets (``SupersessionHead.current``) is left out with a warning: the rule judge alone."""
-        if self.supersession is None:
-            return None
-        from memnets.temporal.supersession import PAIR_FEATURES_VERSION, EitherJudge, HeadJudge, RuleJudge
-
-        if not self.supersession.current:
-            logging.getLogger(__name__).warning(
-                "pack %s: its supersession head was trained on pair features v%d, this memnets computes v%d; "
-                "judging by the rule judge alone (retrain: `memnets fit supersession`, then export the pack again)",
-                self.path,
-                self.supersession.pair_features,
-                PAIR_FEATURES_VERSION,
-            )
-            return RuleJudge()
-        return EitherJudge(HeadJudge(self.encoder, self.supersession))
 
 
 def sha256(path: Path) -> str:
@@ -254,15 +238,16 @@ def _read_json(copy: Path, root: Path, name: str, what: str) -> object:
 
 
 def load_head(name: str, folder: str | Path, shown: str | Path | None = None):
-    """Load the trained head `name` ("importance", "gate" or "supersession") from a folder written by its ``save``
-    (``shown``: the folder its messages name)."""
+    """Load the trained head `name` ("importance", "gate" or "supersession", the change judge) from a folder
+    written by its ``save`` (``shown``: the folder its messages name)."""
+    module_name, _, class_name = HEADS[name][1].partition(":")
     try:
-        from memnets.nn import heads
+        module = importlib.import_module(module_name)
     except ImportError as error:
         raise PackError(
-            f"{folder}: loading the {name} head needs memnets.nn.heads, which cannot be imported: {error}"
+            f"{folder}: loading the {name} head needs {module_name}, which cannot be imported: {error}"
         ) from None
-    return getattr(heads, HEADS[name][1]).load(folder, shown=shown)
+    return getattr(module, class_name).load(folder, shown=shown)
 
 
 def _head_dim(head) -> int | None:
@@ -297,7 +282,7 @@ def export_pack(
     Args:
         out: the pack folder to create (refused if it exists, unless ``overwrite``).
         encoder: a MemoryEncoder, or a folder written by ``MemoryEncoder.save_pretrained``.
-        importance, gate, supersession: an ImportanceHead / RecallGateHead / SupersessionHead, or a
+        importance, gate, supersession: an ImportanceHead / RecallGateHead / ChangeJudge, or a
             folder written by its ``save``; any may be None (a pack may hold only an encoder).
         scorer_weights: ScorerWeights or a JSON file of them; None = no fitted weights.
         thresholds: decision thresholds; defaults to the heads' ``threshold`` attributes.
@@ -494,6 +479,8 @@ def _build(root: Path, copy: Path, manifest: dict, backend: str = "torch") -> Pa
         raise PackDimError(
             f"{root / ENCODER_DIR}: the encoder gives {encoder.dim}-d vectors but the manifest's embedding_dim is {dim}"
         )
+    from memnets.nn.change_judge import NotAJudge
+
     heads = {}
     for name, (folder, _) in HEADS.items():
         if name not in manifest["components"]:
@@ -502,6 +489,11 @@ def _build(root: Path, copy: Path, manifest: dict, backend: str = "torch") -> Pa
             head = load_head(name, copy / folder, shown=root / folder)
         except PackError:
             raise
+        except NotAJudge as error:  # a supersession head of a memnets before the change judge
+            log.warning(
+                "%s; judging changes of fact with memnets' own judge (retrain: `memnets fit supersession`)", error
+            )
+            continue
         except WeightsMismatch as error:
             raise PackWeightsError(str(error)) from None
         except Exception as error:  # a bad file in torch or safetensors: SafetensorError, RuntimeError, ...

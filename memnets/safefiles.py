@@ -1,4 +1,5 @@
-"""Reading files from a folder that someone else may be able to write: no links, each file read once.
+"""Reading files from a folder that someone else may be able to write: no links, each file read once;
+and writing files whole: a crash never leaves one half-written (:func:`write_atomically`).
 
 A pack folder or an archive's ``index/`` folder is checked (checksums, an HMAC) before it is
 used. Two things would let a writer of the folder slip bytes past such a check: a symbolic link
@@ -77,3 +78,34 @@ def copy_verified(root: Path, name: str, target: Path | None) -> str:
                 digest.update(chunk)
                 copy.write(chunk)
     return digest.hexdigest()
+
+
+def flush_to_disk(path: Path) -> None:
+    """``fsync`` a file (its bytes reach the disk) or a folder (its entries: files created or renamed in it).
+
+    Without it a rename can reach the disk before the bytes of the file renamed, and a machine that
+    loses power in between is left with the new name over an empty or partial file."""
+    fd = os.open(path, os.O_RDONLY | (os.O_DIRECTORY if path.is_dir() else 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_atomically(path: Path, data: bytes) -> None:
+    """Replace ``path`` with ``data`` so that a crash at any moment, of the process or of the machine,
+    leaves the old file or the new one whole, never a part of one.
+
+    The bytes go to a temporary file beside it (``.<name>.<random>.tmp``), are flushed to disk and
+    renamed over ``path``; then the folder is flushed, so that the rename itself is on disk."""
+    temporary = path.with_name(f".{path.name}.{os.urandom(6).hex()}.tmp")
+    try:
+        with open(temporary, "xb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+    flush_to_disk(path.parent)

@@ -3,8 +3,8 @@
 The user said "I live in Leeds", later "I moved to Lyon", and a few other things. The question is the
 stale fact's own text, so any encoder (the tiny random one too) puts the stale fact nearest it, well
 above its successor, and the fillers below both (with the tiny encoder of tests/conftest.py: cosines
-1.0, 0.955 and at most 0.942). A judge ends "Leeds" by "Lyon" (:class:`ChangeJudge` in process; a
-server opened with ``--set supersession=auto`` has the rule judge, which decides the same here).
+1.0, 0.955 and at most 0.942). A judge ends "Leeds" by "Lyon" (:class:`LyonJudge` in process; a
+server opened with ``--set supersession=auto`` has the judge shipped with memnets, which decides the same here).
 Before search ranked a stale fact below its successor whatever k, k = 1 answered "Leeds".
 """
 
@@ -31,7 +31,7 @@ QUESTION = STALE  # nearest the stale fact by construction
 KS = (1, 3, 10)  # 10: every memory of the user
 
 
-class ChangeJudge:
+class LyonJudge:
     """A SupersessionJudge for tests: "Lyon" ends "Leeds" (score 1.0), nothing else ends anything."""
 
     threshold = 0.5

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import numpy as np
 import pytest
-from successor_helpers import KS, QUESTION, STALE, SUCCESSOR, ChangeJudge, check_current_first, facts
+from successor_helpers import KS, QUESTION, STALE, SUCCESSOR, LyonJudge, check_current_first, facts
 
 import memnets
 from memnets.api import AgentMemory, SearchHit
@@ -191,7 +191,7 @@ def test_a_stale_fact_never_ranks_above_its_successor_at_any_k(encoder, location
     words: search answers the successor first at k = 1, 3 and 10, the stale fact right after it, scores
     non-increasing, one order at every k (successor_helpers). Before, k = 1 answered "I live in Leeds"."""
     where, options = location
-    judge = ChangeJudge()
+    judge = LyonJudge()
     with memnets.open(where, encoder=encoder, duplicate_threshold=EXACT, supersession=judge, **options) as memory:
         for text, when in facts():
             memory.add(text, user="ann", t=when)

@@ -379,6 +379,19 @@ def test_closed_archive_refuses_calls(tmp_path):
         archive.count("alice")
 
 
+def test_the_archive_closes_its_index_and_the_ones_a_rebuild_replaces(tmp_path):
+    """Each retriever the archive made is closed (its upkeep stopped) by the time the archive is:
+    a retriever still rebuilding in the background when the process exits used to crash it."""
+    memories = [memory_for(f"m{i}", "alice") for i in range(10)]
+    archive = Archive(tmp_path, DIM)
+    archive.upsert(memories, vectors_for(memories))
+    first = archive._retriever
+    assert archive.rebuild_index() == 10
+    assert first.closed and not archive._retriever.closed  # replaced: told to stop
+    archive.close()
+    assert archive._retriever.closed
+
+
 def test_a_reader_far_behind_the_pruned_change_log_rebuilds_and_agrees(tmp_path, monkeypatch):
     import memnets.store.faiss_sync as faiss_sync
 

@@ -7,7 +7,7 @@ import json
 from datetime import UTC, datetime
 
 import pytest
-from successor_helpers import KS, QUESTION, ChangeJudge, check_current_first, facts
+from successor_helpers import KS, QUESTION, LyonJudge, check_current_first, facts
 
 import memnets
 from memnets.cli import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, main
@@ -84,7 +84,7 @@ def test_search_never_answers_a_stale_fact_above_its_successor(tmp_path, tiny_mo
     """Leo's memories (successor_helpers) written with a judge that ended "Leeds" by "Lyon": `search -k`
     at 1, 3 and 10 answers the successor first, the stale fact right after it, one order, scores non-increasing."""
     folder = tmp_path / "memory"
-    with memnets.open(folder, encoder=tiny_model_dir, supersession=ChangeJudge()) as memory:
+    with memnets.open(folder, encoder=tiny_model_dir, supersession=LyonJudge()) as memory:
         for text, when in facts():
             memory.add(text, user="leo", t=when)
     answers = {}
@@ -116,7 +116,7 @@ def test_search_and_history_show_validity_and_how_each_version_came_to_be(tmp_pa
     """Search shows which fact still holds and which memory ended the other; history tells the judge's
     ending from a restatement (the same text, new metadata), a change (another text) and a reopening."""
     folder = tmp_path / "memory"
-    with memnets.open(folder, encoder=tiny_model_dir, supersession=ChangeJudge()) as memory:
+    with memnets.open(folder, encoder=tiny_model_dir, supersession=LyonJudge()) as memory:
         for n, (text, when) in enumerate(facts()):
             memory.add(text, user="leo", t=when, id=f"f{n}")
         memory.update("f0", user="leo", metadata={"checked": True})

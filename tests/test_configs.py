@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import pytest
@@ -102,6 +103,30 @@ def test_every_packaged_config_loads(name):
         assert not data.cache_dir.is_absolute()  # caches land under the working folder
     else:
         assert {"trainer", "model", "data"} <= set(config)
+
+
+def test_the_large_configs_train_from_the_large_backbone_and_write_under_checkpoints_large():
+    from memnets.nn.encoder import LARGE_BACKBONE
+    from memnets.retrieval.rankers import parse_spec
+
+    encoder, gpu = load_config("encoder/large"), load_config("encoder/gpu")
+    assert encoder["model"]["backbone"] == encoder["data"]["miner_model"] == LARGE_BACKBONE
+    assert encoder["trainer"]["precision"] == gpu["trainer"]["precision"] == "bf16-mixed"
+    assert encoder["data"]["batch_size"] == gpu["data"]["batch_size"]
+    # base.yaml's callbacks, in order, but the export under checkpoints/large/
+    classes = [c["class_path"] for c in load_config("encoder/base")["trainer"]["callbacks"]]
+    assert [c["class_path"] for c in encoder["trainer"]["callbacks"]] == classes
+    assert encoder["trainer"]["callbacks"][-1]["init_args"] == {"export_dir": "checkpoints/large/encoder/best"}
+    assert encoder["trainer"]["logger"]["init_args"]["save_dir"] == "checkpoints/large"
+
+    steps = dict(load_steps("pipeline/large"))
+    assert list(steps) == [name for name, _ in load_steps("pipeline/gpu")]
+    assert steps["encoder"] == ["fit", "encoder", "-c", "encoder/large"]
+    paths = [arg.rpartition(":")[2] for argv in steps.values() for arg in argv if "checkpoints" in arg]
+    assert paths and all(path.startswith("checkpoints/large/") for path in paths)
+    specs = list(itertools.takewhile(lambda arg: not arg.startswith("-"), steps["evaluate-retrieval"][2:]))
+    untrained = {name: path for name, _, path in map(parse_spec, [s for s in specs if "checkpoints" not in s])}
+    assert untrained == {"bm25": None, "minilm": None, "backbone+heuristic": LARGE_BACKBONE, "backbone": LARGE_BACKBONE}
 
 
 def test_the_smoke_data_config_is_one_conversation_per_split():

@@ -61,6 +61,7 @@ def test_bad_backend_is_named_and_fp16_needs_a_gpu(tiny_model_dir):
             encoder.encode(["a memory"])
 
 
+@pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="fp16/bf16 run on a CUDA device; none here")
 @pytest.mark.parametrize("backend", ["fp16", "bf16"])
 def test_gpu_half_backends_agree_with_torch(tiny_model_dir, turns, backend):

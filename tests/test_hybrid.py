@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 import anyio
 import numpy as np
 import pytest
-from successor_helpers import KS, QUESTION, STALE, SUCCESSOR, ChangeJudge, check_current_first, facts
+from successor_helpers import KS, QUESTION, STALE, SUCCESSOR, LyonJudge, check_current_first, facts
 
 import memnets
 from memnets.argerrors import ArgumentValueError
@@ -109,7 +109,7 @@ def test_the_first_k_are_the_same_at_every_k(opened):
 def test_a_stale_fact_found_by_its_words_answers_below_its_successor(opened):
     """The question is the stale fact's own text: the lexical side finds it (the successor holds none of its
     words), and the successor still answers first, at every k (tests/successor_helpers.py)."""
-    memory = opened(supersession=ChangeJudge())
+    memory = opened(supersession=LyonJudge())
     for text, when in facts():
         memory.add(text, user="ann", t=when)
     answers = {k: [(hit.memory.content, hit.score) for hit in memory.search(QUESTION, user="ann", k=k)] for k in KS}
@@ -121,7 +121,7 @@ def test_a_stale_fact_only_the_lexical_side_finds_shows_its_successors_score(ope
     the lexical side finds the stale fact alone, by its word, which would put it first. Its successor is
     fetched, scored as every candidate is (far, no word: low), and the stale fact shows that score, below
     the memories that answer (memnets.memory.search.current_first)."""
-    memory = opened(supersession=ChangeJudge())
+    memory = opened(supersession=LyonJudge())
     for text, when in facts():
         memory.add(text, user="ann", t=when)
     [stale] = [m for m in memory.list_memories(user="ann", limit=None) if m.content == STALE]
@@ -204,14 +204,14 @@ def test_eval_retrieval_ranks_through_both_stores(pg_url, tiny_locomo_path, tmp_
     from memnets.evaluation import stored  # noqa: F401  (registers the kinds of a memory store)
     from memnets.retrieval.rankers import parse_spec
 
-    assert parse_spec(f"memory_hybrid:{pg_url}")[0] == "memory_hybrid:postgresql"  # no credentials in the name
+    assert parse_spec(f"store_hybrid:{pg_url}")[0] == "store_hybrid:postgresql"  # no credentials in the name
     out = tmp_path / "eval.json"
-    specs = ["memory", "memory_hybrid", f"pg=memory:{pg_url}", f"pg-hybrid=memory_hybrid:{pg_url}"]
-    assert main(["eval", "retrieval", *specs, "--data", str(tiny_locomo_path), "--json", str(out), "-q"]) == 0
+    specs = ["store_dense", "store_hybrid", f"pg=store_dense:{pg_url}", f"pg-hybrid=store_hybrid:{pg_url}"]
+    assert main(["eval", "retrieval", *specs, "--data", str(tiny_locomo_path), "--json", str(out)]) == 0
     reports = {r["name"]: r for r in json.loads(out.read_text())["reports"]}
-    assert list(reports) == ["memory", "memory_hybrid", "pg", "pg-hybrid"]
+    assert list(reports) == ["store_dense", "store_hybrid", "pg", "pg-hybrid"]
     for report in reports.values():
         assert report["counts"]["questions"] > 0 and report["overall"]["recall@50"] == 1.0  # every turn, once
-    for a, b in (("memory", "pg"), ("memory_hybrid", "pg-hybrid")):  # one encoder, the same search on both stores
+    for a, b in (("store_dense", "pg"), ("store_hybrid", "pg-hybrid")):  # one encoder, the same search on both stores
         assert reports[a]["overall"]["recall@10"] == pytest.approx(reports[b]["overall"]["recall@10"], abs=0.2)
     assert "retrieval on every conversation" in capsys.readouterr().out

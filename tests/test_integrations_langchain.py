@@ -22,7 +22,7 @@ from langchain_tests.integration_tests import (
     RetrieversIntegrationTests,
     VectorStoreIntegrationTests,
 )
-from successor_helpers import KS, QUESTION, ChangeJudge, check_current_first, facts
+from successor_helpers import KS, QUESTION, LyonJudge, check_current_first, facts
 
 import memnets
 from memnets.integrations.langchain import (
@@ -223,7 +223,7 @@ def test_retriever_documents_carry_scores_and_filters(notes_memory):
 def test_the_vector_store_and_retriever_never_answer_a_stale_fact_above_its_successor(tmp_path, tiny_encoder):
     """Texts added in the order said (successor_helpers), a judge ending "Leeds" by "Lyon": at every k both
     answer the successor first, the stale fact right after it, one order, scores non-increasing."""
-    with memnets.open(tmp_path / "memory", encoder=tiny_encoder, supersession=ChangeJudge()) as memory:
+    with memnets.open(tmp_path / "memory", encoder=tiny_encoder, supersession=LyonJudge()) as memory:
         store = MemnetsVectorStore(memory, "leo")
         for text, _ in facts():
             store.add_texts([text])

@@ -22,7 +22,7 @@ pytest.importorskip("langgraph")
 from langgraph.graph import END, START, StateGraph
 from langgraph.store.base import BaseStore, InvalidNamespaceError, PutOp
 from langgraph.store.memory import InMemoryStore
-from successor_helpers import KS, QUESTION, ChangeJudge, check_current_first, facts
+from successor_helpers import KS, QUESTION, LyonJudge, check_current_first, facts
 
 import memnets
 from memnets.integrations.langgraph import (
@@ -54,13 +54,15 @@ def store(memory):
 def any_store(request, tmp_path, tiny_encoder):
     """MemnetsStore on each memnets store: a folder (SQLite + FAISS) and PostgreSQL + pgvector.
 
-    The tests that use it are the ones whose answers depend on the store's filtering and listing.
+    The tests that use it are the ones whose answers depend on the store's filtering and listing. Ranked
+    by cosine (``search="dense"``): a query over several users' namespaces merges their hits by score, and
+    hybrid search's fused scores are relative to each user's own candidates (docs/integrations.md).
     """
     if request.param == "folder":
         location, options = tmp_path / "memory", {}
     else:
         location, options = request.getfixturevalue("pg_url"), {"table": f"lg_{uuid.uuid4().hex[:12]}"}
-    with memnets.open(location, encoder=tiny_encoder, **options) as opened:
+    with memnets.open(location, encoder=tiny_encoder, search="dense", **options) as opened:
         yield MemnetsStore(opened)
 
 
@@ -274,7 +276,7 @@ def test_query_search_goes_through_agent_memory_search(store, memory):
 def test_a_query_search_never_answers_a_stale_fact_above_its_successor(tmp_path, tiny_encoder):
     """Items put in the order said (successor_helpers), a judge ending "Leeds" by "Lyon": at every limit the
     successor comes first, the stale item right after it, one order, scores non-increasing."""
-    with memnets.open(tmp_path / "memory", encoder=tiny_encoder, supersession=ChangeJudge()) as memory:
+    with memnets.open(tmp_path / "memory", encoder=tiny_encoder, supersession=LyonJudge()) as memory:
         store = MemnetsStore(memory)
         for n, (text, _) in enumerate(facts()):
             store.put(("leo",), f"fact-{n}", {"content": text})

@@ -23,7 +23,7 @@ pytest.importorskip("mcp")
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamablehttp_client
-from successor_helpers import KS, QUESTION, ChangeJudge, check_current_first, facts
+from successor_helpers import KS, QUESTION, LyonJudge, check_current_first, facts
 
 import memnets
 
@@ -209,7 +209,7 @@ def test_search_memory_never_answers_a_stale_fact_above_its_successor(tmp_path, 
     through the real stdio server at k = 1, 3 and 10: the successor first, the stale fact right after it
     (marked by its invalidated_by), one order, scores non-increasing."""
     folder = tmp_path / "memory"
-    with memnets.open(folder, encoder=tiny_model_dir, supersession=ChangeJudge()) as memory:
+    with memnets.open(folder, encoder=tiny_model_dir, supersession=LyonJudge()) as memory:
         written = [memory.add(text, user="leo", t=when) for text, when in facts()]
 
     async def run():

@@ -112,7 +112,7 @@ def test_index_files_must_be_plain_listed_files_inside_the_folder(tmp_path, atta
     else:
         import hashlib
 
-        from memnets.retrieval.faiss_retriever import MANIFEST
+        from memnets.retrieval.faiss_files import MANIFEST
 
         if attack == "bad-name":
             auth["files"]["../archive.sqlite3"] = auth["files"].pop(MANIFEST)

@@ -98,7 +98,7 @@ def server(tiny_model_dir, tmp_path_factory):
             for fact in FACTS[:3]:
                 admin.post("/v1/users/ann/observe", json={"text": fact, "importance": 0.9}).raise_for_status()
             admin.post("/v1/users/ann/context", json={"query": "what is my dog called?"}).raise_for_status()
-            for n, (text, when) in enumerate(facts()):  # the rule judge ends "Leeds" by "Lyon"
+            for n, (text, when) in enumerate(facts()):  # the shipped judge ends "Leeds" by "Lyon"
                 said = {"user": "leo", "text": text, "t": when.isoformat(), "id": LEO_IDS.get(text, f"l{n}")}
                 admin.post("/v1/memories", json=said).raise_for_status()
         yield process

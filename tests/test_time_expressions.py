@@ -9,6 +9,8 @@ from __future__ import annotations
 from datetime import UTC, date, datetime
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import memnets
 from memnets.temporal.dates import DATES_KEY, ResolvedDate, date_metadata, resolve_dates, with_dates
@@ -159,3 +161,16 @@ def test_the_quick_check_for_time_words_changes_no_answer(monkeypatch):
     monkeypatch.setattr(dates, "_MAY_NAME_A_TIME", re.compile(""))  # the rules on every text
     assert quick == [resolve_dates(text, TURN) for text in texts]
     assert sum(map(bool, quick)) > 100  # the corpus names times: the check was put to the test
+
+
+@given(st.lists(st.tuples(st.integers(0, 60), st.integers(1, 12)), max_size=40))
+def test_the_kept_date_spans_are_those_a_scan_of_every_kept_one_keeps(spans):
+    """``disjoint`` (one bisect per span) keeps what comparing each span with every kept one kept."""
+    from memnets.temporal.dates import disjoint
+
+    found = [(start, start + length, n) for n, (start, length) in enumerate(spans)]
+    kept: list = []
+    for start, end, n in sorted(found, key=lambda item: (item[0] - item[1], item[0])):
+        if all(end <= s or start >= e for s, e, _ in kept):
+            kept.append((start, end, n))
+    assert disjoint(found) == sorted(kept, key=lambda item: item[0])

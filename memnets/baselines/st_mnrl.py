@@ -25,6 +25,7 @@ import torch
 from memnets.data.builders import build_retrieval_pairs
 from memnets.data.config import load_data_config
 from memnets.data.formats import load_conversations
+from memnets.nn.backbones import resolve_backbone
 from memnets.nn.encoder import DEFAULT_BACKBONE
 from memnets.progress import quiet_loading, track
 
@@ -58,7 +59,9 @@ def train_st_mnrl(
     )
     dataset = pairs.select_columns(["query", "positive"])
     with quiet_loading():
-        model = SentenceTransformer(backbone, device="cpu" if not torch.cuda.is_available() else "cuda")
+        # a backbone name resolved here: sentence-transformers would look a bare name up on the Hub
+        folder = str(resolve_backbone(backbone))
+        model = SentenceTransformer(folder, device="cpu" if not torch.cuda.is_available() else "cuda")
     if max_seq_length:
         model.max_seq_length = max_seq_length
     loss_fn = MultipleNegativesRankingLoss(model)

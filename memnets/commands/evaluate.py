@@ -7,7 +7,9 @@ per question type (memnets.commands.eval_longmemeval).
 
 Retrievers are given as specs `[NAME=]KIND[:PATH]` (the registry of memnets.retrieval.rankers), for example
 `bm25`, `dense` (the bundled all-MiniLM-L6-v2), `trained=dense:checkpoints/encoder/best`,
-`heuristic` (Generative Agents' score on the backbone), `learned:checkpoints/pack` (a pack's LearnedScorer).
+`heuristic` (Generative Agents' score on the backbone), `learned:checkpoints/pack` (a pack's LearnedScorer),
+`memory[:PACK]` (the conversation written into a fresh memory, with consistency and supersession, and
+ranked by its search: memnets.evaluation.memory_ranker).
 
 `memnets eval heads`: the importance and recall-gate heads against their baselines on a split
 (:mod:`memnets.evaluation.heads`), as Markdown tables and as JSON.

@@ -1,4 +1,4 @@
-"""`memnets export`: bundle a trained encoder, importance head, recall-gate head, supersession head
+"""`memnets export`: bundle a trained encoder, importance head, recall-gate head, change-of-fact judge
 and scorer weights into one verified memory pack (see memnets/pack.py for the format).
 
 Without --scorer-weights, the LearnedScorer's weights are fitted here by logistic regression on
@@ -40,7 +40,11 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--encoder", required=True, help="trained encoder folder (MemoryEncoder.save_pretrained)")
     parser.add_argument("--importance", default=None, help="trained importance head folder (ImportanceHead.save)")
     parser.add_argument("--gate", default=None, help="trained recall gate folder (RecallGateHead.save)")
-    parser.add_argument("--supersession", default=None, help="trained supersession head folder (SupersessionHead.save)")
+    parser.add_argument(
+        "--supersession",
+        default=None,
+        help="trained change-of-fact judge folder (memnets fit supersession; ChangeJudge.save)",
+    )
     parser.add_argument("--scorer-weights", default=None, help="fitted scorer weights JSON (skips fitting)")
     parser.add_argument(
         "--fit-split",

@@ -51,10 +51,15 @@ class Turn:
     image_caption: str | None = None
 
     @property
-    def content(self) -> str:
-        """The memory text: "{speaker}: {text}", plus the photo's caption for image turns."""
+    def said(self) -> str:
+        """What the speaker said: the text, plus the photo's caption for image turns (a chat message's content)."""
         photo = f" [shares a photo of {self.image_caption}]" if self.image_caption else ""
-        return turn_text(self.speaker, f"{self.text}{photo}")
+        return f"{self.text}{photo}"
+
+    @property
+    def content(self) -> str:
+        """The memory text: "{speaker}: {said}" (:attr:`said`)."""
+        return turn_text(self.speaker, self.said)
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,8 @@ import numpy as np
 
 from memnets.data.asked import seen_at
 from memnets.data.longmemeval import LongMemEvalQuestion
+from memnets.evaluation import memory_ranker  # noqa: F401 (registers the ranker kind "memory")
+from memnets.progress import track
 from memnets.retrieval.asked import rank_as_asked
 from memnets.retrieval.longmemeval_metrics import LONGMEMEVAL_KS, question_metrics
 from memnets.retrieval.rankers import Ranker, build_ranker, parse_spec
@@ -93,12 +95,19 @@ def corpus_texts(questions: Iterable[LongMemEvalQuestion]) -> Iterable[str]:
 
 
 def evaluate_longmemeval(
-    ranker: Ranker, questions: Sequence[LongMemEvalQuestion], ks: Sequence[int] = LONGMEMEVAL_KS, name: str = "ranker"
+    ranker: Ranker,
+    questions: Sequence[LongMemEvalQuestion],
+    ks: Sequence[int] = LONGMEMEVAL_KS,
+    name: str = "ranker",
+    progress: bool = False,
 ) -> LongMemEvalReport:
-    """Rank each scored question's haystack and average its metrics per question type and overall."""
+    """Rank each scored question's haystack and average its metrics per question type and overall.
+
+    ``progress``: a bar over the questions (:func:`memnets.progress.track`), for a command's long run.
+    """
     scored = scored_questions(questions)
     rows = []
-    for question in scored:
+    for question in track(scored, desc=f"{name}: ranking", unit="question", disable=not progress):
         ranked = rank_question(ranker, question)
         rows.append(
             {
@@ -159,7 +168,7 @@ def compare_on_longmemeval(
     for name, kind, path in parsed:
         started = time.perf_counter()
         ranker = cache_encodings(build_ranker(kind, path), corpus_texts(scored))
-        report = evaluate_longmemeval(ranker, questions, ks, name=name)
+        report = evaluate_longmemeval(ranker, questions, ks, name=name, progress=True)
         logger.info(
             "%s: session recall_any@5 %.3f (%.1f s)",
             name,

@@ -12,7 +12,10 @@ import time
 from collections.abc import Iterable, Sequence
 
 from memnets.data.locomo import Conversation
-from memnets.evaluation import stored  # noqa: F401  (registers the ranker kinds of a memory store)
+from memnets.evaluation import (
+    memory_ranker,  # noqa: F401 (registers the ranker kind "memory")
+    stored,  # noqa: F401  (registers the ranker kinds of a memory store)
+)
 from memnets.retrieval.metrics import (
     DEFAULT_CATEGORIES,
     DEFAULT_KS,
@@ -42,7 +45,8 @@ def compare_rankers(
     reports = []
     for name, kind, path in parsed:
         started = time.perf_counter()
-        report = evaluate_retriever(build_ranker(kind, path), conversations, categories=categories, ks=ks, name=name)
+        ranker = build_ranker(kind, path)
+        report = evaluate_retriever(ranker, conversations, categories=categories, ks=ks, name=name, progress=True)
         logger.info(
             "%s: recall@10 %.3f (%.1f s)",
             name,

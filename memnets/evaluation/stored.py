@@ -6,8 +6,13 @@ merging) and rank them with ``AgentMemory.search``, the path every door takes, s
 store's own: its lexical index, its filters, its fusion. Kinds, registered when this module is
 imported (:mod:`memnets.evaluation.retrieval` imports it, so ``memnets eval retrieval`` knows them):
 
-- ``memory[:URL]``: dense search (``search="dense"``), the bundled all-MiniLM-L6-v2;
-- ``memory_hybrid[:URL]``: hybrid search (``search="hybrid"``, :mod:`memnets.memory.hybrid`).
+- ``store_dense[:URL]``: dense search (``search="dense"``), the bundled all-MiniLM-L6-v2;
+- ``store_hybrid[:URL]``: hybrid search (``search="hybrid"``, :mod:`memnets.memory.hybrid`).
+
+(The kind ``memory`` of :mod:`memnets.evaluation.memory_ranker` writes a conversation as chat messages
+through the whole write path, merging and superseding as an agent's memory does, into a temporary
+archive, and searches it as ``memnets.open`` defaults; these keep every turn, so that a figure is the
+search's alone, next to ``bm25`` and ``dense``, on either store.)
 
 Without a URL the store is an archive in a temporary folder (one per conversation); with a
 ``postgresql://`` URL it is that server's, in tables named ``memnets_eval_<random>`` (left there,
@@ -44,7 +49,7 @@ class StoredRanker:
 
     def __init__(self, search: str, location: str | None = None) -> None:
         self.search, self.location = search, location
-        self.name = f"memory_{search}"
+        self.name = f"store_{search}"
         self.table = f"memnets_eval_{uuid.uuid4().hex[:12]}"  # on PostgreSQL: this ranker's tables
         self._encoder = None
 
@@ -92,7 +97,7 @@ def _factory(search: str):
     return build
 
 
-register_ranker("memory", _factory("dense"))
-register_ranker("memory_hybrid", _factory("hybrid"))
+register_ranker("store_dense", _factory("dense"))
+register_ranker("store_hybrid", _factory("hybrid"))
 
 __all__ = ["HEAD", "StoredRanker"]

@@ -17,7 +17,7 @@ COMPONENTS: dict[str, tuple[str, str]] = {
     "encoder": ("memnets.lit.encoder:EncoderModule", "memnets.lit.data:RetrievalDataModule"),
     "importance": ("memnets.lit.heads:ImportanceModule", "memnets.lit.heads:ImportanceDataModule"),
     "gate": ("memnets.lit.heads:GateModule", "memnets.lit.heads:GateDataModule"),
-    "supersession": ("memnets.lit.supersession:SupersessionModule", "memnets.lit.supersession:SupersessionDataModule"),
+    "supersession": ("memnets.lit.supersession:ChangeJudgeModule", "memnets.lit.supersession:ChangeJudgeDataModule"),
 }
 
 # COMPONENT -> (source, target) arguments linked once the DataModule exists: a head is built in its
@@ -25,7 +25,6 @@ COMPONENTS: dict[str, tuple[str, str]] = {
 LINKS: dict[str, tuple[tuple[str, str], ...]] = {
     "importance": (("data.dim", "model.dim"),),
     "gate": (("data.dim", "model.dim"),),
-    "supersession": (("data.dim", "model.dim"),),
 }
 
 

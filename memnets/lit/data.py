@@ -190,7 +190,8 @@ class RetrievalDataModule(L.LightningDataModule):
         include_observations: add (observation fact -> source turn) pairs to the question pairs.
         group_by_conversation: draw each batch from one conversation (hard in-batch negatives).
         hard_negatives: mined hard negatives per pair per step (0 = in-batch negatives only).
-        miner: ``"encoder"`` (``miner_model``, the untrained backbone by default) or ``"bm25"``.
+        miner: ``"encoder"`` (``miner_model``: a folder or a backbone name such as ``all-mpnet-base-v2``;
+            the bundled untrained backbone by default) or ``"bm25"``.
         mining_top_k: candidates kept per pair; each step samples ``hard_negatives`` of them.
         relative_margin: drop candidates scoring above ``(1 - margin) * positive score``.
         num_workers: DataLoader workers.
@@ -254,7 +255,10 @@ class RetrievalDataModule(L.LightningDataModule):
         def load_encoder():
             from memnets.nn.encoder import MemoryEncoder
 
-            return MemoryEncoder.from_pretrained(hp.miner_model, max_length=128)
+            miner = MemoryEncoder.from_pretrained(hp.miner_model, max_length=128)
+            # on a GPU when there is one, as the heads' embedding cache does (the large backbone mines
+            # the train split's ~6,500 texts in seconds there, minutes on a CPU)
+            return miner.cuda() if torch.cuda.is_available() else miner
 
         return cached_hard_negatives(
             cache_dir,

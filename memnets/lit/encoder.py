@@ -33,7 +33,8 @@ class EncoderModule(L.LightningModule):
     """Fine-tunes a MemoryEncoder with InfoNCE on (query, positive[, hard negatives]) batches.
 
     Args:
-        backbone: Hugging Face folder to start from (default: the bundled all-MiniLM-L6-v2).
+        backbone: Hugging Face folder to start from, or a backbone name (:mod:`memnets.nn.backbones`:
+            ``all-mpnet-base-v2`` is the ``[large]`` extra's 768-d model); default: the bundled all-MiniLM-L6-v2.
         backbone_config: architecture changes for a randomly initialised backbone of ``backbone``'s
             kind with its tokenizer (``{hidden_size: 32, num_hidden_layers: 2, ...}``; smoke runs);
             ``None`` fine-tunes the pretrained weights.

@@ -46,7 +46,7 @@ OUTCOME_EVENTS: dict[str, Event] = {"added": "ADD", "updated": "UPDATE", "unchan
 DECIDERS = ("llm", "rules")
 SOURCE_MESSAGES = "source_messages"  # metadata field of a fact: the ids of the messages it came from
 MAX_FACTS = 100  # the most facts one answer may list: each costs a search and a write
-_FENCE = re.compile(r"^```[a-zA-Z]*\s*\n?(.*?)\n?```$", re.S)
+_FENCE = re.compile(r"^```[a-zA-Z]*+\s*+\n?(.*?)\n?```$", re.S)  # possessive: linear (was quadratic on "```   ...")
 
 
 class ExtractionError(RuntimeError):

@@ -17,7 +17,6 @@ from memnets.memory.config import ManagerConfig
 from memnets.memory.signals import pack_components
 from memnets.protocols import TextEncoder
 from memnets.store import StoreFormatError, open_store
-from memnets.temporal.supersession import RuleJudge
 
 
 class MemoryParts(NamedTuple):
@@ -54,13 +53,17 @@ def memory_components(pack=None, encoder=None, *, backend: str = "torch", where:
 
 
 def supersession_judge(given, from_pack):
-    """``memnets.open``'s ``supersession``: "auto" is the pack's trained judge when it has one, else the
-    rule judge (:class:`~memnets.temporal.supersession.RuleJudge`); None (the default) turns the step off;
-    a judge is kept."""
+    """``memnets.open``'s ``supersession``: "auto" is the pack's change judge when it has one, else the one
+    shipped with memnets (:class:`~memnets.nn.change_judge.ChangeJudge`); None turns the step off; a judge
+    is kept."""
     if isinstance(given, str):
         if given != "auto":
             raise ValueError(f'supersession: expected "auto", None or a SupersessionJudge, got {given!r}')
-        return from_pack if from_pack is not None else RuleJudge()
+        if from_pack is not None:
+            return from_pack
+        from memnets.nn.change_judge import ChangeJudge
+
+        return ChangeJudge.load()
     return given
 
 
@@ -74,7 +77,7 @@ def open_parts(location, *, pack, key, encoder, backend: str, options: dict, sup
 
         pack = load_pack(pack, backend=backend)
     components = memory_components(pack, encoder, backend=backend)
-    from_pack = pack.supersession_judge() if pack is not None and supersession == "auto" else None
+    from_pack = pack.supersession if pack is not None and supersession == "auto" else None
     components["supersession"] = supersession_judge(supersession, from_pack)
     encoder = components.pop("encoder")
     for name in names & set(components):  # thresholds the pack chose (write-through, duplicate), unless given

@@ -3,15 +3,19 @@
 "I live in Paris", then "I moved to Berlin last month": the second is a new memory (the sentence
 frame rule of :mod:`memnets.memory.writes` catches restatements only), and without this step the
 first stays current and may rank first for "Where do I live?". After each write, :class:`Supersession`
-picks the candidates (among the user's :data:`CANDIDATE_POOL` current memories nearest to the new
-one, by the store's index as the write path's near-match lookup finds them: those of the same kind
-and speaker, ``agent`` and ``"{speaker}: "`` prefix, cosine at least :data:`CANDIDATE_FLOOR`, still
-valid, at most :data:`CANDIDATES`) and asks a :class:`SupersessionJudge` of each pair in the order
-their facts began to hold (``valid_from``, not the order they were written: a statement from before a
-newer fact, imported after it, is the one ended). For each score at or above the judge's threshold the older memory gets a
-new version (so the decision is in its ``history``) with ``valid_to`` closed at the newer one's
-``valid_from``, ``invalidated_by`` the newer one's id and ``invalidation_score`` the score; the
-write path writes it in the same store transaction as the new memory (``WritePath.commit``).
+picks the candidates: among the user's :data:`CANDIDATE_POOL` current memories nearest to the new one by
+the store's index, those of the same kind, the same scope (:func:`~memnets.memory.writes.same_scope`:
+agent and session, the one scope rule of every step that reads or changes another memory) and the same
+speaker (a field: the message's ``speaker``, else the ``"{speaker}: "`` prefix), at cosine at least
+:data:`CANDIDATE_FLOOR`, still valid, at most :data:`CANDIDATES`; an assistant's reply is judged against
+nothing. A :class:`SupersessionJudge` reads each pair, the texts as said (the speaker prefix off, so
+"Bob: ..." and "user: ..." judge alike), in the order their facts began to hold (``valid_from``, not the
+order they were written: a statement from before a newer fact, imported after it, is the one ended).
+For each score at or above the judge's threshold the older memory gets a new version (so the decision is
+in its ``history``) with ``valid_to`` closed at the newer one's ``valid_from``, ``invalidated_by`` the
+newer one's id and ``invalidation_score`` the score; the write path writes it in the same store
+transaction as the new memory (``WritePath.commit``). An older version that a write stores (a
+backdated statement, :mod:`memnets.memory.validity`) is history already and is not judged again.
 
 ``invalidated_by`` is its own field: ``superseded_by`` marks an older *version* row, which reads
 never return, while an invalidated memory stays current (an agent may still ask about it, and
@@ -20,33 +24,50 @@ invalidated it, at any k, and fetches that one when only the ended one was found
 (:func:`memnets.memory.search.current_first`). ``update(id, valid_to=None)`` reopens it (a new version
 without ``valid_to`` and ``invalidated_by``): a wrong decision is reversible.
 
-The judge is given to ``memnets.open(..., supersession=judge)``; None (the default) leaves the step off.
+The judge is given to ``memnets.open(..., supersession=judge)``; "auto" is the pack's judge, else the
+one shipped with memnets (:class:`~memnets.nn.change_judge.ChangeJudge`); None leaves the step off.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Set
+from collections.abc import Callable, Container, Sequence
 from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from memnets.memory.writes import speaker
+from memnets.memory.writes import same_scope, speaker
 from memnets.records import Memory
 from memnets.store.rows import closed_by
+from memnets.text import strip_speaker
 
-CANDIDATES = 5  # older memories a new one is judged against
+CANDIDATES = 5  # older memories a new one is judged against (one batch of the judge)
 CANDIDATE_POOL = 20  # nearest memories searched for them (an index search: a write stays fast on a large store)
 CANDIDATE_FLOOR = 0.3  # cosine below which an older memory is no candidate (another subject)
+ASSISTANT = "assistant"  # the role whose replies end no memory (they echo and confirm the user's facts)
 
 
 @runtime_checkable
 class SupersessionJudge(Protocol):
-    """Decides whether a newer memory ends the validity of an older one (same user, same speaker)."""
+    """Decides whether a newer memory ends the validity of an older one (same user, scope and speaker).
+
+    A judge may also have ``scores(pairs)``, many (older, newer) pairs at once; the write path uses it."""
 
     threshold: float
 
     def score(self, older: str, newer: str) -> float:
         """In [0, 1]; >= threshold: ``newer`` supersedes ``older``."""
+
+
+def who(memory: Memory) -> str | None:
+    """Who said ``memory``: its message's ``speaker`` field, else the ``"{speaker}: "`` prefix of its text
+    (casefolded), else None (a text of no named speaker)."""
+    named = memory.metadata.get("speaker") if isinstance(memory.metadata, dict) else None
+    return named.casefold() if isinstance(named, str) else speaker(memory)[1]
+
+
+def replied(memory: Memory) -> bool:
+    """``memory`` is an assistant's reply (its message's role)."""
+    return isinstance(memory.metadata, dict) and memory.metadata.get("role") == ASSISTANT
 
 
 class Supersession:
@@ -64,9 +85,12 @@ class Supersession:
             )
         self.store, self.judge = store, judge
 
-    def candidates(self, memory: Memory, vector: np.ndarray, later: Set[str] = frozenset()) -> list[Memory]:
-        """The current memories ``memory`` is judged against: same user, kind and speaker, near it, still
-        valid, not among ``later`` (the ids its own write stores after it); valid from before it or after it."""
+    def candidates(self, memory: Memory, vector: np.ndarray, later: Container[str] = frozenset()) -> list[Memory]:
+        """The current memories ``memory`` is judged against: same user, kind, scope and speaker, near it,
+        still valid, not among ``later`` (the ids its own write stores after it); valid from before it or
+        after it. None for an assistant's reply."""
+        if replied(memory):
+            return []
         found = self.store.search(vector, CANDIDATE_POOL, memory.owner)
         return [
             other
@@ -76,30 +100,45 @@ class Supersession:
             and cosine >= CANDIDATE_FLOOR
             and other.kind == memory.kind
             and other.valid_to is None
-            and speaker(other) == speaker(memory)
+            and same_scope(other, memory)
+            and not replied(other)
+            and who(other) == who(memory)
         ][:CANDIDATES]
 
-    def endings(self, memory: Memory, vector: np.ndarray, later: Set[str] = frozenset()) -> list[tuple[Memory, Memory]]:
+    def endings(
+        self, memory: Memory, vector: np.ndarray, later: Container[str] = frozenset()
+    ) -> list[tuple[Memory, Memory]]:
         """(a memory, its next version, closed) for each candidate the judge says ``memory`` ends (those valid
         from no later than it); and for ``memory`` itself, closed by the earliest candidate valid from after
         it that the judge says ends it (a statement from before a newer fact, written after it: an old
         transcript imported late; in write order the stale fact had stayed open)."""
+        candidates = self.candidates(memory, vector, later)
+        before = [other.valid_from <= memory.valid_from for other in candidates]
+        pairs = [(other, memory) if b else (memory, other) for other, b in zip(candidates, before, strict=True)]
         out, enders = [], []
-        for other in self.candidates(memory, vector, later):
-            before = other.valid_from <= memory.valid_from
-            score = self._score(other, memory) if before else self._score(memory, other)
+        for (older, newer), score, earlier in zip(pairs, self._scores(pairs), before, strict=True):
             if score >= self.judge.threshold:
-                if before:
-                    out.append((other, closed_by_judge(other, memory, score)))
+                if earlier:
+                    out.append((older, closed_by_judge(older, newer, score)))
                 else:
-                    enders.append((other.valid_from, score, other))
+                    enders.append((newer.valid_from, score, newer))
         if enders:
             _, score, first = min(enders, key=lambda ender: ender[0])
             out.append((memory, closed_by_judge(memory, first, score)))
         return out
 
-    def _score(self, older: Memory, newer: Memory) -> float:
-        score = self.judge.score(older.content, newer.content)
+    def _scores(self, pairs: Sequence[tuple[Memory, Memory]]) -> list[float]:
+        """The judge's scores of (older, newer) memory pairs, read as said (speaker prefixes off), checked."""
+        if not pairs:
+            return []
+        texts = [(strip_speaker(older.content), strip_speaker(newer.content)) for older, newer in pairs]
+        many = getattr(self.judge, "scores", None)
+        found = list(many(texts)) if callable(many) else [self.judge.score(*pair) for pair in texts]
+        if len(found) != len(texts):
+            raise ValueError(f"supersession judge {self.judge!r:.60}: {len(found)} scores for {len(texts)} pairs")
+        return [self._checked(score) for score in found]
+
+    def _checked(self, score) -> float:
         if isinstance(score, bool) or not isinstance(score, (int, float, np.floating)):
             raise TypeError(
                 f"supersession judge {self.judge!r:.60}: score must be a number, got {type(score).__name__}"
@@ -110,15 +149,26 @@ class Supersession:
         return score
 
     def apply(self, written: list[Memory], vectors: np.ndarray, update: Callable) -> list[Memory]:
-        """Inside a write's transaction: for each memory of ``written`` (with its row of ``vectors``) it added or
-        changed, ``update(memory, closed, None)`` writes each memory it ends (or that ends it) as its closed
-        version; never against one that the same write stores after it. Returns ``written`` as it was."""
+        """Inside a write's transaction: for each current memory of ``written`` (with its row of ``vectors``)
+        it added or changed, ``update(memory, closed, None)`` writes each memory it ends (or that ends it) as
+        its closed version; never against one that the same write stores after it, and never for an older
+        version the write stored (a backdated statement is history already). Returns ``written`` as it was."""
+        last = {m.id: n for n, m in enumerate(written)}  # linear in the write's size (a set per memory was not)
         for n, (memory, vector) in enumerate(zip(written, vectors)):
-            if memory.outcome != "unchanged":
-                later = {m.id for m in written[n + 1 :]}
-                for ended, closed in self.endings(memory, vector, later):
+            if memory.outcome != "unchanged" and memory.superseded_by is None:
+                for ended, closed in self.endings(memory, vector, WrittenAfter(last, n)):
                     update(ended, closed, None)
         return written
+
+
+class WrittenAfter(Container[str]):
+    """The ids a write stores after its ``n``-th memory (``last``: each id's last position in the write)."""
+
+    def __init__(self, last: dict[str, int], n: int):
+        self.last, self.n = last, n
+
+    def __contains__(self, memory_id: object) -> bool:
+        return self.last.get(memory_id, -1) > self.n  # type: ignore[arg-type]
 
 
 def closed_by_judge(older: Memory, newer: Memory, score: float) -> Memory:

@@ -24,6 +24,7 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
+from memnets.nn.backbones import resolve_backbone
 from memnets.nn.encoder import DEFAULT_BACKBONE
 from memnets.protocols import Kind, TextEncoder
 
@@ -92,12 +93,13 @@ def embed_texts(
     batch_size: int = 64,
     progress: bool = True,
 ) -> EmbeddingTable:
-    """Embed the unique ``texts`` with the frozen encoder at ``encoder_path`` (cached on disk).
+    """Embed the unique ``texts`` with the frozen encoder at ``encoder_path`` (a folder or a backbone name of
+    :mod:`memnets.nn.backbones`; cached on disk).
 
     Texts are deduplicated and sorted, so the same set always maps to the same cache file
     ``{encoder checksum}-{texts digest}-{kind}.safetensors``. The encoder is loaded only on a miss.
     """
-    encoder_path = Path(encoder_path if encoder_path is not None else DEFAULT_BACKBONE)
+    encoder_path = resolve_backbone(encoder_path if encoder_path is not None else DEFAULT_BACKBONE)
     if kind not in ("memory", "query"):
         raise ValueError(f"kind must be 'memory' or 'query', got {kind!r}")
     unique = sorted(set(texts))

@@ -34,7 +34,9 @@ from safetensors.torch import load_file, save_file
 from transformers import AutoConfig, AutoModel, AutoTokenizer
 
 from memnets.argerrors import ArgumentTypeError, ArgumentValueError
+from memnets.nn.backbones import NAMED_BACKBONES, resolve_backbone
 from memnets.nn.bucketing import token_batches
+from memnets.nn.large_backbone import LARGE_BACKBONE as LARGE_BACKBONE
 from memnets.nn.modes import evaluating
 from memnets.progress import quiet_loading, track
 from memnets.protocols import Kind
@@ -42,6 +44,8 @@ from memnets.protocols import Kind
 logger = logging.getLogger(__name__)
 
 DEFAULT_BACKBONE = str(get_model_path())  # a str: sentence-transformers does not take Path
+# LARGE_BACKBONE (imported above, re-exported beside it): the name "all-mpnet-base-v2" (768-d); from_pretrained
+# joins the [large] extra's parts into the user's cache on its first use (memnets.nn.large_backbone).
 CONFIG_NAME = "memnets_encoder.json"
 PROJECTION_DIR = "2_Dense"
 FORMAT_VERSION = 1
@@ -116,11 +120,13 @@ class MemoryEncoder(torch.nn.Module):
         backbone_config: Mapping[str, Any] | None = None,
         backend: str = "torch",
     ) -> MemoryEncoder:
-        """Load a backbone (any HF encoder folder) or a folder written by :meth:`save_pretrained`.
+        """Load a backbone (any HF encoder folder, or a name of :data:`memnets.nn.backbones.NAMED_BACKBONES`:
+        ``"all-MiniLM-L6-v2"``, :data:`LARGE_BACKBONE`) or a folder written by :meth:`save_pretrained`.
 
         Arguments left as ``None`` take the value saved in the folder's ``memnets_encoder.json``
         (a trained encoder keeps its prefixes, length and projection), else the defaults:
-        ``max_length=256`` (capped by the backbone's position embeddings), no projection, no prefixes.
+        ``max_length=256`` (capped by the positions the backbone can embed: :func:`usable_positions`), no
+        projection, no prefixes.
         A saved projection is restored with its weights; asking for a different ``projection_dim``
         than the saved one is an error.
 
@@ -143,7 +149,8 @@ class MemoryEncoder(torch.nn.Module):
         """
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
-        path = Path(path)
+        name = path if isinstance(path, str) and path in NAMED_BACKBONES else None
+        path = resolve_backbone(path)
         if not path.is_dir():
             raise FileNotFoundError(f"encoder path {str(path)!r} is not a folder with a Hugging Face model")
         saved = {}
@@ -161,7 +168,7 @@ class MemoryEncoder(torch.nn.Module):
                 backbone = AutoModel.from_pretrained(path)
         tokenizer = AutoTokenizer.from_pretrained(path)
         length = max_length if max_length is not None else saved.get("max_length", 256)
-        positions = getattr(backbone.config, "max_position_embeddings", None)
+        positions = usable_positions(backbone)
         if positions is not None:
             length = min(length, positions)
         encoder = cls(
@@ -175,7 +182,10 @@ class MemoryEncoder(torch.nn.Module):
         if saved_projection is not None:
             weights = load_file(path / PROJECTION_DIR / "model.safetensors")
             encoder.projection.load_state_dict({k.removeprefix("linear."): v for k, v in weights.items()})
-        encoder.source = "bundled all-MiniLM-L6-v2" if str(path) == DEFAULT_BACKBONE else f"encoder folder {path}"
+        if str(path) == DEFAULT_BACKBONE:
+            encoder.source = "bundled all-MiniLM-L6-v2"
+        else:
+            encoder.source = f"{name} ({path})" if name else f"encoder folder {path}"
         if backbone_config:
             encoder.source += f", randomly initialised with {dict(backbone_config)}"
         encoder.set_backend(backend, path)
@@ -525,10 +535,22 @@ class MemoryEncoder(torch.nn.Module):
         return self(**batch).float().cpu()
 
 
+def usable_positions(backbone: torch.nn.Module) -> int | None:
+    """How many tokens ``backbone`` can embed: its ``max_position_embeddings``, less the positions
+    below the first one for the backbones (MPNet, RoBERTa) whose position ids start after their padding
+    index (all-mpnet-base-v2: 514 - 2 = 512; a 513th token was an IndexError). None when the config says nothing."""
+    positions = getattr(backbone.config, "max_position_embeddings", None)
+    padding = getattr(getattr(backbone, "embeddings", None), "padding_idx", None)
+    if positions is None or not isinstance(padding, int):
+        return positions
+    return positions - (padding + 1)
+
+
 def encoder_dim(path: str | Path | None = None) -> int:
     """The size of the vectors of the encoder saved in ``path`` (None: the bundled backbone), read from
-    its config files without loading any weights: what a head built for that encoder must take."""
-    path = Path(path or DEFAULT_BACKBONE)
+    its config files without loading any weights: what a head built for that encoder must take. A backbone
+    name (:func:`memnets.nn.backbones.resolve_backbone`) is read from its folder."""
+    path = resolve_backbone(path or DEFAULT_BACKBONE)
     if not path.is_dir():
         raise FileNotFoundError(f"encoder path {str(path)!r} is not a folder with a Hugging Face model")
     if (path / CONFIG_NAME).is_file():

@@ -1,4 +1,4 @@
-"""The small heads on top of the frozen memory encoder: importance, need-recall and supersession.
+"""The small heads on top of the frozen memory encoder: importance and need-recall.
 
 - :class:`ImportanceHead`: MLP(E(turn)) -> logit of "this turn has long-term value" (it is cited
   as evidence by some question of its conversation).
@@ -7,8 +7,8 @@
   is learned: attention pooling over the context turns conditioned on the query, next to the
   similarity profile (max / top-k / soft-max cosine of the query against each turn), because a
   plain mean of the turns loses which turn matched the query.
-- :class:`SupersessionHead`: MLP(E(older), E(newer), lexical pair features) -> logit of "the
-  newer memory ends the older one's validity".
+
+The change-of-fact decision reads the pair of texts itself: :mod:`memnets.nn.change_judge`.
 
 Both keep their decision ``threshold`` (chosen on validation, see :func:`threshold_max_f1` and
 :func:`threshold_at_recall`) and a ``logit_offset`` that undoes the prior shift of a
@@ -35,8 +35,6 @@ from torch import nn
 from memnets.nn.modes import evaluating, single_threaded
 from memnets.nn.numpy_mlp import NumpyMLP, weights_key
 from memnets.nn.weights import WeightsMismatch, check_shapes, meta_shapes, read_json, tensor_shapes
-from memnets.temporal.supersession import FEATURE_NAMES as PAIR_FEATURES
-from memnets.temporal.supersession import PAIR_FEATURES_VERSION
 from memnets.text import strip_speaker
 
 WEIGHTS_NAME = "model.safetensors"
@@ -427,68 +425,6 @@ class RecallGateHead(Head):
             )
         with evaluating(self), single_threaded():
             return self._proba(self(query, context, mask))
-
-
-class SupersessionHead(Head):
-    """MLP on a pair of memories -> logit of "the newer one ends the older one's validity".
-
-    Input: the encoder's embeddings ``a`` (older) and ``b`` (newer) as ``[a, b, a*b, |a-b|]``,
-    beside the pair's lexical features (:func:`memnets.temporal.supersession.pair_features`: change
-    cue, "still", negation flip, other numbers, shared words, same slot, the rule judge's score).
-    ``memnets.temporal.supersession.HeadJudge`` wraps it with its encoder as a SupersessionJudge.
-    """
-
-    kind = "supersession"
-
-    def __init__(
-        self,
-        dim: int,
-        hidden_dims: Sequence[int] = (128,),
-        dropout: float = 0.1,
-        pair_features: int = 1,
-        **kwargs,
-    ):
-        """``pair_features``: the version of the lexical features it is trained on
-        (``PAIR_FEATURES_VERSION`` for a new head; 1, the default, for one saved before versions were recorded)."""
-        super().__init__(**kwargs)
-        if dim < 1:
-            raise ValueError(f"dim must be positive, got {dim}")
-        self.dim = int(dim)
-        self.hidden_dims = [int(h) for h in hidden_dims]
-        self.dropout = float(dropout)
-        self.pair_features = int(pair_features)
-        self.net = mlp(4 * self.dim + len(PAIR_FEATURES), self.hidden_dims, self.dropout)
-
-    @property
-    def current(self) -> bool:
-        """Whether it was trained on the features this memnets computes (else its scores mean little)."""
-        return self.pair_features == PAIR_FEATURES_VERSION
-
-    def architecture(self) -> dict[str, Any]:
-        return {
-            "dim": self.dim,
-            "hidden_dims": self.hidden_dims,
-            "dropout": self.dropout,
-            "pair_features": self.pair_features,
-        }
-
-    def forward(self, older: torch.Tensor, newer: torch.Tensor, features: torch.Tensor) -> torch.Tensor:
-        """Logits ``[N]`` of embedding pairs ``[N, dim]`` x 2 and features ``[N, F]``, before ``logit_offset``."""
-        return self.net(torch.cat([older, newer, older * newer, (older - newer).abs(), features], dim=1)).squeeze(-1)
-
-    @torch.no_grad()
-    def predict_proba(self, older, newer, features) -> np.ndarray:
-        """Calibrated probabilities ``[N]`` that each newer memory supersedes its older one."""
-        a, b = _as_tensor("older", older, 2), _as_tensor("newer", newer, 2)
-        f = _as_tensor("features", features, 2)
-        if a.shape != b.shape or a.shape[1] != self.dim:
-            raise ValueError(
-                f"older {tuple(a.shape)} and newer {tuple(b.shape)} must both be [N, {self.dim}] for this SupersessionHead"
-            )
-        if f.shape != (a.shape[0], len(PAIR_FEATURES)):
-            raise ValueError(f"features must be [{a.shape[0]}, {len(PAIR_FEATURES)}], got {tuple(f.shape)}")
-        with evaluating(self), single_threaded():
-            return self._proba(self(a, b, f))
 
 
 def threshold_max_f1(labels, probabilities) -> float:

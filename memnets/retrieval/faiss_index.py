@@ -152,12 +152,25 @@ class OwnerIndex:
         return 0 if self.alive is None else int(self.index.ntotal - self.live)
 
 
+class BuildStopped(Exception):
+    """:func:`build_index` stopped between its steps because its ``stop`` event was set."""
+
+
 def build_index(
-    kind: str, vectors: np.ndarray, labels: np.ndarray, *, dim: int, hnsw_m: int, ef_construction: int
+    kind: str,
+    vectors: np.ndarray,
+    labels: np.ndarray,
+    *,
+    dim: int,
+    hnsw_m: int,
+    ef_construction: int,
+    stop: threading.Event | None = None,
 ) -> OwnerIndex:
     """A new owner index of the given kind holding (vectors, labels); trains IVF/PQ kinds.
 
-    Raises ValueError when FAISS cannot train the kind on these vectors (too few for its lists)."""
+    Raises ValueError when FAISS cannot train the kind on these vectors (too few for its lists), and
+    :class:`BuildStopped` when ``stop`` is set at the end of a step (the training, the add): a closed
+    retriever's rebuild then waits only for the FAISS call in progress, not for the whole build."""
     n, metric = vectors.shape[0], faiss.METRIC_INNER_PRODUCT
     if kind == "flat":
         index = faiss.IndexFlatIP(dim)
@@ -187,6 +200,7 @@ def build_index(
             raise ValueError(
                 f"FaissRetriever: cannot train index {kind!r} on {n} vectors: {str(error).strip().splitlines()[-1]}"
             ) from None
+        _check_stop(stop)
     ivf = faiss.try_extract_index_ivf(index)
     if ivf is not None:
         if kind in NAMED_IVF_KINDS:
@@ -201,9 +215,15 @@ def build_index(
     else:
         state = OwnerIndex(kind=kind, index=index, labels=np.zeros(0, "int64"))
     append(state, vectors, labels)
+    _check_stop(stop)
     state.trained_size = n
     calibrate(state)
     return state
+
+
+def _check_stop(stop: threading.Event | None) -> None:
+    if stop is not None and stop.is_set():
+        raise BuildStopped
 
 
 def calibrate(state: OwnerIndex) -> None:

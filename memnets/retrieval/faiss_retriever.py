@@ -10,7 +10,8 @@ for 50k to 10M memories on CPU and GPU; ``"hnsw"``: fast searches but a slow bui
 explicitly where its build time is acceptable). The kinds themselves, and every operation on one
 owner's index (build, train, add, remove, search parameters), are lock-free functions in
 :mod:`memnets.retrieval.faiss_index`; this module holds the string ids, the lock, the journal of
-writes made during a rebuild, the background upkeep and save/load.
+writes made during a rebuild, the background upkeep and its end (``close``); its files are
+:mod:`memnets.retrieval.faiss_files`'s.
 
 Upkeep never runs in a search or a deletion: when an owner's tombstones pass ``compact_at`` of its
 index, when it grows past ``exact_below`` (flat -> approximate), or when it grows
@@ -20,6 +21,9 @@ all cores but one (on 2 cores: one thread, so that searches keep a core), replay
 removes journalled meanwhile and swaps it in atomically, with the lock held only for the last short
 stretch of the replay (``background=False`` runs all of it at the end of the add or remove that
 calls for it instead). ``compact()`` does the same on demand, ``wait()`` waits for upkeep in flight.
+``close()`` stops the upkeep and waits for it; an ``atexit`` hook closes the retrievers nobody closed:
+an upkeep thread inside FAISS at exit (Python stops it only when it next needs the GIL) runs on
+while FAISS and OpenBLAS are unloaded under it, and the process dies with SIGSEGV.
 A new owner's first batch builds its index synchronously. An IVF owner's nprobe follows a
 self-check on its own vectors that every add keeps current (:mod:`.ivf_calibration`), and an add
 that mostly fits none of its lists gets lists of its own in the add (:mod:`.ivf_growth`).
@@ -34,10 +38,11 @@ IVF owner finds their lists before taking it, and only inserts them under it).
 
 from __future__ import annotations
 
-import json
+import atexit
 import logging
 import threading
 import time
+import weakref
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -45,16 +50,16 @@ from pathlib import Path
 import faiss
 import numpy as np
 
+from memnets.retrieval import faiss_files
 from memnets.retrieval.faiss_index import (
     NAMED_KINDS,
+    BuildStopped,
     OwnerIndex,
     append,
     build_index,
-    calibrate,
     copy_lists,
     delete,
     extend_gpu,
-    find_hnsw,
     gpu_available,
     index_bytes,
     live_contents,
@@ -70,9 +75,7 @@ from memnets.retrieval.ivf_growth import lists_in_use
 
 logger = logging.getLogger(__name__)
 
-FORMAT_VERSION = 2
 INDEX_KINDS = (*NAMED_KINDS, "auto")
-MANIFEST = "retriever.json"
 # index="auto": owners below this size are searched exactly (flat), larger ones with IVF-Flat.
 AUTO_EXACT_BELOW = 50_000
 # a named approximate index ("hnsw", "ivf", a factory string) still searches tiny owners exactly.
@@ -87,6 +90,23 @@ REPLAY_PASSES = 4
 UPKEEP_SPARE_THREADS = 1
 ASSIGN_UNLOCKED_FROM = 1_024  # an add of this many vectors or more to an IVF owner finds their lists unlocked
 COPY_PIECE = 8_192  # a rebuild copies an IVF owner's vectors this many at a time under the lock
+
+
+class RetrieverClosed(RuntimeError):
+    """A call on a :class:`FaissRetriever` after its ``close()``."""
+
+
+# retrievers not closed, or closed with upkeep left running; a running upkeep thread holds its retriever
+_LIVE: weakref.WeakSet[FaissRetriever] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_open_retrievers() -> None:
+    """At interpreter exit, close the retrievers nobody closed and wait for all upkeep, while its threads
+    can still run: after ``atexit`` Python finalises, and then the process unloads FAISS and OpenBLAS
+    under any upkeep thread still inside them."""
+    for retriever in list(_LIVE):
+        retriever.close()
 
 
 class FaissRetriever:
@@ -108,6 +128,9 @@ class FaissRetriever:
             for (``retrain_reason``); and move a flat owner to its approximate kind past exact_below.
         background: run compaction and retraining in a background thread (True), or synchronously
             at the end of the add/remove that calls for them (False: deterministic, for scripts).
+
+    ``close()`` (or ``with FaissRetriever(...) as retriever:``) stops its background upkeep and frees
+    the indexes; the retrievers left open are closed at interpreter exit.
     """
 
     def __init__(
@@ -171,28 +194,77 @@ class FaissRetriever:
         self._str_of: dict[int, str] = {}  # int64 label -> memory id
         self._owner_of: dict[str, str] = {}  # memory id -> owner
         self._next_label = 0
+        self._closed = threading.Event()  # set by close(); upkeep stops at its next step
+        self._unlocked = 0  # calls running FAISS outside the lock (an add's preparation), for close()
+        self._settled = threading.Condition(self._lock)  # notified when _unlocked drops
+        _LIVE.add(self)
+
+    # ------------------------------------------------------------------ lifecycle
+    def close(self, timeout: float | None = None) -> bool:
+        """Stop the background upkeep, wait for it and for calls in flight, and free the indexes; True
+        when nothing of this retriever runs any more. Safe to call again (it waits again).
+
+        A rebuild in flight is abandoned at its next step (a piece of its copy, its training, its add,
+        a replay pass), never swapped in; the FAISS call running then finishes first (at most a
+        retrain's k-means: seconds at 300k vectors). Later calls but ``wait()`` and ``close()``
+        raise :class:`RetrieverClosed`. ``timeout``: seconds to wait at most (None: until done; 0:
+        only tell the upkeep to stop); the exit waits for what is still running then."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._lock:
+            self._closed.set()
+            # a rebuild sees its owner gone and drops its result; an index in use elsewhere (an
+            # upkeep's copy, an add's preparation) lives on until that reference goes
+            for table in (self._owners, self._int_of, self._str_of, self._owner_of):
+                table.clear()
+        done = self.wait(timeout)
+        with self._lock:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            done = self._settled.wait_for(lambda: not self._unlocked, left) and done
+        if done:
+            _LIVE.discard(self)
+        return done
+
+    @property
+    def closed(self) -> bool:
+        """Whether ``close()`` was called."""
+        return self._closed.is_set()
+
+    def __enter__(self) -> FaissRetriever:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _require_open(self, where: str) -> None:
+        if self._closed.is_set():
+            raise RetrieverClosed(f"FaissRetriever.{where}: the retriever is closed; make or load a new one")
 
     # ------------------------------------------------------------------ inspection
     def __len__(self) -> int:
+        self._require_open("__len__")
         return len(self._int_of)
 
     def __contains__(self, memory_id: object) -> bool:
+        self._require_open("__contains__")
         return memory_id in self._int_of
 
     @property
     def owners(self) -> list[str]:
         """Owners that hold at least one vector."""
         with self._lock:
+            self._require_open("owners")
             return [owner for owner, state in self._owners.items() if state.live]
 
     def count(self, owner: str) -> int:
         """How many vectors the owner holds (0 for an unknown owner)."""
+        self._require_open("count")
         state = self._owners.get(owner)
         return state.live if state else 0
 
     def ids(self, owner: str) -> list[str]:
         """The owner's memory ids in insertion order (after removals)."""
         with self._lock:
+            self._require_open("ids")
             state = self._owners.get(owner)
             if state is None:
                 return []
@@ -200,6 +272,7 @@ class FaissRetriever:
 
     def kind(self, owner: str) -> str | None:
         """The kind of the owner's index now ("flat", "ivf", "hnsw", ... or None for no owner)."""
+        self._require_open("kind")
         state = self._owners.get(owner)
         return state.kind if state else None
 
@@ -209,6 +282,7 @@ class FaissRetriever:
         ``bytes`` counts what the index stores (vectors or codes, ids, graph links, IVF centroids
         and direct map), not allocator overhead; ``bytes / live`` is the memory per memory."""
         with self._lock:
+            self._require_open("stats")
             state = self._owners.get(owner)
             if state is None:
                 return {"kind": None, "live": 0, "tombstones": 0, "bytes": 0}
@@ -252,10 +326,18 @@ class FaissRetriever:
         prepared = None  # a large batch for an IVF owner: its lists and self-check part found without the lock
         if len(ids) >= ASSIGN_UNLOCKED_FROM:
             with self._lock:
+                self._require_open("add")
                 assigned = self._owners.get(owner)
+                self._unlocked += assigned is not None
             if assigned is not None:
-                prepared = prepare_add(assigned, vectors)
+                try:
+                    prepared = prepare_add(assigned, vectors)
+                finally:
+                    with self._lock:
+                        self._unlocked -= 1
+                        self._settled.notify_all()
         with self._lock:
+            self._require_open("add")
             present = [i for i in ids if i in self._int_of]
             if present:
                 raise ValueError(
@@ -291,6 +373,7 @@ class FaissRetriever:
             raise TypeError("FaissRetriever.remove: ids must be a sequence of strings, not one string")
         ids = list(dict.fromkeys(ids))
         with self._lock:
+            self._require_open("remove")
             missing = [i for i in ids if i not in self._int_of]
             if missing and not missing_ok:
                 raise KeyError(
@@ -337,6 +420,7 @@ class FaissRetriever:
         vectors = self._check_vectors(vectors, "search")
         n_queries = vectors.shape[0]
         with self._lock:
+            self._require_open("search")
             state = self._owners.get(owner)
             if state is None or state.live == 0 or n_queries == 0:
                 return [[] for _ in range(n_queries)], np.zeros((n_queries, 0), dtype="float32")
@@ -372,14 +456,20 @@ class FaissRetriever:
         return self.index
 
     def _build(self, kind: str, vectors: np.ndarray, labels: np.ndarray) -> OwnerIndex:
-        """A new owner index of the given kind with this retriever's HNSW settings."""
+        """A new owner index of the given kind with this retriever's HNSW settings (BuildStopped once closed)."""
         return build_index(
-            kind, vectors, labels, dim=self.dim, hnsw_m=self.hnsw_m, ef_construction=self.ef_construction
+            kind,
+            vectors,
+            labels,
+            dim=self.dim,
+            hnsw_m=self.hnsw_m,
+            ef_construction=self.ef_construction,
+            stop=self._closed,
         )
 
     def _maybe_upkeep(self, owner: str, state: OwnerIndex) -> None:
-        """Start a rebuild when tombstones, growth or the owner's size call for one."""
-        if owner in self._upkeep or state.journal is not None:
+        """Start a rebuild when tombstones, growth or the owner's size call for one (never once closed)."""
+        if self._closed.is_set() or owner in self._upkeep or state.journal is not None:
             return
         reason = None
         if state.tombstones and state.tombstones >= self.compact_at * state.index.ntotal:
@@ -395,6 +485,7 @@ class FaissRetriever:
         if not self.background:
             self._rebuild(owner, reason)
             return
+        # a daemon, so that an exit need not wait out a whole rebuild: the atexit hook stops it at its next step
         thread = threading.Thread(
             target=self._rebuild_in_background, args=(owner, reason), daemon=True, name=f"faiss-upkeep-{owner}"
         )
@@ -417,7 +508,8 @@ class FaissRetriever:
         and the index swapped under the lock, so searches wait for a short replay, not for every
         write made during the build. Its log records carry ``upkeep`` ("start"; "swapped" with the
         seconds of each phase and how many journalled writes were replayed under the lock and
-        outside it; or "dropped")."""
+        outside it; or "dropped"). ``close()`` stops it at its next step: the owner is gone then
+        (its copy and replay see that), and the build raises BuildStopped."""
         started = time.perf_counter()
         try:
             with self._lock:
@@ -444,6 +536,13 @@ class FaissRetriever:
             try:
                 fresh = self._build(self._wanted_kind(len(labels)), vectors, labels)
                 del vectors
+            except BuildStopped:
+                logger.info(
+                    "dropped the rebuild of %r: the retriever was closed",
+                    owner,
+                    extra={"upkeep": {"event": "dropped", "owner": owner}},
+                )
+                return False
             except Exception:
                 logger.exception(
                     "rebuilding the index of %r failed; the current index stays",
@@ -458,14 +557,14 @@ class FaissRetriever:
             for _ in range(REPLAY_PASSES):
                 with self._lock:
                     pending = state.journal[replayed:]
-                if sum(len(entry[1]) for entry in pending) <= REPLAY_UNDER_LOCK:
+                if self._closed.is_set() or sum(len(entry[1]) for entry in pending) <= REPLAY_UNDER_LOCK:
                     break
                 outside += replay(fresh, pending)
                 replayed += len(pending)
             with self._lock:
-                if self._owners.get(owner) is not state:  # the owner was emptied meanwhile
+                if self._owners.get(owner) is not state:  # the owner was emptied meanwhile, or the retriever closed
                     logger.info(
-                        "dropped the rebuild of %r: emptied meanwhile",
+                        "dropped the rebuild of %r: emptied or closed meanwhile",
                         owner,
                         extra={"upkeep": {"event": "dropped", "owner": owner}},
                     )
@@ -542,6 +641,7 @@ class FaissRetriever:
         Searches, adds and removes from other threads go on meanwhile. Returns how many owners'
         indexes were swapped."""
         with self._lock:
+            self._require_open("compact")
             owners = [owner] if owner is not None else [o for o, s in self._owners.items() if s.tombstones]
         self.wait()
         return sum(self._rebuild(name, "compact()") for name in owners)
@@ -562,105 +662,15 @@ class FaissRetriever:
 
     # ------------------------------------------------------------------ persistence
     def save(self, directory: str | Path) -> Path:
-        """Write the retriever to a folder: one FAISS file per owner and a JSON manifest (no pickle).
-
-        The files are ``retriever.json`` and ``owner-<n>.faiss``. Tombstoned vectors were zeroed
-        when deleted, so no deleted vector reaches the disk."""
-        directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
-        with self._lock:
-            owners = []
-            for number, (owner, state) in enumerate(self._owners.items()):
-                live = live_labels(state)
-                entry = {
-                    "owner": owner,
-                    "file": f"owner-{number}.faiss",
-                    "kind": state.kind,
-                    "trained_size": state.trained_size,
-                    "ids": [self._str_of[label] for label in live.tolist()],
-                    "labels": live.tolist(),
-                }
-                if state.positional:
-                    entry["positions"] = state.labels.tolist()  # label per position, tombstones included
-                faiss.write_index(state.index, str(directory / entry["file"]))
-                owners.append(entry)
-            manifest = {
-                "format_version": FORMAT_VERSION,
-                "dim": self.dim,
-                "index": self.index,
-                "exact_below": self.exact_below,
-                "hnsw_m": self.hnsw_m,
-                "ef_search": self.ef_search,
-                "ef_construction": self.ef_construction,
-                "nprobe": self.nprobe,
-                "compact_at": self.compact_at,
-                "retrain_growth": self.retrain_growth,
-                "next_label": self._next_label,
-                "owners": owners,
-            }
-        (directory / MANIFEST).write_text(json.dumps(manifest))
-        return directory
+        """Write the retriever to a folder: one FAISS file per owner and a JSON manifest (no pickle). No
+        deleted vector reaches the disk (they were zeroed when deleted), and a crash never leaves the
+        folder half-written (:mod:`memnets.retrieval.faiss_files`). One save at a time per folder."""
+        return faiss_files.save(self, Path(directory))
 
     @classmethod
     def load(cls, directory: str | Path, use_gpu: bool | str = "auto", *, background: bool = True) -> FaissRetriever:
         """Read a folder written by ``save``; checks the format version, dims and id counts."""
-        directory = Path(directory)
-        path = directory / MANIFEST
-        if not path.is_file():
-            raise FileNotFoundError(f"FaissRetriever.load: no {MANIFEST} in {directory}")
-        manifest = json.loads(path.read_text())
-        if manifest.get("format_version") != FORMAT_VERSION:
-            raise ValueError(
-                f"FaissRetriever.load: {path} has format_version {manifest.get('format_version')!r}, "
-                f"this version reads {FORMAT_VERSION}"
-            )
-        retriever = cls(
-            manifest["dim"],
-            manifest["index"],
-            use_gpu,
-            exact_below=manifest["exact_below"],
-            hnsw_m=manifest["hnsw_m"],
-            ef_search=manifest["ef_search"],
-            ef_construction=manifest["ef_construction"],
-            nprobe=manifest["nprobe"],
-            compact_at=manifest["compact_at"],
-            retrain_growth=manifest["retrain_growth"],
-            background=background,
-        )
-        retriever._next_label = int(manifest["next_label"])
-        for entry in manifest["owners"]:
-            index_path = directory / entry["file"]
-            index = faiss.read_index(str(index_path))
-            ids, labels = entry["ids"], np.asarray(entry["labels"], dtype="int64")
-            positions = np.asarray(entry["positions"], dtype="int64") if "positions" in entry else None
-            expected = len(positions) if positions is not None else len(ids)
-            if index.d != retriever.dim or index.ntotal != expected or len(labels) != len(ids):
-                raise ValueError(
-                    f"FaissRetriever.load: {index_path} holds {index.ntotal} vectors of dim {index.d}; "
-                    f"the manifest expects {expected} of dim {retriever.dim}"
-                )
-            state = OwnerIndex(kind=entry["kind"], index=index, live=len(ids), trained_size=int(entry["trained_size"]))
-            if positions is not None:
-                state.labels = positions
-                alive = np.isin(positions, labels)
-                if find_hnsw(index) is not None:
-                    state.alive = alive
-                if int(alive.sum()) != len(labels):
-                    raise ValueError(
-                        f"FaissRetriever.load: {path} lists labels of {entry['owner']!r} that its index lacks"
-                    )
-            elif (ivf := faiss.try_extract_index_ivf(index)) is not None:
-                ivf.set_direct_map_type(faiss.DirectMap.Hashtable)
-                calibrate(state)
-            for memory_id, label in zip(ids, labels.tolist()):
-                if memory_id in retriever._int_of or label in retriever._str_of or label >= retriever._next_label:
-                    raise ValueError(
-                        f"FaissRetriever.load: id {memory_id!r} (label {label}) is repeated or out of range in {path}"
-                    )
-                retriever._int_of[memory_id], retriever._str_of[label] = label, memory_id
-                retriever._owner_of[memory_id] = entry["owner"]
-            retriever._owners[entry["owner"]] = state
-        return retriever
+        return faiss_files.load(cls, Path(directory), use_gpu, background)
 
     # ------------------------------------------------------------------ validation
     def _check_vectors(self, vectors, where: str) -> np.ndarray:

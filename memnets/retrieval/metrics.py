@@ -26,6 +26,7 @@ import numpy as np
 
 from memnets.data.asked import asked_at
 from memnets.data.locomo import Conversation
+from memnets.progress import track
 from memnets.retrieval.asked import rank_as_asked
 from memnets.retrieval.rankers import Ranker
 
@@ -123,10 +124,15 @@ def evaluate_retriever(
     categories: Sequence[int] = DEFAULT_CATEGORIES,
     ks: Sequence[int] = DEFAULT_KS,
     name: str = "retriever",
+    progress: bool = False,
 ) -> RetrievalReport:
-    """Rank each question's own conversation's turns, as they stood when it was asked, and average the metrics."""
+    """Rank each question's own conversation's turns, as they stood when it was asked, and average the metrics.
+
+    ``progress``: a bar over the conversations (:func:`memnets.progress.track`; its rate is the ranker's time
+    per conversation), for a command's long run.
+    """
     rows, skipped = [], 0
-    for conv in conversations:
+    for conv in track(conversations, desc=f"{name}: ranking", unit="conv", disable=not progress):
         items = [item for item in conv.qa if item.category in categories]
         skipped += sum(1 for item in items if not item.evidence)
         items = [item for item in items if item.evidence]

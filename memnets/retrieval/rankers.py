@@ -5,7 +5,8 @@ A ranker orders a conversation's turns for each query; the LoCoMo retrieval eval
 retrieval`` and the benchmarks all take rankers from here. Kinds built in:
 
 - ``bm25``: BM25 over the turns (takes no path);
-- ``dense[:ENCODER]``: cosine of a MemoryEncoder folder (default: the bundled untrained backbone);
+- ``dense[:ENCODER]``: cosine of a MemoryEncoder folder or backbone name (``dense:all-mpnet-base-v2``,
+  :mod:`memnets.nn.backbones`; default: the bundled untrained backbone);
   ``dense_onnx[:ENCODER]``, ``dense_int8[:ENCODER]``, ``dense_int8_vnni[:ENCODER]`` and
   ``dense_int8_vnni_ffn[:ENCODER]`` the same encoder on that backend (the fast paths' retrieval
   quality beside the exact one's);
@@ -17,7 +18,9 @@ retrieval`` and the benchmarks all take rankers from here. Kinds built in:
   ``learned_onnx:PACK``, ``learned_int8:PACK``, ``learned_int8_vnni:PACK`` and
   ``learned_int8_vnni_ffn:PACK`` the same with the pack's encoder on those backends.
 
-Other components add kinds with :func:`register_ranker`.
+Other components add kinds with :func:`register_ranker`: :mod:`memnets.evaluation.memory_ranker` adds
+``memory[:PACK]`` (the turns written into a memory and ranked by its search), registered from above,
+since this layer imports nothing of the memory API.
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
+
+from memnets.nn.backbones import NAMED_BACKBONES
 
 if TYPE_CHECKING:
     from memnets.data.locomo import Conversation
@@ -123,8 +128,8 @@ def parse_spec(spec: str) -> tuple[str, str, str | None]:
     if kind not in RANKERS:
         raise ValueError(f"retriever spec {spec!r}: unknown kind {kind!r}; expected one of {sorted(RANKERS)}")
     scheme, is_url, _ = path.partition("://")
-    if path and not is_url and not Path(path).exists():
-        raise ValueError(f"retriever spec {spec!r}: path {path!r} does not exist")
+    if path and not is_url and not Path(path).exists() and path not in NAMED_BACKBONES:
+        raise ValueError(f"retriever spec {spec!r}: path {path!r} does not exist (nor is it a backbone name)")
     return name or (f"{kind}:{scheme if is_url else path}" if path else kind), kind, path or None
 
 

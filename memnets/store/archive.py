@@ -167,6 +167,7 @@ class Archive(FaissSync, ArchiveLexical, SqlStore):
         except BaseException:
             self._conn.close()
             self._conn = None
+            self._close_index()
             raise
 
     # ------------------------------------------------------------------ opening
@@ -484,8 +485,9 @@ class Archive(FaissSync, ArchiveLexical, SqlStore):
 
     # ------------------------------------------------------------------ lifecycle
     def close(self) -> None:
-        """Save the index (if it changed) and close the database (after the scrub a full disk stopped, where
-        it is still pending). Safe to call twice."""
+        """Save the index (if it changed), close the database and the index (its background upkeep
+        stopped and waited for), after the scrub a full disk stopped where it is still pending. Safe to
+        call twice."""
         with self._lock:
             if self._conn is None:
                 return
@@ -496,6 +498,7 @@ class Archive(FaissSync, ArchiveLexical, SqlStore):
             finally:
                 self._conn.close()
                 self._conn = None
+                self._close_index()
 
 
 def rotate_key(

@@ -13,6 +13,8 @@ is a cache of the current rows' vectors that can always be rebuilt from the tabl
   crash after the last save, a deletion, a foreign or corrupt file) it is rebuilt from SQLite.
 - Row numbers (``AUTOINCREMENT``) are never reused, so a stale index can never map an old vector
   to a different memory; every read also re-checks the owner in SQL.
+- The archive owns its retriever: ``close`` closes it (:meth:`FaissSync._close_index`), stopping its
+  background upkeep, and a rebuild tells the retriever it replaces to stop its own.
 - The saved files are authenticated before FAISS parses any of them (:mod:`memnets.store.index_files`);
   a file that fails makes the open rebuild the index and say so (``index_source == "rebuilt:untrusted"``).
 
@@ -88,7 +90,11 @@ class FaissSync:
                 for owner, ids, vectors in _group_by_owner(rows, self.dim):
                     retriever.add(ids, vectors, owner)
                     progress.update(len(ids))
+        replaced = getattr(self, "_retriever", None)
         self._retriever, self._generation = retriever, generation
+        if replaced is not None:
+            # stop its upkeep without waiting for it (the archive's lock is held); the exit waits for it
+            replaced.close(timeout=0)
 
     def _sync(self, check_encoder: bool = True) -> None:
         """Replay the changes this process's index has not seen (its own writes and other processes'),
@@ -163,6 +169,12 @@ class FaissSync:
         """Delete the index files on disk (they hold vectors of deleted memories); the next open rebuilds."""
         self._index_files.drop()
         self._saved_generation = -1
+
+    def _close_index(self) -> None:
+        """Close the retriever (if one was made): stop its background upkeep, wait for it, free the index."""
+        retriever = getattr(self, "_retriever", None)
+        if retriever is not None:
+            retriever.close()
 
     def index_size(self) -> int:
         """How many vectors the in-memory FAISS index holds after catching up (equals the table's row count)."""

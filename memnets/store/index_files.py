@@ -8,6 +8,8 @@ FAISS parses files without defending against hostile bytes, so:
   change-log generation, count, dim and kind it reflects) and ``index_auth.json``: each file's
   sha256 under an HMAC-SHA256 keyed from the archive key (HKDF), or, without a key, under a plain
   checksum that catches corruption but not a writer of the folder; then it swaps the folders.
+  Every file and both folders are flushed to disk first, so that a machine that loses power right
+  after a save finds the new folder whole (not an empty file under a new name) or the old one.
 - :meth:`IndexFolder.load` reads the marker first (JSON only: a stale index is rebuilt without
   hashing it), then copies every listed file into a private temporary folder while checking its
   digest, and FAISS reads that copy, so what is parsed is what was checked. A file that fails, an
@@ -33,9 +35,9 @@ import uuid
 from contextlib import suppress
 from pathlib import Path
 
-from memnets.retrieval.faiss_retriever import MANIFEST as RETRIEVER_MANIFEST
+from memnets.retrieval.faiss_files import MANIFEST as RETRIEVER_MANIFEST
 from memnets.retrieval.faiss_retriever import FaissRetriever
-from memnets.safefiles import UnsafeFileError, copy_verified, read_regular
+from memnets.safefiles import UnsafeFileError, copy_verified, flush_to_disk, read_regular, write_atomically
 from memnets.store.crypto import RowCipher
 
 INDEX_DIR = "index"
@@ -100,12 +102,13 @@ class IndexFolder:
         staging = self.directory / f".{INDEX_DIR}.{uuid.uuid4().hex}"
         old = self.directory / f".{INDEX_DIR}.{uuid.uuid4().hex}"
         try:
-            retriever.save(staging)
-            (staging / INDEX_MARKER).write_text(json.dumps(marker))
+            retriever.save(staging)  # its files flushed to disk
+            write_atomically(staging / INDEX_MARKER, json.dumps(marker).encode())
             self._write_auth(staging)
             if folder.exists():
                 folder.rename(old)
             staging.rename(folder)
+            flush_to_disk(self.directory)
             return True
         except (OSError, RuntimeError):  # FAISS reports a vanished folder as RuntimeError
             return False
@@ -129,7 +132,7 @@ class IndexFolder:
     def _write_auth(self, folder: Path) -> None:
         """Write ``INDEX_AUTH`` into a freshly saved index folder: every file's sha256 and their seal."""
         files = {name: copy_verified(folder, name, None) for name in sorted(os.listdir(folder))}
-        (folder / INDEX_AUTH).write_text(json.dumps({"files": files, **self._seal(files)}, indent=1))
+        write_atomically(folder / INDEX_AUTH, json.dumps({"files": files, **self._seal(files)}, indent=1).encode())
 
     def _copy_verified(self, folder: Path, private: Path) -> None:
         """Copy the saved index files into ``private`` once they pass their check, before FAISS parses any.

@@ -33,6 +33,7 @@ and may add the dates to the text it embeds (:func:`with_dates`, an option measu
 
 from __future__ import annotations
 
+import bisect
 import calendar
 import re
 from collections.abc import Callable
@@ -273,11 +274,24 @@ def resolve_dates(text: str, at: datetime | date, *, numeric: str = "mdy") -> li
             if not _ambiguous_month(match):
                 span = _in_calendar(resolve, match, day)
                 found.append((match.start(), match.end(), span and ResolvedDate(match.group(0), *span)))
-    chosen: list[tuple[int, int, ResolvedDate | None]] = []
-    for start, end, resolved in sorted(found, key=lambda item: (item[0] - item[1], item[0])):
-        if all(end <= s or start >= e for s, e, _ in chosen):  # "April 31" keeps "April" from counting
-            chosen.append((start, end, resolved))
-    return [resolved for _, _, resolved in sorted(chosen, key=lambda item: item[0]) if resolved is not None]
+    return [resolved for _, _, resolved in disjoint(found) if resolved is not None]
+
+
+def disjoint(found: list[tuple[int, int, object]]) -> list[tuple[int, int, object]]:
+    """The (start, end, value) spans of ``found`` that are kept, by start: the longest first, each where it
+    overlaps none kept ("April 31" keeps "April" from counting). The kept spans are disjoint and sorted, so
+    one bisect finds a span's neighbours (a scan of all kept had been quadratic in the matches: "monday "
+    100,000 times took 6 s)."""
+    starts: list[int] = []
+    ends: list[int] = []
+    chosen = []
+    for start, end, value in sorted(found, key=lambda item: (item[0] - item[1], item[0])):
+        i = bisect.bisect_right(starts, start)
+        if (i == 0 or ends[i - 1] <= start) and (i == len(starts) or end <= starts[i]):
+            starts.insert(i, start)
+            ends.insert(i, end)
+            chosen.append((start, end, value))
+    return sorted(chosen, key=lambda item: item[0])
 
 
 def _in_calendar(resolve: Callable[[re.Match, date], Range | None], match: re.Match, day: date) -> Range | None:

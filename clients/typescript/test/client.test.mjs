@@ -121,7 +121,7 @@ describe("reads at a time", () => {
 
 describe("a changed fact", () => {
   test("search never answers a stale fact above its successor, at any k", async () => {
-    // the server's rule judge ends the stale fact by its successor; the question is the stale fact's own text
+    // the server's judge (shipped with memnets) ends the stale fact by its successor; the question is the stale fact's own text
     const { facts, question, stale, successor, ks, count } = JSON.parse(CHANGED);
     const mover = `${user}-mover`;
     for (const [text, when] of facts) await memory.add(text, { user: mover, t: new Date(when) });

@@ -1,0 +1,51 @@
+"""What the change judge costs per write: p50 of one batch of candidate pairs, by batch size and text length.
+
+The write path asks the judge about at most ``CANDIDATES`` pairs of one new memory in one batch
+(memnets/memory/supersession.py), so a batch of that size is the decision's added cost per add. The long
+texts show the bound: a 200,000-character statement costs what its first MAX_CHARS characters do.
+
+    python -m bench.experiments.judge_cost --out docs/results
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from pathlib import Path
+
+from bench.common import REPO_ROOT, parser, write_result
+from memnets.memory.supersession import CANDIDATES
+from memnets.nn.change_judge import ChangeJudge
+
+PAIRS = REPO_ROOT / "data" / "supersession" / "written" / "validation.jsonl"
+
+
+def p50_ms(judge: ChangeJudge, pairs: list[tuple[str, str]], size: int, repeats: int) -> float:
+    """The median time of ``judge.scores`` on ``repeats`` consecutive batches of ``size`` pairs, in ms."""
+    times = []
+    for n in range(repeats):
+        batch = [pairs[(n * size + i) % len(pairs)] for i in range(size)]
+        began = time.perf_counter()
+        judge.scores(batch)
+        times.append(time.perf_counter() - began)
+    return round(1000 * statistics.median(times), 2)
+
+
+def main(argv=None) -> None:
+    args = parser("experiments.judge_cost", __doc__.splitlines()[0]).parse_args(argv)
+    rows = [json.loads(line) for line in Path(PAIRS).read_text(encoding="utf-8").splitlines() if line.strip()]
+    pairs = [(row["older"], row["newer"]) for row in rows]
+    judge = ChangeJudge.load()
+    judge.scores(pairs[:8])  # warm up
+    repeats = 10 if args.quick else 60
+    results = {f"batch_{size}_p50_ms": p50_ms(judge, pairs, size, repeats) for size in (1, CANDIDATES)}
+    for length in (1_000, 200_000):
+        hostile = [(older, ("a@" * length)[:length]) for older, _ in pairs]
+        results[f"batch_{CANDIDATES}_newer_{length}_chars_p50_ms"] = p50_ms(judge, hostile, CANDIDATES, repeats)
+    print(json.dumps(results, indent=2))
+    write_result(args.out, "judge_cost", {"quick": args.quick, "pairs": str(PAIRS.relative_to(REPO_ROOT))}, results)
+
+
+if __name__ == "__main__":
+    main()
