@@ -31,10 +31,10 @@ What it guarantees (each tested in tests/test_api*.py):
   (:mod:`memnets.argerrors`), before anything is written; a text that is not valid Unicode, too long or
   refused by the tokenizer raises InvalidMemoryError naming the position or the limit.
 
-``AgentMemory`` is a facade: it checks the arguments, holds the write lock and the live managers, and
-hands the work to the write path (:class:`~memnets.memory.writes.WritePath`), the searcher
-(:class:`~memnets.memory.search.Searcher`: cosine, or a pack's re-rank; shared with the managers' RECALL) and the deletion path
-(:class:`~memnets.memory.deletion.DeletionPath`); :mod:`memnets.memory.opening` opens its parts.
+``AgentMemory`` is a facade: it checks the arguments, holds the write lock and the live managers, and hands the
+work to the write path (:class:`~memnets.memory.writes.WritePath`), the searcher (:class:`~memnets.memory.search.Searcher`:
+cosine, or a pack's re-rank, shared with the managers' RECALL; fused with the store's lexical ranking where ``search`` says,
+:mod:`memnets.memory.hybrid`) and the deletion path (:class:`~memnets.memory.deletion.DeletionPath`); :mod:`memnets.memory.opening` opens its parts.
 """
 
 from __future__ import annotations
@@ -64,6 +64,7 @@ from memnets.memory.arguments import (
 from memnets.memory.deletion import DeletionPath
 from memnets.memory.expiry import KEEP_TTL
 from memnets.memory.explain import Explanation, explain_found
+from memnets.memory.hybrid import HybridSearcher, hybrid_store
 from memnets.memory.ids import check_id, check_ids
 from memnets.memory.intake import MEMORY_SCOPE, new_record
 from memnets.memory.manager import ManagerConfig, MemoryManager
@@ -116,10 +117,10 @@ def open(
             session still recalls the user's older ones.
         supersession: a :class:`~memnets.memory.supersession.SupersessionJudge` (a new memory ends older ones
             it replaces); "auto": the pack's change judge, else memnets' own (``ChangeJudge``); None: off.
-        options: :class:`~memnets.memory.manager.ManagerConfig` fields (defaults of every
-            ``manager(user)``; ``duplicate_threshold``, ``fetch_factor``, ``write_through_threshold``
-            and ``batch_size`` also apply to ``add``/``add_many``/``search``); the rest go to the
-            store (e.g. ``index="hnsw"``).
+        options: :class:`~memnets.memory.manager.ManagerConfig` fields (defaults of every ``manager(user)``;
+            ``duplicate_threshold``, ``fetch_factor``, ``write_through_threshold``, ``batch_size`` and ``search``
+            (hybrid or dense: :mod:`memnets.memory.hybrid`) also apply to ``add``/``add_many``/``search``); the
+            rest go to the store (e.g. ``index="hnsw"``).
     """
     parts = open_parts(
         location, pack=pack, key=key, encoder=encoder, backend=backend, options=options, supersession=supersession
@@ -143,8 +144,8 @@ def open(
 class AgentMemory:
     """One memory for many users: a store, one encoder and the decisions, shared by every user.
 
-    Build it with :func:`memnets.open`. ``encoder``, ``store`` and ``config`` are public;
-    ``importance``, ``gate`` and ``scorer`` are the decisions handed to every manager.
+    Build it with :func:`memnets.open`. ``encoder``, ``store``, ``config`` and ``hybrid`` (``search`` fuses the
+    store's lexical ranking) are public; ``importance``, ``gate`` and ``scorer`` are the decisions handed to every manager.
 
     Args:
         store: an open :class:`~memnets.store.MemoryStore` of the encoder's dim.
@@ -184,7 +185,7 @@ class AgentMemory:
         self.config = config or ManagerConfig()
         self.importance = importance if importance is not None else HeuristicImportance()
         self.gate = gate if gate is not None else HeuristicGate()
-        self.scorer = scorer
+        self.scorer, self.hybrid = scorer, hybrid_store(store, self.config.search)  # hybrid: fused with the words
         self.llm = llm
         self.owns_store = owns_store
         for name, value in (("agent", agent), ("session", session)):
@@ -422,7 +423,7 @@ class AgentMemory:
         (lists of such filters); see docs/memory.md, "Filters". Filtering happens in the store
         before ranking, so k results come back whenever k memories match. Older versions and
         expired memories are never returned. ``refresh_ttl``: as in :meth:`get`, for the hits.
-        ``as_of``/``known_at``: the versions valid / written by then (:mod:`memnets.store.as_of`).
+        ``as_of``/``known_at``: the versions valid / written by then (:mod:`memnets.store.as_of`). Ranking: ``search`` of :func:`open`.
         """
         filters = as_of_filter(filters, as_of, known_at)
         return self.search_many(query, users=[user], k=k, filters=filters, refresh_ttl=refresh_ttl)[user]
@@ -469,9 +470,8 @@ class AgentMemory:
         k: int = 5,
         filters: MemoryFilter | Mapping | None = None,
     ) -> list[SearchHit]:
-        """:meth:`search` with the query already encoded: ``vector`` is a ``[dim]`` query vector of this
-        memory's encoder, ranked as ``search`` ranks. For framework calls that hand over an embedding
-        (LangChain's ``*_by_vector``)."""
+        """:meth:`search` with the query already encoded (a ``[dim]`` vector of this memory's encoder), ranked as
+        ``search`` ranks but densely (no words to look up); for frameworks that hand over an embedding (LangChain)."""
         check_user(user)
         check_k(k)
         vector = check_vector(vector, self.encoder.dim)
@@ -482,7 +482,7 @@ class AgentMemory:
     def _search_encoded(
         self, query: str, vector: np.ndarray, user: str, k: int, parsed: MemoryFilter | None
     ) -> list[SearchHit]:
-        searcher = Searcher(self.store, self.scorer, self.config.fetch_factor)
+        searcher = (HybridSearcher if self.hybrid else Searcher)(self.store, self.scorer, self.config.fetch_factor)
         return [SearchHit(m, s) for m, s in searcher.search(query, vector, user, k, parsed, timeutil.now())]
 
     def get(self, id: str, *, user: str, refresh_ttl: bool = False) -> Memory | None:
@@ -670,7 +670,7 @@ class AgentMemory:
 
     def __repr__(self) -> str:
         state = "closed" if self.closed else "open"
-        scorer = type(self.scorer).__name__ if self.scorer is not None else "cosine"
+        scorer = (type(self.scorer).__name__ if self.scorer is not None else "cosine") + "+lexical" * self.hybrid
         return f"AgentMemory({self.store!r}, dim={self.encoder.dim}, search={scorer}, {state})"
 
     # ------------------------------------------------------------------ helpers

@@ -24,9 +24,11 @@ from memnets.store.testing import DIM, EPOCH, memory_for, vector_for, vectors_fo
 __all__ = [
     "DIM",
     "EPOCH",
+    "drop_lexical",
     "fill",
     "memory_for",
     "mount",
+    "relation_bytes",
     "single_threaded_faiss",
     "start_child",
     "vector_for",
@@ -44,6 +46,40 @@ def single_threaded_faiss():
         yield
     finally:
         faiss.omp_set_num_threads(before)
+
+
+def drop_lexical(conn, table: str | None = None) -> None:
+    """Take a store back to before its lexical index (archive format 6, PostgreSQL format 5): an archive's
+    FTS table, its view and triggers (``table`` None, ``conn`` an sqlite3 connection), or the PostgreSQL
+    store's lexemes column, index and function (``table``: its prefix, ``conn`` a psycopg connection)."""
+    if table is None:
+        for trigger in ("insert", "delete", "update"):
+            conn.execute(f"DROP TRIGGER memories_fts_{trigger}")
+        conn.execute("DROP TABLE memories_fts")
+        conn.execute("DROP VIEW memories_text")
+    else:
+        conn.execute(f"DROP INDEX {table}_lexical")
+        conn.execute(f"ALTER TABLE {table}_memories DROP COLUMN lexemes")
+        conn.execute(f"DROP FUNCTION {table}_content")
+
+
+def relation_bytes(url: str, table: str) -> bytes:
+    """Every byte of a table's heap, TOAST and index files on the server's disk, after a checkpoint."""
+    import glob
+
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("CHECKPOINT")
+        data_dir = conn.execute("SHOW data_directory").fetchone()[0]
+        relations = conn.execute(
+            "SELECT pg_relation_filepath(c.oid) FROM pg_class c WHERE c.relname LIKE %s "
+            "OR c.oid = (SELECT reltoastrelid FROM pg_class WHERE relname = %s)",
+            (f"{table}%", f"{table}_memories"),
+        ).fetchall()
+    files = [f for (relative,) in relations if relative for f in glob.glob(os.path.join(data_dir, relative) + "*")]
+    assert files, f"no relation files found for {table}"
+    return b"".join(open(f, "rb").read() for f in files)
 
 
 def start_child(code: str, *args: str) -> subprocess.Popen:

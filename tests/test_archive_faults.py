@@ -154,6 +154,7 @@ def test_deletion_works_on_a_full_disk(tmp_path):
         archive.close()  # with room again, the close's checkpoint finishes the scrub
         on_disk = b"".join(path.read_bytes() for path in store.rglob("*") if path.is_file())
         assert b"note 3 " not in on_disk and b"note 1499 " not in on_disk
+        assert b"note" not in on_disk  # nor the words in the lexical index (merged by the close's scrub)
         with Archive(store, DIM) as reopened:
             assert reopened.count("alice") == 0 and reopened.owners() == []
             assert (store / RESERVE_FILE).is_file()  # put back once there was room

@@ -67,7 +67,7 @@ def test_the_chunk_rule_cuts_real_text_in_overlapping_windows(encoder):
 
 
 def test_a_fact_at_the_end_of_50000_characters_is_found_through_the_api(encoder, location):
-    with memnets.open(location[0], encoder=encoder, **location[1]) as memory:
+    with memnets.open(location[0], encoder=encoder, search="dense", **location[1]) as memory:  # the window's cosine
         long = fill(memory)
         store = memory.store
         [chunks] = store.chunk_vectors([long.id], "ann")
@@ -101,7 +101,7 @@ def test_a_fact_at_the_end_is_found_through_langgraph(encoder, tmp_path):
     pytest.importorskip("langgraph")
     from memnets.integrations.langgraph import MemnetsStore
 
-    with memnets.open(tmp_path / "memory", encoder=encoder) as memory:
+    with memnets.open(tmp_path / "memory", encoder=encoder, search="dense") as memory:  # the window's cosine
         store = MemnetsStore(memory)
         for n, text in enumerate(UNRELATED):
             store.put(("notes", "ann"), f"u{n}", {"content": text})
@@ -119,7 +119,7 @@ def test_a_fact_at_the_end_is_found_through_mcp(encoder, tmp_path):
 
     from memnets.integrations.mcp_server import build_server
 
-    with memnets.open(tmp_path / "memory", encoder=encoder) as memory:
+    with memnets.open(tmp_path / "memory", encoder=encoder, search="dense") as memory:  # the window's cosine
         server = build_server(memory)
 
         async def run():
@@ -147,7 +147,7 @@ def best_window_score(encoder, memory, memory_id: str, user: str) -> float:
 
 
 def test_the_manager_writes_a_long_observation_with_its_windows(encoder, tmp_path):
-    with memnets.open(tmp_path / "memory", encoder=encoder) as memory:
+    with memnets.open(tmp_path / "memory", encoder=encoder, search="dense") as memory:  # the window's cosine
         for text in UNRELATED:
             memory.add(text, user="ann")
         manager = memory.manager("ann", write_through_threshold=0.0)
@@ -203,7 +203,7 @@ def test_erasure_leaves_no_window_vector_in_any_file(encoder, tmp_path):
 
 def test_erasure_on_postgresql_leaves_no_window_vector_in_the_table_files(encoder, pg_url):
     pytest.importorskip("psycopg")
-    from test_security_pgstore import _relation_bytes
+    from archive_helpers import relation_bytes
 
     table = "e" + uuid.uuid4().hex[:12]
     with memnets.open(pg_url, encoder=encoder, table=table) as memory:
@@ -211,9 +211,9 @@ def test_erasure_on_postgresql_leaves_no_window_vector_in_the_table_files(encode
         memory.add("Bob waters the plants on Sundays", user="bob")
         [chunks] = memory.store.chunk_vectors([long.id], "zoe")
         needles = [to_blob(chunks[n : n + 1]) for n in (0, len(chunks) // 2, len(chunks) - 1)]
-        assert all(needle in _relation_bytes(pg_url, table) for needle in needles)
+        assert all(needle in relation_bytes(pg_url, table) for needle in needles)
         memory.delete_all(user="zoe")  # the default scrub: VACUUM FULL
-        on_disk = _relation_bytes(pg_url, table)
+        on_disk = relation_bytes(pg_url, table)
     assert not [n for n in needles if n in on_disk]
 
 

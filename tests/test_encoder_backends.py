@@ -110,7 +110,7 @@ def test_an_encoder_already_on_onnx_runtime_exports_a_pack(tiny_model_dir, tmp_p
 def test_memnets_open_takes_a_backend(tiny_model_dir, tmp_path):
     import memnets
 
-    memory = memnets.open(tmp_path / "store", encoder=tiny_model_dir, backend="onnx")
+    memory = memnets.open(tmp_path / "store", encoder=tiny_model_dir, backend="onnx", search="dense")  # the cosine
     try:
         assert memory.encoder.backend == "onnx"
         memory.add("Alice adopted a cat named Miso.", user="alice")

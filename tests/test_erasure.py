@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from archive_helpers import drop_lexical, relation_bytes
 
 import memnets
 from memnets.memory.manager import default_state_path, legacy_state_path
@@ -28,10 +29,23 @@ TEXTS = [
 OTHER_TEXTS = ["Bob waters the plants on Sundays", "Bob's cat is called Miso"]
 
 
+# the ends of words the lexical index holds: an FTS5 segment keeps a term after the prefix it shares with
+# the term before it ("kiwifruit" after "key" is "iwifruit"), so its words are looked for by their ends too
+WORD_ENDS = ["owerpot", "wifruit", "raida"]
+
+
 def needles() -> list[bytes]:
     """The name and a distinctive piece of every text, in the encodings a store might use."""
-    pieces = [NAME, "zoraida", "flowerpot", "80417", "kiwifruit", "Vilnius", "Zoraida"]
+    pieces = [NAME, "zoraida", "flowerpot", "80417", "kiwifruit", "Vilnius", "Zoraida", *WORD_ENDS]
     return [p.encode(codec) for p in pieces for codec in ("utf-8", "utf-16-le")]
+
+
+def lexical_index_bytes(folder: Path) -> bytes:
+    """The segments of the archive's lexical index (its FTS5 data table), read past the store's code."""
+    import sqlite3
+
+    with sqlite3.connect(folder / "archive.sqlite3") as conn:
+        return b"".join(bytes(block) for (block,) in conn.execute("SELECT block FROM memories_fts_data"))
 
 
 def leaks(folder: Path) -> list[str]:
@@ -63,10 +77,14 @@ def test_no_file_of_the_folder_names_the_user_after_delete_all(tmp_path, encoder
         bob.observe("Bob likes rain", importance=0.9)
     assert leaks(folder), "the check finds nothing even before the deletion: it cannot fail"
     assert default_state_path(folder, NAME).is_file()
+    if key is None:  # hybrid search: the lexical index holds the user's words, and they must go with them
+        assert all(end.encode() in lexical_index_bytes(folder) for end in WORD_ENDS)
 
     with memnets.open(folder, encoder=encoder, key=key) as memory:
         manager = memory.manager(NAME)  # restores the user's tiers from the state file
         assert manager._held()
+        if key is None:  # found by its word (the tiny encoder ranks by chance), as every door searches
+            assert memory.search("kiwifruit", user=NAME, k=1)[0].memory.content == TEXTS[2]
         assert memory.delete_all(user=NAME) == 4  # the user's current memories (three adds, one observation)
         assert memory.users() == ["bob"]
     assert not default_state_path(folder, NAME).exists()  # the live manager did not write it again on close
@@ -114,6 +132,21 @@ def test_postgres_ledger_keeps_no_name(pg_url, encoder):
     assert all(owner == "bob" for owner, _ in memories)
 
 
+def test_postgres_lexemes_of_an_erased_user_leave_the_table_files(pg_url, encoder):
+    """Hybrid search on PostgreSQL: the lexemes of the user's rows (a generated column, its GIN index) are in
+    the table's files while the rows are, and in none of them after delete_all (the store's scrub)."""
+    table = "x" + uuid.uuid4().hex[:12]
+    with memnets.open(pg_url, encoder=encoder, table=table, search="hybrid", duplicate_threshold=None) as memory:
+        fill(memory)
+        assert memory.search("kiwifruit", user=NAME, k=1)[0].memory.content == TEXTS[2]
+        before = relation_bytes(pg_url, table)
+        assert b"kiwifruit" in before and b"flowerpot" in before  # as lexemes too: the payloads hold the text
+        memory.delete_all(user=NAME)
+        after = relation_bytes(pg_url, table)
+        assert [n for n in needles() if n in after] == []
+        assert b"miso" in after  # Bob's lexeme ("Bob's cat is called Miso") is kept
+
+
 def test_state_files_are_named_by_a_collision_free_function_of_the_user(tmp_path, encoder):
     assert default_state_path(tmp_path, "a b") != default_state_path(tmp_path, "a_b")
     assert legacy_state_path(tmp_path, "a b") == legacy_state_path(tmp_path, "a_b")  # what went wrong before
@@ -159,6 +192,7 @@ def test_a_ledger_of_names_is_tagged_when_an_older_store_is_upgraded(request, tm
         store.delete(["gone"], NAME)
     if kind == "archive":
         with sqlite3.connect(tmp_path / "store" / "archive.sqlite3") as conn:  # as format 3 wrote it
+            drop_lexical(conn)  # no lexical index (format 7)
             conn.execute("UPDATE deletions SET owner = ?, id = ?", (NAME, "gone"))
             conn.execute("DROP INDEX memories_owner_expires")
             for column in ("expires_at", "expires_epoch", "ttl"):
@@ -172,6 +206,7 @@ def test_a_ledger_of_names_is_tagged_when_an_older_store_is_upgraded(request, tm
 
         table = options["table"]
         with psycopg.connect(location, autocommit=True) as conn:  # as format 2 wrote it
+            drop_lexical(conn, table)  # no lexemes (format 6)
             conn.execute(f"UPDATE {table}_deletions SET owner = %s, id = %s", (NAME, "gone"))
             conn.execute(f"ALTER TABLE {table}_memories DROP COLUMN expires_at")
             conn.execute(f"ALTER TABLE {table}_memories DROP COLUMN ttl")
@@ -190,3 +225,30 @@ def test_a_ledger_of_names_is_tagged_when_an_older_store_is_upgraded(request, tm
         with psycopg.connect(location) as conn:
             rows = conn.execute(f"SELECT owner, id FROM {table}_deletions").fetchall()
     assert rows and NAME not in repr(rows) and "gone" not in repr(rows)
+
+
+def test_a_merge_a_full_disk_stopped_runs_at_close(tmp_path, encoder, monkeypatch):
+    """The lexical index's merge is part of the scrub after a deletion: where a full disk stops it, the
+    deletion stands (the rows are gone for every reader) and the close, with room again, merges."""
+    import sqlite3
+
+    from memnets.store import sqlite_lexical
+
+    real, calls = sqlite_lexical.merge, []
+
+    def full_once(conn):
+        calls.append(conn)
+        if len(calls) == 1:
+            error = sqlite3.OperationalError("database or disk is full")
+            error.sqlite_errorname = "SQLITE_FULL"
+            raise error
+        real(conn)
+
+    folder = tmp_path / "memory"
+    with memnets.open(folder, encoder=encoder, duplicate_threshold=None) as memory:
+        fill(memory)
+        monkeypatch.setattr(sqlite_lexical, "merge", full_once)
+        memory.delete_all(user=NAME)
+        assert memory.list_memories(user=NAME) == [] and memory.store._scrub_pending
+        assert any(end.encode() in lexical_index_bytes(folder) for end in WORD_ENDS)  # still in a segment
+    assert len(calls) == 2 and leaks(folder) == []

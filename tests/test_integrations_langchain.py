@@ -270,7 +270,8 @@ class PlacedEmbeddings(Embeddings):
 
 @pytest.fixture()
 def placed(tmp_path):
-    memory = memnets.open(tmp_path / "memory", encoder=EmbeddingsEncoder(PlacedEmbeddings(), dim=3))
+    """Memories at placed vectors, ranked by cosine alone (``search="dense"``: these tests pin its convention)."""
+    memory = memnets.open(tmp_path / "memory", encoder=EmbeddingsEncoder(PlacedEmbeddings(), dim=3), search="dense")
     store = MemnetsVectorStore(memory, "ann")
     store.add_texts(["a1", "a2", "b"], [{"n": 1}, {"n": 2}, {"n": 3}], ids=["a1", "a2", "b"])
     yield store
@@ -308,6 +309,19 @@ def test_mmr_prefers_a_new_fact_to_a_near_duplicate(placed):
         placed.max_marginal_relevance_search("a", lambda_mult=1.5)
 
 
+def test_with_hybrid_search_relevance_is_the_fused_score(tmp_path):
+    """Hybrid search (the default where the store keeps a lexical index): the fused score, in [0, 1] already."""
+    with memnets.open(tmp_path / "memory", encoder=EmbeddingsEncoder(PlacedEmbeddings(), dim=3)) as memory:
+        assert memory.hybrid
+        store = MemnetsVectorStore(memory, "ann")
+        store.add_texts(["a1", "a2", "b", "unrelated", "opposite"], ids=["a1", "a2", "b", "u", "o"])
+        hits = memory.search("a1", user="ann", k=5)
+        relevance = store.similarity_search_with_relevance_scores("a1", k=5)
+        assert [d.id for d, _ in relevance] == [h.memory.id for h in hits] and relevance[0][0].id == "a1"
+        assert [r for _, r in relevance] == pytest.approx([h.score for h in hits])
+        assert all(0.0 <= r <= 1.0 for _, r in relevance)
+
+
 def test_search_by_vector_ranks_as_search_by_text(placed):
     vector = [2.0, 0.0, 0.0]  # any length: memnets normalises the query
     by_vector = placed.similarity_search_by_vector_with_score(vector, k=3)
@@ -331,7 +345,7 @@ def test_with_a_pack_relevance_is_the_learned_probability(tmp_path, tiny_encoder
     pack = export_pack(
         tmp_path / "pack", tiny_encoder, scorer_weights=ScorerWeights(recency=0.0, relevance=3.0, importance=0.0)
     )
-    with memnets.open(tmp_path / "memory", pack=pack) as memory:
+    with memnets.open(tmp_path / "memory", pack=pack, search="dense") as memory:  # the learned score alone
         store = MemnetsVectorStore(memory, "ann")
         store.add_texts([text for _, text, _ in NOTES], ids=[i for i, *_ in NOTES])
         query = NOTES[2][1]

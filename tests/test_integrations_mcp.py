@@ -297,6 +297,8 @@ def test_streamable_http_round_trip_with_a_pack_behind_a_bearer_token(tmp_path, 
                 str(port),
                 "--token-env",
                 "MEMNETS_TEST_MCP_TOKEN",
+                "--set",
+                "search=dense",  # the learned score alone, not its fusion with the lexical one
             ],
             stdout=subprocess.DEVNULL,
             stderr=stderr,
@@ -336,7 +338,7 @@ def test_streamable_http_round_trip_with_a_pack_behind_a_bearer_token(tmp_path, 
         server.terminate()
         server.wait(timeout=30)
     # the score is the pack's learned score (its bias of 5 puts it above any cosine)
-    with memnets.open(tmp_path / "memory", pack=pack) as memory:
+    with memnets.open(tmp_path / "memory", pack=pack, search="dense") as memory:
         expected = memory.search("Carol collects stamps", user="carol", k=1)[0].score
     assert found["results"][0]["score"] == pytest.approx(expected)
     assert found["results"][0]["score"] > 4.0

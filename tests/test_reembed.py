@@ -16,6 +16,7 @@ import textwrap
 import numpy as np
 import pytest
 import torch
+from archive_helpers import drop_lexical
 
 import memnets
 from memnets.nn.encoder import MemoryEncoder
@@ -94,7 +95,8 @@ def test_a_second_writer_with_another_encoder_is_refused_at_its_first_write(tmp_
 def test_an_archive_of_the_previous_format_opens_and_records_its_encoder(tmp_path, old):
     folder = tmp_path / "m"
     fill(folder, old, TEXTS[:4])
-    with sqlite3.connect(folder / DB_FILE) as db:  # back to format 4: no reembed table, no identity, no chunks
+    with sqlite3.connect(folder / DB_FILE) as db:  # back to format 4: no reembed table, identity, chunks, FTS
+        drop_lexical(db)
         db.execute("DROP TABLE reembed")
         db.execute("DELETE FROM meta WHERE key = 'encoder'")
         db.execute("DROP INDEX memories_owner_chunked")

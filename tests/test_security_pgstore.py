@@ -9,7 +9,7 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from archive_helpers import DIM, memory_for, vectors_for
+from archive_helpers import DIM, memory_for, relation_bytes, vectors_for
 
 from memnets.store.crypto import generate_key
 from memnets.store.errors import ArchiveIntegrityError
@@ -136,24 +136,6 @@ def test_a_format_1_store_is_upgraded_and_its_rows_bound(make, pg_url):
 
 
 # ---------------------------------------------------------------------- erasure from the table files
-def _relation_bytes(url: str, table: str) -> bytes:
-    """Every byte of a table's heap, TOAST and index files on the server's disk, after a checkpoint."""
-    import glob
-    import os
-
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("CHECKPOINT")
-        data_dir = conn.execute("SHOW data_directory").fetchone()[0]
-        relations = conn.execute(
-            "SELECT pg_relation_filepath(c.oid) FROM pg_class c WHERE c.relname LIKE %s "
-            "OR c.oid = (SELECT reltoastrelid FROM pg_class WHERE relname = %s)",
-            (f"{table}%", f"{table}_memories"),
-        ).fetchall()
-    files = [f for (relative,) in relations if relative for f in glob.glob(os.path.join(data_dir, relative) + "*")]
-    assert files, f"no relation files found for {table}"
-    return b"".join(open(f, "rb").read() for f in files)
-
-
 @pytest.mark.parametrize("scrub", ["full", "vacuum"])
 def test_delete_owner_leaves_no_text_in_the_table_files(pg_url, scrub):
     """Issue 25: after delete_all the text was still in dead tuples. The default scrub ("full") rewrites
@@ -165,9 +147,9 @@ def test_delete_owner_leaves_no_text_in_the_table_files(pg_url, scrub):
         for owner in ("alice", "bob"):
             memories = [memory_for(f"m{i}", owner, content=f"SECRET-{owner}-{i:04d} " + "x" * 200) for i in range(400)]
             store.upsert(memories, vectors_for(memories))
-        assert sum(f"SECRET-alice-{i:04d}".encode() in _relation_bytes(pg_url, table) for i in range(400)) == 400
+        assert sum(f"SECRET-alice-{i:04d}".encode() in relation_bytes(pg_url, table) for i in range(400)) == 400
         assert store.delete_owner("alice") == 400
-        on_disk = _relation_bytes(pg_url, table)
+        on_disk = relation_bytes(pg_url, table)
         left = sum(f"SECRET-alice-{i:04d}".encode() in on_disk for i in range(400))
         assert sum(f"SECRET-bob-{i:04d}".encode() in on_disk for i in range(400)) == 400
         if scrub == "full":

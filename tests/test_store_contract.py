@@ -18,9 +18,9 @@ from datetime import UTC, datetime
 
 import numpy as np
 import pytest
-from archive_helpers import DIM, memory_for, start_child, vector_for, vectors_for
+from archive_helpers import DIM, drop_lexical, memory_for, start_child, vector_for, vectors_for
 
-from memnets.store import MemoryStore, SearchVectors, open_store, supports
+from memnets.store import LexicalSearch, MemoryStore, SearchVectors, StoreError, open_store, supports
 from memnets.store.errors import ArchiveFormatError, ArchiveKeyError
 from memnets.store.sqlite_schema import FORMAT_VERSION
 from memnets.store.testing import StoreContract, StoreSpec, hit_ids, ids
@@ -123,6 +123,58 @@ def stored_payload(location) -> bytes:
         return b"".join(bytes(r[0]) for r in conn.execute("SELECT payload FROM memories"))
 
 
+def test_a_store_of_the_format_before_the_lexical_index_builds_it_from_its_rows(make, location):
+    """Archive format 6 -> 7, PostgreSQL 5 -> 6: the first open indexes the current rows it holds (an older
+    version's text stays out), and the index then follows every write."""
+    memories = [memory_for("m", "a", content="the Zanzibar trip"), memory_for("n", "b", content="a Zanzibar map")]
+    with make() as store:
+        store.upsert(memories, vectors_for(memories))
+        store.new_version(memories[0].replace(content="the Reykjavik trip"), vector_for("m2"))
+    if location[0].startswith("postgresql"):
+        import psycopg
+
+        from memnets.store.postgres import FORMAT_VERSION as CURRENT
+
+        with psycopg.connect(location[0], autocommit=True) as conn:
+            drop_lexical(conn, location[1]["table"])
+            conn.execute(f"UPDATE {location[1]['table']}_meta SET value = %s WHERE key = 'format'", (b"5",))
+    else:
+        CURRENT = FORMAT_VERSION
+        with sqlite3.connect(os.path.join(location[0], "archive.sqlite3")) as conn:
+            drop_lexical(conn)
+            conn.execute("PRAGMA user_version = 6")
+    store = make(None)
+    assert supports(store, LexicalSearch)
+    assert hit_ids(store.lexical_search("Reykjavik Zanzibar", 5, "a")) == ["m"]
+    assert hit_ids(store.lexical_search("Zanzibar", 5, "b")) == ["n"]
+    store.upsert([memory_for("o", "a", content="Zanzibar again")], vector_for("o")[None])
+    store.delete(["m"], "a")
+    assert hit_ids(store.lexical_search("Reykjavik Zanzibar", 5, "a")) == ["o"]
+    assert stored_format(location) == CURRENT
+
+
+def stored_format(location) -> int:
+    """The format a store says it is (PRAGMA user_version, or the meta row of PostgreSQL)."""
+    if location[0].startswith("postgresql"):
+        import psycopg
+
+        with psycopg.connect(location[0]) as conn:
+            return int(
+                conn.execute(f"SELECT value FROM {location[1]['table']}_meta WHERE key = 'format'").fetchone()[0]
+            )
+    with sqlite3.connect(os.path.join(location[0], "archive.sqlite3")) as conn:
+        return conn.execute("PRAGMA user_version").fetchone()[0]
+
+
+def test_an_encrypted_store_keeps_no_lexical_index(make):
+    """Its text is sealed; an index of its words would hold them in clear (docs/security.md)."""
+    store = make(key=os.urandom(32))
+    store.upsert([memory_for("s", "a", content="the vault word is Quincunx")], vector_for("s")[None])
+    assert not supports(store, LexicalSearch)
+    with pytest.raises(StoreError, match="keeps no lexical index.*encrypted"):
+        store.lexical_search("Quincunx", 1, "a")
+
+
 def test_a_newer_format_is_refused_with_a_clear_error(make, location):
     make().close()
     if location[0].startswith("postgresql"):
@@ -142,6 +194,7 @@ def test_archive_of_format_1_is_migrated_on_open(tmp_path):
     with open_store(folder, DIM) as store:
         store.upsert([memory_for("m", "a")], vector_for("m")[None])
     with sqlite3.connect(folder / "archive.sqlite3") as conn:  # back to format 1: no superseded_by column
+        drop_lexical(conn)  # nor the lexical index of format 7
         conn.execute("DROP INDEX memories_owner_superseded")
         conn.execute("ALTER TABLE memories DROP COLUMN superseded_by")
         conn.execute("ALTER TABLE memories DROP COLUMN version")  # nor the row versions and archive id of format 3
@@ -167,7 +220,7 @@ def _drop_chunks(conn, prefix: str) -> None:
 
 
 def test_a_store_of_the_format_before_chunks_opens_and_takes_long_memories(make, location):
-    """The migration step of chunks (archive format 5 -> 6, PostgreSQL 4 -> 5) on a store with memories."""
+    """The migration steps from before chunks (archive format 5, PostgreSQL 4) on a store with memories."""
     with make() as store:
         store.upsert(
             [memory_for("m", "a"), memory_for("n", "a")], vectors_for([memory_for("m", "a"), memory_for("n", "a")])
@@ -175,17 +228,16 @@ def test_a_store_of_the_format_before_chunks_opens_and_takes_long_memories(make,
     if location[0].startswith("postgresql"):
         import psycopg
 
-        from memnets.store.postgres import FORMAT_VERSION as CURRENT
-
         table = location[1]["table"]
         with psycopg.connect(location[0], autocommit=True) as conn:
+            drop_lexical(conn, table)
             _drop_chunks(conn, f"{table}_")
-            conn.execute(f"UPDATE {table}_meta SET value = %s WHERE key = 'format'", (str(CURRENT - 1).encode(),))
+            conn.execute(f"UPDATE {table}_meta SET value = %s WHERE key = 'format'", (b"4",))
     else:
-        CURRENT = FORMAT_VERSION
         with sqlite3.connect(os.path.join(location[0], "archive.sqlite3")) as conn:
+            drop_lexical(conn)
             _drop_chunks(conn, "")
-            conn.execute(f"PRAGMA user_version = {CURRENT - 1}")
+            conn.execute("PRAGMA user_version = 5")
     store = make(None)
     assert store.get(["m"], "a") == [memory_for("m", "a")]
     assert store.chunk_vectors(["m"], "a")[0].shape == (0, DIM)

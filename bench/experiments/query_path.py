@@ -8,7 +8,8 @@ the first ``--base`` LoCoMo memory texts (turns and observation facts) encoded b
 noise to the size (:func:`bench.common.scaled`). The store records that encoder's identity, so
 ``memnets.open(pack=...)`` opens it as its own. The timed call is the public one, one question at a
 time as an agent asks: ``AgentMemory.search(question, user=..., k=5)`` with the pack's
-LearnedScorer (the store's ``fetch_factor * k`` candidates re-scored). Queries are LoCoMo questions.
+LearnedScorer (the store's ``fetch_factor * k`` candidates re-scored), dense (``search="dense"``: hybrid
+search reads the lexical ranking too, docs/memory.md "Hybrid search"). Queries are LoCoMo questions.
 
 The pack: ``--pack``, else checkpoints/pack. Where that is none, a stand-in is exported into the
 run's temporary folder: the bundled all-MiniLM-L6-v2 as its encoder (with the ONNX backends asked
@@ -176,7 +177,7 @@ def run_one(
 
     fill_s = fill(location, options, pack.encoder, texts, vectors)
     user = user_name(0)
-    with memnets.open(location, pack=pack, **options) as memory:
+    with memnets.open(location, pack=pack, search="dense", **options) as memory:  # the re-rank path of issue 34
         if memory.scorer is None:
             raise SystemExit("the pack has no scorer weights; the query path needs its LearnedScorer")
         for question in queries[:5]:  # warm-up: the index is built or loaded, caches filled

@@ -59,6 +59,7 @@ def mcp_parser() -> argparse.ArgumentParser:
         metavar="VAR",
         help="name of an environment variable holding the memory's encryption passphrase",
     )
+    add_set_option(parser)
     parser.add_argument(
         "--token-env",
         default=None,
@@ -97,6 +98,7 @@ def mcp_main(argv: list[str]) -> int:
             parser.error(f"--token-env: the environment variable {args.token_env} is not set")
     if args.allow_host and args.transport != "http":
         parser.error("--allow-host applies to the http transport only")
+    options = _options(parser, args.set)
     from memnets.httpguard import host_names
     from memnets.integrations.mcp_server import check_exposure
 
@@ -111,7 +113,7 @@ def mcp_main(argv: list[str]) -> int:
     from memnets.store.errors import ArchiveError
 
     try:
-        memory = memnets.open(args.location, pack=args.pack, key=key, encoder=args.encoder)
+        memory = memnets.open(args.location, pack=args.pack, key=key, encoder=args.encoder, **options)
     except (OSError, ValueError, TypeError, ArchiveError) as error:  # a bad pack or encoder folder, a wrong key or dim
         print(f"memnets serve mcp: cannot open the memory: {error}", file=sys.stderr)
         return 1
@@ -154,14 +156,7 @@ def http_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--key-env", default=None, metavar="VAR", help="environment variable holding the encryption passphrase"
     )
-    parser.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="a keyword argument of memnets.open (a ManagerConfig field or a store option), VALUE as JSON "
-        "or else a string; repeatable, e.g. --set duplicate_threshold=0.95 --set pool_size=8",
-    )
+    add_set_option(parser)
     parser.add_argument("--no-batching", action="store_true", help="encode each request alone (no batching window)")
     parser.add_argument(
         "--batch-wait-ms", type=float, default=5.0, help="how long a request waits for others to share its forward pass"
@@ -213,6 +208,18 @@ def http_parser() -> argparse.ArgumentParser:
         help="the event loop: auto (uvloop when installed, else asyncio; default)",
     )
     return add_output_options(parser)
+
+
+def add_set_option(parser: argparse.ArgumentParser) -> None:
+    """``--set NAME=VALUE``, read by :func:`_options`: what both servers pass on to ``memnets.open``."""
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a keyword argument of memnets.open (a ManagerConfig field or a store option), VALUE as JSON "
+        "or else a string; repeatable, e.g. --set search=dense --set duplicate_threshold=0.95",
+    )
 
 
 def _options(parser: argparse.ArgumentParser, pairs: list[str]) -> dict:

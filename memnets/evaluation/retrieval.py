@@ -12,7 +12,10 @@ import time
 from collections.abc import Iterable, Sequence
 
 from memnets.data.locomo import Conversation
-from memnets.evaluation import memory_ranker  # noqa: F401 (registers the ranker kind "memory")
+from memnets.evaluation import (
+    memory_ranker,  # noqa: F401 (registers the ranker kind "memory")
+    stored,  # noqa: F401  (registers the ranker kinds of a memory store)
+)
 from memnets.retrieval.metrics import (
     DEFAULT_CATEGORIES,
     DEFAULT_KS,

@@ -253,7 +253,8 @@ class MemnetsVectorStore(VectorStore):
     def similarity_search_with_score(
         self, query: str, k: int = 4, filter: Mapping[str, Any] | MemoryFilter | None = None, **kwargs: Any
     ) -> list[tuple[Document, float]]:
-        """Best first: cosine similarity, or the pack's learned score when the memory has a pack."""
+        """Best first: cosine similarity, or the pack's learned score when the memory has a pack (with hybrid
+        search, their fusion with the lexical score: :mod:`memnets.memory.hybrid`)."""
         _no_extra(kwargs, "similarity_search_with_score")
         hits = self.memory.search(query, user=self.user, k=k, filters=_filters(filter))
         return [(_document(hit.memory), float(hit.score)) for hit in hits]
@@ -266,7 +267,7 @@ class MemnetsVectorStore(VectorStore):
         **kwargs: Any,
     ) -> list[Document]:
         """The ``k`` documents best for a query embedding (of this store's ``embeddings.embed_query``),
-        ranked as :meth:`similarity_search` ranks."""
+        ranked as :meth:`similarity_search` ranks without hybrid search (no text: the dense score alone)."""
         return [doc for doc, _ in self.similarity_search_by_vector_with_score(embedding, k=k, filter=filter, **kwargs)]
 
     def similarity_search_by_vector_with_score(
@@ -286,8 +287,9 @@ class MemnetsVectorStore(VectorStore):
         memory the cosine clipped at 0 (LangChain's own cosine relevance, ``1 - distance``, is the
         cosine; clipped so that it stays in [0, 1]), so an unrelated memory scores near 0, not the
         0.5 and more of ``(1 + cosine) / 2``; with a pack, the sigmoid of its learned score (a
-        logistic regression's logit, so the result is its probability that the memory is evidence)."""
-        if self.memory.scorer is None:
+        logistic regression's logit, so the result is its probability that the memory is evidence); with
+        hybrid search (``memory.hybrid``, :mod:`memnets.memory.hybrid`) the fused score, in [0, 1] already."""
+        if self.memory.scorer is None or self.memory.hybrid:
             return _cosine_relevance
         return _sigmoid
 

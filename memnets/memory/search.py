@@ -33,7 +33,8 @@ from memnets.store.protocol import Chunks, SearchVectors, supports
 
 
 class SearchHit(NamedTuple):
-    """One search result: the memory and its score (cosine, or the pack's learned score), higher first."""
+    """One search result: the memory and its score (cosine, or the pack's learned score; with hybrid search their
+    fusion with the lexical score, :mod:`memnets.memory.hybrid`), higher first."""
 
     memory: Memory
     score: float

@@ -117,14 +117,20 @@ def register_ranker(kind: str, factory: RankerFactory) -> None:
 
 
 def parse_spec(spec: str) -> tuple[str, str, str | None]:
-    """``[NAME=]KIND[:PATH]`` -> (name, kind, path); the name defaults to ``KIND[:PATH]``."""
-    name, _, rest = spec.rpartition("=") if "=" in spec else ("", "", spec)
+    """``[NAME=]KIND[:PATH]`` -> (name, kind, path); the name defaults to ``KIND[:PATH]``.
+
+    PATH is a file or folder, or a store's URL (``postgresql://...``, for the kinds of a memory store,
+    :mod:`memnets.evaluation.stored`): a URL may hold "=" (its query string) and is not named in the
+    default name (it may hold a password): that is ``KIND:SCHEME``."""
+    head, equals, tail = spec.partition("=")
+    name, rest = (head, tail) if equals and ":" not in head else ("", spec)
     kind, _, path = rest.partition(":")
     if kind not in RANKERS:
         raise ValueError(f"retriever spec {spec!r}: unknown kind {kind!r}; expected one of {sorted(RANKERS)}")
-    if path and not Path(path).exists() and path not in NAMED_BACKBONES:
+    scheme, is_url, _ = path.partition("://")
+    if path and not is_url and not Path(path).exists() and path not in NAMED_BACKBONES:
         raise ValueError(f"retriever spec {spec!r}: path {path!r} does not exist (nor is it a backbone name)")
-    return name or (f"{kind}:{path}" if path else kind), kind, path or None
+    return name or (f"{kind}:{scheme if is_url else path}" if path else kind), kind, path or None
 
 
 def build_ranker(kind: str, path: str | None = None) -> Ranker:

@@ -20,6 +20,9 @@ How the pieces stay consistent (see docs/security.md for the reasoning):
   ``last_access`` is not bound (``touch`` does not re-seal).
 - :func:`rotate_key` re-encrypts every row under a new key (and the current KDF parameters) in
   one SQLite transaction: a crash leaves the archive under exactly one of the two keys.
+- Without a key, an FTS5 index of the current rows' text ranks them by their words (``lexical_search``,
+  :mod:`memnets.store.sqlite_lexical`): kept in step by triggers in every write's transaction, merged
+  by ``compact()`` (after every deletion or replace) so that no segment keeps a deleted row's terms.
 - Older versions of a memory (rows with ``superseded_by`` set) stay in the table for ``history``
   but are kept out of the FAISS index, the listings and the counts.
 - Filtered searches rank exactly: SQL selects the owner's current rows that pass the clear-column
@@ -46,7 +49,7 @@ import os
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from datetime import datetime
 from pathlib import Path
 
@@ -55,6 +58,7 @@ import numpy as np
 import memnets.timeutil as timeutil
 from memnets.records import Memory
 from memnets.store import rows as rowcodec
+from memnets.store import sqlite_lexical
 from memnets.store.chunks import from_blob, merge
 from memnets.store.core import SqlStore
 from memnets.store.crypto import DEFAULT_KDF, RowCipher
@@ -66,6 +70,7 @@ from memnets.store.filters import MemoryFilter
 from memnets.store.index_files import INDEX_AUTH, INDEX_DIR, INDEX_MARKER, IndexFolder
 from memnets.store.reembed import ReembedBatch
 from memnets.store.sqlite_dialect import SqliteDialect, in_marks
+from memnets.store.sqlite_lexical import ArchiveLexical
 from memnets.store.sqlite_schema import (
     CHECKS,
     DB_FILE,
@@ -85,7 +90,7 @@ log = logging.getLogger(__name__)
 FIRST_CHECKED_BATCH = 32
 
 
-class Archive(FaissSync, SqlStore):
+class Archive(FaissSync, ArchiveLexical, SqlStore):
     """Persistent memory store: SQLite records and vectors, a FAISS index for search, owner-scoped reads.
 
     Args:
@@ -116,6 +121,7 @@ class Archive(FaissSync, SqlStore):
     """
 
     supports_local_state = True  # its folder holds the managers' state files (memnets.store.protocol.LocalState)
+    _scrub_pending = False  # a compact() stopped by a full disk: close() runs it again
 
     def __init__(
         self,
@@ -153,6 +159,8 @@ class Archive(FaissSync, SqlStore):
             check_file(self._conn, self.directory / DB_FILE, check)
             self._reserve = DiskReserve(self.directory, reserve)
             self.dim, self._cipher, self.archive_id, self._ledger_secret = self._init_schema(dim, key)
+            with self._read() as conn:
+                self.supports_lexical_search = sqlite_lexical.exists(conn)
             self._reserve.ensure()
             self._index_files = IndexFolder(self.directory, self.archive_id, self._cipher)
             self.index_source = self._open_index()  # "loaded" or "rebuilt": how the index came to be
@@ -222,6 +230,11 @@ class Archive(FaissSync, SqlStore):
         except BaseException:
             if conn.in_transaction:  # SQLite may have rolled back already (disk full, I/O error)
                 conn.execute("ROLLBACK")
+            else:
+                # a rollback SQLite made by itself inside a write of the lexical index (FTS5) leaves the pager's
+                # error for the connection's next read of a table, a "disk full" of nothing; this read takes it
+                with suppress(sqlite3.OperationalError):
+                    conn.execute("PRAGMA data_version")
             raise
         conn.execute("COMMIT")
 
@@ -312,9 +325,10 @@ class Archive(FaissSync, SqlStore):
 
     # ------------------------------------------------------------------ scrubbing the file
     def compact(self) -> bool:
-        """Return free pages to the file system and fold the WAL into the database, truncating it.
+        """Merge the lexical index (where the archive has one, :func:`~memnets.store.sqlite_lexical.merge`),
+        return free pages to the file system and fold the WAL into the database, truncating it.
 
-        Called after every deletion so deleted text leaves the disk. Returns False when another
+        Called after every deletion or replace so deleted text leaves the disk. Returns False when another
         connection's open read kept the WAL from being truncated (it is then cleared at a later
         checkpoint, at the latest when the last connection closes), or when the disk is full (the
         checkpoint may need to grow the database file; it runs again at the next compact or close).
@@ -324,18 +338,22 @@ class Archive(FaissSync, SqlStore):
             try:
                 # fold the WAL in first: on a nearly full disk, the vacuum's page moves need the room it held
                 conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                if self.supports_lexical_search:
+                    sqlite_lexical.merge(conn)  # no older segment keeps a deleted row's words
                 conn.executescript("PRAGMA incremental_vacuum;")  # execute() would free only one page per call
                 busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
             except sqlite3.OperationalError as error:
                 if not disk_full(error):
                     raise
                 # the deletion itself committed (gone for every reader); the scrub waits for room
+                self._scrub_pending = True
                 log.warning(
-                    "%s: disk full; deleted rows are gone, but their zeroed pages leave the files only "
-                    "at the next compact() or close() with free space",
+                    "%s: disk full; deleted rows are gone, but their zeroed pages (and their words in the "
+                    "lexical index) leave the files only at the next compact() or close() with free space",
                     self.directory,
                 )
                 return False
+            self._scrub_pending = False
             return busy == 0
 
     # ------------------------------------------------------------------ search
@@ -392,7 +410,7 @@ class Archive(FaissSync, SqlStore):
     ) -> list[tuple[Memory, float]]:
         """Exact ranking of the owner's current, unexpired rows that pass ``filters`` (read in ``conn``, the
         search's transaction): clear columns in SQL, metadata and scopes on the decoded records, checked
-        best first until k match (a filter of clear columns only is whole in SQL: no record is checked again)."""
+        best first until k match (:meth:`_best_first`)."""
         where, params = self._dialect.clear_conditions(owner, filters, now)
         candidates = conn.execute(f"SELECT row, vector, chunks FROM memories WHERE {where}", params).fetchall()
         if not candidates:
@@ -405,16 +423,31 @@ class Archive(FaissSync, SqlStore):
             if blob is not None:
                 scores[p] = max(scores[p], float((from_blob(blob, self.dim) @ query).max()))
         order = np.argsort(-scores, kind="stable")
+        return self._best_first(conn, [(candidates[p][0], float(scores[p])) for p in order], k, owner, filters, now)
+
+    def _best_first(
+        self,
+        conn: sqlite3.Connection,
+        ranked: Sequence[tuple[int, float]],
+        k: int,
+        owner: str,
+        filters: MemoryFilter | None,
+        now: datetime,
+    ) -> list[tuple[Memory, float]]:
+        """The first k (memory, score) of ``ranked`` (row number, score: the owner's current, unexpired rows
+        that pass the clear part of ``filters``, best first) whose records pass the rest, read in ``conn``
+        (the search's transaction, so every record is there) in batches; a filter of clear columns only is
+        whole in SQL, and no record is checked again."""
+        check = filters is not None and filters.needs_payload
         found: list[tuple[Memory, float]] = []
-        check = filters.needs_payload
         start, batch = 0, max(k, FIRST_CHECKED_BATCH) if check else k
-        while start < len(order):
-            positions = order[start : start + batch]
-            records = self._records_by_row(conn, [candidates[p][0] for p in positions], owner, now)
-            for p in positions:  # one snapshot: every candidate's record is there
-                memory = self._decode(records[candidates[p][0]])
+        while start < len(ranked):
+            part = ranked[start : start + batch]
+            records = self._records_by_row(conn, [row for row, _ in part], owner, now)
+            for row, score in part:
+                memory = self._decode(records[row])
                 if not check or filters.matches(memory):
-                    found.append((memory, float(scores[p])))
+                    found.append((memory, score))
                     if len(found) == k:
                         return found
             start, batch = start + batch, 2 * batch  # a selective filter: read further ahead each time
@@ -453,11 +486,14 @@ class Archive(FaissSync, SqlStore):
     # ------------------------------------------------------------------ lifecycle
     def close(self) -> None:
         """Save the index (if it changed), close the database and the index (its background upkeep
-        stopped and waited for). Safe to call twice."""
+        stopped and waited for), after the scrub a full disk stopped where it is still pending. Safe to
+        call twice."""
         with self._lock:
             if self._conn is None:
                 return
             try:
+                if self._scrub_pending:
+                    self.compact()
                 self.save_index()
             finally:
                 self._conn.close()

@@ -12,6 +12,8 @@ An engine's store adds what only it has and runs the transactions. It gives:
 - ``_reading()`` and ``_writing()``: context managers yielding a connection inside one read (one
   snapshot) or one write transaction (committed when the block ends, rolled back on an error);
 - ``_search(query, k, owner, filters)``: ranking (FAISS or pgvector), after the core's checks;
+- ``_lexical(text, k, owner, filters)``: the lexical ranking (:mod:`memnets.store.core_lexical`), where the
+  store keeps a lexical index (it sets ``supports_lexical_search`` when it opens);
 - ``_where()`` (the store in messages, without credentials) and ``_is_open()``;
 - ``_held_transaction()``: the one transaction of :meth:`~SqlStore.atomic_write`;
 - and may override the hooks, which do nothing here: ``_changing`` (inside a write, before rows
@@ -39,6 +41,7 @@ from memnets.store import as_of
 from memnets.store import rows as rowcodec
 from memnets.store.chunks import best_scores, check_chunks, from_blob, to_blob
 from memnets.store.core_encoding import SqlEncoding
+from memnets.store.core_lexical import LexicalRanking
 from memnets.store.core_search import SearchVectors
 from memnets.store.dialect import CURRENT, SqlDialect
 from memnets.store.filters import MemoryFilter
@@ -50,7 +53,7 @@ log = logging.getLogger(__name__)
 
 
 @traced_methods("memnets.store", "upsert", "new_version", "delete", "get", "vectors", "search", "list_memories")
-class SqlStore(SqlEncoding, SearchVectors):
+class SqlStore(SqlEncoding, SearchVectors, LexicalRanking):
     """The contract of :class:`memnets.store.MemoryStore` on a SQL table of memories (see the module docstring)."""
 
     # optional capabilities both stores declare (memnets.store.protocol)

@@ -39,6 +39,8 @@ _OBJECTS = (
     "expires",
     "chunked",
     "deletions",
+    "content",  # the function reading a row's content for its lexemes (memnets.store.pg_lexical)
+    "lexical",  # the GIN index of the lexemes
 )
 
 

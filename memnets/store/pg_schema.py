@@ -5,6 +5,8 @@ tables of a new store, or checks the format, dim and key of an existing one and 
 format step by step (:data:`MIGRATIONS`), all in one transaction under an advisory lock (one opener
 at a time creates or migrates; the others wait, then find it done). A newer format is refused with a
 clear error. A schema change is a new step: bump :data:`FORMAT_VERSION`, add ``MIGRATIONS[old]``.
+A store without a key has the lexemes of its current rows (:mod:`memnets.store.pg_lexical`), created
+with it or by the format-6 upgrade.
 
 Statements name tables and indexes by ``{memories}``, ``{meta}``, ... (the dialect's ``names``).
 """
@@ -14,6 +16,7 @@ from __future__ import annotations
 import logging
 import re
 
+from memnets.store import pg_lexical
 from memnets.store import rows as rowcodec
 from memnets.store.crypto import RowCipher
 from memnets.store.errors import StoreError, StoreFormatError, StoreNotFoundError
@@ -22,7 +25,7 @@ from memnets.timeutil import as_utc
 
 log = logging.getLogger(__name__)
 
-FORMAT_VERSION = 5  # in {table}_meta; bump with a migration in MIGRATIONS when the schema changes
+FORMAT_VERSION = 6  # in {table}_meta; bump with a migration in MIGRATIONS when the schema changes
 # a re-embedding's new vectors (memnets.store.reembed), one per row at the version it was embedded from;
 # they go with their row (ON DELETE CASCADE). The encoder that filled the store is the meta key "encoder".
 _REEMBED = """CREATE TABLE IF NOT EXISTS {reembed} (
@@ -48,6 +51,7 @@ MIGRATIONS: dict[int, list[str]] = {
         "ALTER TABLE {reembed} ADD COLUMN IF NOT EXISTS chunks bytea",
         "CREATE INDEX {chunked} ON {memories} (owner) WHERE chunks IS NOT NULL",
     ],
+    5: [],  # + the lexemes of a store without a key (pg_lexical.SCHEMA), computed for the rows it holds
 }
 HNSW = """CREATE INDEX {hnsw} ON {memories} USING hnsw (embedding vector_ip_ops)
     WITH (m = {m}, ef_construction = {ef_construction}) WHERE superseded_by IS NULL"""
@@ -111,6 +115,8 @@ def open_schema(
         for statement in _SCHEMA:
             conn.execute(statement.format(**d.names, dim=int(dim), **hnsw))
         cipher, key_meta = rowcodec.new_cipher(key)
+        if cipher is None:
+            _create_lexemes(conn, d)
         archive_id = rowcodec.new_store_id()
         secret, ledger_meta = rowcodec.ledger_secret({})
         meta = {"format": str(FORMAT_VERSION).encode(), "dim": str(dim).encode(), "archive_id": archive_id.encode()}
@@ -140,10 +146,18 @@ def open_schema(
         conn.execute(f"INSERT INTO {d.meta} (key, value) VALUES (%s, %s)", (name, value))
     if stored_format < 3:
         _tag_ledger(conn, d, secret)
+    if stored_format < 6 and cipher is None:
+        _create_lexemes(conn, d)
     if stored_format != FORMAT_VERSION:
         conn.execute(f"UPDATE {d.meta} SET value = %s WHERE key = 'format'", (str(FORMAT_VERSION).encode(),))
         log.info("migrated memnets store %s from format %d to %d", where, stored_format, FORMAT_VERSION)
     return stored_dim, cipher, meta["archive_id"].decode(), secret
+
+
+def _create_lexemes(conn, d: PgDialect) -> None:
+    """The lexemes column and its index (:mod:`memnets.store.pg_lexical`), computed for every row held."""
+    for statement in pg_lexical.SCHEMA:
+        conn.execute(statement.format(**d.names))
 
 
 def _tag_ledger(conn, d: PgDialect, secret: bytes) -> None:

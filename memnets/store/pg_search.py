@@ -163,15 +163,24 @@ class PgSearch:
     ) -> list[tuple[Memory, float]]:
         """Exact ranking in SQL, metadata checked on the decoded rows best first until k match."""
         d = self._dialect
+        # "+ 0" keeps the planner off the HNSW index: the ranking must be exact to stream it
+        ranked = (
+            f"SELECT {d.select()}, embedding <#> %s AS distance FROM {d.memories} "
+            f"WHERE {where} ORDER BY (embedding <#> %s) + 0"
+        )
+        return self._first_matching(conn, ranked, [query, *params, query], k, filters)
+
+    def _first_matching(self, conn, ranked: str, params: list, k: int, filters: MemoryFilter | None):
+        """The first k (memory, score) of the records ``ranked`` returns (a row's columns, then its distance,
+        best first) whose memories pass ``filters``: a filter of clear columns only is whole in SQL (the first
+        k are read at once); one that reads the payload is checked on the decoded rows, streamed from a
+        server-side cursor until k match."""
+        if filters is None or not filters.needs_payload:
+            return self._found(conn.execute(f"{ranked} LIMIT %s", [*params, k], binary=True).fetchall())
         found: list[tuple[Memory, float]] = []
         with conn.cursor(name="memnets_ranked") as cursor:
             cursor.itersize = STREAM_BATCH
-            # "+ 0" keeps the planner off the HNSW index: the ranking must be exact to stream it
-            cursor.execute(
-                f"SELECT {d.select()}, embedding <#> %s AS distance FROM {d.memories} "
-                f"WHERE {where} ORDER BY (embedding <#> %s) + 0",
-                [query, *params, query],
-            )
+            cursor.execute(ranked, params)
             for record in cursor:
                 memory = self._decode(record[:-1])
                 if filters.matches(memory):

@@ -16,6 +16,8 @@ Layout (``{table}`` defaults to ``memnets``):
 - An HNSW index (``vector_ip_ops``: inner product on unit vectors) over current rows only
   (``WHERE superseded_by IS NULL``), a btree on (owner, t, id) for listings and owner scans and one
   on (owner, superseded_by) for history.
+- Without a key: ``lexemes``, a generated ``tsvector`` column of the current rows' text, with a GIN index,
+  which ``lexical_search`` ranks by BM25 over the owner's rows (:mod:`memnets.store.pg_lexical`).
 - ``{table}_meta``: format version, dim, the store's random id, the key check, KDF salt and parameters.
   Opening checks the format: an older one is migrated in the opening transaction, a newer one is
   refused with a clear error (:mod:`memnets.store.pg_schema`).
@@ -59,6 +61,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 
 from memnets.extras import needs_extra
+from memnets.store import pg_lexical
 from memnets.store import rows as rowcodec
 from memnets.store.core import SqlStore
 from memnets.store.crypto import RowCipher
@@ -91,7 +94,7 @@ _TABLE_NAME = re.compile(r"[a-z_][a-z0-9_]{0,40}")
 UNREACHABLE_WAIT_S = 0.02
 
 
-class PgVectorStore(PgSearch, SqlStore):
+class PgVectorStore(PgSearch, pg_lexical.PgLexical, SqlStore):
     """Memories and their vectors in one PostgreSQL table with a pgvector HNSW index (implements MemoryStore).
 
     Args:
@@ -203,7 +206,9 @@ class PgVectorStore(PgSearch, SqlStore):
             check_extension(conn, self._where())
             with conn.transaction():
                 hnsw = {"m": self.m, "ef_construction": self.ef_construction}
-                return open_schema(conn, self._dialect, dim, key, hnsw, self._where())
+                opened = open_schema(conn, self._dialect, dim, key, hnsw, self._where())
+                self.supports_lexical_search = pg_lexical.exists(conn, f"{self.table}_memories")
+                return opened
 
     @contextmanager
     def _transaction(self) -> Iterator[psycopg.Connection]:

@@ -62,6 +62,12 @@ and a store that implements one sets the flag to True as a class attribute. Call
   results with their stored vectors, taken from the rows the search read: a re-ranker's candidates
   and their vectors in one read (:class:`memnets.memory.search.Searcher`).
 
+- :class:`LexicalSearch` (``supports_lexical_search``): ``lexical_search`` ranks the owner's current
+  memories by the words of a query (BM25), under ``search``'s contract (owner-scoped, filters before
+  ranking, current and unexpired rows only), from an index of the text that no deletion leaves behind:
+  what hybrid search fuses with the dense ranking (:mod:`memnets.memory.hybrid`). A store sets the flag
+  per instance: an encrypted one keeps no such index (it would hold the text in clear).
+
 A store without a flag has none of these; the manager then forgets deletions made in its own
 process only. The contract suite (:mod:`memnets.store.testing`) checks every declared capability.
 """
@@ -271,6 +277,19 @@ class SearchVectors(Protocol):
         returns, without reading the rows again."""
 
 
+@runtime_checkable
+class LexicalSearch(Protocol):
+    """Capability: a ranking of the owner's memories by the words of a query, beside the dense one."""
+
+    supports_lexical_search: bool
+
+    def lexical_search(
+        self, text: str, k: int, owner: str, *, filters: MemoryFilter | None = None
+    ) -> list[tuple[Memory, float]]:
+        """The owner's k current memories passing ``filters`` that hold a word of ``text``, best first by the
+        lexical score (higher is better); fewer when fewer hold one."""
+
+
 CAPABILITIES: dict[type, str] = {
     DeletionLedger: "supports_deletion_ledger",
     Compaction: "supports_compaction",
@@ -282,6 +301,7 @@ CAPABILITIES: dict[type, str] = {
     LocalState: "supports_local_state",
     AtomicWrites: "supports_atomic_write",
     SearchVectors: "supports_search_vectors",
+    LexicalSearch: "supports_lexical_search",
 }
 """Every optional capability and the flag a store sets to declare it."""
 

@@ -6,6 +6,8 @@ transaction, so that creating, upgrading or re-keying an archive is all or nothi
 - :func:`open_schema` creates the tables of a new archive, or checks the format (``PRAGMA
   user_version``), dim and key of an existing one and upgrades it step by step (:data:`MIGRATIONS`;
   the first open by a newer memnets upgrades, an archive of a newer format is refused unmodified).
+- an archive without a key keeps a lexical index of its current rows (:mod:`memnets.store.sqlite_lexical`),
+  created with the archive or by the format-7 upgrade from the rows it holds.
 - :func:`reseal` opens every row's payload and seals it again; :func:`rotate_rows` uses it to move
   an archive to a new key (and KDF parameters), the format-3 upgrade to bind rows to the archive id.
 
@@ -22,6 +24,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from memnets.store import rows as rowcodec
+from memnets.store import sqlite_lexical
 from memnets.store.chunks import sealed_bytes
 from memnets.store.crypto import RowCipher
 from memnets.store.disk_reserve import disk_full
@@ -33,7 +36,7 @@ from memnets.store.errors import (
     StoreReadOnlyError,
 )
 
-FORMAT_VERSION = 6  # stored in PRAGMA user_version; bump with a migration (MIGRATIONS) when the schema changes
+FORMAT_VERSION = 7  # stored in PRAGMA user_version; bump with a migration (MIGRATIONS) when the schema changes
 DB_FILE = "archive.sqlite3"
 COLUMNS = (  # the memories columns of memnets.store.rows.FIELDS, in its order
     "row, owner, id, t, last_access, importance, kind, superseded_by, payload, vector, version, expires_at, ttl, chunks"
@@ -96,6 +99,7 @@ MIGRATIONS = {
         "ALTER TABLE reembed ADD COLUMN chunks BLOB",
         "CREATE INDEX memories_owner_chunked ON memories (owner) WHERE chunks IS NOT NULL",
     ],
+    6: [],  # + the lexical index of an archive without a key (sqlite_lexical.create), from its rows
 }
 CHECKS = ("quick", "full", "off")  # Archive(check=...): what is verified on open, see check_file
 _UNIQUE_INDEX = "sqlite_autoindex_memories_1"  # the (owner, id) index SQLite builds for UNIQUE (owner, id)
@@ -210,6 +214,8 @@ def open_schema(
     secret = _ledger_secret(conn, meta)
     if version < 4:
         _tag_ledger(conn, secret)
+    if version < 7 and cipher is None:
+        sqlite_lexical.create(conn, str(path))
     if version != FORMAT_VERSION:
         conn.execute(f"PRAGMA user_version = {FORMAT_VERSION}")
     return stored_dim, cipher, _text(meta["archive_id"]), secret
@@ -249,6 +255,8 @@ def _create(
         **key_meta,
     }
     conn.executemany("INSERT INTO meta (key, value) VALUES (?, ?)", meta.items())
+    if cipher is None:
+        sqlite_lexical.create(conn, str(path))
     conn.execute(f"PRAGMA user_version = {FORMAT_VERSION}")
     return dim, cipher, archive_id, _ledger_secret(conn, meta)
 

@@ -18,14 +18,14 @@ second process deleting, concurrent writers, a writer killed with SIGKILL). Opti
 reported as skipped, with the reason, when it does not.
 
 This module imports pytest (it is only imported by test code; ``import memnets`` never loads it).
-It also holds the deterministic memories and vectors the tests use (:func:`memory_for`,
-:func:`vector_for`): content and vector are pure functions of the id, so a parent can check what
-a killed or concurrent child wrote without talking to it.
+It also gives the deterministic memories and vectors the tests use (:func:`memory_for`,
+:func:`vector_for`, from :mod:`memnets.store.testing_data`): content and vector are pure functions
+of the id, so a parent can check what a killed or concurrent child wrote without talking to it. The
+tests of the lexical index are in :mod:`memnets.store.testing_lexical`, a base class of the suite.
 """
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import json
 import os
@@ -52,11 +52,20 @@ from memnets.store.protocol import (
     MemoryStore,
     supports,
 )
+from memnets.store.testing_data import (
+    DIM,
+    EPOCH,
+    EXPIRY_START,
+    expiring,
+    hit_ids,
+    ids,
+    memory_for,
+    vector_for,
+    vectors_for,
+)
+from memnets.store.testing_lexical import LexicalContract
 from memnets.store.testing_processes import child, finish
 from memnets.store.testing_processes import start_child as start_child  # public here since the suite began
-
-DIM = 16
-EPOCH = datetime(2024, 1, 1)
 
 
 @dataclass(frozen=True)
@@ -87,31 +96,6 @@ class StoreSpec:
 
 
 # ---------------------------------------------------------------------- deterministic data
-def vector_for(memory_id: str, dim: int = DIM) -> np.ndarray:
-    """A unit float32 vector determined by the id (distinct ids give distinct vectors)."""
-    seed = int.from_bytes(hashlib.sha256(memory_id.encode("utf-8", "surrogatepass")).digest()[:8], "little")
-    vector = np.random.default_rng(seed).normal(size=dim).astype(np.float32)
-    return vector / np.linalg.norm(vector)
-
-
-def memory_for(memory_id: str, owner: str, minutes: int = 0, **fields) -> Memory:
-    """A memory whose content names its id and owner (so a leak is visible in the text)."""
-    fields.setdefault("content", f"[{owner}] memory {memory_id}: the user said something worth keeping")
-    return Memory(id=memory_id, owner=owner, t=EPOCH + timedelta(minutes=minutes), **fields)
-
-
-def vectors_for(memories) -> np.ndarray:
-    return np.stack([vector_for(m.id) for m in memories]) if memories else np.zeros((0, DIM), np.float32)
-
-
-def ids(memories) -> list[str]:
-    return [m.id for m in memories]
-
-
-def hit_ids(hits) -> list[str]:
-    return [m.id for m, _ in hits]
-
-
 def varied_memories(n: int, owner: str = "a") -> list[Memory]:
     rng = np.random.default_rng(7)
     kinds = ["observation", "reflection", "plan", "message"]
@@ -182,9 +166,6 @@ BAD_CALLS = [
 ]
 
 
-EXPIRY_START = datetime(2030, 1, 1, tzinfo=UTC)
-
-
 class _Clock:
     """A settable ``memnets.timeutil.now`` for the expiry tests (the stores read the clock through it)."""
 
@@ -198,11 +179,7 @@ class _Clock:
         self.now += timedelta(seconds=seconds)
 
 
-def _expiring(memory_id: str, owner: str, seconds: float, **fields) -> Memory:
-    return memory_for(memory_id, owner, expires_at=EXPIRY_START + timedelta(seconds=seconds), ttl=seconds, **fields)
-
-
-class StoreContract:
+class StoreContract(LexicalContract):
     """The contract suite as a pytest base class: subclass it and define the ``store_spec`` fixture.
 
     ``store_spec`` returns the :class:`StoreSpec` of a fresh, empty store for each test (a new
@@ -533,10 +510,10 @@ class StoreContract:
         if not supports(store, Expiry):
             pytest.skip(f"{type(store).__name__} does not declare Expiry (supports_expiry)")
         memories = [
-            _expiring("soon", "ann", 60, metadata={"tag": "x"}, session="s1"),
+            expiring("soon", "ann", 60, metadata={"tag": "x"}, session="s1"),
             memory_for("kept", "ann", metadata={"tag": "x"}),
-            _expiring("later", "ann", 120, metadata={"tag": "x"}),
-            _expiring("only", "bob", 60),
+            expiring("later", "ann", 120, metadata={"tag": "x"}),
+            expiring("only", "bob", 60),
         ]
         store.upsert(memories, vectors_for(memories))
         older = memory_for(
@@ -573,7 +550,7 @@ class StoreContract:
         with it. Until then an expired row still holds its id (``get(..., include_expired=True)``)."""
         if not supports(store, Expiry):
             pytest.skip(f"{type(store).__name__} does not declare Expiry (supports_expiry)")
-        memories = [_expiring("k", "ann", 60), _expiring("gone", "ann", 60), memory_for("note", "ann")]
+        memories = [expiring("k", "ann", 60), expiring("gone", "ann", 60), memory_for("note", "ann")]
         store.upsert(memories, vectors_for(memories))
         clock.advance(61)
         assert store.expired(clock.now) == [("ann", "gone"), ("ann", "k")]
@@ -588,7 +565,7 @@ class StoreContract:
     def test_expiry_refresh_moves_the_expiry_from_the_read(self, store, clock):
         if not supports(store, Expiry):
             pytest.skip(f"{type(store).__name__} does not declare Expiry (supports_expiry)")
-        memories = [_expiring("a", "ann", 60), memory_for("b", "ann")]
+        memories = [expiring("a", "ann", 60), memory_for("b", "ann")]
         store.upsert(memories, vectors_for(memories))
         clock.advance(45)
         assert store.refresh_expiry(["a", "b", "missing"], "ann", clock.now) == 1  # b has no TTL

@@ -1,0 +1,87 @@
+"""The PostgreSQL store's lexical index and ranking: full-text lexemes in the row, BM25 over the owner's rows.
+
+Hybrid search (:mod:`memnets.memory.hybrid`) fuses this ranking with the dense one. The index is
+built so that it can neither drift from the rows nor outlive them:
+
+- ``lexemes`` is a generated column of the memories table (``to_tsvector('english', content)`` of a
+  current row, NULL for an older version), computed by PostgreSQL in every write of the row, so no
+  code path can leave it out of step; it goes with its row, and the store's scrub after a deletion
+  (``VACUUM FULL`` by default) rewrites the table and its indexes without it. The content is read
+  from the unsealed payload's JSON by ``{table}_content(payload)``, a function of the store (declared
+  immutable, which a generated column needs: ``convert_from`` of a fixed encoding is).
+- A GIN index over the lexemes of current rows (``tsvector_to_array``) finds the rows holding a word.
+- Only a store without a key has them: with a key the payload is sealed, and lexemes of its plain
+  text would hold what the key protects. A store of format 5 gains them on its first open by this
+  memnets (:mod:`memnets.store.pg_schema`), computed for every row it holds.
+
+Ranking: Okapi BM25 (k1 1.2, b 0.75, FTS5's constants and IDF, so both stores rank alike) over the
+owner's current, unexpired rows that pass the filter's clear columns: a term's document frequency
+and the row count are the owner's, the length of a row is its number of distinct lexemes, and the
+mean length is that of the rows holding a query word. The query's words are its lexemes under the
+same configuration (English stemming and stop words), any of them.
+"""
+
+from __future__ import annotations
+
+import memnets.timeutil as timeutil
+from memnets.records import Memory
+from memnets.store.core_lexical import K1, B
+from memnets.store.filters import MemoryFilter
+
+CONFIG = "english"  # the text search configuration of the lexemes and of the query
+# statements that give a store without a key its lexemes (at creation, or the format-6 upgrade)
+SCHEMA = [
+    """CREATE FUNCTION {content}(payload bytea) RETURNS text LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+        AS $$ SELECT convert_from(payload, 'UTF8')::jsonb ->> 'content' $$""",
+    f"""ALTER TABLE {{memories}} ADD COLUMN lexemes tsvector GENERATED ALWAYS AS
+        (CASE WHEN superseded_by IS NULL THEN to_tsvector('{CONFIG}', {{content}}(payload)) END) STORED""",
+    """CREATE INDEX {lexical} ON {memories} USING gin (tsvector_to_array(lexemes)) WHERE superseded_by IS NULL""",
+]
+
+
+def exists(conn, memories_table: str) -> bool:
+    """Whether the store's memories table (its unquoted name) has the lexemes column."""
+    query = "SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass(%s) AND attname = 'lexemes' AND NOT attisdropped"
+    return conn.execute(query, (memories_table,)).fetchone() is not None
+
+
+def bm25(memories: str, where: str) -> str:
+    """The query of (id, score) of the rows matching ``where`` that hold a lexeme of the query text (unordered).
+    Parameters: the query text, then ``where``'s twice. Each statistic is computed once (``MATERIALIZED``: the
+    planner would otherwise count the owner's rows again for every row it scores)."""
+    return f"""
+        WITH words AS (SELECT tsvector_to_array(to_tsvector('{CONFIG}', %s)) AS terms),
+        matched AS MATERIALIZED (
+            SELECT id, lexemes FROM {memories} WHERE {where} AND tsvector_to_array(lexemes) && (SELECT terms FROM words)
+        ),
+        counts AS (
+            SELECT m.id, u.lexeme, cardinality(u.positions) AS tf, length(m.lexemes) AS dl
+            FROM matched m CROSS JOIN words CROSS JOIN unnest(m.lexemes) u WHERE u.lexeme = ANY(words.terms)
+        ),
+        owned AS MATERIALIZED (SELECT count(*) AS n FROM {memories} WHERE {where}),
+        documents AS MATERIALIZED (SELECT lexeme, count(*) AS df FROM counts GROUP BY lexeme),
+        mean AS MATERIALIZED (SELECT avg(length(lexemes)) AS dl FROM matched)
+        SELECT c.id, sum(
+            greatest(ln((owned.n - documents.df + 0.5) / (documents.df + 0.5)), 1e-6)
+            * c.tf * {K1 + 1} / (c.tf + {K1} * ({1 - B} + {B} * c.dl / mean.dl))
+        ) AS score
+        FROM counts c JOIN documents USING (lexeme) CROSS JOIN owned CROSS JOIN mean
+        GROUP BY c.id"""
+
+
+class PgLexical:
+    """Lexical search of :class:`~memnets.store.postgres.PgVectorStore` (see the module docstring), on the
+    store's dialect, transactions and its reading of ranked records (whose last column is a distance: the
+    score negated)."""
+
+    def _lexical(self, text: str, k: int, owner: str, filters: MemoryFilter | None) -> list[tuple[Memory, float]]:
+        """The owner's k current, unexpired memories passing ``filters`` that hold a lexeme of ``text``, by BM25."""
+        d = self._dialect
+        where, params = d.clear_conditions(owner, filters, timeutil.now())
+        query = (
+            f"SELECT {d.select('m')}, -r.score FROM ({bm25(d.memories, where)}) r "
+            f"JOIN {d.memories} m ON m.owner = %s AND m.id = r.id ORDER BY r.score DESC, r.id{d.binary_order}"
+        )
+        values = [text, *params, *params, owner]
+        with self._transaction() as conn:
+            return self._first_matching(conn, query, values, k, filters)

@@ -1,0 +1,135 @@
+"""The embedded archive's lexical index: an SQLite FTS5 table over the current memories' text, ranked by ``bm25()``.
+
+Hybrid search (:mod:`memnets.memory.hybrid`) fuses this ranking with the dense one, so that a name,
+a number or a rare word the encoder blurs is still found. The index is built so that it can neither
+drift from the rows nor keep deleted text:
+
+- It is an FTS5 *external-content* table (``memories_fts``) over a view of the current rows
+  (``memories_text``: the row number, the owner as hex, the content from the payload's JSON), kept in
+  step by triggers on ``memories`` inside every write's own transaction: a write, a new version, a
+  replace, a deletion, an expiry sweep and a re-embedding's swap change the index with the row, from
+  any process, and nothing else writes it. Only current rows are indexed (an older version's text
+  leaves the index when its row stops being current).
+- The table itself holds no text (external content), but its inverted index holds the terms. FTS5
+  removes a term by writing a delete marker, the old segment keeping the term until segments merge,
+  so after every deletion or replace the archive merges the whole index into one segment
+  (``optimize``, :func:`merge`, run by the archive's ``compact()``) before it scrubs the file;
+  ``secure_delete`` zeroes the pages the old segments held, and the checkpoint takes them out of the
+  WAL. On a full disk the merge waits for room, as the scrub does (the next ``compact()`` runs it).
+- Only an archive without a key has one: with a key the text at rest is sealed, and an index of its
+  plain terms would hold what the key protects (hybrid search is refused there, see
+  :mod:`memnets.memory.hybrid`). An archive of format 6 gains the index from its rows on its first open
+  by this memnets (:func:`create`, from :mod:`memnets.store.sqlite_schema`'s migration).
+
+Ranking: the query's words (stop words dropped, each quoted, so no query text is FTS5 syntax), any of
+them, in the owner's rows (the owner's hex is an indexed column matched first, so a query reads the
+owner's part of each term's list), by ``bm25()`` (k1 1.2, b 0.75) with the owner column weighted 0.
+bm25's statistics (how many rows hold a term, the mean length) are the archive's, all owners
+together; which rows are found and returned is the owner's only. The tokenizer is FTS5's
+``porter unicode61 remove_diacritics 2``: case and accents folded, English words stemmed.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import sqlite3
+from collections.abc import Sequence
+
+import memnets.timeutil as timeutil
+from memnets.records import Memory
+from memnets.store.filters import MemoryFilter
+
+log = logging.getLogger(__name__)
+
+TABLE = "memories_fts"
+TOKENIZER = "porter unicode61 remove_diacritics 2"
+MAX_TERMS = 32  # the most distinct query words matched: a pasted page still costs a bounded query
+# English words too common to rank by; FTS5 has no stop words of its own, and each of these would read
+# a list of most of the owner's rows for nothing (bm25 weighs them near 0)
+STOP_WORDS = frozenset(
+    "a about after all also am an and any are as at be been before being but by can could did do does doing "
+    "for from had has have having he her here hers him his how i if in into is it its itself just me more "
+    "most my no nor not now of off on once only or other our ours out over own same she should so some "
+    "such than that the their theirs them then there these they this those through to too under until up "
+    "very was we were what when where which while who whom why will with would you your yours".split()
+)
+_WORD = re.compile(r"[^\W_]+")  # unicode61's tokens: runs of letters and digits
+
+_TEXT_OF = "json_extract(CAST({row}.payload AS TEXT), '$.content')"  # a row's content in its unsealed payload
+SCHEMA = [
+    "CREATE VIEW memories_text AS SELECT row, hex(owner) AS owner_key, "
+    f"{_TEXT_OF.format(row='memories')} AS body FROM memories WHERE superseded_by IS NULL",
+    f"CREATE VIRTUAL TABLE {TABLE} USING fts5(owner_key, body, content='memories_text', content_rowid='row', "
+    f"tokenize='{TOKENIZER}')",
+    "CREATE TRIGGER memories_fts_insert AFTER INSERT ON memories WHEN new.superseded_by IS NULL BEGIN "
+    f"INSERT INTO {TABLE} (rowid, owner_key, body) VALUES (new.row, hex(new.owner), {_TEXT_OF.format(row='new')}); "
+    "END",
+    "CREATE TRIGGER memories_fts_delete AFTER DELETE ON memories WHEN old.superseded_by IS NULL BEGIN "
+    f"INSERT INTO {TABLE} ({TABLE}, rowid, owner_key, body) "
+    f"VALUES ('delete', old.row, hex(old.owner), {_TEXT_OF.format(row='old')}); END",
+    "CREATE TRIGGER memories_fts_update AFTER UPDATE OF owner, payload, superseded_by ON memories BEGIN "
+    f"INSERT INTO {TABLE} ({TABLE}, rowid, owner_key, body) "
+    f"SELECT 'delete', old.row, hex(old.owner), {_TEXT_OF.format(row='old')} WHERE old.superseded_by IS NULL; "
+    f"INSERT INTO {TABLE} (rowid, owner_key, body) "
+    f"SELECT new.row, hex(new.owner), {_TEXT_OF.format(row='new')} WHERE new.superseded_by IS NULL; END",
+]
+
+
+def create(conn: sqlite3.Connection, where: str) -> bool:
+    """Inside the caller's write transaction: the lexical index of an archive without a key, built from its
+    current rows; returns whether there is one (False, with a warning, where SQLite lacks FTS5)."""
+    if not conn.execute("SELECT sqlite_compileoption_used('ENABLE_FTS5')").fetchone()[0]:
+        log.warning("%s: this SQLite has no FTS5, so the archive keeps no lexical index (hybrid search is off)", where)
+        return False
+    for statement in SCHEMA:
+        conn.execute(statement)
+    conn.execute(f"INSERT INTO {TABLE} ({TABLE}) VALUES ('rebuild')")
+    return True
+
+
+def merge(conn: sqlite3.Connection) -> None:
+    """Merge the index into one segment (FTS5's ``optimize``), so that no older segment keeps the words of a
+    row that left the archive (a deletion, a replace); the archive's ``compact()`` runs it before it scrubs
+    the file (``secure_delete`` zeroes the pages the old segments held)."""
+    conn.execute(f"INSERT INTO {TABLE} ({TABLE}) VALUES ('optimize')")
+
+
+def exists(conn: sqlite3.Connection) -> bool:
+    """Whether the archive has its lexical index."""
+    return conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (TABLE,)).fetchone() is not None
+
+
+def query_words(text: str) -> list[str]:
+    """The distinct words of a query that rank (lower-cased, stop words out), at most :data:`MAX_TERMS`."""
+    words = dict.fromkeys(w for w in _WORD.findall(text.lower()) if w not in STOP_WORDS)
+    return list(words)[:MAX_TERMS]
+
+
+def match_expression(owner: str, words: Sequence[str]) -> str:
+    """The FTS5 query of the owner's rows holding any of ``words`` (each one a quoted string: never syntax)."""
+    quoted = " OR ".join('"' + word.replace('"', '""') + '"' for word in words)
+    return f'owner_key : "{owner.encode("utf-8", "surrogatepass").hex()}" AND body : ({quoted})'
+
+
+class ArchiveLexical:
+    """The archive's lexical search (see the module docstring); a base class of
+    :class:`~memnets.store.archive.Archive`, on its transactions, dialect and reader of ranked rows."""
+
+    def _lexical(self, text: str, k: int, owner: str, filters: MemoryFilter | None) -> list[tuple[Memory, float]]:
+        """The owner's k current, unexpired memories passing ``filters`` that hold a word of ``text``, by bm25."""
+        words = query_words(text)
+        if not words:
+            return []
+        now = timeutil.now()
+        where, params = self._dialect.clear_conditions(owner, filters, now)
+        # bm25() is lower for better rows; the owner column weighs 0; the score returned is its negation
+        query = (
+            f"SELECT memories.row, -bm25({TABLE}, 0.0, 1.0) AS score FROM {TABLE} "
+            f"JOIN memories ON memories.row = {TABLE}.rowid WHERE {TABLE} MATCH ? AND {where} "
+            "ORDER BY score DESC, memories.row LIMIT ?"
+        )
+        everything = filters is not None and filters.needs_payload  # checked on the decoded rows, best first
+        with self._reading() as conn:
+            ranked = conn.execute(query, [match_expression(owner, words), *params, -1 if everything else k]).fetchall()
+            return self._best_first(conn, ranked, k, owner, filters, now)
