@@ -34,7 +34,8 @@ class ImportanceScorer:
 
 def test_search_and_recall_rank_by_one_rule(encoder, tmp_path):
     store = open_store(tmp_path / "m", encoder.dim)
-    with AgentMemory(store, encoder, scorer=ImportanceScorer(), owns_store=True, config=ManagerConfig(k=2)) as memory:
+    config = ManagerConfig(k=2, search="dense")  # the candidates are the dense nearest computed below
+    with AgentMemory(store, encoder, scorer=ImportanceScorer(), owns_store=True, config=config) as memory:
         scores = {f"m{i}": (i * 7 % 12) / 12 for i in range(12)}  # importance in an order unrelated to the text
         for i, (memory_id, importance) in enumerate(scores.items()):
             memory.add(" ".join(WORDS[i : i + 3]), user="ann", id=memory_id, importance=importance, t=T0)
