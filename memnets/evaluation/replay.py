@@ -72,7 +72,7 @@ def open_memory(folder: str | Path, components: dict, settings: dict):
         k=settings["k"],
         batch_size=settings["batch_size"],
         mmr_lambda=settings["mmr_lambda"],
-        **chosen,
+        **({"search": "dense"} | chosen),  # every row ranks by the same cosine, so the rows differ by their gates only
     )  # e.g. the pack's write-through threshold
     return AgentMemory(open_store(folder, encoder.dim), encoder, config=config, owns_store=True, **components)
 
