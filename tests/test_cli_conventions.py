@@ -111,6 +111,12 @@ def test_fit_usage_line_says_what_to_type(capsys):
     assert main(["fit", "nope"]) == EXIT_USAGE
 
 
+def test_a_fit_usage_error_is_the_message_without_lightnings_usage_block(capsys):
+    """LightningCLI's parser printed some 60 lines of usage above the message; now it is memnets' one line."""
+    assert main(["fit", "encoder", "-c", "encoder/cpu", "--bogus"]) == EXIT_USAGE
+    assert capsys.readouterr().err == "memnets fit encoder: error: unrecognized arguments: --bogus\n"
+
+
 def test_usage_errors_exit_2(capsys):
     assert main(["export", "--encoder", "x", "--no-such-option"]) == EXIT_USAGE
     assert "unrecognized arguments: --no-such-option" in capsys.readouterr().err
