@@ -29,7 +29,6 @@ def at_least(minimum: int):
             raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
         return value
 
-    integer.__name__ = f"integer >= {minimum}"
     return integer
 
 

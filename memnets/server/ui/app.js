@@ -167,7 +167,7 @@ async function showMemory(id) {
   const fields = ['id', 'kind', 't', 'updated_at', 'last_access', 'importance', 'agent', 'session', 'links', 'superseded_by', 'valid_from', 'valid_to', 'invalidated_by'];
   const rows = fields.filter((f) => memory[f] !== null && memory[f] !== undefined && String(memory[f]) !== '')
     .map((f) => el('tr', {}, el('th', {}, f), el('td', {}, f === 'invalidated_by' ? successorButton(memory[f])
-      : Array.isArray(memory[f]) ? memory[f].join(', ') : String(memory[f]))));
+      : f === 'importance' ? memory[f].toFixed(2) : Array.isArray(memory[f]) ? memory[f].join(', ') : String(memory[f]))));
   rows.push(el('tr', {}, el('th', {}, 'metadata'), el('td', {}, JSON.stringify(memory.metadata))));
   const panel = $('detail');
   panel.replaceChildren(
