@@ -112,7 +112,7 @@ def test_fit_usage_line_says_what_to_type(capsys):
 
 
 def test_a_fit_usage_error_is_the_message_without_lightnings_usage_block(capsys):
-    """LightningCLI's parser printed some 60 lines of usage above the message; now it is memnets' one line."""
+    """LightningCLI's parser printed its usage (84 lines in all) above the message; now it is memnets' one line."""
     assert main(["fit", "encoder", "-c", "encoder/cpu", "--bogus"]) == EXIT_USAGE
     assert capsys.readouterr().err == "memnets fit encoder: error: unrecognized arguments: --bogus\n"
 
