@@ -12,6 +12,7 @@ option, a bad argument value), 130 interrupted (Ctrl-C).
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import sys
 
@@ -38,7 +39,7 @@ COMMANDS: dict[tuple[str, ...], tuple[str, str]] = {
     ),
     ("fit",): (
         "memnets.commands.fit:main",
-        "train a component with LightningCLI: fit {encoder,importance,gate} -c CONFIG",
+        "train a component with LightningCLI: fit {encoder,importance,gate,supersession} -c CONFIG",
     ),
     ("export",): ("memnets.commands.export:main", "bundle trained components into a memory pack"),
     ("run",): ("memnets.commands.run:main", "the whole pipeline from one config: data, fit, export, evaluate"),
@@ -154,20 +155,30 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _not_a_command(argv: list[str]) -> int:
+    """One line on stderr for a first word (or a group's second word) that is no command, with the nearest
+    command when one is close (``memoires`` -> ``memories``), and exit 2."""
     first = argv[0]
     if first in groups():
         rest = argv[1:]
         if rest and rest[0] in HELP_WORDS:
             print(group_usage(first))
             return EXIT_OK
-        problem = f"unknown command {rest[0]!r}" if rest else "a command is missing"
-        print(f"memnets {first}: {problem}\n\n{group_usage(first)}", file=sys.stderr)
+        names = [words[1] for words in COMMANDS if words[0] == first and len(words) > 1]
+        problem = f"unknown command {rest[0]!r}{did_you_mean(rest[0], names)}" if rest else "a command is missing"
+        print(f"memnets {first}: error: {problem}; `memnets {first} --help` lists its commands", file=sys.stderr)
         return EXIT_USAGE
     if first.startswith("-"):
-        print(f"memnets: unknown option {first!r} (options go after the command)\n\n{usage()}", file=sys.stderr)
+        problem = f"unknown option {first!r} (options go after the command)"
     else:
-        print(f"memnets: unknown command {first!r}\n\n{usage()}", file=sys.stderr)
+        problem = f"unknown command {first!r}{did_you_mean(first, [words[0] for words in COMMANDS])}"
+    print(f"memnets: error: {problem}; `memnets --help` lists the commands", file=sys.stderr)
     return EXIT_USAGE
+
+
+def did_you_mean(word: str, names: list[str]) -> str:
+    """`` (did you mean 'NAME'?)`` for the name nearest to a mistyped ``word``, or "" when none is near."""
+    near = difflib.get_close_matches(word, list(dict.fromkeys(names)), n=1, cutoff=0.6)
+    return f" (did you mean {near[0]!r}?)" if near else ""
 
 
 if __name__ == "__main__":

@@ -77,11 +77,16 @@ def setup_output(verbose: int = 0, quiet: bool = False) -> None:
     set_progress("off" if quiet else None)
 
 
-def file_error(parser: argparse.ArgumentParser, error: object) -> NoReturn:
-    """A file or data error of a command, as one line on stderr (``PROG: error: ...``, naming the file) and
-    exit 2 (a usage error): ``parser.error`` printed the whole usage block above it first."""
-    print(f"{parser.prog}: error: {error}", file=sys.stderr)
-    raise SystemExit(2)
+class CommandParser(argparse.ArgumentParser):
+    """The parser of every memnets command: a usage error is one line on stderr, ``PROG: error: MESSAGE``
+    (argparse's messages name the argument: ``argument --limit: ...``), and exit 2.
+
+    argparse prints its whole usage block above the message, which buries the one line that says what
+    is wrong; ``PROG --help`` prints the usage. Subcommands' parsers are of this class too (argparse
+    makes them of their parent's class)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}\n")
 
 
 def parse_args(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:

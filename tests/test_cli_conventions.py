@@ -4,9 +4,12 @@ command, help text on every option, one spelling per option, and the documented 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -64,7 +67,7 @@ def test_every_group_has_help(group, capsys):
     assert main([group]) == EXIT_USAGE
     assert "a command is missing" in capsys.readouterr().err
     assert main([group, "frobnicate"]) == EXIT_USAGE
-    assert f"memnets {group}: unknown command 'frobnicate'" in capsys.readouterr().err
+    assert f"memnets {group}: error: unknown command 'frobnicate'" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("target", OWN)
@@ -108,6 +111,12 @@ def test_fit_usage_line_says_what_to_type(capsys):
     assert main(["fit", "nope"]) == EXIT_USAGE
 
 
+def test_a_fit_usage_error_is_the_message_without_lightnings_usage_block(capsys):
+    """LightningCLI's parser printed its usage (84 lines in all) above the message; now it is memnets' one line."""
+    assert main(["fit", "encoder", "-c", "encoder/cpu", "--bogus"]) == EXIT_USAGE
+    assert capsys.readouterr().err == "memnets fit encoder: error: unrecognized arguments: --bogus\n"
+
+
 def test_usage_errors_exit_2(capsys):
     assert main(["export", "--encoder", "x", "--no-such-option"]) == EXIT_USAGE
     assert "unrecognized arguments: --no-such-option" in capsys.readouterr().err
@@ -148,3 +157,55 @@ def test_eval_retrieval_on_a_file_with_no_scorable_question_is_one_line_and_exit
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0, err
     assert err.startswith(f"memnets eval retrieval: {data}: no question can be scored: ") and why in err
+
+
+def test_a_mistyped_command_is_one_line_with_the_nearest_command():
+    run = [sys.executable, "-m", "memnets"]
+    for argv, line in (
+        (["memoires"], "memnets: error: unknown command 'memoires' (did you mean 'memories'?)"),
+        (["eval", "retrival"], "memnets eval: error: unknown command 'retrival' (did you mean 'retrieval'?)"),
+        (["frobnicate"], "memnets: error: unknown command 'frobnicate'; `memnets --help` lists the commands"),
+    ):
+        wrong = subprocess.run([*run, *argv], capture_output=True, text=True)
+        assert wrong.returncode == EXIT_USAGE and wrong.stderr.count("\n") == 1, wrong.stderr
+        assert wrong.stderr.startswith(line), wrong.stderr
+
+
+def documented_commands() -> set[tuple[str, ...]]:
+    """The commands docs/cli.md's first table names: the words of each backticked name up to its first
+    argument (``{...}``, ``LOCATION``, ``...``)."""
+    text = (Path(__file__).parents[1] / "docs" / "cli.md").read_text()
+    table = text.split("| group or command |", 1)[1].split("\n\n", 1)[0]
+    commands = set()
+    for row in table.splitlines()[2:]:
+        for name in re.findall(r"`([^`]+)`", row.split("|")[1]):
+            commands.add(tuple(itertools.takewhile(lambda word: re.fullmatch(r"[a-z][a-z-]*", word), name.split())))
+    return commands
+
+
+def test_docs_and_help_list_the_same_commands(capsys):
+    """Every command `memnets --help` lists is in docs/cli.md's table and the other way round (the table lacked
+    `serve http` and `archive reembed`), and both name the same `fit` components as `memnets fit --help`."""
+    from memnets.lit.cli import COMPONENTS
+
+    assert main(["--help"]) == EXIT_OK
+    listed = {
+        tuple(line.split("  ")[1].split()) for line in capsys.readouterr().out.splitlines() if line.startswith("  ")
+    }
+    assert listed == set(COMMANDS) == documented_commands()
+    assert main(["fit", "--help"]) == EXIT_OK
+    fit_help = capsys.readouterr().out
+    text = (Path(__file__).parents[1] / "docs" / "cli.md").read_text()
+    documented = set(re.search(r"`fit \{([a-z,]+)\}`", text).group(1).split(","))
+    in_top_help = set(re.search(r"fit \{([a-z,]+)\}", COMMANDS[("fit",)][1]).group(1).split(","))
+    assert (
+        documented == in_top_help == set(COMPONENTS) == set(re.search(r"\{([a-z, ]+)\}", fit_help).group(1).split(", "))
+    )
+
+
+def test_docs_list_the_subcommands_of_memories_that_its_help_lists():
+    parser = parser_of("memnets.commands.memories:main")
+    choices = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+    text = (Path(__file__).parents[1] / "docs" / "cli.md").read_text()
+    block = text.split("memnets memories LOCATION [", 1)[1].split("```", 1)[0]
+    assert {line.split()[0] for line in block.splitlines()[1:] if line.strip()} == set(choices)

@@ -4,6 +4,8 @@ written through memnets.open and read back through the command (and the other wa
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from datetime import UTC, datetime
 
 import pytest
@@ -303,3 +305,48 @@ def test_import_of_a_line_whose_content_is_a_number_is_a_clear_error(folder, tin
     assert (
         err.strip() == f"memnets memories import: {source} line 1: content must be a string (the memory's text), got 42"
     )
+
+
+def memnets_process(*argv, code: str = "") -> subprocess.CompletedProcess:
+    """``python -m memnets ARGV`` (or ``python -c CODE``) as a user runs it: a real process, its exit code and stderr."""
+    command = [sys.executable, "-c", code] if code else [sys.executable, "-m", "memnets", *map(str, argv)]
+    return subprocess.run(command, capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.parametrize(
+    ("argv", "names"),
+    [
+        (["list", "--user", "ann", "--limit", "-3"], "argument --limit: must be at least 0, got -3"),
+        (["list", "--user", "ann", "--offset", "x"], "argument --offset: not an integer: 'x'"),
+        (["search", "--user", "ann", "tea", "-k", "0"], "argument -k: must be at least 1, got 0"),
+        (["list", "--user", "ann", "--kind", "observaton"], "argument --kind: invalid choice: 'observaton'"),
+        (["delete", "--user", "ann", "--all"], "delete --all deletes every memory of user 'ann' for good: add --yes"),
+        (["search", "--user", "ann", "  "], "argument query: must be non-empty text, got '  '"),
+    ],
+    ids=["negative-limit", "offset-not-a-number", "k-zero", "unknown-kind", "all-without-yes", "blank-query"],
+)
+def test_a_usage_error_is_one_line_naming_the_argument_and_exit_2(folder, argv, names):
+    """No usage block above the message (argparse prints one by default): one line, the argument named, exit 2,
+    as docs/cli.md's exit-code table says (an unknown --kind was exit 1)."""
+    folder, _ = folder
+    result = memnets_process("memories", folder, *argv)
+    assert result.returncode == EXIT_USAGE, result.stderr
+    assert result.stderr.count("\n") == 1 and "usage:" not in result.stderr, result.stderr
+    assert result.stderr.startswith("memnets memories") and f": error: {names}" in result.stderr
+
+
+def test_an_empty_query_is_refused_before_the_encoder_or_the_store_loads(folder):
+    """`search ""` loaded the encoder (11 s with the bundled model) before it refused the query: every argument
+    is now checked first, so neither torch nor the encoder module nor the store is imported."""
+    folder, _ = folder
+    code = (
+        "import json, sys, time; from memnets.cli import main; start = time.perf_counter(); "
+        f"rc = main(['memories', {str(folder)!r}, 'search', '--user', 'ann', '']); "
+        "loaded = [m for m in ('torch', 'transformers', 'memnets.nn.encoder', 'memnets.store') if m in sys.modules]; "
+        "print(json.dumps([rc, loaded, time.perf_counter() - start]))"
+    )
+    result = memnets_process(code=code)
+    rc, loaded, seconds = json.loads(result.stdout.strip().splitlines()[-1])
+    assert (rc, loaded) == (EXIT_USAGE, []), result.stdout + result.stderr
+    assert seconds < 1.0, seconds
+    assert "argument query: must be non-empty text" in result.stderr

@@ -173,7 +173,7 @@ def test_stdio_round_trip(tmp_path, tiny_model_dir):
         )
         # an argument no tool takes is an error the client sees, naming it
         unknown = await error_of(session, "search_memory", **lisbon_query, filter={"metadata": {}})
-        assert "filter" in unknown and "Extra inputs are not permitted" in unknown
+        assert "unknown argument filter (this tool takes query, user_id, k, filters" in unknown
         # the API's outcomes: added, an update when a time changes (same id), unchanged on a repeat
         outcomes = [
             await call(session, "add_memory", text=text, user_id="carol")
@@ -246,13 +246,37 @@ def test_single_user_server_refuses_other_users(tmp_path, tiny_model_dir):
                     message = await error_of(session, tool, user_id="mallory", **args)
                     assert "serves user 'alice' only" in message and "'mallory'" in message
                 empty = await error_of(session, "list_memories", user_id="")
-                assert "user_id" in empty and "at least 1 character" in empty
+                assert empty.endswith("argument user_id: must be non-empty text")
 
         anyio.run(run)
         assert memory.users() == ["alice"]
         assert [m.content for m in memory.list_memories(user="alice")] == ["Alice's secret"]
         with pytest.raises(ValueError, match="user"):
             build_server(memory, user="")
+
+
+BAD_ARGUMENTS = [  # (tool, arguments besides user_id, the start of the one-line answer)
+    ("search_memory", {"query": "x", "k": 0}, "argument k: must be at least 1, got 0"),
+    ("search_memory", {"query": "x", "k": 101}, "argument k: must be at most 100, got 101"),
+    ("search_memory", {"query": ""}, "argument query: must be non-empty text"),
+    ("add_memory", {}, "argument text is required"),
+    ("add_memory", {"text": "hi", "kind": "observaton"}, "argument kind: must be 'observation', 'reflection'"),
+    ("add_memory", {"text": "hi", "ttl": 5}, "unknown argument ttl (this tool takes text, user_id, metadata"),
+    ("list_memories", {"limit": "ten"}, "argument limit: must be a valid integer"),
+]
+
+
+def test_a_bad_argument_is_one_line_naming_it(tmp_path, tiny_model_dir):
+    """Through the real `memnets serve mcp` over stdio: the answer to a bad argument was pydantic's dump (several
+    lines, the model's internal name, a link to pydantic's docs); it is one line naming the argument."""
+
+    async def run():
+        async with stdio_session(tmp_path / "memory", tiny_model_dir) as session:
+            return [await error_of(session, tool, user_id="ann", **arguments) for tool, arguments, _ in BAD_ARGUMENTS]
+
+    for message, (tool, _, answer) in zip(anyio.run(run), BAD_ARGUMENTS, strict=True):
+        assert message.startswith(f"Error executing tool {tool}: {answer}"), message
+        assert "\n" not in message and "pydantic" not in message and "Arguments" not in message
 
 
 TOKEN = "s3cret-token-for-the-test"

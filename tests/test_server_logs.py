@@ -98,3 +98,21 @@ def test_a_store_outage_is_logged_by_route(pg_url, tiny_model_dir, caplog):
     log = server_log(caplog)
     assert "GET /v1/memories/{id:path}: the store is unavailable" in log
     assert_no_secrets(log)
+
+
+def test_the_server_process_prints_no_warning_as_it_loads_and_encodes(tmp_path, tiny_model_dir):
+    """`memnets serve http` printed transformers' FutureWarning (`is_gradient_checkpointing` is deprecated) and
+    its "`loss_type=None` was set in the config" notice as it started: torch.jit.trace, tracing the encoder for
+    serving, reads every attribute of the backbone. Its output now holds neither, nor any other warning."""
+    import httpx
+
+    from memnets.server.testing import ServerProcess
+
+    with ServerProcess(tmp_path / "memory", "--encoder", str(tiny_model_dir)) as process:
+        process.wait_ready()
+        added = httpx.post(f"{process.url}/v1/memories", json={"user": "ann", "text": "hello"}, timeout=60)
+        assert added.status_code == 200, added.text
+        output = process.output()
+    assert "Application startup complete" in output
+    noisy = [line for line in output.splitlines() if "warn" in line.lower() or "loss_type" in line]
+    assert noisy == [], output

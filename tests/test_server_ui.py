@@ -154,7 +154,8 @@ def test_inspector_lists_searches_explains_and_deletes(browser, server):
     assert float(hits.nth(0).locator(".score").inner_text()) == pytest.approx(1.0, abs=1e-3)
     bar = hits.nth(0).locator(".fill.relevance").get_attribute("style")
     assert bar.startswith("width:") and float(bar[len("width:") : -1]) > 99
-    assert "ranked by cosine similarity alone" in page.inner_text("#ranker")
+    # the archive keeps a lexical index: the order is the fused score, which the page says (not "cosine alone")
+    assert page.inner_text("#ranker").startswith("ordered by score: cosine similarity fused with the query's words")
     shot(page, "search")
     # a filter the server refuses (422): the previous results go, they are not left under the error
     page.click("nav button[data-tab='memories']")
@@ -233,6 +234,50 @@ def test_inspector_marks_an_ended_fact_and_opens_the_memory_that_ended_it(browse
     page.locator("#detail button.successor").click()  # its invalidated_by field opens the successor too
     page.wait_for_function(f"document.getElementById('detail-content').textContent === {SUCCESSOR!r}")
     shot(page, "ended-detail")
+    page.close()
+
+
+def test_inspector_says_what_is_true_now_in_its_status_line(browser, server):
+    """Opened before a token is typed, the page asks for one (it showed a red 401); a hit count does not stay on
+    the status line of another tab; a metadata box that is not JSON is refused in words (it showed the browser's
+    parse error over an empty table headed "1-6"); a wrong token leaves no "token: admin" and no rows of the
+    token before; the search says what orders its hits (hybrid: the fused score; current facts first)."""
+    page = browser.new_page(viewport={"width": 1400, "height": 900})
+    page.goto(f"{server.url}/ui/")
+    page.wait_for_function("document.getElementById('status').textContent !== ''")
+    assert page.get_attribute("#status", "class") != "error"
+    assert page.inner_text("#status") == "this server needs a token: type it above and press open"
+    page.fill("#token", ADMIN)
+    page.click("#load")
+    page.wait_for_selector("#memories tbody tr")
+    assert page.inner_text("#scope") == "token: admin"
+
+    page.click("nav button[data-tab='search']")
+    page.fill("#query", FACTS[1])
+    page.click("#search")
+    page.wait_for_selector("#hits tbody tr")
+    assert "hit(s)" in page.inner_text("#status")
+    ranker = page.inner_text("#ranker")
+    assert "fused with the query's words" in ranker and "current facts first" in ranker
+    page.click("nav button[data-tab='memories']")
+    assert page.inner_text("#status") == ""
+
+    page.fill("#metadata", "{topic: pets}")
+    page.click("#filter")
+    page.wait_for_selector("#status.error")
+    assert page.inner_text("#status").startswith('metadata: not JSON: write a JSON object such as {"topic": "pets"}')
+    assert page.locator("#memories tbody tr").count() == 0 and page.inner_text("#page").strip() == ""
+    page.fill("#metadata", "[1, 2]")
+    page.click("#filter")
+    page.wait_for_function("document.getElementById('status').textContent.startsWith('metadata: not an object')")
+    page.fill("#metadata", "")
+
+    page.fill("#token", "not-the-token")
+    page.click("#load")
+    page.wait_for_selector("#status.error")
+    assert page.inner_text("#status") == "401 unauthorized: the bearer token is not valid"
+    assert page.inner_text("#scope") == "" and page.locator("#user option").count() == 0
+    assert page.locator("#memories tbody tr").count() == 0
     page.close()
 
 
@@ -330,7 +375,7 @@ def test_inspector_plots_the_pack_figures_and_shows_the_learned_score(browser, p
     page.fill("#query", FACTS[2])
     page.click("#search")
     page.wait_for_selector("#hits tbody tr")
-    assert "ranked by learned" in page.inner_text("#ranker")
+    assert page.inner_text("#ranker").startswith("ordered by score: the pack's learned score (weights: relevance 1.00")
     learned = page.locator("#hits tbody tr").nth(0).locator(".parts").inner_text()
     assert "learned" in learned and "-" not in learned.split("learned")[1][:3]
     page.close()

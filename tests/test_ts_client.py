@@ -50,17 +50,28 @@ def _node_tools() -> tuple[str, str] | None:
     return (node, npm) if major >= 18 else None
 
 
-@pytest.mark.slow
-def test_the_typescript_client_passes_its_tests_against_a_real_server(tiny_model_dir, tmp_path):
+def node_and_npm() -> tuple[str, str]:
+    """node and npm, or a skip (a failure with MEMNETS_REQUIRE_NODE=1)."""
     tools = _node_tools()
     if tools is None:
         if os.environ.get("MEMNETS_REQUIRE_NODE") == "1":
             pytest.fail("MEMNETS_REQUIRE_NODE=1 but node >= 18 and npm are not on PATH")
         pytest.skip("node >= 18 and npm are not on PATH")
-    node, npm = tools
-    for step in ([npm, "ci", "--no-audit", "--no-fund"], [npm, "run", "build"], [npm, "run", "lint"]):
-        done = subprocess.run(step, cwd=CLIENT, capture_output=True, text=True, timeout=600)
-        assert done.returncode == 0, f"{' '.join(step)}:\n{done.stdout}\n{done.stderr}"
+    return tools
+
+
+def npm_steps(npm: str, *steps: list[str], cwd: Path = CLIENT) -> str:
+    """Run ``npm STEP`` for each step in ``cwd``, failing on the first that fails; the last one's stdout."""
+    for step in steps:
+        done = subprocess.run([npm, *step], cwd=cwd, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, f"npm {' '.join(step)}:\n{done.stdout}\n{done.stderr}"
+    return done.stdout
+
+
+@pytest.mark.slow
+def test_the_typescript_client_passes_its_tests_against_a_real_server(tiny_model_dir, tmp_path):
+    node, npm = node_and_npm()
+    npm_steps(npm, ["ci", "--no-audit", "--no-fund"], ["run", "build"], ["run", "lint"])
     tokens = tmp_path / "tokens.json"
     tokens.write_text(json.dumps({ANN: "ann"}))
     args = ["--encoder", str(tiny_model_dir), "--set", "duplicate_threshold=0.9999", "--set", "supersession=auto"]
@@ -87,3 +98,60 @@ def test_the_typescript_client_passes_its_tests_against_a_real_server(tiny_model
         )
     print(done.stdout)  # the node tests' own report, in CI's log (pytest -s)
     assert done.returncode == 0, f"node --test failed:\n{done.stdout[-8000:]}\n{done.stderr[-4000:]}"
+
+
+USER_SCRIPT = """
+import { InvalidArgumentError, MemnetsClient } from "memnets-client";
+
+const memory = new MemnetsClient(process.env.MEMNETS_URL, { token: process.env.MEMNETS_TOKEN });
+const added = await memory.add("Ann moved to Lisbon", { user: "ann" });
+const hits = await memory.search("Ann moved to Lisbon", { user: "ann", k: 1 });
+let refused = null;
+try {
+  await memory.search("Where does Ann live?", { user: "ann", limit: 3 });
+} catch (error) {
+  refused = { name: error.name, isInvalidArgument: error instanceof InvalidArgumentError, message: error.message };
+}
+console.log(JSON.stringify({ outcome: added.outcome, first: hits[0].memory.content, refused }));
+"""
+
+
+@pytest.mark.slow
+def test_the_packed_client_installs_into_a_project_and_talks_to_a_real_server(tiny_model_dir, tmp_path):
+    """As clients/typescript/README.md says: `npm pack` the checkout's client, `npm install` the tarball into a
+    project of one's own, and import it by its package name; the script adds, searches and gets a refusal."""
+    node, npm = node_and_npm()
+    npm_steps(npm, ["ci", "--no-audit", "--no-fund"], ["run", "build"])
+    packed = tmp_path / "packed"
+    packed.mkdir()
+    tarball = packed / npm_steps(npm, ["pack", "--pack-destination", str(packed)]).strip().splitlines()[-1]
+    project = tmp_path / "project"
+    project.mkdir()
+    npm_steps(
+        npm,
+        ["init", "-y"],
+        ["pkg", "set", "type=module"],
+        ["install", "--no-audit", "--no-fund", str(tarball)],
+        cwd=project,
+    )
+    (project / "use.mjs").write_text(USER_SCRIPT, encoding="utf-8")
+    with ServerProcess(
+        tmp_path / "memory",
+        "--encoder",
+        str(tiny_model_dir),
+        "--token-env",
+        "MEMNETS_TEST_ADMIN",
+        env={"MEMNETS_TEST_ADMIN": ADMIN},
+    ) as server:
+        server.wait_ready(token=ADMIN)
+        environment = {**os.environ, "MEMNETS_URL": server.url, "MEMNETS_TOKEN": ADMIN}
+        done = subprocess.run(
+            [node, "use.mjs"], cwd=project, env=environment, capture_output=True, text=True, timeout=120
+        )
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["outcome"] == "added" and result["first"] == "Ann moved to Lisbon"
+    assert result["refused"]["isInvalidArgument"] and result["refused"]["message"].startswith(
+        'search: unknown option "limit" (search takes user, k, filters'
+    )
+    assert not (project / "node_modules" / "memnets-client" / "node_modules").exists()  # no runtime dependency

@@ -18,13 +18,13 @@ from pathlib import Path
 from rich.table import Table
 
 from memnets.commands.options import DATA_HELP
-from memnets.console import add_output_options, parse_args, print_table
+from memnets.console import CommandParser, add_output_options, parse_args, print_table
 from memnets.evaluation.answers import AnswerReport, conversation_items, evaluate_answers, longmemeval_items
 from memnets.retrieval.rankers import parse_spec
 
 
 def parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="memnets eval answers", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--data", type=Path, required=True, metavar="FILE", help=DATA_HELP.split(";")[0])

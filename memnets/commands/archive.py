@@ -14,11 +14,11 @@ import getpass
 import os
 import sys
 
-from memnets.console import add_output_options, parse_args
+from memnets.console import CommandParser, add_output_options, parse_args
 
 
 def rotate_key_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="memnets archive rotate-key",
         description="Re-encrypt every memory of an archive folder under a new key, in one transaction. "
         "Also the way to raise the passphrase KDF cost of an older archive: rotate to the same "
@@ -90,7 +90,7 @@ def rotate_key_main(argv: list[str]) -> int:
 
 
 def reembed_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="memnets archive reembed",
         description="Re-embed every memory of every user of a store with a new encoder (a pack's, or an "
         "encoder folder), in batches, then swap to it in one transaction. Searches keep answering from "

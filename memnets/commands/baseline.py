@@ -10,14 +10,14 @@ import argparse
 import json
 
 from memnets.commands.options import add_data_option
-from memnets.console import add_output_options, parse_args
+from memnets.console import CommandParser, add_output_options, parse_args
 
 
 def st_mnrl_parser() -> argparse.ArgumentParser:
     from memnets.baselines import st_mnrl
     from memnets.nn.encoder import DEFAULT_BACKBONE
 
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="memnets baseline st-mnrl",
         description=st_mnrl.__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,

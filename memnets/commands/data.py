@@ -9,7 +9,7 @@ from pathlib import Path
 from rich.table import Table
 
 from memnets.commands.options import add_data_option
-from memnets.console import add_output_options, parse_args, print_table
+from memnets.console import CommandParser, add_output_options, parse_args, print_table
 from memnets.data.builders import prepare_datasets
 from memnets.data.config import SPLIT_NAMES, load_data_config
 from memnets.data.formats import load_conversations
@@ -33,7 +33,7 @@ def balance_table(datasets: dict, source: str = "LoCoMo") -> Table:
 
 
 def prepare_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="memnets data prepare", description=__doc__)
+    parser = CommandParser(prog="memnets data prepare", description=__doc__)
     parser.add_argument(
         "-c", "--config", default=None, help="data config: YAML file or packaged name (default data/locomo)"
     )

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from rich.table import Table
 
-from memnets.console import file_error, print_table
+from memnets.console import print_table
 from memnets.data.longmemeval import load_longmemeval
 from memnets.evaluation.longmemeval import LongMemEvalReport, compare_on_longmemeval
 from memnets.retrieval.longmemeval_metrics import LONGMEMEVAL_KS, METRICS
@@ -64,7 +64,7 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     try:
         questions = load_longmemeval(args.data)
     except (OSError, ValueError) as error:
-        file_error(parser, error)
+        parser.error(str(error))
     try:
         reports = compare_on_longmemeval(args.retrievers, questions)
     except ValueError as error:

@@ -26,7 +26,7 @@ from pathlib import Path
 from rich.table import Table
 
 from memnets.commands.options import DATA_HELP, add_data_option
-from memnets.console import add_output_options, file_error, parse_args, print_table
+from memnets.console import CommandParser, add_output_options, parse_args, print_table
 from memnets.data.config import SPLIT_NAMES, load_data_config
 from memnets.data.formats import detect_format, load_conversations
 from memnets.data.locomo import CATEGORY_NAMES
@@ -62,7 +62,7 @@ def category_table(reports: Sequence[RetrievalReport], k: int = 10) -> Table:
 
 
 def retrieval_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="memnets eval retrieval", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument(
@@ -101,7 +101,7 @@ def retrieval_main(argv: list[str]) -> int:
     try:
         longmemeval = args.data is not None and args.data.is_file() and detect_format(args.data) == "longmemeval"
     except ValueError as error:
-        file_error(parser, error)
+        parser.error(str(error))
     if longmemeval:
         from memnets.commands import eval_longmemeval
 
@@ -111,7 +111,7 @@ def retrieval_main(argv: list[str]) -> int:
         config = load_data_config(args.config, data=args.data)
         conversations = load_conversations(config.path, None if split == "all" else config.splits[split])
     except (OSError, ValueError) as error:
-        file_error(parser, error)
+        parser.error(str(error))
     reason = unscorable(conversations, categories)
     if reason is not None:
         where = args.data or f"{config.path} ({split} split)"
@@ -142,7 +142,7 @@ HEAD_COLUMNS = {
 
 
 def heads_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="memnets eval heads", description="importance and recall-gate heads against their baselines on a split"
     )
     parser.add_argument(

@@ -17,7 +17,7 @@ import json
 from pathlib import Path
 
 from memnets.commands.options import add_data_option
-from memnets.console import add_output_options, parse_args
+from memnets.console import CommandParser, add_output_options, parse_args
 from memnets.data.config import SPLIT_NAMES, load_data_config
 
 
@@ -34,7 +34,7 @@ def _read_json_object(path: str | None, option: str) -> dict:
 
 
 def parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="memnets export", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--encoder", required=True, help="trained encoder folder (MemoryEncoder.save_pretrained)")

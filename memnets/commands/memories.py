@@ -27,7 +27,9 @@ from pathlib import Path
 
 from rich.table import Table
 
-from memnets.console import add_output_options, parse_args, print_table
+from memnets.commands.options import at_least, non_empty_text
+from memnets.console import CommandParser, add_output_options, parse_args, print_table
+from memnets.records import MEMORY_KINDS
 
 PROG = "memnets memories"
 CONTENT_WIDTH = 70  # characters of a memory's content shown in a table row
@@ -35,9 +37,7 @@ EMBEDS = {"search", "import"}  # the commands that encode text, and so load the 
 
 
 def parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = CommandParser(prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("location", metavar="LOCATION", help="the memory: a folder or a postgresql:// URL")
     parser.add_argument(
         "--key-env",
@@ -81,19 +81,17 @@ def parser() -> argparse.ArgumentParser:
         help="a user's memories, oldest first",
         description="A user's current memories, oldest first.",
     )
-    listing.add_argument("--limit", type=int, default=50, help="how many to show (default 50)")
-    listing.add_argument("--offset", type=int, default=0, help="how many to skip first (default 0)")
-    listing.add_argument(
-        "--kind", default=None, help="only memories of this kind (observation, reflection, plan, summary, message)"
-    )
+    listing.add_argument("--limit", type=at_least(0), default=50, help="how many to show (default 50)")
+    listing.add_argument("--offset", type=at_least(0), default=0, help="how many to skip first (default 0)")
+    listing.add_argument("--kind", default=None, choices=MEMORY_KINDS, help="only memories of this kind")
     search = commands.add_parser(
         "search",
         parents=[user, output, when],
         help="a user's memories that best answer a query",
         description="The k memories of a user that best answer a query, best first, with their scores.",
     )
-    search.add_argument("query", help="the question or text to search for")
-    search.add_argument("-k", type=int, default=5, help="how many memories (default 5)")
+    search.add_argument("query", type=non_empty_text, help="the question or text to search for")
+    search.add_argument("-k", type=at_least(1), default=5, help="how many memories (default 5)")
     show = commands.add_parser(
         "show", parents=[user, output], help="every field of one memory", description="Every field of one memory."
     )
@@ -139,10 +137,6 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str]) -> int:
     command = parser()
     args = parse_args(command, argv)
-    if getattr(args, "limit", 0) < 0 or getattr(args, "offset", 0) < 0:
-        command.error("--limit and --offset must be >= 0")
-    if getattr(args, "k", 1) < 1:
-        command.error(f"-k must be at least 1, got {args.k}")
     if args.command == "delete" and bool(args.ids) == bool(args.all):
         command.error("delete: give memory ids or --all, not both and not neither")
     if args.command == "delete" and args.all and not args.yes:

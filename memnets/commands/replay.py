@@ -19,7 +19,7 @@ from pathlib import Path
 from rich.table import Table
 
 from memnets.commands.options import add_data_option
-from memnets.console import add_output_options, file_error, parse_args, print_table
+from memnets.console import CommandParser, add_output_options, parse_args, print_table
 from memnets.data.formats import load_conversations
 from memnets.data.location import find_data
 from memnets.data.locomo import DataFormatError
@@ -68,7 +68,7 @@ def results_table(rows: list[dict], settings: dict) -> Table:
 
 
 def parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="memnets replay", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--conversation", default="conv-50", help="sample id (default conv-50, the test split)")
@@ -137,7 +137,7 @@ def main(argv: list[str]) -> int:
         args.data = find_data(args.data)
         conversation = load_conversations(args.data, sample_ids=[args.conversation])[0]
     except (FileNotFoundError, DataFormatError) as error:
-        file_error(command, f"--conversation {args.conversation} / --data {args.data}: {error}")
+        command.error(f"--conversation {args.conversation} / --data {args.data}: {error}")
     result = replay(
         conversation,
         encoder=args.encoder,

@@ -26,7 +26,7 @@ from rich.table import Table
 
 from memnets.commands.options import DATA_HELP, add_data_option
 from memnets.configs import load_config
-from memnets.console import add_output_options, parse_args, print_table
+from memnets.console import CommandParser, add_output_options, parse_args, print_table
 from memnets.machine import describe
 
 DEFAULT_RECORD = Path("checkpoints") / "run.json"
@@ -84,7 +84,7 @@ def select(
 
 
 def parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="memnets run", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument(

@@ -12,11 +12,11 @@ import argparse
 import os
 import sys
 
-from memnets.console import add_output_options, parse_args
+from memnets.console import CommandParser, add_output_options, parse_args
 
 
 def mcp_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="memnets serve mcp",
         description="Run an MCP server (official mcp SDK, 1.x) with memory tools on a memnets memory: "
         "add_memory, search_memory, list_memories, get_memory, update_memory, delete_memory, delete_all_memories.",
@@ -131,7 +131,7 @@ def mcp_main(argv: list[str]) -> int:
 
 
 def http_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="memnets serve http",
         description="Serve a memnets memory over REST (FastAPI + uvicorn): the memory API under /v1, "
         "/healthz, /readyz, /metrics, /openapi.json, /docs and the inspector at /ui (see docs/server.md).",

@@ -62,6 +62,8 @@ with needs_extra("memnets.integrations.mcp_server", "mcp"):
     from mcp.server.transport_security import TransportSecuritySettings
     from pydantic import ConfigDict, Field, WithJsonSchema
 
+    from memnets.integrations.mcp_arguments import plain_errors
+
 logger = logging.getLogger(__name__)
 
 MAX_K = 100  # search results per call: a tool result goes into an LLM's context
@@ -267,11 +269,12 @@ def build_server(
             raise ToolError(f"{function.__name__} failed: {type(error).__name__}: {error}") from None
 
     def tool(function):
-        """Register ``function`` as a tool whose arguments model refuses unknown arguments."""
+        """Register ``function`` as a tool whose arguments model refuses unknown arguments and answers a bad
+        argument in one line (:mod:`memnets.integrations.mcp_arguments`)."""
         registered = server._tool_manager.add_tool(function)  # FastMCP.add_tool returns no Tool to adjust
         model = registered.fn_metadata.arg_model
         strict = type(model.__name__, (model,), {"model_config": ConfigDict(**model.model_config, extra="forbid")})
-        registered.fn_metadata.arg_model = strict
+        registered.fn_metadata.arg_model = plain_errors(strict)  # one line naming the argument, not pydantic's dump
         registered.parameters = strict.model_json_schema(by_alias=True)
         return function
 

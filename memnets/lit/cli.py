@@ -11,6 +11,7 @@ file (see :mod:`memnets.configs`): ``-c encoder/cpu --trainer.max_epochs 2 --mod
 from __future__ import annotations
 
 import importlib
+import sys
 import warnings
 
 COMPONENTS: dict[str, tuple[str, str]] = {
@@ -92,4 +93,22 @@ def build_cli(component: str, args: list[str], run: bool = True):
         run=run,
         save_config_kwargs={"overwrite": True},
         parser_kwargs={"prog": f"memnets fit {component}"},
+        parser_class=one_line_parser(),
     )
+
+
+def one_line_parser():
+    """LightningCLI's parser class, whose usage errors are one line, ``memnets fit COMPONENT: error: ...``, as
+    every other memnets command's (memnets.console.CommandParser): jsonargparse prints the whole usage block
+    (84 lines for `memnets fit encoder -c encoder/cpu --bogus`) above the message. Errors it raises to be caught (exit_on_error off) stay as they were."""
+    from lightning.pytorch.cli import LightningArgumentParser
+
+    class OneLineParser(LightningArgumentParser):
+        def error(self, message: str, ex: Exception | None = None):
+            if not self.exit_on_error:
+                return super().error(message, ex)
+            parser = getattr(ex, "subcommand_parser", None) or self
+            sys.stderr.write(f"{parser.prog}: error: {message}\n")
+            self.exit(2)
+
+    return OneLineParser

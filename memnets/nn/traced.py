@@ -21,7 +21,9 @@ matters: traced from an unpadded example it gives the same vectors too.
 
 from __future__ import annotations
 
+import logging
 import warnings
+from contextlib import contextmanager
 
 import torch
 
@@ -29,14 +31,31 @@ import torch
 EXAMPLE = ("a short text", "a longer text, so that the first one of the two is padded to its length")
 
 
+@contextmanager
+def _attribute_reads_unlogged():
+    """transformers' own log quiet below ERROR while the tracer reads every attribute of the backbone: reading
+    ``loss_function`` of a model without a ``loss_type`` logs "`loss_type=None` was set in the config but it is
+    unrecognized" once, which the server printed at start although no loss is ever computed."""
+    logger = logging.getLogger("transformers")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
 class TracedRunner:
     """``encoder``'s forward (eval mode, no gradients) traced once: token ids and mask in, unit vectors out."""
 
     def __init__(self, encoder) -> None:
         example = encoder.tokenize(list(EXAMPLE), "memory")
-        with warnings.catch_warnings(), torch.inference_mode():
+        with warnings.catch_warnings(), _attribute_reads_unlogged(), torch.inference_mode():
             # the tracer warns at every Python branch on a tensor; the example takes the padded path on purpose
             warnings.simplefilter("ignore", torch.jit.TracerWarning)
+            # it also reads every attribute of every submodule (torch.jit's module_has_exports), and a backbone's
+            # deprecated properties warn when read: is_gradient_checkpointing's FutureWarning (transformers 5)
+            warnings.filterwarnings("ignore", category=FutureWarning, module="transformers")
             self.graph = torch.jit.trace(
                 encoder.eval(), (example["input_ids"], example["attention_mask"]), check_trace=False
             )

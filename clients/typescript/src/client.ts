@@ -6,8 +6,8 @@
  * no runtime dependencies.
  */
 
+import { checkOptions, refused, shown } from "./arguments.js";
 import {
-  type ErrorDetail,
   InvalidArgumentError,
   InvalidTypeError,
   NotFoundError,
@@ -86,6 +86,7 @@ export class MemnetsClient {
   /** AgentMemory.add: one memory of `options.user`, durable when this resolves; its `outcome` says what the add did. */
   async add(text: string, options: AddOptions): Promise<Memory> {
     requireText(text, "text");
+    checkOptions("add", options);
     const { memory } = await this.#call<{ memory: Memory }>("POST", "/v1/memories", { ...options, text });
     return memory;
   }
@@ -98,6 +99,14 @@ export class MemnetsClient {
         refused("items", "invalid_type"),
       );
     }
+    const notText = texts.findIndex((text) => typeof text !== "string");
+    if (notText >= 0) {
+      throw new InvalidTypeError(
+        `addMany: texts[${notText}] must be a string, got ${shown(texts[notText])}`,
+        refused("items", "invalid_type"),
+      );
+    }
+    checkOptions("addMany", options);
     const { memories } = await this.#call<{ memories: Memory[] }>("POST", "/v1/memories", { ...options, items: texts });
     return memories;
   }
@@ -113,6 +122,7 @@ export class MemnetsClient {
         refused("messages", "invalid_type"),
       );
     }
+    checkOptions("addMessages", options);
     const { outcomes } = await this.#call<{ outcomes: MessageOutcome[] }>("POST", "/v1/memories", {
       ...options,
       messages,
@@ -122,6 +132,7 @@ export class MemnetsClient {
 
   /** AgentMemory.update: a new version (text and/or metadata); the old one stays in the history. */
   async update(id: string, options: UpdateOptions): Promise<Memory> {
+    checkOptions("update", options);
     const { memory } = await this.#call<{ memory: Memory }>("PATCH", `/v1/memories/${segment(id)}`, options);
     return memory;
   }
@@ -135,14 +146,16 @@ export class MemnetsClient {
   /** The server's whole search answer: the hits, the ranker and a learned ranker's weights. */
   async searchExplained(query: string, options: SearchOptions): Promise<SearchAnswer> {
     requireText(query, "query");
+    checkOptions("search", options);
     return this.#call<SearchAnswer>("POST", "/v1/search", { k: 5, ...options, query });
   }
 
   /** AgentMemory.search_many: `{user: hits}`, the query encoded once. */
   async searchMany(query: string, options: SearchManyOptions): Promise<Record<string, SearchHit[]>> {
     requireText(query, "query");
-    if (!Array.isArray(options.users)) {
-      throw new InvalidTypeError("searchMany: users must be an array of user ids", refused("users", "invalid_type"));
+    checkOptions("searchMany", options);
+    if (options.users === undefined) {
+      throw new InvalidArgumentError("searchMany: the users option is required", refused("users", "invalid_argument"));
     }
     const { by_user } = await this.#call<{ by_user: Record<string, SearchHit[]> }>("POST", "/v1/search", {
       k: 5,
@@ -154,6 +167,7 @@ export class MemnetsClient {
 
   /** AgentMemory.get: the memory, or null when the user has none with this id. */
   async get(id: string, options: { user: string }): Promise<Memory | null> {
+    checkOptions("get", options);
     try {
       const query: QueryOf<"/v1/memories/{id}", "get"> = { user: options.user };
       return (await this.#call<{ memory: Memory }>("GET", `/v1/memories/${segment(id)}`, undefined, query)).memory;
@@ -165,6 +179,7 @@ export class MemnetsClient {
 
   /** AgentMemory.history: every version, oldest first, the current one last. */
   async history(id: string, options: { user: string }): Promise<Memory[]> {
+    checkOptions("history", options);
     const query: QueryOf<"/v1/memories/{id}/history", "get"> = { user: options.user };
     return (await this.#call<{ memories: Memory[] }>("GET", `/v1/memories/${segment(id)}/history`, undefined, query))
       .memories;
@@ -172,6 +187,7 @@ export class MemnetsClient {
 
   /** AgentMemory.list_memories: one page by (t, id); `limit: null` fetches every page in turn. */
   async listMemories(options: ListOptions): Promise<Memory[]> {
+    checkOptions("listMemories", options);
     const { user, limit = 100, offset = 0, filters, as_of, known_at } = options;
     const query: QueryOf<"/v1/memories", "get"> = { user, offset, limit: limit ?? PAGE };
     if (filters !== undefined) query.filters = JSON.stringify(toJson(filters));
@@ -204,6 +220,7 @@ export class MemnetsClient {
   // ------------------------------------------------------------------ forgetting
   /** AgentMemory.delete: the memory, its older versions and what was derived from it; true if anything held it. */
   async delete(id: string, options: { user: string }): Promise<boolean> {
+    checkOptions("delete", options);
     const query: QueryOf<"/v1/memories/{id}", "delete"> = { user: options.user };
     return Boolean(
       (await this.#call<{ deleted: boolean }>("DELETE", `/v1/memories/${segment(id)}`, undefined, query)).deleted,
@@ -212,6 +229,7 @@ export class MemnetsClient {
 
   /** AgentMemory.delete_all of one user (and maybe one agent and/or session of it): how many current memories went. */
   async deleteAll(options: DeleteAllOptions): Promise<number> {
+    checkOptions("deleteAll", options);
     return (await this.#call<{ deleted: number }>("DELETE", "/v1/memories", undefined, options)).deleted;
   }
 
@@ -219,6 +237,7 @@ export class MemnetsClient {
   /** MemoryManager.observe: the message enters the user's context; kept ones are written through. */
   async observe(user: string, text: string, options: ObserveOptions = {}): Promise<Memory> {
     requireText(text, "text");
+    checkOptions("observe", options);
     return (
       await this.#call<{ memory: Memory }>("POST", `/v1/users/${segment(user, "user")}/observe`, { ...options, text })
     ).memory;
@@ -227,6 +246,7 @@ export class MemnetsClient {
   /** MemoryManager.context_for: the recall gate's verdict and the memories for the prompt. */
   async context(user: string, query: string, options: ContextOptions = {}): Promise<ContextView> {
     requireText(query, "query");
+    checkOptions("context", options);
     return this.#call<ContextView>("POST", `/v1/users/${segment(user, "user")}/context`, { ...options, query });
   }
 
@@ -279,11 +299,6 @@ export class MemnetsClient {
     if (!response.ok) throw errorFromResponse(response.status, text, response.headers.get("retry-after"));
     return JSON.parse(text) as T;
   }
-}
-
-/** The detail of an argument refused before any request: the server's code for it, and the Python exception. */
-function refused(field: string, code: "invalid_argument" | "invalid_type"): ErrorDetail {
-  return { status: null, code, field, type: code === "invalid_type" ? "TypeError" : "ValueError" };
 }
 
 function requireText(value: unknown, name: string): void {

@@ -99,6 +99,35 @@ const CODE_OF_STATUS: Record<number, ErrorCode> = {
   507: "insufficient_storage",
 };
 
+// Python's names of types as a JavaScript caller knows them
+const JS_TYPE: Record<string, string> = {
+  NoneType: "null",
+  str: "a string",
+  int: "an integer",
+  float: "a number",
+  bool: "a boolean",
+  dict: "an object",
+  list: "an array",
+  tuple: "an array",
+};
+
+/**
+ * The server's message in this client's words. The server answers in the words of the Python API behind
+ * it, which a caller of this client never wrote: `AgentMemory.add() got an unexpected keyword argument
+ * 'bogus'` is `unknown option "bogus"`, `got NoneType` is `got null`, `must be a str` is `must be a
+ * string`, and a record's `Memory '<id>': ` prefix goes.
+ */
+export function inClientWords(message: string): string {
+  return message
+    .replace(/\b[\w.]+\(\) got an unexpected keyword argument '([^']+)'/g, 'unknown option "$1"')
+    .replace(/\bMemory '[^']*': /g, "")
+    .replace(
+      /\b(got|must be) (?:an? )?(NoneType|str|int|float|bool|dict|list|tuple)\b/g,
+      (_, verb, type) => `${verb} ${JS_TYPE[type]}`,
+    )
+    .replace(/\ba datetime \(on the wire an ISO 8601 string\)/g, "an ISO 8601 string or a Date");
+}
+
 /** The exception of an error answer: its status, its body's text and its Retry-After header. */
 export function errorFromResponse(status: number, body: string, retryAfterHeader: string | null): MemnetsError {
   let error: { code?: unknown; message?: unknown; field?: unknown; type?: unknown } | null = null;
@@ -112,7 +141,7 @@ export function errorFromResponse(status: number, body: string, retryAfterHeader
   const code = (
     typeof error?.code === "string" && error.code in CLASS_OF_CODE ? error.code : CODE_OF_STATUS[status]
   ) as ErrorCode | undefined;
-  const message = typeof error?.message === "string" ? error.message : body.slice(0, 500);
+  const message = typeof error?.message === "string" ? inClientWords(error.message) : body.slice(0, 500);
   const detail: ErrorDetail = {
     status,
     code: code ?? null,

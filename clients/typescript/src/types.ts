@@ -41,6 +41,14 @@ export interface Memory {
   expires_at: string | null;
   ttl: number | null;
   updated_at: string | null;
+  /** When its fact began to hold (ISO 8601). */
+  valid_from?: string | null;
+  /** When its fact stopped holding; null while it holds. */
+  valid_to?: string | null;
+  /** The id of the memory whose fact ended this one (the supersession judge); null otherwise. */
+  invalidated_by?: string | null;
+  /** The judge's score for that ending. */
+  invalidation_score?: number | null;
   /** What the add did: "added", "updated" (an existing memory's new version) or "unchanged". */
   outcome?: "added" | "updated" | "unchanged" | null;
 }
@@ -63,6 +71,8 @@ export interface SearchHit {
 /** The whole answer of a search: the hits, the ranker ("cosine" or "learned") and a learned ranker's weights. */
 export interface SearchAnswer {
   ranker: string;
+  /** "hybrid": the dense score fused with the query's words (the hits' order); "dense": the dense score alone. */
+  search?: "hybrid" | "dense";
   weights: Record<string, unknown> | null;
   results: SearchHit[];
 }

@@ -13,6 +13,7 @@ import {
   NotFoundError,
   PermissionDeniedError,
   ServerUnavailableError,
+  errorFromResponse,
 } from "../dist/index.js";
 
 const URL_ = process.env.MEMNETS_URL;
@@ -253,7 +254,8 @@ describe("messages", () => {
 
 describe("errors", () => {
   test("each server code is its own class, with the status, the code and the field", async () => {
-    await assert.rejects(memory.search("x", { user, k: 0 }), (error) => {
+    // k: 0 the client refuses itself (status null); past the server's bound only the server knows
+    await assert.rejects(memory.search("x", { user, k: 20_000 }), (error) => {
       assert.ok(error instanceof InvalidArgumentError && error instanceof MemnetsError);
       assert.equal(error.status, 422);
       assert.equal(error.code, "invalid_argument");
@@ -295,6 +297,72 @@ describe("errors", () => {
     await assert.rejects(memory.addMany("hello world", { user }), InvalidTypeError);
     assert.throws(() => new MemnetsClient("localhost:8000"), InvalidArgumentError);
     assert.throws(() => new MemnetsClient(URL_, { token: " " }), InvalidArgumentError);
+  });
+
+  test("options are checked in the client's words before any request", async () => {
+    let requests = 0;
+    const counted = new MemnetsClient(URL_, { token: ADMIN, fetch: (...args) => (requests++, fetch(...args)) });
+    const refusals = [
+      [
+        () => counted.add("x", { user, bogus: 1 }),
+        InvalidArgumentError,
+        /^add: unknown option "bogus" \(add takes user, id/,
+      ],
+      [() => counted.add("x", { user: null }), InvalidTypeError, /^add: user must be a non-empty string, got null$/],
+      [() => counted.add("x", {}), InvalidArgumentError, /^add: the user option is required$/],
+      [
+        () => counted.add("x", { user, importance: "high" }),
+        InvalidTypeError,
+        /importance must be a number in \[0, 1\], got "high"/,
+      ],
+      [
+        () => counted.search("x", { user, k: 0 }),
+        InvalidArgumentError,
+        /^search: k must be an integer of at least 1, got 0$/,
+      ],
+      [() => counted.search("x", { user, limit: 3 }), InvalidArgumentError, /^search: unknown option "limit"/],
+      [
+        () => counted.listMemories({ user, offset: -1 }),
+        InvalidArgumentError,
+        /offset must be an integer of at least 0/,
+      ],
+      [() => counted.get("id", { user: null }), InvalidTypeError, /^get: user must be a non-empty string, got null$/],
+      [() => counted.addMany(["a", 3], { user }), InvalidTypeError, /^addMany: texts\[1\] must be a string, got 3$/],
+      [() => counted.observe(user, "x", { bogus: 1 }), InvalidArgumentError, /^observe: unknown option "bogus"/],
+    ];
+    for (const [call, Class, words] of refusals) {
+      await assert.rejects(call(), (error) => {
+        assert.ok(error instanceof Class, `${error.name}: ${error.message}`);
+        assert.match(error.message, words);
+        assert.doesNotMatch(error.message, /NoneType|keyword argument|AgentMemory/);
+        assert.equal(error.status, null);
+        return true;
+      });
+    }
+    assert.equal(requests, 0);
+  });
+
+  test("the server's answers in the Python API's words are put in the client's", async () => {
+    // what a request that skips the client's checks gets from the real server, read by the client's errorFromResponse
+    const answer = await fetch(`${URL_}/v1/memories`, {
+      method: "POST",
+      headers: { Authorization: `Bearer ${ADMIN}`, "Content-Type": "application/json" },
+      body: JSON.stringify({ user, text: "x", bogus: 1, importance: "high" }),
+    });
+    const body = await answer.text();
+    assert.match(body, /keyword argument 'bogus'|got str/); // the server's own words
+    const error = errorFromResponse(answer.status, body, null);
+    assert.ok(error instanceof MemnetsError && error.status === 422);
+    assert.doesNotMatch(error.message, /keyword argument|NoneType|\bstr\b|Memory '/);
+    const nulled = await fetch(`${URL_}/v1/search`, {
+      method: "POST",
+      headers: { Authorization: `Bearer ${ADMIN}`, "Content-Type": "application/json" },
+      body: JSON.stringify({ user, query: "x", k: null }),
+    });
+    assert.equal(
+      errorFromResponse(nulled.status, await nulled.text(), null).message,
+      "422 invalid_type: k must be an integer, got null",
+    );
   });
 
   test("no server, or no answer within the timeout: ServerUnavailableError", async () => {

@@ -11,6 +11,7 @@ from memnets.memory.validity import as_of_filter
 from memnets.server.caller import CallerDep
 from memnets.server.routes.bodies import ArgumentsBody, answer
 from memnets.server.wire import to_json
+from memnets.store.filters import MemoryFilter
 
 router = APIRouter(prefix="/v1/search", tags=["memories"])
 
@@ -44,7 +45,15 @@ async def search(body: SearchBody, caller: CallerDep):
     found = await caller.state.call(memory.explain, arguments.pop("query"), users=users, **arguments)
     if many:
         return answer({"by_user": {user: _results(hits) for user, hits in found.by_user.items()}})
-    return answer({**_ranking(found), "results": _results(found.by_user[users[0]])})
+    results = _results(found.by_user[users[0]])
+    return answer({**_ranking(found), "search": _search_mode(memory, arguments["filters"]), "results": results})
+
+
+def _search_mode(memory, filters) -> str:
+    """ "hybrid" where the search fused the dense ranking with the query's words, else "dense": a memory without a
+    lexical index, or a read at a time (as_of / known_at), which ranks densely (memnets.memory.hybrid)."""
+    parsed = MemoryFilter.parse(filters)
+    return "hybrid" if memory.hybrid and not (parsed is not None and parsed.time_travel) else "dense"
 
 
 def _ranking(found: Explanation) -> dict:

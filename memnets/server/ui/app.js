@@ -37,13 +37,17 @@ async function api(method, path, { params, body } = {}) {
   const data = await response.json().catch(() => ({}));
   if (!response.ok) {
     const error = (data && data.error) || {};
-    throw new Error(`${response.status} ${error.code || ''}: ${error.message || response.statusText}`);
+    const message = (error.message || response.statusText).replace(`${error.code}: `, '');  // "401 unauthorized: unauthorized: ..." said it twice
+    throw new Error(`${response.status} ${error.code || ''}: ${message}`);
   }
   return data;
 }
 
+// Each action starts from a blank status line, so no line of an earlier action (a hit count, an error) stays
+// beside what this one shows; its error, if any, replaces it.
 function guarded(fn) {
   return async (...args) => {
+    status('');
     try { await fn(...args); } catch (error) { status(error.message, true); }
   };
 }
@@ -68,6 +72,7 @@ function successorButton(id) {
 // The token's scope (/v1/whoami): a token for one user, agent or session fixes those fields, so the
 // page shows what the server lets it reach (the server enforces the scope on every route anyway).
 async function applyScope() {
+  $('scope').textContent = '';  // a refused token must not leave the previous token's scope on show
   const who = await api('GET', '/v1/whoami');
   for (const name of ['agent', 'session']) {
     if (who[name]) $(name).value = who[name];
@@ -81,6 +86,12 @@ async function applyScope() {
 
 async function loadUsers() {
   sessionStorage.setItem('memnets-token', $('token').value);
+  // what the previous token showed goes first: a refused token must not leave its users and memories on show
+  $('user').replaceChildren();
+  $('memories').tBodies[0].replaceChildren();
+  $('hits').tBodies[0].replaceChildren();
+  $('page').textContent = '';
+  $('detail').classList.add('hidden');
   const who = await applyScope();
   let { users } = await api('GET', '/v1/users');
   if (!who.admin && !users.includes(who.user)) users = [who.user];  // nothing in its scope yet: still its user
@@ -90,6 +101,7 @@ async function loadUsers() {
   if (keep && users.includes(keep)) select.value = keep;
   status(`${users.length} user(s) visible to this token`);
   const typed = $('user-typed').value.trim();
+  if (typed) select.value = users.includes(typed) ? typed : '';  // the select shows no other user than the one shown
   pickUser(typed || select.value || null);
 }
 
@@ -114,20 +126,31 @@ function readFilters() {
   const filters = scopeFields();
   if ($('kind').value) filters.kind = $('kind').value;
   const metadata = $('metadata').value.trim();
-  if (metadata) filters.metadata = JSON.parse(metadata);
+  if (metadata) filters.metadata = metadataFilter(metadata);
   return Object.keys(filters).length ? filters : null;
+}
+
+// The metadata box as a filter: a JSON object, else an error that names the box and shows the form it takes
+// (not the browser's parse error, which names neither).
+function metadataFilter(text) {
+  const form = 'write a JSON object such as {"topic": "pets"} or {"year": {"$gte": 2024}}';
+  let value;
+  try { value = JSON.parse(text); } catch { throw new Error(`metadata: not JSON: ${form}`); }
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) throw new Error(`metadata: not an object: ${form}`);
+  return value;
 }
 
 async function listMemories() {
   if (!state.user) return;
   $('memories').tBodies[0].replaceChildren();  // a refused request (422) leaves no stale rows under its error
+  $('page').textContent = '';  // nor a page range of rows no longer shown
   const filters = readFilters();
   const data = await api('GET', '/v1/memories', {
     params: { user: state.user, limit: PAGE, offset: state.offset, filters: filters ? JSON.stringify(filters) : null },
   });
   const shown = data.memories;
   state.nextOffset = data.next_offset;
-  $('page').textContent = ` ${state.offset + 1}-${state.offset + data.memories.length} `;
+  $('page').textContent = shown.length ? ` ${state.offset + 1}-${state.offset + shown.length} ` : ' none ';
   $('memories').tBodies[0].replaceChildren(...shown.map((m) => el('tr', { onclick: () => guarded(showMemory)(m.id), 'data-id': m.id, class: m.valid_to ? 'ended' : '' },
     el('td', {}, short(m.t)), el('td', {}, m.kind), el('td', {}, m.content), el('td', {}, validity(m)),
     el('td', {}, m.importance.toFixed(2)), el('td', {}, m.agent || ''), el('td', {}, m.session || ''))));
@@ -144,7 +167,7 @@ async function showMemory(id) {
   const fields = ['id', 'kind', 't', 'updated_at', 'last_access', 'importance', 'agent', 'session', 'links', 'superseded_by', 'valid_from', 'valid_to', 'invalidated_by'];
   const rows = fields.filter((f) => memory[f] !== null && memory[f] !== undefined && String(memory[f]) !== '')
     .map((f) => el('tr', {}, el('th', {}, f), el('td', {}, f === 'invalidated_by' ? successorButton(memory[f])
-      : Array.isArray(memory[f]) ? memory[f].join(', ') : String(memory[f]))));
+      : f === 'importance' ? memory[f].toFixed(2) : Array.isArray(memory[f]) ? memory[f].join(', ') : String(memory[f]))));
   rows.push(el('tr', {}, el('th', {}, 'metadata'), el('td', {}, JSON.stringify(memory.metadata))));
   const panel = $('detail');
   panel.replaceChildren(
@@ -186,6 +209,17 @@ function partBar(name, value) {
     el('span', {}, value === null || value === undefined ? '-' : value.toFixed(3))];
 }
 
+// What orders the hits, in words: the score column, which is the dense score (the cosine, or a pack's learned
+// score) or, in a hybrid search, that fused with the query's words; an ended fact never above its successor.
+function orderInWords(data) {
+  const dense = data.ranker === 'cosine' ? 'cosine similarity' : `the pack's ${data.ranker} score` + (data.weights
+    ? ` (weights: relevance ${data.weights.relevance.toFixed(2)}, recency ${data.weights.recency.toFixed(2)}, importance ${data.weights.importance.toFixed(2)})` : '');
+  const score = data.search === 'hybrid'
+    ? `ordered by score: ${dense} fused with the query's words (0.45 x meaning + 0.55 x words, each scaled over the candidates), so the bars need not be in order`
+    : `ordered by score: ${dense}` + (data.ranker === 'cosine' ? ' (no pack: recency and importance do not count)' : '');
+  return `${score}; current facts first: an ended fact never answers above the memory that ended it`;
+}
+
 async function search() {
   if (!state.user) return;
   const query = $('query').value.trim();
@@ -198,10 +232,7 @@ async function search() {
   const data = await api('POST', '/v1/search', { body });
   // without a pack the rank is the cosine alone: say so, and draw only the part that counted
   const counted = data.ranker === 'cosine' ? ['relevance'] : ['relevance', 'recency', 'importance', 'learned'];
-  $('ranker').textContent = data.ranker === 'cosine'
-    ? 'ranked by cosine similarity alone (no pack: recency and importance do not count)'
-    : `ranked by ${data.ranker}` + (data.weights
-      ? ` (weights: relevance ${data.weights.relevance.toFixed(2)}, recency ${data.weights.recency.toFixed(2)}, importance ${data.weights.importance.toFixed(2)})` : '');
+  $('ranker').textContent = orderInWords(data);
   // an ended fact answers below the memory that ended it, showing at most its score (memnets.memory.search)
   $('hits').tBodies[0].replaceChildren(...data.results.map((hit) => el('tr', { class: hit.memory.valid_to ? 'hit ended' : 'hit', onclick: () => guarded(showMemory)(hit.memory.id) },
     el('td', { class: 'score' }, hit.score.toFixed(4)),
@@ -272,6 +303,7 @@ function showTab(name) {
   for (const button of document.querySelectorAll('nav button')) button.classList.toggle('active', button.dataset.tab === name);
   for (const tab of document.querySelectorAll('.tab')) tab.classList.toggle('hidden', tab.id !== `tab-${name}`);
   $('detail').classList.add('hidden');  // a memory's panel belongs to the tab it was opened from
+  status('');  // and the status line to the action that wrote it (a hit count is not the list's)
   if (name === 'manager') guarded(showManager)();
   if (name === 'pack') guarded(showPack)();
 }
@@ -288,5 +320,14 @@ window.addEventListener('DOMContentLoaded', () => {
   $('query').addEventListener('keydown', (e) => { if (e.key === 'Enter') guarded(search)(); });
   $('refresh-manager').addEventListener('click', guarded(showManager));
   for (const button of document.querySelectorAll('nav button')) button.addEventListener('click', () => showTab(button.dataset.tab));
-  guarded(loadUsers)();
+  start();
 });
+
+// The first load: a server that needs a token, asked before one is typed, gets a hint, not a red 401.
+async function start() {
+  try { await loadUsers(); } catch (error) {
+    const unauthorized = error.message.startsWith('401');
+    if (unauthorized && !$('token').value.trim()) status('this server needs a token: type it above and press open');
+    else status(error.message, true);
+  }
+}
