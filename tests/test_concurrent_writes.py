@@ -78,8 +78,10 @@ def test_two_users_writes_do_not_wait_for_each_other_and_one_users_do(pg_url, en
         assert memory.delete(bob.id, user="bob") and memory.get(bob.id, user="bob") is None
         assert held.is_alive() and not held_out  # ann's write is still held: bob's did not wait for it
 
-        # another write of ann's waits for ann's lock (its session is seen waiting in pg_locks)
-        queued, queued_out = in_thread(memory.add, "ann has a dog named Rex", user="ann")
+        # a write of ann's through another handle on the store (another process's, say) waits for ann's lock in
+        # the store: its session is seen waiting for an advisory lock in pg_locks
+        other = memnets.open(pg_url, encoder=encoder, table=table, duplicate_threshold=EXACT)
+        queued, queued_out = in_thread(other.add, "ann has a dog named Rex", user="ann")
         deadline = time.monotonic() + WAIT_S
         while awaited_advisory_locks(pg_url) == 0 and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -88,6 +90,7 @@ def test_two_users_writes_do_not_wait_for_each_other_and_one_users_do(pg_url, en
         judge.release.set()
         held.join(WAIT_S)
         queued.join(WAIT_S)
+        other.close()
         assert [m.outcome for m in held_out + queued_out] == ["added", "added"]
         assert sorted(m.content for m in memory.list_memories(user="ann")) == [
             "ann has a dog named Rex",

@@ -12,9 +12,10 @@ memory removes the same things:
 - for an erasure of a whole user, the managers' saved state beside a local store
   (:class:`~memnets.store.protocol.LocalState`), which names the user's memory ids.
 
-Each deletion holds its owner's write lock (:class:`~memnets.memory.owners.Writers`, shared with the write
-path), so it never comes between a write's near-match check and the write it decides; other users' writes
-go on.
+Each deletion holds its owner's in-process write lock (:class:`~memnets.memory.owners.Writers`, shared with the
+write path), so it never comes between a write's near-match check and the write it decides; other users'
+writes go on. Its store calls are transactions of their own (the store's reserve makes room between them on a
+full disk).
 """
 
 from __future__ import annotations
@@ -76,7 +77,7 @@ class DeletionPath:
         store and every live manager; returns how many rows the store deleted and whether a manager held any.
         ``expired_at`` (the sweep, one id): only if that memory is still expired then, which the store checks
         in the deletion's own transaction, so a memory put again after the sweep listed it stays."""
-        with self.writers.owning([user]):
+        with self.writers.owning([user], transaction=False):
             return self._delete(ids, user, reason, expired_at)
 
     def _delete(self, ids: Sequence[str], user: str, reason: str, expired_at: datetime | None) -> tuple[int, bool]:
@@ -104,7 +105,7 @@ class DeletionPath:
     def erase(self, user: str) -> int:
         """Everything of ``user``: the store's rows, what live managers hold, their saved state; returns how
         many current memories went."""
-        with self.writers.owning([user]):
+        with self.writers.owning([user], transaction=False):
             for manager in self.managers(user):
                 manager.forget(list(manager._held()), reason="deleted_all")
             count = self.store.count(user)

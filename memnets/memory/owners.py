@@ -1,11 +1,13 @@
 """Who may write now: one memory's writes serialised per owner, and refused once the memory closed.
 
 Every write of :mod:`memnets.memory.writes` and :mod:`memnets.memory.deletion` runs inside
-:meth:`Writers.owning`: the store's transaction holding those owners' write locks
-(:class:`~memnets.store.AtomicWrites`: the near-match search and the write it decides are one step
-for every thread, process and machine), or, on a store without that capability, an in-process lock
-per owner. Nothing else serialises writes: two users' writes never wait for each other here (on the
-embedded store SQLite itself has one writer at a time; PostgreSQL runs them side by side,
+:meth:`Writers.owning`, which holds an in-process lock per owner (a deletion never comes between a
+write's near-match check and the write it decides) and, for a write, the store's transaction holding
+those owners' write locks (:class:`~memnets.store.AtomicWrites`: the check and the write are one step for
+other processes and machines too). A deletion's store calls stay transactions of their own: the
+embedded store's room for a deletion on a full disk (:mod:`memnets.store.disk_reserve`) is made between
+them. Nothing else serialises writes: two users' writes never wait for each other here (on the embedded
+store SQLite itself has one writer at a time; PostgreSQL runs them side by side,
 ``bench/experiments/concurrent_writers.py``).
 
 :meth:`Writers.close` lets the writes under way finish and refuses new ones, so a closing memory
@@ -39,20 +41,22 @@ class Writers:
         self._closed = False
 
     @contextmanager
-    def owning(self, owners: Iterable[str]) -> Iterator[None]:
-        """A block that writes for ``owners``: one store transaction holding their write locks (taken in
-        sorted order), or their in-process locks; RuntimeError once :meth:`close` began."""
+    def owning(self, owners: Iterable[str], *, transaction: bool = True) -> Iterator[None]:
+        """A block that writes for ``owners``: their in-process locks and, with ``transaction`` where the store
+        can, one store transaction holding their write locks (both taken in sorted order); RuntimeError once
+        :meth:`close` began."""
+        owners = sorted(set(owners))
         with self._state:
             if self._closed:
                 raise RuntimeError(f"this {self.what} is closed")
             self._active += 1
-            locks = [] if self._atomic else [self._lock(owner) for owner in sorted(set(owners))]
+            locks = [self._lock(owner) for owner in owners]
         try:
             with ExitStack() as stack:
-                for owner in sorted(set(owners)) if self._atomic else ():
-                    stack.enter_context(self.store.atomic_write(owner))
                 for lock in locks:
                     stack.enter_context(lock)
+                for owner in owners if transaction and self._atomic else ():
+                    stack.enter_context(self.store.atomic_write(owner))
                 yield
         finally:
             with self._state:
