@@ -370,6 +370,7 @@ class AgentMemory:
         revision = Revision(
             id, user, as_utc_or_now(t, "t"), text, metadata, merge_metadata, expires, valid_from, valid_to
         )
+        self._require_open()
         return self._writes.update(revision)
 
     # ------------------------------------------------------------------ reading
