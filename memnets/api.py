@@ -31,8 +31,9 @@ What it guarantees (each tested in tests/test_api*.py):
   (:mod:`memnets.argerrors`), before anything is written; a text that is not valid Unicode, too long or
   refused by the tokenizer raises InvalidMemoryError naming the position or the limit.
 
-``AgentMemory`` is a facade: it checks the arguments, holds the write lock and the live managers, and hands the
-work to the write path (:class:`~memnets.memory.writes.WritePath`), the searcher (:class:`~memnets.memory.search.Searcher`:
+``AgentMemory`` is a facade: it checks the arguments, holds the live managers, and hands the
+work to the write path (:class:`~memnets.memory.writes.WritePath`, which serialises each user's writes, never two
+users': :mod:`memnets.memory.owners`), the searcher (:class:`~memnets.memory.search.Searcher`:
 cosine, or a pack's re-rank, shared with the managers' RECALL; fused with the store's lexical ranking where ``search`` says,
 :mod:`memnets.memory.hybrid`) and the deletion path (:class:`~memnets.memory.deletion.DeletionPath`); :mod:`memnets.memory.opening` opens its parts.
 """
@@ -40,7 +41,6 @@ cosine, or a pack's re-rank, shared with the managers' RECALL; fused with the st
 from __future__ import annotations
 
 import os
-import threading
 import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
@@ -48,7 +48,7 @@ from datetime import datetime, timedelta
 import numpy as np
 
 import memnets.timeutil as timeutil
-from memnets.argerrors import ArgumentTypeError, ArgumentValueError, UnknownIdError
+from memnets.argerrors import ArgumentTypeError, ArgumentValueError
 from memnets.memory import expiry
 from memnets.memory.arguments import (
     aligned_ids,
@@ -70,12 +70,14 @@ from memnets.memory.intake import MEMORY_SCOPE, new_record
 from memnets.memory.manager import ManagerConfig, MemoryManager
 from memnets.memory.messages import MessageOutcome, MessageWriter, is_message
 from memnets.memory.opening import open_parts, reembed
+from memnets.memory.owners import Writers
+from memnets.memory.revision import Revision
 from memnets.memory.search import Searcher, SearchHit
 from memnets.memory.signals import HeuristicGate, HeuristicImportance
 from memnets.memory.snapshot import GATE_DECISIONS_SHOWN, ManagerSnapshot, snapshot
 from memnets.memory.supersession import Supersession
-from memnets.memory.validity import KEEP, as_of_filter, revised_validity
-from memnets.memory.writes import WritePath, check_text, embed, successor
+from memnets.memory.validity import KEEP, as_of_filter
+from memnets.memory.writes import WritePath, check_text, embed
 from memnets.protocols import TextEncoder
 from memnets.records import Memory
 from memnets.scoring import HeuristicScorer
@@ -83,8 +85,6 @@ from memnets.store import MemoryFilter
 from memnets.store.identity import bind_encoder
 from memnets.timeutil import as_utc_or_now
 from memnets.tracing import traced_methods
-
-UPDATE_ATTEMPTS = 5  # tries of an update while other writers change the memory (each re-reads it; retries are rare)
 
 
 def open(
@@ -193,12 +193,12 @@ class AgentMemory:
                 check_scope(value, name)
         self.scope = {"agent": agent, "session": session}  # the default scope of writes
         self.closed = False
-        self._lock = threading.RLock()  # one writer at a time: dedup check and write are one step
+        self._writers = Writers(store, "AgentMemory")  # per-user write locks; closed with the memory
         self._managers: weakref.WeakSet[MemoryManager] = weakref.WeakSet()
         judge = None if supersession is None else Supersession(store, supersession)
-        self._writes = WritePath(store, encoder, self.importance, self.config, self._live, judge)
-        self._messages = MessageWriter(self._writes, self._lock, self._require_open, store, self.scope)
-        self._deletion = DeletionPath(store, self._live)
+        self._writes = WritePath(store, encoder, self.importance, self.config, self._live, judge, self._writers)
+        self._messages = MessageWriter(self._writes, store, self.scope)
+        self._deletion = DeletionPath(store, self._live, self._writers)
 
     @property
     def encoder(self):
@@ -266,16 +266,7 @@ class AgentMemory:
         memories, vectors, chunks = self._writes.prepare(
             [memory], [importance is not None or isinstance(text_or_record, Memory)]
         )
-        with self._lock:
-            self._require_open()
-            replaced = None
-            if replaces is not None:
-                replaced = self._current(replaces, user, "replaces")
-                if replaced.id == memories[0].id:
-                    raise ArgumentValueError(
-                        f"add: replaces={replaces!r} is the id of the memory being added", field="replaces"
-                    )
-            return self._writes.commit(memories, vectors, chunks, explicit=[explicit], replaces=replaced)[0]
+        return self._writes.commit(memories, vectors, chunks, explicit=[explicit], replaces=replaces)[0]
 
     def add_many(
         self,
@@ -342,9 +333,7 @@ class AgentMemory:
             [r or importance is not None for r in records],
             [f"add_many: items[{n}]" for n in range(len(items))],
         )
-        with self._lock:
-            self._require_open()
-            return self._writes.commit(memories, vectors, chunks, explicit=explicit)
+        return self._writes.commit(memories, vectors, chunks, explicit=explicit)
 
     def update(
         self,
@@ -378,30 +367,11 @@ class AgentMemory:
             check_text(text, "text")
         if metadata is not None and not isinstance(metadata, dict):
             raise ArgumentTypeError(f"update: metadata must be a dict, got {type(metadata).__name__}", field="metadata")
-        when = as_utc_or_now(t, "t")
-        for _ in range(UPDATE_ATTEMPTS):  # encode outside the lock; build on what is current when writing
-            with self._lock:
-                self._require_open()
-                current = self._current(id, user, "id")
-            content = text if text is not None else current.content
-            validity = revised_validity(current, content != current.content, when, valid_from, valid_to)
-            given = current.replace(
-                content=content, t=when, metadata=dict(metadata) if metadata is not None else {}, **expires, **validity
-            )
-            new = successor(current, given, merge_metadata=metadata is None or merge_metadata)
-            vector = chunks = None
-            if content != current.content:
-                [new], vectors, [chunks] = self._writes.prepare([new], [False])
-                vector = vectors[0]
-            with self._lock:
-                self._require_open()
-                if self._current(id, user, "id") == current:
-                    return self._writes.update(current, new, vector, chunks)
-            # another writer changed the memory while this one was encoded: redo on top of its version
-        raise RuntimeError(
-            f"update: memory {id!r} of user {user!r} changed {UPDATE_ATTEMPTS} times while this update was "
-            "encoded; nothing was written"
+        revision = Revision(
+            id, user, as_utc_or_now(t, "t"), text, metadata, merge_metadata, expires, valid_from, valid_to
         )
+        self._require_open()
+        return self._writes.update(revision)
 
     # ------------------------------------------------------------------ reading
     def search(
@@ -546,9 +516,7 @@ class AgentMemory:
         """
         check_user(user)
         check_id(id, "id")
-        with self._lock:
-            self._require_open()
-            removed, held = self._deletion.delete([id], user, reason="deleted")
+        removed, held = self._deletion.delete([id], user, reason="deleted")
         return bool(removed or held)
 
     def delete_all(self, *, user: str | None = None, agent: str | None = None, session: str | None = None) -> int:
@@ -567,11 +535,10 @@ class AgentMemory:
             raise ValueError("delete_all: give user, agent and/or session (the scope to delete)")
         if agent is None and session is None:
             check_user(user)
-        with self._lock:
-            self._require_open()
-            if agent is not None or session is not None:
-                return self._deletion.delete_scope(user, agent, session)
-            return self._deletion.erase(user)
+        self._require_open()
+        if agent is not None or session is not None:
+            return self._deletion.delete_scope(user, agent, session)
+        return self._deletion.erase(user)
 
     def sweep_expired(self) -> int:
         """Delete for good every memory that has expired (of every user); returns how many rows went.
@@ -580,9 +547,8 @@ class AgentMemory:
         :meth:`delete`. The LangGraph store runs it on a timer (``TTLConfig.sweep_interval_minutes``);
         otherwise call it from a job of your own.
         """
-        with self._lock:
-            self._require_open()
-            return self._deletion.sweep_expired()
+        self._require_open()
+        return self._deletion.sweep_expired()
 
     # ------------------------------------------------------------------ managers
     def manager(self, user: str, **config) -> MemoryManager:
@@ -652,15 +618,15 @@ class AgentMemory:
 
     # ------------------------------------------------------------------ lifecycle
     def close(self) -> None:
-        """Close the live managers (flushing their buffers), then the store. Safe to call twice."""
-        with self._lock:
-            if self.closed:
-                return
-            for manager in list(self._managers):
-                manager.close()
-            self.closed = True
-            if self.owns_store:
-                self.store.close()
+        """Close the live managers (flushing their buffers), then the store, once the writes under way are done
+        (new ones are refused). Safe to call twice."""
+        if not self._writers.close():
+            return
+        for manager in list(self._managers):
+            manager.close()
+        self.closed = True
+        if self.owns_store:
+            self.store.close()
 
     def __enter__(self) -> AgentMemory:
         return self
@@ -677,14 +643,6 @@ class AgentMemory:
     def _require_open(self) -> None:
         if self.closed:
             raise RuntimeError("this AgentMemory is closed")
-
-    def _current(self, id: str, user: str, name: str) -> Memory:
-        found = self.store.get([id], user)
-        if not found:
-            raise UnknownIdError(f"{name}={id!r}: user {user!r} has no memory with this id", field=name)
-        if (newer := found[0].superseded_by) is not None:
-            raise ArgumentValueError(f"{name}={id!r} is an older version, superseded by {newer!r}", field=name)
-        return found[0]
 
     def _record(self, item, user: str, *, id, agent, session, ttl, where: str = "add", **fields) -> Memory:
         """A record of ``user`` from a text and the keyword arguments (the record validates them), or a given

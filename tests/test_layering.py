@@ -250,3 +250,34 @@ def test_no_module_of_memnets_is_over_the_line_bound():
         if (lines := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
     }
     assert not long, f"modules over {MAX_MODULE_LINES} lines: {long}"
+
+
+VERSION_NUMBERING = {"version_id", "older_version"}  # memnets.store.rows: the numbering of {id}~{n}
+NUMBERS_VERSIONS = "memnets.store.core_versions"  # issue 53: the one module that calls them
+
+
+def version_numbering_in(path: Path) -> list[str]:
+    """Where a module numbers versions: a use of rows' ``version_id``/``older_version``, or an f-string that
+    puts a value after ``VERSION_SEPARATOR`` (``f"{id}{VERSION_SEPARATOR}{n}"``); reading one apart is not."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+        name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else None
+        if name in VERSION_NUMBERING and not isinstance(getattr(node, "ctx", None), ast.Store):
+            found.append(f"{name} (line {node.lineno})")
+        if isinstance(node, ast.JoinedStr):
+            values = [v.value for v in node.values if isinstance(v, ast.FormattedValue)]
+            names = [getattr(v, "id", getattr(v, "attr", None)) for v in values]
+            if "VERSION_SEPARATOR" in names[:-1]:
+                found.append(f"an f-string after VERSION_SEPARATOR (line {node.lineno})")
+    return found
+
+
+def test_only_the_store_numbers_versions():
+    """One owner of versioning: the memory layer never names the ``{id}~{n}`` of a version it writes."""
+    numbering = {
+        name: where
+        for name, path in MODULES.items()
+        if name not in (NUMBERS_VERSIONS, "memnets.store.rows") and (where := version_numbering_in(path))
+    }
+    assert not numbering, f"versions numbered outside {NUMBERS_VERSIONS}: {numbering}"
+    assert version_numbering_in(MODULES[NUMBERS_VERSIONS])  # the check sees the numbering where it is

@@ -166,7 +166,9 @@ def test_add_many_applies_the_rule_within_the_call(memory):
     out = memory.add_many([FLIGHT, OTHER, LATER, LATER], user="ann")
     assert [m.outcome for m in out] == ["added", "added", "updated", "unchanged"]
     assert out[0].id == out[2].id == out[3].id and out[2].content == LATER
-    assert [m.content for m in memory.history(out[0].id, user="ann")] == [FLIGHT, LATER]
+    history = memory.history(out[0].id, user="ann")
+    assert [m.content for m in history] == [FLIGHT, LATER]
+    assert [m.id for m in history] == [f"{out[0].id}~1", out[0].id]  # the earlier item's version, numbered by the store
     assert sorted(m.content for m in memory.list_memories(user="ann")) == sorted([LATER, OTHER])
 
 

@@ -12,7 +12,10 @@ memory removes the same things:
 - for an erasure of a whole user, the managers' saved state beside a local store
   (:class:`~memnets.store.protocol.LocalState`), which names the user's memory ids.
 
-The caller (``AgentMemory``) holds its write lock around each call.
+Each deletion holds its owner's in-process write lock (:class:`~memnets.memory.owners.Writers`, shared with the
+write path), so it never comes between a write's near-match check and the write it decides; other users'
+writes go on. Its store calls are transactions of their own (the store's reserve makes room between them on a
+full disk).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 
 import memnets.timeutil as timeutil
+from memnets.memory.owners import Writers
 from memnets.memory.state import default_state_path, legacy_state_path
 from memnets.records import DERIVED_KINDS, Memory
 from memnets.store.filters import MemoryFilter
@@ -34,10 +38,11 @@ class DeletionPath:
     Args:
         store: the memory's store.
         managers: user -> that user's live managers (each with ``forget(ids, reason=...)``).
+        writers: the per-owner serialisation of the store's writes (the write path's).
     """
 
-    def __init__(self, store, managers: Callable[[str], list]):
-        self.store, self.managers = store, managers
+    def __init__(self, store, managers: Callable[[str], list], writers: Writers):
+        self.store, self.managers, self.writers = store, managers, writers
 
     def older(self, memory_id: str, user: str) -> list[Memory]:
         """The older versions of memory ``memory_id``, oldest first; a memory it replaced comes after that one's
@@ -72,6 +77,10 @@ class DeletionPath:
         store and every live manager; returns how many rows the store deleted and whether a manager held any.
         ``expired_at`` (the sweep, one id): only if that memory is still expired then, which the store checks
         in the deletion's own transaction, so a memory put again after the sweep listed it stays."""
+        with self.writers.owning([user], transaction=False):
+            return self._delete(ids, user, reason, expired_at)
+
+    def _delete(self, ids: Sequence[str], user: str, reason: str, expired_at: datetime | None) -> tuple[int, bool]:
         versions = [version for memory_id in ids for version in self._versions(memory_id, user)]
         for derived in self._derived_from(versions, user):
             versions += self._versions(derived, user)
@@ -96,10 +105,11 @@ class DeletionPath:
     def erase(self, user: str) -> int:
         """Everything of ``user``: the store's rows, what live managers hold, their saved state; returns how
         many current memories went."""
-        for manager in self.managers(user):
-            manager.forget(list(manager._held()), reason="deleted_all")
-        count = self.store.count(user)
-        self.store.delete_owner(user)
+        with self.writers.owning([user], transaction=False):
+            for manager in self.managers(user):
+                manager.forget(list(manager._held()), reason="deleted_all")
+            count = self.store.count(user)
+            self.store.delete_owner(user)
         if supports(self.store, LocalState):  # the state files name deleted ids (managers closed later write none)
             default_state_path(self.store.directory, user).unlink(missing_ok=True)
             legacy_state_path(self.store.directory, user).unlink(missing_ok=True)

@@ -36,7 +36,7 @@ TypeError/ValueError naming ``messages[i].field``, and nothing of the call is st
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
@@ -235,15 +235,14 @@ class MessageWriter:
     """Writes a transcript through an ``AgentMemory``'s write path (its :meth:`add` is the memory's).
 
     Args:
-        writes: the memory's :class:`~memnets.memory.writes.WritePath`.
-        lock: the memory's write lock (held around the consistency check and the write).
-        require_open: raises once the memory is closed.
+        writes: the memory's :class:`~memnets.memory.writes.WritePath` (it holds the user's write lock and
+            refuses a write once the memory closed).
         store: the memory's store (whether it keeps a ``ttl``).
         scope: the memory's default ``{"agent": ..., "session": ...}`` of writes.
     """
 
-    def __init__(self, writes, lock, require_open: Callable[[], None], store, scope: Mapping[str, str | None]):
-        self.writes, self.lock, self.require_open, self.store, self.scope = writes, lock, require_open, store, scope
+    def __init__(self, writes, store, scope: Mapping[str, str | None]):
+        self.writes, self.store, self.scope = writes, store, scope
 
     def add(
         self,
@@ -302,11 +301,9 @@ class MessageWriter:
             outcomes[chosen[i]] = replace(outcomes[chosen[i]], reason="unimportant")
         if kept:
             explicit = [parsed[chosen[i]].id is not None for i in kept]
-            with self.lock:
-                self.require_open()
-                written = self.writes.commit(
-                    [memories[i] for i in kept], vectors[kept], [chunks[i] for i in kept], explicit=explicit
-                )
+            written = self.writes.commit(
+                [memories[i] for i in kept], vectors[kept], [chunks[i] for i in kept], explicit=explicit
+            )
             for i, memory in zip(kept, written):
                 outcomes[chosen[i]] = MessageOutcome(chosen[i], parsed[chosen[i]].role, memory.outcome, memory)
         return outcomes

@@ -48,15 +48,16 @@ def revised_validity(current: Memory, new_text: bool, when: datetime, valid_from
     return fields
 
 
-def backdated(current: Memory, history: Sequence[Memory], said: Memory, id: str) -> tuple[Memory, list[Memory]]:
+def backdated(current: Memory, history: Sequence[Memory], said: Memory) -> tuple[Memory, list[Memory]]:
     """``said``, a new statement of the fact ``current`` states that held from before ``current`` did (an old
-    transcript imported after a newer one), as an older version of it: ``id``, superseded by ``current``,
-    valid from its own ``valid_from`` until the next version of the fact began. With it, the versions of
-    ``history`` that still held at its start, closed there. Written as the newest version instead, the
-    stale fact had become current and the newer one an interval of no length."""
+    transcript imported after a newer one), as an older version of it: under ``current``'s id (the store
+    stores it as its next ``{id}~{n}``, ``new_version(..., older=True)``), valid from its own ``valid_from``
+    until the next version of the fact began. With it, the versions of ``history`` that still held at its
+    start, closed there. Written as the newest version instead, the stale fact had become current and the
+    newer one an interval of no length."""
     start = said.valid_from
     end = min(version.valid_from for version in (*history, current) if version.valid_from > start)
-    older = said.replace(id=id, superseded_by=current.id, valid_to=end)
+    older = said.replace(id=current.id, valid_to=end)
     cut = [
         version.replace(valid_to=start)
         for version in history

@@ -35,9 +35,15 @@ a memory written through any door is checked, merged, versioned and read back th
    the vectors of its further windows (:mod:`memnets.chunking`: overlapping token windows cut on
    the tokenizer's offsets), which a store with the Chunks capability keeps with the memory, so
    that search finds a fact anywhere in it and returns the memory once.
-4. **Store**, with history; the important memories first (:func:`write_hybrid`, :func:`upsert`).
+4. **Store**, with history; the important memories first (:func:`write_hybrid`, :func:`upsert`). The
+   store numbers every older version (``new_version``; a later item of one call that changes an
+   earlier one is that item's next version too). Steps 2 and 4 are one store transaction holding the
+   owner's write lock (:class:`~memnets.memory.owners.Writers`): serialised per user, never across users.
 5. **Live managers** of the user learn new versions (``refresh``) and superseded memories
    (``forget``) at once; the caller (``AgentMemory``) hands them in.
+
+``update`` is a write of this path too: a :class:`~memnets.memory.revision.Revision` applied to the
+version current under the owner's lock (:meth:`WritePath.update`).
 
 The rule was chosen and measured on LoCoMo's training conversations (``python -m bench.experiments.duplicates``,
 docs/memory.md): what merges, what becomes an update, with examples.
@@ -47,8 +53,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import ExitStack, contextmanager
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Protocol
 
@@ -57,11 +62,12 @@ import numpy as np
 from memnets.argerrors import ArgumentTypeError, ArgumentValueError
 from memnets.memory import expiry
 from memnets.memory.encoding import chunk_vectors, embed  # re-exported: the write path's encoder calls
+from memnets.memory.owners import Writers
+from memnets.memory.revision import Revision, current_version, successor
 from memnets.memory.validity import backdated
 from memnets.records import Memory, Outcome
-from memnets.store import rows
 from memnets.store.errors import InvalidMemoryError
-from memnets.store.protocol import AtomicWrites, Chunks, supports
+from memnets.store.protocol import Chunks, supports
 from memnets.store.rows import VERSION_SEPARATOR, closed_by  # older versions of memory "x" are "x~1", "x~2", ...
 from memnets.temporal.dates import DATES_KEY, date_metadata
 from memnets.text import SEPARATOR, SPEAKER_PREFIX_MAX, strip_speaker
@@ -268,33 +274,9 @@ def nearest(store, vector: np.ndarray, owner: str, kind: str) -> list[tuple[Memo
     return [(m, float(s)) for m, s in store.search(vector, DUPLICATE_CANDIDATES, owner) if m.kind == kind]
 
 
-def successor(current: Memory, new: Memory, *, merge_metadata: bool = True) -> Memory:
-    """``new`` as the next version of ``current``: its id and creation time ``t``, written at ``new.t``.
-
-    ``merge_metadata``: the metadata is ``current``'s updated by ``new``'s; else ``new``'s alone.
-    """
-    metadata = {**current.metadata, **new.metadata} if merge_metadata else dict(new.metadata)
-    return new.replace(
-        id=current.id,
-        t=current.t,
-        updated_at=max(new.t, current.t),
-        last_access=max(new.t, current.last_access),
-        metadata=metadata,
-        superseded_by=None,
-    )
-
-
-def version_id(store, memory_id: str, owner: str, taken: int = 0, stored: int | None = None) -> str:
-    """A free id for the next older version of ``memory_id``, after its stored history (``stored`` versions,
-    when the caller has read it; else read here) and ``taken`` more of this call: the stores' own numbering
-    (:func:`memnets.store.rows.version_id`)."""
-    count = (len(store.history(memory_id, owner)) if stored is None else stored) + taken
-    return rows.version_id(memory_id, count, lambda candidate: bool(store.get([candidate], owner)))
-
-
-def write_version(store, current: Memory, new: Memory, vector: np.ndarray, chunks: np.ndarray | None = None) -> Memory:
-    """Store ``new`` (with its further window vectors ``chunks``) under ``current``'s id and keep
-    ``current`` as ``{id}~{n}`` superseded by it.
+def write_version(store, new: Memory, vector: np.ndarray, chunks: np.ndarray | None = None) -> Memory:
+    """Store ``new`` (with its further window vectors ``chunks``) under its id and keep the current row
+    of that id as ``{id}~{n}`` superseded by it (the store numbers it).
 
     One atomic step of the store (``MemoryStore.new_version``): concurrent updates of one id, from
     any thread, process or machine, each keep their version in the history, in commit order.
@@ -306,17 +288,6 @@ def write_version(store, current: Memory, new: Memory, vector: np.ndarray, chunk
 def upsert(store, memories: list[Memory], vectors: np.ndarray, chunks: Sequence[np.ndarray] | None) -> None:
     """``store.upsert``, with each memory's further window vectors where the store keeps them (Chunks)."""
     store.upsert(memories, vectors, **_chunks_for(store, chunks))
-
-
-@contextmanager
-def atomic_write(store, owners: Iterable[str]) -> Iterator[None]:
-    """The store calls of the block as one transaction holding these owners' write locks (taken in
-    sorted order), where the store can (:class:`~memnets.store.AtomicWrites`); else the calls as they are."""
-    with ExitStack() as stack:
-        if supports(store, AtomicWrites):
-            for owner in sorted(set(owners)):
-                stack.enter_context(store.atomic_write(owner))
-        yield
 
 
 def _chunks_for(store, chunks) -> dict:
@@ -423,16 +394,26 @@ class WritePath:
             ``forget(ids, reason=...)``), told of the versions this path writes; none by default.
         supersession: a :class:`~memnets.memory.supersession.Supersession` run on every memory a
             write adds or changes, inside the write's transaction; None: off.
+        writers: the per-owner serialisation of the store's writes (shared with the deletion path, closed
+            with the memory); default: one of its own.
 
-    The caller holds its write lock around :meth:`commit` (the consistency check and the write are
-    one step); :meth:`prepare` (encoding) runs outside it.
+    :meth:`commit`, :meth:`observe` and :meth:`update` hold the owners' write locks around the consistency
+    check and the write (one step); :meth:`prepare` (encoding) runs before, outside them.
     """
 
     def __init__(
-        self, store, encoder, importance, config, managers: Callable[[str], list] = lambda user: [], supersession=None
+        self,
+        store,
+        encoder,
+        importance,
+        config,
+        managers: Callable[[str], list] = lambda user: [],
+        supersession=None,
+        writers: Writers | None = None,
     ):
         self.store, self.encoder, self.importance, self.config = store, encoder, importance, config
         self.managers, self.supersession = managers, supersession
+        self.writers = writers if writers is not None else Writers(store)
 
     def encode(
         self, memories: list[Memory], scored: list[bool], names: Sequence[str] | None = None
@@ -473,7 +454,7 @@ class WritePath:
         :meth:`commit`, the decision and the writes it makes are one transaction where the store can.
         """
         [memory], [vector] = self.encode([memory], [scored], [name])
-        with atomic_write(self.store, [memory.owner]):
+        with self.writers.owning([memory.owner]):
             return self._supersede([self._observe(memory, vector, policy, explicit=explicit)], [vector])[0]
 
     def _observe(self, memory: Memory, vector: np.ndarray, policy: ObservePolicy, *, explicit: bool) -> Memory:
@@ -494,7 +475,7 @@ class WritePath:
             if policy.buffered(match.id) or not self.store.get([match.id], match.owner):
                 policy.store_held(match, memory.t)  # its history needs the old version stored
             new = successor(match, memory, merge_metadata=not explicit)
-            write_version(self.store, match, new, vector, chunk_vectors(self.encoder, [new.content])[0])
+            write_version(self.store, new, vector, chunk_vectors(self.encoder, [new.content])[0])
             policy.versioned(match, new, vector, memory.t)
             return new.replace(outcome="updated")
         policy.added(memory, vector)
@@ -519,19 +500,27 @@ class WritePath:
         chunks: list[np.ndarray],
         *,
         explicit: list[bool],
-        replaces: Memory | None = None,
+        replaces: str | None = None,
     ) -> list[Memory]:
-        """Write prepared records (call under the caller's lock); each returned with its ``outcome``.
+        """Write prepared records; each returned with its ``outcome``. ``replaces``: the id of the current memory
+        that the one record given becomes the next version of (KeyError / ValueError naming ``replaces``).
 
         The near-match search and the writes it decides are one transaction of the store where it
         can (:class:`~memnets.store.AtomicWrites`), so another process's write cannot come between them.
         """
-        with atomic_write(self.store, {m.owner for m in memories}):
-            return self._supersede(self._commit(memories, vectors, chunks, explicit, replaces), vectors)
+        with self.writers.owning({m.owner for m in memories}):
+            replaced = (
+                None if replaces is None else current_version(self.store, replaces, memories[0].owner, "replaces")
+            )
+            if replaced is not None and replaced.id == memories[0].id:
+                raise ArgumentValueError(
+                    f"add: replaces={replaces!r} is the id of the memory being added", field="replaces"
+                )
+            return self._supersede(self._commit(memories, vectors, chunks, explicit, replaced), vectors)
 
     def _supersede(self, written: list[Memory], vectors: np.ndarray) -> list[Memory]:
         """Inside a write's transaction: the supersession step, if any, on what it wrote (returned as it was)."""
-        return written if self.supersession is None else self.supersession.apply(written, vectors, self.update)
+        return written if self.supersession is None else self.supersession.apply(written, vectors, self.next_version)
 
     def _commit(self, memories, vectors, chunks, explicit: list[bool], replaces: Memory | None) -> list[Memory]:
         if replaces is not None:
@@ -543,70 +532,73 @@ class WritePath:
             for manager in self.managers(new.owner):
                 manager.forget([replaces.id], reason="superseded")
             return [new.replace(outcome="updated")]
-        out: list[Memory | None] = [None] * len(memories)
-        batch: list[Memory] = []  # the new rows of this call (older versions of its own items included)
-        source: list[int] = []  # batch[i]'s vector is vectors[source[i]]
-        where: dict[str, int] = {}  # id -> position in batch of the current row of that id
+        out: list = [None] * len(memories)  # a Memory written at once, or the id of this call's row that answers it
+        versions: dict[str, list[list]] = {}  # id -> [memory, n] versions of an id new in this call, in order
         for n, memory in enumerate(memories):
-            user = memory.owner
-            outcome = "added"
             if explicit[n]:
-                existing = self.store.get([memory.id], user)
+                existing = self.store.get([memory.id], memory.owner)
                 if existing and existing[0].superseded_by is None:
                     out[n] = self._keyed(existing[0], memory, vectors[n], chunks[n])
                     continue
+                outcome, match = "added", None
             else:
-                current = [where[key] for key in where if batch[where[key]].kind == memory.kind]
-                scores = vectors[[source[i] for i in current]] @ vectors[n] if current else []
-                pending = [(batch[i], float(score)) for i, score in zip(current, scores)]
-                candidates = self._candidates(memory, vectors[n], pending)
-                outcome, match = classify(memory, candidates, self.config.duplicate_threshold)
-                if outcome == "unchanged" and match.id in where:
-                    batch[where[match.id]] = match.replace(last_access=max(memory.t, match.last_access))
-                    out[n] = match.id
-                    continue
+                latest = [v[-1] for v in versions.values() if v[-1][0].kind == memory.kind]
+                scores = vectors[[i for _, i in latest]] @ vectors[n] if latest else []
+                pending = [(m, float(score)) for (m, _), score in zip(latest, scores)]
+                outcome, match = classify(
+                    memory, self._candidates(memory, vectors[n], pending), self.config.duplicate_threshold
+                )
+            if match is not None and match.id in versions:  # an item of this very call
                 if outcome == "unchanged":
-                    out[n] = self._unchanged(match, memory)
-                    continue
-                if outcome == "updated" and match.id not in where:
-                    out[n] = (
-                        self._backdated(match, memory, vectors[n])  # said of a time before the match held
-                        if memory.valid_from < match.valid_from
-                        else self._version(match, successor(match, memory), vectors[n], chunks[n])
-                    )
-                    continue
-                if outcome == "updated":  # it changes an item of this very call: that one becomes its history
-                    at = where.pop(match.id)
-                    older = sum(1 for m in batch if m.superseded_by == match.id)
-                    memory = successor(match, memory)
-                    batch[at] = closed_by(match, memory).replace(
-                        id=version_id(self.store, match.id, user, older), superseded_by=match.id
-                    )
-            where[memory.id] = len(batch)
-            batch.append(memory)
-            source.append(n)
-            out[n] = (memory.id, outcome)
-        if batch:
-            write_hybrid(
-                self.store,
-                batch,
-                vectors[source],
-                self.config.write_through_threshold,
-                self.config.batch_size,
-                [chunks[n] for n in source],  # an older version's are dropped by the store
-            )
-        # an item that a later one of this call repeated or changed answers with its id's row as written
-        answers = []
-        for item in out:
-            if isinstance(item, Memory):
-                answers.append(item)
-            elif isinstance(item, str):  # the same statement as an earlier item of this call
-                answers.append(batch[where[item]].replace(outcome="unchanged"))
+                    versions[match.id][-1][0] = match.replace(last_access=max(memory.t, match.last_access))
+                else:  # it changes that item: that one becomes its history, numbered by the store
+                    versions[match.id].append([successor(match, memory), n])
+                out[n] = (match.id, outcome)
+            elif outcome == "unchanged":
+                out[n] = self._unchanged(match, memory)
+            elif outcome == "updated":
+                out[n] = (
+                    self._backdated(match, memory, vectors[n])  # said of a time before the match held
+                    if memory.valid_from < match.valid_from
+                    else self._version(match, successor(match, memory), vectors[n], chunks[n])
+                )
             else:
-                answers.append(batch[where[item[0]]].replace(outcome=item[1]))
-        return answers
+                versions[memory.id] = [[memory, n]]
+                out[n] = (memory.id, "added")
+        first = [v[0] for v in versions.values()]
+        write_hybrid(
+            self.store,
+            [m for m, _ in first],
+            vectors[[n for _, n in first]],
+            self.config.write_through_threshold,
+            self.config.batch_size,
+            [chunks[n] for _, n in first],
+        )
+        for later in versions.values():
+            for memory, n in later[1:]:
+                write_version(self.store, memory, vectors[n], chunks[n])
+        # an item that a later one of this call repeated or changed answers with its id's row as written
+        return [item if isinstance(item, Memory) else versions[item[0]][-1][0].replace(outcome=item[1]) for item in out]
 
-    def update(
+    def update(self, revision: Revision) -> Memory:
+        """``AgentMemory.update``: ``revision`` written as the next version of the memory current when the owner's
+        lock is held; "unchanged" when it changes nothing. A new text is checked and encoded (and its importance
+        scored) first, outside the lock: its vector depends on the text alone."""
+        encoded = None
+        if revision.text is not None:
+            probe = revision.next_of(current_version(self.store, revision.id, revision.user, "id"))
+            [encoded], vectors, [chunks] = self.prepare([probe], [False])
+        with self.writers.owning([revision.user]):
+            current = current_version(self.store, revision.id, revision.user, "id")
+            new = revision.next_of(current)
+            if encoded is None or new.content == current.content:
+                return self.next_version(current, new, None)
+            if new != probe:  # another version came in between: the plan applied to it, with the text's scores
+                new = with_resolved_dates(new) if self.config.resolve_dates else new
+                encoded = new.replace(importance=encoded.importance)
+            return self.next_version(current, encoded, vectors[0], chunks)
+
+    def next_version(
         self, current: Memory, new: Memory, vector: np.ndarray | None, chunks: np.ndarray | None = None
     ) -> Memory:
         """A new version ``new`` of ``current`` (``vector`` None: the text is unchanged, its vector and chunks kept)."""
@@ -629,7 +621,7 @@ class WritePath:
         return self._version(existing, successor(existing, memory, merge_metadata=False), vector, chunks)
 
     def _version(self, current: Memory, new: Memory, vector: np.ndarray, chunks: np.ndarray | None) -> Memory:
-        written = write_version(self.store, current, new, vector, chunks)
+        written = write_version(self.store, new, vector, chunks)
         self._refresh(written, vector)
         return written.replace(outcome="updated")
 
@@ -644,9 +636,12 @@ class WritePath:
             held = version.valid_from <= start and (version.valid_to is None or start < version.valid_to)
             if held and normalise(version.content) == said:
                 return version.replace(outcome="unchanged")
-        older, cut = backdated(current, history, memory, version_id(self.store, current.id, owner, stored=len(history)))
-        vectors = np.vstack([vector[None], self.store.vectors([v.id for v in cut], owner)])
-        upsert(self.store, [older, *cut], vectors, [vectors[:0]] * (1 + len(cut)))  # older versions keep no chunks
+        said, cut = backdated(current, history, memory)
+        older = self.store.new_version(said, vector, older=True)  # numbered by the store
+        if cut:
+            upsert(
+                self.store, cut, self.store.vectors([v.id for v in cut], owner), None
+            )  # older versions keep no chunks
         return older.replace(outcome="updated")
 
     def _unchanged(self, existing: Memory, memory: Memory) -> Memory:

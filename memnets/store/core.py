@@ -2,7 +2,7 @@
 
 :class:`SqlStore` is the base of :class:`~memnets.store.archive.Archive` (SQLite + FAISS files) and
 :class:`~memnets.store.postgres.PgVectorStore` (PostgreSQL + pgvector). It holds what the contract says, for both:
-argument checks, sealing rows (:mod:`memnets.store.rows`), versions (:meth:`~SqlStore.new_version`), the deletion
+argument checks, sealing rows (:mod:`memnets.store.rows`), versions (:mod:`memnets.store.core_versions`), the deletion
 ledger, expiry, a long memory's chunk vectors, re-embedding, the encoder binding and its check, the clear-column
 filters, and the reads. Its statements come from the store's dialect (:mod:`memnets.store.dialect`); records are read
 by field name in one place (:meth:`SqlStore._decode`, over :data:`memnets.store.rows.FIELDS`).
@@ -43,6 +43,7 @@ from memnets.store.chunks import best_scores, check_chunks, from_blob, to_blob
 from memnets.store.core_encoding import SqlEncoding
 from memnets.store.core_lexical import LexicalRanking
 from memnets.store.core_search import SearchVectors
+from memnets.store.core_versions import SqlVersions
 from memnets.store.dialect import CURRENT, SqlDialect
 from memnets.store.filters import MemoryFilter
 from memnets.store.identity import EncoderIdentity
@@ -53,7 +54,7 @@ log = logging.getLogger(__name__)
 
 
 @traced_methods("memnets.store", "upsert", "new_version", "delete", "get", "vectors", "search", "list_memories")
-class SqlStore(SqlEncoding, SearchVectors, LexicalRanking):
+class SqlStore(SqlVersions, SqlEncoding, SearchVectors, LexicalRanking):
     """The contract of :class:`memnets.store.MemoryStore` on a SQL table of memories (see the module docstring)."""
 
     # optional capabilities both stores declare (memnets.store.protocol)
@@ -263,62 +264,6 @@ class SqlStore(SqlEncoding, SearchVectors, LexicalRanking):
                 expired = [r[0] for r in conn.execute(query, [*params, now])]
                 for versions, values in self._owner_ids(owner, expired, column="superseded_by"):
                     self._delete_matching(conn, versions, values)
-
-    def new_version(self, memory: Memory, vector, *, chunks=None) -> Memory:
-        """Make ``memory`` the current version of its (owner, id), keeping the current one as history: one atomic step.
-
-        Inside one write transaction (the archive's ``BEGIN IMMEDIATE`` takes the write lock before
-        anything is read; PostgreSQL locks the current row, ``FOR UPDATE``; so concurrent calls from
-        any thread or process queue): the current row is copied to a new row ``{id}~{n}`` superseded
-        by ``id`` (n: the next free version number) and ``memory`` with ``vector`` [dim] is written
-        over it. Returns that older version. KeyError when the owner has no current memory ``id``
-        (never stored, deleted, or an older version), so a deletion is never undone by an update.
-        ``chunks`` [m, dim]: the new text's further windows (the older version keeps none). Like every
-        write, it checks the bound encoder inside its transaction: after a re-embedding swapped the store
-        to another encoder (another process, or another handle), EncoderMismatchError, and nothing is written.
-        """
-        where = f"{self._name}.new_version"
-        array = rowcodec.check_new_version(memory, vector, self.dim, where)
-        extra = check_chunks(None if chunks is None else [chunks], 1, self.dim, where)[0]
-        new = _with_chunks(rowcodec.encode_row(memory, array, where), extra)
-        d, m = self._dialect, self._dialect.mark
-        with self._writing() as conn:
-            self._check_encoder(conn)  # a re-embedding swapped encoders elsewhere: write nothing
-            record = conn.execute(
-                f"SELECT {d.select()} FROM {d.memories} WHERE owner = {m} AND id = {m} AND {CURRENT} AND {d.live}"
-                f"{d.for_update}",
-                (new.owner, new.id, d.time(timeutil.now())),
-            ).fetchone()
-            if record is None:
-                raise UnknownIdError(f"{where}: owner {new.owner!r} has no current memory {new.id!r}", field="id")
-            fields = rowcodec.named(record)
-            count = conn.execute(
-                f"SELECT count(*) FROM {d.memories} WHERE owner = {m} AND superseded_by = {m}", (new.owner, new.id)
-            ).fetchone()[0]
-            older = rowcodec.older_version(
-                self._decode(record),
-                count,
-                lambda memory_id: (
-                    conn.execute(
-                        f"SELECT 1 FROM {d.memories} WHERE owner = {m} AND id = {m}", (new.owner, memory_id)
-                    ).fetchone()
-                    is not None
-                ),
-                memory,
-            )
-            old_vector = d.vector_array(fields["vector"], self.dim, older.id)
-            old = rowcodec.encode_row(older, old_vector, where)
-            self._run_many(
-                conn,
-                d.upsert,
-                [
-                    d.row_params(rowcodec.seal_row(old, self._cipher, self.archive_id, 1), old_vector),
-                    d.row_params(rowcodec.seal_row(new, self._cipher, self.archive_id, fields["version"] + 1), array),
-                ],
-            )
-            self._changing(conn, f"owner = {m} AND id = {m}", (new.owner, new.id))  # its vector changed
-        self._after(lambda: self._written(scrub=False))
-        return older
 
     def touch(self, ids: Iterable[str], owner: str, when: datetime) -> int:
         """Set last_access of the owner's memories with these ids; returns how many were updated."""

@@ -116,7 +116,7 @@ class MemoryStore(Protocol):
     def count(self, owner: str) -> int:
         """How many current (not superseded) memories the owner has."""
 
-    def new_version(self, memory: Memory, vector) -> Memory:
+    def new_version(self, memory: Memory, vector, *, older: bool = False) -> Memory:
         """Make ``memory`` the current version of its (owner, id) in one atomic step; returns the older version.
 
         The current row becomes ``{id}~{n}`` (``superseded_by=id``, n the next free number, its
@@ -124,6 +124,9 @@ class MemoryStore(Protocol):
         ``memory`` with ``vector`` [dim] takes its place, under one lock: concurrent calls on one id
         (any thread, process or machine) are serialised, so every acknowledged version is kept in
         ``history``, in the order they committed. KeyError when there is no current memory ``id``.
+        ``older=True``: ``memory`` held before the current version (a backdated statement); it is stored as
+        the next ``{id}~{n}`` itself and the current row stays; returns it as stored. The store is the one
+        place that numbers versions: callers never name an ``{id}~{n}`` row they write.
         """
 
     def touch(self, ids: Iterable[str], owner: str, when: datetime) -> int:

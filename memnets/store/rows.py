@@ -225,21 +225,18 @@ def seal_row(row: Row, cipher: RowCipher | None, store_id: str, version: int) ->
 def version_id(memory_id: str, count: int, exists: Callable[[str], bool]) -> str:
     """The id of the next older version of ``memory_id``: ``{id}~{n}``, ``n`` one more than the ``count`` of
     versions it has, moved on past any id that ``exists`` (an id a user chose may happen to have the
-    form: it is never overwritten). The one numbering of versions: the stores' ``new_version`` and a
-    write path that versions an item of its own batch both call it."""
+    form: it is never overwritten). The one numbering of versions: only the stores' ``new_version`` calls it,
+    inside the write transaction that holds the memory's row (tests/test_layering.py checks that)."""
     n = count + 1
     while exists(f"{memory_id}{VERSION_SEPARATOR}{n}"):
         n += 1
     return f"{memory_id}{VERSION_SEPARATOR}{n}"
 
 
-def older_version(current: Memory, count: int, exists: Callable[[str], bool], newer: Memory) -> Memory:
-    """``current`` as the older version it becomes in ``new_version``: id :func:`version_id`, superseded by ``id``,
-    its validity closed where ``newer``'s begins (:func:`closed_by`).
-
-    Both stores call this inside the write transaction that holds the memory's lock.
-    """
-    return closed_by(current, newer).replace(id=version_id(current.id, count, exists), superseded_by=current.id)
+def older_version(current: Memory, id: str, newer: Memory) -> Memory:
+    """``current`` as the older version it becomes in ``new_version``: ``id`` (:func:`version_id`), superseded by
+    its own id, its validity closed where ``newer``'s begins (:func:`closed_by`)."""
+    return closed_by(current, newer).replace(id=id, superseded_by=current.id)
 
 
 def closed_by(older: Memory, newer: Memory) -> Memory:

@@ -405,6 +405,10 @@ class StoreContract(LexicalContract):
         with pytest.raises(InvalidMemoryError):
             store.new_version(third.replace(superseded_by="z"), vector_for("x"))
         assert store.get(["m"], "a") == [third] and ids(store.history("m", "a")) == ["m~2", "m~3"]
+        said = memory_for("m", "a", minutes=-5, content="held before")  # a backdated statement: the store numbers it
+        kept = store.new_version(said, vector_for("held"), older=True)
+        assert kept == said.replace(id="m~4", superseded_by="m") and store.get(["m"], "a") == [third]
+        assert ids(store.history("m", "a")) == ["m~2", "m~3", "m~4"] and store.count("a") == 2
 
     def test_concurrent_new_versions_of_one_id_keep_every_acknowledged_version(self, store, store_spec):
         """Two processes make 40 new versions each of one memory: all 80 end up in its history, once
