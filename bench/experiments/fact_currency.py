@@ -164,10 +164,15 @@ def main(argv=None) -> None:
     p.add_argument("--pack", help="a pack folder (its encoder, scorer and judge)")
     p.add_argument("--supersession", choices=("default", "auto", "off"), default="default",
                    help="default: memnets.open's own default; auto; off")  # fmt: skip
+    p.add_argument("--judge", type=Path, help="a judge folder (memnets fit supersession's output) in place of --supersession")
     p.add_argument("--paths", nargs="+", default=["plain", "messages"], choices=("plain", "messages"))
     p.add_argument("--name", default="fact_currency")
     args = p.parse_args(argv)
     options = {} if args.supersession == "default" else {"supersession": None if args.supersession == "off" else "auto"}
+    if args.judge:
+        from memnets.nn.change_judge import ChangeJudge
+
+        options = {"supersession": ChangeJudge.load(args.judge)}
     sets = {str(path): read_rows(path) for path in args.pairs}
     mined = read_rows(args.mined, args.split) if args.mined else []
     if mined:
