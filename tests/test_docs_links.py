@@ -172,6 +172,9 @@ def test_the_checks_catch_what_they_are_for(tmp_path):
         "[a](nowhere.md) [b](#no-such-heading) `docs/nowhere.md` `bench/{run,gone}.py` "
         "see docs/results/never-run.json\n# A heading\n[c](#a-heading)\n"
     )
-    assert broken_links(fake) == ["nowhere.md (no such file)", "#no-such-heading (no heading #no-such-heading in page.md)"]
+    assert broken_links(fake) == [
+        "nowhere.md (no such file)",
+        "#no-such-heading (no heading #no-such-heading in page.md)",
+    ]
     assert broken_paths(fake) == ["`docs/nowhere.md`", "`bench/gone.py`"]
     assert missing_results(fake.read_text()) == ["docs/results/never-run.json"]
