@@ -17,6 +17,7 @@ the benchmark outputs under docs/results/ are records, not pages, and are left a
 
 from __future__ import annotations
 
+import fnmatch
 import glob
 import re
 import tarfile
@@ -178,3 +179,34 @@ def test_the_checks_catch_what_they_are_for(tmp_path):
     ]
     assert broken_paths(fake) == ["`docs/nowhere.md`", "`bench/gone.py`"]
     assert missing_results(fake.read_text()) == ["docs/results/never-run.json"]
+
+
+GLOB_WORD = re.compile(r"[\w.-]{4,}(?:\*|\{[^}\s]+\})[\w.*{},-]*")
+
+
+def results_named(text: str, names: list[str]) -> set[str]:
+    """The result files a text names: by their name, or by a ``*`` or ``{a,b}`` pattern."""
+    found = {n for n in names if n in text and re.search(rf"(?:results/|(?<![\w/.-])){re.escape(n)}(?![\w-])", text)}
+    for match in GLOB_WORD.finditer(text):
+        if "**" not in match.group(0):
+            for pattern in expand(match.group(0).rstrip(".,")):
+                found |= {n for n in names if fnmatch.fnmatch(n, pattern)}
+    return found
+
+
+def test_every_result_file_is_named_by_a_page_or_the_code():
+    """docs/results/ holds only what something cites (the rest goes into archive.tar.gz), counting a
+    result file that a named result file names."""
+    folder = ROOT / "docs" / "results"
+    names = sorted(p.name for p in folder.iterdir() if p.name not in {"README.md", ARCHIVE.name})
+    texts = [p.read_text() for p in PAGES if p.parent != folder]
+    for top in CODE_DIRS:
+        texts += [p.read_text(errors="replace") for p in (ROOT / top).rglob("*") if p.suffix in {".py", ".yaml", ".sh"}]
+    named = set().union(*(results_named(t, names) for t in texts))
+    frontier = list(named)
+    while frontier:
+        more = results_named((folder / frontier.pop()).read_text(errors="replace"), names) - named
+        named |= more
+        frontier += more
+    unnamed = sorted(set(names) - named)
+    assert not unnamed, f"result files nothing names (move them into {ARCHIVE.name}): {unnamed}"
