@@ -7,7 +7,7 @@ self-check: everything but the list count as shipped). At each ``--nprobes`` it 
 against exact search over 300 queries of the set (``bench.common.recall_against``) and the batch-1
 p50 on one thread (``bench.common.time_calls``), with the build's seconds and the nprobe the
 self-check chose. The list count that memnets ships (``IVF_LISTS_PER_SQRT``) was chosen from it
-(docs/benchmarks.md, "IVF lists: 4*sqrt(n) instead of 2*sqrt(n)").
+(docs/history.md, "IVF lists: 4*sqrt(n) instead of 2*sqrt(n)").
 
 Usage: ``python -m bench.experiments.ivf_lists --out docs/results`` (300k vectors, every set, 2, 4
 and 8 lists per sqrt(n)); ``--quick``: 60k vectors, the loose set.

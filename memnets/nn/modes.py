@@ -3,7 +3,7 @@
 ``Module.eval()`` and ``Module.train(mode)`` rewrite the ``training`` flag of every submodule
 each time: for MiniLM's 120-odd modules that is about 3 ms on a 2-core machine, and the encoder's
 ``encode`` did it twice per call, so one agent query (a batch of one) paid 6 ms for mode flags,
-more than its FAISS search, store read and scoring together (docs/benchmarks.md, "One query end
+more than its FAISS search, store read and scoring together (docs/history.md, "One query end
 to end"). An encoder or head loaded for inference is already in eval mode everywhere;
 :func:`evaluating` then only walks the tree once and writes nothing.
 
@@ -43,7 +43,7 @@ def single_threaded() -> Iterator[None]:
     For the heads' MLPs (a 391 x 64 layer on the 15 candidates of a query): with two threads every
     op waits for an OpenMP team on a second core, so the importance head's forward took 1.3-2.7 ms
     per query at load 2-4 and 16 ms with a benchmark on both cores, against 0.08 ms on one thread
-    (docs/benchmarks.md, "One query end to end"; it now computes in numpy). With torch's OpenMP
+    (docs/history.md, "One query end to end"; it now computes in numpy). With torch's OpenMP
     backend (its Linux, macOS and Windows wheels) the setting belongs to the calling thread, so
     other threads' calls, an encoder's batch among them, keep their count.
     """

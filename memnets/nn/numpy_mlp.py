@@ -4,7 +4,7 @@ The importance head scores a search's 15 candidates per query. In torch that is 
 (modules called through ``nn.Module.__call__``, ``torch.cat``, GELU, sigmoid, the tensor made
 of the text features, the no-grad and thread-count switches), each paying torch's per-op dispatch:
 about 0.18 ms per query at 100k memories, more than the SQLite read of the candidates
-(docs/benchmarks.md, "The query path around the encoder"). The same arithmetic in numpy is two
+(docs/history.md, "The query path around the encoder"). The same arithmetic in numpy is two
 matrix products and a GELU.
 
 :class:`NumpyMLP` copies the weights of an ``nn.Sequential`` of Linear / GELU / Dropout layers in

@@ -54,7 +54,7 @@ OPSET = 17
 # "int8_vnni_ffn": "int8_vnni" with the FFN down-projections in s8 too, all but the first layer's. Each
 # layer's down-projection quantised alone cost MiniLM's mean cosine 0.0016 (layer 0), 0.0010 (layer 2),
 # 0.0007 (layer 1) and at most 0.0003 (layers 3-5) on 1,024 LoCoMo turns; all six in s8 gave 0.9918,
-# all but layer 0's 0.9934 (a trained pack's encoder: 0.9919 and 0.9934). docs/benchmarks.md, "The FFN
+# all but layer 0's 0.9934 (a trained pack's encoder: 0.9919 and 0.9934). docs/history.md, "The FFN
 # down-projections in s8".
 FP32_NODES = re.compile(r"layer\.\d+/output/dense/MatMul$")  # the FFN down-projections (not attention/output)
 INT8_SETTINGS = {
@@ -85,7 +85,7 @@ VNNI_BACKENDS = ("int8_vnni", "int8_vnni_ffn")  # s8 weights: offered only where
 # again: its SkipLayerNormalization (residual add + bias + LayerNorm in one node) and BiasGelu kernels
 # took 4x the time of a plain Add + LayerNormalization and Add + Gelu on the same tensors (ORT 1.32's
 # profiler, one thread, 256 LoCoMo turns at batch 64: 988 ms of a 2,802 ms s8 graph against 240 ms),
-# a third of an int8 graph's time once its MatMuls are int8 (docs/benchmarks.md, "The FFN
+# a third of an int8 graph's time once its MatMuls are int8 (docs/history.md, "The FFN
 # down-projections in s8, and the encoder's session around batch 1"). Attention and the embedding
 # LayerNorm stay fused.
 UNFUSED = ("enable_skip_layer_norm", "enable_bias_skip_layer_norm", "enable_bias_gelu")
@@ -209,7 +209,7 @@ def session_options(threads: int | None = None):
     (batch-1 p50 10.7 ms against 13.1 ms under load, texts/s at batch 64 equal). Where the cores serve
     the encoder alone, threads that spin during a run wake at once between its operators: a third
     off the batch-1 p50 on a quiet 2-core CPU, and 2.3-2.8x slower with other work on the cores
-    (docs/benchmarks.md, "The FFN down-projections in s8, and the encoder's session around batch 1").
+    (docs/history.md, "The FFN down-projections in s8, and the encoder's session around batch 1").
     """
     ort = require_onnxruntime()
     options = ort.SessionOptions()

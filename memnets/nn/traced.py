@@ -6,7 +6,7 @@ of the time, so the encoder's thread waits for it between operators, and every h
 Alone, on one thread at a batch of 10, the bundled encoder encoded 186.5 texts/s eager and 200.7
 traced. Beside a thread that holds the GIL half the time, eager fell to 125.9 texts/s (and 5.30 ->
 6.03 ms of CPU per text); traced fell only to 170.2 (``python -m bench.experiments.gil_passes``;
-docs/benchmarks.md, "Workers and traced passes").
+docs/history.md, "Workers and traced passes").
 
 :class:`TracedRunner` runs the same module traced with ``torch.jit.trace``. It has the same
 operators and shares the module's weights (nothing is copied). TorchScript runs the whole pass

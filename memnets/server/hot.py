@@ -4,7 +4,7 @@ FastAPI's request plumbing when the request is the plain case.
 FastAPI's own work per request (the route matched among every route, its middleware stack, the body
 read through its request handler, the dependencies solved) took ~140 us of CPU per search in process,
 as much as the rest of the server's HTTP path (the door guard, the hand-off to a worker thread, the
-answer's JSON; docs/benchmarks.md, session 7). :class:`HotRoutes`, the innermost middleware of the
+answer's JSON; docs/history.md, session 7). :class:`HotRoutes`, the innermost middleware of the
 app, serves a request of the plain case with the route's own function, body model and caller
 dependency: POST to the route's exact path, ``Content-Type: application/json``, a body that is a JSON
 object the route's model validates. Anything else (another method, path or content type, a body

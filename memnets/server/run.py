@@ -39,7 +39,7 @@ logger = logging.getLogger(__name__)
 CONFIG_ENV = "MEMNETS_SERVER_CONFIG"
 ACCESS_LOGS = ("route", "full", "off")
 # uvicorn's event loops; auto: uvloop (of the server extra) when installed. uvloop took ~10 % less of the
-# event loop's CPU per request than asyncio's loop under 50 clients (docs/benchmarks.md, "uvloop and httptools").
+# event loop's CPU per request than asyncio's loop under 50 clients (docs/history.md, "uvloop and httptools").
 LOOPS = ("auto", "asyncio", "uvloop")
 # OpenMP's wait policy for a server process (unless OMP_WAIT_POLICY is set). torch's and FAISS's
 # OpenMP threads spin after every parallel region by default; a server's event loop, worker threads and
@@ -49,7 +49,7 @@ OPENMP_WAIT_POLICY = "PASSIVE"
 # With --workers N every worker runs its own encoder: on the cores it shares with N - 1 others, one
 # encoder on all of them would make N x cores OpenMP threads wait at each other's barriers. So each worker
 # gets cores // N threads (OMP_NUM_THREADS, unless set): 2 cores, 2 workers of one thread each is the
-# layout the encoder is fastest in alone (docs/benchmarks.md, "Workers and traced passes").
+# layout the encoder is fastest in alone (docs/history.md, "Workers and traced passes").
 THREADS_ENV = "OMP_NUM_THREADS"
 
 
