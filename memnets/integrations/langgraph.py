@@ -77,7 +77,7 @@ from memnets.memory.writes import check_text
 from memnets.records import Memory
 from memnets.store.filters import MemoryFilter
 from memnets.store.rows import VERSION_SEPARATOR
-from memnets.timeutil import now
+from memnets.timeutil import as_utc, now
 
 with needs_extra("memnets.integrations.langgraph", "langgraph"):
     from langgraph.store.base import (
@@ -441,15 +441,8 @@ def _time_travel(filter: Mapping[str, Any] | None) -> dict[str, datetime]:
     out = {}
     for key, name in TIME_KEYS.items():
         value = filter.get(key)
-        if isinstance(value, str):
-            try:
-                value = datetime.fromisoformat(value)
-            except ValueError:
-                raise ValueError(
-                    f"MemnetsStore.search: filter {key} must be an ISO 8601 time, got {value!r:.60}"
-                ) from None
         if value is not None:
-            out[name] = value
+            out[name] = as_utc(value, f"MemnetsStore.search: filter {key}")
     return out
 
 

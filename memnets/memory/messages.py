@@ -106,11 +106,6 @@ def parse_message(message, where: str) -> Message:
     role = _name(message["role"], f"{where}.role")
     speaker = _name(message["name"], f"{where}.name") if message.get("name") is not None else role
     time = message.get("time")
-    if isinstance(time, str):
-        try:
-            time = datetime.fromisoformat(time)
-        except ValueError:
-            raise ArgumentValueError(f"{where}.time {time!r:.60} is not an ISO 8601 time", field="messages") from None
     if time is not None:
         time = as_utc(time, f"{where}.time")
     id = message.get("id")

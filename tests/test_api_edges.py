@@ -1,0 +1,56 @@
+"""The edges of memnets.open / AgentMemory a user meets first: unknown options named as memnets.open's, times
+in every form the messages and REST take, a transcript with an empty message refused whole, a long text added
+in work linear in its length, and which messages a transcript stores by default."""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime
+
+import pytest
+
+import memnets
+
+EXACT = 0.9999
+T0 = datetime(2024, 3, 1, 12, 0, tzinfo=UTC)
+
+
+@pytest.fixture()
+def memory(encoder, tmp_path):
+    with memnets.open(tmp_path / "memory", encoder=encoder, duplicate_threshold=EXACT) as opened:
+        yield opened
+
+
+def test_an_unknown_option_is_named_as_memnets_opens(tmp_path, encoder):
+    with pytest.raises(TypeError, match=r"^memnets.open\(\) got unexpected keyword argument\(s\) 'colour'") as error:
+        memnets.open(tmp_path / "m", encoder=encoder, colour="red")
+    assert "Archive.__init__" not in str(error.value) and "duplicate_threshold" in str(error.value)
+    assert not (tmp_path / "m").exists()  # refused before anything was made
+    with pytest.raises(TypeError, match=r"^memnets.reembed\(\) got unexpected keyword argument\(s\) 'colour'"):
+        memnets.reembed(tmp_path / "m", encoder=encoder, colour="red")
+
+
+@pytest.mark.parametrize(
+    "given", ["2024-03-01T12:00:00+00:00", "2024-03-01T13:00:00+01:00", "2024-03-01T12:00:00", T0], ids=str
+)
+def test_t_as_of_and_known_at_take_what_messages_and_rest_take(memory, given):
+    written = memory.add("I moved to Lyon", user="ann", t=given)
+    assert written.t == T0
+    assert [h.memory.id for h in memory.search("Lyon", user="ann", as_of=given)] == [written.id]
+    assert [m.id for m in memory.list_memories(user="ann", known_at=given)] == [written.id]
+    [outcome] = memory.add(messages=[{"role": "user", "content": "I love tea", "time": given}], user="bob")
+    assert outcome.memory.t == T0
+
+
+def test_a_date_is_its_midnight_in_utc_everywhere(memory):
+    written = memory.add("I moved to Lyon", user="ann", t=date(2024, 3, 1))
+    assert written.t == datetime(2024, 3, 1, tzinfo=UTC)
+    assert memory.search("Lyon", user="ann", as_of=date(2024, 2, 29)) == []
+    assert [m.id for m in memory.list_memories(user="ann", known_at=date(2024, 3, 2))] == [written.id]
+    assert memory.list_memories(user="ann", filters={"since": "2024-03-02"}) == []
+
+
+@pytest.mark.parametrize("name", ["t", "as_of", "known_at"])
+def test_a_time_that_is_not_iso_is_named(memory, name):
+    call = memory.add if name == "t" else memory.search
+    with pytest.raises(ValueError, match=rf"{name} 'yesterday' is not an ISO 8601 time"):
+        call("Lyon", user="ann", **{name: "yesterday"})
