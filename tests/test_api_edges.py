@@ -54,3 +54,17 @@ def test_a_time_that_is_not_iso_is_named(memory, name):
     call = memory.add if name == "t" else memory.search
     with pytest.raises(ValueError, match=rf"{name} 'yesterday' is not an ISO 8601 time"):
         call("Lyon", user="ann", **{name: "yesterday"})
+
+
+def test_a_message_with_content_none_refuses_the_whole_call_naming_it(memory):
+    messages = [
+        {"role": "user", "content": "I moved to Lyon"},
+        {"role": "assistant", "content": "Nice!"},
+        {"role": "assistant", "content": None},
+    ]
+    with pytest.raises(ValueError, match=r"messages\[2\] \(role 'assistant'\) has content None"):
+        memory.add(messages=messages, user="ann")
+    assert memory.list_memories(user="ann") == []  # nothing of the call was written
+    calls_a_tool = {"role": "assistant", "content": None, "tool_calls": [{"id": "call_1"}]}  # OpenAI's shape
+    outcomes = memory.add(messages=[messages[0], calls_a_tool], user="ann")
+    assert [(o.outcome, o.reason) for o in outcomes] == [("added", None), ("skipped", "no text")]

@@ -4,6 +4,9 @@ A message is a mapping ``{"role": ..., "content": ...}`` (OpenAI's and mem0's sh
 ``"name"`` (the speaker; default: the role), ``"time"`` (a datetime or an ISO 8601 string) and
 ``"id"`` (the memory's id, which keys the write as ``add(..., id=...)`` does: adding the same message
 again is "unchanged", so a whole history may be written again after every turn). Other keys (``tool_calls``, ``tool_call_id``, ...) are ignored.
+``content`` None is refused (the whole call, naming the message's index and role: a caller's bug, as a
+message cut off, must not pass as a transcript stored), except in a message that calls tools
+(``tool_calls``/``function_call``, OpenAI's shape for it), which is skipped as having no text.
 ``content`` is a string or a list of parts: its text parts (plain strings and ``{"type": "text",
 "text": ...}``) are kept, joined by newlines; other parts (images, audio) are left out.
 
@@ -50,6 +53,7 @@ from memnets.text import turn_text
 from memnets.timeutil import as_utc, as_utc_or_now
 
 DEFAULT_ROLES = ("user", "assistant")
+TOOL_CALL_KEYS = ("tool_calls", "function_call")  # an assistant message that only calls tools has content None
 KEEPS = ("all", "important")
 
 
@@ -104,6 +108,12 @@ def parse_message(message, where: str) -> Message:
                 f"{where}.{field} is missing (a message is {{'role': ..., 'content': ...}})", field="messages"
             )
     role = _name(message["role"], f"{where}.role")
+    if message["content"] is None and not any(message.get(key) for key in TOOL_CALL_KEYS):
+        raise ArgumentValueError(
+            f"{where} (role {role!r}) has content None: a message without text cannot be stored; give its text, or "
+            "leave the message out (nothing of this call was stored)",
+            field="messages",
+        )
     speaker = _name(message["name"], f"{where}.name") if message.get("name") is not None else role
     time = message.get("time")
     if time is not None:
