@@ -68,3 +68,31 @@ def test_a_message_with_content_none_refuses_the_whole_call_naming_it(memory):
     calls_a_tool = {"role": "assistant", "content": None, "tool_calls": [{"id": "call_1"}]}  # OpenAI's shape
     outcomes = memory.add(messages=[messages[0], calls_a_tool], user="ann")
     assert [(o.outcome, o.reason) for o in outcomes] == [("added", None), ("skipped", "no text")]
+
+
+def test_a_long_text_costs_encoder_work_linear_in_its_length(memory, monkeypatch):
+    """A long text is one encoder pass per window (memnets.chunking), all in one batch: the encoder's
+    work, which is where the time of adding a 145,000-character text goes (docs/memory.md, "Long
+    texts"), grows with the text's length and nothing faster. Counted, not timed."""
+    encoder = memory.encoder
+    batches: list[list[str]] = []
+    real = encoder.encode
+
+    def counting(texts, kind="memory"):
+        batches.append(list(texts))
+        return real(texts, kind=kind)
+
+    monkeypatch.setattr(encoder, "encode", counting)
+    sentence = "Caroline went to the support group on 7 May 2023 and it was powerful. "
+    work = {}
+    for size in (10_000, 20_000, 40_000):
+        batches.clear()
+        text = (sentence * (size // len(sentence) + 1))[:size]
+        memory.add(text, user=f"u{size}")
+        texts = [t for batch in batches for t in batch]
+        tokens = sum(min(len(encoder.tokenizer(t)["input_ids"]), encoder.max_length) for t in texts)
+        text_tokens = len(encoder.tokenizer(text, add_special_tokens=False)["input_ids"])
+        assert len(batches) <= 3  # the text, its windows (one batch), a nearest-memory query at most
+        assert tokens <= 1.25 * text_tokens + 2 * encoder.max_length  # each token once, plus the windows' overlap
+        work[size] = tokens
+    assert 1.9 <= work[20_000] / work[10_000] <= 2.1 and 1.9 <= work[40_000] / work[20_000] <= 2.1
