@@ -66,7 +66,7 @@ def test_a_message_with_content_none_refuses_the_whole_call_naming_it(memory):
         memory.add(messages=messages, user="ann")
     assert memory.list_memories(user="ann") == []  # nothing of the call was written
     calls_a_tool = {"role": "assistant", "content": None, "tool_calls": [{"id": "call_1"}]}  # OpenAI's shape
-    outcomes = memory.add(messages=[messages[0], calls_a_tool], user="ann")
+    outcomes = memory.add(messages=[messages[0], calls_a_tool], user="ann", roles=("user", "assistant"))
     assert [(o.outcome, o.reason) for o in outcomes] == [("added", None), ("skipped", "no text")]
 
 
@@ -96,3 +96,23 @@ def test_a_long_text_costs_encoder_work_linear_in_its_length(memory, monkeypatch
         assert tokens <= 1.25 * text_tokens + 2 * encoder.max_length  # each token once, plus the windows' overlap
         work[size] = tokens
     assert 1.9 <= work[20_000] / work[10_000] <= 2.1 and 1.9 <= work[40_000] / work[20_000] <= 2.1
+
+
+def test_a_transcript_stores_what_the_user_said_unless_asked_for_more(memory):
+    chat = [
+        {"role": "user", "content": "I adopted a beagle named Rex"},
+        {"role": "assistant", "content": "Fun!"},
+        {"role": "user", "content": "We go hiking every Sunday"},
+        {"role": "assistant", "content": "Got it, I'll remember that you hike on Sundays."},
+    ]
+    outcomes = memory.add(messages=chat, user="ann")
+    assert [(o.role, o.outcome, o.reason) for o in outcomes] == [
+        ("user", "added", None),
+        ("assistant", "skipped", "role"),
+        ("user", "added", None),
+        ("assistant", "skipped", "role"),
+    ]
+    recalled = [h.memory.content for h in memory.search("What did Ann say about hiking?", user="ann", k=5)]
+    assert sorted(recalled) == ["user: I adopted a beagle named Rex", "user: We go hiking every Sunday"]
+    both = memory.add(messages=chat, user="bob", roles=("user", "assistant"))  # the assistant's own facts, asked for
+    assert [o.outcome for o in both] == ["added"] * 4

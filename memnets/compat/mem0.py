@@ -54,6 +54,7 @@ from memnets.api import open as open_memory
 from memnets.argerrors import ArgumentValueError
 from memnets.compat.mem0_config import LLMNotConfiguredError, read_config
 from memnets.memory.extraction import OUTCOME_EVENTS, Change, Extraction, ExtractionError
+from memnets.memory.messages import CONVERSATION_ROLES
 from memnets.records import Memory as Record
 
 SHARED_USER = "mem0-shared"  # the owner of memories written without a user_id
@@ -130,7 +131,9 @@ class Memory:
                 )
             changes = self.extraction.add(self.memory, messages, user=user, metadata=metadata, ttl=ttl, **scope)
             return {"results": [_event(c) for c in changes if c.event != "NONE"]}
-        outcomes = self.memory.add(messages=messages, user=user, metadata=metadata, ttl=ttl, **scope)
+        outcomes = self.memory.add(
+            messages=messages, user=user, metadata=metadata, ttl=ttl, roles=CONVERSATION_ROLES, **scope
+        )  # mem0 stores every message but system ones
         return {"results": [_written(o.memory) for o in outcomes if o.outcome in ("added", "updated")]}
 
     def update(

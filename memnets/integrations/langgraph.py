@@ -55,7 +55,7 @@ How LangGraph's model maps onto memnets (see docs/integrations.md):
   sweep (``AgentMemory.sweep_expired``, the deletion path of ``delete``).
 
 - **A graph's conversation** (``MessagesState``): :func:`remember_messages` writes its messages into a
-  memory, one memory per user or assistant message (``AgentMemory.add(messages=...)``, the messages
+  memory, one memory per user message (``roles=`` for the assistant's too; ``AgentMemory.add(messages=...)``, the messages
   mapped by :func:`memnets.integrations.chat.message_dicts`). LangGraph's ``add_messages`` gives every
   message an id, which becomes the memory's: a node may write the whole history after every turn and
   only the new messages are added. A later turn, in any thread, recalls them with ``memory.search``.

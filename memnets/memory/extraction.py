@@ -36,7 +36,7 @@ from typing import Any, Literal, Protocol
 
 from memnets.llm import LLM, LLMError, LLMTimeoutError, complete_within
 from memnets.memory import extraction_prompts as prompts
-from memnets.memory.messages import DEFAULT_ROLES, parse_messages
+from memnets.memory.messages import CONVERSATION_ROLES, parse_messages
 from memnets.memory.writes import check_text, check_tokens
 from memnets.records import Memory
 
@@ -114,7 +114,7 @@ def message_lines(messages) -> tuple[list[tuple[str, str]], list[str]]:
     """
     lines, ids = [], []
     for n, message in enumerate(parse_messages(messages)):
-        if message.role in DEFAULT_ROLES and message.text:
+        if message.role in CONVERSATION_ROLES and message.text:
             lines.append((message.speaker, message.text))
             ids.append(message.id if message.id is not None else str(n))
     return lines, ids

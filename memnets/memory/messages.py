@@ -20,9 +20,11 @@ Each kept message becomes one memory of the user:
 - its time ``t`` is the message's ``time``, else the call's ``t`` (default now) plus the message's
   position in microseconds, so that a listing (by ``t``) keeps the transcript's order.
 
-Which messages are kept: those whose role is in ``roles`` (default :data:`DEFAULT_ROLES`, user and
-assistant: system prompts and tool output are skipped unless asked for, e.g. ``roles=("user",
-"assistant", "system", "tool")``) and that have text; with ``keep="important"``, only those the
+Which messages are kept: those whose role is in ``roles`` (default :data:`DEFAULT_ROLES`, the user's
+only: an assistant's replies, "Fun!", "Got it, I'll remember that", restate or acknowledge what the user
+said and came back in recall above the user's own words; system prompts and tool output are skipped
+too; ask for them with e.g. ``roles=("user", "assistant")``, where the assistant states facts of its
+own, bookings, recommendations) and that have text; with ``keep="important"``, only those the
 importance decision scores at or above the memory's ``write_through_threshold`` (with a pack: its
 importance head and its threshold, the head's verdict that a later question is likely to need the
 message; without one, the length-and-specificity heuristic), the manager's observation filter
@@ -52,7 +54,8 @@ from memnets.records import Memory
 from memnets.text import turn_text
 from memnets.timeutil import as_utc, as_utc_or_now
 
-DEFAULT_ROLES = ("user", "assistant")
+DEFAULT_ROLES = ("user",)  # what a transcript stores unless asked: what the user said (see the module docstring)
+CONVERSATION_ROLES = ("user", "assistant")  # the turns of a conversation, as an LLM extraction reads them
 TOOL_CALL_KEYS = ("tool_calls", "function_call")  # an assistant message that only calls tools has content None
 KEEPS = ("all", "important")
 
@@ -324,6 +327,7 @@ class MessageWriter:
 
 
 __all__ = [
+    "CONVERSATION_ROLES",
     "DEFAULT_ROLES",
     "KEEPS",
     "Message",
