@@ -102,9 +102,7 @@ class RetrievalReport:
 
 def summarize(name: str, per_question: list[dict], skipped: int = 0) -> RetrievalReport:
     """Average per-question metric rows (each with a 'category' key) into a report."""
-    metric_names = (
-        [key for key in per_question[0] if key not in QUESTION_FIELDS] if per_question else []
-    )
+    metric_names = [key for key in per_question[0] if key not in QUESTION_FIELDS] if per_question else []
 
     def mean(rows: list[dict]) -> dict[str, float]:
         return {m: float(np.mean([row[m] for row in rows])) for m in metric_names}
