@@ -4,7 +4,8 @@
 
 The graph keeps its conversation in LangGraph's `MessagesState` (one thread per conversation, held
 by a checkpointer). After each reply, `remember_messages` writes the thread's messages into memnets:
-one memory per user or assistant message, as "{speaker}: {text}", in the thread's session. The
+one memory per user message, as "{speaker}: {text}", in the thread's session (the assistant's replies
+are skipped, memnets' default; `roles=("user", "assistant")` keeps them too). The
 messages carry the ids LangGraph gave them, so writing the whole history again after every turn
 adds only the new messages. Before each reply, the agent recalls the user's memories closest to
 what they just said, from every earlier conversation. No LLM is called: the "model" is a fixed

@@ -49,7 +49,7 @@ import numpy as np
 
 import memnets.timeutil as timeutil
 from memnets.argerrors import ArgumentTypeError, ArgumentValueError
-from memnets.memory import expiry
+from memnets.memory import expiry, spans
 from memnets.memory.arguments import (
     aligned_ids,
     check_count,
@@ -140,7 +140,7 @@ def open(
         raise
 
 
-@traced_methods("memnets", "add", "add_many", _search_users="search")
+@traced_methods("memnets", "add", "add_many", _search_users="search", results=spans.RESULT_ATTRIBUTES)
 class AgentMemory:
     """One memory for many users: a store, one encoder and the decisions, shared by every user.
 

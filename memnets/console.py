@@ -17,6 +17,7 @@ from typing import NoReturn
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from memnets.progress import set_progress
 
@@ -30,7 +31,13 @@ def console() -> Console:
 
 
 def print_table(table: Table) -> None:
-    console().print(table)
+    """``table`` on stdout, its title on a line of its own above it, never wrapped by rich (which wraps a
+    title at the table's width: "retrieval on every conversation of ..." was cut mid-phrase)."""
+    terminal = console()
+    if table.title:
+        title, table.title = table.title, None
+        terminal.print(Text(str(title), style="table.title"), soft_wrap=True)
+    terminal.print(table)
 
 
 def add_output_options(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:

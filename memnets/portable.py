@@ -68,9 +68,9 @@ def memory_from_json(record: dict, *, owner: str, id: str | None = None, where: 
     for name in _datetime_fields() & set(values):
         if isinstance(values[name], str):
             try:
-                values[name] = datetime.fromisoformat(values[name])
-            except ValueError:
-                raise ValueError(f"{where}: {name} {values[name]!r} is not an ISO 8601 time") from None
+                values[name] = timeutil.as_utc(values[name], name)
+            except ValueError as error:
+                raise ValueError(f"{where}: {str(error).split(' (like')[0]}") from None
     for name in ("id", "t", "content"):
         if values.get(name) is None:
             raise ValueError(f"{where}: the field {name!r} is missing")

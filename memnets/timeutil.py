@@ -1,6 +1,7 @@
 """One rule for time: every datetime inside memnets is timezone-aware UTC.
 
-A naive datetime (no ``tzinfo``) is read as UTC, on every path: records, stores, scorers, the
+:func:`as_utc` reads every time given to memnets: a datetime, a date (its midnight) or an ISO 8601
+string of either. A naive datetime (no ``tzinfo``) is read as UTC, on every path: records, stores, scorers, the
 manager and the API all pass what they are given through :func:`as_utc`. An aware datetime in
 another zone keeps its instant and is converted to UTC. Where a time may be omitted (``t=``,
 ``now=``), it defaults to :func:`now`.
@@ -8,18 +9,31 @@ another zone keeps its instant and is converted to UTC. Where a time may be omit
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 
 from memnets.argerrors import ArgumentTypeError, ArgumentValueError, argument_name
 
 MAX_TTL_SECONDS = 100 * 365.25 * 24 * 3600  # a time to live of at most a century
 
 
-def as_utc(moment: datetime, name: str = "time") -> datetime:
-    """``moment`` as an aware UTC datetime (naive ones are read as UTC); TypeError naming ``name`` otherwise."""
+def as_utc(moment: datetime | date | str, name: str = "time") -> datetime:
+    """``moment`` as an aware UTC datetime: the one reading of a time given to memnets (arguments, messages' times,
+    REST bodies, filters). A datetime (naive: UTC), a date (its midnight, UTC) or an ISO 8601 string of either;
+    ValueError naming ``name`` for a string that is not ISO 8601, TypeError for anything else."""
+    if isinstance(moment, str):
+        try:
+            moment = datetime.fromisoformat(moment.strip())
+        except ValueError:
+            raise ArgumentValueError(
+                f"{name} {moment!r:.60} is not an ISO 8601 time (like 2024-03-01 or 2024-03-01T09:30:00+01:00)",
+                field=argument_name(name),
+            ) from None
+    elif isinstance(moment, date) and not isinstance(moment, datetime):
+        moment = datetime.combine(moment, time())
     if not isinstance(moment, datetime):
         raise ArgumentTypeError(
-            f"{name} must be a datetime, got {type(moment).__name__} {moment!r:.40}", field=argument_name(name)
+            f"{name} must be a datetime, a date or an ISO 8601 string, got {type(moment).__name__} {moment!r:.40}",
+            field=argument_name(name),
         )
     if moment.tzinfo is None:
         return moment.replace(tzinfo=UTC)

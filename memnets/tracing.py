@@ -8,7 +8,8 @@ search, encode, store and LLM spans (docs/server.md, "Tracing", lists them). Spa
 the application set a ``TracerProvider`` (the SDK's, with an exporter; e.g.
 ``opentelemetry-instrument memnets serve http``); until then no span is started.
 
-Attributes carry counts, sizes and names of code only: never a memory's text, a query, a user or
+Attributes carry counts, sizes and names of code only (and what a call did: an add's outcome, a
+search's k and hit count, :mod:`memnets.memory.spans`): never a memory's text, a query, a user or
 any other value a caller wrote. A string attribute is refused (ValueError) unless its name is in
 :data:`TEXT_ATTRIBUTES`, so that one cannot slip in later. Errors keep that promise too: an exception's
 message often quotes a user or a text, so it is never recorded (OpenTelemetry's default records it as
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 import os
 import re
 from collections.abc import Callable, Iterator, Mapping
@@ -40,12 +42,13 @@ ERROR_TYPE = "error.type"  # OpenTelemetry's attribute of a failure's class
 ERROR_CODE = "memnets.error.code"  # an exception's stable code (its ``code``: "unavailable", 503)
 # the only attributes that may hold a string: names of code, routes and settings, never data a caller wrote
 TEXT_ATTRIBUTES = frozenset(
-    {"memnets.class", "memnets.kind", "http.request.method", "http.route", ERROR_TYPE, ERROR_CODE}
+    {"memnets.class", "memnets.kind", "memnets.outcome", "http.request.method", "http.route", ERROR_TYPE, ERROR_CODE}
 )
 _CODE = re.compile(r"[A-Za-z0-9_.-]{1,64}")  # what a code looks like: a word, never a message
 _NO_SPAN = contextlib.nullcontext()
 
 Attributes = Mapping[str, int | float | bool | str | None]
+Describe = Callable[[object, Mapping[str, object]], Attributes]  # (a call's result, its arguments) -> attributes
 
 
 def enabled() -> bool:
@@ -89,29 +92,41 @@ def _error_attributes(error: BaseException) -> dict:
     return attributes
 
 
-def traced_methods(prefix: str, *methods: str, **renamed: str) -> Callable[[type], type]:
+def traced_methods(
+    prefix: str, *methods: str, results: Mapping[str, Describe] | None = None, **renamed: str
+) -> Callable[[type], type]:
     """A class decorator: each of ``methods`` runs inside the span ``f"{prefix}.{method}"`` (``renamed``:
     method -> the name after the prefix), with the attribute ``memnets.class``, the instance's class
-    (``Archive``, ``PgVectorStore``). One line on a class whose calls are the spans (the store contract,
-    ``AgentMemory``'s add and search, an LLM's complete); the class itself without OpenTelemetry."""
+    (``Archive``, ``PgVectorStore``), and what ``results[method](result, arguments)`` makes of a call that
+    returned (what it did: an outcome, counts; ``arguments`` by name). One line on a class whose calls are
+    the spans (the store contract, ``AgentMemory``'s add and search, an LLM's complete); the class itself
+    without OpenTelemetry."""
 
     def decorate(cls: type) -> type:
         if _trace is None:
             return cls
         for method, name in {**{method: method for method in methods}, **renamed}.items():
-            setattr(cls, method, _traced_method(getattr(cls, method), f"{prefix}.{name}"))
+            describe = (results or {}).get(method)
+            setattr(cls, method, _traced_method(getattr(cls, method), f"{prefix}.{name}", describe))
         return cls
 
     return decorate
 
 
-def _traced_method(function: Callable, name: str) -> Callable:
+def _traced_method(function: Callable, name: str, describe: Describe | None = None) -> Callable:
+    signature = inspect.signature(function)
+
     @functools.wraps(function)
     def wrapper(self, *args, **kwargs):
         if not _provider_set():  # the hot path of every store and API call: no span, no attributes built
             return function(self, *args, **kwargs)
-        with span(name, {"memnets.class": type(self).__name__}):
-            return function(self, *args, **kwargs)
+        with span(name, {"memnets.class": type(self).__name__}) as current:
+            result = function(self, *args, **kwargs)
+            if describe is not None and current is not None:
+                bound = signature.bind(self, *args, **kwargs)
+                bound.apply_defaults()
+                current.set_attributes(_checked(describe(result, bound.arguments)))
+            return result
 
     return wrapper
 

@@ -215,7 +215,7 @@ def test_a_stale_fact_never_ranks_above_its_successor_at_any_k(encoder, location
         (lambda m: m.add("text", user="ann", objects="ball"), TypeError, "objects"),
         (lambda m: m.add("text", user="ann", importance=2.0), ValueError, "importance"),
         (lambda m: m.add("text", user="ann", kind="dream"), ValueError, "kind"),
-        (lambda m: m.add("text", user="ann", t="yesterday"), TypeError, "t"),
+        (lambda m: m.add("text", user="ann", t="yesterday"), ValueError, "t"),
         (lambda m: m.add("text", user="ann", id="a~1"), ValueError, "id"),
         (lambda m: m.add_many(["ok", ""], user="ann"), ValueError, "text"),
         (lambda m: m.add_many("one text", user="ann"), TypeError, "items"),

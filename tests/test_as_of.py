@@ -186,8 +186,10 @@ def test_as_of_and_known_at_are_top_level_filter_keys():
         MemoryFilter.combine({"as_of": DAY[3]}, {"as_of": DAY[4]})
     combined = MemoryFilter.combine({"agent": "bob"}, {"as_of": DAY[3], "known_at": None})
     assert combined.as_of == DAY[3] and combined.all_of == () and combined.agent is not None
-    with pytest.raises(TypeError, match="as_of must be a datetime"):
+    with pytest.raises(ValueError, match="as_of 'yesterday' is not an ISO 8601 time"):
         MemoryFilter.parse({"as_of": "yesterday"})
+    with pytest.raises(TypeError, match="as_of must be a datetime, a date or an ISO 8601 string"):
+        MemoryFilter.parse({"as_of": 1709294400})
 
 
 @pytest.fixture

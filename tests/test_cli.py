@@ -70,7 +70,26 @@ def test_eval_retrieval_reports_bm25_and_a_dense_model_side_by_side(data_config,
     # "What breed is Ann's dog?" shares only "breed" with D1:2 ("What breed is he?"): BM25 ranks it first.
     first = next(q for q in bm25["per_question"] if q["qa_index"] == 0)
     assert first["recall@1"] == 0.0
+    # the ranked ids of each question, best first, beside its evidence (as the answers JSON has them)
+    assert first["retrieved"][0] == "D1:2" and first["retrieved"][0] not in first["evidence"]
+    assert all(len(q["retrieved"]) == 8 and set(q["evidence"]) <= set(q["retrieved"]) for q in bm25["per_question"])
     assert "retrieval on the train split" in capsys.readouterr().out
+
+
+def test_an_eval_table_title_is_one_line(tmp_path, capsys):
+    """rich wraps a title at its table's width: a long scope over a one-retriever table was cut mid-phrase."""
+    from memnets.commands.evaluate import category_table, comparison_table
+    from memnets.console import print_table
+    from memnets.retrieval.metrics import DEFAULT_KS, RetrievalReport
+
+    metrics = {f"recall@{k}": 0.5 for k in DEFAULT_KS} | {"mrr@10": 0.3, "ndcg@10": 0.4}
+    report = RetrievalReport("bm25", metrics, {1: metrics}, {"questions": 199, "category_1": 199})
+    scope = f"every conversation of {tmp_path / 'a-long-folder-name' / 'locomo10.json'}"
+    print_table(comparison_table([report], scope, DEFAULT_KS))
+    print_table(category_table([report]))
+    lines = capsys.readouterr().out.splitlines()
+    assert any(f"retrieval on {scope} (199 questions)" in line for line in lines)
+    assert any("recall@10 per category (questions)" in line for line in lines)
 
 
 def test_eval_retrieval_rejects_a_bad_spec(data_config, capsys):

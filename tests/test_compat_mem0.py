@@ -44,6 +44,13 @@ def movie_model(messages: list[dict]) -> str:
     )
 
 
+@pytest.fixture(autouse=True)
+def no_llm_in_the_environment(monkeypatch):
+    """Without an ``llm`` in the config, mem0's environment variables would choose one (tests/test_compat_mem0_docs.py)."""
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+
+
 @pytest.fixture()
 def model():
     with FakeChatServer(respond=movie_model) as server:
@@ -239,6 +246,10 @@ def test_metadata_filters_take_mem0s_forms(tmp_path, encoder):
     ]
     with pytest.raises(ValueError, match=r"operators \['icontains'\] are not supported"):
         m.get_all(user_id="a", filters={"category": {"icontains": "mov"}})
+    with pytest.raises(ValueError, match=r"filters\['NOT'\]: mem0's NOT is not supported"):
+        m.get_all(user_id="a", filters={"NOT": [{"category": "books"}]})
+    with pytest.raises(ValueError, match=r"filters\['category'\]: mem0's wildcard \* is not supported"):
+        m.get_all(user_id="a", filters={"category": "*"})
     m.close()
 
 

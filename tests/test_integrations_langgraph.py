@@ -504,3 +504,65 @@ def test_a_putop_in_batch_still_meets_the_label_rules(store, memory):
         with pytest.raises(InvalidNamespaceError):
             store.batch([PutOp(namespace, "k", {"content": "x"})])
     assert memory.users() == []
+
+
+NUMBERS = [
+    ("low", {"content": "low", "score": -3}),
+    ("mid", {"content": "mid", "score": 1.5}),
+    ("high", {"content": "high", "score": 1e300}),
+]
+NON_FINITE = [
+    {"score": {"$lt": float("inf")}},
+    {"score": {"$lte": float("inf")}},
+    {"score": {"$gt": float("-inf")}},
+    {"score": {"$gt": float("inf")}},
+    {"score": {"$lt": float("-inf")}},
+    {"score": {"$eq": float("nan")}},
+    {"score": float("nan")},
+    {"score": float("inf")},
+    {"score": {"$ne": float("nan")}},
+    {"score": {"$gt": 0, "$lt": float("inf")}},
+]
+
+
+@pytest.mark.parametrize("filter", NON_FINITE, ids=repr)
+def test_comparisons_with_infinity_and_nan_answer_as_langgraphs_stores(any_store, filter):
+    """Every finite value is below infinity, none equals NaN (LangGraph's InMemoryStore and SqliteStore
+    answer so); storing a non-finite value stays refused."""
+    reference = InMemoryStore()
+    for target in (any_store, reference):
+        for key, value in NUMBERS:
+            target.put(("n",), key, value)
+    want = sorted(item.key for item in reference.search(("n",), filter=filter, limit=10))
+    assert sorted(item.key for item in any_store.search(("n",), filter=filter, limit=10)) == want
+
+
+def test_a_comparison_with_infinity_holds_for_numbers_only_and_non_finite_values_stay_refused(store):
+    store.put(("n",), "num", {"content": "a number", "score": 2})
+    store.put(("n",), "word", {"content": "a word", "score": "x"})
+    store.put(("n",), "none", {"content": "no score"})
+    assert [i.key for i in store.search(("n",), filter={"score": {"$lt": float("inf")}})] == ["num"]
+    assert sorted(i.key for i in store.search(("n",), filter={"score": {"$ne": float("nan")}})) == [
+        "none",
+        "num",
+        "word",
+    ]
+    with pytest.raises(ValueError):
+        store.put(("n",), "inf", {"content": "infinite", "score": float("inf")})
+
+
+def test_a_dotted_filter_reads_into_nested_values_as_langgraphs_sql_stores_do(any_store):
+    """``{"user.access-level": "nested"}`` is the field "access-level" of the dict "user", as LangGraph's
+    SqliteStore and PostgresStore read it (a JSON path); a top-level field of that very name (InMemoryStore's
+    reading) matches too."""
+    any_store.put(("d",), "deep", {"content": "deep", "user": {"access-level": "nested", "n": 3}})
+    any_store.put(("d",), "flat", {"content": "flat", "user.access-level": "nested"})
+    any_store.put(("d",), "other", {"content": "other", "user": {"access-level": "top"}})
+
+    def keys(filter):
+        return sorted(item.key for item in any_store.search(("d",), filter=filter, limit=10))
+
+    assert keys({"user.access-level": "nested"}) == ["deep", "flat"]
+    assert keys({"user.n": {"$gte": 3}}) == ["deep"]
+    assert keys({"user.access-level": {"$ne": "nested"}}) == ["other"]  # must differ both ways
+    assert keys({"user": {"access-level": "nested"}}) == ["deep"]  # the nested-dict form, as before

@@ -35,7 +35,9 @@ def memory(encoder, tmp_path):
 def test_each_kept_message_is_a_memory_with_its_role_speaker_session_and_time(encoder, location):
     where, options = location
     with memnets.open(where, encoder=encoder, duplicate_threshold=EXACT, **options) as memory:
-        outcomes = memory.add(messages=TRANSCRIPT, user="ann", session="s1", t=T0 + timedelta(hours=1))
+        outcomes = memory.add(
+            messages=TRANSCRIPT, user="ann", session="s1", t=T0 + timedelta(hours=1), roles=("user", "assistant")
+        )
         assert [(o.index, o.role, o.outcome, o.reason) for o in outcomes] == [
             (0, "system", "skipped", "role"),
             (1, "user", "added", None),
@@ -95,6 +97,7 @@ def test_content_parts_keep_their_text_and_a_message_without_text_is_skipped(mem
             {"role": "user", "content": "   "},
         ],
         user="ann",
+        roles=("user", "assistant"),
     )
     assert [(o.outcome, o.reason) for o in outcomes] == [
         ("added", None),
@@ -129,9 +132,10 @@ def test_message_ids_make_writing_a_whole_history_again_change_nothing(encoder, 
         {"role": "assistant", "content": "Lyon is lovely in spring", "id": "m2"},
     ]
     with memnets.open(where, encoder=encoder, duplicate_threshold=EXACT, **options) as memory:
-        assert [o.outcome for o in memory.add(messages=history, user="ann")] == ["added", "added"]
+        both = ("user", "assistant")
+        assert [o.outcome for o in memory.add(messages=history, user="ann", roles=both)] == ["added", "added"]
         later = [*history, {"role": "user", "content": "She moved there in 2019", "id": "m3"}]
-        outcomes = memory.add_many(later, user="ann")  # add_many of messages: the same call
+        outcomes = memory.add_many(later, user="ann", roles=both)  # add_many of messages: the same call
         assert [o.outcome for o in outcomes] == ["unchanged", "unchanged", "added"]
         assert [m.id for m in memory.list_memories(user="ann")] == ["m1", "m2", "m3"]
 

@@ -43,9 +43,9 @@ TRANSCRIPT = [
 EXPECTED = [  # (role, outcome, reason, content) per message; a memory as stored when the call returns
     ("system", "skipped", "role", None),
     ("user", "added", None, "Ann: I adopted a beagle named Max"),  # added, then changed by message 5
-    ("assistant", "added", None, "assistant: Rex is a fine name"),
+    ("assistant", "skipped", "role", None),  # the default stores what the user said (docs/memory.md)
     ("user", "unchanged", None, "Ann: I adopted a beagle named Max"),  # the same as message 1
-    ("assistant", "skipped", "no text", None),
+    ("assistant", "skipped", "role", None),
     ("user", "updated", None, "Ann: I adopted a beagle named Max"),  # a changed name: message 1's new version
 ]
 BAD = [{"role": "user", "content": "fine"}, {"content": "no role"}]
@@ -126,12 +126,8 @@ def test_rest_and_mcp_take_the_same_messages_and_give_the_same_outcomes(server, 
     assert [o.outcome for o in again] == [o["outcome"] for o in second.structuredContent["outcomes"]]
     # again, without ids: nothing changes. Rex was said before Max held, and the history says Rex held then
     # (before, Rex was made current again, then Max again: two new versions of every re-read transcript)
-    assert [o.outcome for o in again] == ["skipped", "unchanged", "unchanged", "unchanged", "skipped", "unchanged"]
-    assert (
-        rest_stored
-        == mcp_stored
-        == [("Ann: I adopted a beagle named Max", "s1"), ("assistant: Rex is a fine name", "s1")]
-    )
+    assert [o.outcome for o in again] == ["skipped", "unchanged", "skipped", "unchanged", "skipped", "unchanged"]
+    assert rest_stored == mcp_stored == [("Ann: I adopted a beagle named Max", "s1")]
     message = "messages[1].role is missing"
     assert message in str(embedded_error.value) and message in str(rest_error.value)
     assert bad.isError and message in bad.content[0].text
@@ -141,7 +137,7 @@ def test_a_token_of_one_user_cannot_add_messages_for_another(server):
     with memnets.Client(server.url, token=CAROL) as carol, pytest.raises(PermissionError):
         carol.add(messages=TRANSCRIPT, user="dave")
     with memnets.Client(server.url, token=CAROL) as carol:
-        assert [o.outcome for o in carol.add(messages=TRANSCRIPT[1:3], user="carol")] == ["added", "added"]
+        assert [o.outcome for o in carol.add(messages=TRANSCRIPT[1:3], user="carol")] == ["added", "skipped"]
     with memnets.Client(server.url, token=ADMIN) as admin:
         assert admin.list_memories(user="dave") == []
 
@@ -194,12 +190,12 @@ def test_add_takes_langchain_message_objects_as_they_are(tiny_model_dir, tmp_pat
         with pytest.raises(TypeError, match=r"messages\[1\] must be a mapping"):
             memory.add(messages=[HumanMessage("He is two"), 42], user="ann")
         outcomes = memory.add(messages=messages, user="ann")
-        assert [(o.outcome, o.role) for o in outcomes] == [("added", "user"), ("added", "assistant")]
+        assert [(o.outcome, o.role) for o in outcomes] == [("added", "user"), ("skipped", "assistant")]
         assert [(m.id, m.content) for m in memory.list_memories(user="ann")][0] == (
             "h1",
             "Ann: I adopted a beagle named Rex",
         )
-        assert [o.outcome for o in memory.add_many(messages, user="ann")] == ["unchanged", "unchanged"]
+        assert [o.outcome for o in memory.add_many(messages, user="ann")] == ["unchanged", "skipped"]
         assert [o.outcome for o in memory.add_many([HumanMessage("He is two", id="h2")], user="ann")] == ["added"]
 
 
@@ -212,7 +208,7 @@ def test_the_client_sends_langchain_message_objects_as_the_embedded_api_takes_th
         again = client.add_many(
             [HumanMessage("Dana keeps bees", name="Dana", id="lc-1"), AIMessage("Lovely")], user="dana"
         )
-        assert [o.outcome for o in again] == ["unchanged", "added"]
+        assert [o.outcome for o in again] == ["unchanged", "skipped"]
 
 
 def test_remember_messages_writes_a_messages_state_and_again_only_what_is_new(tiny_model_dir, tmp_path):
@@ -222,12 +218,11 @@ def test_remember_messages_writes_a_messages_state_and_again_only_what_is_new(ti
         first = remember_messages(memory, state, user="ann", session="thread-1")
         state["messages"] = add_messages(state["messages"], [HumanMessage("He is two", name="Ann")])
         second = remember_messages(memory, state, user="ann", session="thread-1")
-        assert [o.outcome for o in first] == ["added", "added"]
-        assert [o.outcome for o in second] == ["unchanged", "unchanged", "added"]
+        assert [o.outcome for o in first] == ["added", "skipped"]  # the assistant's reply: not by default
+        assert [o.outcome for o in second] == ["unchanged", "skipped", "added"]
         stored = memory.list_memories(user="ann")
-        assert [m.id for m in stored] == [message.id for message in state["messages"]]
+        assert [m.id for m in stored] == [message.id for message in state["messages"] if message.type == "human"]
         assert [(m.content, m.session, m.metadata["role"]) for m in stored] == [
             ("Ann: I adopted a beagle named Rex", "thread-1", "user"),
-            ("assistant: What a good name", "thread-1", "assistant"),
             ("Ann: He is two", "thread-1", "user"),
         ]

@@ -6,6 +6,7 @@ a user; and without OpenTelemetry nothing is wrapped at all."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import uuid
@@ -99,6 +100,39 @@ def test_an_add_is_one_span_over_its_encode_and_its_store_write(location, encode
     batch = only(finished, "memnets.add_many")
     assert "memnets.encode" in children(finished, batch)
     assert max(s.attributes["memnets.texts"] for s in finished if s.name == "memnets.encode") == 2  # one batch
+    assert_no_caller_data(finished)
+
+
+def test_spans_say_what_a_call_did_in_counts_and_fixed_words(location, encoder, spans):
+    """An add's outcome, a transcript's or add_many's count per outcome, a search's k, users and hits: what
+    happened, beside how long; still no text, query or user (memnets.memory.spans)."""
+    where, options = location
+    with memnets.open(where, encoder=encoder, duplicate_threshold=0.9999, **options) as memory:
+        spans.clear()
+        memory.add(f"ann keeps a {SECRET} in the garden", user=USER)
+        memory.add(f"ann keeps a {SECRET} in the garden", user=USER)
+        memory.add(
+            messages=[
+                {"role": "user", "content": f"the {SECRET} eats leaves"},
+                {"role": "assistant", "content": "Fun!"},
+            ],
+            user=USER,
+        )
+        memory.add_many(["ann waters the roses", "ann waters the roses"], user=USER)
+        memory.search(f"what does the {SECRET} eat?", user=USER, k=2)
+        memory.search_many("roses", users=[USER, USER + "-nobody"], k=7)
+        finished = spans.get_finished_spans()
+    adds = [dict(s.attributes) for s in finished if s.name == "memnets.add"]
+    assert [a.get("memnets.outcome") for a in adds] == ["added", "unchanged", None]
+    assert {k: adds[2][k] for k in ("memnets.added", "memnets.skipped", "memnets.unchanged")} == {
+        "memnets.added": 1,
+        "memnets.skipped": 1,
+        "memnets.unchanged": 0,
+    }
+    batch = only(finished, "memnets.add_many").attributes
+    assert (batch["memnets.added"], batch["memnets.unchanged"]) == (1, 1)
+    searches = [s.attributes for s in finished if s.name == "memnets.search"]
+    assert [(a["memnets.k"], a["memnets.users"], a["memnets.hits"]) for a in searches] == [(2, 1, 2), (7, 2, 3)]
     assert_no_caller_data(finished)
 
 
@@ -298,3 +332,35 @@ print("no spans")
     from memnets.api import AgentMemory
 
     assert hasattr(AgentMemory.add, "__wrapped__")  # and with it, wrapped
+
+
+def test_the_otel_extra_installs_opentelemetry_instrument_and_an_exporter():
+    """``pip install memnets[otel]`` then ``opentelemetry-instrument memnets serve http`` (docs/server.md):
+    the command comes with opentelemetry-distro, its default OTLP exporter with the distro's ``otlp`` extra."""
+    import tomllib
+
+    extra = tomllib.loads((PACKAGE_PARENT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["otel"]
+    assert any(requirement.startswith("opentelemetry-distro[otlp]") for requirement in extra), extra
+
+
+def test_opentelemetry_instrument_exports_memnets_spans_with_what_they_did(tmp_path, tiny_model_dir):
+    """The command the extra installs, on a script: memnets' spans reach its (console) exporter."""
+    pytest.importorskip("opentelemetry.distro", reason="the extra [otel]'s opentelemetry-distro is not installed")
+    script = tmp_path / "run.py"
+    script.write_text(
+        "import memnets\n"
+        f"with memnets.open({str(tmp_path / 'm')!r}, encoder={str(tiny_model_dir)!r}) as m:\n"
+        "    m.add('ann keeps bees', user='ann')\n"
+        "    m.search('bees?', user='ann', k=3)\n"
+    )
+    environment = {"OTEL_TRACES_EXPORTER": "console", "OTEL_METRICS_EXPORTER": "none", "OTEL_LOGS_EXPORTER": "none"}
+    run = subprocess.run(
+        [sys.executable, "-c", "from opentelemetry.instrumentation.auto_instrumentation import run; run()"]
+        + [sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, **environment, "PYTHONPATH": os.pathsep.join([str(PACKAGE_PARENT), *sys.path])},
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert '"memnets.outcome": "added"' in run.stdout and '"memnets.hits": 1' in run.stdout

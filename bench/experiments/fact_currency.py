@@ -164,7 +164,9 @@ def main(argv=None) -> None:
     p.add_argument("--pack", help="a pack folder (its encoder, scorer and judge)")
     p.add_argument("--supersession", choices=("default", "auto", "off"), default="default",
                    help="default: memnets.open's own default; auto; off")  # fmt: skip
-    p.add_argument("--judge", type=Path, help="a judge folder (memnets fit supersession's output) in place of --supersession")
+    p.add_argument(
+        "--judge", type=Path, help="a judge folder (memnets fit supersession's output) in place of --supersession"
+    )
     p.add_argument("--paths", nargs="+", default=["plain", "messages"], choices=("plain", "messages"))
     p.add_argument("--name", default="fact_currency")
     args = p.parse_args(argv)

@@ -30,6 +30,7 @@ from rich.table import Table
 from memnets.commands.options import at_least, non_empty_text
 from memnets.console import CommandParser, add_output_options, parse_args, print_table
 from memnets.records import MEMORY_KINDS
+from memnets.timeutil import as_utc
 
 PROG = "memnets memories"
 CONTENT_WIDTH = 70  # characters of a memory's content shown in a table row
@@ -198,9 +199,9 @@ def run_users(memory, args, _) -> int:
 
 
 def iso_time(text: str) -> datetime:
-    """An ISO 8601 time argument (naive: UTC)."""
+    """An ISO 8601 time argument (naive: UTC), read as every time is (:func:`memnets.timeutil.as_utc`)."""
     try:
-        return datetime.fromisoformat(text)
+        return as_utc(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not an ISO 8601 time: {text!r}") from None
 

@@ -8,13 +8,15 @@
     m.add("I love sci-fi movies", user_id="alice", infer=False)
     m.search("What does Alice like?", user_id="alice")["results"][0]["memory"]
 
-mem0's calls with its argument names and result shapes: ``add(messages, user_id=, agent_id=, run_id=,
-metadata=, infer=)`` -> ``{"results": [{"id", "memory", "event"}]}``; ``search(query, user_id=, limit=,
-filters=, threshold=)`` and ``get_all(...)`` -> ``{"results": [item]}``; ``get(memory_id)`` -> an item;
-``update``/``delete``/``delete_all`` -> ``{"message": ...}``; ``history(memory_id)`` -> its events. An
-item is ``{"id", "memory", "hash", "metadata", "created_at", "updated_at", "user_id", "agent_id",
-"run_id", "role", "actor_id", "score"}`` (each of the last six when it has one). ``messages`` is a
-str, a ``{"role", "content"}`` dict or a list of them, as mem0 takes them.
+mem0's calls (its current open-source ``Memory``) with its argument names and result shapes: ``add(messages,
+user_id=, agent_id=, run_id=, metadata=, expiration_date=, infer=)`` -> ``{"results": [{"id", "memory",
+"event"}]}``; ``search(query, top_k=20, filters=, threshold=, explain=)`` and ``get_all(filters=, top_k=20)``
+-> ``{"results": [item]}`` (the ids also as arguments, mem0's older form, and ``limit`` for ``top_k``);
+``get(memory_id)`` -> an item; ``update(memory_id, text=, metadata=, expiration_date=)`` (``data=``: mem0's
+deprecated name of ``text``), ``delete``/``delete_all`` -> ``{"message": ...}``; ``history(memory_id)`` -> its
+events. An item is ``{"id", "memory", "hash", "metadata", "created_at", "updated_at", "user_id", "agent_id",
+"run_id", "expiration_date", "role", "actor_id", "score"}`` (each of the last seven when it has one).
+``messages`` is a str, a ``{"role", "content"}`` dict or a list of them, as mem0 takes them.
 
 How mem0's scopes map onto memnets': ``user_id`` is the memnets user (the owner: nothing of one
 user is read or changed by a call for another); ``agent_id`` and ``run_id`` are the memory's agent
@@ -24,34 +26,44 @@ without it looks at every user's memories of the agent or run named. An id may b
 another value than the argument's is a ValueError naming both, never a read of another scope.
 
 ``infer`` (default True, as in mem0): the messages go through the LLM extraction of
-:mod:`memnets.memory.extraction` with the config's ``llm``; without one, :class:`LLMNotConfiguredError`
-names the setting (memnets never calls a model it was not given). ``infer=False`` stores each
+:mod:`memnets.memory.extraction` with the config's ``llm``, else mem0's default from ``$OPENAI_API_KEY`` /
+``$OPENAI_BASE_URL`` (:mod:`memnets.compat.mem0_config`); with neither, :class:`LLMNotConfiguredError` names
+them (memnets never calls a model it was not given). ``infer=False`` stores each
 message as ``add(messages=...)`` does (:mod:`memnets.memory.messages`: the text ``"{speaker}: {text}"``,
 the form memnets' encoder was trained on; system and tool messages left out), shown with its
 ``role`` (and its ``name`` as ``actor_id``).
 
 Differences that remain: deletion is final in memnets (``history`` of a deleted memory is empty,
 where mem0 keeps a DELETE event); the encoder is memnets' (bundled, or a pack's), not the config's
-``embedder``; ``get``/``update``/``delete``/``history`` by id alone look the id up among the users.
+``embedder``; ``get``/``update``/``delete``/``history`` by id alone look the id up among the users; no
+default ``threshold`` (mem0's 0.1 is on its own score scale); a past ``expiration_date`` and
+``show_expired=True`` are refused (memnets deletes expired memories); ``contains``/``icontains``/``NOT``/``"*"``
+filters are refused, naming them (docs/integrations.md, "Switching from mem0").
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
+from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
+import memnets.timeutil as timeutil
 from memnets.api import AgentMemory
 from memnets.api import open as open_memory
 from memnets.argerrors import ArgumentValueError
 from memnets.compat.mem0_config import LLMNotConfiguredError, read_config
 from memnets.memory.extraction import OUTCOME_EVENTS, Change, Extraction, ExtractionError
+from memnets.memory.messages import CONVERSATION_ROLES
 from memnets.records import Memory as Record
 
 SHARED_USER = "mem0-shared"  # the owner of memories written without a user_id
 MESSAGE_FIELDS = ("role", "speaker")  # metadata of a stored message (memnets.memory.messages), shown as mem0 does
 FILTER_OPERATORS = {"eq", "ne", "gt", "gte", "lt", "lte", "in", "nin"}  # mem0's, memnets' with a "$"
 ENTITY_KEYS = {"user_id": "user", "agent_id": "agent", "run_id": "session"}
+EXPIRATION = "expiration_date"  # the metadata field of mem0's expiration date, shown as a field of the item
+DEFAULT_TOP_K = 20  # mem0's top_k of search and get_all
+_UNSET = object()  # update(expiration_date=...) left out: the expiry stays
 
 
 class Memory:
@@ -83,30 +95,67 @@ class Memory:
         agent_id: str | None = None,
         run_id: str | None = None,
         metadata: Mapping | None = None,
+        timestamp: Any = None,
+        expiration_date: Any = None,
         infer: bool = True,
+        memory_type: str | None = None,
+        prompt: str | None = None,
     ) -> dict:
-        """Store ``messages`` (``infer``: the facts an LLM extracts; else each message); ``{"results": [...]}``."""
+        """Store ``messages`` (``infer``: the facts an LLM extracts; else each message); ``{"results": [...]}``.
+
+        ``expiration_date`` (``YYYY-MM-DD``, a date): the memories written expire at the end of that day
+        (UTC). ``timestamp`` is refused as mem0's open-source ``Memory`` refuses it (a platform feature);
+        ``memory_type`` (procedural memories) and ``prompt`` (a custom extraction prompt) are not memnets'.
+        """
+        if timestamp is not None:
+            raise ValueError("add: timestamp is a mem0 platform parameter, not supported here (as in mem0's Memory)")
+        for name, value in (("memory_type", memory_type), ("prompt", prompt)):
+            if value is not None:
+                raise ValueError(f"add: {name} is not supported by memnets' mem0 facade; leave it out")
         messages = _messages(messages)
         user = _owner(user_id, agent_id, run_id, "add")
         scope = {"agent": agent_id, "session": run_id}
         if metadata is not None and not isinstance(metadata, Mapping):
             raise TypeError(f"add: metadata must be a dict, got {type(metadata).__name__}")
+        expiry, metadata = _expiry(expiration_date, "add"), dict(metadata or {})
+        if expiry is not None:
+            metadata[EXPIRATION] = expiry[0]
+        ttl = expiry[1] if expiry is not None else None
         if infer:
             if self.extraction is None:
                 raise LLMNotConfiguredError(
                     "add(infer=True) needs an LLM to extract facts: set the config's 'llm' "
                     "({'provider': 'openai', 'config': {'model': ..., 'openai_base_url': ...}}, any OpenAI-compatible "
-                    "server), or call add(..., infer=False) to store the messages as they are"
+                    "server) or $OPENAI_API_KEY / $OPENAI_BASE_URL, as mem0 reads them, or call add(..., infer=False) "
+                    "to store the messages as they are"
                 )
-            changes = self.extraction.add(self.memory, messages, user=user, metadata=metadata, **scope)
+            changes = self.extraction.add(self.memory, messages, user=user, metadata=metadata, ttl=ttl, **scope)
             return {"results": [_event(c) for c in changes if c.event != "NONE"]}
-        outcomes = self.memory.add(messages=messages, user=user, metadata=dict(metadata or {}), **scope)
+        outcomes = self.memory.add(
+            messages=messages, user=user, metadata=metadata, ttl=ttl, roles=CONVERSATION_ROLES, **scope
+        )  # mem0 stores every message but system ones
         return {"results": [_written(o.memory) for o in outcomes if o.outcome in ("added", "updated")]}
 
-    def update(self, memory_id: str, data: str, metadata: Mapping | None = None) -> dict:
-        """Memory ``memory_id`` gets the text ``data`` (and metadata merged in); its old text stays in ``history``."""
+    def update(
+        self,
+        memory_id: str,
+        text: str | None = None,
+        metadata: Mapping | None = None,
+        expiration_date: Any = _UNSET,
+        data: str | None = None,
+    ) -> dict:
+        """Memory ``memory_id`` gets the text ``text`` (``data``: mem0's deprecated name of it), metadata merged in
+        and/or an ``expiration_date`` (None clears it); its old text stays in ``history``."""
+        text = text if text is not None else data
+        if text is None and metadata is None and expiration_date is _UNSET:
+            raise ValueError("update: give at least one of text, metadata or expiration_date")
         current = self._find(memory_id, "update")
-        self.memory.update(memory_id, data, user=current.owner, metadata=dict(metadata or {}), merge_metadata=True)
+        extra, expiry = dict(metadata or {}), {}
+        if expiration_date is not _UNSET:
+            found = _expiry(expiration_date, "update")
+            extra[EXPIRATION] = found[0] if found is not None else None
+            expiry["ttl"] = found[1] if found is not None else None
+        self.memory.update(memory_id, text, user=current.owner, metadata=extra, merge_metadata=True, **expiry)
         return {"message": "Memory updated successfully!"}
 
     def delete(self, memory_id: str) -> dict:
@@ -135,14 +184,18 @@ class Memory:
     def get_all(
         self,
         *,
+        filters: Mapping | None = None,
+        top_k: int = DEFAULT_TOP_K,
+        show_expired: bool = False,
         user_id: str | None = None,
         agent_id: str | None = None,
         run_id: str | None = None,
-        filters: Mapping | None = None,
-        limit: int = 100,
+        limit: int | None = None,
     ) -> dict:
-        """The memories of a scope, oldest first, at most ``limit``: ``{"results": [item]}``."""
+        """The memories of a scope, oldest first, at most ``top_k`` (``limit``: mem0's older name of it)."""
+        _no_expired(show_expired, "get_all")
         user_id, agent_id, run_id, where = _scope(user_id, agent_id, run_id, filters, "get_all")
+        limit = limit if limit is not None else top_k
         found = [
             m for user in self._users(user_id) for m in self.memory.list_memories(user=user, limit=limit, filters=where)
         ]
@@ -152,23 +205,49 @@ class Memory:
         self,
         query: str,
         *,
+        top_k: int = DEFAULT_TOP_K,
+        filters: Mapping | None = None,
+        threshold: float | None = None,
+        rerank: bool = False,
+        explain: bool = False,
+        reference_date: Any = None,
+        show_expired: bool = False,
         user_id: str | None = None,
         agent_id: str | None = None,
         run_id: str | None = None,
-        limit: int = 100,
-        filters: Mapping | None = None,
-        threshold: float | None = None,
-        top_k: int | None = None,
+        limit: int | None = None,
     ) -> dict:
-        """The memories of a scope best for ``query``, best first: ``{"results": [item with "score"]}``."""
+        """The memories of a scope best for ``query``, best first: ``{"results": [item with "score"]}``.
+
+        ``explain``: each item also has ``score_details`` (memnets' parts: :mod:`memnets.memory.explain`).
+        ``rerank`` changes nothing (a pack's scorer, when there is one, always re-ranks); ``reference_date``
+        is refused as mem0's open-source ``Memory`` refuses it.
+        """
+        if reference_date is not None:
+            raise ValueError("search: reference_date is a mem0 platform parameter, not supported (as in mem0's Memory)")
+        _no_expired(show_expired, "search")
         user_id, agent_id, run_id, where = _scope(user_id, agent_id, run_id, filters, "search")
-        k = top_k if top_k is not None else limit
+        k = limit if limit is not None else top_k
         users = self._users(user_id)
-        found = self.memory.search_many(query, users=users, k=k, filters=where) if users else {}
-        hits = sorted((hit for user in users for hit in found[user]), key=lambda hit: -hit.score)[:k]
+        if not users:
+            return {"results": []}
+        if explain:
+            explained = self.memory.explain(query, users=users, k=k, filters=where)
+            found = [
+                (h, _details(h.parts, explained.ranker, threshold)) for hits in explained.by_user.values() for h in hits
+            ]
+        else:
+            found = [
+                (hit, None)
+                for hits in self.memory.search_many(query, users=users, k=k, filters=where).values()
+                for hit in hits
+            ]
+        ranked = sorted(found, key=lambda pair: -pair[0].score)[:k]
         return {
             "results": [
-                {**_item(hit.memory), "score": hit.score} for hit in hits if threshold is None or hit.score >= threshold
+                {**_item(hit.memory), "score": hit.score, **({"score_details": details} if details else {})}
+                for hit, details in ranked
+                if threshold is None or hit.score >= threshold
             ]
         }
 
@@ -223,6 +302,55 @@ class Memory:
         if found is None:
             raise ValueError(f"{call}: no memory with id {memory_id!r}")
         return found
+
+
+def _expiry(value, call: str) -> tuple[str, float] | None:
+    """(``YYYY-MM-DD``, seconds from now to the end of that day in UTC) of mem0's ``expiration_date``; None for None."""
+    if value is None:
+        return None
+    if isinstance(value, datetime):
+        value = value.date()
+    elif isinstance(value, str):
+        try:
+            value = date.fromisoformat(value)
+        except ValueError:
+            raise ArgumentValueError(
+                f"{call}: expiration_date must be a date in YYYY-MM-DD format, got {value!r:.40}",
+                field="expiration_date",
+            ) from None
+    if not isinstance(value, date):
+        raise ArgumentValueError(
+            f"{call}: expiration_date must be a YYYY-MM-DD string or a date, got {type(value).__name__}",
+            field="expiration_date",
+        )
+    end = datetime.combine(value + timedelta(days=1), time(), tzinfo=UTC)
+    seconds = (end - timeutil.now()).total_seconds()
+    if seconds <= 0:
+        raise ArgumentValueError(
+            f"{call}: expiration_date {value.isoformat()} has passed; memnets deletes expired memories, so it would "
+            "store nothing",
+            field="expiration_date",
+        )
+    return value.isoformat(), seconds
+
+
+def _no_expired(show_expired: bool, call: str) -> None:
+    if show_expired:
+        raise ValueError(
+            f"{call}: show_expired=True is not supported: memnets hides an expired memory and then deletes it for good"
+        )
+
+
+def _details(parts, ranker: str, threshold: float | None) -> dict:
+    """mem0's ``score_details`` of an explained hit, in memnets' terms (its relevance, recency, importance)."""
+    return {
+        "semantic_score": parts.relevance,
+        "recency": parts.recency,
+        "importance": parts.importance,
+        "learned_score": parts.learned,
+        "ranker": ranker,
+        "threshold": threshold,
+    }
 
 
 def _messages(messages) -> list:
@@ -290,6 +418,8 @@ def _conditions(filters: Mapping) -> dict:
     for key, condition in filters.items():
         if key in ("AND", "OR"):
             out["$" + key.lower()] = [_conditions(part) for part in condition]
+        elif key == "NOT" or condition == "*":
+            raise ValueError(f"filters[{key!r}]: mem0's {'NOT' if key == 'NOT' else 'wildcard *'} is not supported")
         elif isinstance(condition, Mapping):
             unknown = [op for op in condition if op.lstrip("$") not in FILTER_OPERATORS]
             if unknown:
@@ -312,13 +442,17 @@ def _item(memory: Record) -> dict:
         "id": memory.id,
         "memory": memory.content,
         "hash": hashlib.md5(memory.content.encode()).hexdigest(),
-        "metadata": {k: v for k, v in memory.metadata.items() if k not in MESSAGE_FIELDS} or None,
+        "metadata": {k: v for k, v in memory.metadata.items() if k not in (*MESSAGE_FIELDS, EXPIRATION)} or None,
         "created_at": _iso(memory.t),
         "updated_at": _iso(memory.updated_at),
     }
     if memory.owner != SHARED_USER:
         item["user_id"] = memory.owner
-    for key, value in (("agent_id", memory.agent), ("run_id", memory.session)):
+    for key, value in (
+        ("agent_id", memory.agent),
+        ("run_id", memory.session),
+        (EXPIRATION, memory.metadata.get(EXPIRATION)),
+    ):
         if value is not None:
             item[key] = value
     return {**item, **_speaker(memory)}

@@ -8,9 +8,11 @@ The parts of a mem0 config that mean something here:
   itself is not used: memnets stores in its own stores.
 - ``llm``: any OpenAI-compatible server (providers :data:`OPENAI_COMPATIBLE`), ``config.model``,
   the base URL (``openai_base_url``, ``vllm_base_url``, ``ollama_base_url``, ``lmstudio_base_url``,
-  ``deepseek_base_url`` or ``base_url``), ``api_key`` (else ``$OPENAI_API_KEY`` for "openai"),
-  ``timeout`` (seconds) and ``max_tokens``. Without ``llm`` no model is called: ``add(..., infer=True)``
-  raises :class:`LLMNotConfiguredError` naming this setting.
+  ``deepseek_base_url`` or ``base_url``; else ``$OPENAI_BASE_URL`` for "openai"), ``api_key`` (else
+  ``$OPENAI_API_KEY`` for "openai"), ``timeout`` (seconds) and ``max_tokens``. Without ``llm``, mem0's
+  default: OpenAI's ``gpt-5-mini`` at ``$OPENAI_BASE_URL`` (else api.openai.com) with ``$OPENAI_API_KEY``,
+  as mem0's ``Memory()`` reads them; when neither variable is set no model is called, and
+  ``add(..., infer=True)`` raises :class:`LLMNotConfiguredError` naming the setting.
 - ``memnets`` (memnets' own section): ``pack``, ``encoder``, ``key`` and any other argument of
   :func:`memnets.open`, plus ``decide`` ("llm" or "rules", see :mod:`memnets.memory.extraction`) and
   ``deadline`` (seconds one add may wait for the LLM).
@@ -49,7 +51,8 @@ BASE_URL_KEYS = (
     "lmstudio_base_url",
     "deepseek_base_url",
 )
-DEFAULT_MODEL = "gpt-4.1-nano-2025-04-14"  # mem0's default LLM
+DEFAULT_MODEL = "gpt-5-mini"  # mem0's default LLM (mem0/llms/openai.py)
+OPENAI_ENVIRONMENT = ("OPENAI_API_KEY", "OPENAI_BASE_URL")  # what mem0's default OpenAI LLM reads
 USED = ("vector_store", "llm", "memnets")
 EXTRACTION_OPTIONS = ("decide", "deadline")
 
@@ -100,9 +103,12 @@ def _section(config: Mapping, name: str) -> Mapping:
 
 
 def _llm(section: Mapping) -> OpenAIChatLLM | None:
-    """The OpenAI-compatible client of the ``llm`` section, or None when there is none."""
+    """The OpenAI-compatible client of the ``llm`` section; without one, mem0's default (OpenAI, from the
+    environment) where ``$OPENAI_API_KEY`` or ``$OPENAI_BASE_URL`` is set, else None."""
     if not section:
-        return None
+        if not any(os.environ.get(name) for name in OPENAI_ENVIRONMENT):
+            return None
+        section = {"provider": "openai"}
     provider = section.get("provider", "openai")
     if provider not in OPENAI_COMPATIBLE:
         raise ValueError(
@@ -110,7 +116,8 @@ def _llm(section: Mapping) -> OpenAIChatLLM | None:
             f"({', '.join(OPENAI_COMPATIBLE)}): point 'openai_base_url' at one that serves your model"
         )
     options = section.get("config") or {}
-    base_url = next((options[k] for k in BASE_URL_KEYS if options.get(k)), DEFAULT_BASE_URLS[provider])
+    default = (os.environ.get("OPENAI_BASE_URL") if provider == "openai" else None) or DEFAULT_BASE_URLS[provider]
+    base_url = next((options[k] for k in BASE_URL_KEYS if options.get(k)), default)
     api_env = "OPENAI_API_KEY" if provider == "openai" else None
     return OpenAIChatLLM(
         base_url,

@@ -34,7 +34,7 @@ from memnets.retrieval.longmemeval_metrics import LONGMEMEVAL_KS, question_metri
 from memnets.retrieval.rankers import Ranker, build_ranker, parse_spec
 
 logger = logging.getLogger(__name__)
-_ROW_KEYS = {"question_id", "question_type", "question_date"}
+_ROW_KEYS = {"question_id", "question_type", "question_date", "evidence", "retrieved"}
 
 
 @dataclass
@@ -114,6 +114,8 @@ def evaluate_longmemeval(
                 "question_id": question.question_id,
                 "question_type": question.question_type,
                 "question_date": question.question_date.isoformat(),
+                "evidence": list(question.evidence),
+                "retrieved": list(ranked[: max(ks)]),  # the ranked turn ids, best first
             }
             | question_metrics(ranked, question.evidence, question.turn_session, ks)
         )

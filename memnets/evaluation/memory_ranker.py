@@ -126,7 +126,10 @@ def write_conversation(memory, conversation: Conversation) -> tuple[dict[str, li
         if not session.turns:
             continue
         try:
-            answers = memory.add(messages=[message(turn) for turn in session.turns], user=USER)
+            turns = [message(turn) for turn in session.turns]
+            answers = memory.add(
+                messages=turns, user=USER, roles=("user", "assistant")
+            )  # LongMemEval cites assistant turns
         except (TypeError, ValueError) as error:
             raise ValueError(f"memory ranker: {conversation.sample_id}, session {session.number}: {error}") from error
         for turn, answer in zip(session.turns, answers):

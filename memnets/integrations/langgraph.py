@@ -30,7 +30,9 @@ How LangGraph's model maps onto memnets (see docs/integrations.md):
   ``$eq $ne $gt $gte $lt $lte`` (and memnets' ``$in``) on top-level value fields with memnets'
   semantics (:class:`memnets.store.filters.MemoryFilter`); a nested dict is a subset match as in
   LangGraph (``{"a": {"b": 1}}`` finds ``{"a": {"b": 1, "c": 2}}``; operators inside it apply one level
-  down: ``{"a": {"b": {"$gt": 1}}}``), MemoryFilter's ``$fields``;
+  down: ``{"a": {"b": {"$gt": 1}}}``), MemoryFilter's ``$fields``; a dotted name is a path into nested
+  values as in LangGraph's SQL stores (``{"user.access-level": 1}``), or a top-level field of that name;
+  ``inf``/``-inf``/NaN operands compare as LangGraph's stores compare them (:func:`_finite`);
   ``"$and"``/``"$or"`` take lists of such filters; ``"$as_of"``/``"$known_at"`` (a datetime or
   an ISO string, top level) read the versions valid / written by then (``AgentMemory.search``'s
   ``as_of``/``known_at``; an older version found so is answered under its item's key); any other
@@ -55,7 +57,7 @@ How LangGraph's model maps onto memnets (see docs/integrations.md):
   sweep (``AgentMemory.sweep_expired``, the deletion path of ``delete``).
 
 - **A graph's conversation** (``MessagesState``): :func:`remember_messages` writes its messages into a
-  memory, one memory per user or assistant message (``AgentMemory.add(messages=...)``, the messages
+  memory, one memory per user message (``roles=`` for the assistant's too; ``AgentMemory.add(messages=...)``, the messages
   mapped by :func:`memnets.integrations.chat.message_dicts`). LangGraph's ``add_messages`` gives every
   message an id, which becomes the memory's: a node may write the whole history after every turn and
   only the new messages are added. A later turn, in any thread, recalls them with ``memory.search``.
@@ -66,6 +68,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
+import sys
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
@@ -77,7 +81,7 @@ from memnets.memory.writes import check_text
 from memnets.records import Memory
 from memnets.store.filters import MemoryFilter
 from memnets.store.rows import VERSION_SEPARATOR
-from memnets.timeutil import now
+from memnets.timeutil import as_utc, now
 
 with needs_extra("memnets.integrations.langgraph", "langgraph"):
     from langgraph.store.base import (
@@ -441,15 +445,8 @@ def _time_travel(filter: Mapping[str, Any] | None) -> dict[str, datetime]:
     out = {}
     for key, name in TIME_KEYS.items():
         value = filter.get(key)
-        if isinstance(value, str):
-            try:
-                value = datetime.fromisoformat(value)
-            except ValueError:
-                raise ValueError(
-                    f"MemnetsStore.search: filter {key} must be an ISO 8601 time, got {value!r:.60}"
-                ) from None
         if value is not None:
-            out[name] = value
+            out[name] = as_utc(value, f"MemnetsStore.search: filter {key}")
     return out
 
 
@@ -463,6 +460,7 @@ def _metadata_conditions(filter: Mapping[str, Any] | None) -> dict[str, Any]:
             f"MemnetsStore.search: filter must be a dict of field -> condition, got {type(filter).__name__}"
         )
     conditions: dict[str, Any] = {}
+    paths: list[dict[str, Any]] = []  # the conditions of dotted names, each a nested subset match
     for name, condition in filter.items():
         if name in ("$and", "$or") and isinstance(condition, (list, tuple)):
             conditions[name] = [_metadata_conditions(part) or {} for part in condition]
@@ -473,8 +471,26 @@ def _metadata_conditions(filter: Mapping[str, Any] | None) -> dict[str, Any]:
             raise ValueError(
                 f"MemnetsStore.search: filter field {TEXT_FIELD!r} is the memory's text; search it with query=..."
             )
-        conditions[name] = _condition(condition)
+        if "." in name and all(name.split(".")):
+            paths.append(_dotted(name, _condition(condition)))
+        else:
+            conditions[name] = _condition(condition)
+    if paths:
+        conditions["$and"] = [*conditions.get("$and", []), *paths]
     return conditions
+
+
+def _dotted(name: str, condition: dict[str, Any]) -> dict[str, Any]:
+    """The condition on a dotted field name: on the path into nested dicts (``"user.access-level"``: the
+    field "access-level" of the dict "user", as LangGraph's SqliteStore and PostgresStore read it), or on a
+    top-level field of that very name (as its InMemoryStore reads it). Either holding is a match; a
+    condition only of ``$ne``/``$nin`` (which a missing field passes) must hold on both."""
+    head, *rest = name.split(".")
+    nested = condition
+    for part in reversed(rest):
+        nested = {"$fields": {part: nested}}
+    negative = set(condition) <= {"$ne", "$nin"}
+    return {"$and" if negative else "$or": [{name: condition}, {head: nested}]}
 
 
 def _condition(condition: Any) -> dict[str, Any]:
@@ -482,10 +498,35 @@ def _condition(condition: Any) -> dict[str, Any]:
     (any other key of it is an unknown operator), another dict a subset match of the field's dict
     (``$fields``, each of its fields read the same way, nested as deep as given), anything else equality."""
     if not isinstance(condition, Mapping):
-        return {"$eq": condition}
+        return _finite({"$eq": condition})
     if any(str(key).startswith("$") for key in condition):
-        return dict(condition)
+        return _finite(condition)
     return {"$fields": {name: _condition(inner) for name, inner in condition.items()}}
+
+
+def _finite(operators: Mapping[str, Any]) -> dict[str, Any]:
+    """``operators`` with their non-finite operands (inf, -inf, NaN: never a stored value, which is JSON) put
+    as finite conditions that select the same values, as LangGraph's SqliteStore answers them: below +inf
+    (``$lt``/``$lte``) is every number (``$gte`` -max), above -inf every number, beyond them and any
+    comparison with NaN nothing (``$in []``), ``$ne`` of one everything (``$nin []``); in a ``$in``/``$nin``
+    list one matches nothing. Other operands stay as they are."""
+    out = {op: operand for op, operand in operators.items() if not _non_finite(operand)}
+    for op in ("$in", "$nin"):
+        if isinstance(out.get(op), (list, tuple)):
+            out[op] = [value for value in out[op] if not _non_finite(value)]
+    for op, operand in operators.items():
+        if not _non_finite(operand) or op == "$ne":  # $ne inf/NaN: every value, so no condition of its own
+            continue
+        if (op in ("$lt", "$lte") and operand > 0) or (op in ("$gt", "$gte") and operand < 0):
+            bound = ("$gte", -sys.float_info.max) if operand > 0 else ("$lte", sys.float_info.max)
+            out.setdefault(*bound)  # a number; another comparison of the field's says so already
+        else:
+            return {"$in": []}  # beyond infinity, equal to it or compared with NaN: nothing
+    return out or {"$nin": []}
+
+
+def _non_finite(value: Any) -> bool:
+    return isinstance(value, float) and not math.isfinite(value)
 
 
 def _matches(condition: MatchCondition, namespace: tuple[str, ...]) -> bool:

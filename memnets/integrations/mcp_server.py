@@ -307,9 +307,9 @@ def build_server(
             Literal["all", "important"],
             Field(description="all messages, or only those the importance model says a later question may need"),
         ] = "all",
-        roles: Annotated[list[str] | None, Field(description="the roles to store (default user and assistant)")] = None,
+        roles: Annotated[list[str] | None, Field(description="the roles to store (default: the user's only)")] = None,
     ) -> dict[str, Any]:
-        """Store a conversation for the user: one memory per user or assistant message ("{speaker}: {text}"),
+        """Store a conversation for the user: one memory per user message ("{speaker}: {text}"; ``roles`` for more),
         each with its outcome ("added", "updated", "unchanged", or "skipped" with the reason)."""
         outcomes = await call(
             memory.add,

@@ -36,7 +36,7 @@ from typing import Any, Literal, Protocol
 
 from memnets.llm import LLM, LLMError, LLMTimeoutError, complete_within
 from memnets.memory import extraction_prompts as prompts
-from memnets.memory.messages import DEFAULT_ROLES, parse_messages
+from memnets.memory.messages import CONVERSATION_ROLES, parse_messages
 from memnets.memory.writes import check_text, check_tokens
 from memnets.records import Memory
 
@@ -90,9 +90,13 @@ class Change:
 class FactWriter(Protocol):
     """The writes and reads extraction needs: :class:`memnets.AgentMemory`'s (the one write path)."""
 
-    def add(self, text: str, *, user: str, metadata: dict | None = None, agent=None, session=None) -> Memory: ...
+    def add(
+        self, text: str, *, user: str, metadata: dict | None = None, agent=None, session=None, **expiry
+    ) -> Memory: ...
 
-    def update(self, id: str, text: str | None = None, *, user: str, metadata=None, merge_metadata=False) -> Memory: ...
+    def update(
+        self, id: str, text: str | None = None, *, user: str, metadata=None, merge_metadata=False, **expiry
+    ) -> Memory: ...
 
     def delete(self, id: str, *, user: str) -> bool: ...
 
@@ -110,7 +114,7 @@ def message_lines(messages) -> tuple[list[tuple[str, str]], list[str]]:
     """
     lines, ids = [], []
     for n, message in enumerate(parse_messages(messages)):
-        if message.role in DEFAULT_ROLES and message.text:
+        if message.role in CONVERSATION_ROLES and message.text:
             lines.append((message.speaker, message.text))
             ids.append(message.id if message.id is not None else str(n))
     return lines, ids
@@ -156,14 +160,18 @@ class Extraction:
         metadata: Mapping | None = None,
         agent: str | None = None,
         session: str | None = None,
+        ttl=None,
     ) -> list[Change]:
-        """Extract, decide, then write through ``memory``; one :class:`Change` per decision, in the facts' order."""
+        """Extract, decide, then write through ``memory``; one :class:`Change` per decision, in the facts' order.
+
+        ``ttl`` (a timedelta or seconds, None: never): when what this call adds or updates expires."""
         started = time.monotonic()
         facts = self.facts(messages, started=started)
         decisions = self.decisions(memory, facts, user=user, agent=agent, session=session, started=started)
         for n, decision in enumerate(decisions):
             _check_writable(decision, n, getattr(memory, "encoder", None))
-        return [self._apply(memory, d, user, dict(metadata or {}), agent, session) for d in decisions]
+        expiry = {} if ttl is None else {"ttl": ttl}
+        return [self._apply(memory, d, user, dict(metadata or {}), agent, session, expiry) for d in decisions]
 
     def facts(self, messages: Sequence[Mapping[str, Any]], *, started: float | None = None) -> list[Fact]:
         """The facts of ``messages`` (the first LLM call), checked."""
@@ -258,18 +266,20 @@ class Extraction:
             )
         return answer
 
-    def _apply(self, memory: FactWriter, decision: Decision, user: str, metadata: dict, agent, session) -> Change:
+    def _apply(
+        self, memory: FactWriter, decision: Decision, user: str, metadata: dict, agent, session, expiry: dict
+    ) -> Change:
         fact, target = decision.fact, decision.target
         if decision.event == "ADD":
             metadata[SOURCE_MESSAGES] = list(fact.messages)
-            stored = memory.add(fact.text, user=user, metadata=metadata, agent=agent, session=session)
+            stored = memory.add(fact.text, user=user, metadata=metadata, agent=agent, session=session, **expiry)
             event = OUTCOME_EVENTS[stored.outcome]
             previous = memory.history(stored.id, user=user)[-2].content if event == "UPDATE" else None
             return Change(fact, event, stored, previous)
         if decision.event == "UPDATE":
             sources = [*target.metadata.get(SOURCE_MESSAGES, []), *fact.messages]
             extra = {**metadata, SOURCE_MESSAGES: list(dict.fromkeys(sources))}
-            stored = memory.update(target.id, decision.text, user=user, metadata=extra, merge_metadata=True)
+            stored = memory.update(target.id, decision.text, user=user, metadata=extra, merge_metadata=True, **expiry)
             return Change(fact, OUTCOME_EVENTS[stored.outcome], stored, target.content)
         if decision.event == "DELETE":
             memory.delete(target.id, user=user)

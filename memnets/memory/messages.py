@@ -4,6 +4,9 @@ A message is a mapping ``{"role": ..., "content": ...}`` (OpenAI's and mem0's sh
 ``"name"`` (the speaker; default: the role), ``"time"`` (a datetime or an ISO 8601 string) and
 ``"id"`` (the memory's id, which keys the write as ``add(..., id=...)`` does: adding the same message
 again is "unchanged", so a whole history may be written again after every turn). Other keys (``tool_calls``, ``tool_call_id``, ...) are ignored.
+``content`` None is refused (the whole call, naming the message's index and role: a caller's bug, as a
+message cut off, must not pass as a transcript stored), except in a message that calls tools
+(``tool_calls``/``function_call``, OpenAI's shape for it), which is skipped as having no text.
 ``content`` is a string or a list of parts: its text parts (plain strings and ``{"type": "text",
 "text": ...}``) are kept, joined by newlines; other parts (images, audio) are left out.
 
@@ -17,9 +20,11 @@ Each kept message becomes one memory of the user:
 - its time ``t`` is the message's ``time``, else the call's ``t`` (default now) plus the message's
   position in microseconds, so that a listing (by ``t``) keeps the transcript's order.
 
-Which messages are kept: those whose role is in ``roles`` (default :data:`DEFAULT_ROLES`, user and
-assistant: system prompts and tool output are skipped unless asked for, e.g. ``roles=("user",
-"assistant", "system", "tool")``) and that have text; with ``keep="important"``, only those the
+Which messages are kept: those whose role is in ``roles`` (default :data:`DEFAULT_ROLES`, the user's
+only: an assistant's replies, "Fun!", "Got it, I'll remember that", restate or acknowledge what the user
+said and came back in recall above the user's own words; system prompts and tool output are skipped
+too; ask for them with e.g. ``roles=("user", "assistant")``, where the assistant states facts of its
+own, bookings, recommendations) and that have text; with ``keep="important"``, only those the
 importance decision scores at or above the memory's ``write_through_threshold`` (with a pack: its
 importance head and its threshold, the head's verdict that a later question is likely to need the
 message; without one, the length-and-specificity heuristic), the manager's observation filter
@@ -49,7 +54,9 @@ from memnets.records import Memory
 from memnets.text import turn_text
 from memnets.timeutil import as_utc, as_utc_or_now
 
-DEFAULT_ROLES = ("user", "assistant")
+DEFAULT_ROLES = ("user",)  # what a transcript stores unless asked: what the user said (see the module docstring)
+CONVERSATION_ROLES = ("user", "assistant")  # the turns of a conversation, as an LLM extraction reads them
+TOOL_CALL_KEYS = ("tool_calls", "function_call")  # an assistant message that only calls tools has content None
 KEEPS = ("all", "important")
 
 
@@ -104,13 +111,14 @@ def parse_message(message, where: str) -> Message:
                 f"{where}.{field} is missing (a message is {{'role': ..., 'content': ...}})", field="messages"
             )
     role = _name(message["role"], f"{where}.role")
+    if message["content"] is None and not any(message.get(key) for key in TOOL_CALL_KEYS):
+        raise ArgumentValueError(
+            f"{where} (role {role!r}) has content None: a message without text cannot be stored; give its text, or "
+            "leave the message out (nothing of this call was stored)",
+            field="messages",
+        )
     speaker = _name(message["name"], f"{where}.name") if message.get("name") is not None else role
     time = message.get("time")
-    if isinstance(time, str):
-        try:
-            time = datetime.fromisoformat(time)
-        except ValueError:
-            raise ArgumentValueError(f"{where}.time {time!r:.60} is not an ISO 8601 time", field="messages") from None
     if time is not None:
         time = as_utc(time, f"{where}.time")
     id = message.get("id")
@@ -316,6 +324,7 @@ class MessageWriter:
 
 
 __all__ = [
+    "CONVERSATION_ROLES",
     "DEFAULT_ROLES",
     "KEEPS",
     "Message",

@@ -10,13 +10,14 @@ components by the same rule (:func:`memory_components`).
 from __future__ import annotations
 
 import os
+from collections.abc import Collection, Mapping
 from dataclasses import fields
 from typing import NamedTuple
 
 from memnets.memory.config import ManagerConfig
 from memnets.memory.signals import pack_components
 from memnets.protocols import TextEncoder
-from memnets.store import StoreFormatError, open_store
+from memnets.store import StoreFormatError, open_store, store_class, store_options
 
 
 class MemoryParts(NamedTuple):
@@ -72,6 +73,7 @@ def open_parts(location, *, pack, key, encoder, backend: str, options: dict, sup
     names = {f.name for f in fields(ManagerConfig)}
     settings = {name: value for name, value in options.items() if name in names}
     store_options = {name: value for name, value in options.items() if name not in names}
+    check_options(location, store_options, "memnets.open", names)
     if isinstance(pack, (str, os.PathLike)) and encoder is None:  # loaded once: heads and "auto"'s judge
         from memnets.pack import load_pack
 
@@ -110,9 +112,24 @@ def reembed(
     """
     from memnets.store.reembed import reembed as run
 
+    check_options(location, options, "memnets.reembed")
+
     with open_store(location, None, key=key, **options) as store:  # a location without a store: refused first
         new = memory_components(pack, encoder, where="memnets.reembed")["encoder"]
         return run(store, new, batch_size=batch_size, progress=progress)
+
+
+def check_options(location, options: Mapping, call: str, settings: Collection[str] = ()) -> None:
+    """TypeError naming ``call`` and each option that neither the store at ``location`` nor ``settings`` (the
+    :class:`ManagerConfig` fields) takes, before anything is loaded: not the store class's own TypeError."""
+    store = store_class(location)
+    unknown = sorted(set(options) - store_options(location))
+    if unknown:
+        takes = ", ".join(sorted({*settings, *store_options(location)}))
+        raise TypeError(
+            f"{call}() got unexpected keyword argument(s) {', '.join(map(repr, unknown))}; besides its own "
+            f"arguments it takes these options (ManagerConfig fields and {store.__name__}'s): {takes}"
+        )
 
 
 def open_for(location, encoder, key, options: dict):

@@ -32,6 +32,8 @@ from memnets.retrieval.rankers import Ranker
 
 DEFAULT_KS = (1, 5, 10, 25, 50)
 DEFAULT_CATEGORIES = (1, 2, 3, 4)
+# the fields of a per-question row that are not metrics: which question, and the ids it was given and ranked first
+QUESTION_FIELDS = frozenset({"category", "conv_id", "qa_index", "evidence", "retrieved"})
 
 
 def _check(ranked: Sequence[str], relevant: set[str], k: int) -> None:
@@ -100,9 +102,7 @@ class RetrievalReport:
 
 def summarize(name: str, per_question: list[dict], skipped: int = 0) -> RetrievalReport:
     """Average per-question metric rows (each with a 'category' key) into a report."""
-    metric_names = (
-        [key for key in per_question[0] if key not in {"category", "conv_id", "qa_index"}] if per_question else []
-    )
+    metric_names = [key for key in per_question[0] if key not in QUESTION_FIELDS] if per_question else []
 
     def mean(rows: list[dict]) -> dict[str, float]:
         return {m: float(np.mean([row[m] for row in rows])) for m in metric_names}
@@ -147,6 +147,7 @@ def evaluate_retriever(
         for item, ranked in zip(items, rankings):
             rows.append(
                 {"conv_id": conv.sample_id, "qa_index": item.index, "category": item.category}
+                | {"evidence": list(item.evidence), "retrieved": list(ranked[: max(ks)])}
                 | question_metrics(ranked, item.evidence, ks)
             )
     return summarize(name, rows, skipped)

@@ -14,7 +14,6 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
-from memnets.argerrors import ArgumentTypeError
 from memnets.records import Memory
 from memnets.store.filters import MAX_FILTER_DEPTH, MemoryFilter
 from memnets.timeutil import as_utc
@@ -83,17 +82,9 @@ def memory_from_json(data: Mapping, where: str = "memory") -> Memory:
 
 
 def parse_time(value: Any, name: str) -> datetime | None:
-    """``value`` as an aware datetime: None, a datetime, or an ISO 8601 string; TypeError naming ``name`` else."""
-    if value is None or isinstance(value, datetime):
-        return value
-    if isinstance(value, str):
-        try:
-            return datetime.fromisoformat(value)
-        except ValueError:
-            pass
-    raise ArgumentTypeError(
-        f"{name} must be a datetime (on the wire an ISO 8601 string), got {value!r:.60}", field=name
-    )
+    """``value`` (None, or a time as :func:`memnets.timeutil.as_utc` reads one: on the wire an ISO 8601 string)
+    as an aware UTC datetime; an error naming ``name`` else."""
+    return None if value is None else as_utc(value, name)
 
 
 _FILTER_KEYS = {"kinds": "kind", "all_of": "$and", "any_of": "$or"}  # MemoryFilter field -> its mapping key

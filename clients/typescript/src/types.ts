@@ -146,7 +146,7 @@ export interface AddMessagesOptions {
   agent?: string;
   /** "important": only the messages the importance decision keeps. */
   keep?: "all" | "important";
-  /** The roles stored (default: user and assistant). */
+  /** The roles stored (default: the user's only; ["user", "assistant"] keeps the replies too). */
   roles?: string[];
   t?: Time;
   kind?: string;

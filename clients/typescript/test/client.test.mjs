@@ -233,17 +233,17 @@ describe("messages", () => {
       [
         [0, "system", "skipped", "role"],
         [1, "user", "added", null],
-        [2, "assistant", "added", null],
+        [2, "assistant", "skipped", "role"], // the default stores what the user said
       ],
     );
     assert.equal(outcomes[0].memory, null);
     assert.equal(outcomes[1].memory.content, "Ann: I moved to Lyon last spring");
     assert.deepEqual(outcomes[1].memory.metadata, { role: "user", speaker: "Ann" });
-    assert.equal(outcomes[2].memory.session, "chat-1");
+    assert.equal(outcomes[1].memory.session, "chat-1");
     const again = await memory.addMessages(chat, { user, session: "chat-1" }); // the whole history again
     assert.deepEqual(
       again.slice(1).map((o) => o.outcome),
-      ["unchanged", "unchanged"],
+      ["unchanged", "skipped"],
     );
     await assert.rejects(
       memory.addMessages([{ content: "no role" }], { user }),
