@@ -3,28 +3,26 @@ of the user, so a narrowed token is refused): observe, context (the recall gate)
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter
 
 from memnets.server.caller import CallerDep
-from memnets.server.routes.bodies import ArgumentsBody, answer
+from memnets.server.routes.bodies import answer, arguments_body, typed_body
 from memnets.server.wire import to_json
 
 router = APIRouter(prefix="/v1/users/{user}", tags=["manager"])
 WHERE = "the manager"
 
 
-class ObserveBody(ArgumentsBody):
-    """Arguments of ``MemoryManager.observe``: the text as ``text`` and its fields (t, kind, importance, ...)."""
-
-    text: Any
-
-
-class ContextBody(ArgumentsBody):
-    """Arguments of ``MemoryManager.context_for``: the query, k and now."""
-
-    query: Any
+ObserveBody = arguments_body(
+    "ObserveBody",
+    [typed_body("Observe", "observe", "A message entering the user's context (MemoryManager.observe).")],
+    ["text"],
+)
+ContextBody = arguments_body(
+    "ContextBody",
+    [typed_body("Context", "context", "What the LLM should see for a query (MemoryManager.context_for).")],
+    ["query"],
+)
 
 
 @router.post("/observe")

@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter
-from pydantic import Field
 
 from memnets.httpguard import request_json
 from memnets.memory.validity import as_of_filter
 from memnets.records import DERIVED_KINDS, Memory
 from memnets.server.auth import authorize_memory, authorize_scope
 from memnets.server.caller import CallerDep
-from memnets.server.routes.bodies import ArgumentsBody, answer
+from memnets.server.routes.bodies import answer, arguments_body, typed_body
 from memnets.server.state import ServerError
 from memnets.server.wire import filters_from_json, memory_from_json, parse_time, to_json
 
@@ -21,22 +18,18 @@ MAX_BATCH_ITEMS = 10_000  # items of one batch add
 router = APIRouter(prefix="/v1/memories", tags=["memories"])
 
 
-class AddBody(ArgumentsBody):
-    """One memory (``text``, or ``record``: a whole Memory object), a batch (``items``) or a chat transcript
-    (``messages``); any other field is an argument of ``AgentMemory.add`` / ``add_many`` (t, kind, metadata,
-    id, importance, ...; with messages: session, keep, roles, ...)."""
-
-    user: Any = Field(description="whose memory it is")
-    text: Any = Field(None, description="the memory's text (one memory)")
-    record: Any = Field(None, description="a Memory record as JSON (one memory, stored as it is)")
-    items: Any = Field(None, description="a batch: texts and/or Memory records as JSON")
-    messages: Any = Field(None, description="a chat transcript: [{role, content, name?, time?, id?}, ...]")
-
-
-class UpdateBody(ArgumentsBody):
-    """Arguments of ``AgentMemory.update``: user, and text and/or metadata (and t)."""
-
-    user: Any
+ADD_BODIES = (
+    typed_body("AddText", "add", "One memory: its text and its fields (AgentMemory.add)."),
+    typed_body("AddRecord", "add_record", "One memory given whole, stored as it is (AgentMemory.add of a record)."),
+    typed_body("AddItems", "add_many", "A batch of texts and/or records, one encoder batch (AgentMemory.add_many)."),
+    typed_body(
+        "AddMessages", "add_messages", "A chat transcript, one memory per kept message (AgentMemory.add_messages)."
+    ),
+)
+AddBody = arguments_body("AddBody", ADD_BODIES, ["user"])
+UpdateBody = arguments_body(
+    "UpdateBody", [typed_body("Update", "update", "A new version of a memory (AgentMemory.update).")], ["user"]
+)
 
 
 @router.post("")
