@@ -81,19 +81,21 @@ STRUCTURED_FIELDS = tuple(name for name in MEMORY_FIELDS if name not in MESSAGE_
 
 @dataclass(frozen=True)
 class ChatMessage:
-    """One chat message as a write takes it (:mod:`memnets.memory.messages`, which reads it as a mapping):
-    OpenAI's and mem0's shape. ``content``: the text, or a list of parts whose text parts are kept;
-    ``name``: the speaker (default: the role); ``time``: when it was said; ``id``: keys the message, so
-    that writing a whole history again adds only the new messages. Other keys (``tool_calls``, ...) are
-    ignored."""
+    """One chat message (OpenAI's and mem0's shape); other fields (tool_calls, ...) are ignored."""
 
-    __pydantic_config__ = {"extra": "allow"}  # JSON schemas made from it (the server's) say so
+    # what JSON schemas made from it say (the server's, the MCP tool's): other keys pass; each field's docstring
+    __pydantic_config__ = {"extra": "allow", "use_attribute_docstrings": True}
 
     role: str
+    """user, assistant, system, tool, ..."""
     content: str | list[str | dict[str, Any]] | None
+    """the text, or a list of parts whose text parts ({"type": "text", "text": ...}) are kept"""
     name: str | None = None
+    """the speaker (default: the role)"""
     time: datetime | None = None
+    """when it was said (ISO 8601)"""
     id: str | None = None
+    """the message's id: adding it again changes nothing (a whole history may be written again)"""
 
 
 @dataclass(frozen=True)
@@ -259,7 +261,7 @@ CALLS: dict[str, Call] = {
     "add_many": Call(("user", "items", "ids", *MEMORY_FIELDS), ("user", "items")),
     "add_messages": Call(("user", "messages", *MESSAGE_FIELDS, "keep", "roles"), ("user", "messages")),
     "search": Call(("user", "query", "k", "filters", "refresh_ttl", "as_of", "known_at"), ("user", "query")),
-    "search_many": Call(("users", "query", "k", "filters", "refresh_ttl"), ("users", "query")),
+    "search_many": Call(("users", "query", "k", "filters", "refresh_ttl", "as_of", "known_at"), ("users", "query")),
     "update": Call(("user", "text", "metadata", "merge_metadata", "t", "ttl", "valid_from", "valid_to"), ("user",)),
     "observe": Call(
         ("text", "t", "id", "kind", "speaker", "importance", "metadata", "action", "objects", "location"), ("text",)

@@ -39,6 +39,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
+from typing import Literal
 
 from memnets.argerrors import ArgumentTypeError, ArgumentValueError
 from memnets.memory.arguments import check_user
@@ -86,7 +87,7 @@ class MessageOutcome:
 
     index: int
     role: str
-    outcome: str
+    outcome: Literal["added", "updated", "unchanged", "skipped"]
     memory: Memory | None = None
     reason: str | None = None
 

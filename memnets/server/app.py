@@ -31,7 +31,7 @@ from memnets.server.auth import Tokens
 from memnets.server.hot import HotRoutes
 from memnets.server.measure import RequestMeasure
 from memnets.server.routes import ROUTERS, ui
-from memnets.server.routes.bodies import add_typed_bodies
+from memnets.server.routes.bodies import add_schemas
 from memnets.server.state import ServerError, ServerState
 
 
@@ -99,9 +99,9 @@ def create_app(
 
 def _openapi(app: FastAPI) -> dict[str, Any]:
     """FastAPI's OpenAPI document of ``app`` with the routes' typed bodies in its components
-    (:func:`~memnets.server.routes.bodies.add_typed_bodies`), made once."""
+    (:func:`~memnets.server.routes.bodies.add_schemas`), made once."""
     if app.openapi_schema is None:
-        add_typed_bodies(FastAPI.openapi(app))
+        add_schemas(FastAPI.openapi(app))
     return app.openapi_schema
 
 

@@ -33,7 +33,7 @@ class ArgumentsBody(BaseModel):
     def __get_pydantic_json_schema__(cls, core_schema, handler):
         if not cls.typed:
             return handler(core_schema)
-        refs = [{"$ref": REF.format(model=body.__name__)} for body in cls.typed]  # add_typed_bodies puts them there
+        refs = [{"$ref": REF.format(model=body.__name__)} for body in cls.typed]  # add_schemas puts them there
         return refs[0] if len(refs) == 1 else {"oneOf": refs}
 
     def arguments(self) -> dict[str, Any]:
@@ -46,11 +46,15 @@ REF = "#/components/schemas/{model}"  # where the OpenAPI document keeps a named
 TYPED_BODIES: list[type[BaseModel]] = []  # every typed body made, for the OpenAPI document
 
 
-def add_typed_bodies(document: dict[str, Any]) -> None:
-    """Put the typed bodies (and the schemas they refer to: Memory, ChatMessage) into the OpenAPI
-    ``document``'s components, where the routes' bodies refer to them. A name that is there already must
-    hold the same schema (Memory, from the answers)."""
-    _, found = models_json_schema([(body, "validation") for body in TYPED_BODIES], ref_template=REF)
+def add_schemas(document: dict[str, Any]) -> None:
+    """Put the typed bodies and the answers (:mod:`memnets.server.routes.answers`), with the schemas they
+    refer to (Memory, ChatMessage, ...), into the OpenAPI ``document``'s components, where the routes refer
+    to them: made in one pass, so that a type bodies and answers share has one name per form (pydantic's
+    ``-Input``/``-Output`` where its two forms differ)."""
+    from memnets.server.routes.answers import ANSWERS
+
+    modes = [(body, "validation") for body in TYPED_BODIES] + [(answer, "serialization") for answer in ANSWERS]
+    _, found = models_json_schema(modes, ref_template=REF)
     schemas = document.setdefault("components", {}).setdefault("schemas", {})
     for name, schema in found.get("$defs", {}).items():
         if schemas.setdefault(name, schema) != schema:
@@ -77,9 +81,7 @@ def typed_field(name: str, required: bool) -> tuple[Any, Any]:
     if argument.schema is not None:
         typed = Annotated[typed, WithJsonSchema(dict(argument.schema))]
     info = Field(description=argument.description, json_schema_extra=_wire_schema(argument))
-    if not required:
-        info.default = None
-    return Annotated[typed, info], ...
+    return Annotated[typed, info], ... if required else None
 
 
 def typed_body(name: str, call: str, doc: str) -> type[BaseModel]:

@@ -9,6 +9,15 @@ from memnets.memory.validity import as_of_filter
 from memnets.records import DERIVED_KINDS, Memory
 from memnets.server.auth import authorize_memory, authorize_scope
 from memnets.server.caller import CallerDep
+from memnets.server.routes.answers import (
+    Deleted,
+    DeletedCount,
+    MemoriesAnswer,
+    MemoryAnswer,
+    MemoryPage,
+    OutcomesAnswer,
+    documented,
+)
 from memnets.server.routes.bodies import answer, arguments_body, typed_body
 from memnets.server.state import ServerError
 from memnets.server.wire import filters_from_json, memory_from_json, parse_time, to_json
@@ -32,7 +41,7 @@ UpdateBody = arguments_body(
 )
 
 
-@router.post("")
+@router.post("", responses=documented(MemoryAnswer, MemoriesAnswer, OutcomesAnswer))
 async def add(body: AddBody, caller: CallerDep):
     """Add one memory (``text`` or ``record``), a batch (``items``) or a chat transcript (``messages``:
     ``{"outcomes": [...]}``, one per message): AgentMemory.add / add_many."""
@@ -80,7 +89,7 @@ async def add_messages(caller, memory, messages, user, arguments: dict) -> list:
     return await caller.state.call(memory.add, user=user, messages=messages, **arguments)
 
 
-@router.get("")
+@router.get("", responses=documented(MemoryPage))
 async def list_memories(
     caller: CallerDep,
     user: str,
@@ -113,7 +122,7 @@ async def list_memories(
     return answer({"memories": to_json(found), "next_offset": offset + len(found) if full else None})
 
 
-@router.delete("")
+@router.delete("", responses=documented(DeletedCount))
 async def delete_all(caller: CallerDep, user: str, agent: str | None = None, session: str | None = None):
     """AgentMemory.delete_all: every memory of ``user``, or of its ``agent`` and/or ``session`` (a
     narrowed token: of its own scope); returns how many current ones went."""
@@ -129,7 +138,7 @@ async def delete_all(caller: CallerDep, user: str, agent: str | None = None, ses
     return {"deleted": deleted}
 
 
-@router.get("/{id:path}/history")
+@router.get("/{id:path}/history", responses=documented(MemoriesAnswer))
 async def history(id: str, caller: CallerDep, user: str):
     """AgentMemory.history: every version, oldest first, the current one last."""
     caller.may_reach(user)
@@ -138,7 +147,7 @@ async def history(id: str, caller: CallerDep, user: str):
     return answer({"memories": to_json(await caller.state.call(memory.history, id, user=user))})
 
 
-@router.get("/{id:path}/derived")
+@router.get("/{id:path}/derived", responses=documented(MemoriesAnswer))
 async def derived(id: str, caller: CallerDep, user: str):
     """The reflections, summaries and plans that link to memory ``id`` (what deleting it also deletes, first level)."""
     caller.may_reach(user)
@@ -149,7 +158,7 @@ async def derived(id: str, caller: CallerDep, user: str):
     return answer({"memories": to_json([m for m in found if id in m.links])})
 
 
-@router.get("/{id:path}")
+@router.get("/{id:path}", responses=documented(MemoryAnswer))
 async def get(id: str, caller: CallerDep, user: str):
     """AgentMemory.get: one memory (an older version too, by its own id); 404 if ``user`` has none."""
     caller.may_reach(user)
@@ -160,7 +169,7 @@ async def get(id: str, caller: CallerDep, user: str):
     return answer({"memory": to_json(found)})
 
 
-@router.patch("/{id:path}")
+@router.patch("/{id:path}", responses=documented(MemoryAnswer))
 async def update(id: str, body: UpdateBody, caller: CallerDep):
     """AgentMemory.update: a new version (text and/or metadata); the old one stays in the history."""
     caller.may_reach(body.user)
@@ -171,7 +180,7 @@ async def update(id: str, body: UpdateBody, caller: CallerDep):
     return answer({"memory": to_json(await caller.state.call(memory.update, id, user=user, **arguments))})
 
 
-@router.delete("/{id:path}")
+@router.delete("/{id:path}", responses=documented(Deleted))
 async def delete(id: str, caller: CallerDep, user: str):
     """AgentMemory.delete: the memory, its older versions and what was derived from it; ``deleted``: whether anything held it."""
     caller.may_reach(user)

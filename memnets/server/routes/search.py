@@ -7,6 +7,7 @@ from fastapi import APIRouter
 from memnets.memory.explain import Explanation
 from memnets.memory.validity import as_of_filter
 from memnets.server.caller import CallerDep
+from memnets.server.routes.answers import SearchAnswer, SearchManyAnswer, documented
 from memnets.server.routes.bodies import answer, arguments_body, typed_body
 from memnets.server.wire import to_json
 from memnets.store.filters import MemoryFilter
@@ -21,7 +22,7 @@ SEARCH_BODIES = (
 SearchBody = arguments_body("SearchBody", SEARCH_BODIES, ["query"])
 
 
-@router.post("")
+@router.post("", responses=documented(SearchAnswer, SearchManyAnswer))
 async def search(body: SearchBody, caller: CallerDep):
     """AgentMemory.search: the k best memories, each with its score and its parts (relevance, recency,
     importance, the learned score). With ``users`` (a list) instead of ``user``: search_many, the
