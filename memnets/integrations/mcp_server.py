@@ -7,7 +7,7 @@ subprocess) or streamable HTTP. Its tools map one to one onto :class:`memnets.ap
 tool                 AgentMemory call
 ==================== =====================================================
 add_memory           ``add(text, user=user_id, metadata=metadata, kind=kind, ttl=ttl_seconds)`` (+ its ``outcome``)
-add_messages         ``add(messages=messages, user=user_id, session=session_id, metadata=..., keep=..., roles=...)``
+add_messages         ``add_messages(messages, user=user_id, session=session_id, metadata=..., keep=..., roles=...)``
 search_memory        ``search(query, user=user_id, k=k, filters=filters)``
 list_memories        ``list_memories(user=user_id, limit=limit, offset=offset, filters=filters)``
 get_memory           ``get(memory_id, user=user_id)``
@@ -227,9 +227,9 @@ def build_server(
         """Store a conversation for the user: one memory per user or assistant message ("{speaker}: {text}"),
         each with its outcome ("added", "updated", "unchanged", or "skipped" with the reason)."""
         outcomes = await call(
-            memory.add,
+            memory.add_messages,
+            messages,
             user=scoped(user_id),
-            messages=messages,
             session=session_id,
             metadata=metadata,
             keep=keep,
