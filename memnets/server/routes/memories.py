@@ -79,8 +79,9 @@ async def add(body: AddBody, caller: CallerDep):
 
 
 async def add_messages(caller, memory, messages, user, arguments: dict) -> list:
-    """AgentMemory.add(messages=...) for a caller: at most MAX_BATCH_ITEMS messages, written in the token's
-    scope, the ids they name checked against it."""
+    """AgentMemory.add_messages for a caller: at most MAX_BATCH_ITEMS messages, written in the token's scope,
+    the ids they name checked against it. Called as ``add(messages=...)``, the same call, which refuses a
+    text's arguments sent with messages (``id``, ``action``, ...) by name rather than as unknown ones."""
     if isinstance(messages, list) and len(messages) > MAX_BATCH_ITEMS:  # the API names any other shape
         raise ServerError("too_large", f"messages: {len(messages)}, at most {MAX_BATCH_ITEMS} per call", "messages")
     caller.write_scope(arguments, [], "add")
