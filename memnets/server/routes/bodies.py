@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, SkipValidation, WithJsonSchem
 from pydantic.json_schema import models_json_schema
 
 from memnets.memory.fields import ARGUMENTS, CALLS, Argument
+from memnets.server.routes.answers import ANSWERS
 from memnets.server.wire import arguments_from_json
 
 
@@ -51,8 +52,6 @@ def add_schemas(document: dict[str, Any]) -> None:
     refer to (Memory, ChatMessage, ...), into the OpenAPI ``document``'s components, where the routes refer
     to them: made in one pass, so that a type bodies and answers share has one name per form (pydantic's
     ``-Input``/``-Output`` where its two forms differ)."""
-    from memnets.server.routes.answers import ANSWERS
-
     modes = [(body, "validation") for body in TYPED_BODIES] + [(answer, "serialization") for answer in ANSWERS]
     _, found = models_json_schema(modes, ref_template=REF)
     schemas = document.setdefault("components", {}).setdefault("schemas", {})
