@@ -64,9 +64,10 @@ from memnets.memory.arguments import (
 from memnets.memory.deletion import DeletionPath
 from memnets.memory.expiry import KEEP_TTL
 from memnets.memory.explain import Explanation, explain_found
+from memnets.memory.fields import MEMORY_SCOPE, STRUCTURED_FIELDS, MemoryFields
 from memnets.memory.hybrid import HybridSearcher, hybrid_store
 from memnets.memory.ids import check_id, check_ids
-from memnets.memory.intake import MEMORY_SCOPE, new_record
+from memnets.memory.intake import new_record
 from memnets.memory.manager import ManagerConfig, MemoryManager
 from memnets.memory.messages import MessageOutcome, MessageWriter, is_message
 from memnets.memory.opening import open_parts, reembed
@@ -140,7 +141,7 @@ def open(
         raise
 
 
-@traced_methods("memnets", "add", "add_many", _search_users="search", results=spans.RESULT_ATTRIBUTES)
+@traced_methods("memnets", "add", "add_many", "add_messages", _search_users="search", results=spans.RESULT_ATTRIBUTES)
 class AgentMemory:
     """One memory for many users: a store, one encoder and the decisions, shared by every user.
 
@@ -237,31 +238,15 @@ class AgentMemory:
         ``agent``/``session`` left out are this memory's scope (:func:`open`), None is none. ``ttl`` (a timedelta or seconds,
         counted from now, not from ``t``) makes it expire (docs/memory.md, "Expiry"); a repeated statement keeps
         the stored memory's expiry, refreshed when it has a TTL. ``messages`` instead of a text: a chat
-        transcript, one memory and outcome per message (``keep``, ``roles``: :mod:`memnets.memory.messages`).
+        transcript, as :meth:`add_messages` (the call to use for one: its return type is the outcomes').
         """
-        if messages is not None or text_or_record is None:  # a chat transcript: memnets.memory.messages
-            unused = dict(
-                text=text_or_record, id=id, replaces=replaces, action=action, objects=objects, location=location
-            )
-            fields = dict(t=t, kind=kind, metadata=metadata, importance=importance, agent=agent, session=session)
-            return self._messages.add(messages, user=user, ttl=ttl, keep=keep, roles=roles, refused=unused, **fields)
+        fields = MemoryFields(t, kind, metadata, importance, agent, action, objects, location, session, ttl)
+        if messages is not None or text_or_record is None:  # a chat transcript: add_messages
+            unused = dict(text=text_or_record, id=id, replaces=replaces)
+            return self._add_messages(messages, user, fields, keep, roles, unused)
         if replaces is not None:
             check_id(replaces, "replaces")
-        memory = self._record(
-            text_or_record,
-            user,
-            t=t,
-            kind=kind,
-            metadata=metadata,
-            id=id,
-            importance=importance,
-            agent=agent,
-            action=action,
-            objects=objects,
-            location=location,
-            session=session,
-            ttl=ttl,
-        )
+        memory = self._record(text_or_record, user, id=id, fields=fields)
         explicit = id is not None or isinstance(text_or_record, Memory)
         memories, vectors, chunks = self._writes.prepare(
             [memory], [importance is not None or isinstance(text_or_record, Memory)]
@@ -298,31 +283,14 @@ class AgentMemory:
         it, "unchanged"; one that changes a fact of it makes it its history, "updated").
         """
         items = check_items(items)
-        if any(is_message(item) for item in items):  # a chat transcript: memnets.memory.messages
-            unused = dict(ids=ids, action=action, objects=objects, location=location)
-            fields = dict(t=t, kind=kind, metadata=metadata, importance=importance, agent=agent, session=session)
-            return self._messages.add(items, user=user, ttl=ttl, keep=keep, roles=roles, refused=unused, **fields)
+        fields = MemoryFields(t, kind, metadata, importance, agent, action, objects, location, session, ttl)
+        if any(is_message(item) for item in items):  # a chat transcript: add_messages
+            return self._add_messages(items, user, fields, keep, roles, dict(ids=ids))
         ids = aligned_ids(items, ids)
-        memories = []
-        for n, (item, memory_id) in enumerate(zip(items, ids)):
-            memories.append(
-                self._record(
-                    item,
-                    user,
-                    t=t,
-                    kind=kind,
-                    metadata=metadata,
-                    id=memory_id,
-                    importance=importance,
-                    agent=agent,
-                    action=action,
-                    objects=objects,
-                    location=location,
-                    session=session,
-                    ttl=ttl,
-                    where=f"add_many: items[{n}]",
-                )
-            )
+        memories = [
+            self._record(item, user, id=memory_id, fields=fields, where=f"add_many: items[{n}]")
+            for n, (item, memory_id) in enumerate(zip(items, ids))
+        ]
         check_unrepeated(m.id for m in memories)
         if not memories:
             return []
@@ -334,6 +302,36 @@ class AgentMemory:
             [f"add_many: items[{n}]" for n in range(len(items))],
         )
         return self._writes.commit(memories, vectors, chunks, explicit=explicit)
+
+    def add_messages(
+        self,
+        messages: Sequence[Mapping],
+        *,
+        user: str,
+        t: datetime | None = None,
+        kind: str = "observation",
+        metadata: dict | None = None,
+        importance: float | None = None,
+        agent: str | None = MEMORY_SCOPE,  # type: ignore[assignment]
+        session: str | None = MEMORY_SCOPE,  # type: ignore[assignment]
+        ttl: timedelta | float | None = None,
+        keep: str = "all",
+        roles: Sequence[str] | None = None,
+    ) -> list[MessageOutcome]:
+        """Store a chat transcript of ``user`` (durable on return): one memory per kept message, ``"{speaker}: {text}"``
+        with its role and speaker in its metadata; one :class:`~memnets.memory.messages.MessageOutcome` per message, in
+        order. A message is ``{"role", "content", "name"?, "time"?, "id"?}`` or a LangChain message; the other arguments
+        are every message's memory's fields, as in :meth:`add`; ``keep``, ``roles``: :mod:`memnets.memory.messages`."""
+        fields = MemoryFields(t, kind, metadata, importance, agent, session=session, ttl=ttl)
+        return self._add_messages(messages, user, fields, keep, roles, {})
+
+    def _add_messages(
+        self, messages, user: str, fields: MemoryFields, keep, roles, unused: dict
+    ) -> list[MessageOutcome]:
+        """:meth:`add_messages` for every door of it; ``unused``: the caller's arguments that do not go with
+        messages, and the structured view (``action``, ``objects``, ``location``), refused when given."""
+        unused.update((name, getattr(fields, name)) for name in STRUCTURED_FIELDS)
+        return self._messages.add(messages, user=user, fields=fields, keep=keep, roles=roles, refused=unused)
 
     def update(
         self,
@@ -644,15 +642,13 @@ class AgentMemory:
         if self.closed:
             raise RuntimeError("this AgentMemory is closed")
 
-    def _record(self, item, user: str, *, id, agent, session, ttl, where: str = "add", **fields) -> Memory:
-        """A record of ``user`` from a text and the keyword arguments (the record validates them), or a given
-        record (:func:`~memnets.memory.intake.new_record`); ``agent``/``session`` left out are this memory's scope."""
+    def _record(self, item, user: str, *, id, fields: MemoryFields, where: str = "add") -> Memory:
+        """A record of ``user`` from a text and its fields (the record validates them), or a given record
+        (:func:`~memnets.memory.intake.new_record`); ``agent``/``session`` left out are this memory's scope."""
         check_user(user)
         if id is not None and isinstance(item, str):
             check_id(id, "id")
-        agent = self.scope["agent"] if agent is MEMORY_SCOPE else agent
-        session = self.scope["session"] if session is MEMORY_SCOPE else session
-        return new_record(item, user, where, self.store, id=id, agent=agent, session=session, ttl=ttl, **fields)
+        return new_record(item, user, where, self.store, id=id, fields=fields.scoped(self.scope))
 
 
 __all__ = ["AgentMemory", "SearchHit", "open", "reembed"]

@@ -1,5 +1,6 @@
 """The TypeScript client (clients/typescript/): its saved OpenAPI document is the one the server
-serves (the client's types are generated from it, so they cannot drift), and its node tests
+serves, its checked-in types (src/schema.ts) are openapi-typescript's of that document (so they cannot
+drift from the server's bodies and answers), and its node tests
 (`node --test`) pass against a real `memnets serve http` process with a tiny encoder and the rule
 judge (``supersession=auto``: a changed fact, handed over as MEMNETS_CHANGED_FACT from
 tests/successor_helpers.py, must never answer above its successor).
@@ -36,7 +37,7 @@ def test_the_saved_openapi_document_is_the_one_the_server_serves():
     saved = json.loads((CLIENT / "openapi.json").read_text(encoding="utf-8"))
     assert saved == served.json(), (
         "clients/typescript/openapi.json differs from the server's /openapi.json: run "
-        "`.venv/bin/python scripts/save_openapi.py`, then `npm run build` in clients/typescript"
+        "`.venv/bin/python scripts/save_openapi.py` (it writes src/schema.ts too)"
     )
 
 
@@ -66,6 +67,23 @@ def npm_steps(npm: str, *steps: list[str], cwd: Path = CLIENT) -> str:
         done = subprocess.run([npm, *step], cwd=cwd, capture_output=True, text=True, timeout=600)
         assert done.returncode == 0, f"npm {' '.join(step)}:\n{done.stdout}\n{done.stderr}"
     return done.stdout
+
+
+@pytest.mark.slow
+def test_the_checked_in_typescript_types_are_generated_from_the_saved_openapi_document(tmp_path):
+    """src/schema.ts is what openapi-typescript (the version package-lock.json pins) makes of openapi.json,
+    to the byte: the client's types are never edited by hand, nor left behind by a change of the server."""
+    node, npm = node_and_npm()
+    generator = CLIENT / "node_modules" / ".bin" / "openapi-typescript"
+    if not generator.exists():
+        npm_steps(npm, ["ci", "--no-audit", "--no-fund"])
+    made = tmp_path / "schema.ts"
+    done = subprocess.run([str(generator), "openapi.json", "-o", str(made)], cwd=CLIENT, capture_output=True, text=True)
+    assert done.returncode == 0, f"openapi-typescript failed:\n{done.stdout}\n{done.stderr}"
+    assert made.read_text(encoding="utf-8") == (CLIENT / "src" / "schema.ts").read_text(encoding="utf-8"), (
+        "clients/typescript/src/schema.ts differs from what openapi-typescript makes of openapi.json: run "
+        "`.venv/bin/python scripts/save_openapi.py`"
+    )
 
 
 @pytest.mark.slow

@@ -7,7 +7,7 @@ subprocess) or streamable HTTP. Its tools map one to one onto :class:`memnets.ap
 tool                 AgentMemory call
 ==================== =====================================================
 add_memory           ``add(text, user=user_id, metadata=metadata, kind=kind, ttl=ttl_seconds)`` (+ its ``outcome``)
-add_messages         ``add(messages=messages, user=user_id, session=session_id, metadata=..., keep=..., roles=...)``
+add_messages         ``add_messages(messages, user=user_id, session=session_id, metadata=..., keep=..., roles=...)``
 search_memory        ``search(query, user=user_id, k=k, filters=filters)``
 list_memories        ``list_memories(user=user_id, limit=limit, offset=offset, filters=filters)``
 get_memory           ``get(memory_id, user=user_id)``
@@ -52,15 +52,15 @@ from typing import Annotated, Any, Literal
 from memnets import __version__
 from memnets.extras import needs_extra
 from memnets.httpguard import HTTPGuard, check_bind, is_control_flow
+from memnets.memory.fields import ARGUMENTS, ChatMessage, filters_schema
 from memnets.records import MEMORY_KINDS
-from memnets.store.filters import COMBINATORS, OPERATORS, SCOPES
 
 with needs_extra("memnets.integrations.mcp_server", "mcp"):
     import anyio
     from mcp.server.fastmcp import FastMCP
     from mcp.server.fastmcp.exceptions import ToolError
     from mcp.server.transport_security import TransportSecuritySettings
-    from pydantic import ConfigDict, Field, WithJsonSchema
+    from pydantic import ConfigDict, Field, TypeAdapter, WithJsonSchema
 
     from memnets.integrations.mcp_arguments import plain_errors
 
@@ -110,110 +110,30 @@ def outcome_json(outcome) -> dict[str, Any]:
     }
 
 
-MESSAGE_SCHEMA = {
-    "type": "object",
-    "description": "one chat message; other fields (tool_calls, ...) are ignored",
-    "properties": {
-        "role": {"type": "string", "description": "user, assistant, system, tool, ..."},
-        "content": {
-            "description": "the text, or a list of parts whose text parts are kept",
-            "anyOf": [{"type": "string"}, {"type": "array", "items": {}}, {"type": "null"}],
-        },
-        "name": {"type": "string", "description": "the speaker (default: the role)"},
-        "time": {"type": "string", "format": "date-time", "description": "when it was said (ISO 8601)"},
-        "id": {"type": "string", "description": "the message's id: adding it again changes nothing"},
-    },
-    "required": ["role", "content"],
-}
+def message_schema() -> dict[str, Any]:
+    """The JSON schema of one message of add_messages: :class:`memnets.memory.fields.ChatMessage`'s."""
+    return TypeAdapter(ChatMessage).json_schema()
 
 
-JSON_SCALARS = ["string", "number", "boolean", "null"]
-ORDER_OPERATORS = ("$gt", "$gte", "$lt", "$lte")  # numbers with numbers, strings with strings
-LIST_OPERATORS = {op: {"type": "array", "items": {"type": JSON_SCALARS}} for op in ("$in", "$nin")}
-OPERATOR_WORDS = {
-    "$eq": "equal to",
-    "$ne": "not equal to (or the field is missing)",
-    "$gt": "greater than (numbers, or strings in order)",
-    "$gte": "greater than or equal to",
-    "$lt": "less than",
-    "$lte": "less than or equal to",
-    "$in": "equal to one of",
-    "$nin": "equal to none of (or the field is missing)",
-    "$fields": "a dict whose own fields pass these conditions (field -> condition, as in metadata)",
-}
-
-
-def filters_schema() -> dict[str, Any]:
-    """The JSON schema of a ``filters`` argument, built from the API's own definitions
-    (:data:`memnets.store.filters.OPERATORS`, :data:`memnets.records.MEMORY_KINDS`): what
-    ``AgentMemory.search(..., filters=...)`` and ``list_memories`` accept."""
-    scalar = {"type": JSON_SCALARS}
-    ordered = {"type": ["string", "number"]}
-    nested = {"type": "object"}  # $fields: a metadata mapping one level down
-    operand = {
-        op: nested if op == "$fields" else LIST_OPERATORS.get(op, ordered if op in ORDER_OPERATORS else scalar)
-        for op in OPERATORS
-    }
-    condition = {
-        "type": "object",
-        "description": "operators on one metadata field, all of which must hold",
-        "properties": {op: {**schema, "description": OPERATOR_WORDS.get(op, op)} for op, schema in operand.items()},
-        "additionalProperties": False,
-        "minProperties": 1,
-    }
-    kind = {"type": "string", "enum": list(MEMORY_KINDS)}
-    return {
-        "type": "object",
-        "description": "only memories passing every condition given (checked before ranking, so k results "
-        "come back whenever k memories match)",
-        "properties": {
-            "kind": {"description": "a kind or a list of kinds", "anyOf": [kind, {"type": "array", "items": kind}]},
-            "metadata": {
-                "type": "object",
-                "description": "metadata field -> a value (equality) or operators; a missing field fails "
-                "every operator except $ne",
-                "additionalProperties": {"anyOf": [scalar, condition]},
-            },
-            "since": {"type": "string", "format": "date-time", "description": "t >= since (ISO 8601; naive is UTC)"},
-            "until": {"type": "string", "format": "date-time", "description": "t < until (ISO 8601; naive is UTC)"},
-            **{
-                scope: {"description": f"the memory's {scope} scope: a value, or operators (null: unscoped)"}
-                for scope in SCOPES
-            },
-            **{
-                word: {
-                    "type": "array",
-                    "items": {"type": "object"},
-                    "description": f"filters of this same form, {'all' if word == '$and' else 'any'} of which must hold",
-                }
-                for word in COMBINATORS
-            },
-        },
-        "additionalProperties": False,
-    }
+def described(name: str) -> Any:
+    """``Field`` with the description of API argument ``name`` (:data:`memnets.memory.fields.ARGUMENTS`)."""
+    return Field(description=ARGUMENTS[name].description)
 
 
 UserId = Annotated[str, Field(min_length=1, description="the user whose memories to read or change")]
 MemoryId = Annotated[str, Field(min_length=1, description="the memory's id")]
-Metadata = Annotated[
-    dict[str, Any] | None, Field(description="free JSON fields kept with the memory, searchable with filters")
-]
-AsOf = Annotated[
-    datetime | None,
-    Field(description="read the versions valid at this time (ISO 8601), older versions included; null: now"),
-]
-KnownAt = Annotated[
-    datetime | None, Field(description="read the memories as they had been written by this time (ISO 8601)")
-]
+Metadata = Annotated[dict[str, Any] | None, described("metadata")]
+AsOf = Annotated[datetime | None, described("as_of")]
+KnownAt = Annotated[datetime | None, described("known_at")]
 Messages = Annotated[
     list[dict[str, Any]],
-    WithJsonSchema({"type": "array", "items": MESSAGE_SCHEMA}),
+    WithJsonSchema({"type": "array", "items": message_schema()}),
     Field(description="the conversation, oldest first: [{role, content, name?, time?, id?}, ...]"),
 ]
 Filters = Annotated[
     dict[str, Any] | None,
     WithJsonSchema({"anyOf": [filters_schema(), {"type": "null"}], "default": None}),
-    Field(description="conditions a memory must pass (see the schema); checked by memnets.store.MemoryFilter"),
+    described("filters"),
 ]
 
 
@@ -283,9 +203,7 @@ def build_server(
         text: Annotated[str, Field(min_length=1, description="the fact, preference or event to remember")],
         user_id: UserId,
         metadata: Metadata = None,
-        kind: Annotated[
-            Literal[MEMORY_KINDS], Field(description="what the memory is (default observation)")
-        ] = "observation",
+        kind: Annotated[Literal[MEMORY_KINDS], described("kind")] = "observation",
         ttl_seconds: Annotated[
             float | None,
             Field(gt=0, description="forget it that many seconds from now (omit to keep it until deleted)"),
@@ -303,18 +221,15 @@ def build_server(
         user_id: UserId,
         session_id: Annotated[str | None, Field(min_length=1, description="the conversation's session")] = None,
         metadata: Metadata = None,
-        keep: Annotated[
-            Literal["all", "important"],
-            Field(description="all messages, or only those the importance model says a later question may need"),
-        ] = "all",
-        roles: Annotated[list[str] | None, Field(description="the roles to store (default: the user's only)")] = None,
+        keep: Annotated[Literal["all", "important"], described("keep")] = "all",
+        roles: Annotated[list[str] | None, described("roles")] = None,
     ) -> dict[str, Any]:
         """Store a conversation for the user: one memory per user message ("{speaker}: {text}"; ``roles`` for more),
         each with its outcome ("added", "updated", "unchanged", or "skipped" with the reason)."""
         outcomes = await call(
-            memory.add,
+            memory.add_messages,
+            messages,
             user=scoped(user_id),
-            messages=messages,
             session=session_id,
             metadata=metadata,
             keep=keep,
@@ -324,9 +239,9 @@ def build_server(
 
     @tool
     async def search_memory(
-        query: Annotated[str, Field(min_length=1, description="the question or text to find memories for")],
+        query: Annotated[str, Field(min_length=1), described("query")],
         user_id: UserId,
-        k: Annotated[int, Field(ge=1, le=MAX_K, description="how many memories to return")] = 5,
+        k: Annotated[int, Field(ge=1, le=MAX_K), described("k")] = 5,
         filters: Filters = None,
         as_of: AsOf = None,
         known_at: KnownAt = None,
@@ -381,12 +296,7 @@ def build_server(
         user_id: UserId,
         text: Annotated[str | None, Field(min_length=1, description="the new text (omit to keep it)")] = None,
         metadata: Annotated[dict[str, Any] | None, Field(description="the new metadata (omit to keep it)")] = None,
-        merge_metadata: Annotated[
-            bool,
-            Field(
-                description="merge the given metadata into the old (keys not given are kept) instead of replacing it"
-            ),
-        ] = False,
+        merge_metadata: Annotated[bool, described("merge_metadata")] = False,
     ) -> dict[str, Any]:
         """Change the text and/or the metadata of one memory (at least one of them); the old version
         is kept in its history. Returns the new version with its outcome ("updated", or "unchanged")."""

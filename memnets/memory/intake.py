@@ -11,26 +11,13 @@ record validates its own fields when it is built, before anything is written.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
-from datetime import datetime
 
 from memnets.argerrors import ArgumentTypeError
 from memnets.memory import expiry
+from memnets.memory.fields import MEMORY_SCOPE, MemoryFields
 from memnets.memory.ids import check_new_id
 from memnets.records import Memory
 from memnets.timeutil import as_utc_or_now
-
-
-class _MemoryScope:
-    """The default of ``add``'s ``agent``/``session``: the memory's scope (``memnets.open(agent=...)``).
-
-    A sentinel, so that an explicit None says "no agent" (or no session) rather than "the default"."""
-
-    def __repr__(self) -> str:
-        return "<the memory's scope>"
-
-
-MEMORY_SCOPE = _MemoryScope()
 
 
 def check_item(item, where: str) -> None:
@@ -49,20 +36,11 @@ def new_record(
     store,
     *,
     id: str | None,
-    t: datetime | None,
-    kind: str,
-    metadata: dict | None,
-    importance: float | None,
-    agent: str | None,
-    action: str | None,
-    objects: Sequence[str] | None,
-    location: str | None,
-    session: str | None,
-    ttl,
+    fields: MemoryFields,
 ) -> Memory:
     """``item`` (a text, or a Memory of ``user`` kept as it is) as a record of ``user``; errors name ``where``.
 
-    ``store`` decides whether a ``ttl`` can be kept (:func:`~memnets.memory.expiry.check_ttl`).
+    ``fields``: the text's record's fields, their scope already resolved (:meth:`MemoryFields.scoped`). ``store`` decides whether a ``ttl`` can be kept (:func:`~memnets.memory.expiry.check_ttl`).
     """
     if isinstance(item, Memory):
         if item.owner != user:
@@ -77,20 +55,21 @@ def new_record(
     check_item(item, where)
     if id is not None:
         check_new_id(id, f"{where}: id")
+    metadata = fields.metadata
     return Memory(
         id=id if id is not None else uuid.uuid4().hex,
         owner=user,
-        t=as_utc_or_now(t, "t"),
+        t=as_utc_or_now(fields.t, "t"),
         content=item,
-        importance=0.0 if importance is None else importance,
-        kind=kind,
-        agent=agent,
-        action=action,
-        objects=() if objects is None else objects,
-        location=location,
+        importance=0.0 if fields.importance is None else fields.importance,
+        kind=fields.kind,
+        agent=fields.agent,
+        action=fields.action,
+        objects=() if fields.objects is None else fields.objects,
+        location=fields.location,
         metadata={} if metadata is None else (dict(metadata) if isinstance(metadata, dict) else metadata),
-        session=session,
-        **expiry.expiry_fields(expiry.check_ttl(store, ttl)),
+        session=fields.session,
+        **expiry.expiry_fields(expiry.check_ttl(store, fields.ttl)),
     )
 
 

@@ -44,11 +44,13 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
+from typing import Literal
 
 from memnets.argerrors import ArgumentTypeError, ArgumentValueError
 from memnets.memory.arguments import check_user
+from memnets.memory.fields import STRUCTURED_FIELDS, MemoryFields
 from memnets.memory.ids import check_new_id
-from memnets.memory.intake import MEMORY_SCOPE, check_item, new_record
+from memnets.memory.intake import check_item, new_record
 from memnets.memory.signals import keeps
 from memnets.records import Memory
 from memnets.text import turn_text
@@ -92,7 +94,7 @@ class MessageOutcome:
 
     index: int
     role: str
-    outcome: str
+    outcome: Literal["added", "updated", "unchanged", "skipped"]
     memory: Memory | None = None
     reason: str | None = None
 
@@ -257,21 +259,17 @@ class MessageWriter:
         messages,
         *,
         user: str,
-        t: datetime | None = None,
-        kind: str = "observation",
-        metadata: dict | None = None,
-        importance: float | None = None,
-        agent: str | None = MEMORY_SCOPE,  # type: ignore[assignment]
-        session: str | None = MEMORY_SCOPE,  # type: ignore[assignment]
-        ttl=None,
+        fields: MemoryFields,
         keep: str = "all",
         roles: Sequence[str] | None = None,
         refused: Mapping[str, object] | None = None,
     ) -> list[MessageOutcome]:
         """Store the kept ``messages`` of ``user`` (see the module docstring); one outcome per message, in order.
 
-        ``refused``: the caller's arguments that do not go with messages (a text, an id, ...), by name:
-        ValueError naming those that are given. Everything is checked before the first write.
+        ``fields``: every message's memory's fields (:data:`~memnets.memory.fields.MESSAGE_FIELDS`; a message has
+        no structured view, and its own time and id replace ``t`` and an id). ``refused``: the caller's arguments
+        that do not go with messages (a text, an id, ...), by name: ValueError naming those that are given.
+        Everything is checked before the first write.
         """
         if messages is None:  # add() with neither a text nor messages: the text's own error
             check_item(None, "add")
@@ -283,26 +281,19 @@ class MessageWriter:
         check_user(user)
         roles = check_options(keep, roles)
         parsed = parse_messages(messages)
+        metadata = fields.metadata
         if metadata is not None and not isinstance(metadata, dict):
             raise ArgumentTypeError(f"metadata must be a dict, got {type(metadata).__name__}", field="metadata")
-        fields = dict(
-            kind=kind,
-            importance=importance,
-            agent=self.scope["agent"] if agent is MEMORY_SCOPE else agent,
-            session=self.scope["session"] if session is MEMORY_SCOPE else session,
-            ttl=ttl,
-        )
-        base = as_utc_or_now(t, "t")
+        fields = fields.scoped(self.scope)
+        base = as_utc_or_now(fields.t, "t")
         outcomes = [MessageOutcome(n, m.role, "skipped", reason=unwritten(m, roles)) for n, m in enumerate(parsed)]
         chosen = [n for n, outcome in enumerate(outcomes) if outcome.reason is None]  # the rest stay skipped
-        records = [
-            self._record(parsed[n], n, user, metadata or {}, t=parsed[n].time or message_time(base, n), **fields)
-            for n in chosen
-        ]
+        records = [self._record(parsed[n], n, user, fields, parsed[n].time or message_time(base, n)) for n in chosen]
         if not records:
             return outcomes
         names = [f"messages[{n}].content" for n in chosen]
-        memories, vectors, chunks = self.writes.prepare(records, [importance is not None] * len(records), names)
+        scored = fields.importance is not None
+        memories, vectors, chunks = self.writes.prepare(records, [scored] * len(records), names)
         threshold = self.writes.config.write_through_threshold
         kept = [i for i, m in enumerate(memories) if keep == "all" or keeps(m.importance, threshold)]
         for i in sorted(set(range(len(memories))) - set(kept)):
@@ -316,11 +307,12 @@ class MessageWriter:
                 outcomes[chosen[i]] = MessageOutcome(chosen[i], parsed[chosen[i]].role, memory.outcome, memory)
         return outcomes
 
-    def _record(self, message: Message, n: int, user: str, metadata: dict, **fields) -> Memory:
-        """The memory of message ``n`` (validated by :func:`~memnets.memory.intake.new_record`)."""
-        metadata = {**metadata, "role": message.role, "speaker": message.speaker}
-        where, unset = f"messages[{n}]", {"action": None, "objects": None, "location": None}
-        return new_record(message.content, user, where, self.store, id=message.id, metadata=metadata, **unset, **fields)
+    def _record(self, message: Message, n: int, user: str, fields: MemoryFields, t: datetime) -> Memory:
+        """The memory of message ``n`` at ``t`` (validated by :func:`~memnets.memory.intake.new_record`): the call's
+        fields with the message's role and speaker added to its metadata, no structured view."""
+        metadata = {**(fields.metadata or {}), "role": message.role, "speaker": message.speaker}
+        own = fields.replace(t=t, metadata=metadata, **dict.fromkeys(STRUCTURED_FIELDS))
+        return new_record(message.content, user, f"messages[{n}]", self.store, id=message.id, fields=own)
 
 
 __all__ = [

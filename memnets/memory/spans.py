@@ -16,7 +16,7 @@ OUTCOMES = ("added", "updated", "unchanged", "skipped")
 
 
 def written(result, arguments: Mapping) -> dict:
-    """The attributes of an ``add``/``add_many``: one memory's outcome, or the count of each outcome."""
+    """The attributes of an ``add``/``add_many``/``add_messages``: one memory's outcome, or the count of each outcome."""
     if not isinstance(result, list):
         return {"memnets.outcome": result.outcome}
     counts = Counter(item.outcome for item in result)
@@ -33,6 +33,6 @@ def searched(result, arguments: Mapping) -> dict:
     }
 
 
-RESULT_ATTRIBUTES = {"add": written, "add_many": written, "_search_users": searched}
+RESULT_ATTRIBUTES = {"add": written, "add_many": written, "add_messages": written, "_search_users": searched}
 
 __all__ = ["RESULT_ATTRIBUTES", "searched", "written"]

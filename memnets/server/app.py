@@ -20,6 +20,7 @@ from __future__ import annotations
 import inspect
 import threading
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import anyio
@@ -30,6 +31,7 @@ from memnets.server.auth import Tokens
 from memnets.server.hot import HotRoutes
 from memnets.server.measure import RequestMeasure
 from memnets.server.routes import ROUTERS, ui
+from memnets.server.routes.bodies import add_schemas
 from memnets.server.state import ServerError, ServerState
 
 
@@ -91,7 +93,16 @@ def create_app(
     for router in ROUTERS:
         app.include_router(router)
     ui.mount_inspector(app)
+    app.openapi = partial(_openapi, app)
     return app
+
+
+def _openapi(app: FastAPI) -> dict[str, Any]:
+    """FastAPI's OpenAPI document of ``app`` with the routes' typed bodies in its components
+    (:func:`~memnets.server.routes.bodies.add_schemas`), made once."""
+    if app.openapi_schema is None:
+        add_schemas(FastAPI.openapi(app))
+    return app.openapi_schema
 
 
 def _without_native_telemetry() -> dict:

@@ -131,22 +131,27 @@ class Client:
         self, text_or_record: str | Memory | None = None, *, user: str, messages=None, **arguments
     ) -> Memory | list[MessageOutcome]:
         """AgentMemory.add on the server: one memory of ``user``, durable when this returns; with
-        ``messages``, a chat transcript: one :class:`~memnets.memory.messages.MessageOutcome` per message."""
-        if messages is None:
-            check_item(text_or_record, "add")
-        body = self._arguments({"user": user, **arguments})
+        ``messages``, a chat transcript (:meth:`add_messages`)."""
         if messages is not None:
             if text_or_record is not None:
                 raise ValueError("add: give either a text (or record) or messages=[...], not both")
-            if isinstance(messages, (list, tuple)):  # LangChain message objects sent as their mappings
-                messages = [as_mapping(message) for message in messages]
-            body["messages"] = to_json(messages)
-            return [_outcome(o) for o in self._request("POST", "/v1/memories", json=body)["outcomes"]]
+            return self.add_messages(messages, user=user, **arguments)
+        check_item(text_or_record, "add")
+        body = self._arguments({"user": user, **arguments})
         if isinstance(text_or_record, Memory):
             body["record"] = to_json(text_or_record)
         else:
             body["text"] = text_or_record
         return memory_from_json(self._request("POST", "/v1/memories", json=body)["memory"])
+
+    def add_messages(self, messages, *, user: str, **arguments) -> list[MessageOutcome]:
+        """AgentMemory.add_messages on the server: a chat transcript, one
+        :class:`~memnets.memory.messages.MessageOutcome` per message, in order."""
+        body = self._arguments({"user": user, **arguments})
+        if isinstance(messages, (list, tuple)):  # LangChain message objects sent as their mappings
+            messages = [as_mapping(message) for message in messages]
+        body["messages"] = to_json(messages)
+        return [_outcome(o) for o in self._request("POST", "/v1/memories", json=body)["outcomes"]]
 
     def add_many(self, items: Iterable[str | Memory], *, user: str, **arguments) -> list[Memory]:
         """AgentMemory.add_many on the server: one request, one encoder batch; the memories in order."""
@@ -156,7 +161,7 @@ class Client:
             )
         items = list(items)
         if any(is_message(item) for item in items):  # messages, as AgentMemory.add_many takes them
-            return self.add(user=user, messages=items, **arguments)
+            return self.add_messages(items, user=user, **arguments)
         for n, item in enumerate(items):
             check_item(item, f"add_many: items[{n}]")
         body = self._arguments({"user": user, **arguments})

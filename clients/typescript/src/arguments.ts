@@ -30,7 +30,7 @@ function optionNames<T>() {
   return <const N extends readonly (keyof T & string)[]>(names: N & Every<T, N>): readonly string[] => names;
 }
 
-/** A new memory's fields besides its text (MemoryFields): add, addMany and observe take them. */
+/** A new memory's fields besides its text (MemoryFields): add and addMany take them. */
 const FIELDS = [
   "t",
   "kind",
@@ -61,7 +61,16 @@ export const OPTIONS: Record<string, readonly string[]> = {
     "importance",
     "ttl",
   ]),
-  update: optionNames<UpdateOptions>()(["user", "text", "metadata", "t", "valid_from", "valid_to"]),
+  update: optionNames<UpdateOptions>()([
+    "user",
+    "text",
+    "metadata",
+    "merge_metadata",
+    "t",
+    "ttl",
+    "valid_from",
+    "valid_to",
+  ]),
   search: optionNames<SearchOptions>()(["user", ...SEARCH]),
   searchMany: optionNames<SearchManyOptions>()(["users", ...SEARCH]),
   listMemories: optionNames<ListOptions>()(["user", "limit", "offset", "filters", "as_of", "known_at"]),
@@ -69,7 +78,17 @@ export const OPTIONS: Record<string, readonly string[]> = {
   history: ["user"],
   delete: ["user"],
   deleteAll: optionNames<DeleteAllOptions>()(["user", "agent", "session"]),
-  observe: optionNames<ObserveOptions>()(FIELDS),
+  observe: optionNames<ObserveOptions>()([
+    "t",
+    "id",
+    "kind",
+    "speaker",
+    "importance",
+    "metadata",
+    "action",
+    "objects",
+    "location",
+  ]),
   context: optionNames<ContextOptions>()(["k", "now"]),
 };
 
@@ -133,6 +152,8 @@ const RULES: Record<
   offset: ["number", atLeast(0), "an integer of at least 0"],
   filters: ["object", () => true, "an object of conditions (docs/memory.md, Filters)"],
   refresh_ttl: ["boolean", () => true, "true or false"],
+  merge_metadata: ["boolean", () => true, "true or false"],
+  speaker: ["string", nonEmpty, "a non-empty string"],
   t: ["time", () => true, "an ISO 8601 string or a Date"],
   now: ["time", () => true, "an ISO 8601 string or a Date"],
   as_of: ["time", () => true, "an ISO 8601 string or a Date"],

@@ -3,31 +3,30 @@ of the user, so a narrowed token is refused): observe, context (the recall gate)
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter
 
 from memnets.server.caller import CallerDep
-from memnets.server.routes.bodies import ArgumentsBody, answer
+from memnets.server.routes.answers import ContextView, ManagerSnapshot, MemoryAnswer, documented
+from memnets.server.routes.bodies import answer, arguments_body, typed_body
 from memnets.server.wire import to_json
 
 router = APIRouter(prefix="/v1/users/{user}", tags=["manager"])
 WHERE = "the manager"
 
 
-class ObserveBody(ArgumentsBody):
-    """Arguments of ``MemoryManager.observe``: the text as ``text`` and its fields (t, kind, importance, ...)."""
+ObserveBody = arguments_body(
+    "ObserveBody",
+    [typed_body("Observe", "observe", "A message entering the user's context (MemoryManager.observe).")],
+    ["text"],
+)
+ContextBody = arguments_body(
+    "ContextBody",
+    [typed_body("Context", "context", "What the LLM should see for a query (MemoryManager.context_for).")],
+    ["query"],
+)
 
-    text: Any
 
-
-class ContextBody(ArgumentsBody):
-    """Arguments of ``MemoryManager.context_for``: the query, k and now."""
-
-    query: Any
-
-
-@router.post("/observe")
+@router.post("/observe", responses=documented(MemoryAnswer))
 async def observe(user: str, body: ObserveBody, caller: CallerDep):
     """MemoryManager.observe: the message enters the user's context; kept ones are written through."""
     caller.whole_user(user, WHERE)
@@ -37,7 +36,7 @@ async def observe(user: str, body: ObserveBody, caller: CallerDep):
     return answer({"memory": to_json(await caller.state.call(manager.observe, text, **arguments))})
 
 
-@router.post("/context")
+@router.post("/context", responses=documented(ContextView))
 async def context(user: str, body: ContextBody, caller: CallerDep):
     """MemoryManager.context_for: the recall gate's verdict, maybe a RECALL, and the memories for the prompt."""
     caller.whole_user(user, WHERE)
@@ -55,7 +54,7 @@ async def context(user: str, body: ContextBody, caller: CallerDep):
     )
 
 
-@router.get("/manager")
+@router.get("/manager", responses=documented(ManagerSnapshot))
 async def manager_state(user: str, caller: CallerDep):
     """What this process's manager of ``user`` holds in each tier, and the recall gate's last decisions."""
     caller.whole_user(user, WHERE)

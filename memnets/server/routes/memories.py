@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter
-from pydantic import Field
 
 from memnets.httpguard import request_json
 from memnets.memory.validity import as_of_filter
 from memnets.records import DERIVED_KINDS, Memory
 from memnets.server.auth import authorize_memory, authorize_scope
 from memnets.server.caller import CallerDep
-from memnets.server.routes.bodies import ArgumentsBody, answer
+from memnets.server.routes.answers import (
+    Deleted,
+    DeletedCount,
+    MemoriesAnswer,
+    MemoryAnswer,
+    MemoryPage,
+    OutcomesAnswer,
+    documented,
+)
+from memnets.server.routes.bodies import answer, arguments_body, typed_body
 from memnets.server.state import ServerError
 from memnets.server.wire import filters_from_json, memory_from_json, parse_time, to_json
 
@@ -21,25 +27,21 @@ MAX_BATCH_ITEMS = 10_000  # items of one batch add
 router = APIRouter(prefix="/v1/memories", tags=["memories"])
 
 
-class AddBody(ArgumentsBody):
-    """One memory (``text``, or ``record``: a whole Memory object), a batch (``items``) or a chat transcript
-    (``messages``); any other field is an argument of ``AgentMemory.add`` / ``add_many`` (t, kind, metadata,
-    id, importance, ...; with messages: session, keep, roles, ...)."""
-
-    user: Any = Field(description="whose memory it is")
-    text: Any = Field(None, description="the memory's text (one memory)")
-    record: Any = Field(None, description="a Memory record as JSON (one memory, stored as it is)")
-    items: Any = Field(None, description="a batch: texts and/or Memory records as JSON")
-    messages: Any = Field(None, description="a chat transcript: [{role, content, name?, time?, id?}, ...]")
-
-
-class UpdateBody(ArgumentsBody):
-    """Arguments of ``AgentMemory.update``: user, and text and/or metadata (and t)."""
-
-    user: Any
+ADD_BODIES = (
+    typed_body("AddText", "add", "One memory: its text and its fields (AgentMemory.add)."),
+    typed_body("AddRecord", "add_record", "One memory given whole, stored as it is (AgentMemory.add of a record)."),
+    typed_body("AddItems", "add_many", "A batch of texts and/or records, one encoder batch (AgentMemory.add_many)."),
+    typed_body(
+        "AddMessages", "add_messages", "A chat transcript, one memory per kept message (AgentMemory.add_messages)."
+    ),
+)
+AddBody = arguments_body("AddBody", ADD_BODIES, ["user"])
+UpdateBody = arguments_body(
+    "UpdateBody", [typed_body("Update", "update", "A new version of a memory (AgentMemory.update).")], ["user"]
+)
 
 
-@router.post("")
+@router.post("", responses=documented(MemoryAnswer, MemoriesAnswer, OutcomesAnswer))
 async def add(body: AddBody, caller: CallerDep):
     """Add one memory (``text`` or ``record``), a batch (``items``) or a chat transcript (``messages``:
     ``{"outcomes": [...]}``, one per message): AgentMemory.add / add_many."""
@@ -77,8 +79,9 @@ async def add(body: AddBody, caller: CallerDep):
 
 
 async def add_messages(caller, memory, messages, user, arguments: dict) -> list:
-    """AgentMemory.add(messages=...) for a caller: at most MAX_BATCH_ITEMS messages, written in the token's
-    scope, the ids they name checked against it."""
+    """AgentMemory.add_messages for a caller: at most MAX_BATCH_ITEMS messages, written in the token's scope,
+    the ids they name checked against it. Called as ``add(messages=...)``, the same call, which refuses a
+    text's arguments sent with messages (``id``, ``action``, ...) by name rather than as unknown ones."""
     if isinstance(messages, list) and len(messages) > MAX_BATCH_ITEMS:  # the API names any other shape
         raise ServerError("too_large", f"messages: {len(messages)}, at most {MAX_BATCH_ITEMS} per call", "messages")
     caller.write_scope(arguments, [], "add")
@@ -87,7 +90,7 @@ async def add_messages(caller, memory, messages, user, arguments: dict) -> list:
     return await caller.state.call(memory.add, user=user, messages=messages, **arguments)
 
 
-@router.get("")
+@router.get("", responses=documented(MemoryPage))
 async def list_memories(
     caller: CallerDep,
     user: str,
@@ -120,7 +123,7 @@ async def list_memories(
     return answer({"memories": to_json(found), "next_offset": offset + len(found) if full else None})
 
 
-@router.delete("")
+@router.delete("", responses=documented(DeletedCount))
 async def delete_all(caller: CallerDep, user: str, agent: str | None = None, session: str | None = None):
     """AgentMemory.delete_all: every memory of ``user``, or of its ``agent`` and/or ``session`` (a
     narrowed token: of its own scope); returns how many current ones went."""
@@ -136,7 +139,7 @@ async def delete_all(caller: CallerDep, user: str, agent: str | None = None, ses
     return {"deleted": deleted}
 
 
-@router.get("/{id:path}/history")
+@router.get("/{id:path}/history", responses=documented(MemoriesAnswer))
 async def history(id: str, caller: CallerDep, user: str):
     """AgentMemory.history: every version, oldest first, the current one last."""
     caller.may_reach(user)
@@ -145,7 +148,7 @@ async def history(id: str, caller: CallerDep, user: str):
     return answer({"memories": to_json(await caller.state.call(memory.history, id, user=user))})
 
 
-@router.get("/{id:path}/derived")
+@router.get("/{id:path}/derived", responses=documented(MemoriesAnswer))
 async def derived(id: str, caller: CallerDep, user: str):
     """The reflections, summaries and plans that link to memory ``id`` (what deleting it also deletes, first level)."""
     caller.may_reach(user)
@@ -156,7 +159,7 @@ async def derived(id: str, caller: CallerDep, user: str):
     return answer({"memories": to_json([m for m in found if id in m.links])})
 
 
-@router.get("/{id:path}")
+@router.get("/{id:path}", responses=documented(MemoryAnswer))
 async def get(id: str, caller: CallerDep, user: str):
     """AgentMemory.get: one memory (an older version too, by its own id); 404 if ``user`` has none."""
     caller.may_reach(user)
@@ -167,7 +170,7 @@ async def get(id: str, caller: CallerDep, user: str):
     return answer({"memory": to_json(found)})
 
 
-@router.patch("/{id:path}")
+@router.patch("/{id:path}", responses=documented(MemoryAnswer))
 async def update(id: str, body: UpdateBody, caller: CallerDep):
     """AgentMemory.update: a new version (text and/or metadata); the old one stays in the history."""
     caller.may_reach(body.user)
@@ -178,7 +181,7 @@ async def update(id: str, body: UpdateBody, caller: CallerDep):
     return answer({"memory": to_json(await caller.state.call(memory.update, id, user=user, **arguments))})
 
 
-@router.delete("/{id:path}")
+@router.delete("/{id:path}", responses=documented(Deleted))
 async def delete(id: str, caller: CallerDep, user: str):
     """AgentMemory.delete: the memory, its older versions and what was derived from it; ``deleted``: whether anything held it."""
     caller.may_reach(user)

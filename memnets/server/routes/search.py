@@ -2,33 +2,27 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter
 
 from memnets.memory.explain import Explanation
 from memnets.memory.validity import as_of_filter
 from memnets.server.caller import CallerDep
-from memnets.server.routes.bodies import ArgumentsBody, answer
+from memnets.server.routes.answers import SearchAnswer, SearchManyAnswer, documented
+from memnets.server.routes.bodies import answer, arguments_body, typed_body
 from memnets.server.wire import to_json
 from memnets.store.filters import MemoryFilter
 
 router = APIRouter(prefix="/v1/search", tags=["memories"])
 
 
-class SearchBody(ArgumentsBody):
-    """Arguments of ``AgentMemory.search``: user, query, k, filters (kind, metadata operators, since, until),
-    as_of, known_at (the versions valid / written by then); or ``users`` (a list) instead of ``user``."""
-
-    user: Any = None
-    query: Any
-    k: Any = 5
-    filters: Any = None
-    as_of: Any = None
-    known_at: Any = None
+SEARCH_BODIES = (
+    typed_body("Search", "search", "The k best memories of a user (AgentMemory.search)."),
+    typed_body("SearchMany", "search_many", "The k best memories of each of several users (AgentMemory.search_many)."),
+)
+SearchBody = arguments_body("SearchBody", SEARCH_BODIES, ["query"])
 
 
-@router.post("")
+@router.post("", responses=documented(SearchAnswer, SearchManyAnswer))
 async def search(body: SearchBody, caller: CallerDep):
     """AgentMemory.search: the k best memories, each with its score and its parts (relevance, recency,
     importance, the learned score). With ``users`` (a list) instead of ``user``: search_many, the

@@ -5,11 +5,12 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from memnets.server.caller import CallerDep
+from memnets.server.routes.answers import Users, WhoAmI, documented
 
 router = APIRouter(prefix="/v1", tags=["users"])
 
 
-@router.get("/users")
+@router.get("/users", responses=documented(Users))
 async def users(caller: CallerDep):
     """AgentMemory.users for the admin; a scoped token sees its own user only (if it has memories in its scope)."""
     memory = caller.state.require()
@@ -20,7 +21,7 @@ async def users(caller: CallerDep):
     return {"users": [principal.user] if mine else []}
 
 
-@router.get("/whoami")
+@router.get("/whoami", responses=documented(WhoAmI))
 async def whoami(caller: CallerDep):
     """What the request's token reaches: ``{"admin", "user", "agent", "session"}`` (the inspector narrows itself to it)."""
     principal = caller.principal
