@@ -56,11 +56,11 @@ from pathlib import Path
 import numpy as np
 
 import memnets.timeutil as timeutil
-from memnets.records import Memory
 from memnets.store import rows as rowcodec
 from memnets.store import sqlite_lexical
 from memnets.store.chunks import from_blob, merge
 from memnets.store.core import SqlStore
+from memnets.store.core_search import Hit
 from memnets.store.crypto import DEFAULT_KDF, RowCipher
 from memnets.store.dialect import CURRENT
 from memnets.store.disk_reserve import RESERVE_BYTES, DiskReserve, disk_full
@@ -357,9 +357,7 @@ class Archive(FaissSync, ArchiveLexical, SqlStore):
             return busy == 0
 
     # ------------------------------------------------------------------ search
-    def _search(
-        self, query: np.ndarray, k: int, owner: str, filters: MemoryFilter | None
-    ) -> list[tuple[Memory, float]]:
+    def _search(self, query: np.ndarray, k: int, owner: str, filters: MemoryFilter | None) -> list[Hit]:
         """Without filters the FAISS index ranks; with filters the matching rows are ranked exactly
         (see the module docstring), so k results come back whenever k memories match."""
         now = timeutil.now()
@@ -371,9 +369,7 @@ class Archive(FaissSync, ArchiveLexical, SqlStore):
             ids, scores = self._retriever.search(query[None], k, owner)
             rows = [int(i) for i in ids[0]]
             records = self._records_by_row(conn, rows, owner, now)
-            found = [
-                (self._decode(records[row]), float(score)) for row, score in zip(rows, scores[0]) if row in records
-            ]
+            found = [self._hit(records[row], score) for row, score in zip(rows, scores[0]) if row in records]
             where, params = self._dialect.clear_conditions(owner, None, now)
             best = self._window_scores(conn, where, params, query)
             return merge(found, best, k, lambda ids: self._current(conn, ids, owner, now))
@@ -407,7 +403,7 @@ class Archive(FaissSync, ArchiveLexical, SqlStore):
 
     def _search_filtered(
         self, conn: sqlite3.Connection, query: np.ndarray, k: int, owner: str, filters: MemoryFilter, now: datetime
-    ) -> list[tuple[Memory, float]]:
+    ) -> list[Hit]:
         """Exact ranking of the owner's current, unexpired rows that pass ``filters`` (read in ``conn``, the
         search's transaction): clear columns in SQL, metadata and scopes on the decoded records, checked
         best first until k match (:meth:`_best_first`)."""
@@ -433,21 +429,21 @@ class Archive(FaissSync, ArchiveLexical, SqlStore):
         owner: str,
         filters: MemoryFilter | None,
         now: datetime,
-    ) -> list[tuple[Memory, float]]:
+    ) -> list[Hit]:
         """The first k (memory, score) of ``ranked`` (row number, score: the owner's current, unexpired rows
         that pass the clear part of ``filters``, best first) whose records pass the rest, read in ``conn``
         (the search's transaction, so every record is there) in batches; a filter of clear columns only is
         whole in SQL, and no record is checked again."""
         check = filters is not None and filters.needs_payload
-        found: list[tuple[Memory, float]] = []
+        found: list[Hit] = []
         start, batch = 0, max(k, FIRST_CHECKED_BATCH) if check else k
         while start < len(ranked):
             part = ranked[start : start + batch]
             records = self._records_by_row(conn, [row for row, _ in part], owner, now)
             for row, score in part:
-                memory = self._decode(records[row])
-                if not check or filters.matches(memory):
-                    found.append((memory, score))
+                hit = self._hit(records[row], score)
+                if not check or filters.matches(hit.memory):
+                    found.append(hit)
                     if len(found) == k:
                         return found
             start, batch = start + batch, 2 * batch  # a selective filter: read further ahead each time

@@ -11,7 +11,8 @@ An engine's store adds what only it has and runs the transactions. It gives:
 
 - ``_reading()`` and ``_writing()``: context managers yielding a connection inside one read (one
   snapshot) or one write transaction (committed when the block ends, rolled back on an error);
-- ``_search(query, k, owner, filters)``: ranking (FAISS or pgvector), after the core's checks;
+- ``_search(query, k, owner, filters)``: ranking (FAISS or pgvector), after the core's checks, as
+  :class:`~memnets.store.core_search.Hit` results (each memory with its score and stored vector, :meth:`SqlStore._hit`);
 - ``_lexical(text, k, owner, filters)``: the lexical ranking (:mod:`memnets.store.core_lexical`), where the
   store keeps a lexical index (it sets ``supports_lexical_search`` when it opens);
 - ``_where()`` (the store in messages, without credentials) and ``_is_open()``;
@@ -42,7 +43,7 @@ from memnets.store import rows as rowcodec
 from memnets.store.chunks import best_scores, check_chunks, from_blob, to_blob
 from memnets.store.core_encoding import SqlEncoding
 from memnets.store.core_lexical import LexicalRanking
-from memnets.store.core_search import SearchVectors
+from memnets.store.core_search import Hit, SearchVectors
 from memnets.store.core_versions import SqlVersions
 from memnets.store.dialect import CURRENT, SqlDialect
 from memnets.store.filters import MemoryFilter
@@ -53,7 +54,17 @@ from memnets.tracing import traced_methods
 log = logging.getLogger(__name__)
 
 
-@traced_methods("memnets.store", "upsert", "new_version", "delete", "get", "vectors", "search", "list_memories")
+@traced_methods(
+    "memnets.store",
+    "upsert",
+    "new_version",
+    "delete",
+    "get",
+    "vectors",
+    "search",
+    "list_memories",
+    search_with_vectors="search",
+)
 class SqlStore(SqlVersions, SqlEncoding, SearchVectors, LexicalRanking):
     """The contract of :class:`memnets.store.MemoryStore` on a SQL table of memories (see the module docstring)."""
 
@@ -86,9 +97,7 @@ class SqlStore(SqlVersions, SqlEncoding, SearchVectors, LexicalRanking):
     def _writing(self) -> AbstractContextManager:
         raise NotImplementedError
 
-    def _search(
-        self, query: np.ndarray, k: int, owner: str, filters: MemoryFilter | None
-    ) -> list[tuple[Memory, float]]:
+    def _search(self, query: np.ndarray, k: int, owner: str, filters: MemoryFilter | None) -> list[Hit]:
         raise NotImplementedError
 
     def _where(self) -> str:
@@ -191,9 +200,13 @@ class SqlStore(SqlVersions, SqlEncoding, SearchVectors, LexicalRanking):
 
     def _decode(self, record: Sequence) -> Memory:
         """The Memory of a selected record (the columns of ``rows.FIELDS`` first): the one place records are read."""
+        return rowcodec.decode_row(self._cipher, self.archive_id, self._dialect.row_text(rowcodec.named(record)))
+
+    def _hit(self, record: Sequence, score: float) -> Hit:
+        """A search result of a selected record (as :meth:`_decode` reads it) with its score and stored vector."""
         fields = self._dialect.row_text(rowcodec.named(record))
-        self._decoded(fields)
-        return rowcodec.decode_row(self._cipher, self.archive_id, fields)
+        memory = rowcodec.decode_row(self._cipher, self.archive_id, fields)
+        return Hit(memory, float(score), np.frombuffer(fields["vector"], dtype="<f4"))
 
     # ------------------------------------------------------------------ writes
     def upsert(self, memories: Sequence[Memory], vectors, *, chunks=None) -> None:
@@ -504,9 +517,14 @@ class SqlStore(SqlVersions, SqlEncoding, SearchVectors, LexicalRanking):
     def search(self, vector, k: int, owner: str, *, filters: MemoryFilter | None = None) -> list[tuple[Memory, float]]:
         """The owner's k current memories passing ``filters`` of highest inner product with ``vector`` [dim],
         best first; k results whenever k memories match (a long memory ranks at its best window)."""
-        rowcodec.check_owner(owner, f"{self._name}.search")
-        k = rowcodec.check_k(k, f"{self._name}.search")
-        query = rowcodec.check_vectors(vector, 1, self.dim, f"{self._name}.search", single=True)[0]
+        return [(hit.memory, hit.score) for hit in self._hits(vector, k, owner, filters, f"{self._name}.search")]
+
+    def _hits(self, vector, k: int, owner: str, filters: MemoryFilter | None, where: str) -> list[Hit]:
+        """:meth:`search`'s results as :class:`~memnets.store.core_search.Hit` results, the arguments checked
+        (``where`` names the caller in errors)."""
+        rowcodec.check_owner(owner, where)
+        k = rowcodec.check_k(k, where)
+        query = rowcodec.check_vectors(vector, 1, self.dim, where, single=True)[0]
         filters = MemoryFilter.parse(filters)
         if filters is not None and filters.time_travel:
             return as_of.rank(self._versions(owner), query, k, filters)
@@ -538,14 +556,15 @@ class SqlStore(SqlVersions, SqlEncoding, SearchVectors, LexicalRanking):
 
     def _current(
         self, conn, ids: Sequence[str], owner: str, now: datetime, filters: MemoryFilter | None = None
-    ) -> list[Memory]:
-        """The owner's current memories with these ids, unexpired at ``now``, that pass ``filters``."""
+    ) -> list[Hit]:
+        """The owner's current memories with these ids, unexpired at ``now``, that pass ``filters``, as hits
+        of score 0 (what :func:`memnets.store.chunks.merge` scores by their windows)."""
         d = self._dialect
         out = []
         for clause, params in self._owner_ids(owner, list(ids)):
             query = f"SELECT {d.select()} FROM {d.memories} WHERE {clause} AND {CURRENT} AND {d.live}"
-            out += [self._decode(r) for r in conn.execute(query, [*params, d.time(now)])]
-        return [memory for memory in out if filters is None or filters.matches(memory)]
+            out += [self._hit(r, 0.0) for r in conn.execute(query, [*params, d.time(now)])]
+        return [hit for hit in out if filters is None or filters.matches(hit.memory)]
 
     def list_memories(
         self, owner: str, *, limit: int | None = None, offset: int = 0, filters: MemoryFilter | None = None

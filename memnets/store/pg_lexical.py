@@ -24,8 +24,8 @@ same configuration (English stemming and stop words), any of them.
 from __future__ import annotations
 
 import memnets.timeutil as timeutil
-from memnets.records import Memory
 from memnets.store.core_lexical import K1, B
+from memnets.store.core_search import Hit
 from memnets.store.filters import MemoryFilter
 
 CONFIG = "english"  # the text search configuration of the lexemes and of the query
@@ -74,7 +74,7 @@ class PgLexical:
     store's dialect, transactions and its reading of ranked records (whose last column is a distance: the
     score negated)."""
 
-    def _lexical(self, text: str, k: int, owner: str, filters: MemoryFilter | None) -> list[tuple[Memory, float]]:
+    def _lexical(self, text: str, k: int, owner: str, filters: MemoryFilter | None) -> list[Hit]:
         """The owner's k current, unexpired memories passing ``filters`` that hold a lexeme of ``text``, by BM25."""
         d = self._dialect
         where, params = d.clear_conditions(owner, filters, timeutil.now())

@@ -25,8 +25,8 @@ import numpy as np
 
 import memnets.timeutil as timeutil
 from memnets.extras import needs_extra
-from memnets.records import Memory
 from memnets.store.chunks import best_scores, entering, merge
+from memnets.store.core_search import Hit
 from memnets.store.filters import MemoryFilter
 from memnets.store.identity import META_KEY, check_identity
 
@@ -52,9 +52,7 @@ class PgSearch:
     """Search of :class:`~memnets.store.postgres.PgVectorStore` (see the module docstring); runs on the store's
     dialect, connections, decoder and encoder check."""
 
-    def _search(
-        self, query: np.ndarray, k: int, owner: str, filters: MemoryFilter | None
-    ) -> list[tuple[Memory, float]]:
+    def _search(self, query: np.ndarray, k: int, owner: str, filters: MemoryFilter | None) -> list[Hit]:
         """Ranked in SQL (see the module docstring for how each kind of filter runs)."""
         now = timeutil.now()
         where, params = self._dialect.clear_conditions(owner, filters, now)
@@ -99,11 +97,11 @@ class PgSearch:
             f"WHERE {where} ORDER BY distance LIMIT %s) SELECT * FROM hits ORDER BY distance"
         )
 
-    def _found(self, records) -> list[tuple[Memory, float]]:
-        """(memory, score) of ranked records (the row's columns, then its distance)."""
-        return [(self._decode(record[:-1]), -float(record[-1])) for record in records]
+    def _found(self, records) -> list[Hit]:
+        """The hits of ranked records (the row's columns, then its distance)."""
+        return [self._hit(record[:-1], -float(record[-1])) for record in records]
 
-    def _search_at_once(self, query: np.ndarray, k: int, where: str, params: list) -> list[tuple[Memory, float]] | None:
+    def _search_at_once(self, query: np.ndarray, k: int, where: str, params: list) -> list[Hit] | None:
         """An unfiltered search's transaction in one round trip (see the module docstring): the statements of
         :meth:`_search` sent in a pipeline and read after its COMMIT. None where the answer needs a further
         read (fewer than k rows ranked, or a long memory's window that may enter the k)."""
@@ -129,7 +127,7 @@ class PgSearch:
 
     def _ranked(
         self, conn, query: np.ndarray, k: int, where: str, params: list, filters: MemoryFilter | None
-    ) -> list[tuple[Memory, float]]:
+    ) -> list[Hit]:
         """Inside search's transaction: the k best (memory, score) of the rows matching ``where`` and ``filters``
         by their main vector."""
         d = self._dialect
@@ -160,7 +158,7 @@ class PgSearch:
 
     def _search_streaming(
         self, conn, query: np.ndarray, k: int, where: str, params: list, filters: MemoryFilter
-    ) -> list[tuple[Memory, float]]:
+    ) -> list[Hit]:
         """Exact ranking in SQL, metadata checked on the decoded rows best first until k match."""
         d = self._dialect
         # "+ 0" keeps the planner off the HNSW index: the ranking must be exact to stream it
@@ -177,14 +175,14 @@ class PgSearch:
         server-side cursor until k match."""
         if filters is None or not filters.needs_payload:
             return self._found(conn.execute(f"{ranked} LIMIT %s", [*params, k], binary=True).fetchall())
-        found: list[tuple[Memory, float]] = []
+        found: list[Hit] = []
         with conn.cursor(name="memnets_ranked") as cursor:
             cursor.itersize = STREAM_BATCH
             cursor.execute(ranked, params)
             for record in cursor:
-                memory = self._decode(record[:-1])
-                if filters.matches(memory):
-                    found.append((memory, -float(record[-1])))
+                hit = self._hit(record[:-1], -float(record[-1]))
+                if filters.matches(hit.memory):
+                    found.append(hit)
                     if len(found) == k:
                         break
         return found

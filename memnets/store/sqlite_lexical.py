@@ -37,7 +37,7 @@ import sqlite3
 from collections.abc import Sequence
 
 import memnets.timeutil as timeutil
-from memnets.records import Memory
+from memnets.store.core_search import Hit
 from memnets.store.filters import MemoryFilter
 
 log = logging.getLogger(__name__)
@@ -116,7 +116,7 @@ class ArchiveLexical:
     """The archive's lexical search (see the module docstring); a base class of
     :class:`~memnets.store.archive.Archive`, on its transactions, dialect and reader of ranked rows."""
 
-    def _lexical(self, text: str, k: int, owner: str, filters: MemoryFilter | None) -> list[tuple[Memory, float]]:
+    def _lexical(self, text: str, k: int, owner: str, filters: MemoryFilter | None) -> list[Hit]:
         """The owner's k current, unexpired memories passing ``filters`` that hold a word of ``text``, by bm25."""
         words = query_words(text)
         if not words:
