@@ -66,7 +66,7 @@ class SqlEncoding:
         with self._writing() as conn:
             stored = self._meta_identity(conn, META_KEY)
             check_identity(stored, identity, self._where())
-            if stored is None and conn.execute(f"SELECT 1 FROM {d.memories} LIMIT 1").fetchone() is not None:
+            if stored is None and conn.execute(*self._q.any_row()).fetchone() is not None:
                 log.warning(
                     "%s was filled before memnets recorded encoders; recording %s as its encoder",
                     self._where(),
@@ -88,10 +88,10 @@ class SqlEncoding:
             target = self._meta_identity(conn, TARGET_KEY)
             if target is not None and target.fingerprint == identity.fingerprint:
                 return "resumed"
-            conn.execute(f"DELETE FROM {d.reembed}")
+            conn.execute(*self._q.clear_reembedded())
             current = self._meta_identity(conn, META_KEY)
             if current is not None and current.fingerprint == identity.fingerprint:
-                conn.execute(f"DELETE FROM {d.meta} WHERE key = {d.mark}", (TARGET_KEY,))
+                conn.execute(*self._q.drop_meta(TARGET_KEY))
                 return "current"
             conn.execute(*d.set_meta(TARGET_KEY, identity.to_json()))
             return "started"
@@ -112,10 +112,9 @@ class SqlEncoding:
 
     def reembed_progress(self) -> tuple[int, int]:
         """(rows with their new vector, rows in the store)."""
-        d = self._dialect
         with self._reading() as conn:
-            total = conn.execute(f"SELECT count(*) FROM {d.memories}").fetchone()[0]
-            left = conn.execute(f"SELECT count(*) {d.todo()}").fetchone()[0]
+            total = conn.execute(*self._q.row_count()).fetchone()[0]
+            left = conn.execute(*self._q.todo_count()).fetchone()[0]
         return total - left, total
 
     def reembed_finish(self) -> bool:
@@ -126,12 +125,9 @@ class SqlEncoding:
             if d.swap_lock:
                 conn.execute(d.swap_lock)
             target = self._meta_identity(conn, TARGET_KEY)
-            if target is None or conn.execute(f"SELECT 1 {d.todo()} LIMIT 1").fetchone() is not None:
+            if target is None or conn.execute(*self._q.any_todo()).fetchone() is not None:
                 return False
-            records = conn.execute(
-                f"SELECT {d.select('m')}, r.{d.columns[rowcodec.FIELDS.index('vector')]}, r.chunks "
-                f"FROM {d.memories} m JOIN {d.reembed} r USING ({d.reembed_key}) ORDER BY m.{d.columns[0]}"
-            ).fetchall()
+            records = conn.execute(*self._q.reembedded()).fetchall()
             updates = []
             for record in records:
                 fields = rowcodec.named(record)
@@ -142,8 +138,8 @@ class SqlEncoding:
                 updates.append((row.payload, d.vector_param(vector), row.chunks, row.version, row.owner, row.id))
             self._changing(conn, "1 = 1", ())
             self._swap_vectors(conn, target, updates)
-            conn.execute(f"DELETE FROM {d.reembed}")
-            conn.execute(f"DELETE FROM {d.meta} WHERE key = {d.mark}", (TARGET_KEY,))
+            conn.execute(*self._q.clear_reembedded())
+            conn.execute(*self._q.drop_meta(TARGET_KEY))
             conn.execute(*d.set_meta(META_KEY, target.to_json()))
             conn.execute(*d.set_meta("dim", str(target.dim)))
         self.dim, self._encoder = target.dim, target
