@@ -84,4 +84,4 @@ class PgLexical:
         )
         values = [text, *params, *params, owner]
         with self._transaction() as conn:
-            return self._first_matching(conn, query, values, k, filters)
+            return self._first_matching(conn, (query, values), k, filters)
