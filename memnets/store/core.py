@@ -124,8 +124,8 @@ class SqlStore(SqlVersions, SqlEncoding, SearchVectors, LexicalRanking):
         raise NotImplementedError
 
     def _swap_vectors(self, conn, target: EncoderIdentity, updates: list[tuple]) -> None:
-        """Inside a re-embedding's swap: write the re-sealed rows (parameters of ``update_vector``)."""
-        self._run_many(conn, self._dialect.update_vector(), updates)
+        """Inside a re-embedding's swap: write the re-sealed rows (parameters of the builder's ``update_vector``)."""
+        self._run_many(conn, self._q.update_vector(), updates)
 
     def _swapped(self) -> None:
         """After a re-embedding's swap committed."""
@@ -161,7 +161,7 @@ class SqlStore(SqlVersions, SqlEncoding, SearchVectors, LexicalRanking):
 
     def _lock_writes(self, owner: str) -> None:
         """Inside :meth:`atomic_write`: hold the owner's write lock until the transaction ends."""
-        lock = self._dialect.lock(f"write-{owner}")
+        lock = self._q.lock(f"write-{owner}")
         if lock is not None:
             with self._writing() as conn:
                 conn.execute(*lock)
@@ -248,13 +248,15 @@ class SqlStore(SqlVersions, SqlEncoding, SearchVectors, LexicalRanking):
                 rowcodec.seal_row(row, self._cipher, self.archive_id, stored.get((row.owner, row.id), 0) + 1)
                 for row, _ in rows
             ]
-            self._run_many(conn, d.upsert, [d.row_params(row, vector) for row, (_, vector) in zip(sealed, rows)])
+            self._run_many(
+                conn, self._q.upsert(), [d.row_params(row, vector) for row, (_, vector) in zip(sealed, rows)]
+            )
             for owner, ids in _group_pairs((row.owner, row.id) for row in sealed):
                 for clause, params in self._owner_ids(owner, ids):
                     self._changing(conn, clause, params)
             for owner, ids in _group_pairs(stored):  # a pending re-embedding's vector of the old text goes with it
                 for clause, params in self._owner_ids(owner, ids):
-                    conn.execute(*d.drop_reembedded(clause, params))
+                    conn.execute(*self._q.drop_reembedded(clause, params))
         self._after(lambda: self._written(scrub=bool(stored)))
 
     def _stored_versions(self, conn, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], int]:
@@ -391,18 +393,17 @@ class SqlStore(SqlVersions, SqlEncoding, SearchVectors, LexicalRanking):
 
     def _delete_matching(self, conn, where: str, params: list) -> int:
         self._changing(conn, where, params)
-        conn.execute(*self._dialect.drop_reembedded(where, params))
+        conn.execute(*self._q.drop_reembedded(where, params))
         return conn.execute(*self._q.delete(where, params)).rowcount
 
     def _record_tombstones(self, conn, tombstones: Sequence[tuple], erase_owner: bool) -> None:
         """Append (owner or None = all, id or None = all, t cutoff or None) tombstones, owners and ids by
         their ledger tags (the table is created on first use, so older stores gain it without a migration)."""
-        d = self._dialect
         stones = [rowcodec.ledger_row(self._ledger_secret, *stone) for stone in tombstones]
-        lock = d.lock("store")
+        lock = self._q.lock("store")
         if lock is not None:
             conn.execute(*lock)
-        conn.execute(d.deletions_table)
+        conn.execute(*self._q.deletions_table())
         if erase_owner:
             conn.execute(*self._q.erase_tombstones(stones[0][0]))
         self._run_many(conn, self._q.add_tombstone(), stones)
@@ -411,7 +412,7 @@ class SqlStore(SqlVersions, SqlEncoding, SearchVectors, LexicalRanking):
         """Whether the tombstone table exists yet (the first delete creates it); a yes is remembered,
         since the table is never dropped, so readers of the ledger stop asking the catalog."""
         if not self._deletions_exist:
-            self._deletions_exist = conn.execute(*self._dialect.deletions_exist()).fetchone()[0] is not None
+            self._deletions_exist = conn.execute(*self._q.deletions_exist()).fetchone()[0] is not None
         return self._deletions_exist
 
     def _ledger_mark(self, conn) -> int:

@@ -28,7 +28,7 @@ class SqlEncoding:
     _last_identity: tuple[str | bytes, EncoderIdentity] | None = None  # the last meta text read, parsed
 
     def _meta_identity(self, conn, key: str) -> EncoderIdentity | None:
-        return self._identity_of(conn.execute(*self._dialect.get_meta(key)).fetchone())
+        return self._identity_of(conn.execute(*self._q.get_meta(key)).fetchone())
 
     def _identity_of(self, row) -> EncoderIdentity | None:
         """The identity of a meta row read with ``get_meta`` (None: no row). Every write and search
@@ -49,7 +49,7 @@ class SqlEncoding:
         stored = self._meta_identity(conn, META_KEY)
         check_identity(stored, self._encoder, self._where())
         if stored is None and record:
-            conn.execute(*self._dialect.set_meta(META_KEY, self._encoder.to_json(), replace=False))
+            conn.execute(*self._q.set_meta(META_KEY, self._encoder.to_json(), replace=False))
             check_identity(self._meta_identity(conn, META_KEY), self._encoder, self._where())  # a racing writer
 
     def encoder_identity(self) -> EncoderIdentity | None:
@@ -62,7 +62,6 @@ class SqlEncoding:
         both if not); from now on every write records it with the first vector or checks it again, and
         every search checks it (a re-embedding elsewhere). A store filled before identities were
         recorded is taken to be this encoder's, with a warning."""
-        d = self._dialect
         with self._writing() as conn:
             stored = self._meta_identity(conn, META_KEY)
             check_identity(stored, identity, self._where())
@@ -72,7 +71,7 @@ class SqlEncoding:
                     self._where(),
                     identity.describe(),
                 )
-                conn.execute(*d.set_meta(META_KEY, identity.to_json()))
+                conn.execute(*self._q.set_meta(META_KEY, identity.to_json()))
         self._encoder = identity
 
     # ------------------------------------------------------------------ re-embedding
@@ -80,9 +79,8 @@ class SqlEncoding:
         """Begin (or resume) re-embedding to ``identity``: "current" if the store is embedded by it
         already, "resumed" if a re-embedding to it was under way, else "started" (a re-embedding to
         another encoder is dropped). Workers on other connections share it."""
-        d = self._dialect
         with self._writing() as conn:
-            lock = d.lock("reembed")
+            lock = self._q.lock("reembed")
             if lock is not None:
                 conn.execute(*lock)
             target = self._meta_identity(conn, TARGET_KEY)
@@ -93,7 +91,7 @@ class SqlEncoding:
             if current is not None and current.fingerprint == identity.fingerprint:
                 conn.execute(*self._q.drop_meta(TARGET_KEY))
                 return "current"
-            conn.execute(*d.set_meta(TARGET_KEY, identity.to_json()))
+            conn.execute(*self._q.set_meta(TARGET_KEY, identity.to_json()))
             return "started"
 
     def _reembed_batch(self, records: Sequence, key_fields: tuple[str, ...]) -> ReembedBatch:
@@ -122,8 +120,9 @@ class SqlEncoding:
         True if it swapped. Rows are re-sealed (the vector is bound into each row's seal)."""
         d = self._dialect
         with self._writing() as conn:
-            if d.swap_lock:
-                conn.execute(d.swap_lock)
+            swap_lock = self._q.swap_lock()
+            if swap_lock is not None:
+                conn.execute(*swap_lock)
             target = self._meta_identity(conn, TARGET_KEY)
             if target is None or conn.execute(*self._q.any_todo()).fetchone() is not None:
                 return False
@@ -140,8 +139,8 @@ class SqlEncoding:
             self._swap_vectors(conn, target, updates)
             conn.execute(*self._q.clear_reembedded())
             conn.execute(*self._q.drop_meta(TARGET_KEY))
-            conn.execute(*d.set_meta(META_KEY, target.to_json()))
-            conn.execute(*d.set_meta("dim", str(target.dim)))
+            conn.execute(*self._q.set_meta(META_KEY, target.to_json()))
+            conn.execute(*self._q.set_meta("dim", str(target.dim)))
         self.dim, self._encoder = target.dim, target
         self._swapped()
         log.info("%s: re-embedded %d rows; now %s", self._where(), len(records), target.describe())

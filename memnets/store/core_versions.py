@@ -67,7 +67,7 @@ class SqlVersions:
                 ]
             self._run_many(
                 conn,
-                d.upsert,
+                self._q.upsert(),
                 [d.row_params(rowcodec.seal_row(row, self._cipher, self.archive_id, n), v) for row, v, n in rows],
             )
             if not older:

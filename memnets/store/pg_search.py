@@ -92,15 +92,15 @@ class PgSearch:
         """An unfiltered search's transaction in one round trip (see the module docstring): the statements of
         :meth:`_search` sent in a pipeline and read after its COMMIT. None where the answer needs a further
         read (fewer than k rows ranked, or a long memory's window that may enter the k)."""
-        d, checked = self._dialect, self._encoder is not None
+        checked = self._encoder is not None
         with self._connection() as conn:
             with self._one_round_trip(conn):
                 conn.execute(*self._q.share_lock())
-                before = conn.execute(*d.get_meta(META_KEY)) if checked else None
+                before = conn.execute(*self._q.get_meta(META_KEY)) if checked else None
                 conn.execute(*self._hnsw_settings(k))
                 ranked = conn.execute(*self._q.index_ranking(query, where, params, k), binary=True)
                 windows = self._window_rows(conn, where, params)
-                after = conn.execute(*d.get_meta(META_KEY)) if checked else None
+                after = conn.execute(*self._q.get_meta(META_KEY)) if checked else None
             for identity in (before, after) if checked else ():
                 check_identity(self._identity_of(identity.fetchone()), self._encoder, self._where())
             records = ranked.fetchall()

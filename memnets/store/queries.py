@@ -24,14 +24,62 @@ Statement = tuple[str, list]
 class SqlQueries:
     """The core's statements over ``dialect`` (see the module docstring)."""
 
+    for_update = ""  # the row lock of a read-modify-write ("" where a write transaction is exclusive)
+
     def __init__(self, dialect: SqlDialect) -> None:
         self.d = dialect
+
+    # ------------------------------------------------------------------ rows written
+    def upsert(self) -> str:
+        """One row written: inserted, or over the stored (owner, id) (run for many: the dialect's
+        ``row_params`` of each sealed row)."""
+        raise NotImplementedError
+
+    def update_vector(self) -> str:
+        """A row's payload, vector, chunks and version, by (owner, id): a re-embedding's swap (run for many)."""
+        d, m = self.d, self.d.mark
+        vector = d.columns[rowcodec.FIELDS.index("vector")]
+        return (
+            f"UPDATE {d.memories} SET payload = {m}, {vector} = {m}, chunks = {m}, version = {m} "
+            f"WHERE owner = {m} AND id = {m}"
+        )
+
+    def drop_reembedded(self, where: str, params: list) -> Statement:
+        """Drop the re-embedded vectors of the memories rows matching ``where``."""
+        d, key = self.d, self.d.reembed_key
+        return f"DELETE FROM {d.reembed} WHERE ({key}) IN (SELECT {key} FROM {d.memories} WHERE {where})", params
+
+    # ------------------------------------------------------------------ meta values and locks
+    def get_meta(self, key: str) -> Statement:
+        return f"SELECT value FROM {self.d.meta} WHERE key = {self.d.mark}", [key]
+
+    def set_meta(self, key: str, text: str, *, replace: bool = True) -> Statement:
+        """Write a meta value (``replace=False``: only where the key has none yet)."""
+        d = self.d
+        action = "UPDATE SET value = excluded.value" if replace else "NOTHING"
+        return (
+            f"INSERT INTO {d.meta} (key, value) VALUES ({d.mark}, {d.mark}) ON CONFLICT (key) DO {action}",
+            [key, d.meta_value(text)],
+        )
+
+    def drop_meta(self, key: str) -> Statement:
+        d = self.d
+        return f"DELETE FROM {d.meta} WHERE key = {d.mark}", [key]
+
+    def lock(self, purpose: str) -> Statement | None:
+        """A statement serialising this ``purpose`` across connections until the transaction ends
+        (None where every write transaction is exclusive already)."""
+        return None
+
+    def swap_lock(self) -> Statement | None:
+        """What a re-embedding's swap locks first (None where a write transaction is exclusive)."""
+        return None
 
     # ------------------------------------------------------------------ writes
     def stored_versions(self, where: str, params: list) -> Statement:
         """(id, version) of the rows matching ``where``, locked where the engine locks rows, by id."""
         d = self.d
-        return f"SELECT id, version FROM {d.memories} WHERE {where} ORDER BY id{d.for_update}", params
+        return f"SELECT id, version FROM {d.memories} WHERE {where} ORDER BY id{self.for_update}", params
 
     def expired_ids(self, where: str, params: list, now: datetime) -> Statement:
         """The ids of the rows matching ``where`` that are expired at ``now``."""
@@ -69,7 +117,7 @@ class SqlQueries:
         d = self.d
         return (
             f"SELECT 1 FROM {d.memories} WHERE owner = {d.mark} AND id = {d.mark} AND {d.expires_column} <= {d.mark}"
-            f"{d.for_update}",
+            f"{self.for_update}",
             [owner, memory_id, now],
         )
 
@@ -87,7 +135,7 @@ class SqlQueries:
         d, m = self.d, self.d.mark
         return (
             f"SELECT {d.select()} FROM {d.memories} WHERE owner = {m} AND id = {m} AND {CURRENT} AND {d.live}"
-            f"{d.for_update}",
+            f"{self.for_update}",
             [owner, memory_id, d.time(now)],
         )
 
@@ -102,6 +150,14 @@ class SqlQueries:
         return f"SELECT 1 FROM {self.d.memories} WHERE owner = {m} AND id = {m}", [owner, memory_id]
 
     # ------------------------------------------------------------------ the deletion ledger
+    def deletions_table(self) -> Statement:
+        """Create the tombstone table where it is missing (the first deletion does)."""
+        raise NotImplementedError
+
+    def deletions_exist(self) -> Statement:
+        """One value, NULL while the tombstone table is missing."""
+        raise NotImplementedError
+
     def erase_tombstones(self, owner_tag: str) -> Statement:
         """Drop the tombstones of one owner (by its ledger tag)."""
         d = self.d
@@ -199,11 +255,11 @@ class SqlQueries:
 
     def todo_count(self) -> Statement:
         """How many rows have no re-embedded vector at their version."""
-        return f"SELECT count(*) {self.d.todo()}", []
+        return f"SELECT count(*) {self.todo()}", []
 
     def any_todo(self) -> Statement:
         """One value where a row has no re-embedded vector at its version."""
-        return f"SELECT 1 {self.d.todo()} LIMIT 1", []
+        return f"SELECT 1 {self.todo()} LIMIT 1", []
 
     def reembedded(self) -> Statement:
         """Every row's record with its re-embedded vector and chunks (the record's columns, then those two),
@@ -215,10 +271,12 @@ class SqlQueries:
             [],
         )
 
+    def todo(self) -> str:
+        """FROM clause of the rows that have no re-embedded vector at their version (alias ``m``)."""
+        d = self.d
+        match = " AND ".join(f"r.{c} = m.{c}" for c in d.reembed_key.split(", "))
+        return f"FROM {d.memories} m WHERE NOT EXISTS (SELECT 1 FROM {d.reembed} r WHERE {match} AND r.version = m.version)"
+
     def clear_reembedded(self) -> Statement:
         """Drop every re-embedded vector."""
         return f"DELETE FROM {self.d.reembed}", []
-
-    def drop_meta(self, key: str) -> Statement:
-        d = self.d
-        return f"DELETE FROM {d.meta} WHERE key = {d.mark}", [key]

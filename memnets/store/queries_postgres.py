@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from memnets.store.pg_dialect import PgDialect
 from memnets.store.queries import SqlQueries, Statement
 
 # SET LOCAL of both HNSW settings in one statement (its parameter: ef_search)
@@ -18,9 +19,41 @@ _HNSW_SETTINGS = (
     "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), set_config('hnsw.ef_search', %s, true)"
 )
 
+# one row written: inserted, or over the stored (owner, id)
+_UPSERT = (
+    "INSERT INTO {memories} (owner, id, t, last_access, importance, kind, superseded_by, payload, embedding, "
+    "version, expires_at, ttl, chunks) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
+    "ON CONFLICT (owner, id) DO UPDATE SET "
+    "t = excluded.t, last_access = excluded.last_access, importance = excluded.importance, kind = excluded.kind, "
+    "superseded_by = excluded.superseded_by, payload = excluded.payload, embedding = excluded.embedding, "
+    "version = excluded.version, expires_at = excluded.expires_at, ttl = excluded.ttl, chunks = excluded.chunks"
+)
+
 
 class PgQueries(SqlQueries):
     """The PostgreSQL store's statements over its :class:`~memnets.store.pg_dialect.PgDialect`."""
+
+    d: PgDialect
+    for_update = " FOR UPDATE"
+
+    def upsert(self) -> str:
+        return _UPSERT.format(memories=self.d.memories)
+
+    def deletions_table(self) -> Statement:
+        return (
+            f"CREATE TABLE IF NOT EXISTS {self.d.deletions} (seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, "
+            "owner text, id text, before timestamptz)",
+            [],
+        )
+
+    def deletions_exist(self) -> Statement:
+        return "SELECT to_regclass(%s)", [f"{self.d.table}_deletions"]
+
+    def lock(self, purpose: str) -> Statement:
+        return "SELECT pg_advisory_xact_lock(hashtext(%s))", [f"memnets-{purpose}-{self.d.table}"]
+
+    def swap_lock(self) -> Statement:
+        return f"LOCK TABLE {self.d.memories} IN SHARE ROW EXCLUSIVE MODE", []  # writers wait for the swap
 
     # ------------------------------------------------------------------ search
     def share_lock(self) -> Statement:
@@ -97,7 +130,9 @@ class PgQueries(SqlQueries):
     def claim_todo(self, size: int) -> Statement:
         """Lock up to ``size`` records without a re-embedded vector at their version, skipping locked ones."""
         d = self.d
-        return f"SELECT {d.select('m')} {d.todo()} ORDER BY m.owner, m.id LIMIT %s FOR UPDATE OF m SKIP LOCKED", [size]
+        return f"SELECT {d.select('m')} {self.todo()} ORDER BY m.owner, m.id LIMIT %s FOR UPDATE OF m SKIP LOCKED", [
+            size
+        ]
 
     def reembedded_versions(self, owners: list[str], ids: list[str]) -> Statement:
         """(owner, id, version) of the re-embedded vectors of these owners and ids."""

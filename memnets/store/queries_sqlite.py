@@ -15,9 +15,34 @@ from memnets.store.dialect import CURRENT
 from memnets.store.queries import SqlQueries, Statement
 from memnets.store.sqlite_dialect import in_marks
 
+# one row written: inserted, or over the stored (owner, id) keeping its row number (its FAISS id)
+_UPSERT = (
+    "INSERT INTO memories (owner, id, t, t_epoch, last_access, importance, kind, payload, vector, "
+    "superseded_by, version, expires_at, expires_epoch, ttl, chunks) VALUES (:owner, :id, :t, :t_epoch, :last_access, "
+    ":importance, :kind, :payload, :vector, :superseded_by, :version, :expires_at, :expires_epoch, :ttl, :chunks) "
+    "ON CONFLICT (owner, id) DO UPDATE SET t = excluded.t, t_epoch = excluded.t_epoch, "
+    "last_access = excluded.last_access, importance = excluded.importance, kind = excluded.kind, "
+    "payload = excluded.payload, vector = excluded.vector, superseded_by = excluded.superseded_by, "
+    "version = excluded.version, expires_at = excluded.expires_at, expires_epoch = excluded.expires_epoch, "
+    "ttl = excluded.ttl, chunks = excluded.chunks"
+)
+
 
 class SqliteQueries(SqlQueries):
     """The archive's statements over its :class:`~memnets.store.sqlite_dialect.SqliteDialect`."""
+
+    def upsert(self) -> str:
+        return _UPSERT  # over a stored (owner, id) it keeps its row number (its FAISS id)
+
+    def deletions_table(self) -> Statement:
+        return (
+            "CREATE TABLE IF NOT EXISTS deletions "
+            "(seq INTEGER PRIMARY KEY AUTOINCREMENT, owner TEXT, id TEXT, before REAL)",
+            [],
+        )
+
+    def deletions_exist(self) -> Statement:
+        return "SELECT (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'deletions')", []
 
     # ------------------------------------------------------------------ search
     def has_expired(self, owner: str, now: datetime) -> Statement:
@@ -86,7 +111,7 @@ class SqliteQueries(SqlQueries):
     # ------------------------------------------------------------------ re-embedding
     def todo_batch(self, size: int) -> Statement:
         """Up to ``size`` records without a re-embedded vector at their version, in row order."""
-        return f"SELECT {self.d.select('m')} {self.d.todo()} ORDER BY m.row LIMIT ?", [size]
+        return f"SELECT {self.d.select('m')} {self.todo()} ORDER BY m.row LIMIT ?", [size]
 
     def save_reembedded(self) -> str:
         """One re-embedded vector (run for many: row, version, vector, chunks each); a row rewritten or
