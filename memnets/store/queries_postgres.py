@@ -2,8 +2,8 @@
 
 :class:`PgQueries` adds to the shared statements (:class:`~memnets.store.queries.SqlQueries`) those
 only the PostgreSQL store runs: its rankings with pgvector (:mod:`memnets.store.pg_search`: through
-the HNSW index, exact, streamed), the table lock a search holds, its maintenance (VACUUM, ANALYZE)
-and its re-embedding claims (``FOR UPDATE SKIP LOCKED``). Table names carry the store's prefix
+the HNSW index, exact, streamed), its BM25 ranking (:mod:`memnets.store.pg_lexical`), the table lock
+a search holds, its maintenance (VACUUM, ANALYZE) and its re-embedding claims (``FOR UPDATE SKIP LOCKED``). Table names carry the store's prefix
 (:class:`~memnets.store.pg_dialect.PgDialect`).
 """
 
@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from memnets.store.core_lexical import K1, B
 from memnets.store.pg_dialect import PgDialect
+from memnets.store.pg_lexical import CONFIG
 from memnets.store.queries import SqlQueries, Statement
 
 # SET LOCAL of both HNSW settings in one statement (its parameter: ef_search)
@@ -98,6 +100,16 @@ class PgQueries(SqlQueries):
         sql, params = ranked
         return f"{sql} LIMIT %s", [*params, k]
 
+    def lexical(self, text: str, owner: str, where: str, params: list) -> Statement:
+        """The owner's records matching ``where`` that hold a lexeme of ``text``, best first by BM25
+        (:mod:`memnets.store.pg_lexical`), with no LIMIT: each record's columns, then its score negated."""
+        d = self.d
+        return (
+            f"SELECT {d.select('m')}, -r.score FROM ({_bm25(d.memories, where)}) r "
+            f"JOIN {d.memories} m ON m.owner = %s AND m.id = r.id ORDER BY r.score DESC, r.id{d.binary_order}",
+            [text, *params, *params, owner],
+        )
+
     # ------------------------------------------------------------------ maintenance
     def vacuum(self, full: bool) -> Statement:
         """VACUUM the table (``full``: rewrite it)."""
@@ -145,3 +157,27 @@ class PgQueries(SqlQueries):
             "ON CONFLICT (owner, id) DO UPDATE SET version = excluded.version, "
             "embedding = excluded.embedding, chunks = excluded.chunks"
         )
+
+
+def _bm25(memories: str, where: str) -> str:
+    """The query of (id, score) of the rows matching ``where`` that hold a lexeme of the query text (unordered).
+    Parameters: the query text, then ``where``'s twice. Each statistic is computed once (``MATERIALIZED``: the
+    planner would otherwise count the owner's rows again for every row it scores)."""
+    return f"""
+        WITH words AS (SELECT tsvector_to_array(to_tsvector('{CONFIG}', %s)) AS terms),
+        matched AS MATERIALIZED (
+            SELECT id, lexemes FROM {memories} WHERE {where} AND tsvector_to_array(lexemes) && (SELECT terms FROM words)
+        ),
+        counts AS (
+            SELECT m.id, u.lexeme, cardinality(u.positions) AS tf, length(m.lexemes) AS dl
+            FROM matched m CROSS JOIN words CROSS JOIN unnest(m.lexemes) u WHERE u.lexeme = ANY(words.terms)
+        ),
+        owned AS MATERIALIZED (SELECT count(*) AS n FROM {memories} WHERE {where}),
+        documents AS MATERIALIZED (SELECT lexeme, count(*) AS df FROM counts GROUP BY lexeme),
+        mean AS MATERIALIZED (SELECT avg(length(lexemes)) AS dl FROM matched)
+        SELECT c.id, sum(
+            greatest(ln((owned.n - documents.df + 0.5) / (documents.df + 0.5)), 1e-6)
+            * c.tf * {K1 + 1} / (c.tf + {K1} * ({1 - B} + {B} * c.dl / mean.dl))
+        ) AS score
+        FROM counts c JOIN documents USING (lexeme) CROSS JOIN owned CROSS JOIN mean
+        GROUP BY c.id"""

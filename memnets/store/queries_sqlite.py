@@ -1,9 +1,9 @@
 """The embedded archive's statements, built as ``(sql, params)``: the query builder of SQLite.
 
 :class:`SqliteQueries` adds to the shared statements (:class:`~memnets.store.queries.SqlQueries`)
-those only the archive runs: its FAISS ids (``row``), its search's reads by row, the change log its
-index files sync from (:mod:`memnets.store.faiss_sync`) and its re-embedding batches. The archive's
-table names are fixed (``memories``, ``meta``, ``changes``, ``reembed``).
+those only the archive runs: its FAISS ids (``row``), its search's reads by row, its FTS5 ranking
+(:mod:`memnets.store.sqlite_lexical`), the change log its index files sync from
+(:mod:`memnets.store.faiss_sync`) and its re-embedding batches. The archive's table names are fixed (``memories``, ``meta``, ``changes``, ``reembed``).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from datetime import datetime
 from memnets.store.dialect import CURRENT
 from memnets.store.queries import SqlQueries, Statement
 from memnets.store.sqlite_dialect import in_marks
+from memnets.store.sqlite_lexical import TABLE as FTS
 
 # one row written: inserted, or over the stored (owner, id) keeping its row number (its FAISS id)
 _UPSERT = (
@@ -66,6 +67,16 @@ class SqliteQueries(SqlQueries):
     def candidates(self, where: str, params: list) -> Statement:
         """(row, vector, chunks) of the rows matching ``where``: what an exact ranking scores."""
         return f"SELECT row, vector, chunks FROM memories WHERE {where}", params
+
+    def lexical(self, match: str, where: str, params: list, limit: int) -> Statement:
+        """(row, score) of the rows matching ``where`` that the FTS5 query ``match`` finds, best first, at most
+        ``limit`` (-1: all). bm25() is lower for better rows; the owner column weighs 0; the score is its negation."""
+        return (
+            f"SELECT memories.row, -bm25({FTS}, 0.0, 1.0) AS score FROM {FTS} "
+            f"JOIN memories ON memories.row = {FTS}.rowid WHERE {FTS} MATCH ? AND {where} "
+            "ORDER BY score DESC, memories.row LIMIT ?",
+            [match, *params, limit],
+        )
 
     # ------------------------------------------------------------------ the index's change log
     def generation(self) -> Statement:

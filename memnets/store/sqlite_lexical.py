@@ -123,13 +123,8 @@ class ArchiveLexical:
             return []
         now = timeutil.now()
         where, params = self._dialect.clear_conditions(owner, filters, now)
-        # bm25() is lower for better rows; the owner column weighs 0; the score returned is its negation
-        query = (
-            f"SELECT memories.row, -bm25({TABLE}, 0.0, 1.0) AS score FROM {TABLE} "
-            f"JOIN memories ON memories.row = {TABLE}.rowid WHERE {TABLE} MATCH ? AND {where} "
-            "ORDER BY score DESC, memories.row LIMIT ?"
-        )
         everything = filters is not None and filters.needs_payload  # checked on the decoded rows, best first
+        ranking = self._q.lexical(match_expression(owner, words), where, params, -1 if everything else k)
         with self._reading() as conn:
-            ranked = conn.execute(query, [match_expression(owner, words), *params, -1 if everything else k]).fetchall()
+            ranked = conn.execute(*ranking).fetchall()
             return self._best_first(conn, ranked, k, owner, filters, now)
