@@ -4,8 +4,10 @@
 :class:`~memnets.store.postgres.PgVectorStore` (PostgreSQL + pgvector). It holds what the contract says, for both:
 argument checks, sealing rows (:mod:`memnets.store.rows`), versions (:mod:`memnets.store.core_versions`), the deletion
 ledger, expiry, a long memory's chunk vectors, re-embedding, the encoder binding and its check, the clear-column
-filters, and the reads. Its statements come from the store's dialect (:mod:`memnets.store.dialect`); records are read
-by field name in one place (:meth:`SqlStore._decode`, over :data:`memnets.store.rows.FIELDS`).
+filters, and the reads. It runs statements and builds none: each is ``(sql, params)`` from the store's query builder
+(``_q``: :mod:`memnets.store.queries`, one per engine), over its dialect (:mod:`memnets.store.dialect`: the fragments
+and conditions). Records are read by field name in one place (:meth:`SqlStore._decode`, and :meth:`SqlStore._hit` for
+a search's results, over :data:`memnets.store.rows.FIELDS`).
 
 An engine's store adds what only it has and runs the transactions. It gives:
 

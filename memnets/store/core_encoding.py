@@ -1,7 +1,7 @@
 """The encoder binding and re-embedding of the SQL stores: a part of the store core (:mod:`memnets.store.core`).
 
 :class:`SqlEncoding` is a base class of :class:`~memnets.store.core.SqlStore` and runs on what the
-core gives (the dialect, ``_reading``/``_writing``, ``_decode``, the swap hooks): the encoder that
+core gives (the dialect and query builder, ``_reading``/``_writing``, ``_decode``, the swap hooks): the encoder that
 filled the store, recorded with the first vector and checked by every write and search
 (:mod:`memnets.store.identity`), and moving the store to a new encoder (:mod:`memnets.store.reembed`):
 start, progress and the swap are the same on both engines; claiming a batch is each engine's own.

@@ -8,7 +8,7 @@ a later item of one ``add_many`` that changes an earlier one, and a backdated st
 store numbers too.
 
 :class:`SqlVersions` is a base class of :class:`~memnets.store.core.SqlStore` and runs on what the core gives
-(``_writing``, ``_decode``, ``_check_encoder``, ``_changing``, ``_after``, ``_run_many``, the dialect).
+(``_writing``, ``_decode``, ``_check_encoder``, ``_changing``, ``_after``, ``_run_many``, the dialect and query builder).
 """
 
 from __future__ import annotations
