@@ -74,7 +74,7 @@ def test_fewer_rows_than_k_and_an_entering_window_are_still_answered_exactly(sto
 
 def test_a_search_after_a_swap_to_another_encoder_is_refused(store, pg_url):
     with psycopg.connect(pg_url, autocommit=True) as other:
-        other.execute(*store._dialect.set_meta(META_KEY, EncoderIdentity("another:8", DIM, "elsewhere").to_json()))
+        other.execute(*store._q.set_meta(META_KEY, EncoderIdentity("another:8", DIM, "elsewhere").to_json()))
     with pytest.raises(EncoderMismatchError):
         store.search(vector_for("probe"), 5, "a")
 

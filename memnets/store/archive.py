@@ -56,20 +56,20 @@ from pathlib import Path
 import numpy as np
 
 import memnets.timeutil as timeutil
-from memnets.records import Memory
 from memnets.store import rows as rowcodec
 from memnets.store import sqlite_lexical
 from memnets.store.chunks import from_blob, merge
 from memnets.store.core import SqlStore
+from memnets.store.core_search import Hit
 from memnets.store.crypto import DEFAULT_KDF, RowCipher
-from memnets.store.dialect import CURRENT
 from memnets.store.disk_reserve import RESERVE_BYTES, DiskReserve, disk_full
 from memnets.store.errors import StoreError, StoreKeyError, StoreNotFoundError
 from memnets.store.faiss_sync import FaissSync
 from memnets.store.filters import MemoryFilter
 from memnets.store.index_files import INDEX_AUTH, INDEX_DIR, INDEX_MARKER, IndexFolder
+from memnets.store.queries_sqlite import SqliteQueries
 from memnets.store.reembed import ReembedBatch
-from memnets.store.sqlite_dialect import SqliteDialect, in_marks
+from memnets.store.sqlite_dialect import SqliteDialect
 from memnets.store.sqlite_lexical import ArchiveLexical
 from memnets.store.sqlite_schema import (
     CHECKS,
@@ -151,7 +151,8 @@ class Archive(FaissSync, ArchiveLexical, SqlStore):
         if not writable(self.directory):
             raise read_only_error(self.directory)
         self.index_kind = index
-        super().__init__(SqliteDialect())
+        dialect = SqliteDialect()
+        super().__init__(dialect, SqliteQueries(dialect))
         self._lock = threading.RLock()
         self._conn: sqlite3.Connection | None = None
         self._conn = self._connect(busy_timeout)
@@ -357,9 +358,7 @@ class Archive(FaissSync, ArchiveLexical, SqlStore):
             return busy == 0
 
     # ------------------------------------------------------------------ search
-    def _search(
-        self, query: np.ndarray, k: int, owner: str, filters: MemoryFilter | None
-    ) -> list[tuple[Memory, float]]:
+    def _search(self, query: np.ndarray, k: int, owner: str, filters: MemoryFilter | None) -> list[Hit]:
         """Without filters the FAISS index ranks; with filters the matching rows are ranked exactly
         (see the module docstring), so k results come back whenever k memories match."""
         now = timeutil.now()
@@ -371,18 +370,14 @@ class Archive(FaissSync, ArchiveLexical, SqlStore):
             ids, scores = self._retriever.search(query[None], k, owner)
             rows = [int(i) for i in ids[0]]
             records = self._records_by_row(conn, rows, owner, now)
-            found = [
-                (self._decode(records[row]), float(score)) for row, score in zip(rows, scores[0]) if row in records
-            ]
+            found = [self._hit(records[row], score) for row, score in zip(rows, scores[0]) if row in records]
             where, params = self._dialect.clear_conditions(owner, None, now)
             best = self._window_scores(conn, where, params, query)
             return merge(found, best, k, lambda ids: self._current(conn, ids, owner, now))
 
-    @staticmethod
-    def _has_expired(conn: sqlite3.Connection, owner: str, now: datetime) -> bool:
+    def _has_expired(self, conn: sqlite3.Connection, owner: str, now: datetime) -> bool:
         """Whether the owner has a current row that expired and is not swept yet (one indexed look-up)."""
-        query = f"SELECT 1 FROM memories WHERE owner = ? AND expires_epoch <= ? AND {CURRENT} LIMIT 1"
-        return conn.execute(query, (owner, now.timestamp())).fetchone() is not None
+        return conn.execute(*self._q.has_expired(owner, now)).fetchone() is not None
 
     def _records_by_row(
         self, conn: sqlite3.Connection, rows: Sequence[int], owner: str, now: datetime
@@ -393,26 +388,17 @@ class Archive(FaissSync, ArchiveLexical, SqlStore):
         records = {}
         for start in range(0, len(rows), d.in_batch):
             chunk = rows[start : start + d.in_batch]
-            records.update(
-                (r[0], r)
-                for r in conn.execute(
-                    # "+owner": filter by owner but look rows up by primary key; with a plain
-                    # "owner = ?" SQLite picks the owner index and scans all the owner's rows
-                    f"SELECT {d.select()} FROM memories WHERE +owner = ? AND {CURRENT} AND {d.live} "
-                    f"AND row IN ({in_marks(chunk)})",
-                    [owner, now.timestamp(), *chunk],
-                )
-            )
+            records.update((r[0], r) for r in conn.execute(*self._q.records_by_row(owner, now, chunk)))
         return records
 
     def _search_filtered(
         self, conn: sqlite3.Connection, query: np.ndarray, k: int, owner: str, filters: MemoryFilter, now: datetime
-    ) -> list[tuple[Memory, float]]:
+    ) -> list[Hit]:
         """Exact ranking of the owner's current, unexpired rows that pass ``filters`` (read in ``conn``, the
         search's transaction): clear columns in SQL, metadata and scopes on the decoded records, checked
         best first until k match (:meth:`_best_first`)."""
         where, params = self._dialect.clear_conditions(owner, filters, now)
-        candidates = conn.execute(f"SELECT row, vector, chunks FROM memories WHERE {where}", params).fetchall()
+        candidates = conn.execute(*self._q.candidates(where, params)).fetchall()
         if not candidates:
             return []
         vectors = np.frombuffer(b"".join(bytes(v) for _, v, _ in candidates), dtype="<f4").reshape(
@@ -433,21 +419,21 @@ class Archive(FaissSync, ArchiveLexical, SqlStore):
         owner: str,
         filters: MemoryFilter | None,
         now: datetime,
-    ) -> list[tuple[Memory, float]]:
+    ) -> list[Hit]:
         """The first k (memory, score) of ``ranked`` (row number, score: the owner's current, unexpired rows
         that pass the clear part of ``filters``, best first) whose records pass the rest, read in ``conn``
         (the search's transaction, so every record is there) in batches; a filter of clear columns only is
         whole in SQL, and no record is checked again."""
         check = filters is not None and filters.needs_payload
-        found: list[tuple[Memory, float]] = []
+        found: list[Hit] = []
         start, batch = 0, max(k, FIRST_CHECKED_BATCH) if check else k
         while start < len(ranked):
             part = ranked[start : start + batch]
             records = self._records_by_row(conn, [row for row, _ in part], owner, now)
             for row, score in part:
-                memory = self._decode(records[row])
-                if not check or filters.matches(memory):
-                    found.append((memory, score))
+                hit = self._hit(records[row], score)
+                if not check or filters.matches(hit.memory):
+                    found.append(hit)
                     if len(found) == k:
                         return found
             start, batch = start + batch, 2 * batch  # a selective filter: read further ahead each time
@@ -460,7 +446,7 @@ class Archive(FaissSync, ArchiveLexical, SqlStore):
         batch, are committed when the block ends (nothing is committed if it raises)."""
         d = self._dialect
         with self._reading() as conn:
-            records = conn.execute(f"SELECT {d.select('m')} {d.todo()} ORDER BY m.row LIMIT ?", (size,)).fetchall()
+            records = conn.execute(*self._q.todo_batch(size)).fetchall()
         batch = self._reembed_batch(records, ("key", "version"))
         yield batch
         if batch.vectors is None or not records:
@@ -470,11 +456,7 @@ class Archive(FaissSync, ArchiveLexical, SqlStore):
         ]
         with self._writing() as conn:
             # rows rewritten or deleted since they were read are skipped: the next batch embeds their new version
-            conn.executemany(
-                "INSERT OR REPLACE INTO reembed (row, version, vector, chunks) "
-                "SELECT ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM memories WHERE row = ?1 AND version = ?2)",
-                payload,
-            )
+            conn.executemany(self._q.save_reembedded(), payload)
 
     def _swapped(self) -> None:
         """After a re-embedding's swap: the index in the new space, the old vectors gone from the disk."""

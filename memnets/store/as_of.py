@@ -28,6 +28,7 @@ from datetime import datetime
 import numpy as np
 
 from memnets.records import Memory
+from memnets.store.core_search import Hit
 from memnets.store.filters import MemoryFilter
 
 
@@ -110,8 +111,8 @@ def _valid_at(known: list[Memory], as_of: datetime) -> list[Memory]:
 
 def rank(
     rows: Iterable[tuple[Memory, np.ndarray, np.ndarray]], query: np.ndarray, k: int, filters: MemoryFilter
-) -> list[tuple[Memory, float]]:
-    """The k best (version, score) of one user's rows (memory, vector [dim], window vectors [m, dim]) that
+) -> list[Hit]:
+    """The k best hits (version, score, its vector) of one user's rows (memory, vector [dim], window vectors [m, dim]) that
     :func:`visible` keeps at ``filters``' times and ``filters`` matches; exact inner products, best first."""
     rows = list(rows)
     vectors = {row[0].id: row[1:] for row in rows}
@@ -122,8 +123,8 @@ def rank(
         score = float(vector @ query)
         if len(windows):
             score = max(score, float((windows @ query).max()))
-        scored.append((memory, score))
-    scored.sort(key=lambda pair: -pair[1])
+        scored.append(Hit(memory, score, vector))
+    scored.sort(key=lambda hit: -hit.score)
     return scored[:k]
 
 

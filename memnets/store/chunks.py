@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 
-from memnets.records import Memory
+from memnets.store.core_search import Hit
 from memnets.store.errors import InvalidMemoryError
 
 
@@ -69,31 +69,32 @@ def best_scores(rows: Iterable[tuple[str, bytes]], query: np.ndarray, dim: int) 
     return {memory_id: float((from_blob(blob, dim) @ query).max()) for memory_id, blob in rows if blob}
 
 
-def entering(found: Sequence[tuple[Memory, float]], best: dict[str, float], k: int) -> list[str]:
+def entering(found: Sequence[Hit], best: dict[str, float], k: int) -> list[str]:
     """The ids of ``best`` that are not in the main search's ``found`` (best first) and whose chunk score
     could put them among the k: the memories :func:`merge` has to read."""
-    present = {memory.id for memory, _ in found}
-    floor = found[-1][1] if len(found) >= k else -np.inf
+    present = {hit.memory.id for hit in found}
+    floor = found[-1].score if len(found) >= k else -np.inf
     return [memory_id for memory_id, score in best.items() if memory_id not in present and score > floor]
 
 
 def merge(
-    found: Sequence[tuple[Memory, float]],
+    found: Sequence[Hit],
     best: dict[str, float],
     k: int,
-    fetch: Callable[[list[str]], list[Memory]],
-) -> list[tuple[Memory, float]]:
-    """The k best memories of the main search ``found`` (best first) and the chunk scores ``best``,
-    each once at its best score. ``fetch(ids)`` returns those of the ids (not in ``found``) that the
-    search may return (current, unexpired, passing its filters)."""
+    fetch: Callable[[list[str]], list[Hit]],
+) -> list[Hit]:
+    """The k best hits of the main search ``found`` (best first) and the chunk scores ``best``, each
+    memory once at its best score. ``fetch(ids)`` returns the hits of those of the ids (not in
+    ``found``) that the search may return (current, unexpired, passing its filters); their scores are
+    replaced by their windows'."""
     if not best:
         return list(found)
-    scored = {memory.id: (memory, score) for memory, score in found}
+    scored = {hit.memory.id: hit for hit in found}
     wanted = entering(found, best, k)
-    for memory in fetch(wanted) if wanted else []:
-        scored[memory.id] = (memory, best[memory.id])
-    merged = [(memory, max(score, best.get(memory.id, score))) for memory, score in scored.values()]
-    return sorted(merged, key=lambda pair: -pair[1])[:k]
+    for hit in fetch(wanted) if wanted else []:
+        scored[hit.memory.id] = hit._replace(score=best[hit.memory.id])
+    merged = [hit._replace(score=max(hit.score, best.get(hit.memory.id, hit.score))) for hit in scored.values()]
+    return sorted(merged, key=lambda hit: -hit.score)[:k]
 
 
 __all__ = ["best_scores", "check_chunks", "entering", "from_blob", "merge", "sealed_bytes", "to_blob"]

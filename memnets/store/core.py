@@ -4,14 +4,17 @@
 :class:`~memnets.store.postgres.PgVectorStore` (PostgreSQL + pgvector). It holds what the contract says, for both:
 argument checks, sealing rows (:mod:`memnets.store.rows`), versions (:mod:`memnets.store.core_versions`), the deletion
 ledger, expiry, a long memory's chunk vectors, re-embedding, the encoder binding and its check, the clear-column
-filters, and the reads. Its statements come from the store's dialect (:mod:`memnets.store.dialect`); records are read
-by field name in one place (:meth:`SqlStore._decode`, over :data:`memnets.store.rows.FIELDS`).
+filters, and the reads. It runs statements and builds none: each is ``(sql, params)`` from the store's query builder
+(``_q``: :mod:`memnets.store.queries`, one per engine), over its dialect (:mod:`memnets.store.dialect`: the fragments
+and conditions). Records are read by field name in one place (:meth:`SqlStore._decode`, and :meth:`SqlStore._hit` for
+a search's results, over :data:`memnets.store.rows.FIELDS`).
 
 An engine's store adds what only it has and runs the transactions. It gives:
 
 - ``_reading()`` and ``_writing()``: context managers yielding a connection inside one read (one
   snapshot) or one write transaction (committed when the block ends, rolled back on an error);
-- ``_search(query, k, owner, filters)``: ranking (FAISS or pgvector), after the core's checks;
+- ``_search(query, k, owner, filters)``: ranking (FAISS or pgvector), after the core's checks, as
+  :class:`~memnets.store.core_search.Hit` results (each memory with its score and stored vector, :meth:`SqlStore._hit`);
 - ``_lexical(text, k, owner, filters)``: the lexical ranking (:mod:`memnets.store.core_lexical`), where the
   store keeps a lexical index (it sets ``supports_lexical_search`` when it opens);
 - ``_where()`` (the store in messages, without credentials) and ``_is_open()``;
@@ -42,18 +45,29 @@ from memnets.store import rows as rowcodec
 from memnets.store.chunks import best_scores, check_chunks, from_blob, to_blob
 from memnets.store.core_encoding import SqlEncoding
 from memnets.store.core_lexical import LexicalRanking
-from memnets.store.core_search import SearchVectors
+from memnets.store.core_search import Hit, SearchVectors
 from memnets.store.core_versions import SqlVersions
-from memnets.store.dialect import CURRENT, SqlDialect
+from memnets.store.dialect import SqlDialect
 from memnets.store.filters import MemoryFilter
 from memnets.store.identity import EncoderIdentity
+from memnets.store.queries import SqlQueries
 from memnets.timeutil import as_utc
 from memnets.tracing import traced_methods
 
 log = logging.getLogger(__name__)
 
 
-@traced_methods("memnets.store", "upsert", "new_version", "delete", "get", "vectors", "search", "list_memories")
+@traced_methods(
+    "memnets.store",
+    "upsert",
+    "new_version",
+    "delete",
+    "get",
+    "vectors",
+    "search",
+    "list_memories",
+    search_with_vectors="search",
+)
 class SqlStore(SqlVersions, SqlEncoding, SearchVectors, LexicalRanking):
     """The contract of :class:`memnets.store.MemoryStore` on a SQL table of memories (see the module docstring)."""
 
@@ -69,14 +83,16 @@ class SqlStore(SqlVersions, SqlEncoding, SearchVectors, LexicalRanking):
     supports_search_vectors = True
 
     _dialect: SqlDialect
+    _q: SqlQueries  # the statements, built from the dialect (memnets.store.queries)
     dim: int
     archive_id: str  # the store's random id, bound into every seal
     _cipher = None  # RowCipher of the key, None without one
     _ledger_secret: bytes  # keys the deletion ledger's tags
     _deletions_exist = False  # see _has_deletions
 
-    def __init__(self, dialect: SqlDialect) -> None:
+    def __init__(self, dialect: SqlDialect, queries: SqlQueries | None = None) -> None:
         self._dialect = dialect
+        self._q = SqlQueries(dialect) if queries is None else queries
         self._hold = threading.local()  # this thread's atomic_write: .pending (None outside one), see _after
 
     # ------------------------------------------------------------------ what an engine gives
@@ -86,9 +102,7 @@ class SqlStore(SqlVersions, SqlEncoding, SearchVectors, LexicalRanking):
     def _writing(self) -> AbstractContextManager:
         raise NotImplementedError
 
-    def _search(
-        self, query: np.ndarray, k: int, owner: str, filters: MemoryFilter | None
-    ) -> list[tuple[Memory, float]]:
+    def _search(self, query: np.ndarray, k: int, owner: str, filters: MemoryFilter | None) -> list[Hit]:
         raise NotImplementedError
 
     def _where(self) -> str:
@@ -112,8 +126,8 @@ class SqlStore(SqlVersions, SqlEncoding, SearchVectors, LexicalRanking):
         raise NotImplementedError
 
     def _swap_vectors(self, conn, target: EncoderIdentity, updates: list[tuple]) -> None:
-        """Inside a re-embedding's swap: write the re-sealed rows (parameters of ``update_vector``)."""
-        self._run_many(conn, self._dialect.update_vector(), updates)
+        """Inside a re-embedding's swap: write the re-sealed rows (parameters of the builder's ``update_vector``)."""
+        self._run_many(conn, self._q.update_vector(), updates)
 
     def _swapped(self) -> None:
         """After a re-embedding's swap committed."""
@@ -149,7 +163,7 @@ class SqlStore(SqlVersions, SqlEncoding, SearchVectors, LexicalRanking):
 
     def _lock_writes(self, owner: str) -> None:
         """Inside :meth:`atomic_write`: hold the owner's write lock until the transaction ends."""
-        lock = self._dialect.lock(f"write-{owner}")
+        lock = self._q.lock(f"write-{owner}")
         if lock is not None:
             with self._writing() as conn:
                 conn.execute(*lock)
@@ -191,9 +205,13 @@ class SqlStore(SqlVersions, SqlEncoding, SearchVectors, LexicalRanking):
 
     def _decode(self, record: Sequence) -> Memory:
         """The Memory of a selected record (the columns of ``rows.FIELDS`` first): the one place records are read."""
+        return rowcodec.decode_row(self._cipher, self.archive_id, self._dialect.row_text(rowcodec.named(record)))
+
+    def _hit(self, record: Sequence, score: float) -> Hit:
+        """A search result of a selected record (as :meth:`_decode` reads it) with its score and stored vector."""
         fields = self._dialect.row_text(rowcodec.named(record))
-        self._decoded(fields)
-        return rowcodec.decode_row(self._cipher, self.archive_id, fields)
+        memory = rowcodec.decode_row(self._cipher, self.archive_id, fields)
+        return Hit(memory, float(score), np.frombuffer(fields["vector"], dtype="<f4"))
 
     # ------------------------------------------------------------------ writes
     def upsert(self, memories: Sequence[Memory], vectors, *, chunks=None) -> None:
@@ -232,23 +250,24 @@ class SqlStore(SqlVersions, SqlEncoding, SearchVectors, LexicalRanking):
                 rowcodec.seal_row(row, self._cipher, self.archive_id, stored.get((row.owner, row.id), 0) + 1)
                 for row, _ in rows
             ]
-            self._run_many(conn, d.upsert, [d.row_params(row, vector) for row, (_, vector) in zip(sealed, rows)])
+            self._run_many(
+                conn, self._q.upsert(), [d.row_params(row, vector) for row, (_, vector) in zip(sealed, rows)]
+            )
             for owner, ids in _group_pairs((row.owner, row.id) for row in sealed):
                 for clause, params in self._owner_ids(owner, ids):
                     self._changing(conn, clause, params)
             for owner, ids in _group_pairs(stored):  # a pending re-embedding's vector of the old text goes with it
                 for clause, params in self._owner_ids(owner, ids):
-                    conn.execute(*d.drop_reembedded(clause, params))
+                    conn.execute(*self._q.drop_reembedded(clause, params))
         self._after(lambda: self._written(scrub=bool(stored)))
 
     def _stored_versions(self, conn, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], int]:
         """{(owner, id): stored version} of the rows about to be rewritten, locked (where the engine locks rows) in order."""
-        d = self._dialect
         stored = {}
         for owner, ids in _group_pairs(keys):
             for clause, params in self._owner_ids(owner, sorted(ids)):
-                query = f"SELECT id, version FROM {d.memories} WHERE {clause} ORDER BY id{d.for_update}"
-                stored.update(((owner, memory_id), version) for memory_id, version in conn.execute(query, params))
+                found = conn.execute(*self._q.stored_versions(clause, params))
+                stored.update(((owner, memory_id), version) for memory_id, version in found)
         return stored
 
     def _drop_expired_histories(self, conn, keys: Sequence[tuple[str, str]]) -> None:
@@ -256,12 +275,10 @@ class SqlStore(SqlVersions, SqlEncoding, SearchVectors, LexicalRanking):
         written over an expired row (not swept yet) takes a dead memory's id, so that memory's older
         versions go, as the sweep would have taken them: the new memory starts without them (no one
         reads another memory's history as its own)."""
-        d = self._dialect
-        now = d.time(timeutil.now())
+        now = timeutil.now()
         for owner, ids in _group_pairs(keys):
             for clause, params in self._owner_ids(owner, ids):
-                query = f"SELECT id FROM {d.memories} WHERE {clause} AND {d.expires_column} <= {d.mark}"
-                expired = [r[0] for r in conn.execute(query, [*params, now])]
+                expired = [r[0] for r in conn.execute(*self._q.expired_ids(clause, params, now))]
                 for versions, values in self._owner_ids(owner, expired, column="superseded_by"):
                     self._delete_matching(conn, versions, values)
 
@@ -270,12 +287,9 @@ class SqlStore(SqlVersions, SqlEncoding, SearchVectors, LexicalRanking):
         ids = rowcodec.check_ids(ids, f"{self._name}.touch")
         rowcodec.check_owner(owner, f"{self._name}.touch")
         when = as_utc(when, f"{self._name}.touch: when")
-        d = self._dialect
         with self._writing() as conn:
             return sum(
-                conn.execute(
-                    f"UPDATE {d.memories} SET last_access = {d.mark} WHERE {clause}", [d.stamp(when), *params]
-                ).rowcount
+                conn.execute(*self._q.touch(clause, params, when)).rowcount
                 for clause, params in self._owner_ids(owner, list(dict.fromkeys(ids)))
             )
 
@@ -285,16 +299,12 @@ class SqlStore(SqlVersions, SqlEncoding, SearchVectors, LexicalRanking):
         rowcodec.check_owner(owner, f"{self._name}.refresh_expiry")
         now = as_utc(now, f"{self._name}.refresh_expiry: now")
         d = self._dialect
-        update = f"UPDATE {d.memories} SET {d.expiry_set} WHERE owner = {d.mark} AND id = {d.mark}"
         refreshed = 0
         with self._writing() as conn:
             for clause, params in self._owner_ids(owner, list(dict.fromkeys(ids))):
-                rows = conn.execute(
-                    f"SELECT id, ttl FROM {d.memories} WHERE {clause} AND ttl IS NOT NULL AND {d.live}",
-                    [*params, d.time(now)],
-                ).fetchall()
+                rows = conn.execute(*self._q.ttls(clause, params, now)).fetchall()
                 expiries = [[*d.expiry_values(now + timedelta(seconds=ttl)), owner, i] for i, ttl in rows]
-                self._run_many(conn, update, expiries)
+                self._run_many(conn, self._q.set_expiry(), expiries)
                 refreshed += len(rows)
         return refreshed
 
@@ -306,9 +316,8 @@ class SqlStore(SqlVersions, SqlEncoding, SearchVectors, LexicalRanking):
         d = self._dialect
         now = d.time(as_utc(now, f"{self._name}.expired: now"))
         where, params = self._of_owner(f"{d.expires_column} <= {d.mark}", now, owner, f"{self._name}.expired")
-        query = f"SELECT owner, id FROM {d.memories} WHERE {where} ORDER BY owner{d.binary_order}, id{d.binary_order}"
         with self._reading() as conn:
-            return [tuple(r) for r in conn.execute(query, params)]
+            return [tuple(r) for r in conn.execute(*self._q.expired(where, params))]
 
     # ------------------------------------------------------------------ deletions and their ledger
     def delete(self, ids: Iterable[str], owner: str) -> int:
@@ -324,13 +333,8 @@ class SqlStore(SqlVersions, SqlEncoding, SearchVectors, LexicalRanking):
         arriving later waits): a memory put again or refreshed by another writer after the sweep listed
         it is kept, with everything that would have gone with it (0 rows, no tombstone).
         """
-        d = self._dialect
-        now = d.time(as_utc(now, f"{self._name}.delete_expired: now"))
-        guard = (
-            f"SELECT 1 FROM {d.memories} WHERE owner = {d.mark} AND id = {d.mark} AND {d.expires_column} <= {d.mark}"
-            f"{d.for_update}",
-            [owner, id, now],
-        )
+        now = self._dialect.time(as_utc(now, f"{self._name}.delete_expired: now"))
+        guard = self._q.still_expired(owner, id, now)
         return self._delete_ids([id, *with_ids], owner, f"{self._name}.delete_expired", guard)
 
     def _delete_ids(self, ids: Iterable[str], owner: str, where: str, guard: tuple[str, list] | None = None) -> int:
@@ -376,15 +380,13 @@ class SqlStore(SqlVersions, SqlEncoding, SearchVectors, LexicalRanking):
     ) -> int:
         """The transaction of :meth:`_delete`; returns how many rows it deleted. ``guard`` (a query and its
         parameters): nothing is deleted, nor a tombstone recorded, unless it finds a row inside the transaction."""
-        d = self._dialect
         deleted = 0
         with self._writing() as conn:
             if guard is not None and conn.execute(*guard).fetchone() is None:
                 return 0
             self._record_tombstones(conn, tombstones, erase_owner)
             for where, params in clauses:
-                current = conn.execute(f"SELECT owner, id FROM {d.memories} WHERE {where} AND {CURRENT}", params)
-                current = current.fetchall()
+                current = conn.execute(*self._q.current_keys(where, params)).fetchall()
                 deleted += self._delete_matching(conn, where, params)
                 for owner, ids in _group_pairs(current):
                     for clause, values in self._owner_ids(owner, ids, column="superseded_by"):
@@ -393,35 +395,32 @@ class SqlStore(SqlVersions, SqlEncoding, SearchVectors, LexicalRanking):
 
     def _delete_matching(self, conn, where: str, params: list) -> int:
         self._changing(conn, where, params)
-        conn.execute(*self._dialect.drop_reembedded(where, params))
-        return conn.execute(f"DELETE FROM {self._dialect.memories} WHERE {where}", params).rowcount
+        conn.execute(*self._q.drop_reembedded(where, params))
+        return conn.execute(*self._q.delete(where, params)).rowcount
 
     def _record_tombstones(self, conn, tombstones: Sequence[tuple], erase_owner: bool) -> None:
         """Append (owner or None = all, id or None = all, t cutoff or None) tombstones, owners and ids by
         their ledger tags (the table is created on first use, so older stores gain it without a migration)."""
-        d = self._dialect
         stones = [rowcodec.ledger_row(self._ledger_secret, *stone) for stone in tombstones]
-        lock = d.lock("store")
+        lock = self._q.lock("store")
         if lock is not None:
             conn.execute(*lock)
-        conn.execute(d.deletions_table)
+        conn.execute(*self._q.deletions_table())
         if erase_owner:
-            conn.execute(f"DELETE FROM {d.deletions} WHERE owner = {d.mark}", (stones[0][0],))
-        self._run_many(
-            conn, f"INSERT INTO {d.deletions} (owner, id, before) VALUES ({d.mark}, {d.mark}, {d.mark})", stones
-        )
+            conn.execute(*self._q.erase_tombstones(stones[0][0]))
+        self._run_many(conn, self._q.add_tombstone(), stones)
 
     def _has_deletions(self, conn) -> bool:
         """Whether the tombstone table exists yet (the first delete creates it); a yes is remembered,
         since the table is never dropped, so readers of the ledger stop asking the catalog."""
         if not self._deletions_exist:
-            self._deletions_exist = conn.execute(*self._dialect.deletions_exist()).fetchone()[0] is not None
+            self._deletions_exist = conn.execute(*self._q.deletions_exist()).fetchone()[0] is not None
         return self._deletions_exist
 
     def _ledger_mark(self, conn) -> int:
         if not self._has_deletions(conn):
             return 0
-        return int(conn.execute(f"SELECT coalesce(max(seq), 0) FROM {self._dialect.deletions}").fetchone()[0])
+        return int(conn.execute(*self._q.ledger_mark()).fetchone()[0])
 
     def deletion_mark(self) -> int:
         """The newest tombstone's sequence number (0: nothing was ever deleted); see :meth:`deleted_since`."""
@@ -439,15 +438,13 @@ class SqlStore(SqlVersions, SqlEncoding, SearchVectors, LexicalRanking):
         forget. Tombstones hold ids and times, never content.
         """
         rowcodec.check_owner(owner, f"{self._name}.deleted_since")
-        d, m = self._dialect, self._dialect.mark
+        d = self._dialect
         with self._reading() as conn:
             newest = self._ledger_mark(conn)
             if newest <= mark or not memories:
                 return max(int(mark), newest), set()
-            stones = conn.execute(
-                f"SELECT id, before FROM {d.deletions} WHERE seq > {m} AND seq <= {m} AND (owner = {m} OR owner IS NULL)",
-                (int(mark), newest, rowcodec.ledger_tag(self._ledger_secret, owner)),
-            ).fetchall()
+            tag = rowcodec.ledger_tag(self._ledger_secret, owner)
+            stones = conn.execute(*self._q.tombstones_since(mark, newest, tag)).fetchall()
         forgotten = rowcodec.deleted_by_tombstones(
             memories, stones, lambda memory: d.time(memory.t), self._ledger_secret
         )
@@ -463,13 +460,11 @@ class SqlStore(SqlVersions, SqlEncoding, SearchVectors, LexicalRanking):
         """
         ids = rowcodec.check_ids(ids, f"{self._name}.get")
         rowcodec.check_owner(owner, f"{self._name}.get")
-        d = self._dialect
-        live, now = ("", []) if include_expired else (f" AND {d.live}", [d.time(timeutil.now())])
+        now = None if include_expired else timeutil.now()
         found: dict[str, Memory] = {}
         with self._reading() as conn:
             for clause, params in self._owner_ids(owner, list(dict.fromkeys(ids))):
-                query = f"SELECT {d.select()} FROM {d.memories} WHERE {clause}{live}"
-                found.update((m.id, m) for m in map(self._decode, conn.execute(query, [*params, *now])))
+                found.update((m.id, m) for m in map(self._decode, conn.execute(*self._q.rows(clause, params, now))))
         return [found[i] for i in dict.fromkeys(ids) if i in found]
 
     def vectors(self, ids: Iterable[str], owner: str) -> np.ndarray:
@@ -495,7 +490,7 @@ class SqlStore(SqlVersions, SqlEncoding, SearchVectors, LexicalRanking):
         found = {}
         with self._reading() as conn:
             for clause, params in self._owner_ids(owner, list(dict.fromkeys(ids))):
-                found.update(conn.execute(f"SELECT id, {column} FROM {d.memories} WHERE {clause}", params).fetchall())
+                found.update(conn.execute(*self._q.field(column, clause, params)).fetchall())
         missing = [i for i in ids if i not in found]
         if missing:
             raise UnknownIdError(f"{where}: owner {owner!r} has no memory {missing[0]!r}", field="ids")
@@ -504,9 +499,14 @@ class SqlStore(SqlVersions, SqlEncoding, SearchVectors, LexicalRanking):
     def search(self, vector, k: int, owner: str, *, filters: MemoryFilter | None = None) -> list[tuple[Memory, float]]:
         """The owner's k current memories passing ``filters`` of highest inner product with ``vector`` [dim],
         best first; k results whenever k memories match (a long memory ranks at its best window)."""
-        rowcodec.check_owner(owner, f"{self._name}.search")
-        k = rowcodec.check_k(k, f"{self._name}.search")
-        query = rowcodec.check_vectors(vector, 1, self.dim, f"{self._name}.search", single=True)[0]
+        return [(hit.memory, hit.score) for hit in self._hits(vector, k, owner, filters, f"{self._name}.search")]
+
+    def _hits(self, vector, k: int, owner: str, filters: MemoryFilter | None, where: str) -> list[Hit]:
+        """:meth:`search`'s results as :class:`~memnets.store.core_search.Hit` results, the arguments checked
+        (``where`` names the caller in errors)."""
+        rowcodec.check_owner(owner, where)
+        k = rowcodec.check_k(k, where)
+        query = rowcodec.check_vectors(vector, 1, self.dim, where, single=True)[0]
         filters = MemoryFilter.parse(filters)
         if filters is not None and filters.time_travel:
             return as_of.rank(self._versions(owner), query, k, filters)
@@ -516,10 +516,9 @@ class SqlStore(SqlVersions, SqlEncoding, SearchVectors, LexicalRanking):
         """Every unexpired row of the owner, older versions included, in write order, with its vector and
         window vectors: what an as-of read ranks or lists (:mod:`memnets.store.as_of`)."""
         d = self._dialect
-        query = f"SELECT {d.select()} FROM {d.memories} WHERE owner = {d.mark} AND {d.live} ORDER BY {d.columns[0]}"
         out = []
         with self._reading() as conn:
-            for record in self._stream(conn, query, [owner, d.time(timeutil.now())]):
+            for record in self._stream(conn, *self._q.versions(owner, timeutil.now())):
                 fields, memory = rowcodec.named(record), self._decode(record)
                 vector = d.vector_array(fields["vector"], self.dim, memory.id)
                 out.append((memory, vector, from_blob(fields["chunks"], self.dim)))
@@ -531,21 +530,17 @@ class SqlStore(SqlVersions, SqlEncoding, SearchVectors, LexicalRanking):
 
     def _window_rows(self, conn, where: str, params: list):
         """The (id, chunk bytes) rows of the long memories among the rows matching ``where``: a cursor."""
-        d = self._dialect
-        return conn.execute(
-            f"SELECT id, chunks FROM {d.memories} {d.chunked_hint} WHERE {where} AND chunks IS NOT NULL", params
-        )
+        return conn.execute(*self._q.windows(where, params))
 
     def _current(
         self, conn, ids: Sequence[str], owner: str, now: datetime, filters: MemoryFilter | None = None
-    ) -> list[Memory]:
-        """The owner's current memories with these ids, unexpired at ``now``, that pass ``filters``."""
-        d = self._dialect
+    ) -> list[Hit]:
+        """The owner's current memories with these ids, unexpired at ``now``, that pass ``filters``, as hits
+        of score 0 (what :func:`memnets.store.chunks.merge` scores by their windows)."""
         out = []
         for clause, params in self._owner_ids(owner, list(ids)):
-            query = f"SELECT {d.select()} FROM {d.memories} WHERE {clause} AND {CURRENT} AND {d.live}"
-            out += [self._decode(r) for r in conn.execute(query, [*params, d.time(now)])]
-        return [memory for memory in out if filters is None or filters.matches(memory)]
+            out += [self._hit(r, 0.0) for r in conn.execute(*self._q.rows(clause, params, now, current=True))]
+        return [hit for hit in out if filters is None or filters.matches(hit.memory)]
 
     def list_memories(
         self, owner: str, *, limit: int | None = None, offset: int = 0, filters: MemoryFilter | None = None
@@ -556,18 +551,13 @@ class SqlStore(SqlVersions, SqlEncoding, SearchVectors, LexicalRanking):
         filters = MemoryFilter.parse(filters)
         if filters is not None and filters.time_travel:
             return as_of.listed([row[0] for row in self._versions(owner)], filters, limit, offset)
-        d = self._dialect
-        where, params = d.clear_conditions(owner, filters, timeutil.now())
-        query = f"SELECT {d.select()} FROM {d.memories} WHERE {where} ORDER BY {d.t_column}, id"
+        where, params = self._dialect.clear_conditions(owner, filters, timeutil.now())
         with self._reading() as conn:
             if filters is None or not filters.needs_payload:
-                page = [d.no_limit if limit is None else limit, offset]
-                return [
-                    self._decode(r) for r in conn.execute(f"{query} LIMIT {d.mark} OFFSET {d.mark}", [*params, *page])
-                ]
+                return [self._decode(r) for r in conn.execute(*self._q.page(where, params, limit, offset))]
             out: list[Memory] = []
             skipped = 0
-            for record in self._stream(conn, query, params):
+            for record in self._stream(conn, *self._q.listing(where, params)):
                 if limit is not None and len(out) >= limit:
                     break
                 memory = self._decode(record)
@@ -582,37 +572,29 @@ class SqlStore(SqlVersions, SqlEncoding, SearchVectors, LexicalRanking):
         """Every stored row of the owner (older versions and rows expired but not swept too), decrypted, by (t, id):
         the right-of-access dump, read by one statement, one snapshot (what ``memnets memories export`` writes from)."""
         rowcodec.check_owner(owner, f"{self._name}.export")
-        return self._rows_of(owner, "", f"ORDER BY {self._dialect.t_column}, id")
+        return self._rows_of(self._q.export(owner))
 
     def history(self, id: str, owner: str) -> list[Memory]:
         """The older versions of the owner's memory ``id`` (rows superseded by it), oldest (first written) first."""
         rowcodec.check_ids([id], f"{self._name}.history")
         rowcodec.check_owner(owner, f"{self._name}.history")
-        d = self._dialect
-        return self._rows_of(owner, f"AND superseded_by = {d.mark}", f"ORDER BY {d.columns[0]}", id)
+        return self._rows_of(self._q.history(owner, id))
 
-    def _rows_of(self, owner: str, condition: str, order: str, *params) -> list[Memory]:
-        d = self._dialect
-        query = f"SELECT {d.select()} FROM {d.memories} WHERE owner = {d.mark} {condition} {order}"
+    def _rows_of(self, statement: tuple[str, list]) -> list[Memory]:
+        """The memories a statement's records hold, read in one snapshot."""
         with self._reading() as conn:
-            return [self._decode(r) for r in conn.execute(query, (owner, *params))]
+            return [self._decode(r) for r in conn.execute(*statement)]
 
     def count(self, owner: str) -> int:
         """How many current (not superseded, not expired) memories the owner has."""
         rowcodec.check_owner(owner, f"{self._name}.count")
-        d = self._dialect
         with self._reading() as conn:
-            return conn.execute(
-                f"SELECT count(*) FROM {d.memories} WHERE owner = {d.mark} AND {CURRENT} AND {d.live}",
-                (owner, d.time(timeutil.now())),
-            ).fetchone()[0]
+            return conn.execute(*self._q.count(owner, timeutil.now())).fetchone()[0]
 
     def owners(self) -> list[str]:
         """Every owner with at least one stored memory, sorted."""
-        d = self._dialect
         with self._reading() as conn:
-            query = f"SELECT DISTINCT owner FROM {d.memories} WHERE {d.live} ORDER BY owner"
-            return [r[0] for r in conn.execute(query, (d.time(timeutil.now()),))]
+            return [r[0] for r in conn.execute(*self._q.owners(timeutil.now()))]
 
     # ------------------------------------------------------------------ lifecycle
     def close(self) -> None:

@@ -1,7 +1,7 @@
 """The encoder binding and re-embedding of the SQL stores: a part of the store core (:mod:`memnets.store.core`).
 
 :class:`SqlEncoding` is a base class of :class:`~memnets.store.core.SqlStore` and runs on what the
-core gives (the dialect, ``_reading``/``_writing``, ``_decode``, the swap hooks): the encoder that
+core gives (the dialect and query builder, ``_reading``/``_writing``, ``_decode``, the swap hooks): the encoder that
 filled the store, recorded with the first vector and checked by every write and search
 (:mod:`memnets.store.identity`), and moving the store to a new encoder (:mod:`memnets.store.reembed`):
 start, progress and the swap are the same on both engines; claiming a batch is each engine's own.
@@ -28,7 +28,7 @@ class SqlEncoding:
     _last_identity: tuple[str | bytes, EncoderIdentity] | None = None  # the last meta text read, parsed
 
     def _meta_identity(self, conn, key: str) -> EncoderIdentity | None:
-        return self._identity_of(conn.execute(*self._dialect.get_meta(key)).fetchone())
+        return self._identity_of(conn.execute(*self._q.get_meta(key)).fetchone())
 
     def _identity_of(self, row) -> EncoderIdentity | None:
         """The identity of a meta row read with ``get_meta`` (None: no row). Every write and search
@@ -49,7 +49,7 @@ class SqlEncoding:
         stored = self._meta_identity(conn, META_KEY)
         check_identity(stored, self._encoder, self._where())
         if stored is None and record:
-            conn.execute(*self._dialect.set_meta(META_KEY, self._encoder.to_json(), replace=False))
+            conn.execute(*self._q.set_meta(META_KEY, self._encoder.to_json(), replace=False))
             check_identity(self._meta_identity(conn, META_KEY), self._encoder, self._where())  # a racing writer
 
     def encoder_identity(self) -> EncoderIdentity | None:
@@ -62,17 +62,16 @@ class SqlEncoding:
         both if not); from now on every write records it with the first vector or checks it again, and
         every search checks it (a re-embedding elsewhere). A store filled before identities were
         recorded is taken to be this encoder's, with a warning."""
-        d = self._dialect
         with self._writing() as conn:
             stored = self._meta_identity(conn, META_KEY)
             check_identity(stored, identity, self._where())
-            if stored is None and conn.execute(f"SELECT 1 FROM {d.memories} LIMIT 1").fetchone() is not None:
+            if stored is None and conn.execute(*self._q.any_row()).fetchone() is not None:
                 log.warning(
                     "%s was filled before memnets recorded encoders; recording %s as its encoder",
                     self._where(),
                     identity.describe(),
                 )
-                conn.execute(*d.set_meta(META_KEY, identity.to_json()))
+                conn.execute(*self._q.set_meta(META_KEY, identity.to_json()))
         self._encoder = identity
 
     # ------------------------------------------------------------------ re-embedding
@@ -80,20 +79,19 @@ class SqlEncoding:
         """Begin (or resume) re-embedding to ``identity``: "current" if the store is embedded by it
         already, "resumed" if a re-embedding to it was under way, else "started" (a re-embedding to
         another encoder is dropped). Workers on other connections share it."""
-        d = self._dialect
         with self._writing() as conn:
-            lock = d.lock("reembed")
+            lock = self._q.lock("reembed")
             if lock is not None:
                 conn.execute(*lock)
             target = self._meta_identity(conn, TARGET_KEY)
             if target is not None and target.fingerprint == identity.fingerprint:
                 return "resumed"
-            conn.execute(f"DELETE FROM {d.reembed}")
+            conn.execute(*self._q.clear_reembedded())
             current = self._meta_identity(conn, META_KEY)
             if current is not None and current.fingerprint == identity.fingerprint:
-                conn.execute(f"DELETE FROM {d.meta} WHERE key = {d.mark}", (TARGET_KEY,))
+                conn.execute(*self._q.drop_meta(TARGET_KEY))
                 return "current"
-            conn.execute(*d.set_meta(TARGET_KEY, identity.to_json()))
+            conn.execute(*self._q.set_meta(TARGET_KEY, identity.to_json()))
             return "started"
 
     def _reembed_batch(self, records: Sequence, key_fields: tuple[str, ...]) -> ReembedBatch:
@@ -112,10 +110,9 @@ class SqlEncoding:
 
     def reembed_progress(self) -> tuple[int, int]:
         """(rows with their new vector, rows in the store)."""
-        d = self._dialect
         with self._reading() as conn:
-            total = conn.execute(f"SELECT count(*) FROM {d.memories}").fetchone()[0]
-            left = conn.execute(f"SELECT count(*) {d.todo()}").fetchone()[0]
+            total = conn.execute(*self._q.row_count()).fetchone()[0]
+            left = conn.execute(*self._q.todo_count()).fetchone()[0]
         return total - left, total
 
     def reembed_finish(self) -> bool:
@@ -123,15 +120,13 @@ class SqlEncoding:
         True if it swapped. Rows are re-sealed (the vector is bound into each row's seal)."""
         d = self._dialect
         with self._writing() as conn:
-            if d.swap_lock:
-                conn.execute(d.swap_lock)
+            swap_lock = self._q.swap_lock()
+            if swap_lock is not None:
+                conn.execute(*swap_lock)
             target = self._meta_identity(conn, TARGET_KEY)
-            if target is None or conn.execute(f"SELECT 1 {d.todo()} LIMIT 1").fetchone() is not None:
+            if target is None or conn.execute(*self._q.any_todo()).fetchone() is not None:
                 return False
-            records = conn.execute(
-                f"SELECT {d.select('m')}, r.{d.columns[rowcodec.FIELDS.index('vector')]}, r.chunks "
-                f"FROM {d.memories} m JOIN {d.reembed} r USING ({d.reembed_key}) ORDER BY m.{d.columns[0]}"
-            ).fetchall()
+            records = conn.execute(*self._q.reembedded()).fetchall()
             updates = []
             for record in records:
                 fields = rowcodec.named(record)
@@ -142,10 +137,10 @@ class SqlEncoding:
                 updates.append((row.payload, d.vector_param(vector), row.chunks, row.version, row.owner, row.id))
             self._changing(conn, "1 = 1", ())
             self._swap_vectors(conn, target, updates)
-            conn.execute(f"DELETE FROM {d.reembed}")
-            conn.execute(f"DELETE FROM {d.meta} WHERE key = {d.mark}", (TARGET_KEY,))
-            conn.execute(*d.set_meta(META_KEY, target.to_json()))
-            conn.execute(*d.set_meta("dim", str(target.dim)))
+            conn.execute(*self._q.clear_reembedded())
+            conn.execute(*self._q.drop_meta(TARGET_KEY))
+            conn.execute(*self._q.set_meta(META_KEY, target.to_json()))
+            conn.execute(*self._q.set_meta("dim", str(target.dim)))
         self.dim, self._encoder = target.dim, target
         self._swapped()
         log.info("%s: re-embedded %d rows; now %s", self._where(), len(records), target.describe())

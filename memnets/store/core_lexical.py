@@ -16,6 +16,7 @@ from __future__ import annotations
 from memnets.argerrors import ArgumentTypeError, ArgumentValueError
 from memnets.records import Memory
 from memnets.store import rows as rowcodec
+from memnets.store.core_search import Hit
 from memnets.store.errors import StoreError
 from memnets.store.filters import MemoryFilter
 
@@ -29,7 +30,7 @@ class LexicalRanking:
 
     supports_lexical_search = False  # True on a store that opened with its lexical index
 
-    def _lexical(self, text: str, k: int, owner: str, filters: MemoryFilter | None) -> list[tuple[Memory, float]]:
+    def _lexical(self, text: str, k: int, owner: str, filters: MemoryFilter | None) -> list[Hit]:
         raise NotImplementedError
 
     def lexical_search(
@@ -55,4 +56,4 @@ class LexicalRanking:
                 f"{where}: {self._where()} keeps no lexical index"
                 + (" (its text is encrypted: an index of its words would hold them in clear)" if self._cipher else "")
             )
-        return self._lexical(text, k, owner, filters)
+        return [(hit.memory, hit.score) for hit in self._lexical(text, k, owner, filters)]

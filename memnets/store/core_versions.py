@@ -8,7 +8,7 @@ a later item of one ``add_many`` that changes an earlier one, and a backdated st
 store numbers too.
 
 :class:`SqlVersions` is a base class of :class:`~memnets.store.core.SqlStore` and runs on what the core gives
-(``_writing``, ``_decode``, ``_check_encoder``, ``_changing``, ``_after``, ``_run_many``, the dialect).
+(``_writing``, ``_decode``, ``_check_encoder``, ``_changing``, ``_after``, ``_run_many``, the dialect and query builder).
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from memnets.argerrors import UnknownIdError
 from memnets.records import Memory
 from memnets.store import rows as rowcodec
 from memnets.store.chunks import check_chunks, to_blob
-from memnets.store.dialect import CURRENT
 
 
 class SqlVersions:
@@ -51,11 +50,7 @@ class SqlVersions:
         d, m = self._dialect, self._dialect.mark
         with self._writing() as conn:
             self._check_encoder(conn)  # a re-embedding swapped encoders elsewhere: write nothing
-            record = conn.execute(
-                f"SELECT {d.select()} FROM {d.memories} WHERE owner = {m} AND id = {m} AND {CURRENT} AND {d.live}"
-                f"{d.for_update}",
-                (new.owner, new.id, d.time(timeutil.now())),
-            ).fetchone()
+            record = conn.execute(*self._q.current_row(new.owner, new.id, timeutil.now())).fetchone()
             if record is None:
                 raise UnknownIdError(f"{where}: owner {new.owner!r} has no current memory {new.id!r}", field="id")
             version_id = self._next_version_id(conn, new.owner, new.id)
@@ -72,7 +67,7 @@ class SqlVersions:
                 ]
             self._run_many(
                 conn,
-                d.upsert,
+                self._q.upsert(),
                 [d.row_params(rowcodec.seal_row(row, self._cipher, self.archive_id, n), v) for row, v, n in rows],
             )
             if not older:
@@ -82,19 +77,9 @@ class SqlVersions:
 
     def _next_version_id(self, conn, owner: str, memory_id: str) -> str:
         """Inside a write holding the memory's row: the id of its next older version (:func:`rows.version_id`)."""
-        d, m = self._dialect, self._dialect.mark
-        count = conn.execute(
-            f"SELECT count(*) FROM {d.memories} WHERE owner = {m} AND superseded_by = {m}", (owner, memory_id)
-        ).fetchone()[0]
+        count = conn.execute(*self._q.version_count(owner, memory_id)).fetchone()[0]
         return rowcodec.version_id(
-            memory_id,
-            count,
-            lambda candidate: (
-                conn.execute(
-                    f"SELECT 1 FROM {d.memories} WHERE owner = {m} AND id = {m}", (owner, candidate)
-                ).fetchone()
-                is not None
-            ),
+            memory_id, count, lambda candidate: conn.execute(*self._q.exists(owner, candidate)).fetchone() is not None
         )
 
 

@@ -1,13 +1,13 @@
-"""What the two SQL stores spell differently, and the statements the store core builds from it.
+"""What the two SQL stores spell differently: the fragments and value conversions the query builders use.
 
 The store core (:mod:`memnets.store.core`) holds the contract's logic once; a dialect says how one
-engine writes it: the placeholder (``?`` or ``%s``), table and column names, how times, vectors and
+engine spells it: the placeholder (``?`` or ``%s``), table and column names, how times, vectors and
 lists of ids are bound, how an engine's values read back as a row's text and bytes, row locks and
-collations. Following the habit of LangGraph's Postgres store, a dialect *builds* statements and
-their parameters (``(sql, params)``) and never runs them: the core and the engine's store do.
+collations, and the conditions (``where`` and its parameters) of an owner's rows and of the
+clear-column filters. It holds no statement: the query builders (:mod:`memnets.store.queries` and
+one per engine) build every statement from it, as ``(sql, params)``.
 
-:class:`SqlDialect` holds the statements both engines share, written in the fragments each dialect
-sets; :mod:`memnets.store.sqlite_dialect` and :mod:`memnets.store.pg_dialect` are the two dialects.
+:mod:`memnets.store.sqlite_dialect` and :mod:`memnets.store.pg_dialect` are the two dialects.
 """
 
 from __future__ import annotations
@@ -37,17 +37,13 @@ class SqlDialect:
     t_column = "t"  # what time filters, purges and listings compare and order by
     expires_column = "expires_at"  # what expiry is compared by
     reembed_key = "owner, id"  # the reembed table's reference to its memories row
-    for_update = ""  # the row lock of a read-modify-write ("" where a write transaction is exclusive)
     binary_order = ""  # what makes ORDER BY of a text column compare bytes
     no_limit: object = None  # the LIMIT parameter that means no limit
     in_batch = 500  # the most values one IN list binds
-    upsert = ""  # one row written (row_params gives its parameters)
-    deletions_table = ""  # the tombstone table, created by the first deletion
     chunked_hint = ""  # what makes a read of the chunks column use the index of rows that have them
-    swap_lock = ""  # what a re-embedding's swap locks first ("" where a write transaction is exclusive)
     expiry_set = ""  # the SET clause of a row's expiry (its values: expiry_values)
 
-    # ------------------------------------------------------------------ fragments
+    # ------------------------------------------------------------------ fragments (conditions, never statements)
     @property
     def live(self) -> str:
         """Rows not expired at the time bound to its one parameter."""
@@ -67,14 +63,6 @@ class SqlDialect:
     def in_list(self, column: str, values: Sequence) -> tuple[str, list]:
         """``column`` is one of ``values`` (at most :attr:`in_batch` of them)."""
         return f"{column} IN ({','.join(self.mark * len(values))})", list(values)
-
-    def todo(self) -> str:
-        """FROM clause of the rows that have no re-embedded vector at their version (alias ``m``)."""
-        match = " AND ".join(f"r.{c} = m.{c}" for c in self.reembed_key.split(", "))
-        return (
-            f"FROM {self.memories} m WHERE NOT EXISTS "
-            f"(SELECT 1 FROM {self.reembed} r WHERE {match} AND r.version = m.version)"
-        )
 
     # ------------------------------------------------------------------ values
     def time(self, when: datetime):
@@ -98,7 +86,7 @@ class SqlDialect:
         raise NotImplementedError
 
     def row_params(self, row: rowcodec.Row, vector: np.ndarray):
-        """The parameters of :attr:`upsert` for a sealed row and its vector."""
+        """The parameters of the builder's ``upsert`` for a sealed row and its vector."""
         raise NotImplementedError
 
     def row_text(self, fields: dict) -> dict:
@@ -110,16 +98,7 @@ class SqlDialect:
         """A meta value as its column stores it."""
         return text
 
-    def lock(self, purpose: str) -> tuple[str, list] | None:
-        """A statement serialising this ``purpose`` across connections until the transaction ends
-        (None where every write transaction is exclusive already)."""
-        return None
-
-    def deletions_exist(self) -> tuple[str, list]:
-        """One value, NULL while the tombstone table is missing."""
-        raise NotImplementedError
-
-    # ------------------------------------------------------------------ statements
+    # ------------------------------------------------------------------ conditions
     def clear_conditions(self, owner: str, filters: MemoryFilter | None, now: datetime) -> tuple[str, list]:
         """Conditions (and parameters) for the owner's current rows, unexpired at ``now``, passing the
         clear-column part of ``filters`` (kinds, time range)."""
@@ -136,28 +115,3 @@ class SqlDialect:
                 where.append(f"{self.t_column} < {self.mark}")
                 params.append(self.time(filters.until))
         return " AND ".join(where), params
-
-    def get_meta(self, key: str) -> tuple[str, list]:
-        return f"SELECT value FROM {self.meta} WHERE key = {self.mark}", [key]
-
-    def set_meta(self, key: str, text: str, *, replace: bool = True) -> tuple[str, list]:
-        """Write a meta value (``replace=False``: only where the key has none yet)."""
-        action = "UPDATE SET value = excluded.value" if replace else "NOTHING"
-        return (
-            f"INSERT INTO {self.meta} (key, value) VALUES ({self.mark}, {self.mark}) ON CONFLICT (key) DO {action}",
-            [key, self.meta_value(text)],
-        )
-
-    def drop_reembedded(self, where: str, params: list) -> tuple[str, list]:
-        """Drop the re-embedded vectors of the memories rows matching ``where``."""
-        key = self.reembed_key
-        return f"DELETE FROM {self.reembed} WHERE ({key}) IN (SELECT {key} FROM {self.memories} WHERE {where})", params
-
-    def update_vector(self) -> str:
-        """A row's payload, vector, chunks and version, by (owner, id): a re-embedding's swap."""
-        vector = self.columns[rowcodec.FIELDS.index("vector")]
-        m = self.mark
-        return (
-            f"UPDATE {self.memories} SET payload = {m}, {vector} = {m}, chunks = {m}, version = {m} "
-            f"WHERE owner = {m} AND id = {m}"
-        )

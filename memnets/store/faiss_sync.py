@@ -32,8 +32,8 @@ import numpy as np
 
 from memnets.progress import track
 from memnets.retrieval.faiss_retriever import FaissRetriever
-from memnets.store.dialect import CURRENT
 from memnets.store.index_files import UntrustedIndex
+from memnets.store.queries_sqlite import SqliteQueries
 from memnets.store.sqlite_dialect import unpack_vector
 
 CHANGELOG_KEEP = 100_000  # change-log rows kept for other processes to catch up; older ones force a rebuild
@@ -45,11 +45,12 @@ class FaissSync:
     """The archive's FAISS index and its change-log sync (see the module docstring)."""
 
     _retriever: FaissRetriever
+    _q: SqliteQueries  # the archive's statements
     _generation = 0  # the change-log position the in-memory index reflects
     _saved_generation = -1  # the generation of the index files on disk (-1: none/unknown)
 
     def _db_generation(self, conn: sqlite3.Connection) -> int:
-        row = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'changes'").fetchone()
+        row = conn.execute(*self._q.generation()).fetchone()
         return int(row[0]) if row else 0
 
     def _open_index(self) -> str:
@@ -57,7 +58,7 @@ class FaissSync:
         returns how the index came to be ("loaded", "rebuilt" or "rebuilt:untrusted")."""
         with self._reading() as conn:
             generation = self._db_generation(conn)
-            count = conn.execute(f"SELECT count(*) FROM memories WHERE {CURRENT}").fetchone()[0]
+            count = conn.execute(*self._q.current_count()).fetchone()[0]
         expected = {"generation": generation, "count": count, "dim": self.dim, "index": self.index_kind}
         try:
             retriever = self._index_files.load(expected)
@@ -82,8 +83,8 @@ class FaissSync:
         retriever = FaissRetriever(self.dim, index=self.index_kind)
         with self._reading() as conn:
             generation = self._db_generation(conn)
-            total = conn.execute(f"SELECT count(*) FROM memories WHERE {CURRENT}").fetchone()[0]
-            rows = conn.execute(f"SELECT row, owner, vector FROM memories WHERE {CURRENT} ORDER BY owner, row")
+            total = conn.execute(*self._q.current_count()).fetchone()[0]
+            rows = conn.execute(*self._q.current_vectors())
             with track(
                 total=total, desc="rebuilding memory index", unit="mem", disable=total < _REBUILD_PROGRESS_FROM
             ) as progress:
@@ -106,17 +107,13 @@ class FaissSync:
                     return
                 if check_encoder:
                     self._check_encoder(conn)
-                meta = dict(conn.execute("SELECT key, value FROM meta WHERE key IN ('dim', 'pruned_through')"))
+                meta = dict(conn.execute(*self._q.index_meta()))
                 if int(meta["dim"]) != self.dim:
                     return  # re-embedded elsewhere to another dim: this index stays in the old space (to be reopened)
                 if "pruned_through" in meta and self._generation < int(meta["pruned_through"]):
                     changed = None  # the log no longer reaches back to our position
                 else:  # every changed row, with its owner and vector where it is current (else NULLs)
-                    changed = conn.execute(
-                        "SELECT c.row, m.owner, m.vector FROM (SELECT DISTINCT row FROM changes WHERE seq > ? AND "
-                        f"seq <= ?) c LEFT JOIN memories m ON m.row = c.row AND {CURRENT} ORDER BY m.owner, c.row",
-                        (self._generation, generation),
-                    ).fetchall()
+                    changed = conn.execute(*self._q.changed(self._generation, generation)).fetchall()
             if changed is None:
                 self._rebuild()
                 return
@@ -128,13 +125,13 @@ class FaissSync:
 
     def _changing(self, conn: sqlite3.Connection, where: str, params: Sequence) -> None:
         """Record, inside the caller's transaction, the rows matching ``where`` (about to change)."""
-        conn.execute(f"INSERT INTO changes (row) SELECT row FROM memories WHERE {where}", params)
+        conn.execute(*self._q.log_changes(where, params))
         generation = self._db_generation(conn)
-        oldest = conn.execute("SELECT min(seq) FROM changes").fetchone()[0]
+        oldest = conn.execute(*self._q.oldest_change()).fetchone()[0]
         if oldest is not None and generation - oldest > CHANGELOG_KEEP * 3 // 2:
             cutoff = generation - CHANGELOG_KEEP
-            conn.execute("DELETE FROM changes WHERE seq <= ?", (cutoff,))
-            conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('pruned_through', ?)", (cutoff,))
+            conn.execute(*self._q.prune_changes(cutoff))
+            conn.execute(*self._q.pruned_through(cutoff))
 
     def rebuild_index(self) -> int:
         """Rebuild the FAISS index from the SQLite table and save it; returns how many vectors it holds."""
@@ -151,7 +148,7 @@ class FaissSync:
             if self._saved_generation == self._generation:
                 return
             with self._reading() as conn:
-                count = conn.execute(f"SELECT count(*) FROM memories WHERE {CURRENT}").fetchone()[0]
+                count = conn.execute(*self._q.current_count()).fetchone()[0]
                 if self._db_generation(conn) != self._generation or count != len(self._retriever):
                     return  # another process wrote meanwhile; the next open rebuilds or a later save wins
             marker = {"generation": self._generation, "count": count, "dim": self.dim, "index": self.index_kind}

@@ -1,4 +1,4 @@
-"""The PostgreSQL store's SQL dialect: pgvector's spelling of the store core's statements (:mod:`memnets.store.dialect`).
+"""The PostgreSQL store's SQL dialect: pgvector's spelling of the store's statements (:mod:`memnets.store.dialect`).
 
 ``%s`` parameters; tables named by the store's prefix (several stores may share a database);
 times are ``timestamptz`` bound as aware datetimes; vectors are pgvector ``vector`` values bound as
@@ -18,15 +18,6 @@ from memnets.store import rows as rowcodec
 from memnets.store.dialect import SqlDialect
 from memnets.timeutil import as_utc
 
-# one row written: inserted, or over the stored (owner, id)
-_UPSERT = (
-    "INSERT INTO {memories} (owner, id, t, last_access, importance, kind, superseded_by, payload, embedding, "
-    "version, expires_at, ttl, chunks) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
-    "ON CONFLICT (owner, id) DO UPDATE SET "
-    "t = excluded.t, last_access = excluded.last_access, importance = excluded.importance, kind = excluded.kind, "
-    "superseded_by = excluded.superseded_by, payload = excluded.payload, embedding = excluded.embedding, "
-    "version = excluded.version, expires_at = excluded.expires_at, ttl = excluded.ttl, chunks = excluded.chunks"
-)
 # the names of a store's tables and indexes, after its prefix
 _OBJECTS = (
     "memories",
@@ -49,7 +40,6 @@ class PgDialect(SqlDialect):
 
     mark = "%s"
     columns = tuple({"key": "seq", "vector": "embedding"}.get(field, field) for field in rowcodec.FIELDS)
-    for_update = " FOR UPDATE"
     binary_order = ' COLLATE "C"'
     in_batch = 10_000
     expiry_set = "expires_at = %s"
@@ -60,12 +50,6 @@ class PgDialect(SqlDialect):
         self.names = {name: f'"{table}_{name}"' for name in _OBJECTS}
         self.memories, self.meta = self.names["memories"], self.names["meta"]
         self.reembed, self.deletions = self.names["reembed"], self.names["deletions"]
-        self.upsert = _UPSERT.format(memories=self.memories)
-        self.deletions_table = (
-            f"CREATE TABLE IF NOT EXISTS {self.deletions} (seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, "
-            "owner text, id text, before timestamptz)"
-        )
-        self.swap_lock = f"LOCK TABLE {self.memories} IN SHARE ROW EXCLUSIVE MODE"  # writers wait for the swap
 
     def in_list(self, column: str, values: Sequence) -> tuple[str, list]:
         return f"{column} = ANY(%s)", [list(values)]
@@ -103,12 +87,6 @@ class PgDialect(SqlDialect):
 
     def meta_value(self, text: str) -> bytes:
         return text.encode()
-
-    def lock(self, purpose: str) -> tuple[str, list]:
-        return "SELECT pg_advisory_xact_lock(hashtext(%s))", [f"memnets-{purpose}-{self.table}"]
-
-    def deletions_exist(self) -> tuple[str, list]:
-        return "SELECT to_regclass(%s)", [f"{self.table}_deletions"]
 
 
 def as_array(embedding) -> np.ndarray:

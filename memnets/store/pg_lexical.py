@@ -24,8 +24,7 @@ same configuration (English stemming and stop words), any of them.
 from __future__ import annotations
 
 import memnets.timeutil as timeutil
-from memnets.records import Memory
-from memnets.store.core_lexical import K1, B
+from memnets.store.core_search import Hit
 from memnets.store.filters import MemoryFilter
 
 CONFIG = "english"  # the text search configuration of the lexemes and of the query
@@ -45,43 +44,13 @@ def exists(conn, memories_table: str) -> bool:
     return conn.execute(query, (memories_table,)).fetchone() is not None
 
 
-def bm25(memories: str, where: str) -> str:
-    """The query of (id, score) of the rows matching ``where`` that hold a lexeme of the query text (unordered).
-    Parameters: the query text, then ``where``'s twice. Each statistic is computed once (``MATERIALIZED``: the
-    planner would otherwise count the owner's rows again for every row it scores)."""
-    return f"""
-        WITH words AS (SELECT tsvector_to_array(to_tsvector('{CONFIG}', %s)) AS terms),
-        matched AS MATERIALIZED (
-            SELECT id, lexemes FROM {memories} WHERE {where} AND tsvector_to_array(lexemes) && (SELECT terms FROM words)
-        ),
-        counts AS (
-            SELECT m.id, u.lexeme, cardinality(u.positions) AS tf, length(m.lexemes) AS dl
-            FROM matched m CROSS JOIN words CROSS JOIN unnest(m.lexemes) u WHERE u.lexeme = ANY(words.terms)
-        ),
-        owned AS MATERIALIZED (SELECT count(*) AS n FROM {memories} WHERE {where}),
-        documents AS MATERIALIZED (SELECT lexeme, count(*) AS df FROM counts GROUP BY lexeme),
-        mean AS MATERIALIZED (SELECT avg(length(lexemes)) AS dl FROM matched)
-        SELECT c.id, sum(
-            greatest(ln((owned.n - documents.df + 0.5) / (documents.df + 0.5)), 1e-6)
-            * c.tf * {K1 + 1} / (c.tf + {K1} * ({1 - B} + {B} * c.dl / mean.dl))
-        ) AS score
-        FROM counts c JOIN documents USING (lexeme) CROSS JOIN owned CROSS JOIN mean
-        GROUP BY c.id"""
-
-
 class PgLexical:
     """Lexical search of :class:`~memnets.store.postgres.PgVectorStore` (see the module docstring), on the
     store's dialect, transactions and its reading of ranked records (whose last column is a distance: the
     score negated)."""
 
-    def _lexical(self, text: str, k: int, owner: str, filters: MemoryFilter | None) -> list[tuple[Memory, float]]:
+    def _lexical(self, text: str, k: int, owner: str, filters: MemoryFilter | None) -> list[Hit]:
         """The owner's k current, unexpired memories passing ``filters`` that hold a lexeme of ``text``, by BM25."""
-        d = self._dialect
-        where, params = d.clear_conditions(owner, filters, timeutil.now())
-        query = (
-            f"SELECT {d.select('m')}, -r.score FROM ({bm25(d.memories, where)}) r "
-            f"JOIN {d.memories} m ON m.owner = %s AND m.id = r.id ORDER BY r.score DESC, r.id{d.binary_order}"
-        )
-        values = [text, *params, *params, owner]
+        where, params = self._dialect.clear_conditions(owner, filters, timeutil.now())
         with self._transaction() as conn:
-            return self._first_matching(conn, query, values, k, filters)
+            return self._first_matching(conn, self._q.lexical(text, owner, where, params), k, filters)

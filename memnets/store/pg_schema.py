@@ -21,6 +21,7 @@ from memnets.store import rows as rowcodec
 from memnets.store.crypto import RowCipher
 from memnets.store.errors import StoreError, StoreFormatError, StoreNotFoundError
 from memnets.store.pg_dialect import PgDialect, as_array
+from memnets.store.queries_postgres import PgQueries
 from memnets.timeutil import as_utc
 
 log = logging.getLogger(__name__)
@@ -108,7 +109,7 @@ def open_schema(
     """Inside the caller's transaction: create the tables of a new store (``hnsw``: the index's m and
     ef_construction), or check format, dim and key of an existing one and migrate it. Returns (dim,
     cipher or None, store id, the key of the deletion ledger's tags)."""
-    conn.execute(*d.lock("store"))
+    conn.execute(*PgQueries(d).lock("store"))
     if conn.execute("SELECT to_regclass(%s)", (f"{d.table}_meta",)).fetchone()[0] is None:
         if dim is None:
             raise StoreNotFoundError(f"PgVectorStore: {where} holds no memnets store yet; give dim to create one")
@@ -162,7 +163,7 @@ def _create_lexemes(conn, d: PgDialect) -> None:
 
 def _tag_ledger(conn, d: PgDialect, secret: bytes) -> None:
     """Upgrade to format 3: the deletion ledger's owner names and ids become their keyed hashes."""
-    if conn.execute(*d.deletions_exist()).fetchone()[0] is None:
+    if conn.execute(*PgQueries(d).deletions_exist()).fetchone()[0] is None:
         return
     for seq, owner, memory_id in conn.execute(f"SELECT seq, owner, id FROM {d.deletions}").fetchall():
         tagged = rowcodec.ledger_row(secret, owner, memory_id, None)[:2]

@@ -25,10 +25,11 @@ import numpy as np
 
 import memnets.timeutil as timeutil
 from memnets.extras import needs_extra
-from memnets.records import Memory
 from memnets.store.chunks import best_scores, entering, merge
+from memnets.store.core_search import Hit
 from memnets.store.filters import MemoryFilter
 from memnets.store.identity import META_KEY, check_identity
+from memnets.store.queries_postgres import PgQueries
 
 with needs_extra("the PostgreSQL store", "pgvector"):
     import psycopg
@@ -42,19 +43,15 @@ EXACT_BELOW = 20_000
 # a k beyond it is still filled, by the iterative scan past ef_search or else the exact fallback
 EF_SEARCH_MAX = 1000
 STREAM_BATCH = 256  # rows fetched per round trip when metadata is checked client-side
-# SET LOCAL of both HNSW settings in one statement
-_HNSW_SETTINGS = (
-    "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), set_config('hnsw.ef_search', %s, true)"
-)
 
 
 class PgSearch:
     """Search of :class:`~memnets.store.postgres.PgVectorStore` (see the module docstring); runs on the store's
     dialect, connections, decoder and encoder check."""
 
-    def _search(
-        self, query: np.ndarray, k: int, owner: str, filters: MemoryFilter | None
-    ) -> list[tuple[Memory, float]]:
+    _q: PgQueries  # the store's statements
+
+    def _search(self, query: np.ndarray, k: int, owner: str, filters: MemoryFilter | None) -> list[Hit]:
         """Ranked in SQL (see the module docstring for how each kind of filter runs)."""
         now = timeutil.now()
         where, params = self._dialect.clear_conditions(owner, filters, now)
@@ -75,7 +72,7 @@ class PgSearch:
             # under ACCESS EXCLUSIVE) wait for this search, or come before the check; checking again
             # after the ranking catches a same-dim swap that committed while it ran. Either way the
             # answer is from one space, or EncoderMismatchError.
-            conn.execute(self._share_lock())
+            conn.execute(*self._q.share_lock())
             self._check_encoder(conn)
             found = self._ranked(conn, query, k, where, params, filters)
             best = self._window_scores(conn, where, params, query)
@@ -83,39 +80,27 @@ class PgSearch:
             self._check_encoder(conn)
         return found
 
-    def _share_lock(self) -> str:
-        return f"LOCK TABLE {self._dialect.memories} IN ACCESS SHARE MODE"
+    def _hnsw_settings(self, k: int) -> tuple[str, list]:
+        """The HNSW settings of a search for k: ef_search raised to k, within pgvector's range."""
+        return self._q.hnsw_settings(min(max(self.ef_search, k), EF_SEARCH_MAX))
 
-    def _hnsw_settings(self, k: int) -> list[str]:
-        """The parameter of :data:`_HNSW_SETTINGS`: ef_search raised to k, within pgvector's range."""
-        return [str(int(min(max(self.ef_search, k), EF_SEARCH_MAX)))]
+    def _found(self, records) -> list[Hit]:
+        """The hits of ranked records (the row's columns, then its distance)."""
+        return [self._hit(record[:-1], -float(record[-1])) for record in records]
 
-    def _index_ranking(self, where: str) -> str:
-        """The statement ranking the rows matching ``where`` through the HNSW index (parameters: the query,
-        ``where``'s, k): the iterative scan's rows, re-sorted exactly."""
-        d = self._dialect
-        return (
-            f"WITH hits AS MATERIALIZED (SELECT {d.select()}, embedding <#> %s AS distance FROM {d.memories} "
-            f"WHERE {where} ORDER BY distance LIMIT %s) SELECT * FROM hits ORDER BY distance"
-        )
-
-    def _found(self, records) -> list[tuple[Memory, float]]:
-        """(memory, score) of ranked records (the row's columns, then its distance)."""
-        return [(self._decode(record[:-1]), -float(record[-1])) for record in records]
-
-    def _search_at_once(self, query: np.ndarray, k: int, where: str, params: list) -> list[tuple[Memory, float]] | None:
+    def _search_at_once(self, query: np.ndarray, k: int, where: str, params: list) -> list[Hit] | None:
         """An unfiltered search's transaction in one round trip (see the module docstring): the statements of
         :meth:`_search` sent in a pipeline and read after its COMMIT. None where the answer needs a further
         read (fewer than k rows ranked, or a long memory's window that may enter the k)."""
-        d, checked = self._dialect, self._encoder is not None
+        checked = self._encoder is not None
         with self._connection() as conn:
             with self._one_round_trip(conn):
-                conn.execute(self._share_lock())
-                before = conn.execute(*d.get_meta(META_KEY)) if checked else None
-                conn.execute(_HNSW_SETTINGS, self._hnsw_settings(k))
-                ranked = conn.execute(self._index_ranking(where), [query, *params, k], binary=True)
+                conn.execute(*self._q.share_lock())
+                before = conn.execute(*self._q.get_meta(META_KEY)) if checked else None
+                conn.execute(*self._hnsw_settings(k))
+                ranked = conn.execute(*self._q.index_ranking(query, where, params, k), binary=True)
                 windows = self._window_rows(conn, where, params)
-                after = conn.execute(*d.get_meta(META_KEY)) if checked else None
+                after = conn.execute(*self._q.get_meta(META_KEY)) if checked else None
             for identity in (before, after) if checked else ():
                 check_identity(self._identity_of(identity.fetchone()), self._encoder, self._where())
             records = ranked.fetchall()
@@ -129,62 +114,40 @@ class PgSearch:
 
     def _ranked(
         self, conn, query: np.ndarray, k: int, where: str, params: list, filters: MemoryFilter | None
-    ) -> list[tuple[Memory, float]]:
+    ) -> list[Hit]:
         """Inside search's transaction: the k best (memory, score) of the rows matching ``where`` and ``filters``
         by their main vector."""
-        d = self._dialect
         if filters is not None and filters.needs_payload:
-            return self._search_streaming(conn, query, k, where, params, filters)
+            return self._first_matching(conn, self._q.exact_ranking(query, where, params), k, filters)
         # a filter on clear columns: rank exactly when few rows match (the planner misjudges
         # owner-and-kind selectivity, and an index scan under a selective filter loses recall)
         exact = (
             filters is not None
-            and conn.execute(
-                f"SELECT count(*) FROM (SELECT 1 FROM {d.memories} WHERE {where} LIMIT %s) AS matching",
-                [*params, EXACT_BELOW + 1],
-            ).fetchone()[0]
-            <= EXACT_BELOW
+            and conn.execute(*self._q.matching_up_to(where, params, EXACT_BELOW + 1)).fetchone()[0] <= EXACT_BELOW
         )
         records = []
         if not exact:
-            conn.execute(_HNSW_SETTINGS, self._hnsw_settings(k))
-            records = conn.execute(self._index_ranking(where), [query, *params, k], binary=True).fetchall()
+            conn.execute(*self._hnsw_settings(k))
+            records = conn.execute(*self._q.index_ranking(query, where, params, k), binary=True).fetchall()
         if len(records) < k:  # exact by choice, or the index scan gave up early (max_scan_tuples)
-            records = conn.execute(
-                f"SELECT {d.select()}, embedding <#> %s AS distance FROM {d.memories} WHERE {where} "
-                "ORDER BY (embedding <#> %s) + 0 LIMIT %s",
-                [query, *params, query, k],
-                binary=True,
-            ).fetchall()
+            records = conn.execute(*self._q.exact_ranking(query, where, params, k), binary=True).fetchall()
         return self._found(records)
 
-    def _search_streaming(
-        self, conn, query: np.ndarray, k: int, where: str, params: list, filters: MemoryFilter
-    ) -> list[tuple[Memory, float]]:
-        """Exact ranking in SQL, metadata checked on the decoded rows best first until k match."""
-        d = self._dialect
-        # "+ 0" keeps the planner off the HNSW index: the ranking must be exact to stream it
-        ranked = (
-            f"SELECT {d.select()}, embedding <#> %s AS distance FROM {d.memories} "
-            f"WHERE {where} ORDER BY (embedding <#> %s) + 0"
-        )
-        return self._first_matching(conn, ranked, [query, *params, query], k, filters)
-
-    def _first_matching(self, conn, ranked: str, params: list, k: int, filters: MemoryFilter | None):
-        """The first k (memory, score) of the records ``ranked`` returns (a row's columns, then its distance,
-        best first) whose memories pass ``filters``: a filter of clear columns only is whole in SQL (the first
-        k are read at once); one that reads the payload is checked on the decoded rows, streamed from a
-        server-side cursor until k match."""
+    def _first_matching(self, conn, ranked: tuple[str, list], k: int, filters: MemoryFilter | None) -> list[Hit]:
+        """The first k hits of the records the statement ``ranked`` returns (a row's columns, then its distance,
+        best first; with no LIMIT) whose memories pass ``filters``: a filter of clear columns only is whole in
+        SQL (the first k are read at once); one that reads the payload is checked on the decoded rows,
+        streamed from a server-side cursor until k match (metadata checked best first until k match)."""
         if filters is None or not filters.needs_payload:
-            return self._found(conn.execute(f"{ranked} LIMIT %s", [*params, k], binary=True).fetchall())
-        found: list[tuple[Memory, float]] = []
+            return self._found(conn.execute(*self._q.first(ranked, k), binary=True).fetchall())
+        found: list[Hit] = []
         with conn.cursor(name="memnets_ranked") as cursor:
             cursor.itersize = STREAM_BATCH
-            cursor.execute(ranked, params)
+            cursor.execute(*ranked)
             for record in cursor:
-                memory = self._decode(record[:-1])
-                if filters.matches(memory):
-                    found.append((memory, -float(record[-1])))
+                hit = self._hit(record[:-1], -float(record[-1]))
+                if filters.matches(hit.memory):
+                    found.append(hit)
                     if len(found) == k:
                         break
         return found

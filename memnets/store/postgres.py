@@ -70,6 +70,7 @@ from memnets.store.identity import EncoderIdentity
 from memnets.store.pg_dialect import PgDialect
 from memnets.store.pg_schema import FORMAT_VERSION, HNSW, check_extension, open_schema
 from memnets.store.pg_search import EF_SEARCH_MAX, EXACT_BELOW, STREAM_BATCH, PgSearch
+from memnets.store.queries_postgres import PgQueries
 from memnets.store.reembed import ReembedBatch
 
 with needs_extra("the PostgreSQL store", "pgvector"):
@@ -163,7 +164,8 @@ class PgVectorStore(PgSearch, pg_lexical.PgLexical, SqlStore):
         self.table = table
         self.ef_search = ef_search
         self.m, self.ef_construction = m, ef_construction
-        super().__init__(PgDialect(table))
+        dialect = PgDialect(table)
+        super().__init__(dialect, PgQueries(dialect))
         self._connect_timeout = float(connect_timeout)
         self._unreachable = False  # see _connection
         self._connect_errors = 0  # the pool's failed connection attempts counted so far (_connect_failed)
@@ -319,7 +321,7 @@ class PgVectorStore(PgSearch, pg_lexical.PgLexical, SqlStore):
         with self._connection() as conn:
             conn.autocommit = True  # VACUUM cannot run inside a transaction
             try:
-                conn.execute(f"VACUUM FULL {self._dialect.memories}" if full else f"VACUUM {self._dialect.memories}")
+                conn.execute(*self._q.vacuum(full))
             finally:
                 conn.autocommit = False
 
@@ -340,13 +342,13 @@ class PgVectorStore(PgSearch, pg_lexical.PgLexical, SqlStore):
                 f"PgVectorStore.rebuild_index: maintenance_work_mem must look like '512MB' or '2GB', got {maintenance_work_mem!r}"
             )
         with self._transaction() as conn:
-            conn.execute(f"SET LOCAL maintenance_work_mem = '{maintenance_work_mem}'")
+            conn.execute(*self._q.maintenance_memory(maintenance_work_mem))
             self._create_hnsw(conn)
-            conn.execute(f"ANALYZE {self._dialect.memories}")  # fresh statistics, or the planner may not pick the index
+            conn.execute(*self._q.analyze())  # fresh statistics, or the planner may not pick the index
 
     def _create_hnsw(self, conn: psycopg.Connection) -> None:
         """(Re)create the HNSW index with this store's m and ef_construction."""
-        conn.execute(f"DROP INDEX IF EXISTS {self._dialect.names['hnsw']}")
+        conn.execute(*self._q.drop_hnsw())
         conn.execute(HNSW.format(**self._dialect.names, m=self.m, ef_construction=self.ef_construction))
 
     # ------------------------------------------------------------------ listing
@@ -363,19 +365,12 @@ class PgVectorStore(PgSearch, pg_lexical.PgLexical, SqlStore):
         """Claim up to ``size`` rows without a new vector (``FOR UPDATE SKIP LOCKED``: concurrent workers
         take other rows; writers of these rows wait for the batch) and commit their new vectors when
         the block ends, in the same transaction."""
-        d = self._dialect
         with self._transaction() as conn:
             records = self._claim_unembedded(conn, size)
             batch = self._reembed_batch(records, ("owner", "id", "version"))
             yield batch
             if batch.vectors is not None and records:
-                self._run_many(
-                    conn,
-                    f"INSERT INTO {d.reembed} (owner, id, version, embedding, chunks) VALUES (%s, %s, %s, %s, %s) "
-                    "ON CONFLICT (owner, id) DO UPDATE SET version = excluded.version, "
-                    "embedding = excluded.embedding, chunks = excluded.chunks",
-                    self._reembedded(batch),
-                )
+                self._run_many(conn, self._q.save_reembedded(), self._reembedded(batch))
 
     def _claim_unembedded(self, conn, size: int) -> list:
         """Lock up to ``size`` rows that have no new vector yet, for this transaction.
@@ -385,21 +380,13 @@ class PgVectorStore(PgSearch, pg_lexical.PgLexical, SqlStore):
         too (READ COMMITTED re-checks a locked row, not the subquery). Once the rows are locked, a
         fresh statement sees every such commit: those rows are dropped, and the claim is made again
         if none is left."""
-        d = self._dialect
         while True:
-            records = conn.execute(
-                f"SELECT {d.select('m')} {d.todo()} ORDER BY m.owner, m.id LIMIT %s FOR UPDATE OF m SKIP LOCKED",
-                (size,),
-            ).fetchall()
+            records = conn.execute(*self._q.claim_todo(size)).fetchall()
             if not records:
                 return records
             keys = [rowcodec.named(r) for r in records]
-            done = set(
-                conn.execute(
-                    f"SELECT owner, id, version FROM {d.reembed} WHERE owner = ANY(%s) AND id = ANY(%s)",
-                    ([k["owner"] for k in keys], [k["id"] for k in keys]),
-                ).fetchall()
-            )
+            claimed = self._q.reembedded_versions([k["owner"] for k in keys], [k["id"] for k in keys])
+            done = set(conn.execute(*claimed).fetchall())
             fresh = [r for r, k in zip(records, keys) if (k["owner"], k["id"], k["version"]) not in done]
             if fresh:
                 return fresh
@@ -408,15 +395,13 @@ class PgVectorStore(PgSearch, pg_lexical.PgLexical, SqlStore):
         """The swap's writes (writers wait, ``SHARE ROW EXCLUSIVE``; readers keep the old vectors until it
         commits). Another dim: the column and its HNSW index are rebuilt under an exclusive lock, and
         searches wait for the swap."""
-        d = self._dialect
         resized = target.dim != self.dim
         if resized:  # another dim: a new column (and index) of that dim
-            conn.execute(f"DROP INDEX IF EXISTS {d.names['hnsw']}")
-            conn.execute(f"ALTER TABLE {d.memories} DROP COLUMN embedding")
-            conn.execute(f"ALTER TABLE {d.memories} ADD COLUMN embedding vector({int(target.dim)})")
+            for statement in self._q.resize_embedding(target.dim):
+                conn.execute(*statement)
         super()._swap_vectors(conn, target, updates)
         if resized:
-            conn.execute(f"ALTER TABLE {d.memories} ALTER COLUMN embedding SET NOT NULL")
+            conn.execute(*self._q.embedding_required())
             self._create_hnsw(conn)
 
     # ------------------------------------------------------------------ lifecycle

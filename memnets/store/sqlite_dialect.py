@@ -1,4 +1,4 @@
-"""The embedded archive's SQL dialect: SQLite's spelling of the store core's statements (:mod:`memnets.store.dialect`).
+"""The embedded archive's SQL dialect: SQLite's spelling of the store's statements (:mod:`memnets.store.dialect`).
 
 Times are compared as epoch seconds (``t_epoch``, ``expires_epoch``, beside the ISO text the seal
 binds), vectors are little-endian float32 blobs, a row's write order is its ``row`` number (the
@@ -19,18 +19,6 @@ from memnets.store.errors import StoreIntegrityError
 from memnets.store.sqlite_schema import COLUMNS
 from memnets.timeutil import as_utc
 
-# one row written: inserted, or over the stored (owner, id) keeping its row number (its FAISS id)
-_UPSERT = (
-    "INSERT INTO memories (owner, id, t, t_epoch, last_access, importance, kind, payload, vector, "
-    "superseded_by, version, expires_at, expires_epoch, ttl, chunks) VALUES (:owner, :id, :t, :t_epoch, :last_access, "
-    ":importance, :kind, :payload, :vector, :superseded_by, :version, :expires_at, :expires_epoch, :ttl, :chunks) "
-    "ON CONFLICT (owner, id) DO UPDATE SET t = excluded.t, t_epoch = excluded.t_epoch, "
-    "last_access = excluded.last_access, importance = excluded.importance, kind = excluded.kind, "
-    "payload = excluded.payload, vector = excluded.vector, superseded_by = excluded.superseded_by, "
-    "version = excluded.version, expires_at = excluded.expires_at, expires_epoch = excluded.expires_epoch, "
-    "ttl = excluded.ttl, chunks = excluded.chunks"
-)
-
 
 class SqliteDialect(SqlDialect):
     """SQLite: ``?`` parameters, epoch-second comparisons, float32 blobs."""
@@ -40,10 +28,6 @@ class SqliteDialect(SqlDialect):
     expires_column = "expires_epoch"
     reembed_key = "row"
     no_limit = -1
-    upsert = _UPSERT
-    deletions_table = (
-        "CREATE TABLE IF NOT EXISTS deletions (seq INTEGER PRIMARY KEY AUTOINCREMENT, owner TEXT, id TEXT, before REAL)"
-    )
     chunked_hint = "INDEXED BY memories_owner_chunked"  # only long memories' rows are read, however many others
     expiry_set = "expires_at = ?, expires_epoch = ?"
 
@@ -64,9 +48,6 @@ class SqliteDialect(SqlDialect):
 
     def row_params(self, row: rowcodec.Row, vector: np.ndarray) -> dict:
         return vars(row)  # the row's vector bytes are the vector's
-
-    def deletions_exist(self) -> tuple[str, list]:
-        return "SELECT (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'deletions')", []
 
 
 def unpack_vector(blob: bytes, dim: int, memory_id) -> np.ndarray:

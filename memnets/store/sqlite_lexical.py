@@ -37,7 +37,7 @@ import sqlite3
 from collections.abc import Sequence
 
 import memnets.timeutil as timeutil
-from memnets.records import Memory
+from memnets.store.core_search import Hit
 from memnets.store.filters import MemoryFilter
 
 log = logging.getLogger(__name__)
@@ -116,20 +116,15 @@ class ArchiveLexical:
     """The archive's lexical search (see the module docstring); a base class of
     :class:`~memnets.store.archive.Archive`, on its transactions, dialect and reader of ranked rows."""
 
-    def _lexical(self, text: str, k: int, owner: str, filters: MemoryFilter | None) -> list[tuple[Memory, float]]:
+    def _lexical(self, text: str, k: int, owner: str, filters: MemoryFilter | None) -> list[Hit]:
         """The owner's k current, unexpired memories passing ``filters`` that hold a word of ``text``, by bm25."""
         words = query_words(text)
         if not words:
             return []
         now = timeutil.now()
         where, params = self._dialect.clear_conditions(owner, filters, now)
-        # bm25() is lower for better rows; the owner column weighs 0; the score returned is its negation
-        query = (
-            f"SELECT memories.row, -bm25({TABLE}, 0.0, 1.0) AS score FROM {TABLE} "
-            f"JOIN memories ON memories.row = {TABLE}.rowid WHERE {TABLE} MATCH ? AND {where} "
-            "ORDER BY score DESC, memories.row LIMIT ?"
-        )
         everything = filters is not None and filters.needs_payload  # checked on the decoded rows, best first
+        ranking = self._q.lexical(match_expression(owner, words), where, params, -1 if everything else k)
         with self._reading() as conn:
-            ranked = conn.execute(query, [match_expression(owner, words), *params, -1 if everything else k]).fetchall()
+            ranked = conn.execute(*ranking).fetchall()
             return self._best_first(conn, ranked, k, owner, filters, now)
