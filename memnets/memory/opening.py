@@ -28,10 +28,12 @@ class MemoryParts(NamedTuple):
     components: dict  # importance, gate, scorer: what a pack supplies
 
 
-def memory_components(pack=None, encoder=None, *, backend: str = "torch", where: str = "memnets.open") -> dict:
+def memory_components(pack=None, encoder=None, *, backend: str | None = None, where: str = "memnets.open") -> dict:
     """What a memory or a manager is built from: :func:`~memnets.memory.signals.pack_components` of
     ``pack`` (a folder or a loaded Pack), else ``{"encoder": ...}`` of ``encoder`` (an object, an
-    encoder folder, or None: the bundled all-MiniLM-L6-v2), folders loaded with ``backend``.
+    encoder folder, or None: the bundled all-MiniLM-L6-v2), folders loaded with ``backend``
+    (:func:`memnets.nn.loading.load_encoder`; None: torch where installed, else ONNX Runtime; a pack's
+    encoder: torch unless named).
 
     ``where`` names the caller in the error for both given.
     """
@@ -43,31 +45,31 @@ def memory_components(pack=None, encoder=None, *, backend: str = "torch", where:
         if isinstance(pack, (str, os.PathLike)):
             from memnets.pack import load_pack
 
-            pack = load_pack(pack, backend=backend)
+            pack = load_pack(pack, backend=backend or "torch")
         return pack_components(pack)
     if encoder is None or isinstance(encoder, (str, os.PathLike)):
-        from memnets.nn.encoder import MemoryEncoder
+        from memnets.nn.loading import load_encoder
 
-        encoder = MemoryEncoder.from_pretrained(*([encoder] if encoder is not None else []), backend=backend)
+        encoder = load_encoder(encoder, backend)
     return {"encoder": encoder}
 
 
 def supersession_judge(given, from_pack):
     """``memnets.open``'s ``supersession``: "auto" is the pack's change judge when it has one, else the one
-    shipped with memnets (:class:`~memnets.nn.change_judge.ChangeJudge`); None turns the step off; a judge
-    is kept."""
+    shipped with memnets (:func:`memnets.nn.loading.load_default_judge`: on torch where the encoder runs on
+    torch, else on ONNX Runtime); None turns the step off; a judge is kept."""
     if isinstance(given, str):
         if given != "auto":
             raise ValueError(f'supersession: expected "auto", None or a SupersessionJudge, got {given!r}')
         if from_pack is not None:
             return from_pack
-        from memnets.nn.change_judge import ChangeJudge
+        from memnets.nn.loading import load_default_judge
 
-        return ChangeJudge.load()
+        return load_default_judge()
     return given
 
 
-def open_parts(location, *, pack, key, encoder, backend: str, options: dict, supersession=None) -> MemoryParts:
+def open_parts(location, *, pack, key, encoder, backend: str | None, options: dict, supersession=None) -> MemoryParts:
     """The parts of ``memnets.open(location, ...)``: ``options`` split into settings and store options."""
     names = {f.name for f in fields(ManagerConfig)}
     settings = {name: value for name, value in options.items() if name in names}
@@ -75,7 +77,7 @@ def open_parts(location, *, pack, key, encoder, backend: str, options: dict, sup
     if isinstance(pack, (str, os.PathLike)) and encoder is None:  # loaded once: heads and "auto"'s judge
         from memnets.pack import load_pack
 
-        pack = load_pack(pack, backend=backend)
+        pack = load_pack(pack, backend=backend or "torch")
     components = memory_components(pack, encoder, backend=backend)
     from_pack = pack.supersession if pack is not None and supersession == "auto" else None
     components["supersession"] = supersession_judge(supersession, from_pack)
