@@ -110,9 +110,8 @@ def open(
             ``tokenizer``) or an encoder folder; default: the pack's, else the bundled
             all-MiniLM-L6-v2. Not together with ``pack`` (the pack's heads were trained on its encoder).
         backend: how a pack's or a folder's encoder computes: "torch" (exact), "onnx", "int8" / "int8_vnni" /
-            "int8_vnni_ffn" (fast CPU paths), "fp16"/"bf16" (GPU), "auto". A folder's (or the bundled) encoder on
-            "onnx" or an int8 backend runs without torch (:mod:`memnets.nn.loading`); default None: "torch" where
-            torch is installed, else "onnx" (the core install, docs/serving.md).
+            "int8_vnni_ffn" (fast CPU paths; a folder's on ONNX Runtime without torch, :mod:`memnets.nn.loading`),
+            "fp16"/"bf16" (GPU), "auto"; None: "torch" where torch is installed, else "onnx" (docs/serving.md).
         agent, session: the default scope of what this memory writes (``add``/``add_many`` without
             ``agent=``/``session=``); reads filter by scope only when asked (``filters``), so a new
             session still recalls the user's older ones.
