@@ -45,6 +45,14 @@ def turns() -> list[str]:
     return [*texts, "", "x " * 700, "Ünïcödé – ☕ 東京"]
 
 
+@pytest.fixture(scope="module")
+def minilm(turns) -> tuple[list[str], MemoryEncoder, np.ndarray]:
+    """The bundled MiniLM on torch and its vectors of some turns (its two kinds embed alike: no prefixes)."""
+    texts = turns[:40] + turns[-3:]
+    exact = MemoryEncoder.from_pretrained()
+    return texts, exact, exact.encode(texts).numpy()
+
+
 def _cosines(a, b) -> np.ndarray:
     return (np.asarray(a) * np.asarray(b)).sum(axis=1)
 
@@ -71,14 +79,13 @@ def test_the_tokenizer_gives_transformers_ids_offsets_and_words(turns):
     assert ours.get_vocab() == theirs.get_vocab()
 
 
-def test_the_bundled_encoder_embeds_as_torch_does_with_the_onnx_fingerprint(turns):
-    exact = MemoryEncoder.from_pretrained()
+def test_the_bundled_encoder_embeds_as_torch_does_with_the_onnx_fingerprint(minilm):
+    texts, exact, want = minilm
     serving = ServingEncoder.from_pretrained()
-    for kind in ("memory", "query"):
-        want, got = exact.encode(turns, kind).numpy(), serving.encode(turns, kind, batch_size=16)
-        assert got.dtype == np.float32 and got.shape == want.shape
-        np.testing.assert_allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-5)
-        assert _cosines(got, want).min() >= 0.999
+    got = serving.encode(texts, "query", batch_size=16)
+    assert got.dtype == np.float32 and got.shape == want.shape
+    np.testing.assert_allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-5)
+    assert _cosines(got, want).min() >= 0.999
     # the torch encoder's digest, under the variant "onnx" (MemoryEncoder(backend="onnx")'s fingerprint: same
     # digest, the backend first; the projection test below compares with that one in full)
     assert serving.fingerprint == f"onnx:{exact.dim}:{exact.fingerprint.split(':')[2]}"
@@ -86,11 +93,11 @@ def test_the_bundled_encoder_embeds_as_torch_does_with_the_onnx_fingerprint(turn
     assert serving.dim == exact.dim and serving.max_length == exact.max_length and serving.source == exact.source
 
 
-def test_int8_serving_is_within_the_int8_bound_and_fingerprinted_int8(turns):
-    exact = MemoryEncoder.from_pretrained().encode(turns).numpy()
+def test_int8_serving_is_within_the_int8_bound_and_fingerprinted_int8(minilm):
+    texts, _, exact = minilm
     fast = ServingEncoder.from_pretrained(backend="int8")
     assert fast.backend == "int8" and fast.fingerprint.startswith("int8:384:")
-    assert _cosines(fast.encode(turns), exact).min() >= 0.98  # MINILM_BOUNDS["int8"] of the torch int8 path
+    assert _cosines(fast.encode(texts), exact).min() >= 0.98  # MINILM_BOUNDS["int8"] of the torch int8 path
 
 
 def test_a_saved_encoder_with_projection_and_prefixes_embeds_alike(tmp_path, tiny_model_dir, turns):

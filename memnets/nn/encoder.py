@@ -130,8 +130,8 @@ class MemoryEncoder(EncoderTexts, torch.nn.Module):
         ``backend`` picks how :meth:`encode` computes (:data:`BACKENDS`). ``"onnx"``, ``"int8"``,
         ``"int8_vnni"`` and ``"int8_vnni_ffn"`` read their file (``onnx/`` +
         :data:`memnets.nn.onnx_encoder.ONNX_FILES`) from the folder (``memnets export --backend int8``
-        writes them into a pack), else convert the encoder at load (seconds); they need the ``[onnx]``
-        extra; the two ``"int8_vnni"`` ones run where the CPU has VNNI, elsewhere ``"int8"`` with one
+        writes them into a pack), else convert the encoder at load (seconds; torch's exporter needs the ``[onnx]``
+        extra; :class:`~memnets.nn.serving_encoder.ServingEncoder` builds the same graph without torch); the two ``"int8_vnni"`` ones run where the CPU has VNNI, elsewhere ``"int8"`` with one
         warning line naming the flags (:attr:`backend` says which). ``"fp16"`` and ``"bf16"`` need the
         encoder on a CUDA device.
         ``"auto"`` takes the fastest CPU backend that loads and agrees with the exact encoder here

@@ -10,8 +10,8 @@ backends quantises most of its weights to 8 bits (per channel; see :data:`INT8_S
 Runtime's dynamic quantisation (activations quantised per batch at run time). The files are ONNX
 protobufs, not pickles: loading them executes no code. ``OnnxRunner`` runs one.
 
-ONNX Runtime, onnx and onnxscript come with the ``[onnx]`` extra; without them these functions
-raise an ImportError that names it.
+ONNX Runtime and onnx are core dependencies (the serving encoder, :mod:`memnets.nn.serving_encoder`,
+builds its graphs without torch); torch's exporter needs onnxscript, of the ``[onnx]`` extra.
 """
 
 from __future__ import annotations

@@ -13,8 +13,6 @@ import re
 import sys
 from pathlib import Path
 
-from memnets.extras import needs_extra
-
 ONNX_DIR = "onnx"  # inside an encoder folder
 ONNX_FILES = {
     "onnx": "model.onnx",
@@ -78,9 +76,9 @@ UNFUSED_AT_LOAD = ["SkipLayerNormFusion", "BiasGeluFusion"]
 
 
 def require_onnxruntime():
-    """The onnxruntime module, or an ImportError naming the extra to install."""
-    with needs_extra("the encoder backends 'onnx' and 'int8'", "onnx"):
-        import onnxruntime
+    """The onnxruntime module (a core dependency: the serving encoder runs on it)."""
+    import onnxruntime
+
     return onnxruntime
 
 
