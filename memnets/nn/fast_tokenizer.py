@@ -64,7 +64,7 @@ class FastTokenizer:
         plain.no_padding()
         plain.no_truncation()
         self._plain = plain
-        self._truncating: dict[int, object] = {}  # max_length -> a Tokenizer that truncates to it
+        self._truncating: dict[int, object] = {}  # max_length -> a Tokenizer that truncates pairs to it (on first use)
         self._lock = threading.Lock()
 
     @classmethod
@@ -88,9 +88,14 @@ class FastTokenizer:
         """Model inputs of ``texts`` (or of the pairs ``(texts[i], pairs[i])``), special tokens added, each
         truncated to ``max_length`` tokens (pairs: the longer side first), padded on the right to the
         longest: int64 ``input_ids``, ``attention_mask`` and ``token_type_ids`` ``[N, T]``."""
-        tokenizer = self._truncating_to(max_length)
-        inputs = list(texts) if pairs is None else list(zip(texts, pairs))
-        encodings = tokenizer.encode_batch(inputs, add_special_tokens=True)
+        if pairs is None:  # one text each: its first max_length - 2 tokens, then [CLS] ... [SEP]
+            encodings = self._plain.encode_batch(list(texts), add_special_tokens=False)
+            room = max_length - self.num_special_tokens_to_add()
+            for encoding in encodings:
+                encoding.truncate(room)
+            encodings = [self._plain.post_process(encoding) for encoding in encodings]
+        else:  # pairs: the longer side cut first, by the library's own rule
+            encodings = self._truncating_to(max_length).encode_batch(list(zip(texts, pairs)), add_special_tokens=True)
         width = max((len(e.ids) for e in encodings), default=0)
         out = {
             "input_ids": np.full((len(encodings), width), self.pad_id, dtype=np.int64),
