@@ -43,15 +43,23 @@ def memory_components(pack=None, encoder=None, *, backend: str | None = None, wh
                 f"{where}: give pack or encoder, not both (the pack's heads and scorer were fitted to its encoder)"
             )
         if isinstance(pack, (str, os.PathLike)):
-            from memnets.pack import load_pack
-
-            pack = load_pack(pack, backend=backend or "torch")
+            pack = pack_from(pack, backend)
         return pack_components(pack)
     if encoder is None or isinstance(encoder, (str, os.PathLike)):
         from memnets.nn.loading import load_encoder
 
         encoder = load_encoder(encoder, backend)
     return {"encoder": encoder}
+
+
+def pack_from(folder, backend: str | None):
+    """The pack in ``folder``, its encoder on ``backend`` (None: torch). A pack's heads run on torch: without it,
+    an ImportError that names the ``train`` extra (the core install serves a folder's encoder, not a pack)."""
+    from memnets.extras import needs_extra
+    from memnets.pack import load_pack
+
+    with needs_extra("a pack (its encoder and heads run on torch)", "train"):
+        return load_pack(folder, backend=backend or "torch")
 
 
 def supersession_judge(given, from_pack):
@@ -75,9 +83,7 @@ def open_parts(location, *, pack, key, encoder, backend: str | None, options: di
     settings = {name: value for name, value in options.items() if name in names}
     store_options = {name: value for name, value in options.items() if name not in names}
     if isinstance(pack, (str, os.PathLike)) and encoder is None:  # loaded once: heads and "auto"'s judge
-        from memnets.pack import load_pack
-
-        pack = load_pack(pack, backend=backend or "torch")
+        pack = pack_from(pack, backend)
     components = memory_components(pack, encoder, backend=backend)
     from_pack = pack.supersession if pack is not None and supersession == "auto" else None
     components["supersession"] = supersession_judge(supersession, from_pack)
@@ -133,4 +139,4 @@ def open_for(location, encoder, key, options: dict):
         return store
 
 
-__all__ = ["MemoryParts", "memory_components", "open_for", "open_parts", "reembed"]
+__all__ = ["MemoryParts", "memory_components", "open_for", "open_parts", "pack_from", "reembed"]
