@@ -162,3 +162,24 @@ def test_a_folder_that_is_not_a_judge_is_refused(tmp_path):
     (tmp_path / "model.safetensors").write_bytes(b"")
     with pytest.raises(NotAJudge):
         ServingJudge.load(tmp_path)
+
+
+def test_auto_takes_int8_when_it_agrees_with_the_float32_graph(tiny_model_dir, caplog):
+    import logging
+
+    with caplog.at_level(logging.INFO, logger="memnets.nn.backend_choice"):
+        encoder = ServingEncoder.from_pretrained(tiny_model_dir, backend="auto")
+    (record,) = [r for r in caplog.records if r.name == "memnets.nn.backend_choice"]
+    assert encoder.backend in ("int8", "onnx") and encoder.fingerprint.startswith(f"{encoder.backend}:")
+    assert f"chose {encoder.backend!r}" in record.getMessage()
+
+
+def test_memnets_open_serves_on_onnx_by_name_without_loading_torch_modules(tmp_path, tiny_model_dir):
+    """backend="onnx" for a folder's encoder is the serving encoder even where torch is installed."""
+    import memnets
+
+    with memnets.open(tmp_path / "memory", encoder=tiny_model_dir, backend="onnx") as memory:
+        memory.add("I adopted a beagle named Rex", user="ann")
+        assert type(memory.encoder).__name__ == "ServingEncoder"
+        assert memory.search("dog", user="ann", k=1)[0].memory.content == "I adopted a beagle named Rex"
+        assert memory.store.encoder_identity().fingerprint == memory.encoder.fingerprint
