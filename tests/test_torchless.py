@@ -200,3 +200,18 @@ def test_the_langchain_and_langgraph_adapters_run_without_torch(child, tmp_path)
         """,
     )
     assert found["doc"] == "I adopted a beagle named Rex" and found["item"] == {"text": "My sister lives in Porto"}
+
+
+def test_the_torch_backend_names_the_train_extra_there(child, tmp_path):
+    message = run(
+        child,
+        f"""
+        import json, memnets
+        try:
+            memnets.open({str(tmp_path / "memory")!r}, backend="torch")
+        except ModuleNotFoundError as error:
+            print(json.dumps(str(error)))
+        """,
+    )
+    assert "the encoder backend 'torch' (torch) needs the optional dependency" in message
+    assert "of the extra [train]" in message
