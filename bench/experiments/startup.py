@@ -20,7 +20,7 @@ Sizes: the installed files of today's core (the dependencies of memnets before i
 package they pull) and of the torch-free core, both summed from this venv's installed distributions, and
 ``du`` of ``--core-venv`` when given. Speed: batch-1 p50 and texts/s at batch 64 on LoCoMo turns, in this
 process, for the torch encoder's backends (torch, its ONNX export's int8: today's fastest CPU path chosen
-by ``backend="auto"``) and the serving encoder's onnx and int8.
+by ``backend="auto"``) and the serving encoder's onnx and int8, taken in turn for three rounds (the median).
 """
 
 from __future__ import annotations
@@ -161,31 +161,36 @@ def doors(python: str, env: dict, work: Path, repeats: int) -> dict:
     return out
 
 
-def encode_speed(turns: list[str]) -> dict:
-    """Batch-1 p50 (ms) and texts/s at batch 64 of each encoder path, in this process."""
+def encode_speed(turns: list[str], rounds: int = 3) -> dict:
+    """Batch-1 p50 (ms) and texts/s at batch 64 of each encoder path, in this process, the paths taken in
+    turn for ``rounds`` rounds (a change in the machine's load moves them alike); the median over rounds."""
     from memnets.nn.encoder import MemoryEncoder
     from memnets.nn.serving_encoder import ServingEncoder
 
     encoders = {
-        "torch: MemoryEncoder torch": lambda: MemoryEncoder.from_pretrained(),
-        "torch: MemoryEncoder int8 (today's fastest CPU path)": lambda: MemoryEncoder.from_pretrained(backend="int8"),
-        "serving: ServingEncoder onnx": lambda: ServingEncoder.from_pretrained(),
-        "serving: ServingEncoder int8": lambda: ServingEncoder.from_pretrained(backend="int8"),
+        "torch: MemoryEncoder torch": MemoryEncoder.from_pretrained(),
+        "torch: MemoryEncoder int8 (today's fastest CPU path)": MemoryEncoder.from_pretrained(backend="int8"),
+        "serving: ServingEncoder onnx": ServingEncoder.from_pretrained(),
+        "serving: ServingEncoder int8": ServingEncoder.from_pretrained(backend="int8"),
     }
-    out = {}
-    for name, load in encoders.items():
-        encoder = load()
-        encoder.encode(turns[:64])
-        single = []
-        for text in turns[:200]:
+    measured: dict[str, list] = {name: [] for name in encoders}
+    for _ in range(rounds):
+        for name, encoder in encoders.items():
+            encoder.encode(turns[:64])
+            single = []
+            for text in turns[:200]:
+                began = time.perf_counter()
+                encoder.encode([text], kind="query")
+                single.append(time.perf_counter() - began)
             began = time.perf_counter()
-            encoder.encode([text], kind="query")
-            single.append(time.perf_counter() - began)
-        began = time.perf_counter()
-        encoder.encode(turns, batch_size=64)
+            encoder.encode(turns, batch_size=64)
+            measured[name].append((statistics.median(single), len(turns) / (time.perf_counter() - began)))
+    out = {}
+    for name, runs in measured.items():
         out[name] = {
-            "batch1_p50_ms": round(1000 * statistics.median(single), 2),
-            "batch64_texts_per_s": round(len(turns) / (time.perf_counter() - began), 1),
+            "batch1_p50_ms": round(1000 * statistics.median(r[0] for r in runs), 2),
+            "batch64_texts_per_s": round(statistics.median(r[1] for r in runs), 1),
+            "rounds": [[round(1000 * r[0], 2), round(r[1], 1)] for r in runs],
         }
         print(f"  {name}: {out[name]}", flush=True)
     return out
@@ -237,7 +242,7 @@ def main(argv=None) -> None:
             work.mkdir()
             results["doors"][name] = doors(python, env, work, repeats)
         os.environ["MEMNETS_CACHE"] = base["MEMNETS_CACHE"]
-        turns = [turn.content for conv in load_locomo() for turn in conv.turns][: 256 if args.quick else 1024]
+        turns = [turn.content for conv in load_locomo() for turn in conv.turns][: 256 if args.quick else 512]
         print("encoder:", flush=True)
         results["encode"] = encode_speed(turns)
         shutil.rmtree(scratch / "cache", ignore_errors=True)
