@@ -94,7 +94,7 @@ def open(
     pack=None,
     key: bytes | str | None = None,
     encoder: TextEncoder | str | os.PathLike | None = None,
-    backend: str = "torch",
+    backend: str | None = None,
     agent: str | None = None,
     session: str | None = None,
     supersession=None,
@@ -110,14 +110,14 @@ def open(
         encoder: an encoder object (anything with ``encode(texts, kind=...)``, ``dim`` and
             ``tokenizer``) or an encoder folder; default: the pack's, else the bundled
             all-MiniLM-L6-v2. Not together with ``pack`` (the pack's heads were trained on its encoder).
-        backend: how a pack's or a folder's encoder computes (``MemoryEncoder.from_pretrained``):
-            "torch" (exact), "onnx", "int8" / "int8_vnni" / "int8_vnni_ffn" (fast CPU paths, ``[onnx]``),
-            "fp16"/"bf16" (GPU), "auto".
+        backend: how a pack's or a folder's encoder computes: "torch" (exact), "onnx", "int8" / "int8_vnni" /
+            "int8_vnni_ffn" (fast CPU paths; a folder's on ONNX Runtime without torch, :mod:`memnets.nn.loading`),
+            "fp16"/"bf16" (GPU), "auto"; None: "torch" where torch is installed, else "onnx" (docs/serving.md).
         agent, session: the default scope of what this memory writes (``add``/``add_many`` without
             ``agent=``/``session=``); reads filter by scope only when asked (``filters``), so a new
             session still recalls the user's older ones.
         supersession: a :class:`~memnets.memory.supersession.SupersessionJudge` (a new memory ends older ones
-            it replaces); "auto": the pack's change judge, else memnets' own (``ChangeJudge``); None: off.
+            it replaces); "auto": the pack's change judge, else memnets' own (on ONNX Runtime when torch is not loaded); None: off.
         options: :class:`~memnets.memory.manager.ManagerConfig` fields (defaults of every ``manager(user)``;
             ``duplicate_threshold``, ``fetch_factor``, ``write_through_threshold``, ``batch_size`` and ``search``
             (hybrid or dense: :mod:`memnets.memory.hybrid`) also apply to ``add``/``add_many``/``search``); the

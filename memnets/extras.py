@@ -21,6 +21,8 @@ from urllib.parse import unquote, urlparse
 
 # top-level module -> the extra of pyproject.toml that installs it
 EXTRA_OF_MODULE: dict[str, str] = {
+    "torch": "train",
+    "transformers": "train",
     "lightning": "train",
     "jsonargparse": "train",
     "datasets": "train",
@@ -35,8 +37,6 @@ EXTRA_OF_MODULE: dict[str, str] = {
     "langchain_core": "langchain",
     "langmem": "langmem",
     "mcp": "mcp",
-    "onnxruntime": "onnx",
-    "onnx": "onnx",
     "onnxscript": "onnx",
     "fastapi": "server",
     "uvicorn": "server",

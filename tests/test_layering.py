@@ -208,6 +208,59 @@ def test_the_checker_sees_circles_and_lazy_imports():
     assert "memnets.data.locomo" not in GRAPH["memnets.retrieval.rankers"]
 
 
+TRAINING = {"torch", "transformers", "lightning", "pytorch_lightning"}  # the [train] extra's packages
+# The modules that import the training packages at module level: the training side (issue 52). Every other
+# module of memnets serves without them, importing them inside a function where a training path needs them.
+TRAINING_SIDE = {"memnets.lit", "memnets.baselines", "memnets.evaluation.heads"} | {
+    f"memnets.nn.{name}"
+    for name in ("change_judge", "distributed", "embedding_cache", "encoder", "heads", "losses", "modes",
+                 "numpy_mlp", "onnx_encoder", "traced", "weights")
+}  # fmt: skip
+# what the doors load: memnets.open, the stores, the manager, the server, MCP, the adapters, the CLI's memory commands
+SERVING_DOORS = [
+    "memnets", "memnets.api", "memnets.nn.serving_encoder", "memnets.nn.serving_judge", "memnets.nn.loading",
+    "memnets.server.app", "memnets.server.run", "memnets.integrations.mcp_server", "memnets.integrations.langchain",
+    "memnets.integrations.langgraph", "memnets.commands.memories", "memnets.commands.serve", "memnets.cli",
+]  # fmt: skip
+
+
+def module_level_imports(path: Path) -> set[str]:
+    """The top-level packages a module imports when it is imported (function bodies and TYPE_CHECKING aside)."""
+    found: set[str] = set()
+
+    def visit(nodes) -> None:
+        for node in nodes:
+            if isinstance(node, ast.Import):
+                found.update(alias.name.split(".")[0] for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                found.add(node.module.split(".")[0])
+            elif isinstance(node, ast.If):
+                visit(node.orelse if _type_checking_only(node) else [*node.body, *node.orelse])
+            elif isinstance(node, (ast.Try, ast.With)):
+                visit([*node.body, *getattr(node, "handlers", []), *getattr(node, "orelse", [])])
+            elif isinstance(node, ast.ExceptHandler):
+                visit(node.body)
+
+    visit(ast.parse(path.read_text(), filename=str(path)).body)
+    return found
+
+
+def test_only_the_training_side_imports_torch_at_module_level():
+    importing = {
+        name for name, path in MODULES.items() if name.startswith("memnets") and module_level_imports(path) & TRAINING
+    }
+    inside = {name for name in importing if any(name == t or name.startswith(t + ".") for t in TRAINING_SIDE)}
+    assert importing - inside == set(), "serving modules must import torch/transformers/Lightning inside functions"
+    assert {t for t in TRAINING_SIDE if not any(n == t or n.startswith(t + ".") for n in importing)} == set()
+
+
+def test_the_serving_doors_do_not_import_torch():
+    code = "import sys\n" + "".join(f"import {m}\n" for m in SERVING_DOORS)
+    code += f"print(sorted(p for p in sys.modules if p.split('.')[0] in {sorted(TRAINING)!r}))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert out.stdout.strip() == "[]"
+
+
 @pytest.mark.parametrize(
     "module", ["memnets", "memnets.records", "memnets.protocols", "memnets.scoring", "memnets.store"]
 )

@@ -64,7 +64,7 @@ def parser() -> argparse.ArgumentParser:
         action="append",
         choices=["onnx", "int8", "int8_vnni", "int8_vnni_ffn"],
         default=[],
-        help="also write this fast encoder backend into the pack (repeatable; needs the [onnx] extra)",
+        help="also write this fast encoder backend into the pack (repeatable; torch's exporter needs the [onnx] extra)",
     )
     parser.add_argument("--overwrite", action="store_true", help="replace an existing pack folder")
     return add_output_options(parser)

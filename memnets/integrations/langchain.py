@@ -26,8 +26,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
-import torch
-import torch.nn.functional as F
 
 from memnets.argerrors import ArgumentTypeError
 from memnets.extras import needs_extra
@@ -100,7 +98,7 @@ class EmbeddingsEncoder:
     def source(self) -> str:
         return f"LangChain embeddings {type(self.embeddings).__qualname__}"
 
-    def encode(self, texts: Sequence[str], kind: str = "memory", **_: Any) -> torch.Tensor:
+    def encode(self, texts: Sequence[str], kind: str = "memory", **_: Any) -> np.ndarray:
         if isinstance(texts, str):
             raise TypeError("texts must be a sequence of strings, not one string")
         if kind == "memory":
@@ -109,8 +107,8 @@ class EmbeddingsEncoder:
             rows = [self.embeddings.embed_query(text) for text in texts]
         else:
             raise ValueError(f"kind must be 'memory' or 'query', got {kind!r}")
-        vectors = torch.tensor(rows, dtype=torch.float32).reshape(len(rows), self.dim)
-        return F.normalize(vectors, p=2, dim=-1)
+        vectors = np.asarray(rows, dtype=np.float32).reshape(len(rows), self.dim)
+        return vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)  # as torch's normalize
 
 
 def as_embeddings(encoder) -> Embeddings:

@@ -29,10 +29,12 @@ class MemoryParts(NamedTuple):
     components: dict  # importance, gate, scorer: what a pack supplies
 
 
-def memory_components(pack=None, encoder=None, *, backend: str = "torch", where: str = "memnets.open") -> dict:
+def memory_components(pack=None, encoder=None, *, backend: str | None = None, where: str = "memnets.open") -> dict:
     """What a memory or a manager is built from: :func:`~memnets.memory.signals.pack_components` of
     ``pack`` (a folder or a loaded Pack), else ``{"encoder": ...}`` of ``encoder`` (an object, an
-    encoder folder, or None: the bundled all-MiniLM-L6-v2), folders loaded with ``backend``.
+    encoder folder, or None: the bundled all-MiniLM-L6-v2), folders loaded with ``backend``
+    (:func:`memnets.nn.loading.load_encoder`; None: torch where installed, else ONNX Runtime; a pack's
+    encoder: torch unless named).
 
     ``where`` names the caller in the error for both given.
     """
@@ -42,42 +44,48 @@ def memory_components(pack=None, encoder=None, *, backend: str = "torch", where:
                 f"{where}: give pack or encoder, not both (the pack's heads and scorer were fitted to its encoder)"
             )
         if isinstance(pack, (str, os.PathLike)):
-            from memnets.pack import load_pack
-
-            pack = load_pack(pack, backend=backend)
+            pack = pack_from(pack, backend)
         return pack_components(pack)
     if encoder is None or isinstance(encoder, (str, os.PathLike)):
-        from memnets.nn.encoder import MemoryEncoder
+        from memnets.nn.loading import load_encoder
 
-        encoder = MemoryEncoder.from_pretrained(*([encoder] if encoder is not None else []), backend=backend)
+        encoder = load_encoder(encoder, backend)
     return {"encoder": encoder}
+
+
+def pack_from(folder, backend: str | None):
+    """The pack in ``folder``, its encoder on ``backend`` (None: torch). A pack's heads run on torch: without it,
+    an ImportError that names the ``train`` extra (the core install serves a folder's encoder, not a pack)."""
+    from memnets.extras import needs_extra
+    from memnets.pack import load_pack
+
+    with needs_extra("a pack (its encoder and heads run on torch)", "train"):
+        return load_pack(folder, backend=backend or "torch")
 
 
 def supersession_judge(given, from_pack):
     """``memnets.open``'s ``supersession``: "auto" is the pack's change judge when it has one, else the one
-    shipped with memnets (:class:`~memnets.nn.change_judge.ChangeJudge`); None turns the step off; a judge
-    is kept."""
+    shipped with memnets (:func:`memnets.nn.loading.load_default_judge`: on torch where the encoder runs on
+    torch, else on ONNX Runtime); None turns the step off; a judge is kept."""
     if isinstance(given, str):
         if given != "auto":
             raise ValueError(f'supersession: expected "auto", None or a SupersessionJudge, got {given!r}')
         if from_pack is not None:
             return from_pack
-        from memnets.nn.change_judge import ChangeJudge
+        from memnets.nn.loading import load_default_judge
 
-        return ChangeJudge.load()
+        return load_default_judge()
     return given
 
 
-def open_parts(location, *, pack, key, encoder, backend: str, options: dict, supersession=None) -> MemoryParts:
+def open_parts(location, *, pack, key, encoder, backend: str | None, options: dict, supersession=None) -> MemoryParts:
     """The parts of ``memnets.open(location, ...)``: ``options`` split into settings and store options."""
     names = {f.name for f in fields(ManagerConfig)}
     settings = {name: value for name, value in options.items() if name in names}
     store_options = {name: value for name, value in options.items() if name not in names}
     check_options(location, store_options, "memnets.open", names)
     if isinstance(pack, (str, os.PathLike)) and encoder is None:  # loaded once: heads and "auto"'s judge
-        from memnets.pack import load_pack
-
-        pack = load_pack(pack, backend=backend)
+        pack = pack_from(pack, backend)
     components = memory_components(pack, encoder, backend=backend)
     from_pack = pack.supersession if pack is not None and supersession == "auto" else None
     components["supersession"] = supersession_judge(supersession, from_pack)
@@ -148,4 +156,4 @@ def open_for(location, encoder, key, options: dict):
         return store
 
 
-__all__ = ["MemoryParts", "memory_components", "open_for", "open_parts", "reembed"]
+__all__ = ["MemoryParts", "memory_components", "open_for", "open_parts", "pack_from", "reembed"]

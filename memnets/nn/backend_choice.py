@@ -86,10 +86,13 @@ def vnni_or_int8(backend: str, flags: list[str] | None = None) -> str:
 
 
 def choose_backend(encoder, folder=None) -> str:
-    """Set ``encoder`` (on the exact torch backend) to the first of :data:`AUTO_ORDER` that loads and
-    agrees (:data:`AGREEMENT_FLOOR` on :data:`PROBE_TEXTS`), else leave it on torch; the chosen name.
-    Logs one line: the choice, and why any faster candidate was passed over."""
-    exact = encoder.encode(list(PROBE_TEXTS))
+    """Set ``encoder`` (on its exact backend: torch, or the serving encoder's float32 ``"onnx"``) to the first of
+    :data:`AUTO_ORDER` that loads and agrees (:data:`AGREEMENT_FLOOR` on :data:`PROBE_TEXTS`), else leave it on
+    that exact backend; the chosen name. Logs one line: the choice, and why any faster candidate was passed over."""
+    import numpy as np
+
+    exact_backend = encoder.backend
+    exact = np.asarray(encoder.encode(list(PROBE_TEXTS)))
     passed_over = []
     for backend in AUTO_ORDER:
         try:
@@ -97,7 +100,7 @@ def choose_backend(encoder, folder=None) -> str:
         except Exception as error:  # noqa: BLE001 - any failure to load means: not this backend
             passed_over.append(f"{backend!r} could not load ({type(error).__name__}: {error})")
             continue
-        agreement = float((encoder.encode(list(PROBE_TEXTS)) * exact).sum(dim=1).mean())
+        agreement = float((np.asarray(encoder.encode(list(PROBE_TEXTS))) * exact).sum(axis=1).mean())
         if agreement >= AGREEMENT_FLOOR:
             reasons = f"; passed over: {'; '.join(passed_over)}" if passed_over else ""
             logger.info(
@@ -105,6 +108,6 @@ def choose_backend(encoder, folder=None) -> str:
             )
             return backend
         passed_over.append(f"{backend!r} agrees only {agreement:.4f} with the exact encoder (floor {AGREEMENT_FLOOR})")
-    encoder.set_backend("torch")
-    logger.warning("backend 'auto' fell back to the exact 'torch' backend: %s", "; ".join(passed_over))
-    return "torch"
+    encoder.set_backend(exact_backend, folder)
+    logger.warning("backend 'auto' fell back to the exact %r backend: %s", exact_backend, "; ".join(passed_over))
+    return exact_backend

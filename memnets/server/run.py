@@ -117,17 +117,18 @@ class ServerConfig:
         """Open the memory; ``wrap`` (the server's: a BatchingEncoder around it) turns the encoder of
         the pack, of ``--encoder`` or the default one into the encoder the memory is opened with."""
         import memnets
-        from memnets.nn.encoder import MemoryEncoder
-        from memnets.pack import load_pack
+        from memnets.nn.loading import load_encoder
 
         wrap = wrap or (lambda encoder: encoder)
         options = dict(self.options)
-        backend = options.pop("backend", "torch")
+        backend = options.pop("backend", None)  # None: torch where installed, else ONNX Runtime (memnets.nn.loading)
         if self.pack is not None:
-            pack = load_pack(self.pack, backend=backend)
+            from memnets.pack import load_pack
+
+            pack = load_pack(self.pack, backend=backend or "torch")
             pack = replace(pack, encoder=wrap(pack.encoder))
             return memnets.open(self.location, pack=pack, key=self.key(), **options)
-        encoder = MemoryEncoder.from_pretrained(*([self.encoder] if self.encoder is not None else []), backend=backend)
+        encoder = load_encoder(self.encoder, backend)
         return memnets.open(self.location, encoder=wrap(encoder), key=self.key(), **options)
 
 

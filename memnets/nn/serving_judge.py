@@ -1,0 +1,102 @@
+"""The change-of-fact judge for serving, without torch: its graph on ONNX Runtime, ``tokenizers`` for the pair.
+
+:class:`ServingJudge` reads the folders :class:`~memnets.nn.change_judge.ChangeJudge` saves (the one
+shipped in ``memnets/judges/default/``, a pack's ``supersession/``) and computes what its network
+computes: ``[CLS] older [SEP] newer [SEP]`` (each cut to :data:`~memnets.nn.judge_files.MAX_CHARS`,
+the pair to :data:`~memnets.nn.judge_files.MAX_TOKENS`), the judge's layers over the backbone's frozen
+embeddings, mean pooling, one logit, a sigmoid. The graph is built once from the judge's weights and
+the backbone's embeddings by :func:`memnets.nn.bert_graph.bert_graph` and cached under both files'
+SHA-256. It meets :class:`memnets.memory.supersession.SupersessionJudge` as ``ChangeJudge`` does.
+
+Example::
+
+    judge = ServingJudge.load()
+    judge.scores([("I live in Leeds.", "I moved to Lyon in June.")])   # [0.97...]
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from memnets.nn.backbones import DEFAULT_BACKBONE
+from memnets.nn.bert_graph import GRAPH_VERSION, BertShape, bert_graph
+from memnets.nn.fast_tokenizer import FastTokenizer
+from memnets.nn.graph_cache import cached_graph, file_sha256
+from memnets.nn.judge_files import DEFAULT_JUDGE_DIR, MAX_TOKENS, WEIGHTS_NAME, cut, read_config
+from memnets.nn.onnx_runtime import GraphSession
+
+BACKBONE_WEIGHTS = "model.safetensors"
+
+
+class ServingJudge:
+    """A saved change judge on ONNX Runtime: ``score(older, newer)`` in [0, 1]; the newer ends the older at ``threshold``."""
+
+    def __init__(self, session: GraphSession, tokenizer: FastTokenizer, threshold: float, layers: int, info: dict):
+        self.session, self.tokenizer, self.threshold, self.layers = session, tokenizer, float(threshold), int(layers)
+        self.info = dict(info)
+
+    def __repr__(self) -> str:
+        return f"ServingJudge(layers={self.layers}, threshold={self.threshold:.3f})"
+
+    @classmethod
+    def load(
+        cls, folder: str | Path = DEFAULT_JUDGE_DIR, backbone: str = DEFAULT_BACKBONE, shown: str | Path | None = None
+    ) -> ServingJudge:
+        """The judge saved in ``folder`` (default: the one shipped with memnets) on ``backbone``'s embeddings;
+        the errors of :meth:`ChangeJudge.load <memnets.nn.change_judge.ChangeJudge.load>` for a folder that
+        is not a judge or does not fit the backbone."""
+        folder, backbone_dir = Path(folder), Path(backbone)
+        config = read_config(folder, Path(shown or folder))
+        backbone_config = json.loads((backbone_dir / "config.json").read_text())
+        shape = BertShape.of(backbone_config, layers=config["layers"])
+        found = (shape.hidden, int(backbone_config["vocab_size"]))
+        if found != (config["hidden_size"], config["vocab_size"]):
+            raise ValueError(
+                f"{shown or folder}: the judge was trained on a backbone of hidden size {config['hidden_size']} and "
+                f"vocabulary {config['vocab_size']}, {backbone} has {found[0]} and {found[1]}"
+            )
+        hashes = [file_sha256(folder / WEIGHTS_NAME), file_sha256(backbone_dir / BACKBONE_WEIGHTS), config["layers"]]
+        key = hashlib.sha256(json.dumps(hashes).encode()).hexdigest()[:24]
+        graph = cached_graph(f"judge-{key}-g{GRAPH_VERSION}", lambda: _build(folder, backbone_dir, shape, shown))
+        info = {k: v for k, v in config.items() if k not in ("format", "format_version", "layers", "threshold")}
+        return cls(
+            GraphSession(graph), FastTokenizer.from_folder(backbone_dir), config["threshold"], shape.layers, info
+        )
+
+    def scores(self, pairs: Sequence[tuple[str, str]]) -> list[float]:
+        """The probability, for each (older, newer) pair, that ``newer`` ends ``older``."""
+        if not pairs:
+            return []
+        batch = self.tokenizer.batch([cut(a) for a, _ in pairs], MAX_TOKENS, pairs=[cut(b) for _, b in pairs])
+        logits = self.session.run(
+            batch["input_ids"], batch["attention_mask"], token_type_ids=batch["token_type_ids"]
+        ).reshape(-1)
+        return (1.0 / (1.0 + np.exp(-logits.astype(np.float64)))).tolist()
+
+    def score(self, older: str, newer: str) -> float:
+        return self.scores([(older, newer)])[0]
+
+
+def _build(folder: Path, backbone: Path, shape: BertShape, shown):
+    """The judge's graph: the backbone's embeddings, the judge's layers and classifier (float16 saved, float32 here)."""
+    from safetensors.numpy import load_file
+
+    trained = load_file(str(folder / WEIGHTS_NAME))
+    layers = {k.removeprefix("bert."): v.astype(np.float32) for k, v in trained.items() if k.startswith("bert.")}
+    expected = {f"encoder.layer.{i}." for i in range(shape.layers)}
+    prefixes = {k[: k.index(".", len("encoder.layer.")) + 1] for k in layers}
+    if prefixes != expected or "classifier.weight" not in trained or "classifier.bias" not in trained:
+        raise ValueError(f"{Path(shown or folder) / WEIGHTS_NAME}: not the weights of a {shape.layers}-layer judge")
+    embeddings = {k: v for k, v in load_file(str(backbone / BACKBONE_WEIGHTS)).items() if k.startswith("embeddings.")}
+    head = (trained["classifier.weight"].astype(np.float32), trained["classifier.bias"].astype(np.float32))
+    return bert_graph(
+        embeddings | layers, shape, head=head, normalize=False, pooling_floor=1.0, token_types=True, output="logit"
+    )
+
+
+__all__ = ["ServingJudge"]
