@@ -22,6 +22,7 @@ import torch.nn.functional as F
 from sklearn.metrics import average_precision_score
 from torch.utils.data import DataLoader
 
+from memnets.nn.backbones import DEFAULT_BACKBONE
 from memnets.nn.change_judge import ChangeJudge, ChangeJudgeNet, probabilities
 from memnets.nn.heads import threshold_max_f1
 
@@ -93,6 +94,11 @@ class ChangeJudgeDataModule(L.LightningDataModule):
             training rows as no change (label 0): a speaker's statements about two things end nothing, a
             lesson the written pairs, whose negatives all share a subject, do not teach ("I moved to Lyon"
             then "I drink green tea"). Seeded; 0 adds none.
+        replayed: candidate pairs of real conversations added as no change (and their mined changes as
+            changes): the conversations of ``conversations`` whose pairs in ``labels`` are of split "train",
+            paired as the write path pairs them (:mod:`memnets.lit.supersession_replay`). 0 adds none.
+        conversations: the LoCoMo file ``replayed`` reads.
+        labels: the mined pairs that label them (and say which conversations are for training).
     """
 
     def __init__(
@@ -101,19 +107,40 @@ class ChangeJudgeDataModule(L.LightningDataModule):
         validation: Sequence[str] = DEFAULT_VALIDATION,
         batch_size: int = 16,
         mismatched: int = 1500,
+        replayed: int = 0,
+        conversations: str = "data/locomo/locomo8.json",
+        labels: str = "data/supersession/locomo_mined.jsonl",
     ):
         super().__init__()
         self.train_files, self.validation_files, self.batch_size = list(train), list(validation), int(batch_size)
-        self.mismatched = int(mismatched)
+        self.mismatched, self.replayed = int(mismatched), int(replayed)
+        self.conversations, self.labels = conversations, labels
         self.splits: dict[str, list[dict]] = {}
 
     def setup(self, stage: str | None = None) -> None:
         if not self.splits:
             train = read_pairs(self.train_files, "train")
             self.splits = {
-                "train": train + mismatched_pairs(train, self.mismatched),
+                "train": train + mismatched_pairs(train, self.mismatched) + self._replayed(),
                 "validation": read_pairs(self.validation_files, "validation"),
             }
+
+    def _replayed(self) -> list[dict]:
+        """The candidate pairs of the training conversations (``replayed`` of them no change), or none."""
+        if not self.replayed:
+            return []
+        from memnets.data.locomo import load_locomo
+        from memnets.lit.supersession_replay import replayed_pairs
+        from memnets.nn.encoder import MemoryEncoder
+
+        mined = read_pairs([self.labels], "train")
+        chosen = sorted({row["conversation"] for row in mined})
+        encoder = MemoryEncoder.from_pretrained(DEFAULT_BACKBONE).eval()  # the bundled one, as the write path's default
+
+        def encode(texts):
+            return encoder.encode(list(texts)).numpy()
+
+        return replayed_pairs(load_locomo(self.conversations, chosen), mined, encode, self.replayed)
 
     @property
     def pos_weight(self) -> float:
