@@ -2,7 +2,9 @@
 
 The write path asks the judge about at most ``CANDIDATES`` pairs of one new memory in one batch
 (memnets/memory/supersession.py), so a batch of that size is the decision's added cost per add. The long
-texts show the bound: a 200,000-character statement costs what its first MAX_CHARS characters do.
+texts show the bound: a 200,000-character statement costs what its first MAX_CHARS characters do. The
+judge that serves without torch (ONNX Runtime, :class:`~memnets.nn.serving_judge.ServingJudge`) is timed
+beside the torch one, one after the other, in one run.
 
     python -m bench.experiments.judge_cost --out docs/results
 """
@@ -17,6 +19,7 @@ from pathlib import Path
 from bench.common import REPO_ROOT, parser, write_result
 from memnets.memory.supersession import CANDIDATES
 from memnets.nn.change_judge import ChangeJudge
+from memnets.nn.serving_judge import ServingJudge
 
 PAIRS = REPO_ROOT / "data" / "supersession" / "written" / "validation.jsonl"
 
@@ -36,13 +39,18 @@ def main(argv=None) -> None:
     args = parser("experiments.judge_cost", __doc__.splitlines()[0]).parse_args(argv)
     rows = [json.loads(line) for line in Path(PAIRS).read_text(encoding="utf-8").splitlines() if line.strip()]
     pairs = [(row["older"], row["newer"]) for row in rows]
-    judge = ChangeJudge.load()
-    judge.scores(pairs[:8])  # warm up
+    judges = {"torch": ChangeJudge.load(), "onnx": ServingJudge.load()}
     repeats = 10 if args.quick else 60
-    results = {f"batch_{size}_p50_ms": p50_ms(judge, pairs, size, repeats) for size in (1, CANDIDATES)}
-    for length in (1_000, 200_000):
-        hostile = [(older, ("a@" * length)[:length]) for older, _ in pairs]
-        results[f"batch_{CANDIDATES}_newer_{length}_chars_p50_ms"] = p50_ms(judge, hostile, CANDIDATES, repeats)
+    results = {}
+    for name, judge in judges.items():
+        judge.scores(pairs[:8])  # warm up
+        for size in (1, CANDIDATES):
+            results[f"{name}_batch_{size}_p50_ms"] = p50_ms(judge, pairs, size, repeats)
+        for length in (1_000, 200_000):
+            hostile = [(older, ("a@" * length)[:length]) for older, _ in pairs]
+            results[f"{name}_batch_{CANDIDATES}_newer_{length}_chars_p50_ms"] = p50_ms(
+                judge, hostile, CANDIDATES, repeats
+            )
     print(json.dumps(results, indent=2))
     write_result(args.out, "judge_cost", {"quick": args.quick, "pairs": str(PAIRS.relative_to(REPO_ROOT))}, results)
 
