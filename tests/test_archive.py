@@ -318,8 +318,8 @@ BAD_CALLS = [
     ("delete ids as one string", lambda a: a.delete("existing", "alice"), TypeError),
     ("delete surrogate owner", lambda a: a.delete(["existing"], "\udc00"), InvalidMemoryError),
     ("delete_owner empty", lambda a: a.delete_owner(""), ValueError),
-    ("purge with a string", lambda a: a.purge_older_than("2024-01-01"), TypeError),
-    ("touch with a string", lambda a: a.touch(["existing"], "alice", "now"), TypeError),
+    ("purge with a string that is no time", lambda a: a.purge_older_than("last week"), ValueError),  # ISO is a time
+    ("touch with a string that is no time", lambda a: a.touch(["existing"], "alice", "now"), ValueError),
     ("list negative limit", lambda a: a.list_memories("alice", limit=-1), ValueError),
     ("vectors of a missing id", lambda a: a.vectors(["nope"], "alice"), KeyError),
 ]

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import logging
 import re
-import sys
 
 import pytest
 import torch
@@ -68,12 +67,6 @@ def test_gpu_half_backends_agree_with_torch(tiny_model_dir, turns, backend):
     exact = MemoryEncoder.from_pretrained(tiny_model_dir, max_length=64)
     half = MemoryEncoder.from_pretrained(tiny_model_dir, max_length=64, backend=backend).to("cuda")
     assert _cosines(half.encode(turns), exact.encode(turns)).min() >= 0.99
-
-
-def test_a_missing_onnxruntime_names_the_extra(tiny_model_dir, monkeypatch):
-    monkeypatch.setitem(sys.modules, "onnxruntime", None)  # what Python does when it is not installed
-    with pytest.raises(ImportError, match=r"extra \[onnx\]: pip install"):
-        MemoryEncoder.from_pretrained(tiny_model_dir, backend="int8")
 
 
 def test_pack_carries_the_int8_encoder_verified_and_loads_it(tiny_model_dir, tmp_path, turns):
