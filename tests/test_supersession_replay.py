@@ -65,3 +65,15 @@ def test_the_data_module_adds_the_training_conversations_pairs_only(tiny_locomo_
     module.setup()
     replayed = [r for r in module.splits["train"] if r.get("kind") == "replayed"]
     assert replayed and {r["conversation"] for r in replayed} == {"tiny-1"}  # tiny-2 is validation's
+
+
+def test_the_pool_is_the_nearest_turns_of_either_speaker_as_the_write_path_searches():
+    from memnets.memory.supersession import CANDIDATE_POOL
+
+    # ann's older turn at cosine 0.6, then CANDIDATE_POOL of bob's turns nearer to ann's newer one: they fill the pool
+    speakers = ["ann"] + ["bob"] * CANDIDATE_POOL + ["ann"]
+    turns = [SimpleNamespace(speaker=s) for s in speakers]
+    vectors = np.stack([unit(0.6, 0.8)] + [unit(1, 0.02 * (i + 1)) for i in range(CANDIDATE_POOL)] + [unit(1, 0)])
+    assert all(vectors[0] @ vectors[-1] < vectors[i] @ vectors[-1] for i in range(1, CANDIDATE_POOL + 1))
+    assert (0, len(turns) - 1) not in candidate_pairs(turns, vectors)
+    assert candidate_pairs(turns[:1] + turns[-1:], vectors[[0, -1]]) == [(0, 1)]  # without bob, a candidate

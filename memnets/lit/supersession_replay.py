@@ -25,16 +25,15 @@ from memnets.memory.supersession import CANDIDATE_FLOOR, CANDIDATE_POOL, CANDIDA
 
 
 def candidate_pairs(turns: Sequence, vectors: np.ndarray) -> list[tuple[int, int]]:
-    """(older, newer) turn indices: each turn against its speaker's nearest earlier turns, as the write path picks
-    them (``vectors``: the turns' unit vectors, in order)."""
+    """(older, newer) turn indices: each turn against its speaker's earlier turns among the pool of its nearest
+    earlier turns (of either speaker, as the write path searches the user's memories, then keeps the speaker's),
+    as the write path picks them (``vectors``: the turns' unit vectors, in order)."""
     pairs = []
     for newer, turn in enumerate(turns):
-        earlier = [i for i in range(newer) if turns[i].speaker == turn.speaker]
-        if not earlier:
-            continue
-        cosines = vectors[earlier] @ vectors[newer]
-        nearest = np.argsort(-cosines, kind="stable")[:CANDIDATE_POOL]
-        pairs += [(earlier[i], newer) for i in nearest if cosines[i] >= CANDIDATE_FLOOR][:CANDIDATES]
+        cosines = vectors[:newer] @ vectors[newer]
+        pool = np.argsort(-cosines, kind="stable")[:CANDIDATE_POOL]
+        kept = [i for i in pool if turns[i].speaker == turn.speaker and cosines[i] >= CANDIDATE_FLOOR]
+        pairs += [(int(i), newer) for i in kept[:CANDIDATES]]
     return pairs
 
 
