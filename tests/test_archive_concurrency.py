@@ -139,11 +139,10 @@ def test_threads_sharing_and_not_sharing_an_instance(tmp_path):
 def test_two_processes_writing_and_reading(tmp_path):
     # both children race to create the archive, too
     children = [start_child(CHILD, str(tmp_path), "pA", "pB"), start_child(CHILD, str(tmp_path), "pB", "pA")]
-    outputs = []
-    for child in children:
-        out, err = child.communicate(timeout=240)
-        assert child.returncode == 0, err
-        outputs.append(out)
+    finished = [child.communicate(timeout=240) for child in children]
+    # every child's error, not only the first's: one waits for the other, so the other's is the cause
+    assert [child.returncode for child in children] == [0, 0], "\n".join(err for _, err in finished)
+    outputs = [out for out, _ in finished]
     total = sum(int(out.split()[1]) for out in outputs)
     check_final(tmp_path, ["pA", "pB"])
     print(f"\nprocess operations: {total}")
