@@ -197,7 +197,9 @@ def test_a_backdated_transcript_is_stored_with_supersession_on(location, encoder
 
 
 def test_open_with_auto_supersession_uses_the_shipped_judge_and_none_leaves_it_off(tiny_model_dir, tmp_path):
-    for setting, expected in (("auto", ChangeJudge), (None, type(None))):
+    from memnets.nn.serving_judge import ServingJudge
+
+    for setting, expected in (("auto", ServingJudge), (None, type(None))):
         with memnets.open(tmp_path / str(setting), encoder=tiny_model_dir, supersession=setting) as memory:
             judge = memory._writes.supersession
             assert isinstance(judge.judge if judge is not None else None, expected)

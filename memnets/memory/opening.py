@@ -65,8 +65,7 @@ def pack_from(folder, backend: str | None):
 
 def supersession_judge(given, from_pack):
     """``memnets.open``'s ``supersession``: "auto" is the pack's change judge when it has one, else the one
-    shipped with memnets (:func:`memnets.nn.loading.load_default_judge`: on torch where the encoder runs on
-    torch, else on ONNX Runtime); None turns the step off; a judge is kept."""
+    shipped with memnets (:func:`memnets.nn.loading.load_default_judge`, on ONNX Runtime); None turns the step off; a judge is kept."""
     if isinstance(given, str):
         if given != "auto":
             raise ValueError(f'supersession: expected "auto", None or a SupersessionJudge, got {given!r}')
