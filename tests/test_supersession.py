@@ -11,6 +11,7 @@ from pathlib import Path
 
 import lightning as L
 import pytest
+import torch
 
 import memnets
 from memnets.nn.change_judge import MAX_CHARS, MAX_TOKENS, ChangeJudge, ChangeJudgeNet, NotAJudge, cut
@@ -70,6 +71,21 @@ def test_fit_supersession_saves_a_judge_that_loads_back_with_the_same_scores(fit
     pairs = [("I live in Leeds.", "I moved to Lyon in June."), ("I have a dog.", "My sister got a cat.")]
     assert loaded.scores(pairs) == pytest.approx(judge.scores(pairs), abs=2e-3)  # saved in half precision
     assert loaded.threshold == judge.threshold
+
+
+def test_a_fit_can_start_from_a_saved_judge_and_takes_its_depth(fitted, tmp_path):
+    """``start``: the fine-tuning begins at a saved judge's layers and classifier (the pack's recipe starts at the
+    shipped judge), whatever ``layers`` says; a folder that holds no judge is refused, naming it."""
+    from memnets.lit.supersession import ChangeJudgeModule
+
+    _, folder = fitted
+    for start, expected in ((str(folder), ChangeJudge.load(folder)), ("shipped", ChangeJudge.load())):
+        module = ChangeJudgeModule(layers=6, start=start, output_dir=None)
+        assert module.net.layers == expected.net.layers and module.net.training
+        started, saved = module.net.trained_state(), expected.net.trained_state()
+        assert started.keys() == saved.keys() and all(torch.equal(started[k], saved[k]) for k in saved)
+    with pytest.raises((ValueError, FileNotFoundError), match="nowhere"):
+        ChangeJudgeModule(start=str(tmp_path / "nowhere"), output_dir=None)
 
 
 def test_a_folder_of_another_kind_or_backbone_is_refused_naming_it(fitted, tiny_model_dir, tmp_path):

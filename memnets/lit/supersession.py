@@ -25,6 +25,7 @@ from torch.utils.data import DataLoader
 from memnets.nn.backbones import DEFAULT_BACKBONE
 from memnets.nn.change_judge import ChangeJudge, ChangeJudgeNet, probabilities
 from memnets.nn.heads import threshold_max_f1
+from memnets.nn.judge_files import DEFAULT_JUDGE_DIR
 
 WRITTEN = "data/supersession/written"
 DEFAULT_TRAIN = (f"{WRITTEN}/train_a.jsonl", f"{WRITTEN}/train_b.jsonl")
@@ -168,6 +169,10 @@ class ChangeJudgeModule(L.LightningModule):
         precision: the validation precision of endings the threshold is set for.
         output_dir: where the judge is saved at the end of fit (None: not saved).
         backbone: the model folder the judge starts from (None: the bundled all-MiniLM-L6-v2).
+        start: a saved judge folder whose layers and classifier the fine-tuning starts from instead of the
+            backbone's ("shipped": the judge memnets ships, :data:`~memnets.nn.judge_files.DEFAULT_JUDGE_DIR`);
+            its depth replaces ``layers``. The pack's recipe starts there: the written pairs are learned
+            already, and one epoch over the conversations' pairs adapts it (configs/supersession/cpu.yaml).
     """
 
     def __init__(
@@ -178,12 +183,16 @@ class ChangeJudgeModule(L.LightningModule):
         precision: float = TARGET_PRECISION,
         output_dir: str | None = "checkpoints/supersession/best",
         backbone: str | None = None,
+        start: str | None = None,
     ):
         super().__init__()
         self.save_hyperparameters()
-        self.net = ChangeJudgeNet(
-            layers, *([backbone] if backbone else [])
-        ).train()  # dropout on: from_pretrained returns it in eval mode
+        if start is not None:
+            folder = DEFAULT_JUDGE_DIR if start == "shipped" else start
+            self.net = ChangeJudge.load(folder, *([backbone] if backbone else [])).net
+        else:
+            self.net = ChangeJudgeNet(layers, *([backbone] if backbone else []))
+        self.net.train()  # dropout on: from_pretrained returns it in eval mode
         self.lr, self.weight_decay, self.precision, self.output_dir = lr, weight_decay, precision, output_dir
         self.best_ap, self.best_epoch, self.best_state = -1.0, -1, None
         self._outputs: list[tuple[torch.Tensor, torch.Tensor]] = []
