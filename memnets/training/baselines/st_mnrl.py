@@ -22,12 +22,12 @@ from pathlib import Path
 
 import torch
 
-from memnets.data.builders import build_retrieval_pairs
-from memnets.data.config import load_data_config
-from memnets.data.formats import load_conversations
 from memnets.nn.backbones import resolve_backbone
 from memnets.nn.encoder import DEFAULT_BACKBONE
 from memnets.progress import quiet_loading, track
+from memnets.training.data.builders import build_retrieval_pairs
+from memnets.training.data.config import load_data_config
+from memnets.training.data.formats import load_conversations
 
 logger = logging.getLogger(__name__)
 

@@ -19,8 +19,8 @@ from rich.table import Table
 
 from memnets.commands.options import DATA_HELP
 from memnets.console import CommandParser, add_output_options, parse_args, print_table
-from memnets.evaluation.answers import AnswerReport, conversation_items, evaluate_answers, longmemeval_items
-from memnets.retrieval.rankers import parse_spec
+from memnets.training.evaluation.answers import AnswerReport, conversation_items, evaluate_answers, longmemeval_items
+from memnets.training.retrieval.rankers import parse_spec
 
 
 def parser() -> argparse.ArgumentParser:
@@ -74,11 +74,11 @@ def report_table(report: AnswerReport) -> Table:
 
 
 def main(argv: list[str]) -> int:
-    from memnets.data.formats import detect_format, load_conversations
-    from memnets.data.longmemeval import load_longmemeval
-    from memnets.evaluation.longmemeval import cache_encodings
     from memnets.llm import OpenAIChatLLM
-    from memnets.retrieval.rankers import build_ranker
+    from memnets.training.data.formats import detect_format, load_conversations
+    from memnets.training.data.longmemeval import load_longmemeval
+    from memnets.training.evaluation.longmemeval import cache_encodings
+    from memnets.training.retrieval.rankers import build_ranker
 
     command = parser()
     args = parse_args(command, argv)

@@ -1,6 +1,6 @@
 """`memnets baseline st-mnrl`: the sentence-transformers MNRL fine-tune the trained encoder must beat.
 
-Parses, calls :func:`memnets.baselines.st_mnrl.train_st_mnrl` and prints its run record (also saved
+Parses, calls :func:`memnets.training.baselines.st_mnrl.train_st_mnrl` and prints its run record (also saved
 as ``OUTPUT/training.json``).
 """
 
@@ -14,8 +14,8 @@ from memnets.console import CommandParser, add_output_options, parse_args
 
 
 def st_mnrl_parser() -> argparse.ArgumentParser:
-    from memnets.baselines import st_mnrl
     from memnets.nn.encoder import DEFAULT_BACKBONE
+    from memnets.training.baselines import st_mnrl
 
     parser = CommandParser(
         prog="memnets baseline st-mnrl",
@@ -49,7 +49,7 @@ def st_mnrl_parser() -> argparse.ArgumentParser:
 
 
 def st_mnrl_main(argv: list[str]) -> int:
-    from memnets.baselines import st_mnrl
+    from memnets.training.baselines import st_mnrl
 
     parser = st_mnrl_parser()
     args = parse_args(parser, argv)

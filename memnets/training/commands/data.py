@@ -10,9 +10,9 @@ from rich.table import Table
 
 from memnets.commands.options import add_data_option
 from memnets.console import CommandParser, add_output_options, parse_args, print_table
-from memnets.data.builders import prepare_datasets
-from memnets.data.config import SPLIT_NAMES, load_data_config
-from memnets.data.formats import load_conversations
+from memnets.training.data.builders import prepare_datasets
+from memnets.training.data.config import SPLIT_NAMES, load_data_config
+from memnets.training.data.formats import load_conversations
 
 
 def balance_table(datasets: dict, source: str = "LoCoMo") -> Table:

@@ -1,6 +1,6 @@
 """`memnets eval retrieval --data FILE` on a LongMemEval file: its metrics, as tables and as JSON.
 
-`memnets eval retrieval` hands a LongMemEval file here (:func:`memnets.commands.evaluate.retrieval_main`
+`memnets eval retrieval` hands a LongMemEval file here (:func:`memnets.training.commands.evaluate.retrieval_main`
 tells the format from the content). The first table gives, per retriever, recall_any, recall_all
 and NDCG at k = 1, 3, 5, 10, 30, 50 at turn and session level; the second, the paper's columns
 (recall_any and NDCG at 5 and 10) per question type. ``--json`` writes every question's values.
@@ -17,9 +17,9 @@ from pathlib import Path
 from rich.table import Table
 
 from memnets.console import print_table
-from memnets.data.longmemeval import load_longmemeval
-from memnets.evaluation.longmemeval import LongMemEvalReport, compare_on_longmemeval
-from memnets.retrieval.longmemeval_metrics import LONGMEMEVAL_KS, METRICS
+from memnets.training.data.longmemeval import load_longmemeval
+from memnets.training.evaluation.longmemeval import LongMemEvalReport, compare_on_longmemeval
+from memnets.training.retrieval.longmemeval_metrics import LONGMEMEVAL_KS, METRICS
 
 TYPE_COLUMNS = tuple(
     f"{level}_{metric}@{k}" for level in ("session", "turn") for k in (5, 10) for metric in ("recall_any", "ndcg")

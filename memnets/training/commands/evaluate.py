@@ -3,16 +3,16 @@
 `memnets eval retrieval`: recall@k (LoCoMo rule), MRR@10 and nDCG@10 of one or more
 retrievers on a split, side by side, as a table and as JSON. On a LongMemEval file (`--data`),
 LongMemEval's own metrics instead: recall_any, recall_all and NDCG at k at turn and session level,
-per question type (memnets.commands.eval_longmemeval).
+per question type (memnets.training.commands.eval_longmemeval).
 
-Retrievers are given as specs `[NAME=]KIND[:PATH]` (the registry of memnets.retrieval.rankers), for example
+Retrievers are given as specs `[NAME=]KIND[:PATH]` (the registry of memnets.training.retrieval.rankers), for example
 `bm25`, `dense` (the bundled all-MiniLM-L6-v2), `trained=dense:checkpoints/encoder/best`,
 `heuristic` (Generative Agents' score on the backbone), `learned:checkpoints/pack` (a pack's LearnedScorer),
 `memory[:PACK]` (the conversation written into a fresh memory, with consistency and supersession, and
-ranked by its search: memnets.evaluation.memory_ranker).
+ranked by its search: memnets.training.evaluation.memory_ranker).
 
 `memnets eval heads`: the importance and recall-gate heads against their baselines on a split
-(:mod:`memnets.evaluation.heads`), as Markdown tables and as JSON.
+(:mod:`memnets.training.evaluation.heads`), as Markdown tables and as JSON.
 """
 
 from __future__ import annotations
@@ -27,12 +27,12 @@ from rich.table import Table
 
 from memnets.commands.options import DATA_HELP, add_data_option
 from memnets.console import CommandParser, add_output_options, parse_args, print_table
-from memnets.data.config import SPLIT_NAMES, load_data_config
-from memnets.data.formats import detect_format, load_conversations
-from memnets.data.locomo import CATEGORY_NAMES
-from memnets.evaluation.retrieval import compare_rankers, unscorable
-from memnets.retrieval.metrics import DEFAULT_KS, RetrievalReport
-from memnets.retrieval.rankers import parse_spec
+from memnets.training.data.config import SPLIT_NAMES, load_data_config
+from memnets.training.data.formats import detect_format, load_conversations
+from memnets.training.data.locomo import CATEGORY_NAMES
+from memnets.training.evaluation.retrieval import compare_rankers, unscorable
+from memnets.training.retrieval.metrics import DEFAULT_KS, RetrievalReport
+from memnets.training.retrieval.rankers import parse_spec
 
 
 def comparison_table(reports: Sequence[RetrievalReport], scope: str, ks: Sequence[int]) -> Table:
@@ -103,7 +103,7 @@ def retrieval_main(argv: list[str]) -> int:
     except ValueError as error:
         parser.error(str(error))
     if longmemeval:
-        from memnets.commands import eval_longmemeval
+        from memnets.training.commands import eval_longmemeval
 
         return eval_longmemeval.run(args, parser)
     split = args.split or ("all" if args.data else "test")
@@ -169,7 +169,7 @@ def heads_parser() -> argparse.ArgumentParser:
 
 
 def heads_main(argv: list[str]) -> int:
-    from memnets.evaluation.heads import evaluate_heads, format_table
+    from memnets.training.evaluation.heads import evaluate_heads, format_table
 
     parser = heads_parser()
     args = parse_args(parser, argv)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from memnets.commands.options import add_data_option
 from memnets.console import CommandParser, add_output_options, parse_args
-from memnets.data.config import SPLIT_NAMES, load_data_config
+from memnets.training.data.config import SPLIT_NAMES, load_data_config
 
 
 def _read_json_object(path: str | None, option: str) -> dict:
@@ -76,8 +76,8 @@ def main(argv: list[str]) -> int:
 
     from memnets.nn.encoder import MemoryEncoder
     from memnets.pack import export_pack, load_head
-    from memnets.retrieval.scored import fit_split_weights
     from memnets.scoring import FEATURES, ScorerWeights
+    from memnets.training.retrieval.scored import fit_split_weights
 
     try:
         metrics = _read_json_object(args.metrics, "--metrics")

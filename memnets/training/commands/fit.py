@@ -1,6 +1,6 @@
 """`memnets fit COMPONENT -c CONFIG [LightningCLI options]`: train one component with LightningCLI.
 
-Parses the component name, hands the rest to :func:`memnets.lit.cli.build_cli`, prints usage and
+Parses the component name, hands the rest to :func:`memnets.training.lit.cli.build_cli`, prints usage and
 config errors. ``memnets fit encoder --help`` lists every option. ``--data FILE`` (the conversations
 file, as on every command that reads them) becomes the DataModule's ``--data.data_path FILE``:
 LightningCLI's own ``--data`` takes a DataModule config, never a conversations file.
@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from memnets.console import setup_output
-from memnets.lit.cli import COMPONENTS, build_cli
+from memnets.training.lit.cli import COMPONENTS, build_cli
 
 OUTPUT_OPTIONS = {"-v": 1, "--verbose": 1, "-vv": 2, "-q": -1, "--quiet": -1}
 
@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     if component not in COMPONENTS:
         print(f"memnets fit: unknown component {component!r}\n{usage()}", file=sys.stderr)
         return 2
-    from memnets.configs import ConfigNotFoundError
+    from memnets.training.configs import ConfigNotFoundError
 
     try:
         build_cli(component, data_file_arguments(rest))

@@ -7,7 +7,7 @@ the LLM would see, and whether an archive search was made. Rows: the heuristic m
 vector memory (every turn stored, the cosine top-k of them per question, no tiers: what mem0 or a
 LangGraph store with an embedding function does), with ``--pack`` the trained manager;
 ``--reference`` adds the always/never-search gates. Every row runs through ``memnets.open``. The experiment is
-:func:`memnets.evaluation.replay.replay`; this command parses, calls it, prints and writes its JSON.
+:func:`memnets.training.evaluation.replay.replay`; this command parses, calls it, prints and writes its JSON.
 """
 
 from __future__ import annotations
@@ -20,11 +20,11 @@ from rich.table import Table
 
 from memnets.commands.options import add_data_option
 from memnets.console import CommandParser, add_output_options, parse_args, print_table
-from memnets.data.formats import load_conversations
-from memnets.data.location import find_data
-from memnets.data.locomo import DataFormatError
-from memnets.evaluation.replay import replay
 from memnets.memory.signals import DEFAULT_GATE_THRESHOLD
+from memnets.training.data.formats import load_conversations
+from memnets.training.data.location import find_data
+from memnets.training.data.locomo import DataFormatError
+from memnets.training.evaluation.replay import replay
 
 DEFAULT_OUTPUT_DIR = Path("checkpoints") / "replay"
 

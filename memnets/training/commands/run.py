@@ -4,7 +4,7 @@ A pipeline config is data: named steps in order, each the argv of one `memnets` 
 (prepare data, fit the encoder and both heads, export the pack, evaluate). Each step runs as its
 own process (`python -m memnets ...`), so that a DDP step can launch its ranks as it would from a
 shell, and a failure stops the run with the step's name and exit code. The GPU pipeline is the same
-command with another config. The config is a file or a packaged config name (see memnets.configs).
+command with another config. The config is a file or a packaged config name (see memnets.training.configs).
 
 Every run records its timing table in checkpoints/run.json (``--record``), rewritten after each
 step so that a stopped run leaves what it did: per step its argv, seconds and status, and the
@@ -25,9 +25,9 @@ from pathlib import Path
 from rich.table import Table
 
 from memnets.commands.options import DATA_HELP, add_data_option
-from memnets.configs import load_config
 from memnets.console import CommandParser, add_output_options, parse_args, print_table
 from memnets.machine import describe
+from memnets.training.configs import load_config
 
 DEFAULT_RECORD = Path("checkpoints") / "run.json"
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import datetime
 
-from memnets.data.locomo import Conversation, QAItem
 from memnets.timeutil import as_utc
+from memnets.training.data.locomo import Conversation, QAItem
 
 
 def asked_at(conversation: Conversation, item: QAItem) -> datetime:

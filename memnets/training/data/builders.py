@@ -22,10 +22,10 @@ from pathlib import Path
 import datasets
 from datasets import Dataset, DatasetDict, load_from_disk
 
-from memnets.data.config import SPLIT_NAMES, DataConfig
-from memnets.data.formats import load_conversations
-from memnets.data.locomo import Conversation, QAItem
 from memnets.progress import track
+from memnets.training.data.config import SPLIT_NAMES, DataConfig
+from memnets.training.data.formats import load_conversations
+from memnets.training.data.locomo import Conversation, QAItem
 
 TASKS = ("retrieval", "importance", "gate")
 BUILDER_VERSION = 1  # bump when a label definition changes, to invalidate caches

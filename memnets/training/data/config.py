@@ -1,7 +1,7 @@
 """The data config (packaged `data/locomo`): file, cache, split by conversation, label settings.
 
 `path` is the conversations file (LoCoMo JSON or memnets JSONL); when it is absent or null, the file
-that `memnets.data.location.find_data` finds ($MEMNETS_DATA, else a checkout's data/locomo). A
+that `memnets.training.data.location.find_data` finds ($MEMNETS_DATA, else a checkout's data/locomo). A
 command's `--data FILE` overrides it. Relative paths (`path`, `cache_dir`) are taken from the working directory, so caches land in the
 folder a command runs from, never inside the installation.
 """
@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from memnets.configs import load_config, resolve_config
-from memnets.data.location import find_data
+from memnets.training.configs import load_config, resolve_config
+from memnets.training.data.location import find_data
 
 DEFAULT_DATA_CONFIG = "data/locomo"
 SPLIT_NAMES = ("train", "validation", "test")

@@ -3,9 +3,9 @@
 Everything that reads conversations from a user-given file (the data config's ``path``,
 ``memnets eval retrieval --data``, replay) calls :func:`load_conversations`, so every format works
 everywhere. A file whose first non-blank character is ``[`` is a JSON list: LongMemEval's
-(:mod:`memnets.data.longmemeval`, one conversation per question) when its first item has a
-``question_id``, else LoCoMo's (:mod:`memnets.data.locomo`); one starting with ``{`` is JSONL, one
-conversation per line (:mod:`memnets.data.jsonl`).
+(:mod:`memnets.training.data.longmemeval`, one conversation per question) when its first item has a
+``question_id``, else LoCoMo's (:mod:`memnets.training.data.locomo`); one starting with ``{`` is JSONL, one
+conversation per line (:mod:`memnets.training.data.jsonl`).
 """
 
 from __future__ import annotations
@@ -13,15 +13,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from memnets.data.jsonl import load_jsonl
-from memnets.data.location import find_data
-from memnets.data.locomo import (
+from memnets.training.data.jsonl import load_jsonl
+from memnets.training.data.location import find_data
+from memnets.training.data.locomo import (
     Conversation,
     DataFormatError,
     load_locomo,
     select_conversations,
 )
-from memnets.data.longmemeval import FIRST_KEY, first_item_keys, load_longmemeval
+from memnets.training.data.longmemeval import FIRST_KEY, first_item_keys, load_longmemeval
 
 FORMATS = ("locomo", "longmemeval", "jsonl")
 
@@ -53,7 +53,7 @@ def load_conversations(path: str | Path | None, sample_ids: Sequence[str] | None
 
     A LongMemEval question is one conversation (its haystack) whose sample id is the question id.
 
-    ``path`` None reads the file that :func:`memnets.data.location.find_data` finds.
+    ``path`` None reads the file that :func:`memnets.training.data.location.find_data` finds.
 
     Raises FileNotFoundError for a missing file and DataFormatError (a ValueError; its subclasses
     LocomoFormatError, LongMemEvalFormatError and JsonlFormatError) naming the file, the line and the field otherwise.

@@ -1,6 +1,6 @@
 """Reader for memnets' JSONL conversation format: a user's own conversations, one per line.
 
-LoCoMo's JSON (``memnets.data.locomo``) is one big list with numbered ``session_<n>`` keys; logs of
+LoCoMo's JSON (``memnets.training.data.locomo``) is one big list with numbered ``session_<n>`` keys; logs of
 an agent are easier to write as JSON Lines, one conversation per line::
 
     {"id": "maya-2024-03",
@@ -36,7 +36,9 @@ import json
 from datetime import datetime
 from pathlib import Path
 
-from memnets.data.locomo import (
+from memnets.text import lone_surrogate
+from memnets.timeutil import as_utc
+from memnets.training.data.locomo import (
     CATEGORY_NAMES,
     Conversation,
     DataFormatError,
@@ -45,8 +47,6 @@ from memnets.data.locomo import (
     Session,
     Turn,
 )
-from memnets.text import lone_surrogate
-from memnets.timeutil import as_utc
 
 CATEGORY_IDS = {name: category for category, name in CATEGORY_NAMES.items()}
 DEFAULT_CATEGORY = 4

@@ -18,12 +18,14 @@ import os
 from importlib.resources import files
 from pathlib import Path
 
+from memnets.argerrors import MissingInputError
+
 DATA_ENV = "MEMNETS_DATA"
 LOCOMO_FILE = "locomo8.json"
 CHECKOUT_DATA = Path("data") / "locomo"
 
 
-class DataNotFoundError(FileNotFoundError):
+class DataNotFoundError(MissingInputError):
     """No data file: none given, none in $MEMNETS_DATA, none in a checkout's data/locomo."""
 
 

@@ -16,8 +16,8 @@ from datetime import datetime
 from functools import cached_property
 from pathlib import Path
 
-from memnets.data.location import find_data
 from memnets.text import lone_surrogate, turn_text
+from memnets.training.data.location import find_data
 
 CATEGORY_NAMES = {
     1: "multi-hop",

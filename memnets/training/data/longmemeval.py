@@ -8,7 +8,7 @@ A LongMemEval file is a JSON list of questions, each carrying the sessions it is
       "haystack_sessions": [[{"role": "user", "content": "...", "has_answer": true}, ...], ...],
       "answer_session_ids": ["answer_s9"]}]
 
-Each question becomes a :class:`LongMemEvalQuestion` holding a :class:`~memnets.data.locomo.Conversation`
+Each question becomes a :class:`LongMemEvalQuestion` holding a :class:`~memnets.training.data.locomo.Conversation`
 of its haystack (sample id = question id), so every command that reads conversations reads it:
 turn ids are ``{session_id}_{n}`` (n counts the session's turns from 1, as LongMemEval's
 retrieval corpus names them), the speaker is the role, and the question's evidence is its
@@ -27,7 +27,9 @@ from datetime import datetime
 from functools import cached_property
 from pathlib import Path
 
-from memnets.data.locomo import (
+from memnets.text import lone_surrogate
+from memnets.timeutil import as_utc
+from memnets.training.data.locomo import (
     Conversation,
     DataFormatError,
     LocomoFormatError,
@@ -36,8 +38,6 @@ from memnets.data.locomo import (
     Turn,
     _samples_with_lines,
 )
-from memnets.text import lone_surrogate
-from memnets.timeutil import as_utc
 
 QUESTION_TYPES = (
     "single-session-user",

@@ -1,10 +1,10 @@
 """Answer-level evaluation: retrieve the top k, answer with the user's model, judge the answer.
 
 For each question (a LongMemEval question over its haystack, or a LoCoMo / JSONL question over its
-conversation), a ranker of the registry (:mod:`memnets.retrieval.rankers`: bm25, dense, a trained
+conversation), a ranker of the registry (:mod:`memnets.training.retrieval.rankers`: bm25, dense, a trained
 encoder, a pack) ranks the conversation's turns written by the time the question is asked
-(:mod:`memnets.retrieval.asked`); the top k go to the answerer with the question's
-date (:func:`memnets.evaluation.answer_prompts.answer_prompt`), and the judge compares the answer
+(:mod:`memnets.training.retrieval.asked`); the top k go to the answerer with the question's
+date (:func:`memnets.training.evaluation.answer_prompts.answer_prompt`), and the judge compares the answer
 with the gold one under the rule of the question's protocol (LongMemEval's per-type rules,
 abstention, or LoCoMo's). The report gives accuracy per category beside the evidence recall@k of
 the same retrieval, tokens in and out and the latency of each call, and each question's retrieved
@@ -27,13 +27,13 @@ from datetime import datetime
 
 import numpy as np
 
-from memnets.data.asked import asked_at
-from memnets.data.locomo import CATEGORY_NAMES, Conversation
-from memnets.data.longmemeval import LongMemEvalQuestion
-from memnets.evaluation.answer_prompts import ANSWER_SYSTEM, answer_prompt, judge_prompt, parse_verdict
 from memnets.llm import LLM, ChatReply, LLMError
-from memnets.retrieval.asked import rank_as_asked
-from memnets.retrieval.rankers import Ranker
+from memnets.training.data.asked import asked_at
+from memnets.training.data.locomo import CATEGORY_NAMES, Conversation
+from memnets.training.data.longmemeval import LongMemEvalQuestion
+from memnets.training.evaluation.answer_prompts import ANSWER_SYSTEM, answer_prompt, judge_prompt, parse_verdict
+from memnets.training.retrieval.asked import rank_as_asked
+from memnets.training.retrieval.rankers import Ranker
 
 logger = logging.getLogger(__name__)
 ANSWER_TOKENS, JUDGE_TOKENS = 200, 10

@@ -26,12 +26,6 @@ from sklearn.metrics import average_precision_score, roc_auc_score
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from memnets.lit.heads import (
-    GateDataModule,
-    ImportanceDataModule,
-    gate_probabilities,
-    importance_probabilities,
-)
 from memnets.nn.heads import (
     ImportanceHead,
     RecallGateHead,
@@ -39,6 +33,12 @@ from memnets.nn.heads import (
     expected_calibration_error,
     threshold_at_recall,
     threshold_max_f1,
+)
+from memnets.training.lit.heads import (
+    GateDataModule,
+    ImportanceDataModule,
+    gate_probabilities,
+    importance_probabilities,
 )
 
 logger = logging.getLogger(__name__)

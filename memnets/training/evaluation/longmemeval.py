@@ -1,9 +1,9 @@
 """Retrieval evaluation on LongMemEval: each question ranks its own haystack's user turns.
 
-For every ranker spec (the registry of :mod:`memnets.retrieval.rankers`) and every question, the
+For every ranker spec (the registry of :mod:`memnets.training.retrieval.rankers`) and every question, the
 user turns of the question's haystack are ranked for the question, and recall_any / recall_all /
 NDCG at k are taken at turn and at session level
-(:mod:`memnets.retrieval.longmemeval_metrics`), then averaged per ``question_type`` and overall.
+(:mod:`memnets.training.retrieval.longmemeval_metrics`), then averaged per ``question_type`` and overall.
 Abstention questions, questions without a ``has_answer`` user turn and those whose evidence is all
 dated after their ``question_date`` are left out and counted.
 
@@ -25,13 +25,13 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from memnets.data.asked import seen_at
-from memnets.data.longmemeval import LongMemEvalQuestion
-from memnets.evaluation import memory_ranker  # noqa: F401 (registers the ranker kind "memory")
 from memnets.progress import track
-from memnets.retrieval.asked import rank_as_asked
-from memnets.retrieval.longmemeval_metrics import LONGMEMEVAL_KS, question_metrics
-from memnets.retrieval.rankers import Ranker, build_ranker, parse_spec
+from memnets.training.data.asked import seen_at
+from memnets.training.data.longmemeval import LongMemEvalQuestion
+from memnets.training.evaluation import memory_ranker  # noqa: F401 (registers the ranker kind "memory")
+from memnets.training.retrieval.asked import rank_as_asked
+from memnets.training.retrieval.longmemeval_metrics import LONGMEMEVAL_KS, question_metrics
+from memnets.training.retrieval.rankers import Ranker, build_ranker, parse_spec
 
 logger = logging.getLogger(__name__)
 _ROW_KEYS = {"question_id", "question_type", "question_date", "evidence", "retrieved"}

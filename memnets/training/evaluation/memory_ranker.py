@@ -1,6 +1,6 @@
 """The ranker kind ``memory[:PACK]``: a conversation ranked by the product's own memory, write path and search.
 
-The other rankers (:mod:`memnets.retrieval.rankers`) score a conversation's turns and sort them, so on a
+The other rankers (:mod:`memnets.training.retrieval.rankers`) score a conversation's turns and sort them, so on a
 changed fact ("I live in Leeds", later "I moved to York") the stale turn may rank first. This one
 measures what an agent using memnets would get: each conversation is written, session by session, into
 a fresh memory (``memnets.open`` in a temporary folder, ``supersession="auto"`` unless a judge is given)
@@ -19,8 +19,8 @@ memory's place in the ranking, after the turn whose words the memory holds now. 
 text) or beyond the search's results follows, in the conversation's order, so every turn is ranked once.
 
 ``memnets eval retrieval memory`` (LoCoMo) or ``memory:checkpoints/pack --data FILE`` (LongMemEval)
-runs it; the kind is registered when :mod:`memnets.evaluation.retrieval` or
-:mod:`memnets.evaluation.longmemeval` is imported. With ``-v`` each conversation's time and write
+runs it; the kind is registered when :mod:`memnets.training.evaluation.retrieval` or
+:mod:`memnets.training.evaluation.longmemeval` is imported. With ``-v`` each conversation's time and write
 outcomes are logged.
 """
 
@@ -35,8 +35,8 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
-from memnets.data.locomo import Conversation, Turn
-from memnets.retrieval.rankers import register_ranker
+from memnets.training.data.locomo import Conversation, Turn
+from memnets.training.retrieval.rankers import register_ranker
 
 logger = logging.getLogger(__name__)
 
@@ -56,7 +56,7 @@ class MemoryRanker:
             a :class:`~memnets.memory.supersession.SupersessionJudge`, or None (no supersession).
 
     ``encoder`` is public, so that an evaluation may wrap it in a cache
-    (:func:`memnets.evaluation.longmemeval.cache_encodings`); the pack's memory then encodes with it too.
+    (:func:`memnets.training.evaluation.longmemeval.cache_encodings`); the pack's memory then encodes with it too.
 
     Example::
 

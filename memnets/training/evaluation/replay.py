@@ -32,11 +32,11 @@ from pathlib import Path
 
 import numpy as np
 
-from memnets.data.locomo import Conversation, memory_id
 from memnets.memory.events import Move
 from memnets.memory.signals import DEFAULT_GATE_THRESHOLD, FixedGate, HeuristicGate, pack_components
 from memnets.nn.embedding_cache import CachedEncoder
 from memnets.progress import track
+from memnets.training.data.locomo import Conversation, memory_id
 
 logger = logging.getLogger(__name__)
 

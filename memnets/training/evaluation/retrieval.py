@@ -1,7 +1,7 @@
 """Retrieval evaluation: rankers from the registry side by side on LoCoMo conversations.
 
-Each ranker is given as a spec ``[NAME=]KIND[:PATH]`` (:mod:`memnets.retrieval.rankers`) and scored
-with the LoCoMo rule (:func:`memnets.retrieval.metrics.evaluate_retriever`: recall@k, MRR@10 and
+Each ranker is given as a spec ``[NAME=]KIND[:PATH]`` (:mod:`memnets.training.retrieval.rankers`) and scored
+with the LoCoMo rule (:func:`memnets.training.retrieval.metrics.evaluate_retriever`: recall@k, MRR@10 and
 nDCG@10 per question against its own conversation's turns). ``memnets eval retrieval`` runs it.
 """
 
@@ -11,18 +11,18 @@ import logging
 import time
 from collections.abc import Iterable, Sequence
 
-from memnets.data.locomo import Conversation
-from memnets.evaluation import (
+from memnets.training.data.locomo import Conversation
+from memnets.training.evaluation import (
     memory_ranker,  # noqa: F401 (registers the ranker kind "memory")
     stored,  # noqa: F401  (registers the ranker kinds of a memory store)
 )
-from memnets.retrieval.metrics import (
+from memnets.training.retrieval.metrics import (
     DEFAULT_CATEGORIES,
     DEFAULT_KS,
     RetrievalReport,
     evaluate_retriever,
 )
-from memnets.retrieval.rankers import build_ranker, parse_spec
+from memnets.training.retrieval.rankers import build_ranker, parse_spec
 
 logger = logging.getLogger(__name__)
 

@@ -1,15 +1,15 @@
 """Ranking a conversation's turns through a memory store, as an agent searches it: dense or hybrid.
 
-The rankers of :mod:`memnets.retrieval.rankers` score turns in process. These write a conversation's
+The rankers of :mod:`memnets.training.retrieval.rankers` score turns in process. These write a conversation's
 turns into a real store with ``memnets.open`` and ``add_many`` (every turn kept: no near-match
 merging) and rank them with ``AgentMemory.search``, the path every door takes, so a figure is the
 store's own: its lexical index, its filters, its fusion. Kinds, registered when this module is
-imported (:mod:`memnets.evaluation.retrieval` imports it, so ``memnets eval retrieval`` knows them):
+imported (:mod:`memnets.training.evaluation.retrieval` imports it, so ``memnets eval retrieval`` knows them):
 
 - ``store_dense[:URL]``: dense search (``search="dense"``), the bundled all-MiniLM-L6-v2;
 - ``store_hybrid[:URL]``: hybrid search (``search="hybrid"``, :mod:`memnets.memory.hybrid`).
 
-(The kind ``memory`` of :mod:`memnets.evaluation.memory_ranker` writes a conversation as chat messages
+(The kind ``memory`` of :mod:`memnets.training.evaluation.memory_ranker` writes a conversation as chat messages
 through the whole write path, merging and superseding as an agent's memory does, into a temporary
 archive, and searches it as ``memnets.open`` defaults; these keep every turn, so that a figure is the
 search's alone, next to ``bm25`` and ``dense``, on either store.)
@@ -30,11 +30,11 @@ import tempfile
 import uuid
 from collections.abc import Sequence
 
-from memnets.data.locomo import Conversation
 from memnets.memory.hybrid import DEPTH
-from memnets.retrieval.metrics import DEFAULT_KS
-from memnets.retrieval.rankers import register_ranker
-from memnets.retrieval.scored import turn_memories
+from memnets.training.data.locomo import Conversation
+from memnets.training.retrieval.metrics import DEFAULT_KS
+from memnets.training.retrieval.rankers import register_ranker
+from memnets.training.retrieval.scored import turn_memories
 
 HEAD = max(DEFAULT_KS)  # the largest k the evaluation reports
 

@@ -1,10 +1,10 @@
-"""LightningCLI for `memnets fit COMPONENT -c CONFIG [LightningCLI options]` (memnets.commands.fit).
+"""LightningCLI for `memnets fit COMPONENT -c CONFIG [LightningCLI options]` (memnets.training.commands.fit).
 
 Each trainable component is one registry entry, COMPONENT -> (LightningModule, LightningDataModule)
 as import strings, so that `memnets fit encoder` imports only the encoder's code. Adding a component
 is one line in ``COMPONENTS``. Everything after the component name goes to LightningCLI's ``fit``
 subcommand, except that each config (``-c``/``--config``) may be a packaged config name as well as a
-file (see :mod:`memnets.configs`): ``-c encoder/cpu --trainer.max_epochs 2 --model.lr 3e-5`` ...
+file (see :mod:`memnets.training.configs`): ``-c encoder/cpu --trainer.max_epochs 2 --model.lr 3e-5`` ...
 ``memnets fit encoder --help`` lists every option.
 """
 
@@ -15,10 +15,13 @@ import sys
 import warnings
 
 COMPONENTS: dict[str, tuple[str, str]] = {
-    "encoder": ("memnets.lit.encoder:EncoderModule", "memnets.lit.data:RetrievalDataModule"),
-    "importance": ("memnets.lit.heads:ImportanceModule", "memnets.lit.heads:ImportanceDataModule"),
-    "gate": ("memnets.lit.heads:GateModule", "memnets.lit.heads:GateDataModule"),
-    "supersession": ("memnets.lit.supersession:ChangeJudgeModule", "memnets.lit.supersession:ChangeJudgeDataModule"),
+    "encoder": ("memnets.training.lit.encoder:EncoderModule", "memnets.training.lit.data:RetrievalDataModule"),
+    "importance": ("memnets.training.lit.heads:ImportanceModule", "memnets.training.lit.heads:ImportanceDataModule"),
+    "gate": ("memnets.training.lit.heads:GateModule", "memnets.training.lit.heads:GateDataModule"),
+    "supersession": (
+        "memnets.training.lit.supersession:ChangeJudgeModule",
+        "memnets.training.lit.supersession:ChangeJudgeDataModule",
+    ),
 }
 
 # COMPONENT -> (source, target) arguments linked once the DataModule exists: a head is built in its
@@ -36,8 +39,8 @@ def _load(target: str):
 
 def resolve_config_args(args: list[str]) -> list[str]:
     """``args`` with the value of every ``-c``/``--config`` replaced by what jsonargparse reads: the
-    config's file path, or the merged YAML of a config with a ``base:`` (see :mod:`memnets.configs`)."""
-    from memnets.configs import config_argument
+    config's file path, or the merged YAML of a config with a ``base:`` (see :mod:`memnets.training.configs`)."""
+    from memnets.training.configs import config_argument
 
     resolved = list(args)
     for i, arg in enumerate(args):
@@ -56,9 +59,9 @@ def build_cli(component: str, args: list[str], run: bool = True):
     """
     from lightning.pytorch.cli import LightningCLI
 
-    from memnets.lit.logs import adopt_lightning_logging
-    from memnets.lit.threads import TorchThreads
-    from memnets.lit.time_estimate import FitTimeEstimate
+    from memnets.training.lit.logs import adopt_lightning_logging
+    from memnets.training.lit.threads import TorchThreads
+    from memnets.training.lit.time_estimate import FitTimeEstimate
 
     adopt_lightning_logging()  # one line per Lightning record, and no tips
 

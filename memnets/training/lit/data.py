@@ -22,13 +22,13 @@ import lightning as L
 import torch
 from torch.utils.data import DataLoader, Sampler
 
-from memnets.data.builders import build_retrieval_pairs
-from memnets.data.config import load_data_config
-from memnets.data.formats import load_conversations
-from memnets.data.locomo import Conversation
 from memnets.nn import distributed
 from memnets.nn.encoder import DEFAULT_BACKBONE
-from memnets.retrieval.hard_negatives import cached_hard_negatives, query_positives
+from memnets.training.data.builders import build_retrieval_pairs
+from memnets.training.data.config import load_data_config
+from memnets.training.data.formats import load_conversations
+from memnets.training.data.locomo import Conversation
+from memnets.training.retrieval.hard_negatives import cached_hard_negatives, query_positives
 
 
 class NoDuplicatesBatchSampler(Sampler[list[int]]):

@@ -1,9 +1,9 @@
 """LightningModule of the memory encoder: MemoryEncoder + InfoNCE, validated by recall@k.
 
 Thin by design: the network is :class:`memnets.nn.encoder.MemoryEncoder`, the loss
-:class:`memnets.nn.losses.InfoNCELoss`, the data :class:`memnets.lit.data.RetrievalDataModule`, and
-the validation metric the LoCoMo evaluation of :mod:`memnets.retrieval.metrics` with a
-:class:`memnets.retrieval.dense.DenseRanker` around the encoder being trained. Validation logs
+:class:`memnets.nn.losses.InfoNCELoss`, the data :class:`memnets.training.lit.data.RetrievalDataModule`, and
+the validation metric the LoCoMo evaluation of :mod:`memnets.training.retrieval.metrics` with a
+:class:`memnets.training.retrieval.dense.DenseRanker` around the encoder being trained. Validation logs
 ``val/recall@{1,5,10,25,50}``, ``val/mrr@10`` and ``val/ndcg@10`` every epoch; ``val/recall@10``
 drives ModelCheckpoint and EarlyStopping in the configs. :class:`ExportEncoder` writes the best
 checkpoint's encoder with ``save_pretrained`` when fitting ends.
@@ -20,11 +20,11 @@ from typing import Any
 import lightning as L
 import torch
 
-from memnets.data.locomo import Conversation
 from memnets.nn.encoder import DEFAULT_BACKBONE, MemoryEncoder
 from memnets.nn.losses import InfoNCELoss
-from memnets.retrieval.dense import DenseRanker
-from memnets.retrieval.metrics import DEFAULT_CATEGORIES, evaluate_retriever, summarize
+from memnets.training.data.locomo import Conversation
+from memnets.training.retrieval.dense import DenseRanker
+from memnets.training.retrieval.metrics import DEFAULT_CATEGORIES, evaluate_retriever, summarize
 
 METRICS = ("recall@1", "recall@5", "recall@10", "recall@25", "recall@50", "mrr@10", "ndcg@10")
 

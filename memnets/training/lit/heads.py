@@ -34,8 +34,6 @@ from torch.utils.data import (
     TensorDataset,
 )
 
-from memnets.data.builders import cache_key, prepare_datasets
-from memnets.data.config import SPLIT_NAMES, load_data_config
 from memnets.nn.embedding_cache import EmbeddingTable, embed_texts
 from memnets.nn.encoder import encoder_dim
 from memnets.nn.heads import (
@@ -47,6 +45,8 @@ from memnets.nn.heads import (
     threshold_at_recall,
     threshold_max_f1,
 )
+from memnets.training.data.builders import cache_key, prepare_datasets
+from memnets.training.data.config import SPLIT_NAMES, load_data_config
 
 
 # ---------------------------------------------------------------------------------------------- data

@@ -96,7 +96,7 @@ class ChangeJudgeDataModule(L.LightningDataModule):
             then "I drink green tea"). Seeded; 0 adds none.
         replayed: candidate pairs of real conversations added as no change (and their mined changes as
             changes): the conversations of ``conversations`` whose pairs in ``labels`` are of split "train",
-            paired as the write path pairs them (:mod:`memnets.lit.supersession_replay`). 0 adds none.
+            paired as the write path pairs them (:mod:`memnets.training.lit.supersession_replay`). 0 adds none.
         conversations: the LoCoMo file ``replayed`` reads.
         labels: the mined pairs that label them (and say which conversations are for training).
     """
@@ -129,9 +129,9 @@ class ChangeJudgeDataModule(L.LightningDataModule):
         """The candidate pairs of the training conversations (``replayed`` of them no change), or none."""
         if not self.replayed:
             return []
-        from memnets.data.locomo import load_locomo
-        from memnets.lit.supersession_replay import replayed_pairs
         from memnets.nn.encoder import MemoryEncoder
+        from memnets.training.data.locomo import load_locomo
+        from memnets.training.lit.supersession_replay import replayed_pairs
 
         mined = read_pairs([self.labels], "train")
         chosen = sorted({row["conversation"] for row in mined})

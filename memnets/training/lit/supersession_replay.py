@@ -20,8 +20,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from memnets.data.locomo import Conversation
 from memnets.memory.supersession import CANDIDATE_FLOOR, CANDIDATE_POOL, CANDIDATES
+from memnets.training.data.locomo import Conversation
 
 
 def candidate_pairs(turns: Sequence, vectors: np.ndarray) -> list[tuple[int, int]]:

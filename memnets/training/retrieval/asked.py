@@ -1,7 +1,7 @@
 """Ranking each question over the conversation as it stood when it was asked.
 
 Every evaluation ranks through :func:`rank_as_asked`, so that no question finds a memory written
-after it (:func:`memnets.data.asked.seen_at`): LongMemEval's ``question_date``, a JSONL question's
+after it (:func:`memnets.training.data.asked.seen_at`): LongMemEval's ``question_date``, a JSONL question's
 ``time``, LoCoMo's last session (where nothing is hidden, and the ranking is the ranker's own).
 """
 
@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from memnets.data.asked import seen_at
-from memnets.data.locomo import Conversation
-from memnets.retrieval.rankers import Ranker
 from memnets.timeutil import as_utc
+from memnets.training.data.asked import seen_at
+from memnets.training.data.locomo import Conversation
+from memnets.training.retrieval.rankers import Ranker
 
 
 def rank_as_asked(

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import bm25s
 import numpy as np
 
-from memnets.data.locomo import Conversation
+from memnets.training.data.locomo import Conversation
 
 # bm25s sets its logger to DEBUG when imported, past the level a command chose (``-q`` showed its
 # "Building index" lines): its records follow the root logger's level, as every other library's do.

@@ -12,10 +12,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from memnets.data.locomo import Conversation
 from memnets.protocols import TextEncoder
-from memnets.retrieval.bm25 import rank_by_scores
 from memnets.temporal.questions import dated_memory, time_features
+from memnets.training.data.locomo import Conversation
+from memnets.training.retrieval.bm25 import rank_by_scores
 
 DEFAULT_TIME_WEIGHT = 0.1  # chosen on the validation split (docs/results/temporal_retrieval.md)
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from memnets.data.locomo import Conversation
 from memnets.protocols import TextEncoder
-from memnets.retrieval.bm25 import rank_by_scores
+from memnets.training.data.locomo import Conversation
+from memnets.training.retrieval.bm25 import rank_by_scores
 
 
 class DenseRanker:

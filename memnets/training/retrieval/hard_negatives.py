@@ -25,9 +25,9 @@ from pathlib import Path
 
 import numpy as np
 
-from memnets.data.locomo import Conversation
 from memnets.progress import track
 from memnets.protocols import TextEncoder
+from memnets.training.data.locomo import Conversation
 
 MINERS = ("bm25", "encoder")
 
@@ -43,7 +43,7 @@ def query_positives(pairs: Sequence[Mapping]) -> dict[tuple[str, str], set[str]]
 def _scores(miner: str, conversation: Conversation, queries: list[str], encoder: TextEncoder | None) -> np.ndarray:
     documents = [turn.content for turn in conversation.turns]
     if miner == "bm25":
-        from memnets.retrieval.bm25 import BM25Ranker
+        from memnets.training.retrieval.bm25 import BM25Ranker
 
         return BM25Ranker().scores(documents, queries)
     memories = encoder.encode(documents, kind="memory")

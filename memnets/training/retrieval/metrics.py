@@ -7,12 +7,12 @@ Per question, against its own conversation's turns (the LoCoMo rule):
 - nDCG@10 with binary relevance: sum over evidence turns in the top 10 of 1/log2(rank + 1),
   divided by the same sum for an ideal ranking (all evidence first).
 
-A question sees only the turns written by the time it is asked (:mod:`memnets.retrieval.asked`; in
+A question sees only the turns written by the time it is asked (:mod:`memnets.training.retrieval.asked`; in
 LoCoMo every question follows the last session, so it sees them all).
 Questions whose evidence did not resolve to any turn are left out and counted (`skipped`).
 A ranker is anything with `rank(conversation, queries) -> list[list[dia_id]]`, best first
-(:class:`memnets.retrieval.rankers.Ranker`). The encoder's validation and
-:mod:`memnets.evaluation.retrieval` (rankers side by side) both use :func:`evaluate_retriever`.
+(:class:`memnets.training.retrieval.rankers.Ranker`). The encoder's validation and
+:mod:`memnets.training.evaluation.retrieval` (rankers side by side) both use :func:`evaluate_retriever`.
 """
 
 from __future__ import annotations
@@ -24,11 +24,11 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from memnets.data.asked import asked_at
-from memnets.data.locomo import Conversation
 from memnets.progress import track
-from memnets.retrieval.asked import rank_as_asked
-from memnets.retrieval.rankers import Ranker
+from memnets.training.data.asked import asked_at
+from memnets.training.data.locomo import Conversation
+from memnets.training.retrieval.asked import rank_as_asked
+from memnets.training.retrieval.rankers import Ranker
 
 DEFAULT_KS = (1, 5, 10, 25, 50)
 DEFAULT_CATEGORIES = (1, 2, 3, 4)

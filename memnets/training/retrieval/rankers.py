@@ -1,7 +1,7 @@
 """The Ranker protocol and the one registry of rankers, by spec ``[NAME=]KIND[:PATH]``.
 
 A ranker orders a conversation's turns for each query; the LoCoMo retrieval evaluation
-(:func:`memnets.retrieval.metrics.evaluate_retriever`), the encoder's validation, ``memnets eval
+(:func:`memnets.training.retrieval.metrics.evaluate_retriever`), the encoder's validation, ``memnets eval
 retrieval`` and the benchmarks all take rankers from here. Kinds built in:
 
 - ``bm25``: BM25 over the turns (takes no path);
@@ -10,7 +10,7 @@ retrieval`` and the benchmarks all take rankers from here. Kinds built in:
   ``dense_onnx[:ENCODER]``, ``dense_int8[:ENCODER]``, ``dense_int8_vnni[:ENCODER]`` and
   ``dense_int8_vnni_ffn[:ENCODER]`` the same encoder on that backend (the fast paths' retrieval
   quality beside the exact one's);
-- ``dated[:ENCODER]``: ``dense`` plus a weighted time feature (:mod:`memnets.retrieval.dated`:
+- ``dated[:ENCODER]``: ``dense`` plus a weighted time feature (:mod:`memnets.training.retrieval.dated`:
   "when" questions lift turns that date their event, a named time lifts the turns dated in it);
 - ``heuristic[:ENCODER]``: Generative Agents' score (recency + relevance + importance, weights 1)
   on an encoder folder (default: the backbone); importance is a constant for LoCoMo turns;
@@ -18,7 +18,7 @@ retrieval`` and the benchmarks all take rankers from here. Kinds built in:
   ``learned_onnx:PACK``, ``learned_int8:PACK``, ``learned_int8_vnni:PACK`` and
   ``learned_int8_vnni_ffn:PACK`` the same with the pack's encoder on those backends.
 
-Other components add kinds with :func:`register_ranker`: :mod:`memnets.evaluation.memory_ranker` adds
+Other components add kinds with :func:`register_ranker`: :mod:`memnets.training.evaluation.memory_ranker` adds
 ``memory[:PACK]`` (the turns written into a memory and ranked by its search), registered from above,
 since this layer imports nothing of the memory API.
 """
@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Protocol
 from memnets.nn.backbones import NAMED_BACKBONES
 
 if TYPE_CHECKING:
-    from memnets.data.locomo import Conversation
+    from memnets.training.data.locomo import Conversation
 
 
 class Ranker(Protocol):
@@ -47,7 +47,7 @@ RankerFactory = Callable[[str | None], Ranker]
 
 
 def _bm25(path: str | None) -> Ranker:
-    from memnets.retrieval.bm25 import BM25Ranker
+    from memnets.training.retrieval.bm25 import BM25Ranker
 
     if path:
         raise ValueError("bm25 takes no path")
@@ -61,28 +61,28 @@ def _encoder(path: str | None, backend: str = "torch"):
 
 
 def _dense(path: str | None, backend: str = "torch") -> Ranker:
-    from memnets.retrieval.dense import DenseRanker
+    from memnets.training.retrieval.dense import DenseRanker
 
     return DenseRanker(_encoder(path, backend))
 
 
 def _dated(path: str | None) -> Ranker:
-    from memnets.retrieval.dated import DatedRanker
+    from memnets.training.retrieval.dated import DatedRanker
 
     return DatedRanker(_encoder(path))
 
 
 def _heuristic(path: str | None) -> Ranker:
-    from memnets.retrieval.scored import ScorerRanker
     from memnets.scoring import HeuristicScorer
+    from memnets.training.retrieval.scored import ScorerRanker
 
     return ScorerRanker(HeuristicScorer.generative_agents(_encoder(path)), name="heuristic")
 
 
 def _learned(path: str | None, backend: str = "torch") -> Ranker:
     from memnets.pack import load_pack
-    from memnets.retrieval.scored import ScorerRanker
     from memnets.scoring import LearnedScorer
+    from memnets.training.retrieval.scored import ScorerRanker
 
     if not path:
         raise ValueError("learned needs a pack folder: learned:checkpoints/pack")
@@ -120,7 +120,7 @@ def parse_spec(spec: str) -> tuple[str, str, str | None]:
     """``[NAME=]KIND[:PATH]`` -> (name, kind, path); the name defaults to ``KIND[:PATH]``.
 
     PATH is a file or folder, or a store's URL (``postgresql://...``, for the kinds of a memory store,
-    :mod:`memnets.evaluation.stored`): a URL may hold "=" (its query string) and is not named in the
+    :mod:`memnets.training.evaluation.stored`): a URL may hold "=" (its query string) and is not named in the
     default name (it may hold a password): that is ``KIND:SCHEME``."""
     head, equals, tail = spec.partition("=")
     name, rest = (head, tail) if equals and ":" not in head else ("", spec)

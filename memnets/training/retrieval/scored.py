@@ -14,11 +14,11 @@ from datetime import datetime
 
 import numpy as np
 
-from memnets.data.locomo import Conversation, memory_id
 from memnets.protocols import TextEncoder
 from memnets.records import Memory
-from memnets.retrieval.bm25 import rank_by_scores
 from memnets.scoring import ScorerWeights, WeightedScorer, fit_scorer_weights
+from memnets.training.data.locomo import Conversation, memory_id
+from memnets.training.retrieval.bm25 import rank_by_scores
 
 logger = logging.getLogger(__name__)
 
@@ -123,8 +123,8 @@ def fit_split_weights(
     conversation's turns, label: the turn is evidence; features from ``encoder`` and
     ``importance_head`` (the ones the pack will hold). See :func:`memnets.scoring.fit_scorer_weights`.
     """
-    from memnets.data.formats import load_conversations
     from memnets.progress import track
+    from memnets.training.data.formats import load_conversations
 
     conversations = load_conversations(config.path, config.splits[split])
     ranker = ScorerRanker(WeightedScorer(encoder, importance_head=importance_head))
