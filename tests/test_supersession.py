@@ -45,7 +45,7 @@ def few_pairs(tmp_path: Path, name: str, count: int) -> Path:
 @pytest.fixture(scope="module")
 def fitted(tmp_path_factory):
     """`memnets fit supersession` (its LightningCLI) on a few written pairs: one layer of the bundled backbone."""
-    from memnets.lit.cli import build_cli
+    from memnets.training.lit.cli import build_cli
 
     out = tmp_path_factory.mktemp("fit")
     train, validation = few_pairs(out, "train_a", 48), few_pairs(out, "validation", 32)
