@@ -76,7 +76,7 @@ def test_fit_supersession_saves_a_judge_that_loads_back_with_the_same_scores(fit
 def test_a_fit_can_start_from_a_saved_judge_and_takes_its_depth(fitted, tmp_path):
     """``start``: the fine-tuning begins at a saved judge's layers and classifier (the pack's recipe starts at the
     shipped judge), whatever ``layers`` says; a folder that holds no judge is refused, naming it."""
-    from memnets.lit.supersession import ChangeJudgeModule
+    from memnets.training.lit.supersession import ChangeJudgeModule
 
     _, folder = fitted
     for start, expected in ((str(folder), ChangeJudge.load(folder)), ("shipped", ChangeJudge.load())):
