@@ -136,6 +136,13 @@ def test_memnets_open_with_the_pack_on_onnx_adds_and_searches_with_its_heads(pac
         assert memory.search("beagle", user="ann", k=1)[0].memory.content == TEXTS[3]
 
 
+def test_a_pack_of_another_backbone_stays_on_torch(mpnet_pack):
+    """The serving encoder builds BERT graphs only: a pack of another backbone loads on torch on every backend."""
+    pack = load_pack(mpnet_pack, backend="onnx")
+    assert isinstance(pack.encoder, MemoryEncoder) and pack.encoder.backend == "onnx"
+    assert isinstance(pack.importance, ImportanceHead)
+
+
 @pytest.mark.parametrize(
     "config",
     [

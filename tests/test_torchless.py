@@ -177,6 +177,22 @@ def test_a_pack_opens_adds_and_searches_without_torch(child, pack_dir, tmp_path)
     assert "beagle" in done.stdout
 
 
+def test_a_pack_of_another_backbone_names_the_train_extra_there(child, mpnet_pack):
+    message = run(
+        child,
+        f"""
+        import json
+        from memnets.pack import load_pack
+        try:
+            load_pack({str(mpnet_pack)!r})
+        except ModuleNotFoundError as error:
+            print(json.dumps(str(error)))
+        """,
+    )
+    assert "a pack's encoder on the backend 'onnx' (torch) needs the optional dependency" in message
+    assert "of the extra [train]" in message
+
+
 def test_the_cli_search_runs_without_torch(child, tmp_path):
     folder = tmp_path / "memory"
     run(
