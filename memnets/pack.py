@@ -48,7 +48,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -415,12 +415,14 @@ def _verify(root: Path, copy_to: Path | None) -> dict:
     return manifest
 
 
-def load_pack(path: str | Path, *, backend: str | None = None) -> Pack:
+def load_pack(path: str | Path, *, backend: str | None = None, on_torch: bool = False) -> Pack:
     """Verify a pack (see :func:`verify_pack`), then build its components from the verified bytes and check their dims.
 
     ``backend``: how the encoder computes (None: :func:`memnets.nn.loading.default_backend`, torch where
     it is installed); an ONNX backend exported into the pack is read from its verified copy, else
-    built from the weights. Where the backend serves without torch (the module docstring), so do the heads.
+    built from the weights. Where the backend serves without torch (the module docstring), so do the heads,
+    unless ``on_torch``: the encoder and heads are then the torch classes on every backend (the evaluation
+    rankers, which read their tensors, and compare a pack with a folder's ``MemoryEncoder`` on one backend).
 
     The bytes are copied into a private temporary folder as they are hashed (see the module
     docstring); the components load from that copy, which is removed before this returns.
@@ -433,7 +435,7 @@ def load_pack(path: str | Path, *, backend: str | None = None) -> Pack:
         copy = Path(private)
         manifest = _verify(root, copy_to=copy)
         with known_sha256({copy / name: digest for name, digest in manifest["files"].items()}):
-            return _build(root, copy, manifest, backend or default_backend())
+            return _build(root, copy, manifest, backend or default_backend(), on_torch)
 
 
 def _check_encoder_weights(root: Path, copy: Path, encoder_config, serving: bool) -> None:
@@ -470,14 +472,11 @@ def _check_encoder_weights(root: Path, copy: Path, encoder_config, serving: bool
 
 def _load_encoder(root: Path, copy: Path, backend: str, serving: bool):
     """The pack's encoder from its verified copy: a ServingEncoder where it serves without torch, else a
-    MemoryEncoder (without torch, an ImportError naming the ``train`` extra); ``source`` names the pack."""
+    MemoryEncoder; ``source`` names the pack."""
     if serving:
         from memnets.nn.serving_encoder import ServingEncoder as Encoder
     else:
-        from memnets.extras import needs_extra
-
-        with needs_extra(f"a pack's encoder on the backend {backend!r} (torch)", "train"):
-            from memnets.nn.encoder import MemoryEncoder as Encoder
+        from memnets.nn.encoder import MemoryEncoder as Encoder
     try:
         encoder = Encoder.from_pretrained(copy / ENCODER_DIR, backend=backend)
     except Exception as error:  # whatever transformers, the tokenizer or ONNX Runtime raise on a bad file
@@ -488,8 +487,9 @@ def _load_encoder(root: Path, copy: Path, backend: str, serving: bool):
     return encoder
 
 
-def _build(root: Path, copy: Path, manifest: dict, backend: str) -> Pack:
+def _build(root: Path, copy: Path, manifest: dict, backend: str, on_torch: bool = False) -> Pack:
     """The components of a verified pack, loaded from its verified ``copy``; messages name ``root``."""
+    from memnets.extras import needs_extra
     from memnets.nn.judge_files import NotAJudge
     from memnets.nn.loading import serves
     from memnets.nn.weights import WeightsMismatch
@@ -506,9 +506,10 @@ def _build(root: Path, copy: Path, manifest: dict, backend: str) -> Pack:
         )
     backbone = _read_json(copy, root, f"{ENCODER_DIR}/config.json", "the encoder's model config")
     # a backbone other than BERT is torch's to serve (the serving encoder builds BERT graphs only)
-    serving = serves(backend) and isinstance(backbone, dict) and backbone.get("model_type") == "bert"
-    _check_encoder_weights(root, copy, encoder_config, serving)
-    encoder = _load_encoder(root, copy, backend, serving)
+    serving = not on_torch and serves(backend) and isinstance(backbone, dict) and backbone.get("model_type") == "bert"
+    with nullcontext() if serving else needs_extra(f"a pack's encoder on the backend {backend!r} (torch)", "train"):
+        _check_encoder_weights(root, copy, encoder_config, serving)
+        encoder = _load_encoder(root, copy, backend, serving)
     if encoder.dim != dim:
         raise PackDimError(
             f"{root / ENCODER_DIR}: the encoder gives {encoder.dim}-d vectors but the manifest's embedding_dim is {dim}"

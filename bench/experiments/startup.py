@@ -154,7 +154,8 @@ def doors(python: str, env: dict, work: Path, repeats: int, pack: Path | None = 
         ),
         "rest ready": lambda n: (
             lambda port: timed(
-                [python, "-m", "memnets", "serve", "http", str(folder), "--port", str(port), *packed], env,
+                [python, "-m", "memnets", "serve", "http", str(folder), "--port", str(port), *packed],
+                env,
                 rest_ready(port),
             )
         )(free_port()),

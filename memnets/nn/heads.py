@@ -31,13 +31,12 @@ import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 from torch import nn
 
+from memnets.nn.head_files import CONFIG_NAME, FORMAT_VERSION, WEIGHTS_NAME, gate_input_width, read_head_config
 from memnets.nn.modes import evaluating, single_threaded
 from memnets.nn.numpy_mlp import NumpyMLP, weights_key
 from memnets.nn.serving_heads import importance_probabilities
 from memnets.nn.text_features import TEXT_FEATURES, text_feature_rows
-from memnets.nn.head_files import CONFIG_NAME, FORMAT_VERSION, WEIGHTS_NAME, gate_input_width, read_head_config
 from memnets.nn.weights import WeightsMismatch, check_shapes, meta_shapes
-
 
 
 def mlp(in_dim: int, hidden_dims: Sequence[int], dropout: float) -> nn.Sequential:
