@@ -6,7 +6,8 @@
 - Recall gate: whether a query needs memories from the archive (its answer is not in the context).
 
 The heuristics run with no trained parts (the baseline and the default before training); the
-``Head*`` classes wrap the trained heads of :mod:`memnets.nn.heads` and are what a pack supplies.
+``Head*`` classes wrap the trained heads that a pack supplies: those of :mod:`memnets.nn.heads` (torch), or
+their numpy forms of :mod:`memnets.nn.serving_heads` where the pack serves without torch.
 """
 
 from __future__ import annotations
