@@ -135,10 +135,8 @@ def test_a_pack_opens_adds_and_searches_without_torch(child, pack_dir, tmp_path)
     """Its encoder on ONNX Runtime, its heads in numpy, its judge on ONNX Runtime; a store the pack filled on
     torch's exact backend is refused there with the way out, one filled on its "onnx" backend opens."""
     import memnets
-    from memnets.pack import load_pack
 
-    exact = load_pack(pack_dir, backend="torch")
-    importance = float(exact.importance.predict_proba(exact.encoder.encode(["I live in Leeds."]).numpy())[0])
+    importance = head_says(str(pack_dir), "I live in Leeds.")
     with memnets.open(tmp_path / "on_torch", pack=pack_dir) as memory:
         memory.add("I adopted a beagle named Rex", user="ann")
     with memnets.open(tmp_path / "on_onnx", pack=pack_dir, backend="onnx") as memory:
@@ -207,12 +205,14 @@ def test_the_cli_search_runs_without_torch(child, tmp_path):
     assert "beagle" in done.stdout
 
 
-def test_the_rest_server_serves_without_torch(child, tmp_path):
+@pytest.mark.parametrize("packed", [False, True], ids=["bundled encoder", "pack"])
+def test_the_rest_server_serves_without_torch(child, tmp_path, packed, request):
     port = free_port()
     url = f"http://127.0.0.1:{port}"
+    pack = ["--pack", str(request.getfixturevalue("pack_dir"))] if packed else []
     with open(tmp_path / "server.log", "wb") as log:
         server = subprocess.Popen(
-            [child.python, "-m", "memnets", "serve", "http", str(tmp_path / "memory"), "--port", str(port)],
+            [child.python, "-m", "memnets", "serve", "http", str(tmp_path / "memory"), "--port", str(port), *pack],
             env=child.env, cwd=child.cwd, stdout=log, stderr=subprocess.STDOUT,
         )  # fmt: skip
     try:
@@ -224,10 +224,22 @@ def test_the_rest_server_serves_without_torch(child, tmp_path):
         assert added.status_code == 200, added.text
         found = httpx.post(f"{url}/v1/search", json={"query": "dog", "user": "ann"}).json()
         assert found["results"][0]["memory"]["content"] == "I adopted a beagle named Rex"
+        if packed:  # the pack's importance head scored the add
+            assert found["results"][0]["memory"]["importance"] == pytest.approx(
+                head_says(pack[1], "I adopted a beagle named Rex"), abs=1e-5
+            )
     finally:
         server.terminate()
         server.wait(timeout=60)
     assert "No module named" not in (tmp_path / "server.log").read_text()  # nothing even tried
+
+
+def head_says(pack: str, text: str) -> float:
+    """The importance the pack's head gives ``text`` on torch (this process)."""
+    from memnets.pack import load_pack
+
+    exact = load_pack(pack, backend="torch")
+    return float(exact.importance.predict_proba(exact.encoder.encode([text]).numpy())[0])
 
 
 def _ready(url: str) -> bool:
