@@ -35,7 +35,7 @@ def encoder_trainer_config(tmp_path: Path, max_epochs: int) -> dict:
                 "init_args": {"monitor": "val/recall@10", "mode": "max", "save_top_k": 1},
             },
             {
-                "class_path": "memnets.lit.encoder.ExportEncoder",
+                "class_path": "memnets.training.lit.encoder.ExportEncoder",
                 "init_args": {"export_dir": str(tmp_path / "best")},
             },
         ],

@@ -8,7 +8,7 @@ import pytest
 import torch
 from bench_helpers import result, run_bench
 
-from memnets.configs import resolve_config
+from memnets.training.configs import resolve_config
 
 
 def test_training_bench_times_steps_on_the_configs_accelerator(tmp_path):

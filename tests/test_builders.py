@@ -5,7 +5,7 @@ import random
 import pytest
 import yaml
 
-from memnets.data.builders import (
+from memnets.training.data.builders import (
     build_gate_examples,
     build_importance_examples,
     build_retrieval_pairs,
@@ -13,8 +13,8 @@ from memnets.data.builders import (
     gate_positions,
     prepare_datasets,
 )
-from memnets.data.config import load_data_config
-from memnets.data.locomo import load_locomo
+from memnets.training.data.config import load_data_config
+from memnets.training.data.locomo import load_locomo
 
 
 @pytest.fixture(scope="module")

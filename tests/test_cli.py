@@ -10,7 +10,7 @@ from memnets.cli import main, resolve
 
 def test_dispatch_picks_the_longest_command():
     assert resolve(["eval", "retrieval", "--split", "test"]) == (
-        "memnets.commands.evaluate:retrieval_main",
+        "memnets.training.commands.evaluate:retrieval_main",
         ["--split", "test"],
     )
     assert resolve(["fit", "encoder", "-c", "x.yaml"])[1] == ["encoder", "-c", "x.yaml"]
@@ -78,9 +78,9 @@ def test_eval_retrieval_reports_bm25_and_a_dense_model_side_by_side(data_config,
 
 def test_an_eval_table_title_is_one_line(tmp_path, capsys):
     """rich wraps a title at its table's width: a long scope over a one-retriever table was cut mid-phrase."""
-    from memnets.commands.evaluate import category_table, comparison_table
     from memnets.console import print_table
-    from memnets.retrieval.metrics import DEFAULT_KS, RetrievalReport
+    from memnets.training.commands.evaluate import category_table, comparison_table
+    from memnets.training.retrieval.metrics import DEFAULT_KS, RetrievalReport
 
     metrics = {f"recall@{k}": 0.5 for k in DEFAULT_KS} | {"mrr@10": 0.3, "ndcg@10": 0.4}
     report = RetrievalReport("bm25", metrics, {1: metrics}, {"questions": 199, "category_1": 199})

@@ -17,8 +17,8 @@ from memnets.cli import COMMANDS, EXIT_FAILURE, EXIT_OK, EXIT_USAGE, groups, loa
 
 # commands whose options another parser owns, with where they are documented
 FOREIGN_PARSERS = {
-    "memnets.commands.fit:main": "LightningCLI's (memnets fit COMPONENT --help)",
-    "memnets.commands.bench:main": "the benchmark runner's in bench/ of a checkout (memnets bench --help)",
+    "memnets.training.commands.fit:main": "LightningCLI's (memnets fit COMPONENT --help)",
+    "memnets.training.commands.bench:main": "the benchmark runner's in bench/ of a checkout (memnets bench --help)",
 }
 
 
@@ -98,7 +98,7 @@ def test_one_spelling_per_option(target):
 
 
 def test_eval_heads_takes_the_data_config_as_c_and_the_old_spelling_as_an_alias():
-    parser = parser_of("memnets.commands.evaluate:heads_main")
+    parser = parser_of("memnets.training.commands.evaluate:heads_main")
     assert parser.parse_args(["-c", "x.yaml"]).config == "x.yaml"
     assert parser.parse_args(["--data-config", "x.yaml"]).config == "x.yaml"
 
@@ -186,7 +186,7 @@ def documented_commands() -> set[tuple[str, ...]]:
 def test_docs_and_help_list_the_same_commands(capsys):
     """Every command `memnets --help` lists is in docs/cli.md's table and the other way round (the table lacked
     `serve http` and `archive reembed`), and both name the same `fit` components as `memnets fit --help`."""
-    from memnets.lit.cli import COMPONENTS
+    from memnets.training.lit.cli import COMPONENTS
 
     assert main(["--help"]) == EXIT_OK
     listed = {

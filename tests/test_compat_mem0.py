@@ -3,7 +3,7 @@
 The calls below are copied from mem0's own documentation (docs.mem0.ai, the open-source Python
 quickstart: add / get_all / get / search / update / history / delete / delete_all / reset, and its
 config examples); only the config points at a memnets store, the tiny encoder and a local fake
-OpenAI-compatible server (memnets.fake_llm) instead of OpenAI. Both stores: a folder and PostgreSQL.
+OpenAI-compatible server (memnets.training.fake_llm) instead of OpenAI. Both stores: a folder and PostgreSQL.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import json
 import pytest
 
 from memnets.compat.mem0 import SHARED_USER, ExtractionError, LLMNotConfiguredError, Memory
-from memnets.fake_llm import FakeChatServer
 from memnets.memory import extraction_prompts as prompts
+from memnets.training.fake_llm import FakeChatServer
 
 MOVIE_MESSAGES = [
     {"role": "user", "content": "I'm planning to watch a movie tonight. Any recommendations?"},

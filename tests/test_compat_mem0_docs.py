@@ -1,7 +1,7 @@
 """mem0's current documentation, run with only the import changed (tests/mem0_docs.py holds the snippets).
 
 mem0's ``Memory()`` takes its LLM from ``$OPENAI_API_KEY`` and ``$OPENAI_BASE_URL``; here the base URL is a
-local OpenAI-compatible fake (memnets.fake_llm) that extracts each user message as a fact, and ``$MEM0_DIR``
+local OpenAI-compatible fake (memnets.training.fake_llm) that extracts each user message as a fact, and ``$MEM0_DIR``
 a temporary folder (memnets stores in ``$MEM0_DIR/memnets``, beside where mem0 keeps its files). The encoder
 is memnets' default, the bundled all-MiniLM-L6-v2, as ``Memory()`` gets it.
 """
@@ -15,8 +15,8 @@ import mem0_docs
 import pytest
 
 from memnets.compat.mem0 import Memory
-from memnets.fake_llm import FakeChatServer
 from memnets.memory import extraction_prompts as prompts
+from memnets.training.fake_llm import FakeChatServer
 
 LINE = re.compile(r"^\[(\d+)\] (.+)$", re.M)
 

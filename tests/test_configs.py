@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from memnets.commands.run import load_steps
-from memnets.configs import ConfigNotFoundError, config_argument, load_config, packaged_configs, resolve_config
-from memnets.data.config import load_data_config
-from memnets.data.location import find_data
+from memnets.training.commands.run import load_steps
+from memnets.training.configs import ConfigNotFoundError, config_argument, load_config, packaged_configs, resolve_config
+from memnets.training.data.config import load_data_config
+from memnets.training.data.location import find_data
 
 PACKAGED = Path(__file__).resolve().parents[1] / "configs"  # the checkout's configs/, what config_root finds here
 
@@ -107,7 +107,7 @@ def test_every_packaged_config_loads(name):
 
 def test_the_large_configs_train_from_the_large_backbone_and_write_under_checkpoints_large():
     from memnets.nn.encoder import LARGE_BACKBONE
-    from memnets.retrieval.rankers import parse_spec
+    from memnets.training.retrieval.rankers import parse_spec
 
     encoder, gpu = load_config("encoder/large"), load_config("encoder/gpu")
     assert encoder["model"]["backbone"] == encoder["data"]["miner_model"] == LARGE_BACKBONE
@@ -135,7 +135,7 @@ def test_the_smoke_data_config_is_one_conversation_per_split():
 
 
 def test_the_smoke_encoder_config_builds_a_tiny_random_encoder(tmp_path, monkeypatch):
-    from memnets.lit.cli import build_cli
+    from memnets.training.lit.cli import build_cli
 
     monkeypatch.chdir(tmp_path)
     cli = build_cli("encoder", ["-c", "encoder/smoke"], run=False)
@@ -148,19 +148,19 @@ def test_the_smoke_encoder_config_builds_a_tiny_random_encoder(tmp_path, monkeyp
 
 
 def test_memnets_fit_names_an_unknown_config(capsys):
-    from memnets.commands.fit import main
+    from memnets.training.commands.fit import main
 
     assert main(["encoder", "-c", "encoder/tpu"]) == 2
     assert "'encoder/tpu' is neither a file nor a packaged config" in capsys.readouterr().err
 
 
 def test_every_config_reader_goes_through_the_one_loader():
-    """Only memnets.configs parses YAML: a reader calling yaml.*load itself would miss the `base:` chain
+    """Only memnets.training.configs parses YAML: a reader calling yaml.*load itself would miss the `base:` chain
     (as a benchmark once did, timing another setup than `memnets fit`)."""
     import ast
 
     root = Path(__file__).resolve().parents[1]
-    loader = root / "memnets" / "configs" / "__init__.py"
+    loader = root / "memnets" / "training" / "configs.py"
     offenders = []
     for top in ("memnets", "bench", "train"):
         for path in sorted((root / top).rglob("*.py")):
@@ -175,4 +175,4 @@ def test_every_config_reader_goes_through_the_one_loader():
                     and node.func.value.id == "yaml"
                 ):
                     offenders.append(f"{path.relative_to(root)}:{node.lineno}")
-    assert not offenders, f"read configs with memnets.configs.load_config, not yaml directly: {offenders}"
+    assert not offenders, f"read configs with memnets.training.configs.load_config, not yaml directly: {offenders}"

@@ -16,13 +16,13 @@ import yaml
 from fit_helpers import encoder_trainer_config
 
 from memnets.cli import main
-from memnets.data.builders import prepare_datasets
-from memnets.data.config import load_data_config
-from memnets.data.formats import detect_format, load_conversations
-from memnets.data.jsonl import JsonlFormatError, load_jsonl
-from memnets.data.locomo import DataFormatError, LocomoFormatError, load_locomo
 from memnets.nn.encoder import MemoryEncoder
 from memnets.timeutil import as_utc
+from memnets.training.data.builders import prepare_datasets
+from memnets.training.data.config import load_data_config
+from memnets.training.data.formats import detect_format, load_conversations
+from memnets.training.data.jsonl import JsonlFormatError, load_jsonl
+from memnets.training.data.locomo import DataFormatError, LocomoFormatError, load_locomo
 
 FIXTURES = Path(__file__).parent / "fixtures"
 JSONL = FIXTURES / "tiny_conversations.jsonl"

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from memnets.cli import main as cli_main
-from memnets.data.config import load_data_config
-from memnets.data.location import DATA_ENV, DataNotFoundError, find_data
 from memnets.extras import install_command, missing_extra_message
+from memnets.training.data.config import load_data_config
+from memnets.training.data.location import DATA_ENV, DataNotFoundError, find_data
 
 CHECKOUT_DATA = Path(__file__).resolve().parents[1] / "data" / "locomo" / "locomo8.json"
 
@@ -20,7 +20,7 @@ def elsewhere(tmp_path, monkeypatch):
     """A working folder with no data, no variable, and no checkout above the imported package."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv(DATA_ENV, raising=False)
-    monkeypatch.setattr("memnets.data.location._source_checkout", lambda: tmp_path / "no-checkout")
+    monkeypatch.setattr("memnets.training.data.location._source_checkout", lambda: tmp_path / "no-checkout")
     return tmp_path
 
 

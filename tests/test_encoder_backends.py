@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from memnets.data.locomo import load_locomo
 from memnets.nn.backend_choice import has_vnni
 from memnets.nn.encoder import MemoryEncoder
 from memnets.nn.onnx_encoder import ONNX_DIR, ONNX_FILES
+from memnets.training.data.locomo import load_locomo
 
 pytest.importorskip("onnxruntime", reason="the [onnx] extra is part of the dev install")
 
@@ -132,8 +132,8 @@ def test_real_minilm_backends_agree_with_torch(turns, backend):
 @pytest.mark.parametrize("kind", ["dense_int8", "learned_int8"])
 def test_the_retrieval_evaluation_ranks_with_the_fast_path(tiny_model_dir, tmp_path, kind):
     from memnets.pack import export_pack
-    from memnets.retrieval.rankers import build_ranker
     from memnets.scoring import ScorerWeights
+    from memnets.training.retrieval.rankers import build_ranker
 
     encoder = MemoryEncoder.from_pretrained(tiny_model_dir, max_length=64)
     pack = export_pack(tmp_path / "pack", encoder, scorer_weights=ScorerWeights(relevance=2.0))

@@ -11,8 +11,8 @@ import textwrap
 
 import pytest
 
-from memnets.data.locomo import load_locomo
 from memnets.nn.encoder import CUT_CHARS_PER_TOKEN, CUT_MAX_CHARS_PER_TOKEN, MemoryEncoder
+from memnets.training.data.locomo import load_locomo
 
 
 @pytest.fixture(scope="module")

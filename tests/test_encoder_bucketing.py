@@ -8,8 +8,8 @@ import copy
 import pytest
 import torch
 
-from memnets.data.locomo import load_locomo
 from memnets.nn.bucketing import token_batches
+from memnets.training.data.locomo import load_locomo
 
 
 @pytest.fixture(scope="module")

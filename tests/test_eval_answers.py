@@ -19,7 +19,7 @@ from typing import ClassVar
 import pytest
 
 from memnets.cli import main
-from memnets.evaluation.answer_prompts import judge_prompt, parse_verdict
+from memnets.training.evaluation.answer_prompts import judge_prompt, parse_verdict
 
 FIXTURES = Path(__file__).parent / "fixtures"
 LONGMEMEVAL = FIXTURES / "tiny_longmemeval.json"

@@ -1,6 +1,6 @@
 """The optional LLM extraction (memnets.memory.extraction) against a real local OpenAI-compatible server.
 
-The server (memnets.fake_llm.FakeChatServer) answers what each test scripts; the LLM client is the
+The server (memnets.training.fake_llm.FakeChatServer) answers what each test scripts; the LLM client is the
 real OpenAIChatLLM over HTTP, and the memory a real memnets.open folder with the tiny encoder.
 """
 
@@ -13,11 +13,11 @@ import pytest
 from bench_helpers import result, run_bench
 
 import memnets
-from memnets.fake_llm import FakeChatServer
 from memnets.llm import OpenAIChatLLM
 from memnets.memory import extraction_prompts as prompts
 from memnets.memory.extraction import MAX_FACTS, SOURCE_MESSAGES, Extraction, ExtractionError
 from memnets.memory.writes import MAX_TEXT_CHARS
+from memnets.training.fake_llm import FakeChatServer
 
 CONVERSATION = [
     {"role": "system", "content": "You are a helpful assistant.", "id": "s0"},

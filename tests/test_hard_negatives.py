@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from memnets.data.builders import build_retrieval_pairs
-from memnets.data.locomo import load_locomo
 from memnets.nn.encoder import MemoryEncoder
-from memnets.retrieval.hard_negatives import (
+from memnets.training.data.builders import build_retrieval_pairs
+from memnets.training.data.locomo import load_locomo
+from memnets.training.retrieval.hard_negatives import (
     cached_hard_negatives,
     mine_hard_negatives,
     query_positives,

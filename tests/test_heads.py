@@ -14,10 +14,16 @@ import pytest
 import torch
 from sklearn.metrics import roc_auc_score
 
-from memnets.lit.heads import GateDataModule, GateModule, ImportanceDataModule, ImportanceModule, gate_probabilities
 from memnets.nn.embedding_cache import embed_texts
 from memnets.nn.encoder import MemoryEncoder
 from memnets.nn.heads import ImportanceHead, RecallGateHead, threshold_at_recall, threshold_max_f1
+from memnets.training.lit.heads import (
+    GateDataModule,
+    GateModule,
+    ImportanceDataModule,
+    ImportanceModule,
+    gate_probabilities,
+)
 
 # conv tiny-1, in turn order: cited by some QA item = D1:1, D1:3, D1:4, D2:1, D2:2, D2:3; not: D1:2, D2:4
 TINY1_IDS = ["D1:1", "D1:2", "D1:3", "D1:4", "D2:1", "D2:2", "D2:3", "D2:4"]
@@ -88,8 +94,8 @@ def test_hand_checked_importance_labels_reach_the_tensors(importance_data, tiny_
 
 
 def test_gate_labels_and_contexts_reach_the_tensors(gate_data, tiny_model_dir):
-    from memnets.data.builders import prepare_datasets
-    from memnets.data.config import load_data_config
+    from memnets.training.data.builders import prepare_datasets
+    from memnets.training.data.config import load_data_config
 
     rows = prepare_datasets(load_data_config(gate_data.data_config), progress=False)["gate"]["train"]
     train = gate_data.splits["train"]
@@ -190,7 +196,7 @@ def test_gate_fit_separates_classes_and_keeps_95_percent_recall_on_validation(ga
 
 
 def test_fit_builds_the_head_for_the_datamodule_encoder(tiny_model_dir, data_config, importance_data):
-    from memnets.lit.cli import build_cli
+    from memnets.training.lit.cli import build_cli
 
     cli = build_cli(
         "importance",

@@ -201,8 +201,8 @@ def test_eval_retrieval_ranks_through_both_stores(pg_url, tiny_locomo_path, tmp_
     """`memnets eval retrieval` with the kinds of a memory store: the bundled encoder, every turn written and
     searched as AgentMemory.search does, dense and hybrid, in an archive and on PostgreSQL (a URL holding '=')."""
     from memnets.cli import main
-    from memnets.evaluation import stored  # noqa: F401  (registers the kinds of a memory store)
-    from memnets.retrieval.rankers import parse_spec
+    from memnets.training.evaluation import stored  # noqa: F401  (registers the kinds of a memory store)
+    from memnets.training.retrieval.rankers import parse_spec
 
     assert parse_spec(f"store_hybrid:{pg_url}")[0] == "store_hybrid:postgresql"  # no credentials in the name
     out = tmp_path / "eval.json"

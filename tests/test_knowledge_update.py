@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from memnets.cli import main
-from memnets.data.locomo import load_locomo
-from memnets.data.longmemeval import load_longmemeval
+from memnets.training.data.locomo import load_locomo
+from memnets.training.data.longmemeval import load_longmemeval
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -2,8 +2,14 @@
 
 Every import statement counts, at module level or inside a function (a lazy import is still a
 dependency), except those under ``if TYPE_CHECKING:`` (type hints only, never run). A "unit" is a
-top-level module or subpackage of memnets (``memnets.memory``, ``memnets.scoring``, ...), or the
-bench/ and train/ folders.
+top-level module or subpackage of memnets (``memnets.memory``, ``memnets.scoring``, ...), of its training
+side (``memnets.training.lit``, ...), or the bench/ and train/ folders.
+
+Two sides (issue 53): the serving side (``memnets`` outside ``memnets/training``: what an agent imports) and
+the training side (``memnets/training``: fit, data, evaluation and their commands). The training side may
+import the serving side; nothing of the serving side imports the training side, not even lazily. The one way
+across is a string: ``memnets.cli.COMMANDS`` names the training commands as ``"module:function"`` targets that
+``memnets.cli.load`` imports when one of them is run.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# Bottom to top; a unit may import the units of lower layers only (docs/architecture.md).
+# The serving side, bottom to top; a unit may import the units of lower layers only (docs/architecture.md).
 LAYERS: list[tuple[str, set[str]]] = [
     ("argument errors", {"memnets.argerrors"}),
     (
@@ -36,31 +42,38 @@ LAYERS: list[tuple[str, set[str]]] = [
             "memnets.tracing",
         },
     ),
-    (
-        "records, settings, HTTP door checks",
-        {"memnets.records", "memnets.configs", "memnets.llm", "memnets.fake_llm", "memnets.httpguard"},
-    ),
+    ("records, LLM clients, HTTP door checks", {"memnets.records", "memnets.llm", "memnets.httpguard"}),
     ("time: dates of time expressions, supersession rules", {"memnets.temporal"}),
-    ("data and networks", {"memnets.data", "memnets.nn"}),
+    ("networks", {"memnets.nn"}),
     ("scoring", {"memnets.scoring"}),
     ("pack", {"memnets.pack"}),
     ("retrieval", {"memnets.retrieval"}),
     ("store", {"memnets.store"}),
     ("memory", {"memnets.memory"}),
-    ("training and the memory API", {"memnets.lit", "memnets.api", "memnets.portable"}),
-    (
-        "evaluation, agent, baselines, public names",
-        {"memnets.evaluation", "memnets.agent", "memnets.baselines", "memnets"},
-    ),
+    ("the memory API", {"memnets.api", "memnets.portable"}),
+    ("agent, public names", {"memnets.agent", "memnets"}),
     ("framework adapters and the server", {"memnets.integrations", "memnets.compat", "memnets.server"}),
     ("terminal output", {"memnets.console"}),
     ("commands", {"memnets.commands"}),
     ("the memnets command", {"memnets.cli"}),
     ("python -m memnets", {"memnets.__main__"}),
 ]
+# The training side (memnets/training), bottom to top: a unit may import the serving side up to its commands
+# (TRAINING_SEES_UP_TO) and the training units of lower layers. No unit of the serving side imports one.
+TRAINING_LAYERS: list[tuple[str, set[str]]] = [
+    ("the package, the configs' loader, a fake LLM server",
+     {"memnets.training", "memnets.training.configs", "memnets.training.fake_llm"}),
+    ("conversations and datasets", {"memnets.training.data"}),
+    ("rankers, hard negatives, retrieval metrics", {"memnets.training.retrieval"}),
+    ("training", {"memnets.training.lit", "memnets.training.baselines"}),
+    ("evaluation", {"memnets.training.evaluation"}),
+    ("the training commands", {"memnets.training.commands"}),
+]  # fmt: skip
+TRAINING_SEES_UP_TO = "memnets.commands"  # the highest serving unit the training side may import
 # outside the package, memnets never imports them: bench/ uses the library (no commands); train/ holds
-# launcher scripts, which may call a command's main as the `memnets` command does
-APPS = {"bench": "memnets.console", "train": "memnets.cli"}  # app -> the lowest unit it may not import
+# launcher scripts, which may call a command's main as the `memnets` command does.
+# app -> the lowest unit of each side that it may not import
+APPS = {"bench": {"memnets.console", "memnets.training.commands"}, "train": {"memnets.cli"}}
 
 # Imports that break the table today, each with the move that removes it. The test fails when one
 # of them is gone (delete it here) and for any import not listed.
@@ -116,11 +129,31 @@ def unit(module: str) -> str:
     parts = module.split(".")
     if parts[0] in APPS:
         return parts[0]
-    return ".".join(parts[:2])
+    return ".".join(parts[:3] if parts[:2] == ["memnets", "training"] else parts[:2])
 
 
 GRAPH = {name: imports_of(name, path) for name, path in MODULES.items()}
 LAYER_OF = {u: i for i, (_, units) in enumerate(LAYERS) for u in units}
+TRAINING_LAYER_OF = {u: i for i, (_, units) in enumerate(TRAINING_LAYERS) for u in units}
+
+
+def on_training_side(module: str) -> bool:
+    return module == "memnets.training" or module.startswith("memnets.training.")
+
+
+def may_import(source: str, target: str) -> bool:
+    """Whether unit ``source`` may import unit ``target``: each side's layers, and serving never imports training."""
+    if target in APPS:
+        return False  # nothing in memnets imports bench/ or train/
+    rank = TRAINING_LAYER_OF if on_training_side(target) else LAYER_OF
+    if source in APPS:
+        ceilings = [u for u in APPS[source] if on_training_side(u) == on_training_side(target)]
+        return all(rank[target] < rank[u] for u in ceilings)
+    if not on_training_side(source):
+        return not on_training_side(target) and LAYER_OF[target] < LAYER_OF[source]
+    if not on_training_side(target):
+        return LAYER_OF[target] <= LAYER_OF[TRAINING_SEES_UP_TO]
+    return TRAINING_LAYER_OF[target] < TRAINING_LAYER_OF[source]
 
 
 def unit_edges() -> dict[tuple[str, str], list[str]]:
@@ -135,24 +168,51 @@ def unit_edges() -> dict[tuple[str, str], list[str]]:
 
 def test_every_unit_of_memnets_has_a_layer():
     units = {unit(name) for name in MODULES if unit(name) not in APPS}
-    assert units - set(LAYER_OF) == set(), "add the new unit to LAYERS here and to docs/architecture.md"
-    assert set(LAYER_OF) - units == set(), "a unit of LAYERS no longer exists"
+    layered = set(LAYER_OF) | set(TRAINING_LAYER_OF)
+    assert units - layered == set(), "add the new unit to (TRAINING_)LAYERS here and to docs/architecture.md"
+    assert layered - units == set(), "a unit of (TRAINING_)LAYERS no longer exists"
+    assert all(map(on_training_side, TRAINING_LAYER_OF)) and not any(map(on_training_side, LAYER_OF))
 
 
 def test_imports_follow_the_layers():
     wrong = {}
     for (source, target), where in unit_edges().items():
-        if source in APPS:
-            allowed = target not in APPS and LAYER_OF[target] < LAYER_OF[APPS[source]]
-        elif target in APPS:
-            allowed = False  # nothing in memnets imports bench/ or train/
-        else:
-            allowed = LAYER_OF[target] < LAYER_OF[source]
-        if not allowed and (source, target) not in KNOWN_VIOLATIONS:
+        if not may_import(source, target) and (source, target) not in KNOWN_VIOLATIONS:
             wrong[(source, target)] = where
     assert wrong == {}, "imports against docs/architecture.md: " + "; ".join(
         f"{s} -> {t} ({w[0]})" for (s, t), w in wrong.items()
     )
+
+
+def test_the_serving_side_imports_nothing_of_the_training_side():
+    """Issue 53: ``memnets`` outside memnets/training never imports memnets.training (lazy imports included)."""
+    crossing = sorted(
+        f"{name} -> {target}"
+        for name, targets in GRAPH.items()
+        if name.startswith("memnets") and not on_training_side(name)
+        for target in targets
+        if on_training_side(target)
+    )
+    assert crossing == [], f"the serving side imports the training side: {crossing}"
+    # the rule as the layer check applies it, both ways
+    assert not may_import("memnets.memory", "memnets.training.data")
+    assert not may_import("memnets.cli", "memnets.training.commands")
+    assert may_import("memnets.training.data", "memnets.text")
+    assert may_import("memnets.training.commands", "memnets.commands")
+    assert not may_import("memnets.training.data", "memnets.training.lit")
+    assert not may_import("bench", "memnets.training.commands") and may_import("train", "memnets.training.commands")
+
+
+def test_the_cli_reaches_the_training_commands_by_name_only():
+    """The one way across: the CLI's table names each training command as a string target, imported when it
+    runs; the serving commands (memories, serve, archive) are not on the training side."""
+    from memnets.cli import COMMANDS
+
+    serving_words = {"memories", "serve", "archive"}
+    for words, (target, _) in COMMANDS.items():
+        module = target.partition(":")[0]
+        assert module in MODULES, f"{words}: {target} names no module"
+        assert on_training_side(module) == (words[0] not in serving_words), f"{words}: {target}"
 
 
 def test_known_violations_are_still_real():
@@ -204,14 +264,14 @@ def test_no_import_circles_between_units():
 def test_the_checker_sees_circles_and_lazy_imports():
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     # a function-level import counts; a TYPE_CHECKING one does not
-    assert "memnets.pack" in GRAPH["memnets.retrieval.rankers"]
-    assert "memnets.data.locomo" not in GRAPH["memnets.retrieval.rankers"]
+    assert "memnets.pack" in GRAPH["memnets.training.retrieval.rankers"]
+    assert "memnets.training.data.locomo" not in GRAPH["memnets.training.retrieval.rankers"]
 
 
 TRAINING = {"torch", "transformers", "lightning", "pytorch_lightning"}  # the [train] extra's packages
 # The modules that import the training packages at module level: the training side (issue 52). Every other
 # module of memnets serves without them, importing them inside a function where a training path needs them.
-TRAINING_SIDE = {"memnets.lit", "memnets.baselines", "memnets.evaluation.heads"} | {
+TRAINING_SIDE = {"memnets.training.lit", "memnets.training.baselines", "memnets.training.evaluation.heads"} | {
     f"memnets.nn.{name}"
     for name in ("change_judge", "distributed", "embedding_cache", "encoder", "heads", "losses", "modes",
                  "onnx_encoder", "traced")
@@ -257,7 +317,8 @@ def test_only_the_training_side_imports_torch_at_module_level():
 
 def test_the_serving_doors_do_not_import_torch():
     code = "import sys\n" + "".join(f"import {m}\n" for m in SERVING_DOORS)
-    code += f"print(sorted(p for p in sys.modules if p.split('.')[0] in {sorted(TRAINING)!r}))"
+    code += f"print(sorted(p for p in sys.modules if p.split('.')[0] in {sorted(TRAINING)!r}"
+    code += " or p.startswith('memnets.training')))"  # nor the training side of memnets
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert out.stdout.strip() == "[]"
 

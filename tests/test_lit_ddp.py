@@ -21,8 +21,8 @@ import torch
 from fit_helpers import tiny_data_config
 from safetensors.torch import load_file
 
-from memnets.lit.encoder import EncoderModule
 from memnets.nn.encoder import MemoryEncoder
+from memnets.training.lit.encoder import EncoderModule
 
 REPO = Path(__file__).resolve().parents[1]
 DEADLINE_S = 300  # the whole fit, both processes; a hung collective is killed with its process group

@@ -12,11 +12,11 @@ import yaml
 from fit_helpers import encoder_trainer_config, tiny_data_config
 
 from memnets.argerrors import ArgumentTypeError, ArgumentValueError, field_of
-from memnets.commands.fit import main
-from memnets.lit.cli import COMPONENTS, build_cli
-from memnets.lit.data import NoDuplicatesBatchSampler, RetrievalDataModule
-from memnets.lit.threads import TorchThreads
 from memnets.nn.encoder import MemoryEncoder
+from memnets.training.commands.fit import main
+from memnets.training.lit.cli import COMPONENTS, build_cli
+from memnets.training.lit.data import NoDuplicatesBatchSampler, RetrievalDataModule
+from memnets.training.lit.threads import TorchThreads
 
 
 @pytest.fixture

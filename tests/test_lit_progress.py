@@ -5,9 +5,9 @@ from __future__ import annotations
 import lightning as L
 from lightning.pytorch.demos.boring_classes import BoringModel
 
-from memnets.configs import load_config
-from memnets.lit.progress import TerminalProgressBar
 from memnets.progress import set_progress
+from memnets.training.configs import load_config
+from memnets.training.lit.progress import TerminalProgressBar
 
 
 def _fit(**trainer) -> None:
@@ -38,7 +38,7 @@ def test_quiet_means_no_progress_at_all(capfd):
 def test_every_fit_config_uses_it():
     for name in ("encoder/cpu", "encoder/smoke", "importance/cpu", "gate/cpu", "importance/smoke", "gate/smoke"):
         callbacks = load_config(name)["trainer"].get("callbacks", [])
-        assert "memnets.lit.progress.TerminalProgressBar" in [c["class_path"] for c in callbacks], name
+        assert "memnets.training.lit.progress.TerminalProgressBar" in [c["class_path"] for c in callbacks], name
 
 
 def test_a_command_prints_each_lightning_line_once_and_no_tips(capfd, tmp_path):
@@ -47,7 +47,7 @@ def test_a_command_prints_each_lightning_line_once_and_no_tips(capfd, tmp_path):
     import logging
 
     from memnets.console import setup_output
-    from memnets.lit.logs import adopt_lightning_logging
+    from memnets.training.lit.logs import adopt_lightning_logging
 
     setup_output(verbose=1)
     try:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from memnets.lit.threads import TorchThreads, choose_threads
+from memnets.training.lit.threads import TorchThreads, choose_threads
 
 
 def test_torchs_count_is_shared_by_the_local_processes():

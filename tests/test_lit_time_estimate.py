@@ -8,10 +8,10 @@ import pytest
 import yaml
 from fit_helpers import encoder_trainer_config, tiny_data_config
 
-from memnets.commands.run import load_steps
-from memnets.configs import load_config
-from memnets.lit.cli import build_cli
-from memnets.lit.time_estimate import FitTimeEstimate, estimate_fit
+from memnets.training.commands.run import load_steps
+from memnets.training.configs import load_config
+from memnets.training.lit.cli import build_cli
+from memnets.training.lit.time_estimate import FitTimeEstimate, estimate_fit
 
 
 def test_the_median_step_times_the_fit_and_the_rest_of_the_job():
@@ -49,7 +49,7 @@ def test_a_fit_over_its_budget_warns_after_its_first_timed_steps(tmp_path, tiny_
     budget += ["--time_estimate.budget_minutes", "1e-6", "--time_estimate.advice", "try --trainer.max_epochs 1"]
     cli = build_cli("encoder", ["-c", str(path), *budget], run=False)
     (callback,) = [c for c in cli.trainer.callbacks if isinstance(c, FitTimeEstimate)]
-    with caplog.at_level(logging.INFO, logger="memnets.lit.time_estimate"):
+    with caplog.at_level(logging.INFO, logger="memnets.training.lit.time_estimate"):
         cli.trainer.fit(cli.model, cli.datamodule)
 
     total = int(cli.trainer.estimated_stepping_batches)
@@ -57,7 +57,7 @@ def test_a_fit_over_its_budget_warns_after_its_first_timed_steps(tmp_path, tiny_
     estimate = callback.estimate
     assert estimate.fit_seconds == pytest.approx(estimate.seconds_per_step * total)
     assert estimate.job_seconds == pytest.approx(estimate.seconds_per_step * (total + 50))
-    (record,) = [r for r in caplog.records if r.name == "memnets.lit.time_estimate"]
+    (record,) = [r for r in caplog.records if r.name == "memnets.training.lit.time_estimate"]
     assert record.levelno == logging.WARNING
     message = record.getMessage()
     assert f"{total} steps" in message and "the whole job about" in message

@@ -10,7 +10,6 @@ from typing import ClassVar
 
 import pytest
 
-from memnets.fake_llm import FakeChatServer
 from memnets.llm import (
     ERROR_BODY_BYTES,
     EXTRACTIVE_PREFIX,
@@ -24,6 +23,7 @@ from memnets.llm import (
     bullets,
     load_llm,
 )
+from memnets.training.fake_llm import FakeChatServer
 
 
 def test_bullets_strip_markers_and_ignore_other_lines():

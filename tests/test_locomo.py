@@ -5,7 +5,7 @@ from datetime import datetime
 
 import pytest
 
-from memnets.data.locomo import LocomoFormatError, load_locomo, memory_id, split_evidence
+from memnets.training.data.locomo import LocomoFormatError, load_locomo, memory_id, split_evidence
 
 
 def test_sessions_turns_and_dates(tiny_locomo_path):

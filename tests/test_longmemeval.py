@@ -23,13 +23,13 @@ import pytest
 import yaml
 
 from memnets.cli import main
-from memnets.data.builders import build_importance_examples, build_retrieval_pairs, prepare_datasets
-from memnets.data.config import load_data_config
-from memnets.data.formats import detect_format, load_conversations
-from memnets.data.longmemeval import LongMemEvalFormatError, load_longmemeval
-from memnets.evaluation.longmemeval import cache_encodings, corpus_texts, evaluate_longmemeval
-from memnets.retrieval.dense import DenseRanker
-from memnets.retrieval.longmemeval_metrics import session_metrics, turn_metrics
+from memnets.training.data.builders import build_importance_examples, build_retrieval_pairs, prepare_datasets
+from memnets.training.data.config import load_data_config
+from memnets.training.data.formats import detect_format, load_conversations
+from memnets.training.data.longmemeval import LongMemEvalFormatError, load_longmemeval
+from memnets.training.evaluation.longmemeval import cache_encodings, corpus_texts, evaluate_longmemeval
+from memnets.training.retrieval.dense import DenseRanker
+from memnets.training.retrieval.longmemeval_metrics import session_metrics, turn_metrics
 
 FIXTURE = Path(__file__).parent / "fixtures" / "tiny_longmemeval.json"
 LOG2_5 = math.log2(5)

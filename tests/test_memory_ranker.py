@@ -1,4 +1,4 @@
-"""The ranker kind ``memory[:PACK]`` (memnets.evaluation.memory_ranker): a conversation written into a fresh
+"""The ranker kind ``memory[:PACK]`` (memnets.training.evaluation.memory_ranker): a conversation written into a fresh
 memory through the write path and ranked by its search.
 
 On the tiny random encoder (tests/conftest.py) with a test judge of its own, a LongMemEval-format
@@ -17,12 +17,12 @@ import json
 import pytest
 
 from memnets.cli import main
-from memnets.data.locomo import load_locomo
-from memnets.data.longmemeval import load_longmemeval
-from memnets.evaluation.longmemeval import rank_question
-from memnets.evaluation.memory_ranker import MemoryRanker, message
-from memnets.retrieval.dense import DenseRanker
-from memnets.retrieval.rankers import build_ranker, parse_spec
+from memnets.training.data.locomo import load_locomo
+from memnets.training.data.longmemeval import load_longmemeval
+from memnets.training.evaluation.longmemeval import rank_question
+from memnets.training.evaluation.memory_ranker import MemoryRanker, message
+from memnets.training.retrieval.dense import DenseRanker
+from memnets.training.retrieval.rankers import build_ranker, parse_spec
 
 OLDER, NEWER = "I live in Leeds.", "We moved to York in March."
 REPEATED = "Can you recommend a film for tonight?"

@@ -11,8 +11,8 @@ import pytest
 
 import memnets
 from memnets.argerrors import ArgumentValueError, field_of
-from memnets.data.locomo import Turn
 from memnets.memory.messages import MessageOutcome
+from memnets.training.data.locomo import Turn
 
 T0 = datetime(2024, 3, 1, 12, 0, tzinfo=UTC)
 EXACT = 0.9999  # the tiny random encoder puts every text near every other: merge identical texts only

@@ -4,8 +4,8 @@ import math
 
 import pytest
 
-from memnets.data.locomo import load_locomo
-from memnets.retrieval.metrics import evaluate_retriever, mrr_at_k, ndcg_at_k, recall_at_k
+from memnets.training.data.locomo import load_locomo
+from memnets.training.retrieval.metrics import evaluate_retriever, mrr_at_k, ndcg_at_k, recall_at_k
 
 RANKED = ["a", "b", "c", "d", "e", "f"]
 RELEVANT = {"b", "e", "z"}  # "z" is never retrieved

@@ -11,15 +11,15 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 
-from memnets.data.asked import asked_at, seen_at
-from memnets.data.jsonl import load_jsonl
-from memnets.data.longmemeval import load_longmemeval
-from memnets.evaluation.answers import AnswerItem, answer_question
-from memnets.evaluation.longmemeval import evaluate_longmemeval
-from memnets.fake_llm import FakeChatServer
 from memnets.llm import OpenAIChatLLM
-from memnets.retrieval.bm25 import BM25Ranker
-from memnets.retrieval.metrics import evaluate_retriever
+from memnets.training.data.asked import asked_at, seen_at
+from memnets.training.data.jsonl import load_jsonl
+from memnets.training.data.longmemeval import load_longmemeval
+from memnets.training.evaluation.answers import AnswerItem, answer_question
+from memnets.training.evaluation.longmemeval import evaluate_longmemeval
+from memnets.training.fake_llm import FakeChatServer
+from memnets.training.retrieval.bm25 import BM25Ranker
+from memnets.training.retrieval.metrics import evaluate_retriever
 
 QUESTION = "Where does Ann live now?"
 MAY = [

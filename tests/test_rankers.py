@@ -1,14 +1,14 @@
-"""The one ranker registry (memnets.retrieval.rankers) and the side-by-side retrieval evaluation."""
+"""The one ranker registry (memnets.training.retrieval.rankers) and the side-by-side retrieval evaluation."""
 
 from __future__ import annotations
 
 import pytest
 
-from memnets.data.locomo import load_locomo
-from memnets.evaluation.retrieval import compare_rankers
-from memnets.retrieval.bm25 import BM25Ranker
-from memnets.retrieval.metrics import evaluate_retriever
-from memnets.retrieval.rankers import RANKERS, build_ranker, parse_spec, register_ranker
+from memnets.training.data.locomo import load_locomo
+from memnets.training.evaluation.retrieval import compare_rankers
+from memnets.training.retrieval.bm25 import BM25Ranker
+from memnets.training.retrieval.metrics import evaluate_retriever
+from memnets.training.retrieval.rankers import RANKERS, build_ranker, parse_spec, register_ranker
 
 
 class InOrder:

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from memnets.data.jsonl import JsonlFormatError, load_jsonl
-from memnets.data.locomo import LocomoFormatError, load_locomo
-from memnets.retrieval.metrics import mrr_at_k, ndcg_at_k, question_metrics, recall_at_k
+from memnets.training.data.jsonl import JsonlFormatError, load_jsonl
+from memnets.training.data.locomo import LocomoFormatError, load_locomo
+from memnets.training.retrieval.metrics import mrr_at_k, ndcg_at_k, question_metrics, recall_at_k
 
 
 def _write(tmp_path, tiny_locomo_path, change):
@@ -155,7 +155,7 @@ def test_a_lone_surrogate_is_refused_by_both_readers(tmp_path, tiny_locomo_path)
 
 def test_a_question_of_stopwords_only_scores_zero_with_bm25(tiny_locomo_path):
     """Before: IndexError inside bm25s (and ValueError for documents of stopwords only)."""
-    from memnets.retrieval.bm25 import BM25Ranker
+    from memnets.training.retrieval.bm25 import BM25Ranker
 
     ranker = BM25Ranker()
     scores = ranker.scores(["Ann adopted a puppy", "Bob plays the violin"], ["what is it?", "puppy"])

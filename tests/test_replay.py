@@ -7,8 +7,8 @@ import json
 import pytest
 
 from memnets.cli import main as cli_main
-from memnets.evaluation.replay import summarise
 from memnets.nn.embedding_cache import CachedEncoder
+from memnets.training.evaluation.replay import summarise
 
 
 def run(tmp_path, tiny_locomo_path, tiny_model_dir, *extra):
@@ -117,8 +117,8 @@ def test_bad_arguments_are_named(tmp_path, tiny_locomo_path, capsys):
 
 
 def test_question_schedule_by_hand(tiny_locomo_path):
-    from memnets.data.locomo import load_locomo
-    from memnets.evaluation.replay import question_schedule
+    from memnets.training.data.locomo import load_locomo
+    from memnets.training.evaluation.replay import question_schedule
 
     conversation = load_locomo(tiny_locomo_path, sample_ids=["tiny-1"])[0]
     items = [q for q in conversation.qa if q.evidence]
@@ -160,8 +160,8 @@ def test_plain_vector_memory_is_the_cosine_top_k_of_all_turns(tmp_path, tiny_loc
     # the row users run today: every turn stored, each question answered by the cosine top-k, nothing else
     import numpy as np
 
-    from memnets.data.locomo import load_locomo, memory_id
     from memnets.nn.encoder import MemoryEncoder
+    from memnets.training.data.locomo import load_locomo, memory_id
 
     result = run(tmp_path, tiny_locomo_path, tiny_model_dir, "-k", "2")
     plain = next(row for row in result["rows"] if row["name"] == "plain vector memory")

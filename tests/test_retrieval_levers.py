@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memnets.data.formats import load_conversations
 from memnets.nn.encoder import MemoryEncoder
-from memnets.retrieval.dense import DenseRanker
-from memnets.retrieval.metrics import evaluate_retriever, summarize
+from memnets.training.data.formats import load_conversations
+from memnets.training.retrieval.dense import DenseRanker
+from memnets.training.retrieval.metrics import evaluate_retriever, summarize
 
 ROOT = Path(__file__).resolve().parents[1]
 JSONL = Path(__file__).parent / "fixtures" / "tiny_conversations.jsonl"

@@ -7,8 +7,8 @@ import pytest
 import yaml
 
 from memnets.cli import main
-from memnets.commands.run import load_steps
 from memnets.machine import SPEED_FLAGS, instruction_sets
+from memnets.training.commands.run import load_steps
 
 
 def _pipeline(tmp_path, tiny_locomo_path, steps):

@@ -142,11 +142,11 @@ def test_fit_scorer_weights_learns_which_feature_predicts_evidence():
 
 
 def test_scorer_ranker_on_tiny_locomo(tiny_locomo_path, tiny_model_dir):
-    from memnets.data.locomo import load_locomo
     from memnets.memory.signals import HeuristicImportance
     from memnets.nn.encoder import MemoryEncoder
-    from memnets.retrieval.metrics import evaluate_retriever
-    from memnets.retrieval.scored import ScorerRanker, conversation_now, turn_memories
+    from memnets.training.data.locomo import load_locomo
+    from memnets.training.retrieval.metrics import evaluate_retriever
+    from memnets.training.retrieval.scored import ScorerRanker, conversation_now, turn_memories
 
     conversations = load_locomo(tiny_locomo_path)
     conv = conversations[0]

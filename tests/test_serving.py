@@ -12,13 +12,13 @@ import numpy as np
 import pytest
 import torch
 
-from memnets.data.locomo import load_locomo
 from memnets.nn.change_judge import ChangeJudge
 from memnets.nn.encoder import DEFAULT_BACKBONE, MemoryEncoder
 from memnets.nn.fast_tokenizer import FastTokenizer
 from memnets.nn.graph_cache import graphs_dir
 from memnets.nn.serving_encoder import ServingEncoder
 from memnets.nn.serving_judge import ServingJudge
+from memnets.training.data.locomo import load_locomo
 
 pytest.importorskip("onnxruntime")
 

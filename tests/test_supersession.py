@@ -12,6 +12,7 @@ from pathlib import Path
 import lightning as L
 import numpy as np
 import pytest
+import torch
 
 import memnets
 from memnets.nn.change_judge import MAX_CHARS, MAX_TOKENS, ChangeJudge, ChangeJudgeNet, NotAJudge, cut
@@ -45,7 +46,7 @@ def few_pairs(tmp_path: Path, name: str, count: int) -> Path:
 @pytest.fixture(scope="module")
 def fitted(tmp_path_factory):
     """`memnets fit supersession` (its LightningCLI) on a few written pairs: one layer of the bundled backbone."""
-    from memnets.lit.cli import build_cli
+    from memnets.training.lit.cli import build_cli
 
     out = tmp_path_factory.mktemp("fit")
     train, validation = few_pairs(out, "train_a", 48), few_pairs(out, "validation", 32)
@@ -71,6 +72,21 @@ def test_fit_supersession_saves_a_judge_that_loads_back_with_the_same_scores(fit
     pairs = [("I live in Leeds.", "I moved to Lyon in June."), ("I have a dog.", "My sister got a cat.")]
     assert loaded.scores(pairs) == pytest.approx(judge.scores(pairs), abs=2e-3)  # saved in half precision
     assert loaded.threshold == judge.threshold
+
+
+def test_a_fit_can_start_from_a_saved_judge_and_takes_its_depth(fitted, tmp_path):
+    """``start``: the fine-tuning begins at a saved judge's layers and classifier (the pack's recipe starts at the
+    shipped judge), whatever ``layers`` says; a folder that holds no judge is refused, naming it."""
+    from memnets.training.lit.supersession import ChangeJudgeModule
+
+    _, folder = fitted
+    for start, expected in ((str(folder), ChangeJudge.load(folder)), ("shipped", ChangeJudge.load())):
+        module = ChangeJudgeModule(layers=6, start=start, output_dir=None)
+        assert module.net.layers == expected.net.layers and module.net.training
+        started, saved = module.net.trained_state(), expected.net.trained_state()
+        assert started.keys() == saved.keys() and all(torch.equal(started[k], saved[k]) for k in saved)
+    with pytest.raises((ValueError, FileNotFoundError), match="nowhere"):
+        ChangeJudgeModule(start=str(tmp_path / "nowhere"), output_dir=None)
 
 
 def test_a_folder_of_another_kind_or_backbone_is_refused_naming_it(fitted, tiny_model_dir, tmp_path):

@@ -1,14 +1,14 @@
-"""The candidate pairs of real conversations that train the pack's change-of-fact judge (memnets.lit.supersession_replay)."""
+"""The candidate pairs of real conversations that train the pack's change-of-fact judge (memnets.training.lit.supersession_replay)."""
 
 import json
 from types import SimpleNamespace
 
 import numpy as np
 
-from memnets.data.locomo import load_locomo
-from memnets.lit.supersession import ChangeJudgeDataModule
-from memnets.lit.supersession_replay import candidate_pairs, replayed_pairs
 from memnets.memory.supersession import CANDIDATE_FLOOR, CANDIDATES
+from memnets.training.data.locomo import load_locomo
+from memnets.training.lit.supersession import ChangeJudgeDataModule
+from memnets.training.lit.supersession_replay import candidate_pairs, replayed_pairs
 
 
 def unit(*xs):

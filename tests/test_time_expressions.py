@@ -152,8 +152,8 @@ def test_the_quick_check_for_time_words_changes_no_answer(monkeypatch):
     table, the answers are those of the rules run on every text."""
     import re
 
-    from memnets.data.locomo import load_locomo
     from memnets.temporal import dates
+    from memnets.training.data.locomo import load_locomo
 
     texts = [text for text, _, _ in TABLE] + [turn.text for c in load_locomo() for turn in c.turns]
     texts += ["Sundays-off since MARCH", "the week-end", "Today!", "room 12 (new 3)", "5/7/24", "in 1999", "2024-5-7"]

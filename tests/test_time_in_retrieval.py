@@ -1,5 +1,5 @@
 """Time in retrieval: what a question says about time (memnets.temporal.questions) and the `dated`
-ranker that adds it to the cosine (memnets.retrieval.dated).
+ranker that adds it to the cosine (memnets.training.retrieval.dated).
 
 The ranker is checked with an encoder that gives every text the same vector, so that the cosine
 ties and the order is the time feature's alone: a real MemoryEncoder would hide what is measured.
@@ -11,10 +11,10 @@ from datetime import UTC, date, datetime
 
 import torch
 
-from memnets.data.locomo import Conversation, Session, Turn
-from memnets.retrieval.dated import DatedRanker
-from memnets.retrieval.rankers import build_ranker
 from memnets.temporal.questions import asks_when, dated_memory, named_range, time_features
+from memnets.training.data.locomo import Conversation, Session, Turn
+from memnets.training.retrieval.dated import DatedRanker
+from memnets.training.retrieval.rankers import build_ranker
 
 ASKED = date(2023, 8, 20)
 

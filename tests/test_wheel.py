@@ -157,7 +157,7 @@ def test_the_installed_wheel_runs_from_another_folder(installed, tmp_path):
         [
             python,
             "-c",
-            "from memnets.configs import load_config; c = load_config('encoder/ddp')['trainer'];"
+            "from memnets.training.configs import load_config; c = load_config('encoder/ddp')['trainer'];"
             "print(c['strategy'], c['accelerator'], len(c['callbacks']))",
         ],
         work,

@@ -213,8 +213,8 @@ def main(argv=None) -> None:
     p.add_argument("--pack", type=Path, help="open every door's memory with this pack (pack=, --pack)")
     args = p.parse_args(argv)
     repeats = 2 if args.quick else args.repeats
-    from memnets.data.locomo import load_locomo
     from memnets.machine import describe
+    from memnets.training.data.locomo import load_locomo
 
     results: dict = {"machine": describe(), "threads": os.environ.get("OMP_NUM_THREADS", "default")}
     today, serving = closure(TODAY_CORE, set()), closure(SERVING_CORE, NO_DEPS)

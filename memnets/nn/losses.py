@@ -44,7 +44,7 @@ Relations:
       sentence-transformers' ``MultipleNegativesRankingLoss`` (tests/test_losses.py checks it).
 
 Recommendations:
-    - Batches should not repeat a query or a positive (:class:`memnets.lit.data.NoDuplicatesBatchSampler`
+    - Batches should not repeat a query or a positive (:class:`memnets.training.lit.data.NoDuplicatesBatchSampler`
       builds such batches); the key mask is the safety net for what a sampler cannot see (a
       mined hard negative that is another query's positive).
     - Batches drawn from one conversation make in-batch negatives hard; turns of other
