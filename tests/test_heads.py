@@ -418,4 +418,4 @@ def test_the_numpy_normal_cdf_is_within_1e_9_of_math_erf_and_mlps_of_other_layer
     exact = np.array([0.5 * (1.0 + math.erf(v / math.sqrt(2.0))) for v in x])
     assert np.abs(normal_cdf(x) - exact).max() < 1e-9
     with pytest.raises(TypeError, match="ReLU"):
-        NumpyMLP(torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU(), torch.nn.Linear(4, 1)))
+        NumpyMLP.of_module(torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU(), torch.nn.Linear(4, 1)))

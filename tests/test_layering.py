@@ -274,11 +274,12 @@ TRAINING = {"torch", "transformers", "lightning", "pytorch_lightning"}  # the [t
 TRAINING_SIDE = {"memnets.training.lit", "memnets.training.baselines", "memnets.training.evaluation.heads"} | {
     f"memnets.nn.{name}"
     for name in ("change_judge", "distributed", "embedding_cache", "encoder", "heads", "losses", "modes",
-                 "numpy_mlp", "onnx_encoder", "traced", "weights")
+                 "onnx_encoder", "traced")
 }  # fmt: skip
 # what the doors load: memnets.open, the stores, the manager, the server, MCP, the adapters, the CLI's memory commands
 SERVING_DOORS = [
     "memnets", "memnets.api", "memnets.nn.serving_encoder", "memnets.nn.serving_judge", "memnets.nn.loading",
+    "memnets.nn.serving_heads", "memnets.pack",
     "memnets.server.app", "memnets.server.run", "memnets.integrations.mcp_server", "memnets.integrations.langchain",
     "memnets.integrations.langgraph", "memnets.commands.memories", "memnets.commands.serve", "memnets.cli",
 ]  # fmt: skip

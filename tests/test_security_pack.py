@@ -144,12 +144,13 @@ def _opens_under(folder):
         state["on"] = False
 
 
-def test_load_never_reopens_pack_files_by_path_so_the_checked_bytes_are_the_loaded_ones(copy):
+@pytest.mark.parametrize("backend", ["torch", "onnx"])  # onnx: the serving encoder and the numpy heads
+def test_load_never_reopens_pack_files_by_path_so_the_checked_bytes_are_the_loaded_ones(copy, backend):
     """Every pack file is opened once, relative to its folder and without following links, while it is
     hashed; the components are built from a private copy of those bytes. Nothing opens a pack file by
     its path (which a writer of the folder could swap between the check and the load)."""
     with _opens_under(copy) as opened:
-        pack = load_pack(copy)
+        pack = load_pack(copy, backend=backend)
     assert opened == []
     assert pack.path == copy and pack.importance is not None and pack.gate is not None
     assert pack.encoder.encode(["hello"]).shape == (1, 16)

@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import lightning as L
+import numpy as np
 import pytest
 import torch
 
@@ -224,13 +225,18 @@ def test_open_with_auto_supersession_uses_the_shipped_judge_and_none_leaves_it_o
 
 
 def test_a_pack_carries_its_judge_and_auto_takes_it(fitted, tmp_path):
-    """`memnets export --supersession` puts the judge in the pack; ``supersession="auto"`` with that pack is it."""
+    """`memnets export --supersession` puts the judge in the pack; ``supersession="auto"`` with that pack is it,
+    served on ONNX Runtime as the shipped judge is (its scores within 1e-5 of the saved judge's on torch)."""
     from memnets.nn.encoder import MemoryEncoder
+    from memnets.nn.serving_judge import ServingJudge
     from memnets.pack import export_pack, load_pack
 
     judge, folder = fitted
     encoder = MemoryEncoder.from_pretrained()
     pack = load_pack(export_pack(tmp_path / "pack", encoder, supersession=folder))
-    assert isinstance(pack.supersession, ChangeJudge) and pack.supersession.threshold == judge.threshold
+    assert isinstance(pack.supersession, ServingJudge) and pack.supersession.threshold == judge.threshold
+    pairs = [("I live in Leeds.", "I moved to Lyon in June."), ("I have a dog.", "My sister got a cat.")]
+    saved = ChangeJudge.load(folder)  # the judge's weights as saved (float16)
+    np.testing.assert_allclose(pack.supersession.scores(pairs), saved.scores(pairs), atol=1e-5)
     with memnets.open(tmp_path / "memory", pack=pack, supersession="auto") as memory:
         assert memory._writes.supersession.judge is pack.supersession

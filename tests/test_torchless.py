@@ -1,8 +1,9 @@
 """The doors of the core install run without torch: each in a process where torch, transformers and
 Lightning cannot be imported (a ``sys.meta_path`` finder refuses them, as a missing package would).
 
-``memnets.open`` + add + search (with the shipped change judge asked for), ``memnets memories search``, the REST
-server and MCP over stdio, and the LangChain and LangGraph adapters. Each runs twice: in this venv with the
+``memnets.open`` + add + search (with the shipped change judge asked for), the same with a pack (its encoder,
+heads and judge; built here, with torch), ``memnets memories search``, the REST server and MCP over stdio, and
+the LangChain and LangGraph adapters. Each runs twice: in this venv with the
 import hook (fast), and (slow) in a venv that ``scripts/core_venv.sh`` makes from the wheel of this checkout,
 with the serving extras' packages and no torch at all, from a folder that is not the checkout.
 """
@@ -113,6 +114,83 @@ def test_open_add_search_and_the_judge_run_without_torch(child, tmp_path):
     assert found["hits"][0] == "I moved to Lyon in June."  # the shipped judge ended the older fact
 
 
+@pytest.fixture(scope="module")
+def pack_dir(tiny_model_dir, tmp_path_factory) -> Path:
+    """A tiny pack with every component: encoder (a projection), importance head, recall gate, change judge."""
+    import torch
+
+    from memnets.nn.change_judge import ChangeJudge, ChangeJudgeNet
+    from memnets.nn.encoder import MemoryEncoder
+    from memnets.nn.heads import ImportanceHead, RecallGateHead
+    from memnets.pack import export_pack
+
+    torch.manual_seed(0)
+    encoder = MemoryEncoder.from_pretrained(tiny_model_dir, projection_dim=16)
+    heads = {"importance": ImportanceHead(16, hidden_dims=(8,)), "gate": RecallGateHead(16, hidden_dims=(8,))}
+    judge = ChangeJudge(ChangeJudgeNet(layers=1), threshold=0.5)
+    return export_pack(tmp_path_factory.mktemp("pack") / "pack", encoder, supersession=judge, **heads)
+
+
+def test_a_pack_opens_adds_and_searches_without_torch(child, pack_dir, tmp_path):
+    """Its encoder on ONNX Runtime, its heads in numpy, its judge on ONNX Runtime; a store the pack filled on
+    torch's exact backend is refused there with the way out, one filled on its "onnx" backend opens."""
+    import memnets
+
+    importance = head_says(str(pack_dir), "I live in Leeds.")
+    with memnets.open(tmp_path / "on_torch", pack=pack_dir) as memory:
+        memory.add("I adopted a beagle named Rex", user="ann")
+    with memnets.open(tmp_path / "on_onnx", pack=pack_dir, backend="onnx") as memory:
+        memory.add("I adopted a beagle named Rex", user="ann")
+    found = run(
+        child,
+        f"""
+        import json, memnets
+        with memnets.open({str(tmp_path / "memory")!r}, pack={str(pack_dir)!r}, supersession="auto") as memory:
+            added = memory.add("I live in Leeds.", user="ann")
+            memory.add("I adopted a beagle named Rex", user="ann")
+            hits = memory.search("beagle", user="ann", k=1)
+            parts = [memory.encoder, memory.importance.head, memory.gate.head, memory._writes.supersession.judge]
+            kinds = [type(part).__name__ for part in parts]
+        with memnets.open({str(tmp_path / "on_onnx")!r}, pack={str(pack_dir)!r}) as memory:
+            moved = memory.search("beagle", user="ann", k=1)[0].memory.content
+        try:
+            memnets.open({str(tmp_path / "on_torch")!r}, pack={str(pack_dir)!r})
+            refused = None
+        except Exception as error:
+            refused = str(error)
+        print(json.dumps({{"hit": hits[0].memory.content, "kinds": kinds, "importance": added.importance,
+                          "moved": moved, "refused": refused}}))
+        """,
+    )
+    assert found["kinds"] == ["ServingEncoder", "ServingImportance", "ServingGate", "ServingJudge"]
+    assert found["hit"] == found["moved"] == "I adopted a beagle named Rex"
+    assert found["importance"] == pytest.approx(importance, abs=1e-5)  # the pack's head, as on torch
+    assert "memnets archive reembed" in found["refused"]
+    done = subprocess.run(
+        [child.python, "-m", "memnets", "memories", str(tmp_path / "on_onnx"), "--pack", str(pack_dir), "search",
+         "dog", "--user", "ann", "--json"],
+        env=child.env, cwd=child.cwd, capture_output=True, text=True, timeout=TIMEOUT_S,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "beagle" in done.stdout
+
+
+def test_a_pack_of_another_backbone_names_the_train_extra_there(child, mpnet_pack):
+    message = run(
+        child,
+        f"""
+        import json
+        from memnets.pack import load_pack
+        try:
+            load_pack({str(mpnet_pack)!r})
+        except ModuleNotFoundError as error:
+            print(json.dumps(str(error)))
+        """,
+    )
+    assert "a pack's encoder on the backend 'onnx' (torch) needs the optional dependency" in message
+    assert "of the extra [train]" in message
+
+
 def test_the_cli_search_runs_without_torch(child, tmp_path):
     folder = tmp_path / "memory"
     run(
@@ -127,12 +205,14 @@ def test_the_cli_search_runs_without_torch(child, tmp_path):
     assert "beagle" in done.stdout
 
 
-def test_the_rest_server_serves_without_torch(child, tmp_path):
+@pytest.mark.parametrize("packed", [False, True], ids=["bundled encoder", "pack"])
+def test_the_rest_server_serves_without_torch(child, tmp_path, packed, request):
     port = free_port()
     url = f"http://127.0.0.1:{port}"
+    pack = ["--pack", str(request.getfixturevalue("pack_dir"))] if packed else []
     with open(tmp_path / "server.log", "wb") as log:
         server = subprocess.Popen(
-            [child.python, "-m", "memnets", "serve", "http", str(tmp_path / "memory"), "--port", str(port)],
+            [child.python, "-m", "memnets", "serve", "http", str(tmp_path / "memory"), "--port", str(port), *pack],
             env=child.env, cwd=child.cwd, stdout=log, stderr=subprocess.STDOUT,
         )  # fmt: skip
     try:
@@ -144,10 +224,22 @@ def test_the_rest_server_serves_without_torch(child, tmp_path):
         assert added.status_code == 200, added.text
         found = httpx.post(f"{url}/v1/search", json={"query": "dog", "user": "ann"}).json()
         assert found["results"][0]["memory"]["content"] == "I adopted a beagle named Rex"
+        if packed:  # the pack's importance head scored the add
+            assert found["results"][0]["memory"]["importance"] == pytest.approx(
+                head_says(pack[1], "I adopted a beagle named Rex"), abs=1e-5
+            )
     finally:
         server.terminate()
         server.wait(timeout=60)
     assert "No module named" not in (tmp_path / "server.log").read_text()  # nothing even tried
+
+
+def head_says(pack: str, text: str) -> float:
+    """The importance the pack's head gives ``text`` on torch (this process)."""
+    from memnets.pack import load_pack
+
+    exact = load_pack(pack, backend="torch")
+    return float(exact.importance.predict_proba(exact.encoder.encode([text]).numpy())[0])
 
 
 def _ready(url: str) -> bool:

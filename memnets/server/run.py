@@ -123,9 +123,9 @@ class ServerConfig:
         options = dict(self.options)
         backend = options.pop("backend", None)  # None: torch where installed, else ONNX Runtime (memnets.nn.loading)
         if self.pack is not None:
-            from memnets.pack import load_pack
+            from memnets.memory.opening import pack_from
 
-            pack = load_pack(self.pack, backend=backend or "torch")
+            pack = pack_from(self.pack, backend)
             pack = replace(pack, encoder=wrap(pack.encoder))
             return memnets.open(self.location, pack=pack, key=self.key(), **options)
         encoder = load_encoder(self.encoder, backend)

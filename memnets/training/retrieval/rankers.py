@@ -86,7 +86,7 @@ def _learned(path: str | None, backend: str = "torch") -> Ranker:
 
     if not path:
         raise ValueError("learned needs a pack folder: learned:checkpoints/pack")
-    return ScorerRanker(LearnedScorer.from_pack(load_pack(path, backend=backend)), name="learned")
+    return ScorerRanker(LearnedScorer.from_pack(load_pack(path, backend=backend, on_torch=True)), name="learned")
 
 
 # KIND -> factory(path or None) -> ranker
