@@ -339,15 +339,6 @@ def test_only_the_store_numbers_versions():
 
 # issue 53: every statement of the store is built, as (sql, params), by its query builders
 QUERY_BUILDERS = {"memnets.store.queries", "memnets.store.queries_sqlite", "memnets.store.queries_postgres"}
-# modules whose statements are not moved into the builders yet: the schemas (tables, migrations) and the
-# lexical indexes' schemas (their rankings are built by the builders); the list only shrinks (the test
-# below fails once one of them holds no SQL)
-SQL_NOT_MOVED_YET = {
-    "memnets.store.sqlite_schema",
-    "memnets.store.pg_schema",
-    "memnets.store.sqlite_lexical",
-    "memnets.store.pg_lexical",
-}
 SQL_WORDS = re.compile(r"\b(SELECT|INSERT|UPDATE|DELETE|CREATE|ALTER|DROP|LOCK TABLE|VACUUM|ANALYZE)\b")
 
 
@@ -375,12 +366,6 @@ def sql_in(path: Path) -> list[int]:
 
 def test_no_statement_of_the_store_is_built_outside_its_query_builders():
     store = {name: path for name, path in MODULES.items() if name.startswith("memnets.store.")}
-    outside = {
-        name: lines
-        for name, path in store.items()
-        if name not in QUERY_BUILDERS | SQL_NOT_MOVED_YET and (lines := sql_in(path))
-    }
+    outside = {name: lines for name, path in store.items() if name not in QUERY_BUILDERS and (lines := sql_in(path))}
     assert not outside, f"SQL text outside the query builders (module: lines): {outside}"
     assert all(sql_in(store[name]) for name in QUERY_BUILDERS)  # the check sees SQL where it is
-    moved = sorted(name for name in SQL_NOT_MOVED_YET if not sql_in(store[name]))
-    assert not moved, f"no SQL left in {moved}: take them off SQL_NOT_MOVED_YET"

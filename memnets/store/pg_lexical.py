@@ -19,6 +19,8 @@ owner's current, unexpired rows that pass the filter's clear columns: a term's d
 and the row count are the owner's, the length of a row is its number of distinct lexemes, and the
 mean length is that of the rows holding a query word. The query's words are its lexemes under the
 same configuration (English stemming and stop words), any of them.
+
+The lexemes' schema and the ranking's statement are built by :mod:`memnets.store.queries_postgres`.
 """
 
 from __future__ import annotations
@@ -26,22 +28,6 @@ from __future__ import annotations
 import memnets.timeutil as timeutil
 from memnets.store.core_search import Hit
 from memnets.store.filters import MemoryFilter
-
-CONFIG = "english"  # the text search configuration of the lexemes and of the query
-# statements that give a store without a key its lexemes (at creation, or the format-6 upgrade)
-SCHEMA = [
-    """CREATE FUNCTION {content}(payload bytea) RETURNS text LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
-        AS $$ SELECT convert_from(payload, 'UTF8')::jsonb ->> 'content' $$""",
-    f"""ALTER TABLE {{memories}} ADD COLUMN lexemes tsvector GENERATED ALWAYS AS
-        (CASE WHEN superseded_by IS NULL THEN to_tsvector('{CONFIG}', {{content}}(payload)) END) STORED""",
-    """CREATE INDEX {lexical} ON {memories} USING gin (tsvector_to_array(lexemes)) WHERE superseded_by IS NULL""",
-]
-
-
-def exists(conn, memories_table: str) -> bool:
-    """Whether the store's memories table (its unquoted name) has the lexemes column."""
-    query = "SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass(%s) AND attname = 'lexemes' AND NOT attisdropped"
-    return conn.execute(query, (memories_table,)).fetchone() is not None
 
 
 class PgLexical:

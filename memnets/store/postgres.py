@@ -68,7 +68,7 @@ from memnets.store.crypto import RowCipher
 from memnets.store.errors import StoreError, StoreUnavailableError
 from memnets.store.identity import EncoderIdentity
 from memnets.store.pg_dialect import PgDialect
-from memnets.store.pg_schema import FORMAT_VERSION, HNSW, check_extension, open_schema
+from memnets.store.pg_schema import FORMAT_VERSION, check_extension, open_schema
 from memnets.store.pg_search import EF_SEARCH_MAX, EXACT_BELOW, STREAM_BATCH, PgSearch
 from memnets.store.queries_postgres import PgQueries
 from memnets.store.reembed import ReembedBatch
@@ -205,11 +205,11 @@ class PgVectorStore(PgSearch, pg_lexical.PgLexical, SqlStore):
         except psycopg.OperationalError as error:
             raise self._unavailable(error) from None
         with conn:
-            check_extension(conn, self._where())
+            check_extension(conn, self._q, self._where())
             with conn.transaction():
                 hnsw = {"m": self.m, "ef_construction": self.ef_construction}
-                opened = open_schema(conn, self._dialect, dim, key, hnsw, self._where())
-                self.supports_lexical_search = pg_lexical.exists(conn, f"{self.table}_memories")
+                opened = open_schema(conn, self._q, dim, key, hnsw, self._where())
+                self.supports_lexical_search = conn.execute(*self._q.lexemes_exist()).fetchone() is not None
                 return opened
 
     @contextmanager
@@ -349,7 +349,7 @@ class PgVectorStore(PgSearch, pg_lexical.PgLexical, SqlStore):
     def _create_hnsw(self, conn: psycopg.Connection) -> None:
         """(Re)create the HNSW index with this store's m and ef_construction."""
         conn.execute(*self._q.drop_hnsw())
-        conn.execute(HNSW.format(**self._dialect.names, m=self.m, ef_construction=self.ef_construction))
+        conn.execute(*self._q.create_hnsw(self.m, self.ef_construction))
 
     # ------------------------------------------------------------------ listing
     def _stream(self, conn: psycopg.Connection, query: str, params) -> Iterator:
