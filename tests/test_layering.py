@@ -369,3 +369,15 @@ def test_no_statement_of_the_store_is_built_outside_its_query_builders():
     outside = {name: lines for name, path in store.items() if name not in QUERY_BUILDERS and (lines := sql_in(path))}
     assert not outside, f"SQL text outside the query builders (module: lines): {outside}"
     assert all(sql_in(store[name]) for name in QUERY_BUILDERS)  # the check sees SQL where it is
+
+
+THREAD_LOCAL = re.compile(r"\b(threading\.local|local\(\)|ContextVar)\b")
+
+
+def test_the_store_holds_no_thread_local():
+    """issue 53: the store carries its state explicitly (an atomic_write is a WriteTransaction object,
+    memnets.store.transaction), never in a threading.local or a context variable."""
+    store = {name: path for name, path in MODULES.items() if name.startswith("memnets.store")}
+    found = {name: THREAD_LOCAL.findall(path.read_text(encoding="utf-8")) for name, path in store.items()}
+    assert {name: hits for name, hits in found.items() if hits} == {}
+    assert THREAD_LOCAL.findall("self._hold = threading.local()")  # the check sees one

@@ -82,6 +82,7 @@ from memnets.store.sqlite_schema import (
     rotate_rows,
     writable,
 )
+from memnets.store.transaction import WriteTransaction
 
 __all__ = ["DB_FILE", "FORMAT_VERSION", "INDEX_AUTH", "INDEX_DIR", "INDEX_MARKER", "Archive", "rotate_key"]
 
@@ -252,7 +253,7 @@ class Archive(FaissSync, ArchiveLexical, SqlStore):
         conn.execute("RELEASE memnets")
 
     @contextmanager
-    def _held_transaction(self) -> Iterator[None]:
+    def _held_transaction(self, held: WriteTransaction) -> Iterator[None]:
         """atomic_write's transaction: ``BEGIN IMMEDIATE`` held, with the archive's lock, for the whole block.
         If it rolls back after a search synced the index with its writes, the index is rebuilt."""
         with self._lock:

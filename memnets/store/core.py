@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime, timedelta
@@ -51,6 +50,7 @@ from memnets.store.dialect import SqlDialect
 from memnets.store.filters import MemoryFilter
 from memnets.store.identity import EncoderIdentity
 from memnets.store.queries import SqlQueries
+from memnets.store.transaction import OpenWrites, WriteTransaction
 from memnets.timeutil import as_utc
 from memnets.tracing import traced_methods
 
@@ -93,7 +93,7 @@ class SqlStore(SqlVersions, SqlEncoding, SearchVectors, LexicalRanking):
     def __init__(self, dialect: SqlDialect, queries: SqlQueries | None = None) -> None:
         self._dialect = dialect
         self._q = SqlQueries(dialect) if queries is None else queries
-        self._hold = threading.local()  # this thread's atomic_write: .pending (None outside one), see _after
+        self._writes = OpenWrites()  # the open atomic_write blocks (memnets.store.transaction)
 
     # ------------------------------------------------------------------ what an engine gives
     def _reading(self) -> AbstractContextManager:
@@ -120,9 +120,9 @@ class SqlStore(SqlVersions, SqlEncoding, SearchVectors, LexicalRanking):
     def _deleted(self, count: int) -> None:
         """After a deletion of ``count`` rows committed."""
 
-    def _held_transaction(self) -> AbstractContextManager:
-        """The transaction of :meth:`atomic_write`: until it ends, this thread's ``_reading()`` and
-        ``_writing()`` are savepoints inside it."""
+    def _held_transaction(self, held: WriteTransaction) -> AbstractContextManager:
+        """The transaction of :meth:`atomic_write` (``held``: its state, where the engine keeps its
+        connection): until it ends, this thread's ``_reading()`` and ``_writing()`` are savepoints inside it."""
         raise NotImplementedError
 
     def _swap_vectors(self, conn, target: EncoderIdentity, updates: list[tuple]) -> None:
@@ -138,27 +138,25 @@ class SqlStore(SqlVersions, SqlEncoding, SearchVectors, LexicalRanking):
 
     # ------------------------------------------------------------------ one transaction for a write path
     @contextmanager
-    def atomic_write(self, owner: str) -> Iterator[None]:
+    def atomic_write(self, owner: str) -> Iterator[WriteTransaction]:
         """A block whose calls on this store (from this thread) are one transaction holding the owner's
         write lock: a write path's near-match search and the write it decides happen at once, so two
         processes adding the same sentence for one user store it once (the archive: ``BEGIN IMMEDIATE``
         held across the calls; PostgreSQL: one connection's transaction holding an advisory lock of the
         owner). Committed when the block ends, rolled back (nothing written) when it raises; what a
         write does once committed (index sync, scrubbing) runs after the commit. Blocks nest: an inner
-        one adds its owner's lock to the outer transaction (take several owners' in sorted order)."""
+        one adds its owner's lock to the outer transaction (take several owners' in sorted order). Yields
+        the block's :class:`~memnets.store.transaction.WriteTransaction`."""
         rowcodec.check_owner(owner, f"{self._name}.atomic_write")
-        if getattr(self._hold, "pending", None) is not None:
+        held = self._writes.current()
+        if held is not None:
             self._lock_writes(owner)
-            yield
+            yield held
             return
-        self._hold.pending = []
-        try:
-            with self._held_transaction():
-                self._lock_writes(owner)
-                yield
-        finally:
-            pending, self._hold.pending = self._hold.pending, None
-        for after in pending:  # reached only once the block committed
+        with self._writes.opened() as held, self._held_transaction(held):
+            self._lock_writes(owner)
+            yield held
+        for after in held.after_commit:  # reached only once the block committed
             after()
 
     def _lock_writes(self, owner: str) -> None:
@@ -170,11 +168,7 @@ class SqlStore(SqlVersions, SqlEncoding, SearchVectors, LexicalRanking):
 
     def _after(self, step: Callable[[], None]) -> None:
         """Run ``step`` (what follows a committed write) now, or inside :meth:`atomic_write` once it commits."""
-        pending = getattr(self._hold, "pending", None)
-        if pending is None:
-            step()
-        else:
-            pending.append(step)
+        self._writes.after(step)
 
     # ------------------------------------------------------------------ helpers
     @property

@@ -55,7 +55,7 @@ class PgSearch:
         """Ranked in SQL (see the module docstring for how each kind of filter runs)."""
         now = timeutil.now()
         where, params = self._dialect.clear_conditions(owner, filters, now)
-        if filters is None and getattr(self._hold, "conn", None) is None:
+        if filters is None and self._writes.current() is None:
             try:
                 found = self._search_at_once(query, k, where, params)
             except psycopg.Error as error:

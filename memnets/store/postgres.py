@@ -72,6 +72,7 @@ from memnets.store.pg_schema import FORMAT_VERSION, check_extension, open_schema
 from memnets.store.pg_search import EF_SEARCH_MAX, EXACT_BELOW, STREAM_BATCH, PgSearch
 from memnets.store.queries_postgres import PgQueries
 from memnets.store.reembed import ReembedBatch
+from memnets.store.transaction import WriteTransaction
 
 with needs_extra("the PostgreSQL store", "pgvector"):
     import psycopg
@@ -221,10 +222,10 @@ class PgVectorStore(PgSearch, pg_lexical.PgLexical, SqlStore):
         the next call after the server is back works. Inside :meth:`atomic_write` it is a savepoint of
         the block's transaction, on its connection.
         """
-        held = getattr(self._hold, "conn", None)
+        held = self._writes.current()
         if held is not None:
-            with held.transaction():
-                yield held
+            with held.conn.transaction():
+                yield held.conn
             return
         with self._connection() as conn, conn.transaction():
             yield conn
@@ -251,15 +252,12 @@ class PgVectorStore(PgSearch, pg_lexical.PgLexical, SqlStore):
                 conn.autocommit = False
 
     @contextmanager
-    def _held_transaction(self) -> Iterator[None]:
-        """atomic_write's transaction: one pooled connection for the whole block (its advisory lock is the
-        owner's write lock, see SqlStore._lock_writes)."""
+    def _held_transaction(self, held: WriteTransaction) -> Iterator[None]:
+        """atomic_write's transaction: one pooled connection for the whole block, kept on ``held`` (its advisory
+        lock is the owner's write lock, see SqlStore._lock_writes)."""
         with self._connection() as conn, conn.transaction():
-            self._hold.conn = conn
-            try:
-                yield
-            finally:
-                self._hold.conn = None
+            held.conn = conn
+            yield
 
     @contextmanager
     def _connection(self) -> Iterator[psycopg.Connection]:

@@ -226,30 +226,6 @@ class PgQueries(SqlQueries):
             "embedding = excluded.embedding, chunks = excluded.chunks"
         )
 
-
-def _bm25(memories: str, where: str) -> str:
-    """The query of (id, score) of the rows matching ``where`` that hold a lexeme of the query text (unordered).
-    Parameters: the query text, then ``where``'s twice. Each statistic is computed once (``MATERIALIZED``: the
-    planner would otherwise count the owner's rows again for every row it scores)."""
-    return f"""
-        WITH words AS (SELECT tsvector_to_array(to_tsvector('{CONFIG}', %s)) AS terms),
-        matched AS MATERIALIZED (
-            SELECT id, lexemes FROM {memories} WHERE {where} AND tsvector_to_array(lexemes) && (SELECT terms FROM words)
-        ),
-        counts AS (
-            SELECT m.id, u.lexeme, cardinality(u.positions) AS tf, length(m.lexemes) AS dl
-            FROM matched m CROSS JOIN words CROSS JOIN unnest(m.lexemes) u WHERE u.lexeme = ANY(words.terms)
-        ),
-        owned AS MATERIALIZED (SELECT count(*) AS n FROM {memories} WHERE {where}),
-        documents AS MATERIALIZED (SELECT lexeme, count(*) AS df FROM counts GROUP BY lexeme),
-        mean AS MATERIALIZED (SELECT avg(length(lexemes)) AS dl FROM matched)
-        SELECT c.id, sum(
-            greatest(ln((owned.n - documents.df + 0.5) / (documents.df + 0.5)), 1e-6)
-            * c.tf * {K1 + 1} / (c.tf + {K1} * ({1 - B} + {B} * c.dl / mean.dl))
-        ) AS score
-        FROM counts c JOIN documents USING (lexeme) CROSS JOIN owned CROSS JOIN mean
-        GROUP BY c.id"""
-
     # ------------------------------------------------------------------ the schema (memnets.store.pg_schema)
     def schema(self, dim: int, m: int, ef_construction: int) -> list[Statement]:
         """The tables and indexes of a new store (vectors of ``dim``; the HNSW index's ``m`` and ``ef_construction``)."""
@@ -309,3 +285,27 @@ def _bm25(memories: str, where: str) -> str:
 
     def set_payload(self, owner: str, memory_id: str, payload: bytes) -> Statement:
         return f"UPDATE {self.d.memories} SET payload = %s WHERE owner = %s AND id = %s", [payload, owner, memory_id]
+
+
+def _bm25(memories: str, where: str) -> str:
+    """The query of (id, score) of the rows matching ``where`` that hold a lexeme of the query text (unordered).
+    Parameters: the query text, then ``where``'s twice. Each statistic is computed once (``MATERIALIZED``: the
+    planner would otherwise count the owner's rows again for every row it scores)."""
+    return f"""
+        WITH words AS (SELECT tsvector_to_array(to_tsvector('{CONFIG}', %s)) AS terms),
+        matched AS MATERIALIZED (
+            SELECT id, lexemes FROM {memories} WHERE {where} AND tsvector_to_array(lexemes) && (SELECT terms FROM words)
+        ),
+        counts AS (
+            SELECT m.id, u.lexeme, cardinality(u.positions) AS tf, length(m.lexemes) AS dl
+            FROM matched m CROSS JOIN words CROSS JOIN unnest(m.lexemes) u WHERE u.lexeme = ANY(words.terms)
+        ),
+        owned AS MATERIALIZED (SELECT count(*) AS n FROM {memories} WHERE {where}),
+        documents AS MATERIALIZED (SELECT lexeme, count(*) AS df FROM counts GROUP BY lexeme),
+        mean AS MATERIALIZED (SELECT avg(length(lexemes)) AS dl FROM matched)
+        SELECT c.id, sum(
+            greatest(ln((owned.n - documents.df + 0.5) / (documents.df + 0.5)), 1e-6)
+            * c.tf * {K1 + 1} / (c.tf + {K1} * ({1 - B} + {B} * c.dl / mean.dl))
+        ) AS score
+        FROM counts c JOIN documents USING (lexeme) CROSS JOIN owned CROSS JOIN mean
+        GROUP BY c.id"""
