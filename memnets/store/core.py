@@ -47,6 +47,7 @@ from memnets.store.core_lexical import LexicalRanking
 from memnets.store.core_search import Hit, SearchVectors
 from memnets.store.core_versions import SqlVersions
 from memnets.store.dialect import SqlDialect
+from memnets.store.engine import Engine
 from memnets.store.filters import MemoryFilter
 from memnets.store.identity import EncoderIdentity
 from memnets.store.queries import SqlQueries
@@ -90,9 +91,9 @@ class SqlStore(SqlVersions, SqlEncoding, SearchVectors, LexicalRanking):
     _ledger_secret: bytes  # keys the deletion ledger's tags
     _deletions_exist = False  # see _has_deletions
 
-    def __init__(self, dialect: SqlDialect, queries: SqlQueries | None = None) -> None:
-        self._dialect = dialect
-        self._q = SqlQueries(dialect) if queries is None else queries
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine  # the backend's statements and rankings (memnets.store.engine)
+        self._dialect, self._q = engine.dialect, engine.queries
         self._writes = OpenWrites()  # the open atomic_write blocks (memnets.store.transaction)
 
     # ------------------------------------------------------------------ what an engine gives
@@ -103,7 +104,12 @@ class SqlStore(SqlVersions, SqlEncoding, SearchVectors, LexicalRanking):
         raise NotImplementedError
 
     def _search(self, query: np.ndarray, k: int, owner: str, filters: MemoryFilter | None) -> list[Hit]:
-        raise NotImplementedError
+        """The engine's vector search, after the core's checks."""
+        return self._engine.search(self, query, k, owner, filters)
+
+    def _lexical(self, text: str, k: int, owner: str, filters: MemoryFilter | None) -> list[Hit]:
+        """The engine's lexical ranking, after the checks of ``lexical_search``."""
+        return self._engine.lexical(self, text, k, owner, filters)
 
     def _where(self) -> str:
         raise NotImplementedError

@@ -16,7 +16,6 @@ from __future__ import annotations
 from memnets.argerrors import ArgumentTypeError, ArgumentValueError
 from memnets.records import Memory
 from memnets.store import rows as rowcodec
-from memnets.store.core_search import Hit
 from memnets.store.errors import StoreError
 from memnets.store.filters import MemoryFilter
 
@@ -29,9 +28,6 @@ class LexicalRanking:
     """:meth:`lexical_search` over the engine's ``_lexical`` (see the module docstring)."""
 
     supports_lexical_search = False  # True on a store that opened with its lexical index
-
-    def _lexical(self, text: str, k: int, owner: str, filters: MemoryFilter | None) -> list[Hit]:
-        raise NotImplementedError
 
     def lexical_search(
         self, text: str, k: int, owner: str, *, filters: MemoryFilter | None = None

@@ -20,23 +20,7 @@ and the row count are the owner's, the length of a row is its number of distinct
 mean length is that of the rows holding a query word. The query's words are its lexemes under the
 same configuration (English stemming and stop words), any of them.
 
-The lexemes' schema and the ranking's statement are built by :mod:`memnets.store.queries_postgres`.
+The lexemes' schema and the ranking's statement are built by :mod:`memnets.store.queries_postgres`; the
+engine's ``lexical`` (:class:`memnets.store.pg_search.PgEngine`) runs it. This module holds no code: it is
+where the design of the index is written down.
 """
-
-from __future__ import annotations
-
-import memnets.timeutil as timeutil
-from memnets.store.core_search import Hit
-from memnets.store.filters import MemoryFilter
-
-
-class PgLexical:
-    """Lexical search of :class:`~memnets.store.postgres.PgVectorStore` (see the module docstring), on the
-    store's dialect, transactions and its reading of ranked records (whose last column is a distance: the
-    score negated)."""
-
-    def _lexical(self, text: str, k: int, owner: str, filters: MemoryFilter | None) -> list[Hit]:
-        """The owner's k current, unexpired memories passing ``filters`` that hold a lexeme of ``text``, by BM25."""
-        where, params = self._dialect.clear_conditions(owner, filters, timeutil.now())
-        with self._transaction() as conn:
-            return self._first_matching(conn, self._q.lexical(text, owner, where, params), k, filters)

@@ -61,7 +61,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 
 from memnets.extras import needs_extra
-from memnets.store import pg_lexical
 from memnets.store import rows as rowcodec
 from memnets.store.core import SqlStore
 from memnets.store.crypto import RowCipher
@@ -69,7 +68,7 @@ from memnets.store.errors import StoreError, StoreUnavailableError
 from memnets.store.identity import EncoderIdentity
 from memnets.store.pg_dialect import PgDialect
 from memnets.store.pg_schema import FORMAT_VERSION, check_extension, open_schema
-from memnets.store.pg_search import EF_SEARCH_MAX, EXACT_BELOW, STREAM_BATCH, PgSearch
+from memnets.store.pg_search import EF_SEARCH_MAX, EXACT_BELOW, STREAM_BATCH, PgEngine
 from memnets.store.queries_postgres import PgQueries
 from memnets.store.reembed import ReembedBatch
 from memnets.store.transaction import WriteTransaction
@@ -96,7 +95,7 @@ _TABLE_NAME = re.compile(r"[a-z_][a-z0-9_]{0,40}")
 UNREACHABLE_WAIT_S = 0.02
 
 
-class PgVectorStore(PgSearch, pg_lexical.PgLexical, SqlStore):
+class PgVectorStore(SqlStore):
     """Memories and their vectors in one PostgreSQL table with a pgvector HNSW index (implements MemoryStore).
 
     Args:
@@ -165,8 +164,7 @@ class PgVectorStore(PgSearch, pg_lexical.PgLexical, SqlStore):
         self.table = table
         self.ef_search = ef_search
         self.m, self.ef_construction = m, ef_construction
-        dialect = PgDialect(table)
-        super().__init__(dialect, PgQueries(dialect))
+        super().__init__(PgEngine(PgQueries(PgDialect(table))))
         self._connect_timeout = float(connect_timeout)
         self._unreachable = False  # see _connection
         self._connect_errors = 0  # the pool's failed connection attempts counted so far (_connect_failed)

@@ -38,9 +38,6 @@ import re
 import sqlite3
 from collections.abc import Sequence
 
-import memnets.timeutil as timeutil
-from memnets.store.core_search import Hit
-from memnets.store.filters import MemoryFilter
 from memnets.store.queries_sqlite import SqliteQueries
 from memnets.store.sqlite_dialect import SqliteDialect
 
@@ -95,21 +92,3 @@ def match_expression(owner: str, words: Sequence[str]) -> str:
     """The FTS5 query of the owner's rows holding any of ``words`` (each one a quoted string: never syntax)."""
     quoted = " OR ".join('"' + word.replace('"', '""') + '"' for word in words)
     return f'owner_key : "{owner.encode("utf-8", "surrogatepass").hex()}" AND body : ({quoted})'
-
-
-class ArchiveLexical:
-    """The archive's lexical search (see the module docstring); a base class of
-    :class:`~memnets.store.archive.Archive`, on its transactions, dialect and reader of ranked rows."""
-
-    def _lexical(self, text: str, k: int, owner: str, filters: MemoryFilter | None) -> list[Hit]:
-        """The owner's k current, unexpired memories passing ``filters`` that hold a word of ``text``, by bm25."""
-        words = query_words(text)
-        if not words:
-            return []
-        now = timeutil.now()
-        where, params = self._dialect.clear_conditions(owner, filters, now)
-        everything = filters is not None and filters.needs_payload  # checked on the decoded rows, best first
-        ranking = self._q.lexical(match_expression(owner, words), where, params, -1 if everything else k)
-        with self._reading() as conn:
-            ranked = conn.execute(*ranking).fetchall()
-            return self._best_first(conn, ranked, k, owner, filters, now)
