@@ -120,7 +120,7 @@ class HybridSearcher(Searcher):
             return []
         if self.scorer is None:
             return self.cosines(memories, owner, query_vector)
-        vectors = self.store.vectors([m.id for m in memories], owner)
+        vectors = self._keep(memories, self.store.vectors([m.id for m in memories], owner))
         return score(self.scorer, memories, query, now, query_vector, vectors).tolist()
 
 
