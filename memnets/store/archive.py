@@ -25,20 +25,18 @@ How the pieces stay consistent (see docs/security.md for the reasoning):
   by ``compact()`` (after every deletion or replace) so that no segment keeps a deleted row's terms.
 - Older versions of a memory (rows with ``superseded_by`` set) stay in the table for ``history``
   but are kept out of the FAISS index, the listings and the counts.
-- Filtered searches rank exactly: SQL selects the owner's current rows that pass the clear-column
-  conditions (kind, time range), their vectors are scored with one matrix product, and rows are
-  decoded best first, metadata conditions checked on the decoded (decrypted) record, until k
-  match. So a filter never shortens the result below k when k memories match.
+- Filtered searches rank exactly, so a filter never shortens the result below k when k memories
+  match (:mod:`memnets.store.archive_search`).
 
 One connection per ``Archive``, shared by its threads under a re-entrant lock that also guards
 the index; several processes may open the same directory (SQLite's locks plus ``busy_timeout``).
 
-This module is what only the embedded store has: the connection and its transactions, ranking
-with the FAISS index, scrubbing the file, key rotation. The contract's logic (writes, versions,
-the deletion ledger, expiry, reads, re-embedding) is the store core's (:mod:`memnets.store.core`)
-in SQLite's spelling (:mod:`memnets.store.sqlite_dialect`); the schema, format migrations and
-re-sealing rows are in :mod:`memnets.store.sqlite_schema`; the index files in
-:mod:`memnets.store.index_files`.
+The archive is the store core (:mod:`memnets.store.core`: writes, versions, the deletion ledger,
+expiry, reads, re-embedding) handed its engine, :class:`~memnets.store.archive_search.ArchiveEngine`
+(SQLite's statements, FAISS and exact ranking, FTS5's bm25), with what only the embedded store has,
+here: the connection and its transactions, its FAISS index (:class:`~memnets.store.faiss_sync.FaissIndex`,
+an object it holds), scrubbing the file, key rotation. The schema, format migrations and re-sealing rows
+are in :mod:`memnets.store.sqlite_schema`; the index files in :mod:`memnets.store.index_files`.
 """
 
 from __future__ import annotations
@@ -52,8 +50,8 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
+from memnets.store import core_encoding, sqlite_lexical
 from memnets.store import rows as rowcodec
-from memnets.store import sqlite_lexical
 from memnets.store.archive_search import ArchiveEngine
 from memnets.store.core import SqlStore
 from memnets.store.crypto import DEFAULT_KDF, RowCipher
@@ -374,12 +372,13 @@ class Archive(SqlStore):
         d = self._dialect
         with self._reading() as conn:
             records = conn.execute(*self._q.todo_batch(size)).fetchall()
-        batch = self._reembed_batch(records, ("key", "version"))
+        batch = core_encoding.reembed_batch(self, records, ("key", "version"))
         yield batch
         if batch.vectors is None or not records:
             return
         payload = [
-            (row, version, d.vector_param(vector), more) for row, version, vector, more in self._reembedded(batch)
+            (row, version, d.vector_param(vector), more)
+            for row, version, vector, more in core_encoding.reembedded(batch)
         ]
         with self._writing() as conn:
             # rows rewritten or deleted since they were read are skipped: the next batch embeds their new version

@@ -46,10 +46,10 @@ Deletion: a DELETE is final for every connection once it commits (MVCC: no reade
 sees the row, no index returns it). The bytes stay in dead tuples until (auto)vacuum reclaims them;
 :meth:`PgVectorStore.compact` runs VACUUM on the table at once.
 
-This module is what only the PostgreSQL store has: the connection pool and its handling of an
-unreachable server, ranking with pgvector (:mod:`memnets.store.pg_search`), VACUUM and the HNSW index. The contract's logic (writes,
-versions, the deletion ledger, expiry, reads, re-embedding) is the store core's
-(:mod:`memnets.store.core`) in PostgreSQL's spelling (:mod:`memnets.store.pg_dialect`).
+The store is the store core (:mod:`memnets.store.core`: writes, versions, the deletion ledger, expiry,
+reads, re-embedding) handed its engine, :class:`~memnets.store.pg_search.PgEngine` (PostgreSQL's
+statements, pgvector ranking, BM25), with what only the PostgreSQL store has, here: the connection pool
+and its handling of an unreachable server, VACUUM and the HNSW index.
 """
 
 from __future__ import annotations
@@ -61,6 +61,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 
 from memnets.extras import needs_extra
+from memnets.store import core_encoding
 from memnets.store import rows as rowcodec
 from memnets.store.core import SqlStore
 from memnets.store.crypto import RowCipher
@@ -363,10 +364,10 @@ class PgVectorStore(SqlStore):
         the block ends, in the same transaction."""
         with self._transaction() as conn:
             records = self._claim_unembedded(conn, size)
-            batch = self._reembed_batch(records, ("owner", "id", "version"))
+            batch = core_encoding.reembed_batch(self, records, ("owner", "id", "version"))
             yield batch
             if batch.vectors is not None and records:
-                self._run_many(conn, self._q.save_reembedded(), self._reembedded(batch))
+                self._run_many(conn, self._q.save_reembedded(), core_encoding.reembedded(batch))
 
     def _claim_unembedded(self, conn, size: int) -> list:
         """Lock up to ``size`` rows that have no new vector yet, for this transaction.
