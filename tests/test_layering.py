@@ -339,7 +339,10 @@ def test_only_the_store_numbers_versions():
 
 # issue 53: every statement of the store is built, as (sql, params), by its query builders
 QUERY_BUILDERS = {"memnets.store.queries", "memnets.store.queries_sqlite", "memnets.store.queries_postgres"}
-SQL_WORDS = re.compile(r"\b(SELECT|INSERT|UPDATE|DELETE|CREATE|ALTER|DROP|LOCK TABLE|VACUUM|ANALYZE)\b")
+SQL_WORDS = re.compile(
+    r"\b(SELECT|INSERT|UPDATE|DELETE|CREATE|ALTER|DROP|LOCK TABLE|VACUUM|ANALYZE|PRAGMA|BEGIN|COMMIT|ROLLBACK|"
+    r"SAVEPOINT|RELEASE)\b"
+)  # the statements' words: queries, schema changes, upkeep, settings and transaction control
 
 
 def sql_in(path: Path) -> list[int]:

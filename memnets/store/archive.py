@@ -166,8 +166,8 @@ class Archive(SqlStore):
         path = self.directory / DB_FILE
         try:
             conn = sqlite3.connect(path, timeout=busy_timeout, isolation_level=None, check_same_thread=False)
-            conn.execute("PRAGMA auto_vacuum = INCREMENTAL")  # only takes effect on a new, empty file
-            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            conn.execute(*self._q.incremental_vacuum_mode())  # only takes effect on a new, empty file
+            mode = conn.execute(*self._q.wal_mode()).fetchone()[0]
         except sqlite3.DatabaseError as error:
             raise open_error(error, path) from None
         if mode.lower() != "wal":
@@ -177,9 +177,9 @@ class Archive(SqlStore):
             )
         # FULL (not NORMAL): in WAL mode NORMAL survives a killed process but may drop the last
         # commits on power loss; an agent told "stored" must find the memory after any crash.
-        conn.execute("PRAGMA synchronous = FULL")
-        conn.execute("PRAGMA secure_delete = ON")  # deleted cells and pages are overwritten with zeros
-        conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
+        # secure_delete: deleted cells and pages are overwritten with zeros
+        for statement in self._q.connection_settings(busy_timeout):
+            conn.execute(*statement)
         return conn
 
     def _init_schema(self, dim: int | None, key: bytes | str | None) -> tuple[int, RowCipher | None, str, bytes]:
@@ -204,7 +204,7 @@ class Archive(SqlStore):
 
     # ------------------------------------------------------------------ transactions
     @contextmanager
-    def _transaction(self, begin: str, *, writes: bool) -> Iterator[sqlite3.Connection]:
+    def _transaction(self, begin: tuple[str, list], *, writes: bool) -> Iterator[sqlite3.Connection]:
         """``begin`` ... COMMIT; inside a transaction already (atomic_write, or a search's one snapshot,
         whose thread holds the lock), that transaction: a savepoint of it where the block ``writes``
         (so a failed write undoes only its own rows), the transaction itself for a read."""
@@ -215,31 +215,30 @@ class Archive(SqlStore):
             else:
                 yield conn
             return
-        conn.execute(begin)
+        conn.execute(*begin)
         try:
             yield conn
         except BaseException:
             if conn.in_transaction:  # SQLite may have rolled back already (disk full, I/O error)
-                conn.execute("ROLLBACK")
+                conn.execute(*self._q.rollback())
             else:
                 # a rollback SQLite made by itself inside a write of the lexical index (FTS5) leaves the pager's
                 # error for the connection's next read of a table, a "disk full" of nothing; this read takes it
                 with suppress(sqlite3.OperationalError):
-                    conn.execute("PRAGMA data_version")
+                    conn.execute(*self._q.data_version())
             raise
-        conn.execute("COMMIT")
+        conn.execute(*self._q.commit())
 
-    @staticmethod
-    def _savepoint(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
-        conn.execute("SAVEPOINT memnets")
+    def _savepoint(self, conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+        conn.execute(*self._q.savepoint())
         try:
             yield conn
         except BaseException:
             if conn.in_transaction:
-                conn.execute("ROLLBACK TO memnets")
-                conn.execute("RELEASE memnets")
+                for statement in self._q.rollback_to_savepoint():
+                    conn.execute(*statement)
             raise
-        conn.execute("RELEASE memnets")
+        conn.execute(*self._q.release_savepoint())
 
     @contextmanager
     def _held_transaction(self, held: WriteTransaction) -> Iterator[None]:
@@ -257,11 +256,11 @@ class Archive(SqlStore):
 
     def _write(self):
         """One write transaction, taken at once (IMMEDIATE) so concurrent writers queue, never deadlock."""
-        return self._transaction("BEGIN IMMEDIATE", writes=True)
+        return self._transaction(self._q.begin(immediate=True), writes=True)
 
     def _read(self):
         """One read transaction: every statement inside sees the same snapshot."""
-        return self._transaction("BEGIN", writes=False)
+        return self._transaction(self._q.begin(immediate=False), writes=False)
 
     def _require_open(self) -> sqlite3.Connection:
         if self._conn is None:
@@ -303,7 +302,7 @@ class Archive(SqlStore):
             except sqlite3.OperationalError as error:
                 if not disk_full(error) or not self._reserve.release():
                     raise
-                self._require_open().execute("PRAGMA wal_checkpoint(TRUNCATE)")  # the log's room, for the retry
+                self._require_open().execute(*self._q.checkpoint())  # the log's room, for the retry
                 return super()._delete_rows(*deletion)
 
     def _deleted(self, count: int) -> None:
@@ -328,11 +327,11 @@ class Archive(SqlStore):
             conn = self._require_open()
             try:
                 # fold the WAL in first: on a nearly full disk, the vacuum's page moves need the room it held
-                conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                conn.execute(*self._q.checkpoint())
                 if self.supports_lexical_search:
                     sqlite_lexical.merge(conn)  # no older segment keeps a deleted row's words
-                conn.executescript("PRAGMA incremental_vacuum;")  # execute() would free only one page per call
-                busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+                conn.executescript(self._q.incremental_vacuum())  # execute() would free only one page per call
+                busy, _, _ = conn.execute(*self._q.checkpoint()).fetchone()
             except sqlite3.OperationalError as error:
                 if not disk_full(error):
                     raise

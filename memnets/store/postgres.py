@@ -231,9 +231,8 @@ class PgVectorStore(SqlStore):
 
     _reading = _writing = _transaction  # the core's reads and writes: a pooled transaction each
 
-    @staticmethod
     @contextmanager
-    def _one_round_trip(conn: psycopg.Connection) -> Iterator[None]:
+    def _one_round_trip(self, conn: psycopg.Connection) -> Iterator[None]:
         """On an idle pooled connection: the statements of the block are sent together when it ends, as one
         transaction, in one round trip (psycopg's ``transaction()`` waits for its BEGIN, and so does the
         implicit one of a connection outside autocommit). Read the cursors' results after the block; an
@@ -241,9 +240,9 @@ class PgVectorStore(SqlStore):
         conn.autocommit = True  # BEGIN and COMMIT go in the pipeline, not waited for
         try:
             with conn.pipeline():
-                conn.execute("BEGIN")
+                conn.execute(*self._q.begin())
                 yield
-                conn.execute("COMMIT")
+                conn.execute(*self._q.commit())
         finally:
             with suppress(psycopg.Error):  # a broken connection: the pool replaces it
                 if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:

@@ -125,6 +125,12 @@ class PgQueries(SqlQueries):
     def swap_lock(self) -> Statement:
         return f"LOCK TABLE {self.d.memories} IN SHARE ROW EXCLUSIVE MODE", []  # writers wait for the swap
 
+    def begin(self) -> Statement:
+        return "BEGIN", []
+
+    def commit(self) -> Statement:
+        return "COMMIT", []
+
     # ------------------------------------------------------------------ search
     def share_lock(self) -> Statement:
         """The table's ACCESS SHARE lock a search holds (a swap to another dim waits for it)."""

@@ -295,3 +295,53 @@ class SqliteQueries(SqlQueries):
 
     def lexical_exists(self) -> Statement:
         return "SELECT 1 FROM sqlite_master WHERE name = ?", [FTS]
+
+    # ------------------------------------------------------------------ the connection and its transactions (memnets.store.archive)
+    def incremental_vacuum_mode(self) -> Statement:
+        """Free pages go back to the file system on request (takes effect on a new, empty file only)."""
+        return "PRAGMA auto_vacuum = INCREMENTAL", []
+
+    def wal_mode(self) -> Statement:
+        """Write-ahead logging; answers the journal mode now in force."""
+        return "PRAGMA journal_mode = WAL", []
+
+    def connection_settings(self, busy_timeout: float) -> list[Statement]:
+        """A connection's durability and scrubbing: commits that survive a power cut (``synchronous=FULL``),
+        deleted cells and pages overwritten with zeros, and the wait for another process's write lock."""
+        return [
+            ("PRAGMA synchronous = FULL", []),
+            ("PRAGMA secure_delete = ON", []),
+            (f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}", []),
+        ]
+
+    def begin(self, *, immediate: bool) -> Statement:
+        """Open a transaction (``immediate``: a write one, taking the write lock at once)."""
+        return ("BEGIN IMMEDIATE" if immediate else "BEGIN"), []
+
+    def commit(self) -> Statement:
+        return "COMMIT", []
+
+    def rollback(self) -> Statement:
+        return "ROLLBACK", []
+
+    def savepoint(self) -> Statement:
+        return "SAVEPOINT memnets", []
+
+    def rollback_to_savepoint(self) -> list[Statement]:
+        """Undo what the block did since the savepoint, and leave it."""
+        return [("ROLLBACK TO memnets", []), ("RELEASE memnets", [])]
+
+    def release_savepoint(self) -> Statement:
+        return "RELEASE memnets", []
+
+    def data_version(self) -> Statement:
+        """A read of the file's change counter (it takes an error SQLite left on the connection)."""
+        return "PRAGMA data_version", []
+
+    def checkpoint(self) -> Statement:
+        """Fold the write-ahead log into the file and truncate it; answers (busy, log frames, folded frames)."""
+        return "PRAGMA wal_checkpoint(TRUNCATE)", []
+
+    def incremental_vacuum(self) -> str:
+        """Return every free page to the file system: a script (one ``execute`` frees one page)."""
+        return "PRAGMA incremental_vacuum;"
