@@ -9,6 +9,7 @@ bench/ and train/ folders.
 from __future__ import annotations
 
 import ast
+import importlib.util
 import re
 import subprocess
 import sys
@@ -384,3 +385,19 @@ def test_the_store_holds_no_thread_local():
     found = {name: THREAD_LOCAL.findall(path.read_text(encoding="utf-8")) for name, path in store.items()}
     assert {name: hits for name, hits in found.items() if hits} == {}
     assert THREAD_LOCAL.findall("self._hold = threading.local()")  # the check sees one
+
+
+def test_the_stores_are_the_core_plus_an_engine():
+    """issue 53: no mixin stacks; each store is the core (one base) handed its engine (composition)."""
+    from memnets.store.archive import Archive
+    from memnets.store.archive_search import ArchiveEngine
+    from memnets.store.core import SqlStore
+    from memnets.store.engine import Engine
+
+    assert SqlStore.__bases__ == (object,)
+    assert Archive.__bases__ == (SqlStore,) and issubclass(ArchiveEngine, Engine)
+    if importlib.util.find_spec("pgvector") is not None:  # the [pgvector] extra
+        from memnets.store.pg_search import PgEngine
+        from memnets.store.postgres import PgVectorStore
+
+        assert PgVectorStore.__bases__ == (SqlStore,) and issubclass(PgEngine, Engine)
