@@ -2,7 +2,7 @@
 
 ``lexical_search`` (:meth:`~memnets.store.core.SqlStore.lexical_search`) ranks an owner's current memories by the words of a query (the
 embedded archive: SQLite FTS5's ``bm25()``, :mod:`memnets.store.sqlite_lexical`; PostgreSQL: BM25
-over the owner's rows from full-text lexemes, :mod:`memnets.store.pg_lexical`), under the contract
+over the owner's rows from full-text lexemes, :mod:`memnets.store.pg_search`), under the contract
 of ``search``: owner-scoped, filters applied before ranking, current and unexpired rows only. Hybrid
 search (:mod:`memnets.memory.hybrid`) fuses it with the dense ranking.
 

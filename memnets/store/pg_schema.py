@@ -5,7 +5,7 @@ tables of a new store, or checks the format, dim and key of an existing one and 
 format step by step (the builder's migrations and the steps here), all in one transaction under an advisory lock (one opener
 at a time creates or migrates; the others wait, then find it done). A newer format is refused with a
 clear error. A schema change is a new step: bump :data:`FORMAT_VERSION`, add its statements to the builder.
-A store without a key has the lexemes of its current rows (:mod:`memnets.store.pg_lexical`), created
+A store without a key has the lexemes of its current rows (:mod:`memnets.store.pg_search`), created
 with it or by the format-6 upgrade.
 
 Every statement is built by :class:`~memnets.store.queries_postgres.PgQueries` (the schema's too).
@@ -97,7 +97,7 @@ def open_schema(
 
 
 def _create_lexemes(conn, q: PgQueries) -> None:
-    """The lexemes column and its index (:mod:`memnets.store.pg_lexical`), computed for every row held."""
+    """The lexemes column and its index (:mod:`memnets.store.pg_search`), computed for every row held."""
     for statement in q.lexical_schema():
         conn.execute(*statement)
 

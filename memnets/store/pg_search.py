@@ -1,9 +1,8 @@
 """How the PostgreSQL store searches: ranking in SQL with pgvector, the engine of :class:`~memnets.store.postgres.PgVectorStore`.
 
 :class:`PgEngine` is what the store core is handed (:mod:`memnets.store.engine`): the PostgreSQL query
-builder, the vector search below and the lexical ranking (:mod:`memnets.store.pg_lexical` says how BM25
-ranks there), run on the store it is handed with each call.
-
+builder, the vector search below and the lexical ranking (the last section), run on the store it is handed
+with each call.
 
 Every search runs in one transaction that takes the table's ACCESS SHARE lock, checks the store's
 encoder before and after ranking (:meth:`PgEngine.search` says why), ranks, and reads the window
@@ -22,6 +21,27 @@ So does a search whose one round trip failed in the database: its statements all
 result was read, so after a re-embedding's swap to another dim the ranking fails (vectors of two
 dims) where the steps read the encoder check first and refuse with EncoderMismatchError, and a
 plan PostgreSQL cached for the old column is prepared again.
+
+Lexical ranking (``PgEngine.lexical``, the statements the builder's ``lexical_schema`` and ``lexical``),
+which hybrid search (:mod:`memnets.memory.hybrid`) fuses with the dense one, over an index built so that it
+can neither drift from the rows nor outlive them:
+
+- ``lexemes`` is a generated column of the memories table (``to_tsvector('english', content)`` of a
+  current row, NULL for an older version), computed by PostgreSQL in every write of the row, so no
+  code path can leave it out of step; it goes with its row, and the store's scrub after a deletion
+  (``VACUUM FULL`` by default) rewrites the table and its indexes without it. The content is read
+  from the unsealed payload's JSON by ``{table}_content(payload)``, a function of the store (declared
+  immutable, which a generated column needs: ``convert_from`` of a fixed encoding is).
+- A GIN index over the lexemes of current rows (``tsvector_to_array``) finds the rows holding a word.
+- Only a store without a key has them: with a key the payload is sealed, and lexemes of its plain
+  text would hold what the key protects. A store of format 5 gains them on its first open by this
+  memnets (:mod:`memnets.store.pg_schema`), computed for every row it holds.
+
+Ranking: Okapi BM25 (k1 1.2, b 0.75, FTS5's constants and IDF, so both stores rank alike) over the
+owner's current, unexpired rows that pass the filter's clear columns: a term's document frequency
+and the row count are the owner's, the length of a row is its number of distinct lexemes, and the
+mean length is that of the rows holding a query word. The query's words are its lexemes under the
+same configuration (English stemming and stop words), any of them.
 """
 
 from __future__ import annotations
@@ -60,7 +80,7 @@ class PgEngine(Engine):
 
     def lexical(self, store, text: str, k: int, owner: str, filters: MemoryFilter | None) -> list[Hit]:
         """The owner's k current, unexpired memories passing ``filters`` that hold a lexeme of ``text``, by BM25
-        (:mod:`memnets.store.pg_lexical`)."""
+        (see the module docstring)."""
         where, params = self.dialect.clear_conditions(owner, filters, timeutil.now())
         with store._transaction() as conn:
             return self._first_matching(store, conn, self.queries.lexical(text, owner, where, params), k, filters)

@@ -17,7 +17,7 @@ Layout (``{table}`` defaults to ``memnets``):
   (``WHERE superseded_by IS NULL``), a btree on (owner, t, id) for listings and owner scans and one
   on (owner, superseded_by) for history.
 - Without a key: ``lexemes``, a generated ``tsvector`` column of the current rows' text, with a GIN index,
-  which ``lexical_search`` ranks by BM25 over the owner's rows (:mod:`memnets.store.pg_lexical`).
+  which ``lexical_search`` ranks by BM25 over the owner's rows (:mod:`memnets.store.pg_search`).
 - ``{table}_meta``: format version, dim, the store's random id, the key check, KDF salt and parameters.
   Opening checks the format: an older one is migrated in the opening transaction, a newer one is
   refused with a clear error (:mod:`memnets.store.pg_schema`).

@@ -2,7 +2,7 @@
 
 :class:`PgQueries` adds to the shared statements (:class:`~memnets.store.queries.SqlQueries`) those
 only the PostgreSQL store runs: its rankings with pgvector (:mod:`memnets.store.pg_search`: through
-the HNSW index, exact, streamed), its BM25 ranking (:mod:`memnets.store.pg_lexical`), the table lock
+the HNSW index, exact, streamed), its BM25 ranking (:mod:`memnets.store.pg_search`), the table lock
 a search holds, its maintenance (VACUUM, ANALYZE) and its re-embedding claims (``FOR UPDATE SKIP LOCKED``). Table names carry the store's prefix
 (:class:`~memnets.store.pg_dialect.PgDialect`).
 """
@@ -15,7 +15,7 @@ from memnets.store.core_lexical import K1, B
 from memnets.store.pg_dialect import PgDialect
 from memnets.store.queries import SqlQueries, Statement
 
-CONFIG = "english"  # the text search configuration of the lexemes and of the query (memnets.store.pg_lexical)
+CONFIG = "english"  # the text search configuration of the lexemes and of the query (memnets.store.pg_search)
 
 # SET LOCAL of both HNSW settings in one statement (its parameter: ef_search)
 _HNSW_SETTINGS = (
@@ -90,7 +90,7 @@ _SCHEMA = [
     _HNSW,
     _REEMBED,
 ]
-# the lexemes of a store without a key (memnets.store.pg_lexical), at creation or the format-6 upgrade
+# the lexemes of a store without a key (memnets.store.pg_search), at creation or the format-6 upgrade
 _LEXICAL_SCHEMA = [
     """CREATE FUNCTION {content}(payload bytea) RETURNS text LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
         AS $$ SELECT convert_from(payload, 'UTF8')::jsonb ->> 'content' $$""",
@@ -176,7 +176,7 @@ class PgQueries(SqlQueries):
 
     def lexical(self, text: str, owner: str, where: str, params: list) -> Statement:
         """The owner's records matching ``where`` that hold a lexeme of ``text``, best first by BM25
-        (:mod:`memnets.store.pg_lexical`), with no LIMIT: each record's columns, then its score negated."""
+        (:mod:`memnets.store.pg_search`), with no LIMIT: each record's columns, then its score negated."""
         d = self.d
         return (
             f"SELECT {d.select('m')}, -r.score FROM ({_bm25(d.memories, where)}) r "
@@ -243,7 +243,7 @@ class PgQueries(SqlQueries):
         return [(statement.format(**self.d.names), []) for statement in _MIGRATIONS[version]]
 
     def lexical_schema(self) -> list[Statement]:
-        """The lexemes column, its function and its index (:mod:`memnets.store.pg_lexical`)."""
+        """The lexemes column, its function and its index (:mod:`memnets.store.pg_search`)."""
         return [(statement.format(**self.d.names), []) for statement in _LEXICAL_SCHEMA]
 
     def create_hnsw(self, m: int, ef_construction: int) -> Statement:
