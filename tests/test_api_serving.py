@@ -64,6 +64,21 @@ def test_explain_is_search_with_its_parts_from_one_encode(memory, encoder):
         memory.explain(TEXTS[2], users="ann")
 
 
+@pytest.mark.parametrize("search", ["dense", "hybrid"])
+def test_explain_takes_its_hits_vectors_from_the_search_not_a_second_read(encoder, tmp_path, monkeypatch, search):
+    """issue 53: the search's results carry what explain needs; the hits' vectors are never read again by id."""
+    with memnets.open(tmp_path / "memory", encoder=encoder, duplicate_threshold=EXACT, search=search) as memory:
+        memory.add_many(TEXTS, user="ann")
+        expected = memory.search(TEXTS[1], user="ann", k=3)
+        monkeypatch.setattr(memory.store, "vectors", lambda *a, **k: pytest.fail("explain read the vectors again"))
+        found = memory.explain(TEXTS[1], users=["ann"], k=3)
+    assert [(h.memory.id, h.score) for h in found.by_user["ann"]] == [(h.memory.id, h.score) for h in expected]
+    query = np.asarray(encoder.encode([TEXTS[1]], kind="query"), dtype=np.float32)[0]
+    for hit in found.by_user["ann"]:
+        stored = np.asarray(encoder.encode([hit.memory.content], kind="memory"), dtype=np.float32)[0]
+        assert hit.parts.relevance == pytest.approx(float(query @ stored), abs=1e-4)
+
+
 def test_manager_snapshot_copies_the_tiers_of_this_memorys_managers_only(memory, encoder, tmp_path):
     manager = memory.manager("ann", state_path=None, resume=False)
     kept = manager.observe("ann adopted a beagle named rex", importance=0.9)

@@ -385,11 +385,11 @@ def test_the_archive_closes_its_index_and_the_ones_a_rebuild_replaces(tmp_path):
     memories = [memory_for(f"m{i}", "alice") for i in range(10)]
     archive = Archive(tmp_path, DIM)
     archive.upsert(memories, vectors_for(memories))
-    first = archive._retriever
+    first = archive._index.retriever
     assert archive.rebuild_index() == 10
-    assert first.closed and not archive._retriever.closed  # replaced: told to stop
+    assert first.closed and not archive._index.retriever.closed  # replaced: told to stop
     archive.close()
-    assert archive._retriever.closed
+    assert archive._index.retriever.closed
 
 
 def test_a_reader_far_behind_the_pruned_change_log_rebuilds_and_agrees(tmp_path, monkeypatch):

@@ -15,6 +15,7 @@ across is a string: ``memnets.cli.COMMANDS`` names the training commands as ``"m
 from __future__ import annotations
 
 import ast
+import importlib.util
 import re
 import subprocess
 import sys
@@ -401,16 +402,10 @@ def test_only_the_store_numbers_versions():
 
 # issue 53: every statement of the store is built, as (sql, params), by its query builders
 QUERY_BUILDERS = {"memnets.store.queries", "memnets.store.queries_sqlite", "memnets.store.queries_postgres"}
-# modules whose statements are not moved into the builders yet: the schemas (tables, migrations) and the
-# lexical indexes' schemas (their rankings are built by the builders); the list only shrinks (the test
-# below fails once one of them holds no SQL)
-SQL_NOT_MOVED_YET = {
-    "memnets.store.sqlite_schema",
-    "memnets.store.pg_schema",
-    "memnets.store.sqlite_lexical",
-    "memnets.store.pg_lexical",
-}
-SQL_WORDS = re.compile(r"\b(SELECT|INSERT|UPDATE|DELETE|CREATE|ALTER|DROP|LOCK TABLE|VACUUM|ANALYZE)\b")
+SQL_WORDS = re.compile(
+    r"\b(SELECT|INSERT|UPDATE|DELETE|CREATE|ALTER|DROP|LOCK TABLE|VACUUM|ANALYZE|PRAGMA|BEGIN|COMMIT|ROLLBACK|"
+    r"SAVEPOINT|RELEASE)\b"
+)  # the statements' words: queries, schema changes, upkeep, settings and transaction control
 
 
 def sql_in(path: Path) -> list[int]:
@@ -437,12 +432,34 @@ def sql_in(path: Path) -> list[int]:
 
 def test_no_statement_of_the_store_is_built_outside_its_query_builders():
     store = {name: path for name, path in MODULES.items() if name.startswith("memnets.store.")}
-    outside = {
-        name: lines
-        for name, path in store.items()
-        if name not in QUERY_BUILDERS | SQL_NOT_MOVED_YET and (lines := sql_in(path))
-    }
+    outside = {name: lines for name, path in store.items() if name not in QUERY_BUILDERS and (lines := sql_in(path))}
     assert not outside, f"SQL text outside the query builders (module: lines): {outside}"
     assert all(sql_in(store[name]) for name in QUERY_BUILDERS)  # the check sees SQL where it is
-    moved = sorted(name for name in SQL_NOT_MOVED_YET if not sql_in(store[name]))
-    assert not moved, f"no SQL left in {moved}: take them off SQL_NOT_MOVED_YET"
+
+
+THREAD_LOCAL = re.compile(r"\b(threading\.local|local\(\)|ContextVar)\b")
+
+
+def test_the_store_holds_no_thread_local():
+    """issue 53: the store carries its state explicitly (an atomic_write is a WriteTransaction object,
+    memnets.store.transaction), never in a threading.local or a context variable."""
+    store = {name: path for name, path in MODULES.items() if name.startswith("memnets.store")}
+    found = {name: THREAD_LOCAL.findall(path.read_text(encoding="utf-8")) for name, path in store.items()}
+    assert {name: hits for name, hits in found.items() if hits} == {}
+    assert THREAD_LOCAL.findall("self._hold = threading.local()")  # the check sees one
+
+
+def test_the_stores_are_the_core_plus_an_engine():
+    """issue 53: no mixin stacks; each store is the core (one base) handed its engine (composition)."""
+    from memnets.store.archive import Archive
+    from memnets.store.archive_search import ArchiveEngine
+    from memnets.store.core import SqlStore
+    from memnets.store.engine import Engine
+
+    assert SqlStore.__bases__ == (object,)
+    assert Archive.__bases__ == (SqlStore,) and issubclass(ArchiveEngine, Engine)
+    if importlib.util.find_spec("pgvector") is not None:  # the [pgvector] extra
+        from memnets.store.pg_search import PgEngine
+        from memnets.store.postgres import PgVectorStore
+
+        assert PgVectorStore.__bases__ == (SqlStore,) and issubclass(PgEngine, Engine)
