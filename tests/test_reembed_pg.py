@@ -149,6 +149,8 @@ WORKER = textwrap.dedent(
     torch.manual_seed(1)
     encoder = MemoryEncoder.from_pretrained(sys.argv[3], projection_dim=16)
     with open_store(sys.argv[1], None, table=sys.argv[2]) as store:
+        print("ready", flush=True)
+        sys.stdin.readline()  # both start together: loaded, one worker's start could outlast the other's whole run
         print("swapped", reembed(store, Logging(encoder), batch_size=3).swapped, flush=True)
     """
 )
@@ -161,12 +163,17 @@ def test_two_postgres_workers_share_a_reembedding_each_row_once(pg_url, tiny_mod
     workers = [
         subprocess.Popen(
             [sys.executable, "-c", WORKER, pg_url, table, str(tiny_model_dir)],
+            stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
             env=env,
         )
         for _ in range(2)
     ]
+    assert [worker.stdout.readline().strip() for worker in workers] == ["ready", "ready"]
+    for worker in workers:
+        worker.stdin.write("go\n")
+        worker.stdin.flush()
     outputs = [worker.communicate(timeout=600)[0].splitlines() for worker in workers]
     assert all(worker.returncode == 0 for worker in workers)
     embedded = [[line.removeprefix("embedded ") for line in out if line.startswith("embedded ")] for out in outputs]
