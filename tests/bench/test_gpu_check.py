@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from bench_helpers import run_bench
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _write(path: Path, payload) -> None:

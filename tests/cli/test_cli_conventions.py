@@ -174,7 +174,7 @@ def test_a_mistyped_command_is_one_line_with_the_nearest_command():
 def documented_commands() -> set[tuple[str, ...]]:
     """The commands docs/cli.md's first table names: the words of each backticked name up to its first
     argument (``{...}``, ``LOCATION``, ``...``)."""
-    text = (Path(__file__).parents[1] / "docs" / "cli.md").read_text()
+    text = (Path(__file__).parents[2] / "docs" / "cli.md").read_text()
     table = text.split("| group or command |", 1)[1].split("\n\n", 1)[0]
     commands = set()
     for row in table.splitlines()[2:]:
@@ -195,7 +195,7 @@ def test_docs_and_help_list_the_same_commands(capsys):
     assert listed == set(COMMANDS) == documented_commands()
     assert main(["fit", "--help"]) == EXIT_OK
     fit_help = capsys.readouterr().out
-    text = (Path(__file__).parents[1] / "docs" / "cli.md").read_text()
+    text = (Path(__file__).parents[2] / "docs" / "cli.md").read_text()
     documented = set(re.search(r"`fit \{([a-z,]+)\}`", text).group(1).split(","))
     in_top_help = set(re.search(r"fit \{([a-z,]+)\}", COMMANDS[("fit",)][1]).group(1).split(","))
     assert (
@@ -206,6 +206,6 @@ def test_docs_and_help_list_the_same_commands(capsys):
 def test_docs_list_the_subcommands_of_memories_that_its_help_lists():
     parser = parser_of("memnets.commands.memories:main")
     choices = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
-    text = (Path(__file__).parents[1] / "docs" / "cli.md").read_text()
+    text = (Path(__file__).parents[2] / "docs" / "cli.md").read_text()
     block = text.split("memnets memories LOCATION [", 1)[1].split("```", 1)[0]
     assert {line.split()[0] for line in block.splitlines()[1:] if line.strip()} == set(choices)

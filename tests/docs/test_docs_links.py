@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SKIP_DIRS = {"node_modules", "build", "dist", "__pycache__", "cache", "lightning_logs"}
 TOP = ("docs", "bench", "data", "configs", "scripts", "tests", "train", "examples")  # memnets/x reads as a module
 GENERATED = ("data/cache/", "checkpoints/", "bench/results/")

@@ -11,7 +11,7 @@ import pytest
 
 pytestmark = pytest.mark.slow  # the bundled MiniLM and a tiny training run: a few minutes on 2 cores
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def run_example(name: str, *args: str, cwd: Path) -> str:

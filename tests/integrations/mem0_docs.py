@@ -1,4 +1,4 @@
-"""mem0's own documentation snippets (Python, open source), copied verbatim, for tests/test_compat_mem0_docs.py.
+"""mem0's own documentation snippets (Python, open source), copied verbatim, for tests/integrations/test_compat_mem0_docs.py.
 
 From github.com/mem0ai/mem0 at commit 8d5b7865bd0521e75fe9ab1b260eeccc83f8a378 (2026-08-22):
 docs/open-source/python-quickstart.mdx and docs/core-concepts/memory-operations/{add,update,delete,search}.mdx,

@@ -46,7 +46,7 @@ def movie_model(messages: list[dict]) -> str:
 
 @pytest.fixture(autouse=True)
 def no_llm_in_the_environment(monkeypatch):
-    """Without an ``llm`` in the config, mem0's environment variables would choose one (tests/test_compat_mem0_docs.py)."""
+    """Without an ``llm`` in the config, mem0's environment variables would choose one (tests/integrations/test_compat_mem0_docs.py)."""
     for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
         monkeypatch.delenv(name, raising=False)
 

@@ -1,4 +1,4 @@
-"""mem0's current documentation, run with only the import changed (tests/mem0_docs.py holds the snippets).
+"""mem0's current documentation, run with only the import changed (tests/integrations/mem0_docs.py holds the snippets).
 
 mem0's ``Memory()`` takes its LLM from ``$OPENAI_API_KEY`` and ``$OPENAI_BASE_URL``; here the base URL is a
 local OpenAI-compatible fake (memnets.training.fake_llm) that extracts each user message as a fact, and ``$MEM0_DIR``

@@ -448,7 +448,7 @@ def test_the_schemas_in_the_docs_are_the_servers(tmp_path, tiny_model_dir):
     from memnets.integrations.mcp_server import build_server, filters_schema
     from memnets.store.filters import OPERATORS
 
-    page = (Path(__file__).resolve().parent.parent / "docs" / "integrations.md").read_text()
+    page = (Path(__file__).resolve().parents[2] / "docs" / "integrations.md").read_text()
     shown = json.loads(re.search(r"<!-- mcp-schemas -->\n```json\n(.*?)```", page, re.S).group(1))
     with memnets.open(tmp_path / "memory", encoder=tiny_model_dir) as memory:
         tools = anyio.run(build_server(memory).list_tools)

@@ -3,7 +3,7 @@
 :class:`~memnets.nn.serving_encoder.ServingEncoder` (an ONNX graph built from the safetensors, the
 tokenizer from ``tokenizers``) and :class:`~memnets.nn.serving_judge.ServingJudge` are compared here with
 :class:`~memnets.nn.encoder.MemoryEncoder` and :class:`~memnets.nn.change_judge.ChangeJudge` on real texts;
-tests/test_torchless.py runs the doors in processes where torch cannot be imported.
+tests/package/test_torchless.py runs the doors in processes where torch cannot be imported.
 """
 
 from __future__ import annotations

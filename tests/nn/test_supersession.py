@@ -16,7 +16,7 @@ import torch
 import memnets
 from memnets.nn.change_judge import MAX_CHARS, MAX_TOKENS, ChangeJudge, ChangeJudgeNet, NotAJudge, cut
 
-WRITTEN = Path(__file__).resolve().parents[1] / "data" / "supersession" / "written"
+WRITTEN = Path(__file__).resolve().parents[2] / "data" / "supersession" / "written"
 EXACT = None  # the consistency check off: every text is a memory of its own (the judge decides here)
 JAN, JUN = datetime(2024, 1, 1, tzinfo=UTC), datetime(2024, 6, 1, tzinfo=UTC)
 

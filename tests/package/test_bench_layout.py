@@ -8,7 +8,7 @@
   by ``python -m bench``) and the tools named here; every other script is in bench/experiments/;
   bench/README.md gives the command of each.
 
-Imports are read as tests/test_layering.py reads them: every import statement, lazy ones too.
+Imports are read as tests/package/test_layering.py reads them: every import statement, lazy ones too.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pathlib import Path
 
 from test_layering import GRAPH, MODULES, ROOT, _cycles, imports_of
 
-TESTS = Path(__file__).resolve().parent
+TESTS = Path(__file__).resolve().parents[1]
 BENCH = {name for name in MODULES if name.split(".")[0] == "bench"}
 TOOLS = {
     "bench.run": "the runner of the report (python -m bench)",

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 # The serving side, bottom to top; a unit may import the units of lower layers only (docs/architecture.md).
 LAYERS: list[tuple[str, set[str]]] = [

@@ -23,7 +23,7 @@ import pytest
 
 from memnets.server.testing import free_port
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BLOCKED = ("torch", "transformers", "lightning", "pytorch_lightning")
 BLOCKER = f"""
 import sys
@@ -34,7 +34,7 @@ class RefuseTraining:
 
     def find_spec(self, name, path=None, target=None):
         if name.split(".")[0] in {BLOCKED!r}:
-            raise ModuleNotFoundError(f"No module named {{name!r}} (refused by tests/test_torchless.py)", name=name)
+            raise ModuleNotFoundError(f"No module named {{name!r}} (refused by tests/package/test_torchless.py)", name=name)
         return None
 
 sys.meta_path.insert(0, RefuseTraining())

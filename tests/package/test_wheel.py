@@ -29,7 +29,7 @@ import pytest
 
 pytestmark = pytest.mark.slow  # builds a wheel, installs it twice and runs the CLI: a few minutes on 2 cores
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGED_CONFIGS = (
     "memnets/_configs/pipeline/cpu.yaml",
     "memnets/_configs/pipeline/smoke.yaml",

@@ -1,5 +1,5 @@
-"""A FAISS retriever whose background rebuilds wait to be let go: tests/test_faiss_retriever.py and
-tests/test_faiss_retriever_lifecycle.py run adds, removes or a close while a rebuild is certainly in flight."""
+"""A FAISS retriever whose background rebuilds wait to be let go: tests/retrieval/test_faiss_retriever.py and
+tests/retrieval/test_faiss_retriever_lifecycle.py run adds, removes or a close while a rebuild is certainly in flight."""
 
 from __future__ import annotations
 

@@ -19,7 +19,7 @@ import memnets.retrieval.faiss_retriever as module
 from memnets.retrieval.faiss_retriever import FaissRetriever, RetrieverClosed
 
 DIM = 16
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def unit_vectors(n: int, seed: int = 0) -> np.ndarray:
@@ -111,7 +111,7 @@ def test_the_exit_hook_closes_the_retrievers_nobody_closed(monkeypatch):
 
 @pytest.mark.slow
 def test_a_script_that_ends_during_upkeep_exits_cleanly_every_time():
-    """The exit-time crash: tests/upkeep_exit_helpers.py returns while four owners' rebuilds are in their
+    """The exit-time crash: tests/retrieval/upkeep_exit_helpers.py returns while four owners' rebuilds are in their
     k-means. Before the exit closed the retrievers, all four upkeep threads were still alive when the
     interpreter began to finalise (20 of 20 runs), and 2 of 72 runs died with SIGSEGV (139) on 2 busy
     cores; now none is left and every run exits with 0. About ten seconds a run."""
@@ -119,7 +119,7 @@ def test_a_script_that_ends_during_upkeep_exits_cleanly_every_time():
     runs = []
     for seed in range(6):
         run = subprocess.run(
-            [sys.executable, str(ROOT / "tests" / "upkeep_exit_helpers.py"), str(seed)],
+            [sys.executable, str(ROOT / "tests" / "retrieval" / "upkeep_exit_helpers.py"), str(seed)],
             capture_output=True,
             text=True,
             env=env,

@@ -55,7 +55,7 @@ def recall_at_10(found: list[list[str]], vectors: np.ndarray, queries: np.ndarra
 def test_recall_holds_right_after_every_add_of_new_clusters(monkeypatch):
     """IVF lists trained on the first clusters, then adds from clusters never seen: every add is
     searched at once (no upkeep in between is waited for) and finds >= 0.95 of the exact top 10.
-    Without spare lists, so that the new clusters cannot get lists of their own (tests/test_ivf_growth.py):
+    Without spare lists, so that the new clusters cannot get lists of their own (tests/retrieval/test_ivf_growth.py):
     the self-check alone holds recall, as it does for an owner whose spare lists are spent."""
     monkeypatch.setattr(ivf_growth, "SPARE_LISTS_PER_LIST", 0)
     vectors = clustered(20_000, clusters=200, spread=0.8, seed=3, ordered=True)

@@ -1,6 +1,6 @@
 """A script that ends while the FaissRetriever's background upkeep is inside FAISS: the exit-time crash.
 
-Run as ``python tests/upkeep_exit_helpers.py SEED [--owners N] [--size N] [--step N] [--linger S]``:
+Run as ``python tests/retrieval/upkeep_exit_helpers.py SEED [--owners N] [--size N] [--step N] [--linger S]``:
 each owner gets ``size`` clustered 384-d unit vectors in adds of ``step`` (``exact_below`` a little
 under ``size``, so that the last add starts a flat -> IVF rebuild in the background), a few batch-1
 searches and deletions; once every owner's rebuild has started it waits ``linger`` seconds (the
@@ -11,7 +11,7 @@ process unloaded FAISS and OpenBLAS, and some of these runs died with SIGSEGV (e
 Its last ``atexit`` hook (registered before memnets is imported, so run after memnets' own) prints
 how many upkeep threads are still alive as the interpreter starts to finalise: the crash's premise,
 seen in every run, where the crash itself comes in a few percent of them. The slow test of
-tests/test_faiss_retriever_lifecycle.py runs it in a loop and wants 0 threads and exit code 0.
+tests/retrieval/test_faiss_retriever_lifecycle.py runs it in a loop and wants 0 threads and exit code 0.
 """
 
 from __future__ import annotations

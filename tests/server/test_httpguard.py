@@ -1,6 +1,6 @@
 """memnets.httpguard's decisions, as pure functions: which Host and Origin values name the server for
 a bind host, and which Authorization values carry the token. The real server processes that use
-them are driven in tests/test_security_mcp.py."""
+them are driven in tests/integrations/test_security_mcp.py."""
 
 from __future__ import annotations
 

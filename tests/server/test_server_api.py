@@ -1,4 +1,4 @@
-"""The memory API's own behaviour tests (tests/test_api.py) run unchanged against AgentMemory on
+"""The memory API's own behaviour tests (tests/memory/test_api.py) run unchanged against AgentMemory on
 PostgreSQL and against memnets.Client through a real server on both stores, so embedded and remote
 memories behave alike: the same results, the same exceptions naming the same arguments."""
 

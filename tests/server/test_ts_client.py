@@ -22,7 +22,7 @@ from successor_helpers import FILLERS, KS, QUESTION, STALE, SUCCESSOR, facts
 
 from memnets.server.testing import ServerProcess
 
-CLIENT = Path(__file__).resolve().parents[1] / "clients" / "typescript"
+CLIENT = Path(__file__).resolve().parents[2] / "clients" / "typescript"
 ADMIN = "admin-" + uuid.uuid4().hex
 ANN = "ann-" + uuid.uuid4().hex
 

@@ -8,6 +8,7 @@ and no deleted one, are in the table and in every instance's index.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections import Counter
 
@@ -138,7 +139,8 @@ def test_threads_sharing_and_not_sharing_an_instance(tmp_path):
 
 def test_two_processes_writing_and_reading(tmp_path):
     # both children race to create the archive, too
-    children = [start_child(CHILD, str(tmp_path), "pA", "pB"), start_child(CHILD, str(tmp_path), "pB", "pA")]
+    here = [os.path.dirname(__file__)]  # the children import this module
+    children = [start_child(CHILD, str(tmp_path), t, o, path=here) for t, o in (("pA", "pB"), ("pB", "pA"))]
     finished = [child.communicate(timeout=240) for child in children]
     # every child's error, not only the first's: one waits for the other, so the other's is the cause
     assert [child.returncode for child in children] == [0, 0], "\n".join(err for _, err in finished)

@@ -24,7 +24,7 @@ from memnets.store.archive import DB_FILE, FORMAT_VERSION, INDEX_AUTH, INDEX_DIR
 from memnets.store.crypto import DEFAULT_KDF, generate_key
 from memnets.store.errors import ArchiveIntegrityError, ArchiveKeyError
 
-FIXTURES = Path(__file__).parent / "fixtures" / "archive_format2"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "archive_format2"
 COLUMNS = ("payload", "vector", "t", "t_epoch", "importance", "kind", "last_access", "superseded_by")
 
 

@@ -13,7 +13,7 @@ from memnets.training.configs import ConfigNotFoundError, config_argument, load_
 from memnets.training.data.config import load_data_config
 from memnets.training.data.location import find_data
 
-PACKAGED = Path(__file__).resolve().parents[1] / "configs"  # the checkout's configs/, what config_root finds here
+PACKAGED = Path(__file__).resolve().parents[2] / "configs"  # the checkout's configs/, what config_root finds here
 
 
 def test_a_packaged_name_resolves_in_every_spelling(tmp_path, monkeypatch):
@@ -159,7 +159,7 @@ def test_every_config_reader_goes_through_the_one_loader():
     (as a benchmark once did, timing another setup than `memnets fit`)."""
     import ast
 
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     loader = root / "memnets" / "training" / "configs.py"
     offenders = []
     for top in ("memnets", "bench", "train"):

@@ -24,7 +24,7 @@ from memnets.training.data.formats import detect_format, load_conversations
 from memnets.training.data.jsonl import JsonlFormatError, load_jsonl
 from memnets.training.data.locomo import DataFormatError, LocomoFormatError, load_locomo
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 JSONL = FIXTURES / "tiny_conversations.jsonl"
 
 

@@ -12,7 +12,7 @@ from memnets.extras import install_command, missing_extra_message
 from memnets.training.data.config import load_data_config
 from memnets.training.data.location import DATA_ENV, DataNotFoundError, find_data
 
-CHECKOUT_DATA = Path(__file__).resolve().parents[1] / "data" / "locomo" / "locomo8.json"
+CHECKOUT_DATA = Path(__file__).resolve().parents[2] / "data" / "locomo" / "locomo8.json"
 
 
 @pytest.fixture

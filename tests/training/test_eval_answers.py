@@ -21,7 +21,7 @@ import pytest
 from memnets.cli import main
 from memnets.training.evaluation.answer_prompts import judge_prompt, parse_verdict
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 LONGMEMEVAL = FIXTURES / "tiny_longmemeval.json"
 ANSWERS = {  # question -> (the model's answer, what goes wrong on the first attempt)
     "Which bakery did I join?": ("You joined the bakery downtown.", None),

@@ -17,8 +17,8 @@ from memnets.cli import main
 from memnets.training.data.locomo import load_locomo
 from memnets.training.data.longmemeval import load_longmemeval
 
-ROOT = Path(__file__).resolve().parents[1]
-FIXTURES = Path(__file__).parent / "fixtures"
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
 
 def _pair(id_, domain, older, newer, label, question, after):

@@ -24,7 +24,7 @@ from safetensors.torch import load_file
 from memnets.nn.encoder import MemoryEncoder
 from memnets.training.lit.encoder import EncoderModule
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 DEADLINE_S = 300  # the whole fit, both processes; a hung collective is killed with its process group
 THREADS_LINE = re.compile(r"training with (\d+) torch threads per process \(torch's (\d+) threads // 2 processes")
 

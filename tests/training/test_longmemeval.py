@@ -31,7 +31,7 @@ from memnets.training.evaluation.longmemeval import cache_encodings, corpus_text
 from memnets.training.retrieval.dense import DenseRanker
 from memnets.training.retrieval.longmemeval_metrics import session_metrics, turn_metrics
 
-FIXTURE = Path(__file__).parent / "fixtures" / "tiny_longmemeval.json"
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "tiny_longmemeval.json"
 LOG2_5 = math.log2(5)
 
 

@@ -90,7 +90,7 @@ def test_metrics_stay_within_zero_and_one(ranked, relevant, k):
         assert all(0.0 <= v <= 1.0 for v in question_metrics(ranked, relevant).values())
 
 
-JSONL = Path(__file__).parent / "fixtures" / "tiny_conversations.jsonl"
+JSONL = Path(__file__).resolve().parents[1] / "fixtures" / "tiny_conversations.jsonl"
 DEEP = "[" * 100_000 + "]" * 100_000
 
 

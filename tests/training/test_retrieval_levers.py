@@ -14,8 +14,8 @@ from memnets.training.data.formats import load_conversations
 from memnets.training.retrieval.dense import DenseRanker
 from memnets.training.retrieval.metrics import evaluate_retriever, summarize
 
-ROOT = Path(__file__).resolve().parents[1]
-JSONL = Path(__file__).parent / "fixtures" / "tiny_conversations.jsonl"
+ROOT = Path(__file__).resolve().parents[2]
+JSONL = Path(__file__).resolve().parents[1] / "fixtures" / "tiny_conversations.jsonl"
 
 
 @pytest.fixture(scope="module")
