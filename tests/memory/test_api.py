@@ -1,11 +1,13 @@
 """memnets.open / AgentMemory on the embedded store with the tiny encoder: scoping, durability,
-near-duplicates, versions, filters, bad input, and deletion that is final everywhere (store, every
-live manager's tiers and write buffer, other processes, restarts)."""
+encoding once, managers' bad input, and deletion that is final everywhere (store, every live manager's
+tiers and write buffer, other processes, restarts). What every memory promises, through every door (times,
+near-duplicates, versions, filters, bad input), is the contract suite (memnets.memory.testing,
+tests/memory/test_memory_contract.py)."""
 
 from __future__ import annotations
 
 import multiprocessing
-from datetime import UTC, datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pytest
@@ -15,12 +17,9 @@ import memnets
 from memnets.api import AgentMemory, SearchHit
 from memnets.memory.events import Move
 from memnets.memory.manager import ManagerConfig
+from memnets.memory.testing import EXACT, T0, TEXTS
 from memnets.records import Memory
-from memnets.store import InvalidMemoryError, MemoryFilter, open_store
-
-T0 = datetime(2024, 3, 1, 12, 0, tzinfo=UTC)
-TEXTS = ["red green blue", "one two three", "cat dog bird", "north south east", "sun moon star", "left right up"]
-EXACT = 0.9999  # the tiny random encoder puts every text near every other: merge identical texts only
+from memnets.store import InvalidMemoryError, open_store
 
 
 @pytest.fixture()
@@ -59,22 +58,6 @@ def test_add_search_get_are_scoped_to_the_user_and_durable(encoder, tmp_path):
         assert [m.content for m in again.list_memories(user="ann")] == TEXTS[:3]
 
 
-def test_one_rule_for_time(memory):
-    naive = memory.add("naive time", user="ann", t=datetime(2024, 1, 1, 9, 0))
-    assert naive.t == datetime(2024, 1, 1, 9, 0, tzinfo=UTC)
-    other = memory.add("aware time", user="ann", t=datetime(2024, 1, 1, 9, 0, tzinfo=timezone(timedelta(hours=2))))
-    assert other.t == datetime(2024, 1, 1, 7, 0, tzinfo=UTC) and other.t.tzinfo == UTC
-    before = datetime.now(UTC)
-    default = memory.add("no time given", user="ann")
-    assert before <= default.t <= datetime.now(UTC)
-    stored = memory.get(naive.id, user="ann")
-    assert stored.t == naive.t and stored.t.tzinfo is not None
-    in_range = memory.list_memories(
-        user="ann", filters={"since": datetime(2024, 1, 1, 8, 0), "until": datetime(2024, 1, 2)}
-    )
-    assert [m.id for m in in_range] == [naive.id]  # naive bounds read as UTC: 07:00Z is before 08:00
-
-
 def test_add_many_encodes_once_and_writes_important_memories_first(encoder, tmp_path):
     calls = []
 
@@ -104,88 +87,6 @@ def test_add_many_encodes_once_and_writes_important_memories_first(encoder, tmp_
     memory.close()
 
 
-def test_add_many_with_ids_keys_items_by_them(memory):
-    memory.add(TEXTS[0], user="ann", id="a")
-    out = memory.add_many([TEXTS[1], TEXTS[1], TEXTS[2]], user="ann", ids=["a", None, "c"])
-    assert [m.id for m in out] == ["a", "a", "c"]  # "a" gets a new version; the middle item duplicates it
-    assert [m.content for m in memory.history("a", user="ann")] == [TEXTS[0], TEXTS[1]]
-    with pytest.raises(ValueError, match="repeated"):
-        memory.add_many(["x y", "y z"], user="ann", ids=["d", "d"])
-    with pytest.raises(ValueError, match="ids"):
-        memory.add_many(["x y"], user="ann", ids=["d", "e"])
-    assert memory.get("d", user="ann") is None
-
-
-def test_near_duplicates_refresh_the_existing_memory(memory):
-    first = memory.add(TEXTS[0], user="ann", t=T0)
-    again = memory.add(TEXTS[0], user="ann", t=T0 + timedelta(days=1))
-    assert again.id == first.id and memory.store.count("ann") == 1
-    assert memory.get(first.id, user="ann").last_access == T0 + timedelta(days=1)  # refreshed
-    assert memory.add(TEXTS[0], user="ann", kind="reflection").id != first.id  # another kind is another memory
-    assert memory.add(TEXTS[0], user="bob").id != first.id  # another user too
-    batch = memory.add_many([TEXTS[1], TEXTS[1], TEXTS[0]], user="ann")
-    assert batch[0].id == batch[1].id and batch[2].id == first.id
-    assert memory.store.count("ann") == 3
-
-
-def test_update_keeps_history_and_search_skips_old_versions(memory):
-    original = memory.add(TEXTS[0], user="ann", t=T0, metadata={"v": 1})
-    updated = memory.update(original.id, TEXTS[1], user="ann", t=T0 + timedelta(hours=1))
-    assert updated.id == original.id and updated.content == TEXTS[1] and updated.metadata == {"v": 1}
-    memory.update(original.id, user="ann", metadata={"v": 3}, t=T0 + timedelta(hours=2))
-    history = memory.history(original.id, user="ann")
-    assert [m.id for m in history] == [f"{original.id}~1", f"{original.id}~2", original.id]
-    assert [m.content for m in history] == [TEXTS[0], TEXTS[1], TEXTS[1]]
-    assert [m.superseded_by for m in history] == [original.id, original.id, None]
-    hits = memory.search(TEXTS[0], user="ann", k=5)
-    assert [h.memory.id for h in hits] == [original.id]  # old versions are never returned
-    assert [m.id for m in memory.list_memories(user="ann")] == [original.id] and memory.store.count("ann") == 1
-    with pytest.raises(KeyError, match="no memory"):
-        memory.update("missing", "text", user="ann")
-    with pytest.raises(ValueError, match="older version"):
-        memory.update(f"{original.id}~1", "text", user="ann")
-    # adding with the id of an existing memory is an update too
-    memory.add(TEXTS[2], user="ann", id=original.id)
-    assert [m.content for m in memory.history(original.id, user="ann")][-1] == TEXTS[2]
-    assert memory.delete(original.id, user="ann") is True
-    assert memory.get(f"{original.id}~1", user="ann") is None and memory.history(original.id, user="ann") == []
-
-
-def test_replaces_supersedes_an_older_memory(memory):
-    old = memory.add("I live in Paris", user="ann", t=T0)
-    new = memory.add("I moved to Lisbon", user="ann", t=T0 + timedelta(days=30), replaces=old.id)
-    assert new.id != old.id and memory.get(old.id, user="ann").superseded_by == new.id
-    assert [h.memory.id for h in memory.search("I live in Paris", user="ann", k=5)] == [new.id]
-    assert [m.id for m in memory.history(new.id, user="ann")] == [old.id, new.id]
-    memory.delete(new.id, user="ann")
-    assert memory.get(old.id, user="ann") is None  # the replaced memory goes with it
-    with pytest.raises(KeyError, match="replaces"):
-        memory.add("text", user="ann", replaces="missing")
-
-
-def test_filters_apply_before_ranking(memory):
-    for i in range(12):
-        memory.add(
-            f"note {i} {TEXTS[i % 6]}",
-            user="ann",
-            t=T0 + timedelta(days=i),
-            metadata={"topic": "pets" if i % 4 == 0 else "work", "n": i},
-            kind="plan" if i == 5 else "observation",
-        )
-    pets = memory.search(TEXTS[1], user="ann", k=3, filters={"metadata": {"topic": "pets"}})
-    assert sorted(h.memory.metadata["n"] for h in pets) == [0, 4, 8]  # k results whenever k match
-    ranged = memory.search(
-        TEXTS[1], user="ann", k=10, filters={"since": T0 + timedelta(days=3), "until": T0 + timedelta(days=6)}
-    )
-    assert sorted(h.memory.metadata["n"] for h in ranged) == [3, 4, 5]
-    plans = memory.search(TEXTS[1], user="ann", k=10, filters=MemoryFilter(kinds=("plan",)))
-    assert [h.memory.metadata["n"] for h in plans] == [5]
-    big = memory.list_memories(user="ann", limit=2, offset=1, filters={"metadata": {"n": {"$gte": 6}}})
-    assert [m.metadata["n"] for m in big] == [7, 8]
-    with pytest.raises(ValueError, match="colour"):
-        memory.search("x", user="ann", filters={"colour": "red"})
-
-
 def test_a_stale_fact_never_ranks_above_its_successor_at_any_k(encoder, location):
     """A fact the user changed ("I live in Leeds", then "I moved to Lyon"), asked with the stale one's own
     words: search answers the successor first at k = 1, 3 and 10, the stale fact right after it, scores
@@ -207,45 +108,16 @@ def test_a_stale_fact_never_ranks_above_its_successor_at_any_k(encoder, location
 @pytest.mark.parametrize(
     ("call", "error", "named"),
     [
-        (lambda m: m.add("text", user=""), ValueError, "user"),
-        (lambda m: m.add("text", user=7), TypeError, "user"),
-        (lambda m: m.add("   ", user="ann"), ValueError, "text"),
-        (lambda m: m.add(42, user="ann"), TypeError, "text"),
-        (lambda m: m.add("text", user="ann", metadata=["a"]), TypeError, "metadata"),
-        (lambda m: m.add("text", user="ann", objects="ball"), TypeError, "objects"),
-        (lambda m: m.add("text", user="ann", importance=2.0), ValueError, "importance"),
-        (lambda m: m.add("text", user="ann", kind="dream"), ValueError, "kind"),
-        (lambda m: m.add("text", user="ann", t="yesterday"), ValueError, "t"),
-        (lambda m: m.add("text", user="ann", id="a~1"), ValueError, "id"),
-        (lambda m: m.add_many(["ok", ""], user="ann"), ValueError, "text"),
-        (lambda m: m.add_many("one text", user="ann"), TypeError, "items"),
-        (lambda m: m.search("q", user="ann", k=0), ValueError, "k"),
-        (lambda m: m.search("q", user="ann", k="3"), TypeError, "k"),
-        (lambda m: m.search("", user="ann"), ValueError, "query"),
-        (lambda m: m.search("q", user="ann", filters={"kind": "dream"}), ValueError, "kind"),
-        (lambda m: m.list_memories(user="ann", limit=-1), ValueError, "limit"),
-        (lambda m: m.update("x", user="ann"), ValueError, "text"),
         (lambda m: m.manager("ann", k=0), ValueError, "k"),
         (lambda m: m.manager("ann", colour=1), TypeError, "colour"),
     ],
 )
-def test_bad_input_is_named_and_writes_nothing(memory, call, error, named):
+def test_bad_manager_input_is_named_and_writes_nothing(memory, call, error, named):
+    """The contract's bad input (memnets.memory.testing.BAD_CALLS) for manager(), which only AgentMemory has."""
     memory.add("already here", user="ann")
     with pytest.raises(error, match=named):
         call(memory)
     assert memory.store.count("ann") == 1 and memory.users() == ["ann"]
-
-
-def test_delete_and_delete_all(memory):
-    a = memory.add(TEXTS[0], user="ann")
-    memory.add(TEXTS[1], user="ann")
-    memory.add(TEXTS[0], user="bob")
-    assert memory.delete(a.id, user="ann") is True and memory.delete(a.id, user="ann") is False
-    assert memory.get(a.id, user="ann") is None and [h.memory.content for h in memory.search(TEXTS[0], user="ann")] == [
-        TEXTS[1]
-    ]
-    assert memory.delete_all(user="ann") == 1 and memory.users() == ["bob"]
-    assert memory.store.count("bob") == 1
 
 
 def test_delete_takes_the_reflections_and_summaries_built_on_the_memory(memory):

@@ -1,10 +1,12 @@
 """The one write path (memnets.memory.writes): the consistency rule on its own, then through
-AgentMemory (add, add_many, update) and MemoryManager.observe, and the checks every door gets
-(invalid Unicode, the size limit). The adapters' doors are tested in tests/test_integrations_*.py.
+MemoryManager.observe, and the times of a write on both stores. The rule through AgentMemory (add,
+add_many, update) and the checks every door gets (invalid Unicode, the size limit) are in the memory
+contract (memnets.memory.testing), run on both stores and through memnets.Client; the adapters' doors are
+tested in tests/integrations/.
 
 The tiny random encoder puts a text and a one-detail change of it at cosine ~0.995 and unrelated
-texts at ~0.91, so the default near-match threshold (0.96) separates them as the real encoder does;
-each test that relies on it asserts the cosine first.
+texts at ~0.91, so the default near-match threshold (0.96) separates them as the real encoder does
+(the contract's test_a_changed_fact_is_an_update_with_history asserts it).
 """
 
 from __future__ import annotations
@@ -15,27 +17,18 @@ import pytest
 
 import memnets
 from memnets.memory.manager import DUPLICATE_THRESHOLD
-from memnets.memory.writes import MAX_TEXT_CHARS, MIN_FRAME_WORDS, classify, facts, frame, normalise
+from memnets.memory.testing import FLIGHT, LATER, OTHER, PHONE, PHONE2
+from memnets.memory.writes import MIN_FRAME_WORDS, classify, facts, frame, normalise
 from memnets.records import Memory
 from memnets.store.errors import InvalidMemoryError
 
 T0 = datetime(2024, 3, 1, 9, 0, tzinfo=UTC)
-FLIGHT = "My flight to Berlin leaves at 10:30 on Monday"
-LATER = "My flight to Berlin leaves at 11:30 on Monday"
-PHONE = "My phone number is 555-123-4567"
-PHONE2 = "My phone number is 555-123-4568"
-OTHER = "I adopted a beagle named Rex"
 
 
 @pytest.fixture()
 def memory(encoder, tmp_path):
     with memnets.open(tmp_path / "memory", encoder=encoder) as opened:
         yield opened
-
-
-def cosine(encoder, a: str, b: str) -> float:
-    vectors = encoder.encode([a, b]).numpy()
-    return float(vectors[0] @ vectors[1])
 
 
 def record(text: str, **fields) -> Memory:
@@ -139,86 +132,6 @@ def test_classify_compares_a_memory_with_its_own_scope_only():
     assert classify(record(LATER, id="new", **same), [(stored, 0.99)], 0.98) == ("updated", stored)
 
 
-# ---------------------------------------------------------------------- through AgentMemory
-def test_a_changed_fact_is_an_update_with_history(memory, encoder):
-    assert cosine(encoder, FLIGHT, LATER) >= DUPLICATE_THRESHOLD > cosine(encoder, FLIGHT, OTHER)
-    first = memory.add(FLIGHT, user="ann", t=T0, metadata={"src": "chat"})
-    assert first.outcome == "added"
-    later = memory.add(LATER, user="ann", t=T0 + timedelta(hours=1), metadata={"seen": 2})
-    assert later.outcome == "updated" and later.id == first.id and later.content == LATER
-    assert later.t == T0 and later.updated_at == T0 + timedelta(hours=1)  # created kept
-    assert later.metadata == {"src": "chat", "seen": 2}  # an add's metadata is merged into the memory's
-    assert [m.content for m in memory.history(first.id, user="ann")] == [FLIGHT, LATER]
-    assert [h.memory.content for h in memory.search(FLIGHT, user="ann", k=5)] == [LATER]
-    again = memory.add(" my flight to berlin leaves at 11:30 on monday", user="ann", t=T0 + timedelta(hours=2))
-    assert again.outcome == "unchanged" and again.id == first.id and again.content == LATER
-    assert memory.get(first.id, user="ann").last_access == T0 + timedelta(hours=2)
-    assert len(memory.history(first.id, user="ann")) == 2  # unchanged writes no version
-    assert memory.add(OTHER, user="ann").outcome == "added"
-    phone = memory.add(PHONE, user="ann")
-    assert memory.add(PHONE2, user="ann").id == phone.id
-    assert memory.get(phone.id, user="ann").content == PHONE2
-    assert memory.store.count("ann") == 3
-    assert memory.get(first.id, user="ann").outcome is None  # read from the store: no outcome
-
-
-def test_add_many_applies_the_rule_within_the_call(memory):
-    out = memory.add_many([FLIGHT, OTHER, LATER, LATER], user="ann")
-    assert [m.outcome for m in out] == ["added", "added", "updated", "unchanged"]
-    assert out[0].id == out[2].id == out[3].id and out[2].content == LATER
-    history = memory.history(out[0].id, user="ann")
-    assert [m.content for m in history] == [FLIGHT, LATER]
-    assert [m.id for m in history] == [f"{out[0].id}~1", out[0].id]  # the earlier item's version, numbered by the store
-    assert sorted(m.content for m in memory.list_memories(user="ann")) == sorted([LATER, OTHER])
-
-
-def test_an_explicit_id_is_unchanged_only_for_the_same_record(memory):
-    assert memory.add(FLIGHT, user="ann", id="f", metadata={"a": 1}).outcome == "added"
-    assert memory.add(FLIGHT, user="ann", id="f", metadata={"a": 1}).outcome == "unchanged"
-    replaced = memory.add(FLIGHT, user="ann", id="f", metadata={"b": 2})
-    assert replaced.outcome == "updated" and replaced.metadata == {"b": 2}  # keyed: the record as given
-    assert len(memory.history("f", user="ann")) == 2
-
-
-def test_update_merges_or_replaces_metadata_and_keeps_creation_order(memory):
-    a = memory.add(FLIGHT, user="ann", t=T0, metadata={"x": 1, "y": 2})
-    b = memory.add(OTHER, user="ann", t=T0 + timedelta(minutes=1))
-    merged = memory.update(a.id, user="ann", metadata={"y": 3}, merge_metadata=True, t=T0 + timedelta(days=1))
-    assert merged.metadata == {"x": 1, "y": 3} and merged.outcome == "updated"
-    replaced = memory.update(a.id, LATER, user="ann", metadata={"z": 0}, t=T0 + timedelta(days=2))
-    assert replaced.metadata == {"z": 0} and replaced.content == LATER
-    assert replaced.t == T0 and replaced.updated_at == T0 + timedelta(days=2)
-    assert memory.update(a.id, LATER, user="ann", metadata={"z": 0}).outcome == "unchanged"
-    assert [m.id for m in memory.list_memories(user="ann")] == [a.id, b.id]  # no jump to the end
-    history = memory.history(a.id, user="ann")
-    assert [m.content for m in history] == [FLIGHT, FLIGHT, LATER]
-    assert [m.metadata for m in history] == [{"x": 1, "y": 2}, {"x": 1, "y": 3}, {"z": 0}]
-
-
-@pytest.mark.parametrize(
-    ("call", "where"),
-    [
-        (lambda m: m.add("bad \ud800 text", user="ann"), "position 4"),
-        (lambda m: m.add_many(["fine", "also \udfff bad"], user="ann"), "items\\[1\\].*position 5"),
-        (lambda m: m.add("x" * (MAX_TEXT_CHARS + 1), user="ann"), f"{MAX_TEXT_CHARS:,}"),
-        (lambda m: m.search("bad \ud800 query", user="ann"), "query.*position 4"),
-        (lambda m: m.search("q" * (MAX_TEXT_CHARS + 1), user="ann"), "MAX_TEXT_CHARS"),
-    ],
-)
-def test_bad_text_is_refused_before_anything_is_written(memory, call, where):
-    memory.add(OTHER, user="ann")
-    with pytest.raises(InvalidMemoryError, match=where):
-        call(memory)
-    assert [m.content for m in memory.list_memories(user="ann")] == [OTHER]
-
-
-def test_bad_text_through_update(memory):
-    a = memory.add(OTHER, user="ann")
-    with pytest.raises(InvalidMemoryError, match="position 2"):
-        memory.update(a.id, "a \ud83d b", user="ann")
-    assert memory.history(a.id, user="ann") == [memory.get(a.id, user="ann")]
-
-
 # ---------------------------------------------------------------------- through the manager
 def test_observe_follows_the_same_rule(memory):
     manager = memory.manager("ann", write_through_threshold=0.0)
@@ -251,22 +164,6 @@ def test_observe_updates_a_memory_still_in_the_write_buffer(memory):
     assert later.id == first.id and first.id not in manager.pending
     assert [m.content for m in memory.history(first.id, user="ann")] == [FLIGHT, LATER]
     manager.close()
-
-
-def test_the_records_validation_is_the_one_every_door_uses(memory):
-    for bad, error in (
-        ({"metadata": ["a"]}, TypeError),
-        ({"objects": "ball"}, TypeError),
-        ({"importance": 2.0}, ValueError),
-        ({"importance": True}, TypeError),
-        ({"agent": 3}, TypeError),
-        ({"kind": "dream"}, ValueError),
-    ):
-        with pytest.raises(error, match=next(iter(bad))):
-            Memory(id="x", owner="ann", t=T0, content="text", **bad)
-        with pytest.raises(error, match=next(iter(bad))):
-            memory.add("text", user="ann", **bad)
-    assert memory.list_memories(user="ann") == []
 
 
 # ---------------------------------------------------------------------- times on both stores

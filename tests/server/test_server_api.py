@@ -1,172 +1,87 @@
-"""The memory API's own behaviour tests (tests/memory/test_api.py) run unchanged against AgentMemory on
-PostgreSQL and against memnets.Client through a real server on both stores, so embedded and remote
-memories behave alike: the same results, the same exceptions naming the same arguments."""
+"""memnets.Client through a real server process on both stores: the memory contract
+(memnets.memory.testing.MemoryContract, which tests/memory/test_memory_contract.py runs on AgentMemory),
+so that embedded and remote memories behave alike: the same results, the same exceptions naming the same
+arguments. Then what only the Client does: its types and errors, and the checks it makes before any request."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
-import inspect
 import json
 import uuid
 from datetime import UTC, datetime
 
 import pytest
-import test_api  # tests/ is on sys.path under pytest
-import test_writes
 
 import memnets
 from memnets.api import SearchHit
+from memnets.memory.testing import EXACT, MemoryContract
 from memnets.records import Memory
 from memnets.server.testing import ServerProcess
 from memnets.store.errors import InvalidMemoryError
 
-EXACT = test_api.EXACT
+ADMIN = "admin-token-for-tests"
 TOKEN = "ann-" + uuid.uuid4().hex
 
 
-class RemoteMemory(memnets.Client):
-    """memnets.Client, plus the ``store.count(user)`` some API tests read: the server's count of the
-    user's current memories (all pages of list_memories), not a stand-in."""
+@pytest.fixture(scope="module")
+def served(request, tiny_model_dir, tmp_path_factory):
+    """``served(store, threshold)``: a server on the embedded store or on PostgreSQL with that duplicate
+    threshold (None: memnets.open's default), started on first use and stopped at the module's end."""
+    started = {}
+    with contextlib.ExitStack() as stack:
 
-    @property
-    def store(self):
-        client = self
+        def served(store: str, threshold: float | None) -> ServerProcess:
+            if (store, threshold) not in started:
+                folder = tmp_path_factory.mktemp(f"api-{store}")
+                (folder / "tokens.json").write_text(json.dumps({TOKEN: "ann"}))
+                args = ["--encoder", str(tiny_model_dir), "--tokens", str(folder / "tokens.json")]
+                args += ["--token-env", "MEMNETS_API_ADMIN"]
+                if threshold is not None:
+                    args += ["--set", f"duplicate_threshold={threshold}"]
+                if store == "embedded":
+                    location = folder / "memory"
+                else:
+                    location = request.getfixturevalue("pg_url")
+                    args += ["--set", f"table=srv{uuid.uuid4().hex[:10]}"]
+                process = stack.enter_context(ServerProcess(location, *args, env={"MEMNETS_API_ADMIN": ADMIN}))
+                started[(store, threshold)] = process.wait_ready(token=ADMIN)
+            return started[(store, threshold)]
 
-        class Counts:
-            def count(self, user: str) -> int:
-                return len(client.list_memories(user=user, limit=None))
-
-        return Counts()
-
-
-def _server(location, tiny_model_dir, folder, *extra, threshold=EXACT):
-    (folder / "tokens.json").write_text(json.dumps({TOKEN: "ann"}))
-    args = ["--encoder", str(tiny_model_dir), "--tokens", str(folder / "tokens.json")]
-    if threshold is not None:
-        args += ["--set", f"duplicate_threshold={threshold}"]
-    return ServerProcess(location, *args, *extra, env={"MEMNETS_API_ADMIN": "admin-token-for-tests"})
+        yield served
 
 
 @pytest.fixture(scope="module")
-def embedded_server(tiny_model_dir, tmp_path_factory):
-    folder = tmp_path_factory.mktemp("api-embedded")
-    with _server(folder / "memory", tiny_model_dir, folder, "--token-env", "MEMNETS_API_ADMIN") as process:
-        yield process.wait_ready(token="admin-token-for-tests")
+def embedded_server(served):
+    return served("embedded", EXACT)
 
 
-@pytest.fixture(scope="module")
-def default_server(tiny_model_dir, tmp_path_factory):
-    """A server with memnets.open's default duplicate threshold (test_writes' setting)."""
-    folder = tmp_path_factory.mktemp("api-default")
-    with _server(
-        folder / "memory", tiny_model_dir, folder, "--token-env", "MEMNETS_API_ADMIN", threshold=None
-    ) as process:
-        yield process.wait_ready(token="admin-token-for-tests")
+class TestClient(MemoryContract):
+    @pytest.fixture(scope="class")
+    def encoder(self, tiny_model_dir):
+        """The servers' encoder (--encoder), loaded here for the contract's checks of it."""
+        from memnets.nn.encoder import MemoryEncoder
 
+        return MemoryEncoder.from_pretrained(tiny_model_dir)
 
-@pytest.fixture(scope="module")
-def postgres_server(pg_url, tiny_model_dir, tmp_path_factory):
-    folder = tmp_path_factory.mktemp("api-postgres")
-    table = "srv" + uuid.uuid4().hex[:10]
-    with _server(
-        pg_url, tiny_model_dir, folder, "--token-env", "MEMNETS_API_ADMIN", "--set", f"table={table}"
-    ) as process:
-        yield process.wait_ready(token="admin-token-for-tests")
+    @pytest.fixture(params=["embedded", "postgres"])
+    def make_memory(self, request, served):
+        """memnets.Client on a server of each store; every user's memories are deleted at the end."""
+        clients = []
 
+        def make(duplicate_threshold=None):
+            clients.append(memnets.Client(served(request.param, duplicate_threshold).url, token=ADMIN))
+            return clients[-1]
 
-@pytest.fixture(params=["postgres", "server-embedded", "server-postgres"])
-def memory(request, encoder_for_api):
-    """AgentMemory on PostgreSQL, or memnets.Client through a real server on either store (empty at the start)."""
-    if request.param == "postgres":
-        table = "api" + uuid.uuid4().hex[:12]
-        with memnets.open(
-            request.getfixturevalue("pg_url"), encoder=encoder_for_api, table=table, duplicate_threshold=EXACT
-        ) as opened:
-            yield opened
-        return
-    server = request.getfixturevalue("embedded_server" if request.param == "server-embedded" else "postgres_server")
-    with RemoteMemory(server.url, token="admin-token-for-tests") as client:
-        yield client
-        for user in client.users():
-            client.delete_all(user=user)
-
-
-@pytest.fixture(scope="module")
-def encoder_for_api(tiny_model_dir):
-    from memnets.nn.encoder import MemoryEncoder
-
-    return MemoryEncoder.from_pretrained(tiny_model_dir)
-
-
-API_TESTS = [
-    test_api.test_one_rule_for_time,
-    test_api.test_add_many_with_ids_keys_items_by_them,
-    test_api.test_near_duplicates_refresh_the_existing_memory,
-    test_api.test_update_keeps_history_and_search_skips_old_versions,
-    test_api.test_replaces_supersedes_an_older_memory,
-    test_api.test_filters_apply_before_ranking,
-    test_api.test_delete_and_delete_all,
-]
-
-
-@pytest.mark.parametrize("behaviour", API_TESTS, ids=[t.__name__.removeprefix("test_") for t in API_TESTS])
-def test_api_behaviour(memory, behaviour):
-    behaviour(memory)
-
-
-BAD_INPUT = [  # test_api's table of bad calls, less those of manager(): a manager's tiers live in one process
-    case
-    for case in test_api.test_bad_input_is_named_and_writes_nothing.pytestmark[0].args[1]
-    if "m.manager(" not in inspect.getsource(case[0])
-]
-
-
-@pytest.mark.parametrize(("call", "error", "named"), BAD_INPUT)
-def test_api_bad_input(memory, call, error, named):
-    test_api.test_bad_input_is_named_and_writes_nothing(memory, call, error, named)
-
-
-@pytest.fixture(params=["postgres", "server-embedded"])
-def default_memory(request, encoder_for_api):
-    """As ``memory``, with the default duplicate threshold (the consistency rule's tests)."""
-    if request.param == "postgres":
-        table = "wr" + uuid.uuid4().hex[:12]
-        with memnets.open(request.getfixturevalue("pg_url"), encoder=encoder_for_api, table=table) as opened:
-            yield opened
-        return
-    with RemoteMemory(request.getfixturevalue("default_server").url, token="admin-token-for-tests") as client:
-        yield client
-        for user in client.users():
-            client.delete_all(user=user)
-
-
-WRITE_TESTS = [
-    test_writes.test_add_many_applies_the_rule_within_the_call,
-    test_writes.test_an_explicit_id_is_unchanged_only_for_the_same_record,
-    test_writes.test_update_merges_or_replaces_metadata_and_keeps_creation_order,
-    test_writes.test_bad_text_through_update,
-    test_writes.test_the_records_validation_is_the_one_every_door_uses,
-]
-
-
-@pytest.mark.parametrize("behaviour", WRITE_TESTS, ids=[t.__name__.removeprefix("test_") for t in WRITE_TESTS])
-def test_write_path_behaviour(default_memory, behaviour):
-    behaviour(default_memory)
-
-
-def test_a_changed_fact_is_an_update_with_history(default_memory, encoder_for_api):
-    test_writes.test_a_changed_fact_is_an_update_with_history(default_memory, encoder_for_api)
-
-
-@pytest.mark.parametrize(
-    ("call", "where"), test_writes.test_bad_text_is_refused_before_anything_is_written.pytestmark[0].args[1]
-)
-def test_bad_text_is_refused(default_memory, call, where):
-    test_writes.test_bad_text_is_refused_before_anything_is_written(default_memory, call, where)
+        yield make
+        for client in clients:
+            for user in client.users():
+                client.delete_all(user=user)
+            client.close()
 
 
 def test_client_returns_the_api_types_and_raises_its_errors(embedded_server, tiny_model_dir, tmp_path):
-    with RemoteMemory(embedded_server.url, token="admin-token-for-tests") as client:
+    with memnets.Client(embedded_server.url, token=ADMIN) as client:
         added = client.add("red green blue", user="ann", metadata={"n": 1}, agent="planner", objects=["ball"])
         assert isinstance(added, Memory) and added.objects == ("ball",) and added.agent == "planner"
         assert client.get(added.id, user="ann") == added and client.get("missing", user="ann") is None
