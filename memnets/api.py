@@ -9,7 +9,7 @@ This is the layer an agent (or a framework adapter: LangGraph, LangChain, MCP) t
         hits = memory.search("What is Ann's dog called?", user="ann", k=3)
         manager = memory.manager("ann")                    # tiers, moves, gate, reflection, planning
 
-What it guarantees (each tested in tests/test_api*.py):
+What it guarantees (tested in tests/memory/test_api*.py and the memory contract, memnets.memory.testing):
 
 - Scoping: every call names a ``user``; nothing of another user is read, counted or changed.
 - Durability: ``add``/``add_many``/``update`` have written to the store when they return (the

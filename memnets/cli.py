@@ -4,7 +4,7 @@ Each command lives in its own module with a ``main(argv)`` that parses its own a
 ``parser()`` beside it that builds them, which the tests walk), so the CLI imports (torch,
 Lightning, FAISS) only what the command that runs needs. The training commands live in
 ``memnets.training.commands``: named here by string only, they are imported when one runs, so the serving
-side (this module included) imports nothing of the training side (tests/test_layering.py). Commands of several words form a group
+side (this module included) imports nothing of the training side (tests/package/test_layering.py). Commands of several words form a group
 (``memnets eval retrieval``); ``memnets GROUP --help`` lists a group's commands.
 
 Exit codes: 0 success, 1 failure (the command ran and could not do its job: a file without a

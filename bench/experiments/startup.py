@@ -17,7 +17,7 @@ scorer and judge) instead of the bundled encoder, and the encoder's speed is not
 Paths: ``torch`` runs this interpreter with torch installed (the default backend there is ``"torch"``: the
 MemoryEncoder and transformers, as before issue 52); ``serving`` runs ``--core-venv``'s Python (made by
 ``scripts/core_venv.sh`` with the server and MCP packages: no torch there), or else this interpreter with
-torch, transformers and Lightning refused by an import hook (as tests/test_torchless.py does).
+torch, transformers and Lightning refused by an import hook (as tests/package/test_torchless.py does).
 
 Sizes: the installed files of today's core (the dependencies of memnets before issue 52, with every
 package they pull) and of the torch-free core, both summed from this venv's installed distributions, and

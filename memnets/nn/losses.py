@@ -41,7 +41,7 @@ Inputs:
 
 Relations:
     - ``info_nce_loss`` with no hard negatives, ``tau = 1/scale`` and no keys equals
-      sentence-transformers' ``MultipleNegativesRankingLoss`` (tests/test_losses.py checks it).
+      sentence-transformers' ``MultipleNegativesRankingLoss`` (tests/nn/test_losses.py checks it).
 
 Recommendations:
     - Batches should not repeat a query or a positive (:class:`memnets.training.lit.data.NoDuplicatesBatchSampler`

@@ -19,7 +19,7 @@ of them. The table of the cubics' coefficients is 32 KiB, so that a query's 960 
 the CPU's nearest caches (a linear table fine enough for the same error, 0.5 MiB, missed them on
 most look-ups right after the encoder had run), and it is read with one gather and Horner's rule:
 a dozen numpy calls, each of which costs more than its arithmetic at this size. Results agree
-with the float32 torch forward within its own rounding (tests/test_heads.py).
+with the float32 torch forward within its own rounding (tests/nn/test_heads.py).
 """
 
 from __future__ import annotations

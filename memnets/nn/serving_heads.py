@@ -7,7 +7,7 @@ architecture's shapes compared with the weights file's header before anything is
 ``predict_proba`` as they do: the importance head's probabilities are computed by the one numpy function
 both use (:func:`importance_probabilities`); the gate's similarity profile, query-conditioned pooling and
 MLP are :meth:`RecallGateHead.forward <memnets.nn.heads.RecallGateHead.forward>` written in numpy, within
-1e-5 of torch's probabilities (tests/test_pack_serving.py).
+1e-5 of torch's probabilities (tests/nn/test_pack_serving.py).
 
 Example::
 

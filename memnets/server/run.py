@@ -12,7 +12,7 @@ Many workers, one memory:
   so any number of workers (on any number of machines) serve the same memory.
 - The embedded store (SQLite + FAISS): every worker opens the same folder; SQLite serialises the
   writes, and each worker's FAISS index replays the archive's change log before every search, so
-  every worker sees every write and delete of the others (tests/test_server_workers.py). What is
+  every worker sees every write and delete of the others (tests/server/test_server_workers.py). What is
   per worker: a near-duplicate check and its write are one step within a worker, not across
   workers (two workers adding the same text at the same instant may store it twice), and each
   worker's managers (the /v1/users/{user}/manager tiers) are its own.

@@ -3,7 +3,7 @@
 A memory's older versions are rows ``{id}~{n}`` superseded by ``id`` (:data:`~memnets.store.rows.VERSION_SEPARATOR`).
 :func:`new_version` writes them (``SqlStore.new_version``), inside the write transaction that holds the memory's current
 row, so concurrent versions of one id from any thread, process or machine each get their own number, in
-commit order. The memory layer never names an ``{id}~{n}`` row it writes (tests/test_layering.py checks it):
+commit order. The memory layer never names an ``{id}~{n}`` row it writes (tests/package/test_layering.py checks it):
 a later item of one ``add_many`` that changes an earlier one, and a backdated statement, are versions the
 store numbers too.
 

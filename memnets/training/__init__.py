@@ -15,7 +15,7 @@ judge); this package holds what only the research and the training pipeline run:
 - :mod:`memnets.training.commands`: the ``memnets`` commands that run them (``fit``, ``run``, ``eval``,
   ``data prepare``, ``export``, ``replay``, ``baseline``, ``bench``).
 
-The rule (``tests/test_layering.py``): nothing of ``memnets`` outside this package imports it. The
+The rule (``tests/package/test_layering.py``): nothing of ``memnets`` outside this package imports it. The
 ``memnets`` command names its training commands by string in ``memnets.cli.COMMANDS`` and imports one only
 when it is run.
 """
