@@ -16,6 +16,7 @@ import warnings
 
 COMPONENTS: dict[str, tuple[str, str]] = {
     "encoder": ("memnets.lit.encoder:EncoderModule", "memnets.lit.data:RetrievalDataModule"),
+    "encoder_top": ("memnets.lit.encoder_top:TopLayersEncoderModule", "memnets.lit.data:RetrievalDataModule"),
     "importance": ("memnets.lit.heads:ImportanceModule", "memnets.lit.heads:ImportanceDataModule"),
     "gate": ("memnets.lit.heads:GateModule", "memnets.lit.heads:GateDataModule"),
     "supersession": ("memnets.lit.supersession:ChangeJudgeModule", "memnets.lit.supersession:ChangeJudgeDataModule"),
