@@ -3,7 +3,7 @@
 A trained encoder folder (``--encoder``) or a pack (``--pack``: its learned score) ranks LoCoMo's questions
 (categories 1-4) as ``memnets eval retrieval`` does, alone and fused with BM25
 (:class:`memnets.retrieval.hybrid_ranker.HybridRanker`): the weighted rule for dense weights 0.30 .. 0.90
-(step 0.05) and reciprocal rank fusion. The dense scores are computed once per conversation, so the sweep
+(step 0.05) and reciprocal rank fusion, over the 10, 20, 50 best turns of each ranking or all turns. The dense scores are computed once per conversation, so the sweep
 costs one encoding of each split. The rule and weight with the best validation R@10 (ties: R@5) is the
 choice; test is reported beside it, with the per-category figures of dense and the choice.
 
@@ -26,6 +26,7 @@ from memnets.retrieval.metrics import evaluate_retriever
 from memnets.retrieval.rankers import build_ranker
 
 WEIGHTS = [round(w, 2) for w in np.arange(0.30, 0.901, 0.05)]
+DEPTHS = (10, 20, 50, None)  # candidates of each ranking (None: every turn)
 FIGURES = ("recall@5", "recall@10", "mrr@10")
 
 
@@ -42,7 +43,7 @@ class ScoresOnce:
         return self._kept[key]
 
     def rank(self, conversation, queries):
-        return HybridRanker(self, weight=1.0).rank(conversation, queries)  # weight 1: the dense order
+        return HybridRanker(self, weight=1.0, depth=None).rank(conversation, queries)  # weight 1: the dense order
 
 
 def _row(report, categories: bool = False) -> dict:
@@ -71,18 +72,25 @@ def main() -> None:
         rows = {"dense": _row(evaluate_retriever(dense, conversations), categories=True)}
         seconds[split] = round(time.perf_counter() - started, 1)
         rows["bm25"] = _row(evaluate_retriever(bm25, conversations))
-        rows["rrf"] = _row(evaluate_retriever(HybridRanker(dense, rule="rrf"), conversations))
-        for weight in WEIGHTS:
-            rows[f"weighted {weight:.2f}"] = _row(evaluate_retriever(HybridRanker(dense, weight=weight), conversations))
+        for depth in DEPTHS:
+            rows[f"rrf depth {depth}"] = _row(evaluate_retriever(HybridRanker(dense, rule="rrf", depth=depth), conversations))
+            for weight in WEIGHTS:
+                ranker = HybridRanker(dense, weight=weight, depth=depth)
+                rows[f"weighted {weight:.2f} depth {depth}"] = _row(evaluate_retriever(ranker, conversations))
         results[split] = rows
     candidates = [name for name in results["validation"] if name not in {"dense", "bm25"}]
     chosen = max(candidates, key=lambda n: (results["validation"][n]["recall@10"], results["validation"][n]["recall@5"]))
-    rule, _, weight = chosen.partition(" ")
-    chosen_ranker = HybridRanker(dense, rule="rrf") if rule == "rrf" else HybridRanker(dense, weight=float(weight))
+    words = chosen.split()
+    depth = None if words[-1] == "None" else int(words[-1])
+    chosen_ranker = (
+        HybridRanker(dense, rule="rrf", depth=depth)
+        if words[0] == "rrf"
+        else HybridRanker(dense, weight=float(words[1]), depth=depth)
+    )
     for split in ("validation", "test"):
         conversations = load_conversations(config.path, config.splits[split])
         results[split][chosen] = _row(evaluate_retriever(chosen_ranker, conversations), categories=True)
-    settings = {"encoder": args.encoder, "pack": args.pack, "weights": WEIGHTS, "categories": [1, 2, 3, 4]}
+    settings = {"encoder": args.encoder, "pack": args.pack, "weights": WEIGHTS, "depths": DEPTHS, "categories": [1, 2, 3, 4]}
     notes = [
         f"chosen on validation (best R@10, ties R@5): {chosen}",
         f"dense scoring time (s) per split: {seconds}; load average at the end: {os.getloadavg()}",
@@ -90,7 +98,7 @@ def main() -> None:
     path = write_result(args.out, args.name, settings, {"chosen": chosen} | results, notes)
     print(path)
     for split in ("validation", "test"):
-        for name in ("dense", "bm25", "rrf", chosen):
+        for name in ("dense", "bm25", "rrf depth 20", "weighted 0.45 depth 20", chosen):
             print(split, name, {m: results[split][name][m] for m in FIGURES})
 
 

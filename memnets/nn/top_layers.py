@@ -76,8 +76,9 @@ class TopLayers:
         return len(self._states)
 
     def _fill(self, texts: Sequence[str], kind: Kind) -> None:
-        """Compute and keep the lower-layer states of the texts not cached yet, in batches."""
-        missing = list(dict.fromkeys(t for t in texts if (kind, t) not in self._states))
+        """Compute and keep the lower-layer states of the texts not cached yet, in batches of similar
+        lengths (less padding)."""
+        missing = sorted(dict.fromkeys(t for t in texts if (kind, t) not in self._states), key=len)
         backbone, device = self.encoder.backbone, self.encoder.device
         with evaluating(backbone), torch.no_grad(), _running_only(self.block, self.lower):
             for start in range(0, len(missing), self.batch_size):

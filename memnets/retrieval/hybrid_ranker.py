@@ -3,9 +3,10 @@
 The memory stores' hybrid search (:mod:`memnets.memory.hybrid`) fuses the dense ranking with the store's
 lexical index; this is the same idea for the in-process rankers of :mod:`memnets.retrieval.rankers`, so that
 ``memnets eval retrieval`` (and the main job's evaluation) can rank a trained encoder or a pack with the words
-beside the meaning. Every turn of the conversation is a candidate (no depth: the ranking is over all turns);
-a turn that holds no word of the query has no lexical score (:func:`memnets.retrieval.fusion.weighted` adds
-0 for it, :func:`~memnets.retrieval.fusion.reciprocal_rank` only its dense term).
+beside the meaning. The candidates are the ``depth`` best turns of each ranking, as in the stores (None:
+every turn); they are ranked by the fused score, the other turns below them in the dense order. A turn
+that holds no word of the query has no lexical score (:func:`memnets.retrieval.fusion.weighted` adds 0 for
+it, :func:`~memnets.retrieval.fusion.reciprocal_rank` only its dense term).
 
 Kinds (registered in :mod:`memnets.retrieval.rankers`): ``hybrid[:ENCODER]`` (cosine of an encoder folder or
 backbone name, fused with BM25) and ``hybrid_learned:PACK`` (a pack's learned score, fused with BM25), both
@@ -20,7 +21,7 @@ from typing import Protocol
 import numpy as np
 
 from memnets.data.locomo import Conversation
-from memnets.retrieval.bm25 import BM25Ranker, rank_by_scores
+from memnets.retrieval.bm25 import BM25Ranker
 from memnets.retrieval.fusion import reciprocal_rank, weighted
 
 # weight of the dense score: the best R@10 on the validation conversation (conv-49) over 0.3 .. 0.9 (step 0.05)
@@ -28,6 +29,7 @@ from memnets.retrieval.fusion import reciprocal_rank, weighted
 # ranking in the evaluation"). Higher than the stores' DENSE_WEIGHT (0.45, fitted for the untrained encoder): a
 # trained encoder's ranking deserves more of the say.
 EVAL_DENSE_WEIGHT = 0.7
+EVAL_DEPTH = 20  # candidates of each ranking, chosen with the weight (None: all turns)
 RULES = ("weighted", "rrf")
 
 
@@ -38,27 +40,44 @@ class ScoringRanker(Protocol):
 
 
 class HybridRanker:
-    """Ranks turns by ``dense``'s scores fused with BM25's: ``rule`` "weighted" (dense ``weight``, the rest
-    lexical; min-max scaled over the turns) or "rrf" (reciprocal rank fusion, k = 60)."""
+    """Ranks turns by ``dense``'s scores fused with BM25's over the ``depth`` best of each: ``rule`` "weighted"
+    (dense ``weight``, the rest lexical; min-max scaled over the candidates) or "rrf" (reciprocal rank fusion,
+    k = 60)."""
 
     def __init__(
         self,
         dense: ScoringRanker,
         weight: float = EVAL_DENSE_WEIGHT,
         rule: str = "weighted",
+        depth: int | None = EVAL_DEPTH,
         name: str = "hybrid",
         lexical: BM25Ranker | None = None,
     ) -> None:
         if rule not in RULES:
             raise ValueError(f"HybridRanker: rule must be one of {RULES}, got {rule!r}")
+        if depth is not None and (isinstance(depth, bool) or not isinstance(depth, int) or depth < 1):
+            raise ValueError(f"HybridRanker: depth must be a positive int or None, got {depth!r}")
         weighted([0.0], [None], weight)  # checks the weight now, naming it, rather than at the first query
-        self.dense, self.weight, self.rule, self.name = dense, weight, rule, name
+        self.dense, self.weight, self.rule, self.depth, self.name = dense, weight, rule, depth, name
         self.lexical = lexical if lexical is not None else BM25Ranker()
 
-    def fuse(self, dense: np.ndarray, lexical: np.ndarray) -> np.ndarray:
-        """One query's fused scores from its dense and BM25 scores over the same turns (BM25 0: no word found)."""
-        found = [float(s) if s > 0 else None for s in lexical]
-        return weighted(dense, found, self.weight) if self.rule == "weighted" else reciprocal_rank(dense, found)
+    def order(self, dense: np.ndarray, lexical: np.ndarray) -> np.ndarray:
+        """One query's turn indices, best first, from its dense and BM25 scores over the turns (BM25 0: no
+        word found): the candidates by the fused score, then the rest by the dense one."""
+        by_dense = np.argsort(-dense, kind="stable")
+        if self.depth is None:
+            candidates = by_dense
+        else:
+            by_words = [i for i in np.argsort(-lexical, kind="stable")[: self.depth] if lexical[i] > 0]
+            candidates = np.array(list(dict.fromkeys([*by_dense[: self.depth], *by_words])))
+        found = [float(lexical[i]) if lexical[i] > 0 else None for i in candidates]
+        if self.rule == "weighted":
+            fused = weighted(dense[candidates], found, self.weight)
+        else:
+            fused = reciprocal_rank(dense[candidates], found)
+        head = candidates[np.argsort(-fused, kind="stable")]
+        chosen = set(head.tolist())
+        return np.array([*head, *(i for i in by_dense if i not in chosen)], dtype=np.int64)
 
     def rank(self, conversation: Conversation, queries: Sequence[str]) -> list[list[str]]:
         if not queries:
@@ -66,7 +85,7 @@ class HybridRanker:
         dense = self.dense.scores(conversation, queries)
         lexical = self.lexical.scores([turn.content for turn in conversation.turns], queries)
         ids = [turn.dia_id for turn in conversation.turns]
-        return [rank_by_scores(self.fuse(d, w), ids) for d, w in zip(dense, lexical)]
+        return [[ids[i] for i in self.order(np.asarray(d, dtype=np.float64), w)] for d, w in zip(dense, lexical)]
 
 
 __all__ = ["EVAL_DENSE_WEIGHT", "HybridRanker", "RULES"]
