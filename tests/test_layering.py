@@ -214,7 +214,7 @@ TRAINING = {"torch", "transformers", "lightning", "pytorch_lightning"}  # the [t
 TRAINING_SIDE = {"memnets.lit", "memnets.baselines", "memnets.evaluation.heads"} | {
     f"memnets.nn.{name}"
     for name in ("change_judge", "distributed", "embedding_cache", "encoder", "heads", "losses", "modes",
-                 "numpy_mlp", "onnx_encoder", "traced", "weights")
+                 "numpy_mlp", "onnx_encoder", "top_layers", "traced", "weights")
 }  # fmt: skip
 # what the doors load: memnets.open, the stores, the manager, the server, MCP, the adapters, the CLI's memory commands
 SERVING_DOORS = [
