@@ -24,12 +24,13 @@ from memnets.data.locomo import Conversation
 from memnets.retrieval.bm25 import BM25Ranker
 from memnets.retrieval.fusion import reciprocal_rank, weighted
 
-# weight of the dense score: the best R@10 on the validation conversation (conv-49) over 0.3 .. 0.9 (step 0.05)
-# with the trained MiniLM encoder of encoder/cpu (bench/experiments/eval_hybrid.py; docs/encoder.md, "Hybrid
-# ranking in the evaluation"). Higher than the stores' DENSE_WEIGHT (0.45, fitted for the untrained encoder): a
-# trained encoder's ranking deserves more of the say.
-EVAL_DENSE_WEIGHT = 0.7
-EVAL_DEPTH = 20  # candidates of each ranking, chosen with the weight (None: all turns)
+# weight of the dense score and depth: the best R@10 on the validation conversation (conv-49) over weights
+# 0.3 .. 0.9 (step 0.05) x depths 10, 20, 50, all, and reciprocal rank fusion, with a trained MiniLM encoder of
+# encoder/cpu (bench/experiments/eval_hybrid.py; docs/encoder.md, "Hybrid ranking in the evaluation"). Far
+# higher than the stores' DENSE_WEIGHT (0.45, fitted for the untrained encoder): a trained encoder's ranking
+# needs the words only as a tie-breaker.
+EVAL_DENSE_WEIGHT = 0.9
+EVAL_DEPTH = 20  # candidates of each ranking (None: all turns)
 RULES = ("weighted", "rrf")
 
 
