@@ -1,7 +1,7 @@
 """The one build step pyproject.toml cannot declare: copy the top-level configs/ into the wheel.
 
 Users read and edit the YAML in configs/ of a checkout; an installed wheel must still find it, so
-the build puts a copy at memnets/_configs/ (memnets.configs.config_root looks there first, then at a
+the build puts a copy at memnets/_configs/ (memnets.training.configs.config_root looks there first, then at a
 checkout's configs/). The data in data/ is never copied: the wheel's licence is the code's alone.
 """
 

@@ -180,7 +180,7 @@ DEFAULT_NOISE = 0.02  # per-dimension std of the noise added to copies (unit vec
 
 def locomo_texts() -> tuple[list[str], list[str]]:
     """(memory texts: turns + observation facts, query texts: QA questions) of all conversations."""
-    from memnets.data.locomo import load_locomo
+    from memnets.training.data.locomo import load_locomo
 
     memories, queries = [], []
     for conv in load_locomo():
@@ -192,7 +192,7 @@ def locomo_texts() -> tuple[list[str], list[str]]:
 
 def turn_texts(n: int) -> list[str]:
     """The first n LoCoMo turns' memory texts (all conversations, chronological per conversation)."""
-    from memnets.data.locomo import load_locomo
+    from memnets.training.data.locomo import load_locomo
 
     texts = [turn.content for conv in load_locomo() for turn in conv.turns]
     if n > len(texts):

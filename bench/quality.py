@@ -1,8 +1,8 @@
 """Retrieval quality on the test split: BM25, the untrained backbone (cosine, and Generative
 Agents' heuristic scorer), the trained encoder and the pack's learned scorer.
 
-Rankers come from `memnets eval retrieval`'s registry (memnets.retrieval.rankers.RANKERS), metrics
-from memnets.retrieval.metrics.evaluate_retriever (LoCoMo rule, categories 1-4). A row whose artefact
+Rankers come from `memnets eval retrieval`'s registry (memnets.training.retrieval.rankers.RANKERS), metrics
+from memnets.training.retrieval.metrics.evaluate_retriever (LoCoMo rule, categories 1-4). A row whose artefact
 (checkpoint folder, pack) does not exist is skipped with a note, not failed.
 """
 
@@ -27,10 +27,10 @@ QUICK_ROWS = ("BM25", "untrained backbone (cosine)")
 
 def run(split: str = "test", rows=ROWS, root: Path = REPO_ROOT) -> tuple[dict, list[str]]:
     """({row name: report dict with seconds}, notes about skipped rows)."""
-    from memnets.data.config import load_data_config
-    from memnets.data.formats import load_conversations
-    from memnets.retrieval.metrics import evaluate_retriever
-    from memnets.retrieval.rankers import build_ranker
+    from memnets.training.data.config import load_data_config
+    from memnets.training.data.formats import load_conversations
+    from memnets.training.retrieval.metrics import evaluate_retriever
+    from memnets.training.retrieval.rankers import build_ranker
 
     config = load_data_config()
     conversations = load_conversations(config.path, config.splits[split])

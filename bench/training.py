@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from bench.common import REPO_ROOT, parser, write_result
-from memnets.configs import load_config, resolve_config
+from memnets.training.configs import load_config, resolve_config
 
 CONFIG = resolve_config("encoder/cpu")
 TRAINING_LOG = REPO_ROOT / "checkpoints" / "encoder" / "best" / "training.json"  # written by ExportEncoder
@@ -57,8 +57,8 @@ def run(config_path: Path = CONFIG, steps: int = 10) -> dict:
     of the config's accelerator."""
     import lightning as L
 
-    from memnets.lit.data import RetrievalDataModule
-    from memnets.lit.encoder import EncoderModule
+    from memnets.training.lit.data import RetrievalDataModule
+    from memnets.training.lit.encoder import EncoderModule
 
     if steps < 2:
         raise ValueError(f"steps must be at least 2 (the first is warm-up), got {steps}")

@@ -9,7 +9,7 @@ This is the layer an agent (or a framework adapter: LangGraph, LangChain, MCP) t
         hits = memory.search("What is Ann's dog called?", user="ann", k=3)
         manager = memory.manager("ann")                    # tiers, moves, gate, reflection, planning
 
-What it guarantees (each tested in tests/test_api*.py):
+What it guarantees (tested in tests/memory/test_api*.py and the memory contract, memnets.memory.testing):
 
 - Scoping: every call names a ``user``; nothing of another user is read, counted or changed.
 - Durability: ``add``/``add_many``/``update`` have written to the store when they return (the
@@ -412,9 +412,10 @@ class AgentMemory:
         return self._search_users(query, users, k, filters, refresh_ttl)[1]
 
     def _search_users(
-        self, query, users, k, filters, refresh_ttl
+        self, query, users, k, filters, refresh_ttl, vectors: dict | None = None
     ) -> tuple[np.ndarray | None, dict[str, list[SearchHit]]]:
-        """(the query's vector, or None for no users; :meth:`search_many`'s ``{user: hits}``)."""
+        """(the query's vector, or None for no users; :meth:`search_many`'s ``{user: hits}``); ``vectors``: as
+        for :meth:`_search_encoded`."""
         check_users(users)
         check_text(query, "query")
         check_k(k)
@@ -423,7 +424,7 @@ class AgentMemory:
         if not users:
             return None, {}
         vector = embed(self.encoder, [query], kind="query")[0]
-        found = {user: self._search_encoded(query, vector, user, k, parsed) for user in users}
+        found = {user: self._search_encoded(query, vector, user, k, parsed, vectors) for user in users}
         if refresh_ttl:
             for user, hits in found.items():
                 memories = expiry.refresh(self.store, [hit.memory for hit in hits], user)
@@ -448,10 +449,21 @@ class AgentMemory:
         return self._search_encoded("", vector, user, k, parsed)
 
     def _search_encoded(
-        self, query: str, vector: np.ndarray, user: str, k: int, parsed: MemoryFilter | None
+        self,
+        query: str,
+        vector: np.ndarray,
+        user: str,
+        k: int,
+        parsed: MemoryFilter | None,
+        vectors: dict | None = None,
     ) -> list[SearchHit]:
+        """The user's hits; ``vectors``, where given, gets ``{user: the hits' stored vectors [n, dim]}``, from the
+        rows the search read (what :meth:`explain` takes the scores apart with, no second read)."""
         searcher = (HybridSearcher if self.hybrid else Searcher)(self.store, self.scorer, self.config.fetch_factor)
-        return [SearchHit(m, s) for m, s in searcher.search(query, vector, user, k, parsed, timeutil.now())]
+        hits = [SearchHit(m, s) for m, s in searcher.search(query, vector, user, k, parsed, timeutil.now())]
+        if vectors is not None:
+            vectors[user] = searcher.vectors_of([hit.memory for hit in hits], user)
+        return hits
 
     def get(self, id: str, *, user: str, refresh_ttl: bool = False) -> Memory | None:
         """Memory ``id`` of ``user`` (an older version too, by its own id), or None (also once it expired).
@@ -597,8 +609,9 @@ class AgentMemory:
     ) -> Explanation:
         """:meth:`search_many` with each hit's score taken apart (relevance, recency, importance and
         the learned score: :mod:`memnets.memory.explain`), the query encoded once for both."""
-        vector, found = self._search_users(query, users, k, filters, refresh_ttl)
-        return explain_found(found, vector, self.store, self.scorer)
+        vectors: dict[str, np.ndarray] = {}  # the hits' stored vectors, as the search read them
+        vector, found = self._search_users(query, users, k, filters, refresh_ttl, vectors)
+        return explain_found(found, vector, vectors, self.scorer)
 
     def manager_snapshot(
         self, manager: MemoryManager, *, gate_decisions: int = GATE_DECISIONS_SHOWN

@@ -2,7 +2,8 @@
 
 A door that reports errors field by field (the REST server's ``{"error": {"field": ...}}``) reads
 :func:`field_of` instead of guessing the name from the message. They are a ValueError, a TypeError
-and a KeyError, so callers that catch those keep catching them.
+and a KeyError, so callers that catch those keep catching them. ``MissingInputError`` is the one input
+that was not given at all (a training command's conversations): the ``memnets`` command exits 2 on it.
 """
 
 from __future__ import annotations
@@ -36,6 +37,12 @@ class UnknownIdError(NamedArgument, KeyError):
 
     def __str__(self) -> str:  # the message, not KeyError's repr of it
         return str(self.args[0])
+
+
+class MissingInputError(FileNotFoundError):
+    """An input a command must read was neither given nor found; the message says where it looked. Its one
+    subclass, ``memnets.training.data.location.DataNotFoundError``, is defined on the training side, which
+    ``memnets.cli`` (the serving side) does not import: the CLI catches this base as a usage error."""
 
 
 def argument_name(described: str) -> str:

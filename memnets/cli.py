@@ -2,7 +2,9 @@
 
 Each command lives in its own module with a ``main(argv)`` that parses its own arguments (and a
 ``parser()`` beside it that builds them, which the tests walk), so the CLI imports (torch,
-Lightning, FAISS) only what the command that runs needs. Commands of several words form a group
+Lightning, FAISS) only what the command that runs needs. The training commands live in
+``memnets.training.commands``: named here by string only, they are imported when one runs, so the serving
+side (this module included) imports nothing of the training side (tests/package/test_layering.py). Commands of several words form a group
 (``memnets eval retrieval``); ``memnets GROUP --help`` lists a group's commands.
 
 Exit codes: 0 success, 1 failure (the command ran and could not do its job: a file without a
@@ -16,7 +18,7 @@ import difflib
 import importlib
 import sys
 
-from memnets.data.location import DataNotFoundError
+from memnets.argerrors import MissingInputError
 from memnets.extras import missing_extra_message
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -24,29 +26,32 @@ HELP_WORDS = {"-h", "--help", "help"}
 
 # (words of the command) -> ("module:function", help); each function takes the remaining argv.
 COMMANDS: dict[tuple[str, ...], tuple[str, str]] = {
-    ("data", "prepare"): ("memnets.commands.data:prepare_main", "build the cached datasets of the three tasks"),
+    ("data", "prepare"): (
+        "memnets.training.commands.data:prepare_main",
+        "build the cached datasets of the three tasks",
+    ),
     ("eval", "retrieval"): (
-        "memnets.commands.evaluate:retrieval_main",
+        "memnets.training.commands.evaluate:retrieval_main",
         "recall@k / MRR / nDCG of a retriever on a split",
     ),
     ("eval", "answers"): (
-        "memnets.commands.answers:main",
+        "memnets.training.commands.answers:main",
         "answer accuracy with your model, judged as LongMemEval / LoCoMo do",
     ),
     ("eval", "heads"): (
-        "memnets.commands.evaluate:heads_main",
+        "memnets.training.commands.evaluate:heads_main",
         "importance and recall-gate heads against their baselines on a split",
     ),
     ("fit",): (
-        "memnets.commands.fit:main",
+        "memnets.training.commands.fit:main",
         "train a component with LightningCLI: fit {encoder,encoder_top,importance,gate,supersession} -c CONFIG",
     ),
-    ("export",): ("memnets.commands.export:main", "bundle trained components into a memory pack"),
-    ("run",): ("memnets.commands.run:main", "the whole pipeline from one config: data, fit, export, evaluate"),
-    ("replay",): ("memnets.commands.replay:main", "stream a LoCoMo conversation through the memory manager"),
-    ("bench",): ("memnets.commands.bench:main", "benchmarks of quality, speed and scale, with a report"),
+    ("export",): ("memnets.training.commands.export:main", "bundle trained components into a memory pack"),
+    ("run",): ("memnets.training.commands.run:main", "the whole pipeline from one config: data, fit, export, evaluate"),
+    ("replay",): ("memnets.training.commands.replay:main", "stream a LoCoMo conversation through the memory manager"),
+    ("bench",): ("memnets.training.commands.bench:main", "benchmarks of quality, speed and scale, with a report"),
     ("baseline", "st-mnrl"): (
-        "memnets.commands.baseline:st_mnrl_main",
+        "memnets.training.commands.baseline:st_mnrl_main",
         "the sentence-transformers MNRL fine-tune to beat",
     ),
     ("memories",): (
@@ -140,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
             return int(exit.code or 0)
         print(exit.code, file=sys.stderr)
         return EXIT_FAILURE
-    except DataNotFoundError as error:  # no conversations given or found: a usage error
+    except MissingInputError as error:  # no conversations given or found: a usage error
         print(f"memnets: {error}", file=sys.stderr)
         return EXIT_USAGE
     except ModuleNotFoundError as error:

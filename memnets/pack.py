@@ -28,6 +28,14 @@ and copied into a private temporary folder while its sha256 is computed; the com
 built from that verified copy, so the bytes that are loaded are the bytes that were checked, even
 if someone rewrites the pack folder meanwhile. Every failure raises a :class:`PackError` subclass whose message names the
 file and what is wrong with it.
+
+A pack serves without torch (the core install, issue 52) on the backends of the serving encoder
+(:func:`memnets.nn.loading.serves`: ``"onnx"`` and the int8 ones; ``"auto"`` where torch is not installed),
+when its encoder is a BERT backbone: the encoder is a :class:`~memnets.nn.serving_encoder.ServingEncoder`
+(the pack's exported graph of ``encoder/onnx/`` when there, else one built from its safetensors), the
+heads are :mod:`memnets.nn.serving_heads` (numpy), and the configs are checked against the weights without
+torch (:func:`memnets.nn.weights.check_bert_backbone`). The change judge serves on ONNX Runtime
+(:class:`~memnets.nn.serving_judge.ServingJudge`) on every backend, as the one shipped with memnets does.
 """
 
 from __future__ import annotations
@@ -40,7 +48,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -55,10 +63,11 @@ FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
 ENCODER_DIR, IMPORTANCE_DIR, GATE_DIR, SUPERSESSION_DIR = "encoder", "importance", "gate", "supersession"
 SCORER_WEIGHTS, THRESHOLDS = "scorer_weights.json", "thresholds.json"
+# name -> (folder, the class that trains and saves it (torch), the class that serves it without torch)
 HEADS = {
-    "importance": (IMPORTANCE_DIR, "memnets.nn.heads:ImportanceHead"),
-    "gate": (GATE_DIR, "memnets.nn.heads:RecallGateHead"),
-    "supersession": (SUPERSESSION_DIR, "memnets.nn.change_judge:ChangeJudge"),
+    "importance": (IMPORTANCE_DIR, "memnets.nn.heads:ImportanceHead", "memnets.nn.serving_heads:ServingImportance"),
+    "gate": (GATE_DIR, "memnets.nn.heads:RecallGateHead", "memnets.nn.serving_heads:ServingGate"),
+    "supersession": (SUPERSESSION_DIR, "memnets.nn.change_judge:ChangeJudge", "memnets.nn.serving_judge:ServingJudge"),
 }
 # The files a pack may hold besides manifest.json, relative to the pack folder. Anything else is
 # refused on load, whatever its suffix: weights only as safetensors, configs as JSON, the tokenizer
@@ -92,7 +101,7 @@ ALLOWED_FILES = frozenset(
         THRESHOLDS,
         SCORER_WEIGHTS,
         *(f"{ENCODER_DIR}/{name}" for name in ENCODER_FILES),
-        *(f"{folder}/{name}" for folder, _ in HEADS.values() for name in HEAD_FILES),
+        *(f"{folder}/{name}" for folder, *_ in HEADS.values() for name in HEAD_FILES),
     }
 )
 # suffixes of formats that unpickle (or may) on load; export refuses source folders holding them
@@ -143,12 +152,12 @@ class Pack:
 
     path: Path
     manifest: dict
-    encoder: object  # MemoryEncoder
-    importance: object | None = None  # ImportanceHead
-    gate: object | None = None  # RecallGateHead
+    encoder: object  # MemoryEncoder, or ServingEncoder where the backend serves without torch
+    importance: object | None = None  # ImportanceHead, or ServingImportance
+    gate: object | None = None  # RecallGateHead, or ServingGate
     scorer_weights: ScorerWeights | None = None
     thresholds: dict = field(default_factory=dict)
-    supersession: object | None = None  # ChangeJudge
+    supersession: object | None = None  # ServingJudge
 
     @property
     def dim(self) -> int:
@@ -237,10 +246,11 @@ def _read_json(copy: Path, root: Path, name: str, what: str) -> object:
     return _parse_json((copy / name).read_bytes(), root / name, what)
 
 
-def load_head(name: str, folder: str | Path, shown: str | Path | None = None):
+def load_head(name: str, folder: str | Path, shown: str | Path | None = None, *, serving: bool = False):
     """Load the trained head `name` ("importance", "gate" or "supersession", the change judge) from a folder
-    written by its ``save`` (``shown``: the folder its messages name)."""
-    module_name, _, class_name = HEADS[name][1].partition(":")
+    written by its ``save`` (``shown``: the folder its messages name), as the torch class that trains it, or
+    with ``serving`` as the class that serves it without torch (:data:`HEADS`)."""
+    module_name, _, class_name = HEADS[name][2 if serving else 1].partition(":")
     try:
         module = importlib.import_module(module_name)
     except ImportError as error:
@@ -405,32 +415,39 @@ def _verify(root: Path, copy_to: Path | None) -> dict:
     return manifest
 
 
-def load_pack(path: str | Path, *, backend: str = "torch") -> Pack:
+def load_pack(path: str | Path, *, backend: str | None = None, on_torch: bool = False) -> Pack:
     """Verify a pack (see :func:`verify_pack`), then build its components from the verified bytes and check their dims.
 
-    ``backend``: how the encoder computes (``MemoryEncoder.from_pretrained``); an ONNX backend
-    exported into the pack is read from its verified copy, else converted at load.
+    ``backend``: how the encoder computes (None: :func:`memnets.nn.loading.default_backend`, torch where
+    it is installed); an ONNX backend exported into the pack is read from its verified copy, else
+    built from the weights. Where the backend serves without torch (the module docstring), so do the heads,
+    unless ``on_torch``: the encoder and heads are then the torch classes on every backend (the evaluation
+    rankers, which read their tensors, and compare a pack with a folder's ``MemoryEncoder`` on one backend).
 
     The bytes are copied into a private temporary folder as they are hashed (see the module
     docstring); the components load from that copy, which is removed before this returns.
     """
+    from memnets.nn.graph_cache import known_sha256
+    from memnets.nn.loading import default_backend
+
     root = Path(path)
     with tempfile.TemporaryDirectory(prefix="memnets-pack-") as private:
         copy = Path(private)
         manifest = _verify(root, copy_to=copy)
-        return _build(root, copy, manifest, backend)
+        with known_sha256({copy / name: digest for name, digest in manifest["files"].items()}):
+            return _build(root, copy, manifest, backend or default_backend(), on_torch)
 
 
-def _check_encoder_weights(root: Path, copy: Path, encoder_config) -> None:
+def _check_encoder_weights(root: Path, copy: Path, encoder_config, serving: bool) -> None:
     """The encoder's configs describe exactly its safetensors tensors (:mod:`memnets.nn.weights`):
-    the backbone's ``config.json`` against ``model.safetensors``, the projection of
-    ``memnets_encoder.json`` against ``2_Dense/model.safetensors``. Nothing is allocated."""
-    from memnets.nn.encoder import CONFIG_NAME, PROJECTION_DIR
-    from memnets.nn.weights import WeightsMismatch, check_backbone, check_linear
+    the backbone's ``config.json`` against ``model.safetensors`` (``serving``: as a BERT backbone, without
+    torch), the projection of ``memnets_encoder.json`` against ``2_Dense/model.safetensors``. Nothing is allocated."""
+    from memnets.nn.backbones import CONFIG_NAME, PROJECTION_DIR
+    from memnets.nn.weights import WeightsMismatch, check_backbone, check_bert_backbone, check_linear
 
     folder, shown = copy / ENCODER_DIR, root / ENCODER_DIR
     try:
-        check_backbone(folder, shown)
+        (check_bert_backbone if serving else check_backbone)(folder, shown)
         projection = encoder_config.get("projection_dim") if isinstance(encoder_config, dict) else None
         dense = f"{PROJECTION_DIR}/model.safetensors"
         if projection is None:
@@ -453,9 +470,28 @@ def _check_encoder_weights(root: Path, copy: Path, encoder_config) -> None:
         raise PackWeightsError(str(error)) from None
 
 
-def _build(root: Path, copy: Path, manifest: dict, backend: str = "torch") -> Pack:
+def _load_encoder(root: Path, copy: Path, backend: str, serving: bool):
+    """The pack's encoder from its verified copy: a ServingEncoder where it serves without torch, else a
+    MemoryEncoder; ``source`` names the pack."""
+    if serving:
+        from memnets.nn.serving_encoder import ServingEncoder as Encoder
+    else:
+        from memnets.nn.encoder import MemoryEncoder as Encoder
+    try:
+        encoder = Encoder.from_pretrained(copy / ENCODER_DIR, backend=backend)
+    except Exception as error:  # whatever transformers, the tokenizer or ONNX Runtime raise on a bad file
+        raise PackFormatError(
+            f"{root / ENCODER_DIR}: the encoder does not load: {type(error).__name__}: {error}"
+        ) from None
+    encoder.source = f"the encoder of pack {root}"
+    return encoder
+
+
+def _build(root: Path, copy: Path, manifest: dict, backend: str, on_torch: bool = False) -> Pack:
     """The components of a verified pack, loaded from its verified ``copy``; messages name ``root``."""
-    from memnets.nn.encoder import MemoryEncoder
+    from memnets.extras import needs_extra
+    from memnets.nn.judge_files import NotAJudge
+    from memnets.nn.loading import serves
     from memnets.nn.weights import WeightsMismatch
 
     dim = manifest["embedding_dim"]
@@ -468,25 +504,22 @@ def _build(root: Path, copy: Path, manifest: dict, backend: str = "torch") -> Pa
             f"{root / ENCODER_DIR / 'memnets_encoder.json'}: dim {encoder_config.get('dim')} but the "
             f"manifest's embedding_dim is {dim}"
         )
-    _check_encoder_weights(root, copy, encoder_config)
-    try:
-        encoder = MemoryEncoder.from_pretrained(copy / ENCODER_DIR, backend=backend)
-    except Exception as error:  # whatever transformers or the tokenizer raise on a bad file
-        raise PackFormatError(
-            f"{root / ENCODER_DIR}: the encoder does not load: {type(error).__name__}: {error}"
-        ) from None
+    backbone = _read_json(copy, root, f"{ENCODER_DIR}/config.json", "the encoder's model config")
+    # a backbone other than BERT is torch's to serve (the serving encoder builds BERT graphs only)
+    serving = not on_torch and serves(backend) and isinstance(backbone, dict) and backbone.get("model_type") == "bert"
+    with nullcontext() if serving else needs_extra(f"a pack's encoder on the backend {backend!r} (torch)", "train"):
+        _check_encoder_weights(root, copy, encoder_config, serving)
+        encoder = _load_encoder(root, copy, backend, serving)
     if encoder.dim != dim:
         raise PackDimError(
             f"{root / ENCODER_DIR}: the encoder gives {encoder.dim}-d vectors but the manifest's embedding_dim is {dim}"
         )
-    from memnets.nn.change_judge import NotAJudge
-
     heads = {}
-    for name, (folder, _) in HEADS.items():
+    for name, (folder, *_) in HEADS.items():
         if name not in manifest["components"]:
             continue
-        try:
-            head = load_head(name, copy / folder, shown=root / folder)
+        try:  # the judge serves on ONNX Runtime on every backend, as memnets' own does
+            head = load_head(name, copy / folder, shown=root / folder, serving=serving or name == "supersession")
         except PackError:
             raise
         except NotAJudge as error:  # a supersession head of a memnets before the change judge

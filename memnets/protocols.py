@@ -4,7 +4,7 @@
 AgentMemory, the rankers, the embedding caches. A :class:`~memnets.nn.encoder.MemoryEncoder` is one;
 so is a :class:`~memnets.nn.embedding_cache.CachedEncoder`, or an adapter around another model.
 The other contracts live next to the code that defines them: ``Scorer`` in :mod:`memnets.scoring`,
-``Ranker`` in :mod:`memnets.retrieval.rankers`, ``MemoryStore`` in :mod:`memnets.store.protocol`,
+``Ranker`` in :mod:`memnets.training.retrieval.rankers`, ``MemoryStore`` in :mod:`memnets.store.protocol`,
 ``Importance`` and ``Gate`` in :mod:`memnets.memory.signals`.
 """
 

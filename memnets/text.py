@@ -1,7 +1,7 @@
 """The text convention of a conversation turn stored as a memory, in one place.
 
 A turn's memory text is ``"{speaker}: {text}"`` (:func:`turn_text`): the form the encoder is trained
-on (:attr:`memnets.data.locomo.Turn.content`) and the form a chat message is stored in
+on (:attr:`memnets.training.data.locomo.Turn.content`) and the form a chat message is stored in
 (:mod:`memnets.memory.messages`). Features and heuristics that judge what was said (the importance
 heuristic, the importance head's text features) look at the body only: :func:`strip_speaker`
 removes the prefix, and only a prefix that ends within the first :data:`SPEAKER_PREFIX_MAX`

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import numpy as np
 
-from memnets.data.locomo import load_locomo, memory_id
 from memnets.nn.embedding_cache import embed_texts
 from memnets.nn.encoder import DEFAULT_BACKBONE
 from memnets.retrieval.faiss_retriever import FaissRetriever
+from memnets.training.data.locomo import load_locomo, memory_id
 
 
 def recall_against_exact(got: list[list[str]], exact: list[list[str]]) -> float:

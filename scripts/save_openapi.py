@@ -5,7 +5,7 @@ model is memnets/memory/fields.py, the answers memnets/server/routes/answers.py)
 
     .venv/bin/python scripts/save_openapi.py
 
-tests/test_ts_client.py fails while the saved document differs from what the server serves at
+tests/server/test_ts_client.py fails while the saved document differs from what the server serves at
 /openapi.json, or schema.ts from what openapi-typescript makes of it. The second step needs node and
 `npm ci` done in clients/typescript; without them the script says so and writes the document only.
 """

@@ -12,6 +12,7 @@ import contextlib
 import errno
 import os
 import subprocess
+from collections.abc import Iterable
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -82,9 +83,10 @@ def relation_bytes(url: str, table: str) -> bytes:
     return b"".join(open(f, "rb").read() for f in files)
 
 
-def start_child(code: str, *args: str) -> subprocess.Popen:
-    """:func:`memnets.store.testing.start_child` with this folder on the child's path (``import archive_helpers``)."""
-    return testing.start_child(code, *args, path=[os.path.dirname(__file__)])
+def start_child(code: str, *args: str, path: Iterable[str] = ()) -> subprocess.Popen:
+    """:func:`memnets.store.testing.start_child` with this folder (``import archive_helpers``) and ``path``
+    (a test's own folder, for a child that imports the test module) on the child's path."""
+    return testing.start_child(code, *args, path=[os.path.dirname(__file__), *path])
 
 
 def mount(*args: str) -> None:

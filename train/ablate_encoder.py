@@ -22,7 +22,7 @@ from pathlib import Path
 
 import yaml
 
-from memnets.configs import load_config
+from memnets.training.configs import load_config
 
 BASE = "encoder/cpu"
 RUNS = Path("checkpoints") / "ablation"

@@ -32,12 +32,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from memnets.data.config import load_data_config
-from memnets.data.formats import load_conversations
-from memnets.data.locomo import CATEGORY_NAMES
 from memnets.nn.encoder import DEFAULT_BACKBONE, MemoryEncoder
-from memnets.retrieval.bm25 import BM25Ranker
-from memnets.retrieval.metrics import (
+from memnets.training.data.config import load_data_config
+from memnets.training.data.formats import load_conversations
+from memnets.training.data.locomo import CATEGORY_NAMES
+from memnets.training.retrieval.bm25 import BM25Ranker
+from memnets.training.retrieval.metrics import (
     DEFAULT_CATEGORIES,
     DEFAULT_KS,
     question_metrics,

@@ -13,7 +13,7 @@ none. This measures one add of two messages (a LoCoMo exchange: one speaker, the
   (the facts), memnets' consistency rule deciding;
 - ``infer=True, decide="llm"``: mem0's scheme, two LLM calls (facts, then decisions).
 
-The LLM is memnets.fake_llm's local server answering after a fixed ``--llm-delay`` (default 0.2 s,
+The LLM is memnets.training.fake_llm's local server answering after a fixed ``--llm-delay`` (default 0.2 s,
 a fast hosted model's time to a short JSON answer), one fact per message and ADD for each: the
 figures are memnets' own cost plus that delay per call, never a model's quality. Per mode: p50 /
 p99 / mean milliseconds per add, memories stored, LLM calls. The machine's load is in the result
@@ -38,7 +38,7 @@ MODES = ("keep=all", "keep=important", "infer, decide=rules", "infer, decide=llm
 
 def exchanges(n: int) -> list[list[dict]]:
     """``n`` adds of two messages: consecutive LoCoMo turns, the first speaker as the user."""
-    from memnets.data.locomo import load_locomo
+    from memnets.training.data.locomo import load_locomo
 
     turns = [turn for conversation in load_locomo() for turn in conversation.turns][: 2 * n]
     first = turns[0].speaker
@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
 
     import memnets
-    from memnets.fake_llm import FakeChatServer
+    from memnets.training.fake_llm import FakeChatServer
 
     adds = exchanges(5 if args.quick else args.adds)
     pack = find_pack(args.pack) if args.encoder is None else args.pack

@@ -14,12 +14,12 @@ from dataclasses import replace
 from pathlib import Path
 
 from bench.common import encoder_from, parser, write_result
-from memnets.data.config import load_data_config
-from memnets.data.formats import load_conversations
-from memnets.data.locomo import Conversation
-from memnets.retrieval.dense import DenseRanker
-from memnets.retrieval.metrics import evaluate_retriever
 from memnets.temporal.dates import resolve_dates, with_dates
+from memnets.training.data.config import load_data_config
+from memnets.training.data.formats import load_conversations
+from memnets.training.data.locomo import Conversation
+from memnets.training.retrieval.dense import DenseRanker
+from memnets.training.retrieval.metrics import evaluate_retriever
 
 
 def dated_texts(conversation: Conversation) -> Conversation:

@@ -44,8 +44,8 @@ THRESHOLDS = (0.9, 0.95, 0.97, 0.98, 0.99)  # reported; the choice scans every m
 
 def measure(encoder=None, data=None) -> dict:
     """Distinct-turn maxima and paraphrase cosines per conversation, the chosen threshold, and its rates."""
-    from memnets.data.locomo import load_locomo
     from memnets.nn.encoder import MemoryEncoder
+    from memnets.training.data.locomo import load_locomo
 
     encoder = encoder or MemoryEncoder.from_pretrained()
     conversations = load_locomo(data)

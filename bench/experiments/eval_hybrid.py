@@ -2,7 +2,7 @@
 
 A trained encoder folder (``--encoder``) or a pack (``--pack``: its learned score) ranks LoCoMo's questions
 (categories 1-4) as ``memnets eval retrieval`` does, alone and fused with BM25
-(:class:`memnets.retrieval.hybrid_ranker.HybridRanker`): the weighted rule for dense weights 0.30 .. 0.90
+(:class:`memnets.training.retrieval.hybrid_ranker.HybridRanker`): the weighted rule for dense weights 0.30 .. 0.90
 (step 0.05) and reciprocal rank fusion, over the 10, 20, 50 best turns of each ranking or all turns. The dense scores are computed once per conversation, so the sweep
 costs one encoding of each split. The rule and weight with the best validation R@10 (ties: R@5) is the
 choice; test is reported beside it, with the per-category figures of dense and the choice.
@@ -19,11 +19,11 @@ import time
 import numpy as np
 
 from bench.common import parser, write_result
-from memnets.data.config import load_data_config
-from memnets.data.formats import load_conversations
-from memnets.retrieval.hybrid_ranker import HybridRanker
-from memnets.retrieval.metrics import evaluate_retriever
-from memnets.retrieval.rankers import build_ranker
+from memnets.training.data.config import load_data_config
+from memnets.training.data.formats import load_conversations
+from memnets.training.retrieval.hybrid_ranker import HybridRanker
+from memnets.training.retrieval.metrics import evaluate_retriever
+from memnets.training.retrieval.rankers import build_ranker
 
 WEIGHTS = [round(w, 2) for w in np.arange(0.30, 0.901, 0.05)]
 DEPTHS = (10, 20, 50, None)  # candidates of each ranking (None: every turn)
@@ -49,9 +49,7 @@ class ScoresOnce:
 def _row(report, categories: bool = False) -> dict:
     row = {m: round(100 * report.overall[m], 1) for m in FIGURES}
     if categories:
-        row["by_category"] = {
-            str(c): {m: round(100 * v[m], 1) for m in FIGURES} for c, v in report.by_category.items()
-        }
+        row["by_category"] = {str(c): {m: round(100 * v[m], 1) for m in FIGURES} for c, v in report.by_category.items()}
     return row
 
 
@@ -73,13 +71,17 @@ def main() -> None:
         seconds[split] = round(time.perf_counter() - started, 1)
         rows["bm25"] = _row(evaluate_retriever(bm25, conversations))
         for depth in DEPTHS:
-            rows[f"rrf depth {depth}"] = _row(evaluate_retriever(HybridRanker(dense, rule="rrf", depth=depth), conversations))
+            rows[f"rrf depth {depth}"] = _row(
+                evaluate_retriever(HybridRanker(dense, rule="rrf", depth=depth), conversations)
+            )
             for weight in WEIGHTS:
                 ranker = HybridRanker(dense, weight=weight, depth=depth)
                 rows[f"weighted {weight:.2f} depth {depth}"] = _row(evaluate_retriever(ranker, conversations))
         results[split] = rows
     candidates = [name for name in results["validation"] if name not in {"dense", "bm25"}]
-    chosen = max(candidates, key=lambda n: (results["validation"][n]["recall@10"], results["validation"][n]["recall@5"]))
+    chosen = max(
+        candidates, key=lambda n: (results["validation"][n]["recall@10"], results["validation"][n]["recall@5"])
+    )
     words = chosen.split()
     depth = None if words[-1] == "None" else int(words[-1])
     chosen_ranker = (
@@ -90,7 +92,13 @@ def main() -> None:
     for split in ("validation", "test"):
         conversations = load_conversations(config.path, config.splits[split])
         results[split][chosen] = _row(evaluate_retriever(chosen_ranker, conversations), categories=True)
-    settings = {"encoder": args.encoder, "pack": args.pack, "weights": WEIGHTS, "depths": DEPTHS, "categories": [1, 2, 3, 4]}
+    settings = {
+        "encoder": args.encoder,
+        "pack": args.pack,
+        "weights": WEIGHTS,
+        "depths": DEPTHS,
+        "categories": [1, 2, 3, 4],
+    }
     notes = [
         f"chosen on validation (best R@10, ties R@5): {chosen}",
         f"dense scoring time (s) per split: {seconds}; load average at the end: {os.getloadavg()}",

@@ -13,7 +13,7 @@ adds what it is told. Afterwards, for every fact:
 
 ``replay`` returns the per-fact findings and a list of failures (empty when all hold);
 ``python -m bench.experiments.fact_changes`` runs it on the bundled all-MiniLM-L6-v2 (its measured
-near-match threshold) and writes bench/results/fact_changes.json; tests/test_fact_changes.py runs it
+near-match threshold) and writes bench/results/fact_changes.json; tests/bench/test_fact_changes.py runs it
 on the tiny test encoder (``--encoder DIR --duplicate-threshold T``).
 """
 

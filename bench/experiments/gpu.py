@@ -95,7 +95,7 @@ def index_gpu(quick: bool) -> list[dict]:
 def training_steps(steps: int) -> dict:
     """The results of ``python -m bench.training`` at configs/encoder/gpu.yaml for ``steps`` steps (its
     accelerator: the GPU), run as a child process."""
-    from memnets.configs import resolve_config
+    from memnets.training.configs import resolve_config
 
     with tempfile.TemporaryDirectory() as out:
         command = [sys.executable, "-m", "bench.training", "--config", str(resolve_config("encoder/gpu"))]

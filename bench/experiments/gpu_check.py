@@ -116,7 +116,7 @@ def gpu_tests(work: Path) -> dict:
     """``pytest -m gpu`` on the files of tests/ that mark a test ``gpu``; the counts from its JUnit XML."""
     files = sorted(
         path.relative_to(REPO_ROOT).as_posix()
-        for path in (REPO_ROOT / "tests").glob("test_*.py")
+        for path in (REPO_ROOT / "tests").rglob("test_*.py")
         if GPU_MARK.search(path.read_text())
     )
     report = work / "gpu-tests.xml"

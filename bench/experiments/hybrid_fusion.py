@@ -32,14 +32,14 @@ import numpy as np
 import memnets
 import memnets.timeutil as timeutil
 from bench.common import DEFAULT_OUT, start_postgres, write_result
-from memnets.data.config import load_data_config
-from memnets.data.formats import load_conversations
 from memnets.memory.hybrid import HybridSearcher
 from memnets.memory.search import Searcher
 from memnets.nn.encoder import MemoryEncoder
 from memnets.retrieval.fusion import RRF_K, reciprocal_rank, weighted
-from memnets.retrieval.metrics import DEFAULT_CATEGORIES, evaluate_retriever
-from memnets.retrieval.scored import turn_memories
+from memnets.training.data.config import load_data_config
+from memnets.training.data.formats import load_conversations
+from memnets.training.retrieval.metrics import DEFAULT_CATEGORIES, evaluate_retriever
+from memnets.training.retrieval.scored import turn_memories
 
 K = 10  # the search's k: the largest k of the figures
 WEIGHTS = [round(w, 2) for w in np.arange(0.3, 0.71, 0.05)]

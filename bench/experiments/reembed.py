@@ -55,9 +55,9 @@ def other_encoder(pack: Path | None, dim: int):
 
 def mixed_space(pack: Path | None, conversation_id: str = "conv-50") -> dict:
     """Recall@10 of the conversation's questions: MiniLM memories with MiniLM / other queries, and all other."""
-    from memnets.data.formats import load_conversations
-    from memnets.data.location import find_data
     from memnets.nn.encoder import MemoryEncoder
+    from memnets.training.data.formats import load_conversations
+    from memnets.training.data.location import find_data
 
     conversation = load_conversations(find_data(None), sample_ids=[conversation_id])[0]
     items = [q for q in conversation.qa if q.category in (1, 2, 3, 4) and q.evidence]

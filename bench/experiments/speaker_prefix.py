@@ -25,11 +25,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from bench.common import encoder_from, parser, write_result
-from memnets.data.config import load_data_config
-from memnets.data.formats import load_conversations
-from memnets.data.locomo import Conversation
-from memnets.retrieval.metrics import evaluate_retriever
 from memnets.text import strip_speaker
+from memnets.training.data.config import load_data_config
+from memnets.training.data.formats import load_conversations
+from memnets.training.data.locomo import Conversation
+from memnets.training.retrieval.metrics import evaluate_retriever
 
 MODES = ("both", "text only", "metadata only")
 K = 50

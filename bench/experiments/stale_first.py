@@ -3,7 +3,7 @@
 `memnets eval retrieval` scores the newer statement's session (the answer session) of a file built by
 data/supersession/knowledge_update.py, so it says how often the current fact is in the top k but
 not what came above it. This ranks every question's user turns exactly as that command does
-(:func:`memnets.evaluation.longmemeval.rank_question`: the haystack as of the question date) and
+(:func:`memnets.training.evaluation.longmemeval.rank_question`: the haystack as of the question date) and
 counts, per ranker:
 
 - ``answer_first`` / ``stale_first`` / ``other_first``: the share of questions whose first-ranked
@@ -22,9 +22,9 @@ import argparse
 from pathlib import Path
 
 from bench.common import DEFAULT_OUT, write_result
-from memnets.data.longmemeval import LongMemEvalQuestion, load_longmemeval
-from memnets.evaluation.longmemeval import cache_encodings, corpus_texts, rank_question, scored_questions
-from memnets.retrieval.rankers import build_ranker, parse_spec
+from memnets.training.data.longmemeval import LongMemEvalQuestion, load_longmemeval
+from memnets.training.evaluation.longmemeval import cache_encodings, corpus_texts, rank_question, scored_questions
+from memnets.training.retrieval.rankers import build_ranker, parse_spec
 
 STALE_PREFIX = "older_"  # data/supersession/knowledge_update.py's id of the session with the older statement
 

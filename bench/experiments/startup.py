@@ -1,7 +1,7 @@
 """Start-up as a budget (issue 52): each door's time to its first answer, today's torch path beside the
 torch-free serving one in one run, the core venvs' sizes, and the encoder's speed on both.
 
-    python -m bench.experiments.startup --out docs/results [--core-venv DIR] [--repeats 5]
+    python -m bench.experiments.startup --out docs/results [--core-venv DIR] [--repeats 5] [--pack DIR]
 
 Doors, each a fresh process timed from its start (wall clock) to the answer, after one untimed run that
 builds the graph cache and warms the page cache; the median (and min) of ``--repeats``:
@@ -11,10 +11,13 @@ builds the graph cache and warms the page cache; the median (and min) of ``--rep
 - ``mcp``: ``memnets serve mcp FOLDER`` over stdio until its reply to the first ``search_memory`` call;
 - ``rest ready``: ``memnets serve http FOLDER`` until ``/readyz`` answers 200 (polled every 10 ms).
 
+With ``--pack DIR`` every door opens the memory with that pack (``pack=``, ``--pack``: its encoder, heads,
+scorer and judge) instead of the bundled encoder, and the encoder's speed is not measured.
+
 Paths: ``torch`` runs this interpreter with torch installed (the default backend there is ``"torch"``: the
 MemoryEncoder and transformers, as before issue 52); ``serving`` runs ``--core-venv``'s Python (made by
 ``scripts/core_venv.sh`` with the server and MCP packages: no torch there), or else this interpreter with
-torch, transformers and Lightning refused by an import hook (as tests/test_torchless.py does).
+torch, transformers and Lightning refused by an import hook (as tests/package/test_torchless.py does).
 
 Sizes: the installed files of today's core (the dependencies of memnets before issue 52, with every
 package they pull) and of the torch-free core, both summed from this venv's installed distributions, and
@@ -51,7 +54,7 @@ class RefuseTraining:
 sys.meta_path.insert(0, RefuseTraining())
 """
 OPEN = """import sys, memnets
-with memnets.open(sys.argv[1]) as memory:
+with memnets.open(sys.argv[1], pack=(sys.argv[2:] or [None])[0]) as memory:
     memory.add("I adopted a beagle named Rex", user="ann")
     assert memory.search("What is my dog called?", user="ann", k=1)[0].memory.content.endswith("Rex")
 """
@@ -132,23 +135,28 @@ def rest_ready(port: int):
     return until
 
 
-def doors(python: str, env: dict, work: Path, repeats: int) -> dict:
-    """Each door's seconds to first answer (median, min) for one interpreter and environment."""
+def doors(python: str, env: dict, work: Path, repeats: int, pack: Path | None = None) -> dict:
+    """Each door's seconds to first answer (median, min) for one interpreter and environment (``pack``: every
+    door opens the memory with it)."""
     from memnets.server.testing import free_port
 
     folder = work / "filled"
-    subprocess.run([python, "-c", OPEN, str(folder)], env=env, check=True, timeout=600)  # builds the caches
+    packed = ["--pack", str(pack)] if pack else []
+    subprocess.run([python, "-c", OPEN, str(folder), *packed[1:]], env=env, check=True, timeout=600)  # the caches
     runs = {
-        "open + add + search": lambda n: timed([python, "-c", OPEN, str(work / f"open-{n}")], env),
+        "open + add + search": lambda n: timed([python, "-c", OPEN, str(work / f"open-{n}"), *packed[1:]], env),
         "cli search": lambda n: timed(
-            [python, "-m", "memnets", "memories", str(folder), "search", "dog", "--user", "ann", "--json"], env
+            [python, "-m", "memnets", "memories", str(folder), *packed, "search", "dog", "--user", "ann", "--json"],
+            env,
         ),
         "mcp first answer": lambda n: timed(
-            [python, "-m", "memnets", "serve", "mcp", str(folder)], env, mcp_first_search
+            [python, "-m", "memnets", "serve", "mcp", str(folder), *packed], env, mcp_first_search
         ),
         "rest ready": lambda n: (
             lambda port: timed(
-                [python, "-m", "memnets", "serve", "http", str(folder), "--port", str(port)], env, rest_ready(port)
+                [python, "-m", "memnets", "serve", "http", str(folder), "--port", str(port), *packed],
+                env,
+                rest_ready(port),
             )
         )(free_port()),
     }
@@ -202,10 +210,11 @@ def main(argv=None) -> None:
         "--core-venv", type=Path, help="a venv made by scripts/core_venv.sh (with the server and mcp packages)"
     )
     p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--pack", type=Path, help="open every door's memory with this pack (pack=, --pack)")
     args = p.parse_args(argv)
     repeats = 2 if args.quick else args.repeats
-    from memnets.data.locomo import load_locomo
     from memnets.machine import describe
+    from memnets.training.data.locomo import load_locomo
 
     results: dict = {"machine": describe(), "threads": os.environ.get("OMP_NUM_THREADS", "default")}
     today, serving = closure(TODAY_CORE, set()), closure(SERVING_CORE, NO_DEPS)
@@ -240,13 +249,15 @@ def main(argv=None) -> None:
             print(f"{name} ({python}):", flush=True)
             work = scratch / name
             work.mkdir()
-            results["doors"][name] = doors(python, env, work, repeats)
+            results["doors"][name] = doors(python, env, work, repeats, args.pack)
         os.environ["MEMNETS_CACHE"] = base["MEMNETS_CACHE"]
-        turns = [turn.content for conv in load_locomo() for turn in conv.turns][: 256 if args.quick else 512]
-        print("encoder:", flush=True)
-        results["encode"] = encode_speed(turns)
+        if not args.pack:  # the bundled encoder's speed: a pack run times the doors only
+            turns = [turn.content for conv in load_locomo() for turn in conv.turns][: 256 if args.quick else 512]
+            print("encoder:", flush=True)
+            results["encode"] = encode_speed(turns)
         shutil.rmtree(scratch / "cache", ignore_errors=True)
-    settings = {"repeats": repeats, "core_venv": str(args.core_venv) if args.core_venv else "import hook"}
+    settings = {"repeats": repeats, "core_venv": str(args.core_venv) if args.core_venv else "import hook",
+                "pack": str(args.pack) if args.pack else None}  # fmt: skip
     write_result(args.out, "startup", settings, results)
 
 

@@ -22,15 +22,15 @@ import time
 from pathlib import Path
 
 from bench.common import parser, write_result
-from memnets.data.asked import asked_at, seen_at
-from memnets.data.config import load_data_config
-from memnets.data.formats import load_conversations
 from memnets.nn.embedding_cache import CachedEncoder
 from memnets.pack import load_pack
-from memnets.retrieval.dense import DenseRanker
-from memnets.retrieval.metrics import evaluate_retriever
-from memnets.retrieval.scored import ScorerRanker, fit_split_weights
 from memnets.scoring import FEATURES, LearnedScorer
+from memnets.training.data.asked import asked_at, seen_at
+from memnets.training.data.config import load_data_config
+from memnets.training.data.formats import load_conversations
+from memnets.training.retrieval.dense import DenseRanker
+from memnets.training.retrieval.metrics import evaluate_retriever
+from memnets.training.retrieval.scored import ScorerRanker, fit_split_weights
 
 SPLITS = ("validation", "test")
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}

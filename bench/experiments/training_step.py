@@ -141,8 +141,8 @@ def main(argv: list[str] | None = None) -> int:
 
     import os
 
-    from memnets.lit.data import RetrievalDataModule
-    from memnets.lit.encoder import EncoderModule
+    from memnets.training.lit.data import RetrievalDataModule
+    from memnets.training.lit.encoder import EncoderModule
 
     os.chdir(REPO_ROOT)  # data/cache of the checkout: hard negatives mined once, as a fit reads them
     loadavg_before = [round(x, 2) for x in os.getloadavg()]

@@ -7,7 +7,7 @@ checkout's `data/cache/` (mined by the first run when missing). The figures are 
 `training.json`: pairs of all ranks per second of training-step time (the first step's warm-up
 included), the processes and each one's torch threads. Variants:
 
-- `cpu`: `encoder/cpu` as shipped (one process; memnets.lit.threads: torch's count, one thread per core);
+- `cpu`: `encoder/cpu` as shipped (one process; memnets.training.lit.threads: torch's count, one thread per core);
 - `cpu-1`: `encoder/cpu` with `OMP_NUM_THREADS=1`;
 - `ddp-oversubscribed`: `encoder/ddp_cpu` (2 processes, 16 pairs each: the same global batch of 32)
   with `OMP_NUM_THREADS` = torch's count, i.e. every process one thread per core (what a plain torch

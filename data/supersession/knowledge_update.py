@@ -41,8 +41,8 @@ import random
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from memnets.data.locomo import Conversation, Turn, load_locomo
-from memnets.data.longmemeval import DATE_FORMAT, load_longmemeval
+from memnets.training.data.locomo import Conversation, Turn, load_locomo
+from memnets.training.data.longmemeval import DATE_FORMAT, load_longmemeval
 
 QUESTION_TYPE = "knowledge-update"
 OLDER, ANSWER, FILLER = "older_", "answer_", "filler_"  # session id prefixes; the stale session is OLDER's

@@ -88,12 +88,10 @@ def explanation(by_user: dict[str, list[ExplainedHit]], scorer=None) -> Explanat
 __all__ = ["ExplainedHit", "Explanation", "ScoreParts", "explain_hits", "explanation"]
 
 
-def explain_found(found: dict, vector: np.ndarray, store, scorer=None) -> Explanation:
+def explain_found(found: dict, vector: np.ndarray, vectors: dict, scorer=None) -> Explanation:
     """Each user's hits (``{user: [SearchHit]}``) of one encoded query ``vector`` taken apart
-    (:func:`explain_hits`, with the hits' stored vectors), as one :class:`Explanation`."""
+    (:func:`explain_hits`, with the hits' stored vectors: ``{user: [n, dim]}``, as the search read them), as one
+    :class:`Explanation`."""
     now = timeutil.now()
-    by_user = {
-        user: explain_hits(hits, vector, store.vectors([h.memory.id for h in hits], user), now=now, scorer=scorer)
-        for user, hits in found.items()
-    }
+    by_user = {user: explain_hits(hits, vector, vectors[user], now=now, scorer=scorer) for user, hits in found.items()}
     return explanation(by_user, scorer)

@@ -13,7 +13,7 @@
 The REST bodies and so the server's OpenAPI document (:mod:`memnets.server.routes.bodies`), the
 TypeScript client's types generated from that document (clients/typescript/src/schema.ts) and the MCP
 tools' argument schemas (:mod:`memnets.integrations.mcp_server`) are built from these tables, so a
-field is described once. tests/test_fields.py checks that the API's signatures take what
+field is described once. tests/memory/test_fields.py checks that the API's signatures take what
 :data:`CALLS` says they take.
 """
 

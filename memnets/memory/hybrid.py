@@ -1,7 +1,7 @@
 """Hybrid search: the dense ranking fused with the store's lexical one, so a name, a number or a rare word counts.
 
 An encoder blurs what it rarely saw: a person's name, a number, a word of a trade. The store ranks
-the same memories by the query's words too (:meth:`~memnets.store.core_lexical.LexicalRanking.lexical_search`:
+the same memories by the query's words too (:meth:`~memnets.store.core.SqlStore.lexical_search`:
 SQLite FTS5's bm25, or BM25 over the owner's rows on PostgreSQL), and :class:`HybridSearcher` fuses
 the two rankings (:mod:`memnets.retrieval.fusion`). On LoCoMo's validation conversation, with the bundled
 encoder, it lifts R@10 from 39.4% to 63.7% (archive) and 63.1% (PostgreSQL); docs/memory.md, "Hybrid search",
@@ -120,7 +120,7 @@ class HybridSearcher(Searcher):
             return []
         if self.scorer is None:
             return self.cosines(memories, owner, query_vector)
-        vectors = self.store.vectors([m.id for m in memories], owner)
+        vectors = self._keep(memories, self.store.vectors([m.id for m in memories], owner))
         return score(self.scorer, memories, query, now, query_vector, vectors).tolist()
 
 

@@ -34,7 +34,7 @@ def memory_components(pack=None, encoder=None, *, backend: str | None = None, wh
     ``pack`` (a folder or a loaded Pack), else ``{"encoder": ...}`` of ``encoder`` (an object, an
     encoder folder, or None: the bundled all-MiniLM-L6-v2), folders loaded with ``backend``
     (:func:`memnets.nn.loading.load_encoder`; None: torch where installed, else ONNX Runtime; a pack's
-    encoder: torch unless named).
+    encoder likewise, :func:`pack_from`).
 
     ``where`` names the caller in the error for both given.
     """
@@ -54,13 +54,11 @@ def memory_components(pack=None, encoder=None, *, backend: str | None = None, wh
 
 
 def pack_from(folder, backend: str | None):
-    """The pack in ``folder``, its encoder on ``backend`` (None: torch). A pack's heads run on torch: without it,
-    an ImportError that names the ``train`` extra (the core install serves a folder's encoder, not a pack)."""
-    from memnets.extras import needs_extra
+    """The pack in ``folder``, its encoder on ``backend`` (None: torch where installed, else ONNX Runtime, as an
+    encoder folder's): :func:`memnets.pack.load_pack`, which serves a BERT pack without torch."""
     from memnets.pack import load_pack
 
-    with needs_extra("a pack (its encoder and heads run on torch)", "train"):
-        return load_pack(folder, backend=backend or "torch")
+    return load_pack(folder, backend=backend)
 
 
 def supersession_judge(given, from_pack):

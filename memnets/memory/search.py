@@ -57,6 +57,22 @@ class Searcher:
 
     def __init__(self, store, scorer, fetch_factor: int):
         self.store, self.scorer, self.fetch_factor = store, scorer, fetch_factor
+        self.read: dict[str, np.ndarray] = {}  # the stored vectors the last search() read, by memory id
+
+    def _keep(self, memories: Sequence[Memory], vectors: np.ndarray) -> np.ndarray:
+        """Remember the stored ``vectors`` [n, dim] of ``memories`` that a search read (see :meth:`vectors_of`)."""
+        self.read.update((m.id, v) for m, v in zip(memories, vectors))
+        return vectors
+
+    def vectors_of(self, memories: Sequence[Memory], owner: str) -> np.ndarray:
+        """The stored vectors [n, dim] of ``memories`` (the last :meth:`search`'s hits): those it read already,
+        the others read by id (none where the store hands a search's vectors back, :meth:`candidates`)."""
+        missing = [m for m in memories if m.id not in self.read]
+        if missing:
+            self._keep(missing, self.store.vectors([m.id for m in missing], owner))
+        if not memories:
+            return np.zeros((0, self.store.dim), np.float32)
+        return np.stack([self.read[m.id] for m in memories])
 
     def fetch(
         self, query_vector: np.ndarray, k: int, owner: str, filters: MemoryFilter | None = None
@@ -87,7 +103,9 @@ class Searcher:
         """The ``k`` best memories of ``owner`` for the query with the scores they show, best first, by
         :func:`current_first` (a stale fact never above the memory that ended it): by the store's cosine
         (no scorer: :meth:`nearest`), or by the scorer's score of its ``fetch_factor * k`` candidates and
-        the current successors of the ended ones among them (:meth:`successors`)."""
+        the current successors of the ended ones among them (:meth:`successors`). The stored vectors it read
+        are kept for :meth:`vectors_of`."""
+        self.read = {}
         if self.scorer is None:
             return self.nearest(query_vector, owner, k, filters)
         memories, vectors = self.candidates(query_vector, k, owner, filters)
@@ -95,6 +113,7 @@ class Searcher:
         if added:
             memories = [*memories, *added]
             vectors = np.concatenate([vectors, self.store.vectors([m.id for m in added], owner)])
+        self._keep(memories, vectors)
         if not memories:
             return []
         scores = score(self.scorer, memories, query, now, query_vector, vectors)
@@ -110,12 +129,22 @@ class Searcher:
         fact moved down and one the first search left out belongs in the k)."""
         wanted = k
         while True:
-            found = [(m, float(s)) for m, s in self.store.search(query_vector, wanted, owner, filters=filters)]
+            found = self._nearest(query_vector, wanted, owner, filters)
             added, links = self.successors([m for m, _ in found], owner, filters)
             ranked = current_first([*found, *zip(added, self.cosines(added, owner, query_vector))], links)
             if len(found) < wanted or ranked[k - 1][1] >= found[-1][1]:
                 return ranked[:k]
             wanted *= 2
+
+    def _nearest(
+        self, query_vector: np.ndarray, k: int, owner: str, filters: MemoryFilter | None
+    ) -> list[tuple[Memory, float]]:
+        """The store's k nearest (memory, cosine), their vectors kept where the store hands them back."""
+        if not supports(self.store, SearchVectors):
+            return [(m, float(s)) for m, s in self.store.search(query_vector, k, owner, filters=filters)]
+        found, vectors = self.store.search_with_vectors(query_vector, k, owner, filters=filters)
+        self._keep([m for m, _ in found], vectors)
+        return [(m, float(s)) for m, s in found]
 
     def successors(
         self, memories: Sequence[Memory], owner: str, filters: MemoryFilter | None
@@ -163,7 +192,7 @@ class Searcher:
         if not memories:
             return []
         ids = [m.id for m in memories]
-        scores = self.store.vectors(ids, owner) @ query_vector
+        scores = self._keep(memories, self.store.vectors(ids, owner)) @ query_vector
         if supports(self.store, Chunks):
             windows = self.store.chunk_vectors(ids, owner)
             scores = [max(s, float((w @ query_vector).max(initial=-np.inf))) for s, w in zip(scores, windows)]

@@ -6,7 +6,8 @@
 - Recall gate: whether a query needs memories from the archive (its answer is not in the context).
 
 The heuristics run with no trained parts (the baseline and the default before training); the
-``Head*`` classes wrap the trained heads of :mod:`memnets.nn.heads` and are what a pack supplies.
+``Head*`` classes wrap the trained heads that a pack supplies: those of :mod:`memnets.nn.heads` (torch), or
+their numpy forms of :mod:`memnets.nn.serving_heads` where the pack serves without torch.
 """
 
 from __future__ import annotations
@@ -61,16 +62,15 @@ class HeuristicImportance:
 
 
 class HeadImportance:
-    """The trained importance head (``ImportanceHead.predict_proba`` on the memory embeddings)."""
+    """The trained importance head (``predict_proba`` of an ImportanceHead, or of the numpy ServingImportance
+    of a pack served without torch, on the memory embeddings)."""
 
     def __init__(self, head):
         self.head = head
         self.name = "learned"
 
     def __call__(self, texts: Sequence[str], vectors: np.ndarray) -> np.ndarray:
-        import torch
-
-        vectors = torch.as_tensor(np.asarray(vectors, dtype=np.float32))
+        vectors = np.asarray(vectors, dtype=np.float32)
         probabilities = self.head.predict_proba(vectors, texts=list(texts))  # texts: heads with text features
         return np.clip(np.asarray(probabilities, dtype=np.float64).reshape(-1), 0.0, 1.0)
 
@@ -139,7 +139,8 @@ class FixedGate:
 
 
 class HeadGate:
-    """The trained recall gate: ``RecallGateHead.predict_proba(q [1,d], ctx [1,W,d], mask [1,W])``.
+    """The trained recall gate: ``predict_proba(q [1,d], ctx [1,W,d], mask [1,W])`` of a RecallGateHead (or of the
+    numpy ServingGate of a pack served without torch).
 
     Recall when the probability reaches ``threshold`` (default: the head's stored threshold).
     """
@@ -151,15 +152,12 @@ class HeadGate:
         self.name = "learned"
 
     def __call__(self, query_vector: np.ndarray, context_vectors: np.ndarray) -> GateVerdict:
-        import torch
-
-        query = torch.as_tensor(np.asarray(query_vector, dtype=np.float32)).reshape(1, -1)
+        query = np.asarray(query_vector, dtype=np.float32).reshape(1, -1)
         if len(context_vectors) == 0:
-            context = torch.zeros(1, 1, query.shape[1])
-            mask = torch.zeros(1, 1, dtype=torch.bool)
+            context, mask = np.zeros((1, 1, query.shape[1]), np.float32), np.zeros((1, 1), bool)
         else:
-            context = torch.as_tensor(np.asarray(context_vectors, dtype=np.float32)).unsqueeze(0)
-            mask = torch.ones(1, context.shape[1], dtype=torch.bool)
+            context = np.asarray(context_vectors, dtype=np.float32)[None]
+            mask = np.ones((1, context.shape[1]), bool)
         probability = float(np.asarray(self.head.predict_proba(query, context, mask)).reshape(-1)[0])
         return GateVerdict(probability >= self.threshold, probability)
 

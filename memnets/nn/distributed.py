@@ -7,7 +7,7 @@ gradient of those scores must flow back to the rank that produced each embedding
 different numbers of rows), backward sums the incoming gradients of all ranks (each rank computed a
 loss on its own queries against the gathered candidates) and hands every rank the slice for its
 own rows. Combined with DDP's gradient averaging this gives exactly the gradient of one process
-computing the mean loss over the whole batch (tests/test_distributed.py checks it on gloo).
+computing the mean loss over the whole batch (tests/nn/test_distributed.py checks it on gloo).
 
 Without an initialised process group (or with one process) every function returns its input, so
 the same code runs on one CPU, one GPU or many.

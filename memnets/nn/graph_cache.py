@@ -18,7 +18,8 @@ import json
 import logging
 import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 
 from memnets.nn.large_backbone import cache_root
@@ -53,10 +54,30 @@ def remembered(name: str, inputs: list, compute: Callable[[], str]) -> str:
     return value
 
 
+# files whose SHA-256 a caller has just computed, by their _stat_key: see known_sha256
+_KNOWN: dict[str, str] = {}
+
+
+@contextmanager
+def known_sha256(digests: Mapping[Path, str]) -> Iterator[None]:
+    """Within the block, :func:`file_sha256` of each of these files, while unchanged, is its given SHA-256: not
+    hashed again, and no stamp written (a pack's files were hashed as they were verified and copied into a
+    temporary folder, whose paths a stamp would never meet again)."""
+    keys = {json.dumps(_stat_key(Path(path))): digest for path, digest in digests.items()}
+    _KNOWN.update(keys)
+    try:
+        yield
+    finally:
+        for key in keys:
+            _KNOWN.pop(key, None)
+
+
 def file_sha256(path: str | os.PathLike) -> str:
     """The SHA-256 of ``path``'s bytes, hashed once while its size and modification time stay the same."""
     path = Path(path)
-    return remembered("sha256", _stat_key(path), lambda: sha256_file(path))
+    key = _stat_key(path)
+    known = _KNOWN.get(json.dumps(key))
+    return known if known is not None else remembered("sha256", key, lambda: sha256_file(path))
 
 
 GRAPH_FILE, DATA_FILE = "model.onnx", "model.onnx.data"
@@ -119,4 +140,4 @@ def _publish(target: Path, write: Callable[[Path], None]) -> None:
             shutil.rmtree(scratch, ignore_errors=True)
 
 
-__all__ = ["cached_graph", "cached_int8", "file_sha256", "graphs_dir", "remembered"]
+__all__ = ["cached_graph", "cached_int8", "file_sha256", "graphs_dir", "known_sha256", "remembered"]

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import math
-import reprlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -32,14 +31,12 @@ import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 from torch import nn
 
+from memnets.nn.head_files import CONFIG_NAME, FORMAT_VERSION, WEIGHTS_NAME, gate_input_width, read_head_config
 from memnets.nn.modes import evaluating, single_threaded
 from memnets.nn.numpy_mlp import NumpyMLP, weights_key
-from memnets.nn.weights import WeightsMismatch, check_shapes, meta_shapes, read_json, tensor_shapes
-from memnets.text import strip_speaker
-
-WEIGHTS_NAME = "model.safetensors"
-CONFIG_NAME = "config.json"
-FORMAT_VERSION = 1
+from memnets.nn.serving_heads import importance_probabilities
+from memnets.nn.text_features import TEXT_FEATURES, text_feature_rows
+from memnets.nn.weights import WeightsMismatch, check_shapes, meta_shapes
 
 
 def mlp(in_dim: int, hidden_dims: Sequence[int], dropout: float) -> nn.Sequential:
@@ -50,10 +47,6 @@ def mlp(in_dim: int, hidden_dims: Sequence[int], dropout: float) -> nn.Sequentia
         in_dim = width
     layers.append(nn.Linear(in_dim, 1))
     return nn.Sequential(*layers)
-
-
-def _is_number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _as_tensor(name: str, value, ndim: int, dtype=torch.float32) -> torch.Tensor:
@@ -123,43 +116,19 @@ class Head(nn.Module):
         """
         directory = Path(directory)
         shown = Path(shown) if shown is not None else directory
-        config_file, weights_file = directory / CONFIG_NAME, directory / WEIGHTS_NAME
-        for file in (config_file, weights_file):
-            if not file.is_file():
-                raise FileNotFoundError(f"{cls.__name__}.load: {shown / file.name} is missing")
-        where = shown / CONFIG_NAME
-        config = read_json(config_file, f"a {cls.kind} head config")
-        if not isinstance(config, dict):
-            raise WeightsMismatch(f"{where}: expected a JSON object")
-        if config.get("kind") != cls.kind:
-            raise ValueError(f"{shown} holds a {config.get('kind')!r} head, not a {cls.kind!r} head")
-        if config.get("format_version") != FORMAT_VERSION:
-            raise ValueError(f"{shown}: unsupported head format_version {config.get('format_version')!r}")
-        architecture, threshold, offset = (config.get(key) for key in ("architecture", "threshold", "logit_offset"))
-        if not isinstance(architecture, dict):
-            raise WeightsMismatch(f"{where}: field 'architecture' must be an object, got {architecture!r}")
-        if not _is_number(threshold) or not 0 <= threshold <= 1:
-            raise WeightsMismatch(f"{where}: field 'threshold' must be a number in [0, 1], got {threshold!r}")
-        if not _is_number(offset) or not math.isfinite(offset):
-            raise WeightsMismatch(f"{where}: field 'logit_offset' must be a finite number, got {offset!r}")
-        found = tensor_shapes(weights_file)
-        hidden = architecture.get("hidden_dims", ())
-        if not isinstance(hidden, list) or len(hidden) >= len(found):  # each layer has its weight and bias
-            raise WeightsMismatch(
-                f"{where}: field 'architecture.hidden_dims' must be a list of fewer layers than the "
-                f"{len(found)} tensors of {shown / WEIGHTS_NAME}, got {reprlib.repr(hidden)}"
-            )
+        where, config = shown / CONFIG_NAME, read_head_config(directory, shown, cls.kind, cls.__name__)
 
         def build():
-            return cls(**architecture, threshold=threshold, logit_offset=offset, metadata=config.get("metadata"))
+            return cls(**config.architecture, threshold=config.threshold, logit_offset=config.logit_offset,
+                       metadata=config.metadata)  # fmt: skip
 
         try:
             expected = meta_shapes(build)
         except (TypeError, ValueError, OverflowError, RuntimeError) as error:
             raise WeightsMismatch(f"{where}: field 'architecture' does not build a {cls.kind} head: {error}") from None
-        check_shapes(expected, found, config=f"{where} (field 'architecture')", weights=shown / WEIGHTS_NAME)
+        check_shapes(expected, config.found, config=f"{where} (field 'architecture')", weights=shown / WEIGHTS_NAME)
         head = build()
-        head.load_state_dict(load_file(str(weights_file)))
+        head.load_state_dict(load_file(str(directory / WEIGHTS_NAME)))
         head.eval()
         return head
 
@@ -169,51 +138,6 @@ class Head(nn.Module):
     def predict(self, *args, **kwargs) -> np.ndarray:
         """Boolean decisions: ``predict_proba(...) >= threshold``."""
         return self.predict_proba(*args, **kwargs) >= self.threshold
-
-
-TEXT_FEATURES = ("log_chars", "log_words", "photo", "digit", "capitalised_share", "question", "sentences")
-
-
-def text_feature_rows(texts: Sequence[str]) -> np.ndarray:
-    """Cheap surface features of memory texts, ``[N, len(TEXT_FEATURES)]`` (float32 numpy).
-
-    Of the text after the "{speaker}: " prefix (:func:`memnets.text.strip_speaker`): log(1 + characters), log(1 + words), whether a photo
-    is shared, whether a digit occurs, the share of capitalised words after the first (names,
-    places), whether it asks a question, and log(1 + sentence marks). Long, specific, factual turns
-    are the ones later questions cite; the embedding alone does not carry their length.
-    """
-    if isinstance(texts, str):
-        raise TypeError("texts must be a sequence of strings, not one string")
-    rows = []
-    for text in texts:
-        body = strip_speaker(text)
-        words = body.split()
-        initials = "".join([word[0] for word in words[1:]])  # words of split() are never empty
-        questions = body.count("?")
-        rows.append(
-            (
-                math.log1p(len(body)) / 5.0,
-                math.log1p(len(words)) / 4.0,
-                "[shares a photo of" in body,
-                _has_digit(body),
-                sum(map(str.isupper, initials)) / max(len(words) - 1, 1),
-                questions > 0,
-                math.log1p(body.count(".") + body.count("!") + questions),
-            )
-        )
-    return np.array(rows, dtype=np.float32).reshape(len(rows), len(TEXT_FEATURES))
-
-
-_DIGITS = b"0123456789"  # the ASCII characters of which str.isdigit is true
-
-
-def _has_digit(body: str) -> bool:
-    """Whether a character of ``body`` is a digit (``str.isdigit``): ASCII text is checked as bytes, in C
-    (a Python-level test of each character was a third of the features' time)."""
-    if body.isascii():
-        raw = body.encode("ascii")
-        return len(raw.translate(None, _DIGITS)) != len(raw)
-    return any(map(str.isdigit, body))
 
 
 def text_features(texts: Sequence[str]) -> torch.Tensor:
@@ -268,24 +192,17 @@ class ImportanceHead(Head):
         torch's per-op dispatch was most of the time), on a copy of the weights made again whenever
         they change.
         """
-        x = _as_array("embeddings", embeddings, 2)
-        if x.shape[1] != self.dim:
-            raise ValueError(f"embeddings have dim {x.shape[1]}, this ImportanceHead expects {self.dim}")
-        if self.use_text_features:
-            if texts is None:
-                raise ValueError("this ImportanceHead uses text features: call predict_proba(embeddings, texts=...)")
-            if len(texts) != x.shape[0]:
-                raise ValueError(f"{len(texts)} texts for {x.shape[0]} embeddings")
-            x = np.concatenate([x, text_feature_rows(texts)], axis=1)
-        logits = self._numpy_net()(x) + self.logit_offset
-        return 1.0 / (1.0 + np.exp(-logits))
+        return importance_probabilities(
+            self._numpy_net(), _as_array("embeddings", embeddings, 2), texts, dim=self.dim,
+            use_text_features=self.use_text_features, logit_offset=self.logit_offset,
+        )  # fmt: skip
 
     def _numpy_net(self) -> NumpyMLP:
         """The numpy copy of ``net``, made again when a weight was replaced or changed in place
         (:func:`~memnets.nn.numpy_mlp.weights_key`)."""
         copied = self.__dict__.get("_numpy")
         if copied is None or copied.key != weights_key(self.net):
-            copied = self.__dict__["_numpy"] = NumpyMLP(self.net)
+            copied = self.__dict__["_numpy"] = NumpyMLP.of_module(self.net)
         return copied
 
 
@@ -318,10 +235,7 @@ class RecallGateHead(Head):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        if dim < 1 or attention_dim < 1 or top_k < 1:
-            raise ValueError(f"dim, attention_dim and top_k must be positive, got {dim}, {attention_dim}, {top_k}")
-        if any(t <= 0 for t in temperatures):
-            raise ValueError(f"temperatures must be positive, got {list(temperatures)}")
+        width = gate_input_width(dim, attention_dim, top_k, temperatures, use_vectors)
         self.dim = int(dim)
         self.hidden_dims = [int(h) for h in hidden_dims]
         self.dropout = float(dropout)
@@ -332,9 +246,7 @@ class RecallGateHead(Head):
         self.query_proj = nn.Linear(self.dim, self.attention_dim, bias=False)
         self.key_proj = nn.Linear(self.dim, self.attention_dim, bias=False)
         self.cosine_scale = nn.Parameter(torch.tensor(10.0))
-        n_scalar = self.top_k + 2 + 2 * len(self.temperatures) + 1
-        n_vector = 4 * self.dim + 1 if self.use_vectors else 0
-        self.net = mlp(n_scalar + n_vector, self.hidden_dims, self.dropout)
+        self.net = mlp(width, self.hidden_dims, self.dropout)
 
     def architecture(self) -> dict[str, Any]:
         return {

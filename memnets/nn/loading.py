@@ -28,16 +28,22 @@ def default_backend() -> str:
     return "torch" if torch_installed() else "onnx"
 
 
-def load_encoder(path: str | os.PathLike | None = None, backend: str | None = None):
-    """The encoder of folder or backbone name ``path`` (None: the bundled all-MiniLM-L6-v2) on ``backend``
-    (None: :func:`default_backend`): a ServingEncoder for the serving backends, else a MemoryEncoder
-    (whose import, without torch, raises an ImportError naming the ``train`` extra)."""
+def serves(backend: str) -> bool:
+    """Whether ``backend`` runs on the serving classes (ServingEncoder, a pack's numpy heads), not on torch:
+    the backends of :data:`~memnets.nn.serving_encoder.SERVING_BACKENDS`, ``"auto"`` only where torch is not
+    installed (with torch, ``"auto"`` weighs torch's own faster backends)."""
     from memnets.nn.serving_encoder import SERVING_BACKENDS
 
+    return backend in SERVING_BACKENDS and not (backend == "auto" and torch_installed())
+
+
+def load_encoder(path: str | os.PathLike | None = None, backend: str | None = None):
+    """The encoder of folder or backbone name ``path`` (None: the bundled all-MiniLM-L6-v2) on ``backend``
+    (None: :func:`default_backend`): a ServingEncoder where the backend :func:`serves`, else a MemoryEncoder
+    (whose import, without torch, raises an ImportError naming the ``train`` extra)."""
     backend = backend or default_backend()
-    serving = backend in SERVING_BACKENDS and not (backend == "auto" and torch_installed())
     args = [path] if path is not None else []
-    if serving:
+    if serves(backend):
         from memnets.nn.serving_encoder import ServingEncoder
 
         return ServingEncoder.from_pretrained(*args, backend=backend)
@@ -57,4 +63,4 @@ def load_default_judge():
     return ServingJudge.load()
 
 
-__all__ = ["default_backend", "load_default_judge", "load_encoder", "torch_installed"]
+__all__ = ["default_backend", "load_default_judge", "load_encoder", "serves", "torch_installed"]

@@ -41,10 +41,10 @@ Inputs:
 
 Relations:
     - ``info_nce_loss`` with no hard negatives, ``tau = 1/scale`` and no keys equals
-      sentence-transformers' ``MultipleNegativesRankingLoss`` (tests/test_losses.py checks it).
+      sentence-transformers' ``MultipleNegativesRankingLoss`` (tests/nn/test_losses.py checks it).
 
 Recommendations:
-    - Batches should not repeat a query or a positive (:class:`memnets.lit.data.NoDuplicatesBatchSampler`
+    - Batches should not repeat a query or a positive (:class:`memnets.training.lit.data.NoDuplicatesBatchSampler`
       builds such batches); the key mask is the safety net for what a sampler cannot see (a
       mined hard negative that is another query's positive).
     - Batches drawn from one conversation make in-batch negatives hard; turns of other

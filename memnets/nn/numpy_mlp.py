@@ -9,7 +9,8 @@ matrix products and a GELU.
 
 :class:`NumpyMLP` copies the weights of an ``nn.Sequential`` of Linear / GELU / Dropout layers in
 eval mode (dropout is the identity) to float32 arrays (torch's precision; numpy's float32 product
-is twice as fast as float64's at this size). GELU is exact, ``x * Phi(x)`` with Phi the
+is twice as fast as float64's at this size), or reads them from a head's safetensors file with no
+torch at all (:meth:`NumpyMLP.from_state`: a pack's heads served by the core install). GELU is exact, ``x * Phi(x)`` with Phi the
 standard normal CDF (torch's default); numpy has no erf, so :func:`normal_cdf` interpolates a
 table of :func:`math.erf` made once: on each interval between knots 1/64 apart over [-8, 8], the
 cubic that matches Phi and its derivative (the normal density) at both ends (cubic Hermite),
@@ -18,7 +19,7 @@ of them. The table of the cubics' coefficients is 32 KiB, so that a query's 960 
 the CPU's nearest caches (a linear table fine enough for the same error, 0.5 MiB, missed them on
 most look-ups right after the encoder had run), and it is read with one gather and Horner's rule:
 a dozen numpy calls, each of which costs more than its arithmetic at this size. Results agree
-with the float32 torch forward within its own rounding (tests/test_heads.py).
+with the float32 torch forward within its own rounding (tests/nn/test_heads.py).
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ import math
 from functools import lru_cache
 
 import numpy as np
-from torch import nn
 
 CDF_LIMIT = 8.0  # |x| beyond it: Phi(x) is 0 or 1 within 7e-16
 CDF_STEPS = 64  # knots per unit
@@ -55,9 +55,11 @@ def normal_cdf(x: np.ndarray) -> np.ndarray:
     return ((c[..., 3] * t + c[..., 2]) * t + c[..., 1]) * t + c[..., 0]
 
 
-def weights_key(net: nn.Sequential) -> tuple:
-    """Which tensors the Linear layers of ``net`` hold and how often each was changed in place (torch's
-    version counter, moved by an optimiser step or ``load_state_dict``): equal keys, equal weights."""
+def weights_key(net) -> tuple:
+    """Which tensors the Linear layers of ``net`` (an ``nn.Sequential``) hold and how often each was changed in
+    place (torch's version counter, moved by an optimiser step or ``load_state_dict``): equal keys, equal weights."""
+    from torch import nn
+
     return tuple(
         (id(tensor), tensor._version)
         for layer in net
@@ -67,13 +69,35 @@ def weights_key(net: nn.Sequential) -> tuple:
     )
 
 
-class NumpyMLP:
-    """The eval-mode forward of ``net`` (Linear, GELU and Dropout layers, one logit out) on float32
-    copies of its weights: ``mlp(x [N, in]) -> float64 logits [N]``."""
+def linear_names(prefix: str, hidden_layers: int) -> list[str]:
+    """The state names of the Linear layers of :func:`memnets.nn.heads.mlp` with ``hidden_layers`` hidden
+    layers, under ``prefix`` (``"net."``): its blocks are Linear, GELU, Dropout, so Linear ``i`` is module ``3 i``."""
+    return [f"{prefix}{3 * i}" for i in range(hidden_layers + 1)]
 
-    def __init__(self, net: nn.Sequential) -> None:
-        self.key = weights_key(net)  # of the weights copied
-        self.layers: list[tuple[np.ndarray, np.ndarray] | str] = []
+
+def mlp_shapes(prefix: str, in_dim: int, hidden_dims) -> dict[str, tuple[int, ...]]:
+    """The state shapes of :func:`memnets.nn.heads.mlp` of ``in_dim`` inputs and ``hidden_dims`` widths, one logit out."""
+    shapes: dict[str, tuple[int, ...]] = {}
+    for name, width in zip(linear_names(prefix, len(hidden_dims)), [*hidden_dims, 1], strict=True):
+        shapes |= {f"{name}.weight": (int(width), int(in_dim)), f"{name}.bias": (int(width),)}
+        in_dim = width
+    return shapes
+
+
+class NumpyMLP:
+    """The eval-mode forward of an MLP of Linear, exact GELU and Dropout layers, one logit out, on float32
+    arrays: ``mlp(x [N, in]) -> float64 logits [N]``. ``layers``: ``(weight [in, out], bias [out])`` pairs
+    with ``"gelu"`` between them; ``key``: the :func:`weights_key` of the module they were copied from."""
+
+    def __init__(self, layers: list[tuple[np.ndarray, np.ndarray] | str], key: tuple = ()) -> None:
+        self.layers, self.key = layers, key
+
+    @classmethod
+    def of_module(cls, net) -> NumpyMLP:
+        """Float32 copies of the weights of ``net``, an ``nn.Sequential`` (dropout: the identity of eval mode)."""
+        from torch import nn
+
+        layers: list[tuple[np.ndarray, np.ndarray] | str] = []
         for layer in net:
             if isinstance(layer, nn.Linear):
                 weight = layer.weight.detach().cpu().float().numpy().T.copy()
@@ -82,11 +106,24 @@ class NumpyMLP:
                     if layer.bias is not None
                     else np.zeros(weight.shape[1], np.float32)
                 )
-                self.layers.append((weight, bias))
+                layers.append((weight, bias))
             elif isinstance(layer, nn.GELU) and layer.approximate == "none":
-                self.layers.append("gelu")
+                layers.append("gelu")
             elif not isinstance(layer, nn.Dropout):  # the identity in eval mode
                 raise TypeError(f"NumpyMLP: no numpy form of {layer!r} (Linear, exact GELU and Dropout only)")
+        return cls(layers, weights_key(net))
+
+    @classmethod
+    def from_state(cls, state: dict[str, np.ndarray], prefix: str, hidden_layers: int) -> NumpyMLP:
+        """The MLP of :func:`memnets.nn.heads.mlp` from its saved tensors (``state``: name -> array, as
+        ``safetensors.numpy`` reads them; names checked beforehand), with no torch."""
+        layers: list[tuple[np.ndarray, np.ndarray] | str] = []
+        for name in linear_names(prefix, hidden_layers):
+            if layers:
+                layers.append("gelu")
+            weight = np.asarray(state[f"{name}.weight"], np.float32).T.copy()
+            layers.append((weight, np.asarray(state[f"{name}.bias"], np.float32)))
+        return cls(layers)
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
         h = np.asarray(x, dtype=np.float32)
@@ -99,4 +136,4 @@ class NumpyMLP:
         return h[:, 0].astype(np.float64)
 
 
-__all__ = ["NumpyMLP", "normal_cdf", "weights_key"]
+__all__ = ["NumpyMLP", "linear_names", "mlp_shapes", "normal_cdf", "weights_key"]

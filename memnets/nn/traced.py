@@ -11,7 +11,7 @@ docs/history.md, "Workers and traced passes").
 :class:`TracedRunner` runs the same module traced with ``torch.jit.trace``. It has the same
 operators and shares the module's weights (nothing is copied). TorchScript runs the whole pass
 without the GIL. The vectors are the eager ones to the last bit on the bundled encoder
-(tests/test_traced_encoder.py), so the encoder's fingerprint (``torch:...``) does not change.
+(tests/nn/test_traced_encoder.py), so the encoder's fingerprint (``torch:...``) does not change.
 
 A trace records the path its example takes through Python branches. The example is a padded batch of
 two texts, so that a branch on the attention mask would keep the masked path, which is right for every

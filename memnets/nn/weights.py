@@ -4,9 +4,9 @@ A saved network is a config (what to build) and a safetensors file (the tensors)
 trust the config build first and load after: a config naming 12 layers over 6 layers of weights
 loads with random layers 6-11 and a log line, and ``hidden_dims: [1e9]`` allocates gigabytes before
 any shape is compared. Here the network is built on PyTorch's ``meta`` device (shapes, no memory),
-its state dict compared with the file's header (names and shapes, read without the tensors), and
-only a config that matches every tensor, with none missing and none unexpected, goes on to be
-built for real. Every failure is a :class:`WeightsMismatch` (a ValueError) naming the files and the
+or, without torch, its shapes are written out from the config (a BERT backbone: :func:`bert_shapes`),
+compared with the file's header (names and shapes, read without the tensors), and only a config that
+matches every tensor, with none missing and none unexpected, goes on to be built for real. Every failure is a :class:`WeightsMismatch` (a ValueError) naming the files and the
 field or tensor.
 """
 
@@ -16,8 +16,6 @@ import json
 import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
-
-import torch
 
 Shapes = dict[str, tuple[int, ...]]
 _LAYER_INDEX = re.compile(r"(?:^|\.)(?:layer|layers|h|block|blocks)\.(\d+)\.")
@@ -44,14 +42,16 @@ def tensor_shapes(path: Path) -> Shapes:
     from safetensors import SafetensorError, safe_open
 
     try:
-        with safe_open(str(path), "pt") as handle:
+        with safe_open(str(path), "numpy") as handle:  # the header only: no tensor is converted
             return {name: tuple(handle.get_slice(name).get_shape()) for name in handle.keys()}
     except (SafetensorError, OSError) as error:
         raise WeightsMismatch(f"{path}: not a readable safetensors file: {error}") from None
 
 
-def meta_shapes(build: Callable[[], torch.nn.Module]) -> Shapes:
-    """The state-dict shapes of the module ``build()`` returns, built on the meta device (no memory)."""
+def meta_shapes(build: Callable[[], object]) -> Shapes:
+    """The state-dict shapes of the torch module ``build()`` returns, built on the meta device (no memory)."""
+    import torch
+
     with torch.device("meta"):
         module = build()
     return {name: tuple(tensor.shape) for name, tensor in module.state_dict().items()}
@@ -98,6 +98,20 @@ def check_backbone(folder: Path, shown: Path | None = None) -> None:
 
     shown = shown or folder
     config_file, weights_file = shown / "config.json", shown / "model.safetensors"
+    fields, found = _backbone_files(folder, shown)
+    try:
+        config = AutoConfig.from_pretrained(folder)
+        expected = meta_shapes(lambda: AutoModel.from_config(config))
+    except (ValueError, KeyError, TypeError, AttributeError, RuntimeError, OSError, OverflowError) as error:
+        raise WeightsMismatch(f"{config_file}: does not build a model: {type(error).__name__}: {error}") from None
+    check_shapes(expected, found, config=str(config_file), weights=weights_file, fields=fields)
+
+
+def _backbone_files(folder: Path, shown: Path) -> tuple[dict, Shapes]:
+    """A backbone folder's ``config.json`` fields and its weights' shapes, the config's layer count compared first,
+    from the tensor names, so that a config with a huge count fails before any network is described (whose
+    Python objects grow with it)."""
+    config_file, weights_file = shown / "config.json", shown / "model.safetensors"
     fields = read_json(folder / "config.json", "a model config")
     if not isinstance(fields, dict):
         raise WeightsMismatch(f"{config_file}: expected a JSON object")
@@ -109,17 +123,57 @@ def check_backbone(folder: Path, shown: Path | None = None) -> None:
             continue
         if not isinstance(count, int) or isinstance(count, bool) or count < 0:
             raise WeightsMismatch(f"{config_file}: field {field!r} must be a layer count, got {count!r}")
-        if count > (max(layers) + 1 if layers else 0):  # fewer: the comparison below names the extra tensors
+        if count > (max(layers) + 1 if layers else 0):  # fewer: the comparison names the extra tensors
             raise WeightsMismatch(
                 f"{config_file}: field {field!r} is {count} but {weights_file} holds "
                 f"{max(layers) + 1 if layers else 0} layers"
             )
+    return fields, found
+
+
+# the sizes of transformers' BertConfig where a config.json leaves them out
+BERT_DEFAULTS = {"vocab_size": 30522, "hidden_size": 768, "num_hidden_layers": 12, "intermediate_size": 3072,
+                 "max_position_embeddings": 512, "type_vocab_size": 2}  # fmt: skip
+
+
+def bert_shapes(fields: dict) -> Shapes:
+    """The state-dict shapes of transformers' ``BertModel`` (pooler included, as ``AutoModel`` builds it) of a
+    BERT ``config.json``'s fields: what :func:`check_backbone` finds on the meta device, without torch."""
+    size = {name: fields.get(name, default) for name, default in BERT_DEFAULTS.items()}
+    bad = [name for name, value in size.items() if not isinstance(value, int) or isinstance(value, bool) or value < 1]
+    if bad:
+        raise WeightsMismatch(f"field {bad[0]!r} must be a positive int, got {size[bad[0]]!r}")
+    hidden, inner = size["hidden_size"], size["intermediate_size"]
+    square, vector = (hidden, hidden), (hidden,)
+    shapes: Shapes = {
+        "embeddings.word_embeddings.weight": (size["vocab_size"], hidden),
+        "embeddings.position_embeddings.weight": (size["max_position_embeddings"], hidden),
+        "embeddings.token_type_embeddings.weight": (size["type_vocab_size"], hidden),
+        "pooler.dense.weight": square,
+        "pooler.dense.bias": vector,
+    }
+    norms = ["embeddings.LayerNorm"]
+    for i in range(size["num_hidden_layers"]):
+        p = f"encoder.layer.{i}"
+        for linear in ("attention.self.query", "attention.self.key", "attention.self.value", "attention.output.dense"):
+            shapes |= {f"{p}.{linear}.weight": square, f"{p}.{linear}.bias": vector}
+        shapes |= {f"{p}.intermediate.dense.weight": (inner, hidden), f"{p}.intermediate.dense.bias": (inner,)}
+        shapes |= {f"{p}.output.dense.weight": (hidden, inner), f"{p}.output.dense.bias": vector}
+        norms += [f"{p}.attention.output.LayerNorm", f"{p}.output.LayerNorm"]
+    return shapes | {f"{norm}.{part}": vector for norm in norms for part in ("weight", "bias")}
+
+
+def check_bert_backbone(folder: Path, shown: Path | None = None) -> None:
+    """:func:`check_backbone` of a BERT backbone, without torch or transformers: its ``config.json`` describes
+    exactly the tensors of its ``model.safetensors`` (:func:`bert_shapes`). ``shown``: the folder to name."""
+    shown = shown or folder
+    config_file = shown / "config.json"
+    fields, found = _backbone_files(folder, shown)
     try:
-        config = AutoConfig.from_pretrained(folder)
-        expected = meta_shapes(lambda: AutoModel.from_config(config))
-    except (ValueError, KeyError, TypeError, AttributeError, RuntimeError, OSError, OverflowError) as error:
-        raise WeightsMismatch(f"{config_file}: does not build a model: {type(error).__name__}: {error}") from None
-    check_shapes(expected, found, config=str(config_file), weights=weights_file, fields=fields)
+        expected = bert_shapes(fields)
+    except WeightsMismatch as error:
+        raise WeightsMismatch(f"{config_file}: {error}") from None
+    check_shapes(expected, found, config=str(config_file), weights=shown / "model.safetensors", fields=fields)
 
 
 def check_linear(weights: Path, shown: Path, *, in_features: int, out_features: int, config: str) -> None:

@@ -12,7 +12,7 @@ Many workers, one memory:
   so any number of workers (on any number of machines) serve the same memory.
 - The embedded store (SQLite + FAISS): every worker opens the same folder; SQLite serialises the
   writes, and each worker's FAISS index replays the archive's change log before every search, so
-  every worker sees every write and delete of the others (tests/test_server_workers.py). What is
+  every worker sees every write and delete of the others (tests/server/test_server_workers.py). What is
   per worker: a near-duplicate check and its write are one step within a worker, not across
   workers (two workers adding the same text at the same instant may store it twice), and each
   worker's managers (the /v1/users/{user}/manager tiers) are its own.
@@ -123,9 +123,9 @@ class ServerConfig:
         options = dict(self.options)
         backend = options.pop("backend", None)  # None: torch where installed, else ONNX Runtime (memnets.nn.loading)
         if self.pack is not None:
-            from memnets.pack import load_pack
+            from memnets.memory.opening import pack_from
 
-            pack = load_pack(self.pack, backend=backend or "torch")
+            pack = pack_from(self.pack, backend)
             pack = replace(pack, encoder=wrap(pack.encoder))
             return memnets.open(self.location, pack=pack, key=self.key(), **options)
         encoder = load_encoder(self.encoder, backend)

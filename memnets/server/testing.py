@@ -1,7 +1,7 @@
 """A real ``memnets serve http`` process on 127.0.0.1, and the fault runs made with it.
 
 For test code and benchmarks, never imported by ``import memnets`` (like :mod:`memnets.store.testing`):
-the server tests (tests/test_server*.py) start servers with :class:`ServerProcess`, and
+the server tests (tests/server/) start servers with :class:`ServerProcess`, and
 bench/experiments/load.py serves its load from one.
 
 - :class:`ServerProcess`: start, wait until ready, stop (SIGTERM) or kill (SIGKILL) a server.
@@ -13,7 +13,7 @@ bench/experiments/load.py serves its load from one.
   connect_timeout, never cut off by the client's timeout), the time until the server answers 200
   again without being restarted, and the acknowledged adds looked up afterwards.
 
-Both fault runs return a dict of counts; tests/test_server_faults.py runs them small and asserts
+Both fault runs return a dict of counts; tests/server/test_server_faults.py runs them small and asserts
 nothing was lost and nothing but 200 and 503 came back; ``python -m bench.experiments.load --parts
 faults`` runs them larger and saves them.
 """

@@ -25,20 +25,18 @@ How the pieces stay consistent (see docs/security.md for the reasoning):
   by ``compact()`` (after every deletion or replace) so that no segment keeps a deleted row's terms.
 - Older versions of a memory (rows with ``superseded_by`` set) stay in the table for ``history``
   but are kept out of the FAISS index, the listings and the counts.
-- Filtered searches rank exactly: SQL selects the owner's current rows that pass the clear-column
-  conditions (kind, time range), their vectors are scored with one matrix product, and rows are
-  decoded best first, metadata conditions checked on the decoded (decrypted) record, until k
-  match. So a filter never shortens the result below k when k memories match.
+- Filtered searches rank exactly, so a filter never shortens the result below k when k memories
+  match (:mod:`memnets.store.archive_search`).
 
 One connection per ``Archive``, shared by its threads under a re-entrant lock that also guards
 the index; several processes may open the same directory (SQLite's locks plus ``busy_timeout``).
 
-This module is what only the embedded store has: the connection and its transactions, ranking
-with the FAISS index, scrubbing the file, key rotation. The contract's logic (writes, versions,
-the deletion ledger, expiry, reads, re-embedding) is the store core's (:mod:`memnets.store.core`)
-in SQLite's spelling (:mod:`memnets.store.sqlite_dialect`); the schema, format migrations and
-re-sealing rows are in :mod:`memnets.store.sqlite_schema`; the index files in
-:mod:`memnets.store.index_files`.
+The archive is the store core (:mod:`memnets.store.core`: writes, versions, the deletion ledger,
+expiry, reads, re-embedding) handed its engine, :class:`~memnets.store.archive_search.ArchiveEngine`
+(SQLite's statements, FAISS and exact ranking, FTS5's bm25), with what only the embedded store has,
+here: the connection and its transactions, its FAISS index (:class:`~memnets.store.faiss_sync.FaissIndex`,
+an object it holds), scrubbing the file, key rotation. The schema, format migrations and re-sealing rows
+are in :mod:`memnets.store.sqlite_schema`; the index files in :mod:`memnets.store.index_files`.
 """
 
 from __future__ import annotations
@@ -50,27 +48,20 @@ import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
-from datetime import datetime
 from pathlib import Path
 
-import numpy as np
-
-import memnets.timeutil as timeutil
+from memnets.store import core_encoding, sqlite_lexical
 from memnets.store import rows as rowcodec
-from memnets.store import sqlite_lexical
-from memnets.store.chunks import from_blob, merge
+from memnets.store.archive_search import ArchiveEngine
 from memnets.store.core import SqlStore
-from memnets.store.core_search import Hit
 from memnets.store.crypto import DEFAULT_KDF, RowCipher
 from memnets.store.disk_reserve import RESERVE_BYTES, DiskReserve, disk_full
 from memnets.store.errors import StoreError, StoreKeyError, StoreNotFoundError
-from memnets.store.faiss_sync import FaissSync
-from memnets.store.filters import MemoryFilter
+from memnets.store.faiss_sync import FaissIndex
 from memnets.store.index_files import INDEX_AUTH, INDEX_DIR, INDEX_MARKER, IndexFolder
 from memnets.store.queries_sqlite import SqliteQueries
 from memnets.store.reembed import ReembedBatch
 from memnets.store.sqlite_dialect import SqliteDialect
-from memnets.store.sqlite_lexical import ArchiveLexical
 from memnets.store.sqlite_schema import (
     CHECKS,
     DB_FILE,
@@ -82,15 +73,14 @@ from memnets.store.sqlite_schema import (
     rotate_rows,
     writable,
 )
+from memnets.store.transaction import WriteTransaction
 
 __all__ = ["DB_FILE", "FORMAT_VERSION", "INDEX_AUTH", "INDEX_DIR", "INDEX_MARKER", "Archive", "rotate_key"]
 
 log = logging.getLogger(__name__)
-# records read at once when a filter is checked on decoded records; each further read takes twice as many
-FIRST_CHECKED_BATCH = 32
 
 
-class Archive(FaissSync, ArchiveLexical, SqlStore):
+class Archive(SqlStore):
     """Persistent memory store: SQLite records and vectors, a FAISS index for search, owner-scoped reads.
 
     Args:
@@ -151,8 +141,8 @@ class Archive(FaissSync, ArchiveLexical, SqlStore):
         if not writable(self.directory):
             raise read_only_error(self.directory)
         self.index_kind = index
-        dialect = SqliteDialect()
-        super().__init__(dialect, SqliteQueries(dialect))
+        super().__init__(ArchiveEngine(SqliteQueries(SqliteDialect())))
+        self._index = FaissIndex(self)  # the FAISS index of the current rows, synced by the change log
         self._lock = threading.RLock()
         self._conn: sqlite3.Connection | None = None
         self._conn = self._connect(busy_timeout)
@@ -164,11 +154,11 @@ class Archive(FaissSync, ArchiveLexical, SqlStore):
                 self.supports_lexical_search = sqlite_lexical.exists(conn)
             self._reserve.ensure()
             self._index_files = IndexFolder(self.directory, self.archive_id, self._cipher)
-            self.index_source = self._open_index()  # "loaded" or "rebuilt": how the index came to be
+            self.index_source = self._index.open()  # "loaded" or "rebuilt": how the index came to be
         except BaseException:
             self._conn.close()
             self._conn = None
-            self._close_index()
+            self._index.close()
             raise
 
     # ------------------------------------------------------------------ opening
@@ -176,8 +166,8 @@ class Archive(FaissSync, ArchiveLexical, SqlStore):
         path = self.directory / DB_FILE
         try:
             conn = sqlite3.connect(path, timeout=busy_timeout, isolation_level=None, check_same_thread=False)
-            conn.execute("PRAGMA auto_vacuum = INCREMENTAL")  # only takes effect on a new, empty file
-            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            conn.execute(*self._q.incremental_vacuum_mode())  # only takes effect on a new, empty file
+            mode = conn.execute(*self._q.wal_mode()).fetchone()[0]
         except sqlite3.DatabaseError as error:
             raise open_error(error, path) from None
         if mode.lower() != "wal":
@@ -187,9 +177,9 @@ class Archive(FaissSync, ArchiveLexical, SqlStore):
             )
         # FULL (not NORMAL): in WAL mode NORMAL survives a killed process but may drop the last
         # commits on power loss; an agent told "stored" must find the memory after any crash.
-        conn.execute("PRAGMA synchronous = FULL")
-        conn.execute("PRAGMA secure_delete = ON")  # deleted cells and pages are overwritten with zeros
-        conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
+        # secure_delete: deleted cells and pages are overwritten with zeros
+        for statement in self._q.connection_settings(busy_timeout):
+            conn.execute(*statement)
         return conn
 
     def _init_schema(self, dim: int | None, key: bytes | str | None) -> tuple[int, RowCipher | None, str, bytes]:
@@ -205,7 +195,7 @@ class Archive(FaissSync, ArchiveLexical, SqlStore):
         with self._lock:
             # the saved index is authenticated under the old key: drop it first, so that whichever key the
             # archive ends under, the next open rebuilds it quietly (close() saves it under the new key)
-            self._drop_saved_index()
+            self._index.drop_saved()
             with self._write() as conn:
                 count = rotate_rows(conn, self._cipher, cipher, key_meta, self.archive_id, progress)
             self._cipher = self._index_files.cipher = cipher
@@ -214,7 +204,7 @@ class Archive(FaissSync, ArchiveLexical, SqlStore):
 
     # ------------------------------------------------------------------ transactions
     @contextmanager
-    def _transaction(self, begin: str, *, writes: bool) -> Iterator[sqlite3.Connection]:
+    def _transaction(self, begin: tuple[str, list], *, writes: bool) -> Iterator[sqlite3.Connection]:
         """``begin`` ... COMMIT; inside a transaction already (atomic_write, or a search's one snapshot,
         whose thread holds the lock), that transaction: a savepoint of it where the block ``writes``
         (so a failed write undoes only its own rows), the transaction itself for a read."""
@@ -225,53 +215,52 @@ class Archive(FaissSync, ArchiveLexical, SqlStore):
             else:
                 yield conn
             return
-        conn.execute(begin)
+        conn.execute(*begin)
         try:
             yield conn
         except BaseException:
             if conn.in_transaction:  # SQLite may have rolled back already (disk full, I/O error)
-                conn.execute("ROLLBACK")
+                conn.execute(*self._q.rollback())
             else:
                 # a rollback SQLite made by itself inside a write of the lexical index (FTS5) leaves the pager's
                 # error for the connection's next read of a table, a "disk full" of nothing; this read takes it
                 with suppress(sqlite3.OperationalError):
-                    conn.execute("PRAGMA data_version")
+                    conn.execute(*self._q.data_version())
             raise
-        conn.execute("COMMIT")
+        conn.execute(*self._q.commit())
 
-    @staticmethod
-    def _savepoint(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
-        conn.execute("SAVEPOINT memnets")
+    def _savepoint(self, conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+        conn.execute(*self._q.savepoint())
         try:
             yield conn
         except BaseException:
             if conn.in_transaction:
-                conn.execute("ROLLBACK TO memnets")
-                conn.execute("RELEASE memnets")
+                for statement in self._q.rollback_to_savepoint():
+                    conn.execute(*statement)
             raise
-        conn.execute("RELEASE memnets")
+        conn.execute(*self._q.release_savepoint())
 
     @contextmanager
-    def _held_transaction(self) -> Iterator[None]:
+    def _held_transaction(self, held: WriteTransaction) -> Iterator[None]:
         """atomic_write's transaction: ``BEGIN IMMEDIATE`` held, with the archive's lock, for the whole block.
         If it rolls back after a search synced the index with its writes, the index is rebuilt."""
         with self._lock:
-            generation = self._generation
+            generation = self._index.generation
             try:
                 with self._write():
                     yield
             except BaseException:
-                if self._generation != generation:
-                    self._rebuild()
+                if self._index.generation != generation:
+                    self._index.rebuild()
                 raise
 
     def _write(self):
         """One write transaction, taken at once (IMMEDIATE) so concurrent writers queue, never deadlock."""
-        return self._transaction("BEGIN IMMEDIATE", writes=True)
+        return self._transaction(self._q.begin(immediate=True), writes=True)
 
     def _read(self):
         """One read transaction: every statement inside sees the same snapshot."""
-        return self._transaction("BEGIN", writes=False)
+        return self._transaction(self._q.begin(immediate=False), writes=False)
 
     def _require_open(self) -> sqlite3.Connection:
         if self._conn is None:
@@ -301,9 +290,9 @@ class Archive(FaissSync, ArchiveLexical, SqlStore):
     def _written(self, scrub: bool) -> None:
         with self._lock:
             if scrub:  # the old text and vector must leave the disk as after a delete
-                self._drop_saved_index()
+                self._index.drop_saved()
                 self.compact()
-            self._sync()
+            self._index.sync()
 
     def _delete_rows(self, *deletion) -> int:
         """The deletion's transaction; on a full disk the reserve (:mod:`memnets.store.disk_reserve`) makes room."""
@@ -313,16 +302,16 @@ class Archive(FaissSync, ArchiveLexical, SqlStore):
             except sqlite3.OperationalError as error:
                 if not disk_full(error) or not self._reserve.release():
                     raise
-                self._require_open().execute("PRAGMA wal_checkpoint(TRUNCATE)")  # the log's room, for the retry
+                self._require_open().execute(*self._q.checkpoint())  # the log's room, for the retry
                 return super()._delete_rows(*deletion)
 
     def _deleted(self, count: int) -> None:
         with self._lock:
             if count:
-                self._drop_saved_index()
+                self._index.drop_saved()
                 self.compact()
             self._reserve.ensure()
-            self._sync(check_encoder=False)  # a deletion is right under any encoder
+            self._index.sync(check_encoder=False)  # a deletion is right under any encoder
 
     # ------------------------------------------------------------------ scrubbing the file
     def compact(self) -> bool:
@@ -338,11 +327,11 @@ class Archive(FaissSync, ArchiveLexical, SqlStore):
             conn = self._require_open()
             try:
                 # fold the WAL in first: on a nearly full disk, the vacuum's page moves need the room it held
-                conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                conn.execute(*self._q.checkpoint())
                 if self.supports_lexical_search:
                     sqlite_lexical.merge(conn)  # no older segment keeps a deleted row's words
-                conn.executescript("PRAGMA incremental_vacuum;")  # execute() would free only one page per call
-                busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+                conn.executescript(self._q.incremental_vacuum())  # execute() would free only one page per call
+                busy, _, _ = conn.execute(*self._q.checkpoint()).fetchone()
             except sqlite3.OperationalError as error:
                 if not disk_full(error):
                     raise
@@ -357,87 +346,22 @@ class Archive(FaissSync, ArchiveLexical, SqlStore):
             self._scrub_pending = False
             return busy == 0
 
-    # ------------------------------------------------------------------ search
-    def _search(self, query: np.ndarray, k: int, owner: str, filters: MemoryFilter | None) -> list[Hit]:
-        """Without filters the FAISS index ranks; with filters the matching rows are ranked exactly
-        (see the module docstring), so k results come back whenever k memories match."""
-        now = timeutil.now()
-        with self._reading() as conn:  # one snapshot: the index is synced to what the rows are read from
-            if filters is not None or self._has_expired(conn, owner, now):
-                # the index still holds expired rows until a sweep: rank exactly so that k are filled
-                return self._search_filtered(conn, query, k, owner, filters or MemoryFilter(), now)
-            self._sync()
-            ids, scores = self._retriever.search(query[None], k, owner)
-            rows = [int(i) for i in ids[0]]
-            records = self._records_by_row(conn, rows, owner, now)
-            found = [self._hit(records[row], score) for row, score in zip(rows, scores[0]) if row in records]
-            where, params = self._dialect.clear_conditions(owner, None, now)
-            best = self._window_scores(conn, where, params, query)
-            return merge(found, best, k, lambda ids: self._current(conn, ids, owner, now))
+    # ------------------------------------------------------------------ the FAISS index (memnets.store.faiss_sync)
+    def rebuild_index(self) -> int:
+        """Rebuild the FAISS index from the SQLite table and save it; returns how many vectors it holds."""
+        return self._index.rebuild_and_save()
 
-    def _has_expired(self, conn: sqlite3.Connection, owner: str, now: datetime) -> bool:
-        """Whether the owner has a current row that expired and is not swept yet (one indexed look-up)."""
-        return conn.execute(*self._q.has_expired(owner, now)).fetchone() is not None
+    def save_index(self) -> None:
+        """Write the index and the generation it reflects, atomically replacing the previous files."""
+        self._index.save()
 
-    def _records_by_row(
-        self, conn: sqlite3.Connection, rows: Sequence[int], owner: str, now: datetime
-    ) -> dict[int, tuple]:
-        """The owner's current, unexpired records with these row numbers, keyed by row (read in ``conn``,
-        the search's transaction)."""
-        d = self._dialect
-        records = {}
-        for start in range(0, len(rows), d.in_batch):
-            chunk = rows[start : start + d.in_batch]
-            records.update((r[0], r) for r in conn.execute(*self._q.records_by_row(owner, now, chunk)))
-        return records
+    def index_size(self) -> int:
+        """How many vectors the in-memory FAISS index holds after catching up (equals the table's row count)."""
+        return self._index.size()
 
-    def _search_filtered(
-        self, conn: sqlite3.Connection, query: np.ndarray, k: int, owner: str, filters: MemoryFilter, now: datetime
-    ) -> list[Hit]:
-        """Exact ranking of the owner's current, unexpired rows that pass ``filters`` (read in ``conn``, the
-        search's transaction): clear columns in SQL, metadata and scopes on the decoded records, checked
-        best first until k match (:meth:`_best_first`)."""
-        where, params = self._dialect.clear_conditions(owner, filters, now)
-        candidates = conn.execute(*self._q.candidates(where, params)).fetchall()
-        if not candidates:
-            return []
-        vectors = np.frombuffer(b"".join(bytes(v) for _, v, _ in candidates), dtype="<f4").reshape(
-            len(candidates), self.dim
-        )
-        scores = vectors @ query
-        for p, (_, _, blob) in enumerate(candidates):  # a long memory ranks at its best window
-            if blob is not None:
-                scores[p] = max(scores[p], float((from_blob(blob, self.dim) @ query).max()))
-        order = np.argsort(-scores, kind="stable")
-        return self._best_first(conn, [(candidates[p][0], float(scores[p])) for p in order], k, owner, filters, now)
-
-    def _best_first(
-        self,
-        conn: sqlite3.Connection,
-        ranked: Sequence[tuple[int, float]],
-        k: int,
-        owner: str,
-        filters: MemoryFilter | None,
-        now: datetime,
-    ) -> list[Hit]:
-        """The first k (memory, score) of ``ranked`` (row number, score: the owner's current, unexpired rows
-        that pass the clear part of ``filters``, best first) whose records pass the rest, read in ``conn``
-        (the search's transaction, so every record is there) in batches; a filter of clear columns only is
-        whole in SQL, and no record is checked again."""
-        check = filters is not None and filters.needs_payload
-        found: list[Hit] = []
-        start, batch = 0, max(k, FIRST_CHECKED_BATCH) if check else k
-        while start < len(ranked):
-            part = ranked[start : start + batch]
-            records = self._records_by_row(conn, [row for row, _ in part], owner, now)
-            for row, score in part:
-                hit = self._hit(records[row], score)
-                if not check or filters.matches(hit.memory):
-                    found.append(hit)
-                    if len(found) == k:
-                        return found
-            start, batch = start + batch, 2 * batch  # a selective filter: read further ahead each time
-        return found
+    def _changing(self, conn: sqlite3.Connection, where: str, params: Sequence) -> None:
+        """Record, inside the caller's transaction, the rows matching ``where`` (about to change) in the index's log."""
+        self._index.changing(conn, where, params)
 
     # ------------------------------------------------------------------ re-embedding
     @contextmanager
@@ -447,12 +371,13 @@ class Archive(FaissSync, ArchiveLexical, SqlStore):
         d = self._dialect
         with self._reading() as conn:
             records = conn.execute(*self._q.todo_batch(size)).fetchall()
-        batch = self._reembed_batch(records, ("key", "version"))
+        batch = core_encoding.reembed_batch(self, records, ("key", "version"))
         yield batch
         if batch.vectors is None or not records:
             return
         payload = [
-            (row, version, d.vector_param(vector), more) for row, version, vector, more in self._reembedded(batch)
+            (row, version, d.vector_param(vector), more)
+            for row, version, vector, more in core_encoding.reembedded(batch)
         ]
         with self._writing() as conn:
             # rows rewritten or deleted since they were read are skipped: the next batch embeds their new version
@@ -461,8 +386,8 @@ class Archive(FaissSync, ArchiveLexical, SqlStore):
     def _swapped(self) -> None:
         """After a re-embedding's swap: the index in the new space, the old vectors gone from the disk."""
         with self._lock:
-            self._drop_saved_index()
-            self._rebuild()
+            self._index.drop_saved()
+            self._index.rebuild()
             self.compact()
 
     # ------------------------------------------------------------------ lifecycle
@@ -476,11 +401,11 @@ class Archive(FaissSync, ArchiveLexical, SqlStore):
             try:
                 if self._scrub_pending:
                     self.compact()
-                self.save_index()
+                self._index.save()
             finally:
                 self._conn.close()
                 self._conn = None
-                self._close_index()
+                self._index.close()
 
 
 def rotate_key(

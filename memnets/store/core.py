@@ -1,35 +1,36 @@
-"""The store core: the memory-store contract written once, over a SQL dialect per engine.
+"""The store core: the memory-store contract written once, handed an engine per backend.
 
-:class:`SqlStore` is the base of :class:`~memnets.store.archive.Archive` (SQLite + FAISS files) and
-:class:`~memnets.store.postgres.PgVectorStore` (PostgreSQL + pgvector). It holds what the contract says, for both:
-argument checks, sealing rows (:mod:`memnets.store.rows`), versions (:mod:`memnets.store.core_versions`), the deletion
-ledger, expiry, a long memory's chunk vectors, re-embedding, the encoder binding and its check, the clear-column
-filters, and the reads. It runs statements and builds none: each is ``(sql, params)`` from the store's query builder
-(``_q``: :mod:`memnets.store.queries`, one per engine), over its dialect (:mod:`memnets.store.dialect`: the fragments
-and conditions). Records are read by field name in one place (:meth:`SqlStore._decode`, and :meth:`SqlStore._hit` for
-a search's results, over :data:`memnets.store.rows.FIELDS`).
+:class:`SqlStore` holds what the contract says, for both stores: argument checks, sealing rows
+(:mod:`memnets.store.rows`), versions (:mod:`memnets.store.core_versions`, the one place that numbers
+them), the deletion ledger, expiry, a long memory's chunk vectors, the encoder binding and re-embedding
+(:mod:`memnets.store.core_encoding`), the clear-column filters, the reads and :meth:`SqlStore.atomic_write`
+(its state a :class:`~memnets.store.transaction.WriteTransaction`). It runs statements and builds none.
 
-An engine's store adds what only it has and runs the transactions. It gives:
+A store is the core plus an engine (composition, :mod:`memnets.store.engine`): the core is handed an
+:class:`~memnets.store.engine.Engine`, the backend's query builder (``_q``: every statement as ``(sql,
+params)``, :mod:`memnets.store.queries`, over the dialect ``_dialect``), its vector search and its lexical
+ranking; the engine ranks for the core handed to it, whose ``_hit`` turns a ranked record into a
+:class:`~memnets.store.core_search.Hit` (memory, score, the stored vector). Records are read by field name in
+one place (:meth:`SqlStore._decode` and ``_hit``, over :data:`memnets.store.rows.FIELDS`).
 
-- ``_reading()`` and ``_writing()``: context managers yielding a connection inside one read (one
-  snapshot) or one write transaction (committed when the block ends, rolled back on an error);
-- ``_search(query, k, owner, filters)``: ranking (FAISS or pgvector), after the core's checks, as
-  :class:`~memnets.store.core_search.Hit` results (each memory with its score and stored vector, :meth:`SqlStore._hit`);
-- ``_lexical(text, k, owner, filters)``: the lexical ranking (:mod:`memnets.store.core_lexical`), where the
-  store keeps a lexical index (it sets ``supports_lexical_search`` when it opens);
-- ``_where()`` (the store in messages, without credentials) and ``_is_open()``;
-- ``_held_transaction()``: the one transaction of :meth:`~SqlStore.atomic_write`;
-- and may override the hooks, which do nothing here: ``_changing`` (inside a write, before rows
-  matching a condition change: the archive logs them for its index files), ``_written`` and
-  ``_deleted`` (after a write or a deletion committed: index sync, scrubbing the disk),
-  ``_swap_vectors`` and ``_swapped`` (a re-embedding's swap), ``_stream`` (a large read).
+- :class:`~memnets.store.archive.Archive` = the core + :class:`~memnets.store.archive_search.ArchiveEngine`,
+  with the SQLite connection and its FAISS index (:class:`~memnets.store.faiss_sync.FaissIndex`);
+- :class:`~memnets.store.postgres.PgVectorStore` = the core + :class:`~memnets.store.pg_search.PgEngine`,
+  with its connection pool.
+
+Each store class gives its connections: ``_reading()`` and ``_writing()`` (a connection inside one read,
+one snapshot, or one write transaction, committed when the block ends, rolled back on an error),
+``_held_transaction(held)`` (the one transaction of :meth:`~SqlStore.atomic_write`), ``_where()`` (the
+store in messages, without credentials) and ``_is_open()``; and may override the hooks, which do nothing
+here: ``_changing`` (inside a write, before rows matching a condition change: the archive logs them for its
+index), ``_written`` and ``_deleted`` (after a write or a deletion committed: index sync, scrubbing the
+disk), ``_swap_vectors`` and ``_swapped`` (a re-embedding's swap), ``_stream`` (a large read).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
-import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime, timedelta
@@ -40,17 +41,17 @@ import numpy as np
 import memnets.timeutil as timeutil
 from memnets.argerrors import UnknownIdError
 from memnets.records import Memory
-from memnets.store import as_of
+from memnets.store import as_of, core_encoding, core_versions
 from memnets.store import rows as rowcodec
 from memnets.store.chunks import best_scores, check_chunks, from_blob, to_blob
-from memnets.store.core_encoding import SqlEncoding
-from memnets.store.core_lexical import LexicalRanking
-from memnets.store.core_search import Hit, SearchVectors
-from memnets.store.core_versions import SqlVersions
+from memnets.store.core_lexical import check_lexical
+from memnets.store.core_search import Hit, with_vectors
 from memnets.store.dialect import SqlDialect
+from memnets.store.engine import Engine
 from memnets.store.filters import MemoryFilter
 from memnets.store.identity import EncoderIdentity
 from memnets.store.queries import SqlQueries
+from memnets.store.transaction import OpenWrites, WriteTransaction
 from memnets.timeutil import as_utc
 from memnets.tracing import traced_methods
 
@@ -68,7 +69,7 @@ log = logging.getLogger(__name__)
     "list_memories",
     search_with_vectors="search",
 )
-class SqlStore(SqlVersions, SqlEncoding, SearchVectors, LexicalRanking):
+class SqlStore:
     """The contract of :class:`memnets.store.MemoryStore` on a SQL table of memories (see the module docstring)."""
 
     # optional capabilities both stores declare (memnets.store.protocol)
@@ -81,6 +82,7 @@ class SqlStore(SqlVersions, SqlEncoding, SearchVectors, LexicalRanking):
     supports_chunks = True
     supports_atomic_write = True
     supports_search_vectors = True
+    supports_lexical_search = False  # True on a store that opened with its lexical index (memnets.store.core_lexical)
 
     _dialect: SqlDialect
     _q: SqlQueries  # the statements, built from the dialect (memnets.store.queries)
@@ -89,20 +91,19 @@ class SqlStore(SqlVersions, SqlEncoding, SearchVectors, LexicalRanking):
     _cipher = None  # RowCipher of the key, None without one
     _ledger_secret: bytes  # keys the deletion ledger's tags
     _deletions_exist = False  # see _has_deletions
+    _encoder: EncoderIdentity | None = None  # the encoder bound by bind_encoder (None: unchecked)
+    _last_identity: tuple[str | bytes, EncoderIdentity] | None = None  # the last meta text read, parsed
 
-    def __init__(self, dialect: SqlDialect, queries: SqlQueries | None = None) -> None:
-        self._dialect = dialect
-        self._q = SqlQueries(dialect) if queries is None else queries
-        self._hold = threading.local()  # this thread's atomic_write: .pending (None outside one), see _after
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine  # the backend's statements and rankings (memnets.store.engine)
+        self._dialect, self._q = engine.dialect, engine.queries
+        self._writes = OpenWrites()  # the open atomic_write blocks (memnets.store.transaction)
 
-    # ------------------------------------------------------------------ what an engine gives
+    # ------------------------------------------------------------------ what a store class gives (its connections)
     def _reading(self) -> AbstractContextManager:
         raise NotImplementedError
 
     def _writing(self) -> AbstractContextManager:
-        raise NotImplementedError
-
-    def _search(self, query: np.ndarray, k: int, owner: str, filters: MemoryFilter | None) -> list[Hit]:
         raise NotImplementedError
 
     def _where(self) -> str:
@@ -120,9 +121,9 @@ class SqlStore(SqlVersions, SqlEncoding, SearchVectors, LexicalRanking):
     def _deleted(self, count: int) -> None:
         """After a deletion of ``count`` rows committed."""
 
-    def _held_transaction(self) -> AbstractContextManager:
-        """The transaction of :meth:`atomic_write`: until it ends, this thread's ``_reading()`` and
-        ``_writing()`` are savepoints inside it."""
+    def _held_transaction(self, held: WriteTransaction) -> AbstractContextManager:
+        """The transaction of :meth:`atomic_write` (``held``: its state, where the engine keeps its
+        connection): until it ends, this thread's ``_reading()`` and ``_writing()`` are savepoints inside it."""
         raise NotImplementedError
 
     def _swap_vectors(self, conn, target: EncoderIdentity, updates: list[tuple]) -> None:
@@ -138,27 +139,25 @@ class SqlStore(SqlVersions, SqlEncoding, SearchVectors, LexicalRanking):
 
     # ------------------------------------------------------------------ one transaction for a write path
     @contextmanager
-    def atomic_write(self, owner: str) -> Iterator[None]:
+    def atomic_write(self, owner: str) -> Iterator[WriteTransaction]:
         """A block whose calls on this store (from this thread) are one transaction holding the owner's
         write lock: a write path's near-match search and the write it decides happen at once, so two
         processes adding the same sentence for one user store it once (the archive: ``BEGIN IMMEDIATE``
         held across the calls; PostgreSQL: one connection's transaction holding an advisory lock of the
         owner). Committed when the block ends, rolled back (nothing written) when it raises; what a
         write does once committed (index sync, scrubbing) runs after the commit. Blocks nest: an inner
-        one adds its owner's lock to the outer transaction (take several owners' in sorted order)."""
+        one adds its owner's lock to the outer transaction (take several owners' in sorted order). Yields
+        the block's :class:`~memnets.store.transaction.WriteTransaction`."""
         rowcodec.check_owner(owner, f"{self._name}.atomic_write")
-        if getattr(self._hold, "pending", None) is not None:
+        held = self._writes.current()
+        if held is not None:
             self._lock_writes(owner)
-            yield
+            yield held
             return
-        self._hold.pending = []
-        try:
-            with self._held_transaction():
-                self._lock_writes(owner)
-                yield
-        finally:
-            pending, self._hold.pending = self._hold.pending, None
-        for after in pending:  # reached only once the block committed
+        with self._writes.opened() as held, self._held_transaction(held):
+            self._lock_writes(owner)
+            yield held
+        for after in held.after_commit:  # reached only once the block committed
             after()
 
     def _lock_writes(self, owner: str) -> None:
@@ -170,11 +169,7 @@ class SqlStore(SqlVersions, SqlEncoding, SearchVectors, LexicalRanking):
 
     def _after(self, step: Callable[[], None]) -> None:
         """Run ``step`` (what follows a committed write) now, or inside :meth:`atomic_write` once it commits."""
-        pending = getattr(self._hold, "pending", None)
-        if pending is None:
-            step()
-        else:
-            pending.append(step)
+        self._writes.after(step)
 
     # ------------------------------------------------------------------ helpers
     @property
@@ -318,6 +313,12 @@ class SqlStore(SqlVersions, SqlEncoding, SearchVectors, LexicalRanking):
         where, params = self._of_owner(f"{d.expires_column} <= {d.mark}", now, owner, f"{self._name}.expired")
         with self._reading() as conn:
             return [tuple(r) for r in conn.execute(*self._q.expired(where, params))]
+
+    def new_version(self, memory: Memory, vector, *, chunks=None, older: bool = False) -> Memory:
+        """Make ``memory`` the current version of its (owner, id), keeping the current one as history, in one
+        write transaction; returns the older version (``older``: ``memory`` is stored as the next older
+        one). The one place that numbers versions: :func:`memnets.store.core_versions.new_version`."""
+        return core_versions.new_version(self, memory, vector, chunks=chunks, older=older)
 
     # ------------------------------------------------------------------ deletions and their ledger
     def delete(self, ids: Iterable[str], owner: str) -> int:
@@ -501,6 +502,22 @@ class SqlStore(SqlVersions, SqlEncoding, SearchVectors, LexicalRanking):
         best first; k results whenever k memories match (a long memory ranks at its best window)."""
         return [(hit.memory, hit.score) for hit in self._hits(vector, k, owner, filters, f"{self._name}.search")]
 
+    def search_with_vectors(
+        self, vector, k: int, owner: str, *, filters: MemoryFilter | None = None
+    ) -> tuple[list[tuple[Memory, float]], np.ndarray]:
+        """(:meth:`search`'s results, their stored vectors [n, dim] in the same order), the vectors taken from
+        the records the search read (:mod:`memnets.store.core_search`)."""
+        return with_vectors(self._hits(vector, k, owner, filters, f"{self._name}.search_with_vectors"), self.dim)
+
+    def lexical_search(
+        self, text: str, k: int, owner: str, *, filters: MemoryFilter | None = None
+    ) -> list[tuple[Memory, float]]:
+        """The owner's k current memories passing ``filters`` that hold a word of ``text``, best first by the
+        engine's lexical score (:mod:`memnets.store.core_lexical`: what is refused, and why an encrypted
+        store keeps no lexical index)."""
+        k, filters = check_lexical(self, text, k, owner, filters)
+        return [(hit.memory, hit.score) for hit in self._engine.lexical(self, text, k, owner, filters)]
+
     def _hits(self, vector, k: int, owner: str, filters: MemoryFilter | None, where: str) -> list[Hit]:
         """:meth:`search`'s results as :class:`~memnets.store.core_search.Hit` results, the arguments checked
         (``where`` names the caller in errors)."""
@@ -510,7 +527,7 @@ class SqlStore(SqlVersions, SqlEncoding, SearchVectors, LexicalRanking):
         filters = MemoryFilter.parse(filters)
         if filters is not None and filters.time_travel:
             return as_of.rank(self._versions(owner), query, k, filters)
-        return self._search(query, k, owner, filters)
+        return self._engine.search(self, query, k, owner, filters)
 
     def _versions(self, owner: str) -> list[tuple[Memory, np.ndarray, np.ndarray]]:
         """Every unexpired row of the owner, older versions included, in write order, with its vector and
@@ -595,6 +612,35 @@ class SqlStore(SqlVersions, SqlEncoding, SearchVectors, LexicalRanking):
         """Every owner with at least one stored memory, sorted."""
         with self._reading() as conn:
             return [r[0] for r in conn.execute(*self._q.owners(timeutil.now()))]
+
+    # ------------------------------------------------------------------ the encoder and re-embedding (core_encoding)
+    def _check_encoder(self, conn, record: bool = False) -> None:
+        """Inside a transaction: the bound encoder is still the store's (``record``: write it if none is)."""
+        core_encoding.check_encoder(self, conn, record)
+
+    def _identity_of(self, row) -> EncoderIdentity | None:
+        """The encoder identity of a meta row read with the builder's ``get_meta`` (None: no row)."""
+        return core_encoding.identity_of(self, row)
+
+    def encoder_identity(self) -> EncoderIdentity | None:
+        """The encoder that filled the store (None before the first vector); see memnets.store.identity."""
+        return core_encoding.encoder_identity(self)
+
+    def bind_encoder(self, identity: EncoderIdentity) -> None:
+        """Check that ``identity`` filled the store (EncoderMismatchError if not); later writes and searches check it."""
+        core_encoding.bind_encoder(self, identity)
+
+    def reembed_start(self, identity: EncoderIdentity) -> str:
+        """Begin or resume re-embedding to ``identity``: "current", "resumed" or "started"."""
+        return core_encoding.reembed_start(self, identity)
+
+    def reembed_progress(self) -> tuple[int, int]:
+        """(rows with their new vector, rows in the store)."""
+        return core_encoding.reembed_progress(self)
+
+    def reembed_finish(self) -> bool:
+        """Swap to the new vectors and encoder in one transaction once every row has one; True if it swapped."""
+        return core_encoding.reembed_finish(self)
 
     # ------------------------------------------------------------------ lifecycle
     def close(self) -> None:

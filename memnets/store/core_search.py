@@ -5,11 +5,8 @@ vectors. Every search already selects the vector with each record it decodes; re
 again by id for their vectors cost a second SQL round trip (a transaction of its own on PostgreSQL)
 per query. So an engine's ranking (``_search``) returns :class:`Hit` results, each memory with its score
 and the stored vector of the record it was decoded from (:meth:`~memnets.store.core.SqlStore._hit`),
-and :meth:`SearchVectors.search_with_vectors` returns those vectors beside the results: the same
-snapshot, no second read, nothing kept between calls.
-
-:class:`SearchVectors` is a base class of :class:`~memnets.store.core.SqlStore`; ``_hits`` is the
-core's checked search (:meth:`~memnets.store.core.SqlStore._hits`).
+and ``search_with_vectors`` (:meth:`~memnets.store.core.SqlStore.search_with_vectors`, :func:`with_vectors`)
+returns those vectors beside the results: the same snapshot, no second read, nothing kept between calls.
 """
 
 from __future__ import annotations
@@ -19,7 +16,6 @@ from typing import NamedTuple
 import numpy as np
 
 from memnets.records import Memory
-from memnets.store.filters import MemoryFilter
 
 
 class Hit(NamedTuple):
@@ -30,20 +26,9 @@ class Hit(NamedTuple):
     vector: np.ndarray
 
 
-class SearchVectors:
-    """:meth:`search_with_vectors` over the core's ``_hits`` (see the module docstring)."""
-
-    dim: int
-
-    def _hits(self, vector, k: int, owner: str, filters: MemoryFilter | None, where: str) -> list[Hit]:
-        raise NotImplementedError
-
-    def search_with_vectors(
-        self, vector, k: int, owner: str, *, filters: MemoryFilter | None = None
-    ) -> tuple[list[tuple[Memory, float]], np.ndarray]:
-        """(:meth:`search`'s results, their stored vectors [n, dim] in the same order), the vectors taken from
-        the records the search read."""
-        hits = self._hits(vector, k, owner, filters, f"{type(self).__name__}.search_with_vectors")
-        if not hits:
-            return [], np.zeros((0, self.dim), np.float32)
-        return [(hit.memory, hit.score) for hit in hits], np.stack([hit.vector for hit in hits]).astype(np.float32)
+def with_vectors(hits: list[Hit], dim: int) -> tuple[list[tuple[Memory, float]], np.ndarray]:
+    """(the (memory, score) results of ``hits``, their stored vectors [n, dim] in the same order): what
+    ``search_with_vectors`` returns, the vectors taken from the records the search read."""
+    if not hits:
+        return [], np.zeros((0, dim), np.float32)
+    return [(hit.memory, hit.score) for hit in hits], np.stack([hit.vector for hit in hits]).astype(np.float32)

@@ -30,7 +30,7 @@ _OBJECTS = (
     "expires",
     "chunked",
     "deletions",
-    "content",  # the function reading a row's content for its lexemes (memnets.store.pg_lexical)
+    "content",  # the function reading a row's content for its lexemes (memnets.store.pg_search)
     "lexical",  # the GIN index of the lexemes
 )
 

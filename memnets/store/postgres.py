@@ -17,7 +17,7 @@ Layout (``{table}`` defaults to ``memnets``):
   (``WHERE superseded_by IS NULL``), a btree on (owner, t, id) for listings and owner scans and one
   on (owner, superseded_by) for history.
 - Without a key: ``lexemes``, a generated ``tsvector`` column of the current rows' text, with a GIN index,
-  which ``lexical_search`` ranks by BM25 over the owner's rows (:mod:`memnets.store.pg_lexical`).
+  which ``lexical_search`` ranks by BM25 over the owner's rows (:mod:`memnets.store.pg_search`).
 - ``{table}_meta``: format version, dim, the store's random id, the key check, KDF salt and parameters.
   Opening checks the format: an older one is migrated in the opening transaction, a newer one is
   refused with a clear error (:mod:`memnets.store.pg_schema`).
@@ -46,10 +46,10 @@ Deletion: a DELETE is final for every connection once it commits (MVCC: no reade
 sees the row, no index returns it). The bytes stay in dead tuples until (auto)vacuum reclaims them;
 :meth:`PgVectorStore.compact` runs VACUUM on the table at once.
 
-This module is what only the PostgreSQL store has: the connection pool and its handling of an
-unreachable server, ranking with pgvector (:mod:`memnets.store.pg_search`), VACUUM and the HNSW index. The contract's logic (writes,
-versions, the deletion ledger, expiry, reads, re-embedding) is the store core's
-(:mod:`memnets.store.core`) in PostgreSQL's spelling (:mod:`memnets.store.pg_dialect`).
+The store is the store core (:mod:`memnets.store.core`: writes, versions, the deletion ledger, expiry,
+reads, re-embedding) handed its engine, :class:`~memnets.store.pg_search.PgEngine` (PostgreSQL's
+statements, pgvector ranking, BM25), with what only the PostgreSQL store has, here: the connection pool
+and its handling of an unreachable server, VACUUM and the HNSW index.
 """
 
 from __future__ import annotations
@@ -61,17 +61,18 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 
 from memnets.extras import needs_extra
-from memnets.store import pg_lexical
+from memnets.store import core_encoding
 from memnets.store import rows as rowcodec
 from memnets.store.core import SqlStore
 from memnets.store.crypto import RowCipher
 from memnets.store.errors import StoreError, StoreUnavailableError
 from memnets.store.identity import EncoderIdentity
 from memnets.store.pg_dialect import PgDialect
-from memnets.store.pg_schema import FORMAT_VERSION, HNSW, check_extension, open_schema
-from memnets.store.pg_search import EF_SEARCH_MAX, EXACT_BELOW, STREAM_BATCH, PgSearch
+from memnets.store.pg_schema import FORMAT_VERSION, check_extension, open_schema
+from memnets.store.pg_search import EF_SEARCH_MAX, EXACT_BELOW, STREAM_BATCH, PgEngine
 from memnets.store.queries_postgres import PgQueries
 from memnets.store.reembed import ReembedBatch
+from memnets.store.transaction import WriteTransaction
 
 with needs_extra("the PostgreSQL store", "pgvector"):
     import psycopg
@@ -95,7 +96,7 @@ _TABLE_NAME = re.compile(r"[a-z_][a-z0-9_]{0,40}")
 UNREACHABLE_WAIT_S = 0.02
 
 
-class PgVectorStore(PgSearch, pg_lexical.PgLexical, SqlStore):
+class PgVectorStore(SqlStore):
     """Memories and their vectors in one PostgreSQL table with a pgvector HNSW index (implements MemoryStore).
 
     Args:
@@ -164,8 +165,7 @@ class PgVectorStore(PgSearch, pg_lexical.PgLexical, SqlStore):
         self.table = table
         self.ef_search = ef_search
         self.m, self.ef_construction = m, ef_construction
-        dialect = PgDialect(table)
-        super().__init__(dialect, PgQueries(dialect))
+        super().__init__(PgEngine(PgQueries(PgDialect(table))))
         self._connect_timeout = float(connect_timeout)
         self._unreachable = False  # see _connection
         self._connect_errors = 0  # the pool's failed connection attempts counted so far (_connect_failed)
@@ -205,11 +205,11 @@ class PgVectorStore(PgSearch, pg_lexical.PgLexical, SqlStore):
         except psycopg.OperationalError as error:
             raise self._unavailable(error) from None
         with conn:
-            check_extension(conn, self._where())
+            check_extension(conn, self._q, self._where())
             with conn.transaction():
                 hnsw = {"m": self.m, "ef_construction": self.ef_construction}
-                opened = open_schema(conn, self._dialect, dim, key, hnsw, self._where())
-                self.supports_lexical_search = pg_lexical.exists(conn, f"{self.table}_memories")
+                opened = open_schema(conn, self._q, dim, key, hnsw, self._where())
+                self.supports_lexical_search = conn.execute(*self._q.lexemes_exist()).fetchone() is not None
                 return opened
 
     @contextmanager
@@ -221,19 +221,18 @@ class PgVectorStore(PgSearch, pg_lexical.PgLexical, SqlStore):
         the next call after the server is back works. Inside :meth:`atomic_write` it is a savepoint of
         the block's transaction, on its connection.
         """
-        held = getattr(self._hold, "conn", None)
+        held = self._writes.current()
         if held is not None:
-            with held.transaction():
-                yield held
+            with held.conn.transaction():
+                yield held.conn
             return
         with self._connection() as conn, conn.transaction():
             yield conn
 
     _reading = _writing = _transaction  # the core's reads and writes: a pooled transaction each
 
-    @staticmethod
     @contextmanager
-    def _one_round_trip(conn: psycopg.Connection) -> Iterator[None]:
+    def _one_round_trip(self, conn: psycopg.Connection) -> Iterator[None]:
         """On an idle pooled connection: the statements of the block are sent together when it ends, as one
         transaction, in one round trip (psycopg's ``transaction()`` waits for its BEGIN, and so does the
         implicit one of a connection outside autocommit). Read the cursors' results after the block; an
@@ -241,9 +240,9 @@ class PgVectorStore(PgSearch, pg_lexical.PgLexical, SqlStore):
         conn.autocommit = True  # BEGIN and COMMIT go in the pipeline, not waited for
         try:
             with conn.pipeline():
-                conn.execute("BEGIN")
+                conn.execute(*self._q.begin())
                 yield
-                conn.execute("COMMIT")
+                conn.execute(*self._q.commit())
         finally:
             with suppress(psycopg.Error):  # a broken connection: the pool replaces it
                 if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
@@ -251,15 +250,12 @@ class PgVectorStore(PgSearch, pg_lexical.PgLexical, SqlStore):
                 conn.autocommit = False
 
     @contextmanager
-    def _held_transaction(self) -> Iterator[None]:
-        """atomic_write's transaction: one pooled connection for the whole block (its advisory lock is the
-        owner's write lock, see SqlStore._lock_writes)."""
+    def _held_transaction(self, held: WriteTransaction) -> Iterator[None]:
+        """atomic_write's transaction: one pooled connection for the whole block, kept on ``held`` (its advisory
+        lock is the owner's write lock, see SqlStore._lock_writes)."""
         with self._connection() as conn, conn.transaction():
-            self._hold.conn = conn
-            try:
-                yield
-            finally:
-                self._hold.conn = None
+            held.conn = conn
+            yield
 
     @contextmanager
     def _connection(self) -> Iterator[psycopg.Connection]:
@@ -349,7 +345,7 @@ class PgVectorStore(PgSearch, pg_lexical.PgLexical, SqlStore):
     def _create_hnsw(self, conn: psycopg.Connection) -> None:
         """(Re)create the HNSW index with this store's m and ef_construction."""
         conn.execute(*self._q.drop_hnsw())
-        conn.execute(HNSW.format(**self._dialect.names, m=self.m, ef_construction=self.ef_construction))
+        conn.execute(*self._q.create_hnsw(self.m, self.ef_construction))
 
     # ------------------------------------------------------------------ listing
     def _stream(self, conn: psycopg.Connection, query: str, params) -> Iterator:
@@ -367,10 +363,10 @@ class PgVectorStore(PgSearch, pg_lexical.PgLexical, SqlStore):
         the block ends, in the same transaction."""
         with self._transaction() as conn:
             records = self._claim_unembedded(conn, size)
-            batch = self._reembed_batch(records, ("owner", "id", "version"))
+            batch = core_encoding.reembed_batch(self, records, ("owner", "id", "version"))
             yield batch
             if batch.vectors is not None and records:
-                self._run_many(conn, self._q.save_reembedded(), self._reembedded(batch))
+                self._run_many(conn, self._q.save_reembedded(), core_encoding.reembedded(batch))
 
     def _claim_unembedded(self, conn, size: int) -> list:
         """Lock up to ``size`` rows that have no new vector yet, for this transaction.

@@ -1,7 +1,7 @@
 """The store contract: what every memory store (embedded SQLite + FAISS, PostgreSQL + pgvector) guarantees.
 
 The manager, :func:`memnets.open` and the framework adapters speak only to this Protocol, and one
-test suite (tests/test_store_contract.py) runs it against every store. The guarantees:
+test suite (tests/store/test_store_contract.py) runs it against every store. The guarantees:
 
 - Owner-scoped: every read and write names an owner; nothing of another owner is ever returned,
   counted or changed. Ids are unique per owner, not globally.

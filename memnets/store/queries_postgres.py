@@ -2,7 +2,7 @@
 
 :class:`PgQueries` adds to the shared statements (:class:`~memnets.store.queries.SqlQueries`) those
 only the PostgreSQL store runs: its rankings with pgvector (:mod:`memnets.store.pg_search`: through
-the HNSW index, exact, streamed), its BM25 ranking (:mod:`memnets.store.pg_lexical`), the table lock
+the HNSW index, exact, streamed), its BM25 ranking (:mod:`memnets.store.pg_search`), the table lock
 a search holds, its maintenance (VACUUM, ANALYZE) and its re-embedding claims (``FOR UPDATE SKIP LOCKED``). Table names carry the store's prefix
 (:class:`~memnets.store.pg_dialect.PgDialect`).
 """
@@ -13,8 +13,9 @@ import numpy as np
 
 from memnets.store.core_lexical import K1, B
 from memnets.store.pg_dialect import PgDialect
-from memnets.store.pg_lexical import CONFIG
 from memnets.store.queries import SqlQueries, Statement
+
+CONFIG = "english"  # the text search configuration of the lexemes and of the query (memnets.store.pg_search)
 
 # SET LOCAL of both HNSW settings in one statement (its parameter: ef_search)
 _HNSW_SETTINGS = (
@@ -30,6 +31,73 @@ _UPSERT = (
     "superseded_by = excluded.superseded_by, payload = excluded.payload, embedding = excluded.embedding, "
     "version = excluded.version, expires_at = excluded.expires_at, ttl = excluded.ttl, chunks = excluded.chunks"
 )
+
+
+# The schema (memnets.store.pg_schema). Statements name tables and indexes by {memories}, {meta}, ... (the
+# dialect's names). A re-embedding's new vectors (memnets.store.reembed), one per row at the version it was
+# embedded from; they go with their row (ON DELETE CASCADE). The encoder that filled the store is the meta key "encoder".
+_REEMBED = """CREATE TABLE IF NOT EXISTS {reembed} (
+        owner text NOT NULL,
+        id text NOT NULL,
+        version integer NOT NULL,
+        embedding vector NOT NULL,
+        chunks bytea,
+        PRIMARY KEY (owner, id),
+        FOREIGN KEY (owner, id) REFERENCES {memories} (owner, id) ON DELETE CASCADE
+    )"""
+# format N -> statements taking it to N + 1 (memnets.store.pg_schema: its further steps)
+_MIGRATIONS: dict[int, list[str]] = {
+    1: ["ALTER TABLE {memories} ADD COLUMN version integer NOT NULL DEFAULT 1"],  # + _bind_rows (store id)
+    2: [  # expiry (TTL); + _tag_ledger (the deletion ledger names owners and ids by keyed hashes)
+        "ALTER TABLE {memories} ADD COLUMN expires_at timestamptz",
+        "ALTER TABLE {memories} ADD COLUMN ttl double precision",
+        "CREATE INDEX {expires} ON {memories} (owner, expires_at) WHERE expires_at IS NOT NULL",
+    ],
+    3: [_REEMBED],
+    4: [  # long memories: the vectors of their further windows (memnets.store.chunks), also while re-embedding
+        "ALTER TABLE {memories} ADD COLUMN chunks bytea",
+        "ALTER TABLE {reembed} ADD COLUMN IF NOT EXISTS chunks bytea",
+        "CREATE INDEX {chunked} ON {memories} (owner) WHERE chunks IS NOT NULL",
+    ],
+    5: [],  # + the lexemes of a store without a key (lexical_schema), computed for the rows it holds
+}
+_HNSW = """CREATE INDEX {hnsw} ON {memories} USING hnsw (embedding vector_ip_ops)
+    WITH (m = {m}, ef_construction = {ef_construction}) WHERE superseded_by IS NULL"""
+_SCHEMA = [
+    """CREATE TABLE {meta} (key text PRIMARY KEY, value bytea NOT NULL)""",
+    """CREATE TABLE {memories} (
+        seq bigint GENERATED ALWAYS AS IDENTITY,   -- write order: history lists versions by it
+        owner text NOT NULL,
+        id text NOT NULL,
+        t timestamptz NOT NULL,
+        last_access timestamptz NOT NULL,
+        importance double precision NOT NULL,
+        kind text NOT NULL,
+        superseded_by text,                        -- id of the newer version (NULL: current)
+        version integer NOT NULL DEFAULT 1,        -- +1 on every write of the row, bound into the seal
+        payload bytea NOT NULL,                    -- JSON of content and fields, AES-GCM sealed with a key
+        embedding vector({dim}) NOT NULL,
+        expires_at timestamptz,                    -- NULL: never expires (not sealed, like last_access)
+        ttl double precision,                      -- seconds a refresh on read gives the row again
+        chunks bytea,                              -- float32 [m, dim]: a long memory's further windows
+        PRIMARY KEY (owner, id)
+    )""",
+    """CREATE INDEX {expires} ON {memories} (owner, expires_at) WHERE expires_at IS NOT NULL""",
+    """CREATE INDEX {owner_t} ON {memories} (owner, t, id) WHERE superseded_by IS NULL""",
+    """CREATE INDEX {owner_kind} ON {memories} (owner, kind) WHERE superseded_by IS NULL""",
+    """CREATE INDEX {versions} ON {memories} (owner, superseded_by) WHERE superseded_by IS NOT NULL""",
+    """CREATE INDEX {chunked} ON {memories} (owner) WHERE chunks IS NOT NULL""",
+    _HNSW,
+    _REEMBED,
+]
+# the lexemes of a store without a key (memnets.store.pg_search), at creation or the format-6 upgrade
+_LEXICAL_SCHEMA = [
+    """CREATE FUNCTION {content}(payload bytea) RETURNS text LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+        AS $$ SELECT convert_from(payload, 'UTF8')::jsonb ->> 'content' $$""",
+    f"""ALTER TABLE {{memories}} ADD COLUMN lexemes tsvector GENERATED ALWAYS AS
+        (CASE WHEN superseded_by IS NULL THEN to_tsvector('{CONFIG}', {{content}}(payload)) END) STORED""",
+    """CREATE INDEX {lexical} ON {memories} USING gin (tsvector_to_array(lexemes)) WHERE superseded_by IS NULL""",
+]
 
 
 class PgQueries(SqlQueries):
@@ -56,6 +124,12 @@ class PgQueries(SqlQueries):
 
     def swap_lock(self) -> Statement:
         return f"LOCK TABLE {self.d.memories} IN SHARE ROW EXCLUSIVE MODE", []  # writers wait for the swap
+
+    def begin(self) -> Statement:
+        return "BEGIN", []
+
+    def commit(self) -> Statement:
+        return "COMMIT", []
 
     # ------------------------------------------------------------------ search
     def share_lock(self) -> Statement:
@@ -102,7 +176,7 @@ class PgQueries(SqlQueries):
 
     def lexical(self, text: str, owner: str, where: str, params: list) -> Statement:
         """The owner's records matching ``where`` that hold a lexeme of ``text``, best first by BM25
-        (:mod:`memnets.store.pg_lexical`), with no LIMIT: each record's columns, then its score negated."""
+        (:mod:`memnets.store.pg_search`), with no LIMIT: each record's columns, then its score negated."""
         d = self.d
         return (
             f"SELECT {d.select('m')}, -r.score FROM ({_bm25(d.memories, where)}) r "
@@ -157,6 +231,66 @@ class PgQueries(SqlQueries):
             "ON CONFLICT (owner, id) DO UPDATE SET version = excluded.version, "
             "embedding = excluded.embedding, chunks = excluded.chunks"
         )
+
+    # ------------------------------------------------------------------ the schema (memnets.store.pg_schema)
+    def schema(self, dim: int, m: int, ef_construction: int) -> list[Statement]:
+        """The tables and indexes of a new store (vectors of ``dim``; the HNSW index's ``m`` and ``ef_construction``)."""
+        values = {**self.d.names, "dim": int(dim), "m": int(m), "ef_construction": int(ef_construction)}
+        return [(statement.format(**values), []) for statement in _SCHEMA]
+
+    def migration(self, version: int) -> list[Statement]:
+        """The statements taking a store of format ``version`` to the next one."""
+        return [(statement.format(**self.d.names), []) for statement in _MIGRATIONS[version]]
+
+    def lexical_schema(self) -> list[Statement]:
+        """The lexemes column, its function and its index (:mod:`memnets.store.pg_search`)."""
+        return [(statement.format(**self.d.names), []) for statement in _LEXICAL_SCHEMA]
+
+    def create_hnsw(self, m: int, ef_construction: int) -> Statement:
+        """The HNSW index of the current rows (``m``, ``ef_construction``: its build parameters)."""
+        return _HNSW.format(**self.d.names, m=int(m), ef_construction=int(ef_construction)), []
+
+    def lexemes_exist(self) -> Statement:
+        """One row where the memories table has the lexemes column."""
+        return (
+            "SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass(%s) AND attname = 'lexemes' AND NOT attisdropped",
+            [f"{self.d.table}_memories"],
+        )
+
+    def extension_version(self) -> Statement:
+        """pgvector's version in the database (no row: not installed)."""
+        return "SELECT extversion FROM pg_extension WHERE extname = 'vector'", []
+
+    def create_extension(self) -> Statement:
+        return "CREATE EXTENSION IF NOT EXISTS vector", []
+
+    def meta_exists(self) -> Statement:
+        """One value, NULL while the store has no meta table (an empty database)."""
+        return "SELECT to_regclass(%s)", [f"{self.d.table}_meta"]
+
+    def all_meta(self) -> Statement:
+        return f"SELECT key, value FROM {self.d.meta}", []
+
+    def add_meta(self) -> str:
+        """One meta value (run for many: (key, value) each)."""
+        return f"INSERT INTO {self.d.meta} (key, value) VALUES (%s, %s)"
+
+    def set_format(self, version: int) -> Statement:
+        return f"UPDATE {self.d.meta} SET value = %s WHERE key = 'format'", [str(int(version)).encode()]
+
+    def tombstones(self) -> Statement:
+        """(seq, owner, id) of every tombstone (the format-3 upgrade tags them)."""
+        return f"SELECT seq, owner, id FROM {self.d.deletions}", []
+
+    def tag_tombstone(self) -> str:
+        """One tombstone's owner and id, by seq (run for many)."""
+        return f"UPDATE {self.d.deletions} SET owner = %s, id = %s WHERE seq = %s"
+
+    def all_records(self) -> Statement:
+        return f"SELECT {self.d.select()} FROM {self.d.memories}", []
+
+    def set_payload(self, owner: str, memory_id: str, payload: bytes) -> Statement:
+        return f"UPDATE {self.d.memories} SET payload = %s WHERE owner = %s AND id = %s", [payload, owner, memory_id]
 
 
 def _bm25(memories: str, where: str) -> str:

@@ -226,7 +226,7 @@ def version_id(memory_id: str, count: int, exists: Callable[[str], bool]) -> str
     """The id of the next older version of ``memory_id``: ``{id}~{n}``, ``n`` one more than the ``count`` of
     versions it has, moved on past any id that ``exists`` (an id a user chose may happen to have the
     form: it is never overwritten). The one numbering of versions: only the stores' ``new_version`` calls it,
-    inside the write transaction that holds the memory's row (tests/test_layering.py checks that)."""
+    inside the write transaction that holds the memory's row (tests/package/test_layering.py checks that)."""
     n = count + 1
     while exists(f"{memory_id}{VERSION_SEPARATOR}{n}"):
         n += 1

@@ -16,8 +16,11 @@ import numpy as np
 from memnets.store import rows as rowcodec
 from memnets.store.dialect import SqlDialect
 from memnets.store.errors import StoreIntegrityError
-from memnets.store.sqlite_schema import COLUMNS
 from memnets.timeutil import as_utc
+
+COLUMNS = (  # the memories columns of memnets.store.rows.FIELDS, in its order
+    "row, owner, id, t, last_access, importance, kind, superseded_by, payload, vector, version, expires_at, ttl, chunks"
+)
 
 
 class SqliteDialect(SqlDialect):

@@ -27,6 +27,8 @@ owner's part of each term's list), by ``bm25()`` (k1 1.2, b 0.75) with the owner
 bm25's statistics (how many rows hold a term, the mean length) are the archive's, all owners
 together; which rows are found and returned is the owner's only. The tokenizer is FTS5's
 ``porter unicode61 remove_diacritics 2``: case and accents folded, English words stemmed.
+
+The index's schema and every statement on it are built by :mod:`memnets.store.queries_sqlite`.
 """
 
 from __future__ import annotations
@@ -36,14 +38,11 @@ import re
 import sqlite3
 from collections.abc import Sequence
 
-import memnets.timeutil as timeutil
-from memnets.store.core_search import Hit
-from memnets.store.filters import MemoryFilter
+from memnets.store.queries_sqlite import SqliteQueries
+from memnets.store.sqlite_dialect import SqliteDialect
 
 log = logging.getLogger(__name__)
 
-TABLE = "memories_fts"
-TOKENIZER = "porter unicode61 remove_diacritics 2"
 MAX_TERMS = 32  # the most distinct query words matched: a pasted page still costs a bounded query
 # English words too common to rank by; FTS5 has no stop words of its own, and each of these would read
 # a list of most of the owner's rows for nothing (bm25 weighs them near 0)
@@ -56,35 +55,18 @@ STOP_WORDS = frozenset(
 )
 _WORD = re.compile(r"[^\W_]+")  # unicode61's tokens: runs of letters and digits
 
-_TEXT_OF = "json_extract(CAST({row}.payload AS TEXT), '$.content')"  # a row's content in its unsealed payload
-SCHEMA = [
-    "CREATE VIEW memories_text AS SELECT row, hex(owner) AS owner_key, "
-    f"{_TEXT_OF.format(row='memories')} AS body FROM memories WHERE superseded_by IS NULL",
-    f"CREATE VIRTUAL TABLE {TABLE} USING fts5(owner_key, body, content='memories_text', content_rowid='row', "
-    f"tokenize='{TOKENIZER}')",
-    "CREATE TRIGGER memories_fts_insert AFTER INSERT ON memories WHEN new.superseded_by IS NULL BEGIN "
-    f"INSERT INTO {TABLE} (rowid, owner_key, body) VALUES (new.row, hex(new.owner), {_TEXT_OF.format(row='new')}); "
-    "END",
-    "CREATE TRIGGER memories_fts_delete AFTER DELETE ON memories WHEN old.superseded_by IS NULL BEGIN "
-    f"INSERT INTO {TABLE} ({TABLE}, rowid, owner_key, body) "
-    f"VALUES ('delete', old.row, hex(old.owner), {_TEXT_OF.format(row='old')}); END",
-    "CREATE TRIGGER memories_fts_update AFTER UPDATE OF owner, payload, superseded_by ON memories BEGIN "
-    f"INSERT INTO {TABLE} ({TABLE}, rowid, owner_key, body) "
-    f"SELECT 'delete', old.row, hex(old.owner), {_TEXT_OF.format(row='old')} WHERE old.superseded_by IS NULL; "
-    f"INSERT INTO {TABLE} (rowid, owner_key, body) "
-    f"SELECT new.row, hex(new.owner), {_TEXT_OF.format(row='new')} WHERE new.superseded_by IS NULL; END",
-]
+_Q = SqliteQueries(SqliteDialect())  # its statements (memnets.store.queries_sqlite)
 
 
 def create(conn: sqlite3.Connection, where: str) -> bool:
     """Inside the caller's write transaction: the lexical index of an archive without a key, built from its
     current rows; returns whether there is one (False, with a warning, where SQLite lacks FTS5)."""
-    if not conn.execute("SELECT sqlite_compileoption_used('ENABLE_FTS5')").fetchone()[0]:
+    if not conn.execute(*_Q.has_fts5()).fetchone()[0]:
         log.warning("%s: this SQLite has no FTS5, so the archive keeps no lexical index (hybrid search is off)", where)
         return False
-    for statement in SCHEMA:
-        conn.execute(statement)
-    conn.execute(f"INSERT INTO {TABLE} ({TABLE}) VALUES ('rebuild')")
+    for statement in _Q.lexical_schema():
+        conn.execute(*statement)
+    conn.execute(*_Q.lexical_command("rebuild"))
     return True
 
 
@@ -92,12 +74,12 @@ def merge(conn: sqlite3.Connection) -> None:
     """Merge the index into one segment (FTS5's ``optimize``), so that no older segment keeps the words of a
     row that left the archive (a deletion, a replace); the archive's ``compact()`` runs it before it scrubs
     the file (``secure_delete`` zeroes the pages the old segments held)."""
-    conn.execute(f"INSERT INTO {TABLE} ({TABLE}) VALUES ('optimize')")
+    conn.execute(*_Q.lexical_command("optimize"))
 
 
 def exists(conn: sqlite3.Connection) -> bool:
     """Whether the archive has its lexical index."""
-    return conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (TABLE,)).fetchone() is not None
+    return conn.execute(*_Q.lexical_exists()).fetchone() is not None
 
 
 def query_words(text: str) -> list[str]:
@@ -110,21 +92,3 @@ def match_expression(owner: str, words: Sequence[str]) -> str:
     """The FTS5 query of the owner's rows holding any of ``words`` (each one a quoted string: never syntax)."""
     quoted = " OR ".join('"' + word.replace('"', '""') + '"' for word in words)
     return f'owner_key : "{owner.encode("utf-8", "surrogatepass").hex()}" AND body : ({quoted})'
-
-
-class ArchiveLexical:
-    """The archive's lexical search (see the module docstring); a base class of
-    :class:`~memnets.store.archive.Archive`, on its transactions, dialect and reader of ranked rows."""
-
-    def _lexical(self, text: str, k: int, owner: str, filters: MemoryFilter | None) -> list[Hit]:
-        """The owner's k current, unexpired memories passing ``filters`` that hold a word of ``text``, by bm25."""
-        words = query_words(text)
-        if not words:
-            return []
-        now = timeutil.now()
-        where, params = self._dialect.clear_conditions(owner, filters, now)
-        everything = filters is not None and filters.needs_payload  # checked on the decoded rows, best first
-        ranking = self._q.lexical(match_expression(owner, words), where, params, -1 if everything else k)
-        with self._reading() as conn:
-            ranked = conn.execute(*ranking).fetchall()
-            return self._best_first(conn, ranked, k, owner, filters, now)

@@ -1,6 +1,6 @@
 """The store contract suite: the tests every :class:`~memnets.store.MemoryStore` must pass, for any store.
 
-memnets runs it on its two stores (tests/test_store_contract.py); a third-party store runs the
+memnets runs it on its two stores (tests/store/test_store_contract.py); a third-party store runs the
 same suite by subclassing :class:`StoreContract` in a pytest module and saying how to open it::
 
     import pytest

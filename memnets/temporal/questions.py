@@ -9,7 +9,7 @@ Two signals, both from rules (no LLM):
   (the dates their text resolves to, else the day they were written) fall in that range.
 
 :func:`time_features` gives a memory 1.0 when it carries the signal the question asks for, else 0;
-a ranker adds it, weighted, to the similarity (``memnets.retrieval.dated``), and the scorers weigh
+a ranker adds it, weighted, to the similarity (``memnets.training.retrieval.dated``), and the scorers weigh
 it beside recency, relevance and importance (``memnets.scoring``, through :func:`dated_record`).
 """
 

@@ -2,7 +2,7 @@
  * What the server's routes take and answer, all of it from the server's OpenAPI document: `schema.ts` is
  * generated from openapi.json by `npm run gen` (openapi-typescript) and checked in; openapi.json is what
  * the server serves, made from memnets' one model of a call's arguments (memnets/memory/fields.py) and
- * its answers (memnets/server/routes/answers.py). tests/test_ts_client.py fails when either file differs
+ * its answers (memnets/server/routes/answers.py). tests/server/test_ts_client.py fails when either file differs
  * from what its generator makes. Here the bodies become the methods' options: times may be `Date`s, and
  * the argument a method takes on its own (the text, the query, the messages) is left out.
  */

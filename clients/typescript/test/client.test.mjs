@@ -1,4 +1,4 @@
-// The TypeScript client against a real `memnets serve http` process (tests/test_ts_client.py starts it,
+// The TypeScript client against a real `memnets serve http` process (tests/server/test_ts_client.py starts it,
 // with a tiny encoder, and passes its URL and tokens): node --test test/
 import assert from "node:assert/strict";
 import { createServer } from "node:net";
@@ -23,7 +23,7 @@ const ANN = process.env.MEMNETS_ANN_TOKEN; // a token scoped to user "ann"
 const CHANGED = process.env.MEMNETS_CHANGED_FACT;
 if (!URL_ || !ADMIN || !ANN || !CHANGED)
   throw new Error(
-    "set MEMNETS_URL, MEMNETS_TOKEN, MEMNETS_ANN_TOKEN and MEMNETS_CHANGED_FACT (tests/test_ts_client.py does)",
+    "set MEMNETS_URL, MEMNETS_TOKEN, MEMNETS_ANN_TOKEN and MEMNETS_CHANGED_FACT (tests/server/test_ts_client.py does)",
   );
 
 const memory = new MemnetsClient(URL_, { token: ADMIN, timeoutMs: 30_000 });

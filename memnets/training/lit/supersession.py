@@ -1,0 +1,258 @@
+"""The LightningModule and DataModule that train the change-of-fact judge (`memnets fit supersession`).
+
+The judge (:class:`~memnets.nn.change_judge.ChangeJudgeNet`) is a small cross-encoder fine-tuned from the
+bundled backbone on labelled pairs of statements: JSON lines ``{"older", "newer", "label", ...}`` (the
+format of ``data/supersession/README.md``), read from the files given for training and for validation.
+Each epoch is scored on validation (average precision); the best epoch is kept, its threshold chosen on
+validation (:func:`threshold_for_precision`) and the judge saved with its figures (:meth:`ChangeJudge.save`).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import random
+from collections.abc import Sequence
+from pathlib import Path
+
+import lightning as L
+import numpy as np
+import torch
+import torch.nn.functional as F
+from sklearn.metrics import average_precision_score
+from torch.utils.data import DataLoader
+
+from memnets.nn.backbones import DEFAULT_BACKBONE
+from memnets.nn.change_judge import ChangeJudge, ChangeJudgeNet, probabilities
+from memnets.nn.heads import threshold_max_f1
+from memnets.nn.judge_files import DEFAULT_JUDGE_DIR
+
+WRITTEN = "data/supersession/written"
+DEFAULT_TRAIN = (f"{WRITTEN}/train_a.jsonl", f"{WRITTEN}/train_b.jsonl")
+DEFAULT_VALIDATION = (f"{WRITTEN}/validation.jsonl",)
+TARGET_PRECISION = 0.95  # of endings on validation (chosen there: no look-alike ended, 68% of changes; docs/memory.md)
+
+
+def read_pairs(paths: Sequence[str | Path], split: str | None = None) -> list[dict]:
+    """The labelled pairs of JSON-lines files (those of ``split`` where a row names one); ValueError naming
+    the file and line of a row without text fields ``older`` / ``newer`` or a ``label`` of 0 or 1."""
+    found = []
+    for path in paths:
+        with open(path, encoding="utf-8") as handle:
+            for number, line in enumerate(handle, 1):
+                if not line.strip():
+                    continue
+                row = json.loads(line)
+                if not isinstance(row.get("older"), str) or not isinstance(row.get("newer"), str):
+                    raise ValueError(f"{path}:{number}: a pair needs text fields 'older' and 'newer'")
+                if row.get("label") not in (0, 1):
+                    raise ValueError(f"{path}:{number}: 'label' must be 0 or 1, got {row.get('label')!r}")
+                if split is None or row.get("split", split) == split:
+                    found.append(row)
+    if not found:
+        raise ValueError(f"no labelled pair in {[str(p) for p in paths]}" + (f" of split {split!r}" if split else ""))
+    return found
+
+
+def threshold_for_precision(labels, probabilities, precision: float = TARGET_PRECISION) -> float:
+    """The lowest threshold whose endings (``p >= threshold``) are at least ``precision`` right on these
+    labels (the most changes caught at that precision); the F1-best threshold when none reaches it."""
+    y, p = np.asarray(labels, dtype=np.float64), np.asarray(probabilities, dtype=np.float64)
+    order = np.argsort(-p, kind="stable")
+    p_sorted, y_sorted = p[order], y[order]
+    right = np.cumsum(y_sorted) / np.arange(1, len(p) + 1)
+    last_of_tie = np.r_[p_sorted[1:] != p_sorted[:-1], True]  # a threshold takes all equal scores
+    meets = np.flatnonzero(last_of_tie & (right >= precision))
+    return float(p_sorted[meets[-1]]) if len(meets) else threshold_max_f1(y, p)
+
+
+def subject(row: dict) -> str:
+    """What a pair is about: its ``domain`` (written pairs), else its ``slot`` (template pairs), else its older text."""
+    return row.get("domain") or row.get("slot") or row["older"]
+
+
+def mismatched_pairs(rows: Sequence[dict], count: int, seed: int = 0) -> list[dict]:
+    """``count`` pairs (label 0, kind "mismatched") of one row's ``older`` and the ``newer`` of a row of another
+    subject (:func:`subject`), drawn with ``seed``."""
+    rng = random.Random(seed)
+    out = []
+    while rows and len(out) < count:
+        a, b = rng.choice(rows), rng.choice(rows)
+        if subject(a) != subject(b):
+            out.append({"older": a["older"], "newer": b["newer"], "label": 0, "kind": "mismatched"})
+    return out
+
+
+class ChangeJudgeDataModule(L.LightningDataModule):
+    """(older, newer, label) batches of the training and validation pair files.
+
+    Args:
+        train: JSON-lines files of training pairs.
+        validation: JSON-lines files of validation pairs (rows of another ``split`` left out: a file of
+            mined pairs holds every split).
+        batch_size: pairs per step.
+        mismatched: pairs of one training row's older and another's newer, of another domain, added to the
+            training rows as no change (label 0): a speaker's statements about two things end nothing, a
+            lesson the written pairs, whose negatives all share a subject, do not teach ("I moved to Lyon"
+            then "I drink green tea"). Seeded; 0 adds none.
+        replayed: candidate pairs of real conversations added as no change (and their mined changes as
+            changes): the conversations of ``conversations`` whose pairs in ``labels`` are of split "train",
+            paired as the write path pairs them (:mod:`memnets.training.lit.supersession_replay`). 0 adds none.
+        conversations: the LoCoMo file ``replayed`` reads.
+        labels: the mined pairs that label them (and say which conversations are for training).
+    """
+
+    def __init__(
+        self,
+        train: Sequence[str] = DEFAULT_TRAIN,
+        validation: Sequence[str] = DEFAULT_VALIDATION,
+        batch_size: int = 16,
+        mismatched: int = 1500,
+        replayed: int = 0,
+        conversations: str = "data/locomo/locomo8.json",
+        labels: str = "data/supersession/locomo_mined.jsonl",
+    ):
+        super().__init__()
+        self.train_files, self.validation_files, self.batch_size = list(train), list(validation), int(batch_size)
+        self.mismatched, self.replayed = int(mismatched), int(replayed)
+        self.conversations, self.labels = conversations, labels
+        self.splits: dict[str, list[dict]] = {}
+
+    def setup(self, stage: str | None = None) -> None:
+        if not self.splits:
+            train = read_pairs(self.train_files, "train")
+            self.splits = {
+                "train": train + mismatched_pairs(train, self.mismatched) + self._replayed(),
+                "validation": read_pairs(self.validation_files, "validation"),
+            }
+
+    def _replayed(self) -> list[dict]:
+        """The candidate pairs of the training conversations (``replayed`` of them no change), or none."""
+        if not self.replayed:
+            return []
+        from memnets.nn.encoder import MemoryEncoder
+        from memnets.training.data.locomo import load_locomo
+        from memnets.training.lit.supersession_replay import replayed_pairs
+
+        mined = read_pairs([self.labels], "train")
+        chosen = sorted({row["conversation"] for row in mined})
+        encoder = MemoryEncoder.from_pretrained(DEFAULT_BACKBONE).eval()  # the bundled one, as the write path's default
+
+        def encode(texts):
+            return encoder.encode(list(texts)).numpy()
+
+        return replayed_pairs(load_locomo(self.conversations, chosen), mined, encode, self.replayed)
+
+    @property
+    def pos_weight(self) -> float:
+        labels = [row["label"] for row in self.splits["train"]]
+        return (len(labels) - sum(labels)) / max(1, sum(labels))
+
+    @staticmethod
+    def _batch(rows: list[dict]) -> tuple[list[tuple[str, str]], torch.Tensor]:
+        return [(row["older"], row["newer"]) for row in rows], torch.tensor([float(r["label"]) for r in rows])
+
+    def train_dataloader(self) -> DataLoader:
+        return DataLoader(self.splits["train"], self.batch_size, shuffle=True, collate_fn=self._batch)
+
+    def val_dataloader(self) -> DataLoader:
+        return DataLoader(self.splits["validation"], 64, collate_fn=self._batch)
+
+
+class ChangeJudgeModule(L.LightningModule):
+    """Fine-tunes a :class:`ChangeJudgeNet` with positive-weighted BCE; keeps the best validation epoch by
+    average precision, sets its threshold (:func:`threshold_for_precision`) and saves it to ``output_dir``.
+
+    Args:
+        layers: backbone layers the judge keeps (3 measured best for its cost, docs/supersession.md).
+        lr, weight_decay: AdamW settings.
+        precision: the validation precision of endings the threshold is set for.
+        output_dir: where the judge is saved at the end of fit (None: not saved).
+        backbone: the model folder the judge starts from (None: the bundled all-MiniLM-L6-v2).
+        start: a saved judge folder whose layers and classifier the fine-tuning starts from instead of the
+            backbone's ("shipped": the judge memnets ships, :data:`~memnets.nn.judge_files.DEFAULT_JUDGE_DIR`);
+            its depth replaces ``layers``. The pack's recipe starts there: the written pairs are learned
+            already, and one epoch over the conversations' pairs adapts it (configs/supersession/cpu.yaml).
+    """
+
+    def __init__(
+        self,
+        layers: int = 3,
+        lr: float = 5e-5,
+        weight_decay: float = 0.01,
+        precision: float = TARGET_PRECISION,
+        output_dir: str | None = "checkpoints/supersession/best",
+        backbone: str | None = None,
+        start: str | None = None,
+    ):
+        super().__init__()
+        self.save_hyperparameters()
+        if start is not None:
+            folder = DEFAULT_JUDGE_DIR if start == "shipped" else start
+            self.net = ChangeJudge.load(folder, *([backbone] if backbone else [])).net
+        else:
+            self.net = ChangeJudgeNet(layers, *([backbone] if backbone else []))
+        self.net.train()  # dropout on: from_pretrained returns it in eval mode
+        self.lr, self.weight_decay, self.precision, self.output_dir = lr, weight_decay, precision, output_dir
+        self.best_ap, self.best_epoch, self.best_state = -1.0, -1, None
+        self._outputs: list[tuple[torch.Tensor, torch.Tensor]] = []
+        self.judge: ChangeJudge | None = None
+
+    def configure_optimizers(self):
+        trained = [p for p in self.net.parameters() if p.requires_grad]
+        return torch.optim.AdamW(trained, lr=self.lr, weight_decay=self.weight_decay)
+
+    def _logits(self, pairs) -> torch.Tensor:
+        return self.net(**{k: v.to(self.device) for k, v in self.net.tokenize(pairs).items()})
+
+    def training_step(self, batch, batch_idx):
+        pairs, labels = batch
+        weight = torch.tensor(self.trainer.datamodule.pos_weight, device=self.device)
+        loss = F.binary_cross_entropy_with_logits(self._logits(pairs), labels, pos_weight=weight)
+        self.log("train/loss", loss, prog_bar=True, batch_size=len(labels))
+        return loss
+
+    def validation_step(self, batch, batch_idx):
+        pairs, labels = batch
+        self._outputs.append((self._logits(pairs).detach().cpu(), labels.cpu()))
+
+    def on_validation_epoch_end(self) -> None:
+        logits = torch.cat([o[0] for o in self._outputs]).numpy()
+        labels = torch.cat([o[1] for o in self._outputs]).numpy()
+        self._outputs.clear()
+        ap = float(average_precision_score(labels, logits))
+        self.log("val/ap", ap, prog_bar=True)
+        if not self.trainer.sanity_checking and ap >= self.best_ap:  # ties: the later, better-fitted epoch
+            self.best_ap, self.best_epoch = ap, self.current_epoch
+            self.best_state = copy.deepcopy({k: v.detach().cpu() for k, v in self.net.state_dict().items()})
+
+    def on_fit_end(self) -> None:
+        """The best epoch, its threshold on validation, saved with its figures."""
+        if self.best_state is not None:
+            self.net.load_state_dict(self.best_state)
+        self.net.cpu().eval()
+        datamodule = self.trainer.datamodule
+        rows = datamodule.splits["validation"]
+        judge = ChangeJudge(self.net, 0.5)
+        found = probabilities(judge, [(r["older"], r["newer"]) for r in rows])
+        labels = np.asarray([r["label"] for r in rows])
+        judge.threshold = threshold_for_precision(labels, found, self.precision)
+        ended = found >= judge.threshold
+        judge.info = {
+            "trained_on": [str(f) for f in datamodule.train_files],
+            "validated_on": [str(f) for f in datamodule.validation_files],
+            "best_epoch": self.best_epoch,
+            "validation": {
+                "pairs": len(rows),
+                "ap": round(self.best_ap, 4),
+                "recall": round(float(ended[labels == 1].mean()), 4),
+                "precision": round(float(labels[ended].mean()) if ended.any() else 1.0, 4),
+                "precision_target": self.precision,
+            },
+        }
+        self.judge = judge
+        if self.output_dir:
+            judge.save(self.output_dir)
+
+
+__all__ = ["ChangeJudgeDataModule", "ChangeJudgeModule", "read_pairs", "threshold_for_precision"]

@@ -1,0 +1,242 @@
+"""The change-of-fact judge (memnets.nn.change_judge): trained by `memnets fit supersession`, saved and loaded
+without unpickling, bounded in the length of what it reads, carried by a pack; and the supersession step of
+the write path that asks it: candidates of one speaker and one scope, the texts as said (no speaker prefix),
+an assistant's reply ending nothing, a backdated transcript stored with the step on (both stores)."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+import lightning as L
+import numpy as np
+import pytest
+import torch
+
+import memnets
+from memnets.nn.change_judge import MAX_CHARS, MAX_TOKENS, ChangeJudge, ChangeJudgeNet, NotAJudge, cut
+
+WRITTEN = Path(__file__).resolve().parents[2] / "data" / "supersession" / "written"
+EXACT = None  # the consistency check off: every text is a memory of its own (the judge decides here)
+JAN, JUN = datetime(2024, 1, 1, tzinfo=UTC), datetime(2024, 6, 1, tzinfo=UTC)
+
+
+class RecordingJudge:
+    """A real SupersessionJudge for tests: ends every older statement, and records the pairs it read."""
+
+    threshold = 0.5
+
+    def __init__(self):
+        self.read: list[tuple[str, str]] = []
+
+    def score(self, older: str, newer: str) -> float:
+        self.read.append((older, newer))
+        return 1.0
+
+
+def few_pairs(tmp_path: Path, name: str, count: int) -> Path:
+    """The first ``count`` rows of a written pairs file, as a file of their own."""
+    rows = (WRITTEN / f"{name}.jsonl").read_text(encoding="utf-8").splitlines()[:count]
+    path = tmp_path / f"{name}.jsonl"
+    path.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def fitted(tmp_path_factory):
+    """`memnets fit supersession` (its LightningCLI) on a few written pairs: one layer of the bundled backbone."""
+    from memnets.training.lit.cli import build_cli
+
+    out = tmp_path_factory.mktemp("fit")
+    train, validation = few_pairs(out, "train_a", 48), few_pairs(out, "validation", 32)
+    L.seed_everything(0, verbose=False)
+    cli = build_cli(
+        "supersession",
+        [
+            "--data.train", json.dumps([str(train)]), "--data.validation", json.dumps([str(validation)]),
+            "--model.layers", "1", "--model.output_dir", str(out / "judge"),
+            "--trainer.max_epochs", "2", "--trainer.logger", "false", "--trainer.enable_checkpointing", "false",
+            "--trainer.enable_progress_bar", "false", "--trainer.default_root_dir", str(out),
+        ],
+    )  # fmt: skip
+    return cli.model.judge, out / "judge"
+
+
+def test_fit_supersession_saves_a_judge_that_loads_back_with_the_same_scores(fitted):
+    judge, folder = fitted
+    config = json.loads((folder / "config.json").read_text())
+    assert config["format"] == "memnets-change-judge" and config["layers"] == 1
+    assert 0.0 <= config["threshold"] <= 1.0 and config["validation"]["pairs"] == 32
+    loaded = ChangeJudge.load(folder)
+    pairs = [("I live in Leeds.", "I moved to Lyon in June."), ("I have a dog.", "My sister got a cat.")]
+    assert loaded.scores(pairs) == pytest.approx(judge.scores(pairs), abs=2e-3)  # saved in half precision
+    assert loaded.threshold == judge.threshold
+
+
+def test_a_fit_can_start_from_a_saved_judge_and_takes_its_depth(fitted, tmp_path):
+    """``start``: the fine-tuning begins at a saved judge's layers and classifier (the pack's recipe starts at the
+    shipped judge), whatever ``layers`` says; a folder that holds no judge is refused, naming it."""
+    from memnets.training.lit.supersession import ChangeJudgeModule
+
+    _, folder = fitted
+    for start, expected in ((str(folder), ChangeJudge.load(folder)), ("shipped", ChangeJudge.load())):
+        module = ChangeJudgeModule(layers=6, start=start, output_dir=None)
+        assert module.net.layers == expected.net.layers and module.net.training
+        started, saved = module.net.trained_state(), expected.net.trained_state()
+        assert started.keys() == saved.keys() and all(torch.equal(started[k], saved[k]) for k in saved)
+    with pytest.raises((ValueError, FileNotFoundError), match="nowhere"):
+        ChangeJudgeModule(start=str(tmp_path / "nowhere"), output_dir=None)
+
+
+def test_a_folder_of_another_kind_or_backbone_is_refused_naming_it(fitted, tiny_model_dir, tmp_path):
+    _, folder = fitted
+    tiny = ChangeJudge(ChangeJudgeNet(1, str(tiny_model_dir)), 0.5).save(tmp_path / "tiny")
+    other = tmp_path / "head"
+    other.mkdir()
+    (other / "config.json").write_text(json.dumps({"dim": 384, "hidden_dims": [128]}))
+    (other / "model.safetensors").write_bytes((folder / "model.safetensors").read_bytes())
+    with pytest.raises(NotAJudge, match="not a change judge"):
+        ChangeJudge.load(other)
+    with pytest.raises(ValueError, match="hidden size 32"):  # made on the tiny backbone, loaded on MiniLM
+        ChangeJudge.load(tiny)
+    with pytest.raises(FileNotFoundError, match="no change judge"):
+        ChangeJudge.load(tmp_path / "nothing")
+
+
+def test_a_200000_character_text_is_judged_as_its_first_characters(tiny_model_dir):
+    """Bounded by construction (linear, never a pattern that backtracks): the judge reads the first MAX_CHARS
+    characters of each text, tokenised to at most MAX_TOKENS, whatever the text holds."""
+    net = ChangeJudgeNet(1, str(tiny_model_dir))
+    judge = ChangeJudge(net, 0.5)
+    for hostile in ("a@" * 100_000, "4" * 200_000, "word " * 40_000):
+        assert len(cut(hostile)) == MAX_CHARS
+        assert net.tokenize([("I live in Leeds.", hostile)])["input_ids"].shape[1] <= MAX_TOKENS
+        assert judge.score("I live in Leeds.", hostile) == pytest.approx(
+            judge.score("I live in Leeds.", hostile[:MAX_CHARS])
+        )
+    with pytest.raises(TypeError, match="must be a str"):
+        cut(None)
+
+
+def test_the_shipped_judge_reads_the_issue_s_pairs_right():
+    """The judge that ships with memnets, on the pairs the review quoted (in none of its training files) and the
+    changed fact of the doors' tests of the search order (tests/successor_helpers.py), whose fillers end nothing."""
+    judge = ChangeJudge.load()
+    leeds = "I live in a small house in Leeds."
+    moved, trams, brother, run = judge.scores(
+        [
+            ("I live in Leeds", "I moved to Lyon"),
+            (leeds, "I moved to Lyon in June, still getting used to the trams"),
+            (leeds, "My brother moved to Glasgow in May."),
+            ("I run every morning before work", "I left my job at the bank"),
+        ]
+    )
+    assert moved >= judge.threshold > max(brother, run)
+    from successor_helpers import FILLERS, STALE, SUCCESSOR
+
+    fillers = judge.scores([(older, filler) for older in (STALE, SUCCESSOR) for filler in FILLERS])
+    assert max(fillers) < judge.threshold, fillers
+    # the change with a second clause is read above the other person's news, but it is still missed (below the
+    # threshold, 0.37 against 0.97), and the unrelated pair scores as high (0.38): docs/memory.md, "What was tried"
+    assert trams > brother
+
+
+@pytest.mark.parametrize("write", ["plain", "named", "user"])
+def test_the_speaker_is_a_field_the_judge_reads_the_texts_as_said(location, encoder, write):
+    """ "Bob: ..." or "user: ..." in the stored text changes nothing the judge reads."""
+    where, options = location
+    judge = RecordingJudge()
+    said = ("I live in a small house in Leeds.", "My brother moved to Glasgow in May.")
+    with memnets.open(where, encoder=encoder, duplicate_threshold=EXACT, supersession=judge, **options) as memory:
+        for text, when in zip(said, (JAN, JUN), strict=True):
+            if write == "plain":
+                memory.add(text, user="ann", t=when)
+            else:
+                message = {"role": "user", "content": text, "time": when.isoformat()}
+                memory.add(messages=[message | ({"name": "Bob"} if write == "named" else {})], user="ann")
+    assert judge.read == [said]
+
+
+def test_an_assistant_reply_ends_no_fact_and_no_other_speaker_is_a_candidate(location, encoder):
+    where, options = location
+    judge = RecordingJudge()
+    with memnets.open(where, encoder=encoder, duplicate_threshold=EXACT, supersession=judge, **options) as memory:
+        memory.add(messages=[{"role": "user", "content": "I live in Leeds.", "time": JAN.isoformat()}], user="ann")
+        memory.add(
+            messages=[
+                {"role": "assistant", "content": "So you live in Lyon now?", "time": JUN.isoformat()},
+                {"role": "user", "name": "Bob", "content": "I live in Lyon.", "time": JUN.isoformat()},
+            ],
+            user="ann",
+        )
+        assert all(m.valid_to is None for m in memory.list_memories(user="ann", limit=None))
+    assert judge.read == []
+
+
+def test_supersession_never_reaches_across_a_session_or_an_agent(location, encoder):
+    """One scope rule for every step that reads or changes another memory: a write in session s1 neither ends a
+    memory of s2 nor is ended by one (which would reveal its id and start); another agent's memories likewise."""
+    where, options = location
+    judge = RecordingJudge()
+    with memnets.open(where, encoder=encoder, duplicate_threshold=EXACT, supersession=judge, **options) as memory:
+        other = memory.add("I live in Leeds.", user="ann", session="s2", t=JAN)
+        agent = memory.add("I live in Leeds.", user="ann", agent="planner", session="s1", t=JAN)
+        later = memory.add("I live in York now.", user="ann", session="s2", t=JUN)
+        backdated = memory.add("I live in Hull.", user="ann", session="s1", t=datetime(2023, 6, 1, tzinfo=UTC))
+        memory.add("I moved to Lyon.", user="ann", session="s1", t=JUN)
+        current = {m.id: m for m in memory.list_memories(user="ann", limit=None)}
+    assert current[other.id].invalidated_by == later.id  # within s2 it ends (the step is on)
+    assert current[agent.id].valid_to is None  # the planner's s1 memory: another agent
+    assert current[backdated.id].invalidated_by not in (later.id, other.id)  # not closed by s2's memory
+    assert all(older.startswith("I live in Hull") or "Leeds" not in older for older, _ in judge.read[1:])
+
+
+@pytest.mark.parametrize("write", ["plain", "messages"])
+def test_a_backdated_transcript_is_stored_with_supersession_on(location, encoder, write):
+    """An old statement read late becomes the fact's older version (X~1); that row is history and is not judged
+    again (before: the step ended it, the store refused "marked superseded_by" and nothing was stored)."""
+    where, options = location
+    with memnets.open(where, encoder=encoder, supersession=RecordingJudge(), **options) as memory:
+
+        def said(text: str, when: datetime):
+            if write == "plain":
+                return memory.add(text, user="ann", t=when)
+            message = {"role": "user", "content": text, "time": when.isoformat()}
+            return memory.add(messages=[message], user="ann")[0].memory
+
+        porto = said("Ann lives in Porto", JUN)
+        lisbon = said("Ann lives in Lisbon", JAN)
+        assert lisbon.superseded_by == porto.id and lisbon.valid_to == JUN
+        history = memory.history(porto.id, user="ann")
+        assert [m.content.endswith(city) for m, city in zip(history, ("Lisbon", "Porto"), strict=True)] == [True, True]
+        assert memory.get(porto.id, user="ann").valid_to is None
+
+
+def test_open_with_auto_supersession_uses_the_shipped_judge_and_none_leaves_it_off(tiny_model_dir, tmp_path):
+    from memnets.nn.serving_judge import ServingJudge
+
+    for setting, expected in (("auto", ServingJudge), (None, type(None))):
+        with memnets.open(tmp_path / str(setting), encoder=tiny_model_dir, supersession=setting) as memory:
+            judge = memory._writes.supersession
+            assert isinstance(judge.judge if judge is not None else None, expected)
+    with pytest.raises(ValueError, match="auto"):
+        memnets.open(tmp_path / "bad", encoder=tiny_model_dir, supersession="rules")
+
+
+def test_a_pack_carries_its_judge_and_auto_takes_it(fitted, tmp_path):
+    """`memnets export --supersession` puts the judge in the pack; ``supersession="auto"`` with that pack is it,
+    served on ONNX Runtime as the shipped judge is (its scores within 1e-5 of the saved judge's on torch)."""
+    from memnets.nn.encoder import MemoryEncoder
+    from memnets.nn.serving_judge import ServingJudge
+    from memnets.pack import export_pack, load_pack
+
+    judge, folder = fitted
+    encoder = MemoryEncoder.from_pretrained()
+    pack = load_pack(export_pack(tmp_path / "pack", encoder, supersession=folder))
+    assert isinstance(pack.supersession, ServingJudge) and pack.supersession.threshold == judge.threshold
+    pairs = [("I live in Leeds.", "I moved to Lyon in June."), ("I have a dog.", "My sister got a cat.")]
+    saved = ChangeJudge.load(folder)  # the judge's weights as saved (float16)
+    np.testing.assert_allclose(pack.supersession.scores(pairs), saved.scores(pairs), atol=1e-5)
+    with memnets.open(tmp_path / "memory", pack=pack, supersession="auto") as memory:
+        assert memory._writes.supersession.judge is pack.supersession
