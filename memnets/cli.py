@@ -44,7 +44,7 @@ COMMANDS: dict[tuple[str, ...], tuple[str, str]] = {
     ),
     ("fit",): (
         "memnets.training.commands.fit:main",
-        "train a component with LightningCLI: fit {encoder,importance,gate,supersession} -c CONFIG",
+        "train a component with LightningCLI: fit {encoder,encoder_top,importance,gate,supersession} -c CONFIG",
     ),
     ("export",): ("memnets.training.commands.export:main", "bundle trained components into a memory pack"),
     ("run",): ("memnets.training.commands.run:main", "the whole pipeline from one config: data, fit, export, evaluate"),

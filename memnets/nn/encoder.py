@@ -407,6 +407,11 @@ class MemoryEncoder(EncoderTexts, torch.nn.Module):
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         """L2-normalised embeddings ``[B, dim]`` of a tokenised batch (keeps gradients)."""
         hidden = self.backbone(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        return self.pool(hidden, attention_mask)
+
+    def pool(self, hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """L2-normalised embeddings ``[B, dim]`` of the backbone's last token states ``[B, T, hidden]``:
+        mean over the unmasked tokens, then the projection if any (keeps gradients)."""
         mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
         pooled = (hidden * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1e-9)
         if self.projection is not None:

@@ -107,7 +107,7 @@ def test_fit_usage_line_says_what_to_type(capsys):
     assert main(["fit", "encoder", "--help"]) == EXIT_OK
     assert capsys.readouterr().out.startswith("usage: memnets fit encoder [-c CONFIG]")
     assert main(["fit", "--help"]) == EXIT_OK
-    assert "memnets fit {encoder, gate, importance, supersession} -c CONFIG" in capsys.readouterr().out
+    assert "memnets fit {encoder, encoder_top, gate, importance, supersession} -c CONFIG" in capsys.readouterr().out
     assert main(["fit", "nope"]) == EXIT_USAGE
 
 
@@ -196,10 +196,10 @@ def test_docs_and_help_list_the_same_commands(capsys):
     assert main(["fit", "--help"]) == EXIT_OK
     fit_help = capsys.readouterr().out
     text = (Path(__file__).parents[2] / "docs" / "cli.md").read_text()
-    documented = set(re.search(r"`fit \{([a-z,]+)\}`", text).group(1).split(","))
-    in_top_help = set(re.search(r"fit \{([a-z,]+)\}", COMMANDS[("fit",)][1]).group(1).split(","))
+    documented = set(re.search(r"`fit \{([a-z_,]+)\}`", text).group(1).split(","))
+    in_top_help = set(re.search(r"fit \{([a-z_,]+)\}", COMMANDS[("fit",)][1]).group(1).split(","))
     assert (
-        documented == in_top_help == set(COMPONENTS) == set(re.search(r"\{([a-z, ]+)\}", fit_help).group(1).split(", "))
+        documented == in_top_help == set(COMPONENTS) == set(re.search(r"\{([a-z_, ]+)\}", fit_help).group(1).split(", "))
     )
 
 

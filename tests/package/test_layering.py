@@ -275,7 +275,7 @@ TRAINING = {"torch", "transformers", "lightning", "pytorch_lightning"}  # the [t
 TRAINING_SIDE = {"memnets.training.lit", "memnets.training.baselines", "memnets.training.evaluation.heads"} | {
     f"memnets.nn.{name}"
     for name in ("change_judge", "distributed", "embedding_cache", "encoder", "heads", "losses", "modes",
-                 "onnx_encoder", "traced")
+                 "onnx_encoder", "top_layers", "traced")
 }  # fmt: skip
 # what the doors load: memnets.open, the stores, the manager, the server, MCP, the adapters, the CLI's memory commands
 SERVING_DOORS = [

@@ -16,6 +16,10 @@ import warnings
 
 COMPONENTS: dict[str, tuple[str, str]] = {
     "encoder": ("memnets.training.lit.encoder:EncoderModule", "memnets.training.lit.data:RetrievalDataModule"),
+    "encoder_top": (
+        "memnets.training.lit.encoder_top:TopLayersEncoderModule",
+        "memnets.training.lit.data:RetrievalDataModule",
+    ),
     "importance": ("memnets.training.lit.heads:ImportanceModule", "memnets.training.lit.heads:ImportanceDataModule"),
     "gate": ("memnets.training.lit.heads:GateModule", "memnets.training.lit.heads:GateDataModule"),
     "supersession": (

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
+
 from memnets.protocols import TextEncoder
 from memnets.training.data.locomo import Conversation
 from memnets.training.retrieval.bm25 import rank_by_scores
@@ -16,11 +18,14 @@ class DenseRanker:
     def __init__(self, encoder: TextEncoder, name: str = "dense", batch_size: int = 64) -> None:
         self.encoder, self.name, self.batch_size = encoder, name, batch_size
 
-    def rank(self, conversation: Conversation, queries: Sequence[str]) -> list[list[str]]:
+    def scores(self, conversation: Conversation, queries: Sequence[str]) -> np.ndarray:
+        """Cosine similarities [len(queries), len(turns)] (hybrid ranking fuses them with BM25's)."""
         memories = self.encoder.encode(
             [turn.content for turn in conversation.turns], kind="memory", batch_size=self.batch_size
         )
         questions = self.encoder.encode(list(queries), kind="query", batch_size=self.batch_size)
-        scores = (questions @ memories.T).numpy()
+        return (questions @ memories.T).numpy()
+
+    def rank(self, conversation: Conversation, queries: Sequence[str]) -> list[list[str]]:
         ids = [turn.dia_id for turn in conversation.turns]
-        return [rank_by_scores(row, ids) for row in scores]
+        return [rank_by_scores(row, ids) for row in self.scores(conversation, queries)]

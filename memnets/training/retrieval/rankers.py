@@ -17,6 +17,8 @@ retrieval`` and the benchmarks all take rankers from here. Kinds built in:
 - ``learned:PACK``: the LearnedScorer of a memory pack (trained encoder, importance head, fitted weights);
   ``learned_onnx:PACK``, ``learned_int8:PACK``, ``learned_int8_vnni:PACK`` and
   ``learned_int8_vnni_ffn:PACK`` the same with the pack's encoder on those backends.
+- ``hybrid[:ENCODER]``, ``hybrid_learned:PACK``: ``dense`` / ``learned`` fused with ``bm25``
+  (:mod:`memnets.training.retrieval.hybrid_ranker`: the words beside the meaning, as the stores' hybrid search).
 
 Other components add kinds with :func:`register_ranker`: :mod:`memnets.training.evaluation.memory_ranker` adds
 ``memory[:PACK]`` (the turns written into a memory and ranked by its search), registered from above,
@@ -89,6 +91,20 @@ def _learned(path: str | None, backend: str = "torch") -> Ranker:
     return ScorerRanker(LearnedScorer.from_pack(load_pack(path, backend=backend, on_torch=True)), name="learned")
 
 
+def _hybrid(path: str | None) -> Ranker:
+    from memnets.training.retrieval.hybrid_ranker import HybridRanker
+
+    return HybridRanker(_dense(path))
+
+
+def _hybrid_learned(path: str | None) -> Ranker:
+    from memnets.training.retrieval.hybrid_ranker import HybridRanker
+
+    if not path:
+        raise ValueError("hybrid_learned needs a pack folder: hybrid_learned:checkpoints/pack")
+    return HybridRanker(_learned(path), name="hybrid_learned")
+
+
 # KIND -> factory(path or None) -> ranker
 RANKERS: dict[str, RankerFactory] = {
     "bm25": _bm25,
@@ -104,6 +120,8 @@ RANKERS: dict[str, RankerFactory] = {
     "learned_int8": partial(_learned, backend="int8"),
     "learned_int8_vnni": partial(_learned, backend="int8_vnni"),
     "learned_int8_vnni_ffn": partial(_learned, backend="int8_vnni_ffn"),
+    "hybrid": _hybrid,
+    "hybrid_learned": _hybrid_learned,
 }
 
 

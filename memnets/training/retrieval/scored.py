@@ -84,18 +84,23 @@ class ScorerRanker:
         query_vectors = encoder.encode(list(queries), kind="query", batch_size=self.batch_size).numpy()
         return memories, memory_vectors, query_vectors
 
-    def rank(self, conversation: Conversation, queries: Sequence[str]) -> list[list[str]]:
+    def scores(self, conversation: Conversation, queries: Sequence[str]) -> np.ndarray:
+        """The scorer's scores [len(queries), len(turns)] (hybrid ranking fuses them with BM25's)."""
         if not queries:
-            return []
+            return np.zeros((0, len(conversation.turns)))
         memories, memory_vectors, query_vectors = self.encode(conversation, queries)
         now = conversation_now(conversation)
-        ids = [m.metadata["dia_id"] for m in memories]
-        return [
-            rank_by_scores(
-                self.scorer.score(memories, query, now, query_vector=vector, memory_vectors=memory_vectors), ids
-            )
-            for query, vector in zip(queries, query_vectors)
-        ]
+        return np.array(
+            [
+                self.scorer.score(memories, query, now, query_vector=vector, memory_vectors=memory_vectors)
+                for query, vector in zip(queries, query_vectors)
+            ],
+            dtype=np.float64,
+        ).reshape(len(queries), len(memories))
+
+    def rank(self, conversation: Conversation, queries: Sequence[str]) -> list[list[str]]:
+        ids = [turn.dia_id for turn in conversation.turns]
+        return [rank_by_scores(row, ids) for row in self.scores(conversation, queries)]
 
     def fit_examples(
         self, conversations: Iterable[Conversation], categories: Sequence[int] = (1, 2, 3, 4)
