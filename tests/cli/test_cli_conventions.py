@@ -199,7 +199,10 @@ def test_docs_and_help_list_the_same_commands(capsys):
     documented = set(re.search(r"`fit \{([a-z_,]+)\}`", text).group(1).split(","))
     in_top_help = set(re.search(r"fit \{([a-z_,]+)\}", COMMANDS[("fit",)][1]).group(1).split(","))
     assert (
-        documented == in_top_help == set(COMPONENTS) == set(re.search(r"\{([a-z_, ]+)\}", fit_help).group(1).split(", "))
+        documented
+        == in_top_help
+        == set(COMPONENTS)
+        == set(re.search(r"\{([a-z_, ]+)\}", fit_help).group(1).split(", "))
     )
 
 
