@@ -73,11 +73,15 @@ def subject(row: dict) -> str:
 
 def mismatched_pairs(rows: Sequence[dict], count: int, seed: int = 0) -> list[dict]:
     """``count`` pairs (label 0, kind "mismatched") of one row's ``older`` and the ``newer`` of a row of another
-    subject (:func:`subject`), drawn with ``seed``."""
+    subject (:func:`subject`), drawn with ``seed``. Half of the newer statements are drawn from the changes
+    (label 1): a change or correction said about one thing ("oops, it's 41 Harcourt Road, not 14") beside a
+    fact about another ("My laptop is a 2015 MacBook Air") is what the write path meets most, for every other
+    memory of a speaker is a candidate once their messages share a ``"{speaker}: "`` prefix."""
     rng = random.Random(seed)
+    changes = [row for row in rows if row["label"] == 1] or list(rows)
     out = []
     while rows and len(out) < count:
-        a, b = rng.choice(rows), rng.choice(rows)
+        a, b = rng.choice(rows), rng.choice(changes if rng.random() < 0.5 else rows)
         if subject(a) != subject(b):
             out.append({"older": a["older"], "newer": b["newer"], "label": 0, "kind": "mismatched"})
     return out
