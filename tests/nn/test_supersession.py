@@ -89,13 +89,13 @@ def test_a_fit_can_start_from_a_saved_judge_and_takes_its_depth(fitted, tmp_path
         ChangeJudgeModule(start=str(tmp_path / "nowhere"), output_dir=None)
 
 
-def test_mismatched_pairs_pair_other_subjects_and_draw_half_their_newer_from_the_changes():
-    """The no-change pairs of two subjects: never one subject, and about half of them a change's newer statement
-    (what a speaker's other facts meet in the write path), drawn the same way for one seed."""
+def test_mismatched_pairs_pair_other_subjects_and_draw_a_share_of_their_newer_from_the_changes():
+    """The no-change pairs of two subjects: never one subject, and the share asked of them a change's newer
+    statement (what a speaker's other facts meet in the write path), drawn the same way for one seed."""
     from memnets.training.lit.supersession import mismatched_pairs, read_pairs
 
     rows = read_pairs([str(WRITTEN / "train_a.jsonl")], "train")
-    pairs = mismatched_pairs(rows, 2000, seed=3)
+    pairs = mismatched_pairs(rows, 2000, seed=3, from_changes=0.5)
     assert len(pairs) == 2000 and all(p["label"] == 0 and p["kind"] == "mismatched" for p in pairs)
     subject = {row["older"]: row["domain"] for row in rows}
     newer_subjects = {}
@@ -106,7 +106,10 @@ def test_mismatched_pairs_pair_other_subjects_and_draw_half_their_newer_from_the
     share = sum(p["newer"] in change_newer for p in pairs) / len(pairs)
     base = len([r for r in rows if r["label"] == 1]) / len(rows)
     assert 0.5 + base / 2 - 0.05 < share < 0.5 + base / 2 + 0.05  # half from the changes, half from all rows
-    assert pairs == mismatched_pairs(rows, 2000, seed=3)
+    assert pairs == mismatched_pairs(rows, 2000, seed=3, from_changes=0.5)
+    assert all(p["newer"] in change_newer for p in mismatched_pairs(rows, 200, seed=3, from_changes=1.0))
+    alike = mismatched_pairs(rows, 2000, seed=3)  # the shipped judge's draw: newer statements from all rows alike
+    assert abs(sum(p["newer"] in change_newer for p in alike) / len(alike) - base) < 0.05
 
 
 def test_a_folder_of_another_kind_or_backbone_is_refused_naming_it(fitted, tiny_model_dir, tmp_path):
@@ -149,7 +152,7 @@ def test_the_shipped_judge_reads_the_issue_s_pairs_right():
             ("I live in Leeds", "I moved to Lyon"),
             (leeds, "I moved to Lyon in June, still getting used to the trams"),
             (leeds, "My brother moved to Glasgow in May."),
-            ("I run every morning before work", "I left my job at the bank, I work for a startup now"),
+            ("I run every morning before work", "I left my job at the bank"),
         ]
     )
     assert moved >= judge.threshold > max(brother, run)
@@ -158,8 +161,7 @@ def test_the_shipped_judge_reads_the_issue_s_pairs_right():
     fillers = judge.scores([(older, filler) for older in (STALE, SUCCESSOR) for filler in FILLERS])
     assert max(fillers) < judge.threshold, fillers
     # the change with a second clause is read above the other person's news, but it is still missed (below the
-    # threshold, 0.26 against 0.91); the new job's first clause alone ("I left my job at the bank") ends the morning
-    # run (0.92): docs/memory.md, "What was tried", row 12
+    # threshold, 0.37 against 0.97), and the unrelated pair scores as high (0.38): docs/memory.md, "What was tried"
     assert trams > brother
 
 

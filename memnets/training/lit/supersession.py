@@ -71,17 +71,18 @@ def subject(row: dict) -> str:
     return row.get("domain") or row.get("slot") or row["older"]
 
 
-def mismatched_pairs(rows: Sequence[dict], count: int, seed: int = 0) -> list[dict]:
+def mismatched_pairs(rows: Sequence[dict], count: int, seed: int = 0, from_changes: float = 0.0) -> list[dict]:
     """``count`` pairs (label 0, kind "mismatched") of one row's ``older`` and the ``newer`` of a row of another
-    subject (:func:`subject`), drawn with ``seed``. Half of the newer statements are drawn from the changes
-    (label 1): a change or correction said about one thing ("oops, it's 41 Harcourt Road, not 14") beside a
-    fact about another ("My laptop is a 2015 MacBook Air") is what the write path meets most, for every other
-    memory of a speaker is a candidate once their messages share a ``"{speaker}: "`` prefix."""
+    subject (:func:`subject`), drawn with ``seed``; a share ``from_changes`` of the newer statements drawn from
+    the changes (label 1) alone: a change or correction said about one thing ("oops, it's 41 Harcourt Road, not
+    14") beside a fact about another ("My laptop is a 2015 MacBook Air") is what the write path meets most, for
+    every other memory of a speaker is a candidate once their messages share a ``"{speaker}: "`` prefix."""
     rng = random.Random(seed)
     changes = [row for row in rows if row["label"] == 1] or list(rows)
     out = []
     while rows and len(out) < count:
-        a, b = rng.choice(rows), rng.choice(changes if rng.random() < 0.5 else rows)
+        a = rng.choice(rows)
+        b = rng.choice(changes if from_changes and rng.random() < from_changes else rows)
         if subject(a) != subject(b):
             out.append({"older": a["older"], "newer": b["newer"], "label": 0, "kind": "mismatched"})
     return out
@@ -99,6 +100,8 @@ class ChangeJudgeDataModule(L.LightningDataModule):
             training rows as no change (label 0): a speaker's statements about two things end nothing, a
             lesson the written pairs, whose negatives all share a subject, do not teach ("I moved to Lyon"
             then "I drink green tea"). Seeded; 0 adds none.
+        mismatched_from_changes: the share of those pairs whose newer statement is a change's
+            (:func:`mismatched_pairs`; 0: drawn from all rows alike, as the shipped judge's were).
         replayed: candidate pairs of real conversations added as no change (and their mined changes as
             changes): the conversations of ``conversations`` whose pairs in ``labels`` are of split "train",
             paired as the write path pairs them (:mod:`memnets.training.lit.supersession_replay`). 0 adds none.
@@ -112,6 +115,7 @@ class ChangeJudgeDataModule(L.LightningDataModule):
         validation: Sequence[str] = DEFAULT_VALIDATION,
         batch_size: int = 16,
         mismatched: int = 1500,
+        mismatched_from_changes: float = 0.0,
         replayed: int = 0,
         conversations: str = "data/locomo/locomo8.json",
         labels: str = "data/supersession/locomo_mined.jsonl",
@@ -119,6 +123,7 @@ class ChangeJudgeDataModule(L.LightningDataModule):
         super().__init__()
         self.train_files, self.validation_files, self.batch_size = list(train), list(validation), int(batch_size)
         self.mismatched, self.replayed = int(mismatched), int(replayed)
+        self.mismatched_from_changes = float(mismatched_from_changes)
         self.conversations, self.labels = conversations, labels
         self.splits: dict[str, list[dict]] = {}
 
@@ -126,7 +131,9 @@ class ChangeJudgeDataModule(L.LightningDataModule):
         if not self.splits:
             train = read_pairs(self.train_files, "train")
             self.splits = {
-                "train": train + mismatched_pairs(train, self.mismatched) + self._replayed(),
+                "train": train
+                + mismatched_pairs(train, self.mismatched, from_changes=self.mismatched_from_changes)
+                + self._replayed(),
                 "validation": read_pairs(self.validation_files, "validation"),
             }
 

@@ -1,0 +1,108 @@
+"""Change judges side by side on validation only: what a choice of judge (or recipe) rests on.
+
+For each judge folder (``memnets fit supersession``'s output; ``shipped``: the judge memnets ships):
+
+- the written validation pairs (writers C and J, 520): the changes it ends at its threshold, the
+  non-changes it ends, the look-alikes among them (another person's news, an unrelated statement);
+- other subjects: each validation pair's newer statement beside the older statements of six pairs of
+  other domains (drawn as the replay draws its fillers), with no candidate floor: what the write path
+  meets through chat messages, whose ``"{speaker}: "`` prefix lifts every fact of the speaker above the floor;
+- the replay of those pairs through ``memnets.open`` (:func:`bench.experiments.fact_currency.replay_pairs`,
+  all 520 in one set), through plain ``add`` and through ``add(messages=...)``: current first at k = 1, above
+  the stale fact at k = 3 / 10, changes ended, false endings, other memories ended;
+- with ``--conversation conv-49``: that validation conversation replayed whole through messages, the
+  memories ended falsely (:func:`bench.experiments.fact_currency.replay_conversation`).
+
+The test part (writer D, conv-50) is never read: ``python -m bench.experiments.fact_currency`` reports it.
+
+    python -m bench.experiments.judge_validation shipped checkpoints/supersession/best --conversation conv-49
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+import memnets
+from bench.common import parser, write_result
+from bench.experiments.fact_currency import (
+    FILLERS,
+    LOOK_ALIKES,
+    read_rows,
+    replay_conversation,
+    replay_pairs,
+    summary,
+)
+
+VALIDATION = ("data/supersession/written/validation.jsonl", "data/supersession/written/validation_j.jsonl")
+MINED = Path("data/supersession/locomo_mined.jsonl")
+
+
+def other_subjects(rows: list[dict], seed: int = 0) -> list[tuple[str, str]]:
+    """(older of another domain, newer) for each row's newer statement, :data:`FILLERS` each, seeded."""
+    rng = random.Random(seed)
+    out = []
+    for row in rows:
+        others = [o for o in rows if o["domain"] != row["domain"] and o["older"] != row["older"]]
+        out += [(other["older"], row["newer"]) for other in rng.sample(others, min(FILLERS, len(others)))]
+    return out
+
+
+def pair_figures(judge, rows: list[dict]) -> dict:
+    """The judge at its threshold on the pairs themselves and on the other subjects' pairs."""
+    from memnets.nn.change_judge import probabilities
+
+    scores = probabilities(judge, [(r["older"], r["newer"]) for r in rows])
+    ends = scores >= judge.threshold
+    label = np.array([r["label"] for r in rows]) == 1
+    look = np.isin([r["kind"] for r in rows], LOOK_ALIKES)
+    mismatched = probabilities(judge, other_subjects(rows))
+    return {
+        "threshold": judge.threshold,
+        "pairs": len(rows),
+        "changes_ended": round(100 * float(ends[label].mean()), 1),
+        "no_change_ended": int((ends & ~label).sum()),
+        "look_alikes_ended": int((ends & ~label & look).sum()),
+        "other_subjects": len(mismatched),
+        "other_subjects_ended": int((mismatched >= judge.threshold).sum()),
+    }
+
+
+def main(argv=None) -> None:
+    p = parser("experiments.judge_validation", __doc__.splitlines()[0])
+    p.add_argument("judges", nargs="+", help="judge folders, or 'shipped' for the judge memnets ships")
+    p.add_argument("--conversation", help="a validation conversation to replay whole (conv-49)")
+    p.add_argument("--data", type=Path, default=Path("data/locomo/locomo8.json"))
+    p.add_argument("--name", default="judge_validation")
+    args = p.parse_args(argv)
+    from memnets.nn.change_judge import ChangeJudge
+
+    rows = [row for path in VALIDATION for row in read_rows(Path(path))]
+    mined = read_rows(MINED, "validation")
+    results = {}
+    for name in args.judges:
+        judge = ChangeJudge.load() if name == "shipped" else ChangeJudge.load(name)
+        found = {"pairs": pair_figures(judge, rows)}
+        for path in ("plain", "messages"):
+            with tempfile.TemporaryDirectory() as folder:
+                memory = memnets.open(folder, supersession=judge)
+                found[path] = summary(replay_pairs(memory, rows, path))
+                memory.close()
+        if args.conversation:
+            with tempfile.TemporaryDirectory() as folder:
+                memory = memnets.open(folder, supersession=judge)
+                whole = replay_conversation(memory, args.data, args.conversation, mined)
+                memory.close()
+            found[args.conversation] = {k: v for k, v in whole.items() if k != "false_endings"}
+        results[name] = found
+        print(f"{name}: {json.dumps(found)}", flush=True)
+    settings = {"validation": list(VALIDATION), "conversation": args.conversation}
+    print(f"wrote {write_result(args.out, args.name, settings, results)}")
+
+
+if __name__ == "__main__":
+    main()
