@@ -7,11 +7,11 @@ For each judge folder (``memnets fit supersession``'s output; ``shipped``: the j
 - other subjects: each validation pair's newer statement beside the older statements of six pairs of
   other domains (drawn as the replay draws its fillers), with no candidate floor: what the write path
   meets through chat messages, whose ``"{speaker}: "`` prefix lifts every fact of the speaker above the floor;
-- the replay of those pairs through ``memnets.open`` (:func:`bench.experiments.fact_currency.replay_pairs`,
+- the replay of those pairs through ``memnets.open`` (:func:`bench.fact_replay.replay_pairs`,
   all 520 in one set), through plain ``add`` and through ``add(messages=...)``: current first at k = 1, above
   the stale fact at k = 3 / 10, changes ended, false endings, other memories ended;
 - with ``--conversation conv-49``: that validation conversation replayed whole through messages, the
-  memories ended falsely (:func:`bench.experiments.fact_currency.replay_conversation`).
+  memories ended falsely (:func:`bench.fact_replay.replay_conversation`).
 
 The test part (writer D, conv-50) is never read: ``python -m bench.experiments.fact_currency`` reports it.
 
@@ -29,7 +29,7 @@ import numpy as np
 
 import memnets
 from bench.common import parser, write_result
-from bench.experiments.fact_currency import (
+from bench.fact_replay import (
     FILLERS,
     LOOK_ALIKES,
     read_rows,
@@ -40,6 +40,7 @@ from bench.experiments.fact_currency import (
 
 VALIDATION = ("data/supersession/written/validation.jsonl", "data/supersession/written/validation_j.jsonl")
 MINED = Path("data/supersession/locomo_mined.jsonl")
+QUICK = 40  # validation pairs with --quick (a check of the script, not a figure)
 
 
 def other_subjects(rows: list[dict], seed: int = 0) -> list[tuple[str, str]]:
@@ -81,7 +82,7 @@ def main(argv=None) -> None:
     args = p.parse_args(argv)
     from memnets.nn.change_judge import ChangeJudge
 
-    rows = [row for path in VALIDATION for row in read_rows(Path(path))]
+    rows = [row for path in VALIDATION for row in read_rows(Path(path))][: QUICK if args.quick else None]
     mined = read_rows(MINED, "validation")
     results = {}
     for name in args.judges:
@@ -100,7 +101,7 @@ def main(argv=None) -> None:
             found[args.conversation] = {k: v for k, v in whole.items() if k != "false_endings"}
         results[name] = found
         print(f"{name}: {json.dumps(found)}", flush=True)
-    settings = {"validation": list(VALIDATION), "conversation": args.conversation}
+    settings = {"validation": list(VALIDATION), "pairs": len(rows), "conversation": args.conversation}
     print(f"wrote {write_result(args.out, args.name, settings, results)}")
 
 

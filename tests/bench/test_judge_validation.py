@@ -1,36 +1,26 @@
-"""bench.experiments.judge_validation: the other subjects each newer statement meets, and a judge's figures at its
-threshold on the validation pairs, read from the real files with a tiny real judge."""
+"""bench.experiments.judge_validation, run as a person runs it (--quick: the first 40 validation pairs) with the
+judge memnets ships: every figure it writes is a count over those pairs, and the replay saw all of them."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
-from bench.experiments.fact_currency import FILLERS, read_rows
-from bench.experiments.judge_validation import VALIDATION, other_subjects, pair_figures
-from memnets.nn.change_judge import ChangeJudge, ChangeJudgeNet
+from bench_helpers import result, run_bench
 
 ROOT = Path(__file__).resolve().parents[2]
+FILLERS = 6  # other facts beside each pair, as the replay writes them
 
 
-def rows() -> list[dict]:
-    return [row for path in VALIDATION for row in read_rows(ROOT / path)][:60]
-
-
-def test_other_subjects_pair_each_newer_statement_with_six_facts_of_other_domains():
-    found = other_subjects(rows())
-    assert len(found) == FILLERS * 60
-    domain = {row["older"]: row["domain"] for row in rows()}
-    newer_domain = {row["newer"]: row["domain"] for row in rows()}
-    assert all(domain[older] != newer_domain[newer] for older, newer in found)
-    assert found == other_subjects(rows())  # seeded
-
-
-def test_a_judge_that_ends_everything_or_nothing_is_counted_so(tiny_model_dir):
-    judge = ChangeJudge(ChangeJudgeNet(1, str(tiny_model_dir)), 0.0)  # every score >= 0: ends every pair
-    every = pair_figures(judge, rows())
-    changes = sum(r["label"] for r in rows())
-    assert every["changes_ended"] == 100.0 and every["no_change_ended"] == 60 - changes
-    assert every["other_subjects_ended"] == every["other_subjects"] == FILLERS * 60
-    judge.threshold = 1.01  # above every probability: ends nothing
-    none = pair_figures(judge, rows())
-    assert none["changes_ended"] == 0.0 and none["no_change_ended"] == none["other_subjects_ended"] == 0
+def test_quick_validation_of_the_shipped_judge(tmp_path):
+    run_bench("bench.experiments.judge_validation", "shipped", "--quick", "--out", tmp_path)
+    found = result(tmp_path, "judge_validation")["results"]["shipped"]
+    rows = [json.loads(line) for line in (ROOT / "data/supersession/written/validation.jsonl").read_text().splitlines()]
+    rows = rows[:40]
+    changes = sum(r["label"] for r in rows)
+    assert found["pairs"]["pairs"] == 40 and found["pairs"]["other_subjects"] == 40 * FILLERS
+    assert 0 <= found["pairs"]["look_alikes_ended"] <= found["pairs"]["no_change_ended"] <= 40 - changes
+    for path in ("plain", "messages"):
+        assert found[path]["changes"] == changes and found[path]["no_change_pairs"] == 40 - changes
+        assert found[path]["fillers"] == 40 * FILLERS
+        assert 0 <= found[path]["current_first_k1"] <= found[path]["current_above_k10"] <= 100
