@@ -137,6 +137,29 @@ def latency_summary(seconds: list[float] | np.ndarray) -> dict:
     }
 
 
+def encoder_speed(encoder, texts: list[str], exact: np.ndarray, repeats: int, single: int) -> dict:
+    """One encoder on its backend: texts/s encoding ``texts`` at batch 64 (best of ``repeats``), the latency of
+    one text per call over the first ``single``, and the cosine of its vectors to ``exact`` (the exact vectors
+    of the first ``len(exact)`` texts; their encoding is also the warm-up)."""
+    vectors = np.asarray(encoder.encode(texts[: len(exact)]))
+    cosines = (vectors * exact).sum(axis=1)
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        encoder.encode(texts, batch_size=64)
+        best = min(best, time.perf_counter() - start)
+    one = []
+    for text in texts[:single]:
+        start = time.perf_counter()
+        encoder.encode([text], batch_size=1)
+        one.append(time.perf_counter() - start)
+    return {
+        "texts_per_s": len(texts) / best,
+        "single": latency_summary(one),
+        "cosine_to_exact": {"mean": float(cosines.mean()), "min": float(cosines.min())},
+    }
+
+
 def write_result(out: Path, name: str, settings: dict, results: dict, notes: list[str] | None = None) -> Path:
     """Write ``<out>/<name>.json``: the results with machine, versions, settings and timestamps."""
     out = Path(out)

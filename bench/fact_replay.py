@@ -45,14 +45,19 @@ def write(memory, user: str, text: str, speaker: str, when: datetime, path: str,
     return own.id, time.perf_counter() - began
 
 
+def other_facts(rows: list[dict], row: dict, rng: random.Random) -> list[dict]:
+    """:data:`FILLERS` rows of ``rows`` of another domain than ``row`` (its speaker's other facts), drawn by ``rng``."""
+    others = [r for r in rows if r["domain"] != row["domain"] and r["older"] != row["older"]]
+    return rng.sample(others, min(FILLERS, len(others)))
+
+
 def replay_pairs(memory, rows: list[dict], path: str, seed: int = 0) -> dict:
     """Replay every pair of ``rows`` into its own user of ``memory`` by ``path``; the per-pair findings."""
     rng = random.Random(seed)
     found, add_seconds, filler_ended, fillers = [], [], 0, 0
     for n, row in enumerate(rows):
         user = f"u{n}-{path}"
-        others = [r for r in rows if r["domain"] != row["domain"] and r["older"] != row["older"]]
-        chosen = rng.sample(others, min(FILLERS, len(others)))
+        chosen = other_facts(rows, row, rng)
         older_id, _ = write(memory, user, row["older"], row["speaker"], START, path, n)
         filler_ids = [
             write(memory, user, other["older"], row["speaker"], START + timedelta(days=1 + i), path, n + i)[0]

@@ -16,12 +16,9 @@ from __future__ import annotations
 
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-import numpy as np
-
-from bench.common import latency_summary, parser, turn_texts, write_result
+from bench.common import encoder_speed, parser, turn_texts, write_result
 
 AGREEMENT_TEXTS = 256  # texts whose vectors each variant is compared on with the exact ones (as bench.encoding)
 
@@ -59,27 +56,6 @@ def variants(fused: Path, folder: Path) -> dict[str, Path]:
     return out
 
 
-def measure(encoder, texts: list[str], exact: np.ndarray, repeats: int) -> dict:
-    """texts/s at batch 64, batch-1 latency and agreement of ``encoder`` (its runner set)."""
-    vectors = encoder.encode(texts[:AGREEMENT_TEXTS]).numpy()  # also the warm-up
-    cosines = (vectors * exact).sum(axis=1)
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        encoder.encode(texts)
-        best = min(best, time.perf_counter() - start)
-    single = []
-    for text in texts[:SINGLE]:
-        start = time.perf_counter()
-        encoder.encode([text], batch_size=1)
-        single.append(time.perf_counter() - start)
-    return {
-        "texts_per_s": len(texts) / best,
-        "single": latency_summary(single),
-        "cosine_to_exact": {"mean": float(cosines.mean()), "min": float(cosines.min())},
-    }
-
-
 def main(argv: list[str] | None = None) -> int:
     p = parser("experiments.int8_variants", __doc__)
     p.add_argument("--encoder", default=None, help="an encoder folder (default: the bundled all-MiniLM-L6-v2)")
@@ -100,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
         folder = Path(scratch)
         for name, graph in variants(export_onnx(encoder, folder, "onnx"), folder).items():
             encoder._runner = OnnxRunner(graph)
-            results[name] = measure(encoder, texts, exact, args.repeats)
+            results[name] = encoder_speed(encoder, texts, exact, args.repeats, SINGLE)
             row = results[name]
             print(
                 f"{name:18s} {row['texts_per_s']:7.1f} texts/s  batch-1 p50 {row['single']['p50_ms']:6.2f} ms  "

@@ -30,8 +30,8 @@ import numpy as np
 import memnets
 from bench.common import parser, write_result
 from bench.fact_replay import (
-    FILLERS,
     LOOK_ALIKES,
+    other_facts,
     read_rows,
     replay_conversation,
     replay_pairs,
@@ -44,13 +44,9 @@ QUICK = 40  # validation pairs with --quick (a check of the script, not a figure
 
 
 def other_subjects(rows: list[dict], seed: int = 0) -> list[tuple[str, str]]:
-    """(older of another domain, newer) for each row's newer statement, :data:`FILLERS` each, seeded."""
+    """(older of another domain, newer) for each row's newer statement, :data:`bench.fact_replay.FILLERS` each, seeded."""
     rng = random.Random(seed)
-    out = []
-    for row in rows:
-        others = [o for o in rows if o["domain"] != row["domain"] and o["older"] != row["older"]]
-        out += [(other["older"], row["newer"]) for other in rng.sample(others, min(FILLERS, len(others)))]
-    return out
+    return [(other["older"], row["newer"]) for row in rows for other in other_facts(rows, row, rng)]
 
 
 def pair_figures(judge, rows: list[dict]) -> dict:

@@ -21,7 +21,7 @@ import time
 
 import numpy as np
 
-from bench.common import latency_summary, parser, turn_texts, write_result
+from bench.common import encoder_speed, parser, turn_texts, write_result
 
 BACKBONES = ("all-MiniLM-L6-v2", "all-mpnet-base-v2")
 BACKENDS = ("torch", "onnx", "int8")
@@ -36,27 +36,6 @@ def backbone_path(name: str) -> str:
     from memnets.nn.encoder import LARGE_BACKBONE
 
     return {"all-MiniLM-L6-v2": DEFAULT_BACKBONE, "all-mpnet-base-v2": LARGE_BACKBONE}[name]
-
-
-def speed(encoder, texts: list[str], exact: np.ndarray, repeats: int) -> dict:
-    """texts/s at batch 64, batch-1 latency and agreement with ``exact`` of one encoder on its backend."""
-    vectors = np.asarray(encoder.encode(texts[:AGREEMENT_TEXTS]))  # also the warm-up
-    cosines = (vectors * exact).sum(axis=1)
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        encoder.encode(texts, batch_size=64)
-        best = min(best, time.perf_counter() - start)
-    single = []
-    for text in texts[:SINGLE]:
-        start = time.perf_counter()
-        encoder.encode([text], batch_size=1)
-        single.append(time.perf_counter() - start)
-    return {
-        "texts_per_s": len(texts) / best,
-        "single": latency_summary(single),
-        "cosine_to_exact": {"mean": float(cosines.mean()), "min": float(cosines.min())},
-    }
 
 
 def recall(encoder, conversations: dict) -> dict:
@@ -95,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
             load_s = time.perf_counter() - start
             rows[backend] = {
                 "load_s": load_s,
-                **speed(encoder, texts, exact, args.repeats),
+                **encoder_speed(encoder, texts, exact, args.repeats, SINGLE),
                 **recall(encoder, conversations),
             }
             row = rows[backend]
