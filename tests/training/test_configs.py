@@ -129,6 +129,21 @@ def test_the_large_configs_train_from_the_large_backbone_and_write_under_checkpo
     assert untrained == {"bm25": None, "minilm": None, "backbone+heuristic": LARGE_BACKBONE, "backbone": LARGE_BACKBONE}
 
 
+def test_the_large_cpu_configs_fine_tune_all_of_the_large_backbone_in_bf16_under_checkpoints_large_cpu():
+    from memnets.nn.encoder import LARGE_BACKBONE
+
+    encoder, cpu = load_config("encoder/large_cpu"), load_config("encoder/cpu")
+    assert encoder["model"]["backbone"] == LARGE_BACKBONE and "top_layers" not in encoder["model"]
+    assert (encoder["trainer"]["accelerator"], encoder["trainer"]["precision"]) == ("cpu", "bf16-mixed")
+    assert encoder["data"] == cpu["data"]  # the same pairs and hard negatives as the MiniLM it is set beside
+    assert encoder["trainer"]["callbacks"][-1]["init_args"] == {"export_dir": "checkpoints/large_cpu/encoder/best"}
+    steps = dict(load_steps("pipeline/large_cpu"))
+    assert list(steps) == [name for name, _ in load_steps("pipeline/cpu")]
+    assert steps["encoder"] == ["fit", "encoder", "-c", "encoder/large_cpu"]
+    paths = [arg.rpartition(":")[2] for argv in steps.values() for arg in argv if "checkpoints" in arg]
+    assert paths and all(path.startswith("checkpoints/large_cpu/") for path in paths)
+
+
 def test_the_smoke_data_config_is_one_conversation_per_split():
     splits = load_data_config("data/smoke").splits
     assert (len(splits.train), len(splits.validation), len(splits.test)) == (1, 1, 1)

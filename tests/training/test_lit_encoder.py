@@ -98,6 +98,17 @@ def test_fit_with_frozen_embeddings_and_lowest_layer_trains_only_the_rest(tmp_pa
     assert len(changed) == len(trained), sorted(set(trained) - set(changed))
 
 
+def test_a_cpu_fit_in_bf16_autocast_validates_and_exports(tmp_path, tiny_model_dir, data_config):
+    """encoder/large_cpu trains in ``bf16-mixed`` on the CPU: validation ranks inside that autocast (a bfloat16
+    product once failed there, after a whole epoch) and the recall it logs is a number."""
+    config = str(_fit_config(tmp_path, tiny_model_dir, data_config, epochs=1))
+    assert main(["encoder", "-c", config, "--trainer.precision", "bf16-mixed"]) == 0
+    rows = list(csv.DictReader((tmp_path / "runs" / "encoder" / "version_0" / "metrics.csv").open()))
+    recalls = [float(row["val/recall@10"]) for row in rows if row.get("val/recall@10")]
+    assert len(recalls) == 1 and 0.0 <= recalls[0] <= 1.0
+    assert MemoryEncoder.from_pretrained(tmp_path / "best").encode(["Alice: I adopted a cat."]).dtype == torch.float32
+
+
 def test_freezing_stops_gradients_where_asked_and_names_a_bad_layer_count(tiny_model_dir):
     encoder = MemoryEncoder.from_pretrained(tiny_model_dir)
     assert encoder.freeze_lower() == []
@@ -170,3 +181,4 @@ def test_collated_keys_mark_every_positive_of_a_query(tiny_model_dir, data_confi
     assert not set(batch["hard_negative_keys"].flatten().tolist()) & set(batch["positive_keys"].tolist())
     with pytest.raises(ValueError, match="batch_size"):
         NoDuplicatesBatchSampler(["a"], [1], ["g"], batch_size=1)
+

@@ -312,7 +312,7 @@ class HeadModule(L.LightningModule):
         self._outputs.append((logits.detach().cpu(), batch[-1].detach().cpu()))
 
     def on_validation_epoch_end(self) -> None:
-        logits = torch.cat([o[0] for o in self._outputs]).numpy()
+        logits = torch.cat([o[0] for o in self._outputs]).float().numpy()  # float32 also from a bf16 autocast
         labels = torch.cat([o[1] for o in self._outputs]).numpy()
         self._outputs.clear()
         if len(np.unique(labels)) < 2:

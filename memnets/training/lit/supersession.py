@@ -228,7 +228,7 @@ class ChangeJudgeModule(L.LightningModule):
         self._outputs.append((self._logits(pairs).detach().cpu(), labels.cpu()))
 
     def on_validation_epoch_end(self) -> None:
-        logits = torch.cat([o[0] for o in self._outputs]).numpy()
+        logits = torch.cat([o[0] for o in self._outputs]).float().numpy()  # float32 also from a bf16 autocast
         labels = torch.cat([o[1] for o in self._outputs]).numpy()
         self._outputs.clear()
         ap = float(average_precision_score(labels, logits))

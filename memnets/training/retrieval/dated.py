@@ -32,7 +32,7 @@ class DatedRanker:
         turns = conversation.turns
         memories = self.encoder.encode([turn.content for turn in turns], kind="memory", batch_size=self.batch_size)
         questions = self.encoder.encode(list(queries), kind="query", batch_size=self.batch_size)
-        scores = (questions @ memories.T).numpy()
+        scores = questions.numpy() @ memories.numpy().T
         dated = [dated_memory(turn.text, turn.t) for turn in turns]
         asked = conversation.sessions[-1].t
         ids = [turn.dia_id for turn in turns]

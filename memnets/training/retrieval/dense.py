@@ -19,12 +19,14 @@ class DenseRanker:
         self.encoder, self.name, self.batch_size = encoder, name, batch_size
 
     def scores(self, conversation: Conversation, queries: Sequence[str]) -> np.ndarray:
-        """Cosine similarities [len(queries), len(turns)] (hybrid ranking fuses them with BM25's)."""
+        """Cosine similarities [len(queries), len(turns)] (hybrid ranking fuses them with BM25's), float32 products
+        taken in numpy: inside a bf16 autocast (a CPU fit in ``bf16-mixed`` validates within one) torch's would
+        be bfloat16, which numpy cannot hold."""
         memories = self.encoder.encode(
             [turn.content for turn in conversation.turns], kind="memory", batch_size=self.batch_size
         )
         questions = self.encoder.encode(list(queries), kind="query", batch_size=self.batch_size)
-        return (questions @ memories.T).numpy()
+        return questions.numpy() @ memories.numpy().T
 
     def rank(self, conversation: Conversation, queries: Sequence[str]) -> list[list[str]]:
         ids = [turn.dia_id for turn in conversation.turns]

@@ -47,7 +47,7 @@ def _scores(miner: str, conversation: Conversation, queries: list[str], encoder:
 
         return BM25Ranker().scores(documents, queries)
     memories = encoder.encode(documents, kind="memory")
-    return (encoder.encode(queries, kind="query") @ memories.T).numpy()
+    return encoder.encode(queries, kind="query").numpy() @ memories.numpy().T
 
 
 def mine_hard_negatives(
