@@ -142,6 +142,9 @@ def test_the_large_cpu_configs_fine_tune_all_of_the_large_backbone_in_bf16_under
     assert steps["encoder"] == ["fit", "encoder", "-c", "encoder/large_cpu"]
     paths = [arg.rpartition(":")[2] for argv in steps.values() for arg in argv if "checkpoints" in arg]
     assert paths and all(path.startswith("checkpoints/large_cpu/") for path in paths)
+    distill = load_config("encoder/distill_cpu")
+    assert distill["model"]["teacher"] == "checkpoints/large_cpu/encoder/best" and "backbone" not in distill["model"]
+    assert distill["trainer"]["callbacks"][-1]["init_args"] == {"export_dir": "checkpoints/distill/encoder/best"}
 
 
 def test_the_smoke_data_config_is_one_conversation_per_split():

@@ -182,3 +182,31 @@ def test_collated_keys_mark_every_positive_of_a_query(tiny_model_dir, data_confi
     with pytest.raises(ValueError, match="batch_size"):
         NoDuplicatesBatchSampler(["a"], [1], ["g"], batch_size=1)
 
+
+def test_distillation_is_zero_only_where_the_student_ranks_as_the_teacher():
+    from memnets.training.lit.distill import distillation_loss
+
+    teacher = torch.tensor([[4.0, 1.0, 0.0], [0.0, 3.0, 1.0]])
+    assert distillation_loss(teacher, teacher).item() == pytest.approx(0.0, abs=1e-6)
+    assert distillation_loss(teacher + 7.0, teacher).item() == pytest.approx(0.0, abs=1e-6)  # a shift is no change
+    assert distillation_loss(teacher.flip(-1), teacher).item() > 1.0
+
+
+def test_a_fit_with_a_teacher_logs_the_distillation_and_keeps_the_teacher_out_of_the_checkpoint(
+    tmp_path, tiny_model_dir, data_config
+):
+    config = str(_fit_config(tmp_path, tiny_model_dir, data_config, epochs=1))
+    assert (
+        main(["encoder", "-c", config, "--model.teacher", str(tiny_model_dir), "--model.teacher_temperature", "0.1"])
+        == 0
+    )
+    rows = list(csv.DictReader((tmp_path / "runs" / "encoder" / "version_0" / "metrics.csv").open()))
+    distilled = [float(row["train/distill"]) for row in rows if row.get("train/distill")]
+    assert distilled and all(d >= 0.0 for d in distilled)
+    checkpoint = json.loads((tmp_path / "best" / "training.json").read_text())["best_checkpoint"]
+    state = torch.load(checkpoint, map_location="cpu", weights_only=True)["state_dict"]
+    assert state and not [k for k in state if "teacher" in k]
+    with pytest.raises(ValueError, match="teacher_temperature must be positive"):
+        from memnets.training.lit.distill import Teacher
+
+        Teacher(str(tiny_model_dir), temperature=0.0)

@@ -23,6 +23,7 @@ import torch
 from memnets.nn.encoder import DEFAULT_BACKBONE, MemoryEncoder
 from memnets.nn.losses import InfoNCELoss
 from memnets.training.data.locomo import Conversation
+from memnets.training.lit.distill import Teacher, distillation_loss
 from memnets.training.retrieval.dense import DenseRanker
 from memnets.training.retrieval.metrics import DEFAULT_CATEGORIES, evaluate_retriever, summarize
 
@@ -53,6 +54,10 @@ class EncoderModule(L.LightningModule):
             CPU step (:meth:`MemoryEncoder.freeze_lower`).
         freeze_layers: keep the lowest N transformer layers as they are too; with
             ``freeze_embeddings`` backpropagation stops above them (cheaper still).
+        teacher: an encoder folder to distil from (:mod:`memnets.training.lit.distill`: its softmax over each
+            step's memories is the target of the student's, added to InfoNCE with ``distill_weight``); None: none.
+        teacher_temperature: the temperature of the teacher's softmax.
+        distill_weight: the weight of the distillation term in the loss.
     """
 
     def __init__(
@@ -75,6 +80,9 @@ class EncoderModule(L.LightningModule):
         backbone_config: dict[str, Any] | None = None,
         freeze_embeddings: bool = False,
         freeze_layers: int = 0,
+        teacher: str | None = None,
+        teacher_temperature: float = 0.05,
+        distill_weight: float = 1.0,
     ):
         super().__init__()
         self.save_hyperparameters()
@@ -96,6 +104,7 @@ class EncoderModule(L.LightningModule):
             min_temperature=min_temperature,
             max_temperature=max_temperature,
         )
+        self.teacher = Teacher(teacher, teacher_temperature) if teacher else None
         self._validation_rows: list[dict] = []
 
     def on_fit_start(self) -> None:
@@ -127,6 +136,14 @@ class EncoderModule(L.LightningModule):
             query_positive_keys=batch["query_positive_keys"],
             hard_negative_keys=batch.get("hard_negative_keys"),
         )
+        if self.teacher is not None:
+            student = queries @ memories.T / self.loss_fn.temperature()
+            teacher = self.teacher.logits(
+                batch["queries"], batch["positives"] + batch.get("hard_negatives", []), self.device
+            )
+            distilled = distillation_loss(student, teacher)
+            self.log("train/distill", distilled, batch_size=size)
+            loss = loss + self.hparams.distill_weight * distilled
         self.log("train/loss", loss, prog_bar=True, batch_size=size)
         self.log("train/temperature", self.loss_fn.temperature(), batch_size=size)
         return loss
