@@ -24,3 +24,15 @@ def test_quick_validation_of_the_shipped_judge(tmp_path):
         assert found[path]["changes"] == changes and found[path]["no_change_pairs"] == 40 - changes
         assert found[path]["fillers"] == 40 * FILLERS
         assert 0 <= found[path]["current_first_k1"] <= found[path]["current_above_k10"] <= 100
+
+
+def test_quick_question_judge_reports_each_epoch_on_the_validation_pairs(tmp_path):
+    """bench.experiments.question_judge --quick: 64 training and 64 validation pairs, one epoch; the figures are
+    counts over those pairs and an AP in [0, 1], for the shipped judge and after the epoch."""
+    run_bench("bench.experiments.question_judge", "--quick", "--epochs", "1", "--out", tmp_path)
+    found = result(tmp_path, "question_judge")
+    assert found["settings"]["with_question"] is True and len(found["results"]["epochs"]) == 2
+    for epoch in found["results"]["epochs"]:
+        assert 0.0 <= epoch["ap"] <= 1.0 and 0.0 <= epoch["changes_ended_pct"] <= 100.0
+        assert 0 <= epoch["look_alikes_ended"] <= epoch["false_endings"] <= 64
+        assert 0 <= epoch["mismatched_ended_of_500"] <= 500

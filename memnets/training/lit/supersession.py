@@ -84,7 +84,10 @@ def mismatched_pairs(rows: Sequence[dict], count: int, seed: int = 0, from_chang
         a = rng.choice(rows)
         b = rng.choice(changes if from_changes and rng.random() < from_changes else rows)
         if subject(a) != subject(b):
-            out.append({"older": a["older"], "newer": b["newer"], "label": 0, "kind": "mismatched"})
+            pair = {"older": a["older"], "newer": b["newer"], "label": 0, "kind": "mismatched"}
+            if "question" in a:  # the older one's question, which the newer statement does not answer
+                pair["question"] = a["question"]
+            out.append(pair)
     return out
 
 
