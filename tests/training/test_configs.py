@@ -194,3 +194,11 @@ def test_every_config_reader_goes_through_the_one_loader():
                 ):
                     offenders.append(f"{path.relative_to(root)}:{node.lineno}")
     assert not offenders, f"read configs with memnets.training.configs.load_config, not yaml directly: {offenders}"
+
+
+@pytest.mark.parametrize("name", ["supersession/shipped", "supersession/written"])
+def test_a_judge_that_could_ship_learns_no_locomo_text(name):
+    """LoCoMo is CC BY-NC: the judge that ships, and a recipe meant to replace it, read the project's own pairs only."""
+    data = load_config(name)["data"]
+    assert data["replayed"] == 0
+    assert not [path for path in data["train"] + data["validation"] if "locomo" in path]
