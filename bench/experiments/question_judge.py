@@ -36,18 +36,11 @@ def first_segment(row: dict, with_question: bool) -> str:
 
 
 def probabilities(net, rows: list[dict], with_question: bool) -> np.ndarray:
-    net.eval()
-    with torch.no_grad():
-        return np.concatenate(
-            [
-                torch.sigmoid(
-                    net(**net.tokenize([(first_segment(r, with_question), r["newer"]) for r in rows[i : i + 64]]))
-                )
-                .float()
-                .numpy()
-                for i in range(0, len(rows), 64)
-            ]
-        )
+    """The net's scores of ``rows`` read as :func:`first_segment` says (in eval mode, as a judge scores)."""
+    from memnets.nn.change_judge import ChangeJudge, probabilities
+
+    judge = ChangeJudge(net, threshold=0.5)  # the threshold is chosen from these scores, not used here
+    return probabilities(judge, [(first_segment(r, with_question), r["newer"]) for r in rows])
 
 
 def figures(net, validation: list[dict], mismatched: list[dict], with_question: bool) -> dict:

@@ -389,6 +389,12 @@ class MemoryEncoder(EncoderTexts, torch.nn.Module):
     def device(self) -> torch.device:
         return next(self.parameters()).device
 
+    def embed(self, texts: Sequence[str], kind: Kind = "memory") -> torch.Tensor:
+        """Unit vectors ``[N, dim]`` of ``texts`` on the module's device, in its mode and with gradients where
+        enabled: the forward pass of a training step (:meth:`encode` is the inference path)."""
+        batch = self.tokenize(texts, kind)
+        return self(**{k: v.to(self.device) for k, v in batch.items()})
+
     def tokenize(self, texts: Sequence[str], kind: Kind = "memory") -> dict[str, torch.Tensor]:
         """Prefix, cut (:meth:`cut`), tokenise, pad and truncate ``texts``: ``{"input_ids",
         "attention_mask"}`` (CPU)."""

@@ -28,17 +28,14 @@ class Teacher:
         if not temperature > 0:
             raise ValueError(f"teacher_temperature must be positive, got {temperature!r}")
         self.encoder = MemoryEncoder.from_pretrained(path).eval().requires_grad_(False)
-        self.path, self.temperature = str(path), float(temperature)
+        self.temperature = float(temperature)
 
     @torch.no_grad()
-    def logits(self, queries: list[str], memories: list[str], device: torch.device) -> torch.Tensor:
-        """The teacher's similarities of each query to each memory over its temperature: [len(queries), len(memories)]."""
-        self.encoder.to(device)
-        return self._embed(queries, "query", device) @ self._embed(memories, "memory", device).T / self.temperature
-
-    def _embed(self, texts: list[str], kind: str, device: torch.device) -> torch.Tensor:
-        batch = self.encoder.tokenize(texts, kind)
-        return self.encoder(**{k: v.to(device) for k, v in batch.items()}).float()
+    def logits(self, queries: list[str], memories: list[str]) -> torch.Tensor:
+        """The teacher's similarities of each query to each memory over its temperature, on the teacher's
+        device (the student's: the module moves it there when fitting starts): [len(queries), len(memories)]."""
+        asked = self.encoder.embed(queries, "query").float()
+        return asked @ self.encoder.embed(memories, "memory").float().T / self.temperature
 
 
 def distillation_loss(student_logits: torch.Tensor, teacher_logits: torch.Tensor) -> torch.Tensor:

@@ -112,6 +112,8 @@ class EncoderModule(L.LightningModule):
         self.encoder.train()
         # every rank scores its queries against the positives and negatives of all ranks
         self.loss_fn.gather_across_devices = self.trainer.world_size > 1
+        if self.teacher is not None:
+            self.teacher.encoder.to(self.device)
 
     def transfer_batch_to_device(self, batch, device, dataloader_idx):
         if isinstance(batch, Conversation):  # validation: ranked on the encoder's device as it is
@@ -119,8 +121,7 @@ class EncoderModule(L.LightningModule):
         return super().transfer_batch_to_device(batch, device, dataloader_idx)
 
     def embed(self, texts: list[str], kind: str) -> torch.Tensor:
-        batch = self.encoder.tokenize(texts, kind)
-        return self.encoder(**{k: v.to(self.device) for k, v in batch.items()})
+        return self.encoder.embed(texts, kind)
 
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
         size = len(batch["queries"])
@@ -138,9 +139,7 @@ class EncoderModule(L.LightningModule):
         )
         if self.teacher is not None:
             student = queries @ memories.T / self.loss_fn.temperature()
-            teacher = self.teacher.logits(
-                batch["queries"], batch["positives"] + batch.get("hard_negatives", []), self.device
-            )
+            teacher = self.teacher.logits(batch["queries"], batch["positives"] + batch.get("hard_negatives", []))
             distilled = distillation_loss(student, teacher)
             self.log("train/distill", distilled, batch_size=size)
             loss = loss + self.hparams.distill_weight * distilled

@@ -16,6 +16,7 @@ from memnets.protocols import TextEncoder
 from memnets.temporal.questions import dated_memory, time_features
 from memnets.training.data.locomo import Conversation
 from memnets.training.retrieval.bm25 import rank_by_scores
+from memnets.training.retrieval.dense import DenseRanker
 
 DEFAULT_TIME_WEIGHT = 0.1  # chosen on the validation split (docs/results/temporal_retrieval.md)
 
@@ -30,9 +31,7 @@ class DatedRanker:
 
     def rank(self, conversation: Conversation, queries: Sequence[str]) -> list[list[str]]:
         turns = conversation.turns
-        memories = self.encoder.encode([turn.content for turn in turns], kind="memory", batch_size=self.batch_size)
-        questions = self.encoder.encode(list(queries), kind="query", batch_size=self.batch_size)
-        scores = questions.numpy() @ memories.numpy().T
+        scores = DenseRanker(self.encoder, batch_size=self.batch_size).scores(conversation, queries)
         dated = [dated_memory(turn.text, turn.t) for turn in turns]
         asked = conversation.sessions[-1].t
         ids = [turn.dia_id for turn in turns]
