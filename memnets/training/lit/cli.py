@@ -64,6 +64,7 @@ def build_cli(component: str, args: list[str], run: bool = True):
     from lightning.pytorch.cli import LightningCLI
 
     from memnets.training.lit.logs import adopt_lightning_logging
+    from memnets.training.lit.precision import apply_cpu_fit_precision
     from memnets.training.lit.threads import TorchThreads
     from memnets.training.lit.time_estimate import FitTimeEstimate
 
@@ -85,6 +86,11 @@ def build_cli(component: str, args: list[str], run: bool = True):
             parser.add_lightning_class_args(FitTimeEstimate, "time_estimate")
             for source, target in links:
                 parser.link_arguments(source, target, apply_on="instantiate")
+
+        def before_instantiate_classes(self) -> None:
+            # bf16 autocast asked of a CPU without native bf16 runs in float32 (memnets.training.lit.precision)
+            config = self.config[self.subcommand] if self.subcommand else self.config
+            apply_cpu_fit_precision(config.trainer)
 
         def _add_subcommands(self, parser, **kwargs) -> None:
             super()._add_subcommands(parser, **kwargs)
