@@ -67,10 +67,21 @@ def test_a_fit_over_its_budget_warns_after_its_first_timed_steps(tmp_path, tiny_
 def test_the_cpu_config_has_a_15_minute_budget_and_a_one_epoch_pipeline_to_turn_to():
     settings = load_config("encoder/cpu")["time_estimate"]
     callback = FitTimeEstimate(**settings)  # the config's keys are the callback's arguments
-    assert callback.budget_seconds == 15 * 60 and callback.rest_of_job_steps > 0
+    assert callback.budget_seconds == 15 * 60
+    # a bf16 step is faster than a float32 one, so the job's other steps are more of them
+    assert callback.rest_steps("bf16-mixed") > callback.rest_steps("32-true") > 0
     assert "pipeline/cpu_short" in callback.advice
     short, cpu = load_steps("pipeline/cpu_short"), load_steps("pipeline/cpu")
     assert [name for name, _ in short] == [name for name, _ in cpu]
     assert [(n, a) for (n, a), (_, b) in zip(short, cpu, strict=True) if a != b] == [
         ("encoder", ["fit", "encoder", "-c", "encoder/cpu", "--trainer.max_epochs", "1"])
     ]
+
+
+def test_the_rest_of_the_job_is_taken_for_the_precision_the_fit_runs_in():
+    per_precision = FitTimeEstimate(rest_of_job_steps={"bf16-mixed": 286, "32-true": 169})
+    assert per_precision.rest_steps("bf16-mixed") == 286 and per_precision.rest_steps("32-true") == 169
+    with pytest.raises(ValueError, match=r"no entry for precision '16-mixed'.*\['32-true', 'bf16-mixed'\]"):
+        per_precision.rest_steps("16-mixed")
+    assert FitTimeEstimate(rest_of_job_steps=40).rest_steps("16-mixed") == 40
+    assert FitTimeEstimate().rest_steps("32-true") is None
