@@ -196,9 +196,16 @@ def test_every_config_reader_goes_through_the_one_loader():
     assert not offenders, f"read configs with memnets.training.configs.load_config, not yaml directly: {offenders}"
 
 
-@pytest.mark.parametrize("name", ["supersession/shipped", "supersession/written"])
-def test_a_judge_that_could_ship_learns_no_locomo_text(name):
-    """LoCoMo is CC BY-NC: the judge that ships, and a recipe meant to replace it, read the project's own pairs only."""
+@pytest.mark.parametrize("name", ["supersession/written_base", "supersession/shipped"])
+def test_the_judge_that_ships_learns_no_locomo_text(name):
+    """LoCoMo is CC BY-NC: both fits of the judge that ships read the project's own pairs only."""
     data = load_config(name)["data"]
     assert data["replayed"] == 0
     assert not [path for path in data["train"] + data["validation"] if "locomo" in path]
+
+
+def test_the_shipped_judge_is_fitted_from_the_first_fits_output():
+    """Two fits make the judge that ships: supersession/shipped starts where supersession/written_base saved."""
+    first, second = load_config("supersession/written_base"), load_config("supersession/shipped")
+    assert second["model"]["start"] == first["model"]["output_dir"]
+    assert first["model"]["start"] is None
