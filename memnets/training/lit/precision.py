@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 
-from memnets.nn.backend_choice import cpu_half_precision
+from memnets.nn.backend_choice import HALF_PRECISION_FLAGS, cpu_half_precision
 
 logger = logging.getLogger(__name__)
 
@@ -28,12 +28,16 @@ def cpu_fit_precision(precision: str, on_cpu: bool, flags: list[str] | None = No
     half = cpu_half_precision(flags)
     if half["bf16"]:
         return precision, None
-    return "32-true", f"precision {precision} -> 32-true: {half['decision']}"
+    wanted = ", ".join(HALF_PRECISION_FLAGS["bf16"])
+    return "32-true", (
+        f"precision {precision} -> 32-true: this CPU has none of {wanted}, so bf16 autocast would be emulated "
+        "(a fit in it is worth it only where the CPU computes bf16 natively)"
+    )
 
 
 def fit_on_cpu(accelerator) -> bool:
     """Whether a Trainer of ``accelerator`` (its config value) runs on the CPU: ``"cpu"``, or ``"auto"``
-    (or unset) on a machine without CUDA."""
+    (or unset) on a machine with neither CUDA nor Apple's MPS."""
     name = str(accelerator or "auto").lower()
     if name == "cpu":
         return True
@@ -41,7 +45,7 @@ def fit_on_cpu(accelerator) -> bool:
         return False
     import torch
 
-    return not torch.cuda.is_available()
+    return not (torch.cuda.is_available() or torch.backends.mps.is_available())
 
 
 def apply_cpu_fit_precision(trainer_config) -> None:

@@ -201,9 +201,13 @@ class ChangeJudgeModule(L.LightningModule):
     ):
         super().__init__()
         self.save_hyperparameters()
+        self.started_from: dict | None = None  # the judge it starts at, and what that one learned
         if start is not None:
             folder = DEFAULT_JUDGE_DIR if start == "shipped" else start
-            self.net = ChangeJudge.load(folder, *([backbone] if backbone else [])).net
+            started = ChangeJudge.load(folder, *([backbone] if backbone else []))
+            self.net = started.net
+            learned = {key: started.info[key] for key in ("trained_on", "started_from") if key in started.info}
+            self.started_from = {"judge": str(start), **learned}
         else:
             self.net = ChangeJudgeNet(layers, *([backbone] if backbone else []))
         self.net.train()  # dropout on: from_pretrained returns it in eval mode
@@ -255,6 +259,7 @@ class ChangeJudgeModule(L.LightningModule):
         judge.info = {
             "trained_on": [str(f) for f in datamodule.train_files],
             "validated_on": [str(f) for f in datamodule.validation_files],
+            **({"started_from": self.started_from} if self.started_from else {}),
             "best_epoch": self.best_epoch,
             "validation": {
                 "pairs": len(rows),

@@ -104,15 +104,18 @@ class FitTimeEstimate(L.Callback):
                 self._report(int(trainer.estimated_stepping_batches))
 
     def rest_steps(self, precision: str) -> float | None:
-        """``rest_of_job_steps`` for a fit in ``precision``: the number, or its entry for that precision
-        (a ValueError naming the precisions given when it has none)."""
+        """``rest_of_job_steps`` for a fit in ``precision``: the number, or its entry for that precision; None
+        (the fit's time alone is estimated, said in a warning) when the mapping has none."""
         if not isinstance(self.rest_of_job_steps, dict):
             return self.rest_of_job_steps
         if precision not in self.rest_of_job_steps:
-            raise ValueError(
-                f"time_estimate.rest_of_job_steps has no entry for precision {precision!r}; "
-                f"it gives {sorted(self.rest_of_job_steps)}"
+            logger.warning(
+                "time_estimate.rest_of_job_steps has no entry for precision %r (it gives %s): "
+                "the fit's time is estimated, not the job's",
+                precision,
+                ", ".join(sorted(self.rest_of_job_steps)),
             )
+            return None
         return self.rest_of_job_steps[precision]
 
     def _report(self, total_steps: int) -> None:
