@@ -11,8 +11,9 @@ The chosen backend is the encoder's ``backend`` and so leads its fingerprint
 fp16 and bf16 are GPU backends here (torch autocast on CUDA); :func:`cpu_half_precision` says
 whether this CPU could run half precision natively at all, read from its flags, never assumed. On
 an AVX512-BF16 CPU torch's bf16 autocast measured no faster than float32 torch, and ONNX Runtime's
-CPU kernels have no bf16 MatMul. Training differs: there a bf16 autocast step, backward pass included, runs
-2.5-3x faster on such a CPU, and CPU fits use it where the flags allow (memnets.training.lit.precision). The VNNI int8 paths (``"int8_vnni"``, ``"int8_vnni_ffn"``, loaded
+CPU kernels have no bf16 MatMul. Training differs: there a bf16 autocast step, backward pass
+included, runs 2.5-3x faster on such a CPU, and CPU fits use it where the flags allow
+(memnets.training.lit.precision). The VNNI int8 paths (``"int8_vnni"``, ``"int8_vnni_ffn"``, loaded
 only where the CPU's flags show VNNI, else ``"int8"``: :func:`vnni_or_int8`) are faster still on
 such a CPU, but they are not candidates: on a trained pack their R@10 fell up to 1.1 points
 (docs/results/r10_int8_vnni-*, r10_enc6-*), outside the 0.5 points the automatic choice allows.
