@@ -5,10 +5,10 @@ allergic to penicillin.") equal a held-out one, written independently, and stay 
 writer since (K on) is held to it, as any file added to the judge that ships will be.
 """
 
-import json
 from pathlib import Path
 
 from memnets.training.configs import load_config
+from memnets.training.lit.supersession import read_pairs
 
 ROOT = Path(__file__).resolve().parents[2]
 WRITTEN = ROOT / "data/supersession/written"
@@ -17,8 +17,7 @@ BEFORE_THE_RULE = {f"data/supersession/written/train_{writer}.jsonl" for writer 
 
 
 def _texts(path: Path) -> set[str]:
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    return {" ".join(row[side].lower().split()) for row in rows for side in ("older", "newer")}
+    return {" ".join(row[side].lower().split()) for row in read_pairs([path]) for side in ("older", "newer")}
 
 
 def test_no_text_of_the_shipped_judges_later_training_pairs_is_a_held_out_text():
