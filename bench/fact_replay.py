@@ -6,7 +6,8 @@ For each pair (data/supersession/README.md's format) one user's memory gets the 
 statements of :data:`FILLERS` other pairs (the user's other facts), then the newer statement a month later,
 through plain ``add`` or through ``add(messages=...)`` with an assistant's reply after each user turn; then
 the pair's question at k = 1, 3, 10 (:func:`replay_pairs`, :func:`summary`). :func:`replay_conversation`
-replays a whole LoCoMo conversation through messages and counts the memories ended.
+replays a whole LoCoMo conversation through messages and counts the memories ended (and those linked to a likely
+replacement, ``likely_replaced_by``, which rank below it).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pathlib import Path
 FILLERS = 6
 ACKS = ("Got it!", "Noted.", "Thanks for telling me.", "Fun!", "Okay, I'll remember that.", "Sounds good.")
 LOOK_ALIKES = ("other_person", "unrelated")
+BOTH_HOLD = ("restatement", "addition")  # non-changes whose newer statement answers the question too
 START = datetime(2024, 3, 1, 9, tzinfo=UTC)
 
 
@@ -54,7 +56,7 @@ def other_facts(rows: list[dict], row: dict, rng: random.Random) -> list[dict]:
 def replay_pairs(memory, rows: list[dict], path: str, seed: int = 0) -> dict:
     """Replay every pair of ``rows`` into its own user of ``memory`` by ``path``; the per-pair findings."""
     rng = random.Random(seed)
-    found, add_seconds, filler_ended, fillers = [], [], 0, 0
+    found, add_seconds, filler_ended, filler_linked, fillers = [], [], 0, 0, 0
     for n, row in enumerate(rows):
         user = f"u{n}-{path}"
         chosen = other_facts(rows, row, rng)
@@ -67,16 +69,33 @@ def replay_pairs(memory, rows: list[dict], path: str, seed: int = 0) -> dict:
         add_seconds.append(took)
         current = {m.id: m for m in memory.list_memories(user=user, limit=None)}
         ended = current[older_id].valid_to is not None if older_id in current else None
+        linked = current[older_id].likely_replaced_by is not None if older_id in current else None
         fillers += len(filler_ids)
         filler_ended += sum(current[i].valid_to is not None for i in filler_ids if i in current)
+        filler_linked += sum(current[i].likely_replaced_by is not None for i in filler_ids if i in current)
         ranks = {}
         for k in (1, 3, 10):
             ids = [hit.memory.id for hit in memory.search(row["question"], user=user, k=k)]
             new_at = ids.index(newer_id) if newer_id in ids else None
             old_at = ids.index(older_id) if older_id in ids else None
             ranks[k] = {"newer": new_at, "older": old_at}
-        found.append({"id": row["id"], "label": row["label"], "kind": row["kind"], "ended": ended, "ranks": ranks})
-    return {"pairs": found, "add_seconds": add_seconds, "fillers": fillers, "fillers_ended": filler_ended}
+        found.append(
+            {
+                "id": row["id"],
+                "label": row["label"],
+                "kind": row["kind"],
+                "ended": ended,
+                "linked": linked,
+                "ranks": ranks,
+            }
+        )
+    return {
+        "pairs": found,
+        "add_seconds": add_seconds,
+        "fillers": fillers,
+        "fillers_ended": filler_ended,
+        "fillers_linked": filler_linked,
+    }
 
 
 def summary(replayed: dict) -> dict:
@@ -85,6 +104,7 @@ def summary(replayed: dict) -> dict:
     changes = [p for p in pairs if p["label"] == 1]
     kept = [p for p in pairs if p["label"] == 0]
     looks = [p for p in kept if p["kind"] in LOOK_ALIKES]
+    held = [p for p in kept if p["kind"] not in BOTH_HOLD]  # the older fact alone answers the question
 
     def current_first(p, k):
         r = p["ranks"][k]
@@ -103,8 +123,14 @@ def summary(replayed: dict) -> dict:
         "no_change_ended": sum(bool(p["ended"]) for p in kept),
         "look_alikes": len(looks),
         "look_alikes_ended": sum(bool(p["ended"]) for p in looks),
+        "changes_linked": share(changes, lambda p: bool(p["linked"])),
+        "no_change_linked": sum(bool(p["linked"]) for p in kept),
+        "look_alikes_linked": sum(bool(p["linked"]) for p in looks),
+        "held": len(held),
+        "held_first_k1": share(held, lambda p: p["ranks"][1]["older"] == 0),
         "fillers": replayed["fillers"],
         "fillers_ended": replayed["fillers_ended"],
+        "fillers_linked": replayed["fillers_linked"],
         "add_p50_ms": round(1000 * statistics.median(replayed["add_seconds"]), 1),
     }
 
@@ -137,6 +163,7 @@ def replay_conversation(memory, data: Path, conversation: str, mined: list[dict]
         "ended": len(ended),
         "ended_as_mined": len(right),
         "ended_falsely": len(wrong),
+        "linked": sum(m.likely_replaced_by is not None for m in memories),  # ranked below a likely replacement
         "mined_changes": len(changes),
         "false_endings": [
             {"older": ids.get(m.id), "newer": ids.get(m.invalidated_by), "text": m.content[:100]} for m in wrong

@@ -56,6 +56,12 @@ class Memory:
             row that reads never return; an invalidated memory stays current, ranked below the
             memory that invalidated it.
         invalidation_score: the supersession judge's score of that decision, logged with it.
+        likely_replaced_by: the id of a newer memory of the same speaker that the supersession judge
+            found more likely than not to replace this one, but not sure enough to end its validity
+            (a score between the judge's ``order_threshold`` and ``threshold``): this one stays
+            valid and current, and a search ranks it below that one as it would below one that
+            invalidated it. None otherwise.
+        likely_replaced_score: the judge's score of that pair, logged with it.
         outcome: what the write that returned this record did: "added" (a new memory), "updated"
             (a new version of an existing one, the old one in its history) or "unchanged" (the
             same statement was stored already; only its last access moved). Set on what
@@ -89,6 +95,8 @@ class Memory:
     valid_to: datetime | None = None
     invalidated_by: str | None = None
     invalidation_score: float | None = None
+    likely_replaced_by: str | None = None
+    likely_replaced_score: float | None = None
     outcome: Outcome | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
@@ -171,15 +179,17 @@ class Memory:
                     f"{self.valid_from.isoformat()}",
                     field="valid_to",
                 )
-        if self.invalidated_by is not None and (not isinstance(self.invalidated_by, str) or not self.invalidated_by):
-            raise ValueError(
-                f"Memory {self.id!r}: invalidated_by must be None or a memory id, got {self.invalidated_by!r}"
-            )
-        score = self.invalidation_score
-        if score is not None and (
-            isinstance(score, bool) or not isinstance(score, (int, float)) or not 0 <= score <= 1
+        for link, score_name in (
+            ("invalidated_by", "invalidation_score"),
+            ("likely_replaced_by", "likely_replaced_score"),
         ):
-            raise ValueError(f"Memory {self.id!r}: invalidation_score must be a number in [0, 1], got {score!r}")
+            other, score = getattr(self, link), getattr(self, score_name)
+            if other is not None and (not isinstance(other, str) or not other):
+                raise ValueError(f"Memory {self.id!r}: {link} must be None or a memory id, got {other!r}")
+            if score is not None and (
+                isinstance(score, bool) or not isinstance(score, (int, float)) or not 0 <= score <= 1
+            ):
+                raise ValueError(f"Memory {self.id!r}: {score_name} must be a number in [0, 1], got {score!r}")
 
     def expired(self, now: datetime) -> bool:
         """Whether the memory has expired at ``now`` (an aware or naive-UTC datetime)."""

@@ -40,6 +40,16 @@ class LyonJudge:
         return 1.0 if (older, newer) == (STALE, SUCCESSOR) else 0.0
 
 
+class LikelyLyonJudge:
+    """A SupersessionJudge for tests that is less sure: "Lyon" more likely than not replaces "Leeds" (0.7, between
+    its ``order_threshold`` and its ``threshold``), so "Leeds" stays valid and ranks below "Lyon"."""
+
+    threshold, order_threshold = 0.9, 0.5
+
+    def score(self, older: str, newer: str) -> float:
+        return 0.7 if (older, newer) == (STALE, SUCCESSOR) else 0.0
+
+
 def facts() -> list[tuple[str, datetime]]:
     """(text, when said) of the user's memories in the order to write them: the stale fact first (January
     2024), its successor (February), then the fillers (one a month after)."""

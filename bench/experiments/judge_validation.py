@@ -11,7 +11,9 @@ For each judge folder (``memnets fit supersession``'s output; ``shipped``: the j
   all 520 in one set), through plain ``add`` and through ``add(messages=...)``: current first at k = 1, above
   the stale fact at k = 3 / 10, changes ended, false endings, other memories ended;
 - with ``--conversation conv-49``: that validation conversation replayed whole through messages, the
-  memories ended falsely (:func:`bench.fact_replay.replay_conversation`).
+  memories ended falsely (:func:`bench.fact_replay.replay_conversation`);
+- with ``--order-thresholds``: each judge again at each of those scores for a likely replacement
+  (``order_threshold``, :mod:`memnets.memory.supersession`; ``none``: the judge's own), named ``JUDGE@T``.
 
 The test part (writer D, conv-50) is never read: ``python -m bench.experiments.fact_currency`` reports it.
 
@@ -50,7 +52,8 @@ def other_subjects(rows: list[dict], seed: int = 0) -> list[tuple[str, str]]:
 
 
 def pair_figures(judge, rows: list[dict]) -> dict:
-    """The judge at its threshold on the pairs themselves and on the other subjects' pairs."""
+    """The judge at its threshold (and at its ``order_threshold``, where it has one) on the pairs themselves and on
+    the other subjects' pairs."""
     from memnets.nn.change_judge import probabilities
 
     scores = probabilities(judge, [(r["older"], r["newer"]) for r in rows])
@@ -58,7 +61,14 @@ def pair_figures(judge, rows: list[dict]) -> dict:
     label = np.array([r["label"] for r in rows]) == 1
     look = np.isin([r["kind"] for r in rows], LOOK_ALIKES)
     mismatched = probabilities(judge, other_subjects(rows))
+    order = judge.threshold if judge.order_threshold is None else judge.order_threshold
+    linked = (scores >= order) & ~ends
     return {
+        "order_threshold": judge.order_threshold,
+        "changes_linked": round(100 * float(linked[label].mean()), 1),
+        "no_change_linked": int((linked & ~label).sum()),
+        "look_alikes_linked": int((linked & ~label & look).sum()),
+        "other_subjects_linked": int(((mismatched >= order) & (mismatched < judge.threshold)).sum()),
         "threshold": judge.threshold,
         "pairs": len(rows),
         "changes_ended": round(100 * float(ends[label].mean()), 1),
@@ -74,6 +84,7 @@ def main(argv=None) -> None:
     p.add_argument("judges", nargs="+", help="judge folders, or 'shipped' for the judge memnets ships")
     p.add_argument("--conversation", help="a validation conversation to replay whole (conv-49)")
     p.add_argument("--data", type=Path, default=Path("data/locomo/locomo8.json"))
+    p.add_argument("--order-thresholds", nargs="+", default=["none"], help="order_threshold values, or 'none'")
     p.add_argument("--name", default="judge_validation")
     args = p.parse_args(argv)
     from memnets.nn.change_judge import ChangeJudge
@@ -81,8 +92,11 @@ def main(argv=None) -> None:
     rows = [row for path in VALIDATION for row in read_rows(Path(path))][: QUICK if args.quick else None]
     mined = read_rows(MINED, "validation")
     results = {}
-    for name in args.judges:
-        judge = ChangeJudge.load() if name == "shipped" else ChangeJudge.load(name)
+    for folder, order in ((f, o) for f in args.judges for o in args.order_thresholds):
+        judge = ChangeJudge.load() if folder == "shipped" else ChangeJudge.load(folder)
+        if order != "none":
+            judge.order_threshold = float(order)
+        name = folder if len(args.order_thresholds) == 1 and order == "none" else f"{folder}@{order}"
         found = {"pairs": pair_figures(judge, rows)}
         for path in ("plain", "messages"):
             with tempfile.TemporaryDirectory() as folder:
@@ -97,7 +111,12 @@ def main(argv=None) -> None:
             found[args.conversation] = {k: v for k, v in whole.items() if k != "false_endings"}
         results[name] = found
         print(f"{name}: {json.dumps(found)}", flush=True)
-    settings = {"validation": list(VALIDATION), "pairs": len(rows), "conversation": args.conversation}
+    settings = {
+        "validation": list(VALIDATION),
+        "pairs": len(rows),
+        "conversation": args.conversation,
+        "order_thresholds": args.order_thresholds,
+    }
     print(f"wrote {write_result(args.out, args.name, settings, results)}")
 
 

@@ -10,7 +10,8 @@ on LoCoMo, docs/benchmarks.md).
 
 A stale fact never answers above its successor, at any k (:func:`current_first`): a memory whose
 validity a newer one ended (``invalidated_by``, :mod:`memnets.memory.supersession`) ranks below the
-memory that ended it, and shows no higher a score. A search of the current facts fetches that
+memory that ended it, and shows no higher a score; so does a memory that a newer one more likely than not
+replaced (``likely_replaced_by``: the judge's score below its threshold, the memory still valid). A search of the current facts fetches that
 successor when only the ended one was found (:meth:`Searcher.successors`: down the chain to the
 current one, owner-scoped, only if it passes the search's filters) and scores it as the others;
 ranked by cosine, it searches further when the stale fact moved down out of the k
@@ -30,6 +31,12 @@ import numpy as np
 from memnets.records import Memory
 from memnets.store.filters import MemoryFilter
 from memnets.store.protocol import Chunks, SearchVectors, supports
+
+
+def successor_id(memory: Memory) -> str | None:
+    """The id of the memory that ``memory`` ranks below: the one that ended its validity, else the one that
+    more likely than not replaced it (:mod:`memnets.memory.supersession`), else None."""
+    return memory.invalidated_by or memory.likely_replaced_by
 
 
 class SearchHit(NamedTuple):
@@ -152,7 +159,7 @@ class Searcher:
         """(the current successors of the ended memories among ``memories`` that are not among them, the
         links read on the way: {id: the id of the memory that ended or replaced it}).
 
-        Each ended memory's chain is read down from its ``invalidated_by`` (and ``superseded_by`` where
+        Each ended memory's chain is read down from its :func:`successor_id` (and ``superseded_by`` where
         that memory was replaced since), one read of ``owner``'s memories by id per step, until it ends
         (a memory nothing ended, or one deleted, expired or already read: a cycle stops there). Its
         successor is the last memory on the way that is current (no ``superseded_by``) and passes
@@ -164,13 +171,13 @@ class Searcher:
             return [], {}
         hits = {m.id for m in memories}
         read: dict[str, Memory] = {}
-        links = {m.id: m.invalidated_by for m in memories if m.invalidated_by is not None}
+        links = {m.id: successor_id(m) for m in memories if successor_id(m) is not None}
         wanted = set(links.values()) - hits
         while wanted:  # one read per step down the chains
             for memory in self.store.get(sorted(wanted), owner):
                 read[memory.id] = memory
-                if (memory.superseded_by or memory.invalidated_by) is not None:
-                    links[memory.id] = memory.superseded_by or memory.invalidated_by
+                if (memory.superseded_by or successor_id(memory)) is not None:
+                    links[memory.id] = memory.superseded_by or successor_id(memory)
             wanted = {links[i] for i in wanted if i in links} - hits - read.keys()
         reached = {m.id: m for m in memories} | read
         added = {}
@@ -205,8 +212,8 @@ def current_first(
     """``hits`` (memory, own score; ties keep their order) ranked as a search answers them, with the score
     each shows: no memory above one that ended it. A search's answer is the first k.
 
-    A memory's successors are the memories among ``hits`` that ended it, directly or in turn: its chain
-    of ``invalidated_by`` (through ``links``, {id: the id that ended or replaced it}, for memories not
+    A memory's successors are the memories among ``hits`` that ended it (or likely replaced it), directly or
+    in turn: its chain of :func:`successor_id` (through ``links``, {id: the id that ended or replaced it}, for memories not
     among ``hits``; a cycle is read once round). The rule: an ended memory shows the least of its own
     score and its successors' (``min(own, successor's shown score)``); the list is sorted by shown score,
     highest first, at equal shown scores the memory with fewer successors first (so each successor
@@ -219,12 +226,12 @@ def current_first(
     ranked = []
     for n, (memory, own) in enumerate(hits):
         shown, successors, seen = own, 0, {memory.id}
-        after = memory.invalidated_by
+        after = successor_id(memory)
         while after is not None and after not in seen:
             seen.add(after)
             if after in position:
                 successor, successor_score = hits[position[after]]
-                shown, successors, after = min(shown, successor_score), successors + 1, successor.invalidated_by
+                shown, successors, after = min(shown, successor_score), successors + 1, successor_id(successor)
             else:
                 after = links.get(after)
         ranked.append((-shown, successors, n, memory))
@@ -232,4 +239,4 @@ def current_first(
     return [(memory, -negative) for negative, _, _, memory in ranked]
 
 
-__all__ = ["SearchHit", "Searcher", "current_first", "score"]
+__all__ = ["SearchHit", "Searcher", "current_first", "score", "successor_id"]

@@ -17,6 +17,13 @@ newer one's id and ``invalidation_score`` the score; the write path writes it in
 transaction as the new memory (``WritePath.commit``). An older version that a write stores (a
 backdated statement, :mod:`memnets.memory.validity`) is history already and is not judged again.
 
+A score below the threshold but at or above the judge's ``order_threshold``, where it has one (the
+score from which the newer statement is more likely than not the one that holds, chosen on validation),
+ends nothing: the older memory gets a new version with ``likely_replaced_by`` the newer one's id and
+``likely_replaced_score`` the score, and stays valid. Search ranks it below that one all the same, so the
+answer that most likely holds comes first while a wrong guess loses no fact. A judge that does not say
+its ``order_threshold`` links nothing.
+
 ``invalidated_by`` is its own field: ``superseded_by`` marks an older *version* row, which reads
 never return, while an invalidated memory stays current (an agent may still ask about it, and
 ``as_of`` reads find it valid before its end). A search never ranks it above the memory that
@@ -52,7 +59,7 @@ class SupersessionJudge(Protocol):
 
     A judge may also have ``scores(pairs)``, many (older, newer) pairs at once; the write path uses it."""
 
-    threshold: float
+    threshold: float  # (an optional ``order_threshold``, at most ``threshold``: see the module docstring)
 
     def score(self, older: str, newer: str) -> float:
         """In [0, 1]; >= threshold: ``newer`` supersedes ``older``."""
@@ -83,7 +90,16 @@ class Supersession:
             raise ValueError(
                 f"supersession judge {judge!r:.60}: threshold must be a number in [0, 1], got {threshold!r}"
             )
+        order = getattr(judge, "order_threshold", None)
+        if order is not None and (
+            isinstance(order, bool) or not isinstance(order, (int, float)) or not 0.0 <= order <= threshold
+        ):
+            raise ValueError(
+                f"supersession judge {judge!r:.60}: order_threshold must be None or a number in [0, threshold "
+                f"{threshold}], got {order!r}"
+            )
         self.store, self.judge = store, judge
+        self.order_threshold = threshold if order is None else float(order)
 
     def candidates(self, memory: Memory, vector: np.ndarray, later: Container[str] = frozenset()) -> list[Memory]:
         """The current memories ``memory`` is judged against: same user, kind, scope and speaker, near it,
@@ -108,24 +124,31 @@ class Supersession:
     def endings(
         self, memory: Memory, vector: np.ndarray, later: Container[str] = frozenset()
     ) -> list[tuple[Memory, Memory]]:
-        """(a memory, its next version, closed) for each candidate the judge says ``memory`` ends (those valid
-        from no later than it); and for ``memory`` itself, closed by the earliest candidate valid from after
-        it that the judge says ends it (a statement from before a newer fact, written after it: an old
-        transcript imported late; in write order the stale fact had stayed open)."""
+        """(a memory, its next version) for each candidate the judge says ``memory`` ends (closed) or likely
+        replaces (``likely_replaced_by``), those valid from no later than it; and for ``memory`` itself, closed
+        (or linked) by the earliest candidate valid from after it that the judge says ends (or likely replaces)
+        it: a statement from before a newer fact, written after it (an old transcript imported late; in write
+        order the stale fact had stayed open)."""
         candidates = self.candidates(memory, vector, later)
         before = [other.valid_from <= memory.valid_from for other in candidates]
         pairs = [(other, memory) if b else (memory, other) for other, b in zip(candidates, before, strict=True)]
         out, enders = [], []
         for (older, newer), score, earlier in zip(pairs, self._scores(pairs), before, strict=True):
-            if score >= self.judge.threshold:
+            if score >= self.order_threshold:
                 if earlier:
-                    out.append((older, closed_by_judge(older, newer, score)))
+                    out.append((older, self.decided(older, newer, score)))
                 else:
-                    enders.append((newer.valid_from, score, newer))
-        if enders:
-            _, score, first = min(enders, key=lambda ender: ender[0])
-            out.append((memory, closed_by_judge(memory, first, score)))
+                    enders.append((score < self.judge.threshold, newer.valid_from, score, newer))
+        if enders:  # an ending before a likely replacement, then the earliest
+            *_, score, first = min(enders, key=lambda ender: ender[:2])
+            out.append((memory, self.decided(memory, first, score)))
         return out
+
+    def decided(self, older: Memory, newer: Memory, score: float) -> Memory:
+        """``older``'s next version by the judge's ``score`` against ``newer``: ended at the threshold
+        (:func:`closed_by_judge`), else likely replaced (:func:`linked_by_judge`)."""
+        judged = closed_by_judge if score >= self.judge.threshold else linked_by_judge
+        return judged(older, newer, score)
 
     def _scores(self, pairs: Sequence[tuple[Memory, Memory]]) -> list[float]:
         """The judge's scores of (older, newer) memory pairs, read as said (speaker prefixes off), checked."""
@@ -176,6 +199,14 @@ def closed_by_judge(older: Memory, newer: Memory, score: float) -> Memory:
     by the judge's ``score``."""
     return closed_by(older, newer).replace(
         invalidated_by=newer.id, invalidation_score=score, updated_at=max(older.updated_at, newer.updated_at)
+    )
+
+
+def linked_by_judge(older: Memory, newer: Memory, score: float) -> Memory:
+    """``older``'s next version, still valid, ranked below ``newer`` that the judge's ``score`` says more likely
+    than not replaces it."""
+    return older.replace(
+        likely_replaced_by=newer.id, likely_replaced_score=score, updated_at=max(older.updated_at, newer.updated_at)
     )
 
 

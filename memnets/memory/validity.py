@@ -40,6 +40,8 @@ def revised_validity(current: Memory, new_text: bool, when: datetime, valid_from
         fields["valid_to"] = None
     if new_text or fields.get("valid_to", KEEP) is None:
         fields.update(invalidated_by=None, invalidation_score=None)
+    if new_text:  # a new fact: no older judgement of the old text ranks it
+        fields.update(likely_replaced_by=None, likely_replaced_score=None)
     start, end = fields.get("valid_from", current.valid_from), fields.get("valid_to", current.valid_to)
     if end is not None and end < start:
         raise ArgumentValueError(
@@ -77,10 +79,16 @@ def as_of_filter(
 
 
 def in_words(memory: Memory) -> str:
-    """``memory``'s validity in words: "current" while its fact holds, else "ended <date>" (or "ends <date>",
-    yet to come) and, where a newer memory ended it (the supersession judge), ", by <that memory's id>"."""
+    """``memory``'s validity in words: "current" while its fact holds (", likely replaced by <id>" where the
+    supersession judge found a newer memory more likely than not to replace it, below its threshold), else
+    "ended <date>" (or "ends <date>", yet to come) and, where a newer memory ended it (the supersession judge),
+    ", by <that memory's id>"."""
     if memory.valid_to is None:
-        return "current"
+        return (
+            "current"
+            if memory.likely_replaced_by is None
+            else f"current, likely replaced by {memory.likely_replaced_by}"
+        )
     ended = f"{'ends' if memory.valid_to > timeutil.now() else 'ended'} {memory.valid_to:%Y-%m-%d}"
     return ended if memory.invalidated_by is None else f"{ended}, by {memory.invalidated_by}"
 
@@ -92,6 +100,8 @@ def changes(versions: Sequence[Memory]) -> list[str]:
     - "first said": the first version;
     - "ended by the judge (<score>)": the version a supersession judge wrote (``invalidated_by`` set anew, with
       ``valid_to``);
+    - "likely replaced (<score>)": the version a supersession judge wrote where it found a newer memory more
+      likely than not to replace it, too unsure to end it (``likely_replaced_by`` set anew, still valid);
     - "changed": another text, a new version of the fact;
     - "reopened": the same text, a judge's ending undone (``update(id, valid_to=None)``);
     - "restated": the same text again (its metadata, time or validity changed: an older version's own
@@ -104,6 +114,9 @@ def changes(versions: Sequence[Memory]) -> list[str]:
         elif version.invalidated_by is not None and version.invalidated_by != previous.invalidated_by:
             score = version.invalidation_score
             out.append("ended by the judge" + ("" if score is None else f" ({score:.2f})"))
+        elif version.likely_replaced_by is not None and version.likely_replaced_by != previous.likely_replaced_by:
+            score = version.likely_replaced_score
+            out.append("likely replaced" + ("" if score is None else f" ({score:.2f})"))
         elif version.content != previous.content:
             out.append("changed")
         else:

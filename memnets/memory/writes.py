@@ -260,6 +260,7 @@ def same_record(current: Memory, new: Memory) -> bool:
         "ttl",
         "valid_to",
         "invalidated_by",
+        "likely_replaced_by",
     )
     return all(getattr(current, name) == getattr(new, name) for name in fields)
 

@@ -52,7 +52,10 @@ from memnets.progress import quiet_loading
 
 log = logging.getLogger(__name__)
 
-TRAINED = ("encoder.layer.", "classifier.")  # the parameter names a judge saves (the rest is the backbone's)
+TRAINED = (
+    "encoder.",
+    "classifier.",
+)  # the parameter names a judge saves: its layers (and MPNet's relative attention bias), the classifier
 
 
 class ChangeJudgeNet(nn.Module):
@@ -106,7 +109,8 @@ class ChangeJudgeNet(nn.Module):
 
 class ChangeJudge:
     """A trained :class:`ChangeJudgeNet` as a supersession judge: ``score(older, newer)`` in [0, 1], and
-    the newer statement ends the older one at ``threshold`` (chosen on validation when it was trained).
+    the newer statement ends the older one at ``threshold`` (chosen on validation when it was trained), and
+    likely replaces it from ``order_threshold`` (``info``'s, None where it has none).
 
     It meets :class:`memnets.memory.supersession.SupersessionJudge`; :meth:`scores` judges many pairs in
     one batch (the write path's candidates of one new memory).
@@ -116,6 +120,7 @@ class ChangeJudge:
         if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0 <= threshold <= 1:
             raise ValueError(f"ChangeJudge: threshold must be a number in [0, 1], got {threshold!r}")
         self.net, self.threshold, self.info = net.eval(), float(threshold), dict(info or {})
+        self.order_threshold = self.info.pop("order_threshold", None)  # None: it links no likely replacement
 
     def __repr__(self) -> str:
         return f"ChangeJudge(layers={self.net.layers}, threshold={self.threshold:.3f})"
@@ -146,6 +151,7 @@ class ChangeJudge:
             "threshold": self.threshold,
             "max_chars": MAX_CHARS,
             "max_tokens": MAX_TOKENS,
+            **({} if self.order_threshold is None else {"order_threshold": self.order_threshold}),
             **self.info,
         }
         (folder / CONFIG_NAME).write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")

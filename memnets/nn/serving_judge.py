@@ -39,6 +39,7 @@ class ServingJudge:
     def __init__(self, session: GraphSession, tokenizer: FastTokenizer, threshold: float, layers: int, info: dict):
         self.session, self.tokenizer, self.threshold, self.layers = session, tokenizer, float(threshold), int(layers)
         self.info = dict(info)
+        self.order_threshold = self.info.pop("order_threshold", None)  # None: it links no likely replacement
 
     def __repr__(self) -> str:
         return f"ServingJudge(layers={self.layers}, threshold={self.threshold:.3f})"

@@ -383,6 +383,8 @@ def validity_fields(memory: Memory, updated_at: datetime) -> dict:
         "valid_to": None if memory.valid_to is None else memory.valid_to.isoformat(),
         "invalidated_by": memory.invalidated_by,
         "invalidation_score": memory.invalidation_score,
+        "likely_replaced_by": memory.likely_replaced_by,
+        "likely_replaced_score": memory.likely_replaced_score,
     }
     return {name: value for name, value in entries.items() if value is not None}
 
@@ -397,6 +399,8 @@ def validity_from(fields: dict, updated_at: str | None = None) -> dict:
         "valid_to": datetime.fromisoformat(fields["valid_to"]) if fields.get("valid_to") else None,
         "invalidated_by": fields.get("invalidated_by"),
         "invalidation_score": fields.get("invalidation_score"),
+        "likely_replaced_by": fields.get("likely_replaced_by"),
+        "likely_replaced_score": fields.get("likely_replaced_score"),
     }
 
 

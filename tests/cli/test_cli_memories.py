@@ -9,7 +9,7 @@ import sys
 from datetime import UTC, datetime
 
 import pytest
-from successor_helpers import KS, QUESTION, LyonJudge, check_current_first, facts
+from successor_helpers import KS, QUESTION, LikelyLyonJudge, LyonJudge, check_current_first, facts
 
 import memnets
 from memnets.cli import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, main
@@ -149,6 +149,28 @@ def test_search_and_history_show_validity_and_how_each_version_came_to_be(tmp_pa
     versions = json.loads(out)
     assert [v["change"] for v in versions] == ["first said", "ended by the judge (1.00)", "restated", "reopened"]
     assert (versions[-1]["valid_to"], versions[-1]["invalidated_by"]) == (None, None)
+
+
+def test_search_and_history_show_a_likely_replacement(tmp_path, tiny_model_dir, capsys):
+    """A judge more likely than not, too unsure to end (LikelyLyonJudge): search shows "Leeds" still current and
+    the memory that likely replaced it, below that one; history says how that version came to be."""
+    folder = tmp_path / "memory"
+    with memnets.open(folder, encoder=tiny_model_dir, supersession=LikelyLyonJudge()) as memory:
+        for n, (text, when) in enumerate(facts()):
+            memory.add(text, user="leo", t=when, id=f"f{n}")
+    at = [folder, "--encoder", tiny_model_dir]
+    code, out, _ = run(capsys, *at, "search", "--user", "leo", QUESTION, "-k", "2")
+    assert code == EXIT_OK
+    assert [(row["id"], row["validity"]) for row in table_rows(out)] == [
+        ("f1", "current"),
+        ("f0", "current, likely replaced by f1"),
+    ]
+    code, out, _ = run(capsys, *at, "history", "--user", "leo", "f0")
+    assert code == EXIT_OK
+    assert [(row["id"], row["change"]) for row in table_rows(out)] == [
+        ("f0~1", "first said"),
+        ("f0", "likely replaced (0.70)"),
+    ]
 
 
 def test_show_and_delete_of_a_missing_memory_fail_with_exit_1(folder, tiny_model_dir, capsys):

@@ -11,7 +11,16 @@ from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pytest
-from successor_helpers import KS, QUESTION, STALE, SUCCESSOR, LyonJudge, check_current_first, facts
+from successor_helpers import (
+    KS,
+    QUESTION,
+    STALE,
+    SUCCESSOR,
+    LikelyLyonJudge,
+    LyonJudge,
+    check_current_first,
+    facts,
+)
 
 import memnets
 from memnets.api import AgentMemory, SearchHit
@@ -103,6 +112,27 @@ def test_a_stale_fact_never_ranks_above_its_successor_at_any_k(encoder, location
         assert then.score > answers[1][0][1] + 0.02  # the stale fact is much nearer the question
         vector = memory.encoder.encode([QUESTION], kind="query")
         assert [h.memory.content for h in memory.search_vector(vector[0], user="ann", k=1)] == [SUCCESSOR]
+
+
+def test_a_likely_replaced_fact_stays_valid_and_ranks_below_its_likely_successor_at_any_k(encoder, location):
+    """The judge more likely than not, too unsure to end it (LikelyLyonJudge: 0.7 between its order_threshold
+    0.5 and its threshold 0.9): "I live in Leeds" stays valid, linked to "I moved to Lyon", and search answers as
+    it does for an ended fact (successor_helpers). Before, only an ending moved the stale fact down."""
+    where, options = location
+    with memnets.open(
+        where, encoder=encoder, duplicate_threshold=EXACT, supersession=LikelyLyonJudge(), **options
+    ) as memory:
+        for text, when in facts():
+            memory.add(text, user="ann", t=when)
+        stale, successor = (
+            next(m for m in memory.list_memories(user="ann") if m.content == t) for t in (STALE, SUCCESSOR)
+        )
+        assert (stale.valid_to, stale.invalidated_by) == (None, None)
+        assert (stale.likely_replaced_by, stale.likely_replaced_score) == (successor.id, 0.7)
+        answers = {k: [(h.memory.content, h.score) for h in memory.search(QUESTION, user="ann", k=k)] for k in KS}
+        check_current_first(answers)
+        memory.update(stale.id, "I live in Leeds again", user="ann")  # a new text: no judgement of the old one ranks it
+        assert memory.get(stale.id, user="ann").likely_replaced_by is None
 
 
 @pytest.mark.parametrize(

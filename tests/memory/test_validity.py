@@ -12,6 +12,7 @@ import pytest
 
 import memnets
 from memnets.memory.supersession import SupersessionJudge
+from memnets.memory.validity import changes, in_words
 
 EXACT = None  # the consistency check off: every text is a memory of its own (the judge decides here)
 JAN, MAR, JUN, SEP, DEC = (datetime(2024, month, 1, tzinfo=UTC) for month in (1, 3, 6, 9, 12))
@@ -157,6 +158,50 @@ def test_a_judge_ends_the_older_memory_of_the_same_speaker(location, encoder):
         reopened = memory.update(paris.id, user="ann", valid_to=None)  # a wrong decision is reversible
         assert (reopened.valid_to, reopened.invalidated_by, reopened.invalidation_score) == (None, None, None)
         assert len(memory.history(paris.id, user="ann")) == 3
+
+
+class UnsureKeywordJudge(KeywordJudge):
+    """KeywordJudge's scores (0.9 for a change) under a threshold of 0.95: a change is only likely (from 0.5)."""
+
+    threshold, order_threshold = 0.95, 0.5
+
+
+def test_a_judge_below_its_threshold_links_a_likely_replacement_and_ends_nothing(location, encoder):
+    """A score between the judge's order_threshold and threshold: the older memory stays valid, its new version
+    names the newer one (``likely_replaced_by``, the score), its history says so, and search ranks it below; a
+    statement imported late is linked to the newer one as an ending would be. Without an order_threshold the same
+    judge links nothing (the judges before it, and custom ones, work as they did)."""
+    where, options = location
+    with memnets.open(
+        where, encoder=encoder, duplicate_threshold=EXACT, supersession=UnsureKeywordJudge(), **options
+    ) as memory:
+        paris = memory.add("I live in Paris", user="ann", t=JAN)
+        berlin = memory.add("I moved to Berlin last month", user="ann", t=JUN)
+        linked = memory.get(paris.id, user="ann")
+        assert (linked.valid_to, linked.invalidated_by) == (None, None)
+        assert (linked.likely_replaced_by, linked.likely_replaced_score) == (berlin.id, 0.9)
+        assert changes(memory.history(paris.id, user="ann")) == ["first said", "likely replaced (0.90)"]
+        assert in_words(linked) == f"current, likely replaced by {berlin.id}"
+        hits = [hit.memory.id for hit in memory.search("I live in Paris", user="ann", k=2)]
+        assert hits == [berlin.id, paris.id]
+        fish = memory.add("I eat fish now", user="bo", t=SEP)
+        vegetarian = memory.add("I am vegetarian", user="bo", t=MAR)  # said before, written after
+        assert memory.get(vegetarian.id, user="bo").likely_replaced_by == fish.id
+        assert memory.get(fish.id, user="bo").likely_replaced_by is None
+    with memnets.open(
+        where, encoder=encoder, duplicate_threshold=EXACT, supersession=FixedJudge(0.9, 0.95), **options
+    ) as memory:
+        rome = memory.add("I live in Rome", user="cy", t=JAN)
+        memory.add("I moved to Milan", user="cy", t=JUN)
+        assert memory.get(rome.id, user="cy").likely_replaced_by is None
+
+
+@pytest.mark.parametrize("order", [0.99, -0.1, "half", True])
+def test_open_refuses_an_order_threshold_outside_0_and_the_threshold(tmp_path, encoder, order):
+    judge = UnsureKeywordJudge()
+    judge.order_threshold = order
+    with pytest.raises(ValueError, match="order_threshold must be None or a number in \\[0, threshold"):
+        memnets.open(tmp_path / "m", encoder=encoder, supersession=judge)
 
 
 def test_a_judge_reads_facts_in_the_order_they_held_not_the_order_written(location, encoder):

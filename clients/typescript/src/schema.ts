@@ -567,6 +567,16 @@ export interface components {
                  */
                 invalidation_score: number | null;
                 /**
+                 * Likely Replaced By
+                 * @default null
+                 */
+                likely_replaced_by: string | null;
+                /**
+                 * Likely Replaced Score
+                 * @default null
+                 */
+                likely_replaced_score: number | null;
+                /**
                  * Outcome
                  * @default null
                  */
@@ -831,6 +841,12 @@ export interface components {
          *             row that reads never return; an invalidated memory stays current, ranked below the
          *             memory that invalidated it.
          *         invalidation_score: the supersession judge's score of that decision, logged with it.
+         *         likely_replaced_by: the id of a newer memory of the same speaker that the supersession judge
+         *             found more likely than not to replace this one, but not sure enough to end its validity
+         *             (a score between the judge's ``order_threshold`` and ``threshold``): this one stays
+         *             valid and current, and a search ranks it below that one as it would below one that
+         *             invalidated it. None otherwise.
+         *         likely_replaced_score: the judge's score of that pair, logged with it.
          *         outcome: what the write that returned this record did: "added" (a new memory), "updated"
          *             (a new version of an existing one, the old one in its history) or "unchanged" (the
          *             same statement was stored already; only its last access moved). Set on what
@@ -943,6 +959,16 @@ export interface components {
              */
             invalidation_score: number | null;
             /**
+             * Likely Replaced By
+             * @default null
+             */
+            likely_replaced_by: string | null;
+            /**
+             * Likely Replaced Score
+             * @default null
+             */
+            likely_replaced_score: number | null;
+            /**
              * Outcome
              * @default null
              */
@@ -987,6 +1013,12 @@ export interface components {
          *             row that reads never return; an invalidated memory stays current, ranked below the
          *             memory that invalidated it.
          *         invalidation_score: the supersession judge's score of that decision, logged with it.
+         *         likely_replaced_by: the id of a newer memory of the same speaker that the supersession judge
+         *             found more likely than not to replace this one, but not sure enough to end its validity
+         *             (a score between the judge's ``order_threshold`` and ``threshold``): this one stays
+         *             valid and current, and a search ranks it below that one as it would below one that
+         *             invalidated it. None otherwise.
+         *         likely_replaced_score: the judge's score of that pair, logged with it.
          *         outcome: what the write that returned this record did: "added" (a new memory), "updated"
          *             (a new version of an existing one, the old one in its history) or "unchanged" (the
          *             same statement was stored already; only its last access moved). Set on what
@@ -1098,6 +1130,16 @@ export interface components {
              * @default null
              */
             invalidation_score: number | null;
+            /**
+             * Likely Replaced By
+             * @default null
+             */
+            likely_replaced_by: string | null;
+            /**
+             * Likely Replaced Score
+             * @default null
+             */
+            likely_replaced_score: number | null;
             /**
              * Outcome
              * @default null

@@ -54,18 +54,26 @@ function guarded(fn) {
 
 function short(t) { return t ? t.replace('T', ' ').slice(0, 19) : ''; }
 
-// A memory's validity: "current", or "ended <date>" and, where a newer memory ended it (a supersession
-// judge's invalidated_by), a button that opens that memory. Ids and dates go in as text, like all memory data.
+// A memory's validity: "current" (and, where the supersession judge found a newer memory that likely replaced
+// it, likely_replaced_by, a button that opens that one), or "ended <date>" and, where a newer memory ended it (a
+// supersession judge's invalidated_by), a button that opens that memory. Ids and dates go in as text, like all memory data.
+const LIKELY_TITLE = 'open the newer memory that likely replaced this one';
+
 function validity(memory) {
-  if (!memory.valid_to) return el('span', { class: 'muted' }, 'current');
+  if (!memory.valid_to) {
+    const current = el('span', { class: 'muted' }, 'current');
+    return memory.likely_replaced_by
+      ? el('span', {}, current, ' ', successorButton(memory.likely_replaced_by, 'likely replaced by', LIKELY_TITLE))
+      : current;
+  }
   const word = new Date(memory.valid_to) > new Date() ? 'ends' : 'ended';
   const ended = el('span', { class: 'ended-mark' }, `${word} ${short(memory.valid_to).slice(0, 10)}`);
   return memory.invalidated_by ? el('span', {}, ended, ' ', successorButton(memory.invalidated_by)) : ended;
 }
 
-function successorButton(id) {
+function successorButton(id, words = 'by', title = 'open the memory that ended this one') {
   const open = (event) => { event.stopPropagation(); guarded(showMemory)(id); };  // not the row's own memory
-  return el('button', { class: 'successor', onclick: open, title: 'open the memory that ended this one' }, `by ${id}`);
+  return el('button', { class: 'successor', onclick: open, title }, `${words} ${id}`);
 }
 
 // ------------------------------------------------------------------ users
@@ -164,9 +172,10 @@ async function showMemory(id) {
     api('GET', `/v1/memories/${encodeURIComponent(id)}/history`, { params: { user } }),
     api('GET', `/v1/memories/${encodeURIComponent(id)}/derived`, { params: { user } }),
   ]);
-  const fields = ['id', 'kind', 't', 'updated_at', 'last_access', 'importance', 'agent', 'session', 'links', 'superseded_by', 'valid_from', 'valid_to', 'invalidated_by'];
+  const fields = ['id', 'kind', 't', 'updated_at', 'last_access', 'importance', 'agent', 'session', 'links', 'superseded_by', 'valid_from', 'valid_to', 'invalidated_by', 'likely_replaced_by'];
   const rows = fields.filter((f) => memory[f] !== null && memory[f] !== undefined && String(memory[f]) !== '')
     .map((f) => el('tr', {}, el('th', {}, f), el('td', {}, f === 'invalidated_by' ? successorButton(memory[f])
+      : f === 'likely_replaced_by' ? successorButton(memory[f], 'by', LIKELY_TITLE)
       : f === 'importance' ? memory[f].toFixed(2) : Array.isArray(memory[f]) ? memory[f].join(', ') : String(memory[f]))));
   rows.push(el('tr', {}, el('th', {}, 'metadata'), el('td', {}, JSON.stringify(memory.metadata))));
   const panel = $('detail');
