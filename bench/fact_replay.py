@@ -19,7 +19,9 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-FILLERS = 6
+from memnets.training.lit.supersession import OTHER_FACTS, other_facts
+
+FILLERS = OTHER_FACTS  # the other facts of each replayed user (memnets.training.lit.supersession.other_facts)
 ACKS = ("Got it!", "Noted.", "Thanks for telling me.", "Fun!", "Okay, I'll remember that.", "Sounds good.")
 LOOK_ALIKES = ("other_person", "unrelated")
 BOTH_HOLD = ("restatement", "addition")  # non-changes whose newer statement answers the question too
@@ -45,12 +47,6 @@ def write(memory, user: str, text: str, speaker: str, when: datetime, path: str,
         reply = {"role": "assistant", "content": ACKS[n % len(ACKS)], "time": (when + timedelta(seconds=5)).isoformat()}
         own = memory.add(messages=[message(text, speaker, when), reply], user=user)[0].memory  # the user's turn
     return own.id, time.perf_counter() - began
-
-
-def other_facts(rows: list[dict], row: dict, rng: random.Random) -> list[dict]:
-    """:data:`FILLERS` rows of ``rows`` of another domain than ``row`` (its speaker's other facts), drawn by ``rng``."""
-    others = [r for r in rows if r["domain"] != row["domain"] and r["older"] != row["older"]]
-    return rng.sample(others, min(FILLERS, len(others)))
 
 
 def replay_pairs(memory, rows: list[dict], path: str, seed: int = 0) -> dict:

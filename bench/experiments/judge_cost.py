@@ -4,9 +4,10 @@ The write path asks the judge about at most ``CANDIDATES`` pairs of one new memo
 (memnets/memory/supersession.py), so a batch of that size is the decision's added cost per add. The long
 texts show the bound: a 200,000-character statement costs what its first MAX_CHARS characters do. The
 judge that serves without torch (ONNX Runtime, :class:`~memnets.nn.serving_judge.ServingJudge`) is timed
-beside the torch one, one after the other, in one run.
+beside the torch one, one after the other, in one run; ``--judge`` adds saved judges (on torch).
 
     python -m bench.experiments.judge_cost --out docs/results
+    python -m bench.experiments.judge_cost --judge checkpoints/supersession/large --out docs/results
 """
 
 from __future__ import annotations
@@ -36,10 +37,14 @@ def p50_ms(judge: ChangeJudge, pairs: list[tuple[str, str]], size: int, repeats:
 
 
 def main(argv=None) -> None:
-    args = parser("experiments.judge_cost", __doc__.splitlines()[0]).parse_args(argv)
+    p = parser("experiments.judge_cost", __doc__.splitlines()[0])
+    p.add_argument("--judge", nargs="*", default=[], help="saved judge folders timed on torch too (the large judge)")
+    args = p.parse_args(argv)
     rows = [json.loads(line) for line in Path(PAIRS).read_text(encoding="utf-8").splitlines() if line.strip()]
     pairs = [(row["older"], row["newer"]) for row in rows]
-    judges = {"torch": ChangeJudge.load(), "onnx": ServingJudge.load()}
+    judges = {"torch": ChangeJudge.load(), "onnx": ServingJudge.load()} | {
+        f"torch:{folder}": ChangeJudge.load(folder) for folder in args.judge
+    }
     repeats = 10 if args.quick else 60
     results = {}
     for name, judge in judges.items():
@@ -52,7 +57,8 @@ def main(argv=None) -> None:
                 judge, hostile, CANDIDATES, repeats
             )
     print(json.dumps(results, indent=2))
-    write_result(args.out, "judge_cost", {"quick": args.quick, "pairs": str(PAIRS.relative_to(REPO_ROOT))}, results)
+    settings = {"quick": args.quick, "pairs": str(PAIRS.relative_to(REPO_ROOT)), "judges": args.judge}
+    write_result(args.out, "judge_cost", settings, results)
 
 
 if __name__ == "__main__":

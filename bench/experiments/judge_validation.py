@@ -23,7 +23,6 @@ The test part (writer D, conv-50) is never read: ``python -m bench.experiments.f
 from __future__ import annotations
 
 import json
-import random
 import tempfile
 from pathlib import Path
 
@@ -33,7 +32,6 @@ import memnets
 from bench.common import parser, write_result
 from bench.fact_replay import (
     LOOK_ALIKES,
-    other_facts,
     read_rows,
     replay_conversation,
     replay_pairs,
@@ -45,16 +43,11 @@ MINED = Path("data/supersession/locomo_mined.jsonl")
 QUICK = 40  # validation pairs with --quick (a check of the script, not a figure)
 
 
-def other_subjects(rows: list[dict], seed: int = 0) -> list[tuple[str, str]]:
-    """(older of another domain, newer) for each row's newer statement, :data:`bench.fact_replay.FILLERS` each, seeded."""
-    rng = random.Random(seed)
-    return [(other["older"], row["newer"]) for row in rows for other in other_facts(rows, row, rng)]
-
-
 def pair_figures(judge, rows: list[dict]) -> dict:
     """The judge at its threshold (and at its ``order_threshold``, where it has one) on the pairs themselves and on
     the other subjects' pairs."""
     from memnets.nn.change_judge import probabilities
+    from memnets.training.lit.supersession import other_subjects
 
     scores = probabilities(judge, [(r["older"], r["newer"]) for r in rows])
     ends = scores >= judge.threshold

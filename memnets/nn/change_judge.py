@@ -35,7 +35,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
 
-from memnets.nn.backbones import DEFAULT_BACKBONE
+from memnets.nn.backbones import DEFAULT_BACKBONE, SMALL_BACKBONE, resolve_backbone
 from memnets.nn.judge_files import (
     CONFIG_NAME,
     DEFAULT_JUDGE_DIR,
@@ -63,8 +63,9 @@ class ChangeJudgeNet(nn.Module):
 
     Args:
         layers: transformer layers kept from the backbone (1 to its depth): fewer is faster.
-        backbone: a Hugging Face model folder (default: the bundled all-MiniLM-L6-v2), whose
-            embeddings are frozen and whose first ``layers`` layers start the fine-tuning.
+        backbone: a Hugging Face model folder or a backbone name (:mod:`memnets.nn.backbones`; default: the
+            bundled all-MiniLM-L6-v2), whose embeddings are frozen and whose first ``layers`` layers start the
+            fine-tuning.
     """
 
     def __init__(self, layers: int = 3, backbone: str = DEFAULT_BACKBONE):
@@ -72,7 +73,7 @@ class ChangeJudgeNet(nn.Module):
         from transformers import AutoModel, AutoTokenizer
 
         with quiet_loading():
-            model = AutoModel.from_pretrained(backbone)
+            model = AutoModel.from_pretrained(resolve_backbone(backbone))
         model.pooler = None  # the judge pools its own way (loaded with it: no report of unused weights)
         depth = len(model.encoder.layer)
         if not 1 <= layers <= depth:
@@ -83,7 +84,7 @@ class ChangeJudgeNet(nn.Module):
         self.layers, self.backbone = int(layers), str(backbone)
         self.bert = model
         self.classifier = nn.Linear(model.config.hidden_size, 1)
-        self.tokenizer = AutoTokenizer.from_pretrained(backbone)
+        self.tokenizer = AutoTokenizer.from_pretrained(resolve_backbone(backbone))
 
     def tokenize(self, pairs: Sequence[tuple[str, str]]) -> dict[str, torch.Tensor]:
         """The pairs as one padded batch (each text cut by :func:`cut`, the pair to :data:`MAX_TOKENS`)."""
@@ -152,6 +153,7 @@ class ChangeJudge:
             "max_chars": MAX_CHARS,
             "max_tokens": MAX_TOKENS,
             **({} if self.order_threshold is None else {"order_threshold": self.order_threshold}),
+            **({} if self.net.backbone in (DEFAULT_BACKBONE, SMALL_BACKBONE) else {"backbone": self.net.backbone}),
             **self.info,
         }
         (folder / CONFIG_NAME).write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
@@ -159,13 +161,15 @@ class ChangeJudge:
 
     @classmethod
     def load(
-        cls, folder: str | Path = DEFAULT_JUDGE_DIR, backbone: str = DEFAULT_BACKBONE, shown: str | Path | None = None
+        cls, folder: str | Path = DEFAULT_JUDGE_DIR, backbone: str | None = None, shown: str | Path | None = None
     ) -> ChangeJudge:
-        """A judge saved by :meth:`save` (default: the one shipped with memnets), on ``backbone``'s embeddings.
+        """A judge saved by :meth:`save` (default: the one shipped with memnets), on ``backbone``'s embeddings
+        (None: the one its config names, else the bundled all-MiniLM-L6-v2).
         :class:`NotAJudge` when the folder holds something else (a pack's supersession head of memnets before
         the judge); ValueError naming the folder (``shown``, if given) when it does not fit the backbone."""
         folder = Path(folder)
         config = read_config(folder, Path(shown or folder))
+        backbone = backbone or config.get("backbone", DEFAULT_BACKBONE)
         net = ChangeJudgeNet(config["layers"], backbone)
         shape = (net.bert.config.hidden_size, net.bert.config.vocab_size)
         if shape != (config["hidden_size"], config["vocab_size"]):
@@ -180,8 +184,8 @@ class ChangeJudge:
                 f"{Path(shown or folder) / WEIGHTS_NAME}: not the weights of a {config['layers']}-layer judge"
             )
         net.load_state_dict(state, strict=False)
-        info = {k: v for k, v in config.items() if k not in ("format", "format_version", "layers", "threshold")}
-        return cls(net, config["threshold"], info)
+        own = ("format", "format_version", "layers", "threshold", "backbone")
+        return cls(net, config["threshold"], {k: v for k, v in config.items() if k not in own})
 
 
 def probabilities(judge: ChangeJudge, pairs: Sequence[tuple[str, str]], batch_size: int = 64) -> np.ndarray:

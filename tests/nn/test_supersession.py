@@ -15,6 +15,7 @@ import pytest
 import torch
 
 import memnets
+from memnets.nn.backbones import DEFAULT_BACKBONE
 from memnets.nn.change_judge import MAX_CHARS, MAX_TOKENS, ChangeJudge, ChangeJudgeNet, NotAJudge, cut
 
 WRITTEN = Path(__file__).resolve().parents[2] / "data" / "supersession" / "written"
@@ -72,6 +73,10 @@ def test_fit_supersession_saves_a_judge_that_loads_back_with_the_same_scores(fit
     pairs = [("I live in Leeds.", "I moved to Lyon in June."), ("I have a dog.", "My sister got a cat.")]
     assert loaded.scores(pairs) == pytest.approx(judge.scores(pairs), abs=2e-3)  # saved in half precision
     assert loaded.threshold == judge.threshold
+    # the score from which a newer statement likely replaces the older one: chosen on validation with it
+    assert 0.0 <= config["order_threshold"] <= config["threshold"]
+    assert loaded.order_threshold == judge.order_threshold == config["order_threshold"]
+    assert config["validation"]["other_subjects"] == 6 * 32 and "order_threshold" not in loaded.info
 
 
 def test_a_fit_can_start_from_a_saved_judge_and_takes_its_depth(fitted, tmp_path):
@@ -115,6 +120,23 @@ def test_mismatched_pairs_pair_other_subjects_and_draw_a_share_of_their_newer_fr
     assert abs(sum(p["newer"] in change_newer for p in alike) / len(alike) - base) < 0.05
 
 
+def test_other_subjects_pair_each_newer_statement_with_six_facts_of_other_subjects():
+    """What a judge's thresholds are also set on: each row's newer statement beside OTHER_FACTS older statements
+    of rows of another subject, never its own, drawn the same way for one seed."""
+    from memnets.training.lit.supersession import OTHER_FACTS, other_subjects, read_pairs
+
+    rows = read_pairs([str(WRITTEN / "validation.jsonl")], "validation")
+    pairs = other_subjects(rows, seed=1)
+    assert len(pairs) == OTHER_FACTS * len(rows) == 6 * len(rows)
+    subjects_of = {}
+    for row in rows:
+        subjects_of.setdefault(row["older"], set()).add(row["domain"])
+    for n, row in enumerate(rows):
+        chosen = pairs[OTHER_FACTS * n : OTHER_FACTS * (n + 1)]
+        assert all(newer == row["newer"] and row["domain"] not in subjects_of[older] for older, newer in chosen)
+    assert pairs == other_subjects(rows, seed=1) != other_subjects(rows, seed=2)
+
+
 def test_a_folder_of_another_kind_or_backbone_is_refused_naming_it(fitted, tiny_model_dir, tmp_path):
     _, folder = fitted
     tiny = ChangeJudge(ChangeJudgeNet(1, str(tiny_model_dir)), 0.5).save(tmp_path / "tiny")
@@ -125,7 +147,8 @@ def test_a_folder_of_another_kind_or_backbone_is_refused_naming_it(fitted, tiny_
     with pytest.raises(NotAJudge, match="not a change judge"):
         ChangeJudge.load(other)
     with pytest.raises(ValueError, match="hidden size 32"):  # made on the tiny backbone, loaded on MiniLM
-        ChangeJudge.load(tiny)
+        ChangeJudge.load(tiny, DEFAULT_BACKBONE)
+    assert ChangeJudge.load(tiny).net.backbone == str(tiny_model_dir)  # by default on the backbone it names
     with pytest.raises(FileNotFoundError, match="no change judge"):
         ChangeJudge.load(tmp_path / "nothing")
 

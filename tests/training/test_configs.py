@@ -196,9 +196,9 @@ def test_every_config_reader_goes_through_the_one_loader():
     assert not offenders, f"read configs with memnets.training.configs.load_config, not yaml directly: {offenders}"
 
 
-@pytest.mark.parametrize("name", ["supersession/written_base", "supersession/shipped"])
+@pytest.mark.parametrize("name", ["supersession/written_base", "supersession/shipped", "supersession/large"])
 def test_the_judge_that_ships_learns_no_locomo_text(name):
-    """LoCoMo is CC BY-NC: both fits of the judge that ships read the project's own pairs only."""
+    """LoCoMo is CC BY-NC: both fits of the judge that ships (and the large one) read the project's own pairs only."""
     data = load_config(name)["data"]
     assert data["replayed"] == 0
     assert not [path for path in data["train"] + data["validation"] if "locomo" in path]

@@ -4,7 +4,10 @@ The judge (:class:`~memnets.nn.change_judge.ChangeJudgeNet`) is a small cross-en
 bundled backbone on labelled pairs of statements: JSON lines ``{"older", "newer", "label", ...}`` (the
 format of ``data/supersession/README.md``), read from the files given for training and for validation.
 Each epoch is scored on validation (average precision); the best epoch is kept, its threshold chosen on
-validation (:func:`threshold_for_precision`) and the judge saved with its figures (:meth:`ChangeJudge.save`).
+validation (:func:`threshold_for_precision` on the validation pairs and on their newer statements beside other
+subjects' facts, :func:`other_subjects`: endings right at :data:`TARGET_PRECISION`; its ``order_threshold``, from
+which a newer statement likely replaces the older one, at :data:`ORDER_PRECISION`) and the judge saved with its
+figures (:meth:`ChangeJudge.save`).
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ WRITTEN = "data/supersession/written"
 DEFAULT_TRAIN = (f"{WRITTEN}/train_a.jsonl", f"{WRITTEN}/train_b.jsonl")
 DEFAULT_VALIDATION = (f"{WRITTEN}/validation.jsonl",)
 TARGET_PRECISION = 0.95  # of endings on validation (chosen there: no look-alike ended, 68% of changes; docs/memory.md)
+ORDER_PRECISION = 0.85  # of likely replacements on validation (the order_threshold; chosen there, docs/memory.md)
+OTHER_FACTS = 6  # other subjects' statements each validation pair's newer one is also judged against
 
 
 def read_pairs(paths: Sequence[str | Path], split: str | None = None) -> list[dict]:
@@ -69,6 +74,21 @@ def threshold_for_precision(labels, probabilities, precision: float = TARGET_PRE
 def subject(row: dict) -> str:
     """What a pair is about: its ``domain`` (written pairs), else its ``slot`` (template pairs), else its older text."""
     return row.get("domain") or row.get("slot") or row["older"]
+
+
+def other_facts(rows: Sequence[dict], row: dict, rng: random.Random, count: int = OTHER_FACTS) -> list[dict]:
+    """``count`` rows of ``rows`` about another subject than ``row`` (:func:`subject`), drawn by ``rng``: the
+    speaker's other facts, which the write path reads beside ``row``'s newer statement."""
+    others = [r for r in rows if subject(r) != subject(row) and r["older"] != row["older"]]
+    return rng.sample(others, min(count, len(others)))
+
+
+def other_subjects(rows: Sequence[dict], seed: int = 0) -> list[tuple[str, str]]:
+    """(an older statement of another subject, a row's newer one): :data:`OTHER_FACTS` for each row
+    (:func:`other_facts`, seeded). None of them is a change: a judge's thresholds are set on these beside the
+    labelled pairs, so its precision holds on what the write path meets, not on the hard pairs alone."""
+    rng = random.Random(seed)
+    return [(other["older"], row["newer"]) for row in rows for other in other_facts(rows, row, rng)]
 
 
 def mismatched_pairs(rows: Sequence[dict], count: int, seed: int = 0, from_changes: float = 0.0) -> list[dict]:
@@ -254,7 +274,10 @@ class ChangeJudgeModule(L.LightningModule):
         judge = ChangeJudge(self.net, 0.5)
         found = probabilities(judge, [(r["older"], r["newer"]) for r in rows])
         labels = np.asarray([r["label"] for r in rows])
-        judge.threshold = threshold_for_precision(labels, found, self.precision)
+        others = probabilities(judge, other_subjects(rows))
+        scored, truth = np.r_[found, others], np.r_[labels, np.zeros(len(others), dtype=labels.dtype)]
+        judge.threshold = threshold_for_precision(truth, scored, self.precision)
+        judge.order_threshold = min(judge.threshold, threshold_for_precision(truth, scored, ORDER_PRECISION))
         ended = found >= judge.threshold
         judge.info = {
             "trained_on": [str(f) for f in datamodule.train_files],
@@ -267,6 +290,8 @@ class ChangeJudgeModule(L.LightningModule):
                 "recall": round(float(ended[labels == 1].mean()), 4),
                 "precision": round(float(labels[ended].mean()) if ended.any() else 1.0, 4),
                 "precision_target": self.precision,
+                "other_subjects": len(others),
+                "other_subjects_ended": int((others >= judge.threshold).sum()),
             },
         }
         self.judge = judge
