@@ -171,13 +171,13 @@ class Searcher:
             return [], {}
         hits = {m.id for m in memories}
         read: dict[str, Memory] = {}
-        links = {m.id: successor_id(m) for m in memories if successor_id(m) is not None}
+        links = {m.id: after for m in memories if (after := successor_id(m)) is not None}
         wanted = set(links.values()) - hits
         while wanted:  # one read per step down the chains
             for memory in self.store.get(sorted(wanted), owner):
                 read[memory.id] = memory
-                if (memory.superseded_by or successor_id(memory)) is not None:
-                    links[memory.id] = memory.superseded_by or successor_id(memory)
+                if (after := memory.superseded_by or successor_id(memory)) is not None:
+                    links[memory.id] = after
             wanted = {links[i] for i in wanted if i in links} - hits - read.keys()
         reached = {m.id: m for m in memories} | read
         added = {}

@@ -114,6 +114,15 @@ def table_rows(out: str) -> list[dict[str, str]]:
     return [dict(zip(columns, row)) for row in rows]
 
 
+def search_and_history(capsys, at: list, memory_id: str) -> tuple[list[dict], list[dict]]:
+    """The rows of `search QUESTION -k 2` over Leo's memories and of `history MEMORY_ID` (both exit 0)."""
+    code, searched, _ = run(capsys, *at, "search", "--user", "leo", QUESTION, "-k", "2")
+    assert code == EXIT_OK
+    code, history, _ = run(capsys, *at, "history", "--user", "leo", memory_id)
+    assert code == EXIT_OK
+    return table_rows(searched), table_rows(history)
+
+
 def test_search_and_history_show_validity_and_how_each_version_came_to_be(tmp_path, tiny_model_dir, capsys):
     """Search shows which fact still holds and which memory ended the other; history tells the judge's
     ending from a restatement (the same text, new metadata), a change (another text) and a reopening."""
@@ -124,20 +133,17 @@ def test_search_and_history_show_validity_and_how_each_version_came_to_be(tmp_pa
         memory.update("f0", user="leo", metadata={"checked": True})
         memory.update("f2", "I am learning Italian", user="leo")
     at = [folder, "--encoder", tiny_model_dir]
-    code, out, _ = run(capsys, *at, "search", "--user", "leo", QUESTION, "-k", "2")
-    assert code == EXIT_OK
-    assert [(row["id"], row["validity"]) for row in table_rows(out)] == [
+    searched, history = search_and_history(capsys, at, "f0")
+    assert [(row["id"], row["validity"]) for row in searched] == [
         ("f1", "current"),
         ("f0", "ended 2024-02-01, by f1"),
     ]
-    code, out, _ = run(capsys, *at, "history", "--user", "leo", "f0")
-    assert code == EXIT_OK
-    assert [(row["id"], row["change"]) for row in table_rows(out)] == [
+    assert [(row["id"], row["change"]) for row in history] == [
         ("f0~1", "first said"),
         ("f0~2", "ended by the judge (1.00)"),
         ("f0", "restated"),
     ]
-    assert table_rows(out)[-1]["validity"] == "ended 2024-02-01, by f1"
+    assert history[-1]["validity"] == "ended 2024-02-01, by f1"
     code, out, _ = run(capsys, *at, "history", "--user", "leo", "f2", "--json")
     assert [(v["content"], v["change"]) for v in json.loads(out)] == [
         ("I am learning Spanish", "first said"),
@@ -158,16 +164,12 @@ def test_search_and_history_show_a_likely_replacement(tmp_path, tiny_model_dir, 
     with memnets.open(folder, encoder=tiny_model_dir, supersession=LikelyLyonJudge()) as memory:
         for n, (text, when) in enumerate(facts()):
             memory.add(text, user="leo", t=when, id=f"f{n}")
-    at = [folder, "--encoder", tiny_model_dir]
-    code, out, _ = run(capsys, *at, "search", "--user", "leo", QUESTION, "-k", "2")
-    assert code == EXIT_OK
-    assert [(row["id"], row["validity"]) for row in table_rows(out)] == [
+    searched, history = search_and_history(capsys, [folder, "--encoder", tiny_model_dir], "f0")
+    assert [(row["id"], row["validity"]) for row in searched] == [
         ("f1", "current"),
         ("f0", "current, likely replaced by f1"),
     ]
-    code, out, _ = run(capsys, *at, "history", "--user", "leo", "f0")
-    assert code == EXIT_OK
-    assert [(row["id"], row["change"]) for row in table_rows(out)] == [
+    assert [(row["id"], row["change"]) for row in history] == [
         ("f0~1", "first said"),
         ("f0", "likely replaced (0.70)"),
     ]
