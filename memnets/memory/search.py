@@ -10,12 +10,12 @@ on LoCoMo, docs/benchmarks.md).
 
 A stale fact never answers above its successor, at any k (:func:`current_first`): a memory whose
 validity a newer one ended (``invalidated_by``, :mod:`memnets.memory.supersession`) ranks below the
-memory that ended it, and shows no higher a score; so does a memory that a newer one more likely than not
-replaced (``likely_replaced_by``: the judge's score below its threshold, the memory still valid). A search of the current facts fetches that
-successor when only the ended one was found (:meth:`Searcher.successors`: down the chain to the
-current one, owner-scoped, only if it passes the search's filters) and scores it as the others;
-ranked by cosine, it searches further when the stale fact moved down out of the k
-(:meth:`Searcher.nearest`), so the same memories answer in the same order at every k. An as-of /
+memory that ended it, and that one shows at least its score (it answers in the stale fact's place); so
+does a memory that a newer one more likely than not replaced (``likely_replaced_by``: the judge's score
+below its threshold, the memory still valid). A search of the current facts fetches those successors when
+only the ended one was found (:meth:`Searcher.successors`: down the chain to the current one,
+owner-scoped, only those that pass the search's filters) and scores them as the others, so the same
+memories answer in the same order at every k. An as-of /
 known-at read fetches none: it ranks the versions of its time as found (the ended memory was valid
 then; no memory is still above one among them that ended it).
 """
@@ -130,18 +130,12 @@ class Searcher:
         self, query_vector: np.ndarray, owner: str, k: int, filters: MemoryFilter | None
     ) -> list[tuple[Memory, float]]:
         """The ``k`` best by the store's cosine as :func:`current_first` ranks them, exact at every k: the
-        store's nearest with the current successors of the ended ones among them (:meth:`successors`),
-        searched again for twice as many until the k-th score shown is no lower than the last cosine the
-        store gave (a memory further down, at most that near, could rank above it otherwise: the stale
-        fact moved down and one the first search left out belongs in the k)."""
-        wanted = k
-        while True:
-            found = self._nearest(query_vector, wanted, owner, filters)
-            added, links = self.successors([m for m, _ in found], owner, filters)
-            ranked = current_first([*found, *zip(added, self.cosines(added, owner, query_vector))], links)
-            if len(found) < wanted or ranked[k - 1][1] >= found[-1][1]:
-                return ranked[:k]
-            wanted *= 2
+        store's ``k`` nearest with the current successors of the ended ones among them (:meth:`successors`).
+        One search is enough: a memory shows no less than its own cosine, and one the search left out shows
+        no more than the k-th cosine it gave (it ended nothing among them, or it would be a successor)."""
+        found = self._nearest(query_vector, k, owner, filters)
+        added, links = self.successors([m for m, _ in found], owner, filters)
+        return current_first([*found, *zip(added, self.cosines(added, owner, query_vector))], links)[:k]
 
     def _nearest(
         self, query_vector: np.ndarray, k: int, owner: str, filters: MemoryFilter | None
@@ -161,10 +155,11 @@ class Searcher:
 
         Each ended memory's chain is read down from its :func:`successor_id` (and ``superseded_by`` where
         that memory was replaced since), one read of ``owner``'s memories by id per step, until it ends
-        (a memory nothing ended, or one deleted, expired or already read: a cycle stops there). Its
-        successor is the last memory on the way that is current (no ``superseded_by``) and passes
-        ``filters`` (:meth:`~memnets.store.filters.MemoryFilter.matches`, the stores' rule: a search
-        never answers a memory its filters exclude); none is added where that one is among ``memories``.
+        (a memory nothing ended, or one deleted, expired or already read: a cycle stops there). Every memory
+        on the way that is current (no ``superseded_by``) and passes ``filters``
+        (:meth:`~memnets.store.filters.MemoryFilter.matches`, the stores' rule: a search never answers a
+        memory its filters exclude) is added: each shows at least the ended memory's score
+        (:func:`current_first`), so each belongs in the answer as much as the ended one does.
         An as-of / known-at read (``filters.time_travel``) fetches none: it answers the versions of its
         time, where the ended memory was valid and its successor, if it held yet, is a version of its own."""
         if filters is not None and filters.time_travel:
@@ -179,18 +174,15 @@ class Searcher:
                 if (after := memory.superseded_by or successor_id(memory)) is not None:
                     links[memory.id] = after
             wanted = {links[i] for i in wanted if i in links} - hits - read.keys()
-        reached = {m.id: m for m in memories} | read
         added = {}
         for start in hits & links.keys():
-            last, after, seen = None, links[start], {start}
-            while after in reached and after not in seen:  # a hit on the way is current and passes
+            after, seen = links[start], {start}
+            while after in read and after not in seen:  # a hit on the way is read as a hit's chain
                 seen.add(after)
-                memory = reached[after]
-                if after in hits or (memory.superseded_by is None and (filters is None or filters.matches(memory))):
-                    last = memory
+                memory = read[after]
+                if memory.superseded_by is None and (filters is None or filters.matches(memory)):
+                    added[after] = memory
                 after = links.get(after)
-            if last is not None and last.id not in hits:
-                added[last.id] = last
         return list(added.values()), {i: after for i, after in links.items() if i not in hits}
 
     def cosines(self, memories: Sequence[Memory], owner: str, query_vector: np.ndarray) -> list[float]:
@@ -213,30 +205,32 @@ def current_first(
     each shows: no memory above one that ended it. A search's answer is the first k.
 
     A memory's successors are the memories among ``hits`` that ended it (or likely replaced it), directly or
-    in turn: its chain of :func:`successor_id` (through ``links``, {id: the id that ended or replaced it}, for memories not
-    among ``hits``; a cycle is read once round). The rule: an ended memory shows the least of its own
-    score and its successors' (``min(own, successor's shown score)``); the list is sorted by shown score,
-    highest first, at equal shown scores the memory with fewer successors first (so each successor
-    before every memory it ended), then in the order given. So the list is sorted by the score it
-    shows, and a stale fact is never above its successor: where the successor outranks all else, the
-    first answer is the successor, not the stale fact.
+    in turn: its chain of :func:`successor_id` (through ``links``, {id: the id that ended or replaced it}, for
+    memories not among ``hits``; a cycle is read once round). The rule: a memory shows the best of its own
+    score and those of the memories among ``hits`` it ended or likely replaced, directly or in turn (the
+    judge said it holds in their place, so it answers what they answered: "Lyon's been great so far" takes
+    the place of "I live in Leeds" for "Where do I live?", which it alone is too far from to answer); the
+    list is sorted by shown score, highest first, at equal shown scores the memory with fewer successors
+    first (so each successor right before every memory it ended), then in the order given. So the list is
+    sorted by the score it shows, a stale fact is never above its successor, and where the stale fact
+    outranks all else the first answer is its successor.
     """
     links = links or {}
     position = {memory.id: n for n, (memory, _) in enumerate(hits)}
-    ranked = []
+    shown = [own for _, own in hits]
+    successors = [0] * len(hits)
     for n, (memory, own) in enumerate(hits):
-        shown, successors, seen = own, 0, {memory.id}
-        after = successor_id(memory)
+        after, seen = successor_id(memory), {memory.id}
         while after is not None and after not in seen:
             seen.add(after)
             if after in position:
-                successor, successor_score = hits[position[after]]
-                shown, successors, after = min(shown, successor_score), successors + 1, successor_id(successor)
+                later = position[after]
+                shown[later], successors[n] = max(shown[later], own), successors[n] + 1
+                after = successor_id(hits[later][0])
             else:
                 after = links.get(after)
-        ranked.append((-shown, successors, n, memory))
-    ranked.sort(key=lambda item: item[:3])
-    return [(memory, -negative) for negative, _, _, memory in ranked]
+    ranked = sorted(range(len(hits)), key=lambda n: (-shown[n], successors[n], n))
+    return [(hits[n][0], shown[n]) for n in ranked]
 
 
 __all__ = ["SearchHit", "Searcher", "current_first", "score", "successor_id"]

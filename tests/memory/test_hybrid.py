@@ -116,11 +116,11 @@ def test_a_stale_fact_found_by_its_words_answers_below_its_successor(opened):
     check_current_first(answers)
 
 
-def test_a_stale_fact_only_the_lexical_side_finds_shows_its_successors_score(opened):
+def test_a_stale_fact_only_the_lexical_side_finds_answers_after_its_successor_at_its_score(opened):
     """The dense side ranks the stale fact and its successor last (the query vector points away from them);
-    the lexical side finds the stale fact alone, by its word, which would put it first. Its successor is
-    fetched, scored as every candidate is (far, no word: low), and the stale fact shows that score, below
-    the memories that answer (memnets.memory.search.current_first)."""
+    the lexical side finds the stale fact alone, by its word, which puts it first. Its successor is fetched,
+    scored as every candidate is (far, no word: low), and shows the stale fact's score: it answers first,
+    in the stale fact's place, the stale fact right after it (memnets.memory.search.current_first)."""
     memory = opened(supersession=LyonJudge())
     for text, when in facts():
         memory.add(text, user="ann", t=when)
@@ -130,8 +130,9 @@ def test_a_stale_fact_only_the_lexical_side_finds_shows_its_successors_score(ope
     assert STALE not in nearest and SUCCESSOR not in nearest
     assert [m.content for m, _ in memory.store.lexical_search("Leeds", 3, "ann")] == [STALE]
     searcher = HybridSearcher(memory.store, None, 3, depth=3)
-    found = [m.content for m, _ in searcher.search("Leeds", away, "ann", 3, None, now)]
-    assert found == nearest  # the stale fact, at its successor's score, below the three nearest
+    found = searcher.search("Leeds", away, "ann", 3, None, now)
+    assert [m.content for m, _ in found] == [SUCCESSOR, STALE, nearest[0]]
+    assert found[0][1] == found[1][1] > found[2][1]
     alone = searcher.search("Tom", away, "ann", 3, None, now)  # found by its word too, and nothing ended it
     assert alone[0][0].content == "I have a cat named Tom"
 

@@ -71,8 +71,8 @@ def at_cosine(cosine: float) -> np.ndarray:
 QUERY = at_cosine(1.0)
 # id: (cosine to QUERY, the id of the memory that ended it); A was ended by B, B in turn by C
 CHAIN = {"A": (0.9, "B"), "F1": (0.8, None), "B": (0.5, "C"), "F2": (0.4, None), "C": (0.3, None), "F3": (0.2, None)}
-# the one order at every k: C first of its chain at its own 0.3, B and A below it showing 0.3
-CHAIN_ORDER = [("F1", 0.8), ("F2", 0.4), ("C", 0.3), ("B", 0.3), ("A", 0.3), ("F3", 0.2)]
+# the one order at every k: C first of its chain, showing A's 0.9 (it holds in A's place), B and A after it
+CHAIN_ORDER = [("C", 0.9), ("B", 0.9), ("A", 0.9), ("F1", 0.8), ("F2", 0.4), ("F3", 0.2)]
 
 
 def stored(store, rows: dict, owner: str = "ann", **fields) -> None:
@@ -98,8 +98,8 @@ def answer(found) -> list[tuple[str, float]]:
 
 def test_a_successor_ranks_before_what_it_ended_down_a_chain_in_one_order_at_every_k(tmp_path):
     """Without a scorer: A (the nearest) was ended by B, B by C (far from the query). At every k the answer
-    is the start of one order, each successor before what it ended and the ended ones showing its score;
-    at k = 1 the search had to look past A (before: A first at k = 1, F1 first at k = 3)."""
+    is the start of one order, each successor showing the score of what it ended and answering before it
+    (before: A first at k = 1; then F1 first, C below it at its own far score)."""
     with open_store(tmp_path / "s", 4) as store:
         stored(store, CHAIN)
         stored(store, {"A": (0.9, None)}, owner="bob")  # another user's: never fetched as a successor
@@ -110,14 +110,14 @@ def test_a_successor_ranks_before_what_it_ended_down_a_chain_in_one_order_at_eve
 
 def test_a_successor_the_filters_exclude_is_never_answered(tmp_path):
     """C ended B but is of another topic: a search for the topic answers B as the last of A's chain that
-    passes, at its own score, and A below it."""
+    passes, at A's score, and A below it."""
     with open_store(tmp_path / "s", 4) as store:
         home = {"metadata": {"topic": "home"}}
         stored(store, CHAIN, A=home, B=home, F2=home)
         searcher = Searcher(store, None, 3)
         for k in (1, 2, 3):
             found = searcher.search("", QUERY, "ann", k, MemoryFilter.parse(home), T0)
-            assert answer(found) == [("B", 0.5), ("A", 0.5), ("F2", 0.4)][:k]
+            assert answer(found) == [("B", 0.9), ("A", 0.9), ("F2", 0.4)][:k]
 
 
 def test_a_replaced_successor_answers_as_its_replacement_and_a_cycle_or_a_deleted_one_ends_a_chain(tmp_path):
@@ -125,7 +125,7 @@ def test_a_replaced_successor_answers_as_its_replacement_and_a_cycle_or_a_delete
         stored(store, {"A": (0.9, "B"), "D": (0.2, None), "X": (0.7, "Y"), "Y": (0.6, "X"), "G": (0.5, "gone")})
         stored(store, {"B": (0.3, None)}, B={"superseded_by": "D"})  # B, replaced by D since: an older version
         found = Searcher(store, None, 3).search("", QUERY, "ann", 6, None, T0)
-        assert answer(found) == [("X", 0.6), ("Y", 0.6), ("G", 0.5), ("D", 0.2), ("A", 0.2)]
+        assert answer(found) == [("D", 0.9), ("A", 0.9), ("X", 0.7), ("Y", 0.7), ("G", 0.5)]
 
 
 class CosineScorer:
@@ -139,7 +139,7 @@ class CosineScorer:
 def test_with_a_scorer_the_fetched_successor_is_scored_by_it(tmp_path):
     with open_store(tmp_path / "s", 4) as store:
         stored(store, CHAIN)
-        assert answer(Searcher(store, CosineScorer(), 1).search("", QUERY, "ann", 1, None, T0)) == [("C", 0.3)]
+        assert answer(Searcher(store, CosineScorer(), 1).search("", QUERY, "ann", 1, None, T0)) == [("C", 0.9)]
         for k in (1, 2, 3):  # fetch_factor 3: F1 is among the candidates at every k
             assert answer(Searcher(store, CosineScorer(), 3).search("", QUERY, "ann", k, None, T0)) == CHAIN_ORDER[:k]
 
