@@ -132,7 +132,7 @@ class Searcher:
         """The ``k`` best by the store's cosine as :func:`current_first` ranks them, exact at every k: the
         store's ``k`` nearest with the current successors of the ended ones among them (:meth:`successors`).
         One search is enough: a memory shows no less than its own cosine, and one the search left out shows
-        no more than the k-th cosine it gave (it ended nothing among them, or it would be a successor)."""
+        no more than the k-th cosine it gave, unless it ended one of them, and then it was fetched as a successor."""
         found = self._nearest(query_vector, k, owner, filters)
         added, links = self.successors([m for m, _ in found], owner, filters)
         return current_first([*found, *zip(added, self.cosines(added, owner, query_vector))], links)[:k]
@@ -177,7 +177,7 @@ class Searcher:
         added = {}
         for start in hits & links.keys():
             after, seen = links[start], {start}
-            while after in read and after not in seen:  # a hit on the way is read as a hit's chain
+            while after in read and after not in seen:  # a hit on the way: its own chain starts there
                 seen.add(after)
                 memory = read[after]
                 if memory.superseded_by is None and (filters is None or filters.matches(memory)):
@@ -211,7 +211,7 @@ def current_first(
     judge said it holds in their place, so it answers what they answered: "Lyon's been great so far" takes
     the place of "I live in Leeds" for "Where do I live?", which it alone is too far from to answer); the
     list is sorted by shown score, highest first, at equal shown scores the memory with fewer successors
-    first (so each successor right before every memory it ended), then in the order given. So the list is
+    first (so each successor before every memory it ended), then in the order given. So the list is
     sorted by the score it shows, a stale fact is never above its successor, and where the stale fact
     outranks all else the first answer is its successor.
     """
