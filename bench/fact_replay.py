@@ -3,11 +3,11 @@ change judge: ``bench.experiments.fact_currency`` (the test part, reported) and
 ``bench.experiments.judge_validation`` (the validation part, chosen on).
 
 For each pair (data/supersession/README.md's format) one user's memory gets the older statement, the older
-statements of :data:`FILLERS` other pairs (the user's other facts), then the newer statement a month later,
-through plain ``add`` or through ``add(messages=...)`` with an assistant's reply after each user turn; then
-the pair's question at k = 1, 3, 10 (:func:`replay_pairs`, :func:`summary`). :func:`replay_conversation`
-replays a whole LoCoMo conversation through messages and counts the memories ended (and those linked to a likely
-replacement, ``likely_replaced_by``, which rank below it).
+statements of :data:`~memnets.training.lit.supersession.OTHER_FACTS` other pairs (the user's other facts),
+then the newer statement a month later, through plain ``add`` or through ``add(messages=...)`` with an
+assistant's reply after each user turn; then the pair's question at k = 1, 3, 10 (:func:`replay_pairs`,
+:func:`summary`). :func:`replay_conversation` replays a whole LoCoMo conversation through messages and counts
+the memories ended (and those linked to a likely replacement, ``likely_replaced_by``, which rank below it).
 """
 
 from __future__ import annotations
@@ -19,9 +19,8 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from memnets.training.lit.supersession import OTHER_FACTS, other_facts
+from memnets.training.lit.supersession import other_facts
 
-FILLERS = OTHER_FACTS  # the other facts of each replayed user (memnets.training.lit.supersession.other_facts)
 ACKS = ("Got it!", "Noted.", "Thanks for telling me.", "Fun!", "Okay, I'll remember that.", "Sounds good.")
 LOOK_ALIKES = ("other_person", "unrelated")
 BOTH_HOLD = ("restatement", "addition")  # non-changes whose newer statement answers the question too

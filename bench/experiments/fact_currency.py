@@ -2,8 +2,9 @@
 
 For each labelled pair (older statement, newer statement, the question an agent asks; the format of
 data/supersession/README.md) one user's memory gets the older statement, then the older statements of
-:data:`FILLERS` other pairs (the user's other facts), then the newer statement a month later, through
-plain ``add`` or through ``add(messages=...)`` with an assistant's reply after each user turn. Then:
+:data:`~memnets.training.lit.supersession.OTHER_FACTS` other pairs (the user's other facts), then the newer
+statement a month later, through plain ``add`` or through ``add(messages=...)`` with an assistant's reply
+after each user turn. Then:
 
 - a change (label 1): is the newer statement the first hit for the question (k = 1), and above the
   older one at k = 3 and 10 (present, and the older one absent or below it)?

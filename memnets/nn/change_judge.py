@@ -72,8 +72,9 @@ class ChangeJudgeNet(nn.Module):
         super().__init__()
         from transformers import AutoModel, AutoTokenizer
 
+        folder = resolve_backbone(backbone)  # once: the large backbone's folder is checked on each resolve
         with quiet_loading():
-            model = AutoModel.from_pretrained(resolve_backbone(backbone))
+            model = AutoModel.from_pretrained(folder)
         model.pooler = None  # the judge pools its own way (loaded with it: no report of unused weights)
         depth = len(model.encoder.layer)
         if not 1 <= layers <= depth:
@@ -84,7 +85,7 @@ class ChangeJudgeNet(nn.Module):
         self.layers, self.backbone = int(layers), str(backbone)
         self.bert = model
         self.classifier = nn.Linear(model.config.hidden_size, 1)
-        self.tokenizer = AutoTokenizer.from_pretrained(resolve_backbone(backbone))
+        self.tokenizer = AutoTokenizer.from_pretrained(folder)
 
     def tokenize(self, pairs: Sequence[tuple[str, str]]) -> dict[str, torch.Tensor]:
         """The pairs as one padded batch (each text cut by :func:`cut`, the pair to :data:`MAX_TOKENS`)."""
