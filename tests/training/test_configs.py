@@ -11,6 +11,7 @@ import yaml
 from memnets.training.commands.run import load_steps
 from memnets.training.configs import ConfigNotFoundError, config_argument, load_config, packaged_configs, resolve_config
 from memnets.training.data.config import load_data_config
+from memnets.training.data.formats import load_conversations
 from memnets.training.data.location import find_data
 
 PACKAGED = Path(__file__).resolve().parents[2] / "configs"  # the checkout's configs/, what config_root finds here
@@ -145,6 +146,15 @@ def test_the_large_cpu_configs_fine_tune_all_of_the_large_backbone_in_bf16_under
     distill = load_config("encoder/distill_cpu")
     assert distill["model"]["teacher"] == "checkpoints/large_cpu/encoder/best" and "backbone" not in distill["model"]
     assert distill["trainer"]["callbacks"][-1]["init_args"] == {"export_dir": "checkpoints/distill/encoder/best"}
+
+
+def test_the_everyday_encoder_is_the_main_jobs_recipe_with_the_written_conversations_beside_locomo():
+    everyday, cpu = load_config("encoder/everyday_cpu"), load_config("encoder/cpu")
+    assert everyday["model"] == cpu["model"] and everyday["trainer"]["precision"] == cpu["trainer"]["precision"]
+    assert {k: v for k, v in everyday["data"].items() if k != "extra_train"} == cpu["data"]
+    (extra,) = everyday["data"]["extra_train"]
+    assert len(load_conversations(Path(__file__).resolve().parents[2] / extra)) > 100
+    assert everyday["trainer"]["callbacks"][-1]["init_args"] == {"export_dir": "checkpoints/everyday/encoder/best"}
 
 
 def test_the_smoke_data_config_is_one_conversation_per_split():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 from collections import defaultdict
+from pathlib import Path
 
 import pytest
 import torch
@@ -17,6 +18,8 @@ from memnets.training.commands.fit import main
 from memnets.training.lit.cli import COMPONENTS, build_cli
 from memnets.training.lit.data import NoDuplicatesBatchSampler, RetrievalDataModule
 from memnets.training.lit.threads import TorchThreads
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
 
 @pytest.fixture
@@ -181,6 +184,31 @@ def test_collated_keys_mark_every_positive_of_a_query(tiny_model_dir, data_confi
     assert not set(batch["hard_negative_keys"].flatten().tolist()) & set(batch["positive_keys"].tolist())
     with pytest.raises(ValueError, match="batch_size"):
         NoDuplicatesBatchSampler(["a"], [1], ["g"], batch_size=1)
+
+
+def test_extra_training_files_add_their_conversations_and_refuse_a_repeated_id(tmp_path, data_config):
+    extra = tmp_path / "everyday.jsonl"
+    conversation = {
+        "id": "everyday-1",
+        "sessions": [{"time": "2024-01-02T09:00:00", "turns": [
+            {"id": "t1", "speaker": "user", "text": "I live in Leeds."},
+            {"id": "t2", "speaker": "user", "text": "My cousin moved to Glasgow."}]}],
+        "questions": [{"question": "Where does the user live?", "evidence": ["t1"]}],
+    }  # fmt: skip
+    extra.write_text(json.dumps(conversation) + "\n")
+    plain = RetrievalDataModule(data_config=str(data_config), hard_negatives=0)
+    plain.setup("fit")
+    data = RetrievalDataModule(data_config=str(data_config), hard_negatives=0, extra_train=[str(extra)])
+    data.setup("fit")
+    added = [row for row in data.train_pairs if row["conv_id"] == "everyday-1"]
+    assert [(row["query"], row["positive"]) for row in added] == [("Where does the user live?", "user: I live in Leeds.")]
+    assert len(data.train_pairs) == len(plain.train_pairs) + 1
+    assert [c.sample_id for c in data.validation_conversations] == ["tiny-2"]  # validation stays the config's
+    # the fixture's JSONL repeats the tiny LoCoMo file's ids: refused, naming the file and the id
+    repeated = str(FIXTURES / "tiny_conversations.jsonl")
+    again = RetrievalDataModule(data_config=str(data_config), hard_negatives=0, extra_train=[repeated])
+    with pytest.raises(ValueError, match="tiny_conversations.jsonl: conversation id 'tiny-1'"):
+        again.setup("fit")
 
 
 def test_distillation_is_zero_only_where_the_student_ranks_as_the_teacher():

@@ -189,6 +189,9 @@ class RetrievalDataModule(L.LightningDataModule):
         batch_size: pairs per step per device.
         include_observations: add (observation fact -> source turn) pairs to the question pairs.
         group_by_conversation: draw each batch from one conversation (hard in-batch negatives).
+        extra_train: conversation files (any format ``--data`` reads) whose every conversation trains beside
+            the data config's train split, e.g. ``data/supersession/user_facts_train.jsonl`` (everyday
+            voices); validation stays the config's.
         hard_negatives: mined hard negatives per pair per step (0 = in-batch negatives only).
         miner: ``"encoder"`` (``miner_model``: a folder or a backbone name such as ``all-mpnet-base-v2``;
             the bundled untrained backbone by default) or ``"bm25"``.
@@ -205,6 +208,7 @@ class RetrievalDataModule(L.LightningDataModule):
         batch_size: int = 32,
         include_observations: bool = True,
         group_by_conversation: bool = True,
+        extra_train: Sequence[str] = (),
         hard_negatives: int = 1,
         miner: str = "encoder",
         miner_model: str = DEFAULT_BACKBONE,
@@ -222,6 +226,14 @@ class RetrievalDataModule(L.LightningDataModule):
         hp = self.hparams
         config = load_data_config(hp.data_config, data=hp.data_path)
         conversations = {c.sample_id: c for c in load_conversations(config.path, config.splits["train"])}
+        for path in hp.extra_train:
+            for conversation in load_conversations(path):
+                if conversation.sample_id in conversations:
+                    raise ValueError(
+                        f"extra_train {path}: conversation id {conversation.sample_id!r} is already a training "
+                        "conversation (ids must be unique across the training files)"
+                    )
+                conversations[conversation.sample_id] = conversation
         pairs = build_retrieval_pairs(conversations.values(), include_observations=hp.include_observations).to_list()
         for i, row in enumerate(pairs):
             row["index"] = i

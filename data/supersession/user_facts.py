@@ -1,0 +1,174 @@
+"""Build a retrieval benchmark of everyday chats in LongMemEval's format from the held-out written pairs.
+
+LoCoMo's conversations are what the encoder learns from and is chosen on; a user's agent hears something
+else: short statements of one's own life in many voices, between requests and small talk. This file
+measures retrieval there, on text that no encoder of memnets trained on: the written validation pairs
+(writers C and J) and the written test pairs (writer D), the project's own text (Apache-2.0).
+
+One question of type ``single-session-user`` per distinct (question, statement that answers it) of the
+pairs: for a change (label 1) the newer statement and ``answer_after``, for any other pair the older
+statement and ``answer_before``. Only that statement of the pair is in the haystack (no stale fact
+competes: that is knowledge_update.py's benchmark), in session ``answer_{id}`` (a user turn with
+``has_answer`` and an acknowledgement), among N filler sessions (default 30), each a statement of a pair
+of another domain and one or two exchanges of small talk, as in knowledge_update.py. About 80 user turns
+a question, so recall@1, @5 and @10 tell rankers apart. Each item is drawn from its own generator seeded
+with ``{seed}/{pair id}``.
+
+    python data/supersession/user_facts.py [--source data/supersession/written] [--out data/supersession]
+
+writes ``user_facts_validation.json`` (validation.jsonl and validation_j.jsonl) and ``user_facts_test.json``
+(test.jsonl), each checked by memnets' LongMemEval reader before it is written.
+
+It also writes ``user_facts_train.jsonl``, training conversations in memnets' JSONL format from the written
+training pairs (``train_*.jsonl``), for an encoder to learn everyday voices beside LoCoMo's
+(``data.extra_train`` of ``memnets fit encoder``): each of a pair's statements is a turn, each question
+one per (question, older statement), its evidence the statements that answer it (the older one, and the
+newer one where it changes, restates or adds to it); other people's news, plans, exceptions and unrelated
+statements of the same subject stay turns that answer nothing, the hardest negatives the encoder meets.
+A conversation holds at most :data:`QUESTIONS_PER_CONVERSATION` questions, no two with the same words, so
+that "Where does the user live?" has one answer in it. A pair with a statement equal to one of the validation
+or test parts (short common sentences that writers A to I wrote independently) is left out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+from datetime import timedelta
+from pathlib import Path
+
+from knowledge_update import ACKNOWLEDGEMENTS, FIRST_DAY, _date, _exchange, _filler_session, read_pairs, write
+
+from memnets.training.data.formats import load_conversations
+
+QUESTION_TYPE = "single-session-user"
+SPLITS = {"validation": ("validation.jsonl", "validation_j.jsonl"), "test": ("test.jsonl",)}
+QUESTIONS_PER_CONVERSATION = 40
+ANSWERS_TOO = ("change", "correction", "restatement", "addition")  # kinds whose newer statement answers too
+
+
+def answering(pair: dict) -> tuple[str, str]:
+    """(the statement of ``pair`` that answers its question, the answer): the newer one for a change."""
+    return (pair["newer"], pair["answer_after"]) if pair["label"] == 1 else (pair["older"], pair["answer_before"])
+
+
+def user_fact_item(pair: dict, pool: list[str], fillers: int, seed: int) -> dict:
+    """The LongMemEval question of one pair; ``pool``: the statements of other domains' pairs."""
+    rng = random.Random(f"{seed}/{pair['id']}")
+    statement, answer = answering(pair)
+    statements = rng.sample(pool, min(fillers, len(pool)))
+    place = rng.randrange(len(statements) + 1)
+    sessions, ids, dates = [], [], []
+    moment = FIRST_DAY + timedelta(days=rng.randrange(365))
+    for slot in range(len(statements) + 1):
+        moment += timedelta(days=rng.randint(1, 10))
+        dates.append(moment.replace(hour=rng.randint(8, 22), minute=rng.randrange(60)))
+        if slot == place:
+            ids.append(f"answer_{pair['id']}")
+            sessions.append(_exchange(statement, rng.choice(ACKNOWLEDGEMENTS), has_answer=True))
+        else:
+            ids.append(f"filler_{pair['id']}_{len(ids) + 1}")
+            sessions.append(_filler_session(statements.pop(), rng))
+    asked = dates[-1] + timedelta(days=rng.randint(1, 7), hours=rng.randint(0, 5))
+    return {
+        "question_id": f"uf_{pair['id']}",
+        "question_type": QUESTION_TYPE,
+        "question": pair["question"],
+        "answer": answer,
+        "question_date": _date(asked),
+        "haystack_session_ids": ids,
+        "haystack_dates": [_date(d) for d in dates],
+        "haystack_sessions": sessions,
+        "answer_session_ids": [f"answer_{pair['id']}"],
+    }
+
+
+def user_facts_benchmark(pairs: list[dict], fillers: int = 30, seed: int = 0) -> list[dict]:
+    """One question per distinct (question, answering statement) of ``pairs``, in the file's order; fillers
+    come from the statements of the pairs of other domains."""
+    statements: dict[str, dict[str, None]] = {}
+    for pair in pairs:
+        statements.setdefault(pair["domain"], {}).update(dict.fromkeys((pair["older"], pair["newer"])))
+    items, seen = [], set()
+    for pair in pairs:
+        key = (pair["question"], answering(pair)[0])
+        if key in seen:
+            continue
+        seen.add(key)
+        pool = [text for domain, texts in statements.items() if domain != pair["domain"] for text in texts]
+        items.append(user_fact_item(pair, pool, fillers, seed))
+    return items
+
+
+def normalised(text: str) -> str:
+    """``text`` as the held-out check compares it: lower case, runs of white space as one space."""
+    return " ".join(text.lower().split())
+
+
+def training_conversations(pairs: list[dict], source: str, held_out: frozenset[str] = frozenset()) -> list[dict]:
+    """memnets JSONL conversations of ``pairs`` (one writer's file, named ``source``), leaving out every pair with
+    a statement in ``held_out`` (:func:`normalised` texts): see the module docstring."""
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for pair in pairs:
+        if {normalised(pair["older"]), normalised(pair["newer"])} & held_out:
+            continue
+        groups.setdefault((pair["question"], pair["older"]), []).append(pair)
+    conversations: list[dict] = []
+    asked: list[set[str]] = []
+    for (question, older), group in groups.items():
+        words = question.casefold().strip()
+        n = next(
+            (i for i, seen in enumerate(asked) if words not in seen and len(seen) < QUESTIONS_PER_CONVERSATION), None
+        )
+        if n is None:
+            n = len(conversations)
+            asked.append(set())
+            conversations.append({"id": f"{source}-{n + 1}", "texts": {}, "questions": []})
+        asked[n].add(words)
+        texts = conversations[n]["texts"]
+        evidence = [older] + [pair["newer"] for pair in group if pair["kind"] in ANSWERS_TOO]
+        for text in [older] + [pair["newer"] for pair in group]:
+            texts.setdefault(text, f"t{len(texts) + 1}")
+        conversations[n]["questions"].append({"question": question, "evidence": sorted({texts[t] for t in evidence})})
+    return [
+        {
+            "id": conversation["id"],
+            "sessions": [
+                {
+                    "time": FIRST_DAY.isoformat(),
+                    "turns": [{"id": i, "speaker": "user", "text": t} for t, i in conversation["texts"].items()],
+                }
+            ],
+            "questions": conversation["questions"],
+        }
+        for conversation in conversations
+    ]
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    here = Path(__file__).parent
+    parser.add_argument("--source", type=Path, default=here / "written", help="folder of the written pairs")
+    parser.add_argument("--out", type=Path, default=here)
+    parser.add_argument("--fillers", type=int, default=30, help="filler sessions per question (default 30)")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    held_out = set()
+    for split, files in SPLITS.items():
+        pairs = [pair for name in files for pair in read_pairs(args.source / name)]
+        held_out |= {normalised(pair[side]) for pair in pairs for side in ("older", "newer")}
+        write(user_facts_benchmark(pairs, args.fillers, args.seed), args.out / f"user_facts_{split}.json")
+    train = [
+        conversation
+        for path in sorted(args.source.glob("train_*.jsonl"))
+        for conversation in training_conversations(read_pairs(path), path.stem, frozenset(held_out))
+    ]
+    out = args.out / "user_facts_train.jsonl"
+    out.write_text("".join(json.dumps(c, ensure_ascii=False) + "\n" for c in train), encoding="utf-8")
+    load_conversations(out)
+    print(f"wrote {out}: {len(train)} conversations, {sum(len(c['questions']) for c in train)} questions")
+
+
+if __name__ == "__main__":
+    main()
