@@ -201,7 +201,9 @@ def test_extra_training_files_add_their_conversations_and_refuse_a_repeated_id(t
     data = RetrievalDataModule(data_config=str(data_config), hard_negatives=0, extra_train=[str(extra)])
     data.setup("fit")
     added = [row for row in data.train_pairs if row["conv_id"] == "everyday-1"]
-    assert [(row["query"], row["positive"]) for row in added] == [("Where does the user live?", "user: I live in Leeds.")]
+    assert [(row["query"], row["positive"]) for row in added] == [
+        ("Where does the user live?", "user: I live in Leeds.")
+    ]
     assert len(data.train_pairs) == len(plain.train_pairs) + 1
     assert [c.sample_id for c in data.validation_conversations] == ["tiny-2"]  # validation stays the config's
     # the fixture's JSONL repeats the tiny LoCoMo file's ids: refused, naming the file and the id
