@@ -211,6 +211,12 @@ def test_extra_training_files_add_their_conversations_and_refuse_a_repeated_id(t
     again = RetrievalDataModule(data_config=str(data_config), hard_negatives=0, extra_train=[repeated])
     with pytest.raises(ValueError, match="tiny_conversations.jsonl: conversation id 'tiny-1'"):
         again.setup("fit")
+    # nor may a held-out conversation train: the validation conversation alone, under its own id
+    validation = tmp_path / "validation.jsonl"
+    validation.write_text(json.dumps(conversation | {"id": "tiny-2"}) + "\n")
+    leak = RetrievalDataModule(data_config=str(data_config), hard_negatives=0, extra_train=[str(validation)])
+    with pytest.raises(ValueError, match="'tiny-2' is already a training, validation or test conversation"):
+        leak.setup("fit")
 
 
 def test_distillation_is_zero_only_where_the_student_ranks_as_the_teacher():

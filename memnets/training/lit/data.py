@@ -226,12 +226,14 @@ class RetrievalDataModule(L.LightningDataModule):
         hp = self.hparams
         config = load_data_config(hp.data_config, data=hp.data_path)
         conversations = {c.sample_id: c for c in load_conversations(config.path, config.splits["train"])}
+        held_out = {*config.splits["validation"], *config.splits["test"]}
         for path in hp.extra_train:
             for conversation in load_conversations(path):
-                if conversation.sample_id in conversations:
+                if conversation.sample_id in conversations or conversation.sample_id in held_out:
                     raise ValueError(
-                        f"extra_train {path}: conversation id {conversation.sample_id!r} is already a training "
-                        "conversation (ids must be unique across the training files)"
+                        f"extra_train {path}: conversation id {conversation.sample_id!r} is already a training, "
+                        "validation or test conversation (ids must be unique across the files, and held-out "
+                        "conversations never train)"
                     )
                 conversations[conversation.sample_id] = conversation
         pairs = build_retrieval_pairs(conversations.values(), include_observations=hp.include_observations).to_list()
