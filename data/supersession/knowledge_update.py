@@ -149,12 +149,20 @@ def written_item(pair: dict, pool: list[str], fillers: int, seed: int) -> dict:
         else:
             ids.append(f"{FILLER}{pair['id']}_{fillers - len(statements) + 1}")
             sessions.append(_filler_session(statements.pop(), rng))
+    return written_question(f"ku_{pair['id']}", QUESTION_TYPE, pair, pair["answer_after"], ids, dates, sessions, rng)
+
+
+def written_question(
+    question_id: str, question_type: str, pair: dict, answer: str, ids: list[str], dates: list, sessions: list, rng
+) -> dict:
+    """The LongMemEval item of ``pair``'s question over a written haystack (session ``ids``, ``dates`` and
+    ``sessions``; the evidence is session ``answer_{id}``), asked 1-7 days after the last session."""
     asked = dates[-1] + timedelta(days=rng.randint(1, 7), hours=rng.randint(0, 5))
     return {
-        "question_id": f"ku_{pair['id']}",
-        "question_type": QUESTION_TYPE,
+        "question_id": question_id,
+        "question_type": question_type,
         "question": pair["question"],
-        "answer": pair["answer_after"],
+        "answer": answer,
         "question_date": _date(asked),
         "haystack_session_ids": ids,
         "haystack_dates": [_date(d) for d in dates],
@@ -163,21 +171,21 @@ def written_item(pair: dict, pool: list[str], fillers: int, seed: int) -> dict:
     }
 
 
-def written_benchmark(pairs: list[dict], fillers: int = 8, seed: int = 0) -> list[dict]:
-    """One question per label-1 pair, in the file's order; fillers come from the pairs of other domains."""
-    statements = {}
+def other_domains(pairs: list[dict]) -> dict[str, list[str]]:
+    """For each domain of ``pairs``, the distinct statements of the pairs of every other domain (file order):
+    the filler pool of that domain's questions."""
+    statements: dict[str, dict[str, None]] = {}
     for pair in pairs:
         statements.setdefault(pair["domain"], {}).update(dict.fromkeys((pair["older"], pair["newer"])))
-    return [
-        written_item(
-            pair,
-            [text for domain, texts in statements.items() if domain != pair["domain"] for text in texts],
-            fillers,
-            seed,
-        )
-        for pair in pairs
-        if pair["label"] == 1
-    ]
+    return {
+        own: [text for domain, texts in statements.items() if domain != own for text in texts] for own in statements
+    }
+
+
+def written_benchmark(pairs: list[dict], fillers: int = 8, seed: int = 0) -> list[dict]:
+    """One question per label-1 pair, in the file's order; fillers come from the pairs of other domains."""
+    pools = other_domains(pairs)
+    return [written_item(pair, pools[pair["domain"]], fillers, seed) for pair in pairs if pair["label"] == 1]
 
 
 def _locomo_turn(turn: Turn, speaker: str, has_answer: bool) -> dict:

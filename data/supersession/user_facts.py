@@ -38,7 +38,17 @@ import random
 from datetime import timedelta
 from pathlib import Path
 
-from knowledge_update import ACKNOWLEDGEMENTS, FIRST_DAY, _date, _exchange, _filler_session, read_pairs, write
+from knowledge_update import (
+    ACKNOWLEDGEMENTS,
+    ANSWER,
+    FIRST_DAY,
+    _exchange,
+    _filler_session,
+    other_domains,
+    read_pairs,
+    write,
+    written_question,
+)
 
 from memnets.training.data.formats import load_conversations
 
@@ -65,39 +75,24 @@ def user_fact_item(pair: dict, pool: list[str], fillers: int, seed: int) -> dict
         moment += timedelta(days=rng.randint(1, 10))
         dates.append(moment.replace(hour=rng.randint(8, 22), minute=rng.randrange(60)))
         if slot == place:
-            ids.append(f"answer_{pair['id']}")
+            ids.append(f"{ANSWER}{pair['id']}")
             sessions.append(_exchange(statement, rng.choice(ACKNOWLEDGEMENTS), has_answer=True))
         else:
             ids.append(f"filler_{pair['id']}_{len(ids) + 1}")
             sessions.append(_filler_session(statements.pop(), rng))
-    asked = dates[-1] + timedelta(days=rng.randint(1, 7), hours=rng.randint(0, 5))
-    return {
-        "question_id": f"uf_{pair['id']}",
-        "question_type": QUESTION_TYPE,
-        "question": pair["question"],
-        "answer": answer,
-        "question_date": _date(asked),
-        "haystack_session_ids": ids,
-        "haystack_dates": [_date(d) for d in dates],
-        "haystack_sessions": sessions,
-        "answer_session_ids": [f"answer_{pair['id']}"],
-    }
+    return written_question(f"uf_{pair['id']}", QUESTION_TYPE, pair, answer, ids, dates, sessions, rng)
 
 
 def user_facts_benchmark(pairs: list[dict], fillers: int = 30, seed: int = 0) -> list[dict]:
     """One question per distinct (question, answering statement) of ``pairs``, in the file's order; fillers
     come from the statements of the pairs of other domains."""
-    statements: dict[str, dict[str, None]] = {}
-    for pair in pairs:
-        statements.setdefault(pair["domain"], {}).update(dict.fromkeys((pair["older"], pair["newer"])))
+    pools = other_domains(pairs)
     items, seen = [], set()
     for pair in pairs:
         key = (pair["question"], answering(pair)[0])
-        if key in seen:
-            continue
-        seen.add(key)
-        pool = [text for domain, texts in statements.items() if domain != pair["domain"] for text in texts]
-        items.append(user_fact_item(pair, pool, fillers, seed))
+        if key not in seen:
+            seen.add(key)
+            items.append(user_fact_item(pair, pools[pair["domain"]], fillers, seed))
     return items
 
 
@@ -115,22 +110,21 @@ def training_conversations(pairs: list[dict], source: str, held_out: frozenset[s
             continue
         groups.setdefault((pair["question"], pair["older"]), []).append(pair)
     conversations: list[dict] = []
-    asked: list[set[str]] = []
     for (question, older), group in groups.items():
         words = question.casefold().strip()
-        n = next(
-            (i for i, seen in enumerate(asked) if words not in seen and len(seen) < QUESTIONS_PER_CONVERSATION), None
+        conversation = next(
+            (c for c in conversations if words not in c["asked"] and len(c["asked"]) < QUESTIONS_PER_CONVERSATION),
+            None,
         )
-        if n is None:
-            n = len(conversations)
-            asked.append(set())
-            conversations.append({"id": f"{source}-{n + 1}", "texts": {}, "questions": []})
-        asked[n].add(words)
-        texts = conversations[n]["texts"]
+        if conversation is None:
+            conversation = {"id": f"{source}-{len(conversations) + 1}", "asked": set(), "texts": {}, "questions": []}
+            conversations.append(conversation)
+        conversation["asked"].add(words)
+        texts = conversation["texts"]
         evidence = [older] + [pair["newer"] for pair in group if pair["kind"] in ANSWERS_TOO]
         for text in [older] + [pair["newer"] for pair in group]:
             texts.setdefault(text, f"t{len(texts) + 1}")
-        conversations[n]["questions"].append({"question": question, "evidence": sorted({texts[t] for t in evidence})})
+        conversation["questions"].append({"question": question, "evidence": sorted({texts[t] for t in evidence})})
     return [
         {
             "id": conversation["id"],
