@@ -6,9 +6,11 @@ first stays current and may rank first for "Where do I live?". After each write,
 picks the candidates: among the user's :data:`CANDIDATE_POOL` current memories nearest to the new one by
 the store's index, those of the same kind, the same scope (:func:`~memnets.memory.writes.same_scope`:
 agent and session, the one scope rule of every step that reads or changes another memory) and the same
-speaker (a field: the message's ``speaker``, else the ``"{speaker}: "`` prefix), at cosine at least
-:data:`CANDIDATE_FLOOR`, still valid, at most :data:`CANDIDATES`; an assistant's reply is judged against
-nothing. A :class:`SupersessionJudge` reads each pair, the texts as said (the speaker prefix off, so
+speaker (a field: the message's ``speaker``, else the ``"{speaker}: "`` prefix), still valid, at most
+:data:`CANDIDATES`, however near; an assistant's reply is judged against nothing. No cosine floor: the judge
+decides what is another subject, not the encoder. A floor on the stored texts' cosine let the speaker prefix
+choose what was judged (through messages, ``"user: "`` lifts all of a speaker's memories over it) and kept a
+fifth of the changes said through plain ``add`` from the judge (docs/memory.md, "The candidates"). A :class:`SupersessionJudge` reads each pair, the texts as said (the speaker prefix off, so
 "Bob: ..." and "user: ..." judge alike), in the order their facts began to hold (``valid_from``, not the
 order they were written: a statement from before a newer fact, imported after it, is the one ended).
 For each score at or above the judge's threshold the older memory gets a new version (so the decision is
@@ -49,7 +51,6 @@ from memnets.text import strip_speaker
 
 CANDIDATES = 5  # older memories a new one is judged against (one batch of the judge)
 CANDIDATE_POOL = 20  # nearest memories searched for them (an index search: a write stays fast on a large store)
-CANDIDATE_FLOOR = 0.3  # cosine below which an older memory is no candidate (another subject)
 ASSISTANT = "assistant"  # the role whose replies end no memory (they echo and confirm the user's facts)
 
 
@@ -110,10 +111,9 @@ class Supersession:
         found = self.store.search(vector, CANDIDATE_POOL, memory.owner)
         return [
             other
-            for other, cosine in found
+            for other, _ in found
             if other.id != memory.id
             and other.id not in later
-            and cosine >= CANDIDATE_FLOOR
             and other.kind == memory.kind
             and other.valid_to is None
             and same_scope(other, memory)
@@ -210,4 +210,4 @@ def linked_by_judge(older: Memory, newer: Memory, score: float) -> Memory:
     )
 
 
-__all__ = ["CANDIDATES", "CANDIDATE_FLOOR", "CANDIDATE_POOL", "Supersession", "SupersessionJudge"]
+__all__ = ["CANDIDATES", "CANDIDATE_POOL", "Supersession", "SupersessionJudge"]

@@ -207,6 +207,35 @@ def test_the_speaker_is_a_field_the_judge_reads_the_texts_as_said(location, enco
     assert judge.read == [said]
 
 
+class ListeningJudge(RecordingJudge):
+    """Records the pairs it read and ends nothing."""
+
+    def score(self, older: str, newer: str) -> float:
+        super().score(older, newer)
+        return 0.0
+
+
+@pytest.mark.parametrize("write", ["plain", "messages"])
+def test_the_judge_reads_the_speaker_s_nearest_memories_however_far_apart(tmp_path, write):
+    """No cosine floor: a change that shares no subject word with the fact it ends is judged through plain `add`
+    as through messages (where the stored "user: " prefix used to lift every pair over the floor)."""
+    from memnets.nn.encoder import MemoryEncoder
+
+    encoder = MemoryEncoder.from_pretrained(DEFAULT_BACKBONE)  # the bundled MiniLM: real cosines
+    pets, hockey = "No pets, the landlord won't allow it.", "I play ice hockey in a veterans league on Tuesdays."
+    cat = "Ziggy knocked my tea onto the laptop this morning. Cats are agents of chaos."
+    vectors = encoder.encode([pets, cat]).numpy()
+    assert float(vectors[0] @ vectors[1]) < 0.3  # below the floor the candidates had until 2026-12-06
+    judge = ListeningJudge()
+    with memnets.open(tmp_path / "m", encoder=encoder, duplicate_threshold=EXACT, supersession=judge) as memory:
+        for text, when in zip((pets, hockey, cat), (JAN, JAN, JUN), strict=True):
+            if write == "plain":
+                memory.add(text, user="ann", t=when)
+            else:
+                memory.add(messages=[{"role": "user", "content": text, "time": when.isoformat()}], user="ann")
+    assert sorted(judge.read) == sorted([(pets, hockey), (pets, cat), (hockey, cat)])
+
+
 def test_an_assistant_reply_ends_no_fact_and_no_other_speaker_is_a_candidate(location, encoder):
     where, options = location
     judge = RecordingJudge()

@@ -6,8 +6,7 @@ car looks awesome!"). A judge trained without them ended 460 of the 2,304 candid
 (docs/memory.md, "What was tried"). :func:`replayed_pairs` makes those pairs from LoCoMo conversations the way
 the write path picks candidates (:mod:`memnets.memory.supersession`: each turn against the
 :data:`~memnets.memory.supersession.CANDIDATES` nearest earlier turns of its speaker among the
-:data:`~memnets.memory.supersession.CANDIDATE_POOL` nearest, at cosine at least
-:data:`~memnets.memory.supersession.CANDIDATE_FLOOR`) and labels them by the mined pairs
+:data:`~memnets.memory.supersession.CANDIDATE_POOL` nearest) and labels them by the mined pairs
 (``data/supersession/locomo_mined.jsonl``, labelled by reading every session): a mined change is 1, a pair whose
 newer turn is a mined change's newer turn is left out (another of its older turns may be changed by it too), the
 rest 0. LoCoMo's text is CC BY-NC 4.0, so only the pack's judge trains on them, never the one memnets ships.
@@ -20,7 +19,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from memnets.memory.supersession import CANDIDATE_FLOOR, CANDIDATE_POOL, CANDIDATES
+from memnets.memory.supersession import CANDIDATE_POOL, CANDIDATES
 from memnets.training.data.locomo import Conversation
 
 
@@ -32,7 +31,7 @@ def candidate_pairs(turns: Sequence, vectors: np.ndarray) -> list[tuple[int, int
     for newer, turn in enumerate(turns):
         cosines = vectors[:newer] @ vectors[newer]
         pool = np.argsort(-cosines, kind="stable")[:CANDIDATE_POOL]
-        kept = [i for i in pool if turns[i].speaker == turn.speaker and cosines[i] >= CANDIDATE_FLOOR]
+        kept = [i for i in pool if turns[i].speaker == turn.speaker]
         pairs += [(int(i), newer) for i in kept[:CANDIDATES]]
     return pairs
 
