@@ -19,7 +19,7 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from memnets.training.lit.supersession import other_facts
+from memnets.training.lit.supersession import OTHER_FACTS, other_facts
 
 ACKS = ("Got it!", "Noted.", "Thanks for telling me.", "Fun!", "Okay, I'll remember that.", "Sounds good.")
 LOOK_ALIKES = ("other_person", "unrelated")
@@ -48,13 +48,14 @@ def write(memory, user: str, text: str, speaker: str, when: datetime, path: str,
     return own.id, time.perf_counter() - began
 
 
-def replay_pairs(memory, rows: list[dict], path: str, seed: int = 0) -> dict:
-    """Replay every pair of ``rows`` into its own user of ``memory`` by ``path``; the per-pair findings."""
+def replay_pairs(memory, rows: list[dict], path: str, seed: int = 0, others: int = OTHER_FACTS) -> dict:
+    """Replay every pair of ``rows`` into its own user of ``memory`` by ``path``, with ``others`` other facts of the
+    user between its two statements (fewer where ``rows`` hold fewer of other subjects); the per-pair findings."""
     rng = random.Random(seed)
     found, add_seconds, filler_ended, filler_linked, fillers = [], [], 0, 0, 0
     for n, row in enumerate(rows):
         user = f"u{n}-{path}"
-        chosen = other_facts(rows, row, rng)
+        chosen = other_facts(rows, row, rng, others)
         older_id, _ = write(memory, user, row["older"], row["speaker"], START, path, n)
         filler_ids = [
             write(memory, user, other["older"], row["speaker"], START + timedelta(days=1 + i), path, n + i)[0]

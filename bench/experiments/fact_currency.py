@@ -13,6 +13,9 @@ after each user turn. Then:
 - every filler: was it ended (a false ending among the other memories)?
 - the cost: the p50 time of the newer statement's ``add``, with the step and without it (one run each).
 
+``--other-facts N`` gives each user N other facts instead of six: a longer memory, in which the older statement
+must be among the few nearest to the newer one to be judged at all.
+
 ``--conversation conv-50`` replays a whole LoCoMo conversation through ``add(messages=...)`` and counts
 the memories ended, those a mined pair labels a change (``--mined``) apart from the rest (false).
 Only the public API is used, so ``PYTHONPATH=<an older checkout>`` measures the code before a change.
@@ -30,6 +33,7 @@ from pathlib import Path
 import memnets
 from bench.common import parser, write_result
 from bench.fact_replay import read_rows, replay_conversation, replay_pairs, summary
+from memnets.training.lit.supersession import OTHER_FACTS
 
 
 def main(argv=None) -> None:
@@ -46,6 +50,11 @@ def main(argv=None) -> None:
         "--judge", type=Path, help="a judge folder (memnets fit supersession's output) in place of --supersession"
     )
     p.add_argument("--paths", nargs="+", default=["plain", "messages"], choices=("plain", "messages"))
+    p.add_argument(
+        "--other-facts", type=int, default=OTHER_FACTS,
+        help=f"other facts of each pair's user, between its two statements (default {OTHER_FACTS}, the issue's replay; "
+        "more: a user with a longer memory, where the older statement must be among the newer one's nearest)",
+    )  # fmt: skip
     p.add_argument("--name", default="fact_currency")
     args = p.parse_args(argv)
     options = {} if args.supersession == "default" else {"supersession": None if args.supersession == "off" else "auto"}
@@ -65,7 +74,7 @@ def main(argv=None) -> None:
         for path in args.paths:
             with tempfile.TemporaryDirectory() as folder:
                 memory = memnets.open(folder, pack=args.pack, **options)
-                row = summary(replay_pairs(memory, rows, path))
+                row = summary(replay_pairs(memory, rows, path, others=args.other_facts))
                 memory.close()
             results[f"{name} | {path}"] = row
             print(f"{name} | {path}: {json.dumps(row)}", flush=True)
