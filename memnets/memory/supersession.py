@@ -10,7 +10,9 @@ speaker (a field: the message's ``speaker``, else the ``"{speaker}: "`` prefix),
 :data:`CANDIDATES`, however near; an assistant's reply is judged against nothing. No cosine floor: the judge
 decides what is another subject, not the encoder. A floor on the stored texts' cosine let the speaker prefix
 choose what was judged (through messages, ``"user: "`` lifts all of a speaker's memories over it) and kept a
-fifth of the changes said through plain ``add`` from the judge (docs/memory.md, "The candidates"). A :class:`SupersessionJudge` reads each pair, the texts as said (the speaker prefix off, so
+fifth of the changes said through plain ``add`` from the judge (docs/memory.md, "The candidates").
+
+A :class:`SupersessionJudge` reads each pair, the texts as said (the speaker prefix off, so
 "Bob: ..." and "user: ..." judge alike), in the order their facts began to hold (``valid_from``, not the
 order they were written: a statement from before a newer fact, imported after it, is the one ended).
 For each score at or above the judge's threshold the older memory gets a new version (so the decision is

@@ -35,7 +35,10 @@ def test_a_mined_change_is_a_change_its_newer_turn_s_other_pairs_are_left_out(ti
     said = {t.dia_id: t.said for t in conversation.turns}
     axes = np.eye(len(said), dtype=np.float32)  # every turn apart from every other (cosine 0): all judged all the same
     vectors = {turn.said: axes[i] for i, turn in enumerate(conversation.turns)}
-    encode = lambda texts: np.stack([vectors[t] for t in texts])  # noqa: E731
+
+    def encode(texts):
+        return np.stack([vectors[t] for t in texts])
+
     mined = [{"conversation": "tiny-1", "older_dia_id": "D2:1", "newer_dia_id": "D2:3", "label": 1}]
 
     found = replayed_pairs([conversation], mined, encode, negatives=100)
