@@ -5,8 +5,8 @@ For each judge folder (``memnets fit supersession``'s output; ``shipped``: the j
 - the written validation pairs (writers C and J, 520): the changes it ends at its threshold, the
   non-changes it ends, the look-alikes among them (another person's news, an unrelated statement);
 - other subjects: each validation pair's newer statement beside the older statements of six pairs of
-  other domains (drawn as the replay draws its fillers), with no candidate floor: what the write path
-  meets through chat messages, whose ``"{speaker}: "`` prefix lifts every fact of the speaker above the floor;
+  other domains (drawn as the replay draws its fillers): what the write path meets, for it judges a new memory
+  against its speaker's nearest memories however near (no cosine floor);
 - the replay of those pairs through ``memnets.open`` (:func:`bench.fact_replay.replay_pairs`,
   all 520 in one set), through plain ``add`` and through ``add(messages=...)``: current first at k = 1, above
   the stale fact at k = 3 / 10, changes ended, false endings, other memories ended;
