@@ -96,7 +96,7 @@ def mismatched_pairs(rows: Sequence[dict], count: int, seed: int = 0, from_chang
     subject (:func:`subject`), drawn with ``seed``; a share ``from_changes`` of the newer statements drawn from
     the changes (label 1) alone: a change or correction said about one thing ("oops, it's 41 Harcourt Road, not
     14") beside a fact about another ("My laptop is a 2015 MacBook Air") is what the write path meets most, for
-    every other memory of a speaker is a candidate once their messages share a ``"{speaker}: "`` prefix."""
+    a speaker's nearest memories are candidates however far their subject (:mod:`memnets.memory.supersession`)."""
     rng = random.Random(seed)
     changes = [row for row in rows if row["label"] == 1] or list(rows)
     out = []
