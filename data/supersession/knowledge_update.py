@@ -135,21 +135,35 @@ def written_item(pair: dict, pool: list[str], fillers: int, seed: int) -> dict:
     slots = fillers + 2
     older = rng.randrange(0, slots - 2) if fillers else 0
     newer = rng.randrange(older + (2 if fillers else 1), slots)
-    sessions, ids, moment = [], [], FIRST_DAY + timedelta(days=rng.randrange(365))
-    dates = []
-    for place in range(slots):
-        moment += timedelta(days=rng.randint(1, 20))
-        dates.append(moment.replace(hour=rng.randint(8, 22), minute=rng.randrange(60)))
-        if place == older:
-            ids.append(f"{OLDER}{pair['id']}")
-            sessions.append(_exchange(pair["older"], rng.choice(ACKNOWLEDGEMENTS)))
-        elif place == newer:
-            ids.append(f"{ANSWER}{pair['id']}")
-            sessions.append(_exchange(pair["newer"], rng.choice(ACKNOWLEDGEMENTS), has_answer=True))
-        else:
-            ids.append(f"{FILLER}{pair['id']}_{fillers - len(statements) + 1}")
-            sessions.append(_filler_session(statements.pop(), rng))
+    placed = {
+        older: (f"{OLDER}{pair['id']}", pair["older"], False),
+        newer: (f"{ANSWER}{pair['id']}", pair["newer"], True),
+    }
+    ids, dates, sessions = haystack(pair["id"], placed, statements, rng, max_gap_days=20)
     return written_question(f"ku_{pair['id']}", QUESTION_TYPE, pair, pair["answer_after"], ids, dates, sessions, rng)
+
+
+def haystack(
+    pair_id: str, placed: dict[int, tuple[str, str, bool]], statements: list[str], rng: random.Random, max_gap_days: int
+) -> tuple[list[str], list[datetime], list[list[dict]]]:
+    """(session ids, dates, sessions) of a written haystack, in date order from a day of :data:`FIRST_DAY`'s year,
+    1 to ``max_gap_days`` apart: at each slot of ``placed`` (session id, the user's statement, whether it is the
+    evidence) that statement acknowledged, at every other slot a filler session of the next of ``statements``
+    (:func:`_filler_session`, its id ``filler_{pair_id}_{n}``)."""
+    ids, dates, sessions = [], [], []
+    moment, fillers = FIRST_DAY + timedelta(days=rng.randrange(365)), 0
+    for slot in range(len(placed) + len(statements)):
+        moment += timedelta(days=rng.randint(1, max_gap_days))
+        dates.append(moment.replace(hour=rng.randint(8, 22), minute=rng.randrange(60)))
+        if slot in placed:
+            session_id, statement, has_answer = placed[slot]
+            ids.append(session_id)
+            sessions.append(_exchange(statement, rng.choice(ACKNOWLEDGEMENTS), has_answer=has_answer))
+        else:
+            fillers += 1
+            ids.append(f"{FILLER}{pair_id}_{fillers}")
+            sessions.append(_filler_session(statements.pop(), rng))
+    return ids, dates, sessions
 
 
 def written_question(

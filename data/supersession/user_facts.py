@@ -35,20 +35,9 @@ from __future__ import annotations
 import argparse
 import json
 import random
-from datetime import timedelta
 from pathlib import Path
 
-from knowledge_update import (
-    ACKNOWLEDGEMENTS,
-    ANSWER,
-    FIRST_DAY,
-    _exchange,
-    _filler_session,
-    other_domains,
-    read_pairs,
-    write,
-    written_question,
-)
+from knowledge_update import ANSWER, FIRST_DAY, haystack, other_domains, read_pairs, write, written_question
 
 from memnets.training.data.formats import load_conversations
 
@@ -68,18 +57,8 @@ def user_fact_item(pair: dict, pool: list[str], fillers: int, seed: int) -> dict
     rng = random.Random(f"{seed}/{pair['id']}")
     statement, answer = answering(pair)
     statements = rng.sample(pool, min(fillers, len(pool)))
-    place = rng.randrange(len(statements) + 1)
-    sessions, ids, dates = [], [], []
-    moment = FIRST_DAY + timedelta(days=rng.randrange(365))
-    for slot in range(len(statements) + 1):
-        moment += timedelta(days=rng.randint(1, 10))
-        dates.append(moment.replace(hour=rng.randint(8, 22), minute=rng.randrange(60)))
-        if slot == place:
-            ids.append(f"{ANSWER}{pair['id']}")
-            sessions.append(_exchange(statement, rng.choice(ACKNOWLEDGEMENTS), has_answer=True))
-        else:
-            ids.append(f"filler_{pair['id']}_{len(ids) + 1}")
-            sessions.append(_filler_session(statements.pop(), rng))
+    placed = {rng.randrange(len(statements) + 1): (f"{ANSWER}{pair['id']}", statement, True)}
+    ids, dates, sessions = haystack(pair["id"], placed, statements, rng, max_gap_days=10)
     return written_question(f"uf_{pair['id']}", QUESTION_TYPE, pair, answer, ids, dates, sessions, rng)
 
 
@@ -99,6 +78,17 @@ def user_facts_benchmark(pairs: list[dict], fillers: int = 30, seed: int = 0) ->
 def normalised(text: str) -> str:
     """``text`` as the held-out check compares it: lower case, runs of white space as one space."""
     return " ".join(text.lower().split())
+
+
+def held_out_texts(source: Path) -> frozenset[str]:
+    """The :func:`normalised` statements of the validation and test pairs in ``source`` (:data:`SPLITS`)."""
+    return frozenset(
+        normalised(pair[side])
+        for files in SPLITS.values()
+        for name in files
+        for pair in read_pairs(source / name)
+        for side in ("older", "newer")
+    )
 
 
 def training_conversations(pairs: list[dict], source: str, held_out: frozenset[str] = frozenset()) -> list[dict]:
@@ -148,15 +138,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--fillers", type=int, default=30, help="filler sessions per question (default 30)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
-    held_out = set()
     for split, files in SPLITS.items():
         pairs = [pair for name in files for pair in read_pairs(args.source / name)]
-        held_out |= {normalised(pair[side]) for pair in pairs for side in ("older", "newer")}
         write(user_facts_benchmark(pairs, args.fillers, args.seed), args.out / f"user_facts_{split}.json")
+    held_out = held_out_texts(args.source)
     train = [
         conversation
         for path in sorted(args.source.glob("train_*.jsonl"))
-        for conversation in training_conversations(read_pairs(path), path.stem, frozenset(held_out))
+        for conversation in training_conversations(read_pairs(path), path.stem, held_out)
     ]
     out = args.out / "user_facts_train.jsonl"
     out.write_text("".join(json.dumps(c, ensure_ascii=False) + "\n" for c in train), encoding="utf-8")

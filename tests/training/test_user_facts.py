@@ -95,18 +95,12 @@ def test_training_conversations_ask_each_question_once_and_leave_others_news_una
 
 def test_the_committed_training_file_is_the_generators_and_holds_no_held_out_text(generator):
     written = GENERATORS / "written"
-    held_out = {
-        generator.normalised(pair[side])
-        for names in generator.SPLITS.values()
-        for name in names
-        for pair in generator.read_pairs(written / name)
-        for side in ("older", "newer")
-    }
+    held_out = generator.held_out_texts(written)
     committed = [json.loads(line) for line in (GENERATORS / "user_facts_train.jsonl").read_text().splitlines()]
     rebuilt = [
         conversation
         for path in sorted(written.glob("train_*.jsonl"))
-        for conversation in generator.training_conversations(generator.read_pairs(path), path.stem, frozenset(held_out))
+        for conversation in generator.training_conversations(generator.read_pairs(path), path.stem, held_out)
     ]
     assert committed == rebuilt and len(committed) > 100
     said = {generator.normalised(turn["text"]) for c in committed for s in c["sessions"] for turn in s["turns"]}
