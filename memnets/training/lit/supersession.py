@@ -59,6 +59,31 @@ def read_pairs(paths: Sequence[str | Path], split: str | None = None) -> list[di
     return found
 
 
+def read_scored_pairs(paths: Sequence[str | Path]) -> list[dict]:
+    """The teacher-scored pairs of JSON-lines files: ``{"older", "newer", "score", ...}`` where ``score`` is a
+    judge's probability that the newer statement ends the older one (``data/supersession/teacher.py``); a
+    ValueError naming the file and line of a row without the text fields or with a score outside [0, 1]."""
+    found = []
+    for path in paths:
+        with open(path, encoding="utf-8") as handle:
+            for number, line in enumerate(handle, 1):
+                if not line.strip():
+                    continue
+                row = json.loads(line)
+                if not isinstance(row.get("older"), str) or not isinstance(row.get("newer"), str):
+                    raise ValueError(f"{path}:{number}: a pair needs text fields 'older' and 'newer'")
+                score = row.get("score")
+                if isinstance(score, bool) or not isinstance(score, (int, float)) or not 0.0 <= score <= 1.0:
+                    raise ValueError(f"{path}:{number}: 'score' must be a number in [0, 1], got {score!r}")
+                found.append(row)
+    return found
+
+
+def target(row: dict) -> float:
+    """What a training row teaches: a teacher's ``score`` where it has one, else its ``label``."""
+    return float(row["score"] if "score" in row else row["label"])
+
+
 def threshold_for_precision(labels, probabilities, precision: float = TARGET_PRECISION) -> float:
     """The lowest threshold whose endings (``p >= threshold``) are at least ``precision`` right on these
     labels (the most changes caught at that precision); the F1-best threshold when none reaches it."""
@@ -130,6 +155,10 @@ class ChangeJudgeDataModule(L.LightningDataModule):
             paired as the write path pairs them (:mod:`memnets.training.lit.supersession_replay`). 0 adds none.
         conversations: the LoCoMo file ``replayed`` reads.
         labels: the mined pairs that label them (and say which conversations are for training).
+        scored: JSON-lines files of pairs a teacher judge scored (:func:`read_scored_pairs`), added to the
+            training rows with the teacher's probability as their target: what the labelled pairs cannot say,
+            such as whether one writer's newer statement ends another's older one on the same subject, is
+            learned from a judge that reads the pair better (distillation; configs/supersession/distilled.yaml).
     """
 
     def __init__(
@@ -142,12 +171,13 @@ class ChangeJudgeDataModule(L.LightningDataModule):
         replayed: int = 0,
         conversations: str = "data/locomo/locomo8.json",
         labels: str = "data/supersession/locomo_mined.jsonl",
+        scored: Sequence[str] = (),
     ):
         super().__init__()
         self.train_files, self.validation_files, self.batch_size = list(train), list(validation), int(batch_size)
         self.mismatched, self.replayed = int(mismatched), int(replayed)
         self.mismatched_from_changes = float(mismatched_from_changes)
-        self.conversations, self.labels = conversations, labels
+        self.conversations, self.labels, self.scored_files = conversations, labels, list(scored)
         self.splits: dict[str, list[dict]] = {}
 
     def setup(self, stage: str | None = None) -> None:
@@ -156,7 +186,8 @@ class ChangeJudgeDataModule(L.LightningDataModule):
             self.splits = {
                 "train": train
                 + mismatched_pairs(train, self.mismatched, from_changes=self.mismatched_from_changes)
-                + self._replayed(),
+                + self._replayed()
+                + read_scored_pairs(self.scored_files),
                 "validation": read_pairs(self.validation_files, "validation"),
             }
 
@@ -179,12 +210,12 @@ class ChangeJudgeDataModule(L.LightningDataModule):
 
     @property
     def pos_weight(self) -> float:
-        labels = [row["label"] for row in self.splits["train"]]
-        return (len(labels) - sum(labels)) / max(1, sum(labels))
+        targets = [target(row) for row in self.splits["train"]]
+        return (len(targets) - sum(targets)) / max(1.0, sum(targets))
 
     @staticmethod
     def _batch(rows: list[dict]) -> tuple[list[tuple[str, str]], torch.Tensor]:
-        return [(row["older"], row["newer"]) for row in rows], torch.tensor([float(r["label"]) for r in rows])
+        return [(row["older"], row["newer"]) for row in rows], torch.tensor([target(row) for row in rows])
 
     def train_dataloader(self) -> DataLoader:
         return DataLoader(self.splits["train"], self.batch_size, shuffle=True, collate_fn=self._batch)
@@ -280,7 +311,7 @@ class ChangeJudgeModule(L.LightningModule):
         judge.order_threshold = min(judge.threshold, threshold_for_precision(truth, scored, ORDER_PRECISION))
         ended = found >= judge.threshold
         judge.info = {
-            "trained_on": [str(f) for f in datamodule.train_files],
+            "trained_on": [str(f) for f in datamodule.train_files + datamodule.scored_files],
             "validated_on": [str(f) for f in datamodule.validation_files],
             **({"started_from": self.started_from} if self.started_from else {}),
             "best_epoch": self.best_epoch,
