@@ -15,7 +15,7 @@ from __future__ import annotations
 import copy
 import json
 import random
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import lightning as L
@@ -38,10 +38,9 @@ ORDER_PRECISION = 0.85  # of likely replacements on validation (the order_thresh
 OTHER_FACTS = 6  # other subjects' statements each validation pair's newer one is also judged against
 
 
-def read_pairs(paths: Sequence[str | Path], split: str | None = None) -> list[dict]:
-    """The labelled pairs of JSON-lines files (those of ``split`` where a row names one); ValueError naming
-    the file and line of a row without text fields ``older`` / ``newer`` or a ``label`` of 0 or 1."""
-    found = []
+def _pair_rows(paths: Sequence[str | Path]) -> Iterator[tuple[str, int, dict]]:
+    """(file, line number, row) of each non-empty line of JSON-lines pair files; ValueError naming the file and
+    line of a row without text fields ``older`` / ``newer``."""
     for path in paths:
         with open(path, encoding="utf-8") as handle:
             for number, line in enumerate(handle, 1):
@@ -50,10 +49,18 @@ def read_pairs(paths: Sequence[str | Path], split: str | None = None) -> list[di
                 row = json.loads(line)
                 if not isinstance(row.get("older"), str) or not isinstance(row.get("newer"), str):
                     raise ValueError(f"{path}:{number}: a pair needs text fields 'older' and 'newer'")
-                if row.get("label") not in (0, 1):
-                    raise ValueError(f"{path}:{number}: 'label' must be 0 or 1, got {row.get('label')!r}")
-                if split is None or row.get("split", split) == split:
-                    found.append(row)
+                yield str(path), number, row
+
+
+def read_pairs(paths: Sequence[str | Path], split: str | None = None) -> list[dict]:
+    """The labelled pairs of JSON-lines files (those of ``split`` where a row names one); ValueError naming
+    the file and line of a row without text fields ``older`` / ``newer`` or a ``label`` of 0 or 1."""
+    found = []
+    for path, number, row in _pair_rows(paths):
+        if row.get("label") not in (0, 1):
+            raise ValueError(f"{path}:{number}: 'label' must be 0 or 1, got {row.get('label')!r}")
+        if split is None or row.get("split", split) == split:
+            found.append(row)
     if not found:
         raise ValueError(f"no labelled pair in {[str(p) for p in paths]}" + (f" of split {split!r}" if split else ""))
     return found
@@ -64,18 +71,11 @@ def read_scored_pairs(paths: Sequence[str | Path]) -> list[dict]:
     judge's probability that the newer statement ends the older one (``data/supersession/teacher.py``); a
     ValueError naming the file and line of a row without the text fields or with a score outside [0, 1]."""
     found = []
-    for path in paths:
-        with open(path, encoding="utf-8") as handle:
-            for number, line in enumerate(handle, 1):
-                if not line.strip():
-                    continue
-                row = json.loads(line)
-                if not isinstance(row.get("older"), str) or not isinstance(row.get("newer"), str):
-                    raise ValueError(f"{path}:{number}: a pair needs text fields 'older' and 'newer'")
-                score = row.get("score")
-                if isinstance(score, bool) or not isinstance(score, (int, float)) or not 0.0 <= score <= 1.0:
-                    raise ValueError(f"{path}:{number}: 'score' must be a number in [0, 1], got {score!r}")
-                found.append(row)
+    for path, number, row in _pair_rows(paths):
+        score = row.get("score")
+        if isinstance(score, bool) or not isinstance(score, (int, float)) or not 0.0 <= score <= 1.0:
+            raise ValueError(f"{path}:{number}: 'score' must be a number in [0, 1], got {score!r}")
+        found.append(row)
     return found
 
 
