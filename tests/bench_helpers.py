@@ -16,13 +16,15 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 
 
-def run_bench(module: str, *args: str, expect: int = 0, timeout: float = 600) -> subprocess.CompletedProcess:
-    """``python -m MODULE ARGS`` in the checkout's root (its bench/ and memnets first on the path);
-    fails the test with the script's output when the exit code is not ``expect``."""
+def run_bench(
+    module: str, *args: str, expect: int = 0, timeout: float = 600, cwd: Path = REPO
+) -> subprocess.CompletedProcess:
+    """``python -m MODULE ARGS`` in ``cwd`` (default: the checkout's root; its bench/ and memnets first on the
+    path either way); fails the test with the script's output when the exit code is not ``expect``."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
     done = subprocess.run(
         [sys.executable, "-m", module, *map(str, args)],
-        cwd=REPO,
+        cwd=cwd,
         env=env,
         capture_output=True,
         text=True,

@@ -12,8 +12,12 @@ from memnets.training.configs import resolve_config
 
 
 def test_training_bench_times_steps_on_the_configs_accelerator(tmp_path):
-    run_bench("bench.training", "--config", resolve_config("encoder/smoke"), "--steps", "3", "--out", tmp_path)
-    found = result(tmp_path, "training")["results"]
+    """Run in a folder of its own: the fit's hard negatives are cached under the working folder's data/cache/,
+    which must not be the checkout's (a main job run after the tests would start from that cache)."""
+    args = ("--config", resolve_config("encoder/smoke"), "--steps", "3", "--out", tmp_path / "out")
+    run_bench("bench.training", *args, cwd=tmp_path)
+    assert list((tmp_path / "data" / "cache" / "hard_negatives").glob("*.json"))
+    found = result(tmp_path / "out", "training")["results"]
     assert found["accelerator"] == "cpu" and len(found["step_seconds"]) == 3
     assert found["pairs_per_s"] > 0 and found["batch_size"] == 16
 
