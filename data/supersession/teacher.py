@@ -34,8 +34,11 @@ OUT = HERE / "teacher_scored.jsonl"
 
 
 def training_rows(folder: Path) -> list[dict]:
-    """The written training pairs (``train_*.jsonl`` of ``folder``), in file and line order."""
-    return [json.loads(line) for path in sorted(folder.glob("train_*.jsonl")) for line in path.open() if line.strip()]
+    """The written training pairs (``train_*.jsonl`` of ``folder``), in file and line order, read as a fit reads
+    them (:func:`memnets.training.lit.supersession.read_pairs`)."""
+    from memnets.training.lit.supersession import read_pairs
+
+    return read_pairs(sorted(folder.glob("train_*.jsonl")))
 
 
 def cross_pairs(rows: list[dict], per_row: int, seed: int = 0) -> list[dict]:
