@@ -40,7 +40,7 @@ from bench.fact_replay import (
 
 VALIDATION = ("data/supersession/written/validation.jsonl", "data/supersession/written/validation_j.jsonl")
 MINED = Path("data/supersession/locomo_mined.jsonl")
-QUICK = 40  # validation pairs with --quick (a check of the script, not a figure)
+QUICK = 24  # validation pairs with --quick, spread over the domains (a check of the script, not a figure)
 
 
 def pair_figures(judge, rows: list[dict]) -> dict:
@@ -82,7 +82,9 @@ def main(argv=None) -> None:
     args = p.parse_args(argv)
     from memnets.nn.change_judge import ChangeJudge
 
-    rows = [row for path in VALIDATION for row in read_rows(Path(path))][: QUICK if args.quick else None]
+    rows = [row for path in VALIDATION for row in read_rows(Path(path))]
+    if args.quick:
+        rows = rows[:: len(rows) // QUICK][:QUICK]
     mined = read_rows(MINED, "validation")
     results = {}
     for folder, order in ((f, o) for f in args.judges for o in args.order_thresholds):

@@ -46,7 +46,8 @@ def few_pairs(tmp_path: Path, name: str, count: int) -> Path:
 
 @pytest.fixture(scope="module")
 def fitted(tmp_path_factory):
-    """`memnets fit supersession` (its LightningCLI) on a few written pairs: one layer of the bundled backbone."""
+    """`memnets fit supersession` (its LightningCLI) on a few written pairs and as many mismatched ones: one layer
+    of the bundled backbone."""
     from memnets.training.lit.cli import build_cli
 
     out = tmp_path_factory.mktemp("fit")
@@ -56,7 +57,7 @@ def fitted(tmp_path_factory):
         "supersession",
         [
             "--data.train", json.dumps([str(train)]), "--data.validation", json.dumps([str(validation)]),
-            "--model.layers", "1", "--model.output_dir", str(out / "judge"),
+            "--data.mismatched", "48", "--model.layers", "1", "--model.output_dir", str(out / "judge"),
             "--trainer.max_epochs", "2", "--trainer.logger", "false", "--trainer.enable_checkpointing", "false",
             "--trainer.enable_progress_bar", "false", "--trainer.default_root_dir", str(out),
         ],
