@@ -103,8 +103,10 @@ class HybridSearcher(Searcher):
         lexical = {m.id: (m, s) for m, s in found_by_words if s >= LEXICAL_FLOOR}
         seen = {m.id for m, _ in dense}
         found = [m for m, _ in lexical.values() if m.id not in seen]
-        added, links = self.successors(found, owner, filters)
-        extra = [*found, *(m for m in added if m.id not in seen)]
+        # the chains of every candidate, the dense ones' too: a link through a memory that is no candidate (a
+        # successor replaced since, or filtered out) is what keeps its stale fact below the current one
+        added, links = self.successors([*(m for m, _ in dense), *found], owner, filters)
+        extra = [*found, *added]
         candidates = [*dense, *zip(extra, self._dense_scores(extra, query, query_vector, owner, now))]
         fused = self.fusion(
             [s for _, s in candidates], [lexical[m.id][1] if m.id in lexical else None for m, _ in candidates]

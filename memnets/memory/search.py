@@ -22,15 +22,18 @@ then; no memory is still above one among them that ended it).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 import numpy as np
 
 from memnets.records import Memory
 from memnets.store.filters import MemoryFilter
 from memnets.store.protocol import Chunks, SearchVectors, supports
+from memnets.store.rows import VERSION_SEPARATOR
+
+T = TypeVar("T")  # what a read of candidates returns (Searcher._deepened)
 
 
 def successor_id(memory: Memory) -> str | None:
@@ -115,7 +118,9 @@ class Searcher:
         self.read = {}
         if self.scorer is None:
             return self.nearest(query_vector, owner, k, filters)
-        memories, vectors = self.candidates(query_vector, k, owner, filters)
+        memories, vectors = self._deepened(
+            lambda depth: self.candidates(query_vector, depth, owner, filters), k, filters, lambda read: read[0]
+        )
         added, links = self.successors(memories, owner, filters)
         if added:
             memories = [*memories, *added]
@@ -133,9 +138,29 @@ class Searcher:
         store's ``k`` nearest with the current successors of the ended ones among them (:meth:`successors`).
         One search is enough: a memory shows no less than its own cosine, and one the search left out shows
         no more than the k-th cosine it gave, unless it ended one of them, and then it was fetched as a successor."""
-        found = self._nearest(query_vector, k, owner, filters)
+        found = self._deepened(
+            lambda depth: self._nearest(query_vector, depth, owner, filters),
+            k,
+            filters,
+            lambda read: [m for m, _ in read],
+        )
         added, links = self.successors([m for m, _ in found], owner, filters)
         return current_first([*found, *zip(added, self.cosines(added, owner, query_vector))], links)[:k]
+
+    @staticmethod
+    def _deepened(read: Callable[[int], T], k: int, filters: MemoryFilter | None, memories: Callable[[T], list]) -> T:
+        """``read(k)``, and for an as-of / known-at read ``read`` deeper (4x each time) while an ended memory among
+        its ``memories`` lacks its successor (:func:`unanswered`) and a deeper read finds more. Such a read answers
+        the versions of its time, which only it can find (:meth:`successors` fetches none), so a stale fact's
+        successor is fetched by reading on; the store ranks every visible version for it anyway (exact)."""
+        found = read(k)
+        if filters is None or not filters.time_travel:
+            return found
+        depth, count = k, -1
+        while unanswered(memories(found)) and len(memories(found)) > count:
+            count, depth = len(memories(found)), depth * 4
+            found = read(depth)
+        return found
 
     def _nearest(
         self, query_vector: np.ndarray, k: int, owner: str, filters: MemoryFilter | None
@@ -160,7 +185,7 @@ class Searcher:
         (:meth:`~memnets.store.filters.MemoryFilter.matches`, the stores' rule: a search never answers a
         memory its filters exclude) is added: each shows at least the ended memory's score
         (:func:`current_first`), so each belongs in the answer as much as the ended one does.
-        An as-of / known-at read (``filters.time_travel``) fetches none: it answers the versions of its
+        An as-of / known-at read (``filters.time_travel``) fetches none here (:meth:`_deepened` reads on instead): it answers the versions of its
         time, where the ended memory was valid and its successor, if it held yet, is a version of its own."""
         if filters is not None and filters.time_travel:
             return [], {}
@@ -198,6 +223,13 @@ class Searcher:
         return [float(s) for s in scores]
 
 
+def unanswered(memories: Sequence[Memory]) -> bool:
+    """Whether a memory among ``memories`` names a successor (:func:`successor_id`) that is not among them, as
+    itself or as an older version ``{id}~{n}``."""
+    present = {m.id for m in memories} | {m.id.partition(VERSION_SEPARATOR)[0] for m in memories}
+    return any((after := successor_id(m)) is not None and after not in present for m in memories)
+
+
 def current_first(
     hits: Sequence[tuple[Memory, float]], links: Mapping[str, str] | None = None
 ) -> list[tuple[Memory, float]]:
@@ -206,7 +238,8 @@ def current_first(
 
     A memory's successors are the memories among ``hits`` that ended it (or likely replaced it), directly or
     in turn: its chain of :func:`successor_id` (through ``links``, {id: the id that ended or replaced it}, for
-    memories not among ``hits``; a cycle is read once round). The rule: a memory shows the best of its own
+    memories not among ``hits``; a cycle is read once round; an older version ``{id}~{n}`` among ``hits``, as an
+    as-of or known-at read answers it, stands for memory ``id``). The rule: a memory shows the best of its own
     score and those of the memories among ``hits`` it ended or likely replaced, directly or in turn (the
     judge said it holds in their place, so it answers what they answered: "Lyon's been great so far" takes
     the place of "I live in Leeds" for "Where do I live?", which it alone is too far from to answer); the
@@ -217,6 +250,8 @@ def current_first(
     """
     links = links or {}
     position = {memory.id: n for n, (memory, _) in enumerate(hits)}
+    for n, (memory, _) in enumerate(hits):  # an as-of / known-at read answers a successor as its older version
+        position.setdefault(memory.id.partition(VERSION_SEPARATOR)[0], n)
     shown = [own for _, own in hits]
     successors = [0] * len(hits)
     for n, (memory, own) in enumerate(hits):

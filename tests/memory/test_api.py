@@ -114,6 +114,22 @@ def test_a_stale_fact_never_ranks_above_its_successor_at_any_k(encoder, location
         assert [h.memory.content for h in memory.search_vector(vector[0], user="ann", k=1)] == [SUCCESSOR]
 
 
+def test_a_known_at_read_answers_the_successor_as_it_was_known_first(encoder, location):
+    """A known-at read from before the successor's later version answers the version of its time
+    (``{id}~1``) where the stale fact names the memory's id: the successor still answers first at every k, the
+    stale fact right after it. Before, k = 1 answered "I live in Leeds"."""
+    where, options = location
+    with memnets.open(where, encoder=encoder, duplicate_threshold=EXACT, supersession=LyonJudge(), **options) as memory:
+        for text, when in facts():
+            memory.add(text, user="ann", t=when)
+        [successor] = [m for m in memory.list_memories(user="ann") if m.content == SUCCESSOR]
+        memory.update(successor.id, user="ann", metadata={"checked": True}, t=datetime(2026, 1, 1, tzinfo=UTC))
+        known_at = datetime(2025, 6, 1, tzinfo=UTC)
+        hits = {k: memory.search(QUESTION, user="ann", k=k, known_at=known_at) for k in KS}
+        assert hits[1][0].memory.id == f"{successor.id}~1"
+        check_current_first({k: [(h.memory.content, h.score) for h in found] for k, found in hits.items()})
+
+
 def test_a_likely_replaced_fact_stays_valid_and_ranks_below_its_likely_successor_at_any_k(encoder, location):
     """The judge more likely than not, too unsure to end it (LikelyLyonJudge: 0.7 between its order_threshold
     0.5 and its threshold 0.9): "I live in Leeds" stays valid, linked to "I moved to Lyon", and search answers as

@@ -116,6 +116,45 @@ def test_a_stale_fact_found_by_its_words_answers_below_its_successor(opened):
     check_current_first(answers)
 
 
+LATEST = "We moved again last week, to Paris"
+
+
+class ChainJudge:
+    """A SupersessionJudge for tests: "Lyon" ends "Leeds", "Paris" ends "Lyon", nothing else ends anything."""
+
+    threshold = 0.5
+
+    def score(self, older: str, newer: str) -> float:
+        return 1.0 if (older, newer) in {(STALE, SUCCESSOR), (SUCCESSOR, LATEST)} else 0.0
+
+
+def answered(memory, **options) -> dict[int, list[str]]:
+    return {k: [h.memory.content for h in memory.search(QUESTION, user="ann", k=k, **options)] for k in KS}
+
+
+def test_a_chain_through_a_memory_that_is_no_candidate_keeps_the_stale_fact_below(opened):
+    """The stale fact is found by its words; the memory that ended it is no candidate of the answer: replaced
+    since (``add(..., replaces=...)``), or excluded by the filters (the middle of Leeds -> Lyon -> Paris). Its
+    current successor answers first at every k, the stale fact right after it. Before, hybrid search kept only
+    the links of what the lexical side found, and k = 1 answered "I live in Leeds"."""
+    memory = opened(supersession=ChainJudge())
+    for text, when in facts():
+        memory.add(text, user="ann", t=when)
+    [successor] = [m for m in memory.list_memories(user="ann", limit=None) if m.content == SUCCESSOR]
+    memory.add("I moved to Lyon, a flat by the river", user="ann", replaces=successor.id)
+    for k, texts in answered(memory).items():
+        assert texts[0] == "I moved to Lyon, a flat by the river", (k, texts)
+        assert STALE not in texts or texts.index(STALE) == 1, (k, texts)
+
+    home = {"topic": "home"}
+    memory.add(STALE, user="bo", t=datetime(2024, 1, 1, tzinfo=UTC), metadata=home)
+    memory.add(SUCCESSOR, user="bo", t=datetime(2024, 5, 1, tzinfo=UTC))
+    memory.add(LATEST, user="bo", t=datetime(2024, 9, 1, tzinfo=UTC), metadata=home)
+    for k in (1, 2, 10):
+        texts = [h.memory.content for h in memory.search(QUESTION, user="bo", k=k, filters={"metadata": home})]
+        assert texts == [LATEST, STALE][:k], (k, texts)
+
+
 def test_a_stale_fact_only_the_lexical_side_finds_answers_after_its_successor_at_its_score(opened):
     """The dense side ranks the stale fact and its successor last (the query vector points away from them);
     the lexical side finds the stale fact alone, by its word, which puts it first. Its successor is fetched,
