@@ -31,6 +31,7 @@ from memnets.argerrors import ArgumentTypeError
 from memnets.extras import needs_extra
 from memnets.memory.ids import check_new_id
 from memnets.memory.mmr import mmr
+from memnets.memory.search import successor_id
 from memnets.memory.writes import check_text
 from memnets.records import Memory
 from memnets.scoring import min_max
@@ -325,7 +326,11 @@ class MemnetsVectorStore(VectorStore):
 
     def _mmr(self, hits, k: int, lambda_mult: float) -> list[Document]:
         """MMR over search hits: relevance is the cosine, or a pack's scores min-max scaled to [0, 1]
-        (as the memory manager picks its view), redundancy the cosine between the memories' vectors."""
+        (as the memory manager picks its view), redundancy the cosine between the memories' vectors. A memory
+        whose successor is among the hits (it ended or likely replaced it: :func:`~memnets.memory.search.successor_id`)
+        is no candidate: unlike its successor it would be "diverse" and answer in its place."""
+        fetched = {hit.memory.id for hit in hits}
+        hits = [hit for hit in hits if successor_id(hit.memory) not in fetched]
         if not hits:
             return []
         vectors = self.memory.store.vectors([hit.memory.id for hit in hits], self.user)

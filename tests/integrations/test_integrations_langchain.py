@@ -23,7 +23,7 @@ from langchain_tests.integration_tests import (
     RetrieversIntegrationTests,
     VectorStoreIntegrationTests,
 )
-from successor_helpers import KS, QUESTION, LyonJudge, check_current_first, facts
+from successor_helpers import KS, QUESTION, STALE, SUCCESSOR, LyonJudge, check_current_first, facts
 
 import memnets
 from memnets.integrations.langchain import (
@@ -235,6 +235,25 @@ def test_the_vector_store_and_retriever_never_answer_a_stale_fact_above_its_succ
         check_current_first(
             {k: [(doc.page_content, doc.metadata["memnets"]["score"]) for doc in docs] for k, docs in documents.items()}
         )
+
+
+def test_mmr_never_answers_a_stale_fact_in_its_successors_place(tmp_path, tiny_encoder):
+    """MMR picks for diversity, and a stale fact is unlike what it shares with its successor's neighbours: with
+    its successor among the candidates it is none (the successor answers, or nothing does). Before, k = 2 at
+    lambda 0.5 could answer "I live in Leeds" and leave its successor out."""
+    with memnets.open(tmp_path / "memory", encoder=tiny_encoder, supersession=LyonJudge()) as memory:
+        store = MemnetsVectorStore(memory, "leo")
+        for text, _ in facts():
+            store.add_texts([text])
+        for k, lambda_mult in ((1, 0.5), (2, 0.5), (3, 0.0), (10, 0.3)):
+            picked = [
+                d.page_content
+                for d in store.max_marginal_relevance_search(QUESTION, k=k, fetch_k=10, lambda_mult=lambda_mult)
+            ]
+            assert STALE not in picked and len(picked) == min(k, 9), (k, lambda_mult, picked)
+        assert [d.page_content for d in store.max_marginal_relevance_search(QUESTION, k=1, lambda_mult=1.0)] == [
+            SUCCESSOR
+        ]
 
 
 def test_retriever_ainvoke_takes_k_as_invoke_does(notes_memory):
