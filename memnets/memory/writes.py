@@ -584,7 +584,8 @@ class WritePath:
     def update(self, revision: Revision) -> Memory:
         """``AgentMemory.update``: ``revision`` written as the next version of the memory current when the owner's
         lock is held; "unchanged" when it changes nothing. A new text is checked and encoded (and its importance
-        scored) first, outside the lock: its vector depends on the text alone."""
+        scored) first, outside the lock: its vector depends on the text alone; the supersession step, where there
+        is one, judges it against the owner's older memories as it judges an added one."""
         encoded = None
         if revision.text is not None:
             probe = revision.next_of(current_version(self.store, revision.id, revision.user, "id"))
@@ -597,7 +598,8 @@ class WritePath:
             if new != probe:  # another version came in between: the plan applied to it, with the text's scores
                 new = with_resolved_dates(new) if self.config.resolve_dates else new
                 encoded = new.replace(importance=encoded.importance)
-            return self.next_version(current, encoded, vectors[0], chunks)
+            # a new text is a new statement: the supersession step reads it as it reads an add's
+            return self._supersede([self.next_version(current, encoded, vectors[0], chunks)], vectors)[0]
 
     def next_version(
         self, current: Memory, new: Memory, vector: np.ndarray | None, chunks: np.ndarray | None = None

@@ -130,6 +130,22 @@ def test_a_known_at_read_answers_the_successor_as_it_was_known_first(encoder, lo
         check_current_first({k: [(h.memory.content, h.score) for h in found] for k, found in hits.items()})
 
 
+def test_an_update_to_a_new_text_is_judged_as_an_add_is(encoder, location):
+    """``update(id, text)`` states something new, as ``add(text, id=...)`` does: the supersession step reads it, so
+    "I moved to Lyon" written over another memory's text ends "I live in Leeds" and answers first. Before, only the
+    keyed add was judged and the update left the stale fact current and first."""
+    where, options = location
+    with memnets.open(where, encoder=encoder, duplicate_threshold=EXACT, supersession=LyonJudge(), **options) as memory:
+        stale = memory.add(STALE, user="ann", t=datetime(2024, 1, 1, tzinfo=UTC))
+        memory.add("I work at the bank", user="ann", id="job", t=datetime(2024, 2, 1, tzinfo=UTC))
+        memory.update("job", user="ann", metadata={"checked": True}, t=datetime(2024, 3, 1, tzinfo=UTC))
+        assert memory.get(stale.id, user="ann").invalidated_by is None  # no new text: nothing to judge
+        memory.update("job", SUCCESSOR, user="ann", t=datetime(2024, 5, 1, tzinfo=UTC))
+        ended = memory.get(stale.id, user="ann")
+        assert ended.invalidated_by == "job" and ended.valid_to == datetime(2024, 5, 1, tzinfo=UTC)
+        assert [h.memory.content for h in memory.search(QUESTION, user="ann", k=1)] == [SUCCESSOR]
+
+
 def test_a_likely_replaced_fact_stays_valid_and_ranks_below_its_likely_successor_at_any_k(encoder, location):
     """The judge more likely than not, too unsure to end it (LikelyLyonJudge: 0.7 between its order_threshold
     0.5 and its threshold 0.9): "I live in Leeds" stays valid, linked to "I moved to Lyon", and search answers as
