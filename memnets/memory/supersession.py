@@ -6,8 +6,9 @@ first stays current and may rank first for "Where do I live?". After each write,
 picks the candidates: among the user's :data:`CANDIDATE_POOL` current memories nearest to the new one by
 the store's index, those of the same kind, the same scope (:func:`~memnets.memory.writes.same_scope`:
 agent and session, the one scope rule of every step that reads or changes another memory) and the same
-speaker (a field: the message's ``speaker``, else the ``"{speaker}: "`` prefix), still valid, at most
-:data:`CANDIDATES`, however near; an assistant's reply is judged against nothing. No cosine floor: the judge
+speaker (a field: the message's ``speaker``, else the ``"{speaker}: "`` prefix; a text of no speaker and one
+whose only speaker is its prefix, which may be a label such as "Update: ", count as one: :func:`one_speaker`),
+still valid, at most :data:`CANDIDATES`, however near; an assistant's reply is judged against nothing. No cosine floor: the judge
 decides what is another subject, not the encoder. A floor on the stored texts' cosine let the speaker prefix
 choose what was judged (through messages, ``"user: "`` lifts all of a speaker's memories over it) and kept a
 fifth of the changes said through plain ``add`` from the judge (docs/memory.md, "The candidates").
@@ -75,6 +76,29 @@ def who(memory: Memory) -> str | None:
     return named.casefold() if isinstance(named, str) else speaker(memory)[1]
 
 
+def one_speaker(a: Memory, b: Memory) -> bool:
+    """Whether ``a`` and ``b`` may be judged as statements of one speaker: the same :func:`who`, or one of no
+    speaker beside one whose only speaker is the ``"{speaker}: "`` prefix of its text. Such a prefix may be a
+    label ("Update: I moved to Lyon", "Note: ..."), not a name: the judge reads it in the text (:func:`said`)
+    and tells a label from another person's news as it does in any text."""
+    if who(a) == who(b):
+        return True
+    return (who(a) is None and prefixed_only(b)) or (who(b) is None and prefixed_only(a))
+
+
+def prefixed_only(memory: Memory) -> bool:
+    """``memory``'s speaker is its text's prefix alone: no message's ``speaker`` field says who said it."""
+    return who(memory) is not None and not (isinstance(memory.metadata, dict) and "speaker" in memory.metadata)
+
+
+def said(older: Memory, newer: Memory) -> tuple[str, str]:
+    """The texts the judge reads: as said, the speaker prefixes off where both name one speaker (so "Bob: ..."
+    and "user: ..." judge alike), the whole texts where one names none (:func:`one_speaker`)."""
+    if who(older) == who(newer):
+        return strip_speaker(older.content), strip_speaker(newer.content)
+    return older.content, newer.content
+
+
 def replied(memory: Memory) -> bool:
     """``memory`` is an assistant's reply (its message's role)."""
     return isinstance(memory.metadata, dict) and memory.metadata.get("role") == ASSISTANT
@@ -120,7 +144,7 @@ class Supersession:
             and other.valid_to is None
             and same_scope(other, memory)
             and not replied(other)
-            and who(other) == who(memory)
+            and one_speaker(other, memory)
         ][:CANDIDATES]
 
     def endings(
@@ -153,10 +177,10 @@ class Supersession:
         return judged(older, newer, score)
 
     def _scores(self, pairs: Sequence[tuple[Memory, Memory]]) -> list[float]:
-        """The judge's scores of (older, newer) memory pairs, read as said (speaker prefixes off), checked."""
+        """The judge's scores of (older, newer) memory pairs, read as said (:func:`said`), checked."""
         if not pairs:
             return []
-        texts = [(strip_speaker(older.content), strip_speaker(newer.content)) for older, newer in pairs]
+        texts = [said(older, newer) for older, newer in pairs]
         many = getattr(self.judge, "scores", None)
         found = list(many(texts)) if callable(many) else [self.judge.score(*pair) for pair in texts]
         if len(found) != len(texts):

@@ -208,6 +208,24 @@ def test_the_speaker_is_a_field_the_judge_reads_the_texts_as_said(location, enco
     assert judge.read == [said]
 
 
+def test_a_prefix_beside_a_text_of_no_speaker_is_read_by_the_judge_in_the_text(location, encoder):
+    """A plain text's "{speaker}: " prefix may be a label ("Update: I moved to Lyon"): beside a text of no speaker the
+    pair is judged, the whole texts read (the judge tells a label from another person's news). Two prefixes that
+    differ, or a message's speaker field, are two people: not judged. Before, "Update: " made the change another
+    speaker's and nothing was judged."""
+    where, options = location
+    judge = RecordingJudge()
+    with memnets.open(where, encoder=encoder, duplicate_threshold=EXACT, supersession=judge, **options) as memory:
+        memory.add("I live in Leeds.", user="ann", t=JAN)
+        memory.add("Update: I moved to Lyon in June.", user="ann", t=JUN)
+        memory.add("Alice: I work at the bank.", user="bo", t=JAN)
+        memory.add("Bob: I started at a startup.", user="bo", t=JUN)
+        memory.add("I work at the bank.", user="cy", t=JAN)
+        named = {"role": "user", "name": "Bob", "content": "I started at a startup.", "time": JUN.isoformat()}
+        memory.add(messages=[named], user="cy")
+    assert judge.read == [("I live in Leeds.", "Update: I moved to Lyon in June.")]
+
+
 class ListeningJudge(RecordingJudge):
     """Records the pairs it read and ends nothing."""
 
