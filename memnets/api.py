@@ -199,7 +199,7 @@ class AgentMemory:
         judge = None if supersession is None else Supersession(store, supersession)
         self._writes = WritePath(store, encoder, self.importance, self.config, self._live, judge, self._writers)
         self._messages = MessageWriter(self._writes, store, self.scope)
-        self._deletion = DeletionPath(store, self._live, self._writers)
+        self._deletion = DeletionPath(store, self._live, self._writers, self._writes.next_version)
 
     @property
     def encoder(self):

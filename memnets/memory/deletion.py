@@ -10,7 +10,11 @@ memory removes the same things:
 - every copy held in process: the tiers and write buffer of each live manager of the user
   (managers in other processes learn it from the store's deletion ledger);
 - for an erasure of a whole user, the managers' saved state beside a local store
-  (:class:`~memnets.store.protocol.LocalState`), which names the user's memory ids.
+  (:class:`~memnets.store.protocol.LocalState`), which names the user's memory ids;
+- the supersession judge's decisions that read it: a memory it ended is valid again, one it likely
+  replaced is no longer linked (a next version of each, "reopened" in its history; :func:`released`). The
+  statement the judge read is gone, and a stale fact left ended by nothing would leave the user no
+  current fact at all (``as_of`` now answered nothing).
 
 Each deletion holds its owner's in-process write lock (:class:`~memnets.memory.owners.Writers`, shared with the
 write path), so it never comes between a write's near-match check and the write it decides; other users'
@@ -25,6 +29,7 @@ from datetime import datetime
 
 import memnets.timeutil as timeutil
 from memnets.memory.owners import Writers
+from memnets.memory.revision import successor
 from memnets.memory.state import default_state_path, legacy_state_path
 from memnets.records import DERIVED_KINDS, Memory
 from memnets.store.filters import MemoryFilter
@@ -39,10 +44,19 @@ class DeletionPath:
         store: the memory's store.
         managers: user -> that user's live managers (each with ``forget(ids, reason=...)``).
         writers: the per-owner serialisation of the store's writes (the write path's).
+        write_version: ``(current, next version, None) -> written``, the write path's
+            (:meth:`~memnets.memory.writes.WritePath.next_version`; None: the stored vector kept): how a released
+            memory's next version is written.
     """
 
-    def __init__(self, store, managers: Callable[[str], list], writers: Writers):
-        self.store, self.managers, self.writers = store, managers, writers
+    def __init__(
+        self,
+        store,
+        managers: Callable[[str], list],
+        writers: Writers,
+        write_version: Callable[[Memory, Memory, None], object],
+    ):
+        self.store, self.managers, self.writers, self.write_version = store, managers, writers, write_version
 
     def older(self, memory_id: str, user: str) -> list[Memory]:
         """The older versions of memory ``memory_id``, oldest first; a memory it replaced comes after that one's
@@ -84,11 +98,18 @@ class DeletionPath:
         versions = [version for memory_id in ids for version in self._versions(memory_id, user)]
         for derived in self._derived_from(versions, user):
             versions += self._versions(derived, user)
+        linked = self._linked_to(set(versions), user)
         if expired_at is not None:
             deleted = self.store.delete_expired(ids[0], user, expired_at, with_ids=versions)
-            return deleted, bool(deleted) and any([m.forget(versions, reason=reason) for m in self.managers(user)])
-        held = [manager.forget(versions, reason=reason) for manager in self.managers(user)]  # every one
-        return self.store.delete(versions, user), any(held)
+            held = bool(deleted) and any([m.forget(versions, reason=reason) for m in self.managers(user)])
+        else:
+            held = any([manager.forget(versions, reason=reason) for manager in self.managers(user)])  # every one
+            deleted = self.store.delete(versions, user)
+        if deleted:
+            when = timeutil.now()
+            for memory in linked:
+                self.write_version(memory, released(memory, set(versions), when), None)
+        return deleted, held
 
     def delete_scope(self, user: str | None, agent: str | None, session: str | None) -> int:
         """The current memories of an agent and/or session scope (of ``user``, or of every user), through
@@ -130,6 +151,14 @@ class DeletionPath:
         """``memory_id`` and the ids of its older versions."""
         return [memory_id, *(m.id for m in self.older(memory_id, user))]
 
+    def _linked_to(self, ids: set[str], user: str) -> list[Memory]:
+        """The user's current memories that one of ``ids`` ended or likely replaced (the judge's links name it)."""
+        return [
+            m
+            for m in self.store.list_memories(user, limit=None)
+            if m.id not in ids and (m.invalidated_by in ids or m.likely_replaced_by in ids)
+        ]
+
     def _derived_from(self, ids: Sequence[str], user: str) -> list[str]:
         """Ids of the user's derived memories (DERIVED_KINDS) that link to one of ``ids``, directly or
         through other derived memories."""
@@ -141,4 +170,15 @@ class DeletionPath:
         return found
 
 
-__all__ = ["DeletionPath"]
+def released(memory: Memory, gone: set[str], when: datetime) -> Memory:
+    """The next version of ``memory`` (written at ``when``) once the memories ``gone`` are deleted: its ending by one
+    of them undone (valid again) and its likely replacement by one of them dropped."""
+    fields: dict = {}
+    if memory.invalidated_by in gone:
+        fields.update(valid_to=None, invalidated_by=None, invalidation_score=None)
+    if memory.likely_replaced_by in gone:
+        fields.update(likely_replaced_by=None, likely_replaced_score=None)
+    return successor(memory, memory.replace(t=when, **fields))
+
+
+__all__ = ["DeletionPath", "released"]

@@ -146,6 +146,25 @@ def test_an_update_to_a_new_text_is_judged_as_an_add_is(encoder, location):
         assert [h.memory.content for h in memory.search(QUESTION, user="ann", k=1)] == [SUCCESSOR]
 
 
+@pytest.mark.parametrize("judge", [LyonJudge(), LikelyLyonJudge()], ids=["ended", "likely replaced"])
+def test_deleting_the_memory_that_ended_a_fact_makes_it_current_again(encoder, location, judge):
+    """The judge's decision read the successor's text; deleted, the decision goes with it: the stale fact is valid
+    again (a new version, its ending in its history), or no longer linked, and answers an as-of read of now.
+    Before, it stayed ended by a memory that no longer existed, and the user had no current fact."""
+    where, options = location
+    with memnets.open(where, encoder=encoder, duplicate_threshold=EXACT, supersession=judge, **options) as memory:
+        stale = memory.add(STALE, user="ann", t=datetime(2024, 1, 1, tzinfo=UTC))
+        successor = memory.add(SUCCESSOR, user="ann", t=datetime(2024, 5, 1, tzinfo=UTC))
+        linked = memory.get(stale.id, user="ann")
+        assert successor.id in (linked.invalidated_by, linked.likely_replaced_by)
+        assert memory.delete(successor.id, user="ann")
+        now = memory.get(stale.id, user="ann")
+        assert (now.valid_to, now.invalidated_by, now.likely_replaced_by) == (None, None, None)
+        assert len(memory.history(stale.id, user="ann")) == 3  # as said, as judged, as released
+        found = memory.search(QUESTION, user="ann", k=3, as_of=datetime.now(UTC))
+        assert [h.memory.content for h in found] == [STALE]
+
+
 def test_a_likely_replaced_fact_stays_valid_and_ranks_below_its_likely_successor_at_any_k(encoder, location):
     """The judge more likely than not, too unsure to end it (LikelyLyonJudge: 0.7 between its order_threshold
     0.5 and its threshold 0.9): "I live in Leeds" stays valid, linked to "I moved to Lyon", and search answers as
