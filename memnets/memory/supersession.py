@@ -130,8 +130,9 @@ class Supersession:
 
     def candidates(self, memory: Memory, vector: np.ndarray, later: Container[str] = frozenset()) -> list[Memory]:
         """The current memories ``memory`` is judged against: same user, kind, scope and speaker, near it,
-        still valid, not among ``later`` (the ids its own write stores after it); valid from before it or
-        after it. None for an assistant's reply."""
+        not among ``later`` (the ids its own write stores after it); valid from before it and still valid, or
+        valid from after it, ended or not (an old statement imported after newer ones ends at the first of them
+        that changed it, not at the last). None for an assistant's reply."""
         if replied(memory):
             return []
         found = self.store.search(vector, CANDIDATE_POOL, memory.owner)
@@ -141,7 +142,7 @@ class Supersession:
             if other.id != memory.id
             and other.id not in later
             and other.kind == memory.kind
-            and other.valid_to is None
+            and (other.valid_to is None or other.valid_from > memory.valid_from)
             and same_scope(other, memory)
             and not replied(other)
             and one_speaker(other, memory)

@@ -226,6 +226,32 @@ def test_a_prefix_beside_a_text_of_no_speaker_is_read_by_the_judge_in_the_text(l
     assert judge.read == [("I live in Leeds.", "Update: I moved to Lyon in June.")]
 
 
+class HomeJudge:
+    """A SupersessionJudge for tests: any statement of where the user lives ends an older one."""
+
+    threshold = 0.5
+    HOMES = ("I moved to Paris.", "I moved to Lyon.", "I live in Leeds.")
+
+    def score(self, older: str, newer: str) -> float:
+        return float(older in self.HOMES and newer in self.HOMES)
+
+
+def test_a_transcript_imported_newest_first_ends_each_fact_where_the_next_began(location, encoder):
+    """Paris (September), then Lyon (May), then Leeds (January), each its own add: Leeds ends where Lyon began, not
+    where Paris did, and an as-of read of June answers Lyon alone. Before, Lyon (ended by Paris already) was no
+    candidate for Leeds, which stayed valid until September."""
+    where, options = location
+    paris, lyon, leeds = HomeJudge.HOMES
+    with memnets.open(where, encoder=encoder, duplicate_threshold=EXACT, supersession=HomeJudge(), **options) as memory:
+        for text, month in ((paris, 9), (lyon, 5), (leeds, 1)):
+            memory.add(text, user="ann", t=datetime(2024, month, 1, tzinfo=UTC))
+        current = {m.content: m for m in memory.list_memories(user="ann", limit=None)}
+        assert current[leeds].invalidated_by == current[lyon].id and current[leeds].valid_to == JUN.replace(month=5)
+        assert current[lyon].invalidated_by == current[paris].id and current[paris].valid_to is None
+        june = memory.search(leeds, user="ann", k=3, as_of=datetime(2024, 6, 15, tzinfo=UTC))
+        assert [h.memory.content for h in june] == [lyon]
+
+
 class ListeningJudge(RecordingJudge):
     """Records the pairs it read and ends nothing."""
 
