@@ -85,29 +85,38 @@ class DeletionPath:
         return older
 
     def delete(
-        self, ids: Sequence[str], user: str, *, reason: str, expired_at: datetime | None = None
+        self,
+        ids: Sequence[str],
+        user: str,
+        *,
+        reason: str,
+        expired_at: datetime | None = None,
+        listing: Sequence[Memory] | None = None,
     ) -> tuple[int, bool]:
         """These memories of ``user``, their older versions and the memories derived from them, out of the
         store and every live manager; returns how many rows the store deleted and whether a manager held any.
         ``expired_at`` (the sweep, one id): only if that memory is still expired then, which the store checks
-        in the deletion's own transaction, so a memory put again after the sweep listed it stays."""
+        in the deletion's own transaction, so a memory put again after the sweep listed it stays. ``listing``:
+        the user's current memories read once for many deletions (the sweep), else read here."""
         with self.writers.owning([user], transaction=False):
-            return self._delete(ids, user, reason, expired_at)
+            return self._delete(ids, user, reason, expired_at, listing)
 
-    def _delete(self, ids: Sequence[str], user: str, reason: str, expired_at: datetime | None) -> tuple[int, bool]:
+    def _delete(
+        self, ids: Sequence[str], user: str, reason: str, expired_at: datetime | None, listing: Sequence[Memory] | None
+    ) -> tuple[int, bool]:
         versions = [version for memory_id in ids for version in self._versions(memory_id, user)]
         for derived in self._derived_from(versions, user):
             versions += self._versions(derived, user)
-        linked = self._linked_to(set(versions), user)
+        linked = self._linked_to(set(versions), user, listing)
         if expired_at is not None:
             deleted = self.store.delete_expired(ids[0], user, expired_at, with_ids=versions)
             held = bool(deleted) and any([m.forget(versions, reason=reason) for m in self.managers(user)])
         else:
             held = any([manager.forget(versions, reason=reason) for manager in self.managers(user)])  # every one
             deleted = self.store.delete(versions, user)
-        if deleted:
+        if deleted and linked:
             when = timeutil.now()
-            for memory in linked:
+            for memory in self.store.get(linked, user):  # as they are now: a listing read earlier may be older
                 self.write_version(memory, released(memory, set(versions), when), None)
         return deleted, held
 
@@ -141,23 +150,23 @@ class DeletionPath:
         when deleted (a memory put again or refreshed after the listing is kept); returns how many rows went."""
         if not supports(self.store, Expiry):
             return 0  # no memory of such a store has a TTL (add refuses one)
-        now = timeutil.now()
-        return sum(
-            self.delete([memory_id], owner, reason="expired", expired_at=now)[0]
-            for owner, memory_id in self.store.expired(now)
-        )
+        now, listings = timeutil.now(), {}
+        deleted = 0
+        for owner, memory_id in self.store.expired(now):
+            if owner not in listings:  # each owner's memories read once for the links to what expires
+                listings[owner] = self.store.list_memories(owner, limit=None)
+            deleted += self.delete([memory_id], owner, reason="expired", expired_at=now, listing=listings[owner])[0]
+        return deleted
 
     def _versions(self, memory_id: str, user: str) -> list[str]:
         """``memory_id`` and the ids of its older versions."""
         return [memory_id, *(m.id for m in self.older(memory_id, user))]
 
-    def _linked_to(self, ids: set[str], user: str) -> list[Memory]:
-        """The user's current memories that one of ``ids`` ended or likely replaced (the judge's links name it)."""
-        return [
-            m
-            for m in self.store.list_memories(user, limit=None)
-            if m.id not in ids and (m.invalidated_by in ids or m.likely_replaced_by in ids)
-        ]
+    def _linked_to(self, ids: set[str], user: str, listing: Sequence[Memory] | None) -> list[str]:
+        """The ids of the user's current memories (``listing``, else read) that one of ``ids`` ended or likely
+        replaced: the judge's links name it."""
+        memories = self.store.list_memories(user, limit=None) if listing is None else listing
+        return [m.id for m in memories if m.id not in ids and (m.invalidated_by in ids or m.likely_replaced_by in ids)]
 
     def _derived_from(self, ids: Sequence[str], user: str) -> list[str]:
         """Ids of the user's derived memories (DERIVED_KINDS) that link to one of ``ids``, directly or

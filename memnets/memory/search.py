@@ -185,8 +185,9 @@ class Searcher:
         (:meth:`~memnets.store.filters.MemoryFilter.matches`, the stores' rule: a search never answers a
         memory its filters exclude) is added: each shows at least the ended memory's score
         (:func:`current_first`), so each belongs in the answer as much as the ended one does.
-        An as-of / known-at read (``filters.time_travel``) fetches none here (:meth:`_deepened` reads on instead): it answers the versions of its
-        time, where the ended memory was valid and its successor, if it held yet, is a version of its own."""
+        An as-of / known-at read (``filters.time_travel``) fetches none here (:meth:`_deepened` reads on
+        instead): it answers the versions of its time, where the ended memory was valid and its successor, if it
+        held yet, is a version of its own."""
         if filters is not None and filters.time_travel:
             return [], {}
         hits = {m.id for m in memories}

@@ -8,10 +8,11 @@ the store's index, those of the same kind, the same scope (:func:`~memnets.memor
 agent and session, the one scope rule of every step that reads or changes another memory) and the same
 speaker (a field: the message's ``speaker``, else the ``"{speaker}: "`` prefix; a text of no speaker and one
 whose only speaker is its prefix, which may be a label such as "Update: ", count as one: :func:`one_speaker`),
-still valid, at most :data:`CANDIDATES`, however near; an assistant's reply is judged against nothing. No cosine floor: the judge
-decides what is another subject, not the encoder. A floor on the stored texts' cosine let the speaker prefix
-choose what was judged (through messages, ``"user: "`` lifts all of a speaker's memories over it) and kept a
-fifth of the changes said through plain ``add`` from the judge (docs/memory.md, "The candidates").
+still valid (or, ended or not, valid from after it), at most :data:`CANDIDATES`, however near; an assistant's
+reply is judged against nothing. No cosine floor: the judge decides what is another subject, not the encoder.
+A floor on the stored texts' cosine let the speaker prefix choose what was judged (through messages, ``"user: "``
+lifts all of a speaker's memories over it) and kept a fifth of the changes said through plain ``add`` from the
+judge (docs/memory.md, "The candidates").
 
 A :class:`SupersessionJudge` reads each pair, the texts as said (the speaker prefix off, so
 "Bob: ..." and "user: ..." judge alike), in the order their facts began to hold (``valid_from``, not the

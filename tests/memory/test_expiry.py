@@ -110,6 +110,29 @@ def test_refresh_ttl_on_get_and_search(memory, clock):
     assert memory.get("wifi", user="ann") is None
 
 
+def test_an_expired_successor_releases_the_facts_it_ended(location, encoder, clock):
+    """Expiry is deletion: the sweep takes the judge's decisions that read the expired memories with them (each
+    user's memories read once for the whole sweep), so a fact one of them ended is current again."""
+
+    class EndsWhatCameBefore:
+        threshold = 0.5
+
+        def score(self, older: str, newer: str) -> float:
+            return float(newer.startswith("Now"))
+
+    options = dict(encoder=encoder, duplicate_threshold=None, supersession=EndsWhatCameBefore(), **location[1])
+    with memnets.open(location[0], **options) as memory:
+        for user in ("ann", "bo"):
+            memory.add("I live in Leeds", user=user, id="home")
+            memory.add("Now I live in Lyon, for a month", user=user, ttl=60, id="stay")
+            assert memory.get("home", user=user).invalidated_by == "stay"
+        clock.advance(61)
+        assert memory.sweep_expired() == 2
+        for user in ("ann", "bo"):
+            home = memory.get("home", user=user)
+            assert (home.valid_to, home.invalidated_by) == (None, None) and memory.get("stay", user=user) is None
+
+
 def test_the_sweep_deletes_for_good_with_versions_and_derived_memories(memory, clock, location):
     memory.add("the alarm code is 5521", user="ann", ttl=60, id="alarm")
     memory.update("alarm", "the alarm code is 5522", user="ann")
