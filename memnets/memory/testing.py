@@ -86,6 +86,8 @@ BAD_TEXTS = [  # (call, where the error says the text is bad)
     (lambda m: m.add("x" * (MAX_TEXT_CHARS + 1), user="ann"), f"{MAX_TEXT_CHARS:,}"),
     (lambda m: m.search("bad \ud800 query", user="ann"), "query.*position 4"),
     (lambda m: m.search("q" * (MAX_TEXT_CHARS + 1), user="ann"), "MAX_TEXT_CHARS"),
+    (lambda m: m.add("bad \x00 text", user="ann"), "text.*NUL.*position 4"),
+    (lambda m: m.search("bad \x00 query", user="ann"), "query.*NUL.*position 4"),
 ]
 
 

@@ -97,6 +97,8 @@ def check_text(text, name: str = "text") -> str:
             f"({text[max(0, error.start - 10) : error.start + 10]!r})",
             field=name,
         ) from None
+    if (nul := text.find("\x00")) >= 0:  # PostgreSQL holds no NUL in text: one rule for both stores
+        raise InvalidMemoryError(f"{name} contains NUL (U+0000) at position {nul}, which no memory holds", field=name)
     return text
 
 

@@ -279,6 +279,7 @@ def encode_row(memory: Memory, vector: np.ndarray, where: str) -> Row:
         updated_at = as_utc(memory.updated_at or memory.t, f"{what}: updated_at")
     except TypeError as error:
         raise InvalidMemoryError(str(error), field=field_of(error)) from None
+    check_no_nul(memory.metadata, f"{what}: metadata")
     operators = [name for name in memory.metadata if isinstance(name, str) and name.startswith("$")]
     if operators:  # a filter reads a "$" key as an operator, so such a field could never be matched
         raise InvalidMemoryError(
@@ -433,7 +434,7 @@ def existing_cipher(key: bytes | str | None, meta: dict, where: str) -> RowCiphe
 
 # ---------------------------------------------------------------------- argument checks
 def check_unicode(value: str | None, what: str) -> None:
-    """Reject strings that cannot be stored as UTF-8 (lone surrogates from bad decoding)."""
+    """Reject strings that cannot be stored as UTF-8 (lone surrogates from bad decoding) or hold a NUL."""
     if value is None:
         return
     try:
@@ -443,6 +444,32 @@ def check_unicode(value: str | None, what: str) -> None:
             f"{what} is not valid Unicode: {error.reason} at position {error.start} "
             f"({value[max(0, error.start - 10) : error.start + 10]!r})"
         ) from None
+    if (nul := value.find("\x00")) >= 0:  # PostgreSQL holds no NUL in text: one rule for both stores
+        raise InvalidMemoryError(f"{what} contains NUL (U+0000) at position {nul}, which no memory holds")
+
+
+def check_no_nul(value, what: str) -> None:
+    """InvalidMemoryError naming the place (``what['key'][2]``) of the first string or field name of a JSON ``value``
+    that holds a NUL (U+0000): PostgreSQL holds none in text, so both stores refuse it alike when it is written
+    (rows written before are read as they are)."""
+    stack: list[tuple[object, tuple]] = [(value, ())]
+    while stack:
+        item, keys = stack.pop()
+        place = what + "".join(f"[{key!r}]" for key in keys)
+        if isinstance(item, str) and (nul := item.find("\x00")) >= 0:
+            raise InvalidMemoryError(
+                f"{place} contains NUL (U+0000) at position {nul}, which no memory holds", field="metadata"
+            )
+        if isinstance(item, dict):
+            for key, child in item.items():
+                if isinstance(key, str) and "\x00" in key:
+                    raise InvalidMemoryError(
+                        f"{place}: the field name {key!r} contains NUL (U+0000), which no memory holds",
+                        field="metadata",
+                    )
+                stack.append((child, (*keys, key)))
+        elif isinstance(item, (list, tuple)):
+            stack.extend((child, (*keys, n)) for n, child in enumerate(item))
 
 
 def check_owner(owner: str, where: str) -> None:

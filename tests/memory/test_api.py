@@ -187,6 +187,30 @@ def test_a_likely_replaced_fact_stays_valid_and_ranks_below_its_likely_successor
 
 
 @pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        ({"metadata": {"note": "a\x00b"}}, r"metadata\['note'\] contains NUL"),
+        ({"metadata": {"a\x00": 1}}, "metadata: the field name .* contains NUL"),
+        ({"metadata": {"list": [{"deep": "\x00"}]}}, r"metadata\['list'\]\[0\]\['deep'\] contains NUL"),
+        ({"session": "s\x00"}, "session contains NUL"),
+        ({"agent": "planner\x00"}, "agent contains NUL"),
+        ({"user": "an\x00n"}, "owner contains NUL"),
+    ],
+    ids=["metadata value", "metadata field", "nested metadata", "session", "agent", "user"],
+)
+def test_a_nul_anywhere_is_refused_by_both_stores_naming_where(encoder, location, options, named):
+    """PostgreSQL holds no NUL (U+0000) in text, and its driver's error named nothing; the embedded store took it. Both
+    refuse it now, naming the field, and write nothing (the text and the query: memnets.memory.testing.BAD_TEXTS)."""
+    where, store_options = location
+    with memnets.open(where, encoder=encoder, duplicate_threshold=EXACT, **store_options) as memory:
+        memory.add("already here", user="ann")
+        with pytest.raises(ValueError, match=named):
+            memory.add("I live in Leeds", **{"user": "ann", **options})
+        assert [m.content for m in memory.list_memories(user="ann")] == ["already here"]
+        assert memory.users() == ["ann"]
+
+
+@pytest.mark.parametrize(
     ("call", "error", "named"),
     [
         (lambda m: m.manager("ann", k=0), ValueError, "k"),
