@@ -68,7 +68,11 @@ from memnets.memory.validity import backdated
 from memnets.records import Memory, Outcome
 from memnets.store.errors import InvalidMemoryError
 from memnets.store.protocol import Chunks, supports
-from memnets.store.rows import VERSION_SEPARATOR, closed_by  # older versions of memory "x" are "x~1", "x~2", ...
+from memnets.store.rows import (
+    VERSION_SEPARATOR,
+    closed_by,
+    refuse_nul,
+)  # older versions of memory "x" are "x~1", "x~2", ...
 from memnets.temporal.dates import DATES_KEY, date_metadata
 from memnets.text import SEPARATOR, SPEAKER_PREFIX_MAX, strip_speaker
 
@@ -97,8 +101,7 @@ def check_text(text, name: str = "text") -> str:
             f"({text[max(0, error.start - 10) : error.start + 10]!r})",
             field=name,
         ) from None
-    if (nul := text.find("\x00")) >= 0:  # PostgreSQL holds no NUL in text: one rule for both stores
-        raise InvalidMemoryError(f"{name} contains NUL (U+0000) at position {nul}, which no memory holds", field=name)
+    refuse_nul(text, name, field=name)
     return text
 
 

@@ -444,8 +444,14 @@ def check_unicode(value: str | None, what: str) -> None:
             f"{what} is not valid Unicode: {error.reason} at position {error.start} "
             f"({value[max(0, error.start - 10) : error.start + 10]!r})"
         ) from None
-    if (nul := value.find("\x00")) >= 0:  # PostgreSQL holds no NUL in text: one rule for both stores
-        raise InvalidMemoryError(f"{what} contains NUL (U+0000) at position {nul}, which no memory holds")
+    refuse_nul(value, what)
+
+
+def refuse_nul(value: str, what: str, field: str | None = None) -> None:
+    """InvalidMemoryError naming ``what`` and the position when ``value`` holds a NUL (U+0000): PostgreSQL holds
+    none in text, so both stores refuse it alike."""
+    if (nul := value.find("\x00")) >= 0:
+        raise InvalidMemoryError(f"{what} contains NUL (U+0000) at position {nul}, which no memory holds", field=field)
 
 
 def check_no_nul(value, what: str) -> None:
@@ -455,14 +461,12 @@ def check_no_nul(value, what: str) -> None:
     stack: list[tuple[object, tuple]] = [(value, ())]
     while stack:
         item, keys = stack.pop()
-        place = what + "".join(f"[{key!r}]" for key in keys)
-        if isinstance(item, str) and (nul := item.find("\x00")) >= 0:
-            raise InvalidMemoryError(
-                f"{place} contains NUL (U+0000) at position {nul}, which no memory holds", field="metadata"
-            )
-        if isinstance(item, dict):
+        if isinstance(item, str):
+            refuse_nul(item, what + "".join(f"[{key!r}]" for key in keys), field="metadata")
+        elif isinstance(item, dict):
             for key, child in item.items():
                 if isinstance(key, str) and "\x00" in key:
+                    place = what + "".join(f"[{key!r}]" for key in keys)
                     raise InvalidMemoryError(
                         f"{place}: the field name {key!r} contains NUL (U+0000), which no memory holds",
                         field="metadata",
