@@ -80,7 +80,7 @@ from memnets.memory.arguments import MAX_K
 from memnets.memory.writes import check_text
 from memnets.records import Memory
 from memnets.store.filters import MemoryFilter
-from memnets.store.rows import VERSION_SEPARATOR
+from memnets.store.rows import VERSION_SEPARATOR, memory_of_version
 from memnets.timeutil import as_utc, now
 
 with needs_extra("memnets.integrations.langgraph", "langgraph"):
@@ -368,7 +368,7 @@ def _item(memory: Memory, namespace: tuple[str, ...], kind: type[Item] = Item, *
     """The LangGraph item (``kind`` Item or SearchItem) of a memory."""
     return kind(
         namespace=tuple(namespace),
-        key=memory.id.partition(VERSION_SEPARATOR)[0],  # an older version ($as_of) is its item's version
+        key=memory_of_version(memory.id),  # an older version ($as_of) is its item's version
         value=memory_value(memory),
         created_at=memory.created_at,
         updated_at=memory.updated_at,

@@ -31,7 +31,7 @@ import numpy as np
 from memnets.records import Memory
 from memnets.store.filters import MemoryFilter
 from memnets.store.protocol import Chunks, SearchVectors, supports
-from memnets.store.rows import VERSION_SEPARATOR
+from memnets.store.rows import memory_of_version
 
 T = TypeVar("T")  # what a read of candidates returns (Searcher._deepened)
 
@@ -227,7 +227,7 @@ class Searcher:
 def unanswered(memories: Sequence[Memory]) -> bool:
     """Whether a memory among ``memories`` names a successor (:func:`successor_id`) that is not among them, as
     itself or as an older version ``{id}~{n}``."""
-    present = {m.id for m in memories} | {m.id.partition(VERSION_SEPARATOR)[0] for m in memories}
+    present = {m.id for m in memories} | {memory_of_version(m.id) for m in memories}
     return any((after := successor_id(m)) is not None and after not in present for m in memories)
 
 
@@ -252,7 +252,7 @@ def current_first(
     links = links or {}
     position = {memory.id: n for n, (memory, _) in enumerate(hits)}
     for n, (memory, _) in enumerate(hits):  # an as-of / known-at read answers a successor as its older version
-        position.setdefault(memory.id.partition(VERSION_SEPARATOR)[0], n)
+        position.setdefault(memory_of_version(memory.id), n)
     shown = [own for _, own in hits]
     successors = [0] * len(hits)
     for n, (memory, own) in enumerate(hits):

@@ -10,6 +10,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from memnets.text import lone_surrogate
+
 FORMAT = "memnets-change-judge"
 FORMAT_VERSION = 1
 CONFIG_NAME, WEIGHTS_NAME = "config.json", "model.safetensors"  # the names a pack allows a head
@@ -19,10 +21,14 @@ MAX_TOKENS = 128  # of the pair, [CLS] older [SEP] newer [SEP], the longer side 
 
 
 def cut(text: str) -> str:
-    """``text`` as the judge reads it: its first :data:`MAX_CHARS` characters (a str; TypeError otherwise)."""
+    """``text`` as the judge reads it: its first :data:`MAX_CHARS` characters (a str; TypeError otherwise; a
+    ValueError naming the position of a lone surrogate in them, which the tokenizer refuses naming nothing)."""
     if not isinstance(text, str):
         raise TypeError(f"a statement to judge must be a str, got {type(text).__name__}")
-    return text[:MAX_CHARS]
+    read = text[:MAX_CHARS]
+    if (position := lone_surrogate(read)) is not None:
+        raise ValueError(f"a statement to judge is not valid Unicode: a lone surrogate at position {position}")
+    return read
 
 
 class NotAJudge(ValueError):

@@ -233,6 +233,11 @@ def version_id(memory_id: str, count: int, exists: Callable[[str], bool]) -> str
     return f"{memory_id}{VERSION_SEPARATOR}{n}"
 
 
+def memory_of_version(row_id: str) -> str:
+    """The memory a row stands for: ``x`` for its older version ``x~2``, the id itself for a current row."""
+    return row_id.partition(VERSION_SEPARATOR)[0]
+
+
 def older_version(current: Memory, id: str, newer: Memory) -> Memory:
     """``current`` as the older version it becomes in ``new_version``: ``id`` (:func:`version_id`), superseded by
     its own id, its validity closed where ``newer``'s begins (:func:`closed_by`)."""

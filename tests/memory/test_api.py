@@ -211,6 +211,24 @@ def test_a_nul_anywhere_is_refused_by_both_stores_naming_where(encoder, location
 
 
 @pytest.mark.parametrize(
+    ("metadata", "named"),
+    [({"note": "a\x00b"}, r"metadata\['note'\] contains NUL"), ({"$in": 1}, "'\\$in'")],
+    ids=["NUL", "operator"],
+)
+def test_add_many_refusing_a_record_past_the_first_batch_leaves_no_earlier_batch(encoder, location, metadata, named):
+    """add_many writes in batches of ``batch_size``, and the store checks each record as its batch is written: the
+    batches are one transaction, so a record refused in the last batch leaves none of the batches before it."""
+    where, options = location
+    with memnets.open(where, encoder=encoder, duplicate_threshold=EXACT, batch_size=2, **options) as memory:
+        memory.add("already here", user="ann")
+        records = [Memory(id=f"m{n}", owner="ann", t=T0, content=TEXTS[n % len(TEXTS)] + f" {n}") for n in range(6)]
+        records[5] = records[5].replace(metadata=metadata)
+        with pytest.raises(ValueError, match=named):
+            memory.add_many(records, user="ann")
+        assert [m.content for m in memory.list_memories(user="ann")] == ["already here"]
+
+
+@pytest.mark.parametrize(
     ("call", "error", "named"),
     [
         (lambda m: m.manager("ann", k=0), ValueError, "k"),

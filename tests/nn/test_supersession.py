@@ -169,6 +169,14 @@ def test_a_200000_character_text_is_judged_as_its_first_characters(tiny_model_di
         cut(None)
 
 
+def test_a_lone_surrogate_is_refused_naming_its_position(tiny_model_dir):
+    """The tokenizer refuses a lone surrogate with a TypeError that names nothing; every door refuses such a text
+    first, and a judge called directly names it too."""
+    judge = ChangeJudge(ChangeJudgeNet(1, str(tiny_model_dir)), 0.5)
+    with pytest.raises(ValueError, match="lone surrogate at position 7"):
+        judge.score("I live in Leeds.", "I moved\ud800 to Lyon")
+
+
 def test_the_shipped_judge_reads_the_issue_s_pairs_right():
     """The judge that ships with memnets, on the pairs the review quoted (in none of its training files) and the
     changed fact of the doors' tests of the search order (tests/successor_helpers.py), whose fillers end nothing."""
