@@ -135,9 +135,17 @@ def parser() -> argparse.ArgumentParser:
     return parser
 
 
+def command_help(parser: argparse.ArgumentParser, argv: list[str]) -> list[str]:
+    """``argv`` as argparse reads ``memnets memories search --help``: a command's help, asked for with no LOCATION
+    (argparse would take the command's name for the LOCATION and print this command's help instead)."""
+    [commands] = [action for action in parser._actions if isinstance(action, argparse._SubParsersAction)]
+    asks_help = any(arg in ("-h", "--help") for arg in argv[1:])
+    return ["LOCATION", *argv] if argv and argv[0] in commands.choices and asks_help else argv
+
+
 def main(argv: list[str]) -> int:
     command = parser()
-    args = parse_args(command, argv)
+    args = parse_args(command, command_help(command, argv))
     if args.command == "delete" and bool(args.ids) == bool(args.all):
         command.error("delete: give memory ids or --all, not both and not neither")
     if args.command == "delete" and args.all and not args.yes:

@@ -374,3 +374,10 @@ def test_an_empty_query_is_refused_before_the_encoder_or_the_store_loads(folder)
     assert (rc, loaded) == (EXIT_USAGE, []), result.stdout + result.stderr
     assert seconds < 1.0, seconds
     assert "argument query: must be non-empty text" in result.stderr
+
+
+@pytest.mark.parametrize("command", ["search", "list", "history", "import"])
+def test_a_command_s_help_asked_for_with_no_location_is_that_command_s(capsys, command):
+    """argparse read `memnets memories search --help` as LOCATION "search" and printed the parent's help."""
+    code, out, _ = run(capsys, command, "--help")
+    assert code == EXIT_OK and out.startswith(f"usage: memnets memories LOCATION {command} ")
