@@ -8,6 +8,7 @@ beside the torch one, one after the other, in one run; ``--judge`` adds saved ju
 
     python -m bench.experiments.judge_cost --out docs/results
     python -m bench.experiments.judge_cost --judge checkpoints/supersession/large --out docs/results
+    python -m bench.experiments.judge_cost --judge checkpoints/supersession/six --onnx checkpoints/supersession/six
 """
 
 from __future__ import annotations
@@ -39,12 +40,17 @@ def p50_ms(judge: ChangeJudge, pairs: list[tuple[str, str]], size: int, repeats:
 def main(argv=None) -> None:
     p = parser("experiments.judge_cost", __doc__.splitlines()[0])
     p.add_argument("--judge", nargs="*", default=[], help="saved judge folders timed on torch too (the large judge)")
+    p.add_argument(
+        "--onnx", nargs="*", default=[], help="saved judge folders of the bundled backbone timed on ONNX too"
+    )
     args = p.parse_args(argv)
     rows = [json.loads(line) for line in Path(PAIRS).read_text(encoding="utf-8").splitlines() if line.strip()]
     pairs = [(row["older"], row["newer"]) for row in rows]
-    judges = {"torch": ChangeJudge.load(), "onnx": ServingJudge.load()} | {
-        f"torch:{folder}": ChangeJudge.load(folder) for folder in args.judge
-    }
+    judges = (
+        {"torch": ChangeJudge.load(), "onnx": ServingJudge.load()}
+        | {f"torch:{folder}": ChangeJudge.load(folder) for folder in args.judge}
+        | {f"onnx:{folder}": ServingJudge.load(folder) for folder in args.onnx}
+    )
     repeats = 10 if args.quick else 60
     results = {}
     for name, judge in judges.items():
@@ -57,7 +63,12 @@ def main(argv=None) -> None:
                 judge, hostile, CANDIDATES, repeats
             )
     print(json.dumps(results, indent=2))
-    settings = {"quick": args.quick, "pairs": str(PAIRS.relative_to(REPO_ROOT)), "judges": args.judge}
+    settings = {
+        "quick": args.quick,
+        "pairs": str(PAIRS.relative_to(REPO_ROOT)),
+        "judges": args.judge,
+        "onnx": args.onnx,
+    }
     write_result(args.out, "judge_cost", settings, results)
 
 
