@@ -8,7 +8,7 @@ beside the torch one, one after the other, in one run; ``--judge`` adds saved ju
 
     python -m bench.experiments.judge_cost --out docs/results
     python -m bench.experiments.judge_cost --judge checkpoints/supersession/large --out docs/results
-    python -m bench.experiments.judge_cost --judge checkpoints/supersession/six --onnx checkpoints/supersession/six
+    python -m bench.experiments.judge_cost --judge checkpoints/supersession/six_layers --onnx checkpoints/supersession/six_layers
 """
 
 from __future__ import annotations
