@@ -68,11 +68,7 @@ from memnets.memory.validity import backdated
 from memnets.records import Memory, Outcome
 from memnets.store.errors import InvalidMemoryError
 from memnets.store.protocol import Chunks, supports
-from memnets.store.rows import (
-    VERSION_SEPARATOR,
-    closed_by,
-    refuse_nul,
-)  # older versions of memory "x" are "x~1", "x~2", ...
+from memnets.store.rows import VERSION_SEPARATOR, closed_by, refuse_nul  # versions of "x": "x~1", "x~2", ...
 from memnets.temporal.dates import DATES_KEY, date_metadata
 from memnets.text import SEPARATOR, SPEAKER_PREFIX_MAX, strip_speaker
 

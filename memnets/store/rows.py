@@ -463,17 +463,21 @@ def check_no_nul(value, what: str) -> None:
     """InvalidMemoryError naming the place (``what['key'][2]``) of the first string or field name of a JSON ``value``
     that holds a NUL (U+0000): PostgreSQL holds none in text, so both stores refuse it alike when it is written
     (rows written before are read as they are)."""
+
+    def place(keys: tuple) -> str:  # built only for a refusal: the walk runs on every row written
+        return what + "".join(f"[{key!r}]" for key in keys)
+
     stack: list[tuple[object, tuple]] = [(value, ())]
     while stack:
         item, keys = stack.pop()
         if isinstance(item, str):
-            refuse_nul(item, what + "".join(f"[{key!r}]" for key in keys), field="metadata")
+            if "\x00" in item:
+                refuse_nul(item, place(keys), field="metadata")
         elif isinstance(item, dict):
             for key, child in item.items():
                 if isinstance(key, str) and "\x00" in key:
-                    place = what + "".join(f"[{key!r}]" for key in keys)
                     raise InvalidMemoryError(
-                        f"{place}: the field name {key!r} contains NUL (U+0000), which no memory holds",
+                        f"{place(keys)}: the field name {key!r} contains NUL (U+0000), which no memory holds",
                         field="metadata",
                     )
                 stack.append((child, (*keys, key)))
