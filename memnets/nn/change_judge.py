@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.numpy import load_file, save_file
 from torch import nn
 
 from memnets.nn.backbones import DEFAULT_BACKBONE, SMALL_BACKBONE, resolve_backbone
@@ -40,13 +40,15 @@ from memnets.nn.judge_files import (
     CONFIG_NAME,
     DEFAULT_JUDGE_DIR,
     FORMAT,
-    FORMAT_VERSION,
+    FORMAT_VERSIONS,
     MAX_CHARS,
     MAX_TOKENS,
     WEIGHTS_NAME,
     NotAJudge,
     cut,
     read_config,
+    restored,
+    stored,
 )
 from memnets.progress import quiet_loading
 
@@ -108,6 +110,19 @@ class ChangeJudgeNet(nn.Module):
         state = {f"bert.{k}": v for k, v in self.bert.state_dict().items() if k.startswith(TRAINED[0])}
         return state | {f"classifier.{k}": v for k, v in self.classifier.state_dict().items()}
 
+    def stored_state(self, weights: str = "float16") -> dict[str, np.ndarray]:
+        """:meth:`trained_state` as a judge's file holds it at ``weights`` (:func:`memnets.nn.judge_files.stored`)."""
+        return stored({k: v.detach().float().cpu().numpy() for k, v in self.trained_state().items()}, weights)
+
+    def take(self, state: dict[str, np.ndarray]) -> None:
+        """Set the trained parameters from float arrays by name (:func:`memnets.nn.judge_files.restored`)."""
+        self.load_state_dict({k: torch.from_numpy(v) for k, v in state.items()}, strict=False)
+
+    def round_to(self, weights: str) -> None:
+        """Set the trained parameters to what a file at ``weights`` keeps of them, so that scores computed next
+        (a threshold chosen on validation) are those of the judge as it will be saved and loaded."""
+        self.take(restored(self.stored_state(weights)))
+
 
 class ChangeJudge:
     """A trained :class:`ChangeJudgeNet` as a supersession judge: ``score(older, newer)`` in [0, 1], and
@@ -118,11 +133,12 @@ class ChangeJudge:
     one batch (the write path's candidates of one new memory).
     """
 
-    def __init__(self, net: ChangeJudgeNet, threshold: float, info: dict | None = None):
+    def __init__(self, net: ChangeJudgeNet, threshold: float, info: dict | None = None, weights: str = "float16"):
         if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0 <= threshold <= 1:
             raise ValueError(f"ChangeJudge: threshold must be a number in [0, 1], got {threshold!r}")
         self.net, self.threshold, self.info = net.eval(), float(threshold), dict(info or {})
         self.order_threshold = self.info.pop("order_threshold", None)  # None: it links no likely replacement
+        self.weights = weights  # how :meth:`save` stores its layers unless told: as the file it was loaded from
 
     def __repr__(self) -> str:
         return f"ChangeJudge(layers={self.net.layers}, threshold={self.threshold:.3f})"
@@ -138,15 +154,18 @@ class ChangeJudge:
     def score(self, older: str, newer: str) -> float:
         return self.scores([(older, newer)])[0]
 
-    def save(self, folder: str | Path, half: bool = True) -> Path:
-        """Write the judge's layers and classifier (``half``: in float16) and its config to ``folder``."""
+    def save(self, folder: str | Path, weights: str | None = None) -> Path:
+        """Write the judge's layers and classifier (stored in ``weights``: float16, float32, or int8 for the
+        layers' matrices, :func:`memnets.nn.judge_files.stored`; None: :attr:`weights`) and its config to ``folder``."""
+        weights = weights or self.weights
+        state = self.net.stored_state(weights)  # first: an unknown ``weights`` leaves no folder behind
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
-        state = {k: (v.half() if half else v).contiguous() for k, v in self.net.trained_state().items()}
         save_file(state, str(folder / WEIGHTS_NAME))
         config = {
             "format": FORMAT,
-            "format_version": FORMAT_VERSION,
+            "format_version": FORMAT_VERSIONS[weights],
+            **({"weights": weights} if weights == "int8" else {}),
             "layers": self.net.layers,
             "hidden_size": self.net.bert.config.hidden_size,
             "vocab_size": self.net.bert.config.vocab_size,
@@ -178,15 +197,15 @@ class ChangeJudge:
                 f"{shown or folder}: the judge was trained on a backbone of hidden size {config['hidden_size']} and "
                 f"vocabulary {config['vocab_size']}, {backbone} has {shape[0]} and {shape[1]}"
             )
-        state = {k: v.float() for k, v in load_file(str(folder / WEIGHTS_NAME)).items()}
-        expected = set(net.trained_state())
-        if set(state) != expected:
+        state = restored(load_file(str(folder / WEIGHTS_NAME)))
+        if set(state) != set(net.trained_state()):
             raise ValueError(
                 f"{Path(shown or folder) / WEIGHTS_NAME}: not the weights of a {config['layers']}-layer judge"
             )
-        net.load_state_dict(state, strict=False)
-        own = ("format", "format_version", "layers", "threshold", "backbone")
-        return cls(net, config["threshold"], {k: v for k, v in config.items() if k not in own})
+        net.take(state)
+        own = ("format", "format_version", "weights", "layers", "threshold", "backbone")
+        info = {k: v for k, v in config.items() if k not in own}
+        return cls(net, config["threshold"], info, weights=config.get("weights", "float16"))
 
 
 def probabilities(judge: ChangeJudge, pairs: Sequence[tuple[str, str]], batch_size: int = 64) -> np.ndarray:

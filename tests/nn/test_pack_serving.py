@@ -105,9 +105,16 @@ def test_the_numpy_gate_gives_the_torch_gates_probabilities(packs):
 
 
 def test_the_packs_judge_scores_as_its_torch_judge(pack_dir, packs):
+    """On its float32 graph within 1e-5; the pack's own (``"auto"``: int8 where the CPU has VNNI) within int8's error."""
+    from memnets.nn.serving_judge import ServingJudge
+
     exact = ChangeJudge.load(pack_dir / "supersession")
-    np.testing.assert_allclose(packs[1].supersession.scores(PAIRS), exact.scores(PAIRS), atol=1e-5, rtol=0)
-    assert packs[1].supersession.threshold == exact.threshold == 0.55
+    served = ServingJudge.load(pack_dir / "supersession", backend="onnx")
+    np.testing.assert_allclose(served.scores(PAIRS), exact.scores(PAIRS), atol=1e-5, rtol=0)
+    loaded = packs[1].supersession
+    atol = 1e-5 if loaded.backend == "onnx" else 0.05
+    np.testing.assert_allclose(loaded.scores(PAIRS), exact.scores(PAIRS), atol=atol, rtol=0)
+    assert loaded.threshold == exact.threshold == 0.55
 
 
 def test_the_fingerprint_is_torchs_onnx_one_so_stores_move_only_where_the_vectors_agree(pack_dir, packs, tmp_path):

@@ -98,6 +98,85 @@ def test_a_fit_can_start_from_a_saved_judge_and_takes_its_depth(fitted, tmp_path
         ChangeJudgeModule(start=str(tmp_path / "nowhere"), output_dir=None)
 
 
+def test_a_judge_stored_in_int8_is_half_the_file_and_judges_as_the_float_one(fitted, tmp_path):
+    """``save(weights="int8")``: each layer matrix as int8 per output row with its scales (the rest float16), half
+    the bytes of float16; written as format v2 (a memnets that reads v1 only refuses it instead of misreading it);
+    torch and ONNX Runtime read it alike; the judge loaded from it saves int8 again unless told."""
+    from memnets.nn.serving_judge import ServingJudge
+
+    judge, _ = fitted
+    half, int8 = judge.save(tmp_path / "half"), judge.save(tmp_path / "int8", weights="int8")
+    size = {name: (tmp_path / name / "model.safetensors").stat().st_size for name in ("half", "int8")}
+    assert size["int8"] < 0.55 * size["half"]
+    config = json.loads((int8 / "config.json").read_text())
+    assert (config["format_version"], config["weights"]) == (2, "int8")
+    assert json.loads((half / "config.json").read_text())["format_version"] == 1
+    pairs = [("I live in Leeds.", "I moved to Lyon in June."), ("I have a dog.", "My sister got a cat.")]
+    stored = ChangeJudge.load(int8)
+    assert stored.weights == "int8" and stored.threshold == judge.threshold and "weights" not in stored.info
+    assert stored.scores(pairs) == pytest.approx(ChangeJudge.load(half).scores(pairs), abs=0.02)
+    np.testing.assert_allclose(ServingJudge.load(int8, backend="onnx").scores(pairs), stored.scores(pairs), atol=1e-5)
+    stored.save(tmp_path / "again")
+    assert (tmp_path / "again" / "model.safetensors").stat().st_size == size["int8"]
+
+
+def test_a_judge_file_this_memnets_cannot_read_is_refused_naming_what_is_wrong(fitted, tmp_path):
+    from safetensors.numpy import load_file, save_file
+
+    judge, _ = fitted
+    folder = judge.save(tmp_path / "judge", weights="int8")
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps(config | {"format_version": 3}))
+    with pytest.raises(ValueError, match="format v3, this memnets reads v1 and v2"):
+        ChangeJudge.load(folder)
+    (folder / "config.json").write_text(json.dumps(config))
+    arrays = load_file(str(folder / "model.safetensors"))
+    name = next(k for k in arrays if k.endswith(".int8_scale"))
+    del arrays[name]
+    save_file(arrays, str(folder / "model.safetensors"))
+    with pytest.raises(ValueError, match="an int8 matrix without its scales"):
+        ChangeJudge.load(folder)
+    with pytest.raises(ValueError, match="weights must be one of float16, float32, int8, got 'int4'"):
+        judge.save(tmp_path / "int4", weights="int4")
+    assert not (tmp_path / "int4").exists()
+
+
+def test_a_fit_may_freeze_the_lower_layers_and_sets_its_thresholds_on_the_weights_it_saves(tmp_path):
+    """``frozen_layers``: the lowest layers stay as they start (no backward through them: the pack's recipe adapts a
+    deep judge's top layers); ``weights="int8"``: the file is int8, and the threshold and the recall recorded are
+    those of the judge as loaded from it."""
+    from memnets.training.lit.cli import build_cli
+    from memnets.training.lit.supersession import ChangeJudgeModule, read_pairs
+
+    train, validation = few_pairs(tmp_path, "train_a", 32), few_pairs(tmp_path, "validation", 32)
+    L.seed_everything(0, verbose=False)
+    build_cli(
+        "supersession",
+        [
+            "--data.train", json.dumps([str(train)]), "--data.validation", json.dumps([str(validation)]),
+            "--data.mismatched", "16", "--model.layers", "2", "--model.frozen_layers", "1", "--model.weights", "int8",
+            "--model.output_dir", str(tmp_path / "judge"), "--trainer.max_epochs", "1", "--trainer.logger", "false",
+            "--trainer.enable_checkpointing", "false", "--trainer.enable_progress_bar", "false",
+            "--trainer.default_root_dir", str(tmp_path),
+        ],
+    )  # fmt: skip
+    saved, start = ChangeJudge.load(tmp_path / "judge"), ChangeJudgeNet(2)
+    assert saved.weights == "int8"
+    start.round_to("int8")  # the backbone's layers as an int8 file keeps them
+    layers = [[net.bert.encoder.layer[i].state_dict() for i in (0, 1)] for net in (saved.net, start)]
+    (frozen, learned), (frozen_start, learned_start) = layers
+    assert all(torch.equal(frozen[k], frozen_start[k]) for k in frozen)
+    assert not all(torch.equal(learned[k], learned_start[k]) for k in learned)
+    config = json.loads((tmp_path / "judge" / "config.json").read_text())
+    rows = read_pairs([str(validation)], "validation")
+    scores = np.asarray(saved.scores([(r["older"], r["newer"]) for r in rows]))
+    labels = np.asarray([r["label"] for r in rows])
+    assert config["validation"]["recall"] == round(float((scores[labels == 1] >= saved.threshold).mean()), 4)
+    for wrong in (2, -1, True):
+        with pytest.raises(ValueError, match="frozen_layers must be"):
+            ChangeJudgeModule(layers=2, frozen_layers=wrong, output_dir=None)
+
+
 def test_mismatched_pairs_pair_other_subjects_and_draw_a_share_of_their_newer_from_the_changes():
     """The no-change pairs of two subjects: never one subject, and the share asked of them a change's newer
     statement (what a speaker's other facts meet in the write path), drawn the same way for one seed."""
@@ -357,7 +436,8 @@ def test_open_with_auto_supersession_uses_the_shipped_judge_and_none_leaves_it_o
 
 def test_a_pack_carries_its_judge_and_auto_takes_it(fitted, tmp_path):
     """`memnets export --supersession` puts the judge in the pack; ``supersession="auto"`` with that pack is it,
-    served on ONNX Runtime as the shipped judge is (its scores within 1e-5 of the saved judge's on torch)."""
+    served on ONNX Runtime as the shipped judge is (its scores those of the saved judge on torch: within 1e-5 on the float32
+    graph, within int8's error where ``"auto"`` chose the int8 one)."""
     from memnets.nn.encoder import MemoryEncoder
     from memnets.nn.serving_judge import ServingJudge
     from memnets.pack import export_pack, load_pack
@@ -368,6 +448,7 @@ def test_a_pack_carries_its_judge_and_auto_takes_it(fitted, tmp_path):
     assert isinstance(pack.supersession, ServingJudge) and pack.supersession.threshold == judge.threshold
     pairs = [("I live in Leeds.", "I moved to Lyon in June."), ("I have a dog.", "My sister got a cat.")]
     saved = ChangeJudge.load(folder)  # the judge's weights as saved (float16)
-    np.testing.assert_allclose(pack.supersession.scores(pairs), saved.scores(pairs), atol=1e-5)
+    exact = pack.supersession.backend == "onnx"  # "auto": the float32 graph, or int8 where the CPU has VNNI
+    np.testing.assert_allclose(pack.supersession.scores(pairs), saved.scores(pairs), atol=1e-5 if exact else 0.05)
     with memnets.open(tmp_path / "memory", pack=pack, supersession="auto") as memory:
         assert memory._writes.supersession.judge is pack.supersession

@@ -28,7 +28,7 @@ from torch.utils.data import DataLoader
 from memnets.nn.backbones import DEFAULT_BACKBONE
 from memnets.nn.change_judge import ChangeJudge, ChangeJudgeNet, probabilities
 from memnets.nn.heads import threshold_max_f1
-from memnets.nn.judge_files import DEFAULT_JUDGE_DIR
+from memnets.nn.judge_files import DEFAULT_JUDGE_DIR, WEIGHTS
 
 WRITTEN = "data/supersession/written"
 DEFAULT_TRAIN = (f"{WRITTEN}/train_a.jsonl", f"{WRITTEN}/train_b.jsonl")
@@ -238,6 +238,10 @@ class ChangeJudgeModule(L.LightningModule):
             backbone's ("shipped": the judge memnets ships, :data:`~memnets.nn.judge_files.DEFAULT_JUDGE_DIR`);
             its depth replaces ``layers``. The pack's recipe starts there: the written pairs are learned
             already, and one epoch over the conversations' pairs adapts it (configs/supersession/cpu.yaml).
+        frozen_layers: the judge's lowest layers left as they start (0: every layer learns). Frozen layers need
+            no backward pass, so a deep judge adapted by its top layers costs little more than a shallow one.
+        weights: how the judge's file stores its layers (:data:`~memnets.nn.judge_files.WEIGHTS`; None: as the
+            judge it starts at, float16 from the backbone). Its thresholds are set on the weights as stored.
     """
 
     def __init__(
@@ -249,6 +253,8 @@ class ChangeJudgeModule(L.LightningModule):
         output_dir: str | None = "checkpoints/supersession/best",
         backbone: str | None = None,
         start: str | None = None,
+        frozen_layers: int = 0,
+        weights: str | None = None,
     ):
         super().__init__()
         self.save_hyperparameters()
@@ -259,8 +265,17 @@ class ChangeJudgeModule(L.LightningModule):
             self.net = started.net
             learned = {key: started.info[key] for key in ("trained_on", "started_from") if key in started.info}
             self.started_from = {"judge": str(start), **learned}
+            weights = weights or started.weights
         else:
             self.net = ChangeJudgeNet(layers, *([backbone] if backbone else []))
+        if weights is not None and weights not in WEIGHTS:
+            raise ValueError(f"weights must be one of {', '.join(WEIGHTS)}, got {weights!r}")
+        self.weights = weights or "float16"
+        if isinstance(frozen_layers, bool) or not isinstance(frozen_layers, int):
+            raise ValueError(f"frozen_layers must be an integer, got {frozen_layers!r}")
+        if not 0 <= frozen_layers < self.net.layers:
+            raise ValueError(f"frozen_layers must be in [0, {self.net.layers - 1}] for a {self.net.layers}-layer judge")
+        self.net.bert.encoder.layer[:frozen_layers].requires_grad_(False)
         self.net.train()  # dropout on: from_pretrained returns it in eval mode
         self.lr, self.weight_decay, self.precision, self.output_dir = lr, weight_decay, precision, output_dir
         self.best_ap, self.best_epoch, self.best_state = -1.0, -1, None
@@ -300,9 +315,10 @@ class ChangeJudgeModule(L.LightningModule):
         if self.best_state is not None:
             self.net.load_state_dict(self.best_state)
         self.net.cpu().eval()
+        self.net.round_to(self.weights)  # the thresholds below are those of the judge as saved
         datamodule = self.trainer.datamodule
         rows = datamodule.splits["validation"]
-        judge = ChangeJudge(self.net, 0.5)
+        judge = ChangeJudge(self.net, 0.5, weights=self.weights)
         found = probabilities(judge, [(r["older"], r["newer"]) for r in rows])
         labels = np.asarray([r["label"] for r in rows])
         others = probabilities(judge, other_subjects(rows))
