@@ -3,8 +3,9 @@
 The write path asks the judge about at most ``CANDIDATES`` pairs of one new memory in one batch
 (memnets/memory/supersession.py), so a batch of that size is the decision's added cost per add. The long
 texts show the bound: a 200,000-character statement costs what its first MAX_CHARS characters do. The
-judge that serves without torch (ONNX Runtime, :class:`~memnets.nn.serving_judge.ServingJudge`) is timed
-beside the torch one, one after the other, in one run; ``--judge`` adds saved judges (on torch).
+judge that serves without torch (ONNX Runtime, :class:`~memnets.nn.serving_judge.ServingJudge`: its float32
+graph, and the int8 one that ``"auto"`` serves where the CPU has VNNI) is timed beside the torch one, one after the
+other, in one run; ``--judge`` adds saved judges on torch, ``--onnx`` on ONNX Runtime (float32, and ``auto``).
 
     python -m bench.experiments.judge_cost --out docs/results
     python -m bench.experiments.judge_cost --judge checkpoints/supersession/large --out docs/results
@@ -46,10 +47,16 @@ def main(argv=None) -> None:
     args = p.parse_args(argv)
     rows = [json.loads(line) for line in Path(PAIRS).read_text(encoding="utf-8").splitlines() if line.strip()]
     pairs = [(row["older"], row["newer"]) for row in rows]
+    auto = ServingJudge.load()  # what memnets.open serves: int8 where the CPU has VNNI, else the float32 graph
     judges = (
-        {"torch": ChangeJudge.load(), "onnx": ServingJudge.load()}
+        {"torch": ChangeJudge.load(), "onnx": ServingJudge.load(backend="onnx")}
+        | ({} if auto.backend == "onnx" else {auto.backend: auto})
         | {f"torch:{folder}": ChangeJudge.load(folder) for folder in args.judge}
-        | {f"onnx:{folder}": ServingJudge.load(folder) for folder in args.onnx}
+        | {
+            f"{backend}:{folder}": ServingJudge.load(folder, backend=backend)
+            for folder in args.onnx
+            for backend in ("onnx", "auto")
+        }
     )
     repeats = 10 if args.quick else 60
     results = {}
