@@ -15,6 +15,9 @@ For each judge folder (``memnets fit supersession``'s output; ``shipped``: the j
 - with ``--order-thresholds``: each judge again at each of those scores for a likely replacement
   (``order_threshold``, :mod:`memnets.memory.supersession`; ``none``: the judge's own), named ``JUDGE@T``.
 
+``labels`` in place of a folder is the judge that is always right (:class:`LabelJudge`: it reads the validation
+pairs' labels): the ceiling that the write path's candidates and the search's order leave to any judge.
+
 The test part (writer D, conv-50) is never read: ``python -m bench.experiments.fact_currency`` reports it.
 
     python -m bench.experiments.judge_validation shipped checkpoints/supersession/best --conversation conv-49
@@ -41,6 +44,24 @@ from bench.fact_replay import (
 VALIDATION = ("data/supersession/written/validation.jsonl", "data/supersession/written/validation_j.jsonl")
 MINED = Path("data/supersession/locomo_mined.jsonl")
 QUICK = 24  # validation pairs with --quick, spread over the domains (a check of the script, not a figure)
+
+
+class LabelJudge:
+    """A judge that reads the labels: 1.0 for a labelled change's (older, newer) statements, else 0.0 (the speaker's
+    prefix off, as the write path hands texts of one speaker). Not a model: the ceiling a perfect judge would reach."""
+
+    threshold, order_threshold = 0.5, None
+
+    def __init__(self, rows: list[dict]):
+        self.changes = {(row["older"].strip(), row["newer"].strip()) for row in rows if row["label"] == 1}
+
+    def scores(self, pairs) -> list[float]:
+        from memnets.text import strip_speaker
+
+        return [float((strip_speaker(a).strip(), strip_speaker(b).strip()) in self.changes) for a, b in pairs]
+
+    def score(self, older: str, newer: str) -> float:
+        return self.scores([(older, newer)])[0]
 
 
 def pair_figures(judge, rows: list[dict]) -> dict:
@@ -74,7 +95,11 @@ def pair_figures(judge, rows: list[dict]) -> dict:
 
 def main(argv=None) -> None:
     p = parser("experiments.judge_validation", __doc__.splitlines()[0])
-    p.add_argument("judges", nargs="+", help="judge folders, or 'shipped' for the judge memnets ships")
+    p.add_argument(
+        "judges",
+        nargs="+",
+        help="judge folders, 'shipped' for the judge memnets ships, 'labels' for a judge always right",
+    )
     p.add_argument("--conversation", help="a validation conversation to replay whole (conv-49)")
     p.add_argument("--data", type=Path, default=Path("data/locomo/locomo8.json"))
     p.add_argument("--order-thresholds", nargs="+", default=["none"], help="order_threshold values, or 'none'")
@@ -86,9 +111,10 @@ def main(argv=None) -> None:
     if args.quick:
         rows = rows[:: len(rows) // QUICK][:QUICK]
     mined = read_rows(MINED, "validation")
+    named = {"shipped": ChangeJudge.load, "labels": lambda: LabelJudge(rows)}
     results = {}
     for folder, order in ((f, o) for f in args.judges for o in args.order_thresholds):
-        judge = ChangeJudge.load() if folder == "shipped" else ChangeJudge.load(folder)
+        judge = named[folder]() if folder in named else ChangeJudge.load(folder)
         if order != "none":
             judge.order_threshold = float(order)
         name = folder if len(args.order_thresholds) == 1 and order == "none" else f"{folder}@{order}"
