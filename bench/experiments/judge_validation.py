@@ -47,18 +47,22 @@ QUICK = 24  # validation pairs with --quick, spread over the domains (a check of
 
 
 class LabelJudge:
-    """A judge that reads the labels: 1.0 for a labelled change's (older, newer) statements, else 0.0 (the speaker's
-    prefix off, as the write path hands texts of one speaker). Not a model: the ceiling a perfect judge would reach."""
+    """A judge that reads the labels: 1.0 for a labelled change's (older, newer) statements, as written or with a
+    ``"label: "`` prefix off as the write path hands them, else 0.0. Not a model: the ceiling a perfect judge reaches."""
 
     threshold, order_threshold = 0.5, None
 
     def __init__(self, rows: list[dict]):
-        self.changes = {(row["older"].strip(), row["newer"].strip()) for row in rows if row["label"] == 1}
-
-    def scores(self, pairs) -> list[float]:
         from memnets.text import strip_speaker
 
-        return [float((strip_speaker(a).strip(), strip_speaker(b).strip()) in self.changes) for a, b in pairs]
+        changes = [(row["older"], row["newer"]) for row in rows if row["label"] == 1]
+        said = [
+            (strip_speaker(older), strip_speaker(newer)) for older, newer in changes
+        ]  # as the write path hands them
+        self.changes = {(older.strip(), newer.strip()) for older, newer in changes + said}
+
+    def scores(self, pairs) -> list[float]:
+        return [float((older.strip(), newer.strip()) in self.changes) for older, newer in pairs]
 
     def score(self, older: str, newer: str) -> float:
         return self.scores([(older, newer)])[0]

@@ -50,6 +50,7 @@ from memnets.nn.judge_files import (
     read_config,
     restored,
     stored,
+    stored_as,
 )
 from memnets.progress import quiet_loading
 
@@ -166,7 +167,7 @@ class ChangeJudge:
         config = {
             "format": FORMAT,
             "format_version": FORMAT_VERSIONS[weights],
-            **({"weights": weights} if weights == "int8" else {}),
+            "weights": weights,
             "layers": self.net.layers,
             "hidden_size": self.net.bert.config.hidden_size,
             "vocab_size": self.net.bert.config.vocab_size,
@@ -198,7 +199,8 @@ class ChangeJudge:
                 f"{shown or folder}: the judge was trained on a backbone of hidden size {config['hidden_size']} and "
                 f"vocabulary {config['vocab_size']}, {backbone} has {shape[0]} and {shape[1]}"
             )
-        state = restored(load_file(str(folder / WEIGHTS_NAME)))
+        saved = load_file(str(folder / WEIGHTS_NAME))
+        state = restored(saved)
         if set(state) != set(net.trained_state()):
             raise ValueError(
                 f"{Path(shown or folder) / WEIGHTS_NAME}: not the weights of a {config['layers']}-layer judge"
@@ -206,7 +208,7 @@ class ChangeJudge:
         net.take(state)
         own = ("format", "format_version", "weights", "layers", "threshold", "backbone")
         info = {k: v for k, v in config.items() if k not in own}
-        return cls(net, config["threshold"], info, weights=config.get("weights", "float16"))
+        return cls(net, config["threshold"], info, weights=config["weights"] or stored_as(saved))
 
 
 def probabilities(judge: ChangeJudge, pairs: Sequence[tuple[str, str]], batch_size: int = 64) -> np.ndarray:

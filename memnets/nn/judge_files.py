@@ -42,7 +42,7 @@ def stored(state: Mapping[str, np.ndarray], weights: str = "float16") -> dict[st
     """``state`` (float arrays by name) as a judge's file holds it: every array in ``weights`` (float16 or
     float32), or with ``"int8"`` each matrix of the layers (2-D, ``bert.`` names) as int8 per output row,
     symmetric, its row scales beside it under the name + :data:`SCALE`, the rest (biases, LayerNorms, the
-    classifier) in float16. int8 halves a float16 file: a six-layer judge is 10.7 MB instead of 21.3 MB."""
+    classifier) in float16. int8 halves a float16 file: a six-layer judge is 10.8 MB instead of 21.3 MB."""
     if weights not in WEIGHTS:
         raise ValueError(f"weights must be one of {', '.join(WEIGHTS)}, got {weights!r}")
     if weights != "int8":
@@ -53,7 +53,7 @@ def stored(state: Mapping[str, np.ndarray], weights: str = "float16") -> dict[st
         if value.ndim == 2 and name.startswith("bert."):
             scale = np.abs(value).max(axis=1) / 127.0
             scale[scale == 0] = 1.0
-            out[name] = np.ascontiguousarray(np.rint(value / scale[:, None]).astype(np.int8))
+            out[name] = np.ascontiguousarray(np.clip(np.rint(value / scale[:, None]), -127, 127).astype(np.int8))
             out[name + SCALE] = scale.astype(np.float32)
         else:
             out[name] = np.ascontiguousarray(value, dtype=np.float16)
@@ -65,14 +65,24 @@ def restored(saved: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     out = {}
     for name, value in saved.items():
         if name.endswith(SCALE):
+            if name.removesuffix(SCALE) not in saved:
+                raise ValueError(f"{name}: scales of no matrix")
             continue
         if value.dtype == np.int8:
-            if name + SCALE not in saved:
-                raise ValueError(f"{name}: an int8 matrix without its scales ({name + SCALE})")
-            out[name] = value.astype(np.float32) * saved[name + SCALE].astype(np.float32)[:, None]
+            scale = saved.get(name + SCALE)
+            if scale is None or value.ndim != 2 or scale.shape != (value.shape[0],):
+                raise ValueError(f"{name}: an int8 matrix without its scales, one per row ({name + SCALE})")
+            out[name] = value.astype(np.float32) * scale.astype(np.float32)[:, None]
         else:
             out[name] = value.astype(np.float32)
     return out
+
+
+def stored_as(saved: Mapping[str, np.ndarray]) -> str:
+    """How a judge file's arrays are stored (:data:`WEIGHTS`), read from their dtypes: for a file whose config
+    predates its ``"weights"`` key."""
+    kinds = {value.dtype for value in saved.values()}
+    return "int8" if np.dtype(np.int8) in kinds else "float32" if kinds == {np.dtype(np.float32)} else "float16"
 
 
 class NotAJudge(ValueError):
@@ -95,6 +105,12 @@ def read_config(folder: Path, shown: Path) -> dict[str, Any]:
             f"{shown / CONFIG_NAME}: change judge format v{config.get('format_version')!r}, "
             f"this memnets reads v{' and v'.join(map(str, readable))}"
         )
+    weights = config.setdefault("weights", None)  # None: a file of before the key (float16 or float32 in its arrays)
+    if weights is not None and FORMAT_VERSIONS.get(weights) != config["format_version"]:
+        raise ValueError(
+            f"{shown / CONFIG_NAME}: 'weights' must be one of {', '.join(WEIGHTS)} and written as its format version "
+            f"({FORMAT_VERSIONS}), got {weights!r} in v{config['format_version']}"
+        )
     if not isinstance(config.get("layers"), int) or not isinstance(config.get("threshold"), (int, float)):
         raise ValueError(f"{shown / CONFIG_NAME}: 'layers' must be an integer and 'threshold' a number")
     order = config.get("order_threshold")
@@ -109,5 +125,5 @@ def read_config(folder: Path, shown: Path) -> dict[str, Any]:
 
 __all__ = [
     "CONFIG_NAME", "DEFAULT_JUDGE_DIR", "FORMAT", "FORMAT_VERSIONS", "MAX_CHARS", "MAX_TOKENS",
-    "WEIGHTS", "WEIGHTS_NAME", "NotAJudge", "cut", "read_config", "restored", "stored",
+    "WEIGHTS", "WEIGHTS_NAME", "NotAJudge", "cut", "read_config", "restored", "stored", "stored_as",
 ]  # fmt: skip

@@ -11,7 +11,7 @@ SHA-256. It meets :class:`memnets.memory.supersession.SupersessionJudge` as ``Ch
 ``backend``: ``"onnx"`` computes the float32 graph (the torch judge's scores within 1e-5); ``"int8_vnni"`` the same
 graph with ONNX Runtime's dynamic int8 (s8 weights per output channel, the encoder's ``int8_vnni`` settings;
 ``"int8"``, u8 weights, on a CPU without VNNI); ``"auto"`` (the default) is ``"int8_vnni"`` where the CPU has VNNI,
-else ``"onnx"``. For the six-layer judge that ships, five pairs cost 17.5 ms on int8_vnni against 27.6 ms in float32
+else ``"onnx"``. For the six-layer judge that ships, five pairs cost 18.0 ms on int8_vnni against 31.0 ms in float32
 (the 2-core AMD EPYC), and 4 of 3,640 validation decisions to end differ (docs/memory.md, "Six layers").
 
 Example::

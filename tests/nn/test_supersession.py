@@ -118,6 +118,13 @@ def test_a_judge_stored_in_int8_is_half_the_file_and_judges_as_the_float_one(fit
     np.testing.assert_allclose(ServingJudge.load(int8, backend="onnx").scores(pairs), stored.scores(pairs), atol=1e-5)
     stored.save(tmp_path / "again")
     assert (tmp_path / "again" / "model.safetensors").stat().st_size == size["int8"]
+    # a float32 file saves float32 again unless told, and so does one written before the config said how it stores
+    exact = ChangeJudge.load(judge.save(tmp_path / "float32", weights="float32"))
+    config = json.loads((tmp_path / "float32" / "config.json").read_text())
+    (tmp_path / "float32" / "config.json").write_text(json.dumps({k: v for k, v in config.items() if k != "weights"}))
+    assert exact.weights == ChangeJudge.load(tmp_path / "float32").weights == "float32"
+    # int8 graphs on ONNX Runtime: u8 weights (any CPU) within int8's error of the torch judge
+    np.testing.assert_allclose(ServingJudge.load(int8, backend="int8").scores(pairs), stored.scores(pairs), atol=0.05)
 
 
 def test_a_judge_file_this_memnets_cannot_read_is_refused_naming_what_is_wrong(fitted, tmp_path):
@@ -135,6 +142,13 @@ def test_a_judge_file_this_memnets_cannot_read_is_refused_naming_what_is_wrong(f
     del arrays[name]
     save_file(arrays, str(folder / "model.safetensors"))
     with pytest.raises(ValueError, match="an int8 matrix without its scales"):
+        ChangeJudge.load(folder)
+    arrays[name] = np.ones(3, dtype=np.float32)  # scales, but not one per row
+    save_file(arrays, str(folder / "model.safetensors"))
+    with pytest.raises(ValueError, match="an int8 matrix without its scales, one per row"):
+        ChangeJudge.load(folder)
+    (folder / "config.json").write_text(json.dumps(config | {"weights": "float16"}))  # an int8 file (v2) said float16
+    with pytest.raises(ValueError, match="'weights' must be one of float16, float32, int8 and written as its format"):
         ChangeJudge.load(folder)
     with pytest.raises(ValueError, match="weights must be one of float16, float32, int8, got 'int4'"):
         judge.save(tmp_path / "int4", weights="int4")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 from pathlib import Path
 
 import pytest
@@ -206,16 +207,43 @@ def test_every_config_reader_goes_through_the_one_loader():
     assert not offenders, f"read configs with memnets.training.configs.load_config, not yaml directly: {offenders}"
 
 
-@pytest.mark.parametrize("name", ["supersession/written_base", "supersession/shipped", "supersession/large"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "supersession/six_layers_base",
+        "supersession/six_layers",
+        "supersession/written_base",
+        "supersession/shipped",
+        "supersession/large",
+    ],
+)
 def test_the_judge_that_ships_learns_no_locomo_text(name):
-    """LoCoMo is CC BY-NC: both fits of the judge that ships (and the large one) read the project's own pairs only."""
+    """LoCoMo is CC BY-NC: both fits of the judge that ships (and of the three-layer one before it, and the large one)
+    read the project's own pairs only."""
     data = load_config(name)["data"]
     assert data["replayed"] == 0
     assert not [path for path in data["train"] + data["validation"] if "locomo" in path]
 
 
-def test_the_shipped_judge_is_fitted_from_the_first_fits_output():
-    """Two fits make the judge that ships: supersession/shipped starts where supersession/written_base saved."""
-    first, second = load_config("supersession/written_base"), load_config("supersession/shipped")
+@pytest.mark.parametrize("first_fit, second_fit", [("six_layers_base", "six_layers"), ("written_base", "shipped")])
+def test_the_shipped_judge_is_fitted_from_the_first_fits_output(first_fit, second_fit):
+    """Two fits make the judge that ships (six_layers_base, then six_layers; the three-layer judge before it
+    written_base, then shipped): the second starts where the first saved, every layer learning in both."""
+    first, second = load_config(f"supersession/{first_fit}"), load_config(f"supersession/{second_fit}")
     assert second["model"]["start"] == first["model"]["output_dir"]
     assert first["model"]["start"] is None
+    assert first["model"]["frozen_layers"] == second["model"]["frozen_layers"] == 0
+
+
+def test_the_judge_that_ships_is_the_six_layer_fit_saved_in_int8():
+    """memnets/judges/default/ is what supersession/six_layers saves: six layers of the bundled backbone, in int8."""
+    from memnets.nn.judge_files import DEFAULT_JUDGE_DIR
+
+    fits = load_config("supersession/six_layers_base"), load_config("supersession/six_layers")
+    shipped = json.loads((DEFAULT_JUDGE_DIR / "config.json").read_text())
+    assert (
+        (shipped["layers"], shipped["weights"])
+        == (fits[0]["model"]["layers"], fits[1]["model"]["weights"])
+        == (6, "int8")
+    )
+    assert shipped["started_from"]["judge"] == fits[1]["model"]["start"]
