@@ -56,10 +56,8 @@ class LabelJudge:
         from memnets.text import strip_speaker
 
         changes = [(row["older"], row["newer"]) for row in rows if row["label"] == 1]
-        said = [
-            (strip_speaker(older), strip_speaker(newer)) for older, newer in changes
-        ]  # as the write path hands them
-        self.changes = {(older.strip(), newer.strip()) for older, newer in changes + said}
+        as_handed = [(strip_speaker(older), strip_speaker(newer)) for older, newer in changes]  # by the write path
+        self.changes = {(older.strip(), newer.strip()) for older, newer in changes + as_handed}
 
     def scores(self, pairs) -> list[float]:
         return [float((older.strip(), newer.strip()) in self.changes) for older, newer in pairs]

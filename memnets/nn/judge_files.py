@@ -38,14 +38,19 @@ def cut(text: str) -> str:
     return read
 
 
+def checked_weights(weights: str) -> str:
+    """``weights`` if it names a storage of :data:`WEIGHTS`, else a ValueError naming the choices."""
+    if weights not in WEIGHTS:
+        raise ValueError(f"weights must be one of {', '.join(WEIGHTS)}, got {weights!r}")
+    return weights
+
+
 def stored(state: Mapping[str, np.ndarray], weights: str = "float16") -> dict[str, np.ndarray]:
     """``state`` (float arrays by name) as a judge's file holds it: every array in ``weights`` (float16 or
     float32), or with ``"int8"`` each matrix of the layers (2-D, ``bert.`` names) as int8 per output row,
     symmetric, its row scales beside it under the name + :data:`SCALE`, the rest (biases, LayerNorms, the
     classifier) in float16. int8 halves a float16 file: a six-layer judge is 10.8 MB instead of 21.3 MB."""
-    if weights not in WEIGHTS:
-        raise ValueError(f"weights must be one of {', '.join(WEIGHTS)}, got {weights!r}")
-    if weights != "int8":
+    if checked_weights(weights) != "int8":
         return {name: np.ascontiguousarray(value, dtype=weights) for name, value in state.items()}
     out = {}
     for name, value in state.items():
@@ -125,5 +130,5 @@ def read_config(folder: Path, shown: Path) -> dict[str, Any]:
 
 __all__ = [
     "CONFIG_NAME", "DEFAULT_JUDGE_DIR", "FORMAT", "FORMAT_VERSIONS", "MAX_CHARS", "MAX_TOKENS",
-    "WEIGHTS", "WEIGHTS_NAME", "NotAJudge", "cut", "read_config", "restored", "stored", "stored_as",
+    "WEIGHTS", "WEIGHTS_NAME", "NotAJudge", "checked_weights", "cut", "read_config", "restored", "stored", "stored_as",
 ]  # fmt: skip

@@ -28,7 +28,7 @@ from torch.utils.data import DataLoader
 from memnets.nn.backbones import DEFAULT_BACKBONE
 from memnets.nn.change_judge import ChangeJudge, ChangeJudgeNet, probabilities
 from memnets.nn.heads import threshold_max_f1
-from memnets.nn.judge_files import DEFAULT_JUDGE_DIR, WEIGHTS
+from memnets.nn.judge_files import DEFAULT_JUDGE_DIR, checked_weights
 
 WRITTEN = "data/supersession/written"
 DEFAULT_TRAIN = (f"{WRITTEN}/train_a.jsonl", f"{WRITTEN}/train_b.jsonl")
@@ -268,9 +268,7 @@ class ChangeJudgeModule(L.LightningModule):
             weights = weights or started.weights
         else:
             self.net = ChangeJudgeNet(layers, *([backbone] if backbone else []))
-        if weights is not None and weights not in WEIGHTS:
-            raise ValueError(f"weights must be one of {', '.join(WEIGHTS)}, got {weights!r}")
-        self.weights = weights or "float16"
+        self.weights = checked_weights(weights or "float16")  # refused now, not after the fit
         if isinstance(frozen_layers, bool) or not isinstance(frozen_layers, int):
             raise ValueError(f"frozen_layers must be an integer, got {frozen_layers!r}")
         if not 0 <= frozen_layers < self.net.layers:
