@@ -10,8 +10,10 @@ SHA-256. It meets :class:`memnets.memory.supersession.SupersessionJudge` as ``Ch
 
 ``backend``: ``"onnx"`` computes the float32 graph (the torch judge's scores within 1e-5); ``"int8_vnni"`` the same
 graph with ONNX Runtime's dynamic int8 (s8 weights per output channel, the encoder's ``int8_vnni`` settings;
-``"int8"``, u8 weights, on a CPU without VNNI); ``"auto"`` (the default) is ``"int8_vnni"`` where the CPU has VNNI,
-else ``"onnx"``. For the six-layer judge that ships, five pairs cost 18.0 ms on int8_vnni against 31.0 ms in float32
+``"int8"``, u8 weights, on a CPU without VNNI); ``"auto"`` (the default) is ``"int8_vnni"`` where the CPU has VNNI and
+the int8 graph agrees with the float32 one on :data:`PROBE_PAIRS` here, at load (a mean logit apart of at most
+:data:`AGREEMENT_FLOOR`), else ``"onnx"``, with one log line saying which and why (as the encoder's ``"auto"``,
+:mod:`memnets.nn.backend_choice`). For the six-layer judge that ships, five pairs cost 18.0 ms on int8_vnni against 31.0 ms in float32
 (the 2-core AMD EPYC), and 4 of 3,640 validation decisions to end differ (docs/memory.md, "Six layers").
 
 Example::
@@ -24,7 +26,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+import logging
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -39,6 +42,26 @@ from memnets.nn.onnx_runtime import GraphSession
 
 BACKBONE_WEIGHTS = "model.safetensors"
 BACKENDS = ("auto", "onnx", "int8_vnni", "int8")
+# the largest mean |logit difference| to the float32 graph on PROBE_PAIRS at which "auto" keeps the int8 graph: the
+# judge that ships is 0.04 apart on this machine (the 2-core AMD EPYC), and a logit 0.5 away moves a score of 0.99
+# to 0.984 or 0.994, either side of its threshold (0.993)
+AGREEMENT_FLOOR = 0.5
+# a change said with a clause, one with no cue word, another person's news, small talk, a new e-mail, a restatement:
+# the pairs the write path hands a judge, scored by both graphs when "auto" chooses
+PROBE_PAIRS = (
+    ("I live in Leeds.", "I moved to Lyon in June, still getting used to the trams."),
+    ("I work at the bank.", "I left my job at the bank, I work for a startup now."),
+    ("I live in a small house in Leeds.", "My brother moved to Glasgow in May."),
+    ("I run every morning before work.", "The office was packed today."),
+    ("My email is sam@old.example.com.", "New email: sam.k@fastmail.com, the old one is gone."),
+    ("I'm vegetarian.", "Had a lovely steak last night, gave up on the veggie thing months ago."),
+    ("We have two cats.", "My cousin just got a puppy."),
+    ("I drive a 2012 Corolla.", "Finally sold the Corolla, I cycle everywhere now."),
+    ("I'm learning Spanish.", "Spanish class was fun today, I'm still learning it."),
+    ("My dentist is Dr. Patel.", "ok"),
+)
+
+logger = logging.getLogger(__name__)
 
 
 class ServingJudge:
@@ -74,8 +97,9 @@ class ServingJudge:
         if backend not in BACKENDS:
             raise ValueError(f"ServingJudge: backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
         if backend == "auto":
-            backend = "int8_vnni" if has_vnni() else "onnx"
-        elif backend == "int8_vnni":
+            exact = cls.load(folder, backbone, shown, backend="onnx")
+            return _agreeing_int8(exact, lambda: cls.load(folder, backbone, shown, backend="int8_vnni"))
+        if backend == "int8_vnni":
             backend = vnni_or_int8(backend)
         folder, backbone_dir = Path(folder), Path(backbone)
         config = read_config(folder, Path(shown or folder))
@@ -97,18 +121,46 @@ class ServingJudge:
         tokenizer = FastTokenizer.from_folder(backbone_dir)
         return cls(GraphSession(graph), tokenizer, config["threshold"], shape.layers, info, backend)
 
+    def logits(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
+        """The judge's logit for each (older, newer) pair (float64; :meth:`scores` is their sigmoid)."""
+        if not pairs:
+            return np.zeros(0)
+        batch = self.tokenizer.batch([cut(a) for a, _ in pairs], MAX_TOKENS, pairs=[cut(b) for _, b in pairs])
+        found = self.session.run(batch["input_ids"], batch["attention_mask"], token_type_ids=batch["token_type_ids"])
+        return found.reshape(-1).astype(np.float64)
+
     def scores(self, pairs: Sequence[tuple[str, str]]) -> list[float]:
         """The probability, for each (older, newer) pair, that ``newer`` ends ``older``."""
-        if not pairs:
-            return []
-        batch = self.tokenizer.batch([cut(a) for a, _ in pairs], MAX_TOKENS, pairs=[cut(b) for _, b in pairs])
-        logits = self.session.run(
-            batch["input_ids"], batch["attention_mask"], token_type_ids=batch["token_type_ids"]
-        ).reshape(-1)
-        return (1.0 / (1.0 + np.exp(-logits.astype(np.float64)))).tolist()
+        return (1.0 / (1.0 + np.exp(-self.logits(pairs)))).tolist()
 
     def score(self, older: str, newer: str) -> float:
         return self.scores([(older, newer)])[0]
+
+
+def _agreeing_int8(exact: ServingJudge, int8: Callable[[], ServingJudge]) -> ServingJudge:
+    """``"auto"``'s choice: the judge ``int8()`` loads where this CPU has VNNI, it loads, and its logits of
+    :data:`PROBE_PAIRS` are within :data:`AGREEMENT_FLOOR` of ``exact``'s (the float32 graph) on average; else
+    ``exact``. One log line: the choice, and why int8 was passed over."""
+    if not has_vnni():
+        logger.info("backend 'auto' chose 'onnx' for the judge: the CPU has no VNNI, where int8 weights saturate")
+        return exact
+    try:
+        fast = int8()
+    except Exception as error:  # noqa: BLE001 - any failure to load means: not this backend
+        logger.warning(
+            "backend 'auto' chose 'onnx' for the judge: int8 could not load (%s: %s)", type(error).__name__, error
+        )
+        return exact
+    gap = float(np.abs(fast.logits(PROBE_PAIRS) - exact.logits(PROBE_PAIRS)).mean())
+    if gap > AGREEMENT_FLOOR:
+        logger.warning(
+            "backend 'auto' chose 'onnx' for the judge: int8's logits are %.3f apart from float32's (floor %s)",
+            gap,
+            AGREEMENT_FLOOR,
+        )
+        return exact
+    logger.info("backend 'auto' chose %r for the judge (logits %.3f apart from float32's)", fast.backend, gap)
+    return fast
 
 
 def _build(folder: Path, backbone: Path, shape: BertShape, shown):
@@ -129,4 +181,4 @@ def _build(folder: Path, backbone: Path, shape: BertShape, shown):
     )
 
 
-__all__ = ["BACKENDS", "ServingJudge"]
+__all__ = ["AGREEMENT_FLOOR", "BACKENDS", "PROBE_PAIRS", "ServingJudge"]

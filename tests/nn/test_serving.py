@@ -162,6 +162,37 @@ def test_the_shipped_judge_scores_as_the_torch_judge_does():
         ServingJudge.load(backend="torch")
 
 
+def test_auto_serves_the_judge_on_int8_only_where_it_agrees_with_float32(monkeypatch, caplog):
+    """Where int8 is chosen its probe logits are within the floor; a floor no int8 graph can meet (0: every
+    logit exact) leaves the judge on the float32 graph, with a warning that says by how much it missed."""
+    import logging
+
+    from memnets.nn import serving_judge
+    from memnets.nn.backend_choice import has_vnni
+
+    with caplog.at_level(logging.INFO, logger="memnets.nn.serving_judge"):
+        chosen = ServingJudge.load()
+    (record,) = caplog.records
+    assert (
+        chosen.backend == ("int8_vnni" if has_vnni() else "onnx") and f"chose {chosen.backend!r}" in record.getMessage()
+    )
+    exact = ServingJudge.load(backend="onnx")
+    gap = np.abs(chosen.logits(serving_judge.PROBE_PAIRS) - exact.logits(serving_judge.PROBE_PAIRS)).mean()
+    assert gap <= serving_judge.AGREEMENT_FLOOR
+    if not has_vnni():
+        assert "has no VNNI" in record.getMessage()
+        return
+    assert gap > 0  # int8 moves every logit a little: the floor below is one it cannot meet
+    caplog.clear()
+    monkeypatch.setattr(serving_judge, "AGREEMENT_FLOOR", 0.0)
+    with caplog.at_level(logging.INFO, logger="memnets.nn.serving_judge"):
+        fallen = ServingJudge.load()
+    (record,) = caplog.records
+    assert fallen.backend == "onnx" and record.levelname == "WARNING"
+    assert f"logits are {gap:.3f} apart from float32's (floor 0.0)" in record.getMessage()
+    np.testing.assert_allclose(fallen.scores(PAIRS), exact.scores(PAIRS), atol=1e-6)
+
+
 def test_a_folder_that_is_not_a_judge_is_refused(tmp_path):
     from memnets.nn.judge_files import NotAJudge
 
