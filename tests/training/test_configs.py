@@ -212,23 +212,31 @@ def test_every_config_reader_goes_through_the_one_loader():
     [
         "supersession/six_layers_base",
         "supersession/six_layers",
+        "supersession/taught",
         "supersession/written_base",
         "supersession/shipped",
         "supersession/large",
     ],
 )
 def test_the_judge_that_ships_learns_no_locomo_text(name):
-    """LoCoMo is CC BY-NC: both fits of the judge that ships (and of the three-layer one before it, and the large one)
-    read the project's own pairs only."""
+    """LoCoMo is CC BY-NC: both fits of the judge that ships (and of the judges before it, and the large one) read the
+    project's own pairs only, and the teacher's scores it learns are of the project's written training pairs."""
     data = load_config(name)["data"]
     assert data["replayed"] == 0
-    assert not [path for path in data["train"] + data["validation"] if "locomo" in path]
+    assert not [path for path in data["train"] + data["validation"] + data.get("scored", []) if "locomo" in path]
+    for path in data.get("scored", []):
+        assert {
+            row["older_from"][0] for row in map(json.loads, (PACKAGED.parent / path).read_text().splitlines())
+        } <= set("ABEFGHIKLMNOP")
 
 
-@pytest.mark.parametrize("first_fit, second_fit", [("six_layers_base", "six_layers"), ("written_base", "shipped")])
+@pytest.mark.parametrize(
+    "first_fit, second_fit",
+    [("six_layers_base", "taught"), ("six_layers_base", "six_layers"), ("written_base", "shipped")],
+)
 def test_the_shipped_judge_is_fitted_from_the_first_fits_output(first_fit, second_fit):
-    """Two fits make the judge that ships (six_layers_base, then six_layers; the three-layer judge before it
-    written_base, then shipped): the second starts where the first saved, every layer learning in both."""
+    """Two fits make the judge that ships (six_layers_base, then taught; the judges before it six_layers_base, then
+    six_layers, and written_base, then shipped): the second starts where the first saved, every layer learning in both."""
     first, second = load_config(f"supersession/{first_fit}"), load_config(f"supersession/{second_fit}")
     assert second["model"]["start"] == first["model"]["output_dir"]
     assert first["model"]["start"] is None
@@ -236,10 +244,11 @@ def test_the_shipped_judge_is_fitted_from_the_first_fits_output(first_fit, secon
 
 
 def test_the_judge_that_ships_is_the_six_layer_fit_saved_in_int8():
-    """memnets/judges/default/ is what supersession/six_layers saves: six layers of the bundled backbone, in int8."""
+    """memnets/judges/default/ is what supersession/taught saves: six layers of the bundled backbone, in int8, having
+    learned the written pairs and the teacher's scores the config names."""
     from memnets.nn.judge_files import DEFAULT_JUDGE_DIR
 
-    fits = load_config("supersession/six_layers_base"), load_config("supersession/six_layers")
+    fits = load_config("supersession/six_layers_base"), load_config("supersession/taught")
     shipped = json.loads((DEFAULT_JUDGE_DIR / "config.json").read_text())
     assert (
         (shipped["layers"], shipped["weights"])
@@ -247,3 +256,4 @@ def test_the_judge_that_ships_is_the_six_layer_fit_saved_in_int8():
         == (6, "int8")
     )
     assert shipped["started_from"]["judge"] == fits[1]["model"]["start"]
+    assert shipped["trained_on"] == fits[1]["data"]["train"] + fits[1]["data"]["scored"]
