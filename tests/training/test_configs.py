@@ -224,10 +224,9 @@ def test_the_judge_that_ships_learns_no_locomo_text(name):
     data = load_config(name)["data"]
     assert data["replayed"] == 0
     assert not [path for path in data["train"] + data["validation"] + data.get("scored", []) if "locomo" in path]
-    for path in data.get("scored", []):
-        assert {
-            row["older_from"][0] for row in map(json.loads, (PACKAGED.parent / path).read_text().splitlines())
-        } <= set("ABEFGHIKLMNOP")
+    for path in data.get("scored", []):  # the teacher's pairs: statements of the written training rows only
+        rows = [json.loads(line) for line in (PACKAGED.parent / path).read_text().splitlines()]
+        assert {row[side][0] for row in rows for side in ("older_from", "newer_from")} <= set("ABEFGHIKLMNOP")
 
 
 @pytest.mark.parametrize(
