@@ -41,17 +41,20 @@ def training_rows(folder: Path) -> list[dict]:
     return read_pairs(sorted(folder.glob("train_*.jsonl")))
 
 
-def cross_pairs(rows: list[dict], per_row: int, seed: int = 0) -> list[dict]:
-    """Each row's older statement beside the newer statements of ``per_row`` other rows of its domain (drawn
-    from a generator seeded with ``{seed}/{row id}``), leaving out pairs that are written pairs and pairs of
-    two equal texts; the pairs in order, without repeats."""
+def cross_pairs(rows: list[dict], per_row: int, seed: int = 0, across: bool = False) -> list[dict]:
+    """Each row's older statement beside the newer statements of ``per_row`` other rows of its domain (of the
+    other domains where ``across``), drawn from a generator seeded with ``{seed}/{row id}``, leaving out pairs
+    that are written pairs and pairs of two equal texts; the pairs in order, without repeats."""
     by_domain: dict[str, list[dict]] = defaultdict(list)
     for row in rows:
         by_domain[row["domain"]].append(row)
     written = {(row["older"], row["newer"]) for row in rows}
     seen, out = set(), []
     for row in rows:
-        others = [other for other in by_domain[row["domain"]] if other["id"] != row["id"]]
+        if across:
+            others = [other for domain, kept in by_domain.items() if domain != row["domain"] for other in kept]
+        else:
+            others = [other for other in by_domain[row["domain"]] if other["id"] != row["id"]]
         for other in random.Random(f"{seed}/{row['id']}").sample(others, min(per_row, len(others))):
             pair = (row["older"], other["newer"])
             if pair in written or pair in seen or pair[0] == pair[1]:
@@ -69,6 +72,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--judge", required=True, help="the teacher: a judge folder (the large judge)")
     parser.add_argument("--source", type=Path, default=HERE / "written", help="folder of the written pairs")
     parser.add_argument("--per-row", type=int, default=3, help="other rows of the domain per row (default 3)")
+    parser.add_argument(
+        "--across", action="store_true", help="rows of the other domains instead (measured, not kept: docs/memory.md)"
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args(argv)
@@ -79,7 +85,7 @@ def main(argv: list[str] | None = None) -> None:
     from memnets.nn.change_judge import ChangeJudge, probabilities
     from memnets.progress import track
 
-    pairs = cross_pairs(training_rows(args.source), args.per_row, args.seed)
+    pairs = cross_pairs(training_rows(args.source), args.per_row, args.seed, args.across)
     teacher = ChangeJudge.load(args.judge)
     # shortest first, so that each batch pads little; in bf16 where this CPU computes it natively (2.5x faster)
     order = sorted(range(len(pairs)), key=lambda i: len(pairs[i]["older"]) + len(pairs[i]["newer"]))

@@ -60,6 +60,16 @@ def test_cross_pairs_are_one_row_s_older_beside_another_row_s_newer_of_its_domai
     assert len(teacher.cross_pairs(ROWS, per_row=1)) == len(ROWS)
 
 
+def test_cross_pairs_across_domains_pair_each_row_with_rows_of_the_other_domains(teacher):
+    pairs = teacher.cross_pairs(ROWS, per_row=2, across=True)
+    by_id = {row["id"]: row for row in ROWS}
+    assert len(pairs) == 2 * len(ROWS)  # every row has at least two rows of another domain
+    for pair in pairs:
+        older, newer = by_id[pair["older_from"]], by_id[pair["newer_from"]]
+        assert older["domain"] == pair["domain"] != newer["domain"]
+        assert (pair["older"], pair["newer"]) == (older["older"], newer["newer"])
+
+
 def test_the_script_writes_the_teacher_judge_s_scores_of_the_training_rows_only(teacher, tmp_path):
     source = tmp_path / "written"
     _write(source, "train_x.jsonl", ROWS)
