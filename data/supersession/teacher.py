@@ -48,11 +48,12 @@ def cross_pairs(rows: list[dict], per_row: int, seed: int = 0, across: bool = Fa
     by_domain: dict[str, list[dict]] = defaultdict(list)
     for row in rows:
         by_domain[row["domain"]].append(row)
+    elsewhere = {domain: [o for d, kept in by_domain.items() if d != domain for o in kept] for domain in by_domain}
     written = {(row["older"], row["newer"]) for row in rows}
     seen, out = set(), []
     for row in rows:
         if across:
-            others = [other for domain, kept in by_domain.items() if domain != row["domain"] for other in kept]
+            others = elsewhere[row["domain"]]
         else:
             others = [other for other in by_domain[row["domain"]] if other["id"] != row["id"]]
         for other in random.Random(f"{seed}/{row['id']}").sample(others, min(per_row, len(others))):
