@@ -203,21 +203,22 @@ class MemoryManager:
     def _entry(self, memory: Memory, vector: np.ndarray) -> Entry:
         return Entry(memory, np.asarray(vector, dtype=np.float32), self._tokens(memory.content))
 
-    def _persist(self, entries: list[Entry], t: datetime | None) -> list[Entry]:
+    def _persist(self, entries: list[Entry], t: datetime | None, judged: bool = False) -> list[Entry]:
         """Upsert entries into the store, except those deleted since we took them (checked right
-        before the write, against the store's deletion ledger); returns the entries written."""
+        before the write, against the store's deletion ledger); returns the entries written. ``judged``: kept
+        observations entering the store, which the supersession step reads (:meth:`WritePath.persist`)."""
         if not entries:
             return []
         gone = self._forget_deleted(t)
         entries = [e for e in entries if e.id not in gone]
         if entries:
-            self._writes.persist([e.memory for e in entries], np.stack([e.vector for e in entries]))
+            self._writes.persist([e.memory for e in entries], np.stack([e.vector for e in entries]), judged=judged)
         for entry in entries:
             self.pending.pop(entry.id, None)
         return entries
 
-    def _write(self, entries: list[Entry], mode: str, t: datetime | None) -> None:
-        written = self._persist(entries, t)
+    def _write(self, entries: list[Entry], mode: str, t: datetime | None, judged: bool = False) -> None:
+        written = self._persist(entries, t, judged)
         if written:
             self.events.log(Move.WRITE, [e.id for e in written], t, mode=mode)
 
@@ -320,7 +321,7 @@ class MemoryManager:
     def bury(self, ids: Iterable[str], t: datetime | None = None) -> list[Memory]:
         """BURY: move working memories out to the archive (writing any that are not there yet)."""
         entries = self.working.remove(list(ids))
-        self._write([e for e in entries if e.id in self.pending], "bury", t)
+        self._write([e for e in entries if e.id in self.pending], "bury", t, judged=True)
         if entries:
             self.events.log(Move.BURY, [e.id for e in entries], t, importance=[e.memory.importance for e in entries])
         return [e.memory for e in entries]
@@ -396,7 +397,7 @@ class MemoryManager:
 
     def flush(self, t: datetime | None = None) -> None:
         """Write the buffered observations to the archive in one batch."""
-        self._write(list(self.pending.values()), "batch", t)
+        self._write(list(self.pending.values()), "batch", t, judged=True)
 
     # ------------------------------------------------------------------ the loop
     def observe(
@@ -665,7 +666,7 @@ class _TierPolicy:
         manager.events.log(Move.OBSERVE, [memory.id], t, importance=memory.importance, tokens=entry.tokens, kept=kept)
         if kept:
             if memory.importance >= config.write_through_threshold:
-                manager._write([entry], "through", t)
+                manager._write([entry], "through", t, judged=True)
             else:
                 manager.pending[memory.id] = entry
                 if len(manager.pending) >= config.batch_size:

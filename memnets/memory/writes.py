@@ -442,9 +442,15 @@ class WritePath:
         memories, vectors = self.encode(memories, scored, names)
         return memories, vectors, chunk_vectors(self.encoder, [m.content for m in memories])
 
-    def persist(self, memories: list[Memory], vectors: np.ndarray) -> None:
-        """Store encoded records in one upsert, with a long text's further window vectors."""
-        upsert(self.store, memories, vectors, chunk_vectors(self.encoder, [m.content for m in memories]))
+    def persist(self, memories: list[Memory], vectors: np.ndarray, *, judged: bool = False) -> None:
+        """Store encoded records in one upsert, with a long text's further window vectors; ``judged``: they enter
+        the store now (a manager's kept observations), and the supersession step reads them in the same
+        transaction. An observation is judged when it is stored, not when it is observed, so one the manager never
+        keeps, or deletes from its buffer, ends no fact."""
+        with self.writers.owning({m.owner for m in memories}):
+            upsert(self.store, memories, vectors, chunk_vectors(self.encoder, [m.content for m in memories]))
+            if judged:
+                self._supersede(memories, vectors)
 
     def observe(
         self, memory: Memory, policy: ObservePolicy, *, scored: bool, explicit: bool, name: str = "content"
@@ -457,7 +463,10 @@ class WritePath:
         """
         [memory], [vector] = self.encode([memory], [scored], [name])
         with self.writers.owning([memory.owner]):
-            return self._supersede([self._observe(memory, vector, policy, explicit=explicit)], [vector])[0]
+            observed = self._observe(memory, vector, policy, explicit=explicit)
+            if observed.outcome != "updated":  # an added one is judged when the policy stores it (persist)
+                return observed
+            return self._supersede([observed], [vector])[0]
 
     def _observe(self, memory: Memory, vector: np.ndarray, policy: ObservePolicy, *, explicit: bool) -> Memory:
         if explicit:

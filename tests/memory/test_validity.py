@@ -315,6 +315,30 @@ def test_a_managers_observations_pass_the_same_judge(tmp_path, encoder):
         assert (ended.valid_to, ended.invalidated_by) == (JUN, newer.id)
 
 
+def test_an_observation_ends_a_fact_only_once_it_is_stored(tmp_path, encoder):
+    """Judged when stored, not when observed: one the manager does not keep, or deletes from its buffer, ends
+    nothing (no fact is left ended by a memory that exists nowhere); a buffered one ends it at the flush."""
+    with memnets.open(
+        tmp_path / "m", encoder=encoder, duplicate_threshold=EXACT, supersession=KeywordJudge()
+    ) as memory:
+        fact = memory.add("I'm vegetarian", user="ann", t=JAN)
+        with memory.manager("ann", keep_threshold=0.5) as manager:
+            manager.observe("I started eating fish again", t=MAR, importance=0.1)  # not kept
+        assert memory.get(fact.id, user="ann").valid_to is None
+        manager = memory.manager("ann", write_through_threshold=0.9)
+        dropped = manager.observe("I started eating fish again", t=MAR, importance=0.5)  # kept, buffered
+        assert dropped.id in manager.pending and memory.get(fact.id, user="ann").valid_to is None
+        memory.delete(dropped.id, user="ann")
+        manager.flush()
+        assert memory.get(fact.id, user="ann").valid_to is None
+        buffered = manager.observe("I started eating fish again", t=JUN, importance=0.5)
+        assert memory.get(fact.id, user="ann").valid_to is None  # in the buffer: not in the store yet
+        manager.flush()
+        ended = memory.get(fact.id, user="ann")
+        assert (ended.valid_to, ended.invalidated_by) == (JUN, buffered.id)
+        manager.close()
+
+
 class AlwaysJudge:
     """A judge that says every newer memory ends every older one: only the write order decides."""
 
