@@ -5,7 +5,7 @@ and the framework adapters (LangGraph, LangChain, MCP) reach them only through `
 a memory written through any door is checked, merged, versioned and read back the same way.
 
 1. **Validate.** A :class:`~memnets.records.Memory` validates its fields when it is built; the text
-   itself is checked here (:func:`check_text`): a str, not blank, valid Unicode (a lone surrogate
+   itself is checked here (:func:`check_text`): a str, showing something (:func:`visible`), valid Unicode (a lone surrogate
    is refused with InvalidMemoryError naming its position), at most :data:`MAX_TEXT_CHARS`
    characters, and one the encoder's tokenizer takes (:func:`check_tokens`). Queries get the
    same text check.
@@ -77,11 +77,17 @@ DUPLICATE_CANDIDATES = 5  # nearest memories (any kind) looked at for a near mat
 
 
 # ---------------------------------------------------------------------- 1. validate
+def visible(text: str) -> bool:
+    """Whether ``text`` shows anything: a character outside whitespace, controls, format characters (a zero-width
+    space, a byte-order mark) and combining marks with nothing to combine with (:data:`INVISIBLE`)."""
+    return any(not unicodedata.category(c).startswith(INVISIBLE) for c in text)
+
+
 def check_text(text, name: str = "text") -> str:
     """``text`` if it can be a memory's (or a query's) text: TypeError, ValueError or InvalidMemoryError naming ``name``."""
     if not isinstance(text, str):
         raise ArgumentTypeError(f"{name} must be a str, got {type(text).__name__}", field=name)
-    if not text.strip():
+    if not visible(text):
         raise ArgumentValueError(f"{name} must be non-empty text, got {text!r:.60}", field=name)
     if len(text) > MAX_TEXT_CHARS:
         raise InvalidMemoryError(
@@ -115,7 +121,8 @@ _TIME_WORDS = (
 ).split()
 _NEGATIONS = "not no never none nobody nothing nowhere neither nor without cannot".split()
 _FACT_WORDS = frozenset(_NUMBER_WORDS + _TIME_WORDS + _NEGATIONS)
-_TOKEN = re.compile(r"\d+(?:[.,:/\-]\d+)*|[^\W\d_]+(?:['’][^\W\d_]+)*|[.!?]")
+_TOKEN = re.compile(r"\d+(?:[.,:/\-]\d+)*|[^\W\d_]+(?:['’][^\W\d_]+)*|[.!?]|[^\w\s.!?]+")
+INVISIBLE = ("Z", "Cc", "Cf", "Mn", "Me")  # Unicode categories of characters that show nothing on their own
 
 
 def normalise(text: str) -> str:
@@ -128,8 +135,10 @@ def facts(text: str) -> tuple[str, ...]:
 
     Numbers (with their separators: ``10:30``, ``2024-03-01``, ``555-1234``, ``3.5``), number words,
     months, weekdays and relative times (``today``, ``tomorrow``, ``pm``, ...), negations (``not``,
-    ``never``, ``n't``, ...) and names (capitalised words that do not start a sentence; ``I`` is no
-    name), all case-folded. A ``"{speaker}: "`` prefix is not part of them (:func:`speaker` compares it).
+    ``never``, ``n't``, ...), names (capitalised words that do not start a sentence; ``I`` is no
+    name), all case-folded, and symbols (Unicode's S categories: emoji, stars, currency signs, ``<``;
+    each run of them one fact: "here 😀" and "here 😭" say different things, which a tokenizer that reads both
+    as one unknown token cannot tell). A ``"{speaker}: "`` prefix is not part of them (:func:`speaker` compares it).
     """
     return _parse(text)[0]
 
@@ -159,6 +168,13 @@ def _parse(text: str) -> tuple[tuple[str, ...], tuple[str, ...], tuple[bool, ...
         if token in ".!?":
             sentence_start = True
             words.append(token)
+            continue
+        if not token[0].isalnum():  # a run of other characters: its symbols are a fact, punctuation is nothing
+            symbols = "".join(c for c in token if unicodedata.category(c).startswith("S"))
+            if symbols:
+                found.append(symbols)
+                words.append(FACT_SLOT)
+                names.append(False)
             continue
         word = token.casefold()
         if word.endswith(("n't", "n’t")):

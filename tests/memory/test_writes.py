@@ -42,6 +42,23 @@ def test_facts_are_numbers_times_names_and_negations_in_order():
     assert facts("I don't like it. Anna does.") == ("not",)  # "Anna" starts a sentence: no name by case
     assert facts("We met Anna and two friends yesterday") == ("anna", "two", "yesterday")
     assert normalise("  My  Flight\tto BERLIN ") == normalise("my flight to berlin")
+    assert facts("Our baby is here 😀, it cost $5 — wow") == ("😀", "$", "5")  # symbols; punctuation is none
+
+
+def test_a_text_that_shows_nothing_is_refused(memory):
+    for text in ("", "   ", "\u200b", "\ufeff \u2060", "\u0301", "\n\t\x0b"):
+        with pytest.raises(ValueError, match="must be non-empty text"):
+            memory.add(text, user="ann")
+    assert memory.users() == [] and memory.add("\u200bok", user="ann").outcome == "added"
+
+
+def test_texts_that_differ_in_symbols_alone_are_not_one_memory(memory):
+    """A tokenizer reads most emoji as one unknown token, so the two texts embed alike: their symbols tell them
+    apart, and the newer is stored (a new version: a near match whose facts differ), never dropped."""
+    first = memory.add("🎉", user="ann")
+    second = memory.add("💔", user="ann")
+    assert second.outcome == "updated" and memory.get(first.id, user="ann").content == "💔"
+    assert [m.content for m in memory.history(first.id, user="ann")] == ["🎉", "💔"]
 
 
 @pytest.mark.parametrize(
@@ -55,6 +72,10 @@ def test_facts_are_numbers_times_names_and_negations_in_order():
         ("I like hiking with Anna", "I like hiking with Maria", "updated"),  # a name
         ("I like hiking on Sundays", "I don't like hiking on Sundays", "updated"),  # a negation
         ("Joanna: see you on Monday", "Nate: see you on Monday", "added"),  # another speaker says it
+        ("Our new baby is here 😀", "Our new baby is here 😭", "updated"),  # an emoji
+        ("Rating for the hotel: ⭐⭐⭐⭐⭐", "Rating for the hotel: ⭐", "updated"),  # how many stars
+        ("The ticket costs $40", "The ticket costs €40", "updated"),  # a currency
+        ("Our new baby is here 😀", "Our new baby is here 😀!", "unchanged"),  # punctuation alone
     ],
 )
 def test_classify(old, new, outcome):
