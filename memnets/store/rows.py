@@ -240,8 +240,13 @@ def memory_of_version(row_id: str) -> str:
 
 def older_version(current: Memory, id: str, newer: Memory) -> Memory:
     """``current`` as the older version it becomes in ``new_version``: ``id`` (:func:`version_id`), superseded by
-    its own id, its validity closed where ``newer``'s begins (:func:`closed_by`)."""
-    return closed_by(current, newer).replace(id=id, superseded_by=current.id)
+    its own id, its validity closed where ``newer``'s begins (:func:`closed_by`) when that is later (another fact from
+    then on). A version that begins where it does (a metadata correction, a judge's decision or its undo) leaves its
+    validity as it was recorded, an end it had included: a read of a known time (:mod:`memnets.store.as_of`) finds
+    that end, which a close at its own start would have erased, and a read of a valid time ends it where any later
+    version begins anyway."""
+    closed = closed_by(current, newer) if newer.valid_from > current.valid_from else current
+    return closed.replace(id=id, superseded_by=current.id)
 
 
 def closed_by(older: Memory, newer: Memory) -> Memory:

@@ -304,6 +304,34 @@ def test_a_store_written_before_validity_reads_with_its_versions_in_time(locatio
         assert memory.history(memory_id, user="ann")[-2].valid_to == datetime(2025, 6, 1, tzinfo=UTC)
 
 
+def test_a_version_that_begins_where_the_last_did_keeps_the_end_known_then(location, encoder):
+    """A metadata correction, or the undo of a judge's ending, begins where the version before it did: that version
+    keeps the validity it had, so a read of a time between the two writes finds the end known then (a close at its
+    own start had erased the end, and the known-time read took the version for open)."""
+    where, options = location
+    with memnets.open(
+        where, encoder=encoder, duplicate_threshold=EXACT, supersession=KeywordJudge(), **options
+    ) as memory:
+        paris = memory.add("Ann lives in Paris", user="ann", t=JAN)
+        memory.update(paris.id, user="ann", valid_to=MAR, t=JUN)  # Ann left Paris in March, said in June
+        memory.update(paris.id, user="ann", metadata={"source": "call"}, t=SEP)  # a correction of the record
+        assert memory.list_memories(user="ann", as_of=JUN, known_at=JUN) == []
+        assert [(v.valid_from, v.valid_to) for v in memory.history(paris.id, user="ann")] == [
+            (JAN, None),
+            (JAN, MAR),
+            (JAN, MAR),
+        ]
+        leeds = memory.add("I live in Leeds", user="bob", t=JAN)
+        memory.add("I moved to Lyon", user="bob", t=MAR)  # ends Leeds in March
+        memory.update(leeds.id, user="bob", valid_to=None, t=SEP)  # the ending undone in September
+        known_in_june = memory.list_memories(user="bob", as_of=JUN, known_at=JUN)
+        assert [m.content for m in known_in_june] == ["I moved to Lyon"]
+        assert {m.content for m in memory.list_memories(user="bob", as_of=DEC)} == {
+            "I live in Leeds",
+            "I moved to Lyon",
+        }
+
+
 def test_a_managers_observations_pass_the_same_judge(tmp_path, encoder):
     with memnets.open(
         tmp_path / "m", encoder=encoder, duplicate_threshold=EXACT, supersession=KeywordJudge()
