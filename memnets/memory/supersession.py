@@ -27,7 +27,10 @@ A score below the threshold but at or above the judge's ``order_threshold``, whe
 score from which the newer statement is more likely than not the one that holds, chosen on validation),
 ends nothing: the older memory gets a new version with ``likely_replaced_by`` the newer one's id and
 ``likely_replaced_score`` the score, and stays valid. Search ranks it below that one all the same, so the
-answer that most likely holds comes first while a wrong guess loses no fact. A judge that does not say
+answer that most likely holds comes first while a wrong guess loses no fact. Such a link is a guess, made once:
+a new memory likely replaces only the candidate it scores highest, and none where it ends one (a statement
+about the user's new job ends the old job, not a morning run "before work" as well; on validation this links a
+third as many of the user's other memories for two changes fewer, docs/memory.md). A judge that does not say
 its ``order_threshold`` links nothing.
 
 ``invalidated_by`` is its own field: ``superseded_by`` marks an older *version* row, which reads
@@ -152,8 +155,9 @@ class Supersession:
     def endings(
         self, memory: Memory, vector: np.ndarray, later: Container[str] = frozenset()
     ) -> list[tuple[Memory, Memory]]:
-        """(a memory, its next version) for each candidate the judge says ``memory`` ends (closed) or likely
-        replaces (``likely_replaced_by``), those valid from no later than it; and for ``memory`` itself, closed
+        """(a memory, its next version) for each candidate the judge says ``memory`` ends (closed), or likely
+        replaces (``likely_replaced_by``: the best-scored candidate alone, where none is ended), those valid from
+        no later than it; and for ``memory`` itself, closed
         (or linked) by the earliest candidate valid from after it that the judge says ends (or likely replaces)
         it: a statement from before a newer fact, written after it (an old transcript imported late; in write
         order the stale fact had stayed open)."""
@@ -161,8 +165,10 @@ class Supersession:
         before = [other.valid_from <= memory.valid_from for other in candidates]
         pairs = [(other, memory) if b else (memory, other) for other, b in zip(candidates, before, strict=True)]
         out, enders = [], []
-        for (older, newer), score, earlier in zip(pairs, self._scores(pairs), before, strict=True):
-            if score >= self.order_threshold:
+        scores = self._scores(pairs)
+        best = max(scores, default=0.0)
+        for (older, newer), score, earlier in zip(pairs, scores, before, strict=True):
+            if score >= self.judge.threshold or (score >= self.order_threshold and score == best):
                 if earlier:
                     out.append((older, self.decided(older, newer, score)))
                 else:

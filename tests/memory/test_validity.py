@@ -196,6 +196,39 @@ def test_a_judge_below_its_threshold_links_a_likely_replacement_and_ends_nothing
         assert memory.get(rome.id, user="cy").likely_replaced_by is None
 
 
+class TableJudge:
+    """Scores of (older, newer) pairs from a table (0.1 for any other), ending from 0.95, likely replacing from 0.5."""
+
+    threshold, order_threshold = 0.95, 0.5
+
+    def __init__(self, scores: dict[tuple[str, str], float]):
+        self.table = scores
+
+    def score(self, older: str, newer: str) -> float:
+        return self.table.get((older, newer), 0.1)
+
+
+def test_a_new_memory_likely_replaces_only_its_best_candidate_and_none_beside_an_ending(location, encoder):
+    """A likely replacement is a guess made once: the best-scored candidate alone is linked, and where the new
+    memory ends one, the others it scores in the likely band stay as they were."""
+    where, options = location
+    bank, run, job = (
+        "I work at the bank",
+        "I run every morning before work",
+        "I left the bank, I work for a startup now",
+    )
+    unsure = TableJudge({(bank, job): 0.9, (run, job): 0.8})
+    sure = TableJudge({(bank, job): 0.99, (run, job): 0.8})
+    for user, judge in (("ann", unsure), ("bo", sure)):
+        with memnets.open(where, encoder=encoder, duplicate_threshold=EXACT, supersession=judge, **options) as memory:
+            old_job = memory.add(bank, user=user, t=JAN)
+            running = memory.add(run, user=user, t=JAN)
+            new_job = memory.add(job, user=user, t=JUN)
+            old_job, running = memory.get(old_job.id, user=user), memory.get(running.id, user=user)
+            assert (running.likely_replaced_by, running.invalidated_by, running.valid_to) == (None, None, None)
+            assert (old_job.likely_replaced_by or old_job.invalidated_by) == new_job.id
+
+
 @pytest.mark.parametrize("order", [0.99, -0.1, "half", True])
 def test_open_refuses_an_order_threshold_outside_0_and_the_threshold(tmp_path, encoder, order):
     judge = UnsureKeywordJudge()
