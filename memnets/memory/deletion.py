@@ -12,8 +12,9 @@ memory removes the same things:
 - for an erasure of a whole user, the managers' saved state beside a local store
   (:class:`~memnets.store.protocol.LocalState`), which names the user's memory ids;
 - the supersession judge's decisions that read it: a memory it ended is valid again, one it likely
-  replaced is no longer linked (a next version of each, "reopened" in its history; :func:`released`). The
-  statement the judge read is gone, and a stale fact left ended by nothing would leave the user no
+  replaced is no longer linked (a next version of each, :func:`released`; the versions the judge wrote are
+  rewritten without it, :func:`unlinked`, so its id, which a caller may have chosen to spell what it said, stays
+  nowhere). The statement the judge read is gone, and a stale fact left ended by nothing would leave the user no
   current fact at all (``as_of`` now answered nothing).
 
 Each deletion holds its owner's in-process write lock (:class:`~memnets.memory.owners.Writers`, shared with the
@@ -115,10 +116,24 @@ class DeletionPath:
             held = any([manager.forget(versions, reason=reason) for manager in self.managers(user)])  # every one
             deleted = self.store.delete(versions, user)
         if deleted and linked:
-            when = timeutil.now()
+            when, gone = timeutil.now(), set(versions)
             for memory in self.store.get(linked, user):  # as they are now: a listing read earlier may be older
-                self.write_version(memory, released(memory, set(versions), when), None)
+                self.write_version(memory, released(memory, gone, when), None)
+            self._forget_decisions(linked, gone, user)
         return deleted, held
+
+    def _forget_decisions(self, ids: Sequence[str], gone: set[str], user: str) -> None:
+        """The older versions of ``ids`` that name a memory of ``gone`` as the one that ended or likely replaced
+        them, rewritten in place without it (:func:`unlinked`): a caller's id may spell what the memory said, and
+        the deleted memory's id stays nowhere (the deletion ledger keeps keyed hashes only)."""
+        named = [
+            version
+            for memory_id in ids
+            for version in self.older(memory_id, user)
+            if version.invalidated_by in gone or version.likely_replaced_by in gone
+        ]
+        if named:
+            self.store.upsert([unlinked(m, gone) for m in named], self.store.vectors([m.id for m in named], user))
 
     def delete_scope(self, user: str | None, agent: str | None, session: str | None) -> int:
         """The current memories of an agent and/or session scope (of ``user``, or of every user), through
@@ -179,15 +194,20 @@ class DeletionPath:
         return found
 
 
-def released(memory: Memory, gone: set[str], when: datetime) -> Memory:
-    """The next version of ``memory`` (written at ``when``) once the memories ``gone`` are deleted: its ending by one
-    of them undone (valid again) and its likely replacement by one of them dropped."""
+def unlinked(memory: Memory, gone: set[str]) -> Memory:
+    """``memory`` without the decisions of the memories ``gone``: its ending by one of them undone (valid again)
+    and its likely replacement by one of them dropped."""
     fields: dict = {}
     if memory.invalidated_by in gone:
         fields.update(valid_to=None, invalidated_by=None, invalidation_score=None)
     if memory.likely_replaced_by in gone:
         fields.update(likely_replaced_by=None, likely_replaced_score=None)
-    return successor(memory, memory.replace(t=when, **fields))
+    return memory.replace(**fields)
 
 
-__all__ = ["DeletionPath", "released"]
+def released(memory: Memory, gone: set[str], when: datetime) -> Memory:
+    """The next version of ``memory`` (written at ``when``) once the memories ``gone`` are deleted (:func:`unlinked`)."""
+    return successor(memory, unlinked(memory, gone).replace(t=when))
+
+
+__all__ = ["DeletionPath", "released", "unlinked"]

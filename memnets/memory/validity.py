@@ -104,8 +104,8 @@ def changes(versions: Sequence[Memory]) -> list[str]:
       likely than not to replace it, too unsure to end it (``likely_replaced_by`` set anew, still valid);
     - "changed": another text, a new version of the fact;
     - "reopened": the same text, a judge's ending undone (``update(id, valid_to=None)``);
-    - "restated": the same text again (its metadata, time or validity changed: an older version's own
-      ``valid_to`` is closed where the next begins, so an end set by ``update`` is not told apart).
+    - "restated": the same text again (its metadata, time or validity changed, or a judge's decision that a
+      deleted memory made, rewritten without it).
     """
     out = []
     for previous, version in zip([None, *versions], versions):

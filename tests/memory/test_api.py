@@ -149,8 +149,9 @@ def test_an_update_to_a_new_text_is_judged_as_an_add_is(encoder, location):
 @pytest.mark.parametrize("judge", [LyonJudge(), LikelyLyonJudge()], ids=["ended", "likely replaced"])
 def test_deleting_the_memory_that_ended_a_fact_makes_it_current_again(encoder, location, judge):
     """The judge's decision read the successor's text; deleted, the decision goes with it: the stale fact is valid
-    again (a new version, its ending in its history), or no longer linked, and answers an as-of read of now.
-    Before, it stayed ended by a memory that no longer existed, and the user had no current fact."""
+    again (a new version), or no longer linked, and answers an as-of read of now; no version of it names the
+    deleted memory (a caller's id may spell what it said: the history had kept it). Before, it stayed ended by a
+    memory that no longer existed, and the user had no current fact."""
     where, options = location
     with memnets.open(where, encoder=encoder, duplicate_threshold=EXACT, supersession=judge, **options) as memory:
         stale = memory.add(STALE, user="ann", t=datetime(2024, 1, 1, tzinfo=UTC))
@@ -160,7 +161,10 @@ def test_deleting_the_memory_that_ended_a_fact_makes_it_current_again(encoder, l
         assert memory.delete(successor.id, user="ann")
         now = memory.get(stale.id, user="ann")
         assert (now.valid_to, now.invalidated_by, now.likely_replaced_by) == (None, None, None)
-        assert len(memory.history(stale.id, user="ann")) == 3  # as said, as judged, as released
+        versions = memory.history(stale.id, user="ann")
+        assert len(versions) == 3  # as said, as judged (now without the deleted memory), as released
+        assert all(successor.id not in (v.invalidated_by, v.likely_replaced_by) for v in versions)
+        assert all(v.valid_to is None for v in versions)
         found = memory.search(QUESTION, user="ann", k=3, as_of=datetime.now(UTC))
         assert [h.memory.content for h in found] == [STALE]
 

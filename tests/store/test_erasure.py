@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from archive_helpers import drop_lexical, relation_bytes
+from successor_helpers import STALE, SUCCESSOR, LikelyLyonJudge, LyonJudge
 
 import memnets
 from memnets.memory.manager import default_state_path, legacy_state_path
@@ -91,6 +92,20 @@ def test_no_file_of_the_folder_names_the_user_after_delete_all(tmp_path, encoder
     assert leaks(folder) == []
     with memnets.open(folder, encoder=encoder, key=key) as memory:  # and the rest is intact
         assert sorted(m.content for m in memory.list_memories(user="bob")) == sorted([*OTHER_TEXTS, "Bob likes rain"])
+
+
+@pytest.mark.parametrize("judge", [LyonJudge(), LikelyLyonJudge()], ids=["ended", "likely replaced"])
+def test_no_file_names_a_deleted_memory_that_had_ended_another(tmp_path, encoder, judge):
+    """The fact it ended (or likely replaced) is released, and the versions the judge wrote of it no longer name it:
+    a caller's id may spell what the memory said, and it stays in no byte of the folder."""
+    folder, secret = tmp_path / "memory", b"zoraida-moved-to-the-clinic"
+    with memnets.open(folder, encoder=encoder, duplicate_threshold=None, supersession=judge) as memory:
+        memory.add(STALE, user="ann")
+        memory.add(SUCCESSOR, user="ann", id=secret.decode())
+    assert any(secret in p.read_bytes() for p in folder.rglob("*") if p.is_file()), "the check must be able to fail"
+    with memnets.open(folder, encoder=encoder, supersession=judge) as memory:
+        assert memory.delete(secret.decode(), user="ann")
+    assert [p.name for p in folder.rglob("*") if p.is_file() and secret in p.read_bytes()] == []
 
 
 def test_a_manager_in_another_process_forgets_the_user_and_writes_no_state(tmp_path, encoder):
