@@ -30,8 +30,8 @@ from datetime import datetime
 
 import memnets.timeutil as timeutil
 from memnets.memory.owners import Writers
-from memnets.memory.revision import successor
 from memnets.memory.state import default_state_path, legacy_state_path
+from memnets.memory.supersession import released, unlinked
 from memnets.records import DERIVED_KINDS, Memory
 from memnets.store.filters import MemoryFilter
 from memnets.store.protocol import Expiry, LocalState, supports
@@ -194,20 +194,4 @@ class DeletionPath:
         return found
 
 
-def unlinked(memory: Memory, gone: set[str]) -> Memory:
-    """``memory`` without the decisions of the memories ``gone``: its ending by one of them undone (valid again)
-    and its likely replacement by one of them dropped."""
-    fields: dict = {}
-    if memory.invalidated_by in gone:
-        fields.update(valid_to=None, invalidated_by=None, invalidation_score=None)
-    if memory.likely_replaced_by in gone:
-        fields.update(likely_replaced_by=None, likely_replaced_score=None)
-    return memory.replace(**fields)
-
-
-def released(memory: Memory, gone: set[str], when: datetime) -> Memory:
-    """The next version of ``memory`` (written at ``when``) once the memories ``gone`` are deleted (:func:`unlinked`)."""
-    return successor(memory, unlinked(memory, gone).replace(t=when))
-
-
-__all__ = ["DeletionPath", "released", "unlinked"]
+__all__ = ["DeletionPath"]

@@ -47,10 +47,12 @@ one shipped with memnets (:class:`~memnets.nn.change_judge.ChangeJudge`); None l
 from __future__ import annotations
 
 from collections.abc import Callable, Container, Sequence
+from datetime import datetime
 from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from memnets.memory.revision import successor
 from memnets.memory.writes import same_scope, speaker
 from memnets.records import Memory
 from memnets.store.rows import closed_by
@@ -178,6 +180,16 @@ class Supersession:
             out.append((memory, self.decided(memory, first, score)))
         return out
 
+    def withdraw(self, memory: Memory, when: datetime, update: Callable) -> None:
+        """Before ``memory`` says something else (``update(id, text)``): the decisions its old text made are
+        withdrawn, ``update(other, released, None)`` for each current memory it ended or likely replaced
+        (:func:`released`), so that the new text is judged afresh; a decision that no longer held had stayed,
+        and a correction that moved its fact to before the one it had ended left each ended by the other."""
+        gone = {memory.id}
+        for other in self.store.list_memories(memory.owner, limit=None):
+            if other.invalidated_by in gone or other.likely_replaced_by in gone:
+                update(other, released(other, gone, when), None)
+
     def decided(self, older: Memory, newer: Memory, score: float) -> Memory:
         """``older``'s next version by the judge's ``score`` against ``newer``: ended at the threshold
         (:func:`closed_by_judge`), else likely replaced (:func:`linked_by_judge`)."""
@@ -244,4 +256,21 @@ def linked_by_judge(older: Memory, newer: Memory, score: float) -> Memory:
     )
 
 
-__all__ = ["CANDIDATES", "CANDIDATE_POOL", "Supersession", "SupersessionJudge"]
+def unlinked(memory: Memory, gone: set[str]) -> Memory:
+    """``memory`` without the decisions that the memories ``gone`` made: its ending by one of them undone (valid
+    again) and its likely replacement by one of them dropped."""
+    fields: dict = {}
+    if memory.invalidated_by in gone:
+        fields.update(valid_to=None, invalidated_by=None, invalidation_score=None)
+    if memory.likely_replaced_by in gone:
+        fields.update(likely_replaced_by=None, likely_replaced_score=None)
+    return memory.replace(**fields)
+
+
+def released(memory: Memory, gone: set[str], when: datetime) -> Memory:
+    """The next version of ``memory`` (written at ``when``) once the decisions of the memories ``gone`` are withdrawn
+    (:func:`unlinked`): they were deleted, or said something else since."""
+    return successor(memory, unlinked(memory, gone).replace(t=when))
+
+
+__all__ = ["CANDIDATES", "CANDIDATE_POOL", "Supersession", "SupersessionJudge", "released", "unlinked"]

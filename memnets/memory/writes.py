@@ -624,7 +624,10 @@ class WritePath:
             if new != probe:  # another version came in between: the plan applied to it, with the text's scores
                 new = with_resolved_dates(new) if self.config.resolve_dates else new
                 encoded = new.replace(importance=encoded.importance)
-            # a new text is a new statement: the supersession step reads it as it reads an add's
+            # a new text is a new statement: the decisions of the old one withdrawn, the supersession step reads it
+            # as it reads an add's
+            if self.supersession is not None:
+                self.supersession.withdraw(current, encoded.updated_at, self.next_version)
             return self._supersede([self.next_version(current, encoded, vectors[0], chunks)], vectors)[0]
 
     def next_version(

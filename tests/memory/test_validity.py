@@ -365,6 +365,31 @@ def test_a_version_that_begins_where_the_last_did_keeps_the_end_known_then(locat
         }
 
 
+class HomeJudge:
+    """A newer statement of where the speaker lives ends an older, different one."""
+
+    threshold = 0.5
+
+    def score(self, older: str, newer: str) -> float:
+        return 0.95 if "live" in older and "live" in newer and older != newer else 0.05
+
+
+def test_a_new_text_withdraws_the_decisions_of_the_old_one(location, encoder):
+    """update(id, text) is a new statement: the facts the old text ended are released and the new text is judged
+    afresh. A correction that moved Ann's move to before the fact it had ended left each ended by the other (no
+    current fact); now the newer fact ends the corrected one, and holds."""
+    where, options = location
+    with memnets.open(where, encoder=encoder, duplicate_threshold=EXACT, supersession=HomeJudge(), **options) as memory:
+        leeds = memory.add("I live in Leeds", user="ann", t=MAR)
+        lyon = memory.add("I live in Lyon now", user="ann", t=JUN)
+        assert memory.get(leeds.id, user="ann").invalidated_by == lyon.id
+        memory.update(lyon.id, "I lived in Lyon", user="ann", valid_from=JAN, t=SEP)  # it was before Leeds
+        now_leeds, now_lyon = memory.get(leeds.id, user="ann"), memory.get(lyon.id, user="ann")
+        assert (now_leeds.invalidated_by, now_leeds.valid_to) == (None, None)
+        assert (now_lyon.invalidated_by, now_lyon.valid_to) == (leeds.id, MAR)
+        assert [m.content for m in memory.list_memories(user="ann", as_of=DEC)] == ["I live in Leeds"]
+
+
 def test_a_managers_observations_pass_the_same_judge(tmp_path, encoder):
     with memnets.open(
         tmp_path / "m", encoder=encoder, duplicate_threshold=EXACT, supersession=KeywordJudge()
