@@ -124,7 +124,7 @@ class Memory:
             raise ArgumentTypeError(
                 f"Memory {self.id!r}: metadata must be a dict, got {type(self.metadata).__name__}", field="metadata"
             )
-        check_json_value(self.metadata, f"Memory {self.id!r}: metadata")
+        check_json_value(self.metadata, f"Memory {self.id!r}: metadata", field="metadata")
         for name in ("agent", "action", "location", "session"):
             value = getattr(self, name)
             if value is not None and not isinstance(value, str):
@@ -227,29 +227,46 @@ MAX_JSON_DEPTH = 64  # lists and dicts nested in a metadata value or a filter's 
 _RESTORE_DEFAULTS = {f.name: f.default for f in dataclasses.fields(Memory) if f.default is not dataclasses.MISSING}
 
 
-def check_json_value(value, where: str) -> None:
+def check_json_value(value, where: str, field: str | None = None) -> None:
     """ValueError naming the place (``where['key'][2]``) of the first float in ``value`` that is NaN or
-    infinite, or of a value nested deeper than :data:`MAX_JSON_DEPTH` lists and dicts.
+    infinite, or of a value nested deeper than :data:`MAX_JSON_DEPTH` lists and dicts (``field``: the argument
+    the errors name, :mod:`memnets.argerrors`).
 
     Python's json reads ``NaN``, ``-Infinity`` and ``1e400`` (as inf) and writes them back, but they
     are not JSON: a response or export that holds one cannot be encoded, so one such metadata value
     made every later listing and search of its user fail. A metadata value nested ~300 deep did the
     same to the server's answers (each level a recursive call of their encoding): one write through a
-    narrowed token broke every read of its user. Memories hold finite, bounded JSON only.
+    narrowed token broke every read of its user. Memories hold finite, bounded JSON only. A dict's keys must be
+    strings (TypeError naming the place): JSON writes ``1`` and ``None`` as ``"1"`` and ``"null"``, so such a key came
+    back changed, or overwrote a string key of the same spelling.
     """
-    if isinstance(value, dict) and all(isinstance(v, (str, int)) for v in value.values()):
+    if (
+        isinstance(value, dict)
+        and all(isinstance(k, str) for k in value)
+        and all(isinstance(v, (str, int)) for v in value.values())
+    ):
         return  # the common case (flat text and integer fields, bool included) holds no float
     stack: list[tuple[object, tuple]] = [(value, ())]
     while stack:
         item, keys = stack.pop()
         if isinstance(item, (dict, list, tuple)) and len(keys) >= MAX_JSON_DEPTH:
             place = where + "".join(f"[{key!r}]" for key in keys[:3])
-            raise ValueError(f"{place}...: nested over {MAX_JSON_DEPTH} levels deep (lists and dicts)")
+            raise ArgumentValueError(
+                f"{place}...: nested over {MAX_JSON_DEPTH} levels deep (lists and dicts)", field=field
+            )
         if isinstance(item, float):
             if not math.isfinite(item):
                 place = where + "".join(f"[{key!r}]" for key in keys)
-                raise ValueError(f"{place} is {item!r}: JSON numbers must be finite (no NaN or Infinity)")
+                raise ArgumentValueError(
+                    f"{place} is {item!r}: JSON numbers must be finite (no NaN or Infinity)", field=field
+                )
         elif isinstance(item, dict):
+            for key in item:
+                if not isinstance(key, str):
+                    place = where + "".join(f"[{k!r}]" for k in keys)
+                    raise ArgumentTypeError(
+                        f"{place} has the key {key!r}: JSON object keys must be strings", field=field
+                    )
             stack.extend((child, (*keys, key)) for key, child in item.items())
         elif isinstance(item, (list, tuple)):
             stack.extend((child, (*keys, n)) for n, child in enumerate(item))

@@ -38,6 +38,8 @@ def memory(tmp_path, encoder):
         (lambda m: m.search("q", user="ann", k=0), ValueError, "k"),
         (lambda m: m.search("q", user="ann", filters={"colour": 1}), ValueError, "filters"),
         (lambda m: m.search_vector([1.0, float("nan")], user="ann"), ValueError, "vector"),
+        (lambda m: m.add("a text", user="ann", metadata={"score": float("nan")}), ValueError, "metadata"),
+        (lambda m: m.add("a text", user="ann", metadata={1: "one", "1": "uno"}), TypeError, "metadata"),
         (lambda m: m.list_memories(user="ann", limit=-1), ValueError, "limit"),
         (lambda m: m.update("missing", user="ann", text="t"), KeyError, "id"),
         (lambda m: m.delete_all(user="ann", agent=""), ValueError, "agent"),
