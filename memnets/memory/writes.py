@@ -84,14 +84,15 @@ def visible(text: str) -> bool:
 
 
 def check_text(text, name: str = "text") -> str:
-    """``text`` if it can be a memory's (or a query's) text: TypeError, ValueError or InvalidMemoryError naming ``name``."""
+    """``text`` if it can be a memory's (or a query's) text: TypeError, ValueError or InvalidMemoryError naming ``name``.
+    The length limit counts the text without a speaker prefix: a message's text as it was sent."""
     if not isinstance(text, str):
         raise ArgumentTypeError(f"{name} must be a str, got {type(text).__name__}", field=name)
     if not visible(text):
         raise ArgumentValueError(f"{name} must be non-empty text, got {text!r:.60}", field=name)
-    if len(text) > MAX_TEXT_CHARS:
+    if len(text) > MAX_TEXT_CHARS and len(said := strip_speaker(text)) > MAX_TEXT_CHARS:  # a message's "name: " free
         raise InvalidMemoryError(
-            f"{name} has {len(text):,} characters, over the limit of {MAX_TEXT_CHARS:,} "
+            f"{name} has {len(said):,} characters, over the limit of {MAX_TEXT_CHARS:,} "
             "(memnets.memory.writes.MAX_TEXT_CHARS); split it into several memories",
             field=name,
         )

@@ -153,7 +153,20 @@ BAD = [
     ("bad time", [{"role": "user", "content": "hi", "time": "soon"}], ValueError, "messages[0].time 'soon'"),
     ("time a number", [{"role": "user", "content": "hi", "time": 5}], TypeError, "messages[0].time must be"),
     ("bad id", [{"role": "user", "content": "hi", "id": "a~1"}], ValueError, "messages[0].id 'a~1'"),
+    (
+        "too long",
+        [{"role": "user", "content": "x" * 200_001}],
+        ValueError,
+        "messages[0].content has 200,001 characters",
+    ),
 ]
+
+
+def test_a_message_as_long_as_an_add_allows_is_stored_its_speaker_prefix_not_counted(memory):
+    """The limit is the text's, as sent: a message's "user: " prefix, which the memory's text carries, does not
+    count (it had refused 199,998 characters and named a length of 200,004 that the caller never sent)."""
+    [outcome] = memory.add(messages=[{"role": "user", "content": "x" * 200_000}], user="ann")
+    assert outcome.outcome == "added" and len(outcome.memory.content) > 200_000
 
 
 @pytest.mark.parametrize("case, bad, error, names", BAD, ids=[case[0] for case in BAD])
