@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import os
 import sys
 
 from memnets.argerrors import MissingInputError
 from memnets.extras import missing_extra_message
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: what git's and a shell tool's exit says when a reader stopped early
 HELP_WORDS = {"-h", "--help", "help"}
 
 # (words of the command) -> ("module:function", help); each function takes the remaining argv.
@@ -78,7 +80,7 @@ GROUPS: dict[str, str] = {
     "archive": "maintenance of an embedded archive folder",
 }
 
-EXIT_CODES = "exit codes: 0 success, 1 failure, 2 usage error, 130 interrupted"
+EXIT_CODES = "exit codes: 0 success, 1 failure, 2 usage error, 130 interrupted, 141 output closed early"
 
 
 def version() -> str:
@@ -125,12 +127,21 @@ def load(target: str):
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+    """The ``memnets`` command: ``argv`` (default: the process's) run, its exit code returned."""
+    try:
+        return _run(list(sys.argv[1:] if argv is None else argv))
+    except BrokenPipeError:  # `memnets ... | head -1`: the reader has what it wanted; quiet, as git is
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing more for Python's exit to flush
+        return EXIT_BROKEN_PIPE
+
+
+def _run(argv: list[str]) -> int:
+    """:func:`main` of given arguments: the usage, the version, or the command they name, run."""
     if not argv or argv[0] in {"-h", "--help"}:
         print(usage())
         return EXIT_OK
     if argv[0] == "help":  # `memnets help eval retrieval` is `memnets eval retrieval --help`
-        return main([*argv[1:], "--help"]) if argv[1:] else main([])
+        return _run([*argv[1:], "--help"]) if argv[1:] else _run([])
     if argv[0] in {"-V", "--version"}:
         print(version())
         return EXIT_OK

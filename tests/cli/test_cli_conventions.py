@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import os
 import re
 import subprocess
 import sys
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from memnets.cli import COMMANDS, EXIT_FAILURE, EXIT_OK, EXIT_USAGE, groups, load, main
+from memnets.cli import COMMANDS, EXIT_BROKEN_PIPE, EXIT_FAILURE, EXIT_OK, EXIT_USAGE, groups, load, main
 
 # commands whose options another parser owns, with where they are documented
 FOREIGN_PARSERS = {
@@ -53,6 +54,23 @@ def test_the_command_runs_as_a_module_with_its_exit_codes():
     assert subprocess.run([*run, "--version"], capture_output=True, text=True).returncode == EXIT_OK
     wrong = subprocess.run([*run, "frobnicate"], capture_output=True, text=True)
     assert wrong.returncode == EXIT_USAGE and "unknown command 'frobnicate'" in wrong.stderr
+
+
+def test_output_closed_early_is_a_quiet_exit_141():
+    """`memnets ... | head -1`: the reader closed the pipe; no traceback, the exit of a tool killed by SIGPIPE."""
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before the command writes
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "memnets", "--version"],
+            stdout=write,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},  # written at once, as a long listing is
+        )
+    finally:
+        os.close(write)
+    assert (done.returncode, done.stderr) == (EXIT_BROKEN_PIPE, "")
 
 
 @pytest.mark.parametrize("group", groups())
