@@ -544,6 +544,13 @@ class WritePath:
                 raise ArgumentValueError(
                     f"add: replaces={replaces!r} is the id of the memory being added", field="replaces"
                 )
+            if replaced is not None and not same_scope(replaced, memories[0]):  # its history would leave its scope
+                raise ArgumentValueError(
+                    f"add: replaces={replaces!r} is a memory of agent {replaced.agent!r}, session {replaced.session!r}; "
+                    f"the new one's is agent {memories[0].agent!r}, session {memories[0].session!r} (a memory "
+                    "replaces one of its own scope, which delete_all(agent=..., session=...) takes with it)",
+                    field="replaces",
+                )
             return self._supersede(self._commit(memories, vectors, chunks, explicit, replaced), vectors)
 
     def _supersede(self, written: list[Memory], vectors: np.ndarray) -> list[Memory]:

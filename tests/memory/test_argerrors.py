@@ -32,6 +32,11 @@ def memory(tmp_path, encoder):
         (lambda m: m.add("x", user="ann", ttl=timedelta(seconds=-1)), ValueError, "ttl"),
         (lambda m: m.add("x", user="ann", metadata={"$a": 1}), InvalidMemoryError, "metadata"),
         (lambda m: m.add("x", user="ann", replaces="nothing"), KeyError, "replaces"),
+        (
+            lambda m: m.add("y", user="ann", agent="a2", replaces=m.add("x", user="ann", agent="a1").id),
+            ValueError,
+            "replaces",
+        ),
         (lambda m: m.add_many("one text", user="ann"), TypeError, "items"),
         (lambda m: m.add_many(["a", "b"], user="ann", ids=["same", "same"]), ValueError, "ids"),
         (lambda m: m.add(messages="hello", user="ann"), TypeError, "messages"),
