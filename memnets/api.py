@@ -77,8 +77,9 @@ from memnets.memory.search import Searcher, SearchHit
 from memnets.memory.signals import HeuristicGate, HeuristicImportance
 from memnets.memory.snapshot import GATE_DECISIONS_SHOWN, ManagerSnapshot, snapshot
 from memnets.memory.supersession import Supersession
+from memnets.memory.texts import check_text
 from memnets.memory.validity import KEEP, as_of_filter
-from memnets.memory.writes import WritePath, check_text, embed
+from memnets.memory.writes import WritePath, embed
 from memnets.protocols import TextEncoder
 from memnets.records import Memory
 from memnets.scoring import HeuristicScorer

@@ -32,7 +32,7 @@ from memnets.extras import needs_extra
 from memnets.memory.ids import check_new_id
 from memnets.memory.mmr import mmr
 from memnets.memory.search import successor_id
-from memnets.memory.writes import check_text
+from memnets.memory.texts import check_text
 from memnets.records import Memory
 from memnets.scoring import min_max
 from memnets.store.filters import MemoryFilter

@@ -77,7 +77,7 @@ from typing import Any
 
 from memnets.extras import needs_extra
 from memnets.memory.arguments import MAX_K
-from memnets.memory.writes import check_text
+from memnets.memory.texts import check_text
 from memnets.records import Memory
 from memnets.store.filters import MemoryFilter
 from memnets.store.rows import VERSION_SEPARATOR, memory_of_version

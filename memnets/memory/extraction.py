@@ -37,7 +37,7 @@ from typing import Any, Literal, Protocol
 from memnets.llm import LLM, LLMError, LLMTimeoutError, complete_within
 from memnets.memory import extraction_prompts as prompts
 from memnets.memory.messages import CONVERSATION_ROLES, parse_messages
-from memnets.memory.writes import check_text, check_tokens
+from memnets.memory.texts import check_text, check_tokens
 from memnets.records import Memory
 
 Event = Literal["ADD", "UPDATE", "DELETE", "NONE"]
@@ -289,7 +289,7 @@ class Extraction:
 
 def _check_writable(decision: Decision, n: int, encoder) -> None:
     """ExtractionError unless the text ``decision`` (that of fact ``n``) would write, an ADD's fact or an UPDATE's
-    merged text, passes the write path's checks (:func:`~memnets.memory.writes.check_text`, and the tokenizer
+    merged text, passes the write path's checks (:func:`~memnets.memory.texts.check_text`, and the tokenizer
     of ``encoder`` when the writer has one): all decisions are checked before the first is applied, so that a
     bad one cannot leave the earlier ones written (a DELETE applied, then an UPDATE refused)."""
     text = {"ADD": decision.fact.text, "UPDATE": decision.text}.get(decision.event)

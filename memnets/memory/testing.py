@@ -44,7 +44,7 @@ import numpy as np
 import pytest
 
 from memnets.memory.manager import DUPLICATE_THRESHOLD
-from memnets.memory.writes import MAX_TEXT_CHARS
+from memnets.memory.texts import MAX_TEXT_CHARS
 from memnets.records import Memory
 from memnets.store.errors import InvalidMemoryError
 from memnets.store.filters import MemoryFilter

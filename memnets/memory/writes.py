@@ -5,9 +5,9 @@ and the framework adapters (LangGraph, LangChain, MCP) reach them only through `
 a memory written through any door is checked, merged, versioned and read back the same way.
 
 1. **Validate.** A :class:`~memnets.records.Memory` validates its fields when it is built; the text
-   itself is checked here (:func:`check_text`): a str, showing something (:func:`visible`), valid Unicode (a lone surrogate
-   is refused with InvalidMemoryError naming its position), at most :data:`MAX_TEXT_CHARS`
-   characters, and one the encoder's tokenizer takes (:func:`check_tokens`). Queries get the
+   itself is checked by :mod:`memnets.memory.texts`: a str, showing something, valid Unicode (a lone surrogate
+   is refused with InvalidMemoryError naming its position), at most ``MAX_TEXT_CHARS``
+   characters, and one the encoder's tokenizer takes. Queries get the
    same text check.
 2. **Consistency** (:func:`classify`): a new text against the user's nearest memories of its kind
    (:func:`nearest`; and, for ``add_many`` and the manager, what the call or the manager holds):
@@ -59,53 +59,20 @@ from typing import Protocol
 
 import numpy as np
 
-from memnets.argerrors import ArgumentTypeError, ArgumentValueError
+from memnets.argerrors import ArgumentValueError
 from memnets.memory import expiry
 from memnets.memory.encoding import chunk_vectors, embed  # re-exported: the write path's encoder calls
 from memnets.memory.owners import Writers
 from memnets.memory.revision import Revision, current_version, successor
+from memnets.memory.texts import check_text, check_tokens
 from memnets.memory.validity import backdated
 from memnets.records import Memory, Outcome
-from memnets.store.errors import InvalidMemoryError
 from memnets.store.protocol import Chunks, supports
-from memnets.store.rows import VERSION_SEPARATOR, closed_by, refuse_nul  # versions of "x": "x~1", "x~2", ...
+from memnets.store.rows import VERSION_SEPARATOR, closed_by  # versions of "x": "x~1", "x~2", ...
 from memnets.temporal.dates import DATES_KEY, date_metadata
 from memnets.text import SEPARATOR, SPEAKER_PREFIX_MAX, strip_speaker
 
-MAX_TEXT_CHARS = 200_000  # a memory's (and a query's) text; ~50k tokens, far above any encoder window
 DUPLICATE_CANDIDATES = 5  # nearest memories (any kind) looked at for a near match of the same kind
-
-
-# ---------------------------------------------------------------------- 1. validate
-def visible(text: str) -> bool:
-    """Whether ``text`` shows anything: a character outside whitespace, controls, format characters (a zero-width
-    space, a byte-order mark) and combining marks with nothing to combine with (:data:`INVISIBLE`)."""
-    return any(not unicodedata.category(c).startswith(INVISIBLE) for c in text)
-
-
-def check_text(text, name: str = "text") -> str:
-    """``text`` if it can be a memory's (or a query's) text: TypeError, ValueError or InvalidMemoryError naming ``name``.
-    The length limit counts the text without a speaker prefix: a message's text as it was sent."""
-    if not isinstance(text, str):
-        raise ArgumentTypeError(f"{name} must be a str, got {type(text).__name__}", field=name)
-    if not visible(text):
-        raise ArgumentValueError(f"{name} must be non-empty text, got {text!r:.60}", field=name)
-    if len(text) > MAX_TEXT_CHARS and len(said := strip_speaker(text)) > MAX_TEXT_CHARS:  # a message's "name: " free
-        raise InvalidMemoryError(
-            f"{name} has {len(said):,} characters, over the limit of {MAX_TEXT_CHARS:,} "
-            "(memnets.memory.writes.MAX_TEXT_CHARS); split it into several memories",
-            field=name,
-        )
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as error:
-        raise InvalidMemoryError(
-            f"{name} is not valid Unicode: {error.reason} at position {error.start} "
-            f"({text[max(0, error.start - 10) : error.start + 10]!r})",
-            field=name,
-        ) from None
-    refuse_nul(text, name, field=name)
-    return text
 
 
 # ---------------------------------------------------------------------- 2. consistency
@@ -123,7 +90,6 @@ _TIME_WORDS = (
 _NEGATIONS = "not no never none nobody nothing nowhere neither nor without cannot".split()
 _FACT_WORDS = frozenset(_NUMBER_WORDS + _TIME_WORDS + _NEGATIONS)
 _TOKEN = re.compile(r"\d+(?:[.,:/\-]\d+)*|[^\W\d_]+(?:['’][^\W\d_]+)*|[.!?]|[^\w\s.!?]+")
-INVISIBLE = ("Z", "Cc", "Cf", "Mn", "Me")  # Unicode categories of characters that show nothing on their own
 
 
 def normalise(text: str) -> str:
@@ -330,34 +296,6 @@ def write_hybrid(
     parts = ([important] if important else []) + [rest[i : i + batch_size] for i in range(0, len(rest), batch_size)]
     for part in parts:
         upsert(store, [memories[n] for n in part], vectors[part], None if chunks is None else [chunks[n] for n in part])
-
-
-# ---------------------------------------------------------------------- 3. encode
-def check_tokens(text: str, encoder, name: str = "text") -> None:
-    """InvalidMemoryError, naming ``name`` and the first position it fails at, when the encoder's
-    tokenizer cannot take ``text`` (checked before anything is written; encoders without a
-    ``tokenizer`` are not checked)."""
-    tokenizer = getattr(encoder, "tokenizer", None)
-    if tokenizer is None or _tokenizes(tokenizer, text):
-        return
-    low, high = 0, len(text)  # the shortest failing prefix ends at the position the tokenizer refuses
-    while low + 1 < high:
-        middle = (low + high) // 2
-        low, high = (middle, high) if _tokenizes(tokenizer, text[:middle]) else (low, middle)
-    position = high - 1
-    raise InvalidMemoryError(
-        f"{name}: the encoder's tokenizer cannot take it at position {position} "
-        f"({text[max(0, position - 10) : position + 10]!r})",
-        field=name,
-    )
-
-
-def _tokenizes(tokenizer, text: str) -> bool:
-    try:
-        tokenizer(text, add_special_tokens=False, verbose=False)
-    except Exception:  # a tokenizer's own error type, whichever library it comes from
-        return False
-    return True
 
 
 # ---------------------------------------------------------------------- 4-5. store and managers
@@ -700,13 +638,10 @@ class WritePath:
 
 
 __all__ = [
-    "MAX_TEXT_CHARS",
     "ObservePolicy",
     "VERSION_SEPARATOR",
     "WritePath",
-    "check_text",
     "classify",
-    "check_tokens",
     "chunk_vectors",
     "embed",
     "facts",

@@ -16,7 +16,7 @@ import memnets
 from memnets.llm import OpenAIChatLLM
 from memnets.memory import extraction_prompts as prompts
 from memnets.memory.extraction import MAX_FACTS, SOURCE_MESSAGES, Extraction, ExtractionError
-from memnets.memory.writes import MAX_TEXT_CHARS
+from memnets.memory.texts import MAX_TEXT_CHARS
 from memnets.training.fake_llm import FakeChatServer
 
 CONVERSATION = [
