@@ -202,13 +202,13 @@ def classify(
     ]
     for candidate, _ in same:
         if normalise(candidate.content) == text:
-            return "unchanged", candidate
+            return said_again(candidate, memory), candidate
     said_by = speaker(memory)
     near = [c for c, s in same if s >= threshold and speaker(c) == said_by]
     stated, shape, names = _parse(memory.content)
     for candidate in near:
         if facts(candidate.content) == stated:
-            return "unchanged", candidate
+            return said_again(candidate, memory), candidate
     if near:
         return "updated", near[0]
     if sum(word != FACT_SLOT and word not in ".!?" for word in shape) < MIN_FRAME_WORDS:
@@ -222,10 +222,34 @@ def classify(
             continue
         changed = [n for n, (a, b) in enumerate(zip(stated, their)) if a != b]
         if not changed:
-            return "unchanged", candidate
+            return said_again(candidate, memory), candidate
         if all(names[n] and their_names[n] for n in changed):
             return "updated", candidate
     return "added", None
+
+
+def said_again(said: Memory, memory: Memory) -> Outcome:
+    """What ``memory`` does where ``said`` states it already: "unchanged", or "updated" where ``said``'s fact had
+    ended before ``memory`` holds from (a stale fact said again holds again: a new version, valid from then; it had
+    been taken for a repeat, and the fact that ended it stayed first)."""
+    return "updated" if said.valid_to is not None and said.valid_to <= memory.valid_from else "unchanged"
+
+
+VALIDITY = (
+    "valid_from",
+    "valid_to",
+    "invalidated_by",
+    "invalidation_score",
+    "likely_replaced_by",
+    "likely_replaced_score",
+)
+
+
+def restated(current: Memory, new: Memory) -> Memory:
+    """``new``, keyed by ``current``'s id, with ``current``'s validity (:data:`VALIDITY`: when it began, an end, the
+    judge's links) where it says ``current``'s text: a statement written again under its id (a chat history sent whole
+    each turn, a LangGraph put of the same value) reopens nothing; a new text is judged afresh."""
+    return new.replace(**{name: getattr(current, name) for name in VALIDITY}) if new.content == current.content else new
 
 
 def same_record(current: Memory, new: Memory) -> bool:
@@ -426,6 +450,7 @@ class WritePath:
     def _observe(self, memory: Memory, vector: np.ndarray, policy: ObservePolicy, *, explicit: bool) -> Memory:
         if explicit:
             match = policy.held().get(memory.id) or next(iter(self.store.get([memory.id], memory.owner)), None)
+            memory = memory if match is None else restated(match, memory)
             outcome = "added" if match is None else "unchanged" if same_record(match, memory) else "updated"
         else:
             held = [(m, float(v @ vector)) for m, v in policy.held_vectors(memory.kind)]
@@ -592,6 +617,7 @@ class WritePath:
 
     def _keyed(self, existing: Memory, memory: Memory, vector: np.ndarray, chunks: np.ndarray) -> Memory:
         """An add keyed by the id of an existing memory: unchanged if it states the same, else its next version."""
+        memory = restated(existing, memory)
         if same_record(existing, memory):
             return self._unchanged(existing, memory)
         if memory.valid_from < existing.valid_from:

@@ -390,6 +390,40 @@ def test_a_new_text_withdraws_the_decisions_of_the_old_one(location, encoder):
         assert [m.content for m in memory.list_memories(user="ann", as_of=DEC)] == ["I live in Leeds"]
 
 
+def test_a_statement_written_again_under_its_id_reopens_nothing(location, encoder):
+    """A chat history sent whole each turn, a LangGraph put of the same value, an add keyed by the id with new
+    metadata: the ended fact stays ended (it had come back as "updated", current and first again)."""
+    where, options = location
+    with memnets.open(
+        where, encoder=encoder, duplicate_threshold=EXACT, supersession=KeywordJudge(), **options
+    ) as memory:
+        history = [
+            {"role": "user", "content": "I live in Leeds", "id": "m1", "time": JAN.isoformat()},
+            {"role": "user", "content": "I moved to Lyon", "id": "m2", "time": JUN.isoformat()},
+        ]
+        memory.add(messages=history, user="ann")
+        assert [o.outcome for o in memory.add(messages=history, user="ann")] == ["unchanged", "unchanged"]
+        assert memory.get("m1", user="ann").invalidated_by == "m2"
+        memory.add("I live in Paris", user="bo", id="b1", t=JAN)
+        memory.add("I moved to Rome", user="bo", id="b2", t=JUN)
+        memory.add("I live in Paris", user="bo", id="b1", metadata={"checked": True}, t=SEP)
+        paris = memory.get("b1", user="bo")
+        assert (paris.metadata, paris.valid_to, paris.invalidated_by) == ({"checked": True}, JUN, "b2")
+
+
+def test_a_stale_fact_said_again_after_its_end_holds_again(location, encoder):
+    """Said again after the change that ended it, without an id: a new version, valid from then (it had been taken
+    for a repeat, and the fact that ended it stayed first)."""
+    where, options = location
+    with memnets.open(where, encoder=encoder, supersession=KeywordJudge(), **options) as memory:
+        leeds = memory.add("I live in Leeds", user="ann", t=JAN)
+        memory.add("I moved to Lyon", user="ann", t=MAR)
+        again = memory.add("I live in Leeds", user="ann", t=SEP)
+        assert (again.outcome, again.id, again.valid_from, again.valid_to) == ("updated", leeds.id, SEP, None)
+        assert memory.add("I live in Leeds", user="ann", t=DEC).outcome == "unchanged"  # current: a repeat
+        assert memory.add("I live in Leeds", user="ann", t=JAN).outcome == "unchanged"  # held then
+
+
 def test_a_managers_observations_pass_the_same_judge(tmp_path, encoder):
     with memnets.open(
         tmp_path / "m", encoder=encoder, duplicate_threshold=EXACT, supersession=KeywordJudge()
