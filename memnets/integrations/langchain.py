@@ -328,16 +328,19 @@ class MemnetsVectorStore(VectorStore):
         """MMR over search hits: relevance is the cosine, or a pack's scores min-max scaled to [0, 1]
         (as the memory manager picks its view), redundancy the cosine between the memories' vectors. A memory
         whose successor is among the hits (it ended or likely replaced it: :func:`~memnets.memory.search.successor_id`)
-        is no candidate: unlike its successor it would be "diverse" and answer in its place."""
+        is no candidate: unlike its successor it would be "diverse" and answer in its place. Such memories fill the
+        places MMR leaves, in the search's order (each after its successor), so k come back whenever k were found."""
         fetched = {hit.memory.id for hit in hits}
+        held_back = [hit for hit in hits if successor_id(hit.memory) in fetched]
         hits = [hit for hit in hits if successor_id(hit.memory) not in fetched]
-        if not hits:
-            return []
-        vectors = self.memory.store.vectors([hit.memory.id for hit in hits], self.user)
-        scores = np.asarray([hit.score for hit in hits], dtype=np.float64)
-        relevance = scores if self.memory.scorer is None else min_max(scores)
-        order = mmr(vectors, relevance, k, lambda_=lambda_mult)
-        return [_document(hits[i].memory) for i in order]
+        order = []
+        if hits:
+            vectors = self.memory.store.vectors([hit.memory.id for hit in hits], self.user)
+            scores = np.asarray([hit.score for hit in hits], dtype=np.float64)
+            relevance = scores if self.memory.scorer is None else min_max(scores)
+            order = mmr(vectors, relevance, k, lambda_=lambda_mult)
+        picked = [hits[i] for i in order]
+        return [_document(hit.memory) for hit in [*picked, *held_back][:k]]
 
     @classmethod
     def from_texts(
