@@ -33,7 +33,8 @@ tool error for that call: the session goes on. A request is at most 4 MiB over e
 (over stdio see :mod:`memnets.integrations.mcp_stdio`); a longer one gets an error naming the
 limit. Results are JSON objects (MCP structured content): a memory is ``{"id", "content", "t",
 "created_at", "updated_at", "kind", "importance", "metadata", "expires_at", "valid_from",
-"valid_to", "invalidated_by", "likely_replaced_by"}`` (``t`` is ``created_at``; ``expires_at`` and ``valid_to`` an ISO
+"valid_to", "invalidated_by", "invalidation_score", "likely_replaced_by", "likely_replaced_score"}`` (as REST's;
+``t`` is ``created_at``; ``expires_at`` and ``valid_to`` an ISO
 time or null; ``search_memory``/``list_memories`` take ``as_of``/``known_at``), plus ``"score"`` in search results and
 ``"outcome"`` ("added", "updated" or "unchanged", as ``AgentMemory.add`` says) from add_memory and
 update_memory. add_messages returns ``{"outcomes": [{"index", "role", "outcome", "reason", "memory"}]}``,
@@ -90,7 +91,9 @@ def memory_json(memory, score: float | None = None) -> dict[str, Any]:
         "valid_from": memory.valid_from.isoformat(),
         "valid_to": memory.valid_to.isoformat() if memory.valid_to is not None else None,
         "invalidated_by": memory.invalidated_by,
+        "invalidation_score": memory.invalidation_score,
         "likely_replaced_by": memory.likely_replaced_by,
+        "likely_replaced_score": memory.likely_replaced_score,
     }
     if score is not None:
         out["score"] = float(score)

@@ -219,6 +219,7 @@ def test_search_memory_never_answers_a_stale_fact_above_its_successor(tmp_path, 
     answers = {k: found["results"] for k, found in anyio.run(run).items()}
     check_current_first({k: [(hit["content"], hit["score"]) for hit in hits] for k, hits in answers.items()})
     assert answers[3][1]["invalidated_by"] == written[1].id == answers[3][0]["id"]
+    assert answers[3][1]["invalidation_score"] == 1.0 and answers[3][1]["likely_replaced_score"] is None  # as REST
 
 
 def test_single_user_server_refuses_other_users(tmp_path, tiny_model_dir):
