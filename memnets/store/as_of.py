@@ -10,6 +10,8 @@ written). Its versions are its current row and its older rows (``superseded_by``
 - ``known_at=K``: a line's versions written by K (``updated_at <= K``); the latest of them is
   the memory as it was known then. A version's ``valid_to`` that the next (not yet written)
   version closed was open at K and reads as open.
+- an ending by the change-of-fact judge whose ender is not among the rows (it expired; the sweep has not run yet)
+  is not in force (:func:`in_force`).
 - ``as_of=T``: among those versions (all of them without ``known_at``), the ones valid at T. A
   version's validity ends at its own ``valid_to`` and where any later-written version of its line
   begins (later knowledge takes precedence from its ``valid_from`` on), so rows written before
@@ -69,13 +71,23 @@ def visible(rows: Sequence[Memory], as_of: datetime | None, known_at: datetime |
     version comes back with the ``valid_to`` it had at ``known_at``. Linear in the rows: each line is
     read once by :func:`_known_at` and once by :func:`_valid_at`.
     """
+    present = {row.id for row in rows}
     out = []
     for line in lines(rows):
-        known = _known_at(line, known_at)
+        known = _known_at([in_force(version, present) for version in line], known_at)
         if not known:
             continue
         out.extend(known[-1:] if as_of is None else _valid_at(known, as_of))
     return out
+
+
+def in_force(version: Memory, present: set[str]) -> Memory:
+    """``version`` with the judge's ending of it undone where the memory that ended it is not ``present`` among the
+    user's unexpired rows: it expired and the sweep has not run yet (which releases it for good, as a deletion
+    does). An expired memory is gone at every time, so is what it decided; the fact it ended had answered no read."""
+    if version.invalidated_by is None or version.invalidated_by in present:
+        return version
+    return version.replace(valid_to=None, invalidated_by=None, invalidation_score=None)
 
 
 def _known_at(line: list[Memory], known_at: datetime | None) -> list[Memory]:

@@ -112,7 +112,8 @@ def test_refresh_ttl_on_get_and_search(memory, clock):
 
 def test_an_expired_successor_releases_the_facts_it_ended(location, encoder, clock):
     """Expiry is deletion: the sweep takes the judge's decisions that read the expired memories with them (each
-    user's memories read once for the whole sweep), so a fact one of them ended is current again."""
+    user's memories read once for the whole sweep), so a fact one of them ended is current again; before the sweep,
+    a read of a valid time finds it valid (it had answered nothing)."""
 
     class EndsWhatCameBefore:
         threshold = 0.5
@@ -127,6 +128,8 @@ def test_an_expired_successor_releases_the_facts_it_ended(location, encoder, clo
             memory.add("Now I live in Lyon, for a month", user=user, ttl=60, id="stay")
             assert memory.get("home", user=user).invalidated_by == "stay"
         clock.advance(61)
+        for user in ("ann", "bo"):  # before the sweep: an ending by a memory gone is not in force
+            assert [m.id for m in memory.list_memories(user=user, as_of=clock.now)] == ["home"]
         assert memory.sweep_expired() == 2
         for user in ("ann", "bo"):
             home = memory.get("home", user=user)
