@@ -228,6 +228,19 @@ def classify(
     return "added", None
 
 
+def check_same_scope(existing: Memory, new: Memory, what: str, field: str) -> None:
+    """ValueError naming ``field`` unless ``new`` (a next version of ``existing``, or what replaces it) is of its scope
+    (:func:`same_scope`): a memory's versions keep one scope, so deleting a scope takes every one of them, and a token
+    narrowed to one agent reads no history of another's."""
+    if not same_scope(existing, new):
+        raise ArgumentValueError(
+            f"add: {what} is a memory of agent {existing.agent!r}, session {existing.session!r}; this one's is agent "
+            f"{new.agent!r}, session {new.session!r} (a memory's versions keep its scope, which "
+            "delete_all(agent=..., session=...) takes whole)",
+            field=field,
+        )
+
+
 def said_again(said: Memory, memory: Memory) -> Outcome:
     """What ``memory`` does where ``said`` states it already: "unchanged", or "updated" where ``said``'s fact had
     ended before ``memory`` holds from (a stale fact said again holds again: a new version, valid from then; it had
@@ -507,13 +520,8 @@ class WritePath:
                 raise ArgumentValueError(
                     f"add: replaces={replaces!r} is the id of the memory being added", field="replaces"
                 )
-            if replaced is not None and not same_scope(replaced, memories[0]):  # its history would leave its scope
-                raise ArgumentValueError(
-                    f"add: replaces={replaces!r} is a memory of agent {replaced.agent!r}, session {replaced.session!r}; "
-                    f"the new one's is agent {memories[0].agent!r}, session {memories[0].session!r} (a memory "
-                    "replaces one of its own scope, which delete_all(agent=..., session=...) takes with it)",
-                    field="replaces",
-                )
+            if replaced is not None:
+                check_same_scope(replaced, memories[0], f"replaces={replaces!r}", "replaces")
             return self._supersede(self._commit(memories, vectors, chunks, explicit, replaced), vectors)
 
     def _supersede(self, written: list[Memory], vectors: np.ndarray) -> list[Memory]:
@@ -616,7 +624,9 @@ class WritePath:
         return self._version(current, new, vector, chunks)
 
     def _keyed(self, existing: Memory, memory: Memory, vector: np.ndarray, chunks: np.ndarray) -> Memory:
-        """An add keyed by the id of an existing memory: unchanged if it states the same, else its next version."""
+        """An add keyed by the id of an existing memory: unchanged if it states the same, else its next version
+        (of the same scope only, :func:`check_same_scope`)."""
+        check_same_scope(existing, memory, f"id {memory.id!r}", "id")
         memory = restated(existing, memory)
         if same_record(existing, memory):
             return self._unchanged(existing, memory)

@@ -37,6 +37,11 @@ def memory(tmp_path, encoder):
             ValueError,
             "replaces",
         ),
+        (
+            lambda m: m.add("y", user="ann", agent="a2", id=m.add("x", user="ann", agent="a1", id="k").id),
+            ValueError,
+            "id",
+        ),
         (lambda m: m.add_many("one text", user="ann"), TypeError, "items"),
         (lambda m: m.add_many(["a", "b"], user="ann", ids=["same", "same"]), ValueError, "ids"),
         (lambda m: m.add(messages="hello", user="ann"), TypeError, "messages"),
