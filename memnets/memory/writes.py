@@ -522,7 +522,24 @@ class WritePath:
                 )
             if replaced is not None:
                 check_same_scope(replaced, memories[0], f"replaces={replaces!r}", "replaces")
+            self._check_links(memories)
             return self._supersede(self._commit(memories, vectors, chunks, explicit, replaced), vectors)
+
+    def _check_links(self, memories: list[Memory]) -> None:
+        """ValueError naming the field where a record given whole links (``invalidated_by``, ``likely_replaced_by``)
+        to no memory of its scope, in this write or stored: a link moves its target below the record in every search,
+        so one to another agent's memory let a token narrowed to one agent reorder another's answers."""
+        written = {(m.owner, m.id): m for m in memories}
+        for memory in memories:
+            for field in ("invalidated_by", "likely_replaced_by"):
+                if (target := getattr(memory, field)) is None:
+                    continue
+                found = written.get((memory.owner, target)) or next(iter(self.store.get([target], memory.owner)), None)
+                if found is None or not same_scope(found, memory):
+                    raise ArgumentValueError(
+                        f"add: memory {memory.id!r}: {field}={target!r} names no memory of its user, agent and session",
+                        field=field,
+                    )
 
     def _supersede(self, written: list[Memory], vectors: np.ndarray) -> list[Memory]:
         """Inside a write's transaction: the supersession step, if any, on what it wrote (returned as it was)."""

@@ -4,7 +4,7 @@ reports fields (the REST server) reads them instead of guessing from the message
 from __future__ import annotations
 
 import pickle
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -12,6 +12,14 @@ import memnets
 from memnets.argerrors import ArgumentTypeError, ArgumentValueError, UnknownIdError, field_of
 from memnets.records import Memory
 from memnets.store.errors import InvalidMemoryError
+
+T = datetime(2024, 3, 1, tzinfo=UTC)
+
+
+def linked(memory, agent: str, target: str) -> Memory:
+    """A record of ``agent`` that names ``target``, a memory of another agent, as the one that ended it."""
+    memory.add("the other agent's fact", user="ann", agent="a1", id=target)
+    return Memory(id="bait", owner="ann", t=T, content="a record", agent=agent, invalidated_by=target, valid_to=T)
 
 
 @pytest.fixture
@@ -42,6 +50,7 @@ def memory(tmp_path, encoder):
             ValueError,
             "id",
         ),
+        (lambda m: m.add(linked(m, "a2", "k2"), user="ann"), ValueError, "invalidated_by"),
         (lambda m: m.add_many("one text", user="ann"), TypeError, "items"),
         (lambda m: m.add_many(["a", "b"], user="ann", ids=["same", "same"]), ValueError, "ids"),
         (lambda m: m.add(messages="hello", user="ann"), TypeError, "messages"),
