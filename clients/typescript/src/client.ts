@@ -190,7 +190,7 @@ export class MemnetsClient {
     checkOptions("listMemories", options);
     const { user, limit = 100, offset = 0, filters, as_of, known_at } = options;
     const query: QueryOf<"/v1/memories", "get"> = { user, offset, limit: limit ?? PAGE };
-    if (filters !== undefined) query.filters = JSON.stringify(toJson(filters));
+    if (filters !== undefined) query.filters = JSON.stringify(toJson(filters, ["filters"]));
     if (as_of !== undefined) query.as_of = toJson(as_of) as string;
     if (known_at !== undefined) query.known_at = toJson(known_at) as string;
     const out: Memory[] = [];
@@ -280,12 +280,13 @@ export class MemnetsClient {
     }
     const headers: Record<string, string> = { ...this.#headers, Accept: "application/json" };
     if (body !== undefined) headers["Content-Type"] = "application/json";
+    const payload = body === undefined ? undefined : JSON.stringify(toJson(body)); // refused before any request
     let response: Response;
     try {
       response = await this.#fetch(url, {
         method,
         headers,
-        body: body === undefined ? undefined : JSON.stringify(toJson(body)),
+        body: payload,
         signal: AbortSignal.timeout(this.timeoutMs),
       });
     } catch (error) {
@@ -328,15 +329,27 @@ function segment(value: unknown, name = "id"): string {
   return encodeURIComponent(value);
 }
 
-/** A value as JSON: Dates as ISO 8601 strings, everything else as it is. */
-function toJson(value: unknown): unknown {
+/**
+ * A value as JSON: Dates as ISO 8601 strings, everything else as it is; a number that is not finite (NaN,
+ * Infinity) is an InvalidArgumentError naming its place, as the server refuses it: JSON.stringify would send
+ * it as null, stored without a word. `path`: the value's place, its first key the field named.
+ */
+function toJson(value: unknown, path: (string | number)[] = []): unknown {
   if (value instanceof Date) return value.toISOString();
-  if (Array.isArray(value)) return value.map(toJson);
+  if (typeof value === "number" && !Number.isFinite(value)) {
+    const [field, ...rest] = path.map(String);
+    const place = `${field ?? "value"}${rest.map((key) => `[${JSON.stringify(key)}]`).join("")}`;
+    throw new InvalidArgumentError(
+      `${place} is ${value}: JSON numbers must be finite (no NaN or Infinity)`,
+      refused(field ?? "value", "invalid_argument"),
+    );
+  }
+  if (Array.isArray(value)) return value.map((item, n) => toJson(item, [...path, n]));
   if (value !== null && typeof value === "object") {
     return Object.fromEntries(
       Object.entries(value)
         .filter(([, v]) => v !== undefined)
-        .map(([k, v]) => [k, toJson(v)]),
+        .map(([k, v]) => [k, toJson(v, [...path, k])]),
     );
   }
   return value;

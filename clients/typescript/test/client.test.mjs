@@ -290,6 +290,14 @@ describe("errors", () => {
     await assert.rejects(memory.get("..", { user }), InvalidArgumentError);
     await assert.rejects(memory.add(42, { user }), InvalidTypeError);
     await assert.rejects(memory.addMany("hello world", { user }), InvalidTypeError);
+    for (const number of [NaN, Infinity, -Infinity]) {
+      // JSON.stringify would send null, stored without a word; the server refuses such a number, and so does the client
+      await assert.rejects(
+        memory.add("a score", { user, metadata: { score: number } }),
+        (error) =>
+          error instanceof InvalidArgumentError && error.field === "metadata" && /must be finite/.test(error.message),
+      );
+    }
     assert.throws(() => new MemnetsClient("localhost:8000"), InvalidArgumentError);
     assert.throws(() => new MemnetsClient(URL_, { token: " " }), InvalidArgumentError);
   });
