@@ -10,7 +10,7 @@ import pytest
 from memnets.cli import main as cli_main
 from memnets.extras import install_command, missing_extra_message
 from memnets.training.data.config import load_data_config
-from memnets.training.data.location import DATA_ENV, DataNotFoundError, find_data
+from memnets.training.data.location import DATA_ENV, DataNotFoundError, find_data, find_input
 
 CHECKOUT_DATA = Path(__file__).resolve().parents[2] / "data" / "locomo" / "locomo8.json"
 
@@ -44,6 +44,19 @@ def test_nothing_found_names_all_three_places(elsewhere):
         find_data()
     message = str(error.value)
     assert "--data FILE" in message and f"${DATA_ENV}" in message and "data/locomo" in message
+
+
+def test_an_input_a_config_names_is_found_from_any_folder(tmp_path, monkeypatch):
+    """A relative path of a config (the judge's pairs) under the working folder, else in the checkout memnets runs
+    from; neither: one line naming it and where it looked (the supersession step had stopped on a traceback when run
+    outside the checkout)."""
+    monkeypatch.chdir(tmp_path)
+    written = "data/supersession/written/train_a.jsonl"
+    assert find_input(written, "pairs") == CHECKOUT_DATA.parents[2] / written
+    (tmp_path / "mine.jsonl").write_text("{}\n")
+    assert find_input("mine.jsonl", "pairs") == tmp_path / "mine.jsonl"
+    with pytest.raises(DataNotFoundError, match=r"pairs: data/nope.jsonl does not exist \(looked at .*nope.jsonl"):
+        find_input("data/nope.jsonl", "pairs")
 
 
 def test_a_named_file_that_is_missing_is_an_error_not_a_fallback(tmp_path, monkeypatch):

@@ -52,6 +52,23 @@ def find_data(explicit: str | Path | None = None) -> Path:
     )
 
 
+def find_input(path: str | Path, what: str) -> Path:
+    """An input file a config names (the change-of-fact judge's pairs, say): a relative path under the working folder,
+    else beside the source tree memnets was imported from (a checkout's ``data/``, as :func:`find_data` looks); an
+    absolute one as it is. DataNotFoundError naming ``what``, the path and where it looked when none exists (a
+    command run outside the checkout had stopped on a traceback)."""
+    path = Path(path)
+    candidates = [path] if path.is_absolute() else [Path.cwd() / path, _source_checkout() / path]
+    for candidate in candidates:
+        if candidate.is_file():
+            return candidate
+    looked = ", ".join(str(c) for c in dict.fromkeys(candidates))
+    raise DataNotFoundError(
+        f"{what}: {path} does not exist (looked at {looked}); run from a checkout of memnets, whose data/ holds it, "
+        "or give the file in the config"
+    )
+
+
 def _data_file(path: Path, origin: str) -> Path:
     if path.is_dir():
         path = path / LOCOMO_FILE

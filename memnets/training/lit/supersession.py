@@ -29,6 +29,7 @@ from memnets.nn.backbones import DEFAULT_BACKBONE
 from memnets.nn.change_judge import ChangeJudge, ChangeJudgeNet, probabilities
 from memnets.nn.heads import threshold_max_f1
 from memnets.nn.judge_files import DEFAULT_JUDGE_DIR, checked_weights
+from memnets.training.data.location import find_input
 
 WRITTEN = "data/supersession/written"
 DEFAULT_TRAIN = (f"{WRITTEN}/train_a.jsonl", f"{WRITTEN}/train_b.jsonl")
@@ -39,10 +40,11 @@ OTHER_FACTS = 6  # other subjects' statements each validation pair's newer one i
 
 
 def _pair_rows(paths: Sequence[str | Path]) -> Iterator[tuple[str, int, dict]]:
-    """(file, line number, row) of each non-empty line of JSON-lines pair files; ValueError naming the file and
-    line of a row without text fields ``older`` / ``newer``."""
+    """(file, line number, row) of each non-empty line of JSON-lines pair files (a relative path found under the
+    working folder, else in the checkout memnets runs from: :func:`~memnets.training.data.location.find_input`);
+    ValueError naming the file and line of a row without text fields ``older`` / ``newer``."""
     for path in paths:
-        with open(path, encoding="utf-8") as handle:
+        with open(find_input(path, "a file of pairs"), encoding="utf-8") as handle:
             for number, line in enumerate(handle, 1):
                 if not line.strip():
                     continue
@@ -206,7 +208,8 @@ class ChangeJudgeDataModule(L.LightningDataModule):
         def encode(texts):
             return encoder.encode(list(texts)).numpy()
 
-        return replayed_pairs(load_locomo(self.conversations, chosen), mined, encode, self.replayed)
+        conversations = find_input(self.conversations, "the conversations of the replayed pairs")
+        return replayed_pairs(load_locomo(conversations, chosen), mined, encode, self.replayed)
 
     @property
     def pos_weight(self) -> float:
