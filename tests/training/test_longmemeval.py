@@ -84,6 +84,7 @@ def test_eval_retrieval_on_the_fixture_equals_the_hand_computed_values(tmp_path,
         "abstention": 1,
         "no_evidence": 1,
         "evidence_after_question": 0,
+        "evidence_turns_after_question": 0,
         "type_multi-session": 1,
         "type_single-session-user": 1,
         "type_temporal-reasoning": 1,
@@ -317,3 +318,19 @@ def test_a_question_asked_before_all_its_evidence_is_left_out_and_counted(tmp_pa
     printed = " ".join(capsys.readouterr().out.split())
     assert "2 questions (left out: 1 abstention, 1 without evidence, 1 with evidence after the question)" in printed
     assert "all their evidence is dated after their question_date" in caplog.text
+
+
+def test_evidence_dated_after_its_question_is_left_out_of_its_evidence(tmp_path, caplog):
+    """q2's two evidence turns, the question asked between them: scored on the first (the second is hidden from
+    the ranking), counted and warned; it had been counted as evidence, recall could not reach 1 while nDCG did."""
+    questions = json.loads(FIXTURE.read_text())
+    asked = next(q for q in questions if q["question_id"] == "q2")
+    asked["question_date"] = "2023/05/06 (Sat) 09:00"  # after answer_a (05/05), before answer_b (05/07)
+    path, out = tmp_path / "lme.json", tmp_path / "report.json"
+    path.write_text(json.dumps(questions))
+    assert main(["eval", "retrieval", "bm25", "--data", str(path), "--json", str(out)]) == 0
+    report = json.loads(out.read_text())["reports"][0]
+    row = next(row for row in report["per_question"] if row["question_id"] == "q2")
+    assert len(row["evidence"]) == 1 and row["evidence_after_question"] == 1
+    assert row["turn_recall_all@50"] == 1.0 and report["counts"]["evidence_turns_after_question"] == 1
+    assert "1 evidence turn(s) of 1 question(s) dated after their question_date left out" in caplog.text

@@ -34,7 +34,7 @@ from memnets.training.retrieval.longmemeval_metrics import LONGMEMEVAL_KS, quest
 from memnets.training.retrieval.rankers import Ranker, build_ranker, parse_spec
 
 logger = logging.getLogger(__name__)
-_ROW_KEYS = {"question_id", "question_type", "question_date", "evidence", "retrieved"}
+_ROW_KEYS = {"question_id", "question_type", "question_date", "evidence", "evidence_after_question", "retrieved"}
 
 
 @dataclass
@@ -60,13 +60,13 @@ def scored_questions(questions: Iterable[LongMemEvalQuestion]) -> list[LongMemEv
     return [q for q in questions if not q.abstention and asked_evidence(q)]
 
 
-def asked_evidence(question: LongMemEvalQuestion) -> bool:
-    """Whether some evidence turn of ``question`` is dated by its ``question_date``. The turns after it are
-    hidden from the question (:func:`rank_question`), so one whose evidence all comes later (a data error)
-    cannot be scored: it had been scored 0 at every k, with nothing said."""
-    evidence = set(question.evidence)
-    seen = seen_at(question.user_turns_only(), question.question_date)
-    return any(turn.dia_id in evidence for turn in seen.turns)
+def asked_evidence(question: LongMemEvalQuestion) -> tuple[str, ...]:
+    """The evidence turns of ``question`` dated by its ``question_date``, in its order. The turns after it are
+    hidden from the question (:func:`rank_question`), so a question none of whose evidence comes before it (a data
+    error) cannot be scored (it had been scored 0 at every k, with nothing said), and one with some later evidence
+    is scored on the rest (its recall could not reach 1 while its nDCG did)."""
+    seen = {turn.dia_id for turn in seen_at(question.user_turns_only(), question.question_date).turns}
+    return tuple(turn for turn in question.evidence if turn in seen)
 
 
 def rank_question(ranker: Ranker, question: LongMemEvalQuestion) -> list[str]:
@@ -108,16 +108,17 @@ def evaluate_longmemeval(
     scored = scored_questions(questions)
     rows = []
     for question in track(scored, desc=f"{name}: ranking", unit="question", disable=not progress):
-        ranked = rank_question(ranker, question)
+        ranked, evidence = rank_question(ranker, question), asked_evidence(question)
         rows.append(
             {
                 "question_id": question.question_id,
                 "question_type": question.question_type,
                 "question_date": question.question_date.isoformat(),
-                "evidence": list(question.evidence),
+                "evidence": list(evidence),
+                "evidence_after_question": len(question.evidence) - len(evidence),  # left out of its evidence
                 "retrieved": list(ranked[: max(ks)]),  # the ranked turn ids, best first
             }
-            | question_metrics(ranked, question.evidence, question.turn_session, ks)
+            | question_metrics(ranked, evidence, question.turn_session, ks)
         )
     return summarize(name, rows, questions)
 
@@ -137,6 +138,16 @@ def summarize(name: str, rows: list[dict], questions: Sequence[LongMemEvalQuesti
             "LongMemEval: %d question(s) left out: all their evidence is dated after their question_date",
             with_evidence - len(rows),
         )
+    late = [row for row in rows if row["evidence_after_question"]]
+    if late:
+        logger.warning(
+            "LongMemEval: %d evidence turn(s) of %d question(s) dated after their question_date left out of their "
+            "evidence (%s%s)",
+            sum(row["evidence_after_question"] for row in late),
+            len(late),
+            ", ".join(row["question_id"] for row in late[:3]),
+            ", ..." if len(late) > 3 else "",
+        )
     return LongMemEvalReport(
         name=name,
         overall=mean(rows) if rows else {},
@@ -146,6 +157,7 @@ def summarize(name: str, rows: list[dict], questions: Sequence[LongMemEvalQuesti
             "abstention": abstention,
             "no_evidence": len(questions) - abstention - with_evidence,
             "evidence_after_question": with_evidence - len(rows),
+            "evidence_turns_after_question": sum(row["evidence_after_question"] for row in rows),
         }
         | {f"type_{t}": sum(row["question_type"] == t for row in rows) for t in types},
         per_question=rows,
