@@ -334,3 +334,11 @@ def test_evidence_dated_after_its_question_is_left_out_of_its_evidence(tmp_path,
     assert len(row["evidence"]) == 1 and row["evidence_after_question"] == 1
     assert row["turn_recall_all@50"] == 1.0 and report["counts"]["evidence_turns_after_question"] == 1
     assert "1 evidence turn(s) of 1 question(s) dated after their question_date left out" in caplog.text
+
+
+def test_a_json_folder_or_bad_categories_are_usage_errors_before_the_run(tmp_path, capsys):
+    """Refused as the options are parsed, naming them: a --json folder had failed after the whole evaluation."""
+    assert main(["eval", "retrieval", "bm25", "--data", str(FIXTURE), "--json", str(tmp_path)]) == 2
+    assert f"argument --json: {tmp_path} is a folder" in capsys.readouterr().err
+    assert main(["eval", "retrieval", "bm25", "--data", str(FIXTURE), "--categories", "x"]) == 2
+    assert "argument --categories: expected comma-separated integers" in capsys.readouterr().err

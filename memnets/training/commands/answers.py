@@ -11,13 +11,12 @@ The API key, when one is needed, comes from $OPENAI_API_KEY.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 from rich.table import Table
 
-from memnets.commands.options import DATA_HELP
+from memnets.commands.options import DATA_HELP, category_list, json_file, write_json
 from memnets.console import CommandParser, add_output_options, parse_args, print_table
 from memnets.training.evaluation.answers import AnswerReport, conversation_items, evaluate_answers, longmemeval_items
 from memnets.training.retrieval.rankers import parse_spec
@@ -35,13 +34,20 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--retriever", default="bm25", help="ranker spec [NAME=]KIND[:PATH] (default bm25)")
     parser.add_argument("--pack", default=None, help="retrieve with a memory pack's LearnedScorer (learned:PACK)")
     parser.add_argument("-k", type=int, default=10, help="turns retrieved per question (default 10)")
-    parser.add_argument("--categories", default="1,2,3,4", help="LoCoMo / JSONL categories to ask (default 1,2,3,4)")
+    parser.add_argument(
+        "--categories",
+        type=category_list,
+        default=(1, 2, 3, 4),
+        help="LoCoMo / JSONL categories to ask (default 1,2,3,4)",
+    )
     parser.add_argument("--limit", type=int, default=None, help="ask only the first N questions")
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for one model answer (default 60)")
     parser.add_argument(
         "--retries", type=int, default=2, help="retries of a failed call or malformed verdict (default 2)"
     )
-    parser.add_argument("--json", default=None, help="write every question's retrieved ids, answer and verdict here")
+    parser.add_argument(
+        "--json", type=json_file, default=None, help="write every question's retrieved ids, answer and verdict here"
+    )
     return add_output_options(parser)
 
 
@@ -85,7 +91,6 @@ def main(argv: list[str]) -> int:
     spec = f"pack=learned:{args.pack}" if args.pack else args.retriever
     try:
         name, kind, path = parse_spec(spec)
-        categories = tuple(int(c) for c in args.categories.split(","))
         if args.k < 1 or args.retries < 0 or (args.limit is not None and args.limit < 1):
             raise ValueError("-k and --limit must be at least 1, --retries at least 0")
         answerer = OpenAIChatLLM(args.llm, args.model, timeout=args.timeout)
@@ -93,7 +98,7 @@ def main(argv: list[str]) -> int:
         if detect_format(args.data) == "longmemeval":
             items = longmemeval_items(load_longmemeval(args.data))
         else:
-            items = conversation_items(load_conversations(args.data), categories)
+            items = conversation_items(load_conversations(args.data), args.categories)
     except (OSError, ValueError) as error:
         command.error(str(error))
     items = items[: args.limit]
@@ -104,8 +109,7 @@ def main(argv: list[str]) -> int:
     report = evaluate_answers(items, ranker, answerer, judge, k=args.k, retries=args.retries, name=name)
     print_table(report_table(report))
     if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        payload = {"data": str(args.data), "llm": args.llm, "judge": args.judge or args.llm} | report.to_dict()
-        Path(args.json).write_text(json.dumps(payload, indent=2))
-        print(f"wrote {args.json}")
+        write_json(
+            args.json, {"data": str(args.data), "llm": args.llm, "judge": args.judge or args.llm} | report.to_dict()
+        )
     return 0

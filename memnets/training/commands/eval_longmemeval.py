@@ -9,13 +9,12 @@ and NDCG at k = 1, 3, 5, 10, 30, 50 at turn and session level; the second, the p
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
 from rich.table import Table
 
+from memnets.commands.options import write_json
 from memnets.console import print_table
 from memnets.training.data.longmemeval import load_longmemeval
 from memnets.training.evaluation.longmemeval import LongMemEvalReport, compare_on_longmemeval
@@ -74,13 +73,11 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         print_table(metrics_table(report))
         print_table(type_table(report))
     if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         payload = {
             "data": str(args.data),
             "format": "longmemeval",
             "ks": list(LONGMEMEVAL_KS),
             "reports": [report.to_dict(with_questions=True) for report in reports],
         }
-        Path(args.json).write_text(json.dumps(payload, indent=2))
-        print(f"wrote {args.json}")
+        write_json(args.json, payload)
     return 0

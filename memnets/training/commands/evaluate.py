@@ -18,14 +18,13 @@ ranked by its search: memnets.training.evaluation.memory_ranker).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from rich.table import Table
 
-from memnets.commands.options import DATA_HELP, add_data_option
+from memnets.commands.options import DATA_HELP, add_data_option, category_list, json_file, write_json
 from memnets.console import CommandParser, add_output_options, parse_args, print_table
 from memnets.training.data.config import SPLIT_NAMES, load_data_config
 from memnets.training.data.formats import detect_format, load_conversations
@@ -74,12 +73,16 @@ def retrieval_parser() -> argparse.ArgumentParser:
         choices=SPLIT_NAMES,
         help="the data config's split (default: test; with --data, every conversation of the file)",
     )
-    parser.add_argument("--categories", default="1,2,3,4", help="QA categories to score (default 1,2,3,4)")
+    parser.add_argument(
+        "--categories", type=category_list, default=(1, 2, 3, 4), help="QA categories to score (default 1,2,3,4)"
+    )
     parser.add_argument(
         "-c", "--config", default=None, help="data config: YAML file or packaged name (default data/locomo)"
     )
     add_data_option(parser, DATA_HELP + " (with --data and no --split, every conversation of the file)")
-    parser.add_argument("--json", default=None, help="write the reports (with per-question values) here")
+    parser.add_argument(
+        "--json", type=json_file, default=None, help="write the reports (with per-question values) here"
+    )
     parser.add_argument(
         "--pack", default=None, help="also evaluate a memory pack: its encoder (dense) and its LearnedScorer"
     )
@@ -92,10 +95,10 @@ def retrieval_main(argv: list[str]) -> int:
     if args.pack:
         args.retrievers += [f"pack-encoder=dense:{Path(args.pack) / 'encoder'}", f"pack-learned=learned:{args.pack}"]
 
+    categories = args.categories
     try:
         for spec in args.retrievers:
             parse_spec(spec)
-        categories = tuple(int(c) for c in args.categories.split(","))
     except ValueError as error:
         parser.error(str(error))
     try:
@@ -122,7 +125,6 @@ def retrieval_main(argv: list[str]) -> int:
     print_table(comparison_table(reports, scope, DEFAULT_KS))
     print_table(category_table(reports))
     if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         payload = {
             "data": str(args.data or config.path),
             "split": split,
@@ -130,8 +132,7 @@ def retrieval_main(argv: list[str]) -> int:
             "categories": list(categories),
             "reports": [report.to_dict(with_questions=True) for report in reports],
         }
-        Path(args.json).write_text(json.dumps(payload, indent=2))
-        print(f"wrote {args.json}")
+        write_json(args.json, payload)
     return 0
 
 
@@ -164,7 +165,7 @@ def heads_parser() -> argparse.ArgumentParser:
         help="data config: YAML file or packaged name (default data/locomo); --data-config is an old alias",
     )
     add_data_option(parser)
-    parser.add_argument("--json", default=None, help="also write the results to this JSON file")
+    parser.add_argument("--json", type=json_file, default=None, help="also write the results to this JSON file")
     return add_output_options(parser)
 
 
@@ -182,7 +183,5 @@ def heads_main(argv: list[str]) -> int:
             title = f"{task} on {args.split} (positives {result[f'{task}_positives']:.3f})"
             print(format_table(title, result[task], columns) + "\n")
     if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(result, indent=2))
-        print(f"wrote {args.json}")
+        write_json(args.json, result)
     return 0
