@@ -13,6 +13,7 @@ import argparse
 import logging
 import os
 import sys
+import warnings
 from typing import NoReturn
 
 from rich.console import Console
@@ -82,6 +83,8 @@ def setup_output(verbose: int = 0, quiet: bool = False) -> None:
 
         hf_logging.set_verbosity(other_level)
     set_progress("off" if quiet else None)
+    if quiet:  # errors only: the libraries' Python warnings (Lightning's hints about batches and precision) too
+        warnings.simplefilter("ignore")
 
 
 class CommandParser(argparse.ArgumentParser):

@@ -242,7 +242,8 @@ class MemoryEncoder(EncoderTexts, torch.nn.Module):
         """
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
-        self.backbone.save_pretrained(path)
+        with quiet_loading():  # its "Writing model shards" bar: saving takes a moment, and -q promises no bars
+            self.backbone.save_pretrained(path)
         self.tokenizer.save_pretrained(path)
         hidden = self.backbone.config.hidden_size
         modules = [

@@ -41,15 +41,14 @@ def test_every_fit_config_uses_it():
         assert "memnets.training.lit.progress.TerminalProgressBar" in [c["class_path"] for c in callbacks], name
 
 
-def test_a_command_prints_each_lightning_line_once_and_no_tips(capfd, tmp_path):
-    """Under a command's handler (setup_output) a real fit's Lightning lines come out once each, in
-    memnets' format, and Lightning's litlogger/litmodels tips not at all."""
+def fit_under_a_command(tmp_path, verbose: int) -> None:
+    """A real fit of BoringModel under a command's handler (setup_output at ``verbose``), the handler removed after."""
     import logging
 
     from memnets.console import setup_output
     from memnets.training.lit.logs import adopt_lightning_logging
 
-    setup_output(verbose=1)
+    setup_output(verbose=verbose)
     try:
         adopt_lightning_logging()
         trainer = L.Trainer(  # with a checkpoint callback (in tmp_path), whose tip is dropped too
@@ -65,6 +64,17 @@ def test_a_command_prints_each_lightning_line_once_and_no_tips(capfd, tmp_path):
         root = logging.getLogger()
         for handler in [h for h in root.handlers if getattr(h, "memnets_command", False)]:
             root.removeHandler(handler)
+
+
+def test_a_command_prints_each_lightning_line_once_and_no_tips(capfd, tmp_path):
+    """Under a command's handler (setup_output) a real fit's Lightning lines come out once each, in
+    memnets' format, at -vv (other libraries' INFO), none by default or at -v (its INFO level, set when it is
+    imported, had let "Seed set" and "GPU available" through at every level), and Lightning's litlogger/litmodels
+    tips not at all."""
+    for verbose in (0, 1):
+        fit_under_a_command(tmp_path, verbose)
+        assert "INFO" not in capfd.readouterr().err
+    fit_under_a_command(tmp_path, 2)
     err = capfd.readouterr().err
     assert err.count("`Trainer.fit` stopped: `max_epochs=1` reached.") == 1, err
     assert "INFO: " not in err  # Lightning's own handler's format

@@ -23,13 +23,17 @@ def _not_a_tip(record: logging.LogRecord) -> bool:
 
 def adopt_lightning_logging() -> None:
     """Once lightning is imported: drop its own stream handlers when a memnets command's handler is on
-    the root logger (the records reach it there), and drop its tips. Idempotent."""
-    if any(getattr(handler, "memnets_command", False) for handler in logging.getLogger().handlers):
+    the root logger (the records reach it there), and its INFO level, set at its import, for the command's level
+    of other libraries (the root's: WARNING, ERROR with -q, INFO with -vv; its "Seed set to 0" and "GPU available"
+    lines had come out at every level); and drop its tips. Idempotent."""
+    root = logging.getLogger()
+    if any(getattr(handler, "memnets_command", False) for handler in root.handlers):
         for name in LIGHTNING_LOGGERS:
             logger = logging.getLogger(name)
             for handler in [h for h in logger.handlers if type(h) is logging.StreamHandler]:
                 logger.removeHandler(handler)
             logger.propagate = True
+            logger.setLevel(root.level)
     tips = logging.getLogger(TIPS_LOGGER)
     if _not_a_tip not in tips.filters:
         tips.addFilter(_not_a_tip)
