@@ -15,7 +15,7 @@ of 0.01 at which at most 0.1% of the turns there would merge into an earlier dis
 multiple below 1 gives exactly none: one speaker says nearly the same "Thanks, Nate! ..." twice);
 conv-50 then reports its false-merge rate. The merged pairs at the threshold are listed.
 
-The consistency rule of the write path (memnets.memory.writes.classify: unchanged / updated /
+The consistency rule of the write path (memnets.memory.consistency.classify: unchanged / updated /
 added) is measured on the same vectors, choosing on the training conversations only (conv-26, 30,
 41, 42, 43, 47) and reporting validation (conv-49) and test (conv-50): each turn is classified
 against its DUPLICATE_CANDIDATES nearest earlier turns, as ``AgentMemory.add`` would, at several
@@ -124,7 +124,7 @@ def consistency(per: dict, encoder) -> dict:
     """The write path's outcomes on LoCoMo turns per threshold (train / validation / test), the chosen
     threshold, and how many one-detail fact changes are near matches at it."""
     from bench.common import CHANGES
-    from memnets.memory.writes import classify, normalise
+    from memnets.memory.consistency import classify, normalise
     from memnets.records import Memory
 
     def outcomes(keys, threshold):

@@ -12,7 +12,7 @@ One call of :meth:`Extraction.add`:
 2. **Decisions.** ``decide="llm"``: each fact is compared with its nearest memories of the user
    (``search``, the one re-rank rule) and the LLM decides, per fact, ADD, UPDATE (an existing memory
    gets the merged text), DELETE (an existing memory goes) or NONE. ``decide="rules"``: no second
-   call; every fact is added and memnets' own consistency rule (:func:`memnets.memory.writes.classify`)
+   call; every fact is added and memnets' own consistency rule (:func:`memnets.memory.consistency.classify`)
    says whether it is new, changes a memory of the user (its old text kept in ``history``) or says
    what one says already. With either, a write goes through the one write path
    (``AgentMemory.add``/``update``/``delete``, :mod:`memnets.memory.writes`), which still applies

@@ -4,7 +4,7 @@
 frame rule of :mod:`memnets.memory.writes` catches restatements only), and without this step the
 first stays current and may rank first for "Where do I live?". After each write, :class:`Supersession`
 picks the candidates: among the user's :data:`CANDIDATE_POOL` current memories nearest to the new one by
-the store's index, those of the same kind, the same scope (:func:`~memnets.memory.writes.same_scope`:
+the store's index, those of the same kind, the same scope (:func:`~memnets.memory.consistency.same_scope`:
 agent and session, the one scope rule of every step that reads or changes another memory) and the same
 speaker (a field: the message's ``speaker``, else the ``"{speaker}: "`` prefix; a text of no speaker and one
 whose only speaker is its prefix, which may be a label such as "Update: ", count as one: :func:`one_speaker`),
@@ -52,8 +52,8 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from memnets.memory.consistency import same_scope, speaker
 from memnets.memory.revision import successor
-from memnets.memory.writes import same_scope, speaker
 from memnets.records import Memory
 from memnets.store.rows import closed_by
 from memnets.text import strip_speaker

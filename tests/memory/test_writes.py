@@ -16,9 +16,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 import memnets
+from memnets.memory.consistency import MIN_FRAME_WORDS, classify, facts, frame, normalise
 from memnets.memory.manager import DUPLICATE_THRESHOLD
 from memnets.memory.testing import FLIGHT, LATER, OTHER, PHONE, PHONE2
-from memnets.memory.writes import MIN_FRAME_WORDS, classify, facts, frame, normalise
 from memnets.records import Memory
 from memnets.store.errors import InvalidMemoryError
 
