@@ -30,8 +30,7 @@ import numpy as np
 from memnets.argerrors import ArgumentTypeError
 from memnets.extras import needs_extra
 from memnets.memory.ids import check_new_id
-from memnets.memory.mmr import mmr
-from memnets.memory.search import successor_id
+from memnets.memory.mmr import mmr_current_first
 from memnets.memory.texts import check_text
 from memnets.records import Memory
 from memnets.scoring import min_max
@@ -327,20 +326,18 @@ class MemnetsVectorStore(VectorStore):
     def _mmr(self, hits, k: int, lambda_mult: float) -> list[Document]:
         """MMR over search hits: relevance is the cosine, or a pack's scores min-max scaled to [0, 1]
         (as the memory manager picks its view), redundancy the cosine between the memories' vectors. A memory
-        whose successor is among the hits (it ended or likely replaced it: :func:`~memnets.memory.search.successor_id`)
-        is no candidate: unlike its successor it would be "diverse" and answer in its place. Such memories fill the
-        places MMR leaves, in the search's order (each after its successor), so k come back whenever k were found."""
-        fetched = {hit.memory.id for hit in hits}
-        held_back = [hit for hit in hits if successor_id(hit.memory) in fetched]
-        hits = [hit for hit in hits if successor_id(hit.memory) not in fetched]
-        order = []
-        if hits:
-            vectors = self.memory.store.vectors([hit.memory.id for hit in hits], self.user)
-            scores = np.asarray([hit.score for hit in hits], dtype=np.float64)
-            relevance = scores if self.memory.scorer is None else min_max(scores)
-            order = mmr(vectors, relevance, k, lambda_=lambda_mult)
-        picked = [hits[i] for i in order]
-        return [_document(hit.memory) for hit in [*picked, *held_back][:k]]
+        whose successor is among the hits is no candidate, and comes after it where places are left
+        (:func:`~memnets.memory.mmr.mmr_current_first`), so k come back whenever k were found."""
+        if not hits:
+            return []
+        vectors = self.memory.store.vectors([hit.memory.id for hit in hits], self.user)
+        scores = np.asarray([hit.score for hit in hits], dtype=np.float64)
+        relevance = scores if self.memory.scorer is None else min_max(scores)
+        memories = [hit.memory for hit in hits]
+        return [
+            _document(hits[n].memory)
+            for n in mmr_current_first(memories, vectors, relevance, scores, k, lambda_=lambda_mult)
+        ]
 
     @classmethod
     def from_texts(

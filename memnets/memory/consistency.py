@@ -203,9 +203,14 @@ VALIDITY = (
 
 def restated(current: Memory, new: Memory) -> Memory:
     """``new``, keyed by ``current``'s id, with ``current``'s validity (:data:`VALIDITY`: when it began, an end, the
-    judge's links) where it says ``current``'s text: a statement written again under its id (a chat history sent whole
-    each turn, a LangGraph put of the same value) reopens nothing; a new text is judged afresh."""
-    return new.replace(**{name: getattr(current, name) for name in VALIDITY}) if new.content == current.content else new
+    judge's links) where it says ``current``'s text and says nothing of its validity (no end, no link, no start before
+    ``current``'s): a statement written again under its id (a chat history sent whole each turn, a LangGraph put of
+    the same value) reopens nothing. A new text is judged afresh; a record that carries an end or a link (an export
+    read back), or a backdated statement, keeps its own."""
+    decided = new.valid_to is not None or new.invalidated_by is not None or new.likely_replaced_by is not None
+    if new.content != current.content or decided or new.valid_from < current.valid_from:
+        return new
+    return new.replace(**{name: getattr(current, name) for name in VALIDITY})
 
 
 def same_record(current: Memory, new: Memory) -> bool:

@@ -56,14 +56,14 @@ from memnets.memory import compression
 from memnets.memory.config import DUPLICATE_THRESHOLD, ManagerConfig
 from memnets.memory.events import EventLog, Move
 from memnets.memory.ids import check_new_id
-from memnets.memory.mmr import mmr
+from memnets.memory.mmr import mmr_current_first
 from memnets.memory.opening import memory_components
 from memnets.memory.planning import Goal, Plan, Planner
 from memnets.memory.reflection import Reflector
 from memnets.memory.search import Searcher, score
 from memnets.memory.signals import Gate, HeuristicGate, HeuristicImportance, Importance, keeps
 from memnets.memory.state import STATE_VERSION, default_state_path, legacy_state_path, read_state, write_state
-from memnets.memory.tiers import ContextView, ContextWindow, Entry, WorkingMemory
+from memnets.memory.tiers import ContextView, ContextWindow, Entry, WorkingMemory, refreshed
 from memnets.memory.writes import WritePath, embed
 from memnets.protocols import TextEncoder
 from memnets.records import Memory
@@ -294,11 +294,16 @@ class MemoryManager:
         return score(self.scorer, [e.memory for e in entries], query, now, query_vector, vectors)
 
     def _pick(self, entries: list[Entry], scores: np.ndarray, k: int) -> list[Entry]:
-        """The best ``k`` entries by their scorer ``scores``, min-max scaled, diversified by MMR."""
+        """The best ``k`` entries by their scorer ``scores``, min-max scaled, diversified by MMR, in the order a
+        search answers (:func:`~memnets.memory.mmr.mmr_current_first`: a stale fact never in its successor's place).
+        Each entry's links are read as the store holds them now (:func:`~memnets.memory.tiers.refreshed`)."""
         if not entries:
             return []
-        order = mmr(np.stack([e.vector for e in entries]), min_max(scores), k, lambda_=self.config.mmr_lambda)
-        return [entries[i] for i in order]
+        refreshed(entries, self.store.get([e.id for e in entries if e.id not in self.pending], self.owner))
+        vectors = np.stack([e.vector for e in entries])
+        memories = [e.memory for e in entries]
+        order = mmr_current_first(memories, vectors, min_max(scores), scores, k, lambda_=self.config.mmr_lambda)
+        return [entries[n] for n in order]
 
     # ------------------------------------------------------------------ the moves
     def retain(self, ids: Iterable[str], t: datetime | None = None) -> list[Memory]:
@@ -332,7 +337,9 @@ class MemoryManager:
         missing = [i for i in ids if i not in self.working]
         if missing:
             raise KeyError(f"emit: not in working memory: {missing}")
-        written = self._persist([self.working.get(i) for i in ids], t)
+        entries = [self.working.get(i) for i in ids]  # buffered ones enter the store now: judged as a flush's
+        buffered = [e for e in entries if e.id in self.pending]
+        written = self._persist(buffered, t, judged=True) + self._persist([e for e in entries if e not in buffered], t)
         self.events.log(Move.EMIT, [e.id for e in written], t)
         return [e.memory for e in written]
 
@@ -369,6 +376,7 @@ class MemoryManager:
             query_vector = self._embed([query], "query")[0]
         found, vectors = self._searcher.candidates(query_vector, k, self.owner)
         self.events.log(Move.SEARCH, [m.id for m in found], now, query=query, fetched=len(found))
+        found, vectors, _ = self._searcher.with_successors(found, vectors, self.owner, None)  # a stale fact's too
         fresh = [n for n, m in enumerate(found) if m.id not in self.working and m.id not in self.context]
         if not fresh:
             return []

@@ -121,15 +121,23 @@ class Searcher:
         memories, vectors = self._deepened(
             lambda depth: self.candidates(query_vector, depth, owner, filters), k, filters, lambda read: read[0]
         )
-        added, links = self.successors(memories, owner, filters)
-        if added:
-            memories = [*memories, *added]
-            vectors = np.concatenate([vectors, self.store.vectors([m.id for m in added], owner)])
+        memories, vectors, links = self.with_successors(memories, vectors, owner, filters)
         self._keep(memories, vectors)
         if not memories:
             return []
         scores = score(self.scorer, memories, query, now, query_vector, vectors)
         return current_first(list(zip(memories, scores.tolist())), links)[:k]
+
+    def with_successors(
+        self, memories: list[Memory], vectors: np.ndarray, owner: str, filters: MemoryFilter | None
+    ) -> tuple[list[Memory], np.ndarray, dict[str, str]]:
+        """``memories`` (with their ``vectors`` [n, dim]) and the current successors of the ended ones among them
+        (:meth:`successors`) with theirs, and the links read on the way: what a re-scored search ranks."""
+        added, links = self.successors(memories, owner, filters)
+        if added:
+            memories = [*memories, *added]
+            vectors = np.concatenate([vectors, self.store.vectors([m.id for m in added], owner)])
+        return memories, vectors, links
 
     def nearest(
         self, query_vector: np.ndarray, owner: str, k: int, filters: MemoryFilter | None

@@ -168,9 +168,12 @@ class Supersession:
         pairs = [(other, memory) if b else (memory, other) for other, b in zip(candidates, before, strict=True)]
         out, enders = [], []
         scores = self._scores(pairs)
-        best = max(scores, default=0.0)
-        for (older, newer), score, earlier in zip(pairs, scores, before, strict=True):
-            if score >= self.judge.threshold or (score >= self.order_threshold and score == best):
+        ahead = [n for n, earlier in enumerate(before) if earlier]  # the candidates ``memory`` may replace
+        best = max(ahead, key=lambda n: scores[n], default=None)  # the first of equal scores
+        ends_one = any(scores[n] >= self.judge.threshold for n in ahead)
+        for n, ((older, newer), score, earlier) in enumerate(zip(pairs, scores, before, strict=True)):
+            linked = earlier and n == best and not ends_one  # a likely replacement: one, beside no ending
+            if score >= self.judge.threshold or (score >= self.order_threshold and (linked or not earlier)):
                 if earlier:
                     out.append((older, self.decided(older, newer, score)))
                 else:

@@ -61,6 +61,17 @@ class Entry:
         return self.memory.id
 
 
+def refreshed(entries: Iterable[Entry], current: Iterable[Memory]) -> None:
+    """Give ``entries`` their memories as ``current`` (the store's rows now) has them, each keeping its latest access:
+    a memory held since before a change ended or linked it knew nothing of it."""
+    held = {entry.id: entry for entry in entries}
+    for memory in current:
+        if memory.id in held:
+            held[memory.id].memory = memory.replace(
+                last_access=max(memory.last_access, held[memory.id].memory.last_access)
+            )
+
+
 Policy = Callable[[Entry], tuple]
 
 

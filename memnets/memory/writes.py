@@ -322,9 +322,10 @@ class WritePath:
                 if (target := getattr(memory, field)) is None:
                     continue
                 found = written.get((memory.owner, target)) or next(iter(self.store.get([target], memory.owner)), None)
-                if found is None or not same_scope(found, memory):
+                if found is None or found.id == memory.id or not same_scope(found, memory):
                     raise ArgumentValueError(
-                        f"add: memory {memory.id!r}: {field}={target!r} names no memory of its user, agent and session",
+                        f"add: memory {memory.id!r}: {field}={target!r} names no other memory of its user, agent and "
+                        "session",
                         field=field,
                     )
 
