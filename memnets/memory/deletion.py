@@ -14,8 +14,9 @@ memory removes the same things:
 - the supersession judge's decisions that read it: a memory it ended is valid again, one it likely
   replaced is no longer linked (a next version of each, :func:`released`; the versions the judge wrote of those
   facts are rewritten without it, :func:`unlinked`, so its id, which a caller may have chosen to spell what it said,
-  is not left in their history; the older versions of a fact it no longer ends or links are not read). The statement the judge read is gone, and a stale fact left ended by nothing would leave the user no
-  current fact at all (``as_of`` now answered nothing).
+  is not left in their history; the older versions of a fact it no longer ends or links are not read). The
+  statement the judge read is gone, and a stale fact left ended by nothing would leave the user no current fact at
+  all (``as_of`` now answered nothing).
 
 Each deletion holds its owner's in-process write lock (:class:`~memnets.memory.owners.Writers`, shared with the
 write path), so it never comes between a write's near-match check and the write it decides; other users'

@@ -338,8 +338,9 @@ class MemoryManager:
         if missing:
             raise KeyError(f"emit: not in working memory: {missing}")
         entries = [self.working.get(i) for i in ids]  # buffered ones enter the store now: judged as a flush's
-        buffered = [e for e in entries if e.id in self.pending]
-        written = self._persist(buffered, t, judged=True) + self._persist([e for e in entries if e not in buffered], t)
+        buffered = {e.id for e in entries if e.id in self.pending}
+        written = self._persist([e for e in entries if e.id in buffered], t, judged=True)
+        written += self._persist([e for e in entries if e.id not in buffered], t)
         self.events.log(Move.EMIT, [e.id for e in written], t)
         return [e.memory for e in written]
 
