@@ -32,7 +32,7 @@ from datetime import datetime
 import memnets.timeutil as timeutil
 from memnets.memory.owners import Writers
 from memnets.memory.state import default_state_path, legacy_state_path
-from memnets.memory.supersession import released, unlinked
+from memnets.memory.supersession import decided_by, released, unlinked
 from memnets.records import DERIVED_KINDS, Memory
 from memnets.store.filters import MemoryFilter
 from memnets.store.protocol import Expiry, LocalState, supports
@@ -127,12 +127,7 @@ class DeletionPath:
         """The older versions of ``ids`` that name a memory of ``gone`` as the one that ended or likely replaced
         them, rewritten in place without it (:func:`unlinked`): a caller's id may spell what the memory said, and
         the deleted memory's id stays nowhere (the deletion ledger keeps keyed hashes only)."""
-        named = [
-            version
-            for memory_id in ids
-            for version in self.older(memory_id, user)
-            if version.invalidated_by in gone or version.likely_replaced_by in gone
-        ]
+        named = decided_by([version for memory_id in ids for version in self.older(memory_id, user)], gone)
         if named:
             self.store.upsert([unlinked(m, gone) for m in named], self.store.vectors([m.id for m in named], user))
 
@@ -182,7 +177,7 @@ class DeletionPath:
         """The ids of the user's current memories (``listing``, else read) that one of ``ids`` ended or likely
         replaced: the judge's links name it."""
         memories = self.store.list_memories(user, limit=None) if listing is None else listing
-        return [m.id for m in memories if m.id not in ids and (m.invalidated_by in ids or m.likely_replaced_by in ids)]
+        return [m.id for m in decided_by(memories, ids)]
 
     def _derived_from(self, ids: Sequence[str], user: str) -> list[str]:
         """Ids of the user's derived memories (DERIVED_KINDS) that link to one of ``ids``, directly or

@@ -295,11 +295,9 @@ class MemoryManager:
 
     def _pick(self, entries: list[Entry], scores: np.ndarray, k: int) -> list[Entry]:
         """The best ``k`` entries by their scorer ``scores``, min-max scaled, diversified by MMR, in the order a
-        search answers (:func:`~memnets.memory.mmr.mmr_current_first`: a stale fact never in its successor's place).
-        Each entry's links are read as the store holds them now (:func:`~memnets.memory.tiers.refreshed`)."""
+        search answers (:func:`~memnets.memory.mmr.mmr_current_first`: a stale fact never in its successor's place)."""
         if not entries:
             return []
-        refreshed(entries, self.store.get([e.id for e in entries if e.id not in self.pending], self.owner))
         vectors = np.stack([e.vector for e in entries])
         memories = [e.memory for e in entries]
         order = mmr_current_first(memories, vectors, min_max(scores), scores, k, lambda_=self.config.mmr_lambda)
@@ -493,7 +491,8 @@ class MemoryManager:
         recalled = self._recall(query, now, k, query_vector) if verdict.recall else []
         # the view is picked before working memory settles its overflow, so what the search found
         # competes with everything held and nothing the query needs is buried before it is shown
-        held = list(self.working.entries.values())
+        held = list(self.working.entries.values())  # as the store holds them now: a later ending or link included
+        refreshed(held, self.store.get([e.id for e in held if e.id not in self.pending], self.owner))
         chosen = self._pick(held, self._score(held, query, query_vector, now), k)
         shown = {e.id for e in chosen} | {e.id for e in recalled}
         self._stamp([e for e in self.working.entries.values() if e.id in shown], now)

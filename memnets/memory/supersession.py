@@ -189,9 +189,8 @@ class Supersession:
         (:func:`released`), so that the new text is judged afresh; a decision that no longer held had stayed,
         and a correction that moved its fact to before the one it had ended left each ended by the other."""
         gone = {memory.id}
-        for other in self.store.list_memories(memory.owner, limit=None):
-            if other.invalidated_by in gone or other.likely_replaced_by in gone:
-                update(other, released(other, gone, when), None)
+        for other in decided_by(self.store.list_memories(memory.owner, limit=None), gone):
+            update(other, released(other, gone, when), None)
 
     def decided(self, older: Memory, newer: Memory, score: float) -> Memory:
         """``older``'s next version by the judge's ``score`` against ``newer``: ended at the threshold
@@ -259,6 +258,11 @@ def linked_by_judge(older: Memory, newer: Memory, score: float) -> Memory:
     )
 
 
+def decided_by(memories: Sequence[Memory], gone: set[str]) -> list[Memory]:
+    """The memories of ``memories`` (none of ``gone``) that a memory of ``gone`` ended or likely replaced."""
+    return [m for m in memories if m.id not in gone and (m.invalidated_by in gone or m.likely_replaced_by in gone)]
+
+
 def unlinked(memory: Memory, gone: set[str]) -> Memory:
     """``memory`` without the decisions that the memories ``gone`` made: its ending by one of them undone (valid
     again) and its likely replacement by one of them dropped."""
@@ -276,4 +280,4 @@ def released(memory: Memory, gone: set[str], when: datetime) -> Memory:
     return successor(memory, unlinked(memory, gone).replace(t=when))
 
 
-__all__ = ["CANDIDATES", "CANDIDATE_POOL", "Supersession", "SupersessionJudge", "released", "unlinked"]
+__all__ = ["CANDIDATES", "CANDIDATE_POOL", "Supersession", "SupersessionJudge", "decided_by", "released", "unlinked"]
