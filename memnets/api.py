@@ -460,7 +460,9 @@ class AgentMemory:
     ) -> list[SearchHit]:
         """The user's hits; ``vectors``, where given, gets ``{user: the hits' stored vectors [n, dim]}``, from the
         rows the search read (what :meth:`explain` takes the scores apart with, no second read)."""
-        searcher = (HybridSearcher if self.hybrid else Searcher)(self.store, self.scorer, self.config.fetch_factor)
+        searcher = (HybridSearcher if self.hybrid else Searcher)(
+            self.store, self.scorer, self.config.fetch_factor, self._writes.supersession
+        )
         hits = [SearchHit(m, s) for m, s in searcher.search(query, vector, user, k, parsed, timeutil.now())]
         if vectors is not None:
             vectors[user] = searcher.vectors_of([hit.memory for hit in hits], user)

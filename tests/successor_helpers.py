@@ -4,7 +4,10 @@ The user said "I live in Leeds", later "I moved to Lyon", and a few other things
 stale fact's own text, so any encoder (the tiny random one too) puts the stale fact nearest it, well
 above its successor, and the fillers below both (with the tiny encoder of tests/conftest.py: cosines
 1.0, 0.955 and at most 0.942). A judge ends "Leeds" by "Lyon" (:class:`LyonJudge` in process; a
-server opened with ``--set supersession=auto`` has the judge shipped with memnets, which decides the same here).
+server opened with ``--set supersession=auto`` has the judge shipped with memnets, which decides the same here). With
+the tiny encoder every memory is about as near the question, so a search's judge reads every newer one against the
+ones above it (:meth:`~memnets.memory.supersession.Supersession.search_links`): the fillers are statements that the
+shipped judge does not read as replacing "I moved to Lyon" ("I work as a nurse" it did, 0.83).
 Before search ranked a stale fact below its successor whatever k, k = 1 answered "Leeds".
 """
 
@@ -23,7 +26,7 @@ FILLERS = (
     "I drink green tea",
     "The garden has roses",
     "My bike is red",
-    "I work as a nurse",
+    "I like jazz",
     "I bake bread at weekends",
     "I have a cat named Tom",
 )

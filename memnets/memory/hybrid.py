@@ -67,7 +67,7 @@ class HybridSearcher(Searcher):
     lexical one (see the module docstring).
 
     Args:
-        store, scorer, fetch_factor: as for the Searcher (the store must keep a lexical index).
+        store, scorer, fetch_factor, supersession: as for the Searcher (the store must keep a lexical index).
         fusion: fuses (dense scores, lexical scores or None) of the candidates into one score each
             (:mod:`memnets.retrieval.fusion`; default: :func:`~memnets.retrieval.fusion.weighted`).
         depth: candidates of each ranking (at least k).
@@ -78,10 +78,11 @@ class HybridSearcher(Searcher):
         store,
         scorer,
         fetch_factor: int,
+        supersession=None,
         fusion: Callable[[Sequence[float], Sequence[float | None]], np.ndarray] = weighted,
         depth: int = DEPTH,
     ):
-        super().__init__(store, scorer, fetch_factor)
+        super().__init__(store, scorer, fetch_factor, supersession)
         self.fusion, self.depth = fusion, depth
 
     def search(
@@ -98,7 +99,7 @@ class HybridSearcher(Searcher):
         if not query.strip() or (filters is not None and filters.time_travel):
             return super().search(query, query_vector, owner, k, filters, now)
         depth = max(k, self.depth)
-        dense = super().search(query, query_vector, owner, depth, filters, now)
+        dense = super().search(query, query_vector, owner, depth, filters, now, read_links=False)
         found_by_words = self.store.lexical_search(query, depth, owner, filters=filters)
         lexical = {m.id: (m, s) for m, s in found_by_words if s >= LEXICAL_FLOOR}
         seen = {m.id for m, _ in dense}
@@ -112,7 +113,8 @@ class HybridSearcher(Searcher):
             [s for _, s in candidates], [lexical[m.id][1] if m.id in lexical else None for m, _ in candidates]
         )
         order = np.argsort(-fused, kind="stable")
-        return current_first([(candidates[i][0], float(fused[i])) for i in order], links)[:k]
+        hits = [(candidates[i][0], float(fused[i])) for i in order]
+        return current_first(hits, self.linked(hits, links, owner, query_vector, filters))[:k]
 
     def _dense_scores(
         self, memories: Sequence[Memory], query: str, query_vector: np.ndarray, owner: str, now: datetime

@@ -17,7 +17,9 @@ only the ended one was found (:meth:`Searcher.successors`: down the chain to the
 owner-scoped, only those that pass the search's filters) and scores them as the others, so the same
 memories answer in the same order at every k. An as-of /
 known-at read fetches none: it ranks the versions of its time as found (the ended memory was valid
-then; no memory is still above one among them that ended it).
+then; no memory is still above one among them that ended it). With the write path's supersession step, a search
+also reads likely replacements of its own among its first hits, the question in hand
+(:meth:`~memnets.memory.supersession.Supersession.search_links`), and ranks them by the same rule.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from typing import NamedTuple, TypeVar
 
 import numpy as np
 
+from memnets.memory.supersession import SEARCH_DEPTH
 from memnets.records import Memory
 from memnets.store.filters import MemoryFilter
 from memnets.store.protocol import Chunks, SearchVectors, supports
@@ -63,10 +66,13 @@ class Searcher:
         store: the memory store searched.
         scorer: a :class:`~memnets.scoring.Scorer`, or None for the store's own ranking.
         fetch_factor: candidates fetched per result wanted, for the scorer to choose from.
+        supersession: the write path's :class:`~memnets.memory.supersession.Supersession`, whose judge reads the
+            likely replacements among a search's first hits (:meth:`linked`); None reads none.
     """
 
-    def __init__(self, store, scorer, fetch_factor: int):
+    def __init__(self, store, scorer, fetch_factor: int, supersession=None):
         self.store, self.scorer, self.fetch_factor = store, scorer, fetch_factor
+        self.supersession = supersession
         self.read: dict[str, np.ndarray] = {}  # the stored vectors the last search() read, by memory id
 
     def _keep(self, memories: Sequence[Memory], vectors: np.ndarray) -> np.ndarray:
@@ -109,24 +115,29 @@ class Searcher:
         k: int,
         filters: MemoryFilter | None,
         now: datetime,
+        read_links: bool = True,
     ) -> list[tuple[Memory, float]]:
         """The ``k`` best memories of ``owner`` for the query with the scores they show, best first, by
         :func:`current_first` (a stale fact never above the memory that ended it): by the store's cosine
         (no scorer: :meth:`nearest`), or by the scorer's score of its ``fetch_factor * k`` candidates and
-        the current successors of the ended ones among them (:meth:`successors`). The stored vectors it read
-        are kept for :meth:`vectors_of`."""
+        the current successors of the ended ones among them (:meth:`successors`); with ``read_links``, the
+        likely replacements the judge reads among them too (:meth:`linked`; a hybrid search reads them once, in its
+        fused order). The stored vectors it read are kept for :meth:`vectors_of`."""
         self.read = {}
         if self.scorer is None:
-            return self.nearest(query_vector, owner, k, filters)
+            return self.nearest(query_vector, owner, k, filters, read_links)
+        depth = max(k, self.links_depth(filters)) if read_links else k
         memories, vectors = self._deepened(
-            lambda depth: self.candidates(query_vector, depth, owner, filters), k, filters, lambda read: read[0]
+            lambda depth: self.candidates(query_vector, depth, owner, filters), depth, filters, lambda read: read[0]
         )
         memories, vectors, links = self.with_successors(memories, vectors, owner, filters)
         self._keep(memories, vectors)
         if not memories:
             return []
         scores = score(self.scorer, memories, query, now, query_vector, vectors)
-        return current_first(list(zip(memories, scores.tolist())), links)[:k]
+        hits = sorted(zip(memories, scores.tolist()), key=lambda hit: -hit[1])
+        links = self.linked(hits, links, owner, query_vector, filters) if read_links else links
+        return current_first(hits, links)[:k]
 
     def with_successors(
         self, memories: list[Memory], vectors: np.ndarray, owner: str, filters: MemoryFilter | None
@@ -140,7 +151,7 @@ class Searcher:
         return memories, vectors, links
 
     def nearest(
-        self, query_vector: np.ndarray, owner: str, k: int, filters: MemoryFilter | None
+        self, query_vector: np.ndarray, owner: str, k: int, filters: MemoryFilter | None, read_links: bool = True
     ) -> list[tuple[Memory, float]]:
         """The ``k`` best by the store's cosine as :func:`current_first` ranks them, exact at every k: the
         store's ``k`` nearest with the current successors of the ended ones among them (:meth:`successors`).
@@ -148,12 +159,39 @@ class Searcher:
         no more than the k-th cosine it gave, unless it ended one of them, and then it was fetched as a successor."""
         found = self._deepened(
             lambda depth: self._nearest(query_vector, depth, owner, filters),
-            k,
+            max(k, self.links_depth(filters)) if read_links else k,
             filters,
             lambda read: [m for m, _ in read],
         )
         added, links = self.successors([m for m, _ in found], owner, filters)
-        return current_first([*found, *zip(added, self.cosines(added, owner, query_vector))], links)[:k]
+        hits = sorted([*found, *zip(added, self.cosines(added, owner, query_vector))], key=lambda hit: -hit[1])
+        links = self.linked(hits, links, owner, query_vector, filters) if read_links else links
+        return current_first(hits, links)[:k]
+
+    def links_depth(self, filters: MemoryFilter | None) -> int:
+        """The hits a search reads for likely replacements of its own (:meth:`linked`): none without a judge that
+        reads them or for an as-of / known-at read, else :data:`~memnets.memory.supersession.SEARCH_DEPTH`, so that
+        its first answers are the same at every k."""
+        reads = self.supersession is not None and self.supersession.query_threshold is not None
+        return SEARCH_DEPTH if reads and not (filters is not None and filters.time_travel) else 0
+
+    def linked(
+        self,
+        hits: Sequence[tuple[Memory, float]],
+        links: Mapping[str, str],
+        owner: str,
+        query_vector: np.ndarray,
+        filters: MemoryFilter | None,
+    ) -> dict[str, str]:
+        """``links`` (read down the chains, :meth:`successors`) with the likely replacements the judge reads among
+        the first :meth:`depth` of ``hits`` (ranked, best first), each judged by the memories' cosines to the query
+        (:meth:`~memnets.memory.supersession.Supersession.search_links`): what :func:`current_first` ranks by."""
+        depth = self.links_depth(filters)
+        if not depth:
+            return dict(links)
+        top = [memory for memory, _ in hits[:depth]]
+        relevance = self.vectors_of(top, owner) @ query_vector
+        return {**links, **self.supersession.search_links(top, relevance.tolist())}
 
     @staticmethod
     def _deepened(read: Callable[[int], T], k: int, filters: MemoryFilter | None, memories: Callable[[T], list]) -> T:
@@ -247,7 +285,8 @@ def current_first(
 
     A memory's successors are the memories among ``hits`` that ended it (or likely replaced it), directly or
     in turn: its chain of :func:`successor_id` (through ``links``, {id: the id that ended or replaced it}, for
-    memories not among ``hits``; a cycle is read once round; an older version ``{id}~{n}`` among ``hits``, as an
+    memories not among ``hits`` and for hits whose record names none: a search's own likely replacements,
+    :meth:`Searcher.linked`; a cycle is read once round; an older version ``{id}~{n}`` among ``hits``, as an
     as-of or known-at read answers it, stands for memory ``id``). The rule: a memory shows the best of its own
     score and those of the memories among ``hits`` it ended or likely replaced, directly or in turn (the
     judge said it holds in their place, so it answers what they answered: "Lyon's been great so far" takes
@@ -264,13 +303,13 @@ def current_first(
     shown = [own for _, own in hits]
     successors = [0] * len(hits)
     for n, (memory, own) in enumerate(hits):
-        after, seen = successor_id(memory), {memory.id}
+        after, seen = successor_id(memory) or links.get(memory.id), {memory.id}
         while after is not None and after not in seen:
             seen.add(after)
             if after in position:
                 later = position[after]
                 shown[later], successors[n] = max(shown[later], own), successors[n] + 1
-                after = successor_id(hits[later][0])
+                after = successor_id(hits[later][0]) or links.get(hits[later][0].id)
             else:
                 after = links.get(after)
     ranked = sorted(range(len(hits)), key=lambda n: (-shown[n], successors[n], n))

@@ -33,6 +33,14 @@ about the user's new job ends the old job, not a morning run "before work" as we
 third as many of the user's other memories for two changes fewer, docs/memory.md). A judge that does not say
 its ``order_threshold`` links nothing.
 
+A search reads likely replacements too, with the question in hand (:meth:`Supersession.search_links`): among its
+first :data:`SEARCH_DEPTH` hits, a hit that nothing ranks below yet and a newer hit under it that the write path
+would have judged against it (:func:`comparable`) and that answers the question about as well (its cosine to the
+query within :data:`SEARCH_MARGIN` of the older one's) are read by the judge; from its ``query_threshold`` (lower
+than ``order_threshold``: the question has already told the subjects apart, which the write path's bar must do
+for every question at once) the newer one answers in the older one's place for that search. Nothing is written.
+A judge without a ``query_threshold`` reads none.
+
 ``invalidated_by`` is its own field: ``superseded_by`` marks an older *version* row, which reads
 never return, while an invalidated memory stays current (an agent may still ask about it, and
 ``as_of`` reads find it valid before its end). A search never ranks it above the memory that
@@ -46,6 +54,7 @@ one shipped with memnets (:class:`~memnets.nn.change_judge.ChangeJudge`); None l
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Container, Sequence
 from datetime import datetime
 from typing import Protocol, runtime_checkable
@@ -59,6 +68,9 @@ from memnets.store.rows import closed_by
 from memnets.text import strip_speaker
 
 CANDIDATES = 5  # older memories a new one is judged against (one batch of the judge)
+SEARCH_DEPTH = 10  # a search's first hits read for likely replacements (Supersession.search_links)
+SEARCH_MARGIN = 0.1  # of the query's cosine: a newer hit this far under an older one still answers its question
+JUDGED_KEPT = 4096  # pairs a search's judge scores are kept for (a repeated question judges nothing again)
 CANDIDATE_POOL = 20  # nearest memories searched for them (an index search: a write stays fast on a large store)
 ASSISTANT = "assistant"  # the role whose replies end no memory (they echo and confirm the user's facts)
 
@@ -69,7 +81,7 @@ class SupersessionJudge(Protocol):
 
     A judge may also have ``scores(pairs)``, many (older, newer) pairs at once; the write path uses it."""
 
-    threshold: float  # (an optional ``order_threshold``, at most ``threshold``: see the module docstring)
+    threshold: float  # (optional ``order_threshold`` and ``query_threshold``, at most it: the module docstring)
 
     def score(self, older: str, newer: str) -> float:
         """In [0, 1]; >= threshold: ``newer`` supersedes ``older``."""
@@ -110,6 +122,18 @@ def replied(memory: Memory) -> bool:
     return isinstance(memory.metadata, dict) and memory.metadata.get("role") == ASSISTANT
 
 
+def comparable(older: Memory, newer: Memory) -> bool:
+    """Whether the judge may read ``older`` against ``newer``: the same kind, scope (:func:`same_scope`) and speaker
+    (:func:`one_speaker`), neither an assistant's reply (the write path's candidates, a search's likely replacements)."""
+    return (
+        older.kind == newer.kind
+        and same_scope(older, newer)
+        and not replied(older)
+        and not replied(newer)
+        and one_speaker(older, newer)
+    )
+
+
 class Supersession:
     """The supersession step of a store's write path, with ``judge`` deciding (see the module docstring)."""
 
@@ -131,8 +155,20 @@ class Supersession:
                 f"supersession judge {judge!r:.60}: order_threshold must be None or a number in [0, threshold "
                 f"{threshold}], got {order!r}"
             )
+        query = getattr(judge, "query_threshold", None)
+        if query is not None and (
+            isinstance(query, bool) or not isinstance(query, (int, float)) or not 0.0 <= query <= threshold
+        ):
+            raise ValueError(
+                f"supersession judge {judge!r:.60}: query_threshold must be None or a number in [0, threshold "
+                f"{threshold}], got {query!r}"
+            )
         self.store, self.judge = store, judge
         self.order_threshold = threshold if order is None else float(order)
+        self.query_threshold = None if query is None else float(query)
+        self.search_margin = SEARCH_MARGIN
+        self._judged: dict[tuple[str, str], float] = {}  # a search's pair scores, by the texts read
+        self._judged_lock = threading.Lock()
 
     def candidates(self, memory: Memory, vector: np.ndarray, later: Container[str] = frozenset()) -> list[Memory]:
         """The current memories ``memory`` is judged against: same user, kind, scope and speaker, near it,
@@ -147,11 +183,8 @@ class Supersession:
             for other, _ in found
             if other.id != memory.id
             and other.id not in later
-            and other.kind == memory.kind
             and (other.valid_to is None or other.valid_from > memory.valid_from)
-            and same_scope(other, memory)
-            and not replied(other)
-            and one_speaker(other, memory)
+            and comparable(other, memory)
         ][:CANDIDATES]
 
     def endings(
@@ -182,6 +215,41 @@ class Supersession:
             *_, score, first = min(enders, key=lambda ender: ender[:2])
             out.append((memory, self.decided(memory, first, score)))
         return out
+
+    def search_links(self, hits: Sequence[Memory], relevance: Sequence[float]) -> dict[str, str]:
+        """The likely replacements a search reads among ``hits`` (its first :data:`SEARCH_DEPTH`, in the order it
+        ranks them, with each one's cosine to the query in ``relevance``): {an older hit's id: the id of the newer
+        hit that answers in its place} (the module docstring). Each older hit that nothing ranks below yet links the
+        best-scored newer hit under it, valid from after it, :func:`comparable`, within :attr:`search_margin` of its
+        cosine, judged at ``query_threshold`` or more; none where the judge has no ``query_threshold``."""
+        if self.query_threshold is None:
+            return {}
+        top = list(zip(hits, relevance))[:SEARCH_DEPTH]
+        pairs = [
+            (older, newer)
+            for n, (older, near) in enumerate(top)
+            if older.invalidated_by is None and older.likely_replaced_by is None
+            for newer, cosine in top[n + 1 :]
+            if cosine >= near - self.search_margin and newer.valid_from > older.valid_from and comparable(older, newer)
+        ]
+        best: dict[str, tuple[float, str]] = {}
+        for (older, newer), score in zip(pairs, self._search_scores(pairs), strict=True):
+            if score >= self.query_threshold and score > best.get(older.id, (-1.0, ""))[0]:
+                best[older.id] = (score, newer.id)
+        return {older: newer for older, (_, newer) in best.items()}
+
+    def _search_scores(self, pairs: Sequence[tuple[Memory, Memory]]) -> list[float]:
+        """:meth:`_scores` of a search's pairs, those judged before read back (at most :data:`JUDGED_KEPT` kept)."""
+        texts = [said(older, newer) for older, newer in pairs]
+        with self._judged_lock:
+            known = dict(self._judged)
+        missing = [n for n, pair in enumerate(texts) if pair not in known]
+        found = dict(zip((texts[n] for n in missing), self._scores([pairs[n] for n in missing]), strict=True))
+        with self._judged_lock:
+            if len(self._judged) + len(found) > JUDGED_KEPT:
+                self._judged.clear()
+            self._judged.update(found)
+        return [known[pair] if pair in known else found[pair] for pair in texts]
 
     def withdraw(self, memory: Memory, when: datetime, update: Callable) -> None:
         """Before ``memory`` says something else (``update(id, text)``): the decisions its old text made are
@@ -280,4 +348,7 @@ def released(memory: Memory, gone: set[str], when: datetime) -> Memory:
     return successor(memory, unlinked(memory, gone).replace(t=when))
 
 
-__all__ = ["CANDIDATES", "CANDIDATE_POOL", "Supersession", "SupersessionJudge", "decided_by", "released", "unlinked"]
+__all__ = [
+    "CANDIDATES", "CANDIDATE_POOL", "SEARCH_DEPTH", "SEARCH_MARGIN", "Supersession", "SupersessionJudge", "comparable",
+    "decided_by", "released", "unlinked",
+]  # fmt: skip

@@ -129,7 +129,8 @@ class ChangeJudgeNet(nn.Module):
 class ChangeJudge:
     """A trained :class:`ChangeJudgeNet` as a supersession judge: ``score(older, newer)`` in [0, 1], and
     the newer statement ends the older one at ``threshold`` (chosen on validation when it was trained), and
-    likely replaces it from ``order_threshold`` (``info``'s, None where it has none).
+    likely replaces it from ``order_threshold``, among a search's hits from ``query_threshold`` (``info``'s, None where
+    it has none).
 
     It meets :class:`memnets.memory.supersession.SupersessionJudge`; :meth:`scores` judges many pairs in
     one batch (the write path's candidates of one new memory).
@@ -140,6 +141,7 @@ class ChangeJudge:
             raise ValueError(f"ChangeJudge: threshold must be a number in [0, 1], got {threshold!r}")
         self.net, self.threshold, self.info = net.eval(), float(threshold), dict(info or {})
         self.order_threshold = self.info.pop("order_threshold", None)  # None: it links no likely replacement
+        self.query_threshold = self.info.pop("query_threshold", None)  # None: a search reads no likely replacement
         self.weights = weights  # how :meth:`save` stores its layers unless told: as the file it was loaded from
 
     def __repr__(self) -> str:
@@ -175,6 +177,7 @@ class ChangeJudge:
             "max_chars": MAX_CHARS,
             "max_tokens": MAX_TOKENS,
             **({} if self.order_threshold is None else {"order_threshold": self.order_threshold}),
+            **({} if self.query_threshold is None else {"query_threshold": self.query_threshold}),
             **({} if self.net.backbone in (DEFAULT_BACKBONE, SMALL_BACKBONE) else {"backbone": self.net.backbone}),
             **self.info,
         }

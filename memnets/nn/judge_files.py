@@ -95,9 +95,9 @@ class NotAJudge(ValueError):
 
 
 def read_config(folder: Path, shown: Path) -> dict[str, Any]:
-    """A judge folder's config, checked: its format, version, layers, threshold and ``order_threshold`` (optional:
-    the score from which a newer statement likely replaces the older one, :mod:`memnets.memory.supersession`);
-    errors name ``shown``."""
+    """A judge folder's config, checked: its format, version, layers, threshold, ``order_threshold`` (optional:
+    the score from which a newer statement likely replaces the older one, :mod:`memnets.memory.supersession`) and
+    ``query_threshold`` (optional: the same among a search's hits); errors name ``shown``."""
     path = folder / CONFIG_NAME
     if not path.is_file() or not (folder / WEIGHTS_NAME).is_file():
         raise FileNotFoundError(f"{shown}: no change judge here (expected {CONFIG_NAME} and {WEIGHTS_NAME})")
@@ -118,13 +118,12 @@ def read_config(folder: Path, shown: Path) -> dict[str, Any]:
         )
     if not isinstance(config.get("layers"), int) or not isinstance(config.get("threshold"), (int, float)):
         raise ValueError(f"{shown / CONFIG_NAME}: 'layers' must be an integer and 'threshold' a number")
-    order = config.get("order_threshold")
-    if order is not None and (
-        isinstance(order, bool) or not isinstance(order, (int, float)) or not 0 <= order <= config["threshold"]
-    ):
-        raise ValueError(
-            f"{shown / CONFIG_NAME}: 'order_threshold' must be a number in [0, 'threshold'], got {order!r}"
-        )
+    for name in ("order_threshold", "query_threshold"):
+        value = config.get(name)
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= config["threshold"]
+        ):
+            raise ValueError(f"{shown / CONFIG_NAME}: {name!r} must be a number in [0, 'threshold'], got {value!r}")
     return config
 
 

@@ -79,6 +79,7 @@ class ServingJudge:
         self.session, self.tokenizer, self.threshold, self.layers = session, tokenizer, float(threshold), int(layers)
         self.info, self.backend = dict(info), backend
         self.order_threshold = self.info.pop("order_threshold", None)  # None: it links no likely replacement
+        self.query_threshold = self.info.pop("query_threshold", None)  # None: a search reads no likely replacement
 
     def __repr__(self) -> str:
         return f"ServingJudge(layers={self.layers}, threshold={self.threshold:.3f}, backend={self.backend!r})"

@@ -6,8 +6,9 @@ format of ``data/supersession/README.md``), read from the files given for traini
 Each epoch is scored on validation (average precision); the best epoch is kept, its threshold chosen on
 validation (:func:`threshold_for_precision` on the validation pairs and on their newer statements beside other
 subjects' facts, :func:`other_subjects`: endings right at :data:`TARGET_PRECISION`; its ``order_threshold``, from
-which a newer statement likely replaces the older one, at :data:`ORDER_PRECISION`) and the judge saved with its
-figures (:meth:`ChangeJudge.save`).
+which a newer statement likely replaces the older one, at :data:`ORDER_PRECISION`, and its ``query_threshold``, the
+same among a search's hits, at that precision on the validation pairs alone) and the judge saved with its figures
+(:meth:`ChangeJudge.save`).
 """
 
 from __future__ import annotations
@@ -326,6 +327,8 @@ class ChangeJudgeModule(L.LightningModule):
         scored, truth = np.r_[found, others], np.r_[labels, np.zeros(len(others), dtype=labels.dtype)]
         judge.threshold = threshold_for_precision(truth, scored, self.precision)
         judge.order_threshold = min(judge.threshold, threshold_for_precision(truth, scored, ORDER_PRECISION))
+        # a search's likely replacements: the same precision on the pairs alone (the question tells subjects apart)
+        judge.query_threshold = min(judge.order_threshold, threshold_for_precision(labels, found, ORDER_PRECISION))
         ended = found >= judge.threshold
         judge.info = {
             "trained_on": [str(f) for f in datamodule.train_files + datamodule.scored_files],
