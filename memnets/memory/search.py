@@ -184,7 +184,7 @@ class Searcher:
         filters: MemoryFilter | None,
     ) -> dict[str, str]:
         """``links`` (read down the chains, :meth:`successors`) with the likely replacements the judge reads among
-        the first :meth:`depth` of ``hits`` (ranked, best first), each judged by the memories' cosines to the query
+        the first :meth:`links_depth` of ``hits`` (ranked, best first), each judged by the memories' cosines to the query
         (:meth:`~memnets.memory.supersession.Supersession.search_links`): what :func:`current_first` ranks by."""
         depth = self.links_depth(filters)
         if not depth:

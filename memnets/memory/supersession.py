@@ -134,6 +134,20 @@ def comparable(older: Memory, newer: Memory) -> bool:
     )
 
 
+def lower_score(judge: SupersessionJudge, name: str, threshold: float) -> float | None:
+    """``judge``'s optional score ``name`` (``order_threshold``, ``query_threshold``): None, or a number in [0,
+    ``threshold``]; ValueError naming it otherwise."""
+    value = getattr(judge, name, None)
+    if value is not None and (
+        isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= threshold
+    ):
+        raise ValueError(
+            f"supersession judge {judge!r:.60}: {name} must be None or a number in [0, threshold {threshold}], got "
+            f"{value!r}"
+        )
+    return None if value is None else float(value)
+
+
 class Supersession:
     """The supersession step of a store's write path, with ``judge`` deciding (see the module docstring)."""
 
@@ -147,25 +161,10 @@ class Supersession:
             raise ValueError(
                 f"supersession judge {judge!r:.60}: threshold must be a number in [0, 1], got {threshold!r}"
             )
-        order = getattr(judge, "order_threshold", None)
-        if order is not None and (
-            isinstance(order, bool) or not isinstance(order, (int, float)) or not 0.0 <= order <= threshold
-        ):
-            raise ValueError(
-                f"supersession judge {judge!r:.60}: order_threshold must be None or a number in [0, threshold "
-                f"{threshold}], got {order!r}"
-            )
-        query = getattr(judge, "query_threshold", None)
-        if query is not None and (
-            isinstance(query, bool) or not isinstance(query, (int, float)) or not 0.0 <= query <= threshold
-        ):
-            raise ValueError(
-                f"supersession judge {judge!r:.60}: query_threshold must be None or a number in [0, threshold "
-                f"{threshold}], got {query!r}"
-            )
+        order, query = (lower_score(judge, name, threshold) for name in ("order_threshold", "query_threshold"))
         self.store, self.judge = store, judge
-        self.order_threshold = threshold if order is None else float(order)
-        self.query_threshold = None if query is None else float(query)
+        self.order_threshold = threshold if order is None else order
+        self.query_threshold = query
         self.search_margin = SEARCH_MARGIN
         self._judged: dict[tuple[str, str], float] = {}  # a search's pair scores, by the texts read
         self._judged_lock = threading.Lock()
