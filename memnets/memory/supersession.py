@@ -69,7 +69,7 @@ from memnets.text import strip_speaker
 
 CANDIDATES = 5  # older memories a new one is judged against (one batch of the judge)
 SEARCH_DEPTH = 10  # a search's first hits read for likely replacements (Supersession.search_links)
-SEARCH_MARGIN = 0.1  # of the query's cosine: a newer hit this far under an older one still answers its question
+SEARCH_MARGIN = 0.2  # of the query's cosine: a newer hit this far under an older one still answers its question
 JUDGED_KEPT = 4096  # pairs a search's judge scores are kept for (a repeated question judges nothing again)
 CANDIDATE_POOL = 20  # nearest memories searched for them (an index search: a write stays fast on a large store)
 ASSISTANT = "assistant"  # the role whose replies end no memory (they echo and confirm the user's facts)

@@ -7,7 +7,7 @@ Each epoch is scored on validation (average precision); the best epoch is kept, 
 validation (:func:`threshold_for_precision` on the validation pairs and on their newer statements beside other
 subjects' facts, :func:`other_subjects`: endings right at :data:`TARGET_PRECISION`; its ``order_threshold``, from
 which a newer statement likely replaces the older one, at :data:`ORDER_PRECISION`, and its ``query_threshold``, the
-same among a search's hits, at that precision on the validation pairs alone) and the judge saved with its figures
+same among a search's hits, at :data:`QUERY_PRECISION` on the validation pairs alone) and the judge saved with its figures
 (:meth:`ChangeJudge.save`).
 """
 
@@ -37,6 +37,7 @@ DEFAULT_TRAIN = (f"{WRITTEN}/train_a.jsonl", f"{WRITTEN}/train_b.jsonl")
 DEFAULT_VALIDATION = (f"{WRITTEN}/validation.jsonl",)
 TARGET_PRECISION = 0.95  # of endings on validation (chosen there: no look-alike ended, 68% of changes; docs/memory.md)
 ORDER_PRECISION = 0.85  # of likely replacements on validation (the order_threshold; chosen there, docs/memory.md)
+QUERY_PRECISION = 0.90  # of a search's likely replacements on the validation pairs alone (the query_threshold; ditto)
 OTHER_FACTS = 6  # other subjects' statements each validation pair's newer one is also judged against
 
 
@@ -327,8 +328,8 @@ class ChangeJudgeModule(L.LightningModule):
         scored, truth = np.r_[found, others], np.r_[labels, np.zeros(len(others), dtype=labels.dtype)]
         judge.threshold = threshold_for_precision(truth, scored, self.precision)
         judge.order_threshold = min(judge.threshold, threshold_for_precision(truth, scored, ORDER_PRECISION))
-        # a search's likely replacements: the same precision on the pairs alone (the question tells subjects apart)
-        judge.query_threshold = min(judge.order_threshold, threshold_for_precision(labels, found, ORDER_PRECISION))
+        # a search's likely replacements, on the pairs alone (the question tells the subjects apart)
+        judge.query_threshold = min(judge.order_threshold, threshold_for_precision(labels, found, QUERY_PRECISION))
         ended = found >= judge.threshold
         judge.info = {
             "trained_on": [str(f) for f in datamodule.train_files + datamodule.scored_files],
