@@ -48,20 +48,28 @@ def write(memory, user: str, text: str, speaker: str, when: datetime, path: str,
     return own.id, time.perf_counter() - began
 
 
+def write_pair(memory, rows: list[dict], n: int, path: str, rng: random.Random, others: int = OTHER_FACTS):
+    """Row ``n`` of ``rows`` written by ``path`` into its own user: the older statement, ``others`` other facts of the
+    user (:func:`~memnets.training.lit.supersession.other_facts`, drawn by ``rng``) a day apart, the newer statement a
+    month later; (the user, the older one's id, the other facts' ids, the newer one's id, seconds its add took)."""
+    row, user = rows[n], f"u{n}-{path}"
+    chosen = other_facts(rows, row, rng, others)
+    older_id, _ = write(memory, user, row["older"], row["speaker"], START, path, n)
+    filler_ids = [
+        write(memory, user, other["older"], row["speaker"], START + timedelta(days=1 + i), path, n + i)[0]
+        for i, other in enumerate(chosen)
+    ]
+    newer_id, took = write(memory, user, row["newer"], row["speaker"], START + timedelta(days=30), path, n)
+    return user, older_id, filler_ids, newer_id, took
+
+
 def replay_pairs(memory, rows: list[dict], path: str, seed: int = 0, others: int = OTHER_FACTS) -> dict:
     """Replay every pair of ``rows`` into its own user of ``memory`` by ``path``, with ``others`` other facts of the
     user between its two statements (fewer where ``rows`` hold fewer of other subjects); the per-pair findings."""
     rng = random.Random(seed)
     found, add_seconds, filler_ended, filler_linked, fillers = [], [], 0, 0, 0
     for n, row in enumerate(rows):
-        user = f"u{n}-{path}"
-        chosen = other_facts(rows, row, rng, others)
-        older_id, _ = write(memory, user, row["older"], row["speaker"], START, path, n)
-        filler_ids = [
-            write(memory, user, other["older"], row["speaker"], START + timedelta(days=1 + i), path, n + i)[0]
-            for i, other in enumerate(chosen)
-        ]
-        newer_id, took = write(memory, user, row["newer"], row["speaker"], START + timedelta(days=30), path, n)
+        user, older_id, filler_ids, newer_id, took = write_pair(memory, rows, n, path, rng, others)
         add_seconds.append(took)
         current = {m.id: m for m in memory.list_memories(user=user, limit=None)}
         ended = current[older_id].valid_to is not None if older_id in current else None
@@ -131,9 +139,9 @@ def summary(replayed: dict) -> dict:
     }
 
 
-def replay_conversation(memory, data: Path, conversation: str, mined: list[dict]) -> dict:
-    """A whole LoCoMo conversation through ``add(messages=...)``, a session a call; the memories ended,
-    those of a mined change (older turn ended by its newer turn) apart from the rest."""
+def write_conversation(memory, data: Path, conversation: str) -> tuple[dict, dict[str, str]]:
+    """LoCoMo's ``conversation`` (in ``data``) written for the user "talk" through ``add(messages=...)``, a session a
+    call, each turn with its photo's caption; (its sample, {memory id: the turn's dia_id})."""
     sample = next(s for s in json.loads(Path(data).read_text(encoding="utf-8")) if s["sample_id"] == conversation)
     talk = sample["conversation"]
     sessions = sorted(
@@ -149,6 +157,13 @@ def replay_conversation(memory, data: Path, conversation: str, mined: list[dict]
         for outcome in memory.add(messages=messages, user="talk"):
             if outcome.memory is not None:
                 ids[outcome.memory.id] = talk[f"session_{number}"][outcome.index]["dia_id"]
+    return sample, ids
+
+
+def replay_conversation(memory, data: Path, conversation: str, mined: list[dict]) -> dict:
+    """A whole LoCoMo conversation through ``add(messages=...)``, a session a call; the memories ended,
+    those of a mined change (older turn ended by its newer turn) apart from the rest."""
+    _, ids = write_conversation(memory, data, conversation)
     changes = {(r["older_dia_id"], r["newer_dia_id"]) for r in mined if r["label"] == 1}
     memories = memory.list_memories(user="talk", limit=None)
     ended = [m for m in memories if m.invalidated_by is not None]

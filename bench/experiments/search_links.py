@@ -24,13 +24,11 @@ from __future__ import annotations
 import json
 import random
 import tempfile
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import memnets
 from bench.common import parser, write_result
-from bench.fact_replay import START, message, read_rows, summary, write
-from memnets.training.lit.supersession import OTHER_FACTS, other_facts
+from bench.fact_replay import read_rows, summary, write_conversation, write_pair
 
 PAIRS = {
     "validation": ("data/supersession/written/validation.jsonl", "data/supersession/written/validation_j.jsonl"),
@@ -59,18 +57,14 @@ def reading(memory, setting: tuple[float | None, float]) -> None:
 
 
 def replay_pairs(memory, rows: list[dict], path: str, chosen: list, seed: int = 0) -> dict[str, dict]:
-    """Each pair written as :func:`bench.fact_replay.replay_pairs` writes it; its question searched under every
-    setting of ``chosen``: {setting's name: :func:`~bench.fact_replay.summary`'s row}."""
+    """Each pair written as :func:`bench.fact_replay.replay_pairs` writes it (:func:`~bench.fact_replay.write_pair`),
+    its question searched under every setting of ``chosen``: {setting's name: :func:`~bench.fact_replay.summary`'s
+    row}."""
     rng = random.Random(seed)
     found: dict[str, list] = {name(s): [] for s in chosen}
     took = []
     for n, row in enumerate(rows):
-        user = f"u{n}-{path}"
-        facts = other_facts(rows, row, rng, OTHER_FACTS)
-        older, _ = write(memory, user, row["older"], row["speaker"], START, path, n)
-        for i, other in enumerate(facts):
-            write(memory, user, other["older"], row["speaker"], START + timedelta(days=1 + i), path, n + i)
-        newer, seconds = write(memory, user, row["newer"], row["speaker"], START + timedelta(days=30), path, n)
+        user, older, _, newer, seconds = write_pair(memory, rows, n, path, rng)
         took.append(seconds)
         record = next(m for m in memory.list_memories(user=user, limit=None) if m.id == older)
         for setting in chosen:
@@ -98,20 +92,7 @@ def replay_pairs(memory, rows: list[dict], path: str, chosen: list, seed: int = 
 def conversation_recall(memory, data: Path, conversation: str, chosen: list) -> dict[str, dict]:
     """``conversation`` replayed whole through messages, its questions (categories 1-4) searched under every setting:
     {setting's name: the mean share of evidence turns among the first 1, 5 and 10 answers, in %}."""
-    sample = next(s for s in json.loads(Path(data).read_text(encoding="utf-8")) if s["sample_id"] == conversation)
-    talk = sample["conversation"]
-    turns_of = {}
-    for number in sorted(int(k.split("_")[1]) for k in talk if k.startswith("session_") and k.count("_") == 1):
-        when = datetime.strptime(talk[f"session_{number}_date_time"], "%I:%M %p on %d %B, %Y").replace(tzinfo=UTC)
-        turns = talk[f"session_{number}"]
-        said = [
-            message(t["text"] + (f" [shares a photo of {t['blip_caption']}]" if t.get("blip_caption") else ""),
-                    t["speaker"], when + timedelta(seconds=30 * i))
-            for i, t in enumerate(turns)
-        ]  # fmt: skip
-        for outcome in memory.add(messages=said, user="talk"):
-            if outcome.memory is not None:
-                turns_of[outcome.memory.id] = turns[outcome.index]["dia_id"]
+    sample, turns_of = write_conversation(memory, data, conversation)
     questions = [q for q in sample["qa"] if q.get("category") in (1, 2, 3, 4) and q.get("evidence")]
     out = {}
     for setting in chosen:

@@ -241,7 +241,7 @@ class Supersession:
         """:meth:`_scores` of a search's pairs, those judged before read back (at most :data:`JUDGED_KEPT` kept)."""
         texts = [said(older, newer) for older, newer in pairs]
         with self._judged_lock:
-            known = dict(self._judged)
+            known = {pair: self._judged[pair] for pair in texts if pair in self._judged}
         missing = [n for n, pair in enumerate(texts) if pair not in known]
         found = dict(zip((texts[n] for n in missing), self._scores([pairs[n] for n in missing]), strict=True))
         with self._judged_lock:
