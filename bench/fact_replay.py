@@ -25,6 +25,10 @@ ACKS = ("Got it!", "Noted.", "Thanks for telling me.", "Fun!", "Okay, I'll remem
 LOOK_ALIKES = ("other_person", "unrelated")
 BOTH_HOLD = ("restatement", "addition")  # non-changes whose newer statement answers the question too
 START = datetime(2024, 3, 1, 9, tzinfo=UTC)
+WRITTEN_PAIRS = {  # the written pairs of each held-out split (data/supersession/README.md: who wrote which)
+    "validation": ("data/supersession/written/validation.jsonl", "data/supersession/written/validation_j.jsonl"),
+    "test": ("data/supersession/written/test.jsonl",),
+}
 
 
 def read_rows(path: Path, split: str | None = None) -> list[dict]:

@@ -35,13 +35,14 @@ import memnets
 from bench.common import parser, write_result
 from bench.fact_replay import (
     LOOK_ALIKES,
+    WRITTEN_PAIRS,
     read_rows,
     replay_conversation,
     replay_pairs,
     summary,
 )
 
-VALIDATION = ("data/supersession/written/validation.jsonl", "data/supersession/written/validation_j.jsonl")
+VALIDATION = WRITTEN_PAIRS["validation"]
 MINED = Path("data/supersession/locomo_mined.jsonl")
 QUICK = 24  # validation pairs with --quick, spread over the domains (a check of the script, not a figure)
 

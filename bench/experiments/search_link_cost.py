@@ -19,8 +19,7 @@ from pathlib import Path
 
 import memnets
 from bench.common import parser, write_result
-from bench.experiments.search_links import PAIRS
-from bench.fact_replay import START, read_rows
+from bench.fact_replay import START, WRITTEN_PAIRS, read_rows
 
 
 class CountingJudge:
@@ -61,7 +60,7 @@ def main(argv=None) -> None:
     p = parser("experiments.search_link_cost", __doc__.splitlines()[0])
     p.add_argument("--name", default="search_link_cost")
     args = p.parse_args(argv)
-    rows = [row for path in PAIRS["validation"] for row in read_rows(Path(path))]
+    rows = [row for path in WRITTEN_PAIRS["validation"] for row in read_rows(Path(path))]
     if args.quick:
         rows = rows[:40]
     results = {}

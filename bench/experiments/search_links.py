@@ -28,12 +28,8 @@ from pathlib import Path
 
 import memnets
 from bench.common import parser, write_result
-from bench.fact_replay import read_rows, summary, write_conversation, write_pair
+from bench.fact_replay import WRITTEN_PAIRS, read_rows, summary, write_conversation, write_pair
 
-PAIRS = {
-    "validation": ("data/supersession/written/validation.jsonl", "data/supersession/written/validation_j.jsonl"),
-    "test": ("data/supersession/written/test.jsonl",),
-}
 CONVERSATION = {"validation": "conv-49", "test": "conv-50"}
 THRESHOLDS = ("none", "0.3", "0.5", "0.625", "0.7", "0.85")
 MARGINS = (0.05, 0.1, 0.2, 0.35)
@@ -111,7 +107,7 @@ def conversation_recall(memory, data: Path, conversation: str, chosen: list) -> 
 def main(argv=None) -> None:
     p = parser("experiments.search_links", __doc__.splitlines()[0])
     p.add_argument("--judge", help="a judge folder (default: the one memnets ships)")
-    p.add_argument("--split", choices=sorted(PAIRS), default="validation")
+    p.add_argument("--split", choices=sorted(WRITTEN_PAIRS), default="validation")
     p.add_argument("--thresholds", nargs="+", default=list(THRESHOLDS), help="query_threshold values, or 'none'")
     p.add_argument("--margins", nargs="+", type=float, default=list(MARGINS))
     p.add_argument("--data", type=Path, default=Path("data/locomo/locomo8.json"))
@@ -121,7 +117,7 @@ def main(argv=None) -> None:
     from memnets.nn.serving_judge import ServingJudge
 
     judge = ServingJudge.load(args.judge) if args.judge else load_default_judge()
-    rows = [row for path in PAIRS[args.split] for row in read_rows(Path(path))]
+    rows = [row for path in WRITTEN_PAIRS[args.split] for row in read_rows(Path(path))]
     if args.quick:
         rows = rows[:: max(1, len(rows) // 24)][:24]
     chosen = settings(args.thresholds, args.margins)
