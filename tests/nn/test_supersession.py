@@ -294,6 +294,19 @@ def test_the_shipped_judge_reads_the_issue_s_pairs_right():
     assert judge.threshold > trams >= judge.order_threshold > max(brother, run)
 
 
+
+@pytest.mark.parametrize("backend", ["int8", "int8_vnni", "onnx"])
+def test_a_pair_s_served_score_is_its_own_whatever_pairs_are_judged_beside_it(backend):
+    """The shipped judge on ONNX Runtime scores a pair alike alone and in any batch: dynamic int8 quantises a call's
+    activations by their range over the batch, so a batch moved a pair's score by up to 0.054, and a decision at a
+    threshold with it (the write path judges five candidates at once, a search as many pairs as it reads)."""
+    from memnets.nn.serving_judge import PROBE_PAIRS, ServingJudge
+
+    judge = ServingJudge.load(backend=backend)
+    alone = [judge.score(*pair) for pair in PROBE_PAIRS]
+    assert judge.scores(list(PROBE_PAIRS)) == pytest.approx(alone, abs=1e-6)
+    assert judge.scores(list(reversed(PROBE_PAIRS[:5]))) == pytest.approx(alone[:5][::-1], abs=1e-6)
+
 @pytest.mark.parametrize("write", ["plain", "named", "user"])
 def test_the_speaker_is_a_field_the_judge_reads_the_texts_as_said(location, encoder, write):
     """ "Bob: ..." or "user: ..." in the stored text changes nothing the judge reads."""
