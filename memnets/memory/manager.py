@@ -293,14 +293,17 @@ class MemoryManager:
         vectors = np.stack([e.vector for e in entries])
         return score(self.scorer, [e.memory for e in entries], query, now, query_vector, vectors)
 
-    def _pick(self, entries: list[Entry], scores: np.ndarray, k: int) -> list[Entry]:
+    def _pick(self, entries: list[Entry], scores: np.ndarray, k: int, query_vector: np.ndarray) -> list[Entry]:
         """The best ``k`` entries by their scorer ``scores``, min-max scaled, diversified by MMR, in the order a
-        search answers (:func:`~memnets.memory.mmr.mmr_current_first`: a stale fact never in its successor's place)."""
+        search answers (:func:`~memnets.memory.mmr.mmr_current_first`: a stale fact never in its successor's place,
+        nor a memory in that of its likely replacement for the query, ``Supersession.ranked_links``)."""
         if not entries:
             return []
         vectors = np.stack([e.vector for e in entries])
         memories = [e.memory for e in entries]
-        order = mmr_current_first(memories, vectors, min_max(scores), scores, k, lambda_=self.config.mmr_lambda)
+        step, relevance = self._writes.supersession, min_max(scores)
+        links = step.ranked_links(memories, vectors, scores, query_vector) if step is not None else {}
+        order = mmr_current_first(memories, vectors, relevance, scores, k, lambda_=self.config.mmr_lambda, links=links)
         return [entries[n] for n in order]
 
     # ------------------------------------------------------------------ the moves
@@ -382,7 +385,7 @@ class MemoryManager:
         memories, vectors = [found[n] for n in fresh], vectors[fresh]
         scores = score(self.scorer, memories, query, now, query_vector, vectors)
         entries = [self._entry(m, v) for m, v in zip(memories, vectors)]
-        chosen = self._pick(entries, scores, k)
+        chosen = self._pick(entries, scores, k, query_vector)
         for entry in chosen:
             self.working.add(entry)
         self.events.log(Move.RECALL, [e.id for e in chosen], now, query=query)
@@ -493,7 +496,7 @@ class MemoryManager:
         # competes with everything held and nothing the query needs is buried before it is shown
         held = list(self.working.entries.values())  # as the store holds them now: a later ending or link included
         refreshed(held, self.store.get([e.id for e in held if e.id not in self.pending], self.owner))
-        chosen = self._pick(held, self._score(held, query, query_vector, now), k)
+        chosen = self._pick(held, self._score(held, query, query_vector, now), k, query_vector)
         shown = {e.id for e in chosen} | {e.id for e in recalled}
         self._stamp([e for e in self.working.entries.values() if e.id in shown], now)
         # what the view shows and the search found stay at hand; what it shows at least, if both do not fit

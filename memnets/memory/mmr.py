@@ -8,7 +8,7 @@ With lambda = 1 this is plain top-k by relevance.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -64,16 +64,20 @@ def mmr_current_first(
     k: int,
     *,
     lambda_: float,
+    links: Mapping[str, str] | None = None,
 ) -> list[int]:
     """Indices of up to ``k`` of ``memories`` picked by MMR (``relevance``, ``vectors``) and ranked as a search answers
     them (:func:`~memnets.memory.search.current_first` by ``scores``). A memory whose successor (the memory that ended
-    or likely replaced it) is among ``memories`` is no MMR candidate: unlike its successor it would be "diverse" and
-    answer in its place. Such memories fill the places MMR leaves, best scored first, each after its successor, so
-    ``k`` come back whenever ``k`` were given (the LangChain store's MMR and the memory manager's view)."""
+    or likely replaced it, or that ``links``, a search's own likely replacements, {id: id}, put in its place) is among
+    ``memories`` is no MMR candidate: unlike its successor it would be "diverse" and answer in its place. Such memories
+    fill the places MMR leaves, best scored first, each after its successor, so ``k`` come back whenever ``k`` were
+    given (the LangChain store's MMR and the memory manager's RECALL and view)."""
+    links = links or {}
     held = {memory.id for memory in memories}
-    stale = {n for n, memory in enumerate(memories) if successor_id(memory) in held}
+    stale = {n for n, memory in enumerate(memories) if (successor_id(memory) or links.get(memory.id)) in held}
     fresh = [n for n in range(len(memories)) if n not in stale]
     order = [fresh[i] for i in mmr(vectors[fresh], relevance[fresh], k, lambda_=lambda_)] if fresh else []
     chosen = [*order, *sorted(stale, key=lambda n: -scores[n])][:k]
     position = {memories[n].id: n for n in chosen}
-    return [position[memory.id] for memory, _ in current_first([(memories[n], float(scores[n])) for n in chosen])]
+    ranked = current_first([(memories[n], float(scores[n])) for n in chosen], links)
+    return [position[memory.id] for memory, _ in ranked]

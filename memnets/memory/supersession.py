@@ -237,6 +237,16 @@ class Supersession:
                 best[older.id] = (score, newer.id)
         return {older: newer for older, (_, newer) in best.items()}
 
+    def ranked_links(
+        self, memories: Sequence[Memory], vectors: np.ndarray, scores: np.ndarray, query_vector: np.ndarray
+    ) -> dict[str, str]:
+        """:meth:`search_links` of ``memories`` ranked by ``scores`` (higher first; ties in the order given), each
+        one's cosine to the query from its stored vector (``vectors`` [n, dim]): for a caller that ranks memories it
+        holds, as the memory manager's RECALL and view do."""
+        ranked = np.argsort(-np.asarray(scores), kind="stable")[:SEARCH_DEPTH]
+        relevance = np.asarray(vectors)[ranked] @ query_vector
+        return self.search_links([memories[n] for n in ranked], relevance.tolist())
+
     def _search_scores(self, pairs: Sequence[tuple[Memory, Memory]]) -> list[float]:
         """:meth:`_scores` of a search's pairs, those judged before read back (at most :data:`JUDGED_KEPT` kept)."""
         texts = [said(older, newer) for older, newer in pairs]

@@ -113,3 +113,17 @@ def test_a_query_threshold_above_the_threshold_is_refused(memory, judge):
     judge.query_threshold = 0.95
     with pytest.raises(ValueError, match="query_threshold must be None or a number in"):
         Supersession(memory.store, judge)
+
+
+@pytest.mark.parametrize("reads", [True, False])
+def test_the_manager_s_recall_and_view_read_them_as_a_search_does(tmp_path, tiny_model_dir, judge, reads):
+    """RECALL and the view pick what the agent sees by the same rule as a search: the likely replacement the judge
+    reads for the query first, the older statement after it; without a query_threshold the scorer's order stands."""
+    judge.query_threshold = judge.query_threshold if reads else None
+    with memnets.open(tmp_path / "m", encoder=tiny_model_dir, supersession=judge) as memory:
+        older, newer = written(memory, (STALE, JAN), (SUCCESSOR, MAR))
+        expected = [newer.id, older.id] if reads else [older.id, newer.id]
+        with memory.manager("leo", k=2, working_capacity=10) as manager:
+            assert [m.id for m in manager.recall(QUESTION, now=MAR)] == expected
+            assert [m.id for m in manager.context_for(QUESTION, now=MAR).memories] == expected
+        assert memory.get(older.id, user="leo").likely_replaced_by is None  # a reading, not a decision

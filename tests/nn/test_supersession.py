@@ -294,7 +294,6 @@ def test_the_shipped_judge_reads_the_issue_s_pairs_right():
     assert judge.threshold > trams >= judge.order_threshold > max(brother, run)
 
 
-
 @pytest.mark.parametrize("backend", ["int8", "int8_vnni", "onnx"])
 def test_a_pair_s_served_score_is_its_own_whatever_pairs_are_judged_beside_it(backend):
     """The shipped judge on ONNX Runtime scores a pair alike alone and in any batch: dynamic int8 quantises a call's
@@ -306,6 +305,7 @@ def test_a_pair_s_served_score_is_its_own_whatever_pairs_are_judged_beside_it(ba
     alone = [judge.score(*pair) for pair in PROBE_PAIRS]
     assert judge.scores(list(PROBE_PAIRS)) == pytest.approx(alone, abs=1e-6)
     assert judge.scores(list(reversed(PROBE_PAIRS[:5]))) == pytest.approx(alone[:5][::-1], abs=1e-6)
+
 
 @pytest.mark.parametrize("write", ["plain", "named", "user"])
 def test_the_speaker_is_a_field_the_judge_reads_the_texts_as_said(location, encoder, write):
