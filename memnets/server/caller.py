@@ -12,6 +12,7 @@ from typing import Annotated, Any
 
 from fastapi import Depends, Request
 
+from memnets.argerrors import ArgumentValueError
 from memnets.records import Memory
 from memnets.server.auth import AuthError, Principal, authorize, authorize_memory, authorize_scope
 from memnets.server.state import ServerState
@@ -79,9 +80,40 @@ async def server_state(request: Request) -> ServerState:
 
 
 async def caller(request: Request) -> Caller:
-    """The request's caller: AuthError(401) without a valid token when tokens are configured."""
+    """The request's caller: AuthError(401) without a valid token when tokens are configured; a query parameter
+    the route does not read is refused next (:func:`refuse_unknown_query`)."""
     state = await server_state(request)
-    return Caller(state.tokens.principal(request.headers.get("authorization")), state)
+    principal = state.tokens.principal(request.headers.get("authorization"))
+    refuse_unknown_query(request)
+    return Caller(principal, state)
+
+
+def refuse_unknown_query(request: Request) -> None:
+    """422 naming the first query parameter that the request's route does not read: one it ignored had answered as
+    if it were not there (``GET /v1/memories?user=ann&agent=a1`` listed every agent's memories; the scope is a
+    filter, ``filters={"agent": "a1"}``)."""
+    route = request.scope.get("route")
+    if not request.query_params or route is None:
+        return
+    reads = query_parameters(route)
+    unknown = sorted(set(request.query_params) - reads)
+    if unknown:
+        raise ArgumentValueError(
+            f"unknown query parameter {unknown[0]!r}: {request.method} {route.path} reads "
+            f"{', '.join(sorted(reads)) or 'none'}",
+            field=unknown[0],
+        )
+
+
+def query_parameters(route) -> frozenset[str]:
+    """The query parameters ``route`` reads, its own and its dependencies' (by the names on the wire; a walk of a
+    few objects, for requests that have a query string only)."""
+    found, dependants = set(), [route.dependant]
+    while dependants:
+        dependant = dependants.pop()
+        found.update(field.alias for field in dependant.query_params)
+        dependants.extend(dependant.dependencies)
+    return frozenset(found)
 
 
 CallerDep = Annotated[Caller, Depends(caller)]

@@ -358,7 +358,7 @@ def test_narrowed_tokens_write_in_their_scope_only(server, admin):
         ({"json": {"user": "ann", "text": "x", "importance": 2}}, 422, "invalid_argument", "importance"),
         ({"json": {"user": "ann", "text": "x", "kind": "dream"}}, 422, "invalid_argument", "kind"),
         ({"json": {"user": "ann", "text": "x", "t": "yesterday"}}, 422, "invalid_argument", "t"),
-        ({"json": {"user": "ann", "text": "x", "colour": "red"}}, 422, "invalid_type", None),
+        ({"json": {"user": "ann", "text": "x", "colour": "red"}}, 422, "invalid_type", "colour"),
         ({"json": {"user": "ann"}}, 400, "malformed_request", "text"),
         ({"json": {"user": "ann", "text": "x", "items": ["y"]}}, 400, "malformed_request", "text"),
         ({"json": {"user": "ann", "items": "one"}}, 400, "malformed_request", "items"),
@@ -372,8 +372,6 @@ def test_bad_requests_are_4xx_naming_the_problem_and_write_nothing(admin, reques
     error = error_of(response, status, code)
     if field is not None:
         assert error["field"] == field and field in error["message"]
-    if "colour" in str(request_args):
-        assert "colour" in error["message"]
     assert admin.get("/v1/users").json()["users"] == []
 
 
@@ -387,6 +385,12 @@ def test_bad_requests_are_4xx_naming_the_problem_and_write_nothing(admin, reques
         ("GET", "/v1/memories", {"params": {}}, 422, "user"),
         ("PATCH", "/v1/memories/missing", {"json": {"user": "ann", "text": "t"}}, 404, "id"),
         ("PATCH", "/v1/memories/missing", {"json": {"user": "ann"}}, 422, "text"),
+        # a field or query parameter the route does not take is named (it had been ignored, or refused naming none)
+        ("POST", "/v1/search", {"json": {"user": "ann", "query": "q", "colour": 1}}, 422, "colour"),
+        ("POST", "/v1/search", {"json": {"user": "ann", "query": "q"}, "params": {"k": "3"}}, 422, "k"),
+        ("PATCH", "/v1/memories/missing", {"json": {"user": "ann", "text": "t", "colour": 1}}, 422, "colour"),
+        ("GET", "/v1/memories", {"params": {"user": "ann", "agent": "planner"}}, 422, "agent"),
+        ("GET", "/v1/memories/missing", {"params": {"user": "ann", "session": "s1"}}, 422, "session"),
         ("GET", "/v1/nothing-here", {}, 404, None),
         ("PUT", "/v1/users", {}, 405, None),
     ],

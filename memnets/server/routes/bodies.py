@@ -6,8 +6,8 @@ types, meanings and bounds: it is what the OpenAPI document says of the body (an
 TypeScript client's types are generated from). The route reads the body through :func:`arguments_body`,
 a model of the same fields that checks nothing but that it is an object with the fields a call cannot go
 without: every value goes to the API call as it is (times parsed), and the API's own validation names
-what is wrong, in the same words as the embedded API and every other door; a field no call takes is the
-call's unknown keyword argument.
+what is wrong, in the same words as the embedded API and every other door; a field no call takes is refused
+by name (:meth:`ArgumentsBody.arguments`).
 """
 
 from __future__ import annotations
@@ -19,13 +19,14 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, SkipValidation, WithJsonSchema, create_model
 from pydantic.json_schema import models_json_schema
 
+from memnets.argerrors import ArgumentTypeError
 from memnets.memory.fields import ARGUMENTS, CALLS, Argument
 from memnets.server.routes.answers import ANSWERS
 from memnets.server.wire import arguments_from_json
 
 
 class ArgumentsBody(BaseModel):
-    """A JSON object whose fields are an API call's keyword arguments (extra fields pass through)."""
+    """A JSON object whose fields are an API call's keyword arguments (an extra field is kept to be refused by name)."""
 
     model_config = ConfigDict(extra="allow")
     typed: ClassVar[tuple[type[BaseModel], ...]] = ()  # what the OpenAPI document says the body is
@@ -38,9 +39,16 @@ class ArgumentsBody(BaseModel):
         return refs[0] if len(refs) == 1 else {"oneOf": refs}
 
     def arguments(self) -> dict[str, Any]:
-        """The fields the client sent, as the API call's keyword arguments (times parsed)."""
-        sent = {name: value for name, value in self.__dict__.items() if name in self.model_fields_set}
-        return arguments_from_json({**sent, **(self.__pydantic_extra__ or {})})
+        """The fields the client sent, as the API call's keyword arguments (times parsed); a field that no call of
+        the route takes is refused naming it (a TypeError, as the call refuses an unknown keyword argument: it had
+        reached the call, whose refusal named no field and, for a search, another call)."""
+        unknown = sorted(self.__pydantic_extra__ or {})
+        if unknown:
+            takes = ", ".join(type(self).model_fields)
+            raise ArgumentTypeError(f"unknown field {unknown[0]!r}: this request takes {takes}", field=unknown[0])
+        return arguments_from_json(
+            {name: value for name, value in self.__dict__.items() if name in self.model_fields_set}
+        )
 
 
 REF = "#/components/schemas/{model}"  # where the OpenAPI document keeps a named schema
