@@ -207,6 +207,12 @@ class AgentMemory:
         """The encoder of this memory's writes and queries."""
         return self._encoder
 
+    @property
+    def supersession(self) -> Supersession | None:
+        """The write path's supersession step (its ``judge``, and the likely replacements a search reads,
+        :meth:`~memnets.memory.supersession.Supersession.ranked_links`), or None where it is off."""
+        return self._writes.supersession
+
     # ------------------------------------------------------------------ writing
     def add(
         self,
@@ -461,7 +467,7 @@ class AgentMemory:
         """The user's hits; ``vectors``, where given, gets ``{user: the hits' stored vectors [n, dim]}``, from the
         rows the search read (what :meth:`explain` takes the scores apart with, no second read)."""
         searcher = (HybridSearcher if self.hybrid else Searcher)(
-            self.store, self.scorer, self.config.fetch_factor, self._writes.supersession
+            self.store, self.scorer, self.config.fetch_factor, self.supersession
         )
         hits = [SearchHit(m, s) for m, s in searcher.search(query, vector, user, k, parsed, timeutil.now())]
         if vectors is not None:
@@ -574,7 +580,7 @@ class AgentMemory:
         check_user(user)
         self._require_open()
         own = {name: config.pop(name) for name in ("events", "state_path", "resume", "llm") if name in config}
-        own.update(llm=own.get("llm", self.llm), supersession=self._writes.supersession)
+        own.update(llm=own.get("llm", self.llm), supersession=self.supersession)
         manager = MemoryManager(
             self.encoder,
             self.store,

@@ -53,6 +53,24 @@ class LikelyLyonJudge:
         return 0.7 if (older, newer) == (STALE, SUCCESSOR) else 0.0
 
 
+class UnsureJudge:
+    """A SupersessionJudge for tests: "Lyon" may have replaced "Leeds" (0.6): below its order_threshold, so the write
+    path links nothing, above its query_threshold, so a search that finds both about as near reads it. Counts the
+    pairs it reads."""
+
+    threshold, order_threshold, query_threshold = 0.9, 0.8, 0.5
+
+    def __init__(self):
+        self.read: list[tuple[str, str]] = []
+
+    def scores(self, pairs):
+        self.read.extend(pairs)
+        return [0.6 if (older, newer) == (STALE, SUCCESSOR) else 0.0 for older, newer in pairs]
+
+    def score(self, older: str, newer: str) -> float:
+        return self.scores([(older, newer)])[0]
+
+
 def facts() -> list[tuple[str, datetime]]:
     """(text, when said) of the user's memories in the order to write them: the stale fact first (January
     2024), its successor (February), then the fillers (one a month after)."""

@@ -2,9 +2,9 @@
 
 One user holds every statement of the written validation pairs (older and newer, a month apart, through plain
 ``add`` with the judge memnets ships), and each pair's question is searched once (k = 5) with the search reading no
-likely replacements (``query_threshold`` None), then once reading them as shipped, the judge's kept scores cleared
-first, so every pair a search reads is judged then. Printed and saved: p50 / p95 / max of each in ms, and how many
-pairs the searches read.
+likely replacements (``query_threshold`` None), then once reading them as shipped, then once judging every pair in
+the margin (no ``search_pairs`` bound), the judge's kept scores cleared before each, so every pair a search reads is
+judged then. Printed and saved: p50 / p95 / max of each in ms, and how many pairs the searches read.
 
     python -m bench.experiments.search_link_cost --out docs/results
 """
@@ -78,8 +78,11 @@ def main(argv=None) -> None:
         step._judged.clear()
         step.judge.read = 0
         results["with"] = figures(timed_searches(memory, questions)) | {"pairs_judged": step.judge.read}
+        step.search_pairs, step.judge.read = None, 0  # every pair in the margin: what the bound saves
+        step._judged.clear()
+        results["uncapped"] = figures(timed_searches(memory, questions)) | {"pairs_judged": step.judge.read}
         results["memories"] = len(memory.list_memories(user="u", limit=None))
-    for key in ("without", "with"):
+    for key in ("without", "with", "uncapped"):
         print(f"{key:>8}: {results[key]}")
     print(f"wrote {write_result(args.out, args.name, {'pairs': len(rows), 'k': 5}, results)}")
 

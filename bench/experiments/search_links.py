@@ -1,4 +1,5 @@
-"""A search's own likely replacements, chosen on validation: the judge's ``query_threshold`` x the cosine margin.
+"""A search's own likely replacements, chosen on validation: the judge's ``query_threshold`` x the cosine margin x the
+bound on the pairs a search judges (``--pairs``; the shipped bound unless told).
 
 A search reads likely replacements among its first hits (:meth:`memnets.memory.supersession.Supersession.search_links`):
 a newer hit that answers the question within a margin of an older one's cosine, judged at ``query_threshold`` or
@@ -29,6 +30,7 @@ from pathlib import Path
 import memnets
 from bench.common import parser, write_result
 from bench.fact_replay import WRITTEN_PAIRS, read_rows, summary, write_conversation, write_pair
+from memnets.memory.supersession import SEARCH_PAIRS
 
 CONVERSATION = {"validation": "conv-49", "test": "conv-50"}
 THRESHOLDS = ("none", "0.3", "0.5", "0.625", "0.7", "0.85")
@@ -36,20 +38,28 @@ MARGINS = (0.05, 0.1, 0.2, 0.35)
 KS = (1, 3, 10)
 
 
-def settings(thresholds, margins) -> list[tuple[float | None, float]]:
-    """(query_threshold or None, margin) for each setting measured: ``none`` once, every other threshold at each margin."""
-    return [(None, 0.0)] * ("none" in thresholds) + [(float(t), m) for t in thresholds if t != "none" for m in margins]
+Setting = tuple[float | None, float, int | None]  # query_threshold (None: no reading), margin, pairs bound (None: all)
 
 
-def name(setting: tuple[float | None, float]) -> str:
-    threshold, margin = setting
-    return "none" if threshold is None else f"{threshold}@{margin}"
+def settings(thresholds, margins, bounds=(SEARCH_PAIRS,)) -> list[Setting]:
+    """The settings measured: ``none`` once, every other threshold at each margin and each bound on the pairs a search
+    judges (``search_pairs``; ``none``: every pair in the margin)."""
+    bounds = [None if bound == "none" else int(bound) for bound in bounds]
+    measured = [(float(t), m, b) for t in thresholds if t != "none" for m in margins for b in bounds]
+    return [(None, 0.0, None)] * ("none" in thresholds) + measured
 
 
-def reading(memory, setting: tuple[float | None, float]) -> None:
-    """Make ``memory``'s searches read likely replacements by ``setting`` (its supersession step's two values)."""
+def name(setting: Setting) -> str:
+    threshold, margin, bound = setting
+    if threshold is None:
+        return "none"
+    return f"{threshold}@{margin}" + ("" if bound == SEARCH_PAIRS else f"/{bound or 'all'}")
+
+
+def reading(memory, setting: Setting) -> None:
+    """Make ``memory``'s searches read likely replacements by ``setting`` (its supersession step's three values)."""
     step = memory._writes.supersession  # the write path's step, whose judge the searches read with
-    step.query_threshold, step.search_margin = setting
+    step.query_threshold, step.search_margin, step.search_pairs = setting
 
 
 def replay_pairs(memory, rows: list[dict], path: str, chosen: list, seed: int = 0) -> dict[str, dict]:
@@ -110,6 +120,9 @@ def main(argv=None) -> None:
     p.add_argument("--split", choices=sorted(WRITTEN_PAIRS), default="validation")
     p.add_argument("--thresholds", nargs="+", default=list(THRESHOLDS), help="query_threshold values, or 'none'")
     p.add_argument("--margins", nargs="+", type=float, default=list(MARGINS))
+    p.add_argument(
+        "--pairs", nargs="+", default=[str(SEARCH_PAIRS)], help="bounds on the pairs a search judges, or 'none'"
+    )
     p.add_argument("--data", type=Path, default=Path("data/locomo/locomo8.json"))
     p.add_argument("--name", default="search_links")
     args = p.parse_args(argv)
@@ -120,7 +133,7 @@ def main(argv=None) -> None:
     rows = [row for path in WRITTEN_PAIRS[args.split] for row in read_rows(Path(path))]
     if args.quick:
         rows = rows[:: max(1, len(rows) // 24)][:24]
-    chosen = settings(args.thresholds, args.margins)
+    chosen = settings(args.thresholds, args.margins, args.pairs)
     results: dict[str, dict] = {}
     for path in ("plain", "messages"):
         with tempfile.TemporaryDirectory() as folder, memnets.open(folder, supersession=judge) as memory:
@@ -134,7 +147,7 @@ def main(argv=None) -> None:
     for setting in chosen:
         row = [results[path][name(setting)] for path in ("plain", "messages")]
         print(
-            f"{name(setting):>10}  current first k=1 {row[0]['current_first_k1']:5.1f} / {row[1]['current_first_k1']:5.1f}"
+            f"{name(setting):>14}  current first k=1 {row[0]['current_first_k1']:5.1f} / {row[1]['current_first_k1']:5.1f}"
             f"  above k=10 {row[0]['current_above_k10']:5.1f} / {row[1]['current_above_k10']:5.1f}"
             f"  older that holds first {row[0]['held_first_k1']:5.1f} / {row[1]['held_first_k1']:5.1f}"
         )

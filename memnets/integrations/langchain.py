@@ -29,6 +29,7 @@ import numpy as np
 
 from memnets.argerrors import ArgumentTypeError
 from memnets.extras import needs_extra
+from memnets.memory.encoding import embed
 from memnets.memory.ids import check_new_id
 from memnets.memory.mmr import mmr_current_first
 from memnets.memory.texts import check_text
@@ -306,7 +307,7 @@ class MemnetsVectorStore(VectorStore):
         _no_extra(kwargs, "max_marginal_relevance_search")
         _check_mmr(k, fetch_k, lambda_mult)
         hits = self.memory.search(query, user=self.user, k=fetch_k, filters=_filters(filter))
-        return self._mmr(hits, k, lambda_mult)
+        return self._mmr(hits, k, lambda_mult, query)
 
     def max_marginal_relevance_search_by_vector(
         self,
@@ -320,13 +321,15 @@ class MemnetsVectorStore(VectorStore):
         """:meth:`max_marginal_relevance_search` for a query embedding."""
         _no_extra(kwargs, "max_marginal_relevance_search_by_vector")
         _check_mmr(k, fetch_k, lambda_mult)
-        hits = self.memory.search_vector(_unit(embedding), user=self.user, k=fetch_k, filters=_filters(filter))
-        return self._mmr(hits, k, lambda_mult)
+        vector = _unit(embedding)
+        hits = self.memory.search_vector(vector, user=self.user, k=fetch_k, filters=_filters(filter))
+        return self._mmr(hits, k, lambda_mult, vector)
 
-    def _mmr(self, hits, k: int, lambda_mult: float) -> list[Document]:
+    def _mmr(self, hits, k: int, lambda_mult: float, query: str | np.ndarray) -> list[Document]:
         """MMR over search hits: relevance is the cosine, or a pack's scores min-max scaled to [0, 1]
         (as the memory manager picks its view), redundancy the cosine between the memories' vectors. A memory
-        whose successor is among the hits is no candidate, and comes after it where places are left
+        whose successor is among the hits, or the likely replacement a search reads for ``query`` (its text or
+        vector), is no candidate, and comes after it where places are left
         (:func:`~memnets.memory.mmr.mmr_current_first`), so k come back whenever k were found."""
         if not hits:
             return []
@@ -334,10 +337,18 @@ class MemnetsVectorStore(VectorStore):
         scores = np.asarray([hit.score for hit in hits], dtype=np.float64)
         relevance = scores if self.memory.scorer is None else min_max(scores)
         memories = [hit.memory for hit in hits]
-        return [
-            _document(hits[n].memory)
-            for n in mmr_current_first(memories, vectors, relevance, scores, k, lambda_=lambda_mult)
-        ]
+        links = self._links(memories, vectors, scores, query)
+        picked = mmr_current_first(memories, vectors, relevance, scores, k, lambda_=lambda_mult, links=links)
+        return [_document(hits[n].memory) for n in picked]
+
+    def _links(self, memories: list[Memory], vectors: np.ndarray, scores: np.ndarray, query) -> dict[str, str]:
+        """The likely replacements the memory's judge reads among the hits for ``query``, as its search read them
+        (:meth:`~memnets.memory.supersession.Supersession.ranked_links`); none where it reads none."""
+        step = self.memory.supersession
+        if step is None or step.query_threshold is None:
+            return {}
+        vector = embed(self.memory.encoder, [query], kind="query")[0] if isinstance(query, str) else query
+        return step.ranked_links(memories, vectors, scores, vector)
 
     @classmethod
     def from_texts(

@@ -35,11 +35,11 @@ its ``order_threshold`` links nothing.
 
 A search reads likely replacements too, with the question in hand (:meth:`Supersession.search_links`): among its
 first :data:`SEARCH_DEPTH` hits, a hit that nothing ranks below yet and a newer hit under it that the write path
-would have judged against it (:func:`comparable`) and that answers the question about as well (its cosine to the
-query within :data:`SEARCH_MARGIN` of the older one's) are read by the judge; from its ``query_threshold`` (lower
-than ``order_threshold``: the question has already told the subjects apart, which the write path's bar must do
-for every question at once) the newer one answers in the older one's place for that search. Nothing is written.
-A judge without a ``query_threshold`` reads none.
+would have judged against it (:func:`comparable`), its cosine to the query within :data:`SEARCH_MARGIN` of the older
+one's, are read by the judge, at most :data:`SEARCH_PAIRS` pairs, the best hits' first; from its ``query_threshold``
+(lower than ``order_threshold``: the question has already put both among its first answers, which the write path's
+bar must do without, for every question at once) the newer one answers in the older one's place for that search.
+Nothing is written. A judge without a ``query_threshold`` reads none.
 
 ``invalidated_by`` is its own field: ``superseded_by`` marks an older *version* row, which reads
 never return, while an invalidated memory stays current (an agent may still ask about it, and
@@ -69,7 +69,9 @@ from memnets.text import strip_speaker
 
 CANDIDATES = 5  # older memories a new one is judged against (one batch of the judge)
 SEARCH_DEPTH = 10  # a search's first hits read for likely replacements (Supersession.search_links)
-SEARCH_MARGIN = 0.2  # of the query's cosine: a newer hit this far under an older one still answers its question
+SEARCH_MARGIN = 1.0  # of the query's cosine: a newer hit this far under an older one may answer for it (1.0: none
+# narrower gained on validation at the shipped query_threshold, docs/memory.md; SEARCH_PAIRS bounds the cost)
+SEARCH_PAIRS = 12  # pairs a search judges at most: every pair of its first hit (9), then the next hits' (cost bound)
 JUDGED_KEPT = 4096  # pairs a search's judge scores are kept for (a repeated question judges nothing again)
 CANDIDATE_POOL = 20  # nearest memories searched for them (an index search: a write stays fast on a large store)
 ASSISTANT = "assistant"  # the role whose replies end no memory (they echo and confirm the user's facts)
@@ -165,7 +167,7 @@ class Supersession:
         self.store, self.judge = store, judge
         self.order_threshold = threshold if order is None else order
         self.query_threshold = query
-        self.search_margin = SEARCH_MARGIN
+        self.search_margin, self.search_pairs = SEARCH_MARGIN, SEARCH_PAIRS
         self._judged: dict[tuple[str, str], float] = {}  # a search's pair scores, by the texts read
         self._judged_lock = threading.Lock()
 
@@ -220,7 +222,9 @@ class Supersession:
         ranks them, with each one's cosine to the query in ``relevance``): {an older hit's id: the id of the newer
         hit that answers in its place} (the module docstring). Each older hit that nothing ranks below yet links the
         best-scored newer hit under it, valid from after it, :func:`comparable`, within :attr:`search_margin` of its
-        cosine, judged at ``query_threshold`` or more; none where the judge has no ``query_threshold``."""
+        cosine, judged at ``query_threshold`` or more; none where the judge has no ``query_threshold``. At most
+        :attr:`search_pairs` pairs are judged, those of the best hits first (a search's cost stays bounded however
+        many of its hits are one speaker's statements)."""
         if self.query_threshold is None:
             return {}
         top = list(zip(hits, relevance))[:SEARCH_DEPTH]
@@ -230,7 +234,7 @@ class Supersession:
             if older.invalidated_by is None and older.likely_replaced_by is None
             for newer, cosine in top[n + 1 :]
             if cosine >= near - self.search_margin and newer.valid_from > older.valid_from and comparable(older, newer)
-        ]
+        ][: self.search_pairs]
         best: dict[str, tuple[float, str]] = {}
         for (older, newer), score in zip(pairs, self._search_scores(pairs), strict=True):
             if score >= self.query_threshold and score > best.get(older.id, (-1.0, ""))[0]:
@@ -358,6 +362,6 @@ def released(memory: Memory, gone: set[str], when: datetime) -> Memory:
 
 
 __all__ = [
-    "CANDIDATES", "CANDIDATE_POOL", "SEARCH_DEPTH", "SEARCH_MARGIN", "Supersession", "SupersessionJudge", "comparable",
+    "CANDIDATES", "CANDIDATE_POOL", "SEARCH_DEPTH", "SEARCH_MARGIN", "SEARCH_PAIRS", "Supersession", "SupersessionJudge", "comparable",
     "decided_by", "released", "unlinked",
 ]  # fmt: skip

@@ -23,7 +23,7 @@ from langchain_tests.integration_tests import (
     RetrieversIntegrationTests,
     VectorStoreIntegrationTests,
 )
-from successor_helpers import KS, QUESTION, STALE, SUCCESSOR, LyonJudge, check_current_first, facts
+from successor_helpers import KS, QUESTION, STALE, SUCCESSOR, LyonJudge, UnsureJudge, check_current_first, facts
 
 import memnets
 from memnets.integrations.langchain import (
@@ -256,6 +256,26 @@ def test_mmr_never_answers_a_stale_fact_in_its_successors_place(tmp_path, tiny_e
         assert [d.page_content for d in store.max_marginal_relevance_search(QUESTION, k=1, lambda_mult=1.0)] == [
             SUCCESSOR
         ]
+
+
+@pytest.mark.parametrize("by_vector", [False, True])
+def test_mmr_reads_the_likely_replacement_a_search_reads(tmp_path, tiny_encoder, by_vector):
+    """A search's own likely replacement (the judge below its write-time bar, above its query_threshold) is read by
+    MMR too: the older statement is no candidate beside it and comes right after it (before, MMR picked it as the
+    diverse one, in its successor's place)."""
+    with memnets.open(tmp_path / "memory", encoder=tiny_encoder, supersession=UnsureJudge()) as memory:
+        store = MemnetsVectorStore(memory, "leo")
+        for text, _ in facts():
+            store.add_texts([text])
+        mmr = store.max_marginal_relevance_search
+        if by_vector:
+            query = store.embeddings.embed_query(QUESTION)
+            mmr = store.max_marginal_relevance_search_by_vector
+        for k, lambda_mult in ((1, 0.5), (2, 0.0), (10, 0.3)):
+            picked = [d.page_content for d in mmr(QUESTION if not by_vector else query, k=k, lambda_mult=lambda_mult)]
+            assert STALE not in picked or picked.index(STALE) == picked.index(SUCCESSOR) + 1, (k, picked)
+            assert len(picked) == k and (k < 10 or SUCCESSOR in picked), (k, picked)
+        assert memory.get(memory.search(QUESTION, user="leo", k=10)[1].memory.id, user="leo").likely_replaced_by is None
 
 
 def test_retriever_ainvoke_takes_k_as_invoke_does(notes_memory):

@@ -10,7 +10,7 @@ import pytest
 
 from memnets.memory.compression import select
 from memnets.memory.events import EventLog, Move
-from memnets.memory.mmr import mmr
+from memnets.memory.mmr import mmr, mmr_current_first
 from memnets.memory.planning import parse_steps
 from memnets.memory.signals import FixedGate, HeuristicGate, HeuristicImportance
 from memnets.memory.tiers import ContextWindow, Entry, WorkingMemory
@@ -41,6 +41,18 @@ def test_mmr_matches_a_hand_computation():
     # lambda 0.9: v1 -> 0.765 - 0.096 = 0.669 beats v2 -> 0.45
     assert mmr(vectors, relevance, 2, lambda_=0.9) == [0, 1]
     assert mmr(vectors, relevance, 10, lambda_=0.5) == [0, 2, 1]  # k beyond N returns all N
+
+
+def test_mmr_current_first_takes_a_search_s_likely_replacements_as_it_takes_decided_ones():
+    """m0 answers in m2's place for this search (``links``): m2 is no MMR candidate, though the most diverse (it
+    would come second, before the near copy m1), and it comes right after m0 where places are left."""
+    memories = [memory(0), memory(1), memory(2)]
+    vectors = np.array([[1.0, 0.0], [0.96, 0.28], [0.0, 1.0]])
+    scores = np.array([0.9, 0.85, 0.9])  # m0 shows m2's score: it answers in its place
+    relevance = scores
+    assert mmr_current_first(memories, vectors, relevance, scores, 2, lambda_=0.5) == [0, 2]
+    assert mmr_current_first(memories, vectors, relevance, scores, 2, lambda_=0.5, links={"m2": "m0"}) == [0, 1]
+    assert mmr_current_first(memories, vectors, relevance, scores, 3, lambda_=0.5, links={"m2": "m0"}) == [0, 2, 1]
 
 
 def test_mmr_rejects_bad_input():

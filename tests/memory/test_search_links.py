@@ -8,30 +8,12 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
-from successor_helpers import FILLERS, KS, QUESTION, STALE, SUCCESSOR, check_current_first, facts
+from successor_helpers import FILLERS, KS, QUESTION, STALE, SUCCESSOR, UnsureJudge, check_current_first, facts
 
 import memnets
-from memnets.memory.supersession import SEARCH_DEPTH, SEARCH_MARGIN, Supersession
+from memnets.memory.supersession import SEARCH_DEPTH, SEARCH_MARGIN, SEARCH_PAIRS, Supersession
 
 JAN, MAR = datetime(2024, 1, 1, tzinfo=UTC), datetime(2024, 3, 1, tzinfo=UTC)
-
-
-class UnsureJudge:
-    """A SupersessionJudge for tests: "Lyon" may have replaced "Leeds" (0.6): below its order_threshold, so the write
-    path links nothing, above its query_threshold, so a search that finds both about as near reads it. Counts the
-    pairs it reads."""
-
-    threshold, order_threshold, query_threshold = 0.9, 0.8, 0.5
-
-    def __init__(self):
-        self.read: list[tuple[str, str]] = []
-
-    def scores(self, pairs):
-        self.read.extend(pairs)
-        return [0.6 if (older, newer) == (STALE, SUCCESSOR) else 0.0 for older, newer in pairs]
-
-    def score(self, older: str, newer: str) -> float:
-        return self.scores([(older, newer)])[0]
 
 
 @pytest.fixture
@@ -107,6 +89,25 @@ def test_a_search_reads_its_first_hits_only_and_judges_a_pair_once(memory, judge
     judge.read.clear()
     assert step.search_links([older, newer], [0.8, 0.8]) == {older.id: newer.id}
     assert judge.read == []  # kept from the search before
+
+
+def test_a_search_judges_at_most_search_pairs_those_of_its_best_hits_first(memory, judge):
+    """The bound on a search's cost: its first hit's pairs are read first (all of them as shipped); a pair past the
+    bound is not read."""
+    assert SEARCH_PAIRS >= SEARCH_DEPTH - 1
+    said = [(STALE, JAN), *((text, MAR.replace(day=n + 2)) for n, text in enumerate(FILLERS[:3])), (SUCCESSOR, MAR)]
+    hits = written(memory, *said)
+    hits = [hits[0], *sorted(hits[1:], key=lambda m: m.valid_from)]  # STALE, then the newer ones, SUCCESSOR first
+    step = Supersession(memory.store, judge)
+    step.search_pairs = 4  # (STALE, each of the four newer ones)
+    judge.read.clear()
+    assert step.search_links(hits, [0.8] * len(hits)) == {hits[0].id: hits[1].id}
+    assert judge.read == [(STALE, m.content) for m in hits[1:]]
+    step.search_pairs = 3
+    later = [hits[0], *hits[2:], hits[1]]  # the successor ranked last: its pair is the fourth
+    assert step.search_links(later, [0.8] * len(later)) == {}
+    step.search_pairs = None
+    assert step.search_links(later, [0.8] * len(later)) == {later[0].id: later[-1].id}
 
 
 def test_a_query_threshold_above_the_threshold_is_refused(memory, judge):
