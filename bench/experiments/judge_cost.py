@@ -5,7 +5,8 @@ The write path asks the judge about at most ``CANDIDATES`` pairs of one new memo
 texts show the bound: a 200,000-character statement costs what its first MAX_CHARS characters do. The
 judge that serves without torch (ONNX Runtime, :class:`~memnets.nn.serving_judge.ServingJudge`: its float32
 graph, and the int8 one that ``"auto"`` serves where the CPU has VNNI) is timed beside the torch one, one after the
-other, in one run; ``--judge`` adds saved judges on torch, ``--onnx`` on ONNX Runtime (float32, and ``auto``).
+other, in one run (the int8 one also as one graph call per batch, as it was served until 2026-12-07, late: ``OneCall``);
+``--judge`` adds saved judges on torch, ``--onnx`` on ONNX Runtime (float32, and ``auto``).
 
     python -m bench.experiments.judge_cost --out docs/results
     python -m bench.experiments.judge_cost --judge checkpoints/supersession/large --out docs/results
@@ -38,6 +39,18 @@ def p50_ms(judge: ChangeJudge, pairs: list[tuple[str, str]], size: int, repeats:
     return round(1000 * statistics.median(times), 2)
 
 
+class OneCall:
+    """The served int8 judge as it scored a batch until 2026-12-07 (late): one graph call for the whole batch, whose
+    scores moved with the batch (:meth:`memnets.nn.serving_judge.ServingJudge.logits` runs each pair alone now); timed
+    beside the path it serves now, for what that costs."""
+
+    def __init__(self, judge: ServingJudge):
+        self.judge = judge
+
+    def scores(self, pairs: list[tuple[str, str]]):
+        return self.judge._run(pairs)
+
+
 def main(argv=None) -> None:
     p = parser("experiments.judge_cost", __doc__.splitlines()[0])
     p.add_argument("--judge", nargs="*", default=[], help="saved judge folders timed on torch too (the large judge)")
@@ -50,7 +63,7 @@ def main(argv=None) -> None:
     auto = ServingJudge.load()  # what memnets.open serves: int8 where the CPU has VNNI, else the float32 graph
     judges = (
         {"torch": ChangeJudge.load(), "onnx": ServingJudge.load(backend="onnx")}
-        | ({} if auto.backend == "onnx" else {auto.backend: auto})
+        | ({} if auto.backend == "onnx" else {auto.backend: auto, f"{auto.backend}_one_call": OneCall(auto)})
         | {f"torch:{folder}": ChangeJudge.load(folder) for folder in args.judge}
         | {
             f"{backend}:{folder}": ServingJudge.load(folder, backend=backend)
