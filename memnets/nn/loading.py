@@ -56,7 +56,7 @@ def load_encoder(path: str | os.PathLike | None = None, backend: str | None = No
 
 def load_default_judge():
     """The change judge shipped with memnets, on ONNX Runtime (:class:`~memnets.nn.serving_judge.ServingJudge`,
-    ``"auto"``: int8 where the CPU has VNNI, five pairs in 18.0 ms against 38.5 ms on torch, idle; else the float32
+    ``"auto"``: int8 where the CPU has VNNI, five pairs in 19.2 ms against 42.4 ms on torch, idle; else the float32
     graph, the torch judge's scores within 1e-5; docs/memory.md, "Six layers"), and no torch import, whether torch is
     installed or not."""
     from memnets.nn.serving_judge import ServingJudge

@@ -13,8 +13,9 @@ graph with ONNX Runtime's dynamic int8 (s8 weights per output channel, the encod
 ``"int8"``, u8 weights, on a CPU without VNNI); ``"auto"`` (the default) is ``"int8_vnni"`` where the CPU has VNNI and
 the int8 graph agrees with the float32 one on :data:`PROBE_PAIRS` here, at load (a mean logit apart of at most
 :data:`AGREEMENT_FLOOR`), else ``"onnx"``, with one log line saying which and why (as the encoder's ``"auto"``,
-:mod:`memnets.nn.backend_choice`). For the six-layer judge that ships, five pairs cost 18.0 ms on int8_vnni against 31.0 ms in float32
-(the 2-core AMD EPYC), and 4 of 3,640 validation decisions to end differ (docs/memory.md, "Six layers").
+:mod:`memnets.nn.backend_choice`). For the six-layer judge that ships, five pairs cost 19.2 ms on int8_vnni (each
+pair alone) against 25.8 ms in float32 (the 2-core AMD EPYC, docs/results/judge_cost-2026-12-07-per-pair.json), and 4
+of 3,640 validation decisions to end differed when it scored a batch in one call (docs/memory.md, "Six layers").
 
 Example::
 
@@ -126,9 +127,10 @@ class ServingJudge:
         """The judge's logit for each (older, newer) pair (float64; :meth:`scores` is their sigmoid), each pair's its
         own: on an int8 backend each pair runs alone. ONNX Runtime's dynamic int8 quantises a call's activations by
         their range over the whole batch, padding included, so in a batch a pair's score moved with the pairs beside
-        it (by up to 0.054 on :data:`PROBE_PAIRS`), and a decision at a threshold with them; alone, five pairs cost
-        what their batch does (12.7 ms against 12.4 ms, the 2-core AMD EPYC). The float32 graph batches (its scores
-        agree within 1e-7 either way)."""
+        it (by up to 0.054 on :data:`PROBE_PAIRS`, all ten against each alone), and a decision at a threshold with
+        them; alone, five pairs cost 19.2 ms against 15.9 ms in one call (the 2-core AMD EPYC, idle;
+        docs/results/judge_cost-2026-12-07-per-pair.json). The float32 graph batches (its scores agree within 1e-7
+        either way)."""
         if not pairs:
             return np.zeros(0)
         if self.backend == "onnx":
