@@ -68,7 +68,7 @@ def main(argv=None) -> None:
         for n, row in enumerate(rows):
             memory.add(row["older"], user="u", t=START + timedelta(minutes=n))
             memory.add(row["newer"], user="u", t=START + timedelta(days=30, minutes=n))
-        step = memory._writes.supersession  # the write path's step, whose judge the searches read with
+        step = memory.supersession  # the write path's step, whose judge the searches read with
         questions = [row["question"] for row in rows]
         shipped, step.judge = step.query_threshold, CountingJudge(step.judge)
         timed_searches(memory, questions[:10])  # warm: the query encoder's first calls

@@ -58,7 +58,7 @@ def name(setting: Setting) -> str:
 
 def reading(memory, setting: Setting) -> None:
     """Make ``memory``'s searches read likely replacements by ``setting`` (its supersession step's three values)."""
-    step = memory._writes.supersession  # the write path's step, whose judge the searches read with
+    step = memory.supersession  # the write path's step, whose judge the searches read with
     step.query_threshold, step.search_margin, step.search_pairs = setting
 
 

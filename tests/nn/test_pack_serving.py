@@ -134,7 +134,7 @@ def test_memnets_open_with_the_pack_on_onnx_adds_and_searches_with_its_heads(pac
     exact = packs[0]
     with memnets.open(tmp_path / "m", pack=pack_dir, backend="onnx", supersession="auto") as memory:
         assert isinstance(memory.importance.head, ServingImportance)
-        assert isinstance(memory._writes.supersession.judge, ServingJudge)
+        assert isinstance(memory.supersession.judge, ServingJudge)
         added = memory.add(TEXTS[0], user="ann")
         memory.add(TEXTS[3], user="ann")
         vector = exact.encoder.encode([TEXTS[0]]).numpy()

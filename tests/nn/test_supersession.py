@@ -456,7 +456,7 @@ def test_open_with_auto_supersession_uses_the_shipped_judge_and_none_leaves_it_o
 
     for setting, expected in (("auto", ServingJudge), (None, type(None))):
         with memnets.open(tmp_path / str(setting), encoder=tiny_model_dir, supersession=setting) as memory:
-            judge = memory._writes.supersession
+            judge = memory.supersession
             assert isinstance(judge.judge if judge is not None else None, expected)
     with pytest.raises(ValueError, match="auto"):
         memnets.open(tmp_path / "bad", encoder=tiny_model_dir, supersession="rules")
@@ -479,4 +479,4 @@ def test_a_pack_carries_its_judge_and_auto_takes_it(fitted, tmp_path):
     exact = pack.supersession.backend == "onnx"  # "auto": the float32 graph, or int8 where the CPU has VNNI
     np.testing.assert_allclose(pack.supersession.scores(pairs), saved.scores(pairs), atol=1e-5 if exact else 0.05)
     with memnets.open(tmp_path / "memory", pack=pack, supersession="auto") as memory:
-        assert memory._writes.supersession.judge is pack.supersession
+        assert memory.supersession.judge is pack.supersession

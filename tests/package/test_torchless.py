@@ -104,7 +104,7 @@ def test_open_add_search_and_the_judge_run_without_torch(child, tmp_path):
             memory.add("I live in Leeds.", user="ann")
             memory.add("I moved to Lyon in June.", user="ann")
             hits = memory.search("Where does Ann live?", user="ann", k=2)
-            judge = memory._writes.supersession.judge
+            judge = memory.supersession.judge
             print(json.dumps({{"hits": [h.memory.content for h in hits], "fingerprint": memory.encoder.fingerprint,
                               "encoder": type(memory.encoder).__name__, "judge": type(judge).__name__}}))
         """,
@@ -149,7 +149,7 @@ def test_a_pack_opens_adds_and_searches_without_torch(child, pack_dir, tmp_path)
             added = memory.add("I live in Leeds.", user="ann")
             memory.add("I adopted a beagle named Rex", user="ann")
             hits = memory.search("beagle", user="ann", k=1)
-            parts = [memory.encoder, memory.importance.head, memory.gate.head, memory._writes.supersession.judge]
+            parts = [memory.encoder, memory.importance.head, memory.gate.head, memory.supersession.judge]
             kinds = [type(part).__name__ for part in parts]
         with memnets.open({str(tmp_path / "on_onnx")!r}, pack={str(pack_dir)!r}) as memory:
             moved = memory.search("beagle", user="ann", k=1)[0].memory.content
