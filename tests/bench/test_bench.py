@@ -204,6 +204,7 @@ def test_archive_search_looks_hits_up_by_primary_key(tmp_path):
         assert "PRIMARY KEY" in plan and "memories_owner" not in plan, plan
 
 
+@pytest.mark.slow  # about 25 s: a load run against a real two-worker server (.ci/run runs it)
 def test_load_benchmark_counts_every_worker_of_a_server(tiny_model_dir, tmp_path):
     """With --workers 2 a /metrics scrape reaches one worker: the load benchmark scrapes until each has
     answered and sums them. Each request encodes one text, so the texts it counts are the requests:

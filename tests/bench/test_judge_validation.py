@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from bench_helpers import result, run_bench
 
 WRITTEN = Path(__file__).resolve().parents[2] / "data" / "supersession" / "written"
@@ -13,6 +14,7 @@ QUICK = 24  # the script's --quick pairs
 FILLERS = 6  # other facts beside each pair, as the replay writes them
 
 
+@pytest.mark.slow  # about 30 s: a replay of the validation pairs through the shipped judge (.ci/run runs it)
 def test_quick_validation_of_the_shipped_judge(tmp_path):
     run_bench("bench.experiments.judge_validation", "shipped", "--quick", "--out", tmp_path)
     found = result(tmp_path, "judge_validation")["results"]["shipped"]
@@ -28,6 +30,7 @@ def test_quick_validation_of_the_shipped_judge(tmp_path):
         assert 0 <= found[path]["current_first_k1"] <= found[path]["current_above_k10"] <= 100
 
 
+@pytest.mark.slow  # about 25 s: an epoch of a judge's fit (.ci/run runs it)
 def test_quick_question_judge_reports_each_epoch_on_the_validation_pairs(tmp_path):
     """bench.experiments.question_judge --quick: 64 training and 64 validation pairs, one epoch; the figures are
     counts over those pairs and an AP in [0, 1], for the shipped judge and after the epoch."""
