@@ -5,7 +5,8 @@ The fused float32 graph of one encoder (``memnets.nn.onnx_encoder.export_onnx``,
 default (:data:`memnets.nn.onnx_encoder.INT8_SETTINGS`, some nodes left in float32), u8 on every
 MatMul, u8 and s8 (7 bits) on every quantisable op, and on a CPU with VNNI the ``"int8_vnni"``
 backend's graph beside s8 (8 bits) on every MatMul and Attention node. Per variant: texts/s at batch 64 (best of
-``--repeats``), p50 of one text per call, and the cosine of its vectors to the exact torch ones.
+``--repeats``), p50 of one text per call, the cosine of its vectors to the exact torch ones, and a text's vector
+alone against the same text's in its batch (dynamic int8 quantises by the whole batch's range).
 It shows what the default gives up for its agreement: docs/benchmarks.md, "Encoder backends".
 
 Usage: ``python -m bench.experiments.int8_variants`` (1,024 LoCoMo turns, the bundled MiniLM; ``--encoder DIR``
@@ -80,7 +81,8 @@ def main(argv: list[str] | None = None) -> int:
             row = results[name]
             print(
                 f"{name:18s} {row['texts_per_s']:7.1f} texts/s  batch-1 p50 {row['single']['p50_ms']:6.2f} ms  "
-                f"cosine {row['cosine_to_exact']['mean']:.4f} (min {row['cosine_to_exact']['min']:.4f})",
+                f"cosine {row['cosine_to_exact']['mean']:.4f} (min {row['cosine_to_exact']['min']:.4f})  "
+                f"alone to batched min {row['alone_to_batched']['min']:.4f}",
                 flush=True,
             )
     settings = {"encoder": path, "texts": len(texts), "repeats": args.repeats, "single": SINGLE, "batch_size": 64}

@@ -109,6 +109,21 @@ def test_manager_benchmark_grows_a_real_archive(tiny_model_dir, tmp_path):
     assert "| 40 | flat |" in text and "10k and 1M not both run" in text
 
 
+def test_int8_variants_measure_speed_agreement_and_the_batch_s_effect(tiny_model_dir, tmp_path):
+    """bench.experiments.int8_variants on a tiny encoder: every variant's texts/s, agreement with torch and the
+    cosine of a text encoded alone to the same text in its batch, which the float32 graph keeps at 1 (its vectors
+    do not depend on the batch; the dynamically quantised ones may)."""
+    run_bench("bench.experiments.int8_variants", "--encoder", tiny_model_dir, "--texts", "12", "--repeats", "1",
+              "--out", tmp_path)  # fmt: skip
+    found = result(tmp_path, "int8_variants")["results"]
+    assert {"fp32", "default"} <= set(found)
+    for row in found.values():
+        assert row["texts_per_s"] > 0 and row["single"]["calls"] == 12
+        assert -1.0 <= row["alone_to_batched"]["min"] <= row["alone_to_batched"]["mean"] <= 1.0 + 1e-5
+    assert found["fp32"]["alone_to_batched"]["min"] > 0.9999
+    assert found["fp32"]["cosine_to_exact"]["min"] > 0.9999
+
+
 def test_encoding_benchmark_compares_every_backend_with_sentence_transformers(tiny_model_dir, tmp_path):
     args = ["--model", tiny_model_dir, "--texts", "8", "--batch-size", "4", "--repeats", "2", "--single", "3"]
     run_bench("bench.encoding", *args, "--out", tmp_path)
