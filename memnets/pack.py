@@ -552,6 +552,11 @@ def _build(root: Path, copy: Path, manifest: dict, backend: str, on_torch: bool 
         isinstance(v, (int, float)) and 0 <= v <= 1 for v in thresholds.values()
     ):
         raise PackFormatError(f"{root / THRESHOLDS}: expected an object of probabilities in [0, 1], got {thresholds!r}")
+    if manifest.get("thresholds", thresholds) != thresholds:  # export writes both: one of them was changed since
+        raise PackFormatError(
+            f"{root / THRESHOLDS}: the heads' thresholds are {thresholds!r}, but the manifest says "
+            f"{manifest['thresholds']!r}; the pack was changed after export (export it again)"
+        )
     return Pack(
         path=root,
         manifest=manifest,

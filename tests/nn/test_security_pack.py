@@ -179,6 +179,18 @@ def _rewrite_json(pack, name, change):
     _relist(pack, name)
 
 
+def test_thresholds_that_disagree_with_the_manifest_are_refused_naming_both(copy):
+    """Export writes the heads' thresholds twice (thresholds.json, the manifest); before, a pack whose two copies
+    differed loaded with thresholds.json's and showed the manifest's."""
+    _rewrite_json(copy, "thresholds.json", lambda t: t.update(gate=0.99))
+    manifest = json.loads((copy / "manifest.json").read_text())["thresholds"]
+    with pytest.raises(
+        PackFormatError, match=r"thresholds.json: the heads' thresholds are .*'gate': 0.99.*manifest says"
+    ):
+        load_pack(copy)
+    assert manifest["gate"] != 0.99
+
+
 def _rewrite_tensors(pack, name, change):
     from safetensors.torch import load_file, save_file
 
