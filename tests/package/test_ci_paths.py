@@ -32,7 +32,7 @@ NOT_IN_CI = {  # slow tests that CI cannot run, and why
 def test_every_file_with_slow_tests_is_run_by_ci_or_says_why_not():
     script = (ROOT / ".ci" / "run").read_text()
     named = set(re.findall(r"tests/[\w/]+\.py", script))
-    folders = set(re.findall(r"(tests/[\w/]+?)/?(?=\s|$)", script)) - named
+    folders = set(re.findall(r"(tests/[\w/]+?)/?(?=\s|$)", script))  # a folder named whole (a .py never matches)
     marked = {
         str(path.relative_to(ROOT))
         for path in (ROOT / "tests").rglob("test_*.py")
